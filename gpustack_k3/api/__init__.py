@@ -1,0 +1,1 @@
+"""The declarative API: the deployment document (CLI files and the Kubernetes custom resource alike)."""

@@ -1,0 +1,195 @@
+"""The deployment document: one format for CLI files and for the ``K3Deployment`` custom resource.
+
+Field names are camelCase, as Kubernetes users expect; every model refuses unknown fields.
+``None`` always means "the engine's own default for that version" and emits no flag.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+API_GROUP = "k3.gpustack.ai"
+API_VERSION = f"{API_GROUP}/v1alpha1"
+KIND = "K3Deployment"
+
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+class EngineRef(_Strict):
+    name: Literal["vllm", "sglang"] = Field(description="Inference engine.")
+    version: str | None = Field(default=None, description="Catalog version key (e.g. kimi-k3, 0.33.0); default: the catalog's default.")
+    image: str | None = Field(default=None, description="Container image override; default: the catalog image of that version.")
+
+
+class ModelSource(_Strict):
+    name: str = Field(default="kimi-k3", description="Catalog model key.")
+    source: str | None = Field(default=None, description="Hub id (ModelScope/Hugging Face), e.g. moonshotai/Kimi-K3.")
+    path: str | None = Field(default=None, description="Path of the weights inside the container.")
+    revision: str | None = None
+    trustRemoteCode: bool | None = None
+    servedModelName: str | None = Field(default=None, description="Name the API serves; platforms usually own it.")
+    loadFormat: str | None = Field(default=None, description="vLLM --load-format, e.g. fastsafetensors.")
+    dtype: str | None = None
+
+
+class Speculative(_Strict):
+    method: Literal["dspark", "mtp", "eagle3", "ngram", "none"] = "none"
+    draftModel: str | None = Field(default=None, description="Draft model as the engine should see it (vLLM config name or path).")
+    numTokens: int | None = Field(default=None, ge=1, le=64, description="vLLM num_speculative_tokens / SGLang DSPARK block size.")
+    draftSampleMethod: Literal["greedy", "probabilistic"] | None = None
+    rejectionSampleMethod: Literal["standard", "synthetic", "block", "fly"] | None = None
+    attentionBackend: str | None = Field(default=None, description="Draft attention backend (vLLM speculative config).")
+    draftTensorParallelSize: int | None = Field(default=None, ge=1)
+    extraConfig: dict[str, Any] = Field(default_factory=dict, description="Further --speculative-config keys (vLLM), checked.")
+
+
+class Parallel(_Strict):
+    tp: int | None = Field(default=None, ge=1, le=64, description="Tensor parallel size.")
+    pp: int | None = Field(default=None, ge=1, le=64)
+    dp: int | None = Field(default=None, ge=1, le=64)
+    dcp: int | None = Field(default=None, ge=1, le=64, description="Decode context parallel size (shards KV across TP ranks).")
+    ep: int | None = Field(default=None, ge=1, le=64, description="SGLang --ep-size.")
+    expertParallel: bool | None = Field(default=None, description="vLLM --enable-expert-parallel.")
+    dcpCommBackend: Literal["ag_rs", "a2a", "fi_a2a"] | None = None
+
+
+class Memory(_Strict):
+    fraction: float | None = Field(default=None, description="vLLM --gpu-memory-utilization / SGLang --mem-fraction-static.")
+    kvCacheBytes: int | None = Field(default=None, ge=1, description="vLLM --kv-cache-memory-bytes (per GPU); ignores fraction.")
+    kvCacheDtype: str | None = None
+    mambaFullMemoryRatio: float | None = Field(default=None, description="SGLang --mamba-full-memory-ratio.")
+    mambaSsmDtype: str | None = None
+
+
+class Scheduling(_Strict):
+    maxModelLen: int | None = Field(default=None, ge=1, description="vLLM --max-model-len / SGLang --context-length.")
+    maxNumSeqs: int | None = Field(default=None, ge=1, description="vLLM --max-num-seqs / SGLang --max-running-requests.")
+    maxNumBatchedTokens: int | None = Field(default=None, ge=1, description="vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size.")
+    maxPrefillTokens: int | None = Field(default=None, ge=1, description="SGLang --max-prefill-tokens.")
+    chunkedPrefill: bool | None = None
+    longPrefillTokenThreshold: int | None = Field(default=None, ge=0)
+    prefixCaching: bool | None = None
+
+
+class Parsers(_Strict):
+    toolCall: str | None = None
+    reasoning: str | None = None
+    autoToolChoice: bool | None = None
+
+
+class Hardware(_Strict):
+    gpuType: str = "b300"
+    gpuCount: int = Field(default=8, ge=1, le=64)
+
+
+class Serving(_Strict):
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class VllmOptions(_Strict):
+    moeBackend: str | None = None
+    attentionBackend: str | None = None
+    attentionConfig: dict[str, Any] | None = None
+    flashinferAutotune: bool | None = None
+    enforceEager: bool | None = None
+
+
+class SglangOptions(_Strict):
+    customAllReduce: bool | None = Field(default=None, description="false emits --disable-custom-all-reduce.")
+    symmMem: bool | None = None
+    linearReplayssmSpec: bool | None = None
+    decodeAttentionBackend: str | None = None
+    prefillAttentionBackend: str | None = None
+
+
+class SecretEnv(_Strict):
+    name: str = Field(pattern=ENV_NAME)
+    secretName: str = Field(pattern=DNS_LABEL)
+    key: str
+
+
+class VolumeSource(_Strict):
+    kind: Literal["pvc", "hostPath", "emptyDir"] = "pvc"
+    source: str | None = Field(default=None, description="PVC claim name or host path.")
+    sizeGiB: int | None = Field(default=None, ge=1)
+
+
+class Storage(_Strict):
+    model: VolumeSource = Field(default_factory=lambda: VolumeSource(kind="pvc", source="kimi-k3-models"))
+    cache: VolumeSource = Field(default_factory=lambda: VolumeSource(kind="pvc", source="kimi-k3-compile-cache"))
+    cachePath: str = Field(default="/cache", description="Mount point of the persistent JIT/compile cache.")
+    shmSizeGiB: int = Field(default=64, ge=1)
+
+
+class Startup(_Strict):
+    storageBandwidthGiBps: float = Field(default=1.5, gt=0, description="Assumed weight read bandwidth per node.")
+    budgetSeconds: int | None = Field(default=None, ge=60, description="Override the derived cold-start budget.")
+
+
+class Placement(_Strict):
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class DeploymentSpec(_Strict):
+    engine: EngineRef
+    model: ModelSource = Field(default_factory=ModelSource)
+    speculative: Speculative = Field(default_factory=Speculative)
+    parallel: Parallel = Field(default_factory=Parallel)
+    memory: Memory = Field(default_factory=Memory)
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+    parsers: Parsers = Field(default_factory=Parsers)
+    hardware: Hardware = Field(default_factory=Hardware)
+    serving: Serving = Field(default_factory=Serving)
+    vllm: VllmOptions = Field(default_factory=VllmOptions)
+    sglang: SglangOptions = Field(default_factory=SglangOptions)
+    env: dict[str, str] = Field(default_factory=dict)
+    secretEnv: list[SecretEnv] = Field(default_factory=list)
+    extraArgs: list[str] = Field(default_factory=list, description="Further engine flags, checked against the catalog.")
+    storage: Storage = Field(default_factory=Storage)
+    startup: Startup = Field(default_factory=Startup)
+    placement: Placement = Field(default_factory=Placement)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for k in v:
+            if not re.match(ENV_NAME, k):
+                raise ValueError(f"env name {k!r} is not a valid environment variable name")
+        return v
+
+
+class Metadata(_Strict):
+    name: str = Field(pattern=DNS_LABEL, max_length=53)
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class DeploymentDocument(_Strict):
+    apiVersion: Literal["k3.gpustack.ai/v1alpha1"] = API_VERSION
+    kind: Literal["K3Deployment"] = KIND
+    metadata: Metadata
+    spec: DeploymentSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_server_fields(cls, data: Any) -> Any:
+        # A resource read back from the API server carries status and server-set metadata: ignore them.
+        if isinstance(data, dict) and ("status" in data or isinstance(data.get("metadata"), dict)):
+            data = dict(data)
+            data.pop("status", None)
+            md = data.get("metadata")
+            if isinstance(md, dict):
+                keep = {"name", "namespace", "labels", "annotations"}
+                data["metadata"] = {k: v for k, v in md.items() if k in keep}
+        return data

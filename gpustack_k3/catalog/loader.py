@@ -1,0 +1,211 @@
+"""Load and validate the catalog data files (``catalog/data``). Loaded once per process, cached."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DATA = Path(__file__).parent / "data"
+
+
+class CatalogError(Exception):
+    """The packaged catalog is inconsistent (a bug in the data files, not in user input)."""
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HardwareProfile(_M):
+    description: str
+    visible_gib: float = Field(gt=0)
+    gpus_per_node: int = Field(ge=1)
+    sm: str
+    resource: str
+    node_selector: dict[str, str]
+    source: str
+    estimated: bool = False
+
+
+class DraftArtifact(_M):
+    modelscope: str
+    config_name: str
+    path: str
+
+
+class ModelEngineFigures(_M):
+    weights_per_gpu_gib: float
+    # vLLM
+    non_kv_fixed_gib: float | None = None
+    activation_peak_gib: float | None = None
+    activation_calibration_tokens: int | None = None
+    cudagraph_gib: float | None = None
+    kv_bytes_per_token: dict[str, int] | None = None
+    block_size_tokens: int | None = None
+    runtime_headroom_gib: float | None = None
+    calibration_gpus: int = 8
+    # SGLang
+    full_kv_bytes_per_token: dict[str, int] | None = None
+    draft_kv_bytes_per_token: int | None = None
+    mamba_state_per_request_gib: float | None = None
+    mamba_spec_ratio: float | None = None
+    eagle_default_max_running_requests: int | None = None
+    draft: DraftArtifact | None = None
+
+
+class ModelEntry(_M):
+    description: str
+    source_id: str
+    hub: str
+    default_path: str
+    max_context: int
+    weight_bytes_total_gib: float
+    engines: dict[str, ModelEngineFigures]
+
+
+class FlagSpec(_M):
+    field: str
+    flag: str
+    kind: Literal["value", "bool_optional", "store_true", "store_false", "json", "speculative"] = "value"
+    type: Literal["str", "int", "float"] = "str"
+    aliases: list[str] = []
+    platform: bool = False
+
+
+class EngineVersion(_M):
+    key: str = ""
+    engine: str = ""
+    default: bool = False
+    image: str
+    description: str
+    command: list[str] | None = None
+    model_arg: Literal["positional", "flag"] | None = None
+    traits: dict[str, Any]
+    defaults: dict[str, Any]
+    kv_cache_dtypes: list[str]
+    env_known: list[str] = []
+    env_removed: dict[str, str] = {}
+    extra_known_flags: list[str] = []
+    unsupported_fields: dict[str, str] = {}
+    dcp_attention_backends: list[str] = []
+    known_flags_file: str | None = None   # JSON list of option strings dumped from the real parser
+
+
+class EngineEntry(_M):
+    engine: Literal["vllm", "sglang"]
+    command: list[str]
+    model_arg: Literal["positional", "flag"]
+    model_flag: str
+    default_port: int
+    health_path: str
+    flags: list[FlagSpec]
+    platform_flags: list[str]
+    speculative: dict[str, Any]
+    defaults_by_gpu_memory: list[dict[str, Any]] = []
+    cache_env: dict[str, str] = {}        # env var -> sub-directory of the persistent cache volume
+    versions: dict[str, EngineVersion]
+
+    @model_validator(mode="after")
+    def _versions(self) -> "EngineEntry":
+        defaults = [k for k, v in self.versions.items() if v.default]
+        if len(defaults) != 1:
+            raise ValueError(f"engine {self.engine}: exactly one version must be default, got {defaults}")
+        for k, v in self.versions.items():
+            v.key, v.engine = k, self.engine
+        seen: dict[str, str] = {}
+        for f in self.flags:
+            for name in (f.flag, *f.aliases):
+                if name in seen:
+                    raise ValueError(f"engine {self.engine}: flag {name} mapped twice ({seen[name]}, {f.field})")
+                seen[name] = f.field
+        return self
+
+
+class RuleEntry(_M):
+    id: str
+    severity: Literal["error", "warning", "info"]
+    engines: list[Literal["vllm", "sglang"]]
+    field: str
+    title: str
+    why: str
+    fix: str
+    source: str
+    when: dict[str, Any] = {}          # trait conditions: {trait: [allowed values]}
+    strict_severity: Literal["error", "warning", "info"] | None = None
+
+
+class PresetEntry(_M):
+    name: str
+    description: str
+    document: dict[str, Any]
+
+
+class Catalog(_M):
+    hardware: dict[str, HardwareProfile]
+    models: dict[str, ModelEntry]
+    engines: dict[str, EngineEntry]
+    rules: dict[str, RuleEntry]
+    presets: dict[str, PresetEntry]
+    default_preset: str
+
+    def engine(self, name: str) -> EngineEntry:
+        return self.engines[name]
+
+    def version(self, engine: str, key: str | None) -> EngineVersion | None:
+        e = self.engines[engine]
+        if key is None:
+            return next(v for v in e.versions.values() if v.default)
+        return e.versions.get(key)
+
+    def rule_versions(self, rule: RuleEntry) -> list[str]:
+        """The catalog versions a rule applies to (derived from its trait conditions)."""
+        out = []
+        for eng in rule.engines:
+            for key, v in self.engines[eng].versions.items():
+                if all(_trait_ok(v.traits.get(t), allowed) for t, allowed in rule.when.items()):
+                    out.append(f"{eng} {key}")
+        return out
+
+
+def _trait_ok(value: Any, allowed: Any) -> bool:
+    if isinstance(allowed, list):
+        return value in allowed
+    return value == allowed
+
+
+def _read(path: Path) -> Any:
+    with path.open("rb") as fh:
+        return yaml.safe_load(fh)
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    try:
+        raw: dict[str, Any] = {
+            "hardware": _read(DATA / "hardware.yaml")["hardware"],
+            "models": _read(DATA / "models.yaml")["models"],
+            "engines": {},
+            "rules": {},
+            "presets": {},
+        }
+        for p in sorted((DATA / "engines").glob("*.yaml")):
+            d = _read(p)
+            raw["engines"][d["engine"]] = d
+        for r in _read(DATA / "rules.yaml")["rules"]:
+            if r["id"] in raw["rules"]:
+                raise CatalogError(f"rule id {r['id']} defined twice")
+            raw["rules"][r["id"]] = r
+        pidx = _read(DATA / "presets" / "index.yaml")
+        raw["default_preset"] = pidx["default"]
+        for entry in pidx["presets"]:
+            doc = _read(DATA / "presets" / entry["file"])
+            raw["presets"][entry["name"]] = {"name": entry["name"], "description": entry["description"], "document": doc}
+        cat = Catalog.model_validate(raw)
+    except (OSError, KeyError, yaml.YAMLError, ValidationError) as exc:
+        raise CatalogError(f"packaged catalog is invalid: {exc}") from exc
+    if cat.default_preset not in cat.presets:
+        raise CatalogError(f"default preset {cat.default_preset} is not defined")
+    return cat

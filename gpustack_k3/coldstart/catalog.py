@@ -1,0 +1,183 @@
+"""Marker catalog: engine log lines → phase events, loaded from ``data/*.yaml`` and validated.
+
+Every marker names a literal ``key`` (searched at C speed over whole chunks), an optional
+``regex`` applied to the matched line only (named groups become figures), the phase it belongs
+to, what it means for that phase (``kind``), the version range it appears in and its source
+(``file:line@version``). Each marker carries an ``example`` line that must match: the catalog
+checks itself when it is loaded.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Literal, Optional
+
+import yaml
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .phases import LOG_PHASES
+
+Kind = Literal["start", "end", "progress", "info", "fail", "request"]
+Engine = Literal["vllm", "sglang", "any"]
+
+# Named groups with a meaning for the tracker; any other group is kept as a detail.
+SPECIAL_GROUPS = {"version", "seconds", "engine_init", "tp"}
+
+
+class Marker(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    engine: Engine = "any"
+    phase: Optional[str] = None
+    kind: Kind
+    key: str = Field(min_length=3)
+    regex: Optional[str] = None
+    since: Optional[str] = None
+    until: Optional[str] = None
+    source: str = Field(min_length=3)
+    example: str
+    detect: bool = True          # may this marker decide the engine when none is known yet?
+    priority: int = 1            # for failures: the most specific reason wins
+    sum_per_rank: bool = False   # engine seconds add up per rank (several captures per rank)
+
+    @field_validator("phase")
+    @classmethod
+    def _phase_known(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and v not in LOG_PHASES:
+            raise ValueError(f"unknown phase {v!r}; expected one of {', '.join(LOG_PHASES)}")
+        return v
+
+    @field_validator("since", "until")
+    @classmethod
+    def _version_ok(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None:
+            try:
+                Version(v)
+            except InvalidVersion as exc:
+                raise ValueError(f"not a version: {v!r}") from exc
+        return v
+
+    @model_validator(mode="after")
+    def _self_check(self) -> "Marker":
+        if self.key not in self.example:
+            raise ValueError(f"marker {self.id}: key {self.key!r} does not occur in its example")
+        if self.regex is not None:
+            try:
+                rx = re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"marker {self.id}: regex does not compile: {exc}") from exc
+            if not rx.search(self.example):
+                raise ValueError(f"marker {self.id}: regex does not match its example")
+        if self.kind in ("start", "end", "progress") and self.phase is None:
+            raise ValueError(f"marker {self.id}: kind {self.kind} needs a phase")
+        return self
+
+    def compiled(self) -> Optional[re.Pattern[str]]:
+        return re.compile(self.regex) if self.regex is not None else None
+
+    def covers(self, version: str) -> bool:
+        try:
+            v = Version(version)
+        except InvalidVersion:
+            return True
+        if self.since is not None and v < Version(self.since):
+            return False
+        if self.until is not None and v > Version(self.until):
+            return False
+        return True
+
+
+class DoctorPattern(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    key: str = Field(min_length=2)
+    regex: Optional[str] = None
+    example: str
+    role: str = "hit"            # rule-specific meaning (e.g. "device", "enabled", "none")
+
+    @model_validator(mode="after")
+    def _self_check(self) -> "DoctorPattern":
+        if self.key not in self.example:
+            raise ValueError(f"doctor pattern: key {self.key!r} does not occur in its example")
+        if self.regex is not None:
+            try:
+                rx = re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"doctor pattern regex does not compile: {exc}") from exc
+            if not rx.search(self.example):
+                raise ValueError(f"doctor pattern {self.key!r}: regex does not match its example")
+        return self
+
+
+class DoctorRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    engine: Engine = "any"
+    severity: Literal["error", "warning", "info"]
+    message: str
+    fix: str
+    source: str = Field(min_length=3)
+    patterns: list[DoctorPattern] = Field(default_factory=list)
+
+
+class CatalogFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    engine: Engine
+    markers: list[Marker] = Field(default_factory=list)
+
+
+class DoctorFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rules: list[DoctorRule]
+
+
+class CatalogError(ValueError):
+    """The packaged catalog is broken (a developer error, reported with the file and field)."""
+
+
+class Catalog:
+    """All markers and doctor rules, plus the keyword index used by the scanner."""
+
+    def __init__(self, markers: list[Marker], rules: list[DoctorRule]):
+        self.markers = markers
+        self.rules = rules
+        self.regex: dict[str, Optional[re.Pattern[str]]] = {m.id: m.compiled() for m in markers}
+        # keyword → consumers; a consumer is ("marker", Marker) or ("doctor", rule, pattern, regex)
+        index: dict[str, list[tuple]] = {}
+        for m in markers:
+            index.setdefault(m.key, []).append(("marker", m, self.regex[m.id]))
+        for r in rules:
+            for p in r.patterns:
+                index.setdefault(p.key, []).append(
+                    ("doctor", r, p, re.compile(p.regex) if p.regex else None))
+        self.keys: list[str] = sorted(index)
+        self.consumers: list[list[tuple]] = [index[k] for k in self.keys]
+        self.rule_by_id = {r.id: r for r in rules}
+
+
+def _load_yaml(name: str) -> dict:
+    text = resources.files("gpustack_k3.coldstart").joinpath("data", name).read_text("utf-8")
+    return yaml.safe_load(text)
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    markers: list[Marker] = []
+    seen: set[str] = set()
+    for name in ("common.yaml", "vllm.yaml", "sglang.yaml"):
+        try:
+            f = CatalogFile.model_validate(_load_yaml(name))
+        except ValidationError as exc:
+            raise CatalogError(f"coldstart/data/{name}: {exc}") from exc
+        for m in f.markers:
+            if m.id in seen:
+                raise CatalogError(f"coldstart/data/{name}: duplicate marker id {m.id}")
+            seen.add(m.id)
+            markers.append(m.model_copy(update={"engine": f.engine}) if m.engine == "any" else m)
+    try:
+        doctor = DoctorFile.model_validate(_load_yaml("doctor.yaml"))
+    except ValidationError as exc:
+        raise CatalogError(f"coldstart/data/doctor.yaml: {exc}") from exc
+    return Catalog(markers, doctor.rules)

@@ -1,0 +1,274 @@
+"""Spec fields <-> engine flags, driven by the catalog's flag tables (catalog/data/engines/*.yaml).
+
+``render_args`` turns a resolved spec into an argv list; ``parse_argv`` does the reverse for
+``check-args`` and ``import``. Both read the same table, so they cannot drift apart.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpustack_k3.catalog.loader import EngineEntry, FlagSpec
+from gpustack_k3.core.errors import InputError
+from gpustack_k3.core.resolve import Resolved, get_path
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return repr(v)
+    return str(v)
+
+
+def speculative_json(r: Resolved) -> dict[str, Any]:
+    s = r.spec.speculative
+    keys = r.engine.speculative["json_keys"]
+    methods = r.engine.speculative["methods"]
+    out: dict[str, Any] = {}
+    for fld, key in keys.items():
+        v = getattr(s, fld)
+        if fld == "method":
+            v = methods.get(s.method, s.method)
+        if v is not None:
+            out[key] = v
+    out.update(s.extraConfig)
+    return out
+
+
+def _speculative_args(r: Resolved) -> list[str]:
+    s = r.spec.speculative
+    if s.method == "none":
+        return []
+    sp = r.engine.speculative
+    if r.engine.engine == "vllm":
+        return ["--speculative-config", _compact(speculative_json(r))]
+    args = ["--speculative-algorithm", sp["methods"].get(s.method, s.method)]
+    if s.draftModel:
+        args += [sp["draft_path_flag"], s.draftModel]
+    if s.numTokens is not None:
+        args += [sp["block_size_flag"].get(s.method, sp["num_tokens_flag"]), str(s.numTokens)]
+    return args
+
+
+@dataclass
+class RenderedArgs:
+    args: list[str]          # full argv after the command
+    engine_args: list[str]   # minus platform-owned flags and the model
+
+
+def render_args(r: Resolved) -> RenderedArgs:
+    args: list[str] = []
+    engine_args: list[str] = []
+    if r.model_arg == "positional":
+        args.append(r.model_path)
+    for f in r.engine.flags:
+        if f.field == "model.path":
+            toks = [f.flag, r.model_path] if r.model_arg == "flag" else []
+        elif f.kind == "speculative":
+            toks = _speculative_args(r)
+        else:
+            toks = _flag_tokens(f, get_path(r.spec, f.field))
+        args += toks
+        if not f.platform:
+            engine_args += toks
+    if r.model_arg == "flag" and not any(f.field == "model.path" for f in r.engine.flags):
+        args[0:0] = [r.engine.model_flag, r.model_path]
+    args += r.spec.extraArgs
+    engine_args += r.spec.extraArgs
+    return RenderedArgs(args, engine_args)
+
+
+def _flag_tokens(f: FlagSpec, v: Any) -> list[str]:
+    if v is None:
+        return []
+    if f.kind == "bool_optional":
+        return [f.flag] if v else ["--no-" + f.flag[2:]]
+    if f.kind == "store_true":
+        return [f.flag] if v else []
+    if f.kind == "store_false":
+        return [] if v else [f.flag]
+    if f.kind == "json":
+        return [f.flag, _compact(v)]
+    return [f.flag, _fmt(v)]
+
+
+# ---------------------------------------------------------------- argv -> spec
+
+@dataclass
+class ParsedArgv:
+    spec: dict[str, Any] = field(default_factory=dict)   # nested camelCase spec fragment
+    extra_args: list[str] = field(default_factory=list)
+    model_path: str | None = None
+    seen_flags: list[str] = field(default_factory=list)
+
+
+def _set(d: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+    d[parts[-1]] = value
+
+
+def _flag_index(e: EngineEntry) -> dict[str, tuple[FlagSpec, Any]]:
+    """flag string -> (spec, value implied when the flag takes no value)."""
+    idx: dict[str, tuple[FlagSpec, Any]] = {}
+    for f in e.flags:
+        for name in (f.flag, *f.aliases):
+            idx[name] = (f, None)
+            if f.kind == "bool_optional":
+                idx["--no-" + name[2:]] = (f, False)
+    return idx
+
+
+def strip_command(engine: EngineEntry, argv: list[str]) -> list[str]:
+    """Drop a leading executable: ``vllm serve``, ``python3 -m sglang.launch_server`` and the like."""
+    a = list(argv)
+    if a and a[0].rsplit("/", 1)[-1] == "vllm" and len(a) > 1 and a[1] == "serve":
+        return a[2:]
+    if a and a[0].rsplit("/", 1)[-1].startswith("python") and len(a) > 2 and a[1] == "-m":
+        return a[3:]
+    return a
+
+
+def _convert(f: FlagSpec, raw: str, flag: str) -> Any:
+    try:
+        if f.kind == "json":
+            v = json.loads(raw)
+            if not isinstance(v, dict):
+                raise ValueError("not a JSON object")
+            return v
+        if f.type == "int":
+            return int(raw)
+        if f.type == "float":
+            return float(raw)
+        return raw
+    except ValueError as exc:
+        raise InputError(f"argv {flag}", f"value {raw!r} is not a valid {f.kind if f.kind == 'json' else f.type}: {exc}",
+                         f"give {flag} a {'JSON object' if f.kind == 'json' else f.type}") from None
+
+
+def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
+    """Parse an engine command line into a spec fragment. Unknown flags go to extra args, in order."""
+    out = ParsedArgv()
+    toks = strip_command(engine, argv)
+    idx = _flag_index(engine)
+    sp = engine.speculative
+    spec_flags = {}
+    if engine.engine == "sglang":
+        spec_flags = {sp["draft_path_flag"]: "draftModel", sp["num_tokens_flag"]: "numTokens",
+                      **{v: "numTokens" for v in sp["block_size_flag"].values()}}
+    i = 0
+    if toks and not toks[0].startswith("-") and engine.model_arg == "positional":
+        out.model_path = toks[0]
+        i = 1
+    while i < len(toks):
+        tok = toks[i]
+        if not tok.startswith("-") or tok in ("-", "--"):
+            raise InputError(f"argv[{i}]", f"unexpected token {tok!r}: not a flag and not the value of one",
+                             "write flags as --flag value or --flag=value")
+        name, eq, inline = tok.partition("=")
+        name = sp.get("aliases", {}).get(name, name)
+
+        def take_value() -> str:
+            nonlocal i
+            if eq:
+                return inline
+            if i + 1 >= len(toks):
+                raise InputError(f"argv {name}", "flag needs a value and none follows", f"write {name} VALUE")
+            i += 1
+            return toks[i]
+
+        out.seen_flags.append(name)
+        if name in spec_flags:
+            raw = take_value()
+            _set(out.spec, f"speculative.{spec_flags[name]}", int(raw) if spec_flags[name] == "numTokens" else raw)
+        elif name in idx:
+            f, implied = idx[name]
+            if f.kind == "speculative":
+                raw = take_value()
+                _parse_speculative(engine, raw, name, out)
+            elif f.kind in ("bool_optional", "store_true", "store_false"):
+                if eq:
+                    val = inline.lower() in ("1", "true", "yes")
+                else:
+                    val = True if implied is None else implied
+                if f.kind == "store_false":
+                    val = not val
+                _set(out.spec, f.field, val)
+            else:
+                raw = take_value()
+                v = _convert(f, raw, name)
+                if f.field == "model.path":
+                    out.model_path = v
+                else:
+                    _set(out.spec, f.field, v)
+        else:
+            out.extra_args.append(tok)
+            if not eq and i + 1 < len(toks) and not toks[i + 1].startswith("--") and not _is_short_flag(toks[i + 1]):
+                i += 1
+                out.extra_args.append(toks[i])
+        i += 1
+    if out.model_path is not None:
+        _set(out.spec, "model.path", out.model_path)
+    return out
+
+
+def _is_short_flag(tok: str) -> bool:
+    return tok.startswith("-") and len(tok) > 1 and not tok[1].isdigit() and tok[1] != "."
+
+
+def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv) -> None:
+    sp = engine.speculative
+    if engine.engine == "sglang":
+        inv = {v.upper(): k for k, v in sp["methods"].items()}
+        method = inv.get(raw.upper())
+        if method is None:
+            out.extra_args += [flag, raw]   # an algorithm we do not model: pass through, checked as unknown
+            return
+        _set(out.spec, "speculative.method", method)
+        return
+    try:
+        cfg = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"argv {flag}", f"not valid JSON: {exc}", f"quote the JSON object given to {flag}") from None
+    if not isinstance(cfg, dict):
+        raise InputError(f"argv {flag}", "must be a JSON object", "e.g. '{\"method\":\"dspark\",...}'")
+    inv_keys = {v: k for k, v in sp["json_keys"].items()}
+    inv_methods = {v: k for k, v in sp["methods"].items()}
+    spec: dict[str, Any] = {"extraConfig": {}}
+    for k, v in cfg.items():
+        k2 = k.replace("-", "_")   # arg_utils.py:2126-2128: dashes in JSON keys become underscores
+        if k2 in inv_keys:
+            fld = inv_keys[k2]
+            spec[fld] = inv_methods.get(v, v) if fld == "method" else v
+        else:
+            spec["extraConfig"][k2] = v
+    if "method" not in spec:
+        spec["method"] = "dspark" if "dspark" in str(cfg.get("model", "")).lower() else "ngram" if cfg.get("model") == "ngram" else "mtp"
+    for k, v in spec.items():
+        _set(out.spec, f"speculative.{k}", v)
+
+
+def known_flags(r: Resolved) -> set[str]:
+    """Every flag string the catalog knows for this engine version (typed fields + extra known flags)."""
+    out: set[str] = set()
+    for f in r.engine.flags:
+        out.update((f.flag, *f.aliases))
+        if f.kind == "bool_optional":
+            out.update("--no-" + n[2:] for n in (f.flag, *f.aliases))
+    sp = r.engine.speculative
+    if r.engine.engine == "sglang":
+        out.update({sp["draft_path_flag"], sp["num_tokens_flag"], *sp["block_size_flag"].values(), *sp.get("aliases", {})})
+    if r.version:
+        out.update(r.version.extra_known_flags)
+        if r.version.known_flags_file:
+            from gpustack_k3.catalog.loader import DATA
+            out.update(json.loads((DATA / r.version.known_flags_file).read_text()))
+    out.update(r.engine.platform_flags)
+    return out

@@ -1,0 +1,102 @@
+"""Compute the LaunchSpec once from a valid spec. Every target projects it; none recomputes it."""
+from __future__ import annotations
+
+import math
+
+from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.core.findings import Finding, has_errors
+from gpustack_k3.core.flags import render_args
+from gpustack_k3.core.launch_types import LaunchSpec, Probe, SecretEnv, Volume
+from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
+from gpustack_k3.core.resolve import Resolved, resolve
+from gpustack_k3.core.rules import validate_resolved
+
+# seed 001 §13 / domain §7: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
+SEED_COLD_START_S = 636
+BUDGET_MARGIN = 1.5
+GRAPH_CAPTURE_S = {"vllm": 90, "sglang": 330}   # domain §7: 85-88 s (vLLM), ~5.5 min (SGLang)
+COMPILE_S = 120                                  # domain §7: JIT units + profile/warm-up, rounded up
+
+
+class Refused(Exception):
+    """The spec has error findings; nothing may be rendered."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        super().__init__(f"{sum(f.severity == 'error' for f in findings)} error(s)")
+
+
+def startup_budget_s(r: Resolved, p: Plan | None) -> int:
+    """Weights / assumed bandwidth + compile + graph capture, x margin; never below the seed's cold start + margin."""
+    if r.spec.startup.budgetSeconds:
+        return r.spec.startup.budgetSeconds
+    total_gib = r.model.weight_bytes_total_gib if r.model else 0.0
+    load = total_gib / r.spec.startup.storageBandwidthGiBps
+    graphs = 0 if r.spec.vllm.enforceEager else GRAPH_CAPTURE_S.get(r.engine.engine, 90)
+    derived = (load + COMPILE_S + graphs) * BUDGET_MARGIN
+    floor = SEED_COLD_START_S * BUDGET_MARGIN if r.spec.model.name == "kimi-k3" else 120
+    return int(math.ceil(max(derived, floor) / 30.0) * 30)
+
+
+def production_env(r: Resolved, budget_s: int) -> dict[str, str]:
+    """What the launch spec adds to the spec's env (documented in README "Launch spec additions")."""
+    env: dict[str, str] = {}
+    cache = r.spec.storage.cachePath.rstrip("/")
+    for var, sub in r.engine.cache_env.items():
+        env[var] = f"{cache}/{sub}"
+    if r.engine.engine == "vllm":
+        env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(budget_s)
+    if r.engine.engine == "sglang" and r.dcp > 1 and r.spec.speculative.method == "dspark" \
+            and r.trait("dspark_dcp_static_verify"):
+        env["SGLANG_RAGGED_VERIFY_MODE"] = "static"   # overrides.py:356-362: the engine forces it; we say so
+    return env
+
+
+def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[LaunchSpec, list[Finding], Plan | None]:
+    r = resolve(doc)
+    findings = validate_resolved(r, strict=strict)
+    if has_errors(findings):
+        raise Refused(findings)
+    try:
+        p = plan(r)
+    except PlanUnavailable:
+        p = None
+    budget = startup_budget_s(r, p)
+    env = production_env(r, budget)
+    env.update(r.spec.env)          # the spec's explicit env wins (the seed's own READY_TIMEOUT stays 3600)
+    rendered = render_args(r)
+    st = r.spec.storage
+    volumes = [
+        Volume("model", r.model_path.rsplit("/", 1)[0] or "/models", st.model.kind, st.model.source or "", "model",
+               read_only=True, size_gib=st.model.sizeGiB),
+        Volume("compile-cache", st.cachePath, st.cache.kind, st.cache.source or "", "cache", size_gib=st.cache.sizeGiB),
+        Volume("dshm", "/dev/shm", "emptyDir", "", "shm", size_gib=st.shmSizeGiB),
+    ]
+    period = 10
+    hw = r.hardware
+    name = doc.metadata.name
+    labels = {
+        "app.kubernetes.io/name": "kimi-k3",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": "inference-engine",
+        "app.kubernetes.io/part-of": "gpustack-k3",
+        "app.kubernetes.io/managed-by": "gpustack-k3",
+        "app.kubernetes.io/version": r.version.key,
+        "gpustack-k3/engine": r.engine.engine,
+    }
+    launch = LaunchSpec(
+        name=name, engine=r.engine.engine, engine_version=r.version.key, image=r.image, command=r.command,
+        args=rendered.args, engine_args=rendered.engine_args, env=dict(sorted(env.items())),
+        secret_env=[SecretEnv(s.name, s.secretName, s.key) for s in r.spec.secretEnv],
+        host=r.spec.serving.host or "0.0.0.0", port=r.port, model_path=r.model_path,
+        served_model_name=r.spec.model.servedModelName or name, gpu_type=r.spec.hardware.gpuType,
+        gpu_count=r.spec.hardware.gpuCount, gpu_resource=hw.resource, shm_size_gib=st.shmSizeGiB, volumes=volumes,
+        startup_budget_s=budget,
+        startup_probe=Probe(r.engine.health_path, period, math.ceil(budget / period)),
+        readiness_probe=Probe(r.engine.health_path, period, 3),
+        liveness_probe=Probe(r.engine.health_path, 30, 10, timeout_s=10),
+        labels=labels, node_selector={**hw.node_selector, **r.spec.placement.nodeSelector},
+        tolerations=r.spec.placement.tolerations or ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+                                                     if hw.resource else []),
+    )
+    return launch, findings, p

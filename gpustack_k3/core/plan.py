@@ -1,0 +1,204 @@
+"""Memory / KV planner: the engines' own arithmetic, fed by catalog figures.
+
+vLLM (v1/worker/gpu_worker.py:683-757 @0.33.0): requested = util x total; KV = requested - non-KV
+(weights + non-torch + activation peak) - CUDA-graph estimate. Builds that do not subtract the graph
+estimate (trait ``kv_subtracts_cudagraph: false``; domain §5) allocate requested - non-KV and so
+over-commit by the graph memory. Capacity = KV bytes / bytes per token (x DCP: KV is sharded).
+
+SGLang (mem_cache/kv_cache_configurator.py @0.5.23, engines.md S9, S10, S16): rest = fraction x total
+- weights; Mamba budget = rest x r/(1+r); with speculative decoding the state pool solves
+N x per_req x (1 + D/ratio) = budget; the full-attention and draft pools share the rest.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpustack_k3.core.resolve import Resolved
+
+GIB = 1 << 30
+
+
+@dataclass
+class Plan:
+    engine: str
+    engine_version: str
+    gpu_type: str
+    visible_gib: float
+    memory_fraction: float
+    requested_gib: float
+    weights_gib: float
+    max_model_len: int
+    kv_cache_dtype: str
+    kv_cache_budget_gib: float        # what fits the fraction by the engine's own accounting
+    kv_cache_allocated_gib: float     # what this build actually allocates
+    overcommit_gib: float
+    kv_cache_tokens: int
+    max_concurrency: float            # full-length requests that fit (tokens / max_model_len)
+    headroom_gib: float               # GPU memory left outside the pool, graphs and activations
+    notes: list[str] = field(default_factory=list)
+    # vLLM
+    activation_gib: float | None = None
+    cudagraph_gib: float | None = None
+    # SGLang
+    full_attention_tokens: int | None = None
+    draft_tokens: int | None = None
+    full_attention_gib: float | None = None
+    draft_kv_gib: float | None = None
+    mamba_state_gib: float | None = None
+    max_running_requests: int | None = None
+    requested_running_requests: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, float):
+                d[k] = round(v, 4)
+        if self.engine == "vllm":
+            for k in ("full_attention_tokens", "draft_tokens", "full_attention_gib", "draft_kv_gib",
+                      "mamba_state_gib", "max_running_requests", "requested_running_requests"):
+                d.pop(k)
+        else:
+            d.pop("activation_gib")
+            d.pop("cudagraph_gib")
+        return d
+
+
+def _dtype_key(dtype: str, table: dict[str, int]) -> str | None:
+    if dtype in table:
+        return dtype
+    if dtype.startswith("fp8"):
+        for k in ("fp8", "fp8_e4m3"):
+            if k in table:
+                return k
+    if dtype in ("auto", "bfloat16", "bf16", "float16"):
+        for k in ("auto", "bfloat16", "bf16"):
+            if k in table:
+                return k
+    return None
+
+
+class PlanUnavailable(Exception):
+    """The catalog has no figures to plan this combination (message says which)."""
+
+
+def plan(r: Resolved) -> Plan:
+    if not r.complete or r.figures is None:
+        raise PlanUnavailable("no catalog figures for this engine version, model or GPU type")
+    return _plan_vllm(r) if r.engine.engine == "vllm" else _plan_sglang(r)
+
+
+def _weights_scale(r: Resolved) -> float:
+    pp = int(r.value("parallel.pp") or 1)
+    return r.figures.calibration_gpus / max(1, r.tp * pp)
+
+
+def _plan_vllm(r: Resolved) -> Plan:
+    fg, hw = r.figures, r.hardware
+    frac = float(r.value("memory.fraction"))
+    visible = hw.visible_gib
+    requested = frac * visible
+    scale = _weights_scale(r)
+    weights = fg.weights_per_gpu_gib * scale
+    non_torch = fg.non_kv_fixed_gib - fg.weights_per_gpu_gib
+    batched = int(r.value("scheduling.maxNumBatchedTokens"))
+    activation = fg.activation_peak_gib * batched / fg.activation_calibration_tokens
+    eager = bool(r.spec.vllm.enforceEager)
+    graphs = 0.0 if eager else fg.cudagraph_gib
+    non_kv = weights + non_torch + activation
+    notes = []
+    budget = requested - non_kv - graphs
+    if r.spec.memory.kvCacheBytes:
+        allocated = budget = r.spec.memory.kvCacheBytes / GIB
+        notes.append("kvCacheBytes pins the pool and ignores the memory fraction (config/cache.py:374-381 @0.33.0)")
+        used = non_kv + graphs + allocated
+    elif r.trait("kv_subtracts_cudagraph", True):
+        allocated = budget
+        used = requested
+    else:
+        allocated = requested - non_kv
+        used = requested + graphs
+        notes.append("this build sizes the KV pool without subtracting CUDA-graph memory (domain §5): "
+                      f"the pool exceeds the engine's own budget by {allocated - budget:.2f} GiB")
+    dtype = str(r.value("memory.kvCacheDtype") or "auto")
+    key = _dtype_key(dtype, fg.kv_bytes_per_token or {})
+    if key is None:
+        raise PlanUnavailable(f"no KV bytes-per-token figure for kv cache dtype {dtype!r}")
+    bpt = fg.kv_bytes_per_token[key]
+    tokens = max(0, int(allocated * GIB // bpt)) * r.dcp
+    max_len = int(r.value("scheduling.maxModelLen"))
+    if r.dcp > 1:
+        notes.append(f"DCP {r.dcp} shards the attention KV across ranks: capacity x{r.dcp} (Mamba state is replicated, V9)")
+    return Plan(
+        engine="vllm", engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
+        memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
+        kv_cache_dtype=dtype, kv_cache_budget_gib=budget, kv_cache_allocated_gib=allocated,
+        overcommit_gib=max(0.0, allocated - budget), kv_cache_tokens=tokens,
+        max_concurrency=tokens / max_len if max_len else 0.0, headroom_gib=visible - used,
+        activation_gib=activation, cudagraph_gib=graphs, notes=notes,
+    )
+
+
+def _plan_sglang(r: Resolved) -> Plan:
+    fg, hw = r.figures, r.hardware
+    visible = hw.visible_gib
+    frac = r.value("memory.fraction")
+    notes = []
+    if frac is None:
+        # memory_hook.py:47-70, 281-343 @0.5.23: reserved = 512 MB + 1.5 MB x activation tokens
+        # + tp x pp / 8 GB, floored at 10 GB on GPUs above 60 GB (graph/DeepEP reserves not modelled).
+        act_tokens = max(int(r.value("scheduling.maxNumBatchedTokens") or 16384), 2048)
+        reserved = 0.5 + 1.5 * act_tokens / 1024 + r.tp * int(r.value("parallel.pp") or 1) / 8
+        reserved = max(reserved, 10.0)
+        frac = round((visible - reserved) / visible, 3)
+        notes.append(f"memory fraction derived as the engine would: {frac} (memory_hook.py:47-70 @0.5.23)")
+    frac = float(frac)
+    requested = frac * visible
+    weights = fg.weights_per_gpu_gib * _weights_scale(r)
+    rest = requested - weights
+    ratio_r = float(r.value("memory.mambaFullMemoryRatio") or 0.9)
+    mamba_budget = max(0.0, rest) * ratio_r / (1 + ratio_r) if ratio_r > 0 else 0.0
+    spec = r.spec_enabled
+    per_req = fg.mamba_state_per_request_gib
+    if spec:
+        d = (r.spec.speculative.numTokens or 7) + 1   # verify window = block size + 1 (fields/spec.py:31-81)
+        slots = int(mamba_budget // (per_req * (1 + d / fg.mamba_spec_ratio)))
+    else:
+        slots = int(mamba_budget // per_req)
+    requested_running = r.value("scheduling.maxNumSeqs")
+    if requested_running is None and spec:
+        requested_running = fg.eagle_default_max_running_requests
+    max_running = min(slots, int(requested_running)) if requested_running else slots
+    mamba_state = slots * per_req if requested_running is None else min(slots, int(requested_running)) * per_req
+    pools = max(0.0, rest - mamba_state)
+    dtype = str(r.value("memory.kvCacheDtype") or "auto")
+    key = _dtype_key(dtype, fg.full_kv_bytes_per_token or {})
+    if key is None:
+        raise PlanUnavailable(f"no KV bytes-per-token figure for kv cache dtype {dtype!r}")
+    full_bpt = fg.full_kv_bytes_per_token[key]
+    draft_bpt = fg.draft_kv_bytes_per_token if spec else 0
+    full_tokens = int(pools * GIB // (full_bpt + draft_bpt))
+    draft_tokens = full_tokens * r.dcp if spec else 0
+    full_gib = full_tokens * full_bpt / GIB
+    draft_gib = full_tokens * draft_bpt / GIB
+    allocated = full_gib + draft_gib + mamba_state
+    max_len = int(r.value("scheduling.maxModelLen"))
+    notes.append("pool figures calibrated from the seed's SGLang log (seed 001 §12.2; catalog models.yaml)")
+    if spec and r.dcp > 1:
+        notes.append(f"draft pool addressed in the DCP virtual token space: {full_tokens:,} x {r.dcp} (seed §16.1.2)")
+    return Plan(
+        engine="sglang", engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
+        memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
+        kv_cache_dtype=dtype, kv_cache_budget_gib=rest, kv_cache_allocated_gib=allocated,
+        overcommit_gib=max(0.0, allocated - rest), kv_cache_tokens=full_tokens,
+        max_concurrency=min(full_tokens / max_len, max_running) if max_len else 0.0,
+        headroom_gib=visible - requested, full_attention_tokens=full_tokens, draft_tokens=draft_tokens,
+        full_attention_gib=full_gib, draft_kv_gib=draft_gib, mamba_state_gib=mamba_state,
+        max_running_requests=max_running,
+        requested_running_requests=int(requested_running) if requested_running else None, notes=notes,
+    )
+
+
+def fits(tokens: int, need: int) -> bool:
+    return tokens >= need and not math.isnan(tokens)

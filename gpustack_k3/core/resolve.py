@@ -1,0 +1,102 @@
+"""Bind a deployment document to its catalog entries and answer "what value is in effect"."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpustack_k3.api.spec import DeploymentDocument, DeploymentSpec
+from gpustack_k3.catalog.loader import (
+    Catalog, EngineEntry, EngineVersion, HardwareProfile, ModelEngineFigures, ModelEntry, load_catalog,
+)
+
+_UNSET = object()
+
+
+def get_path(obj: Any, path: str) -> Any:
+    """``get_path(spec, "parallel.tp")``; dict keys work too. Missing → None."""
+    cur = obj
+    for part in path.split("."):
+        if cur is None:
+            return None
+        cur = cur.get(part) if isinstance(cur, dict) else getattr(cur, part, None)
+    return cur
+
+
+@dataclass
+class Resolved:
+    doc: DeploymentDocument
+    catalog: Catalog
+    engine: EngineEntry
+    version: EngineVersion | None
+    model: ModelEntry | None
+    figures: ModelEngineFigures | None
+    hardware: HardwareProfile | None
+
+    @property
+    def spec(self) -> DeploymentSpec:
+        return self.doc.spec
+
+    @property
+    def complete(self) -> bool:
+        return None not in (self.version, self.model, self.hardware)
+
+    def trait(self, name: str, default: Any = None) -> Any:
+        return self.version.traits.get(name, default) if self.version else default
+
+    def value(self, path: str) -> Any:
+        """The value in effect: the spec's, else the version's default, else the GPU-memory default."""
+        v = get_path(self.spec, path)
+        if v is not None:
+            return v
+        if self.version and path in self.version.defaults:
+            return self.version.defaults[path]
+        if path == "scheduling.maxModelLen" and self.model:
+            return self.model.max_context
+        if self.hardware and path.startswith("scheduling."):
+            key = path.split(".", 1)[1]
+            for row in self.engine.defaults_by_gpu_memory:
+                if self.hardware.visible_gib >= row["min_gib"] and key in row:
+                    return row[key]
+        return None
+
+    @property
+    def spec_enabled(self) -> bool:
+        return self.spec.speculative.method != "none"
+
+    @property
+    def dcp(self) -> int:
+        return int(self.value("parallel.dcp") or 1)
+
+    @property
+    def tp(self) -> int:
+        return int(self.value("parallel.tp") or 1)
+
+    @property
+    def command(self) -> list[str]:
+        return list((self.version and self.version.command) or self.engine.command)
+
+    @property
+    def model_arg(self) -> str:
+        return (self.version and self.version.model_arg) or self.engine.model_arg
+
+    @property
+    def model_path(self) -> str:
+        return self.spec.model.path or (self.model.default_path if self.model else "/models/model")
+
+    @property
+    def port(self) -> int:
+        return self.spec.serving.port or self.engine.default_port
+
+    @property
+    def image(self) -> str:
+        return self.spec.engine.image or (self.version.image if self.version else "")
+
+
+def resolve(doc: DeploymentDocument, catalog: Catalog | None = None) -> Resolved:
+    cat = catalog or load_catalog()
+    eng = cat.engine(doc.spec.engine.name)
+    ver = cat.version(eng.engine, doc.spec.engine.version)
+    model = cat.models.get(doc.spec.model.name)
+    figs = model.engines.get(eng.engine) if model else None
+    hw = cat.hardware.get(doc.spec.hardware.gpuType)
+    return Resolved(doc, cat, eng, ver, model, figs, hw)

@@ -1,0 +1,550 @@
+"""Docker runtime: start an engine container, follow its cold start to Ready, stop it.
+
+Thin I/O edge over the docker SDK (imported lazily). The container is described by docker SDK
+``containers.create`` keyword arguments ("run params"): from a :class:`~gpustack_k3.core.launch_types.LaunchSpec`
+through the Docker target ``gpustack_k3.render.docker.docker_run_params(launch)``, or given directly.
+
+What the runner adds on top of the params:
+
+* labels ``app.kubernetes.io/managed-by=gpustack-k3`` and ``app.kubernetes.io/instance=<name>``
+  (plus the health port/path, so ``status`` of a detached run can probe it later);
+* host networking when the params name no network (never docker's default bridge);
+* GPU device requests only when the launch asks for GPUs **and** ``host_has_gpus`` is set;
+  otherwise they are dropped and a note says so.
+
+While starting it streams the container's log bytes into ``on_log`` (the cold-start tracker's
+``feed``), probes ``GET http://127.0.0.1:<port><health_path>`` until it answers 200 (Ready),
+and, if the container exits first, reports its exit code and last lines. Ctrl-C
+(KeyboardInterrupt) stops and removes the container before re-raising.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpustack_k3.core.launch_types import LaunchSpec
+
+    from .progress import ProgressView
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "gpustack-k3"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+PORT_LABEL = "gpustack-k3/health-port"
+HEALTH_PATH_LABEL = "gpustack-k3/health-path"
+
+LogCallback = Callable[[bytes], None]
+PhaseGetter = Callable[[], "str | None"]
+EventCallback = Callable[[str], None]
+
+_LAST_LINES = 40
+_SENTINEL = object()
+
+
+class DockerRuntimeError(Exception):
+    """A failed docker operation or bad input; the message names the field and the way out."""
+
+
+# -- what to run ---------------------------------------------------------------------------------
+
+@dataclass
+class DockerLaunch:
+    """One container to start: docker SDK ``containers.create`` kwargs plus what readiness needs."""
+
+    name: str
+    params: dict[str, Any]
+    port: int
+    health_path: str = "/health"
+    startup_budget_s: float = 3600.0
+    gpu_count: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise DockerRuntimeError("name: the container needs a name (params['name'] or the launch spec's name)")
+        if not isinstance(self.params, Mapping):
+            raise DockerRuntimeError("params: must be a dict of docker SDK containers.create keyword arguments")
+        if not self.params.get("image"):
+            raise DockerRuntimeError("params.image: no image given; name a locally built image")
+        cmd = self.params.get("command")
+        if cmd is not None and (isinstance(cmd, (str, bytes)) or not all(isinstance(a, str) for a in cmd)):
+            raise DockerRuntimeError("params.command: must be a list of strings, one token per element "
+                                     "(never a shell string)")
+        if not isinstance(self.port, int) or isinstance(self.port, bool) or not 1 <= self.port <= 65535:
+            raise DockerRuntimeError(f"port: {self.port!r} is not a TCP port (1-65535)")
+        if not self.health_path.startswith("/"):
+            raise DockerRuntimeError(f"health_path: {self.health_path!r} must start with '/'")
+        if not self.startup_budget_s or self.startup_budget_s <= 0:
+            raise DockerRuntimeError(f"startup_budget_s: {self.startup_budget_s!r} must be positive")
+
+    @classmethod
+    def from_launch_spec(cls, launch: "LaunchSpec", params: Mapping[str, Any] | None = None) -> "DockerLaunch":
+        """From a LaunchSpec; ``params`` default to the Docker target's ``docker_run_params(launch)``."""
+        if params is None:
+            try:
+                from gpustack_k3.render.docker import docker_run_params
+            except ImportError as exc:
+                raise DockerRuntimeError(
+                    "params: the Docker target gpustack_k3.render.docker.docker_run_params is not available "
+                    f"({exc}); pass the run params explicitly") from None
+            params = docker_run_params(launch)
+        params = dict(params)
+        params.setdefault("name", launch.name)
+        return cls(name=params["name"], params=params, port=launch.port,
+                   health_path=launch.readiness_probe.path or "/health",
+                   startup_budget_s=float(launch.startup_budget_s), gpu_count=launch.gpu_count)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], *, port: int | None = None, health_path: str = "/health",
+                    startup_budget_s: float = 3600.0, gpu_count: int = 0) -> "DockerLaunch":
+        """From run params alone; the port defaults to the ``--port`` value in ``params['command']``."""
+        params = dict(params)
+        if port is None:
+            port = port_from_argv(params.get("command") or [])
+            if port is None:
+                raise DockerRuntimeError("port: not given and no --port in params['command']; pass port=")
+        return cls(name=params.get("name") or "", params=params, port=port, health_path=health_path,
+                   startup_budget_s=startup_budget_s, gpu_count=gpu_count)
+
+
+def port_from_argv(argv: list[str]) -> int | None:
+    """The value of ``--port N`` / ``--port=N`` in an engine argv, or None."""
+    for i, tok in enumerate(argv):
+        if tok == "--port" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            return int(argv[i + 1])
+        if tok.startswith("--port=") and tok[7:].isdigit():
+            return int(tok[7:])
+    return None
+
+
+def prepare_params(launch: DockerLaunch, *, host_has_gpus: bool) -> tuple[dict[str, Any], list[str]]:
+    """The create kwargs the runner really uses, and notes about what it changed. No I/O."""
+    params = copy.deepcopy(dict(launch.params))
+    notes: list[str] = []
+    params["name"] = launch.name
+    labels = dict(params.get("labels") or {})
+    labels.update({MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: launch.name,
+                   PORT_LABEL: str(launch.port), HEALTH_PATH_LABEL: launch.health_path})
+    params["labels"] = labels
+    if not params.get("network_mode") and not params.get("network"):
+        params["network_mode"] = "host"
+    if params.get("network_mode") in ("bridge", "default"):
+        raise DockerRuntimeError(
+            f"params.network_mode: {params['network_mode']!r} is docker's default bridge, which this project never "
+            "uses; use 'host' (the engine serves on the host's port) or 'none'")
+    for run_only in ("detach", "remove", "stdout", "stderr", "stream"):
+        params.pop(run_only, None)  # containers.run() arguments; the runner creates, starts and removes itself
+    if launch.gpu_count > 0 and host_has_gpus:
+        if not params.get("device_requests"):
+            from docker.types import DeviceRequest
+
+            params["device_requests"] = [DeviceRequest(count=launch.gpu_count, capabilities=[["gpu"]])]
+    else:
+        if params.pop("device_requests", None) or launch.gpu_count > 0:
+            notes.append(f"GPU request dropped: the launch asks for {launch.gpu_count} GPU(s) but host_has_gpus "
+                         "is false (pass --gpus / host_has_gpus=True on a GPU host)")
+    return params, notes
+
+
+# -- results -------------------------------------------------------------------------------------
+
+@dataclass
+class StartResult:
+    """How a start-up ended. ``state``: ``ready`` | ``exited`` | ``timeout`` | ``started`` (detached, not waited)."""
+
+    name: str
+    container_id: str
+    state: str
+    elapsed_s: float
+    exit_code: int | None = None
+    phase: str | None = None
+    reason: str = ""
+    last_lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "container_id": self.container_id, "state": self.state,
+                "elapsed_s": round(self.elapsed_s, 3), "exit_code": self.exit_code, "phase": self.phase,
+                "reason": self.reason, "last_lines": list(self.last_lines), "notes": list(self.notes)}
+
+
+@dataclass
+class ContainerStatus:
+    name: str
+    container_id: str
+    image: str
+    state: str                    # docker's: created | running | exited | dead | ...
+    exit_code: int | None
+    started_at: str
+    finished_at: str
+    port: int | None
+    health_path: str
+    healthy: bool | None          # /health answered 200 (None when not running)
+    phase: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+# -- log lines -----------------------------------------------------------------------------------
+
+class LineTail:
+    """Keeps the last complete lines of a byte stream (``\\n`` or tqdm's ``\\r`` end a line)."""
+
+    def __init__(self, maxlen: int = _LAST_LINES) -> None:
+        self.lines: deque[str] = deque(maxlen=maxlen)
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = (self._partial + chunk).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *complete, self._partial = data.split(b"\n")
+        new = [c.decode("utf-8", "replace") for c in complete if c.strip()]
+        self.lines.extend(new)
+        return new
+
+    def flush(self) -> list[str]:
+        if self._partial.strip():
+            line = self._partial.decode("utf-8", "replace")
+            self.lines.append(line)
+            self._partial = b""
+            return [line]
+        self._partial = b""
+        return []
+
+
+# -- the runner ----------------------------------------------------------------------------------
+
+class DockerRunner:
+    """Start / track / stop engine containers on one dockerd.
+
+    ``client`` is a ``docker.DockerClient``; by default one is made from the environment
+    (``DOCKER_HOST``). ``host_has_gpus`` allows GPU device requests. Health is probed on
+    ``health_host`` (127.0.0.1: containers use the host network).
+    """
+
+    def __init__(self, client: Any = None, *, host_has_gpus: bool = False, health_host: str = "127.0.0.1",
+                 poll_s: float = 0.25, probe_timeout_s: float = 2.0) -> None:
+        self._client = client
+        self.host_has_gpus = host_has_gpus
+        self.health_host = health_host
+        self.poll_s = poll_s
+        self.probe_timeout_s = probe_timeout_s
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env()
+                self._client.ping()
+            except docker.errors.DockerException as exc:
+                raise DockerRuntimeError(
+                    f"cannot reach dockerd at DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset: default socket)')}: "
+                    f"{exc}; start it (.ci/setup_dockerd.sh start) or set DOCKER_HOST") from None
+        return self._client
+
+    # -- lookup ----------------------------------------------------------------------------------
+    def find(self, name: str) -> Any | None:
+        """Our container called ``name`` (running or not), or None."""
+        found = self.client.containers.list(
+            all=True, filters={"label": [f"{MANAGED_BY_LABEL}={MANAGED_BY}", f"{INSTANCE_LABEL}={name}"]})
+        exact = [c for c in found if c.name == name]
+        return exact[0] if exact else None
+
+    def list(self) -> list[ContainerStatus]:
+        found = self.client.containers.list(all=True, filters={"label": f"{MANAGED_BY_LABEL}={MANAGED_BY}"})
+        return [self._status_of(c) for c in sorted(found, key=lambda c: c.name)]
+
+    def _require(self, name: str) -> Any:
+        c = self.find(name)
+        if c is None:
+            raise DockerRuntimeError(f"name: no gpustack-k3 container named {name!r} on this dockerd; "
+                                     "`status` without a name lists them")
+        return c
+
+    # -- start -----------------------------------------------------------------------------------
+    def create(self, launch: DockerLaunch) -> tuple[Any, list[str]]:
+        """Create (not start) the container; clears a stopped leftover of ours with the same name."""
+        import docker
+
+        params, notes = prepare_params(launch, host_has_gpus=self.host_has_gpus)
+        old = self.find(launch.name)
+        if old is not None:
+            if old.status in ("running", "restarting", "paused"):
+                raise DockerRuntimeError(
+                    f"name: container {launch.name!r} is already {old.status}; stop it first "
+                    f"(`gpustack-k3 stop {launch.name}`) or choose another name")
+            old.remove(force=True)
+            notes.append(f"removed the previous stopped container {launch.name!r} ({old.short_id})")
+        try:
+            container = self.client.containers.create(**params)
+        except docker.errors.ImageNotFound:
+            raise DockerRuntimeError(
+                f"params.image: {params['image']!r} is not in the local image store and nothing is pulled; "
+                "build or load it first (docker images lists what is there)") from None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise DockerRuntimeError(
+                    f"name: a container named {launch.name!r} exists and is not managed by gpustack-k3; "
+                    "remove it or choose another name") from None
+            raise DockerRuntimeError(f"create: dockerd refused the container: {exc.explanation or exc}") from None
+        except TypeError as exc:
+            raise DockerRuntimeError(f"params: not valid docker SDK create arguments: {exc}") from None
+        return container, notes
+
+    def run(self, launch: DockerLaunch, *, on_log: LogCallback | None = None, phase: PhaseGetter | None = None,
+            on_event: EventCallback | None = None, progress: "ProgressView | None" = None,
+            detach: bool = False, wait_ready: bool = True, remove_on_failure: bool = True) -> StartResult:
+        """Create and start the container, then (``wait_ready``) follow it to Ready or failure.
+
+        Attached (``detach=False``): after Ready, keep following the logs (into ``on_log``) until the
+        container exits, then remove it; Ctrl-C stops and removes it. Detached: return once Ready (or right after the start
+        when ``wait_ready`` is False), leaving the container running. ``on_event`` receives the
+        platform events ``container_created`` and ``container_started``.
+        """
+        container, notes = self.create(launch)
+        t0 = time.monotonic()
+        try:
+            if on_event:
+                on_event("container_created")
+            container.start()
+            if on_event:
+                on_event("container_started")
+            for n in notes:
+                if progress:
+                    progress.note(n)
+            if not wait_ready:
+                return StartResult(launch.name, container.id, "started", time.monotonic() - t0, notes=notes)
+            follower = _LogFollower(container)
+            result = self._track(container, follower, launch, t0, on_log=on_log, phase=phase, progress=progress,
+                                 remove_on_failure=remove_on_failure)
+            result.notes = notes + result.notes
+            if not result.ready or detach:
+                follower.close()
+                return result
+            follower.forward(on_log)
+            self._follow_until_exit(container, follower, on_log=on_log, progress=progress, t0=t0)
+            return result
+        except BaseException as exc:  # Ctrl-C, or a callback failing: never leave the container behind
+            self._remove(container)
+            if progress:
+                what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error ({type(exc).__name__})"
+                progress.finish(f"{what}: container {launch.name} stopped and removed")
+            raise
+
+    def _track(self, container: Any, follower: "_LogFollower", launch: DockerLaunch, t0: float, *,
+               on_log: LogCallback | None, phase: PhaseGetter | None, progress: "ProgressView | None",
+               remove_on_failure: bool) -> StartResult:
+        import httpx
+
+        tail = LineTail()
+        url = f"http://{self.health_host}:{launch.port}{launch.health_path}"
+        deadline = t0 + launch.startup_budget_s
+        next_probe = t0
+        current = lambda: phase() if phase else None  # noqa: E731
+
+        def take(chunk: bytes) -> list[str]:
+            if on_log:
+                on_log(chunk)
+            return tail.feed(chunk)
+
+        with httpx.Client(timeout=httpx.Timeout(self.probe_timeout_s), trust_env=False) as http:
+            while True:
+                new_lines, ended = follower.drain(take, wait_s=self.poll_s)
+                now = time.monotonic()
+                if progress:
+                    progress.update(now - t0, current(), new_lines[-1] if new_lines else None)
+                if ended or now >= next_probe:
+                    container.reload()
+                    if container.status in ("exited", "dead"):
+                        return self._exited(container, follower, take, tail, launch, t0, current,
+                                            progress, remove_on_failure)
+                    if ended:  # log stream gone but the container still runs: do not spin
+                        time.sleep(self.poll_s)
+                if now >= next_probe:
+                    next_probe = now + self.poll_s
+                    try:
+                        if http.get(url).status_code == 200:
+                            elapsed = time.monotonic() - t0
+                            if progress:
+                                progress.finish(f"Ready: {launch.name} answered {url} after {elapsed:.1f} s")
+                            return StartResult(launch.name, container.id, "ready", elapsed, phase=current(),
+                                               last_lines=list(tail.lines))
+                    except httpx.HTTPError:
+                        pass  # not listening yet
+                if now >= deadline:
+                    ph = current()
+                    self._remove(container)
+                    reason = (f"no 200 from {url} within the start-up budget of {launch.startup_budget_s:.0f} s"
+                              f"{f' (stuck in phase {ph})' if ph else ''}; container stopped and removed")
+                    if progress:
+                        progress.finish(f"Timeout: {reason}")
+                    return StartResult(launch.name, container.id, "timeout", now - t0, phase=ph, reason=reason,
+                                       last_lines=list(tail.lines))
+
+    def _exited(self, container: Any, follower: "_LogFollower", take: Callable[[bytes], list[str]], tail: LineTail,
+                launch: DockerLaunch, t0: float, current: Callable[[], "str | None"],
+                progress: "ProgressView | None", remove_on_failure: bool) -> StartResult:
+        follower.drain(take, wait_s=5.0, until_end=True)  # the stream ends once the container is gone
+        tail.flush()
+        try:
+            code = int(container.wait(timeout=10).get("StatusCode"))
+        except Exception:  # noqa: BLE001 - fall back to the inspected state
+            container.reload()
+            code = int(container.attrs.get("State", {}).get("ExitCode", -1))
+        ph = current()
+        last = list(tail.lines)
+        if remove_on_failure:
+            self._remove(container)
+        reason = (f"container exited with code {code} during start-up"
+                  f"{f' in phase {ph}' if ph else ''}; last line: {last[-1] if last else '(no output)'}")
+        if progress:
+            progress.finish(f"Failed: {reason}")
+        return StartResult(launch.name, container.id, "exited", time.monotonic() - t0, exit_code=code,
+                           phase=ph, reason=reason, last_lines=last)
+
+    def _follow_until_exit(self, container: Any, follower: "_LogFollower", *, on_log: LogCallback | None,
+                           progress: "ProgressView | None", t0: float) -> None:
+        follower.wait_end()
+        container.reload()
+        code = container.attrs.get("State", {}).get("ExitCode")
+        self._remove(container)  # attached runs behave like `docker run --rm`
+        if progress:
+            progress.finish(f"container {container.name} ended with exit code {code} and was removed")
+
+    # -- detached-run operations ------------------------------------------------------------------
+    def status(self, name: str, *, tracker_factory: Callable[[], Any] | None = None) -> ContainerStatus:
+        """State of our container ``name``; ``tracker_factory`` (an object with ``feed`` and ``phase``)
+        replays its whole log to name the current cold-start phase."""
+        c = self._require(name)
+        st = self._status_of(c)
+        if tracker_factory is not None:
+            tracker = tracker_factory()
+            tracker.feed(c.logs(stdout=True, stderr=True))
+            st.phase = _phase_of(tracker)
+        return st
+
+    def _status_of(self, c: Any) -> ContainerStatus:
+        import httpx
+
+        state = c.attrs.get("State", {})
+        labels = c.labels or {}
+        port = int(labels[PORT_LABEL]) if labels.get(PORT_LABEL, "").isdigit() else None
+        path = labels.get(HEALTH_PATH_LABEL, "/health")
+        healthy: bool | None = None
+        if c.status == "running" and port:
+            try:
+                healthy = httpx.get(f"http://{self.health_host}:{port}{path}", timeout=self.probe_timeout_s,
+                                    trust_env=False).status_code == 200
+            except httpx.HTTPError:
+                healthy = False
+        exit_code = state.get("ExitCode") if c.status in ("exited", "dead") else None
+        image = (c.attrs.get("Config") or {}).get("Image", "")
+        return ContainerStatus(c.name, c.id, image, c.status, exit_code, state.get("StartedAt", ""),
+                               state.get("FinishedAt", ""), port, path, healthy)
+
+    def logs(self, name: str, *, follow: bool = False, tail: int | str = "all") -> Iterator[bytes]:
+        """The container's log as byte chunks (stdout and stderr); ``follow`` streams until it exits."""
+        c = self._require(name)
+        if follow:
+            return iter(c.logs(stream=True, follow=True, stdout=True, stderr=True, tail=tail))
+        return iter([c.logs(stdout=True, stderr=True, tail=tail)])
+
+    def stop(self, name: str, *, timeout_s: int = 10, remove: bool = True) -> ContainerStatus:
+        """Stop (SIGTERM, SIGKILL after ``timeout_s``) and by default remove our container ``name``."""
+        c = self._require(name)
+        if c.status in ("running", "restarting", "paused"):
+            c.stop(timeout=timeout_s)
+        c.reload()
+        st = self._status_of(c)
+        if remove:
+            c.remove(force=True)
+        return st
+
+    def _remove(self, container: Any) -> None:
+        import docker
+
+        try:
+            container.remove(force=True)  # SIGKILL + remove; the engine has no state worth a graceful stop
+        except docker.errors.NotFound:
+            pass
+
+
+def _phase_of(tracker: Any) -> str | None:
+    ph = getattr(tracker, "phase", None)
+    return ph() if callable(ph) else ph
+
+
+class _LogFollower:
+    """Streams a container's log bytes from a thread into a queue; the caller drains it."""
+
+    def __init__(self, container: Any) -> None:
+        self._q: queue.Queue = queue.Queue()
+        self._stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
+        self._ended = False
+        self._forward: LogCallback | None = None
+        self._forwarding = False
+        self._thread = threading.Thread(target=self._pump, name=f"docker-logs-{container.short_id}", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            for chunk in self._stream:
+                self._q.put(chunk)
+        except Exception:  # noqa: BLE001 - the stream is closed under us on close()/exit
+            pass
+        finally:
+            self._q.put(_SENTINEL)
+
+    def drain(self, take: Callable[[bytes], list[str]], *, wait_s: float, until_end: bool = False) -> tuple[list[str], bool]:
+        """Hand queued chunks to ``take``; wait up to ``wait_s`` for the first (or, ``until_end``, for
+        the end of the stream). Returns the new complete lines and whether the stream has ended."""
+        lines: list[str] = []
+        deadline = time.monotonic() + wait_s
+        block = True
+        while not self._ended:
+            try:
+                item = self._q.get(timeout=max(0.0, deadline - time.monotonic())) if block else self._q.get_nowait()
+            except queue.Empty:
+                if until_end and time.monotonic() < deadline:
+                    continue
+                break
+            if item is _SENTINEL:
+                self._ended = True
+                break
+            lines.extend(take(item))
+            block = until_end
+        return lines, self._ended
+
+    def forward(self, on_log: LogCallback | None) -> None:
+        """After Ready: keep handing chunks to ``on_log`` (in the caller's thread, via ``wait_end``)."""
+        self._forward = on_log
+
+    def wait_end(self) -> None:
+        while not self._ended:
+            try:
+                item = self._q.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if item is _SENTINEL:
+                self._ended = True
+            elif self._forward:
+                self._forward(item)
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self._thread.join(timeout=5)

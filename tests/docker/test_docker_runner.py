@@ -1,0 +1,193 @@
+"""The Docker runner against a real dockerd and the locally built replay engine image."""
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from gpustack_k3.core.launch_types import LaunchSpec, Probe
+from gpustack_k3.runtime.docker import (
+    INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, DockerLaunch, DockerRuntimeError,
+)
+from gpustack_k3.runtime.progress import ProgressView
+
+pytestmark = pytest.mark.docker
+
+LOGS = Path(__file__).resolve().parent / "images" / "replay-engine" / "logs"
+VLLM_LOG = LOGS / "vllm-0.33-kimi-k3-8xb300.log"
+OOM_TAIL = LOGS / "vllm-0.33-kimi-k3-cuda-graph-oom.tail.log"
+IN_IMAGE = "/opt/replay/logs/"
+SPEED = "250"  # the ~10.4 min recorded start-up replays in ~2.5 s
+
+
+def replay_params(image: str, name: str, port: int, **env: str) -> dict:
+    return {
+        "image": image,
+        "name": name,
+        "command": ["vllm", "serve", "/models/Kimi-K3", "--host", "127.0.0.1", "--port", str(port),
+                    "--served-model-name", "kimi-k3", "--tensor-parallel-size", "8"],
+        "environment": {"REPLAY_SPEED": SPEED, **env},
+        "network_mode": "host",
+    }
+
+
+def launch_spec(image: str, name: str, port: int, budget_s: int = 60) -> LaunchSpec:
+    probe = Probe(path="/health", period_s=1, failure_threshold=3)
+    args = ["/models/Kimi-K3", "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "kimi-k3",
+            "--tensor-parallel-size", "8"]
+    return LaunchSpec(
+        name=name, engine="vllm", engine_version="0.33.0", image=image, command=["vllm", "serve"], args=args,
+        engine_args=["--tensor-parallel-size", "8"], env={"REPLAY_SPEED": SPEED}, secret_env=[],
+        host="127.0.0.1", port=port, model_path="/models/Kimi-K3", served_model_name="kimi-k3",
+        gpu_type="B300", gpu_count=8, gpu_resource="nvidia.com/gpu", shm_size_gib=1, volumes=[],
+        startup_budget_s=budget_s, startup_probe=probe, readiness_probe=probe, liveness_probe=probe)
+
+
+def params_for(launch: LaunchSpec) -> dict:
+    """The docker SDK arguments for a LaunchSpec, as the Docker target will produce them."""
+    return {"image": launch.image, "name": launch.name, "command": launch.argv, "environment": dict(launch.env),
+            "network_mode": "host", "shm_size": f"{launch.shm_size_gib}g", "ipc_mode": "host",
+            "labels": dict(launch.labels)}
+
+
+def test_daemon_never_has_the_default_bridge(docker_client):
+    names = {n.name for n in docker_client.networks.list()}
+    assert "bridge" not in names, f"dockerd was started with a bridge network: {names}"
+    assert {"host", "none"} <= names
+
+
+def test_replay_engine_reaches_ready_and_serves(runner, replay_image, container_name, free_port, docker_client):
+    chunks: list[bytes] = []
+    events: list[str] = []
+    out = io.StringIO()
+    launch = DockerLaunch.from_launch_spec(launch_spec(replay_image, container_name, free_port),
+                                           params_for(launch_spec(replay_image, container_name, free_port)))
+    result = runner.run(launch, on_log=chunks.append, on_event=events.append,
+                        progress=ProgressView(out, tty=False), detach=True)
+    try:
+        assert result.ready, result.reason
+        assert events == ["container_created", "container_started"]
+        # every byte of the recorded log reached the callback, in order, before Ready
+        assert b"".join(chunks).startswith(VLLM_LOG.read_bytes())
+        assert any(n.startswith("GPU request dropped: the launch asks for 8 GPU(s)") for n in result.notes)
+        assert f"Ready: {container_name} answered http://127.0.0.1:{free_port}/health" in out.getvalue()
+
+        attrs = docker_client.containers.get(container_name).attrs
+        assert attrs["HostConfig"]["NetworkMode"] == "host"
+        assert not attrs["HostConfig"].get("DeviceRequests")
+        assert attrs["Config"]["Labels"][MANAGED_BY_LABEL] == MANAGED_BY
+        assert attrs["Config"]["Labels"][INSTANCE_LABEL] == container_name
+
+        body = json.dumps({"model": "kimi-k3", "prompt": "one two three", "max_tokens": 2}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{free_port}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            completion = json.load(resp)
+        assert completion["model"] == "kimi-k3"
+        assert completion["choices"][0]["text"].split() == ["three", "two"]
+
+        st = runner.status(container_name)
+        assert (st.state, st.healthy, st.port) == ("running", True, free_port)
+        logged = b"".join(runner.logs(container_name))
+        assert logged.startswith(VLLM_LOG.read_bytes())
+    finally:
+        stopped = runner.stop(container_name)
+    assert stopped.state == "exited" and stopped.exit_code == 0  # SIGTERM handled: clean exit
+    assert runner.find(container_name) is None
+    with pytest.raises(DockerRuntimeError, match="no gpustack-k3 container named"):
+        runner.stop(container_name)
+
+
+def test_crash_during_cuda_graph_capture_reports_exit_code_and_last_lines(runner, replay_image, container_name,
+                                                                        free_port):
+    chunks: list[bytes] = []
+    launch = DockerLaunch.from_params(
+        replay_params(replay_image, container_name, free_port, REPLAY_CRASH_AT="Capturing CUDA graphs",
+                      REPLAY_CRASH_TAIL=IN_IMAGE + OOM_TAIL.name, REPLAY_EXIT_CODE="3"),
+        startup_budget_s=60)
+    result = runner.run(launch, on_log=chunks.append)
+    assert result.state == "exited"
+    assert result.exit_code == 3
+    tail_lines = OOM_TAIL.read_text().splitlines()
+    assert result.last_lines[-len(tail_lines):] == tail_lines
+    assert result.reason.startswith("container exited with code 3 during start-up")
+    assert tail_lines[-1] in result.reason
+    seen = b"".join(chunks).decode()
+    first_capture = next(line for line in VLLM_LOG.read_text().splitlines() if "Capturing CUDA graphs" in line)
+    assert seen.endswith(first_capture + "\n" + OOM_TAIL.read_text())
+    assert "Graph capturing finished" not in seen
+    assert runner.find(container_name) is None  # removed after its logs were read
+
+
+def test_ctrl_c_stops_and_removes_the_container(runner, replay_image, container_name, free_port):
+    class InterruptWhileLoadingWeights(ProgressView):
+        def update(self, elapsed_s, phase=None, line=None):
+            super().update(elapsed_s, phase, line)
+            if line and "Loading fastsafetensors checkpoint shards" in line:
+                raise KeyboardInterrupt
+
+    out = io.StringIO()
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port, REPLAY_SPEED="20"),
+                                      startup_budget_s=60)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(launch, progress=InterruptWhileLoadingWeights(out, tty=False))
+    assert runner.find(container_name) is None
+    assert f"interrupted: container {container_name} stopped and removed" in out.getvalue()
+
+
+def test_attached_run_follows_after_ready_and_removes_on_exit(runner, replay_image, container_name, free_port,
+                                                             docker_client):
+    after_ready: list[bytes] = []
+    ready = threading.Event()
+
+    class KillAfterReady(ProgressView):
+        def finish(self, message):
+            super().finish(message)
+            if message.startswith("Ready"):
+                ready.set()
+                # a request after Ready shows up in the followed log, then the engine dies
+                urllib.request.urlopen(f"http://127.0.0.1:{free_port}/v1/models", timeout=5).read()
+                threading.Timer(0.5, lambda: docker_client.containers.get(container_name).kill()).start()
+
+    def on_log(chunk: bytes) -> None:
+        if ready.is_set():
+            after_ready.append(chunk)
+
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port), startup_budget_s=60)
+    result = runner.run(launch, on_log=on_log, progress=KillAfterReady(io.StringIO(), tty=False))
+    assert result.ready
+    assert b'"GET /v1/models HTTP/1.1" 200' in b"".join(after_ready)
+    assert runner.find(container_name) is None
+
+
+def test_start_up_budget_exceeded_stops_the_container(runner, replay_image, container_name, free_port):
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port, REPLAY_SPEED="1"),
+                                      startup_budget_s=1.5)
+    result = runner.run(launch)
+    assert result.state == "timeout"
+    assert "within the start-up budget of 2 s" in result.reason
+    assert result.last_lines  # the engine had started printing
+    assert runner.find(container_name) is None
+
+
+def test_second_start_with_the_same_name_is_refused(runner, replay_image, container_name, free_port):
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port), startup_budget_s=60)
+    first = runner.run(launch, detach=True, wait_ready=False)
+    try:
+        assert first.state == "started"
+        with pytest.raises(DockerRuntimeError, match=f"container '{container_name}' is already running"):
+            runner.run(launch, detach=True)
+    finally:
+        runner.stop(container_name, timeout_s=2)
+    assert runner.find(container_name) is None
+
+
+def test_missing_image_is_a_clear_error(runner, container_name, free_port):
+    launch = DockerLaunch.from_params(replay_params("gpustack-k3/not-built:0", container_name, free_port))
+    with pytest.raises(DockerRuntimeError, match=r"params.image: 'gpustack-k3/not-built:0' is not in the local"):
+        runner.run(launch)
+    assert runner.find(container_name) is None
