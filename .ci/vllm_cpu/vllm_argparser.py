@@ -7,6 +7,9 @@ The parser is built exactly as vLLM's API-server entry point builds it
   python vllm_argparser.py options          -> JSON: every option string with its properties
   python vllm_argparser.py parse < argv.json -> JSON: does the real parser accept this argv?
         (argv.json is a JSON list of strings: the engine arguments, without the executable)
+        Stages: "parse" (argparse: unknown flags, bad choices/JSON), "validate" (vLLM's own
+        validate_parsed_serve_args), "values" (tool/reasoning parser, load format and speculative
+        method names against vLLM's registries, which argparse leaves open).
 
 Regenerate the committed option list with:
   $VENV/bin/python .ci/vllm_cpu/vllm_argparser.py options > tests/fixtures/vllm-0.32.0-cpu-options.json
@@ -60,7 +63,46 @@ def options() -> dict:
         "vllm_version": vllm.__version__,
         "parser": "vllm.entrypoints.launchers.cli_args.make_arg_parser(FlexibleArgumentParser())",
         "options": dict(sorted(out.items())),
+        "value_registries": value_registries(),
     }
+
+
+def _flatten_literal(tp) -> list:
+    from typing import get_args
+
+    out = []
+    for arg in get_args(tp):
+        out.extend(_flatten_literal(arg) if get_args(arg) else [arg])
+    return out
+
+
+def value_registries() -> dict:
+    """Values vLLM accepts for options whose argparse ``choices`` are open (checked later, at
+    engine start): tool-call parsers, reasoning parsers, load formats, speculative methods."""
+    from vllm.config.speculative import SpeculativeMethod
+    from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    return {
+        "--tool-call-parser": sorted(ToolParserManager.list_registered()),
+        "--reasoning-parser": sorted(ReasoningParserManager.list_registered()),
+        "--load-format": sorted(_LOAD_FORMAT_TO_MODEL_LOADER),
+        "--speculative-config.method": sorted(set(_flatten_literal(SpeculativeMethod))),
+    }
+
+
+def unknown_values(ns, registries: dict) -> list:
+    spec = ns.speculative_config if isinstance(getattr(ns, "speculative_config", None), dict) else {}
+    given = {
+        "--tool-call-parser": getattr(ns, "tool_call_parser", None),
+        "--reasoning-parser": getattr(ns, "reasoning_parser", None),
+        "--load-format": getattr(ns, "load_format", None),
+        "--speculative-config.method": spec.get("method"),
+    }
+    return [{"flag": flag, "value": value}
+            for flag, value in given.items()
+            if value is not None and flag in registries and value not in registries[flag]]
 
 
 class _ParseError(Exception):
@@ -79,16 +121,22 @@ def parse(argv: list) -> dict:
     except _ParseError as exc:
         msg = str(exc)
         unrecognized = msg.split(":", 1)[1].split() if msg.startswith("unrecognized arguments:") else []
-        return {"ok": False, "stage": "parse", "error": msg, "unrecognized": unrecognized}
+        return {"ok": False, "stage": "parse", "error": msg, "unrecognized": unrecognized, "unknown_values": []}
     except (ValueError, TypeError) as exc:
-        return {"ok": False, "stage": "parse", "error": f"{type(exc).__name__}: {exc}", "unrecognized": []}
+        return {"ok": False, "stage": "parse", "error": f"{type(exc).__name__}: {exc}", "unrecognized": [],
+                "unknown_values": []}
     try:
         from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
 
         validate_parsed_serve_args(ns)
     except Exception as exc:  # vLLM raises TypeError/ValueError here
-        return {"ok": False, "stage": "validate", "error": f"{type(exc).__name__}: {exc}", "unrecognized": []}
-    return {"ok": True, "stage": "validate", "error": None, "unrecognized": [],
+        return {"ok": False, "stage": "validate", "error": f"{type(exc).__name__}: {exc}", "unrecognized": [],
+                "unknown_values": []}
+    bad_values = unknown_values(ns, value_registries())
+    if bad_values:
+        return {"ok": False, "stage": "values", "unrecognized": [], "unknown_values": bad_values,
+                "error": "; ".join(f"{b['flag']}: {b['value']!r} is not known to this vLLM" for b in bad_values)}
+    return {"ok": True, "stage": "values", "error": None, "unrecognized": [], "unknown_values": [],
             "parsed": {k: _jsonable(v) for k, v in sorted(vars(ns).items()) if v is not None}}
 
 

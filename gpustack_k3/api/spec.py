@@ -70,7 +70,7 @@ class Memory(_Strict):
 class Scheduling(_Strict):
     maxModelLen: int | None = Field(default=None, ge=1, description="vLLM --max-model-len / SGLang --context-length.")
     maxNumSeqs: int | None = Field(default=None, ge=1, description="vLLM --max-num-seqs / SGLang --max-running-requests.")
-    maxNumBatchedTokens: int | None = Field(default=None, ge=1, description="vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size.")
+    maxNumBatchedTokens: int | None = Field(default=None, ge=-1, description="vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size (-1: SGLang without chunking).")
     maxPrefillTokens: int | None = Field(default=None, ge=1, description="SGLang --max-prefill-tokens.")
     chunkedPrefill: bool | None = None
     longPrefillTokenThreshold: int | None = Field(default=None, ge=0)

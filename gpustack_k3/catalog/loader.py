@@ -143,6 +143,20 @@ class PresetEntry(_M):
     document: dict[str, Any]
 
 
+class AdviceRow(_M):
+    engine: Literal["vllm", "sglang"]
+    context: int
+    decode_tok_s: float
+    ttft_ms: float
+    tpot_ms: float
+
+
+class Advice(_M):
+    source: str
+    measurements: list[AdviceRow]
+    presets: dict[str, list[str]]
+
+
 class Catalog(_M):
     hardware: dict[str, HardwareProfile]
     models: dict[str, ModelEntry]
@@ -150,6 +164,7 @@ class Catalog(_M):
     rules: dict[str, RuleEntry]
     presets: dict[str, PresetEntry]
     default_preset: str
+    advice: Advice
 
     def engine(self, name: str) -> EngineEntry:
         return self.engines[name]
@@ -203,9 +218,14 @@ def load_catalog() -> Catalog:
         for entry in pidx["presets"]:
             doc = _read(DATA / "presets" / entry["file"])
             raw["presets"][entry["name"]] = {"name": entry["name"], "description": entry["description"], "document": doc}
+        raw["advice"] = _read(DATA / "advice.yaml")
         cat = Catalog.model_validate(raw)
     except (OSError, KeyError, yaml.YAMLError, ValidationError) as exc:
         raise CatalogError(f"packaged catalog is invalid: {exc}") from exc
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")
+    for eng, names in cat.advice.presets.items():
+        for n in names:
+            if n not in cat.presets:
+                raise CatalogError(f"advice.yaml names unknown preset {n}")
     return cat

@@ -119,7 +119,15 @@ class DoctorRule(BaseModel):
     message: str
     fix: str
     source: str = Field(min_length=3)
+    phase: Optional[str] = None   # the phase a finding is filed under; default: the phase in progress
     patterns: list[DoctorPattern] = Field(default_factory=list)
+
+    @field_validator("phase")
+    @classmethod
+    def _phase_known(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and v not in LOG_PHASES:
+            raise ValueError(f"unknown phase {v!r}; expected one of {', '.join(LOG_PHASES)}")
+        return v
 
 
 class CatalogFile(BaseModel):

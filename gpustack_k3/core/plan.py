@@ -11,7 +11,6 @@ N x per_req x (1 + D/ratio) = budget; the full-attention and draft pools share t
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -185,6 +184,9 @@ def _plan_sglang(r: Resolved) -> Plan:
     allocated = full_gib + draft_gib + mamba_state
     max_len = int(r.value("scheduling.maxModelLen"))
     notes.append("pool figures calibrated from the seed's SGLang log (seed 001 §12.2; catalog models.yaml)")
+    if full_tokens < max_len:
+        notes.append(f"max_req_len is capped at the pool ({full_tokens:,} tokens < context {max_len:,}; "
+                     "managers/tp_worker.py:556-571 @0.5.23): a full-length request is not admitted")
     if spec and r.dcp > 1:
         notes.append(f"draft pool addressed in the DCP virtual token space: {full_tokens:,} x {r.dcp} (seed §16.1.2)")
     return Plan(
@@ -192,7 +194,7 @@ def _plan_sglang(r: Resolved) -> Plan:
         memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
         kv_cache_dtype=dtype, kv_cache_budget_gib=rest, kv_cache_allocated_gib=allocated,
         overcommit_gib=max(0.0, allocated - rest), kv_cache_tokens=full_tokens,
-        max_concurrency=min(full_tokens / max_len, max_running) if max_len else 0.0,
+        max_concurrency=_sglang_concurrency(full_tokens, r.dcp, max_len, max_running),
         headroom_gib=visible - requested, full_attention_tokens=full_tokens, draft_tokens=draft_tokens,
         full_attention_gib=full_gib, draft_kv_gib=draft_gib, mamba_state_gib=mamba_state,
         max_running_requests=max_running,
@@ -200,5 +202,10 @@ def _plan_sglang(r: Resolved) -> Plan:
     )
 
 
-def fits(tokens: int, need: int) -> bool:
-    return tokens >= need and not math.isnan(tokens)
+def _sglang_concurrency(full_tokens: int, dcp: int, max_len: int, max_running: int) -> float:
+    """Full-length requests that run at once. The engine caps one request at the pool size; under DCP the
+    scheduler addresses the pool in the DCP token space (x dcp): the seed ran 10 x 200K requests on a
+    916,672-token pool with DCP 8 (seed 001 §7.2, §12.2), which only fits that way."""
+    if not max_len or full_tokens < max_len:
+        return 0.0
+    return min(full_tokens * dcp / max_len, float(max_running))

@@ -303,38 +303,52 @@ class DockerRunner:
             raise DockerRuntimeError(f"params: not valid docker SDK create arguments: {exc}") from None
         return container, notes
 
-    def run(self, launch: DockerLaunch, *, on_log: LogCallback | None = None, phase: PhaseGetter | None = None,
-            on_event: EventCallback | None = None, progress: "ProgressView | None" = None,
-            detach: bool = False, wait_ready: bool = True, remove_on_failure: bool = True) -> StartResult:
+    def run(self, launch: DockerLaunch, *, tracker: Any = None, on_log: LogCallback | None = None,
+            phase: PhaseGetter | None = None, on_event: EventCallback | None = None,
+            progress: "ProgressView | None" = None, detach: bool = False, wait_ready: bool = True,
+            remove_on_failure: bool = True, platform_events: bool = True) -> StartResult:
         """Create and start the container, then (``wait_ready``) follow it to Ready or failure.
 
-        Attached (``detach=False``): after Ready, keep following the logs (into ``on_log``) until the
-        container exits, then remove it; Ctrl-C stops and removes it. Detached: return once Ready (or right after the start
-        when ``wait_ready`` is False), leaving the container running. ``on_event`` receives the
-        platform events ``container_created`` and ``container_started``.
+        ``tracker`` is a cold-start tracker (``feed(bytes)``, ``report()``, ``finish()``, and
+        ``platform_event`` when ``platform_events``: the container's create→start span is reported
+        as ``container_start`` on the wall clock). It gets every log byte; the progress view and the
+        result take their phase from it. ``on_log`` / ``phase`` are the same hooks without a tracker.
+
+        Attached (``detach=False``): after Ready, keep following the logs (into the tracker and
+        ``on_log``) until the container exits, then remove it. Detached: return once Ready (or right
+        after the start when ``wait_ready`` is False), leaving the container running. Ctrl-C or an
+        error at any point stops and removes the container, then re-raises. ``on_event`` receives
+        ``container_created`` and ``container_started``.
         """
+        feed = _chain(tracker.feed if tracker is not None else None, on_log)
+        if phase is None and tracker is not None:
+            phase = lambda: tracker_phase(tracker)  # noqa: E731
+        t0, created_at = time.monotonic(), time.time()
         container, notes = self.create(launch)
-        t0 = time.monotonic()
         try:
             if on_event:
                 on_event("container_created")
             container.start()
+            started_at = time.time()
             if on_event:
                 on_event("container_started")
+            if tracker is not None and platform_events:
+                tracker.platform_event("container_start", created_at, started_at,
+                                       details={"runtime": "docker", "container": container.short_id})
             for n in notes:
                 if progress:
                     progress.note(n)
             if not wait_ready:
                 return StartResult(launch.name, container.id, "started", time.monotonic() - t0, notes=notes)
             follower = _LogFollower(container)
-            result = self._track(container, follower, launch, t0, on_log=on_log, phase=phase, progress=progress,
-                                 remove_on_failure=remove_on_failure)
+            result = self._track(container, follower, launch, t0, on_log=feed, phase=phase, tracker=tracker,
+                                 progress=progress, remove_on_failure=remove_on_failure)
             result.notes = notes + result.notes
             if not result.ready or detach:
                 follower.close()
                 return result
-            follower.forward(on_log)
-            self._follow_until_exit(container, follower, on_log=on_log, progress=progress, t0=t0)
+            follower.forward(feed)
+            self._follow_until_exit(container, follower, progress=progress)
             return result
         except BaseException as exc:  # Ctrl-C, or a callback failing: never leave the container behind
             self._remove(container)
@@ -344,8 +358,8 @@ class DockerRunner:
             raise
 
     def _track(self, container: Any, follower: "_LogFollower", launch: DockerLaunch, t0: float, *,
-               on_log: LogCallback | None, phase: PhaseGetter | None, progress: "ProgressView | None",
-               remove_on_failure: bool) -> StartResult:
+               on_log: LogCallback | None, phase: PhaseGetter | None, tracker: Any,
+               progress: "ProgressView | None", remove_on_failure: bool) -> StartResult:
         import httpx
 
         tail = LineTail()
@@ -369,7 +383,7 @@ class DockerRunner:
                     container.reload()
                     if container.status in ("exited", "dead"):
                         return self._exited(container, follower, take, tail, launch, t0, current,
-                                            progress, remove_on_failure)
+                                            tracker, progress, remove_on_failure)
                     if ended:  # log stream gone but the container still runs: do not spin
                         time.sleep(self.poll_s)
                 if now >= next_probe:
@@ -377,6 +391,13 @@ class DockerRunner:
                     try:
                         if http.get(url).status_code == 200:
                             elapsed = time.monotonic() - t0
+                            # docker delivers log lines with a small lag: take what the engine printed
+                            # before it answered, so the tracker has seen the server come up
+                            settle_until = time.monotonic() + 2.0
+                            while time.monotonic() < settle_until:
+                                got, ended = follower.drain(take, wait_s=0.3)
+                                if not got or ended:
+                                    break
                             if progress:
                                 progress.finish(f"Ready: {launch.name} answered {url} after {elapsed:.1f} s")
                             return StartResult(launch.name, container.id, "ready", elapsed, phase=current(),
@@ -394,7 +415,7 @@ class DockerRunner:
                                        last_lines=list(tail.lines))
 
     def _exited(self, container: Any, follower: "_LogFollower", take: Callable[[bytes], list[str]], tail: LineTail,
-                launch: DockerLaunch, t0: float, current: Callable[[], "str | None"],
+                launch: DockerLaunch, t0: float, current: Callable[[], "str | None"], tracker: Any,
                 progress: "ProgressView | None", remove_on_failure: bool) -> StartResult:
         follower.drain(take, wait_s=5.0, until_end=True)  # the stream ends once the container is gone
         tail.flush()
@@ -403,19 +424,25 @@ class DockerRunner:
         except Exception:  # noqa: BLE001 - fall back to the inspected state
             container.reload()
             code = int(container.attrs.get("State", {}).get("ExitCode", -1))
-        ph = current()
+        ph, engine_reason = current(), None
+        if tracker is not None:
+            last_attempt = tracker.finish().last  # the unterminated last line counts too
+            ph = last_attempt.failed_phase or last_attempt.current_phase or ph
+            engine_reason = last_attempt.reason
         last = list(tail.lines)
         if remove_on_failure:
             self._remove(container)
         reason = (f"container exited with code {code} during start-up"
-                  f"{f' in phase {ph}' if ph else ''}; last line: {last[-1] if last else '(no output)'}")
+                  f"{f' in phase {ph}' if ph else ''}; "
+                  + (f"engine: {engine_reason}" if engine_reason else
+                     f"last line: {last[-1] if last else '(no output)'}"))
         if progress:
             progress.finish(f"Failed: {reason}")
         return StartResult(launch.name, container.id, "exited", time.monotonic() - t0, exit_code=code,
                            phase=ph, reason=reason, last_lines=last)
 
-    def _follow_until_exit(self, container: Any, follower: "_LogFollower", *, on_log: LogCallback | None,
-                           progress: "ProgressView | None", t0: float) -> None:
+    def _follow_until_exit(self, container: Any, follower: "_LogFollower", *,
+                           progress: "ProgressView | None") -> None:
         follower.wait_end()
         container.reload()
         code = container.attrs.get("State", {}).get("ExitCode")
@@ -425,14 +452,14 @@ class DockerRunner:
 
     # -- detached-run operations ------------------------------------------------------------------
     def status(self, name: str, *, tracker_factory: Callable[[], Any] | None = None) -> ContainerStatus:
-        """State of our container ``name``; ``tracker_factory`` (an object with ``feed`` and ``phase``)
-        replays its whole log to name the current cold-start phase."""
+        """State of our container ``name``; a tracker from ``tracker_factory`` is fed the whole log
+        so far to name the current cold-start phase."""
         c = self._require(name)
         st = self._status_of(c)
         if tracker_factory is not None:
             tracker = tracker_factory()
             tracker.feed(c.logs(stdout=True, stderr=True))
-            st.phase = _phase_of(tracker)
+            st.phase = tracker_phase(tracker)
         return st
 
     def _status_of(self, c: Any) -> ContainerStatus:
@@ -481,9 +508,27 @@ class DockerRunner:
             pass
 
 
-def _phase_of(tracker: Any) -> str | None:
-    ph = getattr(tracker, "phase", None)
-    return ph() if callable(ph) else ph
+def tracker_phase(tracker: Any) -> str | None:
+    """The phase a cold-start tracker is in: current, else failed, else ``server_ready`` once ready."""
+    last = tracker.report().last
+    if last.current_phase:
+        return last.current_phase
+    if last.failed_phase:
+        return last.failed_phase
+    return "server_ready" if last.status == "ready" else None
+
+
+def _chain(*callbacks: LogCallback | None) -> LogCallback | None:
+    live = [cb for cb in callbacks if cb is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return live[0]
+
+    def both(chunk: bytes) -> None:
+        for cb in live:
+            cb(chunk)
+    return both
 
 
 class _LogFollower:

@@ -164,6 +164,7 @@ class _Target:
     subresource: str | None
     group: str | None
     version: str | None
+    unknown: bool = False  # a resource path whose resource is not served
 
 
 class _Watcher:
@@ -270,7 +271,7 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             text=body.decode("utf-8", "replace"), data=data,
             resource=(kmock.resource(group=target.group, version=target.version,
                                      plural=target.res.plural if target.res else None)
-                      if target.version else None),
+                      if target.group is not None else None),
             namespace=target.namespace, name=target.name, subresource=target.subresource)
         if self.journal_enabled:
             self._requests.append(req)
@@ -289,8 +290,7 @@ class EmulatorHandler(kmock.KubernetesScaffold):
                 if fault.status is not None:
                     return await self._fault_response(raw, verb, fault.status)
             if target.res is None:
-                if target.version and target.group is not None and target.name is None and target.subresource is None \
-                        and raw.path.rstrip("/").split("/")[-1] not in ("", target.version):
+                if target.unknown:
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
                 return await super()._handle(req)
             return await self._dispatch(raw, target, verb, body)
@@ -322,7 +322,7 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         name = rest[1] if len(rest) > 1 else None
         sub = "/".join(rest[2:]) or None
         if res is None:
-            return _Target(None, namespace, name, sub, group, version)
+            return _Target(None, namespace, name, sub, group, version, unknown=True)
         return _Target(res, namespace, name, sub, group, version)
 
     @staticmethod
@@ -701,9 +701,6 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         if owners is None:
             owners = sem.record_update(self._user_view(current), self._user_view(new), self.owners.get(okey, {}),
                                        manager)
-        if current["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
-            stored = self._store_put(res, current, new, owners)
-            return stored
         return self._store_put(res, current, new, owners)
 
     def replace_object(self, res: Resource, namespace: str | None, name: str | None, body: dict,
@@ -997,7 +994,7 @@ class K8sEmulator:
         self.loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         async with EmulatorHandler() as handler, kmock.Server(handler) as server:
-            handler.history = deque(maxlen=self._history)
+            handler.history = deque(handler.history, maxlen=self._history)
             handler.journal_enabled = self._journal
             self.handler, self.url = handler, str(server.url).rstrip("/")
             self._ready.set()
@@ -1145,7 +1142,7 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with EmulatorHandler() as handler, kmock.Server(handler, port=args.port or None) as server:
-            handler.history = deque(maxlen=args.history)
+            handler.history = deque(handler.history, maxlen=args.history)
             handler.journal_enabled = not args.no_journal
             print(json.dumps({"url": str(server.url).rstrip("/")}), flush=True)
             await stop.wait()

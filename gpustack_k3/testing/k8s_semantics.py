@@ -42,21 +42,24 @@ def _split_terms(sel: str) -> list[str]:
     return [t for t in [*out, cur.strip()] if t]
 
 
+_TOKEN = r"[A-Za-z0-9_./-]"  # characters of label keys (with prefix) and values
+
+
 def label_match(labels: dict[str, str], selector: str | None) -> bool:
     """Equality (=, ==, !=), set (in, notin) and existence (k, !k) requirements, ANDed."""
     for term in _split_terms(selector or ""):
-        if m := re.fullmatch(r"([^!=\s]+)\s*(==|=|!=)\s*(\S*)", term):
+        if m := re.fullmatch(rf"({_TOKEN}+)\s*(==|=|!=)\s*({_TOKEN}*)", term):
             k, op, v = m.groups()
             if (labels.get(k) == v) != (op != "!="):
                 return False
-        elif m := re.fullmatch(r"(\S+)\s+(in|notin)\s+\((.*)\)", term):
+        elif m := re.fullmatch(rf"({_TOKEN}+)\s+(in|notin)\s+\(([^()]*)\)", term):
             k, op, vs = m.group(1), m.group(2), {x.strip() for x in m.group(3).split(",")}
             if (labels.get(k) in vs) != (op == "in"):
                 return False
-        elif m := re.fullmatch(r"!\s*([^\s!=(),]+)", term):
+        elif m := re.fullmatch(rf"!\s*({_TOKEN}+)", term):
             if m.group(1) in labels:
                 return False
-        elif re.fullmatch(r"[^\s!=(),]+", term):
+        elif re.fullmatch(rf"{_TOKEN}+", term):
             if term not in labels:
                 return False
         else:

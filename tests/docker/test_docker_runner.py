@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from gpustack_k3.coldstart import PHASES, ColdStartTracker
 from gpustack_k3.core.launch_types import LaunchSpec, Probe
 from gpustack_k3.runtime.docker import (
     INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, DockerLaunch, DockerRuntimeError,
@@ -64,13 +66,24 @@ def test_replay_engine_reaches_ready_and_serves(runner, replay_image, container_
     chunks: list[bytes] = []
     events: list[str] = []
     out = io.StringIO()
-    launch = DockerLaunch.from_launch_spec(launch_spec(replay_image, container_name, free_port),
-                                           params_for(launch_spec(replay_image, container_name, free_port)))
-    result = runner.run(launch, on_log=chunks.append, on_event=events.append,
-                        progress=ProgressView(out, tty=False), detach=True)
+    spec = launch_spec(replay_image, container_name, free_port)
+    launch = DockerLaunch.from_launch_spec(spec, params_for(spec))
+    tracker = ColdStartTracker(engine="vllm")
+    result = runner.run(launch, tracker=tracker, platform_events=False, on_log=chunks.append,
+                        on_event=events.append, progress=ProgressView(out, tty=False), detach=True)
     try:
         assert result.ready, result.reason
         assert events == ["container_created", "container_started"]
+        # the tracker followed the recorded timeline live, phase by phase, to Ready
+        recorded = VLLM_LOG.read_text()
+        report = tracker.report()
+        assert (report.status, result.phase) == ("ready", "server_ready")
+        assert report.last.engine_init_seconds == float(re.search(r"warmup model\) took ([\d.]+) s", recorded)[1])
+        assert report.phase("cuda_graphs").seconds == float(re.search(r"finished in (\d+) secs", recorded)[1])
+        shown = [ln.split("] ", 1)[1].split("  |")[0] for ln in out.getvalue().splitlines() if ln.startswith("[")]
+        shown_known = [p for p in shown if p in PHASES]
+        assert shown_known == sorted(shown_known, key=PHASES.index), shown
+        assert {"weights_load", "cuda_graphs"} <= set(shown_known), shown
         # every byte of the recorded log reached the callback, in order, before Ready
         assert b"".join(chunks).startswith(VLLM_LOG.read_bytes())
         assert any(n.startswith("GPU request dropped: the launch asks for 8 GPU(s)") for n in result.notes)
@@ -105,22 +118,47 @@ def test_replay_engine_reaches_ready_and_serves(runner, replay_image, container_
 def test_crash_during_cuda_graph_capture_reports_exit_code_and_last_lines(runner, replay_image, container_name,
                                                                         free_port):
     chunks: list[bytes] = []
+    out = io.StringIO()
     launch = DockerLaunch.from_params(
         replay_params(replay_image, container_name, free_port, REPLAY_CRASH_AT="Capturing CUDA graphs",
                       REPLAY_CRASH_TAIL=IN_IMAGE + OOM_TAIL.name, REPLAY_EXIT_CODE="3"),
         startup_budget_s=60)
-    result = runner.run(launch, on_log=chunks.append)
+    result = runner.run(launch, tracker=ColdStartTracker(engine="vllm"), platform_events=False,
+                        on_log=chunks.append, progress=ProgressView(out, tty=False))
     assert result.state == "exited"
     assert result.exit_code == 3
+    assert result.phase == "cuda_graphs"
     tail_lines = OOM_TAIL.read_text().splitlines()
     assert result.last_lines[-len(tail_lines):] == tail_lines
-    assert result.reason.startswith("container exited with code 3 during start-up")
-    assert tail_lines[-1] in result.reason
+    assert result.reason.startswith("container exited with code 3 during start-up in phase cuda_graphs; engine: ")
+    assert "CUDA out of memory" in result.reason
+    assert out.getvalue().splitlines()[-1] == f"Failed: {result.reason}"
     seen = b"".join(chunks).decode()
     first_capture = next(line for line in VLLM_LOG.read_text().splitlines() if "Capturing CUDA graphs" in line)
     assert seen.endswith(first_capture + "\n" + OOM_TAIL.read_text())
     assert "Graph capturing finished" not in seen
     assert runner.find(container_name) is None  # removed after its logs were read
+
+
+def test_live_engine_clock_with_platform_event(runner, replay_image, container_name, free_port):
+    """A retimed replay behaves like a live engine: log clock = wall clock, so the runner's
+    container_start span and the engine's phases form one timeline."""
+    tracker = ColdStartTracker(engine="vllm")
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port, REPLAY_RETIME="1"),
+                                      startup_budget_s=60)
+    result = runner.run(launch, tracker=tracker, detach=True)
+    try:
+        assert result.ready, result.reason
+        report = tracker.report()
+        assert report.status == "ready"
+        names = [p.name for p in report.phases]
+        assert names[0] == "container_start" and names[-1] == "server_ready"
+        assert names == sorted(names, key=PHASES.index)
+        start = report.phases[0].start
+        assert all(p.start >= start for p in report.phases if p.start is not None)
+        assert 0 < report.last.total_seconds <= result.elapsed_s + 2  # whole seconds in vLLM's clock
+    finally:
+        runner.stop(container_name, timeout_s=2)
 
 
 def test_ctrl_c_stops_and_removes_the_container(runner, replay_image, container_name, free_port):

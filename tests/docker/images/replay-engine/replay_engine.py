@@ -12,6 +12,8 @@ Environment:
   REPLAY_CRASH_AT    a substring: after printing the first line containing it, print
                      REPLAY_CRASH_TAIL (if set) and exit with REPLAY_EXIT_CODE (default 1)
   REPLAY_CRASH_TAIL  a file of lines printed after the crash point
+  REPLAY_RETIME      1 = rewrite each line's timestamp to the (UTC) time it is printed, so the log
+                     clock matches the wall clock (as for a live engine); default 0 keeps the recording's
   REPLAY_HOST/REPLAY_PORT  used when --host/--port are absent (defaults 127.0.0.1 / 8000)
 
 After the log (no crash) it serves ``GET /health`` (200, empty body, like vLLM),
@@ -78,6 +80,20 @@ def schedule(lines: list[str]) -> list[float]:
     return offsets
 
 
+def retime(line: str, now: float) -> str:
+    """The line with its timestamp replaced by ``now`` (UTC), in the same format."""
+    m = SGLANG_TS.search(line)
+    if m:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
+        if m.group(7):
+            stamp += "." + f"{now % 1:.6f}"[2:2 + len(m.group(7))]
+        return line[:m.start()] + "[" + stamp + line[m.end():]
+    m = VLLM_TS.search(line)
+    if m:
+        return line[:m.start(1)] + time.strftime("%m-%d %H:%M:%S", time.gmtime(now)) + line[m.end(5):]
+    return line
+
+
 def parse_args(argv: list[str]) -> dict:
     """The few engine arguments the replay needs; everything else is accepted and ignored."""
     opts = {"host": os.environ.get("REPLAY_HOST", "127.0.0.1"),
@@ -105,7 +121,8 @@ def parse_args(argv: list[str]) -> dict:
     return opts
 
 
-def replay(path: str, speed: float, crash_at: str | None, crash_tail: str | None, exit_code: int) -> None:
+def replay(path: str, speed: float, crash_at: str | None, crash_tail: str | None, exit_code: int,
+           retime_lines: bool = False) -> None:
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
     offsets = schedule(lines)
@@ -115,12 +132,13 @@ def replay(path: str, speed: float, crash_at: str | None, crash_tail: str | None
             delay = start + off / speed - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        sys.stdout.write(line + "\n")
+        sys.stdout.write((retime(line, time.time()) if retime_lines else line) + "\n")
         sys.stdout.flush()
         if crash_at and crash_at in line:
             if crash_tail:
                 with open(crash_tail, encoding="utf-8", errors="replace") as f:
-                    sys.stdout.write(f.read())
+                    for tail_line in f.read().splitlines():
+                        sys.stdout.write((retime(tail_line, time.time()) if retime_lines else tail_line) + "\n")
                 sys.stdout.flush()
             sys.exit(exit_code)
     if crash_at:
@@ -193,7 +211,7 @@ def main(argv: list[str]) -> int:
         return 2
     speed = float(os.environ.get("REPLAY_SPEED", "1"))
     replay(log, speed, os.environ.get("REPLAY_CRASH_AT") or None, os.environ.get("REPLAY_CRASH_TAIL") or None,
-           int(os.environ.get("REPLAY_EXIT_CODE", "1")))
+           int(os.environ.get("REPLAY_EXIT_CODE", "1")), os.environ.get("REPLAY_RETIME", "0") == "1")
     Handler.served_name = opts["served"]
     server = ThreadingHTTPServer((opts["host"], opts["port"]), Handler)
     server.daemon_threads = True

@@ -1,0 +1,3 @@
+from gpustack_k3.cli.main import main
+
+main()

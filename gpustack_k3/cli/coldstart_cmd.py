@@ -1,0 +1,103 @@
+"""CLI: ``coldstart LOG|-`` (phase timeline) and ``doctor LOG|-`` (known problems in a log).
+
+Exit codes: 0 ok; 1 status failed (coldstart) / an error finding (doctor); 2 unusable input.
+The lead registers ``coldstart`` and ``doctor`` on the main group.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import BinaryIO, Optional
+
+import click
+
+CHUNK = 1 << 20
+
+
+def _open(path: str) -> BinaryIO:
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise click.exceptions.Exit(_bad(f"LOG: no such file {path!r}; give a log file path or '-' for stdin"))
+    except IsADirectoryError:
+        raise click.exceptions.Exit(_bad(f"LOG: {path!r} is a directory; give a log file path or '-' for stdin"))
+    except PermissionError:
+        raise click.exceptions.Exit(_bad(f"LOG: cannot read {path!r} (permission denied)"))
+    except OSError as exc:
+        raise click.exceptions.Exit(_bad(f"LOG: cannot read {path!r}: {exc.strerror or exc}"))
+
+
+def _bad(msg: str) -> int:
+    click.echo(f"error: {msg}", err=True)
+    return 2
+
+
+def _track(path: str, engine: Optional[str], year: Optional[int]):
+    from gpustack_k3.coldstart import ColdStartTracker  # lazy: keep CLI start-up fast
+
+    tracker = ColdStartTracker(engine=None if engine in (None, "auto") else engine, year=year)
+    f = _open(path)
+    try:
+        while True:
+            try:
+                chunk = f.read(CHUNK)
+            except OSError as exc:
+                raise click.exceptions.Exit(_bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}"))
+            if not chunk:
+                break
+            tracker.feed(chunk)
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+    tracker.finish()
+    if tracker.bytes_seen == 0:
+        raise click.exceptions.Exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read"))
+    return tracker
+
+
+_engine_opt = click.option("--engine", type=click.Choice(["auto", "vllm", "sglang"]), default="auto",
+                           show_default=True, help="Engine that wrote the log (auto-detected by default).")
+_output_opt = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text",
+                           show_default=True, help="Timeline for people, or JSON for programs.")
+_year_opt = click.option("--year", type=click.IntRange(1970, 9999), default=None,
+                         help="Year for vLLM timestamps, which print none (default: this year).")
+
+
+@click.command("coldstart")
+@click.argument("log", metavar="LOG|-")
+@_engine_opt
+@_output_opt
+@_year_opt
+def coldstart(log: str, engine: str, output: str, year: Optional[int]) -> None:
+    """Read an engine log (file or '-') and show cold-start phases with timings."""
+    tracker = _track(log, engine, year)
+    rep = tracker.report()
+    if output == "json":
+        click.echo(json.dumps(rep.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        from gpustack_k3.coldstart.render import render_report
+        click.echo(render_report(rep))
+    if rep.status == "failed":
+        raise click.exceptions.Exit(1)
+
+
+@click.command("doctor")
+@click.argument("log", metavar="LOG|-")
+@_engine_opt
+@_output_opt
+@_year_opt
+def doctor(log: str, engine: str, output: str, year: Optional[int]) -> None:
+    """Find known problems (seed §15, domain §4) in an engine log."""
+    from gpustack_k3.core.findings import has_errors
+
+    tracker = _track(log, engine, year)
+    findings = tracker.findings()
+    if output == "json":
+        click.echo(json.dumps([f.to_dict() for f in findings], indent=2, ensure_ascii=False))
+    else:
+        from gpustack_k3.coldstart.render import render_findings
+        click.echo(render_findings(findings))
+    if has_errors(findings):
+        raise click.exceptions.Exit(1)

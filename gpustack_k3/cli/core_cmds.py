@@ -1,0 +1,349 @@
+"""Core commands: validate, check-args, import, plan, explain, advise, presets, dry-run."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gpustack_k3.cli.common import (
+    EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, fail_input, findings_payload, load_document, output_option,
+    print_findings_text,
+)
+from gpustack_k3.core.errors import InputError
+
+spec_arg = click.argument("spec", required=False)
+preset_opt = click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
+strict_opt = click.option("--strict", is_flag=True, help="Unknown flags refuse instead of warn.")
+
+
+def _load(spec, preset):
+    try:
+        return load_document(spec, preset)
+    except InputError as exc:
+        fail_input(exc)
+
+
+def _report(findings, output: str) -> None:
+    from gpustack_k3.core.findings import has_errors
+
+    if output == "text":
+        print_findings_text(findings)
+    else:
+        emit(findings_payload(findings), output)
+    sys.exit(EXIT_REFUSED if has_errors(findings) else EXIT_OK)
+
+
+@click.command()
+@spec_arg
+@preset_opt
+@strict_opt
+@output_option
+def validate(spec, preset, strict, output):
+    """Check a deployment document (or preset) against the rule catalog."""
+    from gpustack_k3.core.rules import validate as run
+
+    _report(run(_load(spec, preset), strict=strict), output)
+
+
+# ------------------------------------------------------------------ argv -> document
+
+def _argv_options(fn):
+    fn = click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of the command line.")(fn)
+    fn = click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")(fn)
+    fn = click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")(fn)
+    fn = click.option("--gpu-type", default="b300", show_default=True)(fn)
+    fn = click.option("--gpus", type=int, default=8, show_default=True)(fn)
+    fn = click.option("--env", "env", multiple=True, metavar="K=V", help="Environment of the engine (repeatable).")(fn)
+    fn = click.option("--name", default="imported", show_default=True, help="metadata.name of the document.")(fn)
+    fn = click.argument("argv", nargs=-1, type=click.UNPROCESSED)(fn)
+    return fn
+
+
+def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv) -> dict:
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.flags import parse_argv
+
+    env_map = {}
+    for item in env:
+        k, eq, v = item.partition("=")
+        if not eq or not k:
+            raise InputError(f"--env {item!r}", "expected K=V", "e.g. --env VLLM_USE_V2_MODEL_RUNNER=1")
+        env_map[k] = v
+    parsed = parse_argv(load_catalog().engine(engine), list(argv))
+    spec = parsed.spec
+    spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
+    spec.setdefault("model", {})["name"] = model_name
+    spec["hardware"] = {"gpuType": gpu_type, "gpuCount": gpus}
+    if env_map:
+        spec["env"] = env_map
+    if parsed.extra_args:
+        spec["extraArgs"] = parsed.extra_args
+    return {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": name}, "spec": spec}
+
+
+def _flag_for(engine: str, field: str) -> str:
+    from gpustack_k3.catalog import load_catalog
+
+    prefix = "argv: spec."
+    path = field[len(prefix):] if field.startswith(prefix) else ""
+    for f in load_catalog().engine(engine).flags:
+        if path and (path == f.field or path.startswith(f.field + ".")):
+            return f" ({f.flag})"
+    return ""
+
+
+def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+    from gpustack_k3.cli.common import document_from_data
+
+    try:
+        data = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+        return data, document_from_data(data, "argv")
+    except InputError as exc:
+        exc.where += _flag_for(engine, exc.where)
+        fail_input(exc)
+
+
+@click.command("check-args", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_argv_options
+@strict_opt
+@output_option
+def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
+    """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
+    from gpustack_k3.core.rules import validate as run
+
+    _, doc = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    _report(run(doc, strict=strict), output)
+
+
+@click.command("import", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@_argv_options
+def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+    """Convert an engine command line into a deployment document (YAML on stdout)."""
+    import yaml
+
+    _, doc = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    data = doc.model_dump(mode="json", exclude_defaults=True)
+    data = {"apiVersion": doc.apiVersion, "kind": doc.kind, **data}
+    click.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
+
+
+# ------------------------------------------------------------------ plan
+
+@click.command("plan", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("spec", required=False)
+@preset_opt
+@click.option("--engine", type=click.Choice(["vllm", "sglang"]), help="Plan an engine command line given after --.")
+@click.option("--engine-version", default=None)
+@click.option("--gpu-type", default="b300", show_default=True)
+@click.option("--gpus", type=int, default=8, show_default=True)
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv):
+    """Memory / KV plan: budget, allocation, over-commit, capacity, concurrency."""
+    from gpustack_k3.core.plan import PlanUnavailable, plan
+    from gpustack_k3.core.resolve import resolve
+
+    if engine:
+        if spec is not None:
+            argv = (spec, *argv)
+        _, doc = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
+    else:
+        if argv:
+            fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
+        doc = _load(spec, preset)
+    try:
+        p = plan(resolve(doc))
+    except PlanUnavailable as exc:
+        fail_input(InputError("plan", str(exc), "use catalog engine versions, models and GPU types"))
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        fail_input(InputError("plan", f"cannot plan this spec: {exc}", "run `validate` first"))
+    d = p.to_dict()
+    if output != "text":
+        emit(d, output)
+        return
+    _plan_text(d)
+
+
+def _plan_text(d: dict) -> None:
+    rows = [
+        ("engine", f"{d['engine']} {d['engine_version']} on {d['gpu_type']} ({d['visible_gib']} GiB visible)"),
+        ("memory fraction", f"{d['memory_fraction']} -> {d['requested_gib']:.2f} GiB requested per GPU"),
+        ("weights", f"{d['weights_gib']:.2f} GiB per GPU"),
+        ("KV budget (engine's own)", f"{d['kv_cache_budget_gib']:.2f} GiB"),
+        ("KV allocated", f"{d['kv_cache_allocated_gib']:.2f} GiB"),
+        ("over-commit", f"{d['overcommit_gib']:.2f} GiB"),
+        ("KV capacity", f"{d['kv_cache_tokens']:,} tokens ({d['kv_cache_dtype']})"),
+        ("max model len", f"{d['max_model_len']:,}"),
+        ("full-length concurrency", f"{d['max_concurrency']:.2f}"),
+        ("headroom", f"{d['headroom_gib']:.2f} GiB per GPU"),
+    ]
+    if d["engine"] == "sglang":
+        rows += [("full-attention pool", f"{d['full_attention_tokens']:,} tokens ({d['full_attention_gib']:.2f} GiB)"),
+                 ("draft pool", f"{d['draft_tokens']:,} tokens ({d['draft_kv_gib']:.2f} GiB)"),
+                 ("Mamba/KDA state", f"{d['mamba_state_gib']:.2f} GiB"),
+                 ("max running requests", f"{d['max_running_requests']}")]
+    else:
+        rows += [("activations", f"{d['activation_gib']:.2f} GiB"), ("CUDA graphs", f"{d['cudagraph_gib']:.2f} GiB")]
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{w}}  {v}")
+    for n in d["notes"]:
+        click.echo(f"note: {n}")
+
+
+# ------------------------------------------------------------------ explain / advise / presets
+
+@click.command()
+@click.argument("rule_id", required=False)
+@output_option
+def explain(rule_id, output):
+    """Why a rule exists, how to fix it, where it comes from (no RULE: list all)."""
+    from gpustack_k3.catalog import load_catalog
+
+    cat = load_catalog()
+    if rule_id is None:
+        items = [{"rule": r.id, "severity": r.severity, "title": r.title} for r in cat.rules.values()]
+        if output == "text":
+            for i in items:
+                click.echo(f"{i['rule']:<40} {i['severity']:<8} {i['title']}")
+        else:
+            emit(items, output)
+        return
+    r = cat.rules.get(rule_id)
+    if r is None:
+        import difflib
+
+        close = difflib.get_close_matches(rule_id, list(cat.rules), n=3)
+        fail_input(InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
+                              else "`gpustack-k3 explain` lists all rules"))
+    d = {"rule": r.id, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why, "fix": r.fix,
+         "source": r.source, "applies_to": cat.rule_versions(r)}
+    if r.strict_severity:
+        d["strict_severity"] = r.strict_severity
+    if output != "text":
+        emit(d, output)
+        return
+    click.echo(f"{r.id} ({r.severity}): {r.title}")
+    click.echo(f"field:      {r.field}")
+    click.echo(f"applies to: {', '.join(d['applies_to'])}")
+    click.echo(f"why:        {r.why}")
+    click.echo(f"fix:        {r.fix}")
+    click.echo(f"source:     {r.source}")
+
+
+@click.command()
+@click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
+@click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
+@click.option("--priority", type=click.Choice(["throughput", "latency"]), default="throughput", show_default=True)
+@output_option
+def advise(context, concurrency, priority, output):
+    """Recommend a preset from the write-up's measured crossover (seed §8-§10, §17)."""
+    from gpustack_k3.core.advise import advise as run
+
+    a = run(context, concurrency, priority)
+    if output != "text":
+        emit(a.to_dict(), output)
+    else:
+        click.echo(f"preset: {a.preset or '(none)'}")
+        click.echo(f"reason: {a.reason}")
+        click.echo(f"source: {a.source}")
+    sys.exit(EXIT_OK if a.preset else EXIT_REFUSED)
+
+
+@click.command()
+@click.option("--show", metavar="NAME", help="Print the preset's document (YAML).")
+@output_option
+def presets(show, output):
+    """List the catalog presets (or print one)."""
+    from gpustack_k3.catalog import load_catalog
+
+    cat = load_catalog()
+    if show:
+        if show not in cat.presets:
+            fail_input(InputError("--show", f"unknown preset {show!r}", f"known: {', '.join(cat.presets)}"))
+        emit(cat.presets[show].document, "json" if output == "json" else "yaml")
+        return
+    items = [{"name": p.name, "default": p.name == cat.default_preset, "engine": p.document["spec"]["engine"]["name"],
+              "description": p.description} for p in cat.presets.values()]
+    if output != "text":
+        emit(items, output)
+        return
+    for i in items:
+        mark = "*" if i["default"] else " "
+        click.echo(f"{mark} {i['name']:<18} {i['engine']:<7} {i['description']}")
+
+
+@click.command("dry-run")
+@spec_arg
+@preset_opt
+@strict_opt
+@output_option
+def dry_run(spec, preset, strict, output):
+    """The main job, without launching: validate + plan + render summary (default: the default preset)."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.launch import Refused, build_launch
+
+    if spec is None and preset is None:
+        preset = load_catalog().default_preset
+    doc = _load(spec, preset)
+    try:
+        launch, findings, p = build_launch(doc, strict=strict)
+    except Refused as exc:
+        if output == "text":
+            print_findings_text(exc.findings)
+        else:
+            emit({"ok": False, **findings_payload(exc.findings)}, output)
+        sys.exit(EXIT_REFUSED)
+    targets = _render_summary(launch)
+    summary = {
+        "name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
+        "plan": p.to_dict() if p else None,
+        "launch": {"image": launch.image, "argv": launch.argv, "env": launch.env,
+                   "startup_budget_s": launch.startup_budget_s},
+        "targets": targets,
+    }
+    if output != "text":
+        emit(summary, output)
+        return
+    click.echo(f"== {doc.metadata.name}: validate")
+    print_findings_text(findings)
+    click.echo(f"\n== plan")
+    if p:
+        _plan_text(p.to_dict())
+    click.echo(f"\n== launch ({launch.engine} {launch.engine_version})")
+    import shlex
+
+    click.echo(f"image: {launch.image}")
+    click.echo("argv:  " + shlex.join(launch.argv))
+    for k, v in launch.env.items():
+        click.echo(f"env:   {k}={shlex.quote(v)}")
+    click.echo(f"startup budget: {launch.startup_budget_s} s")
+    click.echo("\n== render")
+    for t, desc in targets.items():
+        click.echo(f"{t:<11} {desc}")
+
+
+def _render_summary(launch) -> dict[str, str]:
+    """Render every available target in memory and summarise; a missing target module is reported, not hidden."""
+    import importlib
+
+    out: dict[str, str] = {"argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars"}
+    probes = {
+        "kubernetes": ("gpustack_k3.render.kubernetes", "render_objects"),
+        "gpustack": ("gpustack_k3.render.gpustack", "render_gpustack"),
+        "docker": ("gpustack_k3.render.docker", "docker_run_params"),
+    }
+    for target, (mod, fn) in probes.items():
+        try:
+            func = getattr(importlib.import_module(mod), fn)
+        except (ImportError, AttributeError):
+            out[target] = "not available in this build"
+            continue
+        res = func(launch)
+        if isinstance(res, list):
+            out[target] = f"{len(res)} objects: " + ", ".join(o.get("kind", "?") for o in res)
+        elif isinstance(res, dict):
+            out[target] = f"{len(res)} entries: " + ", ".join(list(res)[:6])
+        else:
+            out[target] = type(res).__name__
+    return out

@@ -1,0 +1,89 @@
+"""Entry point. Subcommands are imported only when invoked, so `gpustack-k3 validate` starts fast."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+
+import click
+
+# name -> "module:attribute". A command whose module is absent from this build is not listed.
+COMMANDS = {
+    "dry-run": "gpustack_k3.cli.core_cmds:dry_run",
+    "validate": "gpustack_k3.cli.core_cmds:validate",
+    "check-args": "gpustack_k3.cli.core_cmds:check_args",
+    "import": "gpustack_k3.cli.core_cmds:import_",
+    "plan": "gpustack_k3.cli.core_cmds:plan_cmd",
+    "explain": "gpustack_k3.cli.core_cmds:explain",
+    "advise": "gpustack_k3.cli.core_cmds:advise",
+    "presets": "gpustack_k3.cli.core_cmds:presets",
+    "render": "gpustack_k3.cli.render_cmd:render",
+    "manifests": "gpustack_k3.cli.render_cmd:manifests",
+    "crd": "gpustack_k3.cli.crd_cmd:crd",
+    "coldstart": "gpustack_k3.cli.coldstart_cmd:coldstart",
+    "doctor": "gpustack_k3.cli.coldstart_cmd:doctor",
+    "gpustack": "gpustack_k3.gpustack.cli:gpustack",
+    "run": "gpustack_k3.runtime.cli:run",
+    "operator": "gpustack_k3.operator.cli:operator",
+}
+
+
+def _present(target: str) -> bool:
+    mod = target.split(":")[0]
+    try:
+        return importlib.util.find_spec(mod) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return [n for n, t in COMMANDS.items() if _present(t)]
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None or not _present(target):
+            return None
+        mod, attr = target.split(":")
+        return getattr(importlib.import_module(mod), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpustack-k3")
+def cli():
+    """gpustack-k3: validate, plan, render and launch Kimi-K3 on 8xB300 (vLLM or SGLang)."""
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="gpustack-k3", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.UsageError as exc:
+        # Unknown flag syntax, missing argument: unusable input.
+        click.echo(f"error: {exc.format_message()} (see `gpustack-k3 {exc.ctx.command_path.split(' ', 1)[-1] if exc.ctx else ''} --help`)", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:   # last resort: never a traceback for the user
+        from gpustack_k3.catalog.loader import CatalogError
+
+        if isinstance(exc, CatalogError):
+            click.echo(f"internal error: {exc}", err=True)
+            sys.exit(3)
+        click.echo(f"internal error: {type(exc).__name__}: {exc} (please report; rerun with GPUSTACK_K3_DEBUG=1 for details)", err=True)
+        import os
+
+        if os.environ.get("GPUSTACK_K3_DEBUG"):
+            raise
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

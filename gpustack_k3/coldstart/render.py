@@ -1,0 +1,83 @@
+"""Text rendering for people: a timeline readable at a glance, and a findings list."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import click
+
+from gpustack_k3.core.findings import Finding
+
+from .tracker import ColdStartReport
+
+_STATUS_COLOUR = {"ready": "green", "failed": "red", "in-progress": "yellow"}
+_SEV_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
+_DETAIL_KEYS = ("gib", "gb", "tokens", "blocks", "shards_done", "concurrency", "sizes", "shards", "ranks_reported",
+                "ranks_expected", "reported_seconds", "mode", "dtype", "max_total_num_tokens", "context_len")
+
+
+def _hms(ts: Optional[float]) -> str:
+    if ts is None:
+        return "--:--:--"
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S")
+
+
+def _dur(s: Optional[float]) -> str:
+    if s is None:
+        return "…"
+    if s >= 60:
+        return f"{int(s // 60)}m{s % 60:04.1f}s"
+    return f"{s:.1f}s"
+
+
+def _details(d: dict[str, Any]) -> str:
+    parts = []
+    for k in _DETAIL_KEYS:
+        if k in d:
+            v = d[k]
+            if k == "reported_seconds":
+                parts.append(f"engine says {v}s")
+            elif isinstance(v, int) and v >= 10000:
+                parts.append(f"{k}={v:,}")
+            else:
+                parts.append(f"{k}={v}")
+    if d.get("end_inferred"):
+        parts.append("end inferred")
+    return ", ".join(parts)
+
+
+def render_report(rep: ColdStartReport, width: int = 30) -> str:
+    a = rep.last
+    lines = []
+    head = f"{rep.engine or 'unknown engine'} {rep.version or ''}".strip()
+    status = click.style(a.status.upper(), fg=_STATUS_COLOUR.get(a.status), bold=True)
+    lines.append(f"{head}: {status}  total {_dur(a.total_seconds)}"
+                 + (f"  engine init {_dur(a.engine_init_seconds)}" if a.engine_init_seconds is not None else "")
+                 + (f"  (attempt {a.index} of {len(rep.attempts)})" if len(rep.attempts) > 1 else ""))
+    longest = max((p.seconds or 0.0 for p in a.phases), default=0.0) or 1.0
+    for p in a.phases:
+        n = 0 if p.seconds is None else max(1, round(width * p.seconds / longest))
+        bar = "█" * n
+        colour = "red" if a.failed_phase == p.name else ("yellow" if p.end is None else "cyan")
+        lines.append(f"  {_hms(p.start)}  {p.name:<16} {_dur(p.seconds):>9}  "
+                     f"{click.style(bar.ljust(width), fg=colour)}  {_details(p.details)}".rstrip())
+    if a.status == "failed":
+        lines.append(click.style(f"  failed in {a.failed_phase}: {a.reason}", fg="red"))
+    elif a.status == "in-progress" and a.current_phase:
+        lines.append(click.style(f"  in progress: {a.current_phase}", fg="yellow"))
+    for prev in rep.attempts[:-1]:
+        lines.append(f"  earlier attempt {prev.index}: {prev.status}"
+                     + (f" in {prev.failed_phase}: {prev.reason}" if prev.failed_phase else ""))
+    return "\n".join(lines)
+
+
+def render_findings(findings: list[Finding]) -> str:
+    if not findings:
+        return click.style("no findings", fg="green")
+    lines = []
+    for f in findings:
+        sev = click.style(f"{f.severity:<7}", fg=_SEV_COLOUR.get(f.severity), bold=True)
+        lines.append(f"{sev} {f.rule} [{f.field}]: {f.message}")
+        lines.append(f"        fix: {f.fix}")
+        lines.append(f"        source: {f.source}")
+    return "\n".join(lines)

@@ -1,0 +1,69 @@
+"""Recommend a preset for a context length, a concurrency and a priority (the write-up's crossover data)."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.plan import plan
+from gpustack_k3.core.resolve import resolve
+
+
+@dataclass
+class Advice:
+    preset: str | None
+    engine: str | None
+    reason: str
+    capacity: dict[str, float]
+    source: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _capacity(preset: str, context: int) -> float:
+    cat = load_catalog()
+    doc = DeploymentDocument.model_validate(cat.presets[preset].document)
+    doc.spec.scheduling.maxModelLen = context
+    return plan(resolve(doc)).max_concurrency
+
+
+def _k(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else f"{n / 1000:g}K"
+
+
+def advise(context: int, concurrency: int, priority: str = "throughput") -> Advice:
+    cat = load_catalog()
+    adv = cat.advice
+    # nearest measured context in log space
+    ctxs = sorted({m.context for m in adv.measurements})
+    near = min(ctxs, key=lambda c: abs(math.log(c) - math.log(context)))
+    rows = {m.engine: m for m in adv.measurements if m.context == near}
+    if priority == "throughput":
+        winner = max(rows.values(), key=lambda m: m.decode_tok_s)
+        other = min(rows.values(), key=lambda m: m.decode_tok_s)
+        why = (f"at {_k(near)} input {winner.engine} decoded {winner.decode_tok_s:g} tok/s vs "
+               f"{other.engine} {other.decode_tok_s:g} (10 streams)")
+    else:
+        winner = min(rows.values(), key=lambda m: m.ttft_ms)
+        other = max(rows.values(), key=lambda m: m.ttft_ms)
+        why = (f"at {_k(near)} input {winner.engine} TTFT {winner.ttft_ms / 1000:.1f} s vs "
+               f"{other.engine} {other.ttft_ms / 1000:.1f} s")
+    capacity = {}
+    order = [winner.engine, other.engine]
+    for eng in order:
+        for name in adv.presets[eng]:
+            cap = _capacity(name, context)
+            capacity[name] = round(cap, 2)
+            if cap >= concurrency:
+                if eng != winner.engine:
+                    why += (f"; but no {winner.engine} preset holds {concurrency} requests of {context:,} tokens, "
+                            f"{name} holds {cap:.1f}")
+                else:
+                    why += f"; {name} holds {cap:.1f} full-length requests (>= {concurrency})"
+                if context not in ctxs and not (min(ctxs) <= context <= max(ctxs)):
+                    why += f" (measurements cover {_k(min(ctxs))}-{_k(max(ctxs))}: re-test at {_k(context)})"
+                return Advice(name, eng, why, capacity, adv.source)
+    return Advice(None, None, f"no preset holds {concurrency} concurrent requests of {context:,} tokens on one node; "
+                  "lower the concurrency or the context", capacity, adv.source)

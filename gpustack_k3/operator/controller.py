@@ -1,0 +1,386 @@
+"""The K3Deployment controller: informers → work queue → reconcile(key) → decide() → writes.
+
+Level-triggered: events only say *which* resource to look at; ``reconcile(key)`` reads the current
+resource, its owned objects and pods from the informer caches and lets the pure ``decide`` say
+what to apply, delete, emit and which status to write. Nothing is written when desired equals
+actual (status included), so periodic resyncs are free. Our own write results are recorded in the
+caches at once (a reconcile that runs before the watch event arrives does not write twice).
+A 409 (stale resourceVersion on the status write) re-reads the resource and decides again;
+other failures requeue the key with jittered exponential backoff.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterable, Sequence
+
+from gpustack_k3.operator import decide as d
+from gpustack_k3.operator.health import HealthServer, OperatorMetrics, load_coldstart_metrics
+from gpustack_k3.operator.informer import Informer, Store
+from gpustack_k3.operator.kube import Kube, api_client_from
+from gpustack_k3.operator.leader import LeaderElector
+from gpustack_k3.operator.seams import ColdStartFactory, ColdStartObserver, NoColdStart
+from gpustack_k3.operator.workqueue import WorkQueue
+
+log = logging.getLogger("gpustack_k3.operator")
+
+CR_API_VERSION = f"{d.GROUP}/{d.VERSION}"
+OWNED_KINDS: tuple[tuple[str, str], ...] = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
+                                            ("v1", "Service"), ("v1", "ConfigMap"))
+LEASE_NAME = "gpustack-k3-operator"
+Key = tuple[str, str]
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("gpustack-k3")
+    except Exception:  # running from a source tree
+        return "0+source"
+
+
+def _owner_key(obj: dict) -> Key | None:
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == d.KIND and ref.get("apiVersion", "").startswith(d.GROUP + "/"):
+            return (meta.get("namespace") or "", ref.get("name") or "")
+    return None
+
+
+def _pod_key(obj: dict) -> Key | None:
+    meta = obj.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(d.LABEL_DEPLOYMENT)
+    return (meta.get("namespace") or "", name) if name else None
+
+
+def default_hooks() -> tuple[d.Validate, d.Render, d.Plan | None]:
+    """The project's validation and rendering (imported lazily: heavy, and owned by the core)."""
+    try:
+        from gpustack_k3.core import validate
+        from gpustack_k3.render.kubernetes import render_objects
+    except ImportError as e:
+        raise RuntimeError(f"the operator needs gpustack_k3.core.validate and "
+                           f"gpustack_k3.render.kubernetes.render_objects: {e}") from e
+    plan = None
+    try:
+        from gpustack_k3.render.kubernetes import plan_summary as plan  # type: ignore[attr-defined,no-redef]
+    except ImportError:
+        plan = None
+    return validate, render_objects, plan
+
+
+class Operator:
+    def __init__(self, api_client: Any, *, namespaces: Sequence[str] = (), resync_s: float = 300.0,
+                 leader_elect: bool = False, metrics_port: int | None = None, metrics_host: str = "0.0.0.0",
+                 validate: d.Validate | None = None, render: d.Render | None = None, plan: d.Plan | None = None,
+                 coldstart_factory: ColdStartFactory | None = None, workers: int = 4, identity: str | None = None,
+                 lease_name: str = LEASE_NAME, lease_namespace: str | None = None, lease_duration: float = 15.0,
+                 renew_deadline: float = 10.0, retry_period: float = 2.0, watch_timeout_s: int = 300,
+                 owned_kinds: Iterable[tuple[str, str]] = OWNED_KINDS,
+                 clock: Callable[[], dt.datetime] | None = None) -> None:
+        if validate is None or render is None:
+            dv, dr, dp = default_hooks()
+            validate, render, plan = validate or dv, render or dr, plan or dp
+        self.validate, self.render, self.plan = validate, render, plan
+        self.identity = identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+        self.kube = Kube(api_client, user_agent=f"gpustack-k3-operator/{_version()} ({self.identity})",
+                         field_manager=d.FIELD_MANAGER)
+        self.namespaces = list(dict.fromkeys(namespaces))
+        self.resync_s, self.workers_n, self.watch_timeout_s = resync_s, workers, watch_timeout_s
+        self.clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
+        self.metrics = OperatorMetrics()
+        self.queue = WorkQueue()
+        self.crs = Store()
+        self.owned_kinds = tuple(owned_kinds)
+        self.owned = {k: Store(index_fn=_owner_key) for k in self.owned_kinds}
+        self.pods = Store(index_fn=_pod_key)
+        self._memo: dict[tuple[Key, str, str, str], dict] = {}  # applied objects of kinds without informer
+        self._memo_lock = threading.Lock()
+        self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add)
+                                             if coldstart_factory else NoColdStart())
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._leading = threading.Event()
+        self.informers: list[Informer] = []
+        self.health: HealthServer | None = None
+        self._metrics_port, self._metrics_host = metrics_port, metrics_host
+        self.elector: LeaderElector | None = None
+        if leader_elect:
+            lease_ns = lease_namespace or os.environ.get("POD_NAMESPACE") or (self.namespaces or ["default"])[0]
+            self.elector = LeaderElector(self.kube, name=lease_name, namespace=lease_ns, identity=self.identity,
+                                         lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                         retry_period=retry_period, on_started=self._start_leading,
+                                         on_stopped=self._stop_leading)
+        self.reconcile_count = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "Operator":
+        load_coldstart_metrics()
+        if self._metrics_port is not None:
+            self.health = HealthServer(self.metrics, host=self._metrics_host, port=self._metrics_port,
+                                       healthy=self.healthy, ready=self.ready).start()
+        scopes: list[str | None] = list(self.namespaces) or [None]
+        on_relist = lambda kind: self.metrics.relists.labels(kind=kind).inc()  # noqa: E731
+        for ns in scopes:
+            self.informers.append(Informer(self.kube, CR_API_VERSION, d.KIND, ns, self.crs, self._on_cr,
+                                           watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))
+            for av, kind in self.owned_kinds:
+                self.informers.append(Informer(self.kube, av, kind, ns, self.owned[(av, kind)], self._on_owned,
+                                               label_selector=f"{d.LABEL_MANAGED_BY}={d.FIELD_MANAGER}",
+                                               watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))
+            self.informers.append(Informer(self.kube, "v1", "Pod", ns, self.pods, self._on_pod,
+                                           label_selector=d.LABEL_DEPLOYMENT, watch_timeout_s=self.watch_timeout_s,
+                                           on_relist=on_relist))
+        for inf in self.informers:
+            inf.start()
+        if self.elector is not None:
+            self.elector.start()
+        else:
+            self._start_leading()
+        return self
+
+    def _start_leading(self) -> None:
+        self.metrics.leader.set(1)
+        self._leading.set()
+        for inf in self.informers:  # decide only on a complete picture
+            while not inf.synced.wait(0.1):
+                if self._stop.is_set():
+                    return
+        for i in range(self.workers_n):
+            t = threading.Thread(target=self._worker, name=f"reconcile-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        t = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+        t.start()
+        self._threads.append(t)
+        for key in self.crs.keys():
+            self.queue.add(key)
+
+    def _stop_leading(self) -> None:
+        self.metrics.leader.set(0)
+        self._leading.clear()
+        self._stop.set()  # like controller-runtime: a replica that lost its lease stops acting
+        self.queue.shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.queue.shutdown()
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        for inf in self.informers:
+            inf.stop()
+        for t in self._threads:
+            t.join(10)
+        for inf in self.informers:
+            inf.join(10)
+        self.coldstart.close()
+        if self.health is not None:
+            self.health.stop()
+        self.metrics.leader.set(0)
+
+    @property
+    def leading(self) -> bool:
+        return self._leading.is_set()
+
+    @property
+    def lost_leadership(self) -> bool:
+        return self.elector is not None and self.elector.lost.is_set()
+
+    def healthy(self) -> tuple[bool, str]:
+        dead = [inf.kind for inf in self.informers if not inf.alive]
+        if dead and not self._stop.is_set():
+            return False, f"informers stopped: {', '.join(dead)}"
+        if self.lost_leadership:
+            return False, "lost the leader lease"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        waiting = [inf.kind for inf in self.informers if not inf.synced.is_set()]
+        if waiting:
+            return False, f"caches not synced: {', '.join(sorted(set(waiting)))}"
+        return True, "ok" if self.elector is None or self.leading else "ok (standby)"
+
+    def wait_idle(self, timeout: float = 30.0, settle: float = 0.3) -> bool:
+        """True once the queue stayed idle for ``settle`` seconds (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout
+        quiet_since = None
+        while time.monotonic() < deadline:
+            if self.queue.idle and self.queue.pending_delayed == 0:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle:
+                    return True
+            else:
+                quiet_since = None
+            time.sleep(0.02)
+        return False
+
+    # ------------------------------------------------------------------ events → keys
+    def _enqueue(self, key: Key | None) -> None:
+        if key is not None:
+            self.queue.add(key)
+            self.metrics.queue_depth.set(len(self.queue))
+
+    def _on_cr(self, etype: str, obj: dict) -> None:
+        m = obj.get("metadata") or {}
+        self._enqueue((m.get("namespace") or "", m.get("name") or ""))
+
+    def _on_owned(self, etype: str, obj: dict) -> None:
+        self._enqueue(_owner_key(obj))
+
+    def _on_pod(self, etype: str, obj: dict) -> None:
+        self._enqueue(_pod_key(obj))
+
+    def _resync_loop(self) -> None:
+        while not self._stop.wait(self.resync_s):
+            for key in self.crs.keys():
+                self.queue.add(key)
+
+    def _worker(self) -> None:
+        while not self._stop.is_set():
+            key = self.queue.get(timeout=0.5)
+            if key is None:
+                continue
+            t0 = time.monotonic()
+            try:
+                self.reconcile(key)
+                self.queue.forget(key)
+                self.metrics.reconciles.labels(result="success").inc()
+            except Exception as e:
+                from kubernetes.client.rest import ApiException
+                cause = f"http_{e.status}" if isinstance(e, ApiException) else type(e).__name__
+                self.metrics.errors.labels(cause=cause).inc()
+                self.metrics.reconciles.labels(result="error").inc()
+                delay = self.queue.add_rate_limited(key)
+                log.warning("reconcile %s/%s failed (%s); retry in %.2fs", key[0], key[1],
+                            str(e).splitlines()[0] if str(e) else cause, delay)
+            finally:
+                self.metrics.duration.observe(time.monotonic() - t0)
+                self.queue.done(key)
+                self.metrics.queue_depth.set(len(self.queue))
+
+    # ------------------------------------------------------------------ reconcile
+    def reconcile(self, key: Key) -> d.Decision | None:
+        from kubernetes.client.rest import ApiException
+        self.reconcile_count += 1
+        ns, name = key
+        cr = self.crs.get(ns, name)
+        for attempt in range(3):
+            if cr is None:
+                self.coldstart.forget(key)
+                with self._memo_lock:
+                    for k in [k for k in self._memo if k[0] == key]:
+                        del self._memo[k]
+                return None
+            try:
+                return self._reconcile_once(key, cr)
+            except ApiException as e:
+                if e.status != 409 or attempt == 2:
+                    raise
+                log.info("conflict on %s/%s: re-reading", ns, name)
+                cr = self.kube.get(CR_API_VERSION, d.KIND, ns, name)
+                if cr is not None:
+                    self.crs.upsert(cr)
+        return None
+
+    def observe(self, key: Key, cr: dict) -> d.Observed:
+        uid = (cr.get("metadata") or {}).get("uid")
+        owned: dict[tuple[str, str, str], dict] = {}
+        for (av, kind), store in self.owned.items():
+            for obj in store.by_index(key):
+                refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+                if any(r.get("uid") == uid and r.get("controller") for r in refs):
+                    owned[(obj.get("apiVersion") or av, obj.get("kind") or kind, obj["metadata"]["name"])] = obj
+        pods = [p for p in self.pods.by_index(key)]
+        return d.Observed(owned=owned, pods=pods, coldstart=self.coldstart.observe(key, pods))
+
+    def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:
+        observed = self.observe(key, cr)
+        decision = d.decide(cr, observed, validate=self.validate, render=self.render, now=self.clock(),
+                            plan=self.plan)
+        informed = set(self.owned_kinds)
+        for action in decision.writes:
+            if isinstance(action, d.Apply):
+                av, kind, oname = d.object_key(action.obj)
+                memo_key = (key, av, kind, oname)
+                if (av, kind) not in informed:
+                    with self._memo_lock:
+                        live = self._memo.get(memo_key)
+                    if live is None:
+                        live = self.kube.get(av, kind, key[0], oname)
+                    if live is not None and d.apply_reason(action.obj, live) is None:
+                        with self._memo_lock:
+                            self._memo[memo_key] = live
+                        continue
+                result = self.kube.apply(action.obj)
+                self.metrics.writes.labels(verb="apply", kind=kind).inc()
+                if (av, kind) in informed:
+                    self.owned[(av, kind)].upsert(result, if_newer=True)
+                else:
+                    with self._memo_lock:
+                        self._memo[memo_key] = result
+            elif isinstance(action, d.Delete):
+                live = observed.owned.get((action.api_version, action.kind, action.name))
+                uid = (live or {}).get("metadata", {}).get("uid")
+                self.kube.delete(action.api_version, action.kind, action.namespace, action.name, uid=uid)
+                self.metrics.writes.labels(verb="delete", kind=action.kind).inc()
+        if decision.status_changed:
+            meta = cr["metadata"]
+            body = {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),
+                    "metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
+                    "status": decision.status}
+            result = self.kube.apply(body, subresource="status", resource_version=meta.get("resourceVersion"))
+            self.metrics.writes.labels(verb="apply", kind=f"{d.KIND}/status").inc()
+            self.crs.upsert(result, if_newer=True)
+        for ev in decision.events:
+            self._post_event(cr, ev)
+        return decision
+
+    def _post_event(self, cr: dict, ev: d.Emit) -> None:
+        meta = cr["metadata"]
+        now = self.clock().astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta.get("namespace")},
+                "involvedObject": {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),
+                                   "name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                                   "resourceVersion": meta.get("resourceVersion")},
+                "reason": ev.reason, "message": ev.message, "type": ev.type,
+                "source": {"component": "gpustack-k3-operator"}, "reportingComponent": "gpustack-k3-operator",
+                "reportingInstance": self.identity, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
+        try:
+            self.kube.create(body)
+            self.metrics.writes.labels(verb="create", kind="Event").inc()
+        except Exception as e:  # events are best effort, as in client-go's recorder
+            log.warning("could not record event %s for %s/%s: %s", ev.reason, meta.get("namespace"), meta["name"], e)
+
+
+def run(namespaces: Sequence[str], metrics_port: int | None, resync_s: float, leader_elect: bool,
+        kubeconfig: str | None = None, *, metrics_host: str = "0.0.0.0", stop: threading.Event | None = None,
+        **operator_kwargs: Any) -> int:
+    """Run the operator until SIGTERM/SIGINT (or ``stop`` is set). In-cluster when ``kubeconfig`` is
+    None and a service account is mounted, else ``kubeconfig`` or ~/.kube/config. Returns the exit
+    code: 0 on a requested stop, 1 when the leader lease was lost (the pod restarts, as with
+    controller-runtime)."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+    api = api_client_from(kubeconfig)
+    op = Operator(api, namespaces=namespaces, resync_s=resync_s, leader_elect=leader_elect,
+                  metrics_port=metrics_port, metrics_host=metrics_host, **operator_kwargs)
+    op.start()
+    log.info("operator %s started: namespaces=%s leader_elect=%s metrics=%s", op.identity,
+             ",".join(namespaces) or "all", leader_elect, op.health.port if op.health else "off")
+    try:
+        while not stop.wait(0.5):
+            if op.lost_leadership:
+                return 1
+    finally:
+        op.stop()
+        api.close()
+    return 0

@@ -1,0 +1,367 @@
+"""The operator's decision: a ``K3Deployment`` and what the cluster shows → actions and status.
+
+Pure: no I/O, no clock (``now`` is an argument), validation/rendering/planning are injected
+callables, so every rule here is unit-tested without an API server. The controller
+(``gpustack_k3.operator.controller``) performs the actions and writes the status only when
+``Decision.status_changed``; a resync of an unchanged world therefore writes nothing.
+
+Semantics follow the Kubernetes API conventions:
+conditions are metav1.Condition (type, status, observedGeneration, lastTransitionTime, reason,
+message; the transition time only moves when ``status`` flips), owned objects carry a controller
+ownerReference (garbage-collected with the resource), and desired objects are server-side applied
+by field manager ``gpustack-k3``. "Desired equals actual" is decided on the fields we own: an
+object is re-applied when the hash of what we would apply differs from the hash we applied last
+(annotation ``k3.gpustack.ai/applied-hash``: catches fields we stopped setting) or when the live
+object no longer carries a value we set (drift).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+from typing import Any, Callable, Mapping, Sequence
+
+from gpustack_k3.operator.podstate import PodSummary, summarize_pods
+
+FIELD_MANAGER = "gpustack-k3"
+GROUP = "k3.gpustack.ai"
+VERSION = "v1alpha1"
+KIND = "K3Deployment"
+PLURAL = "k3deployments"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_DEPLOYMENT = "k3.gpustack.ai/deployment"
+ANNOTATION_APPLIED_HASH = "k3.gpustack.ai/applied-hash"
+ANNOTATION_CONFIG_HASH = "k3.gpustack.ai/config-hash"
+
+PHASES = ("Pending", "Invalid", "Deploying", "Starting", "Ready", "Warm", "Degraded", "Failed")
+CONDITION_TYPES = ("Valid", "Rendered", "Scheduled", "WeightsLoaded", "GraphsCaptured", "Ready", "Warm")
+WARNING_PHASES = {"Invalid", "Degraded", "Failed"}
+
+# Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
+CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                        "PersistentVolume", "StorageClass", "PriorityClass", "RuntimeClass",
+                        "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+
+
+# ----------------------------------------------------------------------------- inputs / outputs
+
+@dataclasses.dataclass(frozen=True)
+class Observed:
+    """What the cluster shows for one resource. ``owned`` maps (apiVersion, kind, name) to the live
+    objects controlled by it; ``pods`` are the pods labelled ``k3.gpustack.ai/deployment=<name>``;
+    ``coldstart`` is the snapshot of the log tracker (see ``gpustack_k3.operator.seams``) or None."""
+    owned: Mapping[tuple[str, str, str], dict] = dataclasses.field(default_factory=dict)
+    pods: Sequence[dict] = ()
+    coldstart: Mapping[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Apply:
+    obj: dict
+    why: str  # create | update | drift
+
+
+@dataclasses.dataclass(frozen=True)
+class Delete:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Emit:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+Action = Apply | Delete | Emit
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...]
+    status: dict
+    status_changed: bool
+
+    @property
+    def writes(self) -> tuple[Apply | Delete, ...]:
+        return tuple(a for a in self.actions if isinstance(a, (Apply, Delete)))
+
+    @property
+    def events(self) -> tuple[Emit, ...]:
+        return tuple(a for a in self.actions if isinstance(a, Emit))
+
+
+Validate = Callable[[dict], Sequence[Any]]  # doc -> list[Finding]
+Render = Callable[[dict], Sequence[dict]]   # doc -> Kubernetes objects
+Plan = Callable[[dict], Mapping[str, Any] | None]  # doc -> plan summary (kvTokens, maxConcurrency, ...)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def object_key(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (obj.get("apiVersion", ""), obj.get("kind", ""), (obj.get("metadata") or {}).get("name", ""))
+
+
+def document_of(cr: Mapping[str, Any]) -> dict:
+    """The deployment document of a resource: what a user wrote, without server-set fields."""
+    meta = cr.get("metadata") or {}
+    doc_meta = {"name": meta.get("name"), "namespace": meta.get("namespace")}
+    for k in ("labels", "annotations"):
+        if meta.get(k):
+            doc_meta[k] = copy.deepcopy(meta[k])
+    return {"apiVersion": cr.get("apiVersion", f"{GROUP}/{VERSION}"), "kind": cr.get("kind", KIND),
+            "metadata": doc_meta, "spec": copy.deepcopy(cr.get("spec") or {})}
+
+
+def stable_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _same_scalar(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return a == b
+
+
+def contains(actual: Any, desired: Any) -> bool:
+    """True when every value set in ``desired`` is present and equal in ``actual`` (extra fields in
+    ``actual``, e.g. server defaults or other managers' fields, are ignored)."""
+    if isinstance(desired, dict):
+        return isinstance(actual, dict) and all(k in actual and contains(actual[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(actual, list) and len(actual) == len(desired) and all(
+            contains(a, d) for a, d in zip(actual, desired))
+    return _same_scalar(actual, desired)
+
+
+def _pod_templates(obj: dict) -> list[dict]:
+    spec = obj.get("spec") or {}
+    kind = obj.get("kind")
+    if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job") and isinstance(spec.get("template"), dict):
+        return [spec["template"]]
+    if kind == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if isinstance(t, dict)]
+    if kind == "Pod":
+        return [obj]
+    return []
+
+
+def prepare(rendered: Sequence[dict], cr: Mapping[str, Any]) -> tuple[list[dict], list[str]]:
+    """Desired objects: namespaced into the resource's namespace, labelled, owned by it, with the
+    config hash on pod templates and the applied hash annotation. Returns (objects, warnings)."""
+    meta = cr.get("metadata") or {}
+    name, ns, uid = meta.get("name"), meta.get("namespace"), meta.get("uid")
+    owner = {"apiVersion": cr.get("apiVersion", f"{GROUP}/{VERSION}"), "kind": cr.get("kind", KIND),
+             "name": name, "uid": uid, "controller": True, "blockOwnerDeletion": True}
+    labels = {LABEL_MANAGED_BY: FIELD_MANAGER, LABEL_DEPLOYMENT: name}
+    out, warnings = [], []
+    config = [o for o in rendered if o.get("kind") in ("ConfigMap", "Secret")]
+    config_hash = stable_hash([[o.get("kind"), (o.get("metadata") or {}).get("name"), o.get("data"),
+                                o.get("stringData"), o.get("binaryData")] for o in config]) if config else None
+    for src in rendered:
+        kind = src.get("kind", "")
+        if kind in CLUSTER_SCOPED_KINDS:
+            warnings.append(f"{kind}/{(src.get('metadata') or {}).get('name')} is cluster-scoped: "
+                            "the operator does not manage it (install it with the chart)")
+            continue
+        obj = copy.deepcopy(dict(src))
+        m = obj.setdefault("metadata", {})
+        m["namespace"] = ns
+        m["labels"] = {**(m.get("labels") or {}), **labels}
+        m["ownerReferences"] = [owner]
+        for tpl in _pod_templates(obj):
+            tm = tpl.setdefault("metadata", {})
+            tm["labels"] = {**(tm.get("labels") or {}), **labels}
+            if config_hash and tpl is not obj:
+                tm["annotations"] = {**(tm.get("annotations") or {}), ANNOTATION_CONFIG_HASH: config_hash}
+        m.setdefault("annotations", {})
+        m["annotations"].pop(ANNOTATION_APPLIED_HASH, None)
+        m["annotations"][ANNOTATION_APPLIED_HASH] = stable_hash(obj)
+        out.append(obj)
+    return out, warnings
+
+
+def apply_reason(desired: dict, actual: dict | None) -> str | None:
+    """Why ``desired`` must be applied over ``actual`` (None: nothing to write)."""
+    if actual is None:
+        return "create"
+    have = ((actual.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED_HASH)
+    if have != desired["metadata"]["annotations"][ANNOTATION_APPLIED_HASH]:
+        return "update"
+    body = {k: v for k, v in desired.items() if k != "status"}
+    if not contains(actual, body):
+        return "drift"
+    return None
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Conditions:
+    def __init__(self, previous: Sequence[Mapping[str, Any]] | None, now: dt.datetime, generation: int):
+        self.prev = {c.get("type"): c for c in previous or [] if isinstance(c, Mapping)}
+        self.now, self.generation = _iso(now), generation
+        self.items: dict[str, dict] = {}
+
+    def set(self, ctype: str, status: bool | None, reason: str, message: str) -> None:
+        s = "Unknown" if status is None else ("True" if status else "False")
+        before = self.prev.get(ctype) or {}
+        since = before.get("lastTransitionTime") if before.get("status") == s else None
+        self.items[ctype] = {"type": ctype, "status": s, "observedGeneration": self.generation,
+                             "lastTransitionTime": since or self.now, "reason": reason, "message": message}
+
+    def as_list(self) -> list[dict]:
+        return [self.items[t] for t in CONDITION_TYPES if t in self.items]
+
+
+def finding_text(f: Any) -> str:
+    fix = f" Fix: {f.fix}" if getattr(f, "fix", "") else ""
+    return f"[{f.rule}] {f.field}: {f.message}{fix}"
+
+
+def _endpoint(desired: Sequence[dict]) -> str | None:
+    for o in desired:
+        if o.get("kind") == "Service":
+            ports = (o.get("spec") or {}).get("ports") or []
+            if ports:
+                m = o["metadata"]
+                return f"http://{m['name']}.{m['namespace']}.svc:{ports[0].get('port')}"
+    return None
+
+
+# ----------------------------------------------------------------------------- the decision
+
+def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, render: Render,
+           now: dt.datetime, plan: Plan | None = None) -> Decision:
+    meta = cr.get("metadata") or {}
+    prev = dict(cr.get("status") or {})
+    generation = int(meta.get("generation") or 1)
+    if meta.get("deletionTimestamp"):
+        return Decision((), prev, False)  # going away: garbage collection removes what we own
+    doc = document_of(cr)
+    conds = _Conditions(prev.get("conditions"), now, generation)
+    actions: list[Action] = []
+    status: dict[str, Any] = {"observedGeneration": generation}
+    warnings: list[str] = []
+
+    findings = list(validate(doc))
+    errors = [f for f in findings if getattr(f, "severity", "error") == "error"]
+    warnings += [finding_text(f) for f in findings if getattr(f, "severity", "") == "warning"]
+    pods = summarize_pods(observed.pods)
+    cs = observed.coldstart
+
+    if errors:
+        text = "; ".join(finding_text(f) for f in errors)
+        conds.set("Valid", False, "ValidationFailed", text)
+        conds.set("Rendered", False, "InvalidSpec", "not rendered: the spec is invalid (see the Valid condition)")
+        phase, reason = "Invalid", "ValidationFailed"
+        if prev.get("phase") != "Invalid" or prev.get("observedGeneration") != generation:
+            actions.append(Emit("Warning", "ValidationFailed",
+                                f"{len(errors)} error(s) in generation {generation}: {text}"[:1024]))
+        desired: list[dict] = []
+        _pod_conditions(conds, pods, cs)
+    else:
+        conds.set("Valid", True, "Validated", f"valid with {len(warnings)} warning(s)" if warnings else "valid")
+        try:
+            rendered = list(render(doc))
+        except Exception as e:  # a valid spec that does not render is a bug to surface, not to crash on
+            conds.set("Rendered", False, "RenderFailed", f"{type(e).__name__}: {e}")
+            _pod_conditions(conds, pods, cs)
+            phase, reason = "Failed", "RenderFailed"
+            desired = []
+        else:
+            desired, prep_warnings = prepare(rendered, cr)
+            warnings += prep_warnings
+            kinds = ", ".join(sorted({f"{o['kind']}/{o['metadata']['name']}" for o in desired}))
+            conds.set("Rendered", True, "Rendered", f"{len(desired)} object(s): {kinds}")
+            want = {object_key(o): o for o in desired}
+            for key, obj in want.items():
+                why = apply_reason(obj, observed.owned.get(key))
+                if why:
+                    actions.append(Apply(obj, why))
+            for key in sorted(set(observed.owned) - set(want)):
+                actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
+            _pod_conditions(conds, pods, cs)
+            phase, reason = _phase(pods, cs)
+
+    status["phase"] = phase
+    status["conditions"] = conds.as_list()
+    if warnings:
+        status["warnings"] = warnings
+    if desired and (ep := _endpoint(desired)):
+        status["endpoint"] = ep
+    if plan is not None and not errors:
+        try:
+            summary = plan(doc)
+        except Exception as e:
+            warnings.append(f"plan unavailable: {type(e).__name__}: {e}")
+            status["warnings"] = warnings
+        else:
+            if summary:
+                status["plan"] = dict(summary)
+    if cs:
+        status["coldStart"] = {k: copy.deepcopy(cs[k]) for k in ("attempt", "cacheWarm", "phases", "current")
+                               if cs.get(k) is not None}
+    if phase != prev.get("phase"):
+        actions.append(Emit("Warning" if phase in WARNING_PHASES else "Normal", phase,
+                            f"phase {prev.get('phase') or 'None'} -> {phase}: {reason}"[:1024]))
+    return Decision(tuple(actions), status, status != prev)
+
+
+def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] | None) -> None:
+    if pods.total == 0:
+        conds.set("Scheduled", None, "NoPods", "no pods observed yet")
+    elif pods.unschedulable:
+        conds.set("Scheduled", False, "Unschedulable", pods.unschedulable)
+    elif pods.scheduled == pods.total:
+        conds.set("Scheduled", True, "Scheduled", f"{pods.scheduled}/{pods.total} pod(s) scheduled")
+    else:
+        conds.set("Scheduled", False, "Scheduling", f"{pods.scheduled}/{pods.total} pod(s) scheduled")
+    milestones = (("WeightsLoaded", "weightsLoaded", "weights"), ("GraphsCaptured", "graphsCaptured", "CUDA graphs"))
+    for ctype, key, what in milestones:
+        if not cs:
+            conds.set(ctype, None, "NoColdStartData", "no engine log observed yet")
+        elif cs.get(key):
+            conds.set(ctype, True, "Done", f"{what} done in attempt {cs.get('attempt', 1)}")
+        else:
+            conds.set(ctype, False, "InProgress", f"current phase: {cs.get('current') or 'unknown'}")
+    if pods.total and pods.ready == pods.total:
+        conds.set("Ready", True, "PodsReady", f"{pods.ready}/{pods.total} pod(s) ready")
+    elif pods.total:
+        conds.set("Ready", False, pods.problem_reason or "PodsNotReady",
+                  pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
+    else:
+        conds.set("Ready", False, "NoPods", "no pods observed yet")
+    if cs and cs.get("warm"):
+        conds.set("Warm", True, "Warm", "the engine has served its first requests (JIT warm-up done)")
+    elif cs:
+        conds.set("Warm", False, "NotWarm", "first requests not served yet: ready is not yet warm")
+    else:
+        conds.set("Warm", None, "NoColdStartData", "no engine log observed yet")
+
+
+def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:
+    verdict = (cs or {}).get("verdict") or None
+    if pods.failed:
+        return "Failed", pods.failed
+    if verdict and verdict.get("phase") in ("Failed", "Degraded"):
+        return verdict["phase"], f"{verdict.get('reason', '')}: {verdict.get('message', '')}".strip(": ")
+    if pods.crashing:
+        return "Degraded", pods.crashing
+    if pods.total and pods.ready == pods.total:
+        return ("Warm", "Warm") if cs and cs.get("warm") else ("Ready", "Ready")
+    if pods.unschedulable:
+        return "Pending", f"Unschedulable: {pods.unschedulable}"
+    if pods.scheduled:
+        current = (cs or {}).get("current")
+        return "Starting", f"engine starting{f' ({current})' if current else ''}"
+    return "Deploying", "workload applied, waiting for pods"

@@ -1,0 +1,90 @@
+"""``/metrics`` (Prometheus text), ``/healthz`` and ``/readyz`` for the operator.
+
+Operator metrics live in a registry of their own (two operators in one test process do not clash);
+``/metrics`` also serves the process-wide default registry, where ``gpustack_k3.metrics`` registers
+the cold-start histograms of the log tracker.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+log = logging.getLogger("gpustack_k3.operator")
+
+
+class OperatorMetrics:
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        self.registry = CollectorRegistry(auto_describe=True)
+        p = "gpustack_k3_operator"
+        self.reconciles = Counter(f"{p}_reconcile_total", "Reconciles by result (success, error, requeue)",
+                                  ["result"], registry=self.registry)
+        self.errors = Counter(f"{p}_reconcile_errors_total", "Reconcile errors by cause", ["cause"],
+                              registry=self.registry)
+        self.duration = Histogram(f"{p}_reconcile_duration_seconds", "Time spent in one reconcile",
+                                  buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                                  registry=self.registry)
+        self.queue_depth = Gauge(f"{p}_workqueue_depth", "Keys waiting in the work queue", registry=self.registry)
+        self.writes = Counter(f"{p}_api_writes_total", "Writes sent to the API server", ["verb", "kind"],
+                              registry=self.registry)
+        self.relists = Counter(f"{p}_informer_relists_total", "Full relists by kind", ["kind"], registry=self.registry)
+        self.leader = Gauge(f"{p}_leader", "1 while this replica holds the lease", registry=self.registry)
+        self.phases = Gauge(f"{p}_resources", "Resources by status phase", ["phase"], registry=self.registry)
+
+
+def load_coldstart_metrics() -> bool:
+    """Import ``gpustack_k3.metrics`` so its cold-start histograms register in the default registry.
+    Returns False when that module is not part of this installation."""
+    try:
+        importlib.import_module("gpustack_k3.metrics")
+        return True
+    except ModuleNotFoundError as e:
+        if e.name != "gpustack_k3.metrics":
+            raise
+        log.info("gpustack_k3.metrics is not installed: /metrics serves operator metrics only")
+        return False
+
+
+class HealthServer:
+    def __init__(self, metrics: OperatorMetrics, *, host: str, port: int,
+                 healthy: Callable[[], tuple[bool, str]], ready: Callable[[], tuple[bool, str]]) -> None:
+        from prometheus_client import REGISTRY, generate_latest
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body = generate_latest(metrics.registry) + generate_latest(REGISTRY)
+                    self._send(200, body, CONTENT_TYPE_LATEST)
+                elif path in ("/healthz", "/readyz"):
+                    ok, why = (healthy if path == "/healthz" else ready)()
+                    self._send(200 if ok else 503, (why or "ok").encode() + b"\n", "text/plain; charset=utf-8")
+                else:
+                    self._send(404, b"not found: try /metrics, /healthz or /readyz\n", "text/plain; charset=utf-8")
+
+            def _send(self, code: int, body: bytes, ctype: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, fmt: str, *args: object) -> None:
+                log.debug("health server: " + fmt, *args)
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="operator-health", daemon=True)
+
+    def start(self) -> "HealthServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,231 @@
+"""List+watch informers feeding thread-safe local caches (client-go reflector semantics).
+
+A reflector lists (paginated), then watches from the list's resourceVersion; a watch that ends
+(server ``timeoutSeconds``) resumes from the last seen resourceVersion (BOOKMARKs advance it);
+410 Gone/Expired — as an ERROR event or as an HTTP status — forces a relist, whose diff against
+the cache is delivered as ADDED/MODIFIED/DELETED; other failures back off with jitter and resume.
+
+(The official client's ``kubernetes.informer.SharedInformer`` is not used: it reads ``resp.items``
+as an attribute, which breaks on the dicts custom-object lists return, and it retries errors with a
+fixed sleep or not at all.)
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from typing import Any, Callable, Hashable
+
+log = logging.getLogger("gpustack_k3.operator")
+
+ObjKey = tuple[str, str]  # (namespace, name)
+
+
+def obj_key(obj: dict) -> ObjKey:
+    m = obj.get("metadata") or {}
+    return (m.get("namespace") or "", m.get("name") or "")
+
+
+def _rv_int(obj: dict | None) -> int | None:
+    try:
+        return int((obj or {}).get("metadata", {}).get("resourceVersion"))
+    except (TypeError, ValueError):
+        return None
+
+
+class Store:
+    """Objects by (namespace, name) plus an optional secondary index (e.g. the owning resource)."""
+
+    def __init__(self, index_fn: Callable[[dict], Hashable | None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[ObjKey, dict] = {}
+        self._index_fn = index_fn
+        self._index: dict[Hashable, set[ObjKey]] = {}
+
+    def _unindex(self, key: ObjKey, obj: dict) -> None:
+        if self._index_fn is not None:
+            ik = self._index_fn(obj)
+            if ik is not None:
+                s = self._index.get(ik)
+                if s is not None:
+                    s.discard(key)
+                    if not s:
+                        del self._index[ik]
+
+    def _put(self, key: ObjKey, obj: dict) -> None:
+        old = self._items.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._items[key] = obj
+        if self._index_fn is not None:
+            ik = self._index_fn(obj)
+            if ik is not None:
+                self._index.setdefault(ik, set()).add(key)
+
+    def upsert(self, obj: dict, *, if_newer: bool = False) -> bool:
+        """Store ``obj``; with ``if_newer`` keep a cached copy whose resourceVersion is newer
+        (used to record our own write results before the watch delivers them)."""
+        key = obj_key(obj)
+        with self._lock:
+            if if_newer:
+                have, new = _rv_int(self._items.get(key)), _rv_int(obj)
+                if have is not None and new is not None and have > new:
+                    return False
+            self._put(key, obj)
+            return True
+
+    def remove(self, obj: dict) -> None:
+        key = obj_key(obj)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._unindex(key, old)
+
+    def replace(self, namespace: str | None, items: list[dict]) -> list[tuple[str, dict]]:
+        """Replace the objects of ``namespace`` (None: all); return the changes as events."""
+        fresh = {obj_key(o): o for o in items}
+        events: list[tuple[str, dict]] = []
+        with self._lock:
+            for key in [k for k in self._items if namespace is None or k[0] == namespace]:
+                if key not in fresh:
+                    old = self._items.pop(key)
+                    self._unindex(key, old)
+                    events.append(("DELETED", old))
+            for key, obj in fresh.items():
+                old = self._items.get(key)
+                if old is None:
+                    events.append(("ADDED", obj))
+                elif old != obj:
+                    events.append(("MODIFIED", obj))
+                self._put(key, obj)
+        return events
+
+    def get(self, namespace: str, name: str) -> dict | None:
+        with self._lock:
+            return self._items.get((namespace, name))
+
+    def keys(self) -> list[ObjKey]:
+        with self._lock:
+            return list(self._items)
+
+    def by_index(self, ik: Hashable) -> list[dict]:
+        with self._lock:
+            return [self._items[k] for k in self._index.get(ik, ()) if k in self._items]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+class Informer:
+    def __init__(self, kube: Any, api_version: str, kind: str, namespace: str | None, store: Store,
+                 on_event: Callable[[str, dict], None], *, label_selector: str | None = None,
+                 watch_timeout_s: int = 300, max_backoff_s: float = 30.0,
+                 on_relist: Callable[[str], None] | None = None) -> None:
+        self.kube, self.api_version, self.kind, self.namespace = kube, api_version, kind, namespace
+        self.store, self.on_event, self.label_selector = store, on_event, label_selector
+        self.watch_timeout_s, self.max_backoff_s = watch_timeout_s, max_backoff_s
+        self.on_relist = on_relist
+        self.synced = threading.Event()
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"informer-{kind}-{namespace or 'all'}", daemon=True)
+        self.relists = 0
+        self.resource_version: str | None = None
+
+    def start(self) -> "Informer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        resp = self._resp
+        if resp is not None:
+            try:
+                resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
+            except Exception:  # already closed
+                pass
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _emit(self, etype: str, obj: dict) -> None:
+        try:
+            self.on_event(etype, obj)
+        except Exception:
+            log.exception("event handler failed for %s %s", self.kind, obj_key(obj))
+
+    def _relist(self) -> None:
+        items, rv = self.kube.list(self.api_version, self.kind, self.namespace, label_selector=self.label_selector)
+        for etype, obj in self.store.replace(self.namespace, items):
+            self._emit(etype, obj)
+        self.resource_version = rv
+        self.relists += 1
+        if self.on_relist is not None:
+            self.on_relist(self.kind)
+        self.synced.set()
+
+    def _run(self) -> None:
+        from kubernetes.client.rest import ApiException
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self.resource_version is None:
+                    self._relist()
+                timeout = int(self.watch_timeout_s * random.uniform(1.0, 2.0))
+                for ev in self.kube.watch(self.api_version, self.kind, self.namespace,
+                                          resource_version=self.resource_version, label_selector=self.label_selector,
+                                          timeout_s=timeout, on_response=self._set_resp):
+                    if self._stop.is_set():
+                        break
+                    etype, obj = ev.get("type"), ev.get("object") or {}
+                    if etype == "ERROR":
+                        code = obj.get("code")
+                        if code == 410:
+                            log.info("watch %s expired (%s): relisting", self.kind, obj.get("message"))
+                            self.resource_version = None
+                            break
+                        raise ApiException(status=code or 500, reason=obj.get("message") or "watch error")
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if etype == "BOOKMARK":
+                        self.resource_version = rv or self.resource_version
+                        continue
+                    if etype in ("ADDED", "MODIFIED"):
+                        self.store.upsert(obj)
+                    elif etype == "DELETED":
+                        self.store.remove(obj)
+                    else:
+                        continue
+                    self.resource_version = rv or self.resource_version
+                    self._emit(etype, obj)
+                failures = 0
+            except ApiException as e:
+                if self._stop.is_set():
+                    break
+                if e.status == 410:
+                    self.resource_version = None
+                    continue
+                failures += 1
+                self._sleep_backoff(failures, e)
+            except Exception as e:
+                if self._stop.is_set():
+                    break
+                failures += 1
+                self._sleep_backoff(failures, e)
+            finally:
+                self._resp = None
+
+    def _set_resp(self, resp: Any) -> None:
+        self._resp = resp
+        if self._stop.is_set():
+            self.stop()
+
+    def _sleep_backoff(self, failures: int, exc: BaseException) -> None:
+        delay = min(self.max_backoff_s, 0.1 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+        log.warning("%s informer (%s): %s; retrying in %.2fs", self.kind, self.namespace or "all namespaces",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__, delay)
+        self._stop.wait(delay)

@@ -1,0 +1,212 @@
+"""The operator's thin edge to the API server, on the official ``kubernetes`` client's transport
+(``ApiClient.param_serialize``/``call_api``: kubeconfig or in-cluster auth, TLS, proxies) with JSON
+in and out (no model deserialisation: custom resources are dicts anyway and the operator compares
+dicts). Transient failures (5xx, 429, connection errors) are retried with tenacity; everything
+else is raised as ``kubernetes.client.rest.ApiException`` for the controller to handle.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Iterator, Mapping
+from urllib.parse import quote
+
+log = logging.getLogger("gpustack_k3.operator")
+
+APPLY_CT = "application/apply-patch+yaml"
+
+# apiVersion/kind -> (plural, namespaced); other kinds are found through discovery.
+KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "Pod"): ("pods", True), ("v1", "Service"): ("services", True), ("v1", "ConfigMap"): ("configmaps", True),
+    ("v1", "Secret"): ("secrets", True), ("v1", "ServiceAccount"): ("serviceaccounts", True),
+    ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True), ("v1", "Event"): ("events", True),
+    ("v1", "Namespace"): ("namespaces", False),
+    ("apps/v1", "Deployment"): ("deployments", True), ("apps/v1", "StatefulSet"): ("statefulsets", True),
+    ("apps/v1", "DaemonSet"): ("daemonsets", True), ("batch/v1", "Job"): ("jobs", True),
+    ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("coordination.k8s.io/v1", "Lease"): ("leases", True),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkersets", True),
+    ("k3.gpustack.ai/v1alpha1", "K3Deployment"): ("k3deployments", True),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): ("servicemonitors", True),
+    ("monitoring.coreos.com/v1", "PodMonitor"): ("podmonitors", True),
+}
+
+
+def is_transient(exc: BaseException) -> bool:
+    from kubernetes.client.rest import ApiException
+    import urllib3
+    if isinstance(exc, ApiException):
+        return exc.status is not None and (exc.status >= 500 or exc.status == 429 or exc.status == 0)
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
+
+
+def api_client_from(kubeconfig: str | None = None, *, host: str | None = None, pool: int = 32) -> Any:
+    """An ``ApiClient`` for ``host``, else the kubeconfig file, else in-cluster, else ~/.kube/config."""
+    from kubernetes import client, config
+    cfg = client.Configuration()
+    if host:
+        cfg.host = host
+    elif kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=cfg)
+    cfg.connection_pool_maxsize = pool
+    return client.ApiClient(cfg)
+
+
+class Kube:
+    def __init__(self, api_client: Any, *, user_agent: str, field_manager: str,
+                 attempts: int = 5, max_wait: float = 2.0) -> None:
+        self.api = api_client
+        self.api.user_agent = user_agent
+        self.field_manager = field_manager
+        self._discovered: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._lock = threading.Lock()
+        import tenacity
+        self._retry = tenacity.Retrying(
+            retry=tenacity.retry_if_exception(is_transient),
+            wait=tenacity.wait_random_exponential(multiplier=0.05, max=max_wait),
+            stop=tenacity.stop_after_attempt(attempts), reraise=True,
+            before_sleep=lambda rs: log.info("retrying API call after %s", rs.outcome.exception()))
+
+    # -------------------------------------------------------------- paths
+    def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
+        key = (api_version, kind)
+        if key in KNOWN:
+            return KNOWN[key]
+        with self._lock:
+            if key in self._discovered:
+                return self._discovered[key]
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        doc = self._request("GET", base)
+        for r in doc.get("resources") or []:
+            if r.get("kind") == kind and "/" not in r.get("name", ""):
+                found = (r["name"], bool(r.get("namespaced")))
+                with self._lock:
+                    self._discovered[key] = found
+                return found
+        from kubernetes.client.rest import ApiException
+        raise ApiException(status=404, reason=f"kind {kind} not served by {api_version}")
+
+    def path(self, api_version: str, kind: str, namespace: str | None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        plural, namespaced = self.resource(api_version, kind)
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        if namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+    # -------------------------------------------------------------- transport
+    def _raw(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: Any = None,
+             content_type: str | None = None, timeout: Any = None, stream: bool = False) -> Any:
+        from kubernetes.client.rest import ApiException
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        req = self.api.param_serialize(method, path, query_params=query or [], header_params=headers, body=body,
+                                       auth_settings=["BearerToken"])
+        resp = self.api.call_api(*req, _request_timeout=timeout)
+        if stream:
+            if not 200 <= resp.status <= 299:
+                resp.read()
+                raise ApiException.from_response(http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None)
+            return resp.response
+        resp.read()
+        if not 200 <= resp.status <= 299:
+            raise ApiException.from_response(http_resp=resp, body=resp.data.decode("utf-8", "replace"), data=None)
+        return json.loads(resp.data) if resp.data else None
+
+    def _request(self, method: str, path: str, **kw: Any) -> Any:
+        return self._retry(self._raw, method, path, **kw)
+
+    # -------------------------------------------------------------- verbs
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
+        from kubernetes.client.rest import ApiException
+        try:
+            return self._request("GET", self.path(api_version, kind, namespace, name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list(self, api_version: str, kind: str, namespace: str | None, *, label_selector: str | None = None,
+             page: int = 500) -> tuple[list[dict], str]:
+        items: list[dict] = []
+        cont = None
+        while True:
+            q: list[tuple[str, Any]] = [("limit", page)]
+            if label_selector:
+                q.append(("labelSelector", label_selector))
+            if cont:
+                q.append(("continue", cont))
+            doc = self._request("GET", self.path(api_version, kind, namespace), query=q)
+            items += doc.get("items") or []
+            meta = doc.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                return items, meta.get("resourceVersion", "")
+
+    def watch(self, api_version: str, kind: str, namespace: str | None, *, resource_version: str,
+              label_selector: str | None = None, timeout_s: int = 300,
+              on_response: Any = None) -> Iterator[dict]:
+        """Raw watch events (dicts). Not retried: the informer decides (resume or relist)."""
+        from kubernetes.watch.watch import iter_resp_lines
+        q: list[tuple[str, Any]] = [("watch", "true"), ("resourceVersion", resource_version),
+                                    ("timeoutSeconds", timeout_s), ("allowWatchBookmarks", "true")]
+        if label_selector:
+            q.append(("labelSelector", label_selector))
+        resp = self._raw("GET", self.path(api_version, kind, namespace), query=q, stream=True,
+                         timeout=(10, timeout_s + 30))
+        if on_response is not None:
+            on_response(resp)
+        try:
+            for line in iter_resp_lines(resp):
+                yield json.loads(line)
+        finally:
+            resp.release_conn()
+
+    def apply(self, obj: Mapping[str, Any], *, subresource: str | None = None, force: bool = True,
+              resource_version: str | None = None) -> dict:
+        body = dict(obj)
+        meta = dict(body.get("metadata") or {})
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        body["metadata"] = meta
+        path = self.path(body["apiVersion"], body["kind"], meta.get("namespace"), meta["name"], subresource)
+        q = [("fieldManager", self.field_manager), ("force", "true" if force else "false")]
+        return self._request("PATCH", path, query=q, body=body, content_type=APPLY_CT)
+
+    def create(self, obj: Mapping[str, Any]) -> dict:
+        meta = obj.get("metadata") or {}
+        return self._request("POST", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace")),
+                             query=[("fieldManager", self.field_manager)], body=dict(obj))
+
+    def replace(self, obj: Mapping[str, Any]) -> dict:
+        meta = obj.get("metadata") or {}
+        return self._request("PUT", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
+                             query=[("fieldManager", self.field_manager)], body=dict(obj))
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
+        from kubernetes.client.rest import ApiException
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self._request("DELETE", self.path(api_version, kind, namespace, name), body=body)
+            return True
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise

@@ -1,0 +1,87 @@
+"""Summarise pods as the kubelet reports them (phase, conditions, container states). Pure.
+
+Waiting reasons and termination reasons are the kubelet's own strings
+(kubernetes pkg/kubelet/images/types.go: ErrImagePull, ImagePullBackOff, InvalidImageName,
+ErrImageNeverPull; pkg/kubelet/container/sync_result.go: CrashLoopBackOff,
+CreateContainerConfigError, RunContainerError; OOMKilled from the container runtime)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
+# A spec change is needed to get out of these: the workload has failed.
+FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+CRASH_WAITING = {"CrashLoopBackOff"}
+CRASH_TERMINATED = {"OOMKilled", "Error", "ContainerCannotRun", "StartError"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PodSummary:
+    total: int = 0
+    scheduled: int = 0
+    ready: int = 0
+    running: int = 0
+    restarts: int = 0
+    unschedulable: str = ""   # message of the first Unschedulable PodScheduled condition
+    failed: str = ""          # "Reason: message" making the workload Failed
+    crashing: str = ""        # "Reason: message" making the workload Degraded
+    per_pod_restarts: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def problem_reason(self) -> str:
+        return (self.failed or self.crashing).split(":", 1)[0]
+
+    @property
+    def problem(self) -> str:
+        return self.failed or self.crashing or self.unschedulable
+
+
+def _container_statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
+
+
+def summarize_pods(pods: Sequence[Mapping[str, Any]]) -> PodSummary:
+    total = scheduled = ready = running = restarts = 0
+    unschedulable = failed = crashing = ""
+    per_pod = []
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        total += 1
+        status = pod.get("status") or {}
+        conds = {c.get("type"): c for c in status.get("conditions") or []}
+        sched = conds.get("PodScheduled") or {}
+        if sched.get("status") == "True" or status.get("phase") in ("Running", "Succeeded"):
+            scheduled += 1
+        elif sched.get("reason") == "Unschedulable" and not unschedulable:
+            unschedulable = f"{meta.get('name')}: {sched.get('message') or 'no node fits'}"
+        if (conds.get("Ready") or {}).get("status") == "True":
+            ready += 1
+            is_ready = True
+        else:
+            is_ready = False
+        if status.get("phase") == "Running":
+            running += 1
+        if status.get("phase") == "Failed" and not failed:
+            failed = f"{status.get('reason') or 'PodFailed'}: {meta.get('name')}: {status.get('message') or 'pod failed'}"
+        pod_restarts = 0
+        for c in _container_statuses(status):
+            pod_restarts += int(c.get("restartCount") or 0)
+            state = c.get("state") or {}
+            waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+            last = (c.get("lastState") or {}).get("terminated") or {}
+            who = f"{meta.get('name')}/{c.get('name')}"
+            if waiting.get("reason") in FATAL_WAITING and not failed:
+                failed = f"{waiting['reason']}: {who}: {waiting.get('message') or ''}".rstrip(": ")
+            elif waiting.get("reason") in CRASH_WAITING and not crashing:
+                cause = f" (last exit: {last.get('reason')}, code {last.get('exitCode')})" if last else ""
+                crashing = f"CrashLoopBackOff: {who}{cause}"
+            elif terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing:
+                crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
+            elif last.get("reason") == "OOMKilled" and not is_ready and not crashing:
+                crashing = f"OOMKilled: {who}: restarted {c.get('restartCount', 0)} time(s)"
+        restarts += pod_restarts
+        per_pod.append((meta.get("name", ""), pod_restarts))
+    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod))

@@ -1,0 +1,71 @@
+"""Seams where the cold-start log tracker plugs into the operator.
+
+The controller calls ``observer.observe(key, pods)`` in every reconcile of resource ``key``
+(``(namespace, name)``) with the pods it owns, and puts the returned snapshot into
+``decide(... Observed(coldstart=snapshot))``. The observer follows the container logs itself
+(``CoreV1Api.read_namespaced_pod_log(follow=True, _preload_content=False)``), feeds them to the
+tracker in ``gpustack_k3.coldstart`` and calls ``enqueue(key)`` whenever the tracker's state
+changes, so the next reconcile writes the new phase. ``forget(key)`` is called when the resource
+is gone; ``close()`` when the operator stops.
+
+The snapshot is a plain mapping (``ColdStartSnapshot``); ``decide`` reads:
+``attempt`` (int, a container restart starts a new attempt), ``cacheWarm`` (bool | None),
+``phases`` (list of {name, start, end, seconds}), ``current`` (phase name or None),
+``weightsLoaded`` / ``graphsCaptured`` / ``serving`` / ``warm`` (bool milestones) and
+``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget, a crash).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypedDict
+
+Key = tuple[str, str]
+
+
+class ColdStartPhase(TypedDict, total=False):
+    name: str
+    start: str
+    end: str | None
+    seconds: float | None
+
+
+class ColdStartVerdict(TypedDict, total=False):
+    phase: str
+    reason: str
+    message: str
+
+
+class ColdStartSnapshot(TypedDict, total=False):
+    attempt: int
+    cacheWarm: bool | None
+    phases: list[ColdStartPhase]
+    current: str | None
+    weightsLoaded: bool
+    graphsCaptured: bool
+    serving: bool
+    warm: bool
+    verdict: ColdStartVerdict | None
+
+
+class ColdStartObserver(Protocol):
+    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartSnapshot | None: ...
+
+    def forget(self, key: Key) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# factory(api_client, enqueue) -> observer; api_client is the operator's kubernetes.client.ApiClient
+ColdStartFactory = Callable[[Any, Callable[[Key], None]], ColdStartObserver]
+
+
+class NoColdStart:
+    """No log tracking: conditions WeightsLoaded/GraphsCaptured/Warm stay Unknown."""
+
+    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartSnapshot | None:
+        return None
+
+    def forget(self, key: Key) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,130 @@
+"""The CLI as a user runs it: exit codes, messages, JSON shapes, import/check-args parity."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from .test_flags import SEED_SGLANG, SEED_VLLM
+
+
+def run(*args, input=None):
+    p = subprocess.run([sys.executable, "-m", "gpustack_k3", *args], capture_output=True, text=True, input=input, timeout=60)
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+def test_check_args_seed_vllm_warns_and_dcp_refuses():
+    p = run("check-args", "--engine", "vllm", "-o", "json", "--", "vllm", "serve", "/models/Kimi-K3", *SEED_VLLM)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["ok"] is True
+    assert {"vllm-kv-overcommit", "vllm-long-prefill-disabled"} <= {f["rule"] for f in out["findings"]}
+    assert set(out["findings"][0]) == {"rule", "severity", "field", "message", "fix", "source"}
+    p = run("check-args", "--engine", "vllm", "-o", "json", "--", *SEED_VLLM, "--decode-context-parallel-size", "8")
+    assert p.returncode == 1
+    errs = [f for f in json.loads(p.stdout)["findings"] if f["severity"] == "error"]
+    assert errs[0]["rule"] == "vllm-dcp-with-dspark" and "dspark" in errs[0]["message"]
+
+
+def test_check_args_seed_sglang_static_verify():
+    p = run("check-args", "--engine", "sglang", "-o", "json", "--", *SEED_SGLANG)
+    assert p.returncode == 0
+    assert "sglang-dcp-static-verify" in {f["rule"] for f in json.loads(p.stdout)["findings"]}
+
+
+@pytest.mark.parametrize("engine,argv", [("vllm", SEED_VLLM), ("sglang", SEED_SGLANG)])
+def test_import_then_validate_equals_check_args(tmp_path, engine, argv):
+    imp = run("import", "--engine", engine, "--", *argv)
+    assert imp.returncode == 0, imp.stderr
+    doc = yaml.safe_load(imp.stdout)
+    assert doc["kind"] == "K3Deployment"
+    f = tmp_path / "imported.yaml"
+    f.write_text(imp.stdout)
+    a = json.loads(run("validate", str(f), "-o", "json").stdout)
+    b = json.loads(run("check-args", "--engine", engine, "-o", "json", "--", *argv).stdout)
+    assert a == b
+
+
+def test_import_exits_zero_even_when_refused():
+    p = run("import", "--engine", "vllm", "--", *SEED_VLLM, "-dcp", "8")
+    assert p.returncode == 0 and "dcp: 8" in p.stdout
+
+
+def test_plan_json_keys():
+    d = json.loads(run("plan", "--preset", "vllm-seed", "-o", "json").stdout)
+    for k in ("engine", "kv_cache_budget_gib", "kv_cache_allocated_gib", "overcommit_gib", "kv_cache_tokens",
+              "max_model_len", "max_concurrency"):
+        assert k in d
+    d = json.loads(run("plan", "--preset", "sglang-seed", "-o", "json").stdout)
+    for k in ("full_attention_tokens", "draft_tokens", "mamba_state_gib", "max_running_requests"):
+        assert k in d
+    d2 = json.loads(run("plan", "-o", "json", "--engine", "sglang", "--", *SEED_SGLANG).stdout)
+    assert d2["full_attention_tokens"] == d["full_attention_tokens"]
+
+
+def test_explain_and_unknown_rule():
+    p = run("explain", "vllm-dcp-with-dspark", "-o", "json")
+    d = json.loads(p.stdout)
+    assert d["applies_to"] == ["vllm kimi-k3"] and "978-986" in d["source"]
+    p = run("explain", "vllm-dcp-with-dspak")
+    assert p.returncode == 2 and "did you mean vllm-dcp-with-dspark" in p.stderr
+
+
+def test_advise():
+    d = json.loads(run("advise", "--context", "65536", "--concurrency", "10", "-o", "json").stdout)
+    assert d["engine"] == "vllm"
+    d = json.loads(run("advise", "--context", "204800", "--concurrency", "10", "-o", "json").stdout)
+    assert d["engine"] == "sglang" and d["preset"] == "sglang-fixed"
+    p = run("advise", "--context", "1000000", "--concurrency", "500")
+    assert p.returncode == 1 and "no preset" in p.stdout
+
+
+def test_presets_and_dry_run():
+    p = run("presets", "-o", "json")
+    names = [x["name"] for x in json.loads(p.stdout)]
+    assert {"vllm-seed", "sglang-seed", "vllm-fixed", "sglang-fixed", "sglang-no-dcp", "vllm-dcp-no-spec"} <= set(names)
+    p = run("dry-run", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["ok"] and d["launch"]["argv"][:2] == ["vllm", "serve"] and d["plan"]["kv_cache_tokens"] > 0
+
+
+@pytest.mark.parametrize("content,code,needle", [
+    ("spec: [", 2, "invalid YAML"),
+    ("- a\n- b\n", 2, "expected a mapping"),
+    ("metadata: {name: x}\nspec: {engine: {name: vllm}, bogus: 1}\n", 2, "spec.bogus: unknown field"),
+    ("metadata: {name: x}\nspec: {engine: {name: tgi}}\n", 2, "spec.engine.name"),
+    ("metadata: {name: x}\nspec: {engine: {name: vllm}, parallel: {tp: eight}}\n", 2, "spec.parallel.tp"),
+    ("metadata: {name: x}\nspec: {engine: {name: vllm}, parallel: {tp: 8, dcp: 3}}\n", 1, "dcp-divides-tp"),
+    ("a: 1\n---\nb: 2\n", 2, "one YAML document"),
+])
+def test_bad_documents(tmp_path, content, code, needle):
+    f = tmp_path / "d.yaml"
+    f.write_text(content)
+    p = run("validate", str(f))
+    assert p.returncode == code
+    assert needle in (p.stdout + p.stderr)
+
+
+def test_input_errors_exit_2():
+    assert run("validate", "/nonexistent.yaml").returncode == 2
+    assert run("validate").returncode == 2
+    assert run("validate", "--preset", "nope").returncode == 2
+    assert run("validate", "--bogus-flag").returncode == 2
+    assert run("validate", "-", input="\x00\xff").returncode == 2
+    p = run("check-args", "--engine", "vllm", "--", "--max-model-len")
+    assert p.returncode == 2 and "--max-model-len" in p.stderr
+    p = run("check-args", "--engine", "vllm", "--", "--tensor-parallel-size", "0")
+    assert p.returncode == 2 and "--tensor-parallel-size" in p.stderr
+
+
+def test_stdin_and_size_limit():
+    doc = "metadata: {name: x}\nspec: {engine: {name: vllm}}\n"
+    assert run("validate", "-", input=doc).returncode == 0
+    big = doc + "# " + "x" * (1 << 20) + "\n"
+    p = run("validate", "-", input=big)
+    assert p.returncode == 2 and "larger than" in p.stderr

@@ -1,0 +1,107 @@
+"""Spec <-> argv: the seed command lines round-trip through import and render."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.errors import InputError
+from gpustack_k3.core.flags import parse_argv, render_args
+from gpustack_k3.core.resolve import resolve
+
+from .conftest import preset_doc
+
+# Seed 001 §4.2 / §5.1 (domain §2), typed here from the write-up, not from our renderer.
+SEED_VLLM = [
+    "--trust-remote-code", "--load-format", "fastsafetensors", "--moe-backend", "auto",
+    "--gpu-memory-utilization", "0.95", "--tensor-parallel-size", "8", "--max-model-len", "1000000",
+    "--kv-cache-dtype", "fp8",
+    "--attention-config", '{"mla_prefill_backend":"TRTLLM_RAGGED","use_prefill_query_quantization":true}',
+    "--max-num-batched-tokens", "32768", "--enable-prefix-caching", "--enable-auto-tool-choice",
+    "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3", "--max-num-seqs", "32",
+    "--speculative-config", '{"model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7,"method":"dspark",'
+    '"attention_backend":"FLASHINFER_MLA","draft_sample_method":"probabilistic","rejection_sample_method":"block"}',
+]
+SEED_SGLANG = [
+    "--trust-remote-code", "--model-path", "/models/Kimi-K3", "--tp-size", "8", "--dcp-size", "8",
+    "--disable-custom-all-reduce", "--enable-symm-mem", "--mem-fraction-static", "0.85",
+    "--reasoning-parser", "kimi_k3", "--tool-call-parser", "kimi_k3", "--mamba-full-memory-ratio", "0.86",
+    "--host", "0.0.0.0", "--port", "30000", "--speculative-algorithm", "DSPARK",
+    "--speculative-draft-model-path", "/models/sglang-Kimi-K3-DSpark", "--speculative-dspark-block-size", "7",
+    "--enable-linear-replayssm-spec", "--chunked-prefill-size", "32768", "--max-prefill-tokens", "32768",
+    "--context-length", "1000000", "--kv-cache-dtype", "fp8_e4m3",
+]
+
+
+def as_pairs(argv):
+    """Flags with JSON values compared as JSON."""
+    out = []
+    for t in argv:
+        try:
+            v = json.loads(t)
+            out.append(v if isinstance(v, dict) else t)
+        except ValueError:
+            out.append(t)
+    return out
+
+
+def test_seed_vllm_preset_renders_seed_argv():
+    r = resolve(preset_doc("vllm-seed"))
+    ra = render_args(r)
+    assert as_pairs(ra.engine_args) == as_pairs(SEED_VLLM)
+    assert ra.args == ["/models/Kimi-K3", *ra.engine_args]
+
+
+def test_seed_sglang_preset_renders_seed_argv():
+    ra = render_args(resolve(preset_doc("sglang-seed")))
+    assert ra.args == SEED_SGLANG
+    assert "--host" not in ra.engine_args and "--model-path" not in ra.engine_args
+
+
+@pytest.mark.parametrize("engine,argv,prefix", [
+    ("vllm", SEED_VLLM, ["vllm", "serve", "/models/Kimi-K3"]),
+    ("sglang", SEED_SGLANG, ["python3", "-m", "sglang.launch_server"]),
+])
+def test_import_then_render_gives_back_the_seed(engine, argv, prefix):
+    cat = load_catalog()
+    parsed = parse_argv(cat.engine(engine), prefix + argv)
+    spec = {**parsed.spec, "engine": {"name": engine}}
+    doc = DeploymentDocument.model_validate({"metadata": {"name": "x"}, "spec": spec})
+    ra = render_args(resolve(doc))
+    tail = ra.args[1:] if engine == "vllm" else ra.args
+    assert as_pairs(tail) == as_pairs(argv)
+
+
+def test_equals_form_and_aliases():
+    e = load_catalog().engine("vllm")
+    p = parse_argv(e, ["-tp=4", "--decode-context-parallel-size=2", "--no-enable-prefix-caching", "--max-model-len", "8192"])
+    assert p.spec["parallel"] == {"tp": 4, "dcp": 2}
+    assert p.spec["scheduling"] == {"prefixCaching": False, "maxModelLen": 8192}
+
+
+def test_unknown_flags_kept_in_order_with_values():
+    e = load_catalog().engine("vllm")
+    p = parse_argv(e, ["--seed", "3", "--async-scheduling", "--tensor-parallel-size", "8", "--foo=bar"])
+    assert p.extra_args == ["--seed", "3", "--async-scheduling", "--foo=bar"]
+
+
+@pytest.mark.parametrize("argv,where", [
+    (["--tensor-parallel-size"], "--tensor-parallel-size"),
+    (["--tensor-parallel-size", "eight"], "--tensor-parallel-size"),
+    (["--speculative-config", "{not json"], "--speculative-config"),
+    (["--speculative-config", "[1]"], "--speculative-config"),
+    (["/m", "stray"], "argv[1]"),
+])
+def test_bad_argv_names_the_flag(argv, where):
+    with pytest.raises(InputError) as ei:
+        parse_argv(load_catalog().engine("vllm"), argv)
+    assert where in ei.value.line()
+
+
+def test_sglang_negative_value_is_a_value():
+    # SGLang's "-1 disables chunking" (memory_hook.py:88-167): -1 is read as the flag's value, not a flag
+    p = parse_argv(load_catalog().engine("sglang"), ["--chunked-prefill-size", "-1", "--tp-size", "8"])
+    assert p.spec["scheduling"]["maxNumBatchedTokens"] == -1
+    assert p.spec["parallel"]["tp"] == 8

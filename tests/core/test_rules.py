@@ -1,0 +1,156 @@
+"""Every rule of the catalog: one case that fires it, one that does not (the table must cover all rules)."""
+from __future__ import annotations
+
+import pytest
+
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.rules import check_catalog_consistency, validate
+
+from .conftest import preset_doc
+
+# rule -> (positive: (preset, spec patch), negative: (preset, spec patch))
+CASES = {
+    "vllm-dcp-with-dspark": (("vllm-seed", {"parallel": {"dcp": 8}}), ("vllm-seed", {})),
+    "vllm-dcp-with-spec": (("vllm-dcp-no-spec", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
+                                                  "speculative": {"method": "ngram", "numTokens": 4}}),
+                           ("vllm-dcp-no-spec", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None}})),
+    "vllm-dspark-dcp-backend": (("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 8},
+                                               "speculative": {"attentionBackend": "B12X"}}),
+                                ("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 8}})),
+    "dcp-divides-tp": (("sglang-seed", {"parallel": {"dcp": 3}}), ("sglang-seed", {"parallel": {"dcp": 4}})),
+    "parallel-fits-node": (("vllm-seed", {"parallel": {"tp": 8, "pp": 2}}), ("vllm-seed", {"parallel": {"tp": 4, "pp": 2}})),
+    "gpu-count-exceeds-node": (("vllm-seed", {"hardware": {"gpuCount": 16}}), ("vllm-seed", {"hardware": {"gpuCount": 8}})),
+    "memory-fraction-range": (("vllm-seed", {"memory": {"fraction": 1.2}}), ("vllm-seed", {"memory": {"fraction": 1.0}})),
+    "mamba-ratio-range": (("sglang-seed", {"memory": {"mambaFullMemoryRatio": 0}}), ("sglang-seed", {})),
+    "fixed-memory-exceeds-budget": (("vllm-seed", {"memory": {"fraction": 0.7}}), ("vllm-seed", {})),
+    "vllm-max-model-len-exceeds-kv": (("vllm-seed", {"scheduling": {"maxModelLen": 1000000}, "memory": {"fraction": 0.82}}),
+                                      ("vllm-seed", {})),
+    "spec-draft-wrong-engine": (("sglang-seed", {"speculative": {"draftModel": "skyai/Kimi-K3-DSpark"}}), ("sglang-seed", {})),
+    "spec-draft-missing": (("vllm-seed", {"speculative": {"draftModel": None}}), ("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 1}})),
+    "spec-method-unsupported": (("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None}}),
+                                ("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
+                                               "speculative": {"method": "ngram", "draftModel": None, "attentionBackend": None,
+                                                               "draftSampleMethod": None, "rejectionSampleMethod": None}})),
+    "spec-json-tensor-parallel-size": (("vllm-seed", {"speculative": {"extraConfig": {"tensor_parallel_size": 8}}}), ("vllm-seed", {})),
+    "spec-json-key-duplicates-field": (("vllm-seed", {"speculative": {"extraConfig": {"method": "mtp"}}}),
+                                       ("vllm-seed", {"speculative": {"extraConfig": {"dspark_draft_topk": 4}}})),
+    "spec-draft-tp": (("vllm-seed", {"speculative": {"draftTensorParallelSize": 4}}), ("vllm-seed", {"speculative": {"draftTensorParallelSize": 8}})),
+    "spec-mtp-multi-token": (("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 3}}),
+                             ("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 1}})),
+    "batched-tokens-below-seqs": (("vllm-seed", {"scheduling": {"maxNumBatchedTokens": 16, "maxNumSeqs": 32}}), ("vllm-seed", {})),
+    "batched-tokens-below-max-len": (("vllm-fixed", {"scheduling": {"chunkedPrefill": False}}),
+                                     ("vllm-fixed", {"scheduling": {"chunkedPrefill": False, "maxModelLen": 32768}})),
+    "long-prefill-above-max-len": (("vllm-fixed", {"scheduling": {"longPrefillTokenThreshold": 300000}}), ("vllm-fixed", {})),
+    "kv-cache-dtype-invalid": (("sglang-seed", {"memory": {"kvCacheDtype": "fp8"}}), ("sglang-seed", {})),
+    "context-above-model": (("sglang-seed", {"scheduling": {"maxModelLen": 2000000}}),
+                            ("sglang-seed", {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}})),
+    "sglang-kimi-k3-dcp-decode-backend": (("sglang-seed", {"sglang": {"decodeAttentionBackend": "trtllm_mla"}}),
+                                          ("sglang-seed", {"sglang": {"decodeAttentionBackend": "cutedsl_mla"}})),
+    "field-unsupported": (("sglang-seed", {"vllm": {"moeBackend": "auto"}}), ("sglang-seed", {})),
+    "extra-arg-duplicates-field": (("vllm-seed", {"extraArgs": ["--max-num-seqs", "64"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
+    "extra-arg-platform-owned": (("vllm-seed", {"extraArgs": ["--port", "9000"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
+    "extra-arg-unknown": (("vllm-seed", {"extraArgs": ["--max-num-seqz", "64"]}), ("vllm-seed", {"extraArgs": ["--block-size", "16"]})),
+    "extra-arg-malformed": (("vllm-seed", {"extraArgs": ["seed"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
+    "env-removed": (("vllm-seed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}}),
+                    ("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
+                                   "speculative": {"method": "none"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}})),
+    "secret-in-env": (("vllm-seed", {"env": {"HF_TOKEN": "hf_abc"}}), ("vllm-seed", {"secretEnv": [{"name": "HF_TOKEN", "secretName": "hub", "key": "token"}]})),
+    "unknown-catalog-entry": (("vllm-seed", {"engine": {"version": "0.99.0"}}), ("vllm-seed", {"engine": {"version": "0.33.0"}})),
+    "sglang-dcp-static-verify": (("sglang-seed", {}), ("sglang-no-dcp", {})),
+    "sglang-dcp-symm-mem-off": (("sglang-seed", {}), ("sglang-seed", {"sglang": {"symmMem": None}})),
+    "vllm-kv-overcommit": (("vllm-seed", {}), ("vllm-seed", {"memory": {"fraction": 0.92}})),
+    "vllm-max-len-caps-concurrency": (("vllm-seed", {}), ("vllm-seed", {"scheduling": {"maxModelLen": 65536}})),
+    "vllm-long-prefill-disabled": (("vllm-seed", {}), ("vllm-fixed", {})),
+    "sglang-kv-pool-below-context": (("sglang-seed", {}), ("sglang-fixed", {})),
+    "sglang-mamba-caps-running-requests": (("sglang-seed", {}), ("sglang-fixed", {})),
+    "sglang-custom-all-reduce-off": (("sglang-seed", {}), ("sglang-seed", {"sglang": {"customAllReduce": None}})),
+    "vllm-flashinfer-autotune-off": (("vllm-seed", {"vllm": {"flashinferAutotune": False}}), ("vllm-seed", {})),
+    "fp8-kv-no-scales": (("vllm-seed", {}), ("vllm-seed", {"memory": {"kvCacheDtype": "auto"}})),
+    "slow-tokenizer": (("vllm-seed", {}), None),
+    "vllm-compile-mode-none": (("vllm-seed", {}), ("vllm-seed", {"env": {"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}})),
+    "vllm-hybrid-block-1536": (("vllm-seed", {}), None),
+    "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
+}
+
+
+def rules_of(preset, patch):
+    return [f.rule for f in validate(preset_doc(preset, patch))]
+
+
+def test_every_rule_has_cases_and_a_check():
+    assert check_catalog_consistency() == []
+    assert set(CASES) == set(load_catalog().rules)
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fires(rule_id):
+    (preset, patch), _ = CASES[rule_id]
+    assert rule_id in rules_of(preset, patch)
+
+
+@pytest.mark.parametrize("rule_id", sorted(r for r, c in CASES.items() if c[1] is not None))
+def test_rule_quiet(rule_id):
+    _, (preset, patch) = CASES[rule_id]
+    assert rule_id not in rules_of(preset, patch)
+
+
+def test_unconditional_info_rules_are_model_specific():
+    # slow-tokenizer and vllm-hybrid-block-1536 depend on the model, not the config: other models stay quiet.
+    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.core.resolve import resolve
+    from gpustack_k3.core.rules import CHECKS, Ctx
+
+    d = preset_doc("vllm-seed")
+    r = resolve(d)
+    r.doc.spec.model.name = "smollm2-135m"
+    r = resolve(DeploymentDocument.model_validate(r.doc.model_dump()))
+    assert list(CHECKS["slow-tokenizer"](r, Ctx(r))) == []
+    assert list(CHECKS["vllm-hybrid-block-1536"](r, Ctx(r))) == []
+
+
+def test_seed_vllm_validates_with_warnings_only():
+    findings = validate(preset_doc("vllm-seed"))
+    sev = {f.rule: f.severity for f in findings}
+    assert "error" not in sev.values()
+    assert sev["vllm-kv-overcommit"] == "warning" and sev["vllm-long-prefill-disabled"] == "warning"
+
+
+def test_seed_vllm_with_dcp_refused_naming_dcp_and_dspark():
+    findings = validate(preset_doc("vllm-seed", {"parallel": {"dcp": 8}}))
+    errs = [f for f in findings if f.severity == "error"]
+    assert [f.rule for f in errs] == ["vllm-dcp-with-dspark"]
+    assert errs[0].field == "spec.parallel.dcp"
+    assert "dspark" in errs[0].message and "decode_context_parallel_size=8" in errs[0].message
+    assert "spec.speculative.method" in errs[0].fix
+
+
+def test_seed_sglang_warns_static_verify():
+    findings = validate(preset_doc("sglang-seed"))
+    assert not [f for f in findings if f.severity == "error"]
+    f = next(f for f in findings if f.rule == "sglang-dcp-static-verify")
+    assert "8-token window" in f.message
+
+
+def test_all_presets_are_valid():
+    for name in load_catalog().presets:
+        errs = [f for f in validate(preset_doc(name)) if f.severity == "error"]
+        assert errs == [], name
+
+
+def test_strict_turns_unknown_flags_into_errors():
+    d = preset_doc("vllm-seed", {"extraArgs": ["--max-num-seqz", "64"]})
+    assert {f.severity for f in validate(d) if f.rule == "extra-arg-unknown"} == {"warning"}
+    assert {f.severity for f in validate(d, strict=True) if f.rule == "extra-arg-unknown"} == {"error"}
+
+
+def test_findings_name_field_and_carry_source():
+    for name in load_catalog().presets:
+        for f in validate(preset_doc(name)):
+            assert f.field.startswith("spec") and f.source and f.fix
+
+
+def test_rule_versions_follow_traits():
+    cat = load_catalog()
+    assert cat.rule_versions(cat.rules["vllm-dcp-with-dspark"]) == ["vllm kimi-k3"]
+    assert cat.rule_versions(cat.rules["vllm-dcp-with-spec"]) == ["vllm 0.11.0"]
+    assert "vllm 0.33.0" in cat.rule_versions(cat.rules["vllm-dspark-dcp-backend"])

