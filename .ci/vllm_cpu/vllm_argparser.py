@@ -5,8 +5,9 @@ The parser is built exactly as vLLM's API-server entry point builds it
 ``make_arg_parser(FlexibleArgumentParser(...))``, i.e. FrontendArgs + AsyncEngineArgs options.
 
   python vllm_argparser.py options          -> JSON: every option string with its properties
-  python vllm_argparser.py parse < argv.json -> JSON: does the real parser accept this argv?
-        (argv.json is a JSON list of strings: the engine arguments, without the executable)
+  python vllm_argparser.py parse < argvs.json -> JSON list: does the real parser accept each argv?
+        (argvs.json is a JSON list of argvs; an argv is a list of strings: the engine arguments,
+        without the executable. One call answers many argvs: importing vLLM costs ~10 s.)
         Stages: "parse" (argparse: unknown flags, bad choices/JSON), "validate" (vLLM's own
         validate_parsed_serve_args), "values" (tool/reasoning parser, load format and speculative
         method names against vLLM's registries, which argparse leaves open).
@@ -148,14 +149,16 @@ def main() -> int:
         result = options()
     else:
         try:
-            argv = json.load(sys.stdin)
+            argvs = json.load(sys.stdin)
         except json.JSONDecodeError as exc:
-            print(f"parse: stdin must be a JSON list of strings ({exc})", file=sys.stderr)
+            print(f"parse: stdin must be a JSON list of argvs ({exc})", file=sys.stderr)
             return 2
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-            print("parse: stdin must be a JSON list of strings", file=sys.stderr)
+        if not isinstance(argvs, list) or not all(
+            isinstance(argv, list) and all(isinstance(a, str) for a in argv) for argv in argvs
+        ):
+            print("parse: stdin must be a JSON list of argvs, each a list of strings", file=sys.stderr)
             return 2
-        result = parse(argv)
+        result = [parse(argv) for argv in argvs]
     json.dump(result, sys.stdout, indent=1, sort_keys=False)
     sys.stdout.write("\n")
     return 0

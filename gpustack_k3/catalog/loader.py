@@ -191,9 +191,12 @@ def _trait_ok(value: Any, allowed: Any) -> bool:
     return value == allowed
 
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present: the catalog loads on every CLI call
+
+
 def _read(path: Path) -> Any:
     with path.open("rb") as fh:
-        return yaml.safe_load(fh)
+        return yaml.load(fh, Loader=_Loader)  # noqa: S506 - a safe loader either way
 
 
 @functools.lru_cache(maxsize=1)

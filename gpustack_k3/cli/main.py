@@ -54,35 +54,38 @@ def cli():
     """gpustack-k3: validate, plan, render and launch Kimi-K3 on 8xB300 (vLLM or SGLang)."""
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; never lets a traceback reach the user."""
+    import os
+
     try:
-        cli.main(prog_name="gpustack-k3", standalone_mode=False)
+        cli.main(args=argv, prog_name="gpustack-k3", standalone_mode=False)
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        return 130
     except click.UsageError as exc:
         # Unknown flag syntax, missing argument: unusable input.
-        click.echo(f"error: {exc.format_message()} (see `gpustack-k3 {exc.ctx.command_path.split(' ', 1)[-1] if exc.ctx else ''} --help`)", err=True)
-        sys.exit(2)
+        where = exc.ctx.command_path if exc.ctx else "gpustack-k3"
+        click.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2)
-    except SystemExit:
-        raise
+        return 2
     except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as exc:   # last resort: never a traceback for the user
-        from gpustack_k3.catalog.loader import CatalogError
-
-        if isinstance(exc, CatalogError):
-            click.echo(f"internal error: {exc}", err=True)
-            sys.exit(3)
-        click.echo(f"internal error: {type(exc).__name__}: {exc} (please report; rerun with GPUSTACK_K3_DEBUG=1 for details)", err=True)
-        import os
-
+        return 130
+    except Exception as exc:   # last resort
         if os.environ.get("GPUSTACK_K3_DEBUG"):
             raise
-        sys.exit(3)
+        click.echo(f"internal error: {type(exc).__name__}: {exc} (please report; GPUSTACK_K3_DEBUG=1 shows details)",
+                   err=True)
+        return 3
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -297,10 +297,7 @@ class ColdStartTracker:
         if phase not in PLATFORM_PHASES:
             raise ValueError(f"platform_event: phase must be one of {', '.join(PLATFORM_PHASES)}, not {phase!r}")
         s, e = to_epoch(start), to_epoch(end)
-        att = self.attempts[-1]
-        if att.progressed() or (phase in att.phases and att.phases[phase].end is not None and e is not None
-                                and att.phases[phase].end < (s or e)):
-            att = self._new_attempt(s)
+        att = self._attempt_for_platform(phase, s if s is not None else e)
         p = att.phase(phase)
         p.seen = True
         if s is not None:
@@ -312,6 +309,18 @@ class ColdStartTracker:
         if details:
             p.details.update(details)
         self._notify(att)
+
+    def _attempt_for_platform(self, phase: str, t: Optional[float]) -> "_Attempt":
+        """Events stamped before an attempt's first log line belong to it (reported late); a
+        platform phase starting after the current attempt progressed is a container restart."""
+        if t is not None:
+            for a in self.attempts:
+                if a.first_ts is not None and t <= a.first_ts:
+                    return a
+        cur = self.attempts[-1]
+        if cur.progressed() and t is not None:
+            return self._new_attempt(t)
+        return cur
 
     def check_stall(self, now: TimeLike) -> bool:
         """Fail the current attempt if the phase in progress has run longer than its budget.
@@ -772,7 +781,7 @@ class ColdStartTracker:
             failed_phase, reason = None, None
         total = (end - start) if (start is not None and end is not None) else None
         engine_init = att.engine_init
-        if engine_init is None:
+        if engine_init is None and status != "failed":
             # no printed figure (SGLang, old vLLM): weights loaded → KV allocated and graphs captured
             by = {r.name: r for r in rows}
             wl = by.get("weights_load")

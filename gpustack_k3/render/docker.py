@@ -1,0 +1,84 @@
+"""Docker target: docker SDK ``containers.run`` keyword arguments (JSON) and the equivalent ``docker run`` line.
+
+Called by the Docker runner (``gpustack_k3.runtime.docker``) as ``docker_run_params(launch)``.
+
+Volume mapping (Docker has no claims or pod-scoped disks):
+
+* ``hostPath`` -> bind mount of ``source``;
+* ``pvc`` with ``source`` -> the named Docker volume ``source``;
+* ``pvc`` without source and non-shm ``emptyDir`` -> the named volume ``<name>-<volume>`` (kept across
+  container restarts, which is what a compile cache wants);
+* the ``/dev/shm`` volume -> ``shm_size`` (and host IPC).
+
+The entrypoint is the first word of the launch command and ``command`` the rest of the argv, so
+``entrypoint + command == launch.argv`` whatever the image's own ENTRYPOINT/CMD are.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gpustack_k3.render.templates import RenderError, parse_json, render_template
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpustack_k3.core.launch_types import LaunchSpec
+
+MANAGED_BY = ("app.kubernetes.io/managed-by", "gpustack-k3")
+
+
+def docker_volumes(launch: "LaunchSpec") -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for v in launch.volumes:
+        if v.purpose == "shm":
+            continue
+        if v.kind == "hostPath":
+            if not v.source:
+                raise RenderError(f"volumes.{v.name}", "hostPath volume without a host path",
+                                  "set spec.storage.<model|cache>.source")
+            src = v.source
+        elif v.kind == "pvc" and v.source:
+            src = v.source
+        else:
+            src = f"{launch.name}-{v.name}"
+        if src in out:
+            raise RenderError(f"volumes.{v.name}", f"source {src!r} is mounted twice",
+                              "give the model and cache volumes different sources")
+        out[src] = {"bind": v.mount_path, "mode": "ro" if v.read_only else "rw"}
+    return out
+
+
+def docker_run_params(launch: "LaunchSpec", *, gpus: bool = True,
+                      secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``containers.run`` kwargs for ``launch``. ``gpus=False`` leaves out the GPU device request.
+
+    Secret env values are never in the launch spec; pass ``secrets`` (name -> value, e.g. from the
+    caller's environment) to include those present. Pure: no I/O, no environment reads."""
+    environment = dict(launch.env)
+    for s in launch.secret_env:
+        if secrets is not None and s.name in secrets:
+            environment[s.name] = secrets[s.name]
+    device_requests = ([{"driver": "", "count": launch.gpu_count, "capabilities": [["gpu"]]}]
+                       if gpus and launch.gpu_count > 0 else [])
+    labels = {**launch.labels, MANAGED_BY[0]: MANAGED_BY[1]}
+    text = render_template("docker/run-params.json.j2", launch=launch, environment=environment,
+                           device_requests=device_requests, volumes=docker_volumes(launch), labels=labels)
+    params = parse_json(text, "templates/docker/run-params.json.j2")
+    _check(launch, params)
+    return params
+
+
+def _check(launch: "LaunchSpec", params: dict) -> None:
+    argv = [*params.get("entrypoint", []), *params.get("command", [])]
+    if argv != launch.argv:
+        raise RenderError("docker.command", "rendered entrypoint + command differ from the launch argv")
+    if params.get("network_mode") in (None, "bridge", "default"):
+        raise RenderError("docker.network_mode", "must be host (this project never uses docker's default bridge)")
+    if any(params["environment"].get(k) != v for k, v in launch.env.items()):
+        raise RenderError("docker.environment", "rendered environment differs from the launch spec")
+
+
+def docker_run_line(launch: "LaunchSpec", *, gpus: bool = True) -> str:
+    """The ``docker run`` command equivalent to :func:`docker_run_params` (secrets passed through by name)."""
+    params = docker_run_params(launch, gpus=gpus)
+    secret_names = [s.name for s in launch.secret_env if s.name not in params["environment"]]
+    return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names)

@@ -1,0 +1,237 @@
+"""The pure decision function, without any API: spec + observed objects → actions + status."""
+import copy
+import datetime as dt
+
+import pytest
+
+from gpustack_k3.operator import decide as d
+from operator_fakes import fake_plan, fake_render, fake_validate
+
+pytestmark = pytest.mark.operator
+
+T0 = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.timezone.utc)
+T1 = T0 + dt.timedelta(minutes=5)
+
+
+def make_cr(generation=1, status=None, **spec):
+    cr = {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment",
+          "metadata": {"name": "kimi", "namespace": "llm", "uid": "uid-1", "generation": generation,
+                       "resourceVersion": "7"},
+          "spec": {"engine": {"name": "vllm"}, **spec}}
+    if status is not None:
+        cr["status"] = status
+    return cr
+
+
+def run(cr, observed=None, **kw):
+    kw.setdefault("validate", fake_validate)
+    kw.setdefault("render", fake_render)
+    return d.decide(cr, observed or d.Observed(), now=kw.pop("now", T0), **kw)
+
+
+def as_server_returns(obj, extra_uid="x"):
+    """The object as the API server would hold it after apply: server fields and defaults added."""
+    live = copy.deepcopy(obj)
+    live["metadata"].update(uid=extra_uid, resourceVersion="11", creationTimestamp="2026-01-01T00:00:00Z")
+    if live["kind"] == "Deployment":
+        live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "IfNotPresent"
+        live["spec"]["strategy"] = {"type": "RollingUpdate"}
+        live["status"] = {"observedGeneration": 1}
+    return live
+
+
+def observed_after(decision, pods=(), coldstart=None):
+    owned = {d.object_key(a.obj): as_server_returns(a.obj) for a in decision.actions if isinstance(a, d.Apply)}
+    return d.Observed(owned=owned, pods=list(pods), coldstart=coldstart)
+
+
+def pod(name="kimi-0", *, scheduled=True, ready=False, phase="Running", waiting=None, terminated=None,
+        last_terminated=None, restarts=0, unschedulable=None):
+    conds = []
+    if unschedulable:
+        conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable})
+        phase = "Pending"
+    elif scheduled:
+        conds.append({"type": "PodScheduled", "status": "True"})
+    conds.append({"type": "Ready", "status": "True" if ready else "False"})
+    state = {"running": {}} if not (waiting or terminated) else {}
+    if waiting:
+        state = {"waiting": waiting}
+    if terminated:
+        state = {"terminated": terminated}
+    cs = {"name": "engine", "restartCount": restarts, "state": state, "ready": ready}
+    if last_terminated:
+        cs["lastState"] = {"terminated": last_terminated}
+    return {"metadata": {"name": name, "labels": {d.LABEL_DEPLOYMENT: "kimi"}},
+            "status": {"phase": phase, "conditions": conds, "containerStatuses": [cs]}}
+
+
+def test_first_reconcile_applies_owned_labelled_objects_and_reports_deploying():
+    dec = run(make_cr(), plan=fake_plan)
+    applies = [a for a in dec.actions if isinstance(a, d.Apply)]
+    assert sorted((a.obj["kind"], a.why) for a in applies) == [("ConfigMap", "create"), ("Deployment", "create"),
+                                                               ("Service", "create")]
+    for a in applies:
+        m = a.obj["metadata"]
+        assert m["namespace"] == "llm"
+        assert m["ownerReferences"] == [{"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment",
+                                         "name": "kimi", "uid": "uid-1", "controller": True,
+                                         "blockOwnerDeletion": True}]
+        assert m["labels"][d.LABEL_DEPLOYMENT] == "kimi" and m["labels"][d.LABEL_MANAGED_BY] == "gpustack-k3"
+        assert len(m["annotations"][d.ANNOTATION_APPLIED_HASH]) == 16
+    dep = next(a.obj for a in applies if a.obj["kind"] == "Deployment")
+    tpl = dep["spec"]["template"]["metadata"]
+    assert tpl["labels"][d.LABEL_DEPLOYMENT] == "kimi" and d.ANNOTATION_CONFIG_HASH in tpl["annotations"]
+    s = dec.status
+    assert s["phase"] == "Deploying" and s["observedGeneration"] == 1
+    conds = {c["type"]: c for c in s["conditions"]}
+    assert [c["type"] for c in s["conditions"]] == list(d.CONDITION_TYPES)
+    assert conds["Valid"]["status"] == "True" and conds["Rendered"]["status"] == "True"
+    assert conds["Ready"]["status"] == "False" and conds["WeightsLoaded"]["status"] == "Unknown"
+    assert s["endpoint"] == "http://kimi.llm.svc:8000"
+    assert s["plan"] == {"kvTokens": 1_000_000, "maxConcurrency": 12.5}
+    assert dec.events == (d.Emit("Normal", "Deploying", "phase None -> Deploying: workload applied, waiting for pods"),)
+    assert dec.status_changed
+
+
+def test_unchanged_world_decides_nothing():
+    first = run(make_cr(), plan=fake_plan)
+    again = run(make_cr(status=first.status), observed_after(first), plan=fake_plan, now=T1)
+    assert again.actions == () and not again.status_changed
+    assert again.status == first.status  # transition times kept although "now" moved
+
+
+def test_invalid_spec_reports_findings_emits_once_and_renders_nothing():
+    dec = run(make_cr(parallel={"tp": 3}))
+    assert not [a for a in dec.actions if isinstance(a, (d.Apply, d.Delete))]
+    assert dec.status["phase"] == "Invalid"
+    valid = next(c for c in dec.status["conditions"] if c["type"] == "Valid")
+    assert valid["status"] == "False" and valid["reason"] == "ValidationFailed"
+    assert "[parallel.tp-divides-gpus] spec.parallel.tp: tp=3 does not divide 8 GPUs" in valid["message"]
+    assert "Fix: use tp 1, 2, 4 or 8" in valid["message"]
+    assert [e.reason for e in dec.events] == ["ValidationFailed", "Invalid"]
+    assert all(e.type == "Warning" for e in dec.events)
+    assert "endpoint" not in dec.status
+    again = run(make_cr(parallel={"tp": 3}, status=dec.status), now=T1)
+    assert again.actions == () and not again.status_changed
+    newer = run(make_cr(generation=2, parallel={"tp": 5}, status=dec.status), now=T1)
+    assert [e.reason for e in newer.events] == ["ValidationFailed"]  # a new invalid generation is reported again
+
+
+def test_warnings_are_listed_without_blocking():
+    dec = run(make_cr(maxModelLen=1_000_000))
+    assert dec.status["phase"] == "Deploying"
+    assert dec.status["warnings"] == ["[context.long] spec.maxModelLen: long context Fix: expect less KV room"]
+
+
+def test_spec_change_reapplies_only_what_changed():
+    first = run(make_cr())
+    changed = run(make_cr(generation=2, status=first.status, env={"A": "1"}), observed_after(first), now=T1)
+    applies = [(a.obj["kind"], a.why) for a in changed.actions if isinstance(a, d.Apply)]
+    assert applies == [("Deployment", "update")]
+    assert changed.status["observedGeneration"] == 2 and changed.status_changed
+    assert all(c["observedGeneration"] == 2 for c in changed.status["conditions"])
+
+
+def test_removing_a_field_is_an_update_even_though_actual_still_contains_desired():
+    with_env = run(make_cr(env={"A": "1"}))
+    without = run(make_cr(generation=2, status=with_env.status), observed_after(with_env))
+    assert [(a.obj["kind"], a.why) for a in without.actions if isinstance(a, d.Apply)] == [("Deployment", "update")]
+
+
+def test_drift_on_an_owned_field_is_repaired():
+    first = run(make_cr())
+    obs = observed_after(first)
+    key = ("apps/v1", "Deployment", "kimi")
+    obs.owned[key]["spec"]["template"]["spec"]["containers"][0]["image"] = "someone/else:1"
+    dec = run(make_cr(status=first.status), obs)
+    assert [(a.obj["kind"], a.why) for a in dec.actions] == [("Deployment", "drift")]
+
+
+def test_objects_no_longer_rendered_are_deleted():
+    first = run(make_cr())
+    obs = observed_after(first)
+    stale = as_server_returns({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "old"}, "spec": {}})
+    obs.owned[("apps/v1", "StatefulSet", "old")] = stale
+    dec = run(make_cr(status=first.status), obs)
+    assert dec.actions == (d.Delete("apps/v1", "StatefulSet", "old", "llm"),)
+
+
+def test_cluster_scoped_objects_are_not_owned():
+    def render(doc):
+        return fake_render(doc) + [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                    "metadata": {"name": "r"}}]
+    dec = run(make_cr(), render=render)
+    assert "ClusterRole" not in [a.obj["kind"] for a in dec.actions if isinstance(a, d.Apply)]
+    assert any("ClusterRole/r is cluster-scoped" in w for w in dec.status["warnings"])
+
+
+def test_render_failure_is_failed_not_a_crash():
+    def render(doc):
+        raise KeyError("template missing")
+    dec = run(make_cr(), render=render)
+    assert dec.status["phase"] == "Failed"
+    rendered = next(c for c in dec.status["conditions"] if c["type"] == "Rendered")
+    assert rendered["status"] == "False" and rendered["reason"] == "RenderFailed" and "template missing" in rendered["message"]
+    assert not [a for a in dec.actions if isinstance(a, d.Apply)]
+
+
+@pytest.mark.parametrize("pods,coldstart,phase,reason_part", [
+    ([pod(unschedulable="0/3 nodes: insufficient nvidia.com/gpu")], None, "Pending", "insufficient nvidia.com/gpu"),
+    ([pod()], None, "Starting", "engine starting"),
+    ([pod(ready=True)], None, "Ready", "Ready"),
+    ([pod(ready=True)], {"attempt": 1, "warm": True, "weightsLoaded": True, "graphsCaptured": True}, "Warm", "Warm"),
+    ([pod(waiting={"reason": "CrashLoopBackOff"}, restarts=3,
+          last_terminated={"reason": "OOMKilled", "exitCode": 137})], None, "Degraded", "OOMKilled"),
+    ([pod(waiting={"reason": "ImagePullBackOff", "message": "pull access denied"})], None, "Failed", "ImagePullBackOff"),
+    ([pod()], {"attempt": 2, "current": "cuda_graphs",
+               "verdict": {"phase": "Failed", "reason": "PhaseBudgetExceeded", "message": "cuda_graphs over 900s"}},
+     "Failed", "cuda_graphs over 900s"),
+    ([pod(phase="Failed")], None, "Failed", "PodFailed"),
+])
+def test_phase_from_pods_and_cold_start(pods, coldstart, phase, reason_part):
+    first = run(make_cr())
+    dec = run(make_cr(status=first.status), observed_after(first, pods, coldstart))
+    assert dec.status["phase"] == phase
+    ev = [e for e in dec.events if e.reason == phase]
+    assert len(ev) == 1 and reason_part in ev[0].message
+    assert ev[0].type == ("Warning" if phase in ("Degraded", "Failed") else "Normal")
+
+
+def test_cold_start_snapshot_drives_conditions_and_status():
+    cs = {"attempt": 2, "cacheWarm": True, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
+          "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": "2026-11-29T12:02:43Z",
+                      "seconds": 163.8}]}
+    first = run(make_cr())
+    dec = run(make_cr(status=first.status), observed_after(first, [pod()], cs))
+    conds = {c["type"]: c for c in dec.status["conditions"]}
+    assert conds["WeightsLoaded"]["status"] == "True" and "attempt 2" in conds["WeightsLoaded"]["message"]
+    assert conds["GraphsCaptured"]["status"] == "False" and "cuda_graphs" in conds["GraphsCaptured"]["message"]
+    assert dec.status["coldStart"] == {"attempt": 2, "cacheWarm": True, "current": "cuda_graphs",
+                                       "phases": cs["phases"]}
+    assert dec.status["phase"] == "Starting"
+
+
+def test_transition_time_moves_only_when_the_condition_flips():
+    first = run(make_cr())
+    obs = observed_after(first, [pod()])
+    starting = run(make_cr(status=first.status), obs, now=T1)
+    ready_at = T1 + dt.timedelta(minutes=10)
+    ready = run(make_cr(status=starting.status), observed_after(first, [pod(ready=True)]), now=ready_at)
+    conds = {c["type"]: c for c in ready.status["conditions"]}
+    assert conds["Ready"]["lastTransitionTime"] == "2026-11-29T12:15:00Z"
+    assert conds["Valid"]["lastTransitionTime"] == "2026-11-29T12:00:00Z"
+
+
+def test_deleting_resource_is_left_to_garbage_collection():
+    cr = make_cr(status={"phase": "Ready"})
+    cr["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+    dec = run(cr)
+    assert dec.actions == () and not dec.status_changed
+
+
+def test_contains_ignores_server_defaults_but_not_changed_values():
+    assert d.contains({"a": 1, "b": {"c": [1, {"x": 1, "y": 2}]}}, {"b": {"c": [1, {"x": 1}]}})
+    assert not d.contains({"a": 1}, {"a": 2})
+    assert not d.contains({"l": [1, 2]}, {"l": [1]})
+    assert d.contains({"n": 1.0}, {"n": 1}) and not d.contains({"b": 1}, {"b": True})

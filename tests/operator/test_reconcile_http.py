@@ -1,0 +1,221 @@
+"""The operator against the API emulator over HTTP with the official client: the tests create
+resources and play the kubelet (pod status, logs); the operator reconciles."""
+import threading
+import time
+import urllib.request
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from conftest import G, NS, P, V, k3, wait_for
+from gpustack_k3.operator import decide as d
+from gpustack_k3.operator.controller import run
+
+pytestmark = pytest.mark.operator
+AGENT = "gpustack-k3-operator/"
+
+
+def get_cr(co, name):
+    return co.get_namespaced_custom_object(G, V, NS, P, name)
+
+
+def status_of(co, name):
+    return get_cr(co, name).get("status") or {}
+
+
+def cond(status, ctype):
+    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
+
+
+def events_for(core, name):
+    return [e for e in core.list_namespaced_event(NS).items if e.involved_object.name == name]
+
+
+def owned(emu, kind_res, name=None):
+    objs = [o for o in emu.objects(kind_res, NS) if d.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {})]
+    return [o for o in objs if name is None or o["metadata"]["name"] == name]
+
+
+def test_create_makes_owned_workload_and_reports_status(emu, kube, start_operator):
+    co, apps, core = kube
+    op = start_operator(metrics_port=0, metrics_host="127.0.0.1")
+    cr = co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("phase") == "Deploying" and s, what="Deploying")
+    assert st["observedGeneration"] == 1 and cond(st, "Valid")["status"] == "True"
+    assert st["endpoint"] == f"http://kimi.{NS}.svc:8000" and st["plan"]["kvTokens"] == 1_000_000
+    dep = apps.read_namespaced_deployment("kimi", NS)
+    ref = dep.metadata.owner_references[0]
+    assert (ref.kind, ref.name, ref.uid, ref.controller) == ("K3Deployment", "kimi", cr["metadata"]["uid"], True)
+    assert [m.manager for m in dep.metadata.managed_fields] == ["gpustack-k3"]
+    assert core.read_namespaced_service("kimi", NS).metadata.owner_references[0].uid == cr["metadata"]["uid"]
+    assert core.read_namespaced_config_map("kimi-config", NS).data == {"engine": "vllm"}
+    assert [e.reason for e in events_for(core, "kimi")] == ["Deploying"]
+    assert op.wait_idle(10)
+    assert emu.writes(agent=AGENT, verb="apply") == 4  # 3 objects + 1 status, nothing repeated
+    port = op.health.port
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    assert 'gpustack_k3_operator_reconcile_total{result="success"}' in body
+    assert "gpustack_k3_operator_workqueue_depth 0.0" in body
+    assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").status == 200
+    assert urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read() == b"ok\n"
+
+
+def test_invalid_resource_gets_invalid_status_event_and_no_workload(emu, kube, start_operator):
+    co, apps, core = kube
+    start_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("bad", parallel={"tp": 3}))
+    st = wait_for(lambda: (s := status_of(co, "bad")).get("phase") == "Invalid" and s, what="Invalid")
+    valid = cond(st, "Valid")
+    assert valid["status"] == "False" and "spec.parallel.tp" in valid["message"]
+    evs = wait_for(lambda: len(ev := events_for(core, "bad")) == 2 and ev, what="2 events")
+    assert sorted((e.type, e.reason) for e in evs) == [("Warning", "Invalid"), ("Warning", "ValidationFailed")]
+    assert owned(emu, "apps/v1/deployments") == [] and owned(emu, "v1/services") == []
+    # fixing the spec deploys it
+    co.patch_namespaced_custom_object(G, V, NS, P, "bad", {"spec": {"parallel": {"tp": 8}}})
+    wait_for(lambda: status_of(co, "bad").get("phase") == "Deploying", what="Deploying after fix")
+    assert status_of(co, "bad")["observedGeneration"] == 2
+    assert apps.read_namespaced_deployment("bad", NS)
+
+
+def test_spec_change_rerenders_and_prunes_removed_fields(emu, kube, start_operator):
+    co, apps, _ = kube
+    op = start_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi", env={"A": "1", "B": "2"}))
+    wait_for(lambda: status_of(co, "kimi").get("observedGeneration") == 1, what="gen 1")
+    c = apps.read_namespaced_deployment("kimi", NS).spec.template.spec.containers[0]
+    assert [e.name for e in c.env] == ["A", "B"]
+    co.patch_namespaced_custom_object(G, V, NS, P, "kimi", {"spec": {"env": {"B": None}, "maxModelLen": 131072}})
+    wait_for(lambda: status_of(co, "kimi").get("observedGeneration") == 2, what="gen 2")
+    assert op.wait_idle(10)
+    c = apps.read_namespaced_deployment("kimi", NS).spec.template.spec.containers[0]
+    assert [e.name for e in c.env] == ["A"] and "--max-model-len=131072" in c.args
+    assert len(owned(emu, "apps/v1/deployments")) == 1
+
+
+def test_deletion_garbage_collects_and_operator_does_not_recreate(emu, kube, start_operator):
+    co, apps, _ = kube
+    op = start_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
+    assert op.wait_idle(10)
+    co.delete_namespaced_custom_object(G, V, NS, P, "kimi")
+    wait_for(lambda: not owned(emu, "apps/v1/deployments") and not owned(emu, "v1/configmaps"), what="GC")
+    emu.reset_counters()
+    assert op.wait_idle(10)
+    time.sleep(0.5)
+    assert emu.writes(agent=AGENT) == 0 and owned(emu, "v1/services") == []
+
+
+def test_noop_resync_writes_nothing(emu, kube, start_operator):
+    co, _, _ = kube
+    op = start_operator(resync_s=0.3)
+    for n in range(3):
+        co.create_namespaced_custom_object(G, V, NS, P, k3(f"m{n}"))
+    wait_for(lambda: all(status_of(co, f"m{n}").get("phase") == "Deploying" for n in range(3)), what="all deploying")
+    assert op.wait_idle(10)
+    emu.reset_counters()
+    before = op.reconcile_count
+    time.sleep(1.5)  # several resync periods
+    assert op.reconcile_count >= before + 6
+    assert emu.writes(agent=AGENT) == 0
+
+
+def test_pods_drive_phases_and_events(emu, kube, start_operator):
+    co, _, core = kube
+    start_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
+    labels = {d.LABEL_DEPLOYMENT: "kimi", "app": "kimi"}
+    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": labels},
+                                    "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
+
+    def kubelet(phase, conditions, state, restarts=0, last=None):
+        cs = {"name": "engine", "image": "vllm", "imageID": "", "ready": any(
+            c["type"] == "Ready" and c["status"] == "True" for c in conditions), "restartCount": restarts, "state": state}
+        if last:
+            cs["lastState"] = {"terminated": last}
+        core.patch_namespaced_pod_status("kimi-0", NS, {"status": {"phase": phase, "conditions": conditions,
+                                                                   "containerStatuses": [cs]}})
+
+    sched = {"type": "PodScheduled", "status": "True"}
+    kubelet("Pending", [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}], {"waiting": {}})
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Pending", what="Pending")
+    kubelet("Running", [sched, {"type": "Ready", "status": "False"}], {"running": {"startedAt": "2026-11-29T00:00:00Z"}})
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Starting", what="Starting")
+    kubelet("Running", [sched, {"type": "Ready", "status": "False"}],
+            {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}}, restarts=1,
+            last={"reason": "Error", "exitCode": 1, "startedAt": "2026-11-29T00:00:00Z",
+                  "finishedAt": "2026-11-29T00:01:00Z"})
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("phase") == "Degraded" and s, what="Degraded")
+    assert "CrashLoopBackOff" in cond(st, "Ready")["reason"]
+    kubelet("Running", [sched, {"type": "Ready", "status": "True"}], {"running": {"startedAt": "2026-11-29T00:02:00Z"}},
+            restarts=1)
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("phase") == "Ready" and s, what="Ready")
+    assert cond(st, "Ready")["status"] == "True" and cond(st, "Scheduled")["status"] == "True"
+    reasons = wait_for(lambda: len(r := [e.reason for e in sorted(events_for(core, "kimi"),
+                                                                   key=lambda e: e.metadata.name)]) == 5 and r,
+                       what="5 phase events")
+    assert reasons == ["Deploying", "Pending", "Starting", "Degraded", "Ready"]
+
+
+class RecordingColdStart:
+    """A cold-start observer at the seam: the test sets the snapshot, as the log tracker would."""
+
+    def __init__(self, api, enqueue):
+        self.api, self.enqueue = api, enqueue
+        self.snapshot = None
+        self.seen_pods = {}
+        self.forgotten = []
+
+    def observe(self, key, pods):
+        self.seen_pods[key] = sorted(p["metadata"]["name"] for p in pods)
+        return self.snapshot
+
+    def forget(self, key):
+        self.forgotten.append(key)
+
+    def close(self):
+        pass
+
+
+def test_cold_start_seam_feeds_conditions(emu, kube, start_operator):
+    co, _, core = kube
+    holder = {}
+
+    def factory(api, enqueue):
+        holder["obs"] = RecordingColdStart(api, enqueue)
+        return holder["obs"]
+    start_operator(coldstart_factory=factory)
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": {d.LABEL_DEPLOYMENT: "kimi"}},
+                                    "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
+    obs = holder["obs"]
+    wait_for(lambda: obs.seen_pods.get((NS, "kimi")) == ["kimi-0"], what="pods at the seam")
+    obs.snapshot = {"attempt": 1, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
+                    "phases": [{"name": "weights", "start": "2026-11-29T00:00:00Z", "end": "2026-11-29T00:02:44Z",
+                                "seconds": 163.8}]}
+    obs.enqueue((NS, "kimi"))
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("coldStart") and s, what="coldStart in status")
+    assert cond(st, "WeightsLoaded")["status"] == "True" and cond(st, "GraphsCaptured")["status"] == "False"
+    assert st["coldStart"]["current"] == "cuda_graphs"
+    co.delete_namespaced_custom_object(G, V, NS, P, "kimi")
+    wait_for(lambda: (NS, "kimi") in obs.forgotten, what="forget on deletion")
+
+
+def test_run_entry_point_with_kubeconfig(emu, kube, tmp_path):
+    co, apps, _ = kube
+    from operator_fakes import fake_render, fake_validate
+    cfg = emu.write_kubeconfig(str(tmp_path / "kubeconfig"))
+    stop = threading.Event()
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("code", run(
+        [NS], 0, 60, False, cfg, metrics_host="127.0.0.1", stop=stop, validate=fake_validate, render=fake_render,
+        watch_timeout_s=5)))
+    t.start()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    wait_for(lambda: apps.read_namespaced_deployment("kimi", NS), what="deployment via run()")
+    stop.set()
+    t.join(15)
+    assert result == {"code": 0}
