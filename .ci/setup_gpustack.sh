@@ -10,8 +10,9 @@
 #
 # Why a namespace: `gpustack start` has no bind-host flag and listens on 0.0.0.0 (server/server.py:335,
 # gpustack.md §5.2). Inside `ip netns add $NS` only loopback exists, so nothing is reachable from outside;
-# tests reach the server with `ip netns exec $NS ...` (tests/gpustack/conftest.py runs its HTTP client in a
-# helper process inside the namespace).
+# tests reach the server through a host-loopback forwarder, .ci/gpustack/forward.py, whose listening socket is created in the host namespace
+# on 127.0.0.1 and whose outbound connections are made inside the namespace; the fake worker of the
+# scheduling test runs inside the namespace with `ip netns exec`).
 #
 # Layout: the venv is cached in ${GPUSTACK_K3_CACHE:-$HOME/.cache/gpustack-k3}/gpustack-venv (keyed by a stamp);
 # the run state (PostgreSQL data, GPUStack data dir, logs, PIDs, env file) lives in $GPUSTACK_K3_RUN
@@ -72,6 +73,7 @@ kill_pid_file() {   # kill_pid_file FILE NAME: TERM, wait up to 15 s, then KILL
 
 stop() {
   set +e
+  kill_pid_file "$RUN/forward.pid" forwarder
   kill_pid_file "$RUN/gpustack.pid" gpustack
   if [[ -f "$RUN/pg/postmaster.pid" ]]; then
     say "stopping PostgreSQL (pg_ctl stop, pid $(head -1 "$RUN/pg/postmaster.pid"))"
@@ -134,9 +136,17 @@ start() {
   done
   [[ -n "$ok" ]] || { tail -40 "$RUN/log/gpustack.log" >&2; die "gpustack /healthz not 200 after 120 s"; }
   say "gpustack up (pid $(cat "$RUN/gpustack.pid")) in $((SECONDS - t1)) s; total start $((SECONDS - t0)) s"
+  # host-loopback port forwarded into the namespace (.ci/gpustack/forward.py)
+  local fport
+  fport=$(python3 "$HERE/gpustack/forward.py" --listen "127.0.0.1:${GPUSTACK_K3_FORWARD_PORT:-0}" --netns "$NS" \
+          --target "127.0.0.1:$API_PORT" --pid-file "$RUN/forward.pid")
+  for _ in $(seq 1 40); do curl -fsS -o /dev/null "http://127.0.0.1:$fport/healthz" 2>/dev/null && break; sleep 0.25; done
+  curl -fsS -o /dev/null "http://127.0.0.1:$fport/healthz" || die "forwarder on 127.0.0.1:$fport does not reach gpustack"
+  say "forwarder 127.0.0.1:$fport -> $NS 127.0.0.1:$API_PORT (pid $(cat "$RUN/forward.pid"))"
   {
     echo "GPUSTACK_NETNS=$NS"
-    echo "GPUSTACK_URL=http://127.0.0.1:$API_PORT"
+    echo "GPUSTACK_URL=http://127.0.0.1:$fport"
+    echo "GPUSTACK_NETNS_URL=http://127.0.0.1:$API_PORT"
     echo "GPUSTACK_ADMIN_PASSWORD_FILE=$PW_FILE"
     echo "GPUSTACK_RUN=$RUN"
     echo "GPUSTACK_PYTHON=$VENV/bin/python"

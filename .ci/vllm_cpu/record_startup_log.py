@@ -4,7 +4,7 @@ Starts the API server from the cached venv (.ci/setup_vllm_cpu.sh) on 127.0.0.1,
 combined output to OUT, waits for /health 200, sends one /v1/completions request (so the log holds
 a served request), then stops the process group. Prints a JSON summary (timings, argv, env).
 
-  PYTHONPATH=. python .ci/vllm_cpu/record_startup_log.py OUT [--compiled] [-- extra vLLM args...]
+  PYTHONPATH=. python .ci/vllm_cpu/record_startup_log.py OUT [--compiled] [--max-model-len N] [-- extra vLLM args...]
 
 Without --compiled the server runs with --enforce-eager. Exit code 0 when ready and served,
 1 when the server failed to start (the log is still written: that is how the failed-start fixture
@@ -46,8 +46,11 @@ def main() -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--compiled", action="store_true", help="no --enforce-eager (torch.compile; ~4 min)")
     ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("extra", nargs="*", help="extra vLLM arguments (after --)")
-    a = ap.parse_args()
+    ap.add_argument("--max-model-len", type=int, default=1024)
+    argv_in = sys.argv[1:]
+    split = argv_in.index("--") if "--" in argv_in else len(argv_in)
+    a = ap.parse_args(argv_in[:split])
+    a.extra = argv_in[split + 1:]  # extra vLLM arguments after "--"
     py, model = DIR / "venv" / "bin" / "python", DIR / "models" / "smollm2"
     if not py.exists() or not (model / "config.json").exists():
         print(f"venv or model missing under {DIR}: run .ci/setup_vllm_cpu.sh first", file=sys.stderr)
@@ -55,14 +58,18 @@ def main() -> int:
     port = free_port()
     argv = [str(py), "-m", "vllm.entrypoints.launchers.api_server.entry",
             "--model", str(model), "--served-model-name", "smollm2",
-            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "1024", "--dtype", "bfloat16"]
+            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", str(a.max_model_len), "--dtype", "bfloat16"]
     if not a.compiled:
         argv.append("--enforce-eager")
     argv += a.extra
+    env = dict(ENV)
+    if any(x.split("=", 1)[0] in ("--kv-cache-memory-bytes", "--kv_cache_memory_bytes") for x in a.extra):
+        # vllm/platforms/cpu.py:323-327@0.32.0: the legacy env var overrides the flag when set
+        del env["VLLM_CPU_KVCACHE_SPACE"]
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"argv": argv, "env": ENV, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    summary: dict = {"argv": argv, "env": env, "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(a.out, "wb") as fh:
-        proc = LocalProcess(argv, port=port, env=ENV, on_output=lambda b: (fh.write(b), fh.flush()))
+        proc = LocalProcess(argv, port=port, env=env, on_output=lambda b: (fh.write(b), fh.flush()))
         t0 = time.monotonic()
         proc.start()
         try:

@@ -199,8 +199,10 @@ def _read(path: Path) -> Any:
         return yaml.load(fh, Loader=_Loader)  # noqa: S506 - a safe loader either way
 
 
-@functools.lru_cache(maxsize=1)
-def load_catalog() -> Catalog:
+@functools.lru_cache(maxsize=4)
+def load_catalog(data_dir: Path | None = None) -> Catalog:
+    """The catalog from ``data_dir`` (default: the packaged data). Raises CatalogError naming the problem."""
+    DATA = data_dir or globals()["DATA"]
     try:
         raw: dict[str, Any] = {
             "hardware": _read(DATA / "hardware.yaml")["hardware"],
@@ -223,8 +225,8 @@ def load_catalog() -> Catalog:
             raw["presets"][entry["name"]] = {"name": entry["name"], "description": entry["description"], "document": doc}
         raw["advice"] = _read(DATA / "advice.yaml")
         cat = Catalog.model_validate(raw)
-    except (OSError, KeyError, yaml.YAMLError, ValidationError) as exc:
-        raise CatalogError(f"packaged catalog is invalid: {exc}") from exc
+    except (OSError, KeyError, TypeError, yaml.YAMLError, ValidationError) as exc:
+        raise CatalogError(f"catalog {DATA} is invalid: {exc}") from exc
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")
     for eng, names in cat.advice.presets.items():

@@ -287,6 +287,7 @@ class ColdStartTracker:
             self._scan(self._buf + b"\n")
         self._buf = b""
         self.finished = True
+        self._notify(self.attempts[-1])
         return self.report()
 
     def platform_event(self, phase: str, start: TimeLike, end: TimeLike = None,
@@ -809,6 +810,21 @@ class ColdStartTracker:
         for fn in self._listeners:
             fn(ev)
 
+    def _closed(self, att: _Attempt, p: _Phase, rows: list[PhaseReport]) -> bool:
+        """Has the last rank reported? Known when all expected ranks ended, when a later phase has
+        begun, when the server is ready or the attempt failed, or at end of input."""
+        if p.name in PLATFORM_PHASES or p.name in ("server_ready", "warm"):
+            return True
+        if self.finished or att.failure is not None or self._ready(att):
+            return True
+        ended = sum(1 for r, d in p.ranks.items() if r != "main" and "end" in d)
+        if att.tp and ended >= att.tp:
+            return True
+        if not att.tp and "main" in p.ranks and len(p.ranks) == 1:
+            return True  # single-process engine
+        later = [r.name for r in rows if PHASE_INDEX[r.name] > PHASE_INDEX[p.name]]
+        return bool(later) and any(att.phases.get(n) is not None and att.phases[n].seen for n in later)
+
     def _notify(self, att: _Attempt) -> None:
         if not self._listeners:
             return
@@ -818,7 +834,8 @@ class ColdStartTracker:
                 att.notified.add(("start", r.name))
                 self._emit(PhaseTransition(att.index, r.name, "start", r.start, engine=self.engine))
             p = att.phases.get(r.name)
-            if p is not None and p.end is not None and ("end", r.name) not in att.notified:
+            if p is not None and p.end is not None and ("end", r.name) not in att.notified \
+                    and self._closed(att, p, rows):
                 att.notified.add(("end", r.name))
                 self._emit(PhaseTransition(att.index, r.name, "end", p.end, r.seconds, engine=self.engine))
         if att.failure is not None and ("failed", "") not in att.notified:

@@ -64,9 +64,8 @@ def _(r, c):
     if r.dcp > 1 and r.spec.speculative.method == "dspark":
         backend = r.spec.speculative.attentionBackend
         ok = r.version.dcp_attention_backends
-        if backend is None:
-            yield None, f"DSpark with dcp={r.dcp} and no spec.speculative.attentionBackend: the default may not support DCP"
-        elif backend not in ok:
+        # unset: the backend selector only picks backends that declare supports_dcp (backend.py:238-243)
+        if backend is not None and backend not in ok:
             yield None, f"attention backend {backend} does not support DCP (supports_dcp=False); DCP-capable: {', '.join(ok)}"
 
 

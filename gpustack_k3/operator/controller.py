@@ -171,12 +171,13 @@ class Operator:
     def stop(self) -> None:
         self._stop.set()
         self.queue.shutdown()
+        for t in self._threads:  # finish in-flight reconciles before letting a standby take over
+            t.join(10)
+        self._leading.clear()
         if self.elector is not None:
             self.elector.stop(release=True)
         for inf in self.informers:
             inf.stop()
-        for t in self._threads:
-            t.join(10)
         for inf in self.informers:
             inf.join(10)
         self.coldstart.close()
@@ -283,6 +284,7 @@ class Operator:
                 if e.status != 409 or attempt == 2:
                     raise
                 log.info("conflict on %s/%s: re-reading", ns, name)
+                self.metrics.errors.labels(cause="conflict_reread").inc()
                 cr = self.kube.get(CR_API_VERSION, d.KIND, ns, name)
                 if cr is not None:
                     self.crs.upsert(cr)

@@ -7,6 +7,7 @@ from the caller's environment and a comment names them.
 """
 from __future__ import annotations
 
+import json
 import shlex
 from typing import TYPE_CHECKING
 
@@ -23,23 +24,36 @@ def argv_document(launch: "LaunchSpec") -> dict:
     }
 
 
-def shell_command(launch: "LaunchSpec") -> str:
-    """``env K=V ... <command> <args>``, one flag per continuation line; every token shlex-quoted."""
-    lines = [f"# {launch.name}: {launch.engine} {launch.engine_version}, image {launch.image}"]
-    for s in launch.secret_env:
-        lines.append(f"# needs {s.name} in the environment (Kubernetes: secret {s.secret_name}, key {s.secret_key})")
-    words: list[list[str]] = [["env"]]
-    words += [[shlex.quote(f"{k}={v}")] for k, v in launch.env.items()]
-    words.append([shlex.quote(t) for t in launch.command])
+def option_lines(tokens: list[str]) -> list[str]:
+    """Shell-quoted tokens grouped one option per line (a value stays on its flag's line)."""
+    lines: list[list[str]] = []
     last_is_bare_flag = False
-    for tok in launch.args:
+    for tok in tokens:
         q = shlex.quote(tok)
-        # One option per continuation line, like the seeds; a value stays on its flag's line.
         if last_is_bare_flag and not tok.startswith("-"):
-            words[-1].append(q)
+            lines[-1].append(q)
             last_is_bare_flag = False
         else:
-            words.append([q])
+            lines.append([q])
             last_is_bare_flag = tok.startswith("-")
-    body = " \\\n  ".join(" ".join(w) for w in words)
+    return [" ".join(words) for words in lines]
+
+
+def comment(text: str) -> str:
+    """A one-line shell comment; values are JSON-escaped so no newline can end the comment."""
+    return "# " + json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def shell_command(launch: "LaunchSpec") -> str:
+    """``env K=V ... <command> <args>``, one option per continuation line; every token shlex-quoted."""
+    lines = [comment(f"{launch.name}: {launch.engine} {launch.engine_version}, image {launch.image}")]
+    for s in launch.secret_env:
+        lines.append(comment(f"needs {s.name} in the environment (Kubernetes: secret {s.secret_name}, "
+                             f"key {s.secret_key})"))
+    rest = option_lines(launch.args)
+    head = " ".join(shlex.quote(t) for t in launch.command)
+    if rest and not launch.args[0].startswith("-"):
+        head += " " + rest.pop(0)           # vLLM's positional model path stays with "vllm serve"
+    words = ["env", *(shlex.quote(f"{k}={v}") for k, v in launch.env.items()), head]
+    body = " \\\n  ".join([*words, *rest])
     return "\n".join(lines) + "\n" + body + "\n"

@@ -81,4 +81,7 @@ def docker_run_line(launch: "LaunchSpec", *, gpus: bool = True) -> str:
     """The ``docker run`` command equivalent to :func:`docker_run_params` (secrets passed through by name)."""
     params = docker_run_params(launch, gpus=gpus)
     secret_names = [s.name for s in launch.secret_env if s.name not in params["environment"]]
-    return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names)
+    from gpustack_k3.render.argv import comment, option_lines
+
+    return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names,
+                           command_lines=option_lines(params["command"]), comment=comment)

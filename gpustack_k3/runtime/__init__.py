@@ -17,7 +17,7 @@ _EXPORTS = {
     "ProgressView": ".progress",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["ContainerStatus", "DockerLaunch", "DockerRunner", "DockerRuntimeError", "ProgressView", "StartResult"]
 
 
 def __getattr__(name: str) -> Any:

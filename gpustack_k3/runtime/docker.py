@@ -84,7 +84,7 @@ class DockerLaunch:
             raise DockerRuntimeError(f"startup_budget_s: {self.startup_budget_s!r} must be positive")
 
     @classmethod
-    def from_launch_spec(cls, launch: "LaunchSpec", params: Mapping[str, Any] | None = None) -> "DockerLaunch":
+    def from_launch_spec(cls, launch: LaunchSpec, params: Mapping[str, Any] | None = None) -> DockerLaunch:
         """From a LaunchSpec; ``params`` default to the Docker target's ``docker_run_params(launch)``."""
         if params is None:
             try:
@@ -102,7 +102,7 @@ class DockerLaunch:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], *, port: int | None = None, health_path: str = "/health",
-                    startup_budget_s: float = 3600.0, gpu_count: int = 0) -> "DockerLaunch":
+                    startup_budget_s: float = 3600.0, gpu_count: int = 0) -> DockerLaunch:
         """From run params alone; the port defaults to the ``--port`` value in ``params['command']``."""
         params = dict(params)
         if port is None:
@@ -262,7 +262,8 @@ class DockerRunner:
         exact = [c for c in found if c.name == name]
         return exact[0] if exact else None
 
-    def list(self) -> list[ContainerStatus]:
+    def list_containers(self) -> list[ContainerStatus]:
+        """Every container of ours on this dockerd, running or not."""
         found = self.client.containers.list(all=True, filters={"label": f"{MANAGED_BY_LABEL}={MANAGED_BY}"})
         return [self._status_of(c) for c in sorted(found, key=lambda c: c.name)]
 
@@ -305,7 +306,7 @@ class DockerRunner:
 
     def run(self, launch: DockerLaunch, *, tracker: Any = None, on_log: LogCallback | None = None,
             phase: PhaseGetter | None = None, on_event: EventCallback | None = None,
-            progress: "ProgressView | None" = None, detach: bool = False, wait_ready: bool = True,
+            progress: ProgressView | None = None, detach: bool = False, wait_ready: bool = True,
             remove_on_failure: bool = True, platform_events: bool = True) -> StartResult:
         """Create and start the container, then (``wait_ready``) follow it to Ready or failure.
 
@@ -320,15 +321,22 @@ class DockerRunner:
         error at any point stops and removes the container, then re-raises. ``on_event`` receives
         ``container_created`` and ``container_started``.
         """
+        import docker
+
         feed = _chain(tracker.feed if tracker is not None else None, on_log)
         if phase is None and tracker is not None:
-            phase = lambda: tracker_phase(tracker)  # noqa: E731
+            phase = lambda: tracker_phase(tracker)
         t0, created_at = time.monotonic(), time.time()
         container, notes = self.create(launch)
         try:
             if on_event:
                 on_event("container_created")
-            container.start()
+            try:
+                container.start()
+            except docker.errors.APIError as exc:
+                raise DockerRuntimeError(
+                    f"params.command: dockerd could not start the container: {exc.explanation or exc}; "
+                    "check that the image has the command") from None
             started_at = time.time()
             if on_event:
                 on_event("container_started")
@@ -357,16 +365,16 @@ class DockerRunner:
                 progress.finish(f"{what}: container {launch.name} stopped and removed")
             raise
 
-    def _track(self, container: Any, follower: "_LogFollower", launch: DockerLaunch, t0: float, *,
+    def _track(self, container: Any, follower: _LogFollower, launch: DockerLaunch, t0: float, *,
                on_log: LogCallback | None, phase: PhaseGetter | None, tracker: Any,
-               progress: "ProgressView | None", remove_on_failure: bool) -> StartResult:
+               progress: ProgressView | None, remove_on_failure: bool) -> StartResult:
         import httpx
 
         tail = LineTail()
         url = f"http://{self.health_host}:{launch.port}{launch.health_path}"
         deadline = t0 + launch.startup_budget_s
         next_probe = t0
-        current = lambda: phase() if phase else None  # noqa: E731
+        current = lambda: phase() if phase else None
 
         def take(chunk: bytes) -> list[str]:
             if on_log:
@@ -414,14 +422,14 @@ class DockerRunner:
                     return StartResult(launch.name, container.id, "timeout", now - t0, phase=ph, reason=reason,
                                        last_lines=list(tail.lines))
 
-    def _exited(self, container: Any, follower: "_LogFollower", take: Callable[[bytes], list[str]], tail: LineTail,
-                launch: DockerLaunch, t0: float, current: Callable[[], "str | None"], tracker: Any,
-                progress: "ProgressView | None", remove_on_failure: bool) -> StartResult:
+    def _exited(self, container: Any, follower: _LogFollower, take: Callable[[bytes], list[str]], tail: LineTail,
+                launch: DockerLaunch, t0: float, current: Callable[[], str | None], tracker: Any,
+                progress: ProgressView | None, remove_on_failure: bool) -> StartResult:
         follower.drain(take, wait_s=5.0, until_end=True)  # the stream ends once the container is gone
         tail.flush()
         try:
             code = int(container.wait(timeout=10).get("StatusCode"))
-        except Exception:  # noqa: BLE001 - fall back to the inspected state
+        except Exception:
             container.reload()
             code = int(container.attrs.get("State", {}).get("ExitCode", -1))
         ph, engine_reason = current(), None
@@ -441,8 +449,8 @@ class DockerRunner:
         return StartResult(launch.name, container.id, "exited", time.monotonic() - t0, exit_code=code,
                            phase=ph, reason=reason, last_lines=last)
 
-    def _follow_until_exit(self, container: Any, follower: "_LogFollower", *,
-                           progress: "ProgressView | None") -> None:
+    def _follow_until_exit(self, container: Any, follower: _LogFollower, *,
+                           progress: ProgressView | None) -> None:
         follower.wait_end()
         container.reload()
         code = container.attrs.get("State", {}).get("ExitCode")
@@ -547,7 +555,7 @@ class _LogFollower:
         try:
             for chunk in self._stream:
                 self._q.put(chunk)
-        except Exception:  # noqa: BLE001 - the stream is closed under us on close()/exit
+        except Exception:
             pass
         finally:
             self._q.put(_SENTINEL)
@@ -590,6 +598,6 @@ class _LogFollower:
     def close(self) -> None:
         try:
             self._stream.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self._thread.join(timeout=5)

@@ -13,7 +13,11 @@ import pytest
 from gpustack_k3.coldstart import PHASES, ColdStartTracker
 from gpustack_k3.core.launch_types import LaunchSpec, Probe
 from gpustack_k3.runtime.docker import (
-    INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, DockerLaunch, DockerRuntimeError,
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    DockerLaunch,
+    DockerRuntimeError,
 )
 from gpustack_k3.runtime.progress import ProgressView
 
@@ -103,8 +107,9 @@ def test_replay_engine_reaches_ready_and_serves(runner, replay_image, container_
         assert completion["model"] == "kimi-k3"
         assert completion["choices"][0]["text"].split() == ["three", "two"]
 
-        st = runner.status(container_name)
-        assert (st.state, st.healthy, st.port) == ("running", True, free_port)
+        st = runner.status(container_name, tracker_factory=lambda: ColdStartTracker(engine="vllm"))
+        assert (st.state, st.healthy, st.port, st.phase) == ("running", True, free_port, "server_ready")
+        assert [c.name for c in runner.list_containers() if c.name == container_name] == [container_name]
         logged = b"".join(runner.logs(container_name))
         assert logged.startswith(VLLM_LOG.read_bytes())
     finally:
@@ -221,6 +226,15 @@ def test_second_start_with_the_same_name_is_refused(runner, replay_image, contai
             runner.run(launch, detach=True)
     finally:
         runner.stop(container_name, timeout_s=2)
+    assert runner.find(container_name) is None
+
+
+def test_command_missing_in_image_is_a_clear_error(runner, replay_image, container_name, free_port):
+    params = replay_params(replay_image, container_name, free_port)
+    params["command"] = ["sglang-not-in-this-image", "--port", str(free_port)]
+    with pytest.raises(DockerRuntimeError, match="params.command: dockerd could not start the container: .*"
+                                                 "sglang-not-in-this-image"):
+        runner.run(DockerLaunch.from_params(params))
     assert runner.find(container_name) is None
 
 

@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from gpustack_k3.runtime.docker import (
-    HEALTH_PATH_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PORT_LABEL, DockerLaunch,
-    DockerRuntimeError, LineTail, port_from_argv, prepare_params,
+    HEALTH_PATH_LABEL,
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PORT_LABEL,
+    DockerLaunch,
+    DockerRuntimeError,
+    LineTail,
+    port_from_argv,
+    prepare_params,
 )
 from gpustack_k3.runtime.progress import ProgressView, clean_line, format_elapsed
 

@@ -131,6 +131,8 @@ def test_pods_drive_phases_and_events(emu, kube, start_operator):
                                     "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
 
     def kubelet(phase, conditions, state, restarts=0, last=None):
+        # like the kubelet's two-way merge patch: states not reported any more are set to null
+        state = {"waiting": None, "running": None, "terminated": None, **state}
         cs = {"name": "engine", "image": "vllm", "imageID": "", "ready": any(
             c["type"] == "Ready" and c["status"] == "True" for c in conditions), "restartCount": restarts, "state": state}
         if last:

@@ -1,0 +1,134 @@
+"""One launch spec -> the files of every target. Pure apart from reading templates.
+
+``render_target(launch, target)`` returns ``{relative path: text}``; ``--out DIR`` writes exactly
+these (single target: directly in DIR; ``all``: one sub-directory per target), and
+``manifests/examples/<preset>/<target>/`` holds the same files for every preset.
+
+| target     | files                                              |
+| ---------- | -------------------------------------------------- |
+| argv       | argv.json, argv.sh                                 |
+| kubernetes | kubernetes.yaml (ConfigMap, Service(s), NetworkPolicy, Deployment/StatefulSet) |
+| docker     | docker-run-params.json, docker-run.sh              |
+| gpustack   | whatever gpustack_k3.render.gpustack.render_gpustack returns (backend.json, model.json, import.yaml) |
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gpustack_k3.render.templates import RenderError, dump_json, dump_yaml_documents
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.core.findings import Finding
+    from gpustack_k3.core.launch_types import LaunchSpec
+
+TARGETS = ("argv", "kubernetes", "docker", "gpustack")
+GPUSTACK_MODULE = "gpustack_k3.render.gpustack"
+
+
+def prepare(doc: "DeploymentDocument", *, targets: tuple[str, ...] = TARGETS,
+            strict: bool = False) -> tuple["LaunchSpec", list["Finding"]]:
+    """The launch spec and every finding (catalog + render); raises ``Refused`` on any error."""
+    from gpustack_k3.core.findings import has_errors, sort_findings
+    from gpustack_k3.core.launch import Refused, build_launch
+    from gpustack_k3.render.checks import render_findings
+
+    launch, findings, _plan = build_launch(doc, strict=strict)
+    seen = {(f.rule, f.field) for f in findings}
+    for t in targets:
+        for f in render_findings(launch, t):
+            if (f.rule, f.field) not in seen:
+                seen.add((f.rule, f.field))
+                findings.append(f)
+    findings = sort_findings(findings)
+    if has_errors(findings):
+        raise Refused(findings)
+    return launch, findings
+
+
+def gpustack_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(GPUSTACK_MODULE) is not None
+
+
+def _gpustack_files(launch: "LaunchSpec") -> dict[str, str]:
+    if not gpustack_available():
+        raise RenderError("target gpustack", f"{GPUSTACK_MODULE} is not in this build",
+                          "render another target, or install a build that has the GPUStack target")
+    mod = importlib.import_module(GPUSTACK_MODULE)
+    result = mod.render_gpustack(launch)
+    if not isinstance(result, Mapping) or not result:
+        raise RenderError("target gpustack", f"render_gpustack returned {type(result).__name__}, "
+                          "expected a mapping of file name -> content")
+    files: dict[str, str] = {}
+    for rel, content in result.items():
+        if isinstance(content, str):
+            files[str(rel)] = content if content.endswith("\n") else content + "\n"
+        elif str(rel).endswith((".yaml", ".yml")):
+            files[str(rel)] = dump_yaml_documents(content if isinstance(content, list) else [content])
+        else:
+            files[str(rel)] = dump_json(content)
+    return files
+
+
+def schema_validator_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("kubernetes_validate") is not None
+
+
+def render_target(launch: "LaunchSpec", target: str, *, namespace: str | None = None,
+                  validate: bool | None = None) -> dict[str, str]:
+    """Files of one target, parsed back and checked against the launch spec. Kubernetes objects are
+    also schema-validated (kubernetes-validate, strict): ``validate=None`` does so when the package
+    is installed, ``True`` requires it."""
+    if target == "argv":
+        from gpustack_k3.render.argv import argv_document, shell_command
+
+        return {"argv.json": dump_json(argv_document(launch)), "argv.sh": shell_command(launch)}
+    if target == "kubernetes":
+        from gpustack_k3.render.kubernetes import kubernetes_yaml, render_kubernetes, validate_objects
+
+        objs = render_kubernetes(launch, namespace=namespace)
+        if validate or (validate is None and schema_validator_available()):
+            problems = validate_objects(objs)
+            if problems:
+                raise RenderError("target kubernetes", "schema validation failed: " + "; ".join(problems),
+                                  "a template produced an invalid object; please report")
+        return {"kubernetes.yaml": kubernetes_yaml(objs)}
+    if target == "docker":
+        from gpustack_k3.render.docker import docker_run_line, docker_run_params
+
+        return {"docker-run-params.json": dump_json(docker_run_params(launch)),
+                "docker-run.sh": docker_run_line(launch)}
+    if target == "gpustack":
+        return _gpustack_files(launch)
+    raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
+
+
+def render_all(launch: "LaunchSpec", targets: tuple[str, ...] = TARGETS, **kw: Any) -> dict[str, str]:
+    """Files of several targets, one sub-directory per target."""
+    out: dict[str, str] = {}
+    for t in targets:
+        for rel, text in render_target(launch, t, **kw).items():
+            out[f"{t}/{rel}"] = text
+    return out
+
+
+def example_files(*, validate: bool | None = None) -> tuple[dict[str, str], list[str]]:
+    """``manifests/examples`` content: every preset x every available target, and notes (skipped targets)."""
+    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.catalog import load_catalog
+
+    targets = tuple(t for t in TARGETS if t != "gpustack" or gpustack_available())
+    notes = [] if "gpustack" in targets else [f"target gpustack skipped: {GPUSTACK_MODULE} is not in this build"]
+    files: dict[str, str] = {}
+    for name, preset in load_catalog().presets.items():
+        doc = DeploymentDocument.model_validate(preset.document)
+        launch, _ = prepare(doc, targets=targets)
+        for rel, text in render_all(launch, targets, namespace=doc.metadata.namespace, validate=validate).items():
+            files[f"{name}/{rel}"] = text
+    return files, notes

@@ -1,0 +1,97 @@
+"""Writing rendered files: everything is rendered and validated in memory first, then written atomically.
+
+* a new (or empty) output directory is staged as a sibling temp directory and renamed into place:
+  all files appear at once or none do;
+* into an existing non-empty directory each file is staged, then moved with ``os.replace`` (no file
+  is ever half-written; files the render does not produce are left alone);
+* :func:`replace_tree` swaps a whole generated tree (``manifests/examples``) for a fresh one.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from gpustack_k3.core.errors import InputError
+
+
+def _check_rel(rel: str) -> None:
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        raise ValueError(f"refusing to write outside the output directory: {rel!r}")
+
+
+def _stage(parent: Path, name: str, files: dict[str, str]) -> Path:
+    stage = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent))
+    try:
+        for rel, content in sorted(files.items()):
+            _check_rel(rel)
+            dest = stage / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with open(dest, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(content)
+        os.chmod(stage, 0o755)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return stage
+
+
+def _parent(out_dir: Path) -> Path:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out {out_dir}", "exists and is not a directory", "name a directory")
+    parent = out_dir.resolve().parent
+    if not parent.is_dir():
+        raise InputError(f"--out {out_dir}", f"parent directory {parent} does not exist", "create it first")
+    return parent
+
+
+def write_files(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
+    """Write ``files`` (relative path -> text) under ``out_dir``; returns the written paths."""
+    out_dir = Path(out_dir)
+    try:
+        parent = _parent(out_dir)
+        stage = _stage(parent, out_dir.name or "out", files)
+        try:
+            if out_dir.is_dir() and not any(out_dir.iterdir()):
+                out_dir.rmdir()
+            if not out_dir.exists():
+                os.rename(stage, out_dir)
+            else:
+                for rel in sorted(files):
+                    dest = out_dir / rel
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(stage / rel, dest)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    except OSError as exc:
+        raise InputError(f"--out {out_dir}", f"cannot write: {exc.strerror or exc}",
+                         "check the path and permissions") from None
+    return [out_dir / rel for rel in sorted(files)]
+
+
+def replace_tree(tree: Path | str, files: dict[str, str]) -> None:
+    """Make ``tree`` contain exactly ``files``: stage a fresh tree, then swap it in with two renames."""
+    tree = Path(tree)
+    try:
+        parent = tree.resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        stage = _stage(parent, tree.name, files)
+        old = None
+        try:
+            if tree.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{tree.name}.old-", dir=parent))
+                os.rename(tree, old / tree.name)
+            os.rename(stage, tree)
+        except BaseException:
+            if old is not None and not tree.exists():
+                os.rename(old / tree.name, tree)
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        raise InputError(f"--out {tree}", f"cannot write: {exc.strerror or exc}",
+                         "check the path and permissions") from None

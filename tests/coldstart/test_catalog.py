@@ -1,0 +1,67 @@
+"""The marker catalog is data, validated on load; every marker cites its source and matches its example."""
+from __future__ import annotations
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from gpustack_k3.coldstart import ColdStartTracker, load_catalog
+from gpustack_k3.coldstart.catalog import CatalogFile, Marker
+from gpustack_k3.coldstart.scanner import KeywordScanner
+
+CAT = load_catalog()
+
+
+def test_catalog_covers_both_engines_and_all_log_phases():
+    engines = {m.engine for m in CAT.markers}
+    assert {"vllm", "sglang", "any"} <= engines
+    covered = {m.phase for m in CAT.markers if m.kind in ("start", "end")}
+    assert {"process_start", "weights_download", "weights_load", "compile", "kv_cache",
+            "cuda_graphs", "server_ready"} <= covered
+
+
+@pytest.mark.parametrize("m", CAT.markers, ids=lambda m: m.id)
+def test_each_marker_cites_a_source_and_its_example_is_found_by_the_tracker(m: Marker):
+    assert "@" in m.source or "engines.md" in m.source or "uvicorn" in m.source or "issue 5" in m.source
+    t = ColdStartTracker(engine=None if m.engine == "any" else m.engine, year=2026)
+    hits: list = []
+    t._marker = lambda mk, rx, text, ts, rank, _h=hits: _h.append(mk.id)  # observe dispatch only
+    t.feed(m.example.encode() + b"\n")
+    assert m.id in hits
+
+
+def test_both_scanner_backends_find_the_same_keys():
+    text = b"\n".join(m.example.encode() for m in CAT.markers)
+    ac = KeywordScanner(CAT.keys, backend="auto")
+    rx = KeywordScanner(CAT.keys, backend="regex")
+    keys_ac = {CAT.keys[i] for i, _s, _e in ac.find(text)}
+    keys_rx = {CAT.keys[i] for i, _s, _e in rx.find(text)}
+    assert keys_rx <= keys_ac
+    assert {m.key for m in CAT.markers} <= keys_ac
+
+
+@pytest.mark.parametrize("bad,err", [
+    ({"id": "x", "kind": "start", "phase": "loading", "key": "abc", "source": "f.py:1@1", "example": "abc"}, "unknown phase"),
+    ({"id": "x", "kind": "end", "phase": "compile", "key": "abc", "regex": "zzz", "source": "f.py:1@1", "example": "abc"}, "does not match"),
+    ({"id": "x", "kind": "end", "phase": "compile", "key": "abd", "source": "f.py:1@1", "example": "abc"}, "does not occur"),
+    ({"id": "x", "kind": "end", "phase": "compile", "key": "abc", "regex": "(", "source": "f.py:1@1", "example": "abc"}, "does not compile"),
+    ({"id": "x", "kind": "end", "phase": "compile", "key": "abc", "since": "one", "source": "f.py:1@1", "example": "abc"}, "not a version"),
+    ({"id": "x", "kind": "progress", "key": "abc", "source": "f.py:1@1", "example": "abc"}, "needs a phase"),
+])
+def test_invalid_markers_are_rejected_with_the_field_named(bad, err):
+    with pytest.raises(ValidationError, match=err):
+        CatalogFile.model_validate({"engine": "vllm", "markers": [bad]})
+
+
+def test_packaged_yaml_is_plain_data():
+    from importlib import resources
+    for name in ("common.yaml", "vllm.yaml", "sglang.yaml", "doctor.yaml"):
+        doc = yaml.safe_load(resources.files("gpustack_k3.coldstart").joinpath("data", name).read_text())
+        assert isinstance(doc, dict)
+
+
+def test_doctor_rule_ids_are_the_agreed_ones():
+    assert {r.id for r in CAT.rules} == {
+        "fp8-kv-no-scales", "slow-tokenizer", "sglang-device-name-misdetected", "vllm-kv-overcommit",
+        "vllm-compile-mode-none", "sglang-kda-verify-triton-fallback", "sglang-kv-pool-below-context",
+        "vllm-soft-oom-retries", "jit-after-ready", "deepgemm-scale-fmt", "coldstart-failed"}

@@ -1,0 +1,154 @@
+"""Injected API faults and leader election: the operator converges without duplicates."""
+import threading
+import time
+
+import pytest
+
+from conftest import G, NS, P, V, k3, wait_for
+from gpustack_k3.operator import decide as d
+
+pytestmark = pytest.mark.operator
+AGENT = "gpustack-k3-operator/"
+
+
+def status_of(co, name):
+    return co.get_namespaced_custom_object(G, V, NS, P, name).get("status") or {}
+
+
+def owned_names(emu, res):
+    return sorted(o["metadata"]["name"] for o in emu.objects(res, NS)
+                  if d.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {}))
+
+
+def converged(co, emu, names):
+    wait_for(lambda: all(status_of(co, n).get("phase") == "Deploying" for n in names), what=f"{names} Deploying")
+    assert owned_names(emu, "apps/v1/deployments") == sorted(names)
+    assert owned_names(emu, "v1/services") == sorted(names)
+    assert owned_names(emu, "v1/configmaps") == sorted(f"{n}-config" for n in names)
+
+
+def test_500s_are_retried_then_requeued_with_backoff(emu, kube, start_operator):
+    co, _, _ = kube
+    op = start_operator()
+    emu.inject(500, times=3, verb="apply", path="/deployments/a$")   # absorbed by the client retries
+    emu.inject(500, times=12, verb="apply", path="/services/b$")     # outlasts them: reconcile fails, requeued
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    co.create_namespaced_custom_object(G, V, NS, P, k3("b"))
+    converged(co, emu, ["a", "b"])
+    assert op.wait_idle(15)
+    errors = op.metrics.errors.labels(cause="http_500")._value.get()
+    assert errors >= 1
+    assert emu.writes(agent=AGENT, verb="apply", resource="deployments") == 2 + 3
+
+
+def test_409_on_status_write_rereads_and_converges(emu, kube, start_operator):
+    co, _, _ = kube
+    op = start_operator()
+    fault = emu.inject(409, times=2, verb="apply", path="/k3deployments/a/status$")
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    converged(co, emu, ["a"])
+    assert fault.hits == 2 and op.wait_idle(10)
+    assert op.metrics.errors.labels(cause="conflict_reread")._value.get() == 2
+
+
+def test_stale_resource_version_conflict_is_real(emu, kube, start_operator):
+    """A user edit racing the status write: the emulator answers a real 409, the operator re-reads."""
+    co, _, _ = kube
+    op = start_operator()
+    emu.inject(None, times=1, delay=0.4, verb="apply", path="/k3deployments/a/status$")
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    time.sleep(0.2)
+    co.patch_namespaced_custom_object(G, V, NS, P, "a", {"metadata": {"labels": {"edited": "yes"}}})
+    converged(co, emu, ["a"])
+    assert op.wait_idle(10)
+    assert status_of(co, "a")["observedGeneration"] == 1
+    assert op.metrics.errors.labels(cause="conflict_reread")._value.get() >= 1
+
+
+def test_410_on_watch_relists_and_keeps_working(emu, kube, start_operator):
+    co, _, _ = kube
+    op = start_operator(watch_timeout_s=1)
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    converged(co, emu, ["a"])
+    relists = op.metrics.relists.labels(kind="K3Deployment")._value.get()
+    emu.inject(410, times=1, verb="watch", path="/k3deployments$")
+    emu.compact()  # every informer's next watch from its old resourceVersion is Expired
+    wait_for(lambda: op.metrics.relists.labels(kind="K3Deployment")._value.get() >= relists + 1, timeout=10,
+             what="relist after 410")
+    co.create_namespaced_custom_object(G, V, NS, P, k3("b"))
+    converged(co, emu, ["a", "b"])
+
+
+def test_slow_answers_converge_without_duplicates(emu, kube, start_operator):
+    co, _, _ = kube
+    op = start_operator()
+    emu.inject(None, times=None, delay=0.25, method="PATCH")
+    for n in ("a", "b", "c"):
+        co.create_namespaced_custom_object(G, V, NS, P, k3(n))
+    converged(co, emu, ["a", "b", "c"])
+    emu.clear_faults()
+    assert op.wait_idle(15)
+    assert emu.writes(agent=AGENT, verb="apply") == 3 * 4
+
+
+def test_operator_restart_mid_reconcile(emu, kube, start_operator):
+    co, _, _ = kube
+    first = start_operator()
+    emu.inject(500, times=None, verb="apply", path="/k3deployments/a/status$")  # status never lands
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    wait_for(lambda: first.metrics.errors.labels(cause="http_500")._value.get() >= 1, what="failed status write")
+    assert owned_names(emu, "apps/v1/deployments") == ["a"]
+    first.stop()
+    emu.clear_faults()
+    emu.reset_counters()
+    second = start_operator()
+    converged(co, emu, ["a"])
+    assert second.wait_idle(10)
+    # the workload survived the restart: only the status was written, objects were not re-applied
+    assert emu.writes(agent=AGENT, verb="apply", resource="deployments") == 0
+    assert emu.writes(agent=AGENT, verb="apply", resource="k3deployments/status") == 1
+    second.stop()
+    emu.reset_counters()
+    third = start_operator()
+    assert third.wait_idle(10)
+    time.sleep(0.3)
+    assert emu.writes(agent=AGENT) == 0  # status kept, nothing to do after another restart
+
+
+def test_leader_election_two_replicas_never_both_act(emu, kube, start_operator):
+    co, coord_api, _ = kube
+    timing = dict(leader_elect=True, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+    a = start_operator(identity="replica-a", **timing)
+    b = start_operator(identity="replica-b", **timing)
+    both = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            if a.leading and b.leading:
+                both.append(time.monotonic())
+            time.sleep(0.005)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        leader = wait_for(lambda: a if a.leading else (b if b.leading else None), what="a leader")
+        standby = b if leader is a else a
+        time.sleep(0.6)
+        assert not standby.leading
+        from kubernetes import client
+        lease = client.CoordinationV1Api(emu.api_client()).read_namespaced_lease("gpustack-k3-operator", NS)
+        assert lease.spec.holder_identity == leader.identity
+        co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+        converged(co, emu, ["a"])
+        assert emu.writes(agent=AGENT) > 0
+        assert sum(r["count"] for r in emu.writes_table() if standby.identity in r["agent"]
+                   and r["resource"] != "leases") == 0
+        leader.stop()  # releases the lease: the standby takes over
+        wait_for(lambda: standby.leading, timeout=5, what="standby takes over")
+        co.create_namespaced_custom_object(G, V, NS, P, k3("b"))
+        converged(co, emu, ["a", "b"])
+        assert any(standby.identity in r["agent"] and r["resource"] == "deployments" for r in emu.writes_table())
+    finally:
+        stop.set()
+        sampler.join()
+    assert both == []
