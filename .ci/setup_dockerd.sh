@@ -78,7 +78,7 @@ cmd_start() {
     --config-file "$WORK/daemon.json" \
     --data-root "$WORK/data" --exec-root "$WORK/exec" \
     --pidfile "$PIDFILE" -H "$(own_host)" \
-    >>"$LOG" 2>&1 </dev/null &
+    >>"$LOG" 2>&1 </dev/null 9>&- &   # 9>&-: the daemon must not inherit (and hold) our lock
   local launched=$!
   echo "$launched" > "$PIDFILE.launch"
   local deadline=$((SECONDS + START_TIMEOUT_S))
@@ -158,11 +158,18 @@ cmd_base_image() {
   echo "BASE_IMAGE=$BASE_IMAGE"
 }
 
+locked() {  # one start/stop/build at a time per work directory (parallel CI jobs, pytest sessions)
+  mkdir -p "$WORK"
+  exec 9>"$WORK/.lock"
+  flock -w 900 9 || die "could not lock $WORK/.lock within 900 s"
+  "$@"
+}
+
 case "${1:-}" in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
+  start) locked cmd_start ;;
+  stop) locked cmd_stop ;;
   env) echo "DOCKER_HOST=$(own_host)" ;;
   status) cmd_status ;;
-  base-image) cmd_base_image ;;
+  base-image) locked cmd_base_image ;;
   *) echo "usage: $0 start|stop|env|status|base-image" >&2; exit 2 ;;
 esac

@@ -41,6 +41,14 @@ def main() -> None:
             times.append(time.perf_counter() - t0)
         out["commands"][name] = {"median_s": round(statistics.median(times), 4), "min_s": round(min(times), 4),
                                  "max_s": round(max(times), 4)}
+    # Baselines: what the interpreter (with this machine's site .pth files) and the libraries cost alone.
+    for name, code in (("python_baseline", "pass"), ("import_pydantic_yaml_click", "import pydantic, yaml, click")):
+        times = []
+        for _ in range(a.runs):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=False)
+            times.append(time.perf_counter() - t0)
+        out[name + "_median_s"] = round(statistics.median(times), 4)
     out["goal_median_s"] = 0.25
     out["meets_goal"] = all(v["median_s"] <= 0.25 for k, v in out["commands"].items() if k != "help")
     print(json.dumps(out))

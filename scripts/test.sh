@@ -10,7 +10,7 @@ mkdir -p "$GPUSTACK_K3_CACHE"
 log() { printf '[test.sh %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
 log "installing gpustack-k3 with test extras"
-python3 -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v -e 'Running pip as the' -e 'dependency conflicts' -e 'requires python-dateutil' || true
+python3 -m pip install -q --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -e 'Running pip as the' -e 'dependency conflicts' -e 'requires python-dateutil' || true
 
 started=()
 cleanup() {

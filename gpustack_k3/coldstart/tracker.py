@@ -109,6 +109,7 @@ class _Attempt:
         self.tp: Optional[int] = None
         self.bars: list[list] = []          # tqdm capture bars: [mode, done, total]
         self.late_compile: list[tuple[Optional[float], str]] = []
+        self.last_line_ts: Optional[float] = None   # the attempt's most recent stamped line
         self.notified: set[tuple[str, str]] = set()
 
     def phase(self, name: str) -> _Phase:
@@ -236,6 +237,8 @@ class ColdStartTracker:
         self._last_vllm_ts: Optional[float] = None
         self._last_date: Optional[tuple[int, int, int]] = None
         self._first_ts: Optional[float] = None
+        self._head_lines = 0
+        self._last_line_ts: Optional[float] = None
         self._since: list[str] = []
         self._until: list[str] = []
         self.attempts: list[_Attempt] = [_Attempt(1)]
@@ -375,12 +378,12 @@ class ColdStartTracker:
         self._tail_timestamp(data)
 
     def _first_timestamp(self, data: bytes) -> None:
+        """The first stamped line among the first 50 lines of the stream starts process_start."""
         pos = 0
-        for _ in range(50):
-            if pos >= len(data):
-                return
+        while self._head_lines < 50 and pos < len(data):
             nl = [i for i in (data.find(b"\n", pos), data.find(b"\r", pos)) if i >= 0]
             end = min(nl) if nl else len(data)
+            self._head_lines += 1
             ts, _rank = self._stamp(data[pos:end][:4096].decode("utf-8", "replace"), update=False)
             if ts is not None:
                 self._first_ts = ts
@@ -391,14 +394,18 @@ class ColdStartTracker:
             pos = end + 1
 
     def _tail_timestamp(self, data: bytes) -> None:
+        """Remember the stream's most recent stamped line (for in-progress totals and stalls)."""
         end = len(data) - 1
-        for _ in range(8):  # the last few lines may be tqdm bars without a timestamp
-            if end <= 0:
-                return
-            start = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end)) + 1
-            ts, _rank = self._stamp(data[start:end][:4096].decode("utf-8", "replace"), update=True)
+        floor = max(0, len(data) - 65536)
+        while end > floor:
+            start = max(data.rfind(b"\n", floor, end), data.rfind(b"\r", floor, end)) + 1
+            ts, _rank = self._stamp(data[start:end][:4096].decode("utf-8", "replace"), update=False)
             if ts is not None:
-                self._touch(self.attempts[-1], ts)
+                self._last_line_ts = ts
+                att = self.attempts[-1]
+                att.last_line_ts = ts
+                if self._last_ts is None or ts > self._last_ts:
+                    self._last_ts = ts
                 return
             end = start - 1
 
@@ -423,7 +430,7 @@ class ColdStartTracker:
                 if ts is not None and update:
                     self._last_vllm_ts = ts if self._last_vllm_ts is None else max(self._last_vllm_ts, ts)
             else:  # SGLang 0.3.0-0.3.2: time of day only
-                ref = self._last_ts
+                ref = self._marker_ts
                 if ref is not None:
                     d = datetime.fromtimestamp(ref, timezone.utc)
                     ts = epoch(d.year, d.month, d.day, p.hms)
@@ -778,7 +785,9 @@ class ColdStartTracker:
             status, end = "ready", att.phases["server_ready"].end
             failed_phase, reason = None, None
         else:
-            status, end = "in-progress", att.last_ts
+            status = "in-progress"
+            stamps = [x for x in (att.last_ts, att.last_line_ts) if x is not None]
+            end = max(stamps) if stamps else None
             failed_phase, reason = None, None
         total = (end - start) if (start is not None and end is not None) else None
         engine_init = att.engine_init
