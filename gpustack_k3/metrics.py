@@ -6,7 +6,7 @@ nothing and gets the process-wide default registry. ``metrics.listener`` plugs i
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
@@ -20,7 +20,7 @@ PHASE_BUCKETS = (1, 5, 10, 30, 60, 120, 180, 300, 450, 600, 900, 1200, 1800, 360
 
 
 class ColdStartMetrics:
-    def __init__(self, registry: Optional[CollectorRegistry] = None):
+    def __init__(self, registry: CollectorRegistry | None = None):
         reg = REGISTRY if registry is None else registry
         self.registry = reg
         self.phase_seconds = Histogram(
@@ -33,11 +33,11 @@ class ColdStartMetrics:
             "gpustack_k3_cold_start_failures", "Cold starts that failed, by the phase they failed in",
             ["engine", "phase"], registry=reg)
 
-    def _set_current(self, engine: str, phase: Optional[str]) -> None:
+    def _set_current(self, engine: str, phase: str | None) -> None:
         for p in PHASES:
             self.current_phase.labels(engine=engine, phase=p).set(1 if p == phase else 0)
 
-    def listener(self, ev: "PhaseTransition") -> None:
+    def listener(self, ev: PhaseTransition) -> None:
         """Feed tracker transitions: start → current phase, end → histogram, failed → counter."""
         engine = ev.engine or "unknown"
         if ev.event == "start" and ev.phase:
@@ -51,7 +51,7 @@ class ColdStartMetrics:
             self.failures.labels(engine=engine, phase=ev.phase or "unknown").inc()
             self._set_current(engine, None)
 
-    def observe_report(self, rep: "ColdStartReport") -> None:
+    def observe_report(self, rep: ColdStartReport) -> None:
         """Record a finished report in one go (for runners that parse a whole log afterwards)."""
         engine = rep.engine or "unknown"
         for p in rep.phases:

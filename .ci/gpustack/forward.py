@@ -77,7 +77,8 @@ def main() -> int:
     cmd = [sys.executable, os.path.abspath(__file__), "--fd", str(fd), "--target", a.target]
     if a.netns:
         cmd = ["ip", "netns", "exec", a.netns, *cmd]
-    child = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL, start_new_session=True)
+    child = subprocess.Popen(cmd, pass_fds=[fd], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             start_new_session=True)
     ls.close()
     if a.pid_file:
         with open(a.pid_file, "w") as fh:

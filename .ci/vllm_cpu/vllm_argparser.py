@@ -11,6 +11,8 @@ The parser is built exactly as vLLM's API-server entry point builds it
         Stages: "parse" (argparse: unknown flags, bad choices/JSON), "validate" (vLLM's own
         validate_parsed_serve_args), "values" (tool/reasoning parser, load format and speculative
         method names against vLLM's registries, which argparse leaves open).
+  python vllm_argparser.py report < argvs.json -> {"options": <options>, "results": <parse results>}
+        (both answers from one interpreter start)
 
 Regenerate the committed option list with:
   $VENV/bin/python .ci/vllm_cpu/vllm_argparser.py options > tests/fixtures/vllm-0.32.0-cpu-options.json
@@ -130,7 +132,7 @@ def parse(argv: list) -> dict:
         from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
 
         validate_parsed_serve_args(ns)
-    except Exception as exc:  # vLLM raises TypeError/ValueError here
+    except Exception as exc:  # noqa: BLE001 - report whatever vLLM raises (TypeError/ValueError today)
         return {"ok": False, "stage": "validate", "error": f"{type(exc).__name__}: {exc}", "unrecognized": [],
                 "unknown_values": []}
     bad_values = unknown_values(ns, value_registries())
@@ -143,7 +145,7 @@ def parse(argv: list) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["options", "parse"])
+    ap.add_argument("command", choices=["options", "parse", "report"])
     cmd = ap.parse_args().command
     if cmd == "options":
         result = options()
@@ -159,6 +161,8 @@ def main() -> int:
             print("parse: stdin must be a JSON list of argvs, each a list of strings", file=sys.stderr)
             return 2
         result = [parse(argv) for argv in argvs]
+        if cmd == "report":
+            result = {"options": options(), "results": result}
     json.dump(result, sys.stdout, indent=1, sort_keys=False)
     sys.stdout.write("\n")
     return 0

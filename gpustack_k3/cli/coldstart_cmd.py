@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import BinaryIO, Optional
+from typing import BinaryIO
 
 import click
 
@@ -20,13 +20,13 @@ def _open(path: str) -> BinaryIO:
     try:
         return open(path, "rb")
     except FileNotFoundError:
-        raise click.exceptions.Exit(_bad(f"LOG: no such file {path!r}; give a log file path or '-' for stdin"))
+        sys.exit(_bad(f"LOG: no such file {path!r}; give a log file path or '-' for stdin"))
     except IsADirectoryError:
-        raise click.exceptions.Exit(_bad(f"LOG: {path!r} is a directory; give a log file path or '-' for stdin"))
+        sys.exit(_bad(f"LOG: {path!r} is a directory; give a log file path or '-' for stdin"))
     except PermissionError:
-        raise click.exceptions.Exit(_bad(f"LOG: cannot read {path!r} (permission denied)"))
+        sys.exit(_bad(f"LOG: cannot read {path!r} (permission denied)"))
     except OSError as exc:
-        raise click.exceptions.Exit(_bad(f"LOG: cannot read {path!r}: {exc.strerror or exc}"))
+        sys.exit(_bad(f"LOG: cannot read {path!r}: {exc.strerror or exc}"))
 
 
 def _bad(msg: str) -> int:
@@ -34,7 +34,7 @@ def _bad(msg: str) -> int:
     return 2
 
 
-def _track(path: str, engine: Optional[str], year: Optional[int]):
+def _track(path: str, engine: str | None, year: int | None):
     from gpustack_k3.coldstart import ColdStartTracker  # lazy: keep CLI start-up fast
 
     tracker = ColdStartTracker(engine=None if engine in (None, "auto") else engine, year=year)
@@ -44,7 +44,7 @@ def _track(path: str, engine: Optional[str], year: Optional[int]):
             try:
                 chunk = f.read(CHUNK)
             except OSError as exc:
-                raise click.exceptions.Exit(_bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}"))
+                sys.exit(_bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}"))
             if not chunk:
                 break
             tracker.feed(chunk)
@@ -53,7 +53,7 @@ def _track(path: str, engine: Optional[str], year: Optional[int]):
             f.close()
     tracker.finish()
     if tracker.bytes_seen == 0:
-        raise click.exceptions.Exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read"))
+        sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read"))
     return tracker
 
 
@@ -70,7 +70,7 @@ _year_opt = click.option("--year", type=click.IntRange(1970, 9999), default=None
 @_engine_opt
 @_output_opt
 @_year_opt
-def coldstart(log: str, engine: str, output: str, year: Optional[int]) -> None:
+def coldstart(log: str, engine: str, output: str, year: int | None) -> None:
     """Read an engine log (file or '-') and show cold-start phases with timings."""
     tracker = _track(log, engine, year)
     rep = tracker.report()
@@ -80,7 +80,7 @@ def coldstart(log: str, engine: str, output: str, year: Optional[int]) -> None:
         from gpustack_k3.coldstart.render import render_report
         click.echo(render_report(rep))
     if rep.status == "failed":
-        raise click.exceptions.Exit(1)
+        sys.exit(1)  # SystemExit: survives click's standalone_mode=False
 
 
 @click.command("doctor")
@@ -88,7 +88,7 @@ def coldstart(log: str, engine: str, output: str, year: Optional[int]) -> None:
 @_engine_opt
 @_output_opt
 @_year_opt
-def doctor(log: str, engine: str, output: str, year: Optional[int]) -> None:
+def doctor(log: str, engine: str, output: str, year: int | None) -> None:
     """Find known problems (seed §15, domain §4) in an engine log."""
     from gpustack_k3.core.findings import has_errors
 
@@ -100,4 +100,4 @@ def doctor(log: str, engine: str, output: str, year: Optional[int]) -> None:
         from gpustack_k3.coldstart.render import render_findings
         click.echo(render_findings(findings))
     if has_errors(findings):
-        raise click.exceptions.Exit(1)
+        sys.exit(1)  # SystemExit: survives click's standalone_mode=False

@@ -20,10 +20,10 @@ def crd(output: str, list_rules: bool) -> None:
         from gpustack_k3.crd.cel import NOT_IN_CEL
 
         schema = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-        rules = [("metadata", v) for v in schema.get("x-kubernetes-validations", [])]
+        rules = [("root", v) for v in schema.get("x-kubernetes-validations", [])]
         rules += [("spec", v) for v in schema["properties"]["spec"].get("x-kubernetes-validations", [])]
-        for where, v in rules:
-            click.echo(f"{where}{v.get('fieldPath', '')}: {v['message']}")
+        for _, v in rules:
+            click.echo(v["message"])
         click.echo("")
         click.echo("hard errors not expressed in CEL (enforced by the operator's validation):")
         for rid, why in NOT_IN_CEL.items():

@@ -1,4 +1,13 @@
-"""Cold-start phase tracker and log doctor for vLLM and SGLang (issue 5). Re-exports only."""
+"""Cold-start phase tracker and log doctor for vLLM and SGLang (issue 5). Re-exports only.
+
+    tracker = ColdStartTracker(engine=None, budgets=None, listeners=[on_transition])
+    tracker.platform_event("container_start", started_at, running_at)   # operator / runners
+    for chunk in log_stream: tracker.feed(chunk)                          # bytes, any split
+    tracker.check_stall(now)                                              # live streams
+    report = tracker.finish()        # or tracker.report() while streaming
+    report.to_dict()                 # {"engine","version","status",...,"phases","attempts"}
+    tracker.findings()               # log doctor → list[Finding]
+"""
 from .catalog import Catalog, CatalogError, load_catalog
 from .doctor import diagnose
 from .phases import DEFAULT_BUDGETS, LOG_PHASES, PHASES, PLATFORM_PHASES
@@ -11,7 +20,17 @@ from .tracker import (
 )
 
 __all__ = [
-    "AttemptReport", "Catalog", "CatalogError", "ColdStartReport", "ColdStartTracker",
-    "DEFAULT_BUDGETS", "LOG_PHASES", "PHASES", "PLATFORM_PHASES", "PhaseReport",
-    "PhaseTransition", "diagnose", "load_catalog",
+    "DEFAULT_BUDGETS",
+    "LOG_PHASES",
+    "PHASES",
+    "PLATFORM_PHASES",
+    "AttemptReport",
+    "Catalog",
+    "CatalogError",
+    "ColdStartReport",
+    "ColdStartTracker",
+    "PhaseReport",
+    "PhaseTransition",
+    "diagnose",
+    "load_catalog",
 ]

@@ -11,11 +11,18 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Literal, Optional
+from typing import Literal
 
 import yaml
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .phases import LOG_PHASES
 
@@ -31,12 +38,12 @@ class Marker(BaseModel):
 
     id: str
     engine: Engine = "any"
-    phase: Optional[str] = None
+    phase: str | None = None
     kind: Kind
     key: str = Field(min_length=3)
-    regex: Optional[str] = None
-    since: Optional[str] = None
-    until: Optional[str] = None
+    regex: str | None = None
+    since: str | None = None
+    until: str | None = None
     source: str = Field(min_length=3)
     example: str
     detect: bool = True          # may this marker decide the engine when none is known yet?
@@ -45,14 +52,14 @@ class Marker(BaseModel):
 
     @field_validator("phase")
     @classmethod
-    def _phase_known(cls, v: Optional[str]) -> Optional[str]:
+    def _phase_known(cls, v: str | None) -> str | None:
         if v is not None and v not in LOG_PHASES:
             raise ValueError(f"unknown phase {v!r}; expected one of {', '.join(LOG_PHASES)}")
         return v
 
     @field_validator("since", "until")
     @classmethod
-    def _version_ok(cls, v: Optional[str]) -> Optional[str]:
+    def _version_ok(cls, v: str | None) -> str | None:
         if v is not None:
             try:
                 Version(v)
@@ -61,7 +68,7 @@ class Marker(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _self_check(self) -> "Marker":
+    def _self_check(self) -> Marker:
         if self.key not in self.example:
             raise ValueError(f"marker {self.id}: key {self.key!r} does not occur in its example")
         if self.regex is not None:
@@ -75,7 +82,7 @@ class Marker(BaseModel):
             raise ValueError(f"marker {self.id}: kind {self.kind} needs a phase")
         return self
 
-    def compiled(self) -> Optional[re.Pattern[str]]:
+    def compiled(self) -> re.Pattern[str] | None:
         return re.compile(self.regex) if self.regex is not None else None
 
     def covers(self, version: str) -> bool:
@@ -93,12 +100,12 @@ class Marker(BaseModel):
 class DoctorPattern(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     key: str = Field(min_length=2)
-    regex: Optional[str] = None
+    regex: str | None = None
     example: str
     role: str = "hit"            # rule-specific meaning (e.g. "device", "enabled", "none")
 
     @model_validator(mode="after")
-    def _self_check(self) -> "DoctorPattern":
+    def _self_check(self) -> DoctorPattern:
         if self.key not in self.example:
             raise ValueError(f"doctor pattern: key {self.key!r} does not occur in its example")
         if self.regex is not None:
@@ -119,12 +126,12 @@ class DoctorRule(BaseModel):
     message: str
     fix: str
     source: str = Field(min_length=3)
-    phase: Optional[str] = None   # the phase a finding is filed under; default: the phase in progress
+    phase: str | None = None   # the phase a finding is filed under; default: the phase in progress
     patterns: list[DoctorPattern] = Field(default_factory=list)
 
     @field_validator("phase")
     @classmethod
-    def _phase_known(cls, v: Optional[str]) -> Optional[str]:
+    def _phase_known(cls, v: str | None) -> str | None:
         if v is not None and v not in LOG_PHASES:
             raise ValueError(f"unknown phase {v!r}; expected one of {', '.join(LOG_PHASES)}")
         return v
@@ -151,7 +158,7 @@ class Catalog:
     def __init__(self, markers: list[Marker], rules: list[DoctorRule]):
         self.markers = markers
         self.rules = rules
-        self.regex: dict[str, Optional[re.Pattern[str]]] = {m.id: m.compiled() for m in markers}
+        self.regex: dict[str, re.Pattern[str] | None] = {m.id: m.compiled() for m in markers}
         # keyword → consumers; a consumer is ("marker", Marker) or ("doctor", rule, pattern, regex)
         index: dict[str, list[tuple]] = {}
         for m in markers:
@@ -163,6 +170,8 @@ class Catalog:
         self.keys: list[str] = sorted(index)
         self.consumers: list[list[tuple]] = [index[k] for k in self.keys]
         self.rule_by_id = {r.id: r for r in rules}
+        self.request_keys: list[str] = [k for k, cs in zip(self.keys, self.consumers)
+                                         if all(c[0] == "marker" and c[1].kind == "request" for c in cs)]
 
 
 def _load_yaml(name: str) -> dict:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.core.findings import Finding, sort_findings
 
@@ -16,7 +16,7 @@ _PASS_RE = re.compile(r"""['"]?fuse_(norm_quant|act_quant|allreduce_rms)['"]?\s*
 GIB = float(1 << 30)
 
 
-def _field(hits: list[dict], default: str, rule: "Optional[DoctorRule]" = None) -> str:
+def _field(hits: list[dict], default: str, rule: DoctorRule | None = None) -> str:
     if rule is not None and rule.phase:
         return rule.phase
     for h in hits:
@@ -25,7 +25,7 @@ def _field(hits: list[dict], default: str, rule: "Optional[DoctorRule]" = None) 
     return default
 
 
-def _finding(rule: "DoctorRule", field: str, **fmt: Any) -> Finding:
+def _finding(rule: DoctorRule, field: str, **fmt: Any) -> Finding:
     class _Safe(dict):
         def __missing__(self, key: str) -> str:
             return "?"
@@ -42,7 +42,7 @@ def _norm_device(name: str) -> str:
     return n
 
 
-def _kv_allocated_gib(tr: "ColdStartTracker") -> Optional[float]:
+def _kv_allocated_gib(tr: ColdStartTracker) -> float | None:
     for att in reversed(tr.attempts):
         p = att.phases.get("kv_cache")
         if p is None:
@@ -55,12 +55,12 @@ def _kv_allocated_gib(tr: "ColdStartTracker") -> Optional[float]:
     return None
 
 
-def diagnose(tr: "ColdStartTracker") -> list[Finding]:
+def diagnose(tr: ColdStartTracker) -> list[Finding]:
     cat = tr.catalog
     out: list[Finding] = []
     engine = tr.engine
 
-    def applies(rule: "DoctorRule") -> bool:
+    def applies(rule: DoctorRule) -> bool:
         return rule.engine == "any" or engine is None or rule.engine == engine
 
     hits = tr.doctor_hits
@@ -103,7 +103,8 @@ def diagnose(tr: "ColdStartTracker") -> list[Finding]:
                 if h["role"] == "passes":
                     passes.update(_PASS_RE.findall(h["line"]))
                     passes.update(_PASS_RE.findall(h["groups"].get("all", "")))
-            if evidence and passes:
+            eager = any(h["role"] == "eager" for h in rh)
+            if evidence and passes and not eager:
                 out.append(_finding(rule, "compile", evidence=", ".join(evidence),
                                     passes=", ".join(sorted(passes))))
         elif rid == "sglang-kv-pool-below-context":
@@ -131,13 +132,15 @@ def diagnose(tr: "ColdStartTracker") -> list[Finding]:
                 out.append(_finding(rule, "kv_cache", pool=f"{pool:,}", context=f"{context:,}",
                                     short_pct=f"{100.0 * (context - pool) / context:.1f}"))
         elif rid == "jit-after-ready":
-            late = [h for h in rh if h["after_ready"]]
-            late_ts = [h["ts"] for h in late]
+            late_ts = [h["ts"] for h in rh if h["after_ready"]]
+            count = tr.doctor_after_ready.get(rid, 0)
             for att in tr.attempts:
-                late_ts += [ts for ts, _line in att.late_compile]
-            if late_ts:
+                count += att.late_compile_count
+                if att.late_compile_first is not None:
+                    late_ts.append(att.late_compile_first)
+            if count:
                 first = min((t for t in late_ts if t is not None), default=None)
-                out.append(_finding(rule, "warm", count=len(late_ts), first=iso(first) or "?"))
+                out.append(_finding(rule, "warm", count=count, first=iso(first) or "?"))
         elif rid == "coldstart-failed":
             rep = tr.report()
             if rep.status == "failed":

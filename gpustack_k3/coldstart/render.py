@@ -1,8 +1,8 @@
 """Text rendering for people: a timeline readable at a glance, and a findings list."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 import click
 
@@ -16,13 +16,13 @@ _DETAIL_KEYS = ("gib", "gb", "tokens", "blocks", "shards_done", "concurrency", "
                 "ranks_expected", "reported_seconds", "mode", "dtype", "max_total_num_tokens", "context_len")
 
 
-def _hms(ts: Optional[float]) -> str:
+def _hms(ts: float | None) -> str:
     if ts is None:
         return "--:--:--"
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S")
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
 
 
-def _dur(s: Optional[float]) -> str:
+def _dur(s: float | None) -> str:
     if s is None:
         return "…"
     if s >= 60:

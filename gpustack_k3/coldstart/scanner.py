@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -30,7 +30,7 @@ PREFIX_RE = re.compile(
             (?P<srank>(?:\s+[A-Z]{2,3}\d+)*)\s*\]
     )?
     """,
-    re.X,
+    re.VERBOSE,
 )
 
 
@@ -38,20 +38,20 @@ PREFIX_RE = re.compile(
 class Prefix:
     """What a line prefix says: a timestamp (possibly partial) and who printed the line."""
 
-    rank: Optional[str]
-    date: Optional[tuple[int, int, int]]       # full date when printed
-    month_day: Optional[tuple[int, int]]       # vLLM: month and day, no year
-    hms: Optional[tuple[int, int, int, float]]  # hour, minute, second, fraction
+    rank: str | None
+    date: tuple[int, int, int] | None       # full date when printed
+    month_day: tuple[int, int] | None       # vLLM: month and day, no year
+    hms: tuple[int, int, int, float] | None  # hour, minute, second, fraction
 
 
-def _hms(t: str, frac: Optional[str]) -> Optional[tuple[int, int, int, float]]:
+def _hms(t: str, frac: str | None) -> tuple[int, int, int, float] | None:
     h, m, s = int(t[0:2]), int(t[3:5]), int(t[6:8])
     if h > 23 or m > 59 or s > 60:
         return None
     return h, m, s, float("0." + frac) if frac else 0.0
 
 
-def _date(d: str) -> Optional[tuple[int, int, int]]:
+def _date(d: str) -> tuple[int, int, int] | None:
     y, mo, dd = int(d[0:4]), int(d[5:7]), int(d[8:10])
     if not (1 <= mo <= 12 and 1 <= dd <= 31 and 1970 <= y <= 9999):
         return None
@@ -63,7 +63,7 @@ def parse_prefix(line: str) -> Prefix:
     if m is None:  # the regex is all-optional, so this cannot happen; kept for type checkers
         return Prefix(None, None, None, None)
     g = m.groupdict()
-    rank: Optional[str] = None
+    rank: str | None = None
     if g["proc"]:
         proc = g["proc"]
         if g["prank"]:
@@ -91,7 +91,7 @@ def parse_prefix(line: str) -> Prefix:
     return Prefix(rank, None, None, None)
 
 
-def epoch(y: int, mo: int, d: int, hms: tuple[int, int, int, float]) -> Optional[float]:
+def epoch(y: int, mo: int, d: int, hms: tuple[int, int, int, float]) -> float | None:
     try:
         return calendar.timegm((y, mo, d, hms[0], hms[1], hms[2], 0, 0, 0)) + hms[3]
     except (ValueError, OverflowError):
@@ -121,8 +121,11 @@ def _trie_regex(keys: list[bytes]) -> bytes:
 class KeywordScanner:
     """Find every occurrence of a fixed set of literal keys in a bytes chunk, in one pass."""
 
-    def __init__(self, keys: list[str], backend: str = "auto"):
-        bkeys = [k.encode("utf-8") for k in keys]
+    def __init__(self, keys: list[str], backend: str = "auto", skip: set[str] | None = None):
+        # indexes always refer to ``keys``; keys in ``skip`` are not searched for
+        pairs = [(i, k.encode("utf-8")) for i, k in enumerate(keys) if not skip or k not in skip]
+        orig = [i for i, _k in pairs]
+        bkeys = [k for _i, k in pairs]
         self.backend = backend
         self.find: Callable[[bytes], list[tuple[int, int, int]]]
         if backend in ("auto", "ahocorasick"):
@@ -134,9 +137,13 @@ class KeywordScanner:
             else:
                 ac = ahocorasick_rs.BytesAhoCorasick(bkeys)
                 self.backend = "ahocorasick"
-                self.find = lambda data: ac.find_matches_as_indexes(data, overlapping=True)
+                if len(orig) == len(keys):
+                    self.find = lambda data: ac.find_matches_as_indexes(data, overlapping=True)
+                else:
+                    self.find = lambda data: [(orig[i], s, e) for i, s, e in
+                                              ac.find_matches_as_indexes(data, overlapping=True)]
                 return
         rx = re.compile(_trie_regex(bkeys))
-        index = {k: i for i, k in enumerate(bkeys)}
+        index = {k: orig[i] for i, k in enumerate(bkeys)}
         self.backend = "regex"
         self.find = lambda data: [(index[m.group()], m.start(), m.end()) for m in rx.finditer(data)]

@@ -14,9 +14,13 @@ Timing rules (documented in ``report()``):
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Optional, Union
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any, Union
+
+from packaging.version import Version
 
 from .catalog import SPECIAL_GROUPS, Catalog, Marker, load_catalog
 from .phases import DEFAULT_BUDGETS, LOG_PHASES, PHASE_INDEX, PHASES, PLATFORM_PHASES
@@ -26,25 +30,47 @@ TimeLike = Union[float, int, datetime, None]
 MAX_LINE = 1 << 20          # a "line" longer than this without a separator is dropped (binary noise)
 MAX_ATTEMPTS = 64           # older attempts are summarised away beyond this
 MAX_HITS_PER_RULE = 32      # doctor keeps this many examples per rule (counts stay exact)
+MAX_RANKS = 1024            # per phase; more distinct rank prefixes than this is noise
 REASON_CHARS = 240
 
 
-def to_epoch(t: TimeLike) -> Optional[float]:
+def to_epoch(t: TimeLike) -> float | None:
     if t is None:
         return None
     if isinstance(t, datetime):
         if t.tzinfo is None:
-            t = t.replace(tzinfo=timezone.utc)
+            t = t.replace(tzinfo=UTC)
         return t.timestamp()
     return float(t)
 
 
-def iso(ts: Optional[float]) -> Optional[str]:
+def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    dt = datetime.fromtimestamp(ts, timezone.utc)
+    dt = datetime.fromtimestamp(ts, UTC)
     spec = "seconds" if abs(ts - round(ts)) < 1e-6 else "milliseconds"
     return dt.replace(tzinfo=None).isoformat(timespec=spec)
+
+
+def _bounds(data: bytes, pos: int, window: int = 65536) -> tuple[int, int]:
+    """Start and end of the line (segment between \\n or \\r) holding ``pos``. Searches stay
+    within ``window`` bytes either side, so a huge line (a tqdm bar redrawn with \\r for hours)
+    costs no more than a normal one; longer lines are cut to the window."""
+    lo = max(0, pos - window)
+    nl = data.rfind(b"\n", lo, pos)
+    cr = data.rfind(b"\r", max(nl + 1, lo), pos)
+    start = max(nl, cr) + 1 if max(nl, cr) >= 0 else lo
+    hi = min(len(data), pos + window)
+    ne = data.find(b"\n", pos, hi)
+    if ne < 0:
+        ne = hi
+    ce = data.find(b"\r", pos, ne)
+    return start, (ce if ce >= 0 else ne)
+
+
+@lru_cache(maxsize=256)
+def _V(v: str) -> Version:
+    return Version(v)
 
 
 def _num(v: str) -> Any:
@@ -64,12 +90,12 @@ class PhaseTransition:
     """Passed to listeners: a phase started or ended, the attempt failed, or a new attempt began."""
 
     attempt: int
-    phase: Optional[str]
+    phase: str | None
     event: str                  # "start" | "end" | "failed" | "attempt"
-    at: Optional[float]         # epoch seconds (UTC)
-    seconds: Optional[float] = None
-    reason: Optional[str] = None
-    engine: Optional[str] = None
+    at: float | None         # epoch seconds (UTC)
+    seconds: float | None = None
+    reason: str | None = None
+    engine: str | None = None
 
     def to_dict(self) -> dict:
         return {"attempt": self.attempt, "phase": self.phase, "event": self.event, "at": iso(self.at),
@@ -79,21 +105,24 @@ class PhaseTransition:
 @dataclass
 class _Phase:
     name: str
-    start: Optional[float] = None
-    end: Optional[float] = None
+    start: float | None = None
+    end: float | None = None
     ranks: dict[str, dict] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     seen: bool = False
-    first: Optional[float] = None   # earliest marker of this phase, any kind
+    first: float | None = None   # earliest marker of this phase, any kind
 
     def rank(self, r: str) -> dict:
-        return self.ranks.setdefault(r, {})
+        d = self.ranks.get(r)
+        if d is None:
+            d = {} if len(self.ranks) >= MAX_RANKS else self.ranks.setdefault(r, {})
+        return d
 
 
 @dataclass
 class _Failure:
-    at: Optional[float]
-    phase: Optional[str]
+    at: float | None
+    phase: str | None
     reason: str
     priority: int
 
@@ -102,14 +131,14 @@ class _Attempt:
     def __init__(self, index: int):
         self.index = index
         self.phases: dict[str, _Phase] = {}
-        self.failure: Optional[_Failure] = None
-        self.first_ts: Optional[float] = None
-        self.last_ts: Optional[float] = None
-        self.engine_init: Optional[float] = None
-        self.tp: Optional[int] = None
+        self.failure: _Failure | None = None
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.engine_init: float | None = None
+        self.tp: int | None = None
         self.bars: list[list] = []          # tqdm capture bars: [mode, done, total]
-        self.late_compile: list[tuple[Optional[float], str]] = []
-        self.last_line_ts: Optional[float] = None   # the attempt's most recent stamped line
+        self.late_compile_count = 0                 # compile markers after ready (jit-after-ready)
+        self.late_compile_first: float | None = None
         self.notified: set[tuple[str, str]] = set()
 
     def phase(self, name: str) -> _Phase:
@@ -119,7 +148,7 @@ class _Attempt:
         return p
 
     @property
-    def ready_at(self) -> Optional[float]:
+    def ready_at(self) -> float | None:
         p = self.phases.get("server_ready")
         return p.end if p is not None else None
 
@@ -131,9 +160,9 @@ class _Attempt:
 @dataclass
 class PhaseReport:
     name: str
-    start: Optional[float]
-    end: Optional[float]
-    seconds: Optional[float]
+    start: float | None
+    end: float | None
+    seconds: float | None
     details: dict
 
     def to_dict(self) -> dict:
@@ -146,14 +175,14 @@ class PhaseReport:
 class AttemptReport:
     index: int
     status: str
-    failed_phase: Optional[str]
-    reason: Optional[str]
-    engine_init_seconds: Optional[float]
-    total_seconds: Optional[float]
-    start: Optional[float]
-    end: Optional[float]
+    failed_phase: str | None
+    reason: str | None
+    engine_init_seconds: float | None
+    total_seconds: float | None
+    start: float | None
+    end: float | None
     phases: list[PhaseReport]
-    current_phase: Optional[str]
+    current_phase: str | None
 
     def summary(self) -> dict:
         return {"attempt": self.index, "status": self.status, "failed_phase": self.failed_phase,
@@ -163,14 +192,14 @@ class AttemptReport:
                 "phases": [p.name for p in self.phases]}
 
 
-def _r(v: Optional[float]) -> Optional[float]:
+def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
 
 @dataclass
 class ColdStartReport:
-    engine: Optional[str]
-    version: Optional[str]
+    engine: str | None
+    version: str | None
     last: AttemptReport
     attempts: list[AttemptReport]
     dropped_attempts: int = 0
@@ -183,7 +212,7 @@ class ColdStartReport:
     def phases(self) -> list[PhaseReport]:
         return self.last.phases
 
-    def phase(self, name: str) -> Optional[PhaseReport]:
+    def phase(self, name: str) -> PhaseReport | None:
         return next((p for p in self.last.phases if p.name == name), None)
 
     def to_dict(self) -> dict:
@@ -213,38 +242,41 @@ class ColdStartTracker:
     reference year for vLLM timestamps, which print none (default: the current UTC year).
     """
 
-    def __init__(self, engine: Optional[str] = None, version: Optional[str] = None,
-                 budgets: Optional[dict[str, float]] = None, year: Optional[int] = None,
-                 listeners: Iterable[Listener] = (), catalog: Optional[Catalog] = None,
+    def __init__(self, engine: str | None = None, version: str | None = None,
+                 budgets: dict[str, float] | None = None, year: int | None = None,
+                 listeners: Iterable[Listener] = (), catalog: Catalog | None = None,
                  backend: str = "auto"):
         if engine not in (None, "vllm", "sglang"):
             raise ValueError(f"engine must be 'vllm', 'sglang' or None (auto), not {engine!r}")
         self.catalog = catalog or load_catalog()
         self.scanner = KeywordScanner(self.catalog.keys, backend=backend)
+        # the same keys minus access-log ones, which are read only while waiting for the first request
+        self.scanner_quiet = KeywordScanner(self.catalog.keys, backend=backend,
+                                            skip=set(self.catalog.request_keys))
         self.engine = engine
         self._version_given = version
-        self._version_seen: Optional[str] = None
+        self._version_seen: str | None = None
         self.budgets = dict(DEFAULT_BUDGETS if budgets is None else budgets)
         for k in self.budgets:
             if k not in PHASE_INDEX:
                 raise ValueError(f"budgets: unknown phase {k!r}; expected one of {', '.join(PHASES)}")
-        self._year = year if year is not None else datetime.now(timezone.utc).year
+        self._year = year if year is not None else datetime.now(UTC).year
         self._listeners: list[Listener] = list(listeners)
         self._buf = b""
         self._skip_long = False
-        self._last_ts: Optional[float] = None      # latest timestamp seen anywhere (tails included)
-        self._marker_ts: Optional[float] = None    # latest timestamp of a parsed (marker) line
-        self._last_vllm_ts: Optional[float] = None
-        self._last_date: Optional[tuple[int, int, int]] = None
-        self._first_ts: Optional[float] = None
+        self._last_ts: float | None = None      # latest timestamp seen anywhere (tails included)
+        self._marker_ts: float | None = None    # latest timestamp of a parsed (marker) line
+        self._last_vllm_ts: float | None = None
+        self._first_ts: float | None = None
         self._head_lines = 0
-        self._last_line_ts: Optional[float] = None
-        self._since: list[str] = []
-        self._until: list[str] = []
+        self._last_line_ts: float | None = None
+        self._since: str | None = None   # newest "since" among the marker forms seen
+        self._until: str | None = None   # oldest "until" among them
         self.attempts: list[_Attempt] = [_Attempt(1)]
         self.dropped_attempts = 0
         self.doctor_hits: dict[str, list[dict]] = {}
         self.doctor_counts: dict[str, int] = {}
+        self.doctor_after_ready: dict[str, int] = {}
         self.bytes_seen = 0
         self.finished = False
 
@@ -253,7 +285,7 @@ class ColdStartTracker:
         self._listeners.append(fn)
 
     @property
-    def version(self) -> Optional[str]:
+    def version(self) -> str | None:
         if self._version_given:
             return self._version_given
         if self._version_seen:
@@ -284,7 +316,7 @@ class ColdStartTracker:
             self._skip_long = False
         self._scan(complete)
 
-    def finish(self) -> "ColdStartReport":
+    def finish(self) -> ColdStartReport:
         """End of input: the last unterminated line is parsed too."""
         if self._buf and not self._skip_long:
             self._scan(self._buf + b"\n")
@@ -294,7 +326,7 @@ class ColdStartTracker:
         return self.report()
 
     def platform_event(self, phase: str, start: TimeLike, end: TimeLike = None,
-                       details: Optional[dict] = None) -> None:
+                       details: dict | None = None) -> None:
         """Record a platform phase (scheduled, image_pull, container_start) seen by the operator
         or a runner. A platform phase reported after the engine already progressed means the
         container was restarted: a new attempt begins."""
@@ -314,7 +346,7 @@ class ColdStartTracker:
             p.details.update(details)
         self._notify(att)
 
-    def _attempt_for_platform(self, phase: str, t: Optional[float]) -> "_Attempt":
+    def _attempt_for_platform(self, phase: str, t: float | None) -> _Attempt:
         """Events stamped before an attempt's first log line belong to it (reported late); a
         platform phase starting after the current attempt progressed is a container restart."""
         if t is not None:
@@ -353,36 +385,55 @@ class ColdStartTracker:
         return diagnose(self)
 
     # ------------------------------------------------------------------ scanning
+    def _want_requests(self) -> bool:
+        """Access-log lines are only read between "ready" and the first request (the warm phase);
+        the rest of the time their key is left out of the scan (they are most of a serving log)."""
+        att = self.attempts[-1]
+        return att.ready_at is not None and "warm" not in att.phases
+
     def _scan(self, data: bytes) -> None:
-        matches = self.scanner.find(data)
-        if matches:
-            consumers = self.catalog.consumers
-            line_start = -1
-            keys: list[int] = []
-            line_end = 0
-            for idx, s, _e in matches:
-                if s < line_end and line_start >= 0:
-                    if idx not in keys:
-                        keys.append(idx)
-                    continue
-                if keys:
-                    self._line(data, line_start, line_end, keys, consumers)
-                line_start = max(data.rfind(b"\n", 0, s), data.rfind(b"\r", 0, s)) + 1
-                ends = [i for i in (data.find(b"\n", s), data.find(b"\r", s)) if i >= 0]
-                line_end = min(ends) if ends else len(data)
-                keys = [idx]
-            if keys:
-                self._line(data, line_start, line_end, keys, consumers)
+        consumers = self.catalog.consumers
         if self._first_ts is None:
             self._first_timestamp(data)
+        pos = 0
+        while True:
+            want = self._want_requests()
+            scanner = self.scanner if want else self.scanner_quiet
+            view = data if pos == 0 else data[pos:]
+            switched = self._scan_part(view, scanner.find(view), consumers, want)
+            if switched is None:
+                break
+            pos += switched
         self._tail_timestamp(data)
+
+    def _scan_part(self, data: bytes, matches, consumers, want: bool) -> int | None:
+        """Process the matched lines; return the offset to rescan from if the request window
+        opened or closed in the middle of this piece, else None."""
+        line_start = -1
+        keys: list[int] = []
+        line_end = 0
+        for idx, s, _e in matches:
+            if s < line_end and line_start >= 0:
+                if idx not in keys:
+                    keys.append(idx)
+                continue
+            if keys:
+                self._line(data, line_start, line_end, keys, consumers)
+                if self._want_requests() != want and line_end + 1 < len(data):
+                    return line_end + 1
+            line_start, line_end = _bounds(data, s)
+            keys = [idx]
+        if keys:
+            self._line(data, line_start, line_end, keys, consumers)
+            if self._want_requests() != want and line_end + 1 < len(data):
+                return line_end + 1
+        return None
 
     def _first_timestamp(self, data: bytes) -> None:
         """The first stamped line among the first 50 lines of the stream starts process_start."""
         pos = 0
         while self._head_lines < 50 and pos < len(data):
-            nl = [i for i in (data.find(b"\n", pos), data.find(b"\r", pos)) if i >= 0]
-            end = min(nl) if nl else len(data)
+            end = _bounds(data, pos)[1]
             self._head_lines += 1
             ts, _rank = self._stamp(data[pos:end][:4096].decode("utf-8", "replace"), update=False)
             if ts is not None:
@@ -398,27 +449,24 @@ class ColdStartTracker:
         end = len(data) - 1
         floor = max(0, len(data) - 65536)
         while end > floor:
-            start = max(data.rfind(b"\n", floor, end), data.rfind(b"\r", floor, end)) + 1
+            nl = data.rfind(b"\n", floor, end)
+            start = max(nl, data.rfind(b"\r", max(nl, floor), end)) + 1
             ts, _rank = self._stamp(data[start:end][:4096].decode("utf-8", "replace"), update=False)
             if ts is not None:
                 self._last_line_ts = ts
-                att = self.attempts[-1]
-                att.last_line_ts = ts
                 if self._last_ts is None or ts > self._last_ts:
                     self._last_ts = ts
                 return
             end = start - 1
 
-    def _stamp(self, text: str, update: bool) -> tuple[Optional[float], Optional[str]]:
+    def _stamp(self, text: str, update: bool) -> tuple[float | None, str | None]:
         if "\x1b" in text:
             text = ANSI_RE.sub("", text)
         p = parse_prefix(text)
-        ts: Optional[float] = None
+        ts: float | None = None
         if p.hms is not None:
             if p.date is not None:
                 ts = epoch(p.date[0], p.date[1], p.date[2], p.hms)
-                if ts is not None and update:
-                    self._last_date = p.date
             elif p.month_day is not None:
                 ts = epoch(self._year, p.month_day[0], p.month_day[1], p.hms)
                 if ts is not None and self._last_vllm_ts is not None and ts < self._last_vllm_ts - 180 * 86400:
@@ -432,7 +480,7 @@ class ColdStartTracker:
             else:  # SGLang 0.3.0-0.3.2: time of day only
                 ref = self._marker_ts
                 if ref is not None:
-                    d = datetime.fromtimestamp(ref, timezone.utc)
+                    d = datetime.fromtimestamp(ref, UTC)
                     ts = epoch(d.year, d.month, d.day, p.hms)
                     if ts is not None and ts < ref - 12 * 3600:  # midnight passed
                         ts += 86400
@@ -469,7 +517,7 @@ class ColdStartTracker:
             self.engine = engine
         return engine == self.engine
 
-    def _marker(self, m: Marker, rx, text: str, ts: Optional[float], rank: Optional[str]) -> None:
+    def _marker(self, m: Marker, rx, text: str, ts: float | None, rank: str | None) -> None:
         match = None
         if rx is not None:
             match = rx.search(text)
@@ -478,10 +526,10 @@ class ColdStartTracker:
         if not self._engine_ok(m.engine, m.detect):
             return
         if m.engine != "any":
-            if m.since:
-                self._since.append(m.since)
-            if m.until:
-                self._until.append(m.until)
+            if m.since and (self._since is None or _V(m.since) > _V(self._since)):
+                self._since = m.since
+            if m.until and (self._until is None or _V(m.until) < _V(self._until)):
+                self._until = m.until
         groups = {k: v for k, v in (match.groupdict() if match else {}).items() if v is not None}
         att = self.attempts[-1]
         if m.kind == "start" and m.phase == "process_start" and att.progressed():
@@ -518,7 +566,9 @@ class ColdStartTracker:
         p = att.phase(m.phase)
         ready = att.ready_at
         if (m.phase == "compile" and ready is not None and ts is not None and ts > ready):
-            att.late_compile.append((ts, text.strip()[-160:]))
+            att.late_compile_count += 1
+            if att.late_compile_first is None or ts < att.late_compile_first:
+                att.late_compile_first = ts
             return
         p.seen = True
         if ts is not None and m.kind != "info" and (p.first is None or ts < p.first):
@@ -569,10 +619,11 @@ class ColdStartTracker:
         if m.phase == "kv_cache" and m.id == "sglang-kv-allocated":
             pools = p.details.setdefault("pools", {})
             label = (groups.get("pool") or "kv").strip()
-            pools[label] = _num(groups["tokens"])
+            if label in pools or len(pools) < 16:
+                pools[label] = _num(groups["tokens"])
         self._notify(att)
 
-    def _bar(self, att: _Attempt, mode: str, done: Optional[str], total: str) -> None:
+    def _bar(self, att: _Attempt, mode: str, done: str | None, total: str) -> None:
         try:
             d = int(done) if done is not None else 0
             t = int(total)
@@ -585,7 +636,7 @@ class ColdStartTracker:
         if len(att.bars) > 256:
             del att.bars[:-256]
 
-    def _doctor(self, rule, pattern, rx, text: str, ts: Optional[float], rank: Optional[str]) -> bool:
+    def _doctor(self, rule, pattern, rx, text: str, ts: float | None, rank: str | None) -> bool:
         groups: dict = {}
         if rx is not None:
             m = rx.search(text)
@@ -596,11 +647,14 @@ class ColdStartTracker:
             ts = self._marker_ts
         att = self.attempts[-1]
         self.doctor_counts[rule.id] = self.doctor_counts.get(rule.id, 0) + 1
+        after_ready = att.ready_at is not None and ts is not None and ts > att.ready_at
+        if after_ready:
+            self.doctor_after_ready[rule.id] = self.doctor_after_ready.get(rule.id, 0) + 1
         hits = self.doctor_hits.setdefault(rule.id, [])
         if len(hits) < MAX_HITS_PER_RULE:
             hits.append({"role": pattern.role, "ts": ts, "rank": rank, "groups": groups,
                          "phase": self._current_phase(att), "attempt": att.index,
-                         "after_ready": att.ready_at is not None and ts is not None and ts > att.ready_at,
+                         "after_ready": after_ready,
                          "line": text.strip()[:300]})
         elif pattern.role not in ("hit",):
             # keep role-specific evidence (e.g. a second device name) even when examples are full
@@ -611,7 +665,7 @@ class ColdStartTracker:
                 del hits[MAX_HITS_PER_RULE // 2: MAX_HITS_PER_RULE // 2 + 1]
         return True
 
-    def _fail(self, att: _Attempt, ts: Optional[float], phase: Optional[str], reason: str, priority: int) -> None:
+    def _fail(self, att: _Attempt, ts: float | None, phase: str | None, reason: str, priority: int) -> None:
         reason = " ".join(reason.split())[:REASON_CHARS]
         if att.failure is None:
             att.failure = _Failure(ts, phase or self._current_phase(att), reason, priority)
@@ -622,7 +676,7 @@ class ColdStartTracker:
             if phase is not None:
                 att.failure.phase = phase
 
-    def _new_attempt(self, ts: Optional[float]) -> _Attempt:
+    def _new_attempt(self, ts: float | None) -> _Attempt:
         att = _Attempt(self.attempts[-1].index + 1)
         att.first_ts = ts
         self.attempts.append(att)
@@ -644,18 +698,17 @@ class ColdStartTracker:
         p = att.phases.get("server_ready")
         return p is not None and p.end is not None
 
-    def _current_phase(self, att: _Attempt) -> Optional[str]:
+    def _current_phase(self, att: _Attempt) -> str | None:
         """The phase in progress: the last phase with evidence if it has not ended, else the next."""
-        last: Optional[str] = None
+        last: str | None = None
         for name in PHASES:
             p = att.phases.get(name)
             if p is not None and p.seen:
                 last = name
         if last is None:
-            return "process_start" if att.first_ts is not None else None
+            return "process_start"
         p = att.phases[last]
-        ended = p.end is not None or (last == "process_start" and False)
-        if not ended:
+        if p.end is None:
             return last
         if last in ("server_ready", "warm"):
             return None
@@ -669,7 +722,7 @@ class ColdStartTracker:
             nxt = "weights_load"
         return nxt
 
-    def _phase_start_for_stall(self, att: _Attempt, cur: str) -> Optional[float]:
+    def _phase_start_for_stall(self, att: _Attempt, cur: str) -> float | None:
         rows = self._timeline(att)
         for r in rows:
             if r.name == cur and r.start is not None:
@@ -678,10 +731,10 @@ class ColdStartTracker:
 
     def _timeline(self, att: _Attempt) -> list[PhaseReport]:
         seen = [n for n in PHASES if n in att.phases and att.phases[n].seen]
-        starts: dict[str, Optional[float]] = {}
-        ends: dict[str, Optional[float]] = {}
+        starts: dict[str, float | None] = {}
+        ends: dict[str, float | None] = {}
         inferred_end: dict[str, bool] = {}
-        prev_end: Optional[float] = None
+        prev_end: float | None = None
         prev_had_end = False
         for n in seen:
             p = att.phases[n]
@@ -748,12 +801,12 @@ class ColdStartTracker:
         return rows
 
     @staticmethod
-    def _engine_seconds(p: _Phase) -> Optional[float]:
+    def _engine_seconds(p: _Phase) -> float | None:
         vals = [r["seconds"] for r in p.ranks.values() if "seconds" in r]
         return max(vals) if vals else None
 
     @staticmethod
-    def _sizes(att: _Attempt, p: _Phase) -> Optional[int]:
+    def _sizes(att: _Attempt, p: _Phase) -> int | None:
         bs = [r["bs_sizes"] for r in p.ranks.values() if "bs_sizes" in r]
         if bs:
             return max(bs)
@@ -786,7 +839,10 @@ class ColdStartTracker:
             failed_phase, reason = None, None
         else:
             status = "in-progress"
-            stamps = [x for x in (att.last_ts, att.last_line_ts) if x is not None]
+            stamps = [x for x in (att.last_ts, att.first_ts) if x is not None]
+            line_ts = self._last_line_ts   # the stream's latest stamped line belongs to the last attempt
+            if att is self.attempts[-1] and line_ts is not None and (att.first_ts is None or line_ts >= att.first_ts):
+                stamps.append(line_ts)
             end = max(stamps) if stamps else None
             failed_phase, reason = None, None
         total = (end - start) if (start is not None and end is not None) else None
@@ -802,12 +858,10 @@ class ColdStartTracker:
         cur = None if status != "in-progress" else self._current_phase(att)
         return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur)
 
-    def _inferred_version(self) -> Optional[str]:
-        from packaging.version import Version
-        lo = max(self._since, key=Version, default=None)
-        hi = min(self._until, key=Version, default=None)
+    def _inferred_version(self) -> str | None:
+        lo, hi = self._since, self._until
         if lo and hi:
-            return f"{lo}..{hi}" if Version(lo) <= Version(hi) else f">={lo}"
+            return f"{lo}..{hi}" if _V(lo) <= _V(hi) else f">={lo}"
         if lo:
             return f">={lo}"
         if hi:

@@ -34,6 +34,10 @@ NOT_IN_CEL: dict[str, str] = {
     "extra-arg-platform-owned": "iterates spec.extraArgs (unbounded list of strings): beyond the CEL cost budget",
     "extra-arg-unknown": "needs the per-version known-flag tables (hundreds of flags) and argv tokenising",
     "extra-arg-malformed": "argv tokenising across neighbouring list items of spec.extraArgs",
+    "spec-json-tensor-parallel-size": "spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); "
+                                      "the API server does not expose such data to CEL",
+    "spec-json-key-duplicates-field": "spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); "
+                                      "the API server does not expose such data to CEL",
     "secret-in-env": "a regular expression over every key of the unbounded spec.env map: beyond the CEL cost budget",
 }
 
@@ -236,7 +240,8 @@ class Builder:
         if not given:
             return self.ref(path), self.present(path)
         filler = given[0]
-        value = f"({self.present(path)} ? {self.ref(path)} : {self.compile({k: (filler if x is None else x) for k, x in table.items()})})"
+        fallback = self.compile({k: (filler if x is None else x) for k, x in table.items()})
+        value = f"({self.present(path)} ? {self.ref(path)} : {fallback})"
         if len(given) == len(table):
             return value, "true"
         return value, f"({self.present(path)} || {self.compile({k: x is not None for k, x in table.items()})})"
@@ -297,7 +302,8 @@ def _(b):
 def _(b):
     p = "speculative.attentionBackend"
     ok = b.member(b.ref(p), b.by_catalog(lambda v, m, g: list(b.catalog.engines[b.engine].versions[v].dcp_attention_backends)))
-    return f"{_dcp(b)} > 1 && {_method(b)} == 'dspark' && !({b.present(p)} && {ok})"
+    # unset: the engine's selector picks a DCP-capable backend itself (backend.py:238-243 @0.33.0)
+    return f"{_dcp(b)} > 1 && {_method(b)} == 'dspark' && {b.present(p)} && !({ok})"
 
 
 @cond("dcp-divides-tp")
@@ -361,21 +367,6 @@ def _(b):
     return f"{_method(b)} == 'dspark'"
 
 
-@cond("spec-json-tensor-parallel-size")
-def _(b):
-    p = "speculative.extraConfig"
-    return f"{b.present(p)} && 'tensor_parallel_size' in {b.ref(p)}"
-
-
-@cond("spec-json-key-duplicates-field")
-def _(b):
-    keys = list(b.catalog.engines[b.engine].speculative.get("json_keys", {}).values())
-    if not keys:
-        return None
-    p = "speculative.extraConfig"
-    return f"{b.present(p)} && {lit(keys)}.exists(k, k in {b.ref(p)})"
-
-
 @cond("spec-draft-tp")
 def _(b):
     p = "speculative.draftTensorParallelSize"
@@ -424,7 +415,8 @@ def _(b):
 @cond("sglang-kimi-k3-dcp-decode-backend")
 def _(b):
     p = "sglang.decodeAttentionBackend"
-    table = b.by_catalog(lambda v, m, g: list(b.catalog.engines[b.engine].versions[v].traits.get("kimi_k3_dcp_decode_backends") or []))
+    versions = b.catalog.engines[b.engine].versions
+    table = b.by_catalog(lambda v, m, g: list(versions[v].traits.get("kimi_k3_dcp_decode_backends") or []))
     if not any(table.values()):
         return None
     has_list = b.compile({k: bool(v) for k, v in table.items()})
@@ -504,7 +496,8 @@ def _unknown_catalog(cat: Catalog, builders: dict[str, Builder], entry: RuleEntr
     out = []
     ver_ok = {e: f"{b.dim('version')} in {lit(b.versions)}" for e, b in builders.items()}
     known = "; ".join(f"{e}: {', '.join(b.versions)}" for e, b in builders.items())
-    out.append(CelRule(entry.id, "!(" + " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in ver_ok.items()) + ")",
+    bad = " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in ver_ok.items())
+    out.append(CelRule(entry.id, f"!({bad})",
                        f"spec.engine.version: unknown engine version; known: {known}. Fix: {entry.fix} [rule {entry.id}]",
                        ".engine.version"))
     mod_ok = {e: f"{b.dim('model')} in {lit(b.models)}" for e, b in builders.items()}

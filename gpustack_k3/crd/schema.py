@@ -75,8 +75,9 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "") -> di
         elif isinstance(addl, dict):
             out["additionalProperties"] = structural(addl, defs, f"{path}.*")
         else:
-            # dict[str, Any]: a map whose values are free-form JSON (visible to CEL as map keys).
-            out["additionalProperties"] = {"x-kubernetes-preserve-unknown-fields": True}
+            # dict[str, Any]: free-form JSON handed to the engine as is. The API server keeps it
+            # (preserve-unknown) but does not expose its keys to CEL.
+            out["x-kubernetes-preserve-unknown-fields"] = True
     elif typ == "array":
         out["items"] = structural(node.get("items", {}), defs, f"{path}[]")
     return out

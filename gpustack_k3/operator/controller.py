@@ -18,10 +18,15 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from gpustack_k3.operator import decide as d
-from gpustack_k3.operator.health import HealthServer, OperatorMetrics, load_coldstart_metrics
+from gpustack_k3.operator.health import (
+    HealthServer,
+    OperatorMetrics,
+    load_coldstart_metrics,
+)
 from gpustack_k3.operator.informer import Informer, Store
 from gpustack_k3.operator.kube import Kube, api_client_from
 from gpustack_k3.operator.leader import LeaderElector
@@ -60,19 +65,30 @@ def _pod_key(obj: dict) -> Key | None:
 
 
 def default_hooks() -> tuple[d.Validate, d.Render, d.Plan | None]:
-    """The project's validation and rendering (imported lazily: heavy, and owned by the core)."""
-    try:
-        from gpustack_k3.core import validate
-        from gpustack_k3.render.kubernetes import render_objects
-    except ImportError as e:
-        raise RuntimeError(f"the operator needs gpustack_k3.core.validate and "
-                           f"gpustack_k3.render.kubernetes.render_objects: {e}") from e
-    plan = None
-    try:
-        from gpustack_k3.render.kubernetes import plan_summary as plan  # type: ignore[attr-defined,no-redef]
-    except ImportError:
-        plan = None
-    return validate, render_objects, plan
+    """The project's validation, rendering and plan summary (``gpustack_k3.operator.hooks``)."""
+    from gpustack_k3.operator import hooks
+    return hooks.validate, hooks.render, hooks.plan
+
+
+class _Memo:
+    """Cache a pure hook by document: reconciles of an unchanged generation do not re-render."""
+
+    def __init__(self, fn: Callable[[dict], Any], size: int = 4096) -> None:
+        self.fn, self.size = fn, size
+        self._cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, doc: dict) -> Any:
+        key = d.stable_hash(doc)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        value = self.fn(doc)
+        with self._lock:
+            if len(self._cache) >= self.size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = value
+        return value
 
 
 class Operator:
@@ -87,13 +103,14 @@ class Operator:
         if validate is None or render is None:
             dv, dr, dp = default_hooks()
             validate, render, plan = validate or dv, render or dr, plan or dp
-        self.validate, self.render, self.plan = validate, render, plan
+        self.validate, self.render = _Memo(validate), _Memo(render)
+        self.plan = _Memo(plan) if plan is not None else None
         self.identity = identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.kube = Kube(api_client, user_agent=f"gpustack-k3-operator/{_version()} ({self.identity})",
                          field_manager=d.FIELD_MANAGER)
         self.namespaces = list(dict.fromkeys(namespaces))
         self.resync_s, self.workers_n, self.watch_timeout_s = resync_s, workers, watch_timeout_s
-        self.clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
+        self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self.metrics = OperatorMetrics()
         self.queue = WorkQueue()
         self.crs = Store()
@@ -120,13 +137,13 @@ class Operator:
         self.reconcile_count = 0
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "Operator":
+    def start(self) -> Operator:
         load_coldstart_metrics()
         if self._metrics_port is not None:
             self.health = HealthServer(self.metrics, host=self._metrics_host, port=self._metrics_port,
                                        healthy=self.healthy, ready=self.ready).start()
         scopes: list[str | None] = list(self.namespaces) or [None]
-        on_relist = lambda kind: self.metrics.relists.labels(kind=kind).inc()  # noqa: E731
+        on_relist = lambda kind: self.metrics.relists.labels(kind=kind).inc()
         for ns in scopes:
             self.informers.append(Informer(self.kube, CR_API_VERSION, d.KIND, ns, self.crs, self._on_cr,
                                            watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))
@@ -159,7 +176,7 @@ class Operator:
         t = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
         t.start()
         self._threads.append(t)
-        for key in self.crs.keys():
+        for key in self.crs.list_keys():
             self.queue.add(key)
 
     def _stop_leading(self) -> None:
@@ -239,7 +256,7 @@ class Operator:
 
     def _resync_loop(self) -> None:
         while not self._stop.wait(self.resync_s):
-            for key in self.crs.keys():
+            for key in self.crs.list_keys():
                 self.queue.add(key)
 
     def _worker(self) -> None:
@@ -345,7 +362,7 @@ class Operator:
 
     def _post_event(self, cr: dict, ev: d.Emit) -> None:
         meta = cr["metadata"]
-        now = self.clock().astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = self.clock().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta.get("namespace")},
                 "involvedObject": {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),

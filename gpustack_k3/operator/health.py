@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 log = logging.getLogger("gpustack_k3.operator")
 
@@ -35,17 +35,30 @@ class OperatorMetrics:
         self.phases = Gauge(f"{p}_resources", "Resources by status phase", ["phase"], registry=self.registry)
 
 
+_COLDSTART_METRICS = None
+_COLDSTART_LOCK = threading.Lock()
+
+
+def shared_coldstart_metrics():  # -> gpustack_k3.metrics.ColdStartMetrics | None
+    """The process-wide ``gpustack_k3.metrics.ColdStartMetrics`` (default registry, created once:
+    Prometheus refuses a second registration). Cold-start observers feed it (``.listener``).
+    None when that module is not part of this installation."""
+    global _COLDSTART_METRICS
+    with _COLDSTART_LOCK:
+        if _COLDSTART_METRICS is None:
+            try:
+                mod = importlib.import_module("gpustack_k3.metrics")
+            except ModuleNotFoundError as e:
+                if e.name != "gpustack_k3.metrics":
+                    raise
+                log.info("gpustack_k3.metrics is not installed: /metrics serves operator metrics only")
+                return None
+            _COLDSTART_METRICS = mod.ColdStartMetrics()
+        return _COLDSTART_METRICS
+
+
 def load_coldstart_metrics() -> bool:
-    """Import ``gpustack_k3.metrics`` so its cold-start histograms register in the default registry.
-    Returns False when that module is not part of this installation."""
-    try:
-        importlib.import_module("gpustack_k3.metrics")
-        return True
-    except ModuleNotFoundError as e:
-        if e.name != "gpustack_k3.metrics":
-            raise
-        log.info("gpustack_k3.metrics is not installed: /metrics serves operator metrics only")
-        return False
+    return shared_coldstart_metrics() is not None
 
 
 class HealthServer:
@@ -55,7 +68,7 @@ class HealthServer:
         from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     body = generate_latest(metrics.registry) + generate_latest(REGISTRY)
@@ -81,7 +94,7 @@ class HealthServer:
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="operator-health", daemon=True)
 
-    def start(self) -> "HealthServer":
+    def start(self) -> HealthServer:
         self._thread.start()
         return self
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 log = logging.getLogger("gpustack_k3.operator")
 
@@ -104,7 +105,7 @@ class Store:
         with self._lock:
             return self._items.get((namespace, name))
 
-    def keys(self) -> list[ObjKey]:
+    def list_keys(self) -> list[ObjKey]:
         with self._lock:
             return list(self._items)
 
@@ -133,7 +134,7 @@ class Informer:
         self.relists = 0
         self.resource_version: str | None = None
 
-    def start(self) -> "Informer":
+    def start(self) -> Informer:
         self._thread.start()
         return self
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 from urllib.parse import quote
 
 log = logging.getLogger("gpustack_k3.operator")
@@ -37,8 +38,8 @@ KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
 
 
 def is_transient(exc: BaseException) -> bool:
-    from kubernetes.client.rest import ApiException
     import urllib3
+    from kubernetes.client.rest import ApiException
     if isinstance(exc, ApiException):
         return exc.status is not None and (exc.status >= 500 or exc.status == 429 or exc.status == 0)
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
@@ -186,7 +187,9 @@ class Kube:
         body["metadata"] = meta
         path = self.path(body["apiVersion"], body["kind"], meta.get("namespace"), meta["name"], subresource)
         q = [("fieldManager", self.field_manager), ("force", "true" if force else "false")]
-        return self._request("PATCH", path, query=q, body=body, content_type=APPLY_CT)
+        # JSON is YAML: sent pre-serialised, the client passes strings through untouched
+        return self._request("PATCH", path, query=q, body=json.dumps(body, separators=(",", ":")),
+                             content_type=APPLY_CT)
 
     def create(self, obj: Mapping[str, Any]) -> dict:
         meta = obj.get("metadata") or {}

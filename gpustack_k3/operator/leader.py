@@ -15,13 +15,14 @@ import datetime as dt
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("gpustack_k3.operator")
 
 
 def _micro(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -42,7 +43,7 @@ class LeaderElector:
         self._lease: dict | None = None
         self._thread = threading.Thread(target=self._run, name="leader-elector", daemon=True)
 
-    def start(self) -> "LeaderElector":
+    def start(self) -> LeaderElector:
         self._thread.start()
         return self
 
@@ -90,7 +91,7 @@ class LeaderElector:
             log.exception("on_stopped failed")
 
     def _spec(self, holder: str, acquire: str | None, transitions: int, duration: float) -> dict:
-        now = _micro(dt.datetime.now(dt.timezone.utc))
+        now = _micro(dt.datetime.now(dt.UTC))
         return {"holderIdentity": holder, "leaseDurationSeconds": max(1, int(round(duration))),
                 "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
 
@@ -139,7 +140,7 @@ class LeaderElector:
             if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
                 spec = dict(lease["spec"])
                 spec.update(holderIdentity="", leaseDurationSeconds=1,
-                            renewTime=_micro(dt.datetime.now(dt.timezone.utc)))
+                            renewTime=_micro(dt.datetime.now(dt.UTC)))
                 self.kube.replace({**lease, "spec": spec})
                 log.info("%s released lease %s/%s", self.identity, self.namespace, self.name)
         except Exception as e:

@@ -7,7 +7,8 @@ CreateContainerConfigError, RunContainerError; OOMKilled from the container runt
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # A spec change is needed to get out of these: the workload has failed.
 FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",

@@ -8,15 +8,21 @@ tracker in ``gpustack_k3.coldstart`` and calls ``enqueue(key)`` whenever the tra
 changes, so the next reconcile writes the new phase. ``forget(key)`` is called when the resource
 is gone; ``close()`` when the operator stops.
 
+Cold-start histograms: feed ``gpustack_k3.operator.health.shared_coldstart_metrics()`` (the
+process-wide ``gpustack_k3.metrics.ColdStartMetrics``; pass its ``listener`` to the tracker); the
+operator's ``/metrics`` serves it.
+
 The snapshot is a plain mapping (``ColdStartSnapshot``); ``decide`` reads:
 ``attempt`` (int, a container restart starts a new attempt), ``cacheWarm`` (bool | None),
+``totalSeconds`` (container start → serving, when known),
 ``phases`` (list of {name, start, end, seconds}), ``current`` (phase name or None),
 ``weightsLoaded`` / ``graphsCaptured`` / ``serving`` / ``warm`` (bool milestones) and
 ``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget, a crash).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol, Sequence, TypedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypedDict
 
 Key = tuple[str, str]
 
@@ -39,6 +45,7 @@ class ColdStartSnapshot(TypedDict, total=False):
     cacheWarm: bool | None
     phases: list[ColdStartPhase]
     current: str | None
+    totalSeconds: float | None
     weightsLoaded: bool
     graphsCaptured: bool
     serving: bool

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Hashable
+from collections.abc import Hashable
 
 
 class WorkQueue:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
 
 
-def argv_document(launch: "LaunchSpec") -> dict:
+def argv_document(launch: LaunchSpec) -> dict:
     return {
         "image": launch.image,
         "command": list(launch.command),
@@ -44,7 +44,7 @@ def comment(text: str) -> str:
     return "# " + json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def shell_command(launch: "LaunchSpec") -> str:
+def shell_command(launch: LaunchSpec) -> str:
     """``env K=V ... <command> <args>``, one option per continuation line; every token shlex-quoted."""
     lines = [comment(f"{launch.name}: {launch.engine} {launch.engine_version}, image {launch.image}")]
     for s in launch.secret_env:

@@ -19,7 +19,7 @@ SRC_K8S_UID = "templates/kubernetes/workload.yaml.j2: pod runs as non-root uid/g
 _FIELD = {"model": "spec.storage.model", "cache": "spec.storage.cache"}
 
 
-def render_findings(launch: "LaunchSpec", target: str) -> list[Finding]:
+def render_findings(launch: LaunchSpec, target: str) -> list[Finding]:
     """Storage problems for ``target`` (argv needs no storage; every other target mounts volumes)."""
     if target == "argv":
         return []

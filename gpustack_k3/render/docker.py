@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MANAGED_BY = ("app.kubernetes.io/managed-by", "gpustack-k3")
 
 
-def docker_volumes(launch: "LaunchSpec") -> dict[str, dict[str, str]]:
+def docker_volumes(launch: LaunchSpec) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for v in launch.volumes:
         if v.purpose == "shm":
@@ -40,6 +40,9 @@ def docker_volumes(launch: "LaunchSpec") -> dict[str, dict[str, str]]:
             src = v.source
         else:
             src = f"{launch.name}-{v.name}"
+        if ":" in src or ":" in v.mount_path:
+            raise RenderError(f"volumes.{v.name}", f"docker cannot bind {src!r} to {v.mount_path!r}: ':' separates "
+                              "source, target and mode", "use paths without ':'")
         if src in out:
             raise RenderError(f"volumes.{v.name}", f"source {src!r} is mounted twice",
                               "give the model and cache volumes different sources")
@@ -47,7 +50,7 @@ def docker_volumes(launch: "LaunchSpec") -> dict[str, dict[str, str]]:
     return out
 
 
-def docker_run_params(launch: "LaunchSpec", *, gpus: bool = True,
+def docker_run_params(launch: LaunchSpec, *, gpus: bool = True,
                       secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``containers.run`` kwargs for ``launch``. ``gpus=False`` leaves out the GPU device request.
 
@@ -67,7 +70,7 @@ def docker_run_params(launch: "LaunchSpec", *, gpus: bool = True,
     return params
 
 
-def _check(launch: "LaunchSpec", params: dict) -> None:
+def _check(launch: LaunchSpec, params: dict) -> None:
     argv = [*params.get("entrypoint", []), *params.get("command", [])]
     if argv != launch.argv:
         raise RenderError("docker.command", "rendered entrypoint + command differ from the launch argv")
@@ -77,7 +80,7 @@ def _check(launch: "LaunchSpec", params: dict) -> None:
         raise RenderError("docker.environment", "rendered environment differs from the launch spec")
 
 
-def docker_run_line(launch: "LaunchSpec", *, gpus: bool = True) -> str:
+def docker_run_line(launch: LaunchSpec, *, gpus: bool = True) -> str:
     """The ``docker run`` command equivalent to :func:`docker_run_params` (secrets passed through by name)."""
     params = docker_run_params(launch, gpus=gpus)
     secret_names = [s.name for s in launch.secret_env if s.name not in params["environment"]]

@@ -33,21 +33,21 @@ DEFAULT_NAMESPACE = "kimi-k3"
 K8S_VERSION = "1.30"           # oldest Kubernetes the objects are validated against
 
 
-def workload_kind(launch: "LaunchSpec") -> str:
+def workload_kind(launch: LaunchSpec) -> str:
     return "StatefulSet" if any(v.kind == "pvc" and not v.source for v in launch.volumes) else "Deployment"
 
 
-def selector_labels(launch: "LaunchSpec") -> dict[str, str]:
+def selector_labels(launch: LaunchSpec) -> dict[str, str]:
     keys = ("app.kubernetes.io/name", "app.kubernetes.io/instance")
     return {k: launch.labels[k] for k in keys if k in launch.labels} or {"app.kubernetes.io/instance": launch.name}
 
 
-def launch_json(launch: "LaunchSpec") -> str:
+def launch_json(launch: LaunchSpec) -> str:
     """The launch spec as stored in the ConfigMap (stable key order, 2-space indent)."""
     return json.dumps(launch.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
-def pod_resources(launch: "LaunchSpec") -> tuple[dict, dict]:
+def pod_resources(launch: LaunchSpec) -> tuple[dict, dict]:
     requests: dict[str, object] = {
         "cpu": str(CPU_BASE + CPU_PER_GPU * launch.gpu_count),
         "memory": f"{HOST_MEM_BASE_GIB + HOST_MEM_PER_GPU_GIB * launch.gpu_count + launch.shm_size_gib}Gi",
@@ -59,7 +59,7 @@ def pod_resources(launch: "LaunchSpec") -> tuple[dict, dict]:
     return requests, limits
 
 
-def render_kubernetes(launch: "LaunchSpec", *, namespace: str | None = None) -> list[dict]:
+def render_kubernetes(launch: LaunchSpec, *, namespace: str | None = None) -> list[dict]:
     """The objects, parsed back from the templates (not yet schema-validated)."""
     data = launch_json(launch)
     requests, limits = pod_resources(launch)
@@ -77,7 +77,7 @@ def render_kubernetes(launch: "LaunchSpec", *, namespace: str | None = None) -> 
     return objs
 
 
-def _check_consistency(launch: "LaunchSpec", objs: list[dict]) -> None:
+def _check_consistency(launch: LaunchSpec, objs: list[dict]) -> None:
     """What the schema cannot see: the rendered pod runs exactly the launch spec."""
     wl = [o for o in objs if o.get("kind") in ("Deployment", "StatefulSet")]
     if len(wl) != 1:

@@ -28,8 +28,8 @@ TARGETS = ("argv", "kubernetes", "docker", "gpustack")
 GPUSTACK_MODULE = "gpustack_k3.render.gpustack"
 
 
-def prepare(doc: "DeploymentDocument", *, targets: tuple[str, ...] = TARGETS,
-            strict: bool = False) -> tuple["LaunchSpec", list["Finding"]]:
+def prepare(doc: DeploymentDocument, *, targets: tuple[str, ...] = TARGETS,
+            strict: bool = False) -> tuple[LaunchSpec, list[Finding]]:
     """The launch spec and every finding (catalog + render); raises ``Refused`` on any error."""
     from gpustack_k3.core.findings import has_errors, sort_findings
     from gpustack_k3.core.launch import Refused, build_launch
@@ -54,7 +54,7 @@ def gpustack_available() -> bool:
     return importlib.util.find_spec(GPUSTACK_MODULE) is not None
 
 
-def _gpustack_files(launch: "LaunchSpec") -> dict[str, str]:
+def _gpustack_files(launch: LaunchSpec) -> dict[str, str]:
     if not gpustack_available():
         raise RenderError("target gpustack", f"{GPUSTACK_MODULE} is not in this build",
                           "render another target, or install a build that has the GPUStack target")
@@ -80,7 +80,7 @@ def schema_validator_available() -> bool:
     return importlib.util.find_spec("kubernetes_validate") is not None
 
 
-def render_target(launch: "LaunchSpec", target: str, *, namespace: str | None = None,
+def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = None,
                   validate: bool | None = None) -> dict[str, str]:
     """Files of one target, parsed back and checked against the launch spec. Kubernetes objects are
     also schema-validated (kubernetes-validate, strict): ``validate=None`` does so when the package
@@ -109,7 +109,7 @@ def render_target(launch: "LaunchSpec", target: str, *, namespace: str | None = 
     raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
 
 
-def render_all(launch: "LaunchSpec", targets: tuple[str, ...] = TARGETS, **kw: Any) -> dict[str, str]:
+def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any) -> dict[str, str]:
     """Files of several targets, one sub-directory per target."""
     out: dict[str, str] = {}
     for t in targets:

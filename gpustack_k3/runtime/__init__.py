@@ -14,10 +14,16 @@ _EXPORTS = {
     "DockerRuntimeError": ".docker",
     "StartResult": ".docker",
     "ContainerStatus": ".docker",
+    "run_launch": ".docker",
+    "local_ulimit_caps": ".docker",
     "ProgressView": ".progress",
+    "LocalProcess": ".local",
+    "LocalRuntimeError": ".local",
+    "ReadyOutcome": ".local",
 }
 
-__all__ = ["ContainerStatus", "DockerLaunch", "DockerRunner", "DockerRuntimeError", "ProgressView", "StartResult"]
+__all__ = ["ContainerStatus", "DockerLaunch", "DockerRunner", "DockerRuntimeError", "LocalProcess",
+           "LocalRuntimeError", "ProgressView", "ReadyOutcome", "StartResult", "local_ulimit_caps", "run_launch"]
 
 
 def __getattr__(name: str) -> Any:

@@ -123,8 +123,44 @@ def port_from_argv(argv: list[str]) -> int | None:
     return None
 
 
-def prepare_params(launch: DockerLaunch, *, host_has_gpus: bool) -> tuple[dict[str, Any], list[str]]:
-    """The create kwargs the runner really uses, and notes about what it changed. No I/O."""
+def local_ulimit_caps() -> dict[str, int]:
+    """This process's finite hard limits for the ulimits engine containers ask for (memlock, stack).
+
+    A dockerd started from this environment inherits them and, without CAP_SYS_RESOURCE, cannot
+    grant a container more (runc: "error setting rlimit ... operation not permitted")."""
+    import resource
+
+    caps: dict[str, int] = {}
+    for name, which in (("memlock", resource.RLIMIT_MEMLOCK), ("stack", resource.RLIMIT_STACK)):
+        hard = resource.getrlimit(which)[1]
+        if hard != resource.RLIM_INFINITY:
+            caps[name] = int(hard)
+    return caps
+
+
+def _clamp_ulimits(ulimits: list, caps: Mapping[str, int], notes: list[str]) -> list[dict]:
+    out: list[dict] = []
+    for u in ulimits:
+        name = u.get("name", u.get("Name"))
+        soft, hard = u.get("soft", u.get("Soft")), u.get("hard", u.get("Hard"))
+        cap = caps.get(name)
+        if cap is not None:
+            new_soft = cap if soft is None or soft < 0 or soft > cap else soft
+            new_hard = cap if hard is None or hard < 0 or hard > cap else hard
+            if (new_soft, new_hard) != (soft, hard):
+                notes.append(f"ulimit {name} clamped from soft={soft}, hard={hard} to soft={new_soft}, "
+                             f"hard={new_hard}: this host's dockerd cannot grant more (ulimit_caps)")
+            soft, hard = new_soft, new_hard
+        out.append({"name": name, "soft": soft, "hard": hard})
+    return out
+
+
+def prepare_params(launch: DockerLaunch, *, host_has_gpus: bool,
+                   ulimit_caps: Mapping[str, int] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The create kwargs the runner really uses, and notes about what it changed. No I/O.
+
+    ``ulimit_caps`` (name → bytes) lowers the requested ulimits to what the daemon can grant; by
+    default they are passed unchanged (GPU hosts run dockerd with unlimited memlock)."""
     params = copy.deepcopy(dict(launch.params))
     notes: list[str] = []
     params["name"] = launch.name
@@ -149,6 +185,8 @@ def prepare_params(launch: DockerLaunch, *, host_has_gpus: bool) -> tuple[dict[s
         if params.pop("device_requests", None) or launch.gpu_count > 0:
             notes.append(f"GPU request dropped: the launch asks for {launch.gpu_count} GPU(s) but host_has_gpus "
                          "is false (pass --gpus / host_has_gpus=True on a GPU host)")
+    if ulimit_caps and params.get("ulimits"):
+        params["ulimits"] = _clamp_ulimits(params["ulimits"], ulimit_caps, notes)
     return params, notes
 
 
@@ -156,7 +194,9 @@ def prepare_params(launch: DockerLaunch, *, host_has_gpus: bool) -> tuple[dict[s
 
 @dataclass
 class StartResult:
-    """How a start-up ended. ``state``: ``ready`` | ``exited`` | ``timeout`` | ``started`` (detached, not waited)."""
+    """How a start-up ended. ``state``: ``ready`` | ``exited`` | ``timeout`` | ``started`` (detached, not waited).
+
+    For an attached run that reached Ready, ``exit_code`` is the container's code once it ended."""
 
     name: str
     container_id: str
@@ -229,13 +269,16 @@ class DockerRunner:
 
     ``client`` is a ``docker.DockerClient``; by default one is made from the environment
     (``DOCKER_HOST``). ``host_has_gpus`` allows GPU device requests. Health is probed on
-    ``health_host`` (127.0.0.1: containers use the host network).
+    ``health_host`` (127.0.0.1: containers use the host network). ``ulimit_caps`` (e.g.
+    :func:`local_ulimit_caps`) lowers requested ulimits a restricted dockerd cannot grant.
     """
 
     def __init__(self, client: Any = None, *, host_has_gpus: bool = False, health_host: str = "127.0.0.1",
-                 poll_s: float = 0.25, probe_timeout_s: float = 2.0) -> None:
+                 poll_s: float = 0.25, probe_timeout_s: float = 2.0,
+                 ulimit_caps: Mapping[str, int] | None = None) -> None:
         self._client = client
         self.host_has_gpus = host_has_gpus
+        self.ulimit_caps = dict(ulimit_caps or {})
         self.health_host = health_host
         self.poll_s = poll_s
         self.probe_timeout_s = probe_timeout_s
@@ -279,7 +322,7 @@ class DockerRunner:
         """Create (not start) the container; clears a stopped leftover of ours with the same name."""
         import docker
 
-        params, notes = prepare_params(launch, host_has_gpus=self.host_has_gpus)
+        params, notes = prepare_params(launch, host_has_gpus=self.host_has_gpus, ulimit_caps=self.ulimit_caps)
         old = self.find(launch.name)
         if old is not None:
             if old.status in ("running", "restarting", "paused"):
@@ -334,8 +377,14 @@ class DockerRunner:
             try:
                 container.start()
             except docker.errors.APIError as exc:
+                why = str(exc.explanation or exc)
+                if "rlimit" in why:
+                    raise DockerRuntimeError(
+                        f"params.ulimits: dockerd could not apply {container.attrs['HostConfig'].get('Ulimits')}: "
+                        f"{why}; start dockerd with higher limits (systemd LimitMEMLOCK=infinity) or clamp them "
+                        "to this host's (DockerRunner(ulimit_caps=local_ulimit_caps()))") from None
                 raise DockerRuntimeError(
-                    f"params.command: dockerd could not start the container: {exc.explanation or exc}; "
+                    f"params.command: dockerd could not start the container: {why}; "
                     "check that the image has the command") from None
             started_at = time.time()
             if on_event:
@@ -356,7 +405,8 @@ class DockerRunner:
                 follower.close()
                 return result
             follower.forward(feed)
-            self._follow_until_exit(container, follower, progress=progress)
+            result.exit_code = self._follow_until_exit(container, follower, progress=progress)
+            result.reason = f"container exited with code {result.exit_code} after Ready"
             return result
         except BaseException as exc:  # Ctrl-C, or a callback failing: never leave the container behind
             self._remove(container)
@@ -429,7 +479,7 @@ class DockerRunner:
         tail.flush()
         try:
             code = int(container.wait(timeout=10).get("StatusCode"))
-        except Exception:
+        except Exception:  # noqa: BLE001 - wait() timed out or the API hiccuped: fall back to inspect
             container.reload()
             code = int(container.attrs.get("State", {}).get("ExitCode", -1))
         ph, engine_reason = current(), None
@@ -450,13 +500,13 @@ class DockerRunner:
                            phase=ph, reason=reason, last_lines=last)
 
     def _follow_until_exit(self, container: Any, follower: _LogFollower, *,
-                           progress: ProgressView | None) -> None:
+                           progress: ProgressView | None) -> int:
         follower.wait_end()
-        container.reload()
-        code = container.attrs.get("State", {}).get("ExitCode")
+        code = int(container.wait(timeout=30).get("StatusCode", -1))
         self._remove(container)  # attached runs behave like `docker run --rm`
         if progress:
             progress.finish(f"container {container.name} ended with exit code {code} and was removed")
+        return code
 
     # -- detached-run operations ------------------------------------------------------------------
     def status(self, name: str, *, tracker_factory: Callable[[], Any] | None = None) -> ContainerStatus:
@@ -516,6 +566,26 @@ class DockerRunner:
             pass
 
 
+def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool = False,
+               clamp_ulimits: bool = False, stream: Any = None, client: Any = None) -> tuple[int, StartResult, Any]:
+    """What ``gpustack-k3 run --runtime docker`` does: the Docker target's params for ``launch``, a
+    cold-start tracker for its engine, a progress view on ``stream`` (stderr by default), then
+    :meth:`DockerRunner.run`. Returns ``(exit_code, result, cold_start_report)``: 0 when Ready
+    (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
+    (KeyboardInterrupt) after the container was removed."""
+    from gpustack_k3.coldstart import ColdStartTracker
+
+    from .progress import ProgressView
+
+    tracker = ColdStartTracker(engine=launch.engine if launch.engine in ("vllm", "sglang") else None)
+    runner = DockerRunner(client, host_has_gpus=host_has_gpus,
+                          ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)
+    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker,
+                        progress=ProgressView(stream, label=launch.name), detach=detach)
+    ok = result.ready and (detach or result.exit_code == 0)
+    return (0 if ok else 1), result, tracker.report()
+
+
 def tracker_phase(tracker: Any) -> str | None:
     """The phase a cold-start tracker is in: current, else failed, else ``server_ready`` once ready."""
     last = tracker.report().last
@@ -555,7 +625,7 @@ class _LogFollower:
         try:
             for chunk in self._stream:
                 self._q.put(chunk)
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - close() or the container's exit ends the stream this way
             pass
         finally:
             self._q.put(_SENTINEL)
@@ -598,6 +668,6 @@ class _LogFollower:
     def close(self) -> None:
         try:
             self._stream.close()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - already closed by the daemon
             pass
         self._thread.join(timeout=5)

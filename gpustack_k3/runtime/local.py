@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Self
 
 OutputCallback = Callable[[bytes], None]
 
@@ -154,7 +155,7 @@ class LocalProcess:
             if self._on_output is not None and self._callback_error is None:
                 try:
                     self._on_output(chunk)
-                except BaseException as exc:  # keep draining the pipe; report at stop()
+                except BaseException as exc:  # noqa: BLE001 - keep draining the pipe; report at stop()
                     self._callback_error = exc
         self._proc.stdout.close()
 
@@ -241,7 +242,7 @@ class LocalProcess:
             raise LocalRuntimeError(f"on_output: the output callback raised {err!r}") from err
         return code
 
-    def __enter__(self) -> "LocalProcess":
+    def __enter__(self) -> Self:
         self.start()
         return self
 

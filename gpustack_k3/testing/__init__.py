@@ -1,0 +1,3 @@
+"""Test fixtures shipped with the package (like ``kopf.testing``) so that ``tests/`` and ``bench/``
+share them: ``k8s_emulator.K8sEmulator`` is a Kubernetes API emulator over real HTTP (kmock-based)
+for the official ``kubernetes`` client. Needs the test extras (kmock, aiohttp, jsonpatch)."""

@@ -45,7 +45,8 @@ import threading
 import traceback
 import uuid
 from collections import Counter, deque
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import aiohttp.web
 import kmock
@@ -107,6 +108,11 @@ DEFAULT_RESOURCES = [
     Resource("batch", "v1", "jobs", "Job", subresources=frozenset({"status"})),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", subresources=frozenset({"status"})),
     Resource("coordination.k8s.io", "v1", "leases", "Lease"),
+    Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", shortnames=("netpol",)),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    Resource("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", custom=True),
+    Resource("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor", custom=True),
     Resource("events.k8s.io", "v1", "events", "Event"),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
              namespaced=False, subresources=frozenset({"status"}), shortnames=("crd",)),
@@ -206,11 +212,11 @@ class _LogBuffer:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _now_micro() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class EmulatorHandler(kmock.KubernetesScaffold):
@@ -408,10 +414,13 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             if not q.get("fieldManager"):
                 raise ApiError(400, "BadRequest", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: "
                                                   "Required value: is required for apply patch")
-            try:
-                cfg = yaml.safe_load(body.decode())
-            except yaml.YAMLError as e:
-                raise ApiError(400, "BadRequest", f"error decoding YAML: {e}") from None
+            try:  # clients send JSON (valid YAML) almost always: take the fast path first
+                cfg = json.loads(body)
+            except ValueError:
+                try:
+                    cfg = yaml.load(body.decode(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+                except yaml.YAMLError as e:
+                    raise ApiError(400, "BadRequest", f"error decoding YAML: {e}") from None
             if not isinstance(cfg, dict):
                 raise ApiError(400, "BadRequest", "apply patch must be an object")
             obj, created = self.apply_object(res, t.namespace, t.name, cfg, t.subresource, q["fieldManager"],
@@ -763,12 +772,7 @@ class EmulatorHandler(kmock.KubernetesScaffold):
                 raise self._not_found(res, name)
             body = sem.clone(cfg)
             body.setdefault("metadata", {})["name"] = name
-            created = self.create_object(res, namespace, body, manager=mkey)
-            owners = {mkey: sem.leaf_paths(self._user_view(created))}
-            okey = (res.key, created["metadata"].get("namespace"), name or "")
-            self.owners[okey] = owners
-            self._owner_meta(created, owners)
-            return created, True
+            return self.create_object(res, namespace, body, manager=mkey), True
         self._precondition(current, meta.get("resourceVersion"))
         user_cfg = self._user_view(cfg)
         cur_view = self._user_view(current)
@@ -778,10 +782,10 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             # Each endpoint applies only its own part of the object.
             if subresource == "status":
                 user_cfg = {"status": user_cfg["status"]} if "status" in user_cfg else {}
-                scope = lambda p: p[:1] == ("status",)  # noqa: E731
+                scope = lambda p: p[:1] == ("status",)
             else:
                 user_cfg.pop("status", None)
-                scope = lambda p: p[:1] != ("status",)  # noqa: E731
+                scope = lambda p: p[:1] != ("status",)
             scoped_owners = {m: {p for p in ps if scope(p)} for m, ps in owners.items()}
             rest_owners = {m: {p for p in ps if not scope(p)} for m, ps in owners.items()}
         else:
@@ -870,7 +874,7 @@ class EmulatorHandler(kmock.KubernetesScaffold):
                     break
                 try:
                     ev = await asyncio.wait_for(watcher.queue.get(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
                 batch = [ev]
                 while not watcher.queue.empty():
@@ -1000,7 +1004,7 @@ class K8sEmulator:
             self._ready.set()
             await self._stop.wait()
 
-    def start(self) -> "K8sEmulator":
+    def start(self) -> K8sEmulator:
         self._thread.start()
         if not self._ready.wait(30) or self._error is not None:
             raise RuntimeError(f"the API emulator did not start: {self._error!r}")
@@ -1011,7 +1015,7 @@ class K8sEmulator:
             self.loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(10)
 
-    def __enter__(self) -> "K8sEmulator":
+    def __enter__(self) -> K8sEmulator:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -1058,12 +1062,14 @@ class K8sEmulator:
             raise KeyError(f"unknown resource {resource!r}; known: {sorted(self.handler.resources_by_key)}") from None
 
     def objects(self, resource: str, namespace: str | None = None, label_selector: str | None = None) -> list[dict]:
-        return self.call(lambda: self.handler.list_objects(self._res(resource), namespace, label_selector)["items"])
+        """Copies of the stored objects (the store itself is never handed out)."""
+        return self.call(lambda: sem.clone(
+            self.handler.list_objects(self._res(resource), namespace, label_selector)["items"]))
 
     def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
         def fn() -> dict | None:
             res = self._res(resource)
-            return self.handler.store[res.key].get((namespace if res.namespaced else None, name))
+            return sem.clone(self.handler.store[res.key].get((namespace if res.namespaced else None, name)))
         return self.call(fn)
 
     def create_namespace(self, name: str) -> dict:

@@ -238,7 +238,7 @@ def delete_path(obj: Any, path: Path) -> None:
 def fields_v1(paths: set[Path]) -> dict[str, Any]:
     """Render a field set as the API's FieldsV1 JSON (`f:name`, `k:{"name":"x"}`)."""
     root: dict[str, Any] = {}
-    for path in sorted(paths, key=lambda p: json.dumps(p, default=str)):
+    for path in paths:
         cur = root
         for el in path:
             key = f"k:{{{json.dumps(el[0])}:{el[1]}}}" if isinstance(el, tuple) else f"f:{el}"

@@ -1,7 +1,7 @@
 """Public API: report shape, platform events, stall budgets, listeners, metrics."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -35,7 +35,7 @@ def test_bad_arguments_name_the_field():
 
 def test_platform_phases_then_log():
     t = ColdStartTracker(year=2025)
-    t0 = datetime(2025, 3, 1, 10, 0, 0, tzinfo=timezone.utc)
+    t0 = datetime(2025, 3, 1, 10, 0, 0, tzinfo=UTC)
     t.platform_event("scheduled", t0, t0.replace(second=4))
     t.platform_event("image_pull", t0.replace(second=4), t0.replace(minute=2))
     t.platform_event("container_start", t0.replace(minute=2), t0.replace(minute=2, second=3))
@@ -51,7 +51,7 @@ def test_platform_phases_then_log():
 
 def test_container_restart_after_progress_is_a_new_attempt():
     t = track("vllm-0.11-tp2-oom-cuda-graphs.log")
-    t.platform_event("container_start", datetime(2026, 11, 30, 0, 1, 0, tzinfo=timezone.utc))
+    t.platform_event("container_start", datetime(2026, 11, 30, 0, 1, 0, tzinfo=UTC))
     d = t.report().to_dict()
     assert [a["status"] for a in d["attempts"]] == ["failed", "in-progress"]
     assert d["status"] == "in-progress"
@@ -60,7 +60,7 @@ def test_container_restart_after_progress_is_a_new_attempt():
 def test_stall_longer_than_budget_fails_the_phase_in_progress():
     t = ColdStartTracker(engine="sglang", budgets={"weights_load": 600})
     t.feed(b"[2025-05-05 10:00:00 TP0] Load weight begin. avail mem=70.00 GB\n")
-    base = datetime(2025, 5, 5, 10, 0, 0, tzinfo=timezone.utc).timestamp()
+    base = datetime(2025, 5, 5, 10, 0, 0, tzinfo=UTC).timestamp()
     assert t.check_stall(base + 599) is False
     assert t.report().status == "in-progress"
     assert t.check_stall(base + 601) is True

@@ -76,3 +76,13 @@ def test_garbage_file_is_in_progress_not_a_crash(run, tmp_path):
     r = run(coldstart, [str(p), "-o", "json"])
     assert r.exit_code == 0
     assert json.loads(r.output)["status"] == "in-progress"
+
+
+def test_exit_codes_through_the_main_entry_point():
+    main = pytest.importorskip("gpustack_k3.cli.main")
+    if not hasattr(main, "run"):
+        pytest.skip("main.run not available")
+    assert main.run(["coldstart", str(LOGS / "vllm-0.8.5-tp2-ready.log")]) == 0
+    assert main.run(["coldstart", str(LOGS / "vllm-0.11-tp2-oom-cuda-graphs.log")]) == 1
+    assert main.run(["doctor", str(LOGS / "sglang-0.5.5-graph-capture-crash.log")]) == 1
+    assert main.run(["doctor", "/nonexistent.log"]) == 2

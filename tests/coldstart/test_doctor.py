@@ -16,7 +16,9 @@ def test_vllm_kimi_log_reveals_seed_15_warnings():
     f = by_rule("vllm-0.33-kimi-k3-tp8-ready.log")
     assert set(f) == {"fp8-kv-no-scales", "slow-tokenizer", "vllm-kv-overcommit", "vllm-compile-mode-none",
                       "jit-after-ready", "vllm-soft-oom-retries"}
-    assert all(x.severity == "warning" for x in f.values())
+    # severities match the rule catalog where ids overlap (gpustack_k3/catalog/data/rules.yaml)
+    assert {k for k, x in f.items() if x.severity == "info"} == {"slow-tokenizer", "vllm-compile-mode-none"}
+    assert all(x.severity == "warning" for k, x in f.items() if k not in ("slow-tokenizer", "vllm-compile-mode-none"))
     over = f["vllm-kv-overcommit"]
     assert over.field == "kv_cache"
     assert "43.76 GiB allocated" in over.message and "38.48 GiB" in over.message   # seed §12.1 figures
@@ -83,3 +85,21 @@ def test_kv_hint_within_allocation_is_not_overcommit():
            b"`--kv-cache-memory=27692338176` (25.79 GiB) to fully utilize gpu memory.\n")
     t.finish()
     assert "vllm-kv-overcommit" not in {x.rule for x in t.findings()}
+
+
+def test_shared_rule_ids_have_the_rule_catalogs_severity():
+    from pathlib import Path
+
+    import yaml
+
+    from gpustack_k3.coldstart import load_catalog
+    path = Path(__file__).resolve().parents[2] / "gpustack_k3" / "catalog" / "data" / "rules.yaml"
+    if not path.exists():
+        pytest.skip("rule catalog not present")
+    doc = yaml.safe_load(path.read_text())
+    rules = doc["rules"] if isinstance(doc, dict) else doc
+    theirs = {r["id"]: r["severity"] for r in rules if isinstance(r, dict) and "id" in r}
+    mine = {r.id: r.severity for r in load_catalog().rules}
+    shared = set(theirs) & set(mine)
+    assert {"fp8-kv-no-scales", "vllm-kv-overcommit", "sglang-kv-pool-below-context"} <= shared
+    assert {k: mine[k] for k in shared} == {k: theirs[k] for k in shared}

@@ -53,8 +53,8 @@ def test_interleaved_ranks_with_partial_lines_split_across_chunks():
     t = ColdStartTracker(engine="vllm", year=2025)
     t.feed(b"(Worker_TP1 pid=11) INFO 01-01 00:00:10 [gpu_model_runner.py:4982] Starting to load model m...\n")
     t.feed(b"(Worker_TP0 pid=10) INFO 01-01 00:00:10 [gpu_model_runner.py:4982] Starting to load model m...\n")
-    t.feed(a[:40]); t.feed(b[:30]); t.feed(b"\n")  # noqa: E702  a torn line followed by another torn one
-    t.feed(a); t.feed(b)                            # noqa: E702
+    t.feed(a[:40]); t.feed(b[:30]); t.feed(b"\n")
+    t.feed(a); t.feed(b)
     wl = t.finish().phase("weights_load")
     assert wl.seconds == 57.0 and wl.details["ranks_reported"] == 2
 
@@ -95,3 +95,42 @@ def test_sglang_time_only_prefix_rolls_over_midnight():
            b"[00:00:08 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.float16, avail mem=60.00 GB\n")
     wl = t.finish().phase("weights_load")
     assert wl.end - wl.start == 10.0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_regex_fallback_backend_gives_the_same_report(name):
+    """Without ahocorasick_rs installed the scanner falls back to one compiled alternation regex."""
+    fast = track(name)
+    slow = track(name, backend="regex")
+    assert slow.scanner.backend == "regex"
+    assert slow.report().to_dict() == fast.report().to_dict()
+    assert slow.findings() == fast.findings()
+
+
+def test_many_restarts_keep_attempts_bounded():
+    from gpustack_k3.coldstart.tracker import MAX_ATTEMPTS
+    t = ColdStartTracker(engine="vllm", year=2026)
+    for i in range(MAX_ATTEMPTS + 10):
+        t.feed(f"INFO 01-01 00:{i // 60:02d}:{i % 60:02d} [api_server.py:1] vLLM API server version 0.9.2\n"
+               f"INFO 01-01 00:{i // 60:02d}:{i % 60:02d} [core.py:1] EngineCore failed to start.\n".encode())
+    rep = t.finish()
+    assert len(rep.attempts) == MAX_ATTEMPTS and rep.dropped_attempts == 10
+    assert rep.last.index == MAX_ATTEMPTS + 10
+
+
+def test_state_stays_bounded_on_endless_marker_lines():
+    from gpustack_k3.coldstart.tracker import MAX_HITS_PER_RULE, MAX_RANKS
+    t = ColdStartTracker(engine="vllm", year=2026)
+    for block in range(20):
+        lines = []
+        for i in range(2000):
+            r = block * 2000 + i
+            lines.append(f"(Worker_TP{r} pid={r}) INFO 01-01 00:00:01 [default_loader.py:509] Loading weights took 1.00 seconds")
+            lines.append(f"(Worker_TP{r} pid={r}) WARNING 01-01 00:00:01 [kv_cache.py:180] Using KV cache scaling factor 1.0 for fp8_e4m3.")
+            lines.append(f"(Worker_TP{r} pid={r}) INFO 01-01 00:00:01 [x.py:1] device_name=NVIDIA_X{r}.json")
+        t.feed(("\n".join(lines) + "\n").encode())
+    rep = t.finish()
+    assert len(t.attempts[-1].phases["weights_load"].ranks) == MAX_RANKS
+    assert all(len(h) <= MAX_HITS_PER_RULE for h in t.doctor_hits.values())
+    assert t.doctor_counts["fp8-kv-no-scales"] == 40000
+    assert rep.phase("weights_load").seconds == 1.0

@@ -3,6 +3,8 @@
 Each expectation names the log line it was read from. Times are UTC, vLLM year given as 2026."""
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
 from .conftest import phases, track
@@ -49,9 +51,9 @@ def test_vllm_033_kimi_k3_ready_matches_seed_13_timeline():
 
 def test_vllm_033_container_start_makes_total_match_seed_10_6_minutes():
     t = track("vllm-0.33-kimi-k3-tp8-ready.log")
-    from datetime import datetime, timezone
-    t.platform_event("container_start", datetime(2026, 11, 29, 17, 6, 21, tzinfo=timezone.utc),
-                     datetime(2026, 11, 29, 17, 6, 29, tzinfo=timezone.utc))
+    from datetime import datetime
+    t.platform_event("container_start", datetime(2026, 11, 29, 17, 6, 21, tzinfo=UTC),
+                     datetime(2026, 11, 29, 17, 6, 29, tzinfo=UTC))
     d = t.report().to_dict()
     assert d["phases"][0]["name"] == "container_start"
     assert d["total_seconds"] == 635.0                    # 17:06:21 → 17:16:56 ≈ 10.6 min (seed §13)
@@ -88,8 +90,8 @@ def test_sglang_0523_kimi_k3_ready_matches_seed_13_timeline():
 
 def test_sglang_container_start_total_matches_seed():
     t = track("sglang-0.5.23-kimi-k3-tp8-dcp8-ready.log")
-    from datetime import datetime, timezone
-    t.platform_event("container_start", datetime(2026, 11, 29, 18, 1, 45, tzinfo=timezone.utc).timestamp())
+    from datetime import datetime
+    t.platform_event("container_start", datetime(2026, 11, 29, 18, 1, 45, tzinfo=UTC).timestamp())
     d = t.report().to_dict()
     assert d["total_seconds"] == 614.0                    # 18:01:45 → 18:11:59 ≈ 10.2 min (seed §13)
 

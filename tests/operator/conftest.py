@@ -1,34 +1,12 @@
 import contextlib
-import time
 
 import pytest
 from kubernetes import client
+from operator_fakes import fake_plan, fake_render, fake_validate
+from operator_helpers import NS
 
 from gpustack_k3.operator.controller import Operator
 from gpustack_k3.testing.k8s_emulator import K8sEmulator
-from operator_fakes import fake_plan, fake_render, fake_validate
-
-G, V, P = "k3.gpustack.ai", "v1alpha1", "k3deployments"
-NS = "llm"
-
-
-def wait_for(fn, timeout=15.0, interval=0.05, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except Exception as e:  # not there yet
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
-
-
-def k3(name, generation_spec=None, **spec):
-    return {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "metadata": {"name": name, "namespace": NS},
-            "spec": {"engine": {"name": "vllm"}, **spec}}
 
 
 @pytest.fixture

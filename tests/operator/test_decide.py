@@ -3,13 +3,13 @@ import copy
 import datetime as dt
 
 import pytest
+from operator_fakes import fake_plan, fake_render, fake_validate
 
 from gpustack_k3.operator import decide as d
-from operator_fakes import fake_plan, fake_render, fake_validate
 
 pytestmark = pytest.mark.operator
 
-T0 = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.UTC)
 T1 = T0 + dt.timedelta(minutes=5)
 
 
@@ -235,3 +235,30 @@ def test_contains_ignores_server_defaults_but_not_changed_values():
     assert not d.contains({"a": 1}, {"a": 2})
     assert not d.contains({"l": [1, 2]}, {"l": [1]})
     assert d.contains({"n": 1.0}, {"n": 1}) and not d.contains({"b": 1}, {"b": True})
+
+
+def _openapi_to_jsonschema(node):
+    """OpenAPI v3 (CRD flavour) → JSON Schema: ``nullable`` becomes a null type."""
+    if isinstance(node, dict):
+        out = {k: _openapi_to_jsonschema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+        if out.pop("nullable", False) and "type" in out:
+            out["type"] = [out["type"], "null"]
+        return out
+    if isinstance(node, list):
+        return [_openapi_to_jsonschema(v) for v in node]
+    return node
+
+
+def test_status_fits_the_crd_status_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    from gpustack_k3.crd.manifest import crd_manifest
+    crd = crd_manifest()
+    status_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    schema = _openapi_to_jsonschema(status_schema)
+    cs = {"attempt": 1, "cacheWarm": False, "current": "cuda_graphs", "totalSeconds": None, "weightsLoaded": True,
+          "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": None, "seconds": None}]}
+    first = run(make_cr(), plan=fake_plan)
+    statuses = [first.status, run(make_cr(parallel={"tp": 3})).status,
+                run(make_cr(status=first.status), observed_after(first, [pod()], cs), plan=fake_plan).status]
+    for status in statuses:
+        jsonschema.validate(status, schema)

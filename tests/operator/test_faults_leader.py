@@ -3,8 +3,8 @@ import threading
 import time
 
 import pytest
+from operator_helpers import NS, G, P, V, k3, wait_for
 
-from conftest import G, NS, P, V, k3, wait_for
 from gpustack_k3.operator import decide as d
 
 pytestmark = pytest.mark.operator
@@ -116,7 +116,7 @@ def test_operator_restart_mid_reconcile(emu, kube, start_operator):
 
 
 def test_leader_election_two_replicas_never_both_act(emu, kube, start_operator):
-    co, coord_api, _ = kube
+    co, _, _ = kube
     timing = dict(leader_elect=True, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
     a = start_operator(identity="replica-a", **timing)
     b = start_operator(identity="replica-b", **timing)

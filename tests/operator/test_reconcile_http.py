@@ -5,10 +5,8 @@ import time
 import urllib.request
 
 import pytest
-from kubernetes import client
-from kubernetes.client.rest import ApiException
+from operator_helpers import NS, G, P, V, k3, wait_for
 
-from conftest import G, NS, P, V, k3, wait_for
 from gpustack_k3.operator import decide as d
 from gpustack_k3.operator.controller import run
 
@@ -57,6 +55,7 @@ def test_create_makes_owned_workload_and_reports_status(emu, kube, start_operato
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     assert 'gpustack_k3_operator_reconcile_total{result="success"}' in body
     assert "gpustack_k3_operator_workqueue_depth 0.0" in body
+    assert "# TYPE gpustack_k3_cold_start_phase_seconds histogram" in body  # from gpustack_k3.metrics
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").status == 200
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read() == b"ok\n"
 
@@ -94,7 +93,7 @@ def test_spec_change_rerenders_and_prunes_removed_fields(emu, kube, start_operat
 
 
 def test_deletion_garbage_collects_and_operator_does_not_recreate(emu, kube, start_operator):
-    co, apps, _ = kube
+    co, _, _ = kube
     op = start_operator()
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")

@@ -28,30 +28,15 @@ def launch_of(data: dict):
     return prepare(doc_of(data))[0]
 
 
+SPECS = FIXTURES / "specs"
+
+
 def edge_documents() -> dict[str, dict]:
-    """Documents exercising what the presets do not: per-pod cache claim (StatefulSet), hostPath
-    volumes, emptyDir cache, secret env, a namespace, custom placement."""
-    out = {}
-    d = preset_data("vllm-fixed")
-    d["metadata"]["name"] = "k3-statefulset"
-    d["spec"]["storage"] = {"model": {"kind": "pvc", "source": "weights"},
-                            "cache": {"kind": "pvc", "sizeGiB": 200}, "shmSizeGiB": 32}
-    d["spec"]["secretEnv"] = [{"name": "HF_TOKEN", "secretName": "hub-token", "key": "token"}]
-    out["statefulset-secret"] = d
-    d = preset_data("sglang-fixed")
-    d["metadata"]["name"] = "k3-hostpath"
-    d["metadata"]["namespace"] = "inference"
-    d["spec"]["storage"] = {"model": {"kind": "hostPath", "source": "/data/models"},
-                            "cache": {"kind": "hostPath", "source": "/data/k3-cache"}}
-    d["spec"]["placement"] = {"nodeSelector": {"pool": "b300"},
-                              "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "llm",
-                                               "effect": "NoSchedule"}]}
-    out["hostpath-placement"] = d
-    d = preset_data("vllm-dcp-no-spec")
-    d["metadata"]["name"] = "k3-ephemeral-cache"
-    d["spec"]["storage"] = {"cache": {"kind": "emptyDir", "sizeGiB": 100}}
-    out["emptydir-cache"] = d
-    return out
+    """Spec files exercising what the presets do not (tests/render/fixtures/specs/*.yaml): per-pod
+    cache claim (StatefulSet) + secret env, hostPath volumes + namespace + placement, emptyDir cache."""
+    import yaml
+
+    return {p.stem: yaml.safe_load(p.read_text()) for p in sorted(SPECS.glob("*.yaml"))}
 
 
 EDGES = edge_documents()

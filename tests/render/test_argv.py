@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import stat
@@ -32,10 +31,10 @@ PLACEHOLDERS = {"<Kimi-K3 path>": "/models/Kimi-K3", "<Kimi-K3-DSpark path>": "/
 def seed_launches() -> dict[str, dict]:
     """Parse domain §2 (fixture copy): env and argv of both seeds, placeholders filled in."""
     sec = _section2((FIXTURES / "domain_s2.md").read_text())
-    blocks = re.findall(r"```\n(.*?)```", sec, re.S)
+    blocks = re.findall(r"```\n(.*?)```", sec, re.DOTALL)
     for ph, path in PLACEHOLDERS.items():
         blocks = [b.replace(ph, path) for b in blocks]
-    env_text = re.search(r"vLLM environment:\n(.*?)\n\nvLLM arguments", sec, re.S).group(1)
+    env_text = re.search(r"vLLM environment:\n(.*?)\n\nvLLM arguments", sec, re.DOTALL).group(1)
     env = dict(kv.split("=", 1) for kv in re.findall(r"`([A-Z0-9_]+=[^`]*)`", env_text))
     return {"vllm": {"env": env, "args": shlex.split(blocks[0])},
             "sglang": {"env": {}, "args": shlex.split(blocks[1])}}
@@ -118,7 +117,7 @@ def test_import_of_seed_command_line_renders_back_the_seed(engine, tmp_path):
     seed = seed_launches()[engine]
     argv = (["/models/Kimi-K3"] if engine == "vllm" else []) + seed["args"]
     imp = CliRunner().invoke(import_, ["--engine", engine, "--name", f"imp-{engine}",
-                                       *sum((["--env", f"{k}={v}"] for k, v in seed["env"].items()), []),
+                                       *[a for k, v in seed["env"].items() for a in ("--env", f"{k}={v}")],
                                        "--", *argv])
     assert imp.exit_code == 0, imp.output
     spec = tmp_path / "imported.yaml"
@@ -166,7 +165,7 @@ def run_shell_line(line: str, tmp: Path, exe: str) -> tuple[list[str], dict[str,
     _fake_exe(bindir, exe)
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "ARGV_OUT": str(tmp / "argv.bin"), "ENV_OUT": str(tmp / "env.bin"),
            "HOME": str(tmp)}
-    proc = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(["bash", "-c", line], env=env, check=False, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     argv = (tmp / "argv.bin").read_bytes().decode().split("\0")[:-1]
     envd = dict(e.split("=", 1) for e in (tmp / "env.bin").read_bytes().decode().split("\0")[:-1])
@@ -214,3 +213,22 @@ def test_cli_shell_output_of_a_hostile_spec(tmp_path):
     assert json.loads(argv[argv.index("--attention-config") + 1])["note"] == evil
     assert {k: env[k] for k in launch.env} == launch.env
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_shell_line_round_trips_arbitrary_text(tmp_path):
+    """Property: any text (minus NUL, which no argv can hold) survives quoting + bash unchanged."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    base = launch_of(preset_data("vllm-fixed"))
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(values=st.lists(text, min_size=1, max_size=4), env_value=text)
+    def check(values, env_value):
+        launch = replace(base, args=[base.args[0], *values], env={**base.env, "ANY": env_value})
+        argv, env = run_shell_line(shell_command(launch), tmp_path, "vllm")
+        assert argv[1:] == launch.argv[1:]
+        assert env["ANY"] == env_value
+
+    check()

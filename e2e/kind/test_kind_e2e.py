@@ -1,0 +1,32 @@
+"""kind e2e (marker ``kind``): runs e2e/kind/run.sh — kind cluster, chart installed with the real helm,
+every preset applied as a K3Deployment, the invalid example refused by the API server's CEL, teardown.
+
+Run: ``python3 -m pytest e2e/kind -m kind``. Skips with the script's preflight reason where kind, docker,
+kubectl, helm or the node image cannot be had (as on the project's CI machines, testinfra.md §1a).
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.kind
+
+SCRIPT = Path(__file__).resolve().parent / "run.sh"
+PREFLIGHT_MISSING = 3
+
+
+def _preflight() -> None:
+    res = subprocess.run(["bash", str(SCRIPT), "--preflight"], capture_output=True, text=True, timeout=300,
+                         check=False)
+    if res.returncode == PREFLIGHT_MISSING:
+        reason = [ln for ln in res.stderr.splitlines() if "PREFLIGHT:" in ln]
+        pytest.skip(reason[-1].split("PREFLIGHT:", 1)[1].strip() if reason else res.stderr.strip())
+    assert res.returncode == 0, f"preflight failed unexpectedly: {res.stderr}"
+
+
+def test_invalid_example_refused_by_the_api_server():
+    _preflight()
+    res = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=1800, check=False)
+    assert res.returncode == 0 and res.stdout.strip().endswith("E2E OK"), res.stderr[-4000:]

@@ -1,0 +1,167 @@
+"""``gpustack-k3 gpustack ...``: apply / status / delete against a GPUStack 2.3.0 server.
+
+Exit codes: 0 done; 1 the spec is refused (error findings) or a watched instance ended in error;
+2 unusable input or a GPUStack problem (missing/rejected API key, unreachable server, 409, 422/400).
+Heavy modules (httpx, tenacity, jinja2) are imported inside the commands.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, print_findings_text
+
+server_option = click.option("--server", envvar="GPUSTACK_SERVER", required=True, metavar="URL",
+                             help="GPUStack server URL (env GPUSTACK_SERVER).")
+key_option = click.option("--api-key-env", default="GPUSTACK_API_KEY", show_default=True, metavar="VAR",
+                          help="Name of the environment variable holding the API key.")
+cluster_option = click.option("--cluster", default=None, metavar="NAME", help="GPUStack cluster name.")
+output_option = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(EXIT_INPUT)
+
+
+def _client(server: str, key_env: str):
+    from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
+
+    key = os.environ.get(key_env, "").strip()
+    if not key:
+        _fail(f"no API key: environment variable {key_env} is empty or unset "
+              f"(create a key in GPUStack under API Keys and export {key_env}=...)")
+    try:
+        return GPUStackClient(server, key)
+    except GPUStackError as exc:
+        _fail(str(exc))
+
+
+@click.group("gpustack")
+def gpustack() -> None:
+    """Deploy Kimi-K3 to a GPUStack 2.3.0 server (custom backend + deployment) and follow it."""
+
+
+@gpustack.command("apply")
+@click.argument("spec", required=False)
+@click.option("--preset", default=None, metavar="NAME", help="Use a catalog preset instead of a SPEC file.")
+@server_option
+@key_option
+@click.option("--cluster", default="default", show_default=True, metavar="NAME", help="GPUStack cluster name.")
+@click.option("--worker", default=None, metavar="NAME",
+              help="Pin all GPUs of this worker (gpu_selector.gpu_ids); without it a VRAM claim is used.")
+@click.option("--hub", type=click.Choice(["huggingface", "model_scope"]), default=None,
+              help="Where GPUStack downloads the weights from (default: the catalog model's hub).")
+@click.option("--dry-run", is_flag=True, help="Change nothing; validate with GPUStack's import dry run.")
+@output_option
+def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: str, cluster: str,
+              worker: str | None, hub: str | None, dry_run: bool, output: str) -> None:
+    """Validate SPEC, then register/update the custom backend and create/update the deployment."""
+    from gpustack_k3.cli.common import load_document
+    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.core.launch import Refused, build_launch
+    from gpustack_k3.gpustack.apply import apply
+    from gpustack_k3.gpustack.client import GPUStackError
+    from gpustack_k3.render.gpustack import ModelSource, model_source_for, render_gpustack
+    from gpustack_k3.render.templates import RenderError
+
+    try:
+        doc = load_document(spec, preset)
+    except InputError as exc:
+        fail_input(exc)
+    try:
+        launch, findings, _ = build_launch(doc)
+    except Refused as exc:
+        print_findings_text([f for f in exc.findings if f.severity == "error"], err=True)
+        click.echo(f"refused: {sum(f.severity == 'error' for f in exc.findings)} error(s); nothing was sent",
+                   err=True)
+        sys.exit(EXIT_REFUSED)
+    warnings = [f for f in findings if f.severity == "warning"]
+    if warnings and output == "text":
+        print_findings_text(warnings, err=True)
+    elif warnings:
+        click.echo(f"{len(warnings)} warning(s); see `gpustack-k3 validate`", err=True)
+    try:
+        source = model_source_for(doc)
+        if hub and source.source != "local_path":
+            source = ModelSource(hub, source.ref)
+        files = render_gpustack(launch, worker=worker, cluster=cluster, source=source)
+    except RenderError as exc:
+        _fail(exc.line())
+    client = _client(server, api_key_env)
+    try:
+        with client:
+            result = apply(client, files, cluster=cluster, dry_run=dry_run)
+    except GPUStackError as exc:
+        _fail(str(exc))
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        pre = "dry run: " if dry_run else ""
+        b, m = result["backend"], result["model"]
+        click.echo(f"{pre}backend {b['name']}: {b['action']}")
+        click.echo(f"{pre}model {m['name']}" + (f" (id {m['id']})" if m.get("id") is not None else "")
+                   + f": {m['action']}")
+
+
+@gpustack.command("status")
+@click.argument("name")
+@server_option
+@key_option
+@cluster_option
+@click.option("--watch", is_flag=True, help="Follow instance states and cold-start phases until running or error.")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Stop watching after this long.")
+@output_option
+def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, watch: bool,
+               timeout: float | None, output: str) -> None:
+    """Show a deployment and its instances (``--watch``: follow them live)."""
+    from gpustack_k3.gpustack.client import GPUStackError
+    from gpustack_k3.gpustack.status import status, watch as watch_fn
+
+    client = _client(server, api_key_env)
+    try:
+        with client:
+            if watch:
+                res = watch_fn(client, name, cluster=cluster, timeout=timeout,
+                               echo=(lambda s: click.echo(s, err=True)) if output == "json" else click.echo)
+                if output == "json":
+                    click.echo(json.dumps(res, indent=2))
+                sys.exit(0 if res["ok"] else 1)
+            res = status(client, name, cluster)
+    except GPUStackError as exc:
+        _fail(str(exc))
+    if output == "json":
+        click.echo(json.dumps(res, indent=2))
+        return
+    m = res["model"]
+    click.echo(f"model {m['name']} (id {m['id']}): {m['state'] or 'unknown'}, "
+               f"{m['ready_replicas'] or 0}/{m['replicas']} ready" + (f" - {m['state_message']}" if m["state_message"] else ""))
+    for i in res["instances"]:
+        where = f" on {i['worker']} GPUs {i['gpu_indexes']}" if i["worker"] else ""
+        click.echo(f"  {i['name']}: {i['state']}{where}" + (f" - {i['state_message']}" if i["state_message"] else ""))
+
+
+@gpustack.command("delete")
+@click.argument("name")
+@server_option
+@key_option
+@cluster_option
+@output_option
+def delete_cmd(name: str, server: str, api_key_env: str, cluster: str | None, output: str) -> None:
+    """Delete a deployment (the custom backend stays: other deployments may use it)."""
+    from gpustack_k3.gpustack.apply import delete
+    from gpustack_k3.gpustack.client import GPUStackError
+
+    client = _client(server, api_key_env)
+    try:
+        with client:
+            res = delete(client, name, cluster=cluster)
+    except GPUStackError as exc:
+        _fail(str(exc))
+    if output == "json":
+        click.echo(json.dumps(res, indent=2))
+    else:
+        click.echo(f"model {name} (id {res['model']['id']}): deleted")

