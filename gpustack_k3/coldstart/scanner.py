@@ -118,32 +118,69 @@ def _trie_regex(keys: list[bytes]) -> bytes:
     return build(trie)
 
 
-class KeywordScanner:
-    """Find every occurrence of a fixed set of literal keys in a bytes chunk, in one pass."""
+def triggers(keys: list[str], min_prefix: int = 12) -> list[str]:
+    """A smaller set of literals such that every key contains one: keys that contain another key
+    are dropped and keys sharing a long prefix are merged into it. A line holding a trigger is a
+    candidate line; which keys it really holds is checked on that line only."""
+    base = sorted({k for k in keys if not any(o != k and o in k for o in keys)})
+    out: list[str] = []
+    for k in base:
+        if out:
+            common = _common_prefix(out[-1], k)
+            if len(common) >= min_prefix:
+                out[-1] = common
+                continue
+        out.append(k)
+    return sorted({k for k in out if not any(o != k and o in k for o in out)})
 
-    def __init__(self, keys: list[str], backend: str = "auto", skip: set[str] | None = None):
-        # indexes always refer to ``keys``; keys in ``skip`` are not searched for
-        pairs = [(i, k.encode("utf-8")) for i, k in enumerate(keys) if not skip or k not in skip]
-        orig = [i for i, _k in pairs]
-        bkeys = [k for _i, k in pairs]
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+class KeywordScanner:
+    """Find the lines of a bytes chunk that may hold a key, in one C-speed pass per group.
+
+    ``find(data)`` returns the sorted start offsets of trigger matches. With ``ahocorasick_rs``
+    the triggers are split into groups of at most 32 literals, each searched leftmost-first
+    (the library then uses its SIMD "Teddy" prefilter, several times faster than a plain
+    automaton on ~90 literals). Without it, one compiled alternation regex (a prefix trie) is used.
+    """
+
+    GROUP = 32
+
+    def __init__(self, keys: list[str], backend: str = "auto", skip: Optional[set[str]] = None):
+        wanted = [k for k in keys if not skip or k not in skip]
+        self.triggers = triggers(wanted)
+        bkeys = [k.encode("utf-8") for k in self.triggers]
         self.backend = backend
-        self.find: Callable[[bytes], list[tuple[int, int, int]]]
+        self.find: Callable[[bytes], list[int]]
         if backend in ("auto", "ahocorasick"):
             try:
-                import ahocorasick_rs  # optional accelerator, same results as the regex below
+                import ahocorasick_rs  # optional accelerator; results are identical to the regex
             except ImportError:
                 if backend == "ahocorasick":
                     raise
             else:
-                ac = ahocorasick_rs.BytesAhoCorasick(bkeys)
+                groups = [ahocorasick_rs.BytesAhoCorasick(bkeys[i:i + self.GROUP],
+                                                          matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
+                          for i in range(0, len(bkeys), self.GROUP)]
                 self.backend = "ahocorasick"
-                if len(orig) == len(keys):
-                    self.find = lambda data: ac.find_matches_as_indexes(data, overlapping=True)
-                else:
-                    self.find = lambda data: [(orig[i], s, e) for i, s, e in
-                                              ac.find_matches_as_indexes(data, overlapping=True)]
+
+                def find(data: bytes) -> list[int]:
+                    if len(groups) == 1:
+                        return [s for _i, s, _e in groups[0].find_matches_as_indexes(data)]
+                    out = [s for g in groups for _i, s, _e in g.find_matches_as_indexes(data)]
+                    out.sort()
+                    return out
+
+                self.find = find
                 return
         rx = re.compile(_trie_regex(bkeys))
-        index = {k: orig[i] for i, k in enumerate(bkeys)}
         self.backend = "regex"
-        self.find = lambda data: [(index[m.group()], m.start(), m.end()) for m in rx.finditer(data)]
+        self.find = lambda data: [m.start() for m in rx.finditer(data)]

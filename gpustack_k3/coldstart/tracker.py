@@ -249,6 +249,7 @@ class ColdStartTracker:
         if engine not in (None, "vllm", "sglang"):
             raise ValueError(f"engine must be 'vllm', 'sglang' or None (auto), not {engine!r}")
         self.catalog = catalog or load_catalog()
+        self._bkeys = [k.encode("utf-8") for k in self.catalog.keys]
         self.scanner = KeywordScanner(self.catalog.keys, backend=backend)
         # the same keys minus access-log ones, which are read only while waiting for the first request
         self.scanner_quiet = KeywordScanner(self.catalog.keys, backend=backend,
@@ -406,25 +407,20 @@ class ColdStartTracker:
             pos += switched
         self._tail_timestamp(data)
 
-    def _scan_part(self, data: bytes, matches, consumers, want: bool) -> int | None:
-        """Process the matched lines; return the offset to rescan from if the request window
-        opened or closed in the middle of this piece, else None."""
-        line_start = -1
-        keys: list[int] = []
-        line_end = 0
-        for idx, s, _e in matches:
-            if s < line_end and line_start >= 0:
-                if idx not in keys:
-                    keys.append(idx)
+    def _scan_part(self, data: bytes, positions: list[int], consumers, want: bool) -> int | None:
+        """Process each candidate line once; return the offset to rescan from if the request
+        window opened or closed in the middle of this piece, else None."""
+        bkeys = self._bkeys
+        line_end = -1
+        for pos in positions:
+            if pos < line_end:
                 continue
-            if keys:
-                self._line(data, line_start, line_end, keys, consumers)
-                if self._want_requests() != want and line_end + 1 < len(data):
-                    return line_end + 1
-            line_start, line_end = _bounds(data, s)
-            keys = [idx]
-        if keys:
-            self._line(data, line_start, line_end, keys, consumers)
+            line_start, line_end = _bounds(data, pos)
+            raw = data[line_start:line_end]
+            keys = [i for i, k in enumerate(bkeys) if k in raw]
+            if not keys:
+                continue
+            self._line(raw, keys, consumers)
             if self._want_requests() != want and line_end + 1 < len(data):
                 return line_end + 1
         return None
@@ -488,8 +484,7 @@ class ColdStartTracker:
                     ts = epoch(self._year, 1, 1, p.hms)
         return ts, p.rank
 
-    def _line(self, data: bytes, start: int, end: int, keys: list[int], consumers: list) -> None:
-        raw = data[start:end]
+    def _line(self, raw: bytes, keys: list[int], consumers: list) -> None:
         if len(raw) > 65536:
             raw = raw[:65536]
         text = raw.decode("utf-8", "replace")

@@ -255,6 +255,15 @@ def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv
         _set(out.spec, f"speculative.{k}", v)
 
 
+def parser_options(rel_path: str) -> set[str]:
+    """Option strings (and aliases) from a parser dump in the catalog data directory."""
+    from gpustack_k3.catalog.loader import DATA
+
+    d = json.loads((DATA / rel_path).read_text())
+    opts = d["options"] if isinstance(d, dict) else {k: {} for k in d}
+    return {*opts, *(a for v in opts.values() for a in v.get("aliases", []))}
+
+
 def known_flags(r: Resolved) -> set[str]:
     """Every flag string the catalog knows for this engine version (typed fields + extra known flags)."""
     out: set[str] = set()
@@ -268,7 +277,6 @@ def known_flags(r: Resolved) -> set[str]:
     if r.version:
         out.update(r.version.extra_known_flags)
         if r.version.known_flags_file:
-            from gpustack_k3.catalog.loader import DATA
-            out.update(json.loads((DATA / r.version.known_flags_file).read_text()))
+            out.update(parser_options(r.version.known_flags_file))
     out.update(r.engine.platform_flags)
     return out

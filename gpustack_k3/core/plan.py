@@ -108,7 +108,13 @@ def _plan_vllm(r: Resolved) -> Plan:
     non_kv = weights + non_torch + activation
     notes = []
     budget = requested - non_kv - graphs
-    if r.spec.memory.kvCacheBytes:
+    cpu_space = r.spec.env.get("VLLM_CPU_KVCACHE_SPACE") if r.trait("cpu") else None
+    if cpu_space:
+        allocated = budget = float(cpu_space)
+        notes.append("VLLM_CPU_KVCACHE_SPACE sets the KV cache (GiB) and overrides --kv-cache-memory-bytes "
+                     "(vllm/platforms/cpu.py:323-327 @0.32.0)")
+        used = non_kv + allocated
+    elif r.spec.memory.kvCacheBytes:
         allocated = budget = r.spec.memory.kvCacheBytes / GIB
         notes.append("kvCacheBytes pins the pool and ignores the memory fraction (config/cache.py:374-381 @0.33.0)")
         used = non_kv + graphs + allocated

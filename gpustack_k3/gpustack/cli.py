@@ -35,7 +35,11 @@ def _client(server: str, key_env: str):
         _fail(f"no API key: environment variable {key_env} is empty or unset "
               f"(create a key in GPUStack under API Keys and export {key_env}=...)")
     try:
-        return GPUStackClient(server, key)
+        attempts = int(os.environ.get("GPUSTACK_K3_HTTP_ATTEMPTS", "4"))
+    except ValueError:
+        _fail("GPUSTACK_K3_HTTP_ATTEMPTS must be an integer")
+    try:
+        return GPUStackClient(server, key, attempts=attempts)
     except GPUStackError as exc:
         _fail(str(exc))
 

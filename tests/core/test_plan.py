@@ -72,3 +72,10 @@ def test_more_fraction_more_kv_monotonic():
 
 def test_tp4_weights_double():
     assert p("vllm-seed", {"parallel": {"tp": 4}}).weights_gib == pytest.approx(2 * 194.54)
+
+
+def test_cpu_preset_matches_real_vllm_cpu_log():
+    # tests/fixtures/logs/vllm-0.32.0-cpu-eager.log: "CPU KV cache size: 46,592 tokens" (VLLM_CPU_KVCACHE_SPACE=1)
+    pl = p("vllm-cpu-smollm2")
+    assert pl.kv_cache_tokens == pytest.approx(46_592, rel=0.01)
+    assert pl.max_concurrency == pytest.approx(45.5, abs=0.1)   # "Maximum concurrency for 1,024 tokens ...: 45.50x"

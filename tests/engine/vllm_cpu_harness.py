@@ -14,10 +14,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ARGPARSER_SCRIPT = REPO / ".ci" / "vllm_cpu" / "vllm_argparser.py"
-OPTIONS_FIXTURE = REPO / "tests" / "fixtures" / "vllm-0.32.0-cpu-options.json"
+OPTIONS_FIXTURE = REPO / "gpustack_k3" / "catalog" / "data" / "engines" / "vllm-0.32.0-cpu-options.json"
 REGEN_OPTIONS_CMD = (
     "$(bash .ci/setup_vllm_cpu.sh | sed -n 's/^VLLM_CPU_PYTHON=//p') "
-    ".ci/vllm_cpu/vllm_argparser.py options > tests/fixtures/vllm-0.32.0-cpu-options.json"
+    ".ci/vllm_cpu/vllm_argparser.py options > gpustack_k3/catalog/data/engines/vllm-0.32.0-cpu-options.json"
 )
 
 
