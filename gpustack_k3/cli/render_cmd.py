@@ -78,8 +78,10 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
 @click.option("--output", "-o", type=click.Choice(["json", "yaml", "shell", "text"]), default=None,
               help="Printed format (default: json for argv/docker, yaml for kubernetes, text otherwise).")
 @click.option("--namespace", default=None, help="Kubernetes namespace (default: metadata.namespace, else kimi-k3).")
+@click.option("--worker", default=None, help="GPUStack: pin all GPUs of this worker (gpu_selector.gpu_ids).")
+@click.option("--cluster", default="default", show_default=True, help="GPUStack: cluster name for import.yaml.")
 @click.option("--strict", is_flag=True, help="Unknown flags refuse instead of warn.")
-def render(spec, preset, target, out_dir, output, namespace, strict):
+def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict):
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TARGETS, gpustack_available, prepare, render_all, render_target
@@ -105,9 +107,9 @@ def render(spec, preset, target, out_dir, output, namespace, strict):
     if "kubernetes" in targets and not schema_validator_available():
         click.echo("note: kubernetes-validate is not installed: Kubernetes objects are not schema-checked "
                    "(pip install kubernetes-validate==1.37.0)", err=True)
+    kw = {"namespace": ns, "doc": doc, "gpustack": {"worker": worker, "cluster": cluster}}
     try:
-        files = (render_all(launch, targets, namespace=ns) if target == "all"
-                 else render_target(launch, target, namespace=ns))
+        files = (render_all(launch, targets, **kw) if target == "all" else render_target(launch, target, **kw))
     except RenderError as exc:
         _render_failed(exc)
     try:

@@ -130,7 +130,11 @@ class Operator:
         self.elector: LeaderElector | None = None
         if leader_elect:
             lease_ns = lease_namespace or os.environ.get("POD_NAMESPACE") or (self.namespaces or ["default"])[0]
-            self.elector = LeaderElector(self.kube, name=lease_name, namespace=lease_ns, identity=self.identity,
+            # Lease calls are never retried nor slow: a leader must notice a failed renewal within
+            # renew_deadline, before the lease can expire and a standby take over (client-go does the same).
+            lease_kube = Kube(api_client, user_agent=self.kube.api.user_agent, field_manager=d.FIELD_MANAGER,
+                              attempts=1, timeout=(retry_period, retry_period))
+            self.elector = LeaderElector(lease_kube, name=lease_name, namespace=lease_ns, identity=self.identity,
                                          lease_duration=lease_duration, renew_deadline=renew_deadline,
                                          retry_period=retry_period, on_started=self._start_leading,
                                          on_stopped=self._stop_leading)

@@ -311,6 +311,8 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
         status["warnings"] = warnings
     if desired and (ep := _endpoint(desired)):
         status["endpoint"] = ep
+    elif errors and observed.owned and prev.get("endpoint"):
+        status["endpoint"] = prev["endpoint"]  # the last valid generation keeps serving there
     if plan is not None and not errors:
         try:
             summary = plan(doc)

@@ -64,10 +64,11 @@ def api_client_from(kubeconfig: str | None = None, *, host: str | None = None, p
 
 class Kube:
     def __init__(self, api_client: Any, *, user_agent: str, field_manager: str,
-                 attempts: int = 5, max_wait: float = 2.0) -> None:
+                 attempts: int = 5, max_wait: float = 2.0, timeout: Any = None) -> None:
         self.api = api_client
         self.api.user_agent = user_agent
         self.field_manager = field_manager
+        self.timeout = timeout  # urllib3 (connect, read) seconds for every non-watch request
         self._discovered: dict[tuple[str, str], tuple[str, bool]] = {}
         self._lock = threading.Lock()
         import tenacity
@@ -118,7 +119,7 @@ class Kube:
             headers["Content-Type"] = content_type or "application/json"
         req = self.api.param_serialize(method, path, query_params=query or [], header_params=headers, body=body,
                                        auth_settings=["BearerToken"])
-        resp = self.api.call_api(*req, _request_timeout=timeout)
+        resp = self.api.call_api(*req, _request_timeout=timeout or self.timeout)
         if stream:
             if not 200 <= resp.status <= 299:
                 resp.read()

@@ -34,14 +34,26 @@ def cases() -> dict[str, object]:
 
 
 def golden_files() -> dict[str, str]:
-    from gpustack_k3.render.targets import TARGETS, gpustack_available, prepare, render_all
+    """Presets must render for every target. A fixture spec a target refuses (e.g. secret env for
+    GPUStack, which has no secret references) gets ``<case>/<target>/refused.txt`` with the message."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.render.targets import TARGETS, gpustack_available, prepare, render_target
+    from gpustack_k3.render.templates import RenderError
 
+    presets = set(load_catalog().presets)
     targets = tuple(t for t in TARGETS if t != "gpustack" or gpustack_available())
     files: dict[str, str] = {}
     for name, doc in cases().items():
         launch, _ = prepare(doc, targets=targets)
-        for rel, text in render_all(launch, targets, namespace=doc.metadata.namespace).items():
-            files[f"{name}/{rel}"] = text
+        for t in targets:
+            try:
+                rendered = render_target(launch, t, namespace=doc.metadata.namespace, doc=doc)
+            except RenderError as exc:
+                if name in presets:
+                    raise
+                rendered = {"refused.txt": exc.line() + "\n"}
+            for rel, text in rendered.items():
+                files[f"{name}/{t}/{rel}"] = text
     return files
 
 

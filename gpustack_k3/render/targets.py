@@ -54,12 +54,15 @@ def gpustack_available() -> bool:
     return importlib.util.find_spec(GPUSTACK_MODULE) is not None
 
 
-def _gpustack_files(launch: LaunchSpec) -> dict[str, str]:
+def _gpustack_files(launch: LaunchSpec, doc: DeploymentDocument | None, gpustack: dict[str, Any]) -> dict[str, str]:
     if not gpustack_available():
         raise RenderError("target gpustack", f"{GPUSTACK_MODULE} is not in this build",
                           "render another target, or install a build that has the GPUStack target")
     mod = importlib.import_module(GPUSTACK_MODULE)
-    result = mod.render_gpustack(launch)
+    kw = dict(gpustack)
+    if doc is not None and hasattr(mod, "model_source_for"):
+        kw.setdefault("source", mod.model_source_for(doc))     # the spec's hub id, not a guess from the path
+    result = mod.render_gpustack(launch, **kw)
     if not isinstance(result, Mapping) or not result:
         raise RenderError("target gpustack", f"render_gpustack returned {type(result).__name__}, "
                           "expected a mapping of file name -> content")
@@ -81,10 +84,12 @@ def schema_validator_available() -> bool:
 
 
 def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = None,
-                  validate: bool | None = None) -> dict[str, str]:
+                  validate: bool | None = None, doc: DeploymentDocument | None = None,
+                  gpustack: dict[str, Any] | None = None) -> dict[str, str]:
     """Files of one target, parsed back and checked against the launch spec. Kubernetes objects are
     also schema-validated (kubernetes-validate, strict): ``validate=None`` does so when the package
-    is installed, ``True`` requires it."""
+    is installed, ``True`` requires it. ``doc`` (the source document) and ``gpustack`` (``worker``,
+    ``cluster``) feed the GPUStack target."""
     if target == "argv":
         from gpustack_k3.render.argv import argv_document, shell_command
 
@@ -105,7 +110,7 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
         return {"docker-run-params.json": dump_json(docker_run_params(launch)),
                 "docker-run.sh": docker_run_line(launch)}
     if target == "gpustack":
-        return _gpustack_files(launch)
+        return _gpustack_files(launch, doc, gpustack or {})
     raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
 
 
@@ -129,6 +134,7 @@ def example_files(*, validate: bool | None = None) -> tuple[dict[str, str], list
     for name, preset in load_catalog().presets.items():
         doc = DeploymentDocument.model_validate(preset.document)
         launch, _ = prepare(doc, targets=targets)
-        for rel, text in render_all(launch, targets, namespace=doc.metadata.namespace, validate=validate).items():
+        for rel, text in render_all(launch, targets, namespace=doc.metadata.namespace, validate=validate,
+                                    doc=doc).items():
             files[f"{name}/{rel}"] = text
     return files, notes

@@ -262,3 +262,11 @@ def test_status_fits_the_crd_status_schema():
                 run(make_cr(status=first.status), observed_after(first, [pod()], cs), plan=fake_plan).status]
     for status in statuses:
         jsonschema.validate(status, schema)
+
+
+def test_turning_invalid_keeps_the_running_workload():
+    first = run(make_cr())
+    dec = run(make_cr(generation=2, status=first.status, parallel={"tp": 3}), observed_after(first), now=T1)
+    assert dec.writes == ()  # no apply, and no delete of what serves now
+    assert dec.status["phase"] == "Invalid" and dec.status["observedGeneration"] == 2
+    assert dec.status["endpoint"] == first.status["endpoint"]

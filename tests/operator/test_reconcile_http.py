@@ -220,3 +220,22 @@ def test_run_entry_point_with_kubeconfig(emu, kube, tmp_path):
     stop.set()
     t.join(15)
     assert result == {"code": 0}
+
+
+@pytest.mark.parametrize("scope", [["llm", "team-b"], []], ids=["two-namespaces", "all-namespaces"])
+def test_namespace_scopes(emu, kube, start_operator, scope):
+    co, apps, _ = kube
+    emu.create_namespace("team-b")
+    emu.create_namespace("elsewhere")
+    start_operator(namespaces=scope)
+    for ns in ("llm", "team-b", "elsewhere"):
+        body = k3("m")
+        body["metadata"]["namespace"] = ns
+        co.create_namespaced_custom_object(G, V, ns, P, body)
+    wait_for(lambda: apps.read_namespaced_deployment("m", "team-b"), what="team-b reconciled")
+    apps.read_namespaced_deployment("m", "llm")
+    if scope:
+        time.sleep(0.5)
+        assert emu.get("apps/v1/deployments", "elsewhere", "m") is None  # not watched: left alone
+    else:
+        wait_for(lambda: apps.read_namespaced_deployment("m", "elsewhere"), what="all namespaces")

@@ -1,0 +1,214 @@
+"""`gpustack-k3 run`: start the engine of a valid spec on Docker or as a local process and follow its
+cold start live; `run status|logs|stop NAME` for a detached Docker run.
+
+Exit codes: 0 Ready (or, attached, a clean stop), 1 refused spec or a failed start (the failed phase and
+reason are printed), 2 unusable input or runtime unavailable, 130 interrupted.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, load_document, print_findings_text
+from gpustack_k3.core.errors import InputError
+
+SUBCOMMANDS = ("status", "logs", "stop")
+
+
+class _RunGroup(click.Group):
+    """`run SPEC ...` starts; `run status|logs|stop NAME` manage a detached run."""
+
+    def parse_args(self, ctx, args):
+        if not args or args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help"):
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_RunGroup)
+def run():
+    """Start the engine on Docker or locally and follow its cold start (see `run start --help`)."""
+
+
+def _build(spec, preset, strict):
+    from gpustack_k3.core.launch import Refused, build_launch
+
+    try:
+        doc = load_document(spec, preset)
+    except InputError as exc:
+        fail_input(exc)
+    try:
+        launch, findings, _ = build_launch(doc, strict=strict)
+    except Refused as exc:
+        print_findings_text(exc.findings, err=True)
+        sys.exit(EXIT_REFUSED)
+    warn = [f for f in findings if f.severity == "warning"]
+    if warn:
+        print_findings_text(warn, err=True)
+    return launch
+
+
+@run.command("start")
+@click.argument("spec", required=False)
+@click.option("--preset")
+@click.option("--runtime", type=click.Choice(["docker", "local"]), default="docker", show_default=True)
+@click.option("--detach", is_flag=True, help="Docker: return once Ready and leave the container running.")
+@click.option("--dry-run", is_flag=True, help="Print what would be started (docker params or argv) and exit.")
+@click.option("--host-gpus/--no-host-gpus", default=True, show_default=True,
+              help="Docker: request the spec's GPUs from the daemon (off on hosts without GPUs).")
+@click.option("--clamp-ulimits", is_flag=True, help="Docker: lower ulimits to what this host allows.")
+@click.option("--exit-when-ready", is_flag=True, help="Local: stop the engine and exit 0 once Ready.")
+@click.option("--strict", is_flag=True)
+def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict):
+    """Start SPEC (or --preset NAME) and follow its cold start to Ready."""
+    launch = _build(spec, preset, strict)
+    if dry_run:
+        if runtime == "docker":
+            from gpustack_k3.render.docker import docker_run_line, docker_run_params
+
+            click.echo(json.dumps({"params": docker_run_params(launch, gpus=host_gpus),
+                                   "docker_run": docker_run_line(launch, gpus=host_gpus)}, indent=2, default=str))
+        else:
+            click.echo(json.dumps({"argv": launch.argv, "env": launch.env, "host": launch.host, "port": launch.port},
+                                  indent=2))
+        return
+    try:
+        code = _docker(launch, detach, host_gpus, clamp_ulimits) if runtime == "docker" else \
+            _local(launch, exit_when_ready)
+    except KeyboardInterrupt:
+        click.echo("interrupted: engine stopped", err=True)
+        sys.exit(130)
+    sys.exit(code)
+
+
+def _print_outcome(report: dict) -> None:
+    att = report
+    if att.get("status") == "failed":
+        click.echo(f"FAILED in phase {att.get('failed_phase')}: {att.get('reason')}", err=True)
+
+
+def _docker(launch, detach, host_gpus, clamp_ulimits) -> int:
+    from gpustack_k3.runtime.docker import DockerRuntimeError, run_launch
+
+    try:
+        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits)
+    except DockerRuntimeError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_INPUT
+    d = report.to_dict()
+    if not result.ready:
+        _print_outcome(d)
+        if getattr(result, "exit_code", None) is not None:
+            click.echo(f"container exited with code {result.exit_code}", err=True)
+        for line in (getattr(result, "last_lines", None) or [])[-10:]:
+            click.echo(f"  | {line}", err=True)
+    else:
+        click.echo(f"{launch.name}: Ready ({d.get('total_seconds')} s)", err=True)
+    return code
+
+
+def _local(launch, exit_when_ready: bool) -> int:
+    from gpustack_k3.coldstart import ColdStartTracker
+    from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
+    from gpustack_k3.runtime.progress import ProgressView
+
+    tracker = ColdStartTracker(engine=launch.engine)
+    view = ProgressView(label=launch.name)
+    last = {"line": ""}
+
+    def on_output(chunk: bytes) -> None:
+        tracker.feed(chunk)
+        text = chunk.decode("utf-8", "replace").strip().splitlines()
+        if text:
+            last["line"] = text[-1]
+
+    try:
+        proc = LocalProcess(launch.argv, host=launch.host, port=launch.port, env=launch.env, on_output=on_output,
+                            health_path="/health")
+        proc.start()
+    except (LocalRuntimeError, OSError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_INPUT
+    t0 = time.monotonic()
+    try:
+        deadline = t0 + launch.startup_budget_s
+        while True:
+            out = proc.wait_ready(min(2.0, max(0.1, deadline - time.monotonic())), interval_s=0.5)
+            view.update(time.monotonic() - t0, _phase(tracker), last["line"])
+            if out.ready:
+                view.finish(f"{launch.name}: Ready after {time.monotonic() - t0:.1f} s on {proc.base_url}")
+                break
+            if out.exit_code is not None or time.monotonic() >= deadline:
+                rep = tracker.finish().to_dict()
+                why = out.reason if out.exit_code is not None else f"not Ready within the {launch.startup_budget_s} s budget"
+                view.finish(f"{launch.name}: start failed ({why})")
+                _print_outcome(rep)
+                return EXIT_REFUSED
+        if exit_when_ready:
+            return 0
+        while proc.poll() is None:
+            time.sleep(1.0)
+        return 0 if proc.poll() == 0 else EXIT_REFUSED
+    finally:
+        proc.stop()
+
+
+def _phase(tracker) -> str | None:
+    from gpustack_k3.runtime.docker import tracker_phase
+
+    return tracker_phase(tracker)
+
+
+@run.command("status")
+@click.argument("name")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+def status(name, output):
+    """Status of a detached Docker run: container state, health, cold-start phase."""
+    from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
+
+    try:
+        st = DockerRunner().status(name, tracker_factory=_tracker_factory)
+    except DockerRuntimeError as exc:
+        fail_input(str(exc))
+    d = st.to_dict()
+    if output == "json":
+        click.echo(json.dumps(d, indent=2, default=str))
+    else:
+        for k, v in d.items():
+            click.echo(f"{k}: {v}")
+
+
+def _tracker_factory():
+    from gpustack_k3.coldstart import ColdStartTracker
+
+    return ColdStartTracker()
+
+
+@run.command("logs")
+@click.argument("name")
+@click.option("--follow", "-f", is_flag=True)
+def logs(name, follow):
+    """Print the engine log of a detached Docker run."""
+    from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
+
+    try:
+        for chunk in DockerRunner().logs(name, follow=follow):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+    except DockerRuntimeError as exc:
+        fail_input(str(exc))
+
+
+@run.command("stop")
+@click.argument("name")
+def stop(name):
+    """Stop and remove a detached Docker run."""
+    from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
+
+    try:
+        st = DockerRunner().stop(name)
+    except DockerRuntimeError as exc:
+        fail_input(str(exc))
+    click.echo(f"{name}: {st.to_dict().get('state', 'stopped')}")
