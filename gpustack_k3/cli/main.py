@@ -64,8 +64,8 @@ def run(argv: list[str] | None = None) -> int:
     import os
 
     try:
-        cli.main(args=argv, prog_name="gpustack-k3", standalone_mode=False)
-        return 0
+        rv = cli.main(args=argv, prog_name="gpustack-k3", standalone_mode=False)
+        return rv if isinstance(rv, int) else 0   # ctx.exit(n) comes back as a return value here
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except click.exceptions.Abort:

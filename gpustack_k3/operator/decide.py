@@ -21,7 +21,9 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from gpustack_k3.operator.podstate import PodSummary, summarize_pods
@@ -133,11 +135,35 @@ def stable_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+_SUFFIX = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+           "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6,
+           "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+
+
+def quantity(v: Any) -> Decimal | None:
+    """A Kubernetes resource quantity ("8", "500m", "16Gi", 8) as a number; None if it is not one."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return Decimal(str(v))
+    if isinstance(v, str) and (m := _QUANTITY.match(v.strip())):
+        try:
+            return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
+        except InvalidOperation:
+            return None
+    return None
+
+
 def _same_scalar(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return float(a) == float(b)
+    if isinstance(a, str) != isinstance(b, str) and (isinstance(a, (int, float)) or isinstance(b, (int, float))):
+        # the API server answers quantities as strings (8 -> "8", 0.5 -> "500m")
+        qa, qb = quantity(a), quantity(b)
+        return qa is not None and qa == qb
     return a == b
 
 

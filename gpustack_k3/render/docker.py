@@ -52,7 +52,8 @@ def docker_volumes(launch: LaunchSpec) -> dict[str, dict[str, str]]:
 
 def docker_run_params(launch: LaunchSpec, *, gpus: bool = True,
                       secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """``containers.run`` kwargs for ``launch``. ``gpus=False`` leaves out the GPU device request.
+    """``containers.run`` kwargs for ``launch``. ``gpus=False`` (or hardware without a GPU resource)
+    leaves out the GPU device request.
 
     Secret env values are never in the launch spec; pass ``secrets`` (name -> value, e.g. from the
     caller's environment) to include those present. Pure: no I/O, no environment reads."""
@@ -60,8 +61,9 @@ def docker_run_params(launch: LaunchSpec, *, gpus: bool = True,
     for s in launch.secret_env:
         if secrets is not None and s.name in secrets:
             environment[s.name] = secrets[s.name]
+    # GPU hardware only (it names a device-plugin resource); CPU test hardware gets no device request.
     device_requests = ([{"driver": "", "count": launch.gpu_count, "capabilities": [["gpu"]]}]
-                       if gpus and launch.gpu_count > 0 else [])
+                       if gpus and launch.gpu_resource and launch.gpu_count > 0 else [])
     labels = {**launch.labels, MANAGED_BY[0]: MANAGED_BY[1]}
     text = render_template("docker/run-params.json.j2", launch=launch, environment=environment,
                            device_requests=device_requests, volumes=docker_volumes(launch), labels=labels)

@@ -531,6 +531,8 @@ class EmulatorHandler(kmock.KubernetesScaffold):
 
     def _store_put(self, res: Resource, old: dict | None, new: dict, owners: dict[str, set] | None) -> dict:
         """Persist ``new`` (a fresh dict we own) unless it equals ``old``: bump rv, emit, index."""
+        if not res.custom:  # built-in types decode quantities; custom resources keep what they got
+            new = sem.canonicalize_quantities(new)
         m = new["metadata"]
         key = (m.get("namespace") if res.namespaced else None, m["name"])
         okey = (res.key, key[0], key[1])

@@ -308,3 +308,35 @@ def record_update(old: dict[str, Any] | None, new: dict[str, Any], owners: dict[
     if changed:
         out[manager] = out.get(manager, set()) | changed
     return out
+
+
+# --------------------------------------------------------------------------- quantities
+
+QUANTITY_MAPS = {"limits", "requests", "capacity", "allocatable", "hard", "used"}
+QUANTITY_FIELDS = {"sizeLimit", "storage"}
+
+
+def canonical_quantity(v: Any) -> Any:
+    """The API server stores resource quantities as strings: 8 -> "8", 0.5 -> "500m"."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return v
+    if float(v).is_integer():
+        return str(int(v))
+    milli = round(v * 1000)
+    return f"{milli}m" if abs(milli - v * 1000) < 1e-9 else repr(v)
+
+
+def canonicalize_quantities(obj: Any, parent: str | None = None) -> Any:
+    """Numbers in quantity positions (resources.limits/requests, emptyDir.sizeLimit, ...) become the
+    strings the API server answers with, as Kubernetes does when it decodes into resource.Quantity."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if parent in QUANTITY_MAPS or k in QUANTITY_FIELDS:
+                out[k] = canonical_quantity(v) if not isinstance(v, (dict, list)) else canonicalize_quantities(v, k)
+            else:
+                out[k] = canonicalize_quantities(v, k)
+        return out
+    if isinstance(obj, list):
+        return [canonicalize_quantities(v, parent) for v in obj]
+    return obj

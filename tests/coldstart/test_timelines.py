@@ -229,3 +229,18 @@ def test_engine_given_ignores_the_other_engines_markers(engine):
         assert rep.engine == "vllm" and names == ["server_ready"]
     else:
         assert rep.status == "ready" and "cuda_graphs" in names
+
+
+def test_draft_model_load_does_not_replace_main_weights_figure():
+    """vLLM prints 'Loading weights took' twice with speculative decoding: 163.80 s for Kimi-K3, then 6.41 s for
+    the DSpark draft after 'Loading drafter model...' (replay log lines 35-37, read by hand)."""
+    from pathlib import Path
+
+    from gpustack_k3.coldstart import ColdStartTracker
+
+    log = Path(__file__).parents[1] / "docker" / "images" / "replay-engine" / "logs" / "vllm-0.33-kimi-k3-8xb300.log"
+    t = ColdStartTracker()
+    t.feed(log.read_bytes())
+    w = next(p for p in t.finish().to_dict()["phases"] if p["name"] == "weights_load")
+    assert w["seconds"] == 163.8
+    assert w["details"]["draft_seconds"] == 6.41

@@ -121,6 +121,9 @@ def test_seed_backend_model_and_import_accepted(gs, preset, tmp_path):
     want = {k: [R._remap(v, mounts) for v in vs] for k, vs in want.items()}
     if launch.engine == "vllm":
         assert built["args"][0] == launch.model_path == launch.args[0]
+    else:
+        assert have.pop("--model-path") == [launch.model_path]
+        want.pop("--model-path")
     assert have == want
     for k, v in launch.env.items():
         assert built["env"][k] == R._remap(v, mounts)

@@ -12,7 +12,6 @@ import urllib.request
 import pytest
 import yaml
 from kubernetes import client
-
 from operator_helpers import G, P, V, wait_for
 
 pytestmark = pytest.mark.operator

@@ -270,3 +270,10 @@ def test_turning_invalid_keeps_the_running_workload():
     assert dec.writes == ()  # no apply, and no delete of what serves now
     assert dec.status["phase"] == "Invalid" and dec.status["observedGeneration"] == 2
     assert dec.status["endpoint"] == first.status["endpoint"]
+
+
+def test_quantities_answered_as_strings_are_not_drift():
+    assert d.contains({"limits": {"nvidia.com/gpu": "8", "cpu": "500m", "memory": "16Gi"}},
+                      {"limits": {"nvidia.com/gpu": 8, "cpu": 0.5, "memory": "16Gi"}})
+    assert not d.contains({"limits": {"nvidia.com/gpu": "4"}}, {"limits": {"nvidia.com/gpu": 8}})
+    assert d.quantity("1Ki") == 1024 and d.quantity("x1") is None and d.quantity(True) is None

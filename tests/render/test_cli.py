@@ -156,13 +156,29 @@ def test_stdout_formats():
     assert "==> argv/argv.json <==" in every.stdout and "==> kubernetes/kubernetes.yaml <==" in every.stdout
 
 
-def test_gpustack_target_message_when_absent():
-    from gpustack_k3.render.targets import gpustack_available
+def test_gpustack_target_message_when_absent(monkeypatch):
+    """A build without gpustack_k3/render/gpustack.py: a clear message, exit 1; `all` skips it with a note."""
+    import gpustack_k3.render.targets as targets
 
-    if gpustack_available():
-        pytest.skip("GPUStack target present (tested by its own tests)")
+    monkeypatch.setattr(targets, "gpustack_available", lambda: False)
     res = run("--preset", "vllm-seed", "--target", "gpustack")
     assert res.exit_code == 1 and "gpustack_k3.render.gpustack is not in this build" in res.stderr
+    res = run("--preset", "vllm-seed", "--target", "all")
+    assert res.exit_code == 0 and "target gpustack skipped" in res.stderr
+    assert "==> gpustack/" not in res.stdout
+
+
+def test_gpustack_target_gets_the_document_and_worker(tmp_path):
+    from gpustack_k3.render.targets import gpustack_available
+
+    assert gpustack_available()
+    res = run("--preset", "sglang-seed", "--target", "gpustack", "--worker", "node-7", "--out", str(tmp_path / "g"))
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["backend.json", "import.yaml", "model.json"]
+    model = json.loads((tmp_path / "g" / "model.json").read_text())
+    assert "node-7" in json.dumps(model)
+    assert model.get("model_scope_model_id") == "moonshotai/Kimi-K3" or \
+        model.get("huggingface_repo_id") == "moonshotai/Kimi-K3"
 
 
 def test_cli_starts_without_heavy_imports():

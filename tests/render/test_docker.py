@@ -64,7 +64,10 @@ def test_params_project_the_launch_spec(case):
     assert p["environment"] == launch.env
     assert p["network_mode"] == "host" and p["ipc_mode"] == "host"
     assert p["shm_size"] == f"{launch.shm_size_gib}g"
-    assert p["device_requests"] == [{"driver": "", "count": launch.gpu_count, "capabilities": [["gpu"]]}]
+    if launch.gpu_resource:
+        assert p["device_requests"] == [{"driver": "", "count": launch.gpu_count, "capabilities": [["gpu"]]}]
+    else:                                                   # CPU test hardware: no GPU request
+        assert "device_requests" not in p
     assert {"name": "memlock", "soft": -1, "hard": -1} in p["ulimits"]
     assert {"name": "stack", "soft": 67108864, "hard": 67108864} in p["ulimits"]
     assert p["labels"]["app.kubernetes.io/managed-by"] == "gpustack-k3"
@@ -100,9 +103,12 @@ def test_docker_sdk_accepts_the_params(case):
     p.pop("detach")                                        # run()-only; create() does not take it
     create = _create_container_args({**p, "version": "1.41"})
     hc = create["host_config"]
+    launch = launch_of(CASES[case])
     assert hc["IpcMode"] == "host" and hc["NetworkMode"] == "host"
-    assert hc["ShmSize"] == launch_of(CASES[case]).shm_size_gib * 1024 ** 3
-    assert hc["DeviceRequests"][0]["Count"] == 8 and hc["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+    assert hc["ShmSize"] == launch.shm_size_gib * 1024 ** 3
+    if launch.gpu_resource:
+        assert hc["DeviceRequests"][0]["Count"] == launch.gpu_count == 8
+        assert hc["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
     assert {u["Name"] for u in hc["Ulimits"]} == {"memlock", "stack"}
     assert create["entrypoint"] + create["command"] == launch_of(CASES[case]).argv
 

@@ -6,7 +6,6 @@ docker run --detach \
   --shm-size 1g \
   --ulimit memlock=-1:-1 \
   --ulimit stack=67108864:67108864 \
-  --gpus 1 \
   --volume /models/smollm2-hf:/models:ro \
   --volume smollm2-cpu-compile-cache:/cache:rw \
   --env DG_JIT_CACHE_DIR=/cache/deepgemm \
