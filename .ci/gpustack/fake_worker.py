@@ -7,7 +7,8 @@ Run it inside the server's network namespace (the server probes the worker's /he
 
 It registers the worker (POST /v2/workers, as an admin key), serves GET /healthz, keeps POSTing
 /v2/worker-status and /v2/worker-heartbeat with the worker token, and re-registers once after the first
-heartbeat (the first "Heartbeat lost" state is sticky until then). Prints ``registered <id>`` when done.
+heartbeat is stored (the first "Heartbeat lost" state is sticky until then). Prints ``registered <id>`` once
+the server reports the worker ready.
 Nothing is started: there is no container runtime here; this only makes the scheduler see 8 GPUs.
 """
 from __future__ import annotations
@@ -100,16 +101,19 @@ def main() -> int:
             fh.write(token)
     wc = httpx.Client(base_url=a.server, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     body = {k: v for k, v in ident.items() if k not in ("name", "cluster_id")}
-    reregistered = False
+    announced = False
     while True:
         try:
             wc.post("/v2/worker-status", json={**body, "status": st})
-            hb = wc.post("/v2/worker-heartbeat")
-            if hb.status_code < 300 and not reregistered:
-                time.sleep(a.interval)
+            wc.post("/v2/worker-heartbeat")
+            # the server flushes heartbeats in batches; once one is stored, a registration clears the sticky
+            # first "Heartbeat lost" state (gpustack.md §5.4) - repeat it while the worker is not ready
+            cur = admin.get(f"/v2/workers/{w['id']}").json()
+            if cur.get("state") != "ready" and cur.get("heartbeat_time"):
                 w = register()
-                reregistered = True
+            elif cur.get("state") == "ready" and not announced:
                 print(f"registered {w.get('id')}", flush=True)
+                announced = True
         except httpx.HTTPError as exc:
             print(f"heartbeat error: {exc}", file=sys.stderr, flush=True)
         time.sleep(a.interval)

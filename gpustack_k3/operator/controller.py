@@ -36,8 +36,11 @@ from gpustack_k3.operator.workqueue import WorkQueue
 log = logging.getLogger("gpustack_k3.operator")
 
 CR_API_VERSION = f"{d.GROUP}/{d.VERSION}"
+# Owned kinds watched through informers (changes and deletions by others are seen at once). Other
+# kinds the render may emit are read with GET when first applied and again after every resync.
 OWNED_KINDS: tuple[tuple[str, str], ...] = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
-                                            ("v1", "Service"), ("v1", "ConfigMap"))
+                                            ("v1", "Service"), ("v1", "ConfigMap"),
+                                            ("networking.k8s.io/v1", "NetworkPolicy"))
 LEASE_NAME = "gpustack-k3-operator"
 Key = tuple[str, str]
 
@@ -260,6 +263,8 @@ class Operator:
 
     def _resync_loop(self) -> None:
         while not self._stop.wait(self.resync_s):
+            with self._memo_lock:  # objects without informer are re-read once per resync
+                self._memo.clear()
             for key in self.crs.list_keys():
                 self.queue.add(key)
 

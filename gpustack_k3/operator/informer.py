@@ -196,7 +196,8 @@ class Informer:
                         self.resource_version = rv or self.resource_version
                         continue
                     if etype in ("ADDED", "MODIFIED"):
-                        self.store.upsert(obj)
+                        # the controller may already hold a newer copy: the answer to its own write
+                        self.store.upsert(obj, if_newer=True)
                     elif etype == "DELETED":
                         self.store.remove(obj)
                     else:

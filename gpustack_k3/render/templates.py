@@ -19,8 +19,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-# Repo-root templates/ (next to the gpustack_k3 package): parents[0]=render, [1]=gpustack_k3, [2]=repo.
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+# gpustack_k3/templates (shipped in the wheel); the repository's top-level templates/ is a link to it.
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 
 class RenderError(Exception):

@@ -257,6 +257,16 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             verbs=set(ALL_VERBS), shortnames=set(res.shortnames),
             subresources=set(res.subresources) - {"log"})
 
+    async def _serve_version(self, request: Any) -> Any:
+        """kmock's APIResourceList, corrected: subresources carry no short names or categories
+        (kubectl otherwise warns that ``k3dep`` could also mean ``k3deployments/status``)."""
+        doc = await super()._serve_version(request)
+        for entry in doc.get("resources", []):
+            if "/" in entry.get("name", ""):
+                entry["shortNames"], entry["categories"] = [], []
+                entry["verbs"] = ["get", "patch", "update"]
+        return doc
+
     def _resource(self, group: str, version: str, plural: str) -> Resource | None:
         key = f"{group}/{version}/{plural}" if group else f"{version}/{plural}"
         return self.resources_by_key.get(key)

@@ -227,3 +227,18 @@ def test_namespaces_events_leases_and_discovery(api):
     k3 = dyn.resources.get(api_version=f"{G}/{V}", kind="K3Deployment")
     assert (k3.name, k3.namespaced, k3.short_names) == (P, True, ["k3dep"]) and "status" in k3.subresources
     assert dyn.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").namespaced
+
+
+def test_quantities_come_back_as_strings_for_builtin_types_only(api):
+    apps, co = client.AppsV1Api(api), client.CustomObjectsApi(api)
+    dep = deployment("q")
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 8, "cpu": 0.5},
+                                                                     "requests": {"memory": "16Gi"}}
+    raw = api.call_api(*api.param_serialize("POST", "/apis/apps/v1/namespaces/default/deployments", body=dep,
+                                            header_params={"Content-Type": "application/json"}))
+    assert raw.status == 201  # (the typed client refuses numbers client-side; kubectl and SSA send them)
+    d = apps.read_namespaced_deployment("q", "default")  # the typed (pydantic) model accepts the answer
+    res = d.spec.template.spec.containers[0].resources
+    assert res.limits == {"nvidia.com/gpu": "8", "cpu": "500m"} and res.requests == {"memory": "16Gi"}
+    r = co.create_namespaced_custom_object(G, V, "default", P, cr("n", resources={"limits": {"gpu": 8}}))
+    assert r["spec"]["resources"]["limits"]["gpu"] == 8

@@ -239,3 +239,16 @@ def test_namespace_scopes(emu, kube, start_operator, scope):
         assert emu.get("apps/v1/deployments", "elsewhere", "m") is None  # not watched: left alone
     else:
         wait_for(lambda: apps.read_namespaced_deployment("m", "elsewhere"), what="all namespaces")
+
+
+def test_kinds_without_informer_are_read_back_not_rewritten(emu, kube, start_operator):
+    co, _, core = kube
+    op = start_operator(owned_kinds=[("apps/v1", "Deployment"), ("v1", "Service")], resync_s=0.4)
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
+    assert op.wait_idle(10)
+    emu.reset_counters()
+    time.sleep(1.0)  # resyncs: the ConfigMap is read again (GET), not re-applied
+    assert emu.writes(agent=AGENT) == 0
+    core.delete_namespaced_config_map("kimi-config", NS)  # nobody watches ConfigMaps here
+    wait_for(lambda: core.read_namespaced_config_map("kimi-config", NS), what="re-created after a resync")

@@ -158,7 +158,7 @@ def test_stdout_formats():
 
 def test_gpustack_target_message_when_absent(monkeypatch):
     """A build without gpustack_k3/render/gpustack.py: a clear message, exit 1; `all` skips it with a note."""
-    import gpustack_k3.render.targets as targets
+    from gpustack_k3.render import targets
 
     monkeypatch.setattr(targets, "gpustack_available", lambda: False)
     res = run("--preset", "vllm-seed", "--target", "gpustack")

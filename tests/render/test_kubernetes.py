@@ -13,7 +13,6 @@ import pytest
 from gpustack_k3.render.kubernetes import kubernetes_yaml, render_kubernetes, validate_objects, workload_kind
 from tests.render.conftest import EDGES, PRESETS, doc_of, launch_of, preset_data
 
-
 CASES = {**{p: preset_data(p) for p in PRESETS}, **EDGES}
 
 

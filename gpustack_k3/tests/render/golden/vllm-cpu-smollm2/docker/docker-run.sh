@@ -1,0 +1,40 @@
+# smollm2-cpu: vllm 0.32.0-cpu; serves http://127.0.0.1:8000/health
+docker run --detach \
+  --name smollm2-cpu \
+  --network host \
+  --ipc host \
+  --shm-size 1g \
+  --ulimit memlock=-1:-1 \
+  --ulimit stack=67108864:67108864 \
+  --volume /models:/models:ro \
+  --volume smollm2-cpu-compile-cache:/cache:rw \
+  --env DG_JIT_CACHE_DIR=/cache/deepgemm \
+  --env DO_NOT_TRACK=1 \
+  --env FLASHINFER_WORKSPACE_BASE=/cache/flashinfer \
+  --env HF_HUB_OFFLINE=1 \
+  --env PYTHONUNBUFFERED=1 \
+  --env TORCHINDUCTOR_CACHE_DIR=/cache/torchinductor \
+  --env TRANSFORMERS_OFFLINE=1 \
+  --env TRITON_CACHE_DIR=/cache/triton \
+  --env VLLM_CACHE_ROOT=/cache/vllm \
+  --env VLLM_CPU_KVCACHE_SPACE=1 \
+  --env VLLM_ENGINE_READY_TIMEOUT_S=600 \
+  --env VLLM_HOST_IP=127.0.0.1 \
+  --env VLLM_NO_USAGE_STATS=1 \
+  --label app.kubernetes.io/name=kimi-k3 \
+  --label app.kubernetes.io/instance=smollm2-cpu \
+  --label app.kubernetes.io/component=inference-engine \
+  --label app.kubernetes.io/part-of=gpustack-k3 \
+  --label app.kubernetes.io/managed-by=gpustack-k3 \
+  --label app.kubernetes.io/version=0.32.0-cpu \
+  --label gpustack-k3/engine=vllm \
+  --entrypoint python \
+  local/vllm-cpu:0.32.0 \
+  -m vllm.entrypoints.launchers.api_server.entry \
+  --model /models/smollm2-hf \
+  --tensor-parallel-size 1 \
+  --max-model-len 1024 \
+  --enforce-eager \
+  --dtype bfloat16 \
+  --served-model-name smollm2 \
+  --host 127.0.0.1
