@@ -131,6 +131,7 @@ def main() -> int:
             phases[ph] = phases.get(ph, 0) + 1
 
         before_reconciles = op.reconcile_count
+        reconciles_per_create = before_reconciles / args.crs
         for key in op.crs.list_keys():  # one full resync of an unchanged cluster
             op.queue.add(key)
         op.wait_idle(120, settle=1.0)
@@ -144,6 +145,7 @@ def main() -> int:
                           "writes_per_create": round(create_writes / args.crs, 3),
                           "writes_per_noop_resync": round(resync_writes / args.crs, 3),
                           "rss_mb": round(rss_mb, 1), "render": args.render, "workers": args.workers,
+                          "reconciles_per_create": round(reconciles_per_create, 2),
                           "resync_reconciles": resynced, "phases": phases,
                           "cpu_s": {"operator_process": round(usage.ru_utime + usage.ru_stime, 1),
                                     "emulator_process": emu_cpu},

@@ -20,7 +20,7 @@ class OperatorMetrics:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         self.registry = CollectorRegistry(auto_describe=True)
         p = "gpustack_k3_operator"
-        self.reconciles = Counter(f"{p}_reconcile_total", "Reconciles by result (success, error, requeue)",
+        self.reconciles = Counter(f"{p}_reconcile_total", "Reconciles by result (success, error)",
                                   ["result"], registry=self.registry)
         self.errors = Counter(f"{p}_reconcile_errors_total", "Reconcile errors by cause", ["cause"],
                               registry=self.registry)
@@ -32,7 +32,6 @@ class OperatorMetrics:
                               registry=self.registry)
         self.relists = Counter(f"{p}_informer_relists_total", "Full relists by kind", ["kind"], registry=self.registry)
         self.leader = Gauge(f"{p}_leader", "1 while this replica holds the lease", registry=self.registry)
-        self.phases = Gauge(f"{p}_resources", "Resources by status phase", ["phase"], registry=self.registry)
 
 
 _COLDSTART_METRICS = None

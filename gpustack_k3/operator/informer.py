@@ -64,13 +64,14 @@ class Store:
                 self._index.setdefault(ik, set()).add(key)
 
     def upsert(self, obj: dict, *, if_newer: bool = False) -> bool:
-        """Store ``obj``; with ``if_newer`` keep a cached copy whose resourceVersion is newer
-        (used to record our own write results before the watch delivers them)."""
+        """Store ``obj``; with ``if_newer`` keep a cached copy whose resourceVersion is newer or the
+        same (our own write results are recorded before the watch echoes them). Returns whether
+        the cache changed."""
         key = obj_key(obj)
         with self._lock:
             if if_newer:
                 have, new = _rv_int(self._items.get(key)), _rv_int(obj)
-                if have is not None and new is not None and have > new:
+                if have is not None and new is not None and have >= new:
                     return False
             self._put(key, obj)
             return True
@@ -195,14 +196,16 @@ class Informer:
                     if etype == "BOOKMARK":
                         self.resource_version = rv or self.resource_version
                         continue
+                    self.resource_version = rv or self.resource_version
                     if etype in ("ADDED", "MODIFIED"):
-                        # the controller may already hold a newer copy: the answer to its own write
-                        self.store.upsert(obj, if_newer=True)
+                        # the controller may already hold this or a newer copy (the answer to its own
+                        # write): then the event tells nothing new and triggers nothing
+                        if not self.store.upsert(obj, if_newer=True):
+                            continue
                     elif etype == "DELETED":
                         self.store.remove(obj)
                     else:
                         continue
-                    self.resource_version = rv or self.resource_version
                     self._emit(etype, obj)
                 failures = 0
             except ApiException as e:

@@ -934,14 +934,26 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         else:
             lines, follow = buf.lines, q.get("follow") in ("true", "1")
         chunks = list(lines)
-        if q.get("tailLines"):
-            chunks = chunks[-int(q["tailLines"]):] if int(q["tailLines"]) else []
+        try:
+            since = None
+            if q.get("sinceTime"):
+                since = dt.datetime.fromisoformat(q["sinceTime"].replace("Z", "+00:00"))
+            elif q.get("sinceSeconds"):
+                since = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=int(q["sinceSeconds"]))
+            if since is not None:
+                chunks = [c for c in chunks if dt.datetime.fromisoformat(c[0].replace("Z", "+00:00")) >= since]
+            if q.get("tailLines"):
+                chunks = chunks[-int(q["tailLines"]):] if int(q["tailLines"]) else []
+            limit = int(q["limitBytes"]) if q.get("limitBytes") else None
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", f"invalid log option: {e}") from None
 
         def render(items: Iterable[tuple[str, str]]) -> bytes:
             return "".join(f"{ts} {text}" if stamps else text for ts, text in items).encode()
 
         if not follow:
-            return aiohttp.web.Response(body=render(chunks), content_type="text/plain")
+            body = render(chunks)
+            return aiohttp.web.Response(body=body[:limit] if limit is not None else body, content_type="text/plain")
         resp = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         await resp.prepare(raw)
         try:

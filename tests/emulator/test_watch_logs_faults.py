@@ -123,6 +123,12 @@ def test_pod_log_plain_follow_previous(api, emu):
     assert core.read_namespaced_pod_log("p", "default", tail_lines=1) == "line 2\n"
     stamped = core.read_namespaced_pod_log("p", "default", timestamps=True)
     assert stamped.splitlines()[0].endswith("Z line 1")
+    assert core.read_namespaced_pod_log("p", "default", limit_bytes=4) == "line"
+    assert core.read_namespaced_pod_log("p", "default", since_seconds=60) == "line 1\nline 2\n"
+    raw = api.call_api(*api.param_serialize("GET", "/api/v1/namespaces/default/pods/p/log",
+                                            query_params=[("sinceTime", "2999-01-01T00:00:00Z")]))
+    raw.read()
+    assert raw.status == 200 and raw.data == b""
     resp = core.read_namespaced_pod_log("p", "default", follow=True, _preload_content=False)
     got = []
 

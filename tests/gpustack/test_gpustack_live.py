@@ -250,6 +250,8 @@ def test_fake_8xb300_worker_gets_all_8_gpus(gs, fake_worker, mode):
     assert not th.is_alive(), lines
     assert result["ok"] is True, (result, lines)
     assert any("-> running" in ln for ln in lines), lines
-    if "coldstart" in result:
+    import importlib.util
+
+    if importlib.util.find_spec("gpustack_k3.coldstart") is not None:   # the tracker is optional for status
         assert {"scheduled", "image_pull", "container_start"} <= set(result["coldstart"]["phases"]), result
     clean(gs)
