@@ -42,6 +42,7 @@ PHASES = ("Pending", "Invalid", "Deploying", "Starting", "Ready", "Warm", "Degra
 CONDITION_TYPES = ("Valid", "Rendered", "Scheduled", "WeightsLoaded", "GraphsCaptured", "Ready", "Warm")
 WARNING_PHASES = {"Invalid", "Degraded", "Failed"}
 MAX_CONDITION_MESSAGE = 32768  # metav1.Condition message limit
+STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "coldStart")
 COLDSTART_STATUS_KEYS = ("attempt", "cacheWarm", "phases", "current", "totalSeconds")
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
@@ -353,7 +354,8 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     if phase != prev.get("phase"):
         actions.append(Emit("Warning" if phase in WARNING_PHASES else "Normal", phase,
                             f"phase {prev.get('phase') or 'None'} -> {phase}: {reason}"[:1024]))
-    return Decision(tuple(actions), status, status != prev)
+    changed = any(status.get(k) != prev.get(k) for k in STATUS_KEYS)  # others' status fields are theirs
+    return Decision(tuple(actions), status, changed)
 
 
 def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] | None) -> None:

@@ -80,7 +80,8 @@ def parse_yaml_documents(text: str, where: str) -> list[dict]:
     import yaml
 
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml: the operator renders on every change
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]  # noqa: S506 - safe loader
     except yaml.YAMLError as exc:
         raise RenderError(where, f"rendered YAML does not parse: {str(exc).splitlines()[0]}",
                           "a template or value broke the YAML; please report") from None

@@ -277,3 +277,12 @@ def test_quantities_answered_as_strings_are_not_drift():
                       {"limits": {"nvidia.com/gpu": 8, "cpu": 0.5, "memory": "16Gi"}})
     assert not d.contains({"limits": {"nvidia.com/gpu": "4"}}, {"limits": {"nvidia.com/gpu": 8}})
     assert d.quantity("1Ki") == 1024 and d.quantity("x1") is None and d.quantity(True) is None
+
+
+def test_status_fields_of_others_do_not_cause_writes():
+    first = run(make_cr(), plan=fake_plan)
+    theirs = {**first.status, "gpustack": {"instanceId": 7}}
+    again = run(make_cr(status=theirs), observed_after(first), plan=fake_plan, now=T1)
+    assert not again.status_changed and again.actions == ()
+    dropped = run(make_cr(status={**first.status, "warnings": ["old"]}), observed_after(first), plan=fake_plan)
+    assert dropped.status_changed and "warnings" not in dropped.status
