@@ -145,8 +145,8 @@ def manifests(out_dir, check):
     except RenderError as exc:
         _render_failed(exc)
     charts = _charts()
-    if charts is not None and hasattr(charts, "invalid_examples"):
-        files.update(charts.invalid_examples())
+    if charts is not None:
+        files.update(charts.example_resources())   # <preset>/k3deployment.yaml + the invalid example
     files["README.md"] = _examples_readme(files)
     install, note = _install_yaml(charts)
     notes += [note] if note else []

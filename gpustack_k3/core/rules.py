@@ -225,7 +225,7 @@ def _(r, c):
         return
     if r.engine.engine == "sglang" and r.spec.env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN") == "1":
         return
-    yield None, f"context {m:,} > {r.model.name if hasattr(r.model, 'name') else 'model'} maximum {r.model.max_context:,}"
+    yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
 
 
 @rule("sglang-kimi-k3-dcp-decode-backend")
@@ -240,18 +240,16 @@ def _(r, c):
 def _(r, c):
     mapped = {f.field for f in r.engine.flags}
     other = "sglang" if r.engine.engine == "vllm" else "vllm"
-    for name, val in getattr(r.spec, other).model_dump(exclude_none=True).items():
+    for name in getattr(r.spec, other).model_dump(exclude_none=True):
         yield f"spec.{other}.{name}", f"spec.{other}.{name} is an {other} option; engine is {r.engine.engine}"
     for path, why in (r.version.unsupported_fields.items() if r.version else ()):
         if get_path(r.spec, path) is not None:
             yield f"spec.{path}", f"spec.{path}: {why}"
     for sect in ("parallel", "memory", "scheduling", "parsers", "model"):
-        for name, val in getattr(r.spec, sect).model_dump(exclude_none=True).items():
+        for name in getattr(r.spec, sect).model_dump(exclude_none=True):
             path = f"{sect}.{name}"
             if path in mapped or path in ("model.name", "model.source", "model.path"):
                 continue
-            if sect == "scheduling" and name == "chunkedPrefill" and r.engine.engine == "sglang":
-                pass
             yield f"spec.{path}", f"spec.{path} has no {r.engine.engine} flag"
 
 
