@@ -140,7 +140,7 @@ start() {
   # host-loopback port forwarded into the namespace (.ci/gpustack/forward.py)
   local fport
   fport=$(python3 "$HERE/gpustack/forward.py" --listen "127.0.0.1:${GPUSTACK_K3_FORWARD_PORT:-0}" --netns "$NS" \
-          --target "127.0.0.1:$API_PORT" --pid-file "$RUN/forward.pid")
+          --target "127.0.0.1:$API_PORT" --pid-file "$RUN/forward.pid" 2>>"$RUN/log/forward.log")
   for _ in $(seq 1 40); do curl -fsS -o /dev/null "http://127.0.0.1:$fport/healthz" 2>/dev/null && break; sleep 0.25; done
   curl -fsS -o /dev/null "http://127.0.0.1:$fport/healthz" || die "forwarder on 127.0.0.1:$fport does not reach gpustack"
   say "forwarder 127.0.0.1:$fport -> $NS 127.0.0.1:$API_PORT (pid $(cat "$RUN/forward.pid"))"

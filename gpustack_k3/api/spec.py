@@ -2,9 +2,10 @@
 
 Field names are camelCase, as Kubernetes users expect; every model refuses unknown fields.
 ``None`` always means "the engine's own default for that version" and emits no flag.
-"""
-from __future__ import annotations
 
+Annotations are real objects here (no ``from __future__ import annotations``): pydantic then has no
+strings to evaluate when the classes are created, which is part of the CLI's start-up budget.
+"""
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
