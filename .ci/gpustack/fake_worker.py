@@ -6,7 +6,7 @@ Run it inside the server's network namespace (the server probes the worker's /he
       --name fake-b300 [--gpus 8] [--port 10150]
 
 It registers the worker (POST /v2/workers, as an admin key), serves GET /healthz, keeps POSTing
-/v2/worker-status and /v2/worker-heartbeat with the worker token, and re-registers once after the first
+/v2/worker-status and /v2/worker-heartbeat with the worker token, and registers again (while the worker is not ready) once a
 heartbeat is stored (the first "Heartbeat lost" state is sticky until then). Prints ``registered <id>`` once
 the server reports the worker ready.
 Nothing is started: there is no container runtime here; this only makes the scheduler see 8 GPUs.

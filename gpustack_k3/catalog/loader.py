@@ -6,8 +6,16 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from annotated_types import Ge, Gt
+
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+# The catalog types are plain dataclasses: cheap to define at every CLI start and cheap to unpickle from
+# the validated-catalog cache. pydantic validates them (TypeAdapter) only when the data changed.
+_FORBID = {"extra": "forbid"}
 
 DATA = Path(__file__).parent / "data"
 
@@ -16,14 +24,16 @@ class CatalogError(Exception):
     """The packaged catalog is inconsistent (a bug in the data files, not in user input)."""
 
 
-class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built only on a cache miss
+def _dc(cls):
+    cls.__pydantic_config__ = _FORBID
+    return dataclass(kw_only=True)(cls)
 
 
-class HardwareProfile(_M):
+@_dc
+class HardwareProfile:
     description: str
-    visible_gib: float = Field(gt=0)
-    gpus_per_node: int = Field(ge=1)
+    visible_gib: Annotated[float, Gt(0)]
+    gpus_per_node: Annotated[int, Ge(1)]
     sm: str
     resource: str
     node_selector: dict[str, str]
@@ -31,13 +41,15 @@ class HardwareProfile(_M):
     estimated: bool = False
 
 
-class DraftArtifact(_M):
+@_dc
+class DraftArtifact:
     modelscope: str
     config_name: str
     path: str
 
 
-class ModelEngineFigures(_M):
+@_dc
+class ModelEngineFigures:
     weights_per_gpu_gib: float
     # vLLM
     non_kv_fixed_gib: float | None = None
@@ -57,7 +69,8 @@ class ModelEngineFigures(_M):
     draft: DraftArtifact | None = None
 
 
-class ModelEntry(_M):
+@_dc
+class ModelEntry:
     description: str
     source_id: str
     hub: str
@@ -67,16 +80,18 @@ class ModelEntry(_M):
     engines: dict[str, ModelEngineFigures]
 
 
-class FlagSpec(_M):
+@_dc
+class FlagSpec:
     field: str
     flag: str
     kind: Literal["value", "bool_optional", "store_true", "store_false", "json", "speculative"] = "value"
     type: Literal["str", "int", "float"] = "str"
-    aliases: list[str] = []
+    aliases: list[str] = field(default_factory=list)
     platform: bool = False
 
 
-class EngineVersion(_M):
+@_dc
+class EngineVersion:
     key: str = ""
     engine: str = ""
     default: bool = False
@@ -87,15 +102,16 @@ class EngineVersion(_M):
     traits: dict[str, Any]
     defaults: dict[str, Any]
     kv_cache_dtypes: list[str]
-    env_known: list[str] = []
-    env_removed: dict[str, str] = {}
-    extra_known_flags: list[str] = []
-    unsupported_fields: dict[str, str] = {}
-    dcp_attention_backends: list[str] = []
+    env_known: list[str] = field(default_factory=list)
+    env_removed: dict[str, str] = field(default_factory=dict)
+    extra_known_flags: list[str] = field(default_factory=list)
+    unsupported_fields: dict[str, str] = field(default_factory=dict)
+    dcp_attention_backends: list[str] = field(default_factory=list)
     known_flags_file: str | None = None   # JSON list of option strings dumped from the real parser
 
 
-class EngineEntry(_M):
+@_dc
+class EngineEntry:
     engine: Literal["vllm", "sglang"]
     command: list[str]
     model_arg: Literal["positional", "flag"]
@@ -105,12 +121,11 @@ class EngineEntry(_M):
     flags: list[FlagSpec]
     platform_flags: list[str]
     speculative: dict[str, Any]
-    defaults_by_gpu_memory: list[dict[str, Any]] = []
-    cache_env: dict[str, str] = {}        # env var -> sub-directory of the persistent cache volume
+    defaults_by_gpu_memory: list[dict[str, Any]] = field(default_factory=list)
+    cache_env: dict[str, str] = field(default_factory=dict)        # env var -> sub-directory of the persistent cache volume
     versions: dict[str, EngineVersion]
 
-    @model_validator(mode="after")
-    def _versions(self) -> "EngineEntry":
+    def __post_init__(self) -> None:
         defaults = [k for k, v in self.versions.items() if v.default]
         if len(defaults) != 1:
             raise ValueError(f"engine {self.engine}: exactly one version must be default, got {defaults}")
@@ -122,10 +137,10 @@ class EngineEntry(_M):
                 if name in seen:
                     raise ValueError(f"engine {self.engine}: flag {name} mapped twice ({seen[name]}, {f.field})")
                 seen[name] = f.field
-        return self
 
 
-class RuleEntry(_M):
+@_dc
+class RuleEntry:
     id: str
     severity: Literal["error", "warning", "info"]
     engines: list[Literal["vllm", "sglang"]]
@@ -134,17 +149,19 @@ class RuleEntry(_M):
     why: str
     fix: str
     source: str
-    when: dict[str, Any] = {}          # trait conditions: {trait: [allowed values]}
+    when: dict[str, Any] = field(default_factory=dict)          # trait conditions: {trait: [allowed values]}
     strict_severity: Literal["error", "warning", "info"] | None = None
 
 
-class PresetEntry(_M):
+@_dc
+class PresetEntry:
     name: str
     description: str
     document: dict[str, Any]
 
 
-class AdviceRow(_M):
+@_dc
+class AdviceRow:
     engine: Literal["vllm", "sglang"]
     context: int
     decode_tok_s: float
@@ -152,13 +169,15 @@ class AdviceRow(_M):
     tpot_ms: float
 
 
-class Advice(_M):
+@_dc
+class Advice:
     source: str
     measurements: list[AdviceRow]
     presets: dict[str, list[str]]
 
 
-class Catalog(_M):
+@_dc
+class Catalog:
     hardware: dict[str, HardwareProfile]
     models: dict[str, ModelEntry]
     engines: dict[str, EngineEntry]
@@ -274,8 +293,13 @@ def _load_and_validate(DATA: Path) -> Catalog:
             doc = _read(DATA / "presets" / entry["file"])
             raw["presets"][entry["name"]] = {"name": entry["name"], "description": entry["description"], "document": doc}
         raw["advice"] = _read(DATA / "advice.yaml")
-        cat = Catalog.model_validate(raw)
-    except (OSError, KeyError, TypeError, yaml.YAMLError, ValidationError) as exc:
+        from pydantic import TypeAdapter, ValidationError
+
+        try:
+            cat = TypeAdapter(Catalog).validate_python(raw)
+        except ValidationError as exc:
+            raise CatalogError(f"catalog {DATA} is invalid: {exc}") from exc
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise CatalogError(f"catalog {DATA} is invalid: {exc}") from exc
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")

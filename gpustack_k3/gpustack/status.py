@@ -169,6 +169,8 @@ def watch(client: GPUStackClient, name: str, *, cluster: str | None = None, engi
                 echo(f"[{clock() - t0:7.1f}s] instance {ev['data'].get('name')}: deleted")
             if _done(states) or (deadline is not None and clock() > deadline):
                 break
+    for th in log_threads.values():   # let the log readers catch up (a followed log never ends by itself)
+        th.join(timeout=1.0)
     ok = bool(states) and all(s == TERMINAL_OK for s in states.values())
     result: dict[str, Any] = {"model": {"name": name, "id": model_id}, "ok": ok,
                               "instances": {str(k): v for k, v in states.items()}}

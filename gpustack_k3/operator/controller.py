@@ -25,7 +25,8 @@ from gpustack_k3.operator import decide as d
 from gpustack_k3.operator.health import (
     HealthServer,
     OperatorMetrics,
-    load_coldstart_metrics,
+    ResourcesByPhase,
+    coldstart_metrics,
 )
 from gpustack_k3.operator.informer import Informer, Store
 from gpustack_k3.operator.kube import Kube, api_client_from
@@ -98,7 +99,7 @@ class Operator:
     def __init__(self, api_client: Any, *, namespaces: Sequence[str] = (), resync_s: float = 300.0,
                  leader_elect: bool = False, metrics_port: int | None = None, metrics_host: str = "0.0.0.0",
                  validate: d.Validate | None = None, render: d.Render | None = None, plan: d.Plan | None = None,
-                 coldstart_factory: ColdStartFactory | None = None, workers: int = 4, identity: str | None = None,
+                 coldstart_factory: ColdStartFactory | None | str = "pod-logs", workers: int = 4, identity: str | None = None,
                  lease_name: str = LEASE_NAME, lease_namespace: str | None = None, lease_duration: float = 15.0,
                  renew_deadline: float = 10.0, retry_period: float = 2.0, watch_timeout_s: int = 300,
                  owned_kinds: Iterable[tuple[str, str]] = OWNED_KINDS,
@@ -122,8 +123,13 @@ class Operator:
         self.pods = Store(index_fn=_pod_key)
         self._memo: dict[tuple[Key, str, str, str], dict] = {}  # applied objects of kinds without informer
         self._memo_lock = threading.Lock()
-        self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add)
-                                             if coldstart_factory else NoColdStart())
+        # cold-start histograms of the log tracker, on the operator's registry (served at /metrics)
+        self.coldstart_metrics = coldstart_metrics(self.metrics.registry)
+        self.metrics.registry.register(ResourcesByPhase(self.crs))
+        if coldstart_factory == "pod-logs":  # the default: follow engine pod logs
+            from gpustack_k3.operator.coldstart_bridge import coldstart_factory as coldstart_factory
+        self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add, self.coldstart_metrics)
+                                             if callable(coldstart_factory) else NoColdStart())
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._leading = threading.Event()
@@ -145,7 +151,6 @@ class Operator:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Operator:
-        load_coldstart_metrics()
         if self._metrics_port is not None:
             self.health = HealthServer(self.metrics, host=self._metrics_host, port=self._metrics_port,
                                        healthy=self.healthy, ready=self.ready).start()

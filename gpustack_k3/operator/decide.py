@@ -43,7 +43,10 @@ CONDITION_TYPES = ("Valid", "Rendered", "Scheduled", "WeightsLoaded", "GraphsCap
 WARNING_PHASES = {"Invalid", "Degraded", "Failed"}
 MAX_CONDITION_MESSAGE = 32768  # metav1.Condition message limit
 STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "coldStart")
-COLDSTART_STATUS_KEYS = ("attempt", "cacheWarm", "phases", "current", "totalSeconds")
+# snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
+COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
+                         "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
+                         "reason": "reason", "pod": "pod", "engine": "engine"}
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -350,7 +353,9 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
             if summary:
                 status["plan"] = dict(summary)
     if cs:
-        status["coldStart"] = {k: copy.deepcopy(cs[k]) for k in COLDSTART_STATUS_KEYS if cs.get(k) is not None}
+        status["coldStart"] = {out: copy.deepcopy(cs.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
+                               if cs.get(k) is not None or k == "cacheWarm"}
+        actions += _coldstart_events(prev.get("coldStart") or {}, status["coldStart"])
     if phase != prev.get("phase"):
         actions.append(Emit("Warning" if phase in WARNING_PHASES else "Normal", phase,
                             f"phase {prev.get('phase') or 'None'} -> {phase}: {reason}"[:1024]))
@@ -367,16 +372,27 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
         conds.set("Scheduled", True, "Scheduled", f"{pods.scheduled}/{pods.total} pod(s) scheduled")
     else:
         conds.set("Scheduled", False, "Scheduling", f"{pods.scheduled}/{pods.total} pod(s) scheduled")
-    milestones = (("WeightsLoaded", "weightsLoaded", "weights"), ("GraphsCaptured", "graphsCaptured", "CUDA graphs"))
-    for ctype, key, what in milestones:
+    milestones = (("WeightsLoaded", "weightsLoaded", "weights_load", "weights loaded"),
+                  ("GraphsCaptured", "graphsCaptured", "cuda_graphs", "CUDA graphs captured"))
+    verdict = (cs or {}).get("verdict") or {}
+    for ctype, key, phase_name, what in milestones:
+        attempt = (cs or {}).get("attempt", 1)
         if not cs:
             conds.set(ctype, None, "NoColdStartData", "no engine log observed yet")
         elif cs.get(key):
-            conds.set(ctype, True, "Done", f"{what} done in attempt {cs.get('attempt', 1)}")
+            secs = _phase_seconds(cs, phase_name)
+            took = f" in {secs:g} s" if secs is not None else ""
+            conds.set(ctype, True, "Done", f"{what}{took} (attempt {attempt})")
+        elif ctype == "GraphsCaptured" and cs.get("graphsSkipped"):
+            conds.set(ctype, True, "NotUsed", f"the engine serves without CUDA graphs (attempt {attempt})")
+        elif verdict and cs.get("failedPhase") == phase_name:
+            conds.set(ctype, False, verdict.get("reason") or "Failed", verdict.get("message") or "failed")
         else:
-            conds.set(ctype, False, "InProgress", f"current phase: {cs.get('current') or 'unknown'}")
+            conds.set(ctype, False, "InProgress", f"attempt {attempt}, current phase: {cs.get('current') or 'unknown'}")
     if pods.total and pods.ready == pods.total:
         conds.set("Ready", True, "PodsReady", f"{pods.ready}/{pods.total} pod(s) ready")
+    elif pods.total and verdict and not pods.failed:
+        conds.set("Ready", False, verdict.get("reason") or "ColdStartFailed", verdict.get("message") or "")
     elif pods.total:
         conds.set("Ready", False, pods.problem_reason or "PodsNotReady",
                   pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
@@ -388,6 +404,33 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
         conds.set("Warm", False, "NotWarm", "first requests not served yet: ready is not yet warm")
     else:
         conds.set("Warm", None, "NoColdStartData", "no engine log observed yet")
+
+
+def _phase_seconds(cs: Mapping[str, Any], name: str) -> float | None:
+    for p in cs.get("phases") or []:
+        if p.get("name") == name:
+            return p.get("seconds")
+    return None
+
+
+def _coldstart_events(prev: Mapping[str, Any], now: Mapping[str, Any]) -> list[Emit]:
+    """One Event per cold-start phase transition, found by comparing the status we wrote last with
+    the new one (level-triggered: a resync of an unchanged tracker emits nothing; phases that ended
+    between two reconciles each get their Event)."""
+    out: list[Emit] = []
+    attempt = now.get("attempt", 1)
+    same_attempt = prev.get("attempt", 1) == attempt
+    before = {p.get("name"): p for p in (prev.get("phases") or [])} if same_attempt else {}
+    if prev and not same_attempt:
+        out.append(Emit("Warning", "ColdStartAttempt",
+                        f"container restarted: cold start attempt {attempt} begins"))
+    for p in now.get("phases") or []:
+        name = p.get("name")
+        old = before.get(name) or {}
+        if p.get("end") and not old.get("end") and name != (now.get("failedPhase") or ""):
+            secs = f" in {p['seconds']:g} s" if p.get("seconds") is not None else ""
+            out.append(Emit("Normal", "ColdStartPhase", f"attempt {attempt}: {name} done{secs}"))
+    return out  # a failure is told by the phase Event (Starting -> Failed/Degraded: reason, phase)
 
 
 def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:

@@ -1,8 +1,8 @@
 """``/metrics`` (Prometheus text), ``/healthz`` and ``/readyz`` for the operator.
 
-Operator metrics live in a registry of their own (two operators in one test process do not clash);
-``/metrics`` also serves the process-wide default registry, where ``gpustack_k3.metrics`` registers
-the cold-start histograms of the log tracker.
+Operator metrics live in a registry of their own (two operators in one test process do not clash),
+together with the cold-start metrics of ``gpustack_k3.metrics`` fed by the pod-log bridge;
+``/metrics`` also serves the process-wide default registry (process and platform collectors).
 """
 from __future__ import annotations
 
@@ -34,30 +34,43 @@ class OperatorMetrics:
         self.leader = Gauge(f"{p}_leader", "1 while this replica holds the lease", registry=self.registry)
 
 
-_COLDSTART_METRICS = None
-_COLDSTART_LOCK = threading.Lock()
-
-
-def shared_coldstart_metrics():  # -> gpustack_k3.metrics.ColdStartMetrics | None
-    """The process-wide ``gpustack_k3.metrics.ColdStartMetrics`` (default registry, created once:
-    Prometheus refuses a second registration). Cold-start observers feed it (``.listener``).
+def coldstart_metrics(registry):  # -> gpustack_k3.metrics.ColdStartMetrics | None
+    """``gpustack_k3.metrics.ColdStartMetrics`` on the operator's registry (cold-start phase
+    histogram, current phase, failures); the pod-log bridge passes its ``listener`` to every tracker.
     None when that module is not part of this installation."""
-    global _COLDSTART_METRICS
-    with _COLDSTART_LOCK:
-        if _COLDSTART_METRICS is None:
-            try:
-                mod = importlib.import_module("gpustack_k3.metrics")
-            except ModuleNotFoundError as e:
-                if e.name != "gpustack_k3.metrics":
-                    raise
-                log.info("gpustack_k3.metrics is not installed: /metrics serves operator metrics only")
-                return None
-            _COLDSTART_METRICS = mod.ColdStartMetrics()
-        return _COLDSTART_METRICS
+    try:
+        mod = importlib.import_module("gpustack_k3.metrics")
+    except ModuleNotFoundError as e:
+        if e.name != "gpustack_k3.metrics":
+            raise
+        log.info("gpustack_k3.metrics is not installed: /metrics serves operator metrics only")
+        return None
+    return mod.ColdStartMetrics(registry=registry)
 
 
-def load_coldstart_metrics() -> bool:
-    return shared_coldstart_metrics() is not None
+class ResourcesByPhase:
+    """Collector of ``gpustack_k3_operator_resources{phase}``: resources per ``status.phase``, read
+    from the informer cache at scrape time (the chart's Grafana dashboard sums it by phase)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+        from gpustack_k3.operator.decide import PHASES
+        counts = dict.fromkeys(PHASES, 0)
+        for ns, name in self.store.list_keys():
+            obj = self.store.get(ns, name) or {}
+            phase = (obj.get("status") or {}).get("phase") or "Pending"
+            counts[phase] = counts.get(phase, 0) + 1
+        g = GaugeMetricFamily("gpustack_k3_operator_resources", "K3Deployment resources by status.phase",
+                              labels=["phase"])
+        for phase, n in counts.items():
+            g.add_metric([phase], n)
+        yield g
 
 
 class HealthServer:

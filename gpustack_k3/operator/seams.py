@@ -8,16 +8,19 @@ tracker in ``gpustack_k3.coldstart`` and calls ``enqueue(key)`` whenever the tra
 changes, so the next reconcile writes the new phase. ``forget(key)`` is called when the resource
 is gone; ``close()`` when the operator stops.
 
-Cold-start histograms: feed ``gpustack_k3.operator.health.shared_coldstart_metrics()`` (the
-process-wide ``gpustack_k3.metrics.ColdStartMetrics``; pass its ``listener`` to the tracker); the
-operator's ``/metrics`` serves it.
+The real observer is ``gpustack_k3.operator.coldstart_bridge.PodLogColdStart`` (the operator's
+default). Cold-start histograms: the factory receives the operator's
+``gpustack_k3.metrics.ColdStartMetrics`` (on the operator registry, served at ``/metrics``) and
+passes its ``listener`` to each tracker.
 
 The snapshot is a plain mapping (``ColdStartSnapshot``); ``decide`` reads:
 ``attempt`` (int, a container restart starts a new attempt), ``cacheWarm`` (bool | None),
 ``totalSeconds`` (container start → serving, when known),
 ``phases`` (list of {name, start, end, seconds}), ``current`` (phase name or None),
-``weightsLoaded`` / ``graphsCaptured`` / ``serving`` / ``warm`` (bool milestones) and
-``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget, a crash).
+``weightsLoaded`` / ``graphsCaptured`` / ``graphsSkipped`` / ``serving`` / ``warm`` (bool
+milestones), ``failedPhase`` / ``reason`` (when the attempt failed), ``pod``, ``engine`` and
+``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget → Degraded,
+a crash → Failed).
 """
 from __future__ import annotations
 
@@ -48,7 +51,12 @@ class ColdStartSnapshot(TypedDict, total=False):
     totalSeconds: float | None
     weightsLoaded: bool
     graphsCaptured: bool
+    graphsSkipped: bool
     serving: bool
+    failedPhase: str | None
+    reason: str | None
+    pod: str
+    engine: str
     warm: bool
     verdict: ColdStartVerdict | None
 
@@ -61,8 +69,9 @@ class ColdStartObserver(Protocol):
     def close(self) -> None: ...
 
 
-# factory(api_client, enqueue) -> observer; api_client is the operator's kubernetes.client.ApiClient
-ColdStartFactory = Callable[[Any, Callable[[Key], None]], ColdStartObserver]
+# factory(api_client, enqueue, metrics) -> observer; api_client is the operator's
+# kubernetes.client.ApiClient, metrics its gpustack_k3.metrics.ColdStartMetrics (or None)
+ColdStartFactory = Callable[[Any, Callable[[Key], None], Any], ColdStartObserver]
 
 
 class NoColdStart:

@@ -194,10 +194,13 @@ def test_rules_follow_the_catalog():
     from gpustack_k3.crd.manifest import crd_manifest
     from gpustack_k3.crd.schema import structural_from_model
 
-    cat = CAT.model_copy(deep=True)
+    import copy
+    import dataclasses
+
+    cat = copy.deepcopy(CAT)
     base = cat.engines["vllm"].versions["kimi-k3"]
-    new = base.model_copy(deep=True, update={"key": "kimi-k3-next", "default": False,
-                                             "kv_cache_dtypes": ["auto", "fp8", "fp8_next"]})
+    new = dataclasses.replace(copy.deepcopy(base), key="kimi-k3-next", default=False,
+                              kv_cache_dtypes=["auto", "fp8", "fp8_next"])
     cat.engines["vllm"].versions["kimi-k3-next"] = new
     gen = generate(cat, DeploymentSpec, structural_from_model(DeploymentSpec))
     crd = crd_manifest()

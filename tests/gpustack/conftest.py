@@ -56,7 +56,12 @@ def gs(tmp_path_factory) -> GPUStack:
         if os.geteuid() != 0:
             pytest.skip("the GPUStack tier needs root (ip netns, PostgreSQL as postgres)")
         t0 = time.monotonic()
-        proc = subprocess.run([str(SETUP), "start"], capture_output=True, text=True, timeout=1800)
+        # output to files, not pipes: a daemon that inherited a pipe would keep it open forever
+        logdir = tmp_path_factory.mktemp("gs-setup")
+        with open(logdir / "stdout", "w") as out, open(logdir / "stderr", "w") as err:
+            rc = subprocess.run([str(SETUP), "start"], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                timeout=1800).returncode
+        proc = subprocess.CompletedProcess([], rc, (logdir / "stdout").read_text(), (logdir / "stderr").read_text())
         if proc.returncode != 0:
             subprocess.run([str(SETUP), "stop"], capture_output=True, text=True)
             pytest.fail(f"{SETUP.name} start failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")

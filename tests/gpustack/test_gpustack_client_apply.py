@@ -11,6 +11,7 @@ import copy
 import itertools
 import json
 import socket
+import time
 
 import httpx
 import pytest
@@ -320,3 +321,70 @@ def test_instance_phases_feed_the_real_tracker():
     sched = rep.phase("scheduled")
     assert sched is not None and sched.seconds == pytest.approx(4.0)
     assert rep.phase("image_pull").seconds == pytest.approx(55.0)
+
+
+def test_watch_follows_states_and_feeds_instance_logs_to_the_tracker():
+    """status --watch: instance events (watch=true stream) + the instance log into ColdStartTracker."""
+    pytest.importorskip("gpustack_k3.coldstart")
+    from pathlib import Path
+
+    from gpustack_k3.gpustack.status import watch
+
+    log = (Path(__file__).resolve().parents[1] / "docker" / "images" / "replay-engine" / "logs"
+           / "vllm-0.33-kimi-k3-8xb300.log").read_bytes()
+    inst = {"id": 7, "name": "kimi-k3-vllm-seed-abcde", "model_id": 5, "worker_id": 2, "worker_name": "w",
+            "gpu_indexes": list(range(8)), "state": "starting", "port": 40000}
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        p, q = req.url.path, req.url.params
+        if p == "/v2/models":
+            return httpx.Response(200, json={"items": [{"id": 5, "name": "kimi-k3-vllm-seed", "backend":
+                                                        "kimi-k3-vllm-custom"}], "pagination": {"totalPage": 1}})
+        if p == "/v2/model-instances" and q.get("watch") == "true":
+            ev = {"type": 2, "data": {**inst, "state": "running"}, "changed_fields": {"state": [["starting"], ["running"]]}}
+
+            def stream():
+                time.sleep(0.5)            # let the log reader run first, as a real engine log precedes readiness
+                yield b"\n\n"              # heartbeat
+                yield json.dumps(ev).encode() + b"\n\n"
+            return httpx.Response(200, content=stream())
+        if p == "/v2/model-instances":
+            return httpx.Response(200, json={"items": [inst], "pagination": {"totalPage": 1}})
+        if p == "/v2/model-instances/7/logs":
+            assert q.get("follow") == "true"
+            return httpx.Response(200, content=iter([log[:5000], log[5000:]]))
+        return httpx.Response(404, json={"message": p})
+
+    lines: list[str] = []
+    c = GPUStackClient("http://x.test", KEY, transport=httpx.MockTransport(handler), backoff=0)
+    res = watch(c, "kimi-k3-vllm-seed", echo=lines.append, timeout=30)
+    assert res["ok"] is True and res["instances"] == {"7": "running"}
+    phases = set(res["coldstart"]["phases"])
+    assert {"container_start", "weights_load", "cuda_graphs", "server_ready"} <= phases, res
+    assert any("-> running" in ln for ln in lines) and any("phase weights_load" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("status, needle", [(409, "conflict (HTTP 409)"), (422, "refused POST /v2/inference-backends (HTTP 422)"),
+                                            (401, "rejected the API key"), (503, "HTTP 503 after")])
+def test_cli_server_verdicts_are_one_line_exit_2(monkeypatch, status, needle):
+    import gpustack_k3.gpustack.cli as cli_mod
+
+    fake = FakeGPUStack()
+    fake.fail[("POST", "/v2/inference-backends")] = [status] * 5
+    monkeypatch.setattr(cli_mod, "_client", lambda server, env: client_for(fake, attempts=2))
+    r = CliRunner().invoke(gpustack, ["apply", "--preset", "vllm-seed", "--server", "http://x.test", "-o", "json"])
+    assert r.exit_code == 2, r.output
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and needle in errs[0], r.stderr
+    assert r.stdout == "" and "Traceback" not in r.stderr
+
+
+def test_cli_apply_text_and_json(monkeypatch):
+    import gpustack_k3.gpustack.cli as cli_mod
+
+    fake = FakeGPUStack()
+    monkeypatch.setattr(cli_mod, "_client", lambda server, env: client_for(fake))
+    r = CliRunner().invoke(gpustack, ["apply", "--preset", "sglang-seed", "--server", "http://x.test"])
+    assert r.exit_code == 0 and "backend kimi-k3-sglang-custom: created" in r.stdout
+    r = CliRunner().invoke(gpustack, ["apply", "--preset", "sglang-seed", "--server", "http://x.test", "-o", "json"])
+    assert json.loads(r.stdout)["model"]["action"] == "unchanged"

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shlex
 import subprocess
 import sys
 import threading

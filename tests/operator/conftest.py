@@ -35,6 +35,7 @@ def start_operator(emu):
         kw.setdefault("resync_s", 60)
         kw.setdefault("watch_timeout_s", 5)
         kw.setdefault("workers", 2)
+        kw.setdefault("coldstart_factory", None)  # log following is tested in test_coldstart_http.py
         op = Operator(emu.api_client(), **kw).start()
         started.append(op)
         return op

@@ -207,9 +207,47 @@ def test_cold_start_snapshot_drives_conditions_and_status():
     conds = {c["type"]: c for c in dec.status["conditions"]}
     assert conds["WeightsLoaded"]["status"] == "True" and "attempt 2" in conds["WeightsLoaded"]["message"]
     assert conds["GraphsCaptured"]["status"] == "False" and "cuda_graphs" in conds["GraphsCaptured"]["message"]
-    assert dec.status["coldStart"] == {"attempt": 2, "cacheWarm": True, "current": "cuda_graphs",
+    assert dec.status["coldStart"] == {"attempt": 2, "compileCacheWarm": True, "current": "cuda_graphs",
                                        "phases": cs["phases"]}
     assert dec.status["phase"] == "Starting"
+
+
+def test_cold_start_events_one_per_phase_transition_and_none_on_resync():
+    p1 = {"name": "weights_load", "start": "2026-11-29T12:00:00Z", "end": None, "seconds": None}
+    cs = {"attempt": 1, "current": "weights_load", "phases": [p1]}
+    first = run(make_cr())
+    a = run(make_cr(status=first.status), observed_after(first, [pod()], cs))
+    done = {**p1, "end": "2026-11-29T12:02:43Z", "seconds": 163.8}
+    kv = {"name": "kv_cache", "start": "2026-11-29T12:02:43Z", "end": "2026-11-29T12:03:00Z", "seconds": 17.0}
+    cs2 = {"attempt": 1, "current": "cuda_graphs", "weightsLoaded": True, "phases": [done, kv]}
+    b = run(make_cr(status=a.status), observed_after(first, [pod()], cs2))
+    msgs = [e.message for e in b.events if e.reason == "ColdStartPhase"]
+    assert msgs == ["attempt 1: weights_load done in 163.8 s", "attempt 1: kv_cache done in 17 s"]
+    again = run(make_cr(status=b.status), observed_after(first, [pod()], cs2))
+    assert again.events == () and not again.status_changed
+    cs3 = {"attempt": 2, "current": "process_start", "phases": []}
+    c = run(make_cr(status=b.status), observed_after(first, [pod()], cs3))
+    assert [e.reason for e in c.events] == ["ColdStartAttempt"] and c.status["coldStart"]["attempt"] == 2
+
+
+@pytest.mark.parametrize("verdict,phase", [
+    ({"phase": "Failed", "reason": "EngineCrashed", "message": "attempt 1: cold start failed in cuda_graphs: OOM"},
+     "Failed"),
+    ({"phase": "Degraded", "reason": "PhaseOverBudget", "message": "attempt 1: cold start failed in weights_load: "
+                                                                     "stalled"}, "Degraded")])
+def test_cold_start_verdict_names_phase_and_reason(verdict, phase):
+    failed_in = verdict["message"].split(" in ")[1].split(":")[0]
+    cs = {"attempt": 1, "verdict": verdict, "failedPhase": failed_in, "reason": "x", "phases": [],
+          "weightsLoaded": failed_in != "weights_load"}
+    first = run(make_cr())
+    dec = run(make_cr(status=first.status), observed_after(first, [pod()], cs))
+    assert dec.status["phase"] == phase and dec.status["coldStart"]["failedPhase"] == failed_in
+    conds = {c["type"]: c for c in dec.status["conditions"]}
+    assert conds["Ready"]["reason"] == verdict["reason"] and failed_in in conds["Ready"]["message"]
+    ctype = "GraphsCaptured" if failed_in == "cuda_graphs" else "WeightsLoaded"
+    assert conds[ctype]["status"] == "False" and conds[ctype]["reason"] == verdict["reason"]
+    ev = [e for e in dec.events if e.reason == phase]
+    assert len(ev) == 1 and failed_in in ev[0].message and verdict["reason"] in ev[0].message
 
 
 def test_transition_time_moves_only_when_the_condition_flips():

@@ -164,7 +164,7 @@ def test_pods_drive_phases_and_events(emu, kube, start_operator):
 class RecordingColdStart:
     """A cold-start observer at the seam: the test sets the snapshot, as the log tracker would."""
 
-    def __init__(self, api, enqueue):
+    def __init__(self, api, enqueue, metrics=None):
         self.api, self.enqueue = api, enqueue
         self.snapshot = None
         self.seen_pods = {}
@@ -185,8 +185,8 @@ def test_cold_start_seam_feeds_conditions(emu, kube, start_operator):
     co, _, core = kube
     holder = {}
 
-    def factory(api, enqueue):
-        holder["obs"] = RecordingColdStart(api, enqueue)
+    def factory(api, enqueue, metrics):
+        holder["obs"] = RecordingColdStart(api, enqueue, metrics)
         return holder["obs"]
     start_operator(coldstart_factory=factory)
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
