@@ -11,7 +11,6 @@ from typing import Annotated
 
 from annotated_types import Ge, Gt
 
-import yaml
 
 # The catalog types are plain dataclasses: cheap to define at every CLI start and cheap to unpickle from
 # the validated-catalog cache. pydantic validates them (TypeAdapter) only when the data changed.
@@ -211,12 +210,11 @@ def _trait_ok(value: Any, allowed: Any) -> bool:
     return value == allowed
 
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present: the catalog loads on every CLI call
-
-
 def _read(path: Path) -> Any:
+    import yaml  # only on a cache miss
+
     with path.open("rb") as fh:
-        return yaml.load(fh, Loader=_Loader)  # noqa: S506 - a safe loader either way
+        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
 
 
 def _fingerprint(data_dir: Path) -> str:
@@ -299,8 +297,10 @@ def _load_and_validate(DATA: Path) -> Catalog:
             cat = TypeAdapter(Catalog).validate_python(raw)
         except ValidationError as exc:
             raise CatalogError(f"catalog {DATA} is invalid: {exc}") from exc
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
-        raise CatalogError(f"catalog {DATA} is invalid: {exc}") from exc
+    except CatalogError:
+        raise
+    except Exception as exc:   # OSError, KeyError, TypeError, yaml.YAMLError: a broken data file
+        raise CatalogError(f"catalog {DATA} is invalid: {type(exc).__name__}: {exc}") from exc
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")
     for eng, names in cat.advice.presets.items():
