@@ -135,7 +135,7 @@ def manifests(out_dir, check):
 
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import example_files
-    from gpustack_k3.render.templates import TEMPLATES_DIR, RenderError
+    from gpustack_k3.render.templates import RenderError
     from gpustack_k3.render.writer import replace_tree, write_files
 
     try:
@@ -153,7 +153,7 @@ def manifests(out_dir, check):
     for n in notes:
         click.echo(f"note: {n}", err=True)
     root = Path(out_dir)
-    repo_manifests = root.resolve() == (TEMPLATES_DIR.parent / "manifests").resolve()
+    repo_manifests = root.resolve() == (Path(__file__).resolve().parents[2] / "manifests").resolve()
     chart_files = (charts.chart_generated_files() if repo_manifests and charts is not None
                    and hasattr(charts, "chart_generated_files") else {})
     if check:

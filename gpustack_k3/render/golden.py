@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpustack_k3.render.templates import TEMPLATES_DIR
 
-REPO = TEMPLATES_DIR.parent
+REPO = Path(__file__).resolve().parents[2]   # the source checkout (goldens live in its tests/)
 GOLDEN = REPO / "tests" / "render" / "golden"
 SPECS = REPO / "tests" / "render" / "fixtures" / "specs"
 

@@ -6,7 +6,7 @@ docker run --detach \
   --shm-size 1g \
   --ulimit memlock=-1:-1 \
   --ulimit stack=67108864:67108864 \
-  --volume /models/smollm2-hf:/models:ro \
+  --volume /models:/models:ro \
   --volume smollm2-cpu-compile-cache:/cache:rw \
   --env DG_JIT_CACHE_DIR=/cache/deepgemm \
   --env DO_NOT_TRACK=1 \
