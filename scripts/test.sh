@@ -44,6 +44,7 @@ setup() {
 if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
   # Every tier is prepared here, so a tier that cannot run is a failure, not a skip.
   export CI="${CI:-true}" GPUSTACK_K3_REQUIRE_ENGINE=1 GPUSTACK_K3_REQUIRE_CHECKOV=1
+  setup "" setup_tools.sh
   setup GPUSTACK_K3_HELM setup_helm.sh
   setup GPUSTACK_K3_CHECKOV setup_checkov.sh
   setup DOCKER_HOST setup_dockerd.sh start

