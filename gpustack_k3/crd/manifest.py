@@ -52,12 +52,18 @@ def _status_schema() -> dict[str, Any]:
                            "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
             "coldStart": {
                 "type": "object",
-                "description": "Cold-start progress from the engine log: attempt, cacheWarm, phases, current, totalSeconds.",
+                "description": ("Cold-start progress from the engine log (gpustack-k3 coldstart): attempt, "
+                                "compileCacheWarm, phases, current, totalSeconds, failedPhase, reason."),
                 "x-kubernetes-preserve-unknown-fields": True,
                 "properties": {
                     "attempt": {"type": "integer"},
-                    "cacheWarm": {"type": "boolean", "nullable": True},
+                    "compileCacheWarm": {"type": "boolean", "nullable": True,
+                                         "description": "True when compiled graphs were loaded from the cache."},
                     "current": nstr,
+                    "failedPhase": nstr,
+                    "reason": nstr,
+                    "pod": nstr,
+                    "engine": nstr,
                     "totalSeconds": {**nnum, "description": "Seconds from container start to the engine serving."},
                     "phases": {"type": "array", "items": {
                         "type": "object", "x-kubernetes-preserve-unknown-fields": True,

@@ -152,6 +152,7 @@ class _PodTrack:
         self.cache: dict[int, bool] = {}        # attempt → compile cache warm (True) / compiled (False)
         self.offset: float | None = None         # engine stamp − kubelet stamp of the latest line
         self.previous_read = False
+        self.caught_up = threading.Event()   # the current container's log backlog has been read
 
 
 class _Follower(threading.Thread):
@@ -168,10 +169,21 @@ class _Follower(threading.Thread):
         self.stop_event.set()
         resp = self._resp
         if resp is not None:
-            try:
-                resp.close()
-            except Exception:
-                pass
+            self.abort(resp)
+
+    @staticmethod
+    def abort(resp: Any) -> None:
+        """Break a blocked read from another thread (``close`` would wait for the reader's lock)."""
+        try:
+            if hasattr(resp, "shutdown"):   # urllib3 >= 2.3
+                resp.shutdown()
+            else:
+                sock = getattr(getattr(resp, "_connection", None), "sock", None)
+                if sock is not None:
+                    import socket
+                    sock.shutdown(socket.SHUT_RDWR)
+        except Exception as e:  # already closed
+            log.debug("closing a log stream: %s", e)
 
     def run(self) -> None:
         try:
@@ -184,18 +196,27 @@ class _Follower(threading.Thread):
     def _run(self) -> None:
         from kubernetes.client.rest import ApiException
         failures = 0
+        while not self.track.caught_up.is_set() and not self.stop_event.is_set():
+            try:  # the backlog first (an operator restart): until it is read the status stands
+                self._stream(None, follow=False)
+                self.track.caught_up.set()
+                self.bridge.enqueue(self.key)
+            except Exception as e:
+                if self.stop_event.is_set() or not self._still_current():
+                    self.track.caught_up.set()
+                    self.bridge.enqueue(self.key)
+                    return
+                failures += 1
+                log.debug("log backlog of %s/%s: %s", self.track.namespace, self.track.name, e)
+                self.stop_event.wait(min(10.0, 0.2 * 2 ** min(failures, 6)))
+        failures = 0
         while not self.stop_event.is_set():
-            since = None
-            if self.dedup.last_ts is not None:
-                since = max(1, math.ceil(time.time() - self.dedup.last_ts) + RESUME_MARGIN_S)
-                self.dedup.reconnect()
             try:
-                self._stream(since)
+                self._stream(None)
                 failures = 0
             except ApiException as e:
-                if e.status in (400, 404):  # pod or container gone / not started yet
-                    if not self._still_current():
-                        return
+                if e.status in (400, 404) and not self._still_current():  # pod or container gone
+                    return
                 failures += 1
             except Exception as e:  # connection dropped, read timeout
                 if self.stop_event.is_set():
@@ -207,8 +228,11 @@ class _Follower(threading.Thread):
             self.reconnects += 1
             self.stop_event.wait(min(10.0, 0.2 * 2 ** min(failures, 6)))
 
-    def _stream(self, since: int | None) -> None:
-        kw: dict[str, Any] = {"container": self.track.container, "follow": True, "timestamps": True,
+    def _stream(self, since: int | None, follow: bool = True) -> None:
+        if since is None and self.dedup.last_ts is not None:
+            since = max(1, math.ceil(time.time() - self.dedup.last_ts) + RESUME_MARGIN_S)
+            self.dedup.reconnect()
+        kw: dict[str, Any] = {"container": self.track.container, "follow": follow, "timestamps": True,
                               "_preload_content": False, "_request_timeout": (10, READ_TIMEOUT_S)}
         if since is not None:
             kw["since_seconds"] = since
@@ -360,8 +384,9 @@ class PodLogColdStart:
                     once(("image_pull", "start"), lambda: t.platform_event(
                         "image_pull", scheduled_at, None, {"waiting": waiting} if waiting else None))
             if started is not None and cid:
-                if scheduled_at is not None and int(cs.get("restartCount") or 0) == 0 or \
-                        ("image_pull", "start") in track.emitted:
+                first_container = int(cs.get("restartCount") or 0) == 0
+                if (scheduled_at is not None and first_container) or ("image_pull", "start") in track.emitted:
+                    # pulled and created by the first start (a restart's startedAt says nothing of the pull)
                     first_start = started
                     once(("image_pull", "end"), lambda: t.platform_event(
                         "image_pull", scheduled_at or first_start, first_start))
@@ -400,6 +425,7 @@ class PodLogColdStart:
                 return  # following it, or it ended with this container (terminated): nothing new
             if f is not None:
                 f.stop()
+                track.caught_up.set()   # a new container: its log starts empty, nothing to catch up
             track.followed_id = cid
             track.follower = _Follower(self, key, track, cid)
             track.follower.start()
@@ -426,7 +452,10 @@ class PodLogColdStart:
             t = track.tracker
             if track.offset is not None and t.budgets:
                 t.check_stall(self.clock() + track.offset)
-            return snapshot_of(t.report(), track.cache.get(t.attempts[-1].index), track.name)
+            snap = snapshot_of(t.report(), track.cache.get(t.attempts[-1].index), track.name)
+            if track.follower is not None and not track.caught_up.is_set():
+                snap["syncing"] = True
+            return snap
 
 
 def _iso_z(v: Any) -> str | None:
@@ -488,6 +517,8 @@ def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
     (the resource is as far as its slowest pod); among serving pods the slowest cold start."""
     if len(snaps) == 1:
         return snaps[0]
+    if any(s.get("syncing") for s in snaps):
+        return {**snaps[0], "syncing": True}
     failed = [s for s in snaps if s.get("verdict")]
     if failed:
         return failed[0]

@@ -127,7 +127,10 @@ class Operator:
         self.coldstart_metrics = coldstart_metrics(self.metrics.registry)
         self.metrics.registry.register(ResourcesByPhase(self.crs))
         if coldstart_factory == "pod-logs":  # the default: follow engine pod logs
-            from gpustack_k3.operator.coldstart_bridge import coldstart_factory as coldstart_factory
+            from gpustack_k3.operator.coldstart_bridge import (
+                coldstart_factory as pod_logs,
+            )
+            coldstart_factory = pod_logs
         self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add, self.coldstart_metrics)
                                              if callable(coldstart_factory) else NoColdStart())
         self._stop = threading.Event()
@@ -337,6 +340,16 @@ class Operator:
         decision = d.decide(cr, observed, validate=self.validate, render=self.render, now=self.clock(),
                             plan=self.plan)
         informed = set(self.owned_kinds)
+        meta = cr.get("metadata") or {}
+        if (cr.get("status") or {}).get("observedGeneration") == meta.get("generation") and any(
+                isinstance(a, d.Apply) and a.why == "create" for a in decision.writes):
+            # an object we made before is gone: if the resource itself was deleted (garbage collection
+            # took its objects and our cache has not seen the deletion yet), do not bring them back
+            fresh = self.kube.get(CR_API_VERSION, d.KIND, key[0], key[1])
+            if fresh is None or (fresh.get("metadata") or {}).get("uid") != meta.get("uid") or (
+                    fresh.get("metadata") or {}).get("deletionTimestamp"):
+                log.info("%s/%s is being deleted: not re-creating its objects", key[0], key[1])
+                return decision
         for action in decision.writes:
             if isinstance(action, d.Apply):
                 av, kind, oname = d.object_key(action.obj)

@@ -300,6 +300,10 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     warnings += [finding_text(f) for f in findings if getattr(f, "severity", "") == "warning"]
     pods = summarize_pods(observed.pods)
     cs = observed.coldstart
+    if cs is not None and cs.get("syncing"):
+        # the tracker is still reading the log backlog (an operator restart): what we wrote last
+        # stands until it has caught up, so a replay neither rewrites the status nor repeats Events
+        cs = snapshot_from_status(prev)
 
     if errors:
         text = "; ".join(finding_text(f) for f in errors)
@@ -354,7 +358,7 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 status["plan"] = dict(summary)
     if cs:
         status["coldStart"] = {out: copy.deepcopy(cs.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
-                               if cs.get(k) is not None or k == "cacheWarm"}
+                               if cs.get(k) is not None}  # null = unknown: left out (apply drops nulls)
         actions += _coldstart_events(prev.get("coldStart") or {}, status["coldStart"])
     if phase != prev.get("phase"):
         actions.append(Emit("Warning" if phase in WARNING_PHASES else "Normal", phase,
@@ -404,6 +408,27 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
         conds.set("Warm", False, "NotWarm", "first requests not served yet: ready is not yet warm")
     else:
         conds.set("Warm", None, "NoColdStartData", "no engine log observed yet")
+
+
+def snapshot_from_status(status: Mapping[str, Any]) -> dict | None:
+    """The cold-start snapshot a status was written from (inverse of what ``decide`` writes)."""
+    prev_cs = status.get("coldStart")
+    if not isinstance(prev_cs, Mapping):
+        return None
+    inverse = {out: k for k, out in COLDSTART_STATUS_KEYS.items()}
+    cs: dict[str, Any] = {inverse[k]: copy.deepcopy(v) for k, v in prev_cs.items() if k in inverse}
+    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+    graphs = conds.get("GraphsCaptured") or {}
+    cs["weightsLoaded"] = (conds.get("WeightsLoaded") or {}).get("status") == "True"
+    cs["graphsCaptured"] = graphs.get("status") == "True" and graphs.get("reason") != "NotUsed"
+    cs["graphsSkipped"] = graphs.get("reason") == "NotUsed"
+    cs["warm"] = (conds.get("Warm") or {}).get("status") == "True"
+    cs["serving"] = cs.get("totalSeconds") is not None
+    if cs.get("failedPhase"):
+        ready = conds.get("Ready") or {}
+        cs["verdict"] = {"phase": status.get("phase") if status.get("phase") in ("Failed", "Degraded") else "Failed",
+                         "reason": ready.get("reason") or "ColdStartFailed", "message": ready.get("message") or ""}
+    return cs
 
 
 def _phase_seconds(cs: Mapping[str, Any], name: str) -> float | None:

@@ -60,6 +60,7 @@ class ResourcesByPhase:
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
+
         from gpustack_k3.operator.decide import PHASES
         counts = dict.fromkeys(PHASES, 0)
         for ns, name in self.store.list_keys():

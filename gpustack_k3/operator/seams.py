@@ -20,7 +20,8 @@ The snapshot is a plain mapping (``ColdStartSnapshot``); ``decide`` reads:
 ``weightsLoaded`` / ``graphsCaptured`` / ``graphsSkipped`` / ``serving`` / ``warm`` (bool
 milestones), ``failedPhase`` / ``reason`` (when the attempt failed), ``pod``, ``engine`` and
 ``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget → Degraded,
-a crash → Failed).
+a crash → Failed); ``syncing`` (True while the log backlog is still being read after an operator
+restart: ``decide`` then keeps the cold-start status it wrote last).
 """
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ class ColdStartSnapshot(TypedDict, total=False):
     engine: str
     warm: bool
     verdict: ColdStartVerdict | None
+    syncing: bool
 
 
 class ColdStartObserver(Protocol):

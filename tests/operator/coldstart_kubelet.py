@@ -33,7 +33,7 @@ def rfc3339(t: dt.datetime) -> str:
 
 
 def parse(ts: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return dt.datetime.fromisoformat(ts)
 
 
 class Kubelet:

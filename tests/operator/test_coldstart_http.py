@@ -63,9 +63,10 @@ def cold_operator(start_operator):
     return start
 
 
-def deploy(co, core, emu, name="kimi"):
+def deploy(co, core, emu, name="kimi", wait=True):
     co.create_namespaced_custom_object(G, V, NS, P, k3(name))
-    wait_status(co, name, lambda s: s.get("phase") == "Deploying", "Deploying")
+    if wait:
+        wait_status(co, name, lambda s: s.get("phase") == "Deploying", "Deploying")
     return Kubelet(emu, core, NS, name, f"{name}-0")
 
 
@@ -97,7 +98,7 @@ def test_gpu_log_create_to_ready_and_warm_with_hand_read_timings(emu, kube, cold
     assert phase_row(st, "weights_load")["seconds"] == 163.8
     assert phase_row(st, "cuda_graphs")["seconds"] == 87.0
     assert secs_between(phase_row(st, "container_start")["start"], phase_row(st, "process_start")["start"]) == 13.0
-    assert cs["compileCacheWarm"] is None          # no compile-cache marker of the catalog in this log
+    assert cs.get("compileCacheWarm") is None          # no compile-cache marker of the catalog in this log
     assert cond(st, "GraphsCaptured")["status"] == "True" and "87 s" in cond(st, "GraphsCaptured")["message"]
     assert st["phase"] == "Starting"                # the engine serves; the pod is not Ready yet
     kl.report("Running", scheduled=sched, running=started, ready=True)
@@ -138,7 +139,7 @@ def test_cpu_eager_log_real_vllm_to_warm(emu, kube, cold_operator):
     assert phase_row(st, "weights_load")["seconds"] == 0.51
     assert phase_row(st, "image_pull")["seconds"] == 29.0
     assert cond(st, "GraphsCaptured")["reason"] == "NotUsed"  # --enforce-eager: no CUDA graphs
-    assert st["coldStart"]["compileCacheWarm"] is None        # eager: nothing compiled, nothing loaded
+    assert st["coldStart"].get("compileCacheWarm") is None        # eager: nothing compiled, nothing loaded
     kl.report("Running", scheduled=sched, running=started, ready=True)
     st = wait_status(co, "kimi", lambda s: s.get("phase") == "Warm", "Warm (the log served a POST)")
     assert cond(st, "Warm")["status"] == "True" and phase_row(st, "warm")["end"]
@@ -204,6 +205,27 @@ def test_crash_in_cuda_graphs_fails_then_restart_is_attempt_2(emu, kube, cold_op
     assert sum(1 for e in events_for(core, "kimi") if e.message == "attempt 2: weights_load done in 163.8 s") == 1
 
 
+def test_phase_over_budget_is_degraded_naming_the_phase(emu, kube, start_operator):
+    import functools
+
+    from gpustack_k3.operator.coldstart_bridge import coldstart_factory
+    co, _, core = kube
+    start_operator(coldstart_factory=functools.partial(coldstart_factory, budgets={"weights_load": 2}),
+                   resync_s=0.5)
+    kl = deploy(co, core, emu)
+    started = kl.created + dt.timedelta(seconds=5)
+    kl.start_container(started, scheduled=kl.created)
+    lines = gpu_log(started)
+    upto = next(i for i, ln in enumerate(lines) if "Starting to load model" in ln) + 1
+    kl.log("".join(lines[:upto]))             # weights start loading ... and nothing more is printed
+    st = wait_status(co, "kimi", lambda s: s.get("phase") == "Degraded", "Degraded after the budget")
+    cs = st["coldStart"]
+    assert cs["failedPhase"] == "weights_load" and "budget 2 s" in cs["reason"]
+    assert cond(st, "WeightsLoaded")["reason"] == "PhaseOverBudget"
+    ev = wait_for(lambda: [e for e in events_for(core, "kimi") if e.reason == "Degraded"], what="Degraded event")
+    assert len(ev) == 1 and "weights_load" in ev[0].message and ev[0].type == "Warning"
+
+
 def test_deletion_stops_following(emu, kube, cold_operator):
     co, _, core = kube
     op = cold_operator()
@@ -240,7 +262,7 @@ def test_dropped_log_connection_resumes_without_duplicates(emu, kube, cold_opera
     fed = "".join(lines[:half]).encode()
     wait_for(lambda: f.track.tracker.bytes_seen == len(fed), what="first half fed")
     emu.inject(500, times=2, path=f"/pods/{kl.pod}/log$")   # the reconnects meet API errors first
-    f._resp.close()                                          # the connection drops mid-stream
+    f.abort(f._resp)                                         # the connection drops mid-stream
     kl.log("".join(lines[half:]))
     st = wait_status(co, "kimi", lambda s: (s.get("coldStart") or {}).get("totalSeconds") is not None, "serving")
     assert f.reconnects >= 1 and f.is_alive()
@@ -282,7 +304,7 @@ def test_faults_and_operator_restart_mid_cold_start_converge(emu, kube, cold_ope
 def test_operator_restart_after_container_restart_recovers_attempts(emu, kube, cold_operator):
     """An operator that starts after a container restart reads the previous container's log first."""
     co, _, core = kube
-    kl = deploy(co, core, emu)
+    kl = deploy(co, core, emu, wait=False)      # no operator runs while the container restarts
     started = kl.created + dt.timedelta(seconds=10)
     kl.start_container(started, scheduled=kl.created)
     lines = gpu_log(started)
@@ -296,6 +318,7 @@ def test_operator_restart_after_container_restart_recovers_attempts(emu, kube, c
     cold_operator()
     st = wait_status(co, "kimi", lambda s: (s.get("coldStart") or {}).get("totalSeconds") is not None, "serving")
     assert st["coldStart"]["attempt"] == 2 and st["coldStart"]["totalSeconds"] == 635.0
+    assert phase_row(st, "weights_load")["seconds"] == 163.8
 
 
 def test_line_dedup_drops_what_was_fed_before_a_reconnect():
