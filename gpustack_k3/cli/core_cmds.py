@@ -6,7 +6,7 @@ import sys
 import click
 
 from gpustack_k3.cli.common import (
-    EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, fail_input, findings_payload, load_document, output_option,
+    EXIT_OK, EXIT_REFUSED, emit, fail_input, findings_payload, load_document, output_option,
     print_findings_text,
 )
 from gpustack_k3.core.errors import InputError
@@ -307,7 +307,7 @@ def dry_run(spec, preset, strict, output):
         return
     click.echo(f"== {doc.metadata.name}: validate")
     print_findings_text(findings)
-    click.echo(f"\n== plan")
+    click.echo("\n== plan")
     if p:
         _plan_text(p.to_dict())
     click.echo(f"\n== launch ({launch.engine} {launch.engine_version})")

