@@ -154,7 +154,7 @@ class KeywordScanner:
 
     GROUP = 32
 
-    def __init__(self, keys: list[str], backend: str = "auto", skip: Optional[set[str]] = None):
+    def __init__(self, keys: list[str], backend: str = "auto", skip: set[str] | None = None):
         wanted = [k for k in keys if not skip or k not in skip]
         self.triggers = triggers(wanted)
         bkeys = [k.encode("utf-8") for k in self.triggers]
