@@ -28,7 +28,7 @@ from ._docker import docker
 from ._paths import BUILD_SH, KIND_DIR, REPO
 
 pytestmark = [
-    pytest.mark.docker,
+    pytest.mark.image_build,   # not "docker": the docker tier runs in CI, this heavy build is opt-in
     # A 4 GB image and ~6 min cold: opt-in (the same engine runs in the engine tier from the cached venv).
     pytest.mark.skipif(os.environ.get("GPUSTACK_K3_ENGINE_IMAGE") != "1",
                        reason="engine image build is opt-in: set GPUSTACK_K3_ENGINE_IMAGE=1 (4 GB, ~6 min cold)"),
