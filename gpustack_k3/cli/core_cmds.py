@@ -324,26 +324,18 @@ def dry_run(spec, preset, strict, output):
 
 
 def _render_summary(launch) -> dict[str, str]:
-    """Render every available target in memory and summarise; a missing target module is reported, not hidden."""
-    import importlib
+    """Render every target in memory (nothing is written) and summarise what each produced."""
+    from gpustack_k3.render.docker import docker_run_params
+    from gpustack_k3.render.gpustack import render_gpustack
+    from gpustack_k3.render.kubernetes import render_kubernetes
 
-    out: dict[str, str] = {"argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars"}
-    probes = {
-        "kubernetes": ("gpustack_k3.render.kubernetes", "render_objects"),
-        "gpustack": ("gpustack_k3.render.gpustack", "render_gpustack"),
-        "docker": ("gpustack_k3.render.docker", "docker_run_params"),
+    objs = render_kubernetes(launch)
+    gs = render_gpustack(launch)
+    dk = docker_run_params(launch)
+    return {
+        "argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars",
+        "kubernetes": f"{len(objs)} objects: " + ", ".join(o["kind"] for o in objs),
+        "gpustack": ", ".join(gs),
+        "docker": f"image {dk['image']}, {len(dk.get('device_requests') or [])} GPU device request(s), "
+                  f"network {dk.get('network_mode')}",
     }
-    for target, (mod, fn) in probes.items():
-        try:
-            func = getattr(importlib.import_module(mod), fn)
-        except (ImportError, AttributeError):
-            out[target] = "not available in this build"
-            continue
-        res = func(launch)
-        if isinstance(res, list):
-            out[target] = f"{len(res)} objects: " + ", ".join(o.get("kind", "?") for o in res)
-        elif isinstance(res, dict):
-            out[target] = f"{len(res)} entries: " + ", ".join(list(res)[:6])
-        else:
-            out[target] = type(res).__name__
-    return out

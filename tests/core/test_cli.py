@@ -91,6 +91,8 @@ def test_presets_and_dry_run():
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["ok"] and d["launch"]["argv"][:2] == ["vllm", "serve"] and d["plan"]["kv_cache_tokens"] > 0
+    assert "Deployment" in d["targets"]["kubernetes"] and "backend.json" in d["targets"]["gpustack"]
+    assert d["targets"]["docker"].startswith("image vllm/vllm-openai:kimi-k3")
 
 
 @pytest.mark.parametrize("content,code,needle", [
