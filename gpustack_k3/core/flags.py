@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,8 +116,9 @@ def _set(d: dict[str, Any], path: str, value: Any) -> None:
     d[parts[-1]] = value
 
 
-def _flag_index(e: EngineEntry) -> dict[str, tuple[FlagSpec, Any]]:
-    """flag string -> (spec, value implied when the flag takes no value)."""
+def flag_index(e: EngineEntry) -> dict[str, tuple[FlagSpec, Any]]:
+    """Every flag string of the typed fields (aliases and ``--no-`` forms included) -> (its FlagSpec, the
+    value implied when the flag takes no value)."""
     idx: dict[str, tuple[FlagSpec, Any]] = {}
     for f in e.flags:
         for name in (f.flag, *f.aliases):
@@ -124,6 +126,15 @@ def _flag_index(e: EngineEntry) -> dict[str, tuple[FlagSpec, Any]]:
             if f.kind == "bool_optional":
                 idx["--no-" + name[2:]] = (f, False)
     return idx
+
+
+def speculative_subflags(e: EngineEntry) -> dict[str, str]:
+    """SGLang's speculative flags besides --speculative-algorithm -> the spec.speculative field they set."""
+    if e.engine != "sglang":
+        return {}
+    sp = e.speculative
+    return {sp["draft_path_flag"]: "draftModel", sp["num_tokens_flag"]: "numTokens",
+            **{v: "numTokens" for v in sp["block_size_flag"].values()}}
 
 
 def strip_command(engine: EngineEntry, argv: list[str]) -> list[str]:
@@ -157,12 +168,9 @@ def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
     """Parse an engine command line into a spec fragment. Unknown flags go to extra args, in order."""
     out = ParsedArgv()
     toks = strip_command(engine, argv)
-    idx = _flag_index(engine)
+    idx = flag_index(engine)
     sp = engine.speculative
-    spec_flags = {}
-    if engine.engine == "sglang":
-        spec_flags = {sp["draft_path_flag"]: "draftModel", sp["num_tokens_flag"]: "numTokens",
-                      **{v: "numTokens" for v in sp["block_size_flag"].values()}}
+    spec_flags = speculative_subflags(engine)
     i = 0
     if toks and not toks[0].startswith("-") and engine.model_arg == "positional":
         out.model_path = toks[0]
@@ -255,25 +263,19 @@ def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv
         _set(out.spec, f"speculative.{k}", v)
 
 
-def parser_options(rel_path: str) -> set[str]:
+@functools.lru_cache(maxsize=8)
+def parser_options(rel_path: str) -> frozenset[str]:
     """Option strings (and aliases) from a parser dump in the catalog data directory."""
     from gpustack_k3.catalog.loader import DATA
 
     d = json.loads((DATA / rel_path).read_text())
     opts = d["options"] if isinstance(d, dict) else {k: {} for k in d}
-    return {*opts, *(a for v in opts.values() for a in v.get("aliases", []))}
+    return frozenset({*opts, *(a for v in opts.values() for a in v.get("aliases", []))})
 
 
 def known_flags(r: Resolved) -> set[str]:
     """Every flag string the catalog knows for this engine version (typed fields + extra known flags)."""
-    out: set[str] = set()
-    for f in r.engine.flags:
-        out.update((f.flag, *f.aliases))
-        if f.kind == "bool_optional":
-            out.update("--no-" + n[2:] for n in (f.flag, *f.aliases))
-    sp = r.engine.speculative
-    if r.engine.engine == "sglang":
-        out.update({sp["draft_path_flag"], sp["num_tokens_flag"], *sp["block_size_flag"].values(), *sp.get("aliases", {})})
+    out: set[str] = {*flag_index(r.engine), *speculative_subflags(r.engine), *r.engine.speculative.get("aliases", {})}
     if r.version:
         out.update(r.version.extra_known_flags)
         if r.version.known_flags_file:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from gpustack_k3.api.spec import DeploymentDocument
 from gpustack_k3.catalog.loader import RuleEntry, _trait_ok, load_catalog
 from gpustack_k3.core.findings import Finding, sort_findings
-from gpustack_k3.core.flags import known_flags
+from gpustack_k3.core.flags import flag_index, known_flags, speculative_subflags
 from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
 from gpustack_k3.core.resolve import Resolved, get_path, resolve
 
@@ -271,18 +271,8 @@ def _(r, c):
 
 @rule("extra-arg-duplicates-field")
 def _(r, c):
-    idx = {}
-    for f in r.engine.flags:
-        if f.platform:
-            continue
-        for n in (f.flag, *f.aliases):
-            idx[n] = f.field
-            if f.kind == "bool_optional":
-                idx["--no-" + n[2:]] = f.field
-    sp = r.engine.speculative
-    if r.engine.engine == "sglang":
-        for n in (sp["draft_path_flag"], sp["num_tokens_flag"], *sp["block_size_flag"].values()):
-            idx[n] = "speculative"
+    idx = {n: f.field for n, (f, _) in flag_index(r.engine).items() if not f.platform}
+    idx.update({n: f"speculative.{fld}" for n, fld in speculative_subflags(r.engine).items()})
     for i, name in _extra_tokens(r):
         if name in idx:
             yield f"spec.extraArgs[{i}]", f"{name} in extraArgs duplicates spec.{idx[name]}; set that field instead"
