@@ -151,6 +151,10 @@ class RuleEntry:
     when: dict[str, Any] = field(default_factory=dict)          # trait conditions: {trait: [allowed values]}
     strict_severity: Literal["error", "warning", "info"] | None = None
 
+    def applies(self, engine: str, traits: dict[str, Any]) -> bool:
+        """Whether the rule is checked for this engine and an engine version with these traits."""
+        return engine in self.engines and all(_trait_ok(traits.get(t), allowed) for t, allowed in self.when.items())
+
 
 @_dc
 class PresetEntry:
@@ -196,12 +200,8 @@ class Catalog:
 
     def rule_versions(self, rule: RuleEntry) -> list[str]:
         """The catalog versions a rule applies to (derived from its trait conditions)."""
-        out = []
-        for eng in rule.engines:
-            for key, v in self.engines[eng].versions.items():
-                if all(_trait_ok(v.traits.get(t), allowed) for t, allowed in rule.when.items()):
-                    out.append(f"{eng} {key}")
-        return out
+        return [f"{eng} {key}" for eng in rule.engines for key, v in self.engines[eng].versions.items()
+                if rule.applies(eng, v.traits)]
 
 
 def _trait_ok(value: Any, allowed: Any) -> bool:

@@ -7,9 +7,9 @@ from gpustack_k3.api.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import render_args
 from gpustack_k3.core.launch_types import LaunchSpec, Probe, SecretEnv, Volume
-from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
+from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
-from gpustack_k3.core.rules import validate_resolved
+from gpustack_k3.core.rules import Ctx, validate_resolved
 
 # seed 001 §13 / domain §7: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
 SEED_COLD_START_S = 636
@@ -54,13 +54,11 @@ def production_env(r: Resolved, budget_s: int) -> dict[str, str]:
 
 def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[LaunchSpec, list[Finding], Plan | None]:
     r = resolve(doc)
-    findings = validate_resolved(r, strict=strict)
+    ctx = Ctx(r)
+    findings = validate_resolved(r, strict=strict, ctx=ctx)
     if has_errors(findings):
         raise Refused(findings)
-    try:
-        p = plan(r)
-    except PlanUnavailable:
-        p = None
+    p = ctx.plan   # computed once, for the rules; None when the catalog cannot plan this combination
     budget = startup_budget_s(r, p)
     env = production_env(r, budget)
     env.update(r.spec.env)          # the spec's explicit env wins (the seed's own READY_TIMEOUT stays 3600)

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 
 from gpustack_k3.api.spec import DeploymentDocument
-from gpustack_k3.catalog.loader import RuleEntry, _trait_ok, load_catalog
+from gpustack_k3.catalog.loader import load_catalog
 from gpustack_k3.core.findings import Finding, sort_findings
 from gpustack_k3.core.flags import flag_index, known_flags, speculative_subflags
 from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
@@ -419,12 +419,6 @@ def _(r, c):
 
 # ------------------------------------------------------------------ engine
 
-def _applies(entry: RuleEntry, r: Resolved) -> bool:
-    if r.engine.engine not in entry.engines:
-        return False
-    return all(_trait_ok(r.trait(t), allowed) for t, allowed in entry.when.items())
-
-
 def _catalog_findings(r: Resolved) -> list[Finding]:
     cat = r.catalog
     entry = cat.rules["unknown-catalog-entry"]
@@ -448,13 +442,14 @@ def _catalog_findings(r: Resolved) -> list[Finding]:
     return out
 
 
-def validate_resolved(r: Resolved, *, strict: bool = False) -> list[Finding]:
+def validate_resolved(r: Resolved, *, strict: bool = False, ctx: Ctx | None = None) -> list[Finding]:
+    """Findings for a resolved spec. Pass ``ctx`` to keep the plan the rules computed (build_launch does)."""
     findings = _catalog_findings(r)
     if findings:
         return findings
-    ctx = Ctx(r)
+    ctx = ctx or Ctx(r)
     for rid, entry in r.catalog.rules.items():
-        if rid == "unknown-catalog-entry" or not _applies(entry, r):
+        if rid == "unknown-catalog-entry" or not entry.applies(r.engine.engine, r.version.traits):
             continue
         check = CHECKS.get(rid)
         if check is None:

@@ -247,10 +247,8 @@ class Builder:
         return value, f"({self.present(path)} || {self.compile({k: x is not None for k, x in table.items()})})"
 
     def versions_where(self, entry: RuleEntry) -> list[str]:
-        from gpustack_k3.catalog.loader import _trait_ok
-
         return [k for k, ver in self.catalog.engines[self.engine].versions.items()
-                if all(_trait_ok(ver.traits.get(t), allowed) for t, allowed in entry.when.items())]
+                if entry.applies(self.engine, ver.traits)]
 
     def version_in(self, keys: Iterable[str]) -> str:
         keys = list(keys)
