@@ -84,9 +84,8 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
 
 
 def _print_outcome(report: dict) -> None:
-    att = report
-    if att.get("status") == "failed":
-        click.echo(f"FAILED in phase {att.get('failed_phase')}: {att.get('reason')}", err=True)
+    if report.get("status") == "failed":
+        click.echo(f"FAILED in phase {report.get('failed_phase')}: {report.get('reason')}", err=True)
 
 
 def _docker(launch, detach, host_gpus, clamp_ulimits) -> int:
