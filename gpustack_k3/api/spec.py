@@ -92,6 +92,9 @@ class Hardware(_Strict):
 class Serving(_Strict):
     host: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
+    networkPolicy: bool = Field(default=False, description=(
+        "Kubernetes: also create a NetworkPolicy that admits ingress only on the engine port. Off by "
+        "default: ingress policy is usually the platform's (namespace default-deny plus allow rules)."))
 
 
 class VllmOptions(_Strict):

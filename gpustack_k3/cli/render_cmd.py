@@ -12,14 +12,15 @@ import click
 from gpustack_k3.cli.common import EXIT_REFUSED, fail_input, load_document, print_findings_text
 from gpustack_k3.core.errors import InputError
 
-TARGET_CHOICES = ["argv", "kubernetes", "gpustack", "docker", "all"]
+TARGET_CHOICES = ["launch", "argv", "kubernetes", "gpustack", "docker", "all"]
 # Which file of a target is printed for each --output (no --out). None: every file, with headers.
 STDOUT_FILE = {
+    "launch": {"json": "launch.json", "text": "launch.json", "yaml": None},
     "argv": {"json": "argv.json", "shell": "argv.sh", "text": "argv.sh", "yaml": None},
     "kubernetes": {"yaml": "kubernetes.yaml", "text": "kubernetes.yaml", "json": None},
     "docker": {"json": "docker-run-params.json", "shell": "docker-run.sh", "text": "docker-run.sh", "yaml": None},
 }
-DEFAULT_OUTPUT = {"argv": "json", "kubernetes": "yaml", "docker": "json", "gpustack": "text", "all": "text"}
+DEFAULT_OUTPUT = {"launch": "json", "argv": "json", "kubernetes": "yaml", "docker": "json", "gpustack": "text", "all": "text"}
 
 
 def _refused(findings) -> None:
@@ -54,6 +55,8 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
         name = STDOUT_FILE[target][output]
         if name is not None:
             return files[name]
+        if target == "launch":
+            return yaml.safe_dump(json.loads(files["launch.json"]), sort_keys=False, width=1000)
         if target == "argv":
             return yaml.safe_dump(json.loads(files["argv.json"]), sort_keys=False, width=1000)
         if target == "docker":

@@ -96,5 +96,6 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
         labels=labels, node_selector={**hw.node_selector, **r.spec.placement.nodeSelector},
         tolerations=r.spec.placement.tolerations or ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
                                                      if hw.resource else []),
+        network_policy=r.spec.serving.networkPolicy,
     )
     return launch, findings, p

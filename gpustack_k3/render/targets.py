@@ -6,8 +6,9 @@ these (single target: directly in DIR; ``all``: one sub-directory per target), a
 
 | target     | files                                              |
 | ---------- | -------------------------------------------------- |
+| launch     | launch.json (the launch spec every other target projects; its sha256 is on the pod template) |
 | argv       | argv.json, argv.sh                                 |
-| kubernetes | kubernetes.yaml (ConfigMap, Service(s), NetworkPolicy, Deployment/StatefulSet) |
+| kubernetes | kubernetes.yaml (Service(s), NetworkPolicy if serving.networkPolicy, Deployment/StatefulSet) |
 | docker     | docker-run-params.json, docker-run.sh              |
 | gpustack   | whatever gpustack_k3.render.gpustack.render_gpustack returns (backend.json, model.json, import.yaml) |
 """
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.findings import Finding
     from gpustack_k3.core.launch_types import LaunchSpec
 
-TARGETS = ("argv", "kubernetes", "docker", "gpustack")
+TARGETS = ("launch", "argv", "kubernetes", "docker", "gpustack")
 GPUSTACK_MODULE = "gpustack_k3.render.gpustack"
 
 
@@ -46,6 +47,13 @@ def prepare(doc: DeploymentDocument, *, targets: tuple[str, ...] = TARGETS,
     if has_errors(findings):
         raise Refused(findings)
     return launch, findings
+
+
+def launch_json(launch: LaunchSpec) -> str:
+    """The launch spec as JSON (stable key order, 2-space indent): target ``launch``."""
+    import json
+
+    return json.dumps(launch.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
 
 def gpustack_available() -> bool:
@@ -90,6 +98,8 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
     also schema-validated (kubernetes-validate, strict): ``validate=None`` does so when the package
     is installed, ``True`` requires it. ``doc`` (the source document) and ``gpustack`` (``worker``,
     ``cluster``) feed the GPUStack target."""
+    if target == "launch":
+        return {"launch.json": launch_json(launch)}
     if target == "argv":
         from gpustack_k3.render.argv import argv_document, shell_command
 

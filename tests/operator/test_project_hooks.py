@@ -78,3 +78,36 @@ def test_rule_error_is_refused_with_its_rule(emu, kube, project_operator):
     for f in expected:
         assert f"[{f.rule}] {f.field}" in valid["message"]
     assert emu.objects("apps/v1/deployments", NS) == []
+
+
+def _operator_writes(emu) -> dict[str, int]:
+    return {f"{r['verb']} {r['resource']}": r["count"] for r in emu.writes_table()
+            if r["agent"].startswith("gpustack-k3-operator/")}
+
+
+def test_a_create_costs_its_objects_one_status_and_one_event(emu, kube, project_operator):
+    """The write budget of issue 6 (<= 4 per create): Service + Deployment + status + Event, nothing else."""
+    co, _, _ = kube
+    op = project_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, preset("kimi"))
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", timeout=30, what="Deploying")
+    assert op.wait_idle(15)
+    assert _operator_writes(emu) == {"apply deployments": 1, "apply services": 1, "apply k3deployments/status": 1,
+                                     "create events": 1}
+
+
+def test_network_policy_is_opt_in_and_pruned_when_turned_off(emu, kube, project_operator):
+    co, _, _ = kube
+    op = project_operator()
+    doc = preset("fenced")
+    doc["spec"].setdefault("serving", {})["networkPolicy"] = True
+    co.create_namespaced_custom_object(G, V, NS, P, doc)
+    pol = wait_for(lambda: emu.get("networking.k8s.io/v1/networkpolicies", NS, "fenced"), timeout=30,
+                   what="NetworkPolicy")
+    assert pol["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
+    assert pol["metadata"]["ownerReferences"][0]["name"] == "fenced"
+    co.patch_namespaced_custom_object(G, V, NS, P, "fenced", {"spec": {"serving": {"networkPolicy": False}}})
+    wait_for(lambda: emu.get("networking.k8s.io/v1/networkpolicies", NS, "fenced") is None, timeout=30,
+             what="NetworkPolicy pruned")
+    assert op.wait_idle(15)
+    assert emu.get("apps/v1/deployments", NS, "fenced") is not None

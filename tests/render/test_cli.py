@@ -95,7 +95,7 @@ def test_out_writes_the_target_files(tmp_path):
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == ["kubernetes.yaml"]
     kinds = [d["kind"] for d in yaml.safe_load_all((out / "kubernetes.yaml").read_text())]
-    assert "Deployment" in kinds and "ConfigMap" in kinds
+    assert "Deployment" in kinds and "Service" in kinds and "ConfigMap" not in kinds
 
 
 def test_out_all_has_one_folder_per_target(tmp_path):
