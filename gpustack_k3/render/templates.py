@@ -105,7 +105,7 @@ def _yaml_dumper():
         pass
 
     def _str(dumper, value: str):
-        # Multi-line strings (the ConfigMap's launch.json) as literal blocks, readable in diffs.
+        # Multi-line strings (e.g. a value with newlines in env or a GPUStack document) as literal blocks, readable in diffs.
         style = "|" if "\n" in value and value == value.rstrip(" ") and "\r" not in value else None
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
