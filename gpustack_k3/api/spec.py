@@ -125,9 +125,19 @@ class VolumeSource(_Strict):
     sizeGiB: int | None = Field(default=None, ge=1)
 
 
+# Defaults are built with model_construct (no validation: pydantic does not validate defaults either), so a
+# default never forces its class's own lazy schema build; factories are module-level so the schema pickles.
+def _default_model_volume() -> "VolumeSource":
+    return VolumeSource.model_construct(kind="pvc", source="kimi-k3-models")
+
+
+def _default_cache_volume() -> "VolumeSource":
+    return VolumeSource.model_construct(kind="pvc", source="kimi-k3-compile-cache")
+
+
 class Storage(_Strict):
-    model: VolumeSource = Field(default_factory=lambda: VolumeSource(kind="pvc", source="kimi-k3-models"))
-    cache: VolumeSource = Field(default_factory=lambda: VolumeSource(kind="pvc", source="kimi-k3-compile-cache"))
+    model: VolumeSource = Field(default_factory=_default_model_volume)
+    cache: VolumeSource = Field(default_factory=_default_cache_volume)
     cachePath: str = Field(default="/cache", description="Mount point of the persistent JIT/compile cache.")
     shmSizeGiB: int = Field(default=64, ge=1)
 
@@ -144,22 +154,22 @@ class Placement(_Strict):
 
 class DeploymentSpec(_Strict):
     engine: EngineRef
-    model: ModelSource = Field(default_factory=ModelSource)
-    speculative: Speculative = Field(default_factory=Speculative)
-    parallel: Parallel = Field(default_factory=Parallel)
-    memory: Memory = Field(default_factory=Memory)
-    scheduling: Scheduling = Field(default_factory=Scheduling)
-    parsers: Parsers = Field(default_factory=Parsers)
-    hardware: Hardware = Field(default_factory=Hardware)
-    serving: Serving = Field(default_factory=Serving)
-    vllm: VllmOptions = Field(default_factory=VllmOptions)
-    sglang: SglangOptions = Field(default_factory=SglangOptions)
+    model: ModelSource = Field(default_factory=ModelSource.model_construct)
+    speculative: Speculative = Field(default_factory=Speculative.model_construct)
+    parallel: Parallel = Field(default_factory=Parallel.model_construct)
+    memory: Memory = Field(default_factory=Memory.model_construct)
+    scheduling: Scheduling = Field(default_factory=Scheduling.model_construct)
+    parsers: Parsers = Field(default_factory=Parsers.model_construct)
+    hardware: Hardware = Field(default_factory=Hardware.model_construct)
+    serving: Serving = Field(default_factory=Serving.model_construct)
+    vllm: VllmOptions = Field(default_factory=VllmOptions.model_construct)
+    sglang: SglangOptions = Field(default_factory=SglangOptions.model_construct)
     env: dict[str, str] = Field(default_factory=dict)
     secretEnv: list[SecretEnv] = Field(default_factory=list)
     extraArgs: list[str] = Field(default_factory=list, description="Further engine flags, checked against the catalog.")
-    storage: Storage = Field(default_factory=Storage)
-    startup: Startup = Field(default_factory=Startup)
-    placement: Placement = Field(default_factory=Placement)
+    storage: Storage = Field(default_factory=Storage.model_construct)
+    startup: Startup = Field(default_factory=Startup.model_construct)
+    placement: Placement = Field(default_factory=Placement.model_construct)
 
     @field_validator("env")
     @classmethod
@@ -197,3 +207,51 @@ class DeploymentDocument(_Strict):
                 keep = {"name", "namespace", "labels", "annotations"}
                 data["metadata"] = {k: v for k, v in md.items() if k in keep}
         return data
+
+
+# --- start-up: the document's compiled schema, cached across processes --------------------------------------
+# Every model above is built lazily (defer_build): building DeploymentDocument's schema is pydantic's most
+# expensive step (~30 ms, a large share of a CLI call). Once built, the core schema, validator and serializer are
+# pickled (gpustack_k3._startup_cache; classes and functions travel by reference) under a key made of this file's
+# bytes and the pydantic/pydantic-core/Python versions, and installed as they are by later processes. The nested
+# models keep their own lazy build for the rare direct use.
+
+def _schema_cache_name() -> str:
+    import hashlib
+    import sys
+    from pathlib import Path
+
+    import pydantic_core
+    from pydantic.version import VERSION
+
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(f"|{VERSION}|{pydantic_core.__version__}|{sys.version}".encode())
+    return f"spec-schema-{h.hexdigest()[:24]}.pickle"
+
+
+def _store_built_schema(cls: type[BaseModel]) -> None:
+    if cls is not DeploymentDocument:   # a subclass has a schema of its own
+        return
+    from gpustack_k3 import _startup_cache
+
+    _startup_cache.store(_schema_cache_name(), (cls.__pydantic_core_schema__, cls.__pydantic_validator__,
+                                                cls.__pydantic_serializer__))
+
+
+def _install_built_schema(cls: type[BaseModel]) -> bool:
+    from pydantic_core import SchemaSerializer, SchemaValidator
+
+    from gpustack_k3 import _startup_cache
+
+    cached = _startup_cache.load(_schema_cache_name())
+    if not (isinstance(cached, tuple) and len(cached) == 3 and isinstance(cached[0], dict)
+            and isinstance(cached[1], SchemaValidator) and isinstance(cached[2], SchemaSerializer)):
+        return False
+    # what pydantic's own build (complete_model_class) sets on a finished model class
+    cls.__pydantic_core_schema__, cls.__pydantic_validator__, cls.__pydantic_serializer__ = cached
+    cls.__pydantic_complete__ = True
+    return True
+
+
+DeploymentDocument.__pydantic_on_complete__ = classmethod(_store_built_schema)   # a fresh build: remember it
+_install_built_schema(DeploymentDocument)

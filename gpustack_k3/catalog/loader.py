@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -228,44 +227,19 @@ def _fingerprint(data_dir: Path) -> str:
     return h.hexdigest()[:24]
 
 
-def _cache_path(fp: str) -> Path | None:
-    import os
-
-    base = os.environ.get("GPUSTACK_K3_CATALOG_CACHE")
-    if base == "off":
-        return None
-    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpustack-k3"
-    return root / f"catalog-{fp}.pickle"
-
-
 @functools.lru_cache(maxsize=4)
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """The catalog from ``data_dir`` (default: the packaged data), validated; raises CatalogError naming the
-    problem. The validated catalog is cached (pickle keyed by a hash of the data files' contents) so the CLI
-    does not re-validate unchanged data on every start."""
-    import pickle
+    problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by a hash of the data files'
+    contents) so the CLI does not re-validate unchanged data on every start."""
+    from gpustack_k3 import _startup_cache
 
-    data = data_dir or DATA
-    fp = _fingerprint(data)
-    cache = _cache_path(fp)
-    if cache is not None and cache.is_file():
-        try:
-            with cache.open("rb") as fh:
-                cat = pickle.load(fh)  # noqa: S301 - our own cache, keyed by the content hash
-            if isinstance(cat, Catalog):
-                return cat
-        except Exception:  # a stale or broken cache is rebuilt
-            pass
-    cat = _load_and_validate(data)
-    if cache is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(cat, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.replace(cache)
-        except OSError:
-            pass  # read-only home: validate every time
+    name = f"catalog-{_fingerprint(data_dir or DATA)}.pickle"
+    cat = _startup_cache.load(name)
+    if isinstance(cat, Catalog):
+        return cat
+    cat = _load_and_validate(data_dir or DATA)
+    _startup_cache.store(name, cat)
     return cat
 
 

@@ -236,17 +236,23 @@ def _(r, c):
         yield None, f"Decode attention backend for Kimi-K3 DCP must be 'cutedsl_mla' or 'aiter', got {b!r}"
 
 
+def _set_fields(section) -> list[str]:
+    """Names of a flat spec section's fields that are set (not None), in declaration order. Plain attribute
+    reads: a model_dump here would make pydantic build each section's own serializer at CLI start."""
+    return [name for name in type(section).model_fields if getattr(section, name) is not None]
+
+
 @rule("field-unsupported")
 def _(r, c):
     mapped = {f.field for f in r.engine.flags}
     other = "sglang" if r.engine.engine == "vllm" else "vllm"
-    for name in getattr(r.spec, other).model_dump(exclude_none=True):
+    for name in _set_fields(getattr(r.spec, other)):
         yield f"spec.{other}.{name}", f"spec.{other}.{name} is an {other} option; engine is {r.engine.engine}"
     for path, why in (r.version.unsupported_fields.items() if r.version else ()):
         if get_path(r.spec, path) is not None:
             yield f"spec.{path}", f"spec.{path}: {why}"
     for sect in ("parallel", "memory", "scheduling", "parsers", "model"):
-        for name in getattr(r.spec, sect).model_dump(exclude_none=True):
+        for name in _set_fields(getattr(r.spec, sect)):
             path = f"{sect}.{name}"
             if path in mapped or path in ("model.name", "model.source", "model.path"):
                 continue
