@@ -28,7 +28,7 @@ def refused_doc():
     return d
 
 
-@pytest.mark.parametrize("target", ["argv", "kubernetes", "docker", "all"])
+@pytest.mark.parametrize("target", ["launch", "argv", "kubernetes", "docker", "all"])
 def test_refused_spec_exits_1_and_writes_nothing(tmp_path, target):
     spec = write_spec(tmp_path, refused_doc())
     out = tmp_path / "out"
@@ -189,3 +189,24 @@ def test_cli_starts_without_heavy_imports():
             "print(sorted(m for m in ('jinja2','kubernetes_validate','docker','yaml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_launch_target_prints_the_launch_spec_the_pod_is_tied_to(output):
+    """`--target launch` is the launch spec every target projects; the pod template carries its sha256."""
+    import hashlib
+
+    from gpustack_k3.core.launch import build_launch
+    from tests.render.conftest import doc_of
+
+    res = run("--preset", "vllm-fixed", "--target", "launch", "-o", output)
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.stdout) if output == "json" else yaml.safe_load(res.stdout)
+    launch, _, _ = build_launch(doc_of(preset_data("vllm-fixed")))
+    assert shown == json.loads(json.dumps(launch.to_dict()))
+    assert shown["command"] + shown["args"] == launch.argv
+    k8s = run("--preset", "vllm-fixed", "--target", "kubernetes")
+    (wl,) = [d for d in yaml.safe_load_all(k8s.stdout) if d and d["kind"] == "Deployment"]
+    if output == "json":
+        assert wl["spec"]["template"]["metadata"]["annotations"]["gpustack-k3/launch-sha256"] == \
+            hashlib.sha256(res.stdout.encode()).hexdigest()
