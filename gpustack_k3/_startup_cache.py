@@ -19,8 +19,13 @@ def cache_file(name: str) -> Path | None:
     base = os.environ.get(ENV)
     if base == "off":
         return None
-    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpustack-k3"
-    return root / name
+    if base:
+        return Path(base) / name
+    try:   # no HOME and a uid without a passwd entry (a container's arbitrary uid): no cache, not an error
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except (RuntimeError, KeyError):
+        return None
+    return root / "gpustack-k3" / name
 
 
 def load(name: str) -> Any | None:

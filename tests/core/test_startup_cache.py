@@ -109,3 +109,19 @@ def test_cache_location_follows_the_environment(monkeypatch, tmp_path, name):
     assert _startup_cache.cache_file(name) == tmp_path / "xdg" / "gpustack-k3" / name
     _startup_cache.store(name, {"a": 1})
     assert _startup_cache.load(name) == {"a": 1}
+
+
+def test_no_home_directory_means_no_cache_not_a_crash(tmp_path):
+    """An arbitrary container uid without HOME or a passwd entry: the CLI still works, uncached."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HOME", "XDG_CACHE_HOME", "GPUSTACK_K3_CATALOG_CACHE")}
+    code = ("import os, pathlib, pwd\n"
+            "def nobody(uid): raise KeyError(uid)\n"
+            "pwd.getpwuid = nobody\n"
+            "from gpustack_k3 import _startup_cache\n"
+            "assert _startup_cache.cache_file('x') is None\n"
+            "from gpustack_k3.cli.main import run\n"
+            "raise SystemExit(run(['validate', '--preset', 'vllm-fixed', '-o', 'json']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
