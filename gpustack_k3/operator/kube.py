@@ -154,7 +154,10 @@ class Kube:
             if cont:
                 q.append(("continue", cont))
             doc = self._request("GET", self.path(api_version, kind, namespace), query=q)
-            items += doc.get("items") or []
+            # a real API server leaves apiVersion/kind off the items of built-in kinds (kubernetes#3030):
+            # put them back, so a listed object compares equal to the same object read or applied
+            items += [{"apiVersion": api_version, "kind": kind, **o} for o in doc.get("items") or []
+                      if isinstance(o, dict)]
             meta = doc.get("metadata") or {}
             cont = meta.get("continue")
             if not cont:

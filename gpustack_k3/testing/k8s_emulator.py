@@ -644,6 +644,10 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             items = items[start:start + limit]
         elif start:
             items = items[start:]
+        if not res.custom:
+            # as a real API server does for built-in kinds (kubernetes/kubernetes#3030): list items carry no
+            # apiVersion/kind, only the list itself says what they are
+            items = [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]
         return {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": items}
 
     def get_object(self, res: Resource, namespace: str | None, name: str | None) -> dict:
