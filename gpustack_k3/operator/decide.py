@@ -168,7 +168,16 @@ def _same_scalar(a: Any, b: Any) -> bool:
         # the API server answers quantities as strings (8 -> "8", 0.5 -> "500m")
         qa, qb = quantity(a), quantity(b)
         return qa is not None and qa == qb
+    if isinstance(a, str) and isinstance(b, str) and a != b and (_has_suffix(a) or _has_suffix(b)):
+        # the API server stores quantities in canonical form ("1024Gi" -> "1Ti", "0.5" -> "500m")
+        qa, qb = quantity(a), quantity(b)
+        return qa is not None and qa == qb
     return a == b
+
+
+def _has_suffix(v: str) -> bool:
+    m = _QUANTITY.match(v.strip())
+    return bool(m and m.group(2))
 
 
 def contains(actual: Any, desired: Any) -> bool:

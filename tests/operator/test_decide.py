@@ -324,3 +324,16 @@ def test_status_fields_of_others_do_not_cause_writes():
     assert not again.status_changed and again.actions == ()
     dropped = run(make_cr(status={**first.status, "warnings": ["old"]}), observed_after(first), plan=fake_plan)
     assert dropped.status_changed and "warnings" not in dropped.status
+
+
+def test_canonicalised_quantities_are_not_drift():
+    """The API server rewrites quantities to canonical form ("1024Gi" -> "1Ti"): the same value, no re-apply."""
+    want = {"spec": {"volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "1024Gi"}}}}],
+                     "cpu": "0.5", "mem": "2048Mi", "image": "x:1.0", "env": "10"}}
+    have = {"spec": {"volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "1Ti"}}}}],
+                     "cpu": "500m", "mem": "2Gi", "image": "x:1.0", "env": "10"}}
+    assert d.contains(have, want)
+    for path, other in ((("cpu",), "600m"), (("mem",), "3Gi"), (("env",), "10.0"), (("image",), "x:1")):
+        changed = copy.deepcopy(have)
+        changed["spec"][path[0]] = other
+        assert not d.contains(changed, want), path
