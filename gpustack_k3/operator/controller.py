@@ -10,7 +10,9 @@ other failures requeue the key with jittered exponential backoff.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 import logging
 import os
 import signal
@@ -336,9 +338,37 @@ class Operator:
         return d.Observed(owned=owned, pods=pods, coldstart=self.coldstart.observe(key, pods))
 
     def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:
+        from kubernetes.client.rest import ApiException
         observed = self.observe(key, cr)
         decision = d.decide(cr, observed, validate=self.validate, render=self.render, now=self.clock(),
                             plan=self.plan)
+        try:
+            if not self._write_objects(key, cr, decision, observed):
+                return decision
+        except ApiException as e:
+            if e.status not in PERMANENT_STATUSES:
+                raise
+            what = getattr(e, "gk3_object", "an object")
+            refusal = f"{what}: HTTP {e.status} {e.reason}: {_api_message(e)}"
+            log.warning("%s/%s: the API server refused %s", key[0], key[1], refusal)
+            self.metrics.errors.labels(cause="apply_refused").inc()
+            decision = d.decide(cr, dataclasses.replace(observed, apply_error=refusal), validate=self.validate,
+                                render=self.render, now=self.clock(), plan=self.plan)
+        if decision.status_changed:
+            meta = cr["metadata"]
+            body = {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),
+                    "metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
+                    "status": decision.status}
+            result = self.kube.apply(body, subresource="status", resource_version=meta.get("resourceVersion"))
+            self.metrics.writes.labels(verb="apply", kind=f"{d.KIND}/status").inc()
+            self.crs.upsert(result, if_newer=True)
+        for ev in decision.events:
+            self._post_event(cr, ev)
+        return decision
+
+    def _write_objects(self, key: Key, cr: dict, decision: d.Decision, observed: d.Observed) -> bool:
+        """Apply/delete what the decision says; False when the resource turned out to be going away."""
+        from kubernetes.client.rest import ApiException
         informed = set(self.owned_kinds)
         meta = cr.get("metadata") or {}
         if (cr.get("status") or {}).get("observedGeneration") == meta.get("generation") and any(
@@ -349,8 +379,10 @@ class Operator:
             if fresh is None or (fresh.get("metadata") or {}).get("uid") != meta.get("uid") or (
                     fresh.get("metadata") or {}).get("deletionTimestamp"):
                 log.info("%s/%s is being deleted: not re-creating its objects", key[0], key[1])
-                return decision
+                return False
         for action in decision.writes:
+            if self._stop.is_set():   # stopping (or no longer leading): no further writes
+                return False
             if isinstance(action, d.Apply):
                 av, kind, oname = d.object_key(action.obj)
                 memo_key = (key, av, kind, oname)
@@ -363,7 +395,11 @@ class Operator:
                         with self._memo_lock:
                             self._memo[memo_key] = live
                         continue
-                result = self.kube.apply(action.obj)
+                try:
+                    result = self.kube.apply(action.obj)
+                except ApiException as e:
+                    e.gk3_object = f"{kind}/{oname}"   # type: ignore[attr-defined]
+                    raise
                 self.metrics.writes.labels(verb="apply", kind=kind).inc()
                 if (av, kind) in informed:
                     self.owned[(av, kind)].upsert(result, if_newer=True)
@@ -373,19 +409,13 @@ class Operator:
             elif isinstance(action, d.Delete):
                 live = observed.owned.get((action.api_version, action.kind, action.name))
                 uid = (live or {}).get("metadata", {}).get("uid")
-                self.kube.delete(action.api_version, action.kind, action.namespace, action.name, uid=uid)
+                try:
+                    self.kube.delete(action.api_version, action.kind, action.namespace, action.name, uid=uid)
+                except ApiException as e:
+                    e.gk3_object = f"{action.kind}/{action.name}"   # type: ignore[attr-defined]
+                    raise
                 self.metrics.writes.labels(verb="delete", kind=action.kind).inc()
-        if decision.status_changed:
-            meta = cr["metadata"]
-            body = {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),
-                    "metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
-                    "status": decision.status}
-            result = self.kube.apply(body, subresource="status", resource_version=meta.get("resourceVersion"))
-            self.metrics.writes.labels(verb="apply", kind=f"{d.KIND}/status").inc()
-            self.crs.upsert(result, if_newer=True)
-        for ev in decision.events:
-            self._post_event(cr, ev)
-        return decision
+        return True
 
     def _post_event(self, cr: dict, ev: d.Emit) -> None:
         meta = cr["metadata"]
@@ -403,6 +433,18 @@ class Operator:
             self.metrics.writes.labels(verb="create", kind="Event").inc()
         except Exception as e:  # events are best effort, as in client-go's recorder
             log.warning("could not record event %s for %s/%s: %s", ev.reason, meta.get("namespace"), meta["name"], e)
+
+
+# API answers to an object write that retrying cannot fix (bad request, forbidden, not found: a kind not
+# served, method not allowed, unsupported media type, invalid / immutable field): reported in the status
+PERMANENT_STATUSES = frozenset({400, 403, 404, 405, 415, 422})
+
+
+def _api_message(e: Any) -> str:
+    try:
+        return str(json.loads(e.body).get("message") or e.body)[:600]
+    except (TypeError, ValueError, AttributeError):
+        return str(getattr(e, "body", "") or "")[:600]
 
 
 def run(namespaces: Sequence[str], metrics_port: int | None, resync_s: float, leader_elect: bool,

@@ -60,10 +60,13 @@ CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "Custo
 class Observed:
     """What the cluster shows for one resource. ``owned`` maps (apiVersion, kind, name) to the live
     objects controlled by it; ``pods`` are the pods labelled ``k3.gpustack.ai/deployment=<name>``;
-    ``coldstart`` is the snapshot of the log tracker (see ``gpustack_k3.operator.seams``) or None."""
+    ``coldstart`` is the snapshot of the log tracker (see ``gpustack_k3.operator.seams``) or None;
+    ``apply_error`` is the API server's refusal of one of the desired objects in this reconcile (a 4xx that
+    retrying cannot fix: invalid, forbidden, immutable field), or None."""
     owned: Mapping[tuple[str, str, str], dict] = dataclasses.field(default_factory=dict)
     pods: Sequence[dict] = ()
     coldstart: Mapping[str, Any] | None = None
+    apply_error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -347,6 +350,12 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
+            if observed.apply_error:
+                # the server refused an object: say so instead of retrying forever; a resync or a spec
+                # change tries again
+                actions = [a for a in actions if not isinstance(a, (Apply, Delete))]
+                conds.set("Rendered", False, "ApplyFailed", observed.apply_error[:1024])
+                phase, reason = "Failed", f"ApplyFailed: {observed.apply_error}"
 
     status["phase"] = phase
     status["conditions"] = conds.as_list()

@@ -337,3 +337,15 @@ def test_canonicalised_quantities_are_not_drift():
         changed = copy.deepcopy(have)
         changed["spec"][path[0]] = other
         assert not d.contains(changed, want), path
+
+
+def test_a_refused_apply_fails_the_resource_once():
+    refusal = "Deployment/kimi: HTTP 422 Unprocessable Entity: spec.selector: field is immutable"
+    dec = run(make_cr(), d.Observed(apply_error=refusal))
+    assert not dec.writes                                   # the controller already tried; no loop from here
+    assert dec.status["phase"] == "Failed"
+    rendered = next(c for c in dec.status["conditions"] if c["type"] == "Rendered")
+    assert (rendered["status"], rendered["reason"], rendered["message"]) == ("False", "ApplyFailed", refusal)
+    assert [(e.type, e.reason) for e in dec.events] == [("Warning", "Failed")]
+    again = run(make_cr(status=dec.status), d.Observed(apply_error=refusal))
+    assert not again.status_changed and not again.events    # the same refusal again: nothing new to say

@@ -252,3 +252,29 @@ def test_kinds_without_informer_are_read_back_not_rewritten(emu, kube, start_ope
     assert emu.writes(agent=AGENT) == 0
     core.delete_namespaced_config_map("kimi-config", NS)  # nobody watches ConfigMaps here
     wait_for(lambda: core.read_namespaced_config_map("kimi-config", NS), what="re-created after a resync")
+
+
+def test_a_refused_object_is_reported_not_retried_forever(emu, kube, start_operator):
+    """A 422 from the API server (invalid or immutable field) is not transient: the status says which
+    object was refused and why, one Warning Event, and no hot retry loop; once the server accepts (here:
+    the fault is gone) a spec change deploys."""
+    co, apps, core = kube
+    emu.inject(422, times=None, verb="apply", path="/deployments/kimi$")
+    op = start_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("phase") == "Failed" and s, what="Failed")
+    rendered = cond(st, "Rendered")
+    assert rendered["status"] == "False" and rendered["reason"] == "ApplyFailed"
+    assert rendered["message"].startswith("Deployment/kimi: HTTP 422"), rendered
+    assert op.wait_idle(10)
+    time.sleep(1.0)
+    tries = emu.writes(agent=AGENT, verb="apply", resource="deployments")
+    time.sleep(1.5)
+    assert emu.writes(agent=AGENT, verb="apply", resource="deployments") == tries   # no retry loop
+    failed = [e for e in events_for(core, "kimi") if e.reason == "Failed"]
+    assert len(failed) == 1 and failed[0].type == "Warning" and "Deployment/kimi: HTTP 422" in failed[0].message
+    emu.clear_faults()
+    co.patch_namespaced_custom_object(G, V, NS, P, "kimi", {"spec": {"serving": {"port": 8001}}})
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying after the fix")
+    assert apps.read_namespaced_deployment("kimi", NS) is not None
+    assert cond(status_of(co, "kimi"), "Rendered")["status"] == "True"
