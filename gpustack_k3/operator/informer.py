@@ -37,9 +37,12 @@ def _rv_int(obj: dict | None) -> int | None:
 class Store:
     """Objects by (namespace, name) plus an optional secondary index (e.g. the owning resource)."""
 
+    TOMBSTONES = 4096   # deletions remembered (newest kept) so a late write result cannot resurrect an object
+
     def __init__(self, index_fn: Callable[[dict], Hashable | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._items: dict[ObjKey, dict] = {}
+        self._deleted: dict[ObjKey, int] = {}   # key -> resourceVersion of its deletion
         self._index_fn = index_fn
         self._index: dict[Hashable, set[ObjKey]] = {}
 
@@ -69,10 +72,16 @@ class Store:
         the cache changed."""
         key = obj_key(obj)
         with self._lock:
+            new = _rv_int(obj)
             if if_newer:
-                have, new = _rv_int(self._items.get(key)), _rv_int(obj)
+                have = _rv_int(self._items.get(key))
                 if have is not None and new is not None and have >= new:
                     return False
+                gone = self._deleted.get(key)
+                if gone is not None and (new is None or new <= gone):
+                    return False   # the answer to a write that the object's deletion already overtook
+            if new is not None and self._deleted.get(key, new) < new:
+                del self._deleted[key]   # created again after its deletion
             self._put(key, obj)
             return True
 
@@ -82,9 +91,20 @@ class Store:
             old = self._items.pop(key, None)
             if old is not None:
                 self._unindex(key, old)
+            rv = _rv_int(obj) or _rv_int(old)
+            if rv is not None:
+                self._tombstone(key, rv)
 
-    def replace(self, namespace: str | None, items: list[dict]) -> list[tuple[str, dict]]:
-        """Replace the objects of ``namespace`` (None: all); return the changes as events."""
+    def _tombstone(self, key: ObjKey, rv: int) -> None:
+        self._deleted.pop(key, None)
+        self._deleted[key] = rv
+        while len(self._deleted) > self.TOMBSTONES:
+            del self._deleted[next(iter(self._deleted))]
+
+    def replace(self, namespace: str | None, items: list[dict], rv: str | None = None) -> list[tuple[str, dict]]:
+        """Replace the objects of ``namespace`` (None: all) with a list taken at resourceVersion ``rv``;
+        return the changes as events. What the list no longer has is remembered as deleted at ``rv``."""
+        list_rv = _rv_int({"metadata": {"resourceVersion": rv}})
         fresh = {obj_key(o): o for o in items}
         events: list[tuple[str, dict]] = []
         with self._lock:
@@ -93,6 +113,8 @@ class Store:
                     old = self._items.pop(key)
                     self._unindex(key, old)
                     events.append(("DELETED", old))
+                    if list_rv is not None:
+                        self._tombstone(key, list_rv)
             for key, obj in fresh.items():
                 old = self._items.get(key)
                 if old is None:
@@ -163,7 +185,7 @@ class Informer:
 
     def _relist(self) -> None:
         items, rv = self.kube.list(self.api_version, self.kind, self.namespace, label_selector=self.label_selector)
-        for etype, obj in self.store.replace(self.namespace, items):
+        for etype, obj in self.store.replace(self.namespace, items, rv):
             self._emit(etype, obj)
         self.resource_version = rv
         self.relists += 1
