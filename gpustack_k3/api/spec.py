@@ -6,9 +6,9 @@ Field names are camelCase, as Kubernetes users expect; every model refuses unkno
 Annotations are real objects here (no ``from __future__ import annotations``): pydantic then has no
 strings to evaluate when the classes are created, which is part of the CLI's start-up budget.
 """
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 API_GROUP = "k3.gpustack.ai"
 API_VERSION = f"{API_GROUP}/v1alpha1"
@@ -16,10 +16,18 @@ KIND = "K3Deployment"
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# Kubernetes label keys ([prefix/]name) and values (apimachinery validation.IsQualifiedName / IsValidLabelValue)
+_NAME63 = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LABEL_KEY = rf"^({DNS_SUBDOMAIN[1:-1]}/)?{_NAME63}$"
+LABEL_VALUE = rf"^({_NAME63})?$"
+LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY, max_length=317)]
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE, max_length=63)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True,
+                              allow_inf_nan=False)
 
 
 class EngineRef(_Strict):
@@ -121,8 +129,22 @@ class SecretEnv(_Strict):
 
 class VolumeSource(_Strict):
     kind: Literal["pvc", "hostPath", "emptyDir"] = "pvc"
-    source: str | None = Field(default=None, description="PVC claim name or host path.")
+    source: str | None = Field(default=None, min_length=1, max_length=4096, description="PVC claim name or host path.")
     sizeGiB: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _source_fits_kind(self) -> "VolumeSource":
+        import re
+
+        if self.source is None:
+            return self
+        if self.kind == "pvc" and not (len(self.source) <= 253 and re.match(DNS_SUBDOMAIN, self.source)):
+            raise ValueError(f"source {self.source!r} is not a valid claim name (lower-case letters, digits, '-', '.')")
+        if self.kind == "hostPath" and not self.source.startswith("/"):
+            raise ValueError(f"source {self.source!r} must be an absolute host path")
+        if self.kind == "emptyDir":
+            raise ValueError("an emptyDir has no source: remove it")
+        return self
 
 
 # Defaults are built with model_construct (no validation: pydantic does not validate defaults either), so a
@@ -144,12 +166,22 @@ class Storage(_Strict):
 
 class Startup(_Strict):
     storageBandwidthGiBps: float = Field(default=1.5, gt=0, description="Assumed weight read bandwidth per node.")
-    budgetSeconds: int | None = Field(default=None, ge=60, description="Override the derived cold-start budget.")
+    budgetSeconds: int | None = Field(default=None, ge=60, le=7 * 86400,
+                                      description="Override the derived cold-start budget (at most 7 days).")
+
+
+class Toleration(_Strict):
+    """A Kubernetes toleration (core/v1 Toleration)."""
+    key: LabelKey | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: LabelValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
 
 
 class Placement(_Strict):
-    nodeSelector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    nodeSelector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
 
 
 class DeploymentSpec(_Strict):
@@ -184,9 +216,9 @@ class DeploymentSpec(_Strict):
 
 class Metadata(_Strict):
     name: str = Field(pattern=DNS_LABEL, max_length=53)
-    namespace: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    namespace: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    annotations: dict[LabelKey, str] = Field(default_factory=dict)
 
 
 class DeploymentDocument(_Strict):
@@ -198,15 +230,21 @@ class DeploymentDocument(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _drop_server_fields(cls, data: Any) -> Any:
-        # A resource read back from the API server carries status and server-set metadata: ignore them.
+        # A resource read back from the API server carries status and server-set metadata: ignore them
+        # (and nothing else: a misspelt metadata field is still refused).
         if isinstance(data, dict) and ("status" in data or isinstance(data.get("metadata"), dict)):
             data = dict(data)
             data.pop("status", None)
             md = data.get("metadata")
             if isinstance(md, dict):
-                keep = {"name", "namespace", "labels", "annotations"}
-                data["metadata"] = {k: v for k, v in md.items() if k in keep}
+                data["metadata"] = {k: v for k, v in md.items() if k not in SERVER_METADATA}
         return data
+
+
+# ObjectMeta fields the API server sets or other controllers own (metav1.ObjectMeta)
+SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                             "deletionGracePeriodSeconds", "managedFields", "ownerReferences", "finalizers",
+                             "selfLink", "generateName"})
 
 
 # --- start-up: the document's compiled schema, cached across processes --------------------------------------

@@ -29,8 +29,11 @@ def read_text(path: str, what: str = "file") -> str:
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             p = Path(path)
-            if not p.is_file():
+            if p.is_dir():
+                raise InputError(path, "is a directory", f"give the {what} itself")
+            if not p.exists():
                 raise InputError(path, f"no such {what}", "check the path")
+            # anything else that opens (a pipe, process substitution, /dev/stdin) is read, bounded
             with p.open("rb") as fh:
                 data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
@@ -43,11 +46,86 @@ def read_text(path: str, what: str = "file") -> str:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
 
 
+MAX_YAML_NODES = 100_000   # after alias expansion: a deployment document has a few hundred
+
+
+def _strict_loader():
+    """A safe loader that refuses duplicate keys (PyYAML keeps the last one silently)."""
+    import yaml
+    from yaml.constructor import ConstructorError
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(base):  # type: ignore[misc, valid-type]
+        pass
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                raise ConstructorError(None, None, f"a mapping key must be a plain value, got {type(key).__name__}",
+                                       key_node.start_mark) from None
+            if first is not None:
+                raise ConstructorError(None, None, f"duplicate key {key!r} (first at line {first})",
+                                       key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return StrictLoader
+
+
+class _AliasError(ValueError):
+    pass
+
+
+def _expanded_size(node: Any, limit: int) -> int:
+    """Nodes the document has once aliases are expanded, without expanding them (memoised per node);
+    raises ValueError on a recursive alias or past ``limit``."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(n: Any) -> int:
+        nid = id(n)
+        if nid in sizes:
+            return sizes[nid]
+        if nid in on_path:
+            raise _AliasError(f"a recursive alias at line {n.start_mark.line + 1}")
+        on_path.add(nid)
+        total = 1
+        if isinstance(n.value, list):
+            for item in n.value:
+                total += sum(size(x) for x in item) if isinstance(item, tuple) else size(item)
+                if total > limit:
+                    raise _AliasError(f"aliases expand it to more than {limit} nodes")
+        on_path.discard(nid)
+        sizes[nid] = total
+        return total
+
+    return size(node)
+
+
 def parse_yaml(text: str, where: str) -> Any:
+    """One YAML document, safely: no tags beyond plain data, no duplicate keys, no alias bombs or
+    recursive aliases, bounded nesting. Errors become InputError naming the place."""
     import yaml
 
+    loader = _strict_loader()(text)
+    docs = []
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            _expanded_size(node, MAX_YAML_NODES)
+            data = loader.construct_document(node)
+            if data is not None:
+                docs.append(data)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -55,6 +133,12 @@ def parse_yaml(text: str, where: str) -> Any:
         raise InputError(where, f"invalid YAML{pos}: {problem}", "fix the YAML syntax") from None
     except RecursionError:
         raise InputError(where, "YAML nested too deeply", "simplify the document") from None
+    except _AliasError as exc:
+        raise InputError(where, f"unusable YAML: {exc}", "write the values out without anchors/aliases") from None
+    except ValueError as exc:   # an integer beyond Python's digit limit
+        raise InputError(where, f"unusable YAML: {str(exc).split(';')[0]}", "use a realistic number") from None
+    finally:
+        loader.dispose()
     if len(docs) != 1:
         raise InputError(where, f"expected one YAML document, found {len(docs)}", "put one K3Deployment per file")
     return docs[0]

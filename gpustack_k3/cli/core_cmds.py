@@ -160,8 +160,15 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     d = p.to_dict()
     if output != "text":
         emit(d, output)
-        return
-    _plan_text(d)
+    else:
+        _plan_text(d)
+    from gpustack_k3.core.rules import validate as run_rules
+
+    errors = [f for f in run_rules(doc) if f.severity == "error"]
+    if errors:   # the arithmetic is shown, but this spec would not start: say so and exit as refused
+        ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
+        click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
+        sys.exit(EXIT_REFUSED)
 
 
 def _plan_text(d: dict) -> None:
@@ -286,15 +293,33 @@ def dry_run(spec, preset, strict, output):
     if spec is None and preset is None:
         preset = load_catalog().default_preset
     doc = _load(spec, preset)
+    from gpustack_k3.core.findings import has_errors, sort_findings
+    from gpustack_k3.render.checks import render_findings
+    from gpustack_k3.render.targets import TARGETS
+    from gpustack_k3.render.templates import RenderError
+
     try:
         launch, findings, p = build_launch(doc, strict=strict)
+        seen = {(f.rule, f.field) for f in findings}
+        for t in TARGETS:   # what the targets themselves refuse (e.g. a volume without its source)
+            for f in render_findings(launch, t):
+                if (f.rule, f.field) not in seen:
+                    seen.add((f.rule, f.field))
+                    findings.append(f)
+        findings = sort_findings(findings)
+        if has_errors(findings):
+            raise Refused(findings)
     except Refused as exc:
         if output == "text":
             print_findings_text(exc.findings)
         else:
             emit({"ok": False, **findings_payload(exc.findings)}, output)
         sys.exit(EXIT_REFUSED)
-    targets = _render_summary(launch)
+    try:
+        targets = _render_summary(launch)
+    except RenderError as exc:
+        click.echo(f"refused: {exc.line()}", err=True)
+        sys.exit(EXIT_REFUSED)
     summary = {
         "name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
         "plan": p.to_dict() if p else None,

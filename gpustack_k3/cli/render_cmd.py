@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from gpustack_k3.cli.common import EXIT_REFUSED, fail_input, load_document, print_findings_text
+from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, load_document, print_findings_text
 from gpustack_k3.core.errors import InputError
 
 TARGET_CHOICES = ["launch", "argv", "kubernetes", "gpustack", "docker", "all"]
@@ -31,7 +31,18 @@ def _refused(findings) -> None:
 
 def _render_failed(exc) -> None:
     click.echo(f"error: {exc.line()}; nothing was written", err=True)
-    sys.exit(EXIT_REFUSED)
+    # an option's value the target cannot use is unusable input; anything else refuses the spec
+    sys.exit(EXIT_INPUT if str(exc.where).startswith("--") else EXIT_REFUSED)
+
+
+def _checked_name(pattern: str, what: str):
+    def callback(ctx, param, value):
+        import re
+
+        if value is not None and not (len(value) <= 63 and re.fullmatch(pattern, value)):
+            raise click.BadParameter(f"{value!r} is not a valid {what}")
+        return value
+    return callback
 
 
 def _warn(findings) -> None:
@@ -80,9 +91,11 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
               help="Write the target's files into DIR (atomically) instead of printing.")
 @click.option("--output", "-o", type=click.Choice(["json", "yaml", "shell", "text"]), default=None,
               help="Printed format (default: json for argv/docker, yaml for kubernetes, text otherwise).")
-@click.option("--namespace", default=None, help="Kubernetes namespace (default: metadata.namespace, else kimi-k3).")
+@click.option("--namespace", default=None, help="Kubernetes namespace (default: metadata.namespace, else kimi-k3).",
+              callback=_checked_name(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "Kubernetes namespace (a DNS label)"))
 @click.option("--worker", default=None, help="GPUStack: pin all GPUs of this worker (gpu_selector.gpu_ids).")
-@click.option("--cluster", default="default", show_default=True, help="GPUStack: cluster name for import.yaml.")
+@click.option("--cluster", default="default", show_default=True, help="GPUStack: cluster name for import.yaml.",
+              callback=_checked_name(r"[A-Za-z0-9][A-Za-z0-9._-]*", "GPUStack cluster name"))
 @click.option("--strict", is_flag=True, help="Unknown flags refuse instead of warn.")
 def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict):
     """Render a deployment document (or preset) for one target or all of them."""
@@ -139,7 +152,7 @@ def manifests(out_dir, check):
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import example_files
     from gpustack_k3.render.templates import RenderError
-    from gpustack_k3.render.writer import replace_tree, write_files
+    from gpustack_k3.render.writer import preflight, replace_tree, write_files
 
     try:
         files, notes = example_files()
@@ -175,6 +188,7 @@ def manifests(out_dir, check):
         click.echo(f"{root}: up to date ({len(files)} example files)", err=True)
         return
     try:
+        preflight(root, ["install.yaml"] if install is not None else [])
         replace_tree(root / "examples", files)
         if install is not None:
             write_files(root, {"install.yaml": install})

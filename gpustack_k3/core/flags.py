@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,6 +148,14 @@ def strip_command(engine: EngineEntry, argv: list[str]) -> list[str]:
     return a
 
 
+BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+              "off": False}
+
+
+def _short(raw: str, n: int = 80) -> str:
+    return repr(raw) if len(raw) <= n else repr(raw[:n]) + f"... ({len(raw)} characters)"
+
+
 def _convert(f: FlagSpec, raw: str, flag: str) -> Any:
     try:
         if f.kind == "json":
@@ -157,10 +166,13 @@ def _convert(f: FlagSpec, raw: str, flag: str) -> Any:
         if f.type == "int":
             return int(raw)
         if f.type == "float":
-            return float(raw)
+            v = float(raw)
+            if not math.isfinite(v):
+                raise ValueError("not a finite number")
+            return v
         return raw
-    except ValueError as exc:
-        raise InputError(f"argv {flag}", f"value {raw!r} is not a valid {f.kind if f.kind == 'json' else f.type}: {exc}",
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"argv {flag}", f"value {_short(raw)} is not a valid {f.kind if f.kind == 'json' else f.type}: {exc}",
                          f"give {flag} a {'JSON object' if f.kind == 'json' else f.type}") from None
 
 
@@ -195,7 +207,15 @@ def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
         out.seen_flags.append(name)
         if name in spec_flags:
             raw = take_value()
-            _set(out.spec, f"speculative.{spec_flags[name]}", int(raw) if spec_flags[name] == "numTokens" else raw)
+            if spec_flags[name] == "numTokens":
+                try:
+                    val: Any = int(raw)
+                except ValueError:
+                    raise InputError(f"argv {name}", f"value {raw!r} is not a valid int",
+                                     f"give {name} a whole number") from None
+            else:
+                val = raw
+            _set(out.spec, f"speculative.{spec_flags[name]}", val)
         elif name in idx:
             f, implied = idx[name]
             if f.kind == "speculative":
@@ -203,7 +223,10 @@ def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
                 _parse_speculative(engine, raw, name, out)
             elif f.kind in ("bool_optional", "store_true", "store_false"):
                 if eq:
-                    val = inline.lower() in ("1", "true", "yes")
+                    if inline.lower() not in BOOL_WORDS:
+                        raise InputError(f"argv {name}", f"value {inline!r} is not a boolean",
+                                         f"write {name}=true or {name}=false, or {name} alone")
+                    val = BOOL_WORDS[inline.lower()]
                 else:
                     val = True if implied is None else implied
                 if f.kind == "store_false":
@@ -243,7 +266,7 @@ def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv
         return
     try:
         cfg = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"argv {flag}", f"not valid JSON: {exc}", f"quote the JSON object given to {flag}") from None
     if not isinstance(cfg, dict):
         raise InputError(f"argv {flag}", "must be a JSON object", "e.g. '{\"method\":\"dspark\",...}'")
@@ -254,6 +277,9 @@ def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv
         k2 = k.replace("-", "_")   # arg_utils.py:2126-2128: dashes in JSON keys become underscores
         if k2 in inv_keys:
             fld = inv_keys[k2]
+            if fld == "method" and not isinstance(v, str):
+                raise InputError(f"argv {flag}", f"\"{k}\" must be a string, got {json.dumps(v)[:80]}",
+                                 "e.g. \"method\": \"dspark\"")
             spec[fld] = inv_methods.get(v, v) if fld == "method" else v
         else:
             spec["extraConfig"][k2] = v

@@ -94,7 +94,7 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
         readiness_probe=Probe(r.engine.health_path, period, 3),
         liveness_probe=Probe(r.engine.health_path, 30, 10, timeout_s=10),
         labels=labels, node_selector={**hw.node_selector, **r.spec.placement.nodeSelector},
-        tolerations=r.spec.placement.tolerations or ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        tolerations=[t.model_dump(exclude_none=True) for t in r.spec.placement.tolerations] or ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
                                                      if hw.resource else []),
         network_policy=r.spec.serving.networkPolicy,
     )

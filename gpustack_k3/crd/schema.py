@@ -74,6 +74,11 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "") -> di
                 out["required"] = list(node["required"])
         elif isinstance(addl, dict):
             out["additionalProperties"] = structural(addl, defs, f"{path}.*")
+        elif isinstance(node.get("patternProperties"), dict) and len(node["patternProperties"]) == 1:
+            # a map with constrained keys (label keys): structural schemas cannot constrain keys, so the
+            # values are typed here and the keys are checked where the spec is validated (operator, CLI)
+            (value,) = node["patternProperties"].values()
+            out["additionalProperties"] = structural(value, defs, f"{path}.*")
         else:
             # dict[str, Any]: free-form JSON handed to the engine as is. The API server keeps it
             # (preserve-unknown) but does not expose its keys to CEL.

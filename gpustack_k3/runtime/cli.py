@@ -22,7 +22,7 @@ class _RunGroup(click.Group):
     """`run SPEC ...` starts; `run status|logs|stop NAME` manage a detached run."""
 
     def parse_args(self, ctx, args):
-        if not args or args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help"):
+        if not args or args[0] not in (*SUBCOMMANDS, "start") and args[0] not in ("-h", "--help"):
             args = ["start", *args]
         return super().parse_args(ctx, args)
 

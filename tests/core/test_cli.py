@@ -130,3 +130,83 @@ def test_stdin_and_size_limit():
     big = doc + "# " + "x" * (1 << 20) + "\n"
     p = run("validate", "-", input=big)
     assert p.returncode == 2 and "larger than" in p.stderr
+
+
+BASE = "apiVersion: k3.gpustack.ai/v1alpha1\nkind: K3Deployment\nmetadata: {name: x}\nspec:\n  engine: {name: vllm}\n"
+
+
+def _bomb(levels=9):
+    lines = ["a0: &a0 [x,x,x,x,x,x,x,x,x,x]"]
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return BASE + "  vllm:\n    attentionConfig:\n" + "".join(f"      {ln}\n" for ln in lines)
+
+
+@pytest.mark.parametrize("content,needle", [
+    (_bomb(), "aliases expand it to more than"),
+    (BASE + "  vllm:\n    attentionConfig: &r {self: *r}\n", "recursive alias at line 7"),
+    (BASE + "  memory:\n    fraction: 0.92\n    fraction: 0.99\n", "duplicate key 'fraction' (first at line 7)"),
+    (BASE.replace("spec:\n", "spec: {}\nspec:\n"), "duplicate key 'spec'"),
+    (BASE + "  scheduling: {maxNumSeqs: " + "9" * 5000 + "}\n", "4300 digits"),
+    (BASE + "  memory: {fraction: .nan}\n", "spec.memory.fraction: Input should be a finite number"),
+    (BASE.replace("{name: x}", "{name: x, namspace: prod}"), "metadata.namspace: unknown field"),
+    (BASE.replace("{name: x}", "{name: x, namespace: Bad NS}"), "metadata.namespace"),
+    (BASE + "  placement: {nodeSelector: {'a b': c}}\n", "spec.placement.nodeSelector"),
+    (BASE + "  placement: {tolerations: [{key: [1, 2]}]}\n", "spec.placement.tolerations[0].key"),
+    (BASE + "  placement: {tolerations: [{effect: Sometimes}]}\n", "spec.placement.tolerations[0].effect"),
+    (BASE + "  storage: {model: {kind: pvc, source: 'Bad Name!'}}\n", "not a valid claim name"),
+    (BASE + "  storage: {model: {kind: hostPath, source: models/k3}}\n", "absolute host path"),
+    (BASE + "  startup: {budgetSeconds: 100000000}\n", "spec.startup.budgetSeconds"),
+])
+def test_unusable_documents_exit_2_naming_the_place(tmp_path, content, needle):
+    f = tmp_path / "d.yaml"
+    f.write_text(content)
+    p = subprocess.run([sys.executable, "-m", "gpustack_k3", "validate", str(f)], capture_output=True, text=True,
+                       timeout=30)   # an alias bomb must not hang
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and needle in p.stderr, p.stderr
+
+
+def test_anchors_and_server_metadata_are_fine(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text(BASE.replace("{name: x}", "{name: x, uid: abc, resourceVersion: '7', generation: 2, "
+                              "labels: &l {team: infer}}") + "  parallel: {tp: 8}\n  placement: {nodeSelector: *l}\n")
+    p = run("validate", str(f))
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("engine,argv,needle", [
+    ("vllm", ["--speculative-config", '{"method":[1]}'], '"method" must be a string'),
+    ("vllm", ["--gpu-memory-utilization", "nan"], "not a finite number"),
+    ("vllm", ["--trust-remote-code=maybe"], "is not a boolean"),
+    ("vllm", ["--attention-config", '{"a":' * 3000 + "1" + "}" * 3000], "--attention-config"),
+    ("vllm", ["--speculative-config", '{"a":' * 3000 + "1" + "}" * 3000], "--speculative-config"),
+    ("sglang", ["--speculative-num-draft-tokens", "abc"], "--speculative-num-draft-tokens"),
+])
+def test_unusable_argv_exits_2_naming_the_flag(engine, argv, needle):
+    p = run("check-args", "--engine", engine, "--", *argv)
+    assert p.returncode == 2 and needle in p.stderr and len(p.stderr) < 2000, p.stderr
+
+
+def test_plan_of_a_refused_spec_shows_the_figures_and_exits_1():
+    p = run("plan", "-o", "json", "--engine", "vllm", "--", "--gpu-memory-utilization=-0.5")
+    assert p.returncode == 1 and "memory-fraction-range" in p.stderr
+    assert json.loads(p.stdout)["memory_fraction"] == -0.5
+
+
+def test_dry_run_refuses_what_a_target_refuses(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text(BASE + "  parallel: {tp: 8}\n  storage: {model: {kind: hostPath}}\n")
+    p = run("dry-run", str(f))
+    assert p.returncode == 1 and "render-volume-source" in p.stdout
+
+
+def test_a_directory_is_not_a_missing_file(tmp_path):
+    p = run("validate", str(tmp_path))
+    assert p.returncode == 2 and "is a directory" in p.stderr
+
+
+def test_run_start_and_run_are_the_same_command():
+    a = run("run", "start", "--preset", "vllm-cpu-smollm2", "--runtime", "local", "--dry-run")
+    b = run("run", "--preset", "vllm-cpu-smollm2", "--runtime", "local", "--dry-run")
+    assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
+    assert a.stdout == b.stdout and a.stdout

@@ -76,7 +76,7 @@ def test_every_model_field_is_in_the_schema_with_its_constraints(root_schema):
 
 def test_free_form_only_where_the_model_is_free_form(root_schema):
     """preserve-unknown-fields appears exactly under dict[str, Any] fields (attentionConfig,
-    extraConfig, tolerations items); dict[str, str] fields are typed maps."""
+    extraConfig); dict[str, str] fields and label maps are typed maps, tolerations typed objects."""
     spec = _spec(root_schema)
     free = {p for p, n in walk(spec) if n.get("x-kubernetes-preserve-unknown-fields")}
     expected = set()
@@ -88,7 +88,9 @@ def test_free_form_only_where_the_model_is_free_form(root_schema):
         if typing.get_origin(ann) is dict and typing.get_args(ann)[1] is typing.Any:
             expected.add(path)
     assert free == expected
-    assert {".vllm.attentionConfig", ".speculative.extraConfig", ".placement.tolerations[]"} <= free
+    assert {".vllm.attentionConfig", ".speculative.extraConfig"} <= free
+    assert _node(spec, ".placement.nodeSelector")["additionalProperties"]["type"] == "string"
+    assert "key" in _node(spec, ".placement.tolerations")["items"]["properties"]
     for p in free:  # the form the API server accepts and CEL tolerates: a typed object, no subschema
         node = dict(walk(spec))[p]
         assert node["type"] == "object" and "properties" not in node and "additionalProperties" not in node

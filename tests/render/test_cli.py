@@ -210,3 +210,50 @@ def test_launch_target_prints_the_launch_spec_the_pod_is_tied_to(output):
     if output == "json":
         assert wl["spec"]["template"]["metadata"]["annotations"]["gpustack-k3/launch-sha256"] == \
             hashlib.sha256(res.stdout.encode()).hexdigest()
+
+
+def test_existing_folder_is_all_or_nothing(tmp_path):
+    """A destination of the wrong kind is found before anything moves: nothing of the old content changes."""
+    out = tmp_path / "o"
+    (out / "launch" / "launch.json").mkdir(parents=True)     # a directory where a file must go
+    (out / "argv").mkdir()
+    (out / "argv" / "argv.json").write_text("OLD")
+    res = run("--preset", "vllm-fixed", "--out", str(out))
+    assert res.exit_code == 2 and "is a directory" in res.stderr
+    assert (out / "argv" / "argv.json").read_text() == "OLD"
+    assert sorted(p.name for p in out.iterdir()) == ["argv", "launch"]
+    assert sorted(os.listdir(tmp_path)) == ["o"]                # no staging or backup folders left
+
+
+def test_failure_while_swapping_in_puts_the_old_files_back(tmp_path, monkeypatch):
+    from gpustack_k3.render import writer
+
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "argv.json").write_text("OLD-ARGV")
+    (out / "argv.sh").write_text("OLD-SH")
+    real = os.replace
+    calls = {"n": 0}
+
+    def flaky(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 4:     # the second file's move in: after the first is already in place
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr(writer.os, "replace", flaky)
+    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(out))
+    assert res.exit_code == 2 and "Input/output error" in res.stderr
+    assert (out / "argv.json").read_text() == "OLD-ARGV" and (out / "argv.sh").read_text() == "OLD-SH"
+    assert sorted(os.listdir(tmp_path)) == ["o"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--namespace", "a/b"], "--namespace"),
+    (["--namespace", "Bad NS"], "--namespace"),
+    (["--target", "gpustack", "--worker", "bad name"], "--worker"),
+    (["--target", "gpustack", "--cluster", "\udcff"], "--cluster"),
+])
+def test_unusable_option_values_exit_2(args, needle):
+    res = run("--preset", "vllm-fixed", *args)
+    assert res.exit_code == 2 and needle in res.stderr, res.output
