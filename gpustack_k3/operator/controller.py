@@ -31,7 +31,7 @@ from gpustack_k3.operator.health import (
     coldstart_metrics,
 )
 from gpustack_k3.operator.informer import Informer, Store
-from gpustack_k3.operator.kube import Kube, api_client_from
+from gpustack_k3.operator.kube import Kube, api_client_from, without_transport_retries
 from gpustack_k3.operator.leader import LeaderElector
 from gpustack_k3.operator.seams import ColdStartFactory, ColdStartObserver, NoColdStart
 from gpustack_k3.operator.workqueue import WorkQueue
@@ -105,6 +105,7 @@ class Operator:
                  lease_name: str = LEASE_NAME, lease_namespace: str | None = None, lease_duration: float = 15.0,
                  renew_deadline: float = 10.0, retry_period: float = 2.0, watch_timeout_s: int = 300,
                  owned_kinds: Iterable[tuple[str, str]] = OWNED_KINDS,
+                 request_timeout: tuple[float, float] = (10.0, 60.0),
                  clock: Callable[[], dt.datetime] | None = None) -> None:
         if validate is None or render is None:
             dv, dr, dp = default_hooks()
@@ -112,8 +113,12 @@ class Operator:
         self.validate, self.render = _Memo(validate), _Memo(render)
         self.plan = _Memo(plan) if plan is not None else None
         self.identity = identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
-        self.kube = Kube(api_client, user_agent=f"gpustack-k3-operator/{_version()} ({self.identity})",
-                         field_manager=d.FIELD_MANAGER)
+        api_client.user_agent = f"gpustack-k3-operator/{_version()} ({self.identity})"
+        own_api = without_transport_retries(api_client)
+        self.request_timeout = request_timeout
+        # every call has a time limit: a hung connection must not pin a worker (and its key) forever
+        self.kube = Kube(own_api, user_agent=api_client.user_agent, field_manager=d.FIELD_MANAGER,
+                         timeout=request_timeout)
         self.namespaces = list(dict.fromkeys(namespaces))
         self.resync_s, self.workers_n, self.watch_timeout_s = resync_s, workers, watch_timeout_s
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
@@ -146,8 +151,8 @@ class Operator:
             lease_ns = lease_namespace or os.environ.get("POD_NAMESPACE") or (self.namespaces or ["default"])[0]
             # Lease calls are never retried nor slow: a leader must notice a failed renewal within
             # renew_deadline, before the lease can expire and a standby take over (client-go does the same).
-            lease_kube = Kube(api_client, user_agent=self.kube.api.user_agent, field_manager=d.FIELD_MANAGER,
-                              attempts=1, timeout=(retry_period, retry_period))
+            lease_kube = Kube(without_transport_retries(api_client), user_agent=self.kube.api.user_agent,
+                              field_manager=d.FIELD_MANAGER, attempts=1, timeout=(retry_period, retry_period))
             self.elector = LeaderElector(lease_kube, name=lease_name, namespace=lease_ns, identity=self.identity,
                                          lease_duration=lease_duration, renew_deadline=renew_deadline,
                                          retry_period=retry_period, on_started=self._start_leading,
@@ -186,6 +191,8 @@ class Operator:
             while not inf.synced.wait(0.1):
                 if self._stop.is_set():
                     return
+        if self._stop.is_set() or not self._leading.is_set():   # lost the lease while the caches synced
+            return
         for i in range(self.workers_n):
             t = threading.Thread(target=self._worker, name=f"reconcile-{i}", daemon=True)
             t.start()
@@ -205,16 +212,26 @@ class Operator:
     def stop(self) -> None:
         self._stop.set()
         self.queue.shutdown()
-        for t in self._threads:  # finish in-flight reconciles before letting a standby take over
-            t.join(10)
+        # finish in-flight reconciles before letting a standby take over: a call ends within its timeout
+        wait = time.monotonic() + self.request_timeout[0] + self.request_timeout[1] + 5
+        for t in self._threads:
+            t.join(max(0.0, wait - time.monotonic()))
+        busy = any(t.is_alive() for t in self._threads)
         self._leading.clear()
         if self.elector is not None:
-            self.elector.stop(release=True)
+            # a worker still inside a call might yet write: then the lease is left to expire, not handed over
+            self.elector.stop(release=not busy)
         for inf in self.informers:
             inf.stop()
         for inf in self.informers:
             inf.join(10)
         self.coldstart.close()
+        for client in {id(c): c for c in (self.kube.api, getattr(self.elector, "kube", None) and self.elector.kube.api)
+                       if c is not None}.values():   # the pools this operator opened for itself
+            try:
+                client.close()
+            except Exception:  # already closed
+                pass
         if self.health is not None:
             self.health.stop()
         self.metrics.leader.set(0)
@@ -429,7 +446,7 @@ class Operator:
                 "source": {"component": "gpustack-k3-operator"}, "reportingComponent": "gpustack-k3-operator",
                 "reportingInstance": self.identity, "firstTimestamp": now, "lastTimestamp": now, "count": 1}
         try:
-            self.kube.create(body)
+            self.kube.create(body, retry=False)
             self.metrics.writes.labels(verb="create", kind="Event").inc()
         except Exception as e:  # events are best effort, as in client-go's recorder
             log.warning("could not record event %s for %s/%s: %s", ev.reason, meta.get("namespace"), meta["name"], e)

@@ -45,6 +45,20 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
 
 
+def without_transport_retries(api_client: Any) -> Any:
+    """A client like ``api_client`` whose urllib3 pool never retries by itself: the operator's own retry
+    policy (tenacity, or none for lease calls) is then the only one, and a call's time is bounded by its
+    timeout (urllib3's default Retry(3) would repeat a timed-out GET/PUT up to three more times)."""
+    import copy
+
+    from kubernetes import client
+    cfg = copy.deepcopy(api_client.configuration)
+    cfg.retries = False
+    out = client.ApiClient(cfg)
+    out.user_agent = api_client.user_agent
+    return out
+
+
 def api_client_from(kubeconfig: str | None = None, *, host: str | None = None, pool: int = 32) -> Any:
     """An ``ApiClient`` for ``host``, else the kubeconfig file, else in-cluster, else ~/.kube/config."""
     from kubernetes import client, config
@@ -134,10 +148,11 @@ class Kube:
         return self._retry(self._raw, method, path, **kw)
 
     # -------------------------------------------------------------- verbs
-    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str, *,
+            timeout: Any = None) -> dict | None:
         from kubernetes.client.rest import ApiException
         try:
-            return self._request("GET", self.path(api_version, kind, namespace, name))
+            return self._request("GET", self.path(api_version, kind, namespace, name), timeout=timeout)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -195,15 +210,18 @@ class Kube:
         return self._request("PATCH", path, query=q, body=json.dumps(body, separators=(",", ":")),
                              content_type=APPLY_CT)
 
-    def create(self, obj: Mapping[str, Any]) -> dict:
+    def create(self, obj: Mapping[str, Any], *, timeout: Any = None, retry: bool = True) -> dict:
+        """POST; ``retry=False`` for what must not be sent twice (an Event: a retried POST whose first
+        answer was lost creates a duplicate)."""
         meta = obj.get("metadata") or {}
-        return self._request("POST", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace")),
-                             query=[("fieldManager", self.field_manager)], body=dict(obj))
+        send = self._request if retry else self._raw
+        return send("POST", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace")),
+                    query=[("fieldManager", self.field_manager)], body=dict(obj), timeout=timeout)
 
-    def replace(self, obj: Mapping[str, Any]) -> dict:
+    def replace(self, obj: Mapping[str, Any], *, timeout: Any = None) -> dict:
         meta = obj.get("metadata") or {}
         return self._request("PUT", self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]),
-                             query=[("fieldManager", self.field_manager)], body=dict(obj))
+                             query=[("fieldManager", self.field_manager)], body=dict(obj), timeout=timeout)
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str, *, uid: str | None = None) -> bool:
         from kubernetes.client.rest import ApiException

@@ -41,6 +41,8 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._lease: dict | None = None
+        self._acquired_at = 0.0
+        self._step_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="leader-elector", daemon=True)
 
     def start(self) -> LeaderElector:
@@ -59,32 +61,45 @@ class LeaderElector:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self._try_acquire_or_renew():
+            sent = time.monotonic()
+            if self._try_acquire_or_renew(deadline=sent + self.renew_deadline):
+                self._acquired_at = sent
                 break
             self._stop.wait(self.retry_period)
         if self._stop.is_set():
             return
         log.info("%s acquired lease %s/%s", self.identity, self.namespace, self.name)
         self.leading.set()
+        # on_started may take long (the controller waits for its caches): it runs beside the renewals,
+        # which must go on meanwhile or a standby would take an expired lease while we start acting
+        threading.Thread(target=self._started, name="leader-started", daemon=True).start()
+        last_renew = self._acquired_at
+        while not self._stop.wait(self.retry_period):
+            deadline = last_renew + self.renew_deadline
+            sent = time.monotonic()
+            if self._try_acquire_or_renew(deadline=deadline):
+                last_renew = sent   # the lease counts from when the renewal was sent, not answered
+            elif time.monotonic() >= deadline:
+                log.error("%s could not renew lease %s/%s within %.1fs: stepping down",
+                          self.identity, self.namespace, self.name, self.renew_deadline)
+                self._step_down()
+                return
+            if self.lost.is_set():   # on_started failed
+                return
+
+    def _started(self) -> None:
         try:
             self.on_started()
         except Exception:
             log.exception("on_started failed; stepping down")
             self._step_down()
-            return
-        last_renew = time.monotonic()
-        while not self._stop.wait(self.retry_period):
-            if self._try_acquire_or_renew():
-                last_renew = time.monotonic()
-            elif time.monotonic() - last_renew > self.renew_deadline:
-                log.error("%s could not renew lease %s/%s within %.1fs: stepping down",
-                          self.identity, self.namespace, self.name, self.renew_deadline)
-                self._step_down()
-                return
 
     def _step_down(self) -> None:
-        self.leading.clear()
-        self.lost.set()
+        with self._step_lock:
+            if self.lost.is_set():
+                return
+            self.leading.clear()
+            self.lost.set()
         try:
             self.on_stopped()
         except Exception:
@@ -95,15 +110,25 @@ class LeaderElector:
         return {"holderIdentity": holder, "leaseDurationSeconds": max(1, int(round(duration))),
                 "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
 
-    def _try_acquire_or_renew(self) -> bool:
+    def _call_timeout(self, deadline: float) -> float:
+        """Each lease call waits at most a retry period and never past the renew deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("renew deadline reached")
+        return min(self.retry_period, left)
+
+    def _try_acquire_or_renew(self, deadline: float | None = None) -> bool:
         from kubernetes.client.rest import ApiException
+        deadline = time.monotonic() + self.renew_deadline if deadline is None else deadline
         try:
-            lease = self.kube.get("coordination.k8s.io/v1", "Lease", self.namespace, self.name)
+            t = self._call_timeout(deadline)
+            lease = self.kube.get("coordination.k8s.io/v1", "Lease", self.namespace, self.name, timeout=(t, t))
             if lease is None:
                 body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                         "metadata": {"name": self.name, "namespace": self.namespace},
                         "spec": self._spec(self.identity, None, 0, self.lease_duration)}
-                self._lease = self.kube.create(body)
+                t = self._call_timeout(deadline)
+                self._lease = self.kube.create(body, timeout=(t, t))
                 self._observe(self._lease)
                 return True
             spec = lease.get("spec") or {}
@@ -116,7 +141,8 @@ class LeaderElector:
             transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
             new = {**lease, "spec": self._spec(self.identity, spec.get("acquireTime") if mine else None,
                                                transitions, self.lease_duration)}
-            self._lease = self.kube.replace(new)
+            t = self._call_timeout(deadline)
+            self._lease = self.kube.replace(new, timeout=(t, t))
             self._observe(self._lease)
             return True
         except ApiException as e:

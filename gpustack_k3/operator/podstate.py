@@ -81,8 +81,12 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]]) -> PodSummary:
                 crashing = f"CrashLoopBackOff: {who}{cause}"
             elif terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing:
                 crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
-            elif last.get("reason") == "OOMKilled" and not is_ready and not crashing:
-                crashing = f"OOMKilled: {who}: restarted {c.get('restartCount', 0)} time(s)"
+            elif (last.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
+                  and (last.get("reason") == "OOMKilled" or int(c.get("restartCount") or 0) >= 2)):
+                # a first restart is a new cold-start attempt (Starting); from the second on it is a crash
+                # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time
+                crashing = (f"{last['reason']}: {who}: restarted {c.get('restartCount', 0)} time(s), "
+                            f"last exit code {last.get('exitCode')}")
         restarts += pod_restarts
         per_pod.append((meta.get("name", ""), pod_restarts))
     return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod))

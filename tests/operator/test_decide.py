@@ -349,3 +349,23 @@ def test_a_refused_apply_fails_the_resource_once():
     assert [(e.type, e.reason) for e in dec.events] == [("Warning", "Failed")]
     again = run(make_cr(status=dec.status), d.Observed(apply_error=refusal))
     assert not again.status_changed and not again.events    # the same refusal again: nothing new to say
+
+
+def test_a_crash_loop_is_one_degraded_phase_not_an_event_per_restart():
+    first = run(make_cr())
+    status, events = first.status, []
+    loop = []
+    for n in range(2, 6):   # CrashLoopBackOff, then running again after the restart, then crashing again
+        err = {"reason": "Error", "exitCode": 1}
+        loop += [pod(waiting={"reason": "CrashLoopBackOff"}, last_terminated=err, restarts=n),
+                 pod(last_terminated=err, restarts=n + 1)]
+    for p in loop:
+        dec = run(make_cr(status=status), observed_after(first, pods=[p]))
+        status = dec.status
+        events += [(e.type, e.reason) for e in dec.events]
+        assert status["phase"] == "Degraded", (p, status["phase"])
+    assert events == [("Warning", "Degraded")]
+    # the first restart is a new attempt, not a loop: Starting
+    once = run(make_cr(status=first.status), observed_after(first, pods=[pod(last_terminated={"reason": "Error"},
+                                                                              restarts=1)]))
+    assert once.status["phase"] == "Starting"

@@ -173,3 +173,51 @@ def test_leader_that_cannot_renew_steps_down_before_the_lease_expires(emu, kube,
     co.create_namespaced_custom_object(G, V, NS, P, k3("late"))
     time.sleep(0.5)
     assert emu.writes(agent=AGENT) == 0  # a replica that lost its lease does not act
+
+
+def _never_both(a, b, seconds):
+    both, t_end = [], time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        if a.leading and b.leading:
+            both.append(time.monotonic())
+        time.sleep(0.005)
+    return both
+
+
+def test_a_slow_cache_sync_does_not_stop_the_renewals(emu, kube, start_operator):
+    """The new leader's first list is slow (3 s > lease 1.5 s): it keeps renewing meanwhile, so the
+    standby never takes the lease and the two never act together."""
+    co, _, _ = kube
+    timing = dict(leader_elect=True, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+    emu.inject(None, times=1, delay=3.0, verb="list", path="/pods$")
+    a = start_operator(identity="replica-a", **timing)
+    wait_for(lambda: a.leading, what="a leads")
+    b = start_operator(identity="replica-b", **timing)
+    assert _never_both(a, b, 4.0) == []
+    assert a.leading and not b.leading
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    converged(co, emu, ["a"])
+    assert sum(r["count"] for r in emu.writes_table() if "replica-b" in r["agent"] and r["resource"] != "leases") == 0
+
+
+def test_a_hanging_renewal_still_steps_down_before_the_lease_expires(emu, kube, start_operator):
+    """Lease calls that hang (no answer for 5 s) are cut at the renew deadline: no transport retries
+    stretch one attempt past the lease."""
+    op = start_operator(identity="solo", leader_elect=True, lease_duration=3.0, renew_deadline=1.0, retry_period=0.2)
+    wait_for(lambda: op.leading, what="leading")
+    emu.inject(None, times=None, delay=5.0, path="/leases")
+    t0 = time.monotonic()
+    wait_for(lambda: op.lost_leadership, timeout=6, what="step down")
+    assert time.monotonic() - t0 < 2.0, time.monotonic() - t0   # ~ renew_deadline, well before 3 s
+    emu.clear_faults()
+
+
+def test_a_hanging_api_call_is_cut_by_its_timeout_and_retried(emu, kube, start_operator):
+    co, _, _ = kube
+    op = start_operator(request_timeout=(1.0, 1.0))
+    emu.inject(None, times=1, delay=4.0, verb="apply", path="/deployments/a$")
+    t0 = time.monotonic()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
+    converged(co, emu, ["a"])
+    assert time.monotonic() - t0 < 4.0       # did not wait for the hung answer
+    assert op.wait_idle(10)
