@@ -52,8 +52,11 @@ class GPUStackClient:
             raise GPUStackError("unreachable", f"--server {server!r} is not an http(s) URL; give e.g. http://gpustack:80")
         self.server = server.rstrip("/")
         self.attempts, self.backoff = max(1, attempts), backoff
-        self._http = httpx.Client(base_url=self.server, timeout=timeout, transport=transport,
-                                  headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"})
+        try:
+            self._http = httpx.Client(base_url=self.server, timeout=timeout, transport=transport,
+                                      headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"})
+        except (httpx.InvalidURL, ValueError, UnicodeError) as exc:   # e.g. http://[::1 or a non-ASCII key
+            raise GPUStackError("unreachable", f"--server {server!r} or the API key is unusable: {exc}") from None
 
     def close(self) -> None:
         self._http.close()

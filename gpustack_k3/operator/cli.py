@@ -38,11 +38,16 @@ def run_cmd(namespaces: tuple[str, ...], metrics_port: int, metrics_host: str, r
         code = run(list(namespaces), metrics_port, resync_s, leader_elect, kubeconfig,
                    metrics_host=metrics_host, workers=workers)
     except RuntimeError as e:  # missing hooks, unusable kubeconfig: say so, no traceback
-        raise click.ClickException(str(e)) from None
+        raise _Unusable(str(e)) from None
     except Exception as e:
         from kubernetes.config import ConfigException
-        if isinstance(e, ConfigException):
-            raise click.ClickException(f"no usable cluster configuration: {e}. Pass --kubeconfig FILE or run "
+        if isinstance(e, (ConfigException, UnicodeError, ValueError)) or type(e).__module__.startswith("yaml"):
+            raise _Unusable(f"no usable cluster configuration: {e}. Pass --kubeconfig FILE or run "
                                        "in a pod with a service account.") from None
         raise
     raise SystemExit(code)
+
+
+class _Unusable(click.ClickException):
+    """Unusable input (configuration the operator cannot start with): exit 2, like every command."""
+    exit_code = 2

@@ -388,3 +388,12 @@ def test_cli_apply_text_and_json(monkeypatch):
     assert r.exit_code == 0 and "backend kimi-k3-sglang-custom: created" in r.stdout
     r = CliRunner().invoke(gpustack, ["apply", "--preset", "sglang-seed", "--server", "http://x.test", "-o", "json"])
     assert json.loads(r.stdout)["model"]["action"] == "unchanged"
+
+
+@pytest.mark.parametrize("server", ["http://[::1", "gpustack:80"])
+def test_unusable_server_url_is_one_line_exit_2(monkeypatch, server):
+    monkeypatch.setenv("GPUSTACK_API_KEY", KEY)
+    r = CliRunner().invoke(gpustack, ["status", "x", "--server", server])
+    assert r.exit_code == 2, r.output
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "--server" in errs[0] and "Traceback" not in r.stderr, r.stderr

@@ -80,6 +80,11 @@ def test_cli_without_cluster_config_says_how_to_fix(tmp_path):
     code = "import sys; from gpustack_k3.operator.cli import operator; operator(sys.argv[1:])"
     proc = subprocess.run([sys.executable, "-c", code, "run", "--kubeconfig", str(tmp_path / "missing")],
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == 2          # unusable input, as everywhere
     assert "Traceback" not in proc.stderr
     assert "--kubeconfig" in proc.stderr
+    garbage = tmp_path / "garbage"
+    garbage.write_bytes(bytes(range(256)) * 8)
+    proc = subprocess.run([sys.executable, "-c", code, "run", "--kubeconfig", str(garbage)],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "no usable cluster configuration" in proc.stderr
