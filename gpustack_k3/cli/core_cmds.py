@@ -265,7 +265,7 @@ def presets(show, output):
     from gpustack_k3.catalog import load_catalog
 
     cat = load_catalog()
-    if show:
+    if show is not None:
         if show not in cat.presets:
             fail_input(InputError("--show", f"unknown preset {show!r}", f"known: {', '.join(cat.presets)}"))
         emit(cat.presets[show].document, "json" if output == "json" else "yaml")

@@ -36,6 +36,10 @@ def _k(n: int) -> str:
 def advise(context: int, concurrency: int, priority: str = "throughput") -> Advice:
     cat = load_catalog()
     adv = cat.advice
+    longest = cat.models["kimi-k3"].max_context
+    if context > longest:
+        return Advice(None, None, f"{context:,} tokens is beyond Kimi-K3's context of {longest:,}: no preset can "
+                      "serve it; shorten the input", {}, adv.source)
     # nearest measured context in log space
     ctxs = sorted({m.context for m in adv.measurements})
     near = min(ctxs, key=lambda c: abs(math.log(c) - math.log(context)))

@@ -66,6 +66,8 @@ def preflight(out_dir: Path | str, rels: list[str] | set[str] | dict[str, str]) 
 
 def write_files(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
     """Write ``files`` (relative path -> text) under ``out_dir``, all or nothing; returns the written paths."""
+    if isinstance(out_dir, str) and not out_dir.strip():
+        raise InputError("--out", "an empty path", "name a directory (`--out .` for the current one)")
     out_dir = Path(out_dir)
     try:
         parent = _parent(out_dir)

@@ -210,3 +210,12 @@ def test_run_start_and_run_are_the_same_command():
     b = run("run", "--preset", "vllm-cpu-smollm2", "--runtime", "local", "--dry-run")
     assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
     assert a.stdout == b.stdout and a.stdout
+
+
+def test_small_input_edges():
+    p = run("advise", "--context", "1000001", "--concurrency", "4")
+    assert p.returncode == 1 and "beyond Kimi-K3's context" in p.stdout
+    p = run("presets", "--show", "")
+    assert p.returncode == 2 and "unknown preset ''" in p.stderr
+    p = run("render", "--preset", "vllm-fixed", "--target", "argv", "--out", "")
+    assert p.returncode == 2 and "--out" in p.stderr
