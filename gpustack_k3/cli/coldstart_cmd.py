@@ -39,6 +39,7 @@ def _track(path: str, engine: str | None, year: int | None):
 
     tracker = ColdStartTracker(engine=None if engine in (None, "auto") else engine, year=year)
     f = _open(path)
+    head = b""
     try:
         while True:
             try:
@@ -47,6 +48,8 @@ def _track(path: str, engine: str | None, year: int | None):
                 sys.exit(_bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}"))
             if not chunk:
                 break
+            if len(head) < 65536:
+                head += chunk[:65536 - len(head)]
             tracker.feed(chunk)
     finally:
         if f is not sys.stdin.buffer:
@@ -54,6 +57,9 @@ def _track(path: str, engine: str | None, year: int | None):
     tracker.finish()
     if tracker.bytes_seen == 0:
         sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read"))
+    if b"\x00" in head and not tracker.report().last.phases:
+        sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is not a text log (NUL bytes: binary, or "
+                      "UTF-16? engines write UTF-8); give the container's log as `kubectl logs` prints it"))
     return tracker
 
 

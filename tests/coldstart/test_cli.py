@@ -70,9 +70,16 @@ def test_empty_input_exit_2(run, tmp_path):
     assert r.exit_code == 2 and "is empty" in r.output
 
 
-def test_garbage_file_is_in_progress_not_a_crash(run, tmp_path):
+def test_binary_input_is_unusable_not_a_crash(run, tmp_path):
     p = tmp_path / "junk.log"
     p.write_bytes(bytes(range(256)) * 100)
+    r = run(coldstart, [str(p), "-o", "json"])
+    assert r.exit_code == 2 and "not a text log" in r.output
+
+
+def test_text_without_markers_is_in_progress(run, tmp_path):
+    p = tmp_path / "other.log"
+    p.write_text("".join(f"line {i}: nothing an engine prints\n" for i in range(1000)))
     r = run(coldstart, [str(p), "-o", "json"])
     assert r.exit_code == 0
     assert json.loads(r.output)["status"] == "in-progress"
