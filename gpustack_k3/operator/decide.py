@@ -350,6 +350,11 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
+            rolling = _rollout(observed.owned)
+            if rolling and phase in ("Ready", "Warm"):
+                # ready pods, but not yet of this generation: the old spec is still what serves
+                conds.set("Ready", False, "RollingOut", rolling)
+                phase, reason = "Deploying", f"RollingOut: {rolling}"
             if observed.apply_error:
                 # the server refused an object: say so instead of retrying forever; a resync or a spec
                 # change tries again
@@ -474,6 +479,21 @@ def _coldstart_events(prev: Mapping[str, Any], now: Mapping[str, Any]) -> list[E
             secs = f" in {p['seconds']:g} s" if p.get("seconds") is not None else ""
             out.append(Emit("Normal", "ColdStartPhase", f"attempt {attempt}: {name} done{secs}"))
     return out  # a failure is told by the phase Event (Starting -> Failed/Degraded: reason, phase)
+
+
+def _rollout(owned: Mapping[tuple[str, str, str], dict]) -> str:
+    """Why a workload we own is still rolling out ("" when it is not), from the status its controller
+    writes (a workload without status, e.g. just created, says nothing)."""
+    for (_av, kind, name), obj in sorted(owned.items()):
+        if kind not in ("Deployment", "StatefulSet"):
+            continue
+        st, gen = obj.get("status") or {}, (obj.get("metadata") or {}).get("generation")
+        if isinstance(st.get("observedGeneration"), int) and isinstance(gen, int) and st["observedGeneration"] < gen:
+            return f"{kind}/{name}: generation {gen} not yet observed by its controller"
+        want = (obj.get("spec") or {}).get("replicas", 1)
+        if isinstance(st.get("updatedReplicas"), int) and isinstance(want, int) and st["updatedReplicas"] < want:
+            return f"{kind}/{name}: {st['updatedReplicas']}/{want} pod(s) on the new template"
+    return ""
 
 
 def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:

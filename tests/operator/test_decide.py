@@ -369,3 +369,21 @@ def test_a_crash_loop_is_one_degraded_phase_not_an_event_per_restart():
     once = run(make_cr(status=first.status), observed_after(first, pods=[pod(last_terminated={"reason": "Error"},
                                                                               restarts=1)]))
     assert once.status["phase"] == "Starting"
+
+
+def test_ready_pods_of_the_old_template_are_a_rollout_not_ready():
+    first = run(make_cr())
+    obs = observed_after(first, pods=[pod(ready=True)])
+    key = next(k for k in obs.owned if k[1] == "Deployment")
+    dep = obs.owned[key]
+    dep["metadata"]["generation"] = 2
+    dep["status"] = {"observedGeneration": 1, "updatedReplicas": 1, "replicas": 1}
+    dec = run(make_cr(status=first.status), obs)
+    ready = next(c for c in dec.status["conditions"] if c["type"] == "Ready")
+    assert dec.status["phase"] == "Deploying" and ready["reason"] == "RollingOut", dec.status
+    dep["status"] = {"observedGeneration": 2, "updatedReplicas": 0, "replicas": 1}
+    assert run(make_cr(status=first.status), obs).status["phase"] == "Deploying"
+    dep["status"] = {"observedGeneration": 2, "updatedReplicas": 1, "replicas": 1}
+    assert run(make_cr(status=first.status), obs).status["phase"] == "Ready"
+    del dep["status"]                      # no status written yet (no controller): nothing to say
+    assert run(make_cr(status=first.status), obs).status["phase"] == "Ready"
