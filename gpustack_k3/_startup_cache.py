@@ -54,4 +54,12 @@ def store(name: str, obj: Any) -> None:
         tmp.write_bytes(data)
         tmp.replace(path)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        pass  # no cache: validated/built again next time
+        return  # no cache: validated/built again next time
+    # entries of the same kind made from older inputs will never be read again
+    kind = name.rsplit("-", 1)[0] + "-"
+    for old in path.parent.glob(f"{kind}*.pickle"):
+        if old.name != name and old.name.rsplit("-", 1)[0] + "-" == kind:
+            try:
+                old.unlink()
+            except OSError:
+                pass

@@ -125,3 +125,13 @@ def test_no_home_directory_means_no_cache_not_a_crash(tmp_path):
                           env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["ok"] is True
+
+
+def test_a_new_entry_replaces_the_stale_ones_of_its_kind(monkeypatch, tmp_path):
+    from gpustack_k3 import _startup_cache
+
+    monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(tmp_path))
+    for name in ("spec-schema-aaa.pickle", "catalog-bbb.pickle", "other.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    _startup_cache.store("spec-schema-ccc.pickle", 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog-bbb.pickle", "other.txt", "spec-schema-ccc.pickle"]
