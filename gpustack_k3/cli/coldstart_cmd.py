@@ -48,19 +48,25 @@ def _track(path: str, engine: str | None, year: int | None):
                 sys.exit(_bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}"))
             if not chunk:
                 break
+            tracker.feed(chunk)
             if len(head) < 65536:
                 head += chunk[:65536 - len(head)]
-            tracker.feed(chunk)
+                if len(head) >= 65536:
+                    _refuse_binary(path, head, tracker)   # early: /dev/zero or a disk image never ends
     finally:
         if f is not sys.stdin.buffer:
             f.close()
     tracker.finish()
     if tracker.bytes_seen == 0:
         sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read"))
+    _refuse_binary(path, head, tracker)
+    return tracker
+
+
+def _refuse_binary(path: str, head: bytes, tracker) -> None:
     if b"\x00" in head and not tracker.report().last.phases:
         sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is not a text log (NUL bytes: binary, or "
                       "UTF-16? engines write UTF-8); give the container's log as `kubectl logs` prints it"))
-    return tracker
 
 
 _engine_opt = click.option("--engine", type=click.Choice(["auto", "vllm", "sglang"]), default="auto",

@@ -93,3 +93,12 @@ def test_exit_codes_through_the_main_entry_point():
     assert main.run(["coldstart", str(LOGS / "vllm-0.11-tp2-oom-cuda-graphs.log")]) == 1
     assert main.run(["doctor", str(LOGS / "sglang-0.5.5-graph-capture-crash.log")]) == 1
     assert main.run(["doctor", "/nonexistent.log"]) == 2
+
+
+def test_endless_binary_input_is_refused_early(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "gpustack_k3", "coldstart", "/dev/zero"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 2 and "not a text log" in p.stderr
