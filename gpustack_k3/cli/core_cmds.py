@@ -293,20 +293,13 @@ def dry_run(spec, preset, strict, output):
     if spec is None and preset is None:
         preset = load_catalog().default_preset
     doc = _load(spec, preset)
-    from gpustack_k3.core.findings import has_errors, sort_findings
-    from gpustack_k3.render.checks import render_findings
-    from gpustack_k3.render.targets import TARGETS
+    from gpustack_k3.core.findings import has_errors
+    from gpustack_k3.render.targets import with_render_findings
     from gpustack_k3.render.templates import RenderError
 
     try:
         launch, findings, p = build_launch(doc, strict=strict)
-        seen = {(f.rule, f.field) for f in findings}
-        for t in TARGETS:   # what the targets themselves refuse (e.g. a volume without its source)
-            for f in render_findings(launch, t):
-                if (f.rule, f.field) not in seen:
-                    seen.add((f.rule, f.field))
-                    findings.append(f)
-        findings = sort_findings(findings)
+        findings = with_render_findings(launch, findings)   # what the targets themselves refuse
         if has_errors(findings):
             raise Refused(findings)
     except Refused as exc:

@@ -32,21 +32,31 @@ GPUSTACK_MODULE = "gpustack_k3.render.gpustack"
 def prepare(doc: DeploymentDocument, *, targets: tuple[str, ...] = TARGETS,
             strict: bool = False) -> tuple[LaunchSpec, list[Finding]]:
     """The launch spec and every finding (catalog + render); raises ``Refused`` on any error."""
-    from gpustack_k3.core.findings import has_errors, sort_findings
+    from gpustack_k3.core.findings import has_errors
     from gpustack_k3.core.launch import Refused, build_launch
-    from gpustack_k3.render.checks import render_findings
 
     launch, findings, _plan = build_launch(doc, strict=strict)
-    seen = {(f.rule, f.field) for f in findings}
+    findings = with_render_findings(launch, findings, targets)
+    if has_errors(findings):
+        raise Refused(findings)
+    return launch, findings
+
+
+def with_render_findings(launch: LaunchSpec, findings: list[Finding],
+                         targets: tuple[str, ...] = TARGETS) -> list[Finding]:
+    """``findings`` plus what the targets themselves refuse or warn about (e.g. a volume without its
+    source), each (rule, field) once, sorted."""
+    from gpustack_k3.core.findings import sort_findings
+    from gpustack_k3.render.checks import render_findings
+
+    out = list(findings)
+    seen = {(f.rule, f.field) for f in out}
     for t in targets:
         for f in render_findings(launch, t):
             if (f.rule, f.field) not in seen:
                 seen.add((f.rule, f.field))
-                findings.append(f)
-    findings = sort_findings(findings)
-    if has_errors(findings):
-        raise Refused(findings)
-    return launch, findings
+                out.append(f)
+    return sort_findings(out)
 
 
 def launch_json(launch: LaunchSpec) -> str:

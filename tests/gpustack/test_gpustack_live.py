@@ -221,6 +221,24 @@ def _scheduled(gs, name):
         return items[0] if items and items[0]["state"] == "scheduled" else None
 
 
+def _watch_in_background(gs, *, timeout: float, follow_logs: bool):
+    """`status --watch` on the seed deployment in a thread: (thread, echoed lines, result dict)."""
+    from gpustack_k3.gpustack.client import GPUStackClient
+    from gpustack_k3.gpustack.status import watch
+
+    lines: list[str] = []
+    result: dict = {}
+
+    def run_watch():
+        with GPUStackClient(gs.url, gs.key) as client:
+            result.update(watch(client, "kimi-k3-vllm-seed", echo=lines.append, timeout=timeout,
+                                follow_logs=follow_logs))
+    th = threading.Thread(target=run_watch, daemon=True)
+    th.start()
+    time.sleep(2)
+    return th, lines, result
+
+
 @pytest.mark.parametrize("mode", ["vram-claim", "gpu-ids"])
 def test_fake_8xb300_worker_gets_all_8_gpus(gs, fake_worker, mode):
     clean(gs)
@@ -233,18 +251,7 @@ def test_fake_8xb300_worker_gets_all_8_gpus(gs, fake_worker, mode):
     assert sorted(mi["gpu_indexes"]) == list(range(8))
 
     # drive the instance like a worker would; `status --watch` follows it into the cold-start tracker
-    from gpustack_k3.gpustack.client import GPUStackClient
-    from gpustack_k3.gpustack.status import watch
-
-    lines: list[str] = []
-    result: dict = {}
-
-    def run_watch():
-        with GPUStackClient(gs.url, gs.key) as client:
-            result.update(watch(client, "kimi-k3-vllm-seed", echo=lines.append, timeout=90, follow_logs=False))
-    th = threading.Thread(target=run_watch, daemon=True)
-    th.start()
-    time.sleep(2)
+    th, lines, result = _watch_in_background(gs, timeout=90, follow_logs=False)
     with gs.http(token) as wc, gs.http() as c:
         for state, extra_fields in (("initializing", {}), ("starting", {"port": 40000}), ("running", {})):
             cur = c.get(f"/v2/model-instances/{mi['id']}").json()
@@ -272,18 +279,7 @@ def test_instance_log_flows_through_the_real_server_into_the_tracker(gs, fake_wo
     assert r.exit_code == 0, r.output
     mi = wait_for(lambda: _scheduled(gs, "kimi-k3-vllm-seed"), 120, "instance scheduled")
 
-    from gpustack_k3.gpustack.client import GPUStackClient
-    from gpustack_k3.gpustack.status import watch
-
-    lines: list[str] = []
-    result: dict = {}
-
-    def run_watch():
-        with GPUStackClient(gs.url, gs.key) as client:
-            result.update(watch(client, "kimi-k3-vllm-seed", echo=lines.append, timeout=120, follow_logs=True))
-    th = threading.Thread(target=run_watch, daemon=True)
-    th.start()
-    time.sleep(2)
+    th, lines, result = _watch_in_background(gs, timeout=120, follow_logs=True)
     with gs.http(token) as wc, gs.http() as c:
         def put(state, **extra):
             cur = c.get(f"/v2/model-instances/{mi['id']}").json()
