@@ -250,6 +250,7 @@ class ColdStartTracker:
             raise ValueError(f"engine must be 'vllm', 'sglang' or None (auto), not {engine!r}")
         self.catalog = catalog or load_catalog()
         self._bkeys = [k.encode("utf-8") for k in self.catalog.keys]
+        self._keys_in = self._line_key_finder(self._bkeys, backend)
         self.scanner = KeywordScanner(self.catalog.keys, backend=backend)
         # the same keys minus access-log ones, which are read only while waiting for the first request
         self.scanner_quiet = KeywordScanner(self.catalog.keys, backend=backend,
@@ -407,17 +408,31 @@ class ColdStartTracker:
             pos += switched
         self._tail_timestamp(data)
 
+    @staticmethod
+    def _line_key_finder(bkeys: list[bytes], backend: str):
+        """raw line -> indexes of every key it contains, ascending. One overlapping Aho-Corasick pass
+        (ahocorasick_rs) instead of a substring test per key; the same answer either way."""
+        if backend in ("auto", "ahocorasick"):
+            try:
+                import ahocorasick_rs
+            except ImportError:
+                pass
+            else:
+                ac = ahocorasick_rs.BytesAhoCorasick(bkeys, matchkind=ahocorasick_rs.MatchKind.Standard)
+                return lambda raw: sorted({i for i, _s, _e in ac.find_matches_as_indexes(raw, overlapping=True)})
+        return lambda raw: [i for i, k in enumerate(bkeys) if k in raw]
+
     def _scan_part(self, data: bytes, positions: list[int], consumers, want: bool) -> int | None:
         """Process each candidate line once; return the offset to rescan from if the request
         window opened or closed in the middle of this piece, else None."""
-        bkeys = self._bkeys
+        keys_in = self._keys_in
         line_end = -1
         for pos in positions:
             if pos < line_end:
                 continue
             line_start, line_end = _bounds(data, pos)
             raw = data[line_start:line_end]
-            keys = [i for i, k in enumerate(bkeys) if k in raw]
+            keys = keys_in(raw)
             if not keys:
                 continue
             self._line(raw, keys, consumers)
