@@ -23,6 +23,8 @@ LABEL_KEY = rf"^({DNS_SUBDOMAIN[1:-1]}/)?{_NAME63}$"
 LABEL_VALUE = rf"^({_NAME63})?$"
 LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY, max_length=317)]
 LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE, max_length=63)]
+# the API server validates annotation keys lower-cased (apimachinery ValidateAnnotations)
+AnnotationKey = Annotated[str, StringConstraints(pattern=f"(?i){LABEL_KEY}", max_length=317)]
 
 
 class _Strict(BaseModel):
@@ -138,7 +140,7 @@ class VolumeSource(_Strict):
 
         if self.source is None:
             return self
-        if self.kind == "pvc" and not (len(self.source) <= 253 and re.match(DNS_SUBDOMAIN, self.source)):
+        if self.kind == "pvc" and not (len(self.source) <= 253 and re.fullmatch(DNS_SUBDOMAIN[1:-1], self.source)):
             raise ValueError(f"source {self.source!r} is not a valid claim name (lower-case letters, digits, '-', '.')")
         if self.kind == "hostPath" and not self.source.startswith("/"):
             raise ValueError(f"source {self.source!r} must be an absolute host path")
@@ -171,11 +173,12 @@ class Startup(_Strict):
 
 
 class Toleration(_Strict):
-    """A Kubernetes toleration (core/v1 Toleration)."""
-    key: LabelKey | None = None
+    """A Kubernetes toleration (core/v1 Toleration): an empty key with Exists tolerates every taint, an empty
+    effect every effect."""
+    key: Annotated[str, StringConstraints(pattern=rf"^$|{LABEL_KEY}", max_length=317)] | None = None
     operator: Literal["Exists", "Equal"] | None = None
     value: LabelValue | None = None
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     tolerationSeconds: int | None = None
 
 
@@ -209,7 +212,7 @@ class DeploymentSpec(_Strict):
         import re
 
         for k in v:
-            if not re.match(ENV_NAME, k):
+            if not re.fullmatch(ENV_NAME[1:-1], k):
                 raise ValueError(f"env name {k!r} is not a valid environment variable name")
         return v
 
@@ -218,7 +221,7 @@ class Metadata(_Strict):
     name: str = Field(pattern=DNS_LABEL, max_length=53)
     namespace: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    annotations: dict[LabelKey, str] = Field(default_factory=dict)
+    annotations: dict[AnnotationKey, str] = Field(default_factory=dict)
 
 
 class DeploymentDocument(_Strict):
@@ -254,7 +257,9 @@ SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTi
 # bytes and the pydantic/pydantic-core/Python versions, and installed as they are by later processes. The nested
 # models keep their own lazy build for the rare direct use.
 
-def _schema_cache_name() -> str:
+def _schema_cache_name() -> str | None:
+    """Computed once, at import: the classes in this process are those of the bytes read now, even if
+    the file changes before the schema is built (an upgrade under a running process)."""
     import hashlib
     import sys
     from pathlib import Path
@@ -262,18 +267,24 @@ def _schema_cache_name() -> str:
     import pydantic_core
     from pydantic.version import VERSION
 
-    h = hashlib.sha256(Path(__file__).read_bytes())
+    try:
+        h = hashlib.sha256(Path(__file__).read_bytes())
+    except OSError:   # not a plain file (a zip import): no cache
+        return None
     h.update(f"|{VERSION}|{pydantic_core.__version__}|{sys.version}".encode())
     return f"spec-schema-{h.hexdigest()[:24]}.pickle"
 
 
+_SCHEMA_CACHE = _schema_cache_name()
+
+
 def _store_built_schema(cls: type[BaseModel]) -> None:
-    if cls is not DeploymentDocument:   # a subclass has a schema of its own
+    if cls is not DeploymentDocument or _SCHEMA_CACHE is None:   # a subclass has a schema of its own
         return
     from gpustack_k3 import _startup_cache
 
-    _startup_cache.store(_schema_cache_name(), (cls.__pydantic_core_schema__, cls.__pydantic_validator__,
-                                                cls.__pydantic_serializer__))
+    _startup_cache.store(_SCHEMA_CACHE, (cls.__pydantic_core_schema__, cls.__pydantic_validator__,
+                                         cls.__pydantic_serializer__))
 
 
 def _install_built_schema(cls: type[BaseModel]) -> bool:
@@ -281,7 +292,7 @@ def _install_built_schema(cls: type[BaseModel]) -> bool:
 
     from gpustack_k3 import _startup_cache
 
-    cached = _startup_cache.load(_schema_cache_name())
+    cached = _startup_cache.load(_SCHEMA_CACHE) if _SCHEMA_CACHE else None
     if not (isinstance(cached, tuple) and len(cached) == 3 and isinstance(cached[0], dict)
             and isinstance(cached[1], SchemaValidator) and isinstance(cached[2], SchemaSerializer)):
         return False
@@ -293,3 +304,5 @@ def _install_built_schema(cls: type[BaseModel]) -> bool:
 
 DeploymentDocument.__pydantic_on_complete__ = classmethod(_store_built_schema)   # a fresh build: remember it
 _install_built_schema(DeploymentDocument)
+
+# edited

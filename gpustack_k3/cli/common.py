@@ -49,35 +49,31 @@ def read_text(path: str, what: str = "file") -> str:
 MAX_YAML_NODES = 100_000   # after alias expansion: a deployment document has a few hundred
 
 
-def _strict_loader():
-    """A safe loader that refuses duplicate keys (PyYAML keeps the last one silently)."""
-    import yaml
+def _check_duplicate_keys(root: Any) -> None:
+    """Refuse a mapping that names a key twice (PyYAML keeps the last one silently). Checked on the composed
+    nodes, before construction: constructing merge keys (``<<``) rewrites mappings in place."""
     from yaml.constructor import ConstructorError
+    from yaml.nodes import MappingNode, ScalarNode
 
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class StrictLoader(base):  # type: ignore[misc, valid-type]
-        pass
-
-    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = loader.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:
-                raise ConstructorError(None, None, f"a mapping key must be a plain value, got {type(key).__name__}",
-                                       key_node.start_mark) from None
-            if first is not None:
-                raise ConstructorError(None, None, f"duplicate key {key!r} (first at line {first})",
-                                       key_node.start_mark)
-            seen[key] = key_node.start_mark.line + 1
-        return yaml.constructor.SafeConstructor.construct_mapping(loader, node, deep)
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    return StrictLoader
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen_nodes:
+            continue
+        seen_nodes.add(id(n))
+        if isinstance(n, MappingNode):
+            keys: dict[tuple[str, str], int] = {}
+            for k, v in n.value:
+                if isinstance(k, ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    first = keys.get((k.tag, k.value))
+                    if first is not None:
+                        raise ConstructorError(None, None, f"duplicate key {k.value!r} (first at line {first})",
+                                               k.start_mark)
+                    keys[(k.tag, k.value)] = k.start_mark.line + 1
+                stack += [k, v]
+        elif isinstance(n.value, list):
+            stack += list(n.value)
 
 
 class _AliasError(ValueError):
@@ -115,7 +111,7 @@ def parse_yaml(text: str, where: str) -> Any:
     recursive aliases, bounded nesting. Errors become InputError naming the place."""
     import yaml
 
-    loader = _strict_loader()(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     docs = []
     try:
         while loader.check_node():
@@ -123,6 +119,7 @@ def parse_yaml(text: str, where: str) -> Any:
             if node is None:
                 continue
             _expanded_size(node, MAX_YAML_NODES)
+            _check_duplicate_keys(node)
             data = loader.construct_document(node)
             if data is not None:
                 docs.append(data)

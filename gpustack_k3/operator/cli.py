@@ -41,7 +41,7 @@ def run_cmd(namespaces: tuple[str, ...], metrics_port: int, metrics_host: str, r
         raise _Unusable(str(e)) from None
     except Exception as e:
         from kubernetes.config import ConfigException
-        if isinstance(e, (ConfigException, UnicodeError, ValueError)) or type(e).__module__.startswith("yaml"):
+        if isinstance(e, (ConfigException, UnicodeError)) or type(e).__module__.startswith("yaml"):
             raise _Unusable(f"no usable cluster configuration: {e}. Pass --kubeconfig FILE or run "
                                        "in a pod with a service account.") from None
         raise

@@ -310,7 +310,7 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     findings = list(validate(doc))
     errors = [f for f in findings if getattr(f, "severity", "error") == "error"]
     warnings += [finding_text(f) for f in findings if getattr(f, "severity", "") == "warning"]
-    pods = summarize_pods(observed.pods)
+    pods = summarize_pods(observed.pods, now=now.timestamp())
     cs = observed.coldstart
     if cs is not None and cs.get("syncing"):
         # the tracker is still reading the log backlog (an operator restart): what we wrote last
@@ -350,7 +350,10 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
-            rolling = _rollout(observed.owned)
+            rolling = _rollout(observed.owned) or next(
+                (f"{a.obj['kind']}/{a.obj['metadata']['name']}: new template being applied" for a in actions
+                 if isinstance(a, Apply) and a.why == "update" and a.obj.get("kind") in ("Deployment", "StatefulSet")),
+                "")
             if rolling and phase in ("Ready", "Warm"):
                 # ready pods, but not yet of this generation: the old spec is still what serves
                 conds.set("Ready", False, "RollingOut", rolling)

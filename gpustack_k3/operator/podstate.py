@@ -42,7 +42,37 @@ def _container_statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
 
 
-def summarize_pods(pods: Sequence[Mapping[str, Any]]) -> PodSummary:
+BUDGET_ANNOTATION = "gpustack-k3/startup-budget-seconds"   # on the pod template (templates/kubernetes)
+DEFAULT_BUDGET_S = 3600
+
+
+def _iso_seconds(value: Any) -> float | None:
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _in_cold_start(pod: Mapping[str, Any], c: Mapping[str, Any], now: float | None) -> bool:
+    """Whether the container's current run is still within its cold-start budget (unknown: yes). A crash
+    long ago followed by days of serving is not a crash loop when readiness drops later."""
+    started = ((c.get("state") or {}).get("running") or {}).get("startedAt")
+    t0 = _iso_seconds(started) if started else None
+    if now is None or t0 is None:
+        return True
+    try:
+        budget = float(((pod.get("metadata") or {}).get("annotations") or {}).get(BUDGET_ANNOTATION)
+                       or DEFAULT_BUDGET_S)
+    except ValueError:
+        budget = DEFAULT_BUDGET_S
+    return now - t0 <= budget
+
+
+def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) -> PodSummary:
+    """``now`` (epoch seconds) lets an old crash (before a run longer than the startup budget) be told from
+    a crash loop."""
     total = scheduled = ready = running = restarts = 0
     unschedulable = failed = crashing = ""
     per_pod = []
@@ -82,7 +112,8 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]]) -> PodSummary:
             elif terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing:
                 crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
             elif (last.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
-                  and (last.get("reason") == "OOMKilled" or int(c.get("restartCount") or 0) >= 2)):
+                  and (last.get("reason") == "OOMKilled" or int(c.get("restartCount") or 0) >= 2)
+                  and _in_cold_start(pod, c, now)):
                 # a first restart is a new cold-start attempt (Starting); from the second on it is a crash
                 # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time
                 crashing = (f"{last['reason']}: {who}: restarted {c.get('restartCount', 0)} time(s), "

@@ -219,3 +219,11 @@ def test_small_input_edges():
     assert p.returncode == 2 and "unknown preset ''" in p.stderr
     p = run("render", "--preset", "vllm-fixed", "--target", "argv", "--out", "")
     assert p.returncode == 2 and "--out" in p.stderr
+
+
+def test_merge_keys_that_override_are_not_duplicates(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text(BASE + "  parallel: {tp: 8}\n  env: {<<: &e {A: '1'}, B: '2'}\n"
+                 "x-anchors:\n  base: &base {a: 1}\n  list:\n    - &x {<<: *base, a: 2}\n  p: {<<: *x}\n")
+    p = run("validate", str(f))
+    assert "duplicate key" not in p.stderr and "x-anchors: unknown field" in p.stderr, p.stderr

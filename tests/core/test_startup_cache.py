@@ -135,3 +135,29 @@ def test_a_new_entry_replaces_the_stale_ones_of_its_kind(monkeypatch, tmp_path):
         (tmp_path / name).write_bytes(b"x")
     _startup_cache.store("spec-schema-ccc.pickle", 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog-bbb.pickle", "other.txt", "spec-schema-ccc.pickle"]
+
+
+def test_the_key_is_that_of_the_classes_in_memory_even_if_the_file_changes(tmp_path):
+    """An upgrade under a running process: the schema built from the classes imported earlier is stored
+    under the key of the bytes they came from, not of the new file."""
+    import shutil
+
+    pkg = tmp_path / "src"
+    shutil.copytree(ROOT / "gpustack_k3", pkg / "gpustack_k3", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    code = """
+import pathlib
+import gpustack_k3.api.spec as spec
+name = spec._SCHEMA_CACHE
+p = pathlib.Path(spec.__file__)
+p.write_text(p.read_text() + "\\n# edited\\n")
+from gpustack_k3.catalog import load_catalog
+spec.DeploymentDocument.model_validate(load_catalog().presets["vllm-fixed"].document)
+print(name)
+"""
+    env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    stored = sorted(p.name for p in cache.glob("spec-schema-*"))
+    assert stored == [proc.stdout.strip()]

@@ -387,3 +387,25 @@ def test_ready_pods_of_the_old_template_are_a_rollout_not_ready():
     assert run(make_cr(status=first.status), obs).status["phase"] == "Ready"
     del dep["status"]                      # no status written yet (no controller): nothing to say
     assert run(make_cr(status=first.status), obs).status["phase"] == "Ready"
+
+
+def test_the_reconcile_that_applies_a_new_template_does_not_report_ready():
+    first = run(make_cr())
+    ready = run(make_cr(status=first.status), observed_after(first, pods=[pod(ready=True)]))
+    assert ready.status["phase"] == "Ready"
+    changed = make_cr(generation=2, status=ready.status, parallel={"tp": 4})
+    dec = run(changed, observed_after(first, pods=[pod(ready=True)]))
+    assert any(isinstance(a, d.Apply) and a.obj["kind"] == "Deployment" and a.why == "update" for a in dec.actions)
+    assert dec.status["phase"] == "Deploying", dec.status["phase"]
+
+
+def test_an_old_crash_after_a_long_healthy_run_is_not_a_crash_loop():
+    first = run(make_cr())
+    err = {"reason": "Error", "exitCode": 1}
+    long_ago = pod(last_terminated=err, restarts=2)
+    long_ago["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-11-20T00:00:00Z"}}
+    dec = run(make_cr(status=first.status), observed_after(first, pods=[long_ago]))
+    assert dec.status["phase"] == "Starting", dec.status["phase"]
+    recent = pod(last_terminated=err, restarts=2)
+    recent["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": T0.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+    assert run(make_cr(status=first.status), observed_after(first, pods=[recent])).status["phase"] == "Degraded"
