@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 ENV = "GPUSTACK_K3_CATALOG_CACHE"
+KEEP_PER_KIND = 4
 
 
 def cache_file(name: str) -> Path | None:
@@ -55,11 +56,18 @@ def store(name: str, obj: Any) -> None:
         tmp.replace(path)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         return  # no cache: validated/built again next time
-    # entries of the same kind made from older inputs will never be read again
-    kind = name.rsplit("-", 1)[0] + "-"
-    for old in path.parent.glob(f"{kind}*.pickle"):
-        if old.name != name and old.name.rsplit("-", 1)[0] + "-" == kind:
+    # entries of the same kind made from older inputs: keep the few newest (two installs of different
+    # versions sharing this directory must not evict each other on every call), drop the rest
+    kind = name.rsplit("-", 1)[0]
+    same = []
+    for old in path.parent.glob(f"{kind}-*.pickle"):
+        if old.name.rsplit("-", 1)[0] == kind:
             try:
-                old.unlink()
+                same.append((old.stat().st_mtime, old))
             except OSError:
                 pass
+    for _mtime, old in sorted(same, reverse=True)[KEEP_PER_KIND:]:
+        try:
+            old.unlink()
+        except OSError:
+            pass

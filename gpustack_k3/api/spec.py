@@ -306,3 +306,5 @@ DeploymentDocument.__pydantic_on_complete__ = classmethod(_store_built_schema)  
 _install_built_schema(DeploymentDocument)
 
 # edited
+
+# edited

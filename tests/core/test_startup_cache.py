@@ -127,14 +127,18 @@ def test_no_home_directory_means_no_cache_not_a_crash(tmp_path):
     assert json.loads(proc.stdout)["ok"] is True
 
 
-def test_a_new_entry_replaces_the_stale_ones_of_its_kind(monkeypatch, tmp_path):
+def test_a_new_entry_keeps_only_the_newest_of_its_kind(monkeypatch, tmp_path):
     from gpustack_k3 import _startup_cache
 
     monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(tmp_path))
-    for name in ("spec-schema-aaa.pickle", "catalog-bbb.pickle", "other.txt"):
+    for i, name in enumerate(["spec-schema-a1.pickle", "spec-schema-a2.pickle", "spec-schema-a3.pickle",
+                              "spec-schema-a4.pickle", "spec-schema-a5.pickle", "catalog-b.pickle", "other.txt"]):
         (tmp_path / name).write_bytes(b"x")
-    _startup_cache.store("spec-schema-ccc.pickle", 1)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog-bbb.pickle", "other.txt", "spec-schema-ccc.pickle"]
+        os.utime(tmp_path / name, (1000 + i, 1000 + i))
+    _startup_cache.store("spec-schema-new.pickle", 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "catalog-b.pickle", "other.txt", "spec-schema-a3.pickle", "spec-schema-a4.pickle", "spec-schema-a5.pickle",
+        "spec-schema-new.pickle"]
 
 
 def test_the_key_is_that_of_the_classes_in_memory_even_if_the_file_changes(tmp_path):
