@@ -308,3 +308,5 @@ _install_built_schema(DeploymentDocument)
 # edited
 
 # edited
+
+# edited

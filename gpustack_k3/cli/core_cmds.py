@@ -347,10 +347,16 @@ def _render_summary(launch) -> dict[str, str]:
     from gpustack_k3.render.gpustack import render_gpustack
     from gpustack_k3.render.kubernetes import render_kubernetes
 
+    import hashlib
+
+    from gpustack_k3.render.targets import launch_json
+
     objs = render_kubernetes(launch)
     gs = render_gpustack(launch)
     dk = docker_run_params(launch)
+    spec_json = launch_json(launch)
     return {
+        "launch": f"launch.json, sha256 {hashlib.sha256(spec_json.encode()).hexdigest()[:12]} (on the pod template)",
         "argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars",
         "kubernetes": f"{len(objs)} objects: " + ", ".join(o["kind"] for o in objs),
         "gpustack": ", ".join(gs),

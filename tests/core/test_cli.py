@@ -93,6 +93,10 @@ def test_presets_and_dry_run():
     assert d["ok"] and d["launch"]["argv"][:2] == ["vllm", "serve"] and d["plan"]["kv_cache_tokens"] > 0
     assert "Deployment" in d["targets"]["kubernetes"] and "backend.json" in d["targets"]["gpustack"]
     assert d["targets"]["docker"].startswith("image vllm/vllm-openai:kimi-k3")
+    k8s = run("render", "--target", "kubernetes", "-o", "json", "--preset", "vllm-fixed")
+    sha = next(o for o in json.loads(k8s.stdout)["items"] if o["kind"] == "Deployment")["spec"]["template"][
+        "metadata"]["annotations"]["gpustack-k3/launch-sha256"]
+    assert d["targets"]["launch"].startswith(f"launch.json, sha256 {sha[:12]}")
 
 
 @pytest.mark.parametrize("content,code,needle", [
