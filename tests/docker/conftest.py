@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from gpustack_k3.testing import ports
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / ".ci" / "setup_dockerd.sh"
@@ -119,9 +119,7 @@ def replay_image(docker_client, base_image: str) -> str:
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ START_TIMEOUT_S = 300
 
 sys.path.insert(0, str(KIND_DIR))
 from k3status import coldstart_problems
+from gpustack_k3.testing.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +58,6 @@ def _rendered_engine_container() -> tuple[dict, dict]:
     (wl,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment"]
     pod = wl["spec"]["template"]["spec"]
     return pod, pod["containers"][0]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, timeout: float = 5) -> int:
@@ -106,7 +100,7 @@ def test_engine_image_serves_as_the_rendered_pod(e2e_docker_host, engine_image):
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
     vols = {v["name"]: v for v in pod["volumes"]}
     shm = vols["dshm"]["emptyDir"]["sizeLimit"]
-    port = _free_port()
+    port = free_port()
     name = f"k3test-kind-engine-{uuid.uuid4().hex[:8]}"
     argv = ["run", "-d", "--name", name, "--network", "host", "--read-only",
             "--user", f"{sec['runAsUser']}:{sec['runAsGroup']}", "--cap-drop", "ALL",

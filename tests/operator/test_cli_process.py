@@ -4,7 +4,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -13,15 +12,10 @@ import pytest
 import yaml
 from kubernetes import client
 from operator_helpers import G, P, V, wait_for
+from gpustack_k3.testing.ports import free_port
 
 pytestmark = pytest.mark.operator
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
