@@ -49,40 +49,18 @@ def read_text(path: str, what: str = "file") -> str:
 MAX_YAML_NODES = 100_000   # after alias expansion: a deployment document has a few hundred
 
 
-def _check_duplicate_keys(root: Any) -> None:
-    """Refuse a mapping that names a key twice (PyYAML keeps the last one silently). Checked on the composed
-    nodes, before construction: constructing merge keys (``<<``) rewrites mappings in place."""
-    from yaml.constructor import ConstructorError
-    from yaml.nodes import MappingNode, ScalarNode
-
-    seen_nodes: set[int] = set()
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen_nodes:
-            continue
-        seen_nodes.add(id(n))
-        if isinstance(n, MappingNode):
-            keys: dict[tuple[str, str], int] = {}
-            for k, v in n.value:
-                if isinstance(k, ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
-                    first = keys.get((k.tag, k.value))
-                    if first is not None:
-                        raise ConstructorError(None, None, f"duplicate key {k.value!r} (first at line {first})",
-                                               k.start_mark)
-                    keys[(k.tag, k.value)] = k.start_mark.line + 1
-                stack += [k, v]
-        elif isinstance(n.value, list):
-            stack += list(n.value)
-
-
 class _AliasError(ValueError):
     pass
 
 
-def _expanded_size(node: Any, limit: int) -> int:
-    """Nodes the document has once aliases are expanded, without expanding them (memoised per node);
-    raises ValueError on a recursive alias or past ``limit``."""
+def _check_nodes(node: Any, limit: int) -> int:
+    """One walk over the composed nodes, before anything is constructed: the node count once aliases are
+    expanded, without expanding them (memoised per node; _AliasError on a recursive alias or past ``limit``),
+    and every mapping checked for a key named twice (PyYAML keeps the last one silently). Before construction,
+    because constructing merge keys (``<<``) rewrites mappings in place."""
+    from yaml.constructor import ConstructorError
+    from yaml.nodes import MappingNode, ScalarNode
+
     sizes: dict[int, int] = {}
     on_path: set[int] = set()
 
@@ -93,6 +71,15 @@ def _expanded_size(node: Any, limit: int) -> int:
         if nid in on_path:
             raise _AliasError(f"a recursive alias at line {n.start_mark.line + 1}")
         on_path.add(nid)
+        if isinstance(n, MappingNode):
+            keys: dict[tuple[str, str], int] = {}
+            for k, _v in n.value:
+                if isinstance(k, ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    first = keys.get((k.tag, k.value))
+                    if first is not None:
+                        raise ConstructorError(None, None, f"duplicate key {k.value!r} (first at line {first})",
+                                               k.start_mark)
+                    keys[(k.tag, k.value)] = k.start_mark.line + 1
         total = 1
         if isinstance(n.value, list):
             for item in n.value:
@@ -118,8 +105,7 @@ def parse_yaml(text: str, where: str) -> Any:
             node = loader.get_node()
             if node is None:
                 continue
-            _expanded_size(node, MAX_YAML_NODES)
-            _check_duplicate_keys(node)
+            _check_nodes(node, MAX_YAML_NODES)
             data = loader.construct_document(node)
             if data is not None:
                 docs.append(data)
