@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, load_document, print_findings_text
+from gpustack_k3.cli.common import EXIT_REFUSED, fail_input, load_document, print_findings_text
 from gpustack_k3.core.errors import InputError
 
 TARGET_CHOICES = ["launch", "argv", "kubernetes", "gpustack", "docker", "all"]
@@ -31,18 +31,30 @@ def _refused(findings) -> None:
 
 def _render_failed(exc) -> None:
     click.echo(f"error: {exc.line()}; nothing was written", err=True)
-    # an option's value the target cannot use is unusable input; anything else refuses the spec
-    sys.exit(EXIT_INPUT if str(exc.where).startswith("--") else EXIT_REFUSED)
+    sys.exit(EXIT_REFUSED)
 
 
-def _checked_name(pattern: str, what: str):
+def _checked_name(pattern_of, what: str, max_len: int | None = 63):
+    """Refuse an option value (exit 2) that the pattern the target itself uses would refuse; the pattern is
+    looked up only when the option is given, so the module stays light to import."""
     def callback(ctx, param, value):
         import re
 
-        if value is not None and not (len(value) <= 63 and re.fullmatch(pattern, value)):
+        if value is not None and not ((max_len is None or len(value) <= max_len)
+                                      and re.fullmatch(pattern_of(), value)):
             raise click.BadParameter(f"{value!r} is not a valid {what}")
         return value
     return callback
+
+
+def _dns_label() -> str:
+    from gpustack_k3.api.spec import DNS_LABEL
+    return DNS_LABEL
+
+
+def _gpustack_name() -> str:
+    from gpustack_k3.render.gpustack import NAME
+    return NAME
 
 
 def _warn(findings) -> None:
@@ -92,10 +104,11 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
 @click.option("--output", "-o", type=click.Choice(["json", "yaml", "shell", "text"]), default=None,
               help="Printed format (default: json for argv/docker, yaml for kubernetes, text otherwise).")
 @click.option("--namespace", default=None, help="Kubernetes namespace (default: metadata.namespace, else kimi-k3).",
-              callback=_checked_name(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", "Kubernetes namespace (a DNS label)"))
-@click.option("--worker", default=None, help="GPUStack: pin all GPUs of this worker (gpu_selector.gpu_ids).")
+              callback=_checked_name(_dns_label, "Kubernetes namespace (a DNS label)"))
+@click.option("--worker", default=None, help="GPUStack: pin all GPUs of this worker (gpu_selector.gpu_ids).",
+              callback=_checked_name(_gpustack_name, "GPUStack worker name", max_len=None))
 @click.option("--cluster", default="default", show_default=True, help="GPUStack: cluster name for import.yaml.",
-              callback=_checked_name(r"[A-Za-z0-9][A-Za-z0-9._-]*", "GPUStack cluster name"))
+              callback=_checked_name(_gpustack_name, "GPUStack cluster name"))
 @click.option("--strict", is_flag=True, help="Unknown flags refuse instead of warn.")
 def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict):
     """Render a deployment document (or preset) for one target or all of them."""

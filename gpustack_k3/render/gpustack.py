@@ -59,6 +59,7 @@ GPUSTACK_OWNED_FLAGS = ("--host", "--port", "--served-model-name", "--api-key") 
 FRACTION_ENV = "KIMI_K3_MEMORY_FRACTION"   # {{KIMI_K3_MEMORY_FRACTION}} in the run command, from the model env
 GIB = 1 << 30
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:,+@%=-]+$")
+NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"   # a GPUStack worker or cluster name as the CLI accepts it
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
         names = ", ".join(s.name for s in launch.secret_env)
         raise RenderError("spec.secretEnv", f"GPUStack deployments have no secret references ({names})",
                           "drop spec.secretEnv for the gpustack target and set the value in GPUStack's env")
-    if worker is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", worker):
+    if worker is not None and not re.fullmatch(NAME, worker):
         raise RenderError("--worker", f"invalid worker name {worker!r}", "give the worker's name as GPUStack lists it")
     flag_of = {f.field: f for f in eng.flags}
     fmt = PARAMETER_FORMAT[launch.engine]
