@@ -310,3 +310,5 @@ _install_built_schema(DeploymentDocument)
 # edited
 
 # edited
+
+# edited

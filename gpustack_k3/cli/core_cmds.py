@@ -151,8 +151,9 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
+    r = resolve(doc)
     try:
-        p = plan(resolve(doc))
+        p = plan(r)
     except PlanUnavailable as exc:
         fail_input(InputError("plan", str(exc), "use catalog engine versions, models and GPU types"))
     except (TypeError, ValueError, ZeroDivisionError) as exc:
@@ -162,9 +163,9 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         emit(d, output)
     else:
         _plan_text(d)
-    from gpustack_k3.core.rules import validate as run_rules
+    from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    errors = [f for f in run_rules(doc) if f.severity == "error"]
+    errors = [f for f in validate_resolved(r, ctx=Ctx(r, plan=p)) if f.severity == "error"]
     if errors:   # the arithmetic is shown, but this spec would not start: say so and exit as refused
         ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
         click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)

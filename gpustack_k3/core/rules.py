@@ -23,9 +23,10 @@ CHECKS: dict[str, Check] = {}
 class Ctx:
     """Per-validation memo: the plan is computed once and shared by every rule that needs it."""
 
-    def __init__(self, r: Resolved) -> None:
+    def __init__(self, r: Resolved, plan: Plan | None = None) -> None:
+        """``plan``: one the caller already computed for ``r`` (then it is not computed again)."""
         self.r = r
-        self._plan: Plan | None | bool = False
+        self._plan: Plan | None | bool = plan if plan is not None else False
 
     @property
     def plan(self) -> Plan | None:
