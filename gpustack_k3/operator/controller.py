@@ -355,18 +355,15 @@ class Operator:
         return d.Observed(owned=owned, pods=pods, coldstart=self.coldstart.observe(key, pods))
 
     def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:
-        from kubernetes.client.rest import ApiException
         observed = self.observe(key, cr)
         decision = d.decide(cr, observed, validate=self.validate, render=self.render, now=self.clock(),
                             plan=self.plan)
         try:
             if not self._write_objects(key, cr, decision, observed):
                 return decision
-        except ApiException as e:
-            if e.status not in PERMANENT_STATUSES:
-                raise
-            what = getattr(e, "gk3_object", "an object")
-            refusal = f"{what}: HTTP {e.status} {e.reason}: {_api_message(e)}"
+        except _Refused as r:
+            e = r.error
+            refusal = f"{r.what}: HTTP {e.status} {e.reason}: {_api_message(e)}"
             log.warning("%s/%s: the API server refused %s", key[0], key[1], refusal)
             self.metrics.errors.labels(cause="apply_refused").inc()
             decision = d.decide(cr, dataclasses.replace(observed, apply_error=refusal), validate=self.validate,
@@ -400,39 +397,42 @@ class Operator:
         for action in decision.writes:
             if self._stop.is_set():   # stopping (or no longer leading): no further writes
                 return False
-            if isinstance(action, d.Apply):
-                av, kind, oname = d.object_key(action.obj)
-                memo_key = (key, av, kind, oname)
-                if (av, kind) not in informed:
-                    with self._memo_lock:
-                        live = self._memo.get(memo_key)
-                    if live is None:
-                        live = self.kube.get(av, kind, key[0], oname)
-                    if live is not None and d.apply_reason(action.obj, live) is None:
-                        with self._memo_lock:
-                            self._memo[memo_key] = live
-                        continue
-                try:
-                    result = self.kube.apply(action.obj)
-                except ApiException as e:
-                    e.gk3_object = f"{kind}/{oname}"   # type: ignore[attr-defined]
-                    raise
-                self.metrics.writes.labels(verb="apply", kind=kind).inc()
-                if (av, kind) in informed:
-                    self.owned[(av, kind)].upsert(result, if_newer=True)
-                else:
-                    with self._memo_lock:
-                        self._memo[memo_key] = result
-            elif isinstance(action, d.Delete):
-                live = observed.owned.get((action.api_version, action.kind, action.name))
-                uid = (live or {}).get("metadata", {}).get("uid")
-                try:
-                    self.kube.delete(action.api_version, action.kind, action.namespace, action.name, uid=uid)
-                except ApiException as e:
-                    e.gk3_object = f"{action.kind}/{action.name}"   # type: ignore[attr-defined]
-                    raise
-                self.metrics.writes.labels(verb="delete", kind=action.kind).inc()
+            try:
+                self._write_one(key, action, observed, informed)
+            except ApiException as e:
+                if e.status in PERMANENT_STATUSES:
+                    what = (f"{action.obj.get('kind')}/{action.obj['metadata']['name']}" if isinstance(action, d.Apply)
+                            else f"{action.kind}/{action.name}")
+                    raise _Refused(what, e) from None
+                raise
         return True
+
+    def _write_one(self, key: Key, action: d.Apply | d.Delete, observed: d.Observed,
+                   informed: set[tuple[str, str]]) -> None:
+        if isinstance(action, d.Apply):
+            av, kind, oname = d.object_key(action.obj)
+            memo_key = (key, av, kind, oname)
+            if (av, kind) not in informed:
+                with self._memo_lock:
+                    live = self._memo.get(memo_key)
+                if live is None:
+                    live = self.kube.get(av, kind, key[0], oname)
+                if live is not None and d.apply_reason(action.obj, live) is None:
+                    with self._memo_lock:
+                        self._memo[memo_key] = live
+                    return
+            result = self.kube.apply(action.obj)
+            self.metrics.writes.labels(verb="apply", kind=kind).inc()
+            if (av, kind) in informed:
+                self.owned[(av, kind)].upsert(result, if_newer=True)
+            else:
+                with self._memo_lock:
+                    self._memo[memo_key] = result
+        else:
+            live = observed.owned.get((action.api_version, action.kind, action.name))
+            uid = (live or {}).get("metadata", {}).get("uid")
+            self.kube.delete(action.api_version, action.kind, action.namespace, action.name, uid=uid)
+            self.metrics.writes.labels(verb="delete", kind=action.kind).inc()
 
     def _post_event(self, cr: dict, ev: d.Emit) -> None:
         meta = cr["metadata"]
@@ -455,6 +455,14 @@ class Operator:
 # API answers to an object write that retrying cannot fix (bad request, forbidden, not found: a kind not
 # served, method not allowed, unsupported media type, invalid / immutable field): reported in the status
 PERMANENT_STATUSES = frozenset({400, 403, 404, 405, 415, 422})
+
+
+class _Refused(Exception):
+    """The API server refused one object for good (a PERMANENT_STATUSES answer)."""
+
+    def __init__(self, what: str, error: Any) -> None:
+        super().__init__(what)
+        self.what, self.error = what, error
 
 
 def _api_message(e: Any) -> str:
