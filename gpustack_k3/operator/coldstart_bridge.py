@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpustack_k3.operator.podstate import parse_time
 from gpustack_k3.operator.seams import ColdStartSnapshot, Key
 
 log = logging.getLogger("gpustack_k3.operator.coldstart")
@@ -50,25 +51,6 @@ ENGINE_CONTAINER = "engine"
 # "saved AOT compiled function"). The keys are read from the catalog, not repeated here.
 CACHE_HIT_MARKERS = ("vllm-compile-cache-hit",)
 CACHE_MISS_MARKERS = ("vllm-compiling-graph", "vllm-aot-saved")
-
-
-def parse_time(v: Any) -> float | None:
-    """Kubernetes RFC 3339 time (``2026-11-29T19:05:58Z``, fractions allowed) → epoch seconds."""
-    if not v:
-        return None
-    if isinstance(v, dt.datetime):
-        return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
-    s = str(v).strip().replace("Z", "+00:00")
-    if "." in s:  # Python 3.11 accepts at most 6 fraction digits; the kubelet prints 9
-        head, _, rest = s.partition(".")
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        tz = rest[len(digits):]
-        s = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
-    try:
-        t = dt.datetime.fromisoformat(s)
-    except ValueError:
-        return None
-    return (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def engine_container(pod: Mapping[str, Any]) -> str | None:

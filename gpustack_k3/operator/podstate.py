@@ -7,6 +7,7 @@ CreateContainerConfigError, RunContainerError; OOMKilled from the container runt
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,20 +47,30 @@ BUDGET_ANNOTATION = "gpustack-k3/startup-budget-seconds"   # on the pod template
 DEFAULT_BUDGET_S = 3600
 
 
-def _iso_seconds(value: Any) -> float | None:
-    import datetime as dt
-
+def parse_time(v: Any) -> float | None:
+    """Kubernetes RFC 3339 time (``2026-11-29T19:05:58Z``, fractions allowed) → epoch seconds."""
+    if not v:
+        return None
+    if isinstance(v, dt.datetime):
+        return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
+    s = str(v).strip().replace("Z", "+00:00")
+    if "." in s:  # Python 3.11 accepts at most 6 fraction digits; the kubelet prints 9
+        head, _, rest = s.partition(".")
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        tz = rest[len(digits):]
+        s = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
     try:
-        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        t = dt.datetime.fromisoformat(s)
     except ValueError:
         return None
+    return (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def _in_cold_start(pod: Mapping[str, Any], c: Mapping[str, Any], now: float | None) -> bool:
     """Whether the container's current run is still within its cold-start budget (unknown: yes). A crash
     long ago followed by days of serving is not a crash loop when readiness drops later."""
     started = ((c.get("state") or {}).get("running") or {}).get("startedAt")
-    t0 = _iso_seconds(started) if started else None
+    t0 = parse_time(started)
     if now is None or t0 is None:
         return True
     try:
