@@ -21,7 +21,7 @@ def engine_requests(path: str) -> tuple[float, int]:
     import yaml
     from kubernetes.utils import parse_quantity
 
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.launch import build_launch
     from gpustack_k3.render.kubernetes import render_kubernetes
 

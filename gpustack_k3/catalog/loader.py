@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
-from typing import Any, Literal
-
 from dataclasses import dataclass, field
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt
 
+from gpustack_k3 import _startup_cache
 
 # The catalog types are plain dataclasses: cheap to define at every CLI start and cheap to unpickle from
 # the validated-catalog cache. pydantic validates them (TypeAdapter) only when the data changed.
@@ -232,8 +231,6 @@ def load_catalog(data_dir: Path | None = None) -> Catalog:
     """The catalog from ``data_dir`` (default: the packaged data), validated; raises CatalogError naming the
     problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by a hash of the data files'
     contents) so the CLI does not re-validate unchanged data on every start."""
-    from gpustack_k3 import _startup_cache
-
     name = f"catalog-{_fingerprint(data_dir or DATA)}.pickle"
     cat = _startup_cache.load(name)
     if isinstance(cat, Catalog):

@@ -137,7 +137,7 @@ def _loc(loc: tuple) -> str:
 def document_from_data(data: Any, where: str):
     from pydantic import ValidationError
 
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 
     if not isinstance(data, dict):
         raise InputError(where, f"expected a mapping (apiVersion, kind, metadata, spec), got {type(data).__name__}",

@@ -6,7 +6,13 @@ import sys
 import click
 
 from gpustack_k3.cli.common import (
-    EXIT_OK, EXIT_REFUSED, emit, fail_input, findings_payload, load_document, output_option,
+    EXIT_OK,
+    EXIT_REFUSED,
+    emit,
+    fail_input,
+    findings_payload,
+    load_document,
+    output_option,
     print_findings_text,
 )
 from gpustack_k3.core.errors import InputError
@@ -78,7 +84,9 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
         spec["env"] = env_map
     if parsed.extra_args:
         spec["extraArgs"] = parsed.extra_args
-    return {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": name}, "spec": spec}
+    from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
+
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -344,18 +352,16 @@ def dry_run(spec, preset, strict, output):
 
 def _render_summary(launch) -> dict[str, str]:
     """Render every target in memory (nothing is written) and summarise what each produced."""
+    import hashlib
+
     from gpustack_k3.render.docker import docker_run_params
     from gpustack_k3.render.gpustack import render_gpustack
     from gpustack_k3.render.kubernetes import render_kubernetes
 
-    import hashlib
-
-    from gpustack_k3.render.targets import launch_json
-
     objs = render_kubernetes(launch)
     gs = render_gpustack(launch)
     dk = docker_run_params(launch)
-    spec_json = launch_json(launch)
+    spec_json = launch.to_json()
     return {
         "launch": f"launch.json, sha256 {hashlib.sha256(spec_json.encode()).hexdigest()[:12]} (on the pod template)",
         "argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars",

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.core.findings import Finding, sort_findings
 
-from .tracker import iso
+from .scanner import iso
 
 if TYPE_CHECKING:
     from .catalog import DoctorRule

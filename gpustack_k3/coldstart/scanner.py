@@ -10,6 +10,8 @@ import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Union
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -184,3 +186,24 @@ class KeywordScanner:
         rx = re.compile(_trie_regex(bkeys))
         self.backend = "regex"
         self.find = lambda data: [m.start() for m in rx.finditer(data)]
+
+
+TimeLike = Union[float, int, datetime, None]
+
+
+def to_epoch(t: TimeLike) -> float | None:
+    if t is None:
+        return None
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        return t.timestamp()
+    return float(t)
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    dt = datetime.fromtimestamp(ts, UTC)
+    spec = "seconds" if abs(ts - round(ts)) < 1e-6 else "milliseconds"
+    return dt.replace(tzinfo=None).isoformat(timespec=spec)

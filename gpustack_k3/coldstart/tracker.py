@@ -18,38 +18,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any
 
 from packaging.version import Version
 
 from .catalog import SPECIAL_GROUPS, Catalog, Marker, load_catalog
+from .doctor import diagnose
 from .phases import DEFAULT_BUDGETS, LOG_PHASES, PHASE_INDEX, PHASES, PLATFORM_PHASES
-from .scanner import ANSI_RE, KeywordScanner, epoch, parse_prefix
+from .scanner import (
+    ANSI_RE,
+    KeywordScanner,
+    TimeLike,
+    epoch,
+    iso,
+    parse_prefix,
+    to_epoch,
+)
 
-TimeLike = Union[float, int, datetime, None]
 MAX_LINE = 1 << 20          # a "line" longer than this without a separator is dropped (binary noise)
 MAX_ATTEMPTS = 64           # older attempts are summarised away beyond this
 MAX_HITS_PER_RULE = 32      # doctor keeps this many examples per rule (counts stay exact)
 MAX_RANKS = 1024            # per phase; more distinct rank prefixes than this is noise
 REASON_CHARS = 240
-
-
-def to_epoch(t: TimeLike) -> float | None:
-    if t is None:
-        return None
-    if isinstance(t, datetime):
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=UTC)
-        return t.timestamp()
-    return float(t)
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    dt = datetime.fromtimestamp(ts, UTC)
-    spec = "seconds" if abs(ts - round(ts)) < 1e-6 else "milliseconds"
-    return dt.replace(tzinfo=None).isoformat(timespec=spec)
 
 
 def _bounds(data: bytes, pos: int, window: int = 65536) -> tuple[int, int]:
@@ -383,7 +373,6 @@ class ColdStartTracker:
         return ColdStartReport(self.engine, self.version, reps[-1], reps, self.dropped_attempts)
 
     def findings(self) -> list:
-        from .doctor import diagnose
         return diagnose(self)
 
     # ------------------------------------------------------------------ scanning

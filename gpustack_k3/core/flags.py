@@ -6,12 +6,12 @@
 from __future__ import annotations
 
 import functools
-import math
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpustack_k3.catalog.loader import EngineEntry, FlagSpec
+from gpustack_k3.catalog.loader import DATA, EngineEntry, FlagSpec
 from gpustack_k3.core.errors import InputError
 from gpustack_k3.core.resolve import Resolved, get_path
 
@@ -292,8 +292,6 @@ def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv
 @functools.lru_cache(maxsize=8)
 def parser_options(rel_path: str) -> frozenset[str]:
     """Option strings (and aliases) from a parser dump in the catalog data directory."""
-    from gpustack_k3.catalog.loader import DATA
-
     d = json.loads((DATA / rel_path).read_text())
     opts = d["options"] if isinstance(d, dict) else {k: {} for k in d}
     return frozenset({*opts, *(a for v in opts.values() for a in v.get("aliases", []))})

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import render_args
 from gpustack_k3.core.launch_types import LaunchSpec, Probe, SecretEnv, Volume
@@ -74,13 +75,13 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
     hw = r.hardware
     name = doc.metadata.name
     labels = {
-        "app.kubernetes.io/name": "kimi-k3",
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/component": "inference-engine",
-        "app.kubernetes.io/part-of": "gpustack-k3",
-        "app.kubernetes.io/managed-by": "gpustack-k3",
-        "app.kubernetes.io/version": r.version.key,
-        "gpustack-k3/engine": r.engine.engine,
+        api.LABEL_APP_NAME: "kimi-k3",
+        api.LABEL_APP_INSTANCE: name,
+        api.LABEL_APP_COMPONENT: "inference-engine",
+        api.LABEL_APP_PART_OF: api.PRODUCT,
+        api.LABEL_APP_MANAGED_BY: api.PRODUCT,
+        api.LABEL_APP_VERSION: r.version.key,
+        api.LABEL_ENGINE: r.engine.engine,
     }
     launch = LaunchSpec(
         name=name, engine=r.engine.engine, engine_version=r.version.key, image=r.image, command=r.command,

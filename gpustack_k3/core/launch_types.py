@@ -75,3 +75,10 @@ class LaunchSpec:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def to_json(self) -> str:
+        """The launch spec as JSON (stable key order, 2-space indent): render target ``launch``; the
+        Kubernetes pod template carries its sha256."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"

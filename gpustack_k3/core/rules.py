@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog.loader import load_catalog
 from gpustack_k3.core.findings import Finding, sort_findings
 from gpustack_k3.core.flags import flag_index, known_flags, speculative_subflags

@@ -12,7 +12,12 @@ import sys
 
 import click
 
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, print_findings_text
+from gpustack_k3.cli.common import (
+    EXIT_INPUT,
+    EXIT_REFUSED,
+    fail_input,
+    print_findings_text,
+)
 
 server_option = click.option("--server", envvar="GPUSTACK_SERVER", required=True, metavar="URL",
                              help="GPUStack server URL (env GPUSTACK_SERVER).")
@@ -69,7 +74,11 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     from gpustack_k3.core.launch import Refused, build_launch
     from gpustack_k3.gpustack.apply import apply
     from gpustack_k3.gpustack.client import GPUStackError
-    from gpustack_k3.render.gpustack import ModelSource, model_source_for, render_gpustack
+    from gpustack_k3.render.gpustack import (
+        ModelSource,
+        model_source_for,
+        render_gpustack,
+    )
     from gpustack_k3.render.templates import RenderError
 
     try:
@@ -123,7 +132,8 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
                timeout: float | None, output: str) -> None:
     """Show a deployment and its instances (``--watch``: follow them live)."""
     from gpustack_k3.gpustack.client import GPUStackError
-    from gpustack_k3.gpustack.status import status, watch as watch_fn
+    from gpustack_k3.gpustack.status import status
+    from gpustack_k3.gpustack.status import watch as watch_fn
 
     client = _client(server, api_key_env)
     try:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
 
 SCHEDULING = ("pending", "analyzing")
@@ -96,11 +97,7 @@ class InstancePhases:
             self.tracker.platform_event("container_start", self.start_at, now)
 
 
-def _tracker(engine: str | None) -> Any | None:
-    try:
-        from gpustack_k3.coldstart import ColdStartTracker
-    except ImportError:   # the cold-start package is optional for this command
-        return None
+def _tracker(engine: str | None) -> ColdStartTracker:
     return ColdStartTracker(engine=engine)
 
 

@@ -35,6 +35,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.coldstart import ColdStartTracker, load_catalog
+from gpustack_k3.coldstart.tracker import iso
 from gpustack_k3.operator.podstate import parse_time
 from gpustack_k3.operator.seams import ColdStartSnapshot, Key
 
@@ -268,7 +271,6 @@ class PodLogColdStart:
         self._lock = threading.Lock()
         self._tracks: dict[Key, dict[str, _PodTrack]] = {}
         self._closed = False
-        from gpustack_k3.coldstart import load_catalog
         cat = load_catalog()
         by_id = {m.id: m for m in cat.markers}
         self._hit_keys = tuple(by_id[i].key.encode() for i in CACHE_HIT_MARKERS if i in by_id)
@@ -325,7 +327,6 @@ class PodLogColdStart:
             return [t.follower for ts in self._tracks.values() for t in ts.values() if t.follower is not None]
 
     def _new_track(self, key: Key, pod: Mapping[str, Any]) -> _PodTrack:
-        from gpustack_k3.coldstart import ColdStartTracker
         m = pod.get("metadata") or {}
         created = parse_time(m.get("creationTimestamp")) or self.clock()
         year = dt.datetime.fromtimestamp(created, dt.UTC).year  # vLLM stamps carry no year
@@ -441,7 +442,6 @@ class PodLogColdStart:
 
 
 def _iso_z(v: Any) -> str | None:
-    from gpustack_k3.coldstart.tracker import iso
     s = iso(v) if isinstance(v, (int, float)) else v
     return f"{s}Z" if s and not s.endswith("Z") else s
 
@@ -466,8 +466,8 @@ def snapshot_of(rep: Any, cache_warm: bool | None, pod: str | None = None) -> Co
     verdict = None
     if last.status == "failed":
         stalled = (last.reason or "").startswith("stalled in ")
-        verdict = {"phase": "Degraded" if stalled else "Failed",
-                   "reason": "PhaseOverBudget" if stalled else "EngineCrashed",
+        verdict = {"phase": api.PHASE_DEGRADED if stalled else api.PHASE_FAILED,
+                   "reason": api.REASON_PHASE_OVER_BUDGET if stalled else api.REASON_ENGINE_CRASHED,
                    "message": f"attempt {last.index}: cold start failed in {last.failed_phase or 'an unknown phase'}: "
                               f"{last.reason or 'no reason printed'}"}
     done = {p.name for p in last.phases if p.end is not None and not (p.details or {}).get("failed")}

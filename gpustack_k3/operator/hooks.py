@@ -1,6 +1,6 @@
 """The project's validation, rendering and planning as the three callables ``decide`` takes.
 
-The resource *is* a deployment document (``gpustack_k3.api.spec.DeploymentDocument``), so:
+The resource *is* a deployment document (``gpustack_k3.api.v1alpha1.spec.DeploymentDocument``), so:
 ``validate(doc)`` = schema errors as findings, else the rule catalog (``core.rules.validate``);
 ``render(doc)`` = ``core.launch.build_launch`` → ``render.kubernetes.render_kubernetes`` in the
 resource's namespace; ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
@@ -13,9 +13,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding
+from gpustack_k3.core.launch import build_launch
+from gpustack_k3.core.rules import validate as rules_validate
+from gpustack_k3.render.kubernetes import render_kubernetes
 
-SCHEMA_SOURCE = "gpustack_k3/api/spec.py (DeploymentDocument schema)"
+SCHEMA_SOURCE = "gpustack_k3/api/v1alpha1/spec.py (DeploymentDocument schema)"
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -28,7 +32,6 @@ def _loc(loc: Sequence[Any]) -> str:
 def schema_findings(doc: dict) -> list[Finding]:
     from pydantic import ValidationError
 
-    from gpustack_k3.api.spec import DeploymentDocument
     try:
         DeploymentDocument.model_validate(doc)
     except ValidationError as e:
@@ -40,8 +43,6 @@ def schema_findings(doc: dict) -> list[Finding]:
 
 @functools.lru_cache(maxsize=256)
 def _build(doc_json: str) -> tuple[Any, list[Finding], Any]:
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.core.launch import build_launch
     model = DeploymentDocument.model_validate(json.loads(doc_json))
     return build_launch(model)
 
@@ -54,13 +55,10 @@ def validate(doc: dict) -> list[Finding]:
     found = schema_findings(doc)
     if found:
         return found
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.core.rules import validate as rules_validate
     return list(rules_validate(DeploymentDocument.model_validate(doc)))
 
 
 def render(doc: dict) -> list[dict]:
-    from gpustack_k3.render.kubernetes import render_kubernetes
     launch, _findings, _plan = _build(_key(doc))
     return render_kubernetes(launch, namespace=(doc.get("metadata") or {}).get("namespace"))
 

@@ -11,11 +11,20 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# A spec change is needed to get out of these: the workload has failed.
-FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
-CRASH_WAITING = {"CrashLoopBackOff"}
-CRASH_TERMINATED = {"OOMKilled", "Error", "ContainerCannotRun", "StartError"}
+from gpustack_k3.api.v1alpha1.constants import (
+    ANNOTATION_STARTUP_BUDGET,
+    REASON_POD_FAILED,
+)
+from gpustack_k3.api.v1alpha1.constants import (
+    KUBELET_CRASH_TERMINATED as CRASH_TERMINATED,
+)
+from gpustack_k3.api.v1alpha1.constants import (
+    KUBELET_CRASH_WAITING as CRASH_WAITING,
+)
+from gpustack_k3.api.v1alpha1.constants import (
+    KUBELET_FATAL_WAITING as FATAL_WAITING,
+    KUBELET_OOM_KILLED,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +52,7 @@ def _container_statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
 
 
-BUDGET_ANNOTATION = "gpustack-k3/startup-budget-seconds"   # on the pod template (templates/kubernetes)
+BUDGET_ANNOTATION = ANNOTATION_STARTUP_BUDGET   # on the pod template (render/kubernetes.py)
 DEFAULT_BUDGET_S = 3600
 
 
@@ -107,7 +116,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
         if status.get("phase") == "Running":
             running += 1
         if status.get("phase") == "Failed" and not failed:
-            failed = f"{status.get('reason') or 'PodFailed'}: {meta.get('name')}: {status.get('message') or 'pod failed'}"
+            failed = f"{status.get('reason') or REASON_POD_FAILED}: {meta.get('name')}: {status.get('message') or 'pod failed'}"
         pod_restarts = 0
         for c in _container_statuses(status):
             pod_restarts += int(c.get("restartCount") or 0)
@@ -123,7 +132,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
             elif terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing:
                 crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
             elif (last.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
-                  and (last.get("reason") == "OOMKilled" or int(c.get("restartCount") or 0) >= 2)
+                  and (last.get("reason") == KUBELET_OOM_KILLED or int(c.get("restartCount") or 0) >= 2)
                   and _in_cold_start(pod, c, now)):
                 # a first restart is a new cold-start attempt (Starting); from the second on it is a crash
                 # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time

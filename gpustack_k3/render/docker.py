@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.render.argv import comment, option_lines
 from gpustack_k3.render.templates import RenderError, parse_json, render_template
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
 
-MANAGED_BY = ("app.kubernetes.io/managed-by", "gpustack-k3")
+MANAGED_BY = (api.LABEL_APP_MANAGED_BY, api.PRODUCT)
 
 
 def docker_volumes(launch: LaunchSpec) -> dict[str, dict[str, str]]:
@@ -86,7 +88,6 @@ def docker_run_line(launch: LaunchSpec, *, gpus: bool = True) -> str:
     """The ``docker run`` command equivalent to :func:`docker_run_params` (secrets passed through by name)."""
     params = docker_run_params(launch, gpus=gpus)
     secret_names = [s.name for s in launch.secret_env if s.name not in params["environment"]]
-    from gpustack_k3.render.argv import comment, option_lines
 
     return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names,
                            command_lines=option_lines(params["command"]), comment=comment)

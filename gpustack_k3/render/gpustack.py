@@ -37,10 +37,16 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpustack_k3.render.templates import RenderError, parse_json, parse_yaml_documents, render_template
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.render.templates import (
+    RenderError,
+    parse_json,
+    parse_yaml_documents,
+    render_template,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.launch_types import LaunchSpec
 
 GPUSTACK_VERSION = "2.3.0"
@@ -80,8 +86,6 @@ class ModelSource:
 
 def model_source_for(doc: DeploymentDocument) -> ModelSource:
     """The spec's hub id (``spec.model.source``) on the catalog model's hub, else the catalog's own id."""
-    from gpustack_k3.catalog import load_catalog
-
     entry = load_catalog().models.get(doc.spec.model.name)
     ref = doc.spec.model.source or (entry.source_id if entry else None)
     if not ref:
@@ -92,8 +96,6 @@ def model_source_for(doc: DeploymentDocument) -> ModelSource:
 
 def default_source(launch: LaunchSpec) -> ModelSource:
     """Without the document: the catalog model whose default path the launch spec uses, else the path."""
-    from gpustack_k3.catalog import load_catalog
-
     for entry in load_catalog().models.values():
         if entry.default_path == launch.model_path and entry.source_id:
             return ModelSource("model_scope" if entry.hub == "modelscope" else "huggingface", entry.source_id)
@@ -190,8 +192,6 @@ def _remap_obj(obj: Any, mounts: dict[str, str]) -> Any:
 def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster: str = "default",
                        source: ModelSource | None = None) -> dict[str, dict]:
     """``{"backend": ..., "model": ..., "import": ...}`` as Python objects, before templating."""
-    from gpustack_k3.catalog import load_catalog
-
     cat = load_catalog()
     eng = cat.engine(launch.engine)
     if launch.secret_env:
@@ -403,64 +403,3 @@ def render_gpustack(launch: LaunchSpec, *, worker: str | None = None, cluster: s
     if problems:
         raise RenderError("target gpustack", "; ".join(problems), "please report: the renderer broke a GPUStack rule")
     return texts
-
-
-# ------------------------------------------------------------------ golden files
-
-GOLDEN_PRESETS = ("vllm-seed", "sglang-seed")
-GOLDEN_WORKER = "b300-node-1"
-
-
-def golden_files() -> dict[str, str]:
-    """``<preset>/<file>`` (VRAM-claim form) and ``<preset>-worker/<file>`` (gpu_ids on GOLDEN_WORKER)."""
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.launch import build_launch
-
-    cat = load_catalog()
-    out: dict[str, str] = {}
-    for name in GOLDEN_PRESETS:
-        doc = DeploymentDocument.model_validate(cat.presets[name].document)
-        launch, _, _ = build_launch(doc)
-        for suffix, worker in (("", None), ("-worker", GOLDEN_WORKER)):
-            for rel, text in render_gpustack(launch, worker=worker, source=model_source_for(doc)).items():
-                out[f"{name}{suffix}/{rel}"] = text
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Regenerate (or ``--check``) the GPUStack golden files:
-
-        python3 -m gpustack_k3.render.gpustack tests/gpustack/golden          # rewrite
-        python3 -m gpustack_k3.render.gpustack tests/gpustack/golden --check  # exit 1 if stale
-    """
-    import sys
-    from pathlib import Path
-
-    args = sys.argv[1:] if argv is None else argv
-    check = "--check" in args
-    dirs = [a for a in args if not a.startswith("-")]
-    if len(dirs) != 1:
-        print("usage: python3 -m gpustack_k3.render.gpustack DIR [--check]", file=sys.stderr)
-        return 2
-    root = Path(dirs[0])
-    files = golden_files()
-    existing = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
-    stale = sorted(rel for rel, text in files.items()
-                   if not (root / rel).is_file() or (root / rel).read_text(encoding="utf-8") != text)
-    extra = sorted(existing - set(files))
-    if check:
-        for rel in stale + extra:
-            print(f"stale: {root / rel}", file=sys.stderr)
-        return 1 if stale or extra else 0
-    for rel in extra:
-        (root / rel).unlink()
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    print(f"wrote {len(files)} files under {root} ({len(stale)} changed, {len(extra)} removed)", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

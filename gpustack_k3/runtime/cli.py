@@ -12,7 +12,13 @@ import time
 
 import click
 
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, load_document, print_findings_text
+from gpustack_k3.cli.common import (
+    EXIT_INPUT,
+    EXIT_REFUSED,
+    fail_input,
+    load_document,
+    print_findings_text,
+)
 from gpustack_k3.core.errors import InputError
 
 SUBCOMMANDS = ("status", "logs", "stop")

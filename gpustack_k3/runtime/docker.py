@@ -29,16 +29,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.coldstart import ColdStartTracker
+from gpustack_k3.render.docker import docker_run_params
+from gpustack_k3.runtime.progress import ProgressView
+
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
 
-    from .progress import ProgressView
-
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "gpustack-k3"
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-PORT_LABEL = "gpustack-k3/health-port"
-HEALTH_PATH_LABEL = "gpustack-k3/health-path"
+MANAGED_BY_LABEL = api.LABEL_APP_MANAGED_BY
+MANAGED_BY = api.PRODUCT
+INSTANCE_LABEL = api.LABEL_APP_INSTANCE
+PORT_LABEL = api.LABEL_HEALTH_PORT
+HEALTH_PATH_LABEL = api.LABEL_HEALTH_PATH
 
 LogCallback = Callable[[bytes], None]
 PhaseGetter = Callable[[], "str | None"]
@@ -87,12 +90,6 @@ class DockerLaunch:
     def from_launch_spec(cls, launch: LaunchSpec, params: Mapping[str, Any] | None = None) -> DockerLaunch:
         """From a LaunchSpec; ``params`` default to the Docker target's ``docker_run_params(launch)``."""
         if params is None:
-            try:
-                from gpustack_k3.render.docker import docker_run_params
-            except ImportError as exc:
-                raise DockerRuntimeError(
-                    "params: the Docker target gpustack_k3.render.docker.docker_run_params is not available "
-                    f"({exc}); pass the run params explicitly") from None
             params = docker_run_params(launch)
         params = dict(params)
         params.setdefault("name", launch.name)
@@ -573,10 +570,6 @@ def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool 
     :meth:`DockerRunner.run`. Returns ``(exit_code, result, cold_start_report)``: 0 when Ready
     (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
     (KeyboardInterrupt) after the container was removed."""
-    from gpustack_k3.coldstart import ColdStartTracker
-
-    from .progress import ProgressView
-
     tracker = ColdStartTracker(engine=launch.engine if launch.engine in ("vllm", "sglang") else None)
     runner = DockerRunner(client, host_has_gpus=host_has_gpus,
                           ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)

@@ -86,7 +86,7 @@ def test_text_without_markers_is_in_progress(run, tmp_path):
 
 
 def test_exit_codes_through_the_main_entry_point():
-    main = pytest.importorskip("gpustack_k3.cli.main")
+    from gpustack_k3.cli import main
     if not hasattr(main, "run"):
         pytest.skip("main.run not available")
     assert main.run(["coldstart", str(LOGS / "vllm-0.8.5-tp2-ready.log")]) == 0

@@ -55,7 +55,7 @@ def test_broken_catalog_refused(data_copy, file, mutate, needle):
 
 def test_adding_an_engine_version_is_data(data_copy):
     """A new vLLM release is a data entry: its traits switch the right rules on (here: like 0.33.0)."""
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.resolve import resolve
     from gpustack_k3.core.rules import validate_resolved
 

@@ -95,7 +95,7 @@ def test_presets_and_dry_run():
     assert d["targets"]["docker"].startswith("image vllm/vllm-openai:kimi-k3")
     k8s = run("render", "--target", "kubernetes", "-o", "json", "--preset", "vllm-fixed")
     sha = next(o for o in json.loads(k8s.stdout)["items"] if o["kind"] == "Deployment")["spec"]["template"][
-        "metadata"]["annotations"]["gpustack-k3/launch-sha256"]
+        "metadata"]["annotations"]["k3.gpustack.ai/launch-sha256"]
     assert d["targets"]["launch"].startswith(f"launch.json, sha256 {sha[:12]}")
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.errors import InputError
 from gpustack_k3.core.flags import parse_argv, render_args

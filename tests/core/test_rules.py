@@ -96,7 +96,7 @@ def test_rule_quiet(rule_id):
 
 def test_unconditional_info_rules_are_model_specific():
     # slow-tokenizer and vllm-hybrid-block-1536 depend on the model, not the config: other models stay quiet.
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.resolve import resolve
     from gpustack_k3.core.rules import CHECKS, Ctx
 

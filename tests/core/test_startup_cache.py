@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 PROBE = r"""
 import json, sys
-import gpustack_k3.api.spec as spec
+import gpustack_k3.api.v1alpha1.spec as spec
 complete_at_import = spec.DeploymentDocument.__pydantic_complete__
 from gpustack_k3.catalog import load_catalog
 from pydantic import ValidationError
@@ -84,7 +84,7 @@ def test_unwritable_cache_dir_is_no_error(tmp_path):
 
 def test_constructed_defaults_equal_validated_ones():
     """Defaults are made with model_construct (no lazy build); they must equal what validation would give."""
-    from gpustack_k3.api import spec
+    from gpustack_k3.api.v1alpha1 import spec
 
     for model in (spec.DeploymentSpec, spec.Storage):
         for name, info in model.model_fields.items():
@@ -151,17 +151,19 @@ def test_the_key_is_that_of_the_classes_in_memory_even_if_the_file_changes(tmp_p
     cache = tmp_path / "cache"
     code = """
 import pathlib
-import gpustack_k3.api.spec as spec
+import gpustack_k3.api.v1alpha1.spec as spec
 name = spec._SCHEMA_CACHE
 p = pathlib.Path(spec.__file__)
+assert p.is_relative_to(pathlib.Path(r"{pkg}")), f"edits {{p}}, not the copy"   # never the checkout's file
 p.write_text(p.read_text() + "\\n# edited\\n")
 from gpustack_k3.catalog import load_catalog
 spec.DeploymentDocument.model_validate(load_catalog().presets["vllm-fixed"].document)
 print(name)
 """
     env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+    # cwd is not the checkout: `python -c` puts the working directory first on sys.path
+    proc = subprocess.run([sys.executable, "-c", code.format(pkg=pkg)], capture_output=True, text=True, env=env,
+                          timeout=120, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     stored = sorted(p.name for p in cache.glob("spec-schema-*"))
     assert stored == [proc.stdout.strip()]

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import os
 
+import celpy  # noqa: F401 - a test dependency: missing means failed
+import hypothesis
 import pytest
-from pydantic import ValidationError
-
-from gpustack_k3.api.spec import DeploymentDocument
-from gpustack_k3.catalog import load_catalog
-from gpustack_k3.core.rules import validate
-
 from crd_helpers import DELETE, merge, preset_doc
-
-hypothesis = pytest.importorskip("hypothesis")
-pytest.importorskip("celpy", reason="cel-python==0.5.0 is a test dependency")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from pydantic import ValidationError
 
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.rules import validate
 from gpustack_k3.crd.cel import NOT_IN_CEL  # noqa: E402
-from gpustack_k3.crd.celeval import evaluate  # noqa: E402
+from tests.support.celeval import evaluate  # noqa: E402
 
 CAT = load_catalog()
 CEL_COVERED = {rid for rid, r in CAT.rules.items() if r.severity == "error"} - set(NOT_IN_CEL)

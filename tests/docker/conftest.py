@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from gpustack_k3.testing import ports
+
+from tests.support import ports
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / ".ci" / "setup_dockerd.sh"
@@ -64,7 +65,7 @@ def docker_host() -> str:
 
 @pytest.fixture(scope="session")
 def docker_client(docker_host: str):
-    docker = pytest.importorskip("docker")
+    import docker
     client = docker.DockerClient(base_url=docker_host, timeout=120)
     client.ping()
     yield client

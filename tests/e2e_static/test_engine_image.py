@@ -38,7 +38,8 @@ START_TIMEOUT_S = 300
 
 sys.path.insert(0, str(KIND_DIR))
 from k3status import coldstart_problems
-from gpustack_k3.testing.ports import free_port
+
+from tests.support.ports import free_port
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ LOGS = REPO / "tests" / "fixtures" / "logs"
 
 
 def _status_from_log(name: str, phase: str) -> dict:
-    bridge = pytest.importorskip("gpustack_k3.operator.coldstart_bridge")
     from gpustack_k3.coldstart.tracker import ColdStartTracker
+    from gpustack_k3.operator import coldstart_bridge as bridge
     from gpustack_k3.operator.decide import COLDSTART_STATUS_KEYS
 
     text = (LOGS / name).read_bytes()

@@ -1,6 +1,6 @@
 import pytest
 
-from gpustack_k3.testing.k8s_emulator import K8sEmulator
+from tests.support.k8s_emulator import K8sEmulator
 
 
 @pytest.fixture

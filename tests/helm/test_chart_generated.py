@@ -11,19 +11,30 @@ import jsonschema
 import pytest
 import yaml
 
-from gpustack_k3.charts import (CHART_DIR, CRD_FILE, REPO_ROOT, ChartValues, HelmError, chart_drift,
-                                chart_generated_files, dashboard, default_values, find_helm, values_schema)
+from tools.chart import (
+    CHART_DIR,
+    CRD_FILE,
+    REPO_ROOT,
+    ChartValues,
+    HelmError,
+    chart_drift,
+    chart_generated_files,
+    dashboard,
+    default_values,
+    find_helm,
+    values_schema,
+)
 
 
 def test_generated_chart_files_are_current():
-    assert chart_drift() == [], "stale generated chart files: run `gpustack-k3 manifests`"
+    assert chart_drift() == [], "stale generated chart files: run `python3 tools/generate.py`"
 
 
 def test_generated_files_say_how_to_regenerate():
     files = chart_generated_files()
-    assert files[CRD_FILE].startswith("# GENERATED FILE") and "gpustack-k3 manifests" in files[CRD_FILE][:300]
-    assert "gpustack-k3 manifests" in json.loads(files["values.schema.json"])["$comment"]
-    assert "gpustack-k3 manifests" in json.loads(files["dashboards/gpustack-k3.json"])["description"]
+    assert files[CRD_FILE].startswith("# GENERATED FILE") and "python3 tools/generate.py" in files[CRD_FILE][:300]
+    assert "python3 tools/generate.py" in json.loads(files["values.schema.json"])["$comment"]
+    assert "python3 tools/generate.py" in json.loads(files["dashboards/gpustack-k3.json"])["description"]
 
 
 def test_drift_is_detected(tmp_path):
@@ -74,8 +85,8 @@ def test_values_schema_has_no_refs():
 def test_dashboard_queries_only_metrics_the_operator_exports():
     from prometheus_client import CollectorRegistry
 
-    health = pytest.importorskip("gpustack_k3.operator.health")
-    metrics = pytest.importorskip("gpustack_k3.metrics")
+    from gpustack_k3 import metrics
+    from gpustack_k3.operator import health
     exported = set()
     om = health.OperatorMetrics()
     reg = CollectorRegistry()

@@ -7,7 +7,7 @@ import datetime as dt
 import pathlib
 import re
 
-from gpustack_k3.operator import decide as d
+from gpustack_k3.api.v1alpha1 import constants as api
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GPU_LOG = ROOT / "tests/docker/images/replay-engine/logs/vllm-0.33-kimi-k3-8xb300.log"
@@ -41,7 +41,7 @@ class Kubelet:
 
     def __init__(self, emu, core, ns: str, cr_name: str, pod: str) -> None:
         self.emu, self.core, self.ns, self.pod = emu, core, ns, pod
-        body = {"metadata": {"name": pod, "labels": {d.LABEL_DEPLOYMENT: cr_name, "app": cr_name}},
+        body = {"metadata": {"name": pod, "labels": {api.LABEL_DEPLOYMENT: cr_name, "app": cr_name}},
                 "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0"},
                                         {"name": "sidecar", "image": "busybox"}]}}
         created = core.create_namespaced_pod(ns, body)

@@ -6,7 +6,7 @@ from operator_fakes import fake_plan, fake_render, fake_validate
 from operator_helpers import NS
 
 from gpustack_k3.operator.controller import Operator
-from gpustack_k3.testing.k8s_emulator import K8sEmulator
+from tests.support.k8s_emulator import K8sEmulator
 
 
 @pytest.fixture

@@ -39,5 +39,9 @@ def fake_render(doc):
     ]
 
 
+FAKE_PLAN = {"engine": "vllm", "maxModelLen": 80_000, "kvTokens": 1_000_000, "maxConcurrency": 12.5,
+             "kvCacheDtype": "fp8", "headroomGiB": 3.1}
+
+
 def fake_plan(doc):
-    return {"kvTokens": 1_000_000, "maxConcurrency": 12.5}
+    return dict(FAKE_PLAN)

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from kubernetes import client
 from operator_helpers import G, P, V, wait_for
-from gpustack_k3.testing.ports import free_port
+
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.operator
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 @pytest.fixture
 def emulator_process():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "gpustack_k3.testing.k8s_emulator"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.k8s_emulator"], stdout=subprocess.PIPE,
                             text=True, env=env)
     url = json.loads(proc.stdout.readline())["url"]
     yield url

@@ -3,8 +3,9 @@ import copy
 import datetime as dt
 
 import pytest
-from operator_fakes import fake_plan, fake_render, fake_validate
+from operator_fakes import FAKE_PLAN, fake_plan, fake_render, fake_validate
 
+from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator import decide as d
 
 pytestmark = pytest.mark.operator
@@ -62,7 +63,7 @@ def pod(name="kimi-0", *, scheduled=True, ready=False, phase="Running", waiting=
     cs = {"name": "engine", "restartCount": restarts, "state": state, "ready": ready}
     if last_terminated:
         cs["lastState"] = {"terminated": last_terminated}
-    return {"metadata": {"name": name, "labels": {d.LABEL_DEPLOYMENT: "kimi"}},
+    return {"metadata": {"name": name, "labels": {api.LABEL_DEPLOYMENT: "kimi"}},
             "status": {"phase": phase, "conditions": conds, "containerStatuses": [cs]}}
 
 
@@ -77,19 +78,19 @@ def test_first_reconcile_applies_owned_labelled_objects_and_reports_deploying():
         assert m["ownerReferences"] == [{"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment",
                                          "name": "kimi", "uid": "uid-1", "controller": True,
                                          "blockOwnerDeletion": True}]
-        assert m["labels"][d.LABEL_DEPLOYMENT] == "kimi" and m["labels"][d.LABEL_MANAGED_BY] == "gpustack-k3"
-        assert len(m["annotations"][d.ANNOTATION_APPLIED_HASH]) == 16
+        assert m["labels"][api.LABEL_DEPLOYMENT] == "kimi" and m["labels"][api.LABEL_APP_MANAGED_BY] == "gpustack-k3"
+        assert len(m["annotations"][api.ANNOTATION_APPLIED_HASH]) == 16
     dep = next(a.obj for a in applies if a.obj["kind"] == "Deployment")
     tpl = dep["spec"]["template"]["metadata"]
-    assert tpl["labels"][d.LABEL_DEPLOYMENT] == "kimi" and d.ANNOTATION_CONFIG_HASH in tpl["annotations"]
+    assert tpl["labels"][api.LABEL_DEPLOYMENT] == "kimi" and api.ANNOTATION_CONFIG_HASH in tpl["annotations"]
     s = dec.status
     assert s["phase"] == "Deploying" and s["observedGeneration"] == 1
     conds = {c["type"]: c for c in s["conditions"]}
-    assert [c["type"] for c in s["conditions"]] == list(d.CONDITION_TYPES)
+    assert [c["type"] for c in s["conditions"]] == list(api.CONDITION_TYPES)
     assert conds["Valid"]["status"] == "True" and conds["Rendered"]["status"] == "True"
     assert conds["Ready"]["status"] == "False" and conds["WeightsLoaded"]["status"] == "Unknown"
     assert s["endpoint"] == "http://kimi.llm.svc:8000"
-    assert s["plan"] == {"kvTokens": 1_000_000, "maxConcurrency": 12.5}
+    assert s["plan"] == FAKE_PLAN
     assert dec.events == (d.Emit("Normal", "Deploying", "phase None -> Deploying: workload applied, waiting for pods"),)
     assert dec.status_changed
 
@@ -288,7 +289,9 @@ def _openapi_to_jsonschema(node):
 
 
 def test_status_fits_the_crd_status_schema():
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
+
+    from gpustack_k3.api.v1alpha1.status import K3DeploymentStatus
     from gpustack_k3.crd.manifest import crd_manifest
     crd = crd_manifest()
     status_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
@@ -300,6 +303,8 @@ def test_status_fits_the_crd_status_schema():
                 run(make_cr(status=first.status), observed_after(first, [pod()], cs), plan=fake_plan).status]
     for status in statuses:
         jsonschema.validate(status, schema)
+        K3DeploymentStatus.model_validate(status)       # the model the CRD's status schema is generated from
+        assert {c["reason"] for c in status["conditions"]} <= api.CONDITION_REASONS
 
 
 def test_turning_invalid_keeps_the_running_workload():

@@ -5,7 +5,7 @@ import time
 import pytest
 from operator_helpers import NS, G, P, V, k3, wait_for
 
-from gpustack_k3.operator import decide as d
+from gpustack_k3.api.v1alpha1 import constants as api
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -17,7 +17,7 @@ def status_of(co, name):
 
 def owned_names(emu, res):
     return sorted(o["metadata"]["name"] for o in emu.objects(res, NS)
-                  if d.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {}))
+                  if api.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {}))
 
 
 def converged(co, emu, names):

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from operator_helpers import NS, G, P, V, wait_for
 
-from gpustack_k3.operator import decide as d
+from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator import hooks
 
 pytestmark = pytest.mark.operator
@@ -41,7 +41,7 @@ def test_preset_deploys_every_rendered_object_owned(emu, kube, project_operator)
         live = emu.get(res, NS, obj["metadata"]["name"])
         assert live is not None, obj["kind"]
         assert live["metadata"]["ownerReferences"][0]["uid"] == cr["metadata"]["uid"]
-        assert live["metadata"]["labels"][d.LABEL_DEPLOYMENT] == "kimi"
+        assert live["metadata"]["labels"][api.LABEL_DEPLOYMENT] == "kimi"
     assert st["plan"]["kvTokens"] > 0 and st["plan"]["maxConcurrency"] > 0
     assert st["endpoint"].startswith(f"http://kimi.{NS}.svc:")
     assert any("fp8-kv-no-scales" in w for w in st.get("warnings", []))

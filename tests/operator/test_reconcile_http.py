@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 from operator_helpers import NS, G, P, V, k3, wait_for
 
-from gpustack_k3.operator import decide as d
+from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.controller import run
 
 pytestmark = pytest.mark.operator
@@ -31,7 +31,7 @@ def events_for(core, name):
 
 
 def owned(emu, kind_res, name=None):
-    objs = [o for o in emu.objects(kind_res, NS) if d.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {})]
+    objs = [o for o in emu.objects(kind_res, NS) if api.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {})]
     return [o for o in objs if name is None or o["metadata"]["name"] == name]
 
 
@@ -125,7 +125,7 @@ def test_pods_drive_phases_and_events(emu, kube, start_operator):
     start_operator()
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
-    labels = {d.LABEL_DEPLOYMENT: "kimi", "app": "kimi"}
+    labels = {api.LABEL_DEPLOYMENT: "kimi", "app": "kimi"}
     core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": labels},
                                     "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
 
@@ -190,7 +190,7 @@ def test_cold_start_seam_feeds_conditions(emu, kube, start_operator):
         return holder["obs"]
     start_operator(coldstart_factory=factory)
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
-    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": {d.LABEL_DEPLOYMENT: "kimi"}},
+    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": {api.LABEL_DEPLOYMENT: "kimi"}},
                                     "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
     obs = holder["obs"]
     wait_for(lambda: obs.seen_pods.get((NS, "kimi")) == ["kimi-0"], what="pods at the seam")

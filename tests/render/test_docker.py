@@ -115,7 +115,7 @@ def test_docker_sdk_accepts_the_params(case):
 
 def test_docker_runner_takes_the_params():
     """The Docker runner (runtime/docker.py) builds its create kwargs from this target."""
-    runtime = pytest.importorskip("gpustack_k3.runtime.docker")
+    from gpustack_k3.runtime import docker as runtime
     launch = launch_of(preset_data("vllm-seed"))
     dl = runtime.DockerLaunch.from_launch_spec(launch)
     params, notes = runtime.prepare_params(dl, host_has_gpus=False)

@@ -10,7 +10,12 @@ import time
 import kubernetes_validate  # test dependency: kubernetes-validate==1.37.0
 import pytest
 
-from gpustack_k3.render.kubernetes import kubernetes_yaml, render_kubernetes, validate_objects, workload_kind
+from gpustack_k3.render.kubernetes import (
+    kubernetes_yaml,
+    render_kubernetes,
+    validate_objects,
+    workload_kind,
+)
 from tests.render.conftest import EDGES, PRESETS, doc_of, launch_of, preset_data
 
 CASES = {**{p: preset_data(p) for p in PRESETS}, **EDGES}
@@ -62,7 +67,7 @@ def test_pod_runs_exactly_the_launch_spec(case):
 
     launch_file = render_target(launch, "launch")["launch.json"]
     assert json.loads(launch_file) == json.loads(json.dumps(launch.to_dict()))
-    assert workload(objs)["spec"]["template"]["metadata"]["annotations"]["gpustack-k3/launch-sha256"] == \
+    assert workload(objs)["spec"]["template"]["metadata"]["annotations"]["k3.gpustack.ai/launch-sha256"] == \
         hashlib.sha256(launch_file.encode()).hexdigest()
     assert not by_kind(objs, "ConfigMap")   # the launch spec is not stored in the cluster
 
