@@ -28,7 +28,7 @@ def engine_requests(path: str) -> tuple[float, int]:
     with open(path, encoding="utf-8") as fh:
         doc = DeploymentDocument.model_validate(yaml.safe_load(fh))
     launch, _findings, _plan = build_launch(doc)
-    objs = render_kubernetes(launch)
+    objs = render_kubernetes(launch, doc)
     wl = next(o for o in objs if o["kind"] in ("Deployment", "StatefulSet"))
     cpu, mem = 0.0, 0
     for c in wl["spec"]["template"]["spec"]["containers"]:

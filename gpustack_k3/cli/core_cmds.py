@@ -318,7 +318,7 @@ def dry_run(spec, preset, strict, output):
             emit({"ok": False, **findings_payload(exc.findings)}, output)
         sys.exit(EXIT_REFUSED)
     try:
-        targets = _render_summary(launch)
+        targets = _render_summary(launch, doc)
     except RenderError as exc:
         click.echo(f"refused: {exc.line()}", err=True)
         sys.exit(EXIT_REFUSED)
@@ -350,7 +350,7 @@ def dry_run(spec, preset, strict, output):
         click.echo(f"{t:<11} {desc}")
 
 
-def _render_summary(launch) -> dict[str, str]:
+def _render_summary(launch, doc) -> dict[str, str]:
     """Render every target in memory (nothing is written) and summarise what each produced."""
     import hashlib
 
@@ -358,7 +358,7 @@ def _render_summary(launch) -> dict[str, str]:
     from gpustack_k3.render.gpustack import render_gpustack
     from gpustack_k3.render.kubernetes import render_kubernetes
 
-    objs = render_kubernetes(launch)
+    objs = render_kubernetes(launch, doc)
     gs = render_gpustack(launch)
     dk = docker_run_params(launch)
     spec_json = launch.to_json()

@@ -42,9 +42,9 @@ def schema_findings(doc: dict) -> list[Finding]:
 
 
 @functools.lru_cache(maxsize=256)
-def _build(doc_json: str) -> tuple[Any, list[Finding], Any]:
+def _build(doc_json: str) -> tuple[Any, list[Finding], Any, DeploymentDocument]:
     model = DeploymentDocument.model_validate(json.loads(doc_json))
-    return build_launch(model)
+    return (*build_launch(model), model)
 
 
 def _key(doc: dict) -> str:
@@ -59,12 +59,12 @@ def validate(doc: dict) -> list[Finding]:
 
 
 def render(doc: dict) -> list[dict]:
-    launch, _findings, _plan = _build(_key(doc))
-    return render_kubernetes(launch, namespace=(doc.get("metadata") or {}).get("namespace"))
+    launch, _findings, _plan, model = _build(_key(doc))
+    return render_kubernetes(launch, model, namespace=(doc.get("metadata") or {}).get("namespace"))
 
 
 def plan(doc: dict) -> dict | None:
-    _launch, _findings, p = _build(_key(doc))
+    _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None
     return {"engine": p.engine, "maxModelLen": p.max_model_len, "kvTokens": p.kv_cache_tokens,

@@ -99,7 +99,7 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
     if target == "argv":
         return {"argv.json": dump_json(argv_document(launch)), "argv.sh": shell_command(launch)}
     if target == "kubernetes":
-        objs = render_kubernetes(launch, namespace=namespace)
+        objs = render_kubernetes(launch, doc, namespace=namespace)
         if validate or (validate is None and schema_validator_available()):
             problems = validate_objects(objs)
             if problems:

@@ -94,7 +94,7 @@ class DockerLaunch:
         params = dict(params)
         params.setdefault("name", launch.name)
         return cls(name=params["name"], params=params, port=launch.port,
-                   health_path=launch.readiness_probe.path or "/health",
+                   health_path=launch.health_path,
                    startup_budget_s=float(launch.startup_budget_s), gpu_count=launch.gpu_count)
 
     @classmethod

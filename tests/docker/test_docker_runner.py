@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpustack_k3.coldstart import PHASES, ColdStartTracker
-from gpustack_k3.core.launch_types import LaunchSpec, Probe
+from gpustack_k3.core.launch_types import Arg, LaunchSpec
 from gpustack_k3.runtime.docker import (
     INSTANCE_LABEL,
     MANAGED_BY,
@@ -42,15 +42,16 @@ def replay_params(image: str, name: str, port: int, **env: str) -> dict:
 
 
 def launch_spec(image: str, name: str, port: int, budget_s: int = 60) -> LaunchSpec:
-    probe = Probe(path="/health", period_s=1, failure_threshold=3)
-    args = ["/models/Kimi-K3", "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "kimi-k3",
-            "--tensor-parallel-size", "8"]
+    arguments = [Arg("model.path", ["/models/Kimi-K3"], platform=True),
+                 Arg("serving.host", ["--host", "127.0.0.1"], platform=True),
+                 Arg("serving.port", ["--port", str(port)], platform=True),
+                 Arg("model.servedModelName", ["--served-model-name", "kimi-k3"], platform=True),
+                 Arg("parallel.tp", ["--tensor-parallel-size", "8"])]
     return LaunchSpec(
-        name=name, engine="vllm", engine_version="0.33.0", image=image, command=["vllm", "serve"], args=args,
-        engine_args=["--tensor-parallel-size", "8"], env={"REPLAY_SPEED": SPEED}, secret_env=[],
-        host="127.0.0.1", port=port, model_path="/models/Kimi-K3", served_model_name="kimi-k3",
-        gpu_type="B300", gpu_count=8, gpu_resource="nvidia.com/gpu", shm_size_gib=1, volumes=[],
-        startup_budget_s=budget_s, startup_probe=probe, readiness_probe=probe, liveness_probe=probe)
+        name=name, engine="vllm", engine_version="0.33.0", image=image, command=["vllm", "serve"],
+        arguments=arguments, env={"REPLAY_SPEED": SPEED}, secret_env=[], host="127.0.0.1", port=port,
+        health_path="/health", model_path="/models/Kimi-K3", served_model_name="kimi-k3", gpu_type="B300",
+        gpu_count=8, gpu_resource="nvidia.com/gpu", shm_size_gib=1, volumes=[], startup_budget_s=budget_s)
 
 
 def test_daemon_never_has_the_default_bridge(docker_client):

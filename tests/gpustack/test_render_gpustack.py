@@ -231,4 +231,4 @@ def test_source_from_spec_and_catalog():
 def test_rendered_import_is_yaml_of_the_model():
     _, files, _, m, entry = render("vllm-seed", worker="w")
     assert entry["gpu_selector"]["gpu_ids"][0] == "w:cuda:0"
-    assert re.search(r"^cluster_name: \"default\"$", files["import.yaml"], re.M)
+    assert re.search(r"^cluster_name: default$", files["import.yaml"], re.M)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.render.argv import argv_document, shell_command
 from tests.render.conftest import FIXTURES, REPO, launch_of, preset_data
 
@@ -175,11 +176,12 @@ def run_shell_line(line: str, tmp: Path, exe: str) -> tuple[list[str], dict[str,
 def test_shell_line_survives_injection_corpus(tmp_path):
     base = launch_of(preset_data("vllm-fixed"))
     corpus = _corpus(tmp_path)
-    args = [base.args[0]]
+    args = []
     for i, value in enumerate(corpus):
         args += [f"--flag-{i}", value]
     env = {**base.env, **{f"EVIL_{i}": v for i, v in enumerate(corpus)}}
-    launch = replace(base, args=args, env=env, image="img:\n$(touch " + str(tmp_path / "PWNED") + ")")
+    launch = replace(base, arguments=[base.arguments[0], Arg("extraArgs", args)], env=env,
+                     image="img:\n$(touch " + str(tmp_path / "PWNED") + ")")
     line = shell_command(launch)
     argv, got_env = run_shell_line(line, tmp_path, "vllm")
     assert argv[1:] == launch.argv[1:]
@@ -226,7 +228,8 @@ def test_shell_line_round_trips_arbitrary_text(tmp_path):
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(values=st.lists(text, min_size=1, max_size=4), env_value=text)
     def check(values, env_value):
-        launch = replace(base, args=[base.args[0], *values], env={**base.env, "ANY": env_value})
+        launch = replace(base, arguments=[base.arguments[0], Arg("extraArgs", list(values))],
+                         env={**base.env, "ANY": env_value})
         argv, env = run_shell_line(shell_command(launch), tmp_path, "vllm")
         assert argv[1:] == launch.argv[1:]
         assert env["ANY"] == env_value

@@ -189,7 +189,7 @@ def test_launch_target_prints_the_launch_spec_the_pod_is_tied_to(output):
     shown = json.loads(res.stdout) if output == "json" else yaml.safe_load(res.stdout)
     launch, _, _ = build_launch(doc_of(preset_data("vllm-fixed")))
     assert shown == json.loads(json.dumps(launch.to_dict()))
-    assert shown["command"] + shown["args"] == launch.argv
+    assert shown["command"] + [t for a in shown["arguments"] for t in a["tokens"]] == launch.argv
     k8s = run("--preset", "vllm-fixed", "--target", "kubernetes")
     (wl,) = [d for d in yaml.safe_load_all(k8s.stdout) if d and d["kind"] == "Deployment"]
     if output == "json":

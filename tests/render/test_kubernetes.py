@@ -12,6 +12,7 @@ import pytest
 
 from gpustack_k3.render.kubernetes import (
     kubernetes_yaml,
+    placement,
     render_kubernetes,
     validate_objects,
     workload_kind,
@@ -23,7 +24,7 @@ CASES = {**{p: preset_data(p) for p in PRESETS}, **EDGES}
 
 def objects(data: dict) -> tuple[object, list[dict]]:
     launch = launch_of(data)
-    return launch, render_kubernetes(launch, namespace=doc_of(data).metadata.namespace)
+    return launch, render_kubernetes(launch, doc_of(data))
 
 
 def by_kind(objs: list[dict], kind: str) -> list[dict]:
@@ -76,7 +77,7 @@ def test_pod_runs_exactly_the_launch_spec(case):
 def test_network_policy_only_when_asked(case):
     launch, objs = objects(CASES[case])
     policies = by_kind(objs, "NetworkPolicy")
-    assert len(policies) == (1 if launch.network_policy else 0)
+    assert len(policies) == (1 if doc_of(CASES[case]).spec.serving.networkPolicy else 0)
     for pol in policies:   # admits only the engine port, on exactly the engine's pods
         assert pol["spec"]["podSelector"]["matchLabels"] == workload(objs)["spec"]["selector"]["matchLabels"]
         assert pol["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": launch.port}]}]
@@ -125,7 +126,7 @@ def test_gpu_shm_volumes_probes_placement(case):
     assert lp["periodSeconds"] * lp["failureThreshold"] > rp["periodSeconds"] * rp["failureThreshold"]
     assert lp["timeoutSeconds"] >= rp["timeoutSeconds"]
     assert c["ports"] == [{"name": "http", "containerPort": launch.port, "protocol": "TCP"}]
-    assert pod["nodeSelector"] == launch.node_selector and pod["tolerations"] == launch.tolerations
+    assert (pod["nodeSelector"], pod["tolerations"]) == placement(launch, doc_of(CASES[case]))
     # Service targets the pod's port; selectors match the pod labels.
     svc = next(o for o in by_kind(objs, "Service") if o["spec"].get("clusterIP") != "None")
     assert svc["spec"]["ports"][0]["port"] == launch.port
