@@ -215,28 +215,25 @@ def _read(path: Path) -> Any:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
 
 
-def _fingerprint(data_dir: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256(b"catalog-v1")
-    for p in sorted(data_dir.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(data_dir)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:24]
+def _fingerprint(data_dir: Path) -> str | None:
+    """The cache key: every data file, and this module's own source (the types and checks that build the
+    catalog); None when something cannot be read."""
+    return _startup_cache.source_digest(Path(__file__), *(p for p in data_dir.rglob("*") if p.is_file()))
 
 
 @functools.lru_cache(maxsize=4)
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """The catalog from ``data_dir`` (default: the packaged data), validated; raises CatalogError naming the
     problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by a hash of the data files'
-    contents) so the CLI does not re-validate unchanged data on every start."""
-    name = f"catalog-{_fingerprint(data_dir or DATA)}.pickle"
-    cat = _startup_cache.load(name)
+    contents and of this module's source) so the CLI does not re-validate unchanged data on every start."""
+    key = _fingerprint(data_dir or DATA)
+    name = f"catalog-{key[:24]}.pickle" if key else None
+    cat = _startup_cache.load(name) if name else None
     if isinstance(cat, Catalog):
         return cat
     cat = _load_and_validate(data_dir or DATA)
-    _startup_cache.store(name, cat)
+    if name:
+        _startup_cache.store(name, cat)
     return cat
 
 

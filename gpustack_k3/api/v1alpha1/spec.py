@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from gpustack_k3 import _startup_cache
+from gpustack_k3.api.v1alpha1 import constants as _constants
 from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -259,13 +260,13 @@ SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTi
 # --- start-up: the document's compiled schema, cached across processes --------------------------------------
 # Every model above is built lazily (defer_build): building DeploymentDocument's schema is pydantic's most
 # expensive step (~30 ms, a large share of a CLI call). Once built, the core schema, validator and serializer are
-# pickled (gpustack_k3._startup_cache; classes and functions travel by reference) under a key made of this file's
-# bytes and the pydantic/pydantic-core/Python versions, and installed as they are by later processes. The nested
-# models keep their own lazy build for the rare direct use.
+# pickled (gpustack_k3._startup_cache; classes and functions travel by reference) under a key made of the source
+# of this module and of the package modules it imports, and the pydantic/pydantic-core/Python versions, and
+# installed as they are by later processes. The nested models keep their own lazy build for the rare direct use.
 
 def _schema_cache_name() -> str | None:
     """Computed once, at import: the classes in this process are those of the bytes read now, even if
-    the file changes before the schema is built (an upgrade under a running process)."""
+    the files change before the schema is built (an upgrade under a running process)."""
     import hashlib
     import sys
     from pathlib import Path
@@ -273,12 +274,11 @@ def _schema_cache_name() -> str | None:
     import pydantic_core
     from pydantic.version import VERSION
 
-    try:
-        h = hashlib.sha256(Path(__file__).read_bytes())
-    except OSError:   # not a plain file (a zip import): no cache
+    code = _startup_cache.source_digest(Path(__file__), Path(_constants.__file__))
+    if code is None:   # not plain files (a zip import): no cache
         return None
-    h.update(f"|{VERSION}|{pydantic_core.__version__}|{sys.version}".encode())
-    return f"spec-schema-{h.hexdigest()[:24]}.pickle"
+    key = hashlib.sha256(f"{code}|{VERSION}|{pydantic_core.__version__}|{sys.version}".encode()).hexdigest()
+    return f"spec-schema-{key[:24]}.pickle"
 
 
 _SCHEMA_CACHE = _schema_cache_name()
