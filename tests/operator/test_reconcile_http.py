@@ -5,7 +5,7 @@ import time
 import urllib.request
 
 import pytest
-from operator_helpers import NS, G, P, V, k3, wait_for
+from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.controller import run
@@ -125,9 +125,7 @@ def test_pods_drive_phases_and_events(emu, kube, start_operator):
     start_operator()
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
-    labels = {api.LABEL_DEPLOYMENT: "kimi", "app": "kimi"}
-    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": labels},
-                                    "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
+    core.create_namespaced_pod(NS, pod_from_deployment(emu, "kimi", "kimi-0", [{"name": "engine", "image": "vllm"}]))
 
     def kubelet(phase, conditions, state, restarts=0, last=None):
         # like the kubelet's two-way merge patch: states not reported any more are set to null
@@ -190,8 +188,7 @@ def test_cold_start_seam_feeds_conditions(emu, kube, start_operator):
         return holder["obs"]
     start_operator(coldstart_factory=factory)
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
-    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": {api.LABEL_DEPLOYMENT: "kimi"}},
-                                    "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
+    core.create_namespaced_pod(NS, pod_from_deployment(emu, "kimi", "kimi-0", [{"name": "engine", "image": "vllm"}]))
     obs = holder["obs"]
     wait_for(lambda: obs.seen_pods.get((NS, "kimi")) == ["kimi-0"], what="pods at the seam")
     obs.snapshot = {"attempt": 1, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
