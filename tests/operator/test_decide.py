@@ -134,9 +134,9 @@ def test_invalid_spec_reports_findings_emits_once_and_renders_nothing():
 
 
 def test_warnings_are_listed_without_blocking():
-    dec = run(make_cr(maxModelLen=1_000_000))
+    dec = run(make_cr(scheduling={"maxModelLen": 1_000_000}))
     assert dec.status["phase"] == "Deploying"
-    assert dec.status["warnings"] == ["[context.long] spec.maxModelLen: long context Fix: expect less KV room"]
+    assert dec.status["warnings"] == ["[context.long] spec.scheduling.maxModelLen: long context Fix: expect less KV room"]
 
 
 def test_spec_change_reapplies_only_what_changed():
