@@ -46,6 +46,15 @@ class DraftArtifact:
 
 
 @_dc
+class Calibration:
+    """Figures taken or fitted from one engine log: agreement with that log at its own settings (those of
+    ``preset``) is calibration, not accuracy (the plan's notes say so)."""
+    log: str             # which log, and where its figures are written down
+    preset: str          # the catalog preset that has the log's settings
+    inputs: list[str]    # the figures of this entry taken or fitted from it
+
+
+@_dc
 class ModelEngineFigures:
     weights_per_gpu_gib: float
     # vLLM
@@ -64,6 +73,7 @@ class ModelEngineFigures:
     mamba_spec_ratio: float | None = None
     eagle_default_max_running_requests: int | None = None
     draft: DraftArtifact | None = None
+    calibration: Calibration | None = None
 
 
 @_dc
@@ -271,6 +281,17 @@ def _load_and_validate(DATA: Path) -> Catalog:
         raise CatalogError(f"catalog {DATA} is invalid: {type(exc).__name__}: {exc}") from exc
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")
+    for mname, model in cat.models.items():
+        for ename, fig in model.engines.items():
+            cal = fig.calibration
+            if cal is None:
+                continue
+            if cal.preset not in cat.presets:
+                raise CatalogError(f"models.yaml {mname}.{ename}.calibration names unknown preset {cal.preset}")
+            unknown = [f for f in cal.inputs if getattr(fig, f, None) is None or f == "calibration"]
+            if unknown:
+                raise CatalogError(f"models.yaml {mname}.{ename}.calibration.inputs: {unknown} are not figures of "
+                                   "this entry")
     for eng, names in cat.advice.presets.items():
         for n in names:
             if n not in cat.presets:

@@ -137,7 +137,7 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
 
 # ------------------------------------------------------------------ plan
 
-@click.command("plan", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("plan", context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
 @click.argument("spec", required=False)
 @preset_opt
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), help="Plan an engine command line given after --.")

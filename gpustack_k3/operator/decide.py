@@ -28,7 +28,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import MAX_CONDITION_MESSAGE
-from gpustack_k3.operator.podstate import PodSummary, summarize_pods
+from gpustack_k3.operator.podstate import PodSummary, on_older_template, summarize_pods
 
 STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "coldStart")
 # snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
@@ -223,11 +223,23 @@ def prepare(rendered: Sequence[dict], cr: Mapping[str, Any]) -> tuple[list[dict]
             tm["labels"] = {**(tm.get("labels") or {}), **labels}
             if config_hash and tpl is not obj:
                 tm["annotations"] = {**(tm.get("annotations") or {}), api.ANNOTATION_CONFIG_HASH: config_hash}
+            if tpl is not obj:
+                # the pods made from this template carry its hash: a pod with another one runs an older spec
+                annotations = {k: v for k, v in (tm.get("annotations") or {}).items()
+                               if k != api.ANNOTATION_TEMPLATE_HASH}
+                tm["annotations"] = {**annotations, api.ANNOTATION_TEMPLATE_HASH: stable_hash(
+                    {**tpl, "metadata": {**tm, "annotations": annotations}})}
         m.setdefault("annotations", {})
         m["annotations"].pop(api.ANNOTATION_APPLIED_HASH, None)
         m["annotations"][api.ANNOTATION_APPLIED_HASH] = stable_hash(obj)
         out.append(obj)
     return out, warnings
+
+
+def template_hashes(desired: Sequence[dict]) -> set[str]:
+    """The template hashes ``prepare`` stamped on the desired pod templates."""
+    return {h for o in desired for tpl in _pod_templates(o) if tpl is not o
+            if (h := ((tpl.get("metadata") or {}).get("annotations") or {}).get(api.ANNOTATION_TEMPLATE_HASH))}
 
 
 def apply_reason(desired: dict, actual: dict | None) -> str | None:
@@ -338,7 +350,11 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
-            rolling = _rollout(observed.owned) or next(
+            hashes = template_hashes(desired)
+            older = on_older_template(observed.pods, hashes) if hashes else []
+            rolling = _rollout(observed.owned) or (
+                f"{len(older)}/{pods.total} pod(s) still on an older template: {', '.join(older[:3])}"
+                if older else "") or next(
                 (f"{a.obj['kind']}/{a.obj['metadata']['name']}: new template being applied" for a in actions
                  if isinstance(a, Apply) and a.why == "update" and a.obj.get("kind") in ("Deployment", "StatefulSet")),
                 "")
@@ -474,27 +490,40 @@ def _coldstart_events(prev: Mapping[str, Any], now: Mapping[str, Any]) -> list[E
 
 def _rollout(owned: Mapping[tuple[str, str, str], dict]) -> str:
     """Why a workload we own is still rolling out ("" when it is not), from the status its controller
-    writes (a workload without status, e.g. just created, says nothing)."""
+    writes (a workload without status, e.g. just created, says nothing). The API server leaves out counts
+    that are 0 (``omitempty``): once the controller has written a status, a missing ``updatedReplicas``
+    is 0 updated pods."""
     for (_av, kind, name), obj in sorted(owned.items()):
         if kind not in ("Deployment", "StatefulSet"):
             continue
         st, gen = obj.get("status") or {}, (obj.get("metadata") or {}).get("generation")
-        if isinstance(st.get("observedGeneration"), int) and isinstance(gen, int) and st["observedGeneration"] < gen:
+        if not isinstance(st.get("observedGeneration"), int):
+            continue
+        if isinstance(gen, int) and st["observedGeneration"] < gen:
             return f"{kind}/{name}: generation {gen} not yet observed by its controller"
         want = (obj.get("spec") or {}).get("replicas", 1)
-        if isinstance(st.get("updatedReplicas"), int) and isinstance(want, int) and st["updatedReplicas"] < want:
-            return f"{kind}/{name}: {st['updatedReplicas']}/{want} pod(s) on the new template"
+        updated = st.get("updatedReplicas", 0)
+        if isinstance(updated, int) and isinstance(want, int) and updated < want:
+            return f"{kind}/{name}: {updated}/{want} pod(s) on the new template"
     return ""
 
 
 def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The phase and its reason. A crash loop is one Degraded phase: the kubelet's restarts come before the
+    verdict of each attempt (which clears when the next attempt starts and fails again when it dies), so a
+    looping engine does not flip Failed -> Degraded -> Failed with an Event each time."""
     verdict = (cs or {}).get("verdict") or None
+    failed_attempt = verdict and verdict.get("phase") in (api.PHASE_FAILED, api.PHASE_DEGRADED)
+    said = f"{verdict.get('reason', '')}: {verdict.get('message', '')}".strip(": ") if failed_attempt else ""
     if pods.failed:
         return api.PHASE_FAILED, pods.failed
-    if verdict and verdict.get("phase") in (api.PHASE_FAILED, api.PHASE_DEGRADED):
-        return verdict["phase"], f"{verdict.get('reason', '')}: {verdict.get('message', '')}".strip(": ")
     if pods.crashing:
-        return api.PHASE_DEGRADED, pods.crashing
+        return api.PHASE_DEGRADED, f"{pods.crashing}; {said}" if said else pods.crashing
+    if failed_attempt and pods.restarted_after_crash:
+        # an attempt that failed after a restart that followed a crash: the loop has begun
+        return api.PHASE_DEGRADED, f"{said} (again after a restart: {pods.restarted_after_crash})"
+    if failed_attempt:
+        return verdict["phase"], said
     if pods.total and pods.ready == pods.total:
         return (api.PHASE_WARM, api.PHASE_WARM) if cs and cs.get("warm") else (api.PHASE_READY, api.PHASE_READY)
     if pods.unschedulable:

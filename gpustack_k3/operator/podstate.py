@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import (
     ANNOTATION_STARTUP_BUDGET,
+    ANNOTATION_TEMPLATE_HASH,
     REASON_POD_FAILED,
 )
 from gpustack_k3.api.v1alpha1.constants import (
@@ -38,6 +39,7 @@ class PodSummary:
     failed: str = ""          # "Reason: message" making the workload Failed
     crashing: str = ""        # "Reason: message" making the workload Degraded
     per_pod_restarts: tuple[tuple[str, int], ...] = ()
+    restarted_after_crash: str = ""   # "pod/container" restarted after a crash during its cold start, if any
 
     @property
     def problem_reason(self) -> str:
@@ -94,7 +96,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
     """``now`` (epoch seconds) lets an old crash (before a run longer than the startup budget) be told from
     a crash loop."""
     total = scheduled = ready = running = restarts = 0
-    unschedulable = failed = crashing = ""
+    unschedulable = failed = crashing = restarted_after_crash = ""
     per_pod = []
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
         meta = pod.get("metadata") or {}
@@ -129,7 +131,10 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
             elif waiting.get("reason") in CRASH_WAITING and not crashing:
                 cause = f" (last exit: {last.get('reason')}, code {last.get('exitCode')})" if last else ""
                 crashing = f"CrashLoopBackOff: {who}{cause}"
-            elif terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing:
+            elif (terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
+                  and int(c.get("restartCount") or 0) >= 1):
+                # terminated again after a restart: the loop; a first termination is a failed attempt (its
+                # cold-start verdict says why) that the kubelet is about to restart
                 crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
             elif (last.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
                   and (last.get("reason") == KUBELET_OOM_KILLED or int(c.get("restartCount") or 0) >= 2)
@@ -138,6 +143,24 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
                 # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time
                 crashing = (f"{last['reason']}: {who}: restarted {c.get('restartCount', 0)} time(s), "
                             f"last exit code {last.get('exitCode')}")
+            if (last.get("reason") in CRASH_TERMINATED and int(c.get("restartCount") or 0) >= 1
+                    and not restarted_after_crash and _in_cold_start(pod, c, now)):
+                restarted_after_crash = who
         restarts += pod_restarts
         per_pod.append((meta.get("name", ""), pod_restarts))
-    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod))
+    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod),
+                      restarted_after_crash)
+
+
+def on_older_template(pods: Sequence[Mapping[str, Any]], current: Collection[str]) -> list[str]:
+    """Names of the pods (not terminating) whose template hash annotation is none of ``current``, the hashes
+    of the templates the operator applies: they still run an older spec. A pod without the annotation was
+    made from a template the operator did not stamp, so it is older too."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        if (meta.get("annotations") or {}).get(ANNOTATION_TEMPLATE_HASH) not in current:
+            out.append(meta.get("name", ""))
+    return sorted(out)

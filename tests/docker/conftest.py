@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ports
+from tests.support import ports, tiers
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / ".ci" / "setup_dockerd.sh"
@@ -54,7 +54,7 @@ def docker_host() -> str:
     proc = _setup("start")
     host = _last_value(proc.stdout, "DOCKER_HOST")
     if proc.returncode != 0 or not host:
-        pytest.skip(f"dockerd could not start via {SETUP.relative_to(REPO)} start (exit {proc.returncode}): "
+        tiers.unavailable(f"dockerd could not start via {SETUP.relative_to(REPO)} start (exit {proc.returncode}): "
                     f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'}")
     TIMINGS["dockerd"] = ("already running" if already else
                           f"install (if needed) + start {time.monotonic() - t0:.1f} s") + f" ({host})"

@@ -124,6 +124,24 @@ def test_find_helm_says_how_to_get_it(monkeypatch, tmp_path):
         find_helm()
 
 
+def test_generate_check_without_helm_exits_2_saying_helm_is_needed(tmp_path):
+    """`tools/generate.py --check` cannot check manifests/install.yaml without helm: it must not report
+    "up to date" (exit 0) after a partial check, nor write anything."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GPUSTACK_K3_HELM"}
+    env.update(GPUSTACK_K3_CACHE=str(tmp_path), PATH=str(tmp_path), PYTHONPATH=str(REPO_ROOT))
+    before = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "generate.py"), "--check"], capture_output=True,
+                         text=True, env=env, timeout=300, check=False)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "helm not found" in res.stderr and "install.yaml cannot be generated or checked without helm" in res.stderr
+    assert ".ci/setup_helm.sh" in res.stderr and "up to date" not in res.stdout + res.stderr
+    after = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    assert after.stdout == before.stdout
+
+
 def test_setup_helm_script_is_valid_bash():
     script = REPO_ROOT / ".ci" / "setup_helm.sh"
     assert script.stat().st_mode & 0o111, "setup_helm.sh must be executable"

@@ -13,6 +13,7 @@ import yaml
 from kubernetes import client
 from operator_helpers import G, P, V, wait_for
 
+from tests.support.k8s_emulator import ADMIN_TOKEN
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.operator
@@ -36,7 +37,7 @@ def test_operator_run_process_with_kubeconfig_and_sigterm(emulator_process, tmp_
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "emu",
         "clusters": [{"name": "emu", "cluster": {"server": url}}],
-        "users": [{"name": "emu", "user": {"token": "t"}}],
+        "users": [{"name": "emu", "user": {"token": ADMIN_TOKEN}}],   # an unknown token is 401
         "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}]}))
     cfg = client.Configuration()
     cfg.host = url

@@ -67,7 +67,7 @@ def deploy(co, core, emu, name="kimi", wait=True):
     co.create_namespaced_custom_object(G, V, NS, P, k3(name))
     if wait:
         wait_status(co, name, lambda s: s.get("phase") == "Deploying", "Deploying")
-    return Kubelet(emu, core, NS, name, f"{name}-0")
+    return Kubelet(emu, core, NS, name, f"{name}-0", wait=wait)
 
 
 def gpu_log(started: dt.datetime) -> list[str]:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import time
 
@@ -18,6 +17,7 @@ from gpustack_k3.render.kubernetes import (
     workload_kind,
 )
 from tests.render.conftest import EDGES, PRESETS, doc_of, launch_of, preset_data
+from tests.support import tiers
 
 CASES = {**{p: preset_data(p) for p in PRESETS}, **EDGES}
 
@@ -213,20 +213,10 @@ def test_storage_problems_refuse_the_render():
     prepare(doc_of(d), targets=("argv",))
 
 
-def _checkov() -> str:
-    import os
-
-    exe = os.environ.get("GPUSTACK_K3_CHECKOV") or shutil.which("checkov")
-    if not exe:
-        if os.environ.get("GPUSTACK_K3_REQUIRE_CHECKOV"):
-            pytest.fail("checkov required (GPUSTACK_K3_REQUIRE_CHECKOV) but not found; pip install checkov")
-        pytest.skip("checkov not installed (pip install checkov); CI sets GPUSTACK_K3_REQUIRE_CHECKOV=1")
-    return exe
-
-
+@pytest.mark.tools
 def test_checkov_passes_with_written_skips(tmp_path):
     """checkov over every rendered object: nothing fails; every skip carries a written reason."""
-    exe = _checkov()
+    exe = tiers.checkov()
     n_objects = 0
     for case, data in sorted(CASES.items()):
         _, objs = objects(data)

@@ -26,7 +26,15 @@ relies on (see shared/research/testinfra.md §2), so the object store here is ou
 * pod logs ``/api/v1/namespaces/NS/pods/NAME/log`` (container, follow, previous, tailLines,
   timestamps) fed by the test (``append_log``) — the test plays the kubelet;
 * fault injection (next N matching requests answer a status and/or are delayed) and a write
-  counter per (user agent, verb, resource) for benchmarks.
+  counter per (user agent, verb, resource) for benchmarks;
+* objects stored as the real server stores them: built-in kinds get the server's defaults (Deployment
+  strategy and limits, pod spec and container defaults, Service cluster IP and protocol, ...), resource
+  quantities in canonical form ("1024Mi" -> "1Gi", 0.5 -> "500m"; 422 for a non-quantity), and workload
+  status counts that are 0 left out where the Go types say ``omitempty``; custom resources of a CRD with a
+  schema (ours: gpustack_k3.crd.manifest) are pruned to it, defaulted and type-checked (422 Invalid);
+* authentication by bearer token and RBAC authorization from the Role/ClusterRole(Binding) objects in the
+  store (``install``, ``service_account_token``): a request without a token is the test harness, an admin,
+  as is the kubeconfig user ``emulator``; a 403 Forbidden is worded as the API server words it.
 
 Use ``K8sEmulator`` (a context manager running the server in a background thread) from sync code,
 or run ``python -m tests.support.k8s_emulator`` for a separate process (prints its URL as one
@@ -111,6 +119,8 @@ DEFAULT_RESOURCES = [
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", shortnames=("netpol",)),
     Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
     Resource("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", custom=True),
     Resource("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor", custom=True),
     Resource("events.k8s.io", "v1", "events", "Event"),
@@ -122,6 +132,19 @@ DEFAULT_RESOURCES = [
              shortnames=("k3dep",), custom=True),
 ]
 DEFAULT_NAMESPACES = ("default", "kube-system")
+ADMIN = sem.User("kubernetes-admin", ("system:masters", "system:authenticated"))
+ADMIN_TOKEN = "emulator"     # the kubeconfig user of write_kubeconfig()
+
+
+def _crd_schemas() -> dict[str, dict]:
+    """Resource key -> openAPIV3Schema of the CRDs the emulator serves with a schema (ours)."""
+    from gpustack_k3.crd.manifest import crd_manifest
+
+    crd = crd_manifest()
+    out = {}
+    for v in crd["spec"]["versions"]:
+        out[f"{crd['spec']['group']}/{v['name']}/{crd['spec']['names']['plural']}"] = v["schema"]["openAPIV3Schema"]
+    return out
 
 
 class ApiError(Exception):
@@ -242,6 +265,11 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         self._uids: dict[str, tuple[str, str | None, str]] = {}
         self._dependents: dict[str, set[tuple[str, str | None, str]]] = {}
         self._names = itertools.count(1)
+        self._cluster_ips = itertools.count(10)
+        self.schemas: dict[str, dict] = _crd_schemas()
+        self.tokens: dict[str, sem.User] = {ADMIN_TOKEN: ADMIN}
+        self.field_validation = "Warn"    # of the request being served (?fieldValidation=Strict|Warn|Ignore)
+        self.warnings: list[str] = []     # Warning headers of the request being served
         for res in DEFAULT_RESOURCES:
             self.add_resource(res)
         for ns in DEFAULT_NAMESPACES:
@@ -305,10 +333,12 @@ class EmulatorHandler(kmock.KubernetesScaffold):
                     await asyncio.sleep(fault.delay)
                 if fault.status is not None:
                     return await self._fault_response(raw, verb, fault.status)
+            user = self._authenticate(raw)
             if target.res is None:
                 if target.unknown:
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
-                return await super()._handle(req)
+                return await super()._handle(req)   # discovery: every authenticated user may read it
+            self._authorize(user, target, verb)
             return await self._dispatch(raw, target, verb, body)
         except ApiError as e:
             return aiohttp.web.json_response(e.status(), status=e.code, headers=e.headers)
@@ -355,6 +385,33 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         if m == "DELETE":
             return "delete" if t.name else "deletecollection"
         return m.lower()
+
+    def _authenticate(self, raw: aiohttp.web.BaseRequest) -> sem.User:
+        header = raw.headers.get("Authorization", "")
+        if not header:
+            return ADMIN          # the test harness
+        token = header.removeprefix("Bearer ").strip()
+        user = self.tokens.get(token)
+        if user is None:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        return user
+
+    def _authorize(self, user: sem.User, t: _Target, verb: str) -> None:
+        res = t.res
+        assert res is not None
+        attrs = sem.Attributes("patch" if verb == "apply" else verb, res.group, res.plural, t.subresource,
+                               t.namespace if res.namespaced else None, t.name)
+        if user.admin:
+            return
+        roles = {(m["metadata"].get("namespace"), m["metadata"]["name"]): m
+                 for key in ("rbac.authorization.k8s.io/v1/roles", "rbac.authorization.k8s.io/v1/clusterroles")
+                 for m in self.store[key].values()}
+        bindings = [b for key in ("rbac.authorization.k8s.io/v1/rolebindings",
+                                  "rbac.authorization.k8s.io/v1/clusterrolebindings")
+                    for b in self.store[key].values()]
+        if not sem.rbac_allows(user, attrs, roles, bindings):
+            raise ApiError(403, "Forbidden", sem.forbidden_message(user, attrs),
+                           {"name": t.name, "group": res.group, "kind": res.plural})
 
     def _take_fault(self, method: str, verb: str, path: str) -> Fault | None:
         for f in list(self.faults):
@@ -404,6 +461,7 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         if t.subresource and t.subresource not in res.subresources:
             raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
         manager = q.get("fieldManager") or raw.headers.get("User-Agent", "unknown").split("/")[0] or "unknown"
+        self.field_validation, self.warnings = q.get("fieldValidation") or "Warn", []
         if t.subresource == "log":
             return await self._serve_log(raw, t)
         if verb == "watch":
@@ -455,9 +513,12 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             return self._json({**self.list_objects(res, t.namespace, "", "", limit=0), "items": items})
         raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on {raw.path}")
 
-    @staticmethod
-    def _json(obj: Any, status: int = 200) -> aiohttp.web.Response:
-        return aiohttp.web.Response(body=json.dumps(obj).encode(), status=status, content_type="application/json")
+    def _json(self, obj: Any, status: int = 200) -> aiohttp.web.Response:
+        resp = aiohttp.web.Response(body=json.dumps(obj).encode(), status=status, content_type="application/json")
+        for w in self.warnings:   # as the API server warns: 299 - "text"
+            resp.headers.add("Warning", f'299 - {json.dumps(w)}')
+        self.warnings = []
+        return resp
 
     @staticmethod
     def _body_dict(body: bytes) -> dict:
@@ -539,10 +600,38 @@ class EmulatorHandler(kmock.KubernetesScaffold):
                 self._dependents.setdefault(ref.get("uid"), set()).add(key)
             self._uids[new["metadata"]["uid"]] = key
 
+    def _as_stored(self, res: Resource, obj: dict) -> dict:
+        """The object as the API server stores it (see the module docstring); 422 when it cannot be."""
+        name = (obj.get("metadata") or {}).get("name")
+        if res.custom:
+            schema = self.schemas.get(res.key)
+            if schema is None:
+                return obj
+            try:
+                stored, pruned = sem.structural(schema, obj)
+            except sem.SchemaError as e:
+                raise ApiError(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {e}',
+                               {"name": name, "group": res.group, "kind": res.kind,
+                                "causes": [{"reason": "FieldValueTypeInvalid", "field": f, "message": m}
+                                           for f, m in e.causes]}) from None
+            if pruned and self.field_validation == "Strict":
+                raise ApiError(400, "BadRequest", f'{res.kind} in version "{res.version}" cannot be handled as a '
+                                                  f'{res.kind}: strict decoding error: '
+                               + ", ".join(f'unknown field "{p}"' for p in pruned))
+            if self.field_validation != "Ignore":
+                self.warnings += [f'unknown field "{p}"' for p in pruned]
+            return stored
+        try:
+            obj = sem.canonicalize_quantities(obj)
+        except sem.QuantityError as e:
+            raise ApiError(422, "Invalid", f'{res.kind} "{name}" is invalid: {e}', {"name": name, "kind": res.plural}) \
+                from None
+        obj = sem.apply_defaults(res.kind, obj, cluster_ip=lambda: f"10.96.0.{next(self._cluster_ips)}")
+        return sem.encode_status(res.kind, obj)
+
     def _store_put(self, res: Resource, old: dict | None, new: dict, owners: dict[str, set] | None) -> dict:
         """Persist ``new`` (a fresh dict we own) unless it equals ``old``: bump rv, emit, index."""
-        if not res.custom:  # built-in types decode quantities; custom resources keep what they got
-            new = sem.canonicalize_quantities(new)
+        new = self._as_stored(res, new)
         m = new["metadata"]
         key = (m.get("namespace") if res.namespaced else None, m["name"])
         okey = (res.key, key[0], key[1])
@@ -1065,17 +1154,53 @@ class K8sEmulator:
         cfg.host = self.url
         return cfg
 
-    def api_client(self, user_agent: str | None = None) -> Any:
+    def api_client(self, user_agent: str | None = None, *, token: str | None = None) -> Any:
+        """An official client; ``token``: authenticate as that identity (else the admin test harness)."""
         from kubernetes import client
-        api = client.ApiClient(self.configuration())
+        cfg = self.configuration()
+        if token:
+            cfg.api_key = {"authorization": token}
+            cfg.api_key_prefix = {"authorization": "Bearer"}
+        api = client.ApiClient(cfg)
         if user_agent:
             api.user_agent = user_agent
         return api
 
-    def write_kubeconfig(self, path: str, namespace: str = "default") -> str:
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """A bearer token of ServiceAccount ``namespace/name`` (RBAC applies to it)."""
+        token = f"sa-{namespace}-{name}-{uuid.uuid4().hex[:8]}"
+        user = sem.User(f"system:serviceaccount:{namespace}:{name}",
+                        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+        self.call(self.handler.tokens.__setitem__, token, user)
+        return token
+
+    def install(self, documents: Iterable[dict]) -> list[dict]:
+        """Create the namespaces, service accounts and RBAC objects among ``documents`` (e.g. the documents of
+        manifests/install.yaml) as the admin; other kinds are left out. Returns what was created."""
+        wanted = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+        by_kind = {r.kind: r for r in DEFAULT_RESOURCES if r.group in ("", "rbac.authorization.k8s.io")}
+
+        def fn() -> list[dict]:
+            out = []
+            for kind in wanted:
+                for doc in documents_of_kind:
+                    if doc.get("kind") != kind:
+                        continue
+                    res = self.handler.resources_by_key[by_kind[kind].key]
+                    ns = (doc.get("metadata") or {}).get("namespace") if res.namespaced else None
+                    if ns and (None, ns) not in self.handler.store["v1/namespaces"]:
+                        self.handler.create_object(self.handler.resources_by_key["v1/namespaces"], None,
+                                                   {"metadata": {"name": ns}}, manager="emulator")
+                    if (ns, doc["metadata"]["name"]) not in self.handler.store[res.key]:
+                        out.append(self.handler.create_object(res, ns, sem.clone(doc), manager="install"))
+            return out
+        documents_of_kind = [d for d in documents if d and d.get("kind") in wanted]
+        return self.call(fn)
+
+    def write_kubeconfig(self, path: str, namespace: str = "default", token: str = ADMIN_TOKEN) -> str:
         doc = {"apiVersion": "v1", "kind": "Config", "current-context": "emulator",
                "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
-               "users": [{"name": "emulator", "user": {"token": "emulator"}}],
+               "users": [{"name": "emulator", "user": {"token": token}}],
                "contexts": [{"name": "emulator", "context": {"cluster": "emulator", "user": "emulator",
                                                              "namespace": namespace}}]}
         with open(path, "w", encoding="utf-8") as fh:

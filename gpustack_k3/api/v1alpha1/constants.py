@@ -35,6 +35,7 @@ ANNOTATION_APPLIED_HASH: Final = PREFIX + "applied-hash"  # operator: hash of wh
 ANNOTATION_CONFIG_HASH: Final = PREFIX + "config-hash"    # pod template: hash of mounted ConfigMaps/Secrets
 ANNOTATION_LAUNCH_SHA256: Final = PREFIX + "launch-sha256"  # pod template: sha256 of the launch spec
 ANNOTATION_STARTUP_BUDGET: Final = PREFIX + "startup-budget-seconds"  # pod template: cold-start budget
+ANNOTATION_TEMPLATE_HASH: Final = PREFIX + "template-hash"  # pod template (operator): pods of an older one roll out
 
 # Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/)
 LABEL_APP_NAME: Final = "app.kubernetes.io/name"
