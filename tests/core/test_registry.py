@@ -88,7 +88,7 @@ def test_every_cited_anchor_exists_in_docs_sources():
 def test_cited_repository_files_exist():
     for r in RULES.values():
         for src in (r.source, *r.sources.values()):
-            for path in re.findall(r"\b((?:gpustack_k3|docs|tests)/[\w./-]+\.(?:py|md|yaml|j2))\b", src):
+            for path in re.findall(r"\b((?:gpustack_k3|docs|tests)/[\w./-]+\.(?:py|md|yaml|json|j2))\b", src):
                 assert (REPO / path).exists(), (r.id, path)
 
 

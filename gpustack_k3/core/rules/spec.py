@@ -202,6 +202,8 @@ def _(r, c):
       fix="Pick spec.parallel.dcp among the divisors of spec.parallel.tp (for TP 8: 1, 2, 4, 8).",
       source="vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0; "
              "sglang utils/common.py:1055-1064@0.5.23",
+      sources={"vllm": "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0",
+               "sglang": "sglang utils/common.py:1055-1064@0.5.23 (DCP ranks are tp_rank % dcp_size)"},
       cel=lambda b: f"{_dcp(b)} > 1 && {_tp(b)} % {_dcp(b)} != 0")
 def _(r, c):
     if r.dcp > 1 and r.tp % r.dcp:
@@ -336,6 +338,8 @@ def _(r, c):
       why="DSpark and EAGLE3 load a separate draft checkpoint.",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
       source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/fields/spec.py:31-81@0.5.23",
+      sources={"vllm": "vllm config/speculative.py:1236-1244@0.33.0",
+               "sglang": "sglang arg_groups/fields/spec.py:31-81@0.5.23"},
       cel=lambda b: (f"{_method(b)} in ['dspark', 'eagle3'] && "
                      f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
 def _(r, c):
@@ -474,6 +478,12 @@ def _kv_dtype_cel(b: Builder) -> str:
       fix="Pick one of the dtypes listed in the message (vLLM fp8, SGLang fp8_e4m3 for the write-up's deployments).",
       source="gpustack_k3/catalog/data/engines/*.yaml (kv_cache_dtypes per version); vllm config/cache.py:44-67, "
              "468-491@0.33.0; sglang arg_groups/fields/model.py:185-221@0.5.23",
+      sources={"vllm 0.33.0": "vllm config/cache.py:44-67, 468-491@0.33.0",
+               "vllm 0.29.0": "vllm config/cache.py:39-57@0.29.0", "vllm 0.28.0": "vllm config/cache.py:19-37@0.28.0",
+               "vllm 0.32.0-cpu": "gpustack_k3/catalog/data/engines/vllm-0.32.0-cpu-options.json (--kv-cache-dtype "
+                                  "choices of the real parser)",
+               "sglang": "sglang arg_groups/fields/model.py:185-221@0.5.23",
+               "sglang 0.5.22": "sglang arg_groups/fields/model.py:203-212@0.5.22"},
       cel=_kv_dtype_cel)
 def _(r, c):
     d = r.spec.memory.kvCacheDtype
@@ -499,6 +509,7 @@ def _context_cel(b: Builder) -> str:
           "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).",
       fix="Lower spec.scheduling.maxModelLen to the model maximum.",
       source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2170@0.33.0",
+      sources={"vllm": "vllm config/model.py:2170@0.33.0", "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
       cel=_context_cel)
 def _(r, c):
     m = r.spec.scheduling.maxModelLen
@@ -878,6 +889,9 @@ def _(r, c):
           "(vLLM) or --quantization-param-path (SGLang), or use a bf16 KV cache.",
       source="vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; sglang "
              "model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; docs/sources.md#fp8-kv-scales",
+      sources={"vllm": "vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; docs/sources.md#fp8-kv-scales",
+               "sglang": "sglang model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; "
+                         "docs/sources.md#fp8-kv-scales"},
       log=logrules.fp8_kv_no_scales)
 def _(r, c):
     d = str(r.value("memory.kvCacheDtype") or "")
@@ -891,6 +905,8 @@ def _(r, c):
       fix="Provide a fast tokenizer, and count tokenization in TTFT measurements.",
       source="vllm tokenizers/registry.py:288@0.33.0; sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; "
              "docs/sources.md#slow-tokenizer",
+      sources={"vllm": "vllm tokenizers/registry.py:288@0.33.0; docs/sources.md#slow-tokenizer",
+               "sglang": "sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; docs/sources.md#slow-tokenizer"},
       log=logrules.slow_tokenizer)
 def _(r, c):
     if r.spec.model.name == "kimi-k3":
