@@ -216,8 +216,10 @@ def _(tr, c: LogCtx):
       title="The engine failed to start",
       why="The log shows a fatal start-up error; the reason is the first causal error the tracker found.",
       fix="Read the engine log around the failure; fix the cause named in the reason and restart.",
-      source="gpustack_k3/coldstart/data/vllm.yaml, sglang.yaml (fatal start-up markers, each with its engine "
-             "file:line@version)",
+      source="gpustack_k3/coldstart/data/vllm.yaml, gpustack_k3/coldstart/data/sglang.yaml (fatal start-up markers, "
+             "each with its engine file:line@version)",
+      sources={"vllm": "gpustack_k3/coldstart/data/vllm.yaml (fatal start-up markers, each with its file:line@version)",
+               "sglang": "gpustack_k3/coldstart/data/sglang.yaml (fatal start-up markers, each with its file:line@version)"},
       no_cel="a running engine's log, not the spec: nothing the API server could check on admission")
 def _(tr, c: LogCtx):
     rep = tr.report()
