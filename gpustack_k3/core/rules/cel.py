@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.catalog.loader import Catalog
@@ -20,13 +19,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.rules.registry import Rule
 
 
-@dataclass(frozen=True)
 class CelRule:
-    rule_id: str               # catalog rule id (or "metadata-name" for the root rule)
-    expression: str            # true = admitted
-    message: str
-    field_path: str | None     # relative to the node the rule is attached to (".parallel.dcp")
-    scope: str = "spec"        # "spec" or "root"
+    """One x-kubernetes-validations entry. (Plain classes here: this module is imported at every CLI start with the
+    rule definitions that use it; a dataclass would generate its methods each time.)"""
+
+    __slots__ = ("rule_id", "expression", "message", "field_path", "scope")
+
+    def __init__(self, rule_id: str, expression: str, message: str, field_path: str | None,
+                 scope: str = "spec") -> None:
+        self.rule_id = rule_id          # registry rule id (or "metadata-name" for the root rule)
+        self.expression = expression    # true = admitted
+        self.message = message
+        self.field_path = field_path    # relative to the node the rule is attached to (".parallel.dcp")
+        self.scope = scope              # "spec" or "root"
+
+    def __repr__(self) -> str:
+        return f"CelRule({self.rule_id!r}, {self.field_path!r})"
 
     def validation(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rule": self.expression, "message": self.message}
@@ -64,14 +72,12 @@ def _freeze(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-@dataclass
 class Builder:
     """Expression helpers for one engine; ``refs`` collects every spec path a rule reads."""
 
-    catalog: Catalog
-    spec_model: type
-    engine: str
-    refs: set[str] = field(default_factory=set)
+    def __init__(self, catalog: Catalog, spec_model: type, engine: str) -> None:
+        self.catalog, self.spec_model, self.engine = catalog, spec_model, engine
+        self.refs: set[str] = set()
 
     # ---- domain: the catalog entries a known document can name for this engine
     @property

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.core.findings import Finding, sort_findings
@@ -22,12 +21,13 @@ GIB = float(1 << 30)
 _PASS_RE = re.compile(r"""['"]?fuse_(norm_quant|act_quant|allreduce_rms)['"]?\s*[:=]\s*(?:True|true)""")
 
 
-@dataclass(frozen=True)
 class LogCtx:
     """What one rule's log check reads: its pattern hits and counts (by rule id), and how to print a time."""
-    tr: Any
-    rule_id: str
-    iso: Callable[[float | None], str | None]
+
+    __slots__ = ("tr", "rule_id", "iso")
+
+    def __init__(self, tr: Any, rule_id: str, iso: Callable[[float | None], str | None]) -> None:
+        self.tr, self.rule_id, self.iso = tr, rule_id, iso
 
     @property
     def hits(self) -> list[dict]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpustack_k3.core.findings import Finding, Severity
@@ -38,39 +37,51 @@ _ID = re.compile(r"^[a-z][a-z0-9]*(?:[-.][a-z0-9]+)*$")
 # version (file.py:line@version). Documents outside the repository, write-up sections and our issue numbers are
 # not sources: their facts are restated, with an anchor, in docs/sources.md.
 _FORBIDDEN_SOURCE = re.compile(r"§|\bseed\b|\bdomain\b|shared/|/work/|\bissues?\s*#?\d|(?<![\w.-])#\d")
-_MD_FILE = re.compile(r"[\w./-]+\.md\b")
-
-
+_FORBIDDEN_HINTS = ("§", "seed", "domain", "shared/", "/work/", "issue", "#")
 _ANCHOR = re.compile(r"docs/[\w./-]+\.md#[\w-]+")
+_TOKEN_SPLIT = re.compile(r"[\s;,(){}]+")
 
 
 def _bad_citation(src: str) -> str | None:
-    src = _ANCHOR.sub("docs/x.md", src)     # an anchor's own words are not a citation
-    m = _FORBIDDEN_SOURCE.search(src)
-    if m:
-        return m.group(0)
-    return next((f for f in _MD_FILE.findall(src) if not f.startswith("docs/")), None)
+    """What in a source cites outside this repository and the engines (None when nothing does). Plain substring
+    tests first: this runs for every rule at import, inside the CLI's start-up budget."""
+    if "docs/" in src:
+        src = _ANCHOR.sub("docs/x.md", src)     # an anchor's own words are not a citation
+    if any(h in src for h in _FORBIDDEN_HINTS):
+        m = _FORBIDDEN_SOURCE.search(src)
+        if m:
+            return m.group(0)
+    if ".md" in src:
+        return next((t for t in _TOKEN_SPLIT.split(src) if ".md" in t and not t.startswith("docs/")), None)
+    return None
 
 
-@dataclass(frozen=True)
 class Rule:
-    id: str
-    family: Family
-    severity: Severity
-    engines: tuple[str, ...]
-    field: str
-    title: str
-    why: str
-    fix: str
-    source: str
-    sources: dict[str, str] = field(default_factory=dict)   # "engine version" or "engine" -> source
-    when: dict[str, tuple] = field(default_factory=dict)    # trait -> allowed values (spec/args checks)
-    strict_severity: Severity | None = None
-    check: Callable[..., Iterable[Hit]] | None = None
-    log: Callable[..., Iterable[Hit]] | None = None         # the log evidence of a spec rule
-    cel: Callable[..., str | None] | None = None            # Builder -> the "bad" condition for one engine
-    cel_rules: Callable[..., list] | None = None            # (catalog, builders, spec_model, rule) -> [CelRule]
-    no_cel: str | None = None
+    """One rule. A plain class (no dataclass): the registry is built at every CLI start, and generating a dataclass's
+    methods costs more than all the rules' definitions together."""
+
+    __slots__ = ("id", "family", "severity", "engines", "field", "title", "why", "fix", "source", "sources", "when",
+                 "strict_severity", "check", "log", "cel", "cel_rules", "no_cel")
+
+    def __init__(self, id: str, family: Family, severity: Severity, engines: tuple[str, ...], field: str, title: str,
+                 why: str, fix: str, source: str, sources: dict[str, str], when: dict[str, tuple],
+                 strict_severity: Severity | None, check: Callable[..., Iterable[Hit]] | None,
+                 log: Callable[..., Iterable[Hit]] | None, cel: Callable[..., str | None] | None,
+                 cel_rules: Callable[..., list] | None, no_cel: str | None) -> None:
+        self.id, self.family, self.severity, self.engines, self.field = id, family, severity, engines, field
+        self.title, self.why, self.fix = title, why, fix
+        self.source = source
+        self.sources = sources                   # "engine version" or "engine" -> source, where it differs
+        self.when = when                         # trait -> allowed values (spec/args checks)
+        self.strict_severity = strict_severity
+        self.check = check
+        self.log = log                           # the log evidence of a spec rule
+        self.cel = cel                           # Builder -> the "bad" condition for one engine
+        self.cel_rules = cel_rules               # (catalog, builders, spec_model, rule) -> [CelRule]
+        self.no_cel = no_cel
+
+    def __repr__(self) -> str:
+        return f"Rule({self.id!r}, {self.family}, {self.severity})"
 
     # ---- applicability
     def applies(self, engine: str, traits: dict[str, Any]) -> bool:
