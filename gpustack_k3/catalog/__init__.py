@@ -1,4 +1,4 @@
-"""Catalog: hardware, models, engines (with versions), rules and presets, as data validated on load."""
+"""Catalog: hardware, models, engines (with versions) and presets, as data validated on load (rules: core/rules)."""
 from gpustack_k3.catalog.loader import (
     Catalog,
     CatalogError,

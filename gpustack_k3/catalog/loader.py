@@ -98,6 +98,28 @@ class FlagSpec:
 
 
 @_dc
+class DsparkDcpBackends:
+    """Which MLA attention backends let DSpark run with decode context parallelism in one vLLM release
+    (``MLACommonMetadataBuilder._validate_dspark_dcp_support``): the draft's non-causal block needs
+    ``supports_non_causal_multi_token_dcp``, the target's verify step ``supports_dcp_with_varlen``."""
+    draft: list[str]                                   # supports_non_causal_multi_token_dcp = True
+    # supports_dcp_with_varlen: always; only with cp_kv_cache_interleave_size 1; or decided by the platform's
+    # kernels at start-up (ROCm AITER), which a spec cannot show
+    verify: dict[str, Literal["always", "interleave_1", "platform"]]
+    source: str
+
+
+@_dc
+class CompileCacheEnv:
+    """Which environment variables key vLLM's torch.compile cache (a persistent cache is reused only when the
+    hash matches): every variable vLLM knows except ``names`` (``all_known_except``), or only ``names``."""
+    hashed: Literal["all_known_except", "only"]
+    names: list[str]
+    also_hashed: list[str] = field(default_factory=list)   # known variables without the VLLM_ prefix
+    source: str
+
+
+@_dc
 class EngineVersion:
     key: str = ""
     engine: str = ""
@@ -113,7 +135,8 @@ class EngineVersion:
     env_removed: dict[str, str] = field(default_factory=dict)
     extra_known_flags: list[str] = field(default_factory=list)
     unsupported_fields: dict[str, str] = field(default_factory=dict)
-    dcp_attention_backends: list[str] = field(default_factory=list)
+    dspark_dcp_backends: DsparkDcpBackends | None = None
+    compile_cache_env: CompileCacheEnv | None = None
     known_flags_file: str | None = None   # JSON list of option strings dumped from the real parser
 
 
@@ -147,24 +170,6 @@ class EngineEntry:
 
 
 @_dc
-class RuleEntry:
-    id: str
-    severity: Literal["error", "warning", "info"]
-    engines: list[Literal["vllm", "sglang"]]
-    field: str
-    title: str
-    why: str
-    fix: str
-    source: str
-    when: dict[str, Any] = field(default_factory=dict)          # trait conditions: {trait: [allowed values]}
-    strict_severity: Literal["error", "warning", "info"] | None = None
-
-    def applies(self, engine: str, traits: dict[str, Any]) -> bool:
-        """Whether the rule is checked for this engine and an engine version with these traits."""
-        return engine in self.engines and all(_trait_ok(traits.get(t), allowed) for t, allowed in self.when.items())
-
-
-@_dc
 class PresetEntry:
     name: str
     description: str
@@ -192,7 +197,6 @@ class Catalog:
     hardware: dict[str, HardwareProfile]
     models: dict[str, ModelEntry]
     engines: dict[str, EngineEntry]
-    rules: dict[str, RuleEntry]
     presets: dict[str, PresetEntry]
     default_preset: str
     advice: Advice
@@ -205,17 +209,6 @@ class Catalog:
         if key is None:
             return next(v for v in e.versions.values() if v.default)
         return e.versions.get(key)
-
-    def rule_versions(self, rule: RuleEntry) -> list[str]:
-        """The catalog versions a rule applies to (derived from its trait conditions)."""
-        return [f"{eng} {key}" for eng in rule.engines for key, v in self.engines[eng].versions.items()
-                if rule.applies(eng, v.traits)]
-
-
-def _trait_ok(value: Any, allowed: Any) -> bool:
-    if isinstance(allowed, list):
-        return value in allowed
-    return value == allowed
 
 
 def _read(path: Path) -> Any:
@@ -253,16 +246,11 @@ def _load_and_validate(DATA: Path) -> Catalog:
             "hardware": _read(DATA / "hardware.yaml")["hardware"],
             "models": _read(DATA / "models.yaml")["models"],
             "engines": {},
-            "rules": {},
             "presets": {},
         }
         for p in sorted((DATA / "engines").glob("*.yaml")):
             d = _read(p)
             raw["engines"][d["engine"]] = d
-        for r in _read(DATA / "rules.yaml")["rules"]:
-            if r["id"] in raw["rules"]:
-                raise CatalogError(f"rule id {r['id']} defined twice")
-            raw["rules"][r["id"]] = r
         pidx = _read(DATA / "presets" / "index.yaml")
         raw["default_preset"] = pidx["default"]
         for entry in pidx["presets"]:

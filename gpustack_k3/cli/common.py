@@ -127,13 +127,6 @@ def parse_yaml(text: str, where: str) -> Any:
     return docs[0]
 
 
-def _loc(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def document_from_data(data: Any, where: str):
     from pydantic import ValidationError
 
@@ -145,9 +138,11 @@ def document_from_data(data: Any, where: str):
     try:
         return DeploymentDocument.model_validate(data)
     except ValidationError as exc:
+        from gpustack_k3.core.rules.schema import field_path
+
         errs = exc.errors()
         e = errs[0]
-        field = _loc(e["loc"]) or "document"
+        field = field_path(e["loc"]) or "document"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field"

@@ -213,38 +213,65 @@ def _plan_text(d: dict) -> None:
 @click.argument("rule_id", required=False)
 @output_option
 def explain(rule_id, output):
-    """Why a rule exists, how to fix it, where it comes from (no RULE: list all)."""
+    """Why a rule exists, how to fix it, where it comes from per engine version (no RULE: list all)."""
     from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules import RULES
+    from gpustack_k3.core.rules.registry import FAMILIES, of_family
 
-    cat = load_catalog()
     if rule_id is None:
-        items = [{"rule": r.id, "severity": r.severity, "title": r.title} for r in cat.rules.values()]
+        items = [{"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title}
+                 for r in of_family(*FAMILIES)]
         if output == "text":
             for i in items:
-                click.echo(f"{i['rule']:<40} {i['severity']:<8} {i['title']}")
+                click.echo(f"{i['rule']:<40} {i['family']:<7} {i['severity']:<8} {i['title']}")
         else:
             emit(items, output)
         return
-    r = cat.rules.get(rule_id)
+    r = RULES.get(rule_id)
     if r is None:
         import difflib
 
-        close = difflib.get_close_matches(rule_id, list(cat.rules), n=3)
+        close = difflib.get_close_matches(rule_id, list(RULES), n=3)
         fail_input(InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
                               else "`gpustack-k3 explain` lists all rules"))
-    d = {"rule": r.id, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why, "fix": r.fix,
-         "source": r.source, "applies_to": cat.rule_versions(r)}
-    if r.strict_severity:
-        d["strict_severity"] = r.strict_severity
+    d = _explain_data(r, load_catalog())
     if output != "text":
         emit(d, output)
         return
-    click.echo(f"{r.id} ({r.severity}): {r.title}")
+    click.echo(f"{r.id} ({r.severity}{', --strict: ' + r.strict_severity if r.strict_severity else ''}): {r.title}")
+    click.echo(f"family:     {r.family}")
     click.echo(f"field:      {r.field}")
-    click.echo(f"applies to: {', '.join(d['applies_to'])}")
+    click.echo(f"applies to: {', '.join(d['applies_to']) or '(no catalog version has its traits)'}")
+    if d.get("log_evidence"):
+        click.echo(f"logs:       also read from {', '.join(d['log_evidence'])} logs (coldstart, doctor)")
     click.echo(f"why:        {r.why}")
     click.echo(f"fix:        {r.fix}")
     click.echo(f"source:     {r.source}")
+    for s in d["sources"]:
+        if s["source"] != r.source:
+            click.echo(f"  {s['engine']} {s['version']}: {s['source']}")
+    if "cel" in d:
+        click.echo(f"CRD (CEL):  {d['cel']}")
+
+
+def _explain_data(r, cat) -> dict:
+    """explain's answer: the metadata, the engine versions the rule applies to and the source per version."""
+    if r.family == "log":
+        applies = [f"{e} (any release: read from its log)" for e in r.engines]
+        sources = [{"engine": e, "version": None, "source": r.source_for(e, None)} for e in r.engines]
+    else:
+        versions = r.versions(cat)
+        applies = [f"{e} {v}" for e, v in versions]
+        sources = [{"engine": e, "version": v, "source": r.source_for(e, v)} for e, v in versions]
+    d = {"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why,
+         "fix": r.fix, "source": r.source, "applies_to": applies, "sources": sources}
+    if r.strict_severity:
+        d["strict_severity"] = r.strict_severity
+    if r.log is not None:
+        d["log_evidence"] = list(r.engines)
+    if r.hard:
+        d["cel"] = f"not expressed: {r.no_cel}" if r.no_cel else "expressed as x-kubernetes-validations (gpustack-k3 crd --rules)"
+    return d
 
 
 @click.command()

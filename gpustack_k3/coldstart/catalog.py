@@ -119,22 +119,11 @@ class DoctorPattern(BaseModel):
 
 
 class DoctorRule(BaseModel):
+    """The patterns of one rule of the registry (``gpustack_k3/core/rules``) whose log check reads them; the
+    rule's metadata and what it concludes live in its one definition there."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
-    engine: Engine = "any"
-    severity: Literal["error", "warning", "info"]
-    message: str
-    fix: str
-    source: str = Field(min_length=3)
-    phase: str | None = None   # the phase a finding is filed under; default: the phase in progress
     patterns: list[DoctorPattern] = Field(default_factory=list)
-
-    @field_validator("phase")
-    @classmethod
-    def _phase_known(cls, v: str | None) -> str | None:
-        if v is not None and v not in LOG_PHASES:
-            raise ValueError(f"unknown phase {v!r}; expected one of {', '.join(LOG_PHASES)}")
-        return v
 
 
 class CatalogFile(BaseModel):

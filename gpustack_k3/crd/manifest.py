@@ -23,8 +23,8 @@ from gpustack_k3.crd.schema import structural_from_model, to_jsonschema
 
 REGENERATE = "python3 tools/generate.py"     # the command that rewrites every generated file of the repository
 
-HEADER = (f"# GENERATED FILE - do not edit. Source: gpustack_k3/api/v1alpha1 (schema, status, names) and\n"
-          f"# gpustack_k3/catalog/data (CEL rules). Regenerate with `{REGENERATE}`; `gpustack-k3 crd` prints it.\n")
+HEADER = (f"# GENERATED FILE - do not edit. Source: gpustack_k3/api/v1alpha1 (schema, status, names), gpustack_k3/core/rules\n"
+          f"# and gpustack_k3/catalog/data (CEL rules). Regenerate with `{REGENERATE}`; `gpustack-k3 crd` prints it.\n")
 
 
 def status_schema() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The project's validation, rendering and planning as the three callables ``decide`` takes.
 
 The resource *is* a deployment document (``gpustack_k3.api.v1alpha1.spec.DeploymentDocument``), so:
-``validate(doc)`` = schema errors as findings, else the rule catalog (``core.rules.validate``);
+``validate(doc)`` = schema errors as findings of rule ``spec.schema``, else the rule registry (``core.rules.validate``);
 ``render(doc)`` = ``core.launch.build_launch`` → ``render.kubernetes.render_kubernetes`` in the
 resource's namespace; ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
 cached per document, so one reconcile builds once.
@@ -10,35 +10,14 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.launch import build_launch
+from gpustack_k3.core.rules import schema_findings
 from gpustack_k3.core.rules import validate as rules_validate
 from gpustack_k3.render.kubernetes import render_kubernetes
-
-SCHEMA_SOURCE = "gpustack_k3/api/v1alpha1/spec.py (DeploymentDocument schema)"
-
-
-def _loc(loc: Sequence[Any]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def schema_findings(doc: dict) -> list[Finding]:
-    from pydantic import ValidationError
-
-    try:
-        DeploymentDocument.model_validate(doc)
-    except ValidationError as e:
-        return [Finding("spec.schema", "error", _loc(err.get("loc") or ()) or "spec", err.get("msg", "invalid"),
-                        "correct the field as the message says (`gpustack-k3 explain spec.schema`)", SCHEMA_SOURCE)
-                for err in e.errors()]
-    return []
 
 
 @functools.lru_cache(maxsize=256)

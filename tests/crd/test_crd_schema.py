@@ -145,6 +145,10 @@ BAD = [
     ("secret env name pattern", {"secretEnv": [{"name": "1BAD", "secretName": "s", "key": "k"}]}),
     ("volume kind unknown", {"storage": {"model": {"kind": "nfs"}}}),
     ("env value not a string", {"env": {"A": 1}}),
+    ("memory fraction zero (exclusive minimum)", {"memory": {"fraction": 0}}),
+    ("memory fraction above 1", {"memory": {"fraction": 1.2}}),
+    ("memory fraction negative", {"memory": {"fraction": -0.1}}),
+    ("mamba ratio zero (exclusive minimum)", {"memory": {"mambaFullMemoryRatio": 0}}),
 ]
 
 
@@ -157,6 +161,19 @@ def test_bad_documents_refused_by_pydantic_and_closed_schema(root_schema, label,
     assert errors, f"{label}: the CRD schema admits what the model refuses"
     if label != "unknown field":  # the API server prunes unknown fields instead of refusing them
         assert list(jsonschema.Draft7Validator(to_jsonschema(root_schema, closed=False)).iter_errors(doc)), label
+
+
+def test_single_field_ranges_are_schema_bounds_not_cel(root_schema):
+    """The memory fraction's (0, 1] and the Mamba ratio's > 0 are bounds of the model fields: the structural
+    schema carries them and no CEL rule restates them (the fraction's CEL enumerated every version, model and GPU)."""
+    mem = root_schema["properties"]["spec"]["properties"]["memory"]["properties"]
+    assert mem["fraction"].get("exclusiveMinimum") is True or mem["fraction"].get("exclusiveMinimum") == 0
+    assert mem["fraction"]["maximum"] == 1
+    assert mem["mambaFullMemoryRatio"].get("exclusiveMinimum") in (True, 0)
+    rules = root_schema["properties"]["spec"]["x-kubernetes-validations"]
+    assert not [v for v in rules if "memory.fraction" in v["rule"]]
+    assert not [v for v in rules if "self.memory.mambaFullMemoryRatio <" in v["rule"]
+                or "self.memory.mambaFullMemoryRatio >" in v["rule"]]
 
 
 def test_cli_crd_prints_the_generated_manifest():

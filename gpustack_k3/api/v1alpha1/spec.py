@@ -78,10 +78,14 @@ class Parallel(_Strict):
 
 
 class Memory(_Strict):
-    fraction: float | None = Field(default=None, description="vLLM --gpu-memory-utilization / SGLang --mem-fraction-static.")
+    fraction: float | None = Field(default=None, gt=0, le=1, description=(
+        "vLLM --gpu-memory-utilization / SGLang --mem-fraction-static: a share of GPU memory in (0, 1] "
+        "(vllm config/cache.py:215 @0.33.0 Field(gt=0, le=1))."))
     kvCacheBytes: int | None = Field(default=None, ge=1, description="vLLM --kv-cache-memory-bytes (per GPU); ignores fraction.")
     kvCacheDtype: str | None = None
-    mambaFullMemoryRatio: float | None = Field(default=None, description="SGLang --mamba-full-memory-ratio.")
+    mambaFullMemoryRatio: float | None = Field(default=None, gt=0, description=(
+        "SGLang --mamba-full-memory-ratio, > 0: the Mamba budget is rest x r/(1+r) "
+        "(sglang mem_cache/kv_cache_configurator.py:3229-3409 @0.5.23)."))
     mambaSsmDtype: str | None = None
 
 
@@ -118,6 +122,9 @@ class VllmOptions(_Strict):
     moeBackend: str | None = None
     attentionBackend: str | None = None
     attentionConfig: dict[str, Any] | None = None
+    additionalConfig: dict[str, Any] | None = Field(default=None, description=(
+        "vLLM --additional-config (JSON), e.g. {decode_backend: latency_specialized} for the Kimi-K3 "
+        "specialized decode."))
     flashinferAutotune: bool | None = None
     enforceEager: bool | None = None
 
