@@ -17,6 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from .causes import MAX_CAUSES, TEXT_CHARS, Cause, ExceptionLine
 from .catalog import SPECIAL_GROUPS, Catalog, Marker
 from .phases import LOG_PHASES, PHASE_INDEX, PHASES, PLATFORM_PHASES
 from .scanner import iso
@@ -25,6 +26,7 @@ MAX_ATTEMPTS = 64           # older attempts are summarised away beyond this
 MAX_HITS_PER_RULE = 32      # doctor keeps this many examples per rule (counts stay exact)
 MAX_RANKS = 1024            # per phase; more distinct rank prefixes than this is noise
 REASON_CHARS = 240
+MAX_CACHE_LINES = 4         # compile-cache lines kept as evidence per attempt
 
 
 @lru_cache(maxsize=256)
@@ -82,8 +84,8 @@ class Phase:
 class Failure:
     at: float | None
     phase: str | None
-    reason: str
-    priority: int
+    reason: str                  # what was printed when the attempt was declared failed
+    stalled: bool = False        # declared by check_stall (no cause in the log)
 
 
 class Attempt:
@@ -99,6 +101,45 @@ class Attempt:
         self.late_compile_count = 0                 # compile markers after ready (jit-after-ready)
         self.late_compile_first: float | None = None
         self.notified: set[tuple[str, str]] = set()
+        self.causes: list[Cause] = []               # failure messages, in stream order (bounded)
+        self.progress_seq = -1                      # stream line of the last phase progress
+        self.figures: dict[str, dict[str, float | int]] = {}   # engine figure -> rank -> value
+        self.cache = {"hit": 0, "miss": 0}          # compile-cache lines seen
+        self.cache_lines: list[str] = []            # the first few, as evidence
+
+    def add_cause(self, cause: Cause) -> None:
+        """Keep a cause. Two catalog lines reading the same log line make one cause: the wrapper
+        view yields to the causal one, and of two causal readings the fuller text wins."""
+        last = self.causes[-1] if self.causes else None
+        if last is not None and last.seq == cause.seq:
+            keep, other = last, cause
+            if (last.wrapper and not cause.wrapper) or (
+                    last.wrapper == cause.wrapper and len(cause.text) > len(last.text)):
+                keep, other = cause, last
+            keep.error = keep.error or other.error
+            keep.phase = keep.phase or other.phase
+            self.causes[-1] = keep
+            return
+        if len(self.causes) < MAX_CAUSES:
+            self.causes.append(cause)
+
+    def root_cause(self) -> tuple[Cause | None, list[Cause]]:
+        """The first causal error of the attempt and the messages around it (wrappers). Only what
+        came after the attempt's last progress counts (an earlier, survived traceback is no cause)."""
+        late = [c for c in self.causes if c.seq > self.progress_seq]
+        root = next((c for c in late if not c.wrapper), late[0] if late else None)
+        context = [c for c in late if c is not root]
+        return root, context
+
+    def failed_phase(self) -> str | None:
+        """The phase the attempt failed in: the root cause's own phase when its marker names one."""
+        if self.failure is None:
+            return None
+        if not self.failure.stalled:
+            root, _context = self.root_cause()
+            if root is not None and root.phase:
+                return root.phase
+        return self.failure.phase
 
     def phase(self, name: str) -> Phase:
         p = self.phases.get(name)
@@ -165,6 +206,8 @@ class Attempts:
         self.doctor_after_ready: dict[str, int] = {}
         self._changed = changed
         self._emit = emit
+        self.seq = 0                    # stream line being read (set by the tracker)
+        self._forms_seen: set[str] = set()
 
     @property
     def current(self) -> Attempt:
@@ -209,19 +252,22 @@ class Attempts:
 
     def marker(self, m: Marker, rx, text: str, ts: float | None, rank: str | None,
                fallback_ts: float | None) -> None:
-        match = None
+        groups: dict[str, str] = {}
         if rx is not None:
             match = rx.search(text)
             if match is None:
                 return
-        if not self.engine_ok(m.engine, m.detect):
-            return
-        if m.engine != "any":
-            if m.since and (self.since is None or version_key(m.since) > version_key(self.since)):
-                self.since = m.since
-            if m.until and (self.until is None or version_key(m.until) < version_key(self.until)):
-                self.until = m.until
-        groups = {k: v for k, v in (match.groupdict() if match else {}).items() if v is not None}
+            groups = {k: v for k, v in match.groupdict().items() if v is not None}
+        engine = m.engine
+        if engine != "any":
+            if engine != self.engine and not self.engine_ok(engine, m.detect):
+                return
+            if m.id not in self._forms_seen:   # the version range its form implies, once per marker
+                self._forms_seen.add(m.id)
+                if m.since and (self.since is None or version_key(m.since) > version_key(self.since)):
+                    self.since = m.since
+                if m.until and (self.until is None or version_key(m.until) < version_key(self.until)):
+                    self.until = m.until
         att = self.attempts[-1]
         if m.kind == "start" and m.phase == "process_start" and att.progressed():
             att = self.new_attempt(ts)
@@ -238,10 +284,17 @@ class Attempts:
                 att.tp = int(groups["tp"])
             except ValueError:
                 pass
-        if m.kind == "fail":
+        if m.kind in ("fail", "cause"):
+            # "fail": the engine gave up (the first one declares the attempt failed); "cause": an error
+            # message that names why, should the attempt fail (the process ending says so)
             reason = groups.get("reason") or text.strip()
-            self.fail(att, ts, m.phase, reason, m.priority)
+            att.add_cause(Cause(self.seq, ts, rank, " ".join(reason.split())[:TEXT_CHARS], error=groups.get("error"),
+                                wrapper=m.wrapper, phase=m.phase, marker=m.id))
+            if m.kind == "fail":
+                self.fail(att, ts, m.phase, reason)
             return
+        if m.kind == "traceback":
+            return   # the tracker follows it (causes.Tracebacks) and calls exception()
         if m.kind == "request":
             ready = att.ready_at
             if ready is not None and ts is not None and ts >= ready:
@@ -262,6 +315,13 @@ class Attempts:
                 att.late_compile_first = ts
             return
         p.seen = True
+        att.progress_seq = self.seq
+        if m.figures:
+            self._figures(att, m, groups, rank or "main")
+        if m.cache is not None:
+            att.cache[m.cache] += 1
+            if len(att.cache_lines) < MAX_CACHE_LINES:
+                att.cache_lines.append(f"{m.id}: {text.strip()[:200]}")
         if ts is not None and m.kind != "info" and (p.first is None or ts < p.first):
             p.first = ts
         r = rank or "main"
@@ -297,7 +357,7 @@ class Attempts:
                 else:
                     rd["seconds"] = sec
         for k, v in groups.items():
-            if k in SPECIAL_GROUPS or k == "reason":
+            if k in SPECIAL_GROUPS:
                 continue
             val: Any = number(v)
             if k == "bs":
@@ -320,6 +380,25 @@ class Attempts:
             if label in pools or len(pools) < 16:
                 pools[label] = number(groups["tokens"])
         self._changed(att)
+
+    @staticmethod
+    def _figures(att: Attempt, m: Marker, groups: dict[str, str], rank: str) -> None:
+        if m.id == "sglang-kv-allocated" and groups.get("pool"):
+            return   # a labelled pool (draft, hybrid) is not the KV pool: it stays in details.pools
+        found: dict[str, float | int] = {}
+        for group, figure in m.figures.items():
+            val = number(groups[group]) if group in groups else None
+            if not isinstance(val, (int, float)):
+                continue
+            if figure.endswith("+"):
+                figure = figure[:-1]
+                found[figure] = round(found.get(figure, 0) + val, 6)
+            else:
+                found[figure] = val
+        for figure, val in found.items():
+            ranks = att.figures.setdefault(figure, {})
+            if rank in ranks or len(ranks) < MAX_RANKS:
+                ranks[rank] = val
 
     @staticmethod
     def _bar(att: Attempt, mode: str, done: str | None, total: str) -> None:
@@ -391,19 +470,42 @@ class Attempts:
             return self.new_attempt(t)
         return cur
 
-    def fail(self, att: Attempt, ts: float | None, phase: str | None, reason: str, priority: int) -> None:
-        reason = " ".join(reason.split())[:REASON_CHARS]
+    def fail(self, att: Attempt, ts: float | None, phase: str | None, reason: str) -> None:
+        """Declare the attempt failed (the first declaration stands; the report names the root cause)."""
         if att.failure is None:
-            att.failure = Failure(ts, phase or att.current_phase(), reason, priority)
+            att.failure = Failure(ts, phase or att.current_phase(), " ".join(reason.split())[:REASON_CHARS])
             self._changed(att)
-        elif priority > att.failure.priority:
-            att.failure.reason = reason
-            att.failure.priority = priority
-            if phase is not None:
-                att.failure.phase = phase
+
+    def exception(self, exc: ExceptionLine, ts: float | None, rank: str | None, fallback_ts: float | None) -> None:
+        """A traceback ended with ``exc``. When a catalog fail marker already read the same line, that
+        cause only learns the exception type; otherwise the exception is a cause of its own."""
+        att = self.attempts[-1]
+        for c in att.causes:
+            if c.seq == self.seq:
+                c.error = c.error or exc.error
+                c.rank = c.rank or rank
+                return
+        text = " ".join((exc.message or exc.error).split())[:TEXT_CHARS]
+        att.add_cause(Cause(self.seq, ts if ts is not None else fallback_ts, rank, text, error=exc.error))
+
+    def ended(self, at: float | None, exit_code: int | None) -> bool:
+        """The engine process ended (end of input, or its exit was seen). An attempt neither ready nor
+        failed failed if it printed a cause since its last progress, or exited non-zero. Returns True
+        when that declared a failure."""
+        att = self.attempts[-1]
+        if att.failure is not None or att.ready:
+            return False
+        root, _context = att.root_cause()
+        if root is None and (exit_code is None or exit_code == 0):
+            return False
+        reason = root.text if root is not None else f"the engine process exited with code {exit_code} and printed no error"
+        when = root.at if root is not None and root.at is not None else at
+        att.failure = Failure(when, att.current_phase(), reason)
+        self._changed(att)
+        return True
 
     def stall(self, att: Attempt, at: float, phase: str, reason: str) -> None:
-        att.failure = Failure(at, phase, reason, 0)
+        att.failure = Failure(at, phase, reason, stalled=True)
         self._changed(att)
 
     def new_attempt(self, ts: float | None) -> Attempt:

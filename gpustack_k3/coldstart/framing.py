@@ -21,17 +21,17 @@ HEAD_LINES = 50             # the first stamped line among these starts the stre
 
 
 def line_bounds(data: bytes, pos: int, window: int = LINE_WINDOW) -> tuple[int, int]:
-    """Start and end of the line (segment between \\n or \\r) holding ``pos``. Searches stay
-    within ``window`` bytes either side, so a huge line (a tqdm bar redrawn with \\r for hours)
+    """Start and end of the line (segment between \n or \r) holding ``pos``. Searches stay
+    within ``window`` bytes either side, so a huge line (a tqdm bar redrawn with \r for hours)
     costs no more than a normal one; longer lines are cut to the window."""
-    lo = max(0, pos - window)
+    lo = pos - window if pos > window else 0
     nl = data.rfind(b"\n", lo, pos)
-    cr = data.rfind(b"\r", max(nl + 1, lo), pos)
-    start = max(nl, cr) + 1 if max(nl, cr) >= 0 else lo
-    hi = min(len(data), pos + window)
+    cr = data.rfind(b"\r", nl + 1 if nl >= lo else lo, pos)
+    start = cr + 1 if cr >= 0 else (nl + 1 if nl >= 0 else lo)
+    hi = pos + window
     ne = data.find(b"\n", pos, hi)
     if ne < 0:
-        ne = hi
+        ne = min(len(data), hi)
     ce = data.find(b"\r", pos, ne)
     return start, (ce if ce >= 0 else ne)
 
@@ -174,43 +174,50 @@ def key_finder(bkeys: list[bytes], backend: str) -> Callable[[bytes], list[int]]
 
 
 class CandidateLines:
-    """The lines of a run of complete lines that hold a catalog key, each visited once.
+    """The lines of a run of complete lines that hold a catalog key, each visited once, in order.
 
-    Two scanners: all keys, and all keys but the access-log ones (most of a serving log), which are
-    only wanted while ``want_requests()`` says so (between "ready" and the first request)."""
+    One C-speed pass finds every key except the access-log ones (most of a serving log). Those are
+    looked for only while ``want_requests()`` says so (between "ready" and the first request): from
+    the current line on, with ``bytes.find``, merged in order with the other candidates."""
 
     def __init__(self, keys: list[str], request_keys: list[str], backend: str = "auto") -> None:
-        self.scanner = KeywordScanner(keys, backend=backend)
-        self.scanner_quiet = KeywordScanner(keys, backend=backend, skip=set(request_keys))
+        self.scanner = KeywordScanner(keys, backend=backend, skip=set(request_keys))
+        self._request_keys = [k.encode("utf-8") for k in request_keys]
         self._keys_in = key_finder([k.encode("utf-8") for k in keys], backend)
 
-    def scan(self, data: bytes, want_requests: Callable[[], bool],
-             on_line: Callable[[bytes, list[int]], None]) -> None:
-        pos = 0
-        while True:
-            want = want_requests()
-            scanner = self.scanner if want else self.scanner_quiet
-            view = data if pos == 0 else data[pos:]
-            switched = self._part(view, scanner.find(view), want, want_requests, on_line)
-            if switched is None:
-                break
-            pos += switched
+    def _next_request(self, data: bytes, start: int) -> int:
+        found = [i for i in (data.find(k, start) for k in self._request_keys) if i >= 0]
+        return min(found) if found else -1
 
-    def _part(self, data: bytes, positions: list[int], want: bool, want_requests: Callable[[], bool],
-              on_line: Callable[[bytes, list[int]], None]) -> int | None:
-        """Each candidate line once; the offset to rescan from if the request window opened or
-        closed in the middle of this piece, else None."""
+    def scan(self, data: bytes, want_requests: Callable[[], bool], every_line: Callable[[], bool],
+             on_line: Callable[[bytes, list[int]], None]) -> None:
+        """``on_line(raw, keys)`` for each candidate line, in order; while ``every_line()`` holds (a
+        traceback is open), for every line, keys or not."""
         keys_in = self._keys_in
+        positions = self.scanner.find(data)
+        n, i = len(positions), 0
         line_end = -1
-        for pos in positions:
-            if pos < line_end:
+        want = bool(self._request_keys) and want_requests()
+        req = -2                  # next request-key offset at or after line_end (-1: none left, -2: not looked)
+        while True:
+            pos = positions[i] if i < n else -1
+            if want:
+                if req == -2 or 0 <= req < line_end:
+                    req = self._next_request(data, max(0, line_end))
+                if req >= 0 and (pos < 0 or req < pos):
+                    pos = req
+            if pos < 0:
+                return
+            if pos < line_end:    # another key on a line already visited
+                i += 1
                 continue
             line_start, line_end = line_bounds(data, pos)
             raw = data[line_start:line_end]
             keys = keys_in(raw)
-            if not keys:
-                continue
-            on_line(raw, keys)
-            if want_requests() != want and line_end + 1 < len(data):
-                return line_end + 1
-        return None
+            if keys:
+                on_line(raw, keys)
+                while every_line() and line_end + 1 < len(data):   # rare: only inside a traceback
+                    line_start, line_end = line_bounds(data, line_end + 1)
+                    raw = data[line_start:line_end]
+                    on_line(raw, keys_in(raw))
+                want = bool(self._request_keys) and want_requests()

@@ -49,12 +49,16 @@ class AttemptReport:
     end: float | None
     phases: list[PhaseReport]
     current_phase: str | None
+    failure: dict | None = None      # root cause: {reason, error, rank, at, context}
+    memory: dict | None = None       # the engine's own memory figures (catalog FIGURES)
+    compile_cache: dict | None = None   # {state: hit|miss|partial, hits, misses, compile_seconds, evidence}
 
     def summary(self) -> dict:
         return {"attempt": self.index, "status": self.status, "failed_phase": self.failed_phase,
                 "reason": self.reason, "start": iso(self.start), "end": iso(self.end),
                 "total_seconds": _r(self.total_seconds),
                 "engine_init_seconds": _r(self.engine_init_seconds),
+                "compile_cache": self.compile_cache["state"] if self.compile_cache else None,
                 "phases": [p.name for p in self.phases]}
 
 
@@ -87,6 +91,9 @@ class ColdStartReport:
             "reason": a.reason,
             "engine_init_seconds": _r(a.engine_init_seconds),
             "total_seconds": _r(a.total_seconds),
+            "failure": a.failure,
+            "memory": a.memory,
+            "compile_cache": a.compile_cache,
             "phases": [p.to_dict() for p in a.phases],
             "attempts": [x.summary() for x in self.attempts],
         }
@@ -149,8 +156,9 @@ def timeline(att: Attempt) -> list[PhaseReport]:
             prev_end = p.end if prev_end is None else max(prev_end, p.end)
     # a phase that never printed its end ends where the next one starts (or where it failed)
     fail = att.failure
+    failed_phase = att.failed_phase()
     for i, n in enumerate(seen):
-        if ends[n] is None and fail is not None and fail.phase == n and fail.at is not None:
+        if ends[n] is None and fail is not None and failed_phase == n and fail.at is not None:
             ends[n] = fail.at
             continue
         if ends[n] is None:
@@ -171,7 +179,7 @@ def timeline(att: Attempt) -> list[PhaseReport]:
             details["elapsed_seconds"] = round(elapsed, 3)
         if inferred_end.get(n):
             details["end_inferred"] = True
-        if fail is not None and fail.phase == n:
+        if fail is not None and failed_phase == n:
             details["failed"] = True
         _rank_details(att, p, details)
         if n == "cuda_graphs":
@@ -183,8 +191,8 @@ def timeline(att: Attempt) -> list[PhaseReport]:
     cur = att.current_phase()
     if att.failure is None and cur is not None and cur not in att.phases and rows:
         rows.append(PhaseReport(cur, prev_end, None, None, {}))
-    elif att.failure is not None and att.failure.phase and att.failure.phase not in att.phases:
-        rows.append(PhaseReport(att.failure.phase, prev_end, att.failure.at,
+    elif att.failure is not None and failed_phase and failed_phase not in att.phases:
+        rows.append(PhaseReport(failed_phase, prev_end, att.failure.at,
                                 None if prev_end is None or att.failure.at is None else att.failure.at - prev_end,
                                 {"failed": True}))
     rows.sort(key=lambda r: PHASE_INDEX[r.name])
@@ -196,9 +204,16 @@ def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> A
     rows = timeline(att)
     starts = [r.start for r in rows if r.start is not None]
     start = min(starts) if starts else att.first_ts
+    failure = None
     if att.failure is not None:
         status, end = "failed", att.failure.at
-        failed_phase, reason = att.failure.phase, att.failure.reason
+        failed_phase, reason = att.failed_phase(), att.failure.reason
+        if not att.failure.stalled:
+            root, context = att.root_cause()
+            if root is not None:
+                reason = root.text
+                failure = {"reason": root.text, "error": root.error, "rank": root.rank, "at": iso(root.at),
+                           "context": _context(context, root)}
     elif att.ready:
         status, end = "ready", att.phases["server_ready"].end
         failed_phase, reason = None, None
@@ -220,7 +235,37 @@ def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> A
         if wl is not None and wl.end is not None and tail and max(tail) >= wl.end:
             engine_init = max(tail) - wl.end
     cur = None if status != "in-progress" else att.current_phase()
-    return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur)
+    return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur, failure,
+                         memory(att), compile_cache(att, rows))
+
+
+def memory(att: Attempt) -> dict | None:
+    """The engine's own memory figures: per figure, the smallest value over the ranks that printed it."""
+    if not att.figures:
+        return None
+    return {name: min(ranks.values()) for name, ranks in sorted(att.figures.items()) if ranks}
+
+
+def compile_cache(att: Attempt, rows: list[PhaseReport]) -> dict | None:
+    """Were compiled graphs loaded from the cache (hit), compiled (miss), or both (partial)?"""
+    hits, misses = att.cache["hit"], att.cache["miss"]
+    if not hits and not misses:
+        return None
+    state = "partial" if hits and misses else ("hit" if hits else "miss")
+    compile_row = next((r for r in rows if r.name == "compile"), None)
+    return {"state": state, "hits": hits, "misses": misses,
+            "compile_seconds": None if compile_row is None or compile_row.seconds is None else round(compile_row.seconds, 3),
+            "evidence": list(att.cache_lines)}
+
+
+def _context(context: list, root) -> list[str]:
+    """The other failure messages (wrappers), each once, as ``[rank] text``, at most 6."""
+    out: list[str] = []
+    for c in context:
+        line = f"[{c.rank}] {c.text}" if c.rank else c.text
+        if c.text != root.text and line not in out:
+            out.append(line)
+    return out[:6]
 
 
 def closed(att: Attempt, p: Phase, rows: list[PhaseReport], finished: bool) -> bool:

@@ -19,6 +19,7 @@ from .attempts import (
     PhaseTransition,
 )
 from .catalog import Catalog, load_catalog
+from .causes import TRACEBACK, Tracebacks
 from .doctor import diagnose
 from .framing import MAX_LINE, CandidateLines, Clock, LineFramer, clean_text
 from .phases import DEFAULT_BUDGETS, PHASE_INDEX, PHASES, PLATFORM_PHASES
@@ -64,6 +65,8 @@ class ColdStartTracker:
         self._lines = CandidateLines(self.catalog.keys, self.catalog.request_keys, backend)
         self.scanner = self._lines.scanner
         self.state = Attempts(self.catalog, engine, version, changed=self._notify, emit=self._emit)
+        self._tracebacks = Tracebacks()
+        self._traceback_key = next(i for i, k in enumerate(self.catalog.keys) if k in TRACEBACK)
         self.finished = False
 
     # ------------------------------------------------------------------ what the doctor and callers read
@@ -108,13 +111,20 @@ class ColdStartTracker:
             self._scan(complete)
 
     def finish(self) -> ColdStartReport:
-        """End of input: the last unterminated line is parsed too."""
+        """End of input: the last unterminated line is parsed too. An attempt that printed an error
+        since its last progress and nothing after it failed with that error."""
         tail = self._framer.flush()
         if tail:
             self._scan(tail)
+        self.state.ended(self._clock.last_line_ts, None)
         self.finished = True
         self._notify(self.state.current)
         return self.report()
+
+    def process_exited(self, exit_code: int | None, at: TimeLike = None) -> None:
+        """The engine process (container) ended with ``exit_code``: an attempt that is neither ready
+        nor failed failed, with the error it printed last, or with the exit code when it printed none."""
+        self.state.ended(to_epoch(at), exit_code)
 
     def platform_event(self, phase: str, start: TimeLike, end: TimeLike = None,
                        details: dict | None = None) -> None:
@@ -157,12 +167,21 @@ class ColdStartTracker:
             ts = clock.head(data)
             if ts is not None:
                 self.state.first_stamp(ts)
-        self._lines.scan(data, self.state.want_requests, self._line)
+        tracebacks = self._tracebacks
+        self._lines.scan(data, self.state.want_requests, lambda: tracebacks.active, self._line)
         clock.tail(data)
 
     def _line(self, raw: bytes, keys: list[int]) -> None:
+        clock, state, tracebacks = self._clock, self.state, self._tracebacks
+        state.seq += 1
+        if not keys:   # a line inside an open traceback
+            text = clean_text(raw)
+            exc = tracebacks.line(text)
+            if exc is not None:
+                ts, _rank = clock.stamp(text, update=False)
+                state.exception(exc, ts, exc.rank, clock.marker_ts)
+            return
         text = clean_text(raw)
-        clock, state = self._clock, self.state
         ts, rank = clock.stamp(text, update=True)
         clock.parsed(ts)
         fallback = clock.marker_ts
@@ -175,6 +194,10 @@ class ColdStartTracker:
                 elif (c[1].id, c[2].role) not in rules_hit:
                     if state.doctor(c[1], c[2], c[3], text, ts, rank, fallback):
                         rules_hit.add((c[1].id, c[2].role))
+        if tracebacks.active or self._traceback_key in keys:
+            exc = tracebacks.line(text, rank)
+            if exc is not None:
+                state.exception(exc, ts, exc.rank, fallback)
 
     # ------------------------------------------------------------------ listeners
     def _emit(self, ev: PhaseTransition) -> None:
@@ -196,5 +219,5 @@ class ColdStartTracker:
                 self._emit(PhaseTransition(att.index, r.name, "end", p.end, r.seconds, engine=self.engine))
         if att.failure is not None and ("failed", "") not in att.notified:
             att.notified.add(("failed", ""))
-            self._emit(PhaseTransition(att.index, att.failure.phase, "failed", att.failure.at,
+            self._emit(PhaseTransition(att.index, att.failed_phase(), "failed", att.failure.at,
                                        reason=att.failure.reason, engine=self.engine))
