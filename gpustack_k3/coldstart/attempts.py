@@ -27,6 +27,7 @@ MAX_HITS_PER_RULE = 32      # doctor keeps this many examples per rule (counts s
 MAX_RANKS = 1024            # per phase; more distinct rank prefixes than this is noise
 REASON_CHARS = 240
 MAX_CACHE_LINES = 4         # compile-cache lines kept as evidence per attempt
+STAMP_RESOLUTION_S = 1.0    # engines stamp whole seconds
 
 
 @lru_cache(maxsize=256)
@@ -459,11 +460,12 @@ class Attempts:
         self._changed(att)
 
     def _attempt_for_platform(self, t: float | None) -> Attempt:
-        """Events stamped before an attempt's first log line belong to it (reported late); a
-        platform phase starting after the current attempt progressed is a container restart."""
+        """Events stamped before an attempt's first log line belong to it (reported late), as do events
+        within that line's second (engines stamp whole seconds); a platform phase starting after the
+        current attempt progressed is a container restart."""
         if t is not None:
             for a in self.attempts:
-                if a.first_ts is not None and t <= a.first_ts:
+                if a.first_ts is not None and t < a.first_ts + STAMP_RESOLUTION_S:
                     return a
         cur = self.attempts[-1]
         if cur.progressed() and t is not None:

@@ -62,7 +62,7 @@ class Marker(BaseModel):
     source: str = Field(min_length=3)
     example: str
     detect: bool = True          # may this marker decide the engine when none is known yet?
-    wrapper: bool = False        # for failures: a message about another failure (the cause is elsewhere)
+    wrapper: bool = False        # fail/cause: a message about another failure (the cause is elsewhere)
     # the engine's own figures this line states: regex group -> figure name ("name+": summed over the
     # line's groups); the report's ``memory`` (gpustack_k3/coldstart/report.py FIGURES)
     figures: dict[str, str] = Field(default_factory=dict)
@@ -99,8 +99,8 @@ class Marker(BaseModel):
                 raise ValueError(f"marker {self.id}: regex does not match its example")
         if self.kind in ("start", "end", "progress") and self.phase is None:
             raise ValueError(f"marker {self.id}: kind {self.kind} needs a phase")
-        if self.wrapper and self.kind != "fail":
-            raise ValueError(f"marker {self.id}: only a fail marker can be a wrapper")
+        if self.wrapper and self.kind not in ("fail", "cause"):
+            raise ValueError(f"marker {self.id}: only a fail or cause marker can be a wrapper")
         if self.figures:
             groups = set(re.compile(self.regex).groupindex) if self.regex else set()
             missing = sorted(set(self.figures) - groups)

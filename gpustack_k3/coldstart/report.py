@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .attempts import Attempt, Phase
+from .attempts import STAMP_RESOLUTION_S, Attempt, Phase
 from .phases import PHASE_INDEX, PHASES, PLATFORM_PHASES
 from .scanner import iso
 
@@ -126,6 +126,10 @@ def _rank_details(att: Attempt, p: Phase, details: dict) -> None:
                 details["ranks_expected"] = att.tp
 
 
+def _within_second(t: float | None, floor: float) -> float | None:
+    return floor if t is not None and floor - STAMP_RESOLUTION_S < t < floor else t
+
+
 def timeline(att: Attempt) -> list[PhaseReport]:
     seen = [n for n in PHASES if n in att.phases and att.phases[n].seen]
     starts: dict[str, float | None] = {}
@@ -133,6 +137,12 @@ def timeline(att: Attempt) -> list[PhaseReport]:
     inferred_end: dict[str, bool] = {}
     prev_end: float | None = None
     prev_had_end = False
+    # Engines stamp whole seconds (vLLM "HH:MM:SS" is the second the line was printed in, truncated);
+    # the platform's container start is exact. A line stamped in the second the container was created
+    # was printed after it: a log phase stamped less than a second before the container started starts
+    # (or ends) when it started. (A larger gap is a clock difference, e.g. a container time zone: kept.)
+    cs = att.phases.get("container_start")
+    floor = cs.start if cs is not None and cs.seen else None
     for n in seen:
         p = att.phases[n]
         eng = engine_seconds(p)
@@ -146,14 +156,18 @@ def timeline(att: Attempt) -> list[PhaseReport]:
                 s = p.end - eng
             else:
                 s = p.first
+        end = p.end
+        if floor is not None and n not in PLATFORM_PHASES:
+            s = _within_second(s, floor)
+            end = _within_second(end, floor)
         if s is not None and prev_end is not None and n not in PLATFORM_PHASES:
-            if p.end is None or prev_end <= p.end:
+            if end is None or prev_end <= end:
                 s = max(s, prev_end)
         starts[n] = s
-        ends[n] = p.end
-        prev_had_end = p.end is not None
-        if p.end is not None:
-            prev_end = p.end if prev_end is None else max(prev_end, p.end)
+        ends[n] = end
+        prev_had_end = end is not None
+        if end is not None:
+            prev_end = end if prev_end is None else max(prev_end, end)
     # a phase that never printed its end ends where the next one starts (or where it failed)
     fail = att.failure
     failed_phase = att.failed_phase()

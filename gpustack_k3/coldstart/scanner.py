@@ -243,6 +243,26 @@ def to_epoch(t: TimeLike) -> float | None:
     return float(t)
 
 
+def rfc3339_epoch(v: object) -> float | None:
+    """RFC 3339 time (Kubernetes, kubelet and docker log stamps: ``2026-11-29T19:05:58Z``, up to nine
+    fraction digits) or a datetime → epoch seconds; None when it is not one."""
+    if not v:
+        return None
+    if isinstance(v, datetime):
+        return (v if v.tzinfo else v.replace(tzinfo=UTC)).timestamp()
+    s = str(v).strip().replace("Z", "+00:00")
+    if "." in s:  # Python 3.11 accepts at most 6 fraction digits; the kubelet prints 9
+        head, _, rest = s.partition(".")
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        tz = rest[len(digits):]
+        s = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
+    try:
+        t = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None

@@ -98,9 +98,18 @@ class ColdStartTracker:
     def bytes_seen(self) -> int:
         return self._framer.bytes_seen
 
+    @property
+    def last_line_ts(self) -> float | None:
+        """Time (the log's clock, epoch seconds) of the latest stamped line read."""
+        return self._clock.last_line_ts
+
     # ------------------------------------------------------------------ public API
     def add_listener(self, fn: Listener) -> None:
         self._listeners.append(fn)
+
+    def remove_listener(self, fn: Listener) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
 
     def feed(self, chunk: bytes) -> None:
         """Feed the next piece of the log: any size, any split point, any bytes."""

@@ -31,7 +31,8 @@ def test_coldstart_failed_exit_1_and_text_timeline(run):
     lines = r.output.splitlines()
     assert lines[0].startswith("vllm 0.11.0: FAILED")
     assert any(l.split()[1:2] == ["cuda_graphs"] for l in lines)
-    assert "failed in cuda_graphs: CUDA out of memory" in r.output
+    assert "failed in cuda_graphs: [Worker_TP1] torch.OutOfMemoryError: CUDA out of memory" in r.output
+    assert "    after: EngineCore failed to start." in r.output
     assert "\x1b[" not in r.output            # no colour when not a TTY
 
 
