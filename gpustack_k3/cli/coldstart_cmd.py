@@ -82,22 +82,12 @@ def _planned(spec: str | None, preset: str | None) -> dict | None:
     """The planner's figures for SPEC or --preset (None when neither is given)."""
     if spec is None and preset is None:
         return None
-    from gpustack_k3.cli.common import EXIT_REFUSED, fail_input, load_document, print_findings_text
+    from gpustack_k3.cli.common import build_launch_or_exit
     from gpustack_k3.coldstart.plancheck import planned_figures
-    from gpustack_k3.core.errors import InputError
-    from gpustack_k3.core.launch import Refused, build_launch
 
-    try:
-        doc = load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
-    try:
-        _launch, _findings, plan = build_launch(doc)
-    except Refused as exc:
-        print_findings_text(exc.findings, err=True)
-        sys.exit(EXIT_REFUSED)
+    launch, _findings, plan = build_launch_or_exit(spec, preset, warnings=False)
     if plan is None:
-        return {"engine": doc.spec.engine.name, "figures": {}, "note": "the planner has no figures for this "
+        return {"engine": launch.engine, "figures": {}, "note": "the planner has no figures for this "
                 "engine, model and GPU (plan unavailable); nothing to compare"}
     return {"engine": plan.engine, "figures": planned_figures(plan), "note": None}
 

@@ -17,11 +17,9 @@ import click
 from gpustack_k3.cli.common import (
     EXIT_INPUT,
     EXIT_REFUSED,
+    build_launch_or_exit,
     fail_input,
-    load_document,
-    print_findings_text,
 )
-from gpustack_k3.core.errors import InputError
 
 SUBCOMMANDS = ("status", "logs", "stop")
 
@@ -41,20 +39,7 @@ def run():
 
 
 def _build(spec, preset, strict):
-    from gpustack_k3.core.launch import Refused, build_launch
-
-    try:
-        doc = load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
-    try:
-        launch, findings, plan = build_launch(doc, strict=strict)
-    except Refused as exc:
-        print_findings_text(exc.findings, err=True)
-        sys.exit(EXIT_REFUSED)
-    warn = [f for f in findings if f.severity == "warning"]
-    if warn:
-        print_findings_text(warn, err=True)
+    launch, _findings, plan = build_launch_or_exit(spec, preset, strict=strict)
     return launch, plan
 
 
