@@ -253,13 +253,15 @@ class Attempts:
 
     def marker(self, m: Marker, rx, text: str, ts: float | None, rank: str | None,
                fallback_ts: float | None) -> None:
+        engine = m.engine
+        if engine != "any" and self.engine is not None and engine != self.engine:
+            return   # the other engine's line: no need to read it
         groups: dict[str, str] = {}
         if rx is not None:
             match = rx.search(text)
             if match is None:
                 return
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
-        engine = m.engine
         if engine != "any":
             if engine != self.engine and not self.engine_ok(engine, m.detect):
                 return
@@ -417,6 +419,8 @@ class Attempts:
 
     def doctor(self, rule, pattern, rx, text: str, ts: float | None, rank: str | None,
                fallback_ts: float | None) -> bool:
+        if rule.engine != "any" and self.engine is not None and rule.engine != self.engine:
+            return False   # the doctor reports only rules of the engine that wrote the log
         groups: dict = {}
         if rx is not None:
             m = rx.search(text)

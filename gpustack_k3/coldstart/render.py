@@ -64,7 +64,8 @@ def render_report(rep: ColdStartReport, width: int = 30) -> str:
     if a.status == "failed":
         f = a.failure or {}
         who = " ".join(x for x in (f.get("rank") and f"[{f['rank']}]", f.get("error")) if x)
-        lines.append(click.style(f"  failed in {a.failed_phase}: {who + ': ' if who else ''}{a.reason}", fg="red"))
+        lines.append(click.style(f"  failed in {a.failed_phase or 'an unknown phase'}: {who + ': ' if who else ''}"
+                                 f"{a.reason}", fg="red"))
         for c in f.get("context") or []:
             lines.append(f"    after: {c}")
     elif a.status == "in-progress" and a.current_phase:
