@@ -36,7 +36,9 @@ def version_key(v: str) -> Version:
 
 
 def number(v: str) -> Any:
-    s = v.replace(",", "")
+    s = v.replace(",", "") if "," in v else v
+    if not s or not (s[0].isdigit() or s[0] in "+-.") or not s[-1].isdigit() and s[-1] != ".":
+        return v   # not a number (no exception raised for it: paths, names, dtypes)
     try:
         return int(s)
     except ValueError:
@@ -320,7 +322,7 @@ class Attempts:
         p.seen = True
         att.progress_seq = self.seq
         if m.figures:
-            self._figures(att, m, groups, rank or "main")
+            self._figures(att, m, {k: number(groups[k]) for k in m.figures if k in groups}, groups, rank or "main")
         if m.cache is not None:
             att.cache[m.cache] += 1
             if len(att.cache_lines) < MAX_CACHE_LINES:
@@ -359,12 +361,9 @@ class Attempts:
                     rd["captures"] = rd.get("captures", 0) + 1
                 else:
                     rd["seconds"] = sec
-        for k, v in groups.items():
-            if k in SPECIAL_GROUPS:
-                continue
-            val: Any = number(v)
+        for k, val in ((k, number(v)) for k, v in groups.items() if k not in SPECIAL_GROUPS):
             if k == "bs":
-                sizes = [number(x) for x in v.split(",") if x.strip()]
+                sizes = [x for x in groups[k].split(",") if x.strip()]
                 rd["bs_sizes"] = rd.get("bs_sizes", 0) + len(sizes)
                 continue
             if k in ("sizes", "done", "pct"):
@@ -385,12 +384,12 @@ class Attempts:
         self._changed(att)
 
     @staticmethod
-    def _figures(att: Attempt, m: Marker, groups: dict[str, str], rank: str) -> None:
+    def _figures(att: Attempt, m: Marker, vals: dict[str, Any], groups: dict[str, str], rank: str) -> None:
         if m.id == "sglang-kv-allocated" and groups.get("pool"):
             return   # a labelled pool (draft, hybrid) is not the KV pool: it stays in details.pools
         found: dict[str, float | int] = {}
         for group, figure in m.figures.items():
-            val = number(groups[group]) if group in groups else None
+            val = vals.get(group)
             if not isinstance(val, (int, float)):
                 continue
             if figure.endswith("+"):

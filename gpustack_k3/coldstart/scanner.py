@@ -62,43 +62,36 @@ def _date(d: str) -> tuple[int, int, int] | None:
     return y, mo, dd
 
 
-_G = PREFIX_RE.groupindex
+_GROUPS = ("proc", "prank", "pid", "srank", "vmo", "vd", "vt", "vf", "st", "sf", "sdate", "d2", "t2", "f2", "d1", "t1", "f1")
 
 
 def parse_prefix(line: str) -> Prefix:
     m = PREFIX_RE.match(line)
     if m is None:  # the regex is all-optional, so this cannot happen; kept for type checkers
         return _NO_PREFIX
-    group = m.group
+    proc, prank, pid, srank, vmo, vd, vt, vf, st, sf, sdate, d2, t2, f2, d1, t1, f1 = m.group(*_GROUPS)
     rank: str | None = None
-    proc = group("proc")
     if proc:
-        if group("prank"):
-            rank = f"rank{group('prank')}"
+        if prank:
+            rank = f"rank{prank}"
         elif proc == "VllmWorkerProcess":
-            rank = f"pid{group('pid')}"
+            rank = f"pid{pid}"
         elif not proc.startswith(("APIServer", "EngineCore")):
             rank = proc  # Worker_TP3, Worker_TP0_EP0, ...; API server and engine core are not ranks
-    else:
-        srank = group("srank")
-        if srank and srank.strip():
-            rank = " ".join(srank.split())
-    vt = group("vt")
+    elif srank and srank.strip():
+        rank = " ".join(srank.split())
     if vt:
-        mo, dd = int(group("vmo")), int(group("vd"))
-        hms = _hms(vt, group("vf"))
+        mo, dd = int(vmo), int(vd)
+        hms = _hms(vt, vf)
         if 1 <= mo <= 12 and 1 <= dd <= 31 and hms:
             return Prefix(rank, None, (mo, dd), hms)
-    st = group("st")
     if st:
-        hms = _hms(st, group("sf"))
+        hms = _hms(st, sf)
         if hms:
-            sdate = group("sdate")
             return Prefix(rank, _date(sdate) if sdate else None, None, hms)
-    for d, t, f in (("d2", "t2", "f2"), ("d1", "t1", "f1")):
-        dv = group(d)
+    for dv, tv, fv in ((d2, t2, f2), (d1, t1, f1)):
         if dv:
-            date, hms = _date(dv), _hms(group(t), group(f))
+            date, hms = _date(dv), _hms(tv, fv)
             if date and hms:
                 return Prefix(rank, date, None, hms)
     return Prefix(rank, None, None, None) if rank else _NO_PREFIX

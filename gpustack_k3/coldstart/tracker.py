@@ -195,13 +195,15 @@ class ColdStartTracker:
         clock.parsed(ts)
         fallback = clock.marker_ts
         consumers = self.catalog.consumers
-        rules_hit: set[tuple[str, str]] = set()
+        rules_hit: set[tuple[str, str]] | None = None
         for idx in keys:
             for c in consumers[idx]:
                 if c[0] == "marker":
                     state.marker(c[1], c[2], text, ts, rank, fallback)
-                elif (c[1].id, c[2].role) not in rules_hit:
+                elif rules_hit is None or (c[1].id, c[2].role) not in rules_hit:
                     if state.doctor(c[1], c[2], c[3], text, ts, rank, fallback):
+                        if rules_hit is None:
+                            rules_hit = set()
                         rules_hit.add((c[1].id, c[2].role))
         if tracebacks.active or self._traceback_key in keys:
             exc = tracebacks.line(text, rank)
