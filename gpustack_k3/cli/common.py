@@ -172,6 +172,26 @@ def load_document(path: str | None, preset: str | None):
     return document_from_data(parse_yaml(read_text(path), path), path)
 
 
+def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
+    """``build_launch`` for SPEC or --preset: an unusable document exits 2, a refused spec prints its
+    findings and exits 1; ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan)."""
+    from gpustack_k3.core.launch import Refused, build_launch
+
+    try:
+        doc = load_document(path, preset)
+    except InputError as exc:
+        fail_input(exc)
+    try:
+        launch, findings, plan = build_launch(doc, strict=strict)
+    except Refused as exc:
+        print_findings_text(exc.findings, err=True)
+        sys.exit(EXIT_REFUSED)
+    warn = [f for f in findings if f.severity == "warning"]
+    if warn and warnings:
+        print_findings_text(warn, err=True)
+    return launch, findings, plan
+
+
 def use_colour() -> bool:
     return sys.stdout.isatty()
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.metrics import ColdStartStatusFigures
 from gpustack_k3.operator import decide as d
 from gpustack_k3.operator import hooks
 from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
@@ -135,6 +136,7 @@ class Operator:
         # cold-start histograms of the log tracker, on the operator's registry (served at /metrics)
         self.coldstart_metrics = coldstart_metrics(self.metrics.registry)
         self.metrics.registry.register(ResourcesByPhase(self.crs))
+        self.metrics.registry.register(ColdStartStatusFigures(self.crs))
         if coldstart_factory == "pod-logs":  # the default: follow engine pod logs
             coldstart_factory = pod_logs
         self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add, self.coldstart_metrics)

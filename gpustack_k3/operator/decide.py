@@ -29,12 +29,14 @@ from typing import Any
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import MAX_CONDITION_MESSAGE
 from gpustack_k3.operator.podstate import PodSummary, on_older_template, summarize_pods
+from gpustack_k3.operator.seams import plan_check_status
 
-STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "coldStart")
+STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "planCheck", "coldStart")
 # snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
 COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
                          "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
-                         "reason": "reason", "pod": "pod", "engine": "engine"}
+                         "reason": "reason", "pod": "pod", "engine": "engine", "compileCache": "compileCache",
+                         "memory": "memory"}
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -386,6 +388,8 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
         else:
             if summary:
                 status["plan"] = dict(summary)
+    if cs and status.get("plan") and (check := plan_check_status(status["plan"], cs.get("memory"))):
+        status["planCheck"] = check
     if cs:
         status["coldStart"] = {out: copy.deepcopy(cs.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
                                if cs.get(k) is not None}  # null = unknown: left out (apply drops nulls)

@@ -46,6 +46,11 @@ def plan(doc: dict) -> dict | None:
     _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None
-    return {"engine": p.engine, "maxModelLen": p.max_model_len, "kvTokens": p.kv_cache_tokens,
-            "maxConcurrency": round(p.max_concurrency, 2), "kvCacheDtype": p.kv_cache_dtype,
-            "headroomGiB": round(p.headroom_gib, 2)}
+    out = {"engine": p.engine, "maxModelLen": p.max_model_len, "kvTokens": p.kv_cache_tokens,
+           "maxConcurrency": round(p.max_concurrency, 2), "kvCacheDtype": p.kv_cache_dtype,
+           "headroomGiB": round(p.headroom_gib, 2),
+           "kvCacheGiB": round(p.full_attention_gib if p.engine == "sglang" and p.full_attention_gib is not None
+                               else p.kv_cache_allocated_gib, 2)}
+    if p.max_running_requests is not None:
+        out["maxRunningRequests"] = p.max_running_requests
+    return out

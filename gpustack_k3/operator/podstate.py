@@ -7,7 +7,6 @@ CreateContainerConfigError, RunContainerError; OOMKilled from the container runt
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from gpustack_k3.api.v1alpha1.constants import (
     KUBELET_FATAL_WAITING as FATAL_WAITING,
     KUBELET_OOM_KILLED,
 )
+from gpustack_k3.coldstart.scanner import rfc3339_epoch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,23 +58,7 @@ BUDGET_ANNOTATION = ANNOTATION_STARTUP_BUDGET   # on the pod template (render/ku
 DEFAULT_BUDGET_S = 3600
 
 
-def parse_time(v: Any) -> float | None:
-    """Kubernetes RFC 3339 time (``2026-11-29T19:05:58Z``, fractions allowed) → epoch seconds."""
-    if not v:
-        return None
-    if isinstance(v, dt.datetime):
-        return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
-    s = str(v).strip().replace("Z", "+00:00")
-    if "." in s:  # Python 3.11 accepts at most 6 fraction digits; the kubelet prints 9
-        head, _, rest = s.partition(".")
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        tz = rest[len(digits):]
-        s = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
-    try:
-        t = dt.datetime.fromisoformat(s)
-    except ValueError:
-        return None
-    return (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).timestamp()
+parse_time = rfc3339_epoch   # Kubernetes RFC 3339 time → epoch seconds (one parser: log stamps use it too)
 
 
 def _in_cold_start(pod: Mapping[str, Any], c: Mapping[str, Any], now: float | None) -> bool:

@@ -189,6 +189,30 @@ def test_live_engine_clock_with_platform_event(runner, replay_image, container_n
         runner.stop(container_name, timeout_s=2)
 
 
+def test_log_stream_broken_mid_start_is_resumed_without_duplicates(runner, replay_image, container_name, free_port):
+    """The follow supervisor under the Docker runner: the log connection drops while weights load; the
+    stream is reopened from the last docker timestamp and every byte reaches the callback once."""
+    chunks: list[bytes] = []
+    dropped = []
+
+    def on_log(chunk: bytes) -> None:
+        chunks.append(chunk)
+        if not dropped and b"Starting to load model" in chunk:
+            dropped.append(True)
+            runner.follower.source.interrupt()     # as if dockerd dropped the connection
+
+    tracker = ColdStartTracker(engine="vllm")
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port), startup_budget_s=60)
+    result = runner.run(launch, tracker=tracker, platform_events=False, on_log=on_log, detach=True)
+    try:
+        assert result.ready, result.reason
+        assert dropped and result.log_reconnects >= 1
+        assert b"".join(chunks).startswith(VLLM_LOG.read_bytes())   # nothing lost, nothing twice
+        assert tracker.report().status == "ready"
+    finally:
+        runner.stop(container_name, timeout_s=2)
+
+
 def test_ctrl_c_stops_and_removes_the_container(runner, replay_image, container_name, free_port):
     class InterruptWhileLoadingWeights(ProgressView):
         def update(self, elapsed_s, phase=None, line=None):

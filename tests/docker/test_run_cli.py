@@ -47,6 +47,10 @@ def test_run_detached_status_stop(docker_host, docker_client, replay_image, cont
     try:
         assert p.returncode == 0, p.stderr
         assert "Ready" in p.stderr
+        # the planner's figures for the preset next to the replayed engine's (2,687,776 tokens, 43.76 GiB)
+        assert "plan check (planned vs engine):" in p.stderr
+        assert any(line.strip().startswith("kv_cache_tokens") and "engine    2,687,776" in line
+                   for line in p.stderr.splitlines()), p.stderr
         st = cli(docker_host, "run", "status", container_name, "-o", "json")
         assert st.returncode == 0, st.stderr
         d = json.loads(st.stdout)
@@ -66,6 +70,9 @@ def test_run_crash_in_cuda_graphs_exits_1_with_phase(docker_host, docker_client,
     p = cli(docker_host, "run", str(f), "--runtime", "docker", "--detach", "--no-host-gpus", "--clamp-ulimits")
     assert p.returncode == 1, p.stderr
     assert "cuda_graphs" in p.stderr and "exited with code 3" in p.stderr
+    # the root cause, with the wrappers after it (tail: WorkerProc hit an exception → torch.OutOfMemoryError)
+    assert "FAILED in phase cuda_graphs: [Worker_TP3] torch.OutOfMemoryError: CUDA out of memory" in p.stderr
+    assert "  after: EngineCore failed to start." in p.stderr
     assert not docker_client.containers.list(all=True, filters={"name": container_name})
 
 

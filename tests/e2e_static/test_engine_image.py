@@ -86,7 +86,7 @@ def _status_from_log(text: bytes) -> dict:
     tracker = ColdStartTracker(engine="vllm", budgets={})
     tracker.feed(text)
     tracker.finish()
-    snap = snapshot_of(tracker.report(), None, "docker")
+    snap = snapshot_of(tracker.report(), "docker")
     cold = {out: copy.deepcopy(snap.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
             if snap.get(k) is not None or k == "cacheWarm"}
     return {"metadata": {"name": "smollm2-cpu"}, "status": {"phase": "Ready", "coldStart": cold}}

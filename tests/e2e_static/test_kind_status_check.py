@@ -29,7 +29,7 @@ def _status_from_log(name: str, phase: str) -> dict:
     tracker = ColdStartTracker(engine="vllm", budgets={}, year=2026)
     tracker.feed(text)
     tracker.finish()
-    snap = bridge.snapshot_of(tracker.report(), None, "smollm2-cpu-6d9f-abcde")
+    snap = bridge.snapshot_of(tracker.report(), "smollm2-cpu-6d9f-abcde")
     cold = {out: copy.deepcopy(snap.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
             if snap.get(k) is not None or k == "cacheWarm"}
     return {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": "smollm2-cpu"},

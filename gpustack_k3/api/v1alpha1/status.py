@@ -41,13 +41,37 @@ class ColdStartPhase(_Status):
     seconds: float | None = None
 
 
+class CompileCache(_Status):
+    """Compile cache of this start, from the engine's own lines (``gpustack-k3 coldstart``: compile_cache)."""
+    state: Literal["hit", "miss", "partial"] = Field(description="hit: compiled graphs loaded from the cache; "
+                                                     "miss: compiled; partial: both.")
+    hits: int = Field(ge=0, description="Cache-hit lines.")
+    misses: int = Field(ge=0, description="Lines that compiled or failed to load from the cache.")
+    compileSeconds: float | None = Field(default=None, description="Seconds of the compile phase.")
+
+
+class EngineMemory(_Status):
+    """The engine's own memory figures from its start-up log (``gpustack-k3 coldstart``: memory)."""
+    kvCacheGiB: float | None = Field(default=None, description="KV cache memory (vLLM available KV cache memory; SGLang KV pool).")
+    kvCacheTokens: int | None = Field(default=None, description="KV cache capacity in tokens.")
+    maxConcurrency: float | None = Field(default=None, description="vLLM: requests of concurrencyLen tokens that fit at once.")
+    concurrencyLen: int | None = Field(default=None, description="vLLM: the request length maxConcurrency is stated for.")
+    maxRunningRequests: int | None = Field(default=None, description="SGLang: max_running_requests.")
+    contextLen: int | None = Field(default=None, description="SGLang: context_len.")
+    mambaCacheSize: int | None = Field(default=None, description="SGLang: Mamba/state pool slots.")
+    mambaStateGiB: float | None = Field(default=None, description="SGLang: Mamba/state pool size.")
+    kvCacheBlocks: int | None = Field(default=None, description="vLLM V0: KV cache blocks.")
+
+
 class ColdStart(_Status):
     """Cold-start progress from the engine log (``gpustack-k3 coldstart``) of the newest pod."""
     attempt: int | None = Field(default=None, ge=1, description="Start attempt of the engine container (1 = first).")
     compileCacheWarm: bool | None = Field(default=None, description="True when compiled graphs were loaded from the cache.")
+    compileCache: CompileCache | None = None
+    memory: EngineMemory | None = None
     current: str | None = Field(default=None, description="Phase in progress.")
     failedPhase: str | None = None
-    reason: str | None = Field(default=None, description="Why the attempt failed, from the engine log.")
+    reason: str | None = Field(default=None, description="Why the attempt failed: the first causal error in the engine log.")
     pod: str | None = None
     engine: str | None = None
     totalSeconds: float | None = Field(default=None, description="Seconds from container start to the engine serving.")
@@ -62,6 +86,22 @@ class PlanSummary(_Status):
     maxConcurrency: float
     kvCacheDtype: str
     headroomGiB: float
+    kvCacheGiB: float | None = Field(default=None, description="KV cache memory the plan expects the engine to allocate.")
+    maxRunningRequests: int | None = Field(default=None, description="SGLang: planned max running requests.")
+
+
+class PlanCheckFigure(_Status):
+    figure: str = Field(description="A status.coldStart.memory key.")
+    planned: float
+    engine: float
+    driftPct: float | None = Field(default=None, description="(engine - planned) / planned x 100.")
+
+
+class PlanCheck(_Status):
+    """The plan next to the engine's own figures (``gpustack-k3 coldstart --spec``: plan_check)."""
+    figures: list[PlanCheckFigure] = Field(default_factory=list)
+    maxAbsDriftPct: float | None = None
+    notPrinted: list[str] = Field(default_factory=list, description="Planned figures the engine has not printed.")
 
 
 class K3DeploymentStatus(_Status):
@@ -72,5 +112,6 @@ class K3DeploymentStatus(_Status):
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
     coldStart: ColdStart | None = None
     plan: PlanSummary | None = None
+    planCheck: PlanCheck | None = None
     warnings: list[str] = Field(default_factory=list, description="Warning findings of the rule catalog.")
     endpoint: str | None = Field(default=None, description="In-cluster URL of the OpenAI-compatible API.")
