@@ -47,12 +47,12 @@ EVIDENCE_DIR = REPO / "tests" / "fixtures" / "logs" / "multiproc"
 VLLM_VERSION = "0.32.0"
 VLLM_CLI_MODULE = "vllm.entrypoints.cli.main"
 
-# Every process of every case: offline, quiet, loopback, 1 GiB of KV (the CPU platform sizes the cache
+# Every process of every case: offline, quiet, loopback only (gloo and NIXL's UCX on `lo`), 1 GiB of KV (the CPU platform sizes the cache
 # from this legacy variable, vllm/platforms/cpu.py:323-327@0.32.0).
 BASE_ENV = {
     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
     "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo",
-    "PYTHONUNBUFFERED": "1",
+    "UCX_NET_DEVICES": "lo", "PYTHONUNBUFFERED": "1",
 }
 
 _PLACEHOLDER = re.compile(r"\{(model|port:[a-z][a-z0-9_]*)\}")
