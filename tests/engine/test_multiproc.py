@@ -73,6 +73,19 @@ CASES: dict[str, Case] = {
     )),
 }
 
+
+def _dp2_moe(*ep: str, why: str) -> Case:
+    """The DP=2 leader + headless worker of the tiny Mixtral, with ``ep`` flags on both (one API server)."""
+    head = ("vllm", "serve", "{model}", "--served-model-name", "tiny-mixtral", *CPU_SERVE)
+    dp = ("--data-parallel-size", "2", "--data-parallel-size-local", "1")
+    rpc = ("--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}")
+    return Case(model="tiny-mixtral", trigger="leader", why=why, procs=(
+        ProcSpec("leader", (*head, "--host", "127.0.0.1", "--port", "{port:http}", "--api-server-count", "1",
+                            *ep, *dp, *rpc), health="{port:http}"),
+        ProcSpec("worker1", (*head, "--headless", *ep, *dp, "--data-parallel-start-rank", "1", *rpc)),
+    ))
+
+
 # What cannot run on the CPU build: each case is recorded under tests/fixtures/logs/multiproc/.
 EVIDENCE_CASES: dict[str, Case] = {
     "external-lb-dense": Case(
@@ -85,51 +98,20 @@ EVIDENCE_CASES: dict[str, Case] = {
     "hybrid-lb-dense": Case(
         why="hybrid LB with dp-local 1 switches to external LB after the non-MoE check, then each API server "
             "asserts on the stats address of a DP coordinator that dense DP never starts",
-        procs=(
-            ProcSpec("node0", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
-                               "--host", "127.0.0.1", "--port", "{port:http0}", "--data-parallel-hybrid-lb",
-                               "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                               "--data-parallel-start-rank", "0",
-                               "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}"),
-                     health="{port:http0}"),
-            ProcSpec("node1", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
-                               "--host", "127.0.0.1", "--port", "{port:http1}", "--data-parallel-hybrid-lb",
-                               "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                               "--data-parallel-start-rank", "1",
-                               "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}"),
-                     health="{port:http1}"),
-        )),
-    "dep2-moe": Case(
-        model="tiny-mixtral", trigger="leader",
-        why="DP2 x EP2 of a MoE model starts, then the first forward pass needs all_gatherv, which the CPU "
-            "communicator does not implement",
-        procs=(
-            ProcSpec("leader", ("vllm", "serve", "{model}", "--served-model-name", "tiny-mixtral", *CPU_SERVE,
-                                "--host", "127.0.0.1", "--port", "{port:http}", "--api-server-count", "1",
-                                "--enable-expert-parallel", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                                "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}"),
-                     health="{port:http}"),
-            ProcSpec("worker1", ("vllm", "serve", "{model}", "--served-model-name", "tiny-mixtral", *CPU_SERVE,
-                                 "--headless", "--enable-expert-parallel",
-                                 "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                                 "--data-parallel-start-rank", "1",
-                                 "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}")),
-        )),
-    "dp2-moe-no-ep": Case(
-        model="tiny-mixtral", trigger="leader",
-        why="DP2 of a MoE model without expert parallelism falls back to the same AllGather+ReduceScatter "
-            "dispatch and fails the same way",
-        procs=(
-            ProcSpec("leader", ("vllm", "serve", "{model}", "--served-model-name", "tiny-mixtral", *CPU_SERVE,
-                                "--host", "127.0.0.1", "--port", "{port:http}", "--api-server-count", "1",
-                                "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                                "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}"),
-                     health="{port:http}"),
-            ProcSpec("worker1", ("vllm", "serve", "{model}", "--served-model-name", "tiny-mixtral", *CPU_SERVE,
-                                 "--headless", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                                 "--data-parallel-start-rank", "1",
-                                 "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}")),
-        )),
+        procs=tuple(
+            ProcSpec(f"node{i}", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
+                                  "--host", "127.0.0.1", "--port", f"{{port:http{i}}}", "--data-parallel-hybrid-lb",
+                                  "--data-parallel-size", "2", "--data-parallel-size-local", "1",
+                                  "--data-parallel-start-rank", str(i),
+                                  "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}"),
+                     health=f"{{port:http{i}}}")
+            for i in (0, 1))),
+    "dep2-moe": _dp2_moe("--enable-expert-parallel", why=(
+        "DP2 x EP2 of a MoE model starts, then the first forward pass needs all_gatherv, which the CPU "
+        "communicator does not implement")),
+    "dp2-moe-no-ep": _dp2_moe(why=(
+        "DP2 of a MoE model without expert parallelism falls back to the same AllGather+ReduceScatter "
+        "dispatch and fails the same way")),
 }
 # ====================================================================================================
 
