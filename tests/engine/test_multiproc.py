@@ -31,7 +31,8 @@ from multiproc import (
     scrape,
 )
 
-pytestmark = pytest.mark.engine
+# a case starts up to three vLLM processes at once on 2 shared cores: more than the suite's 900 s may pass
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1500)]
 
 # ====================================================================================================
 # THE COMMAND LINES: one entry per case, one argv + env template per process ({model}, {port:NAME};
