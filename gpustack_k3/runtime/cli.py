@@ -47,7 +47,7 @@ def _build(spec, preset, strict):
     warn = [f for f in findings if f.severity == "warning"]
     if warn:
         print_findings_text(warn, err=True)
-    return launch
+    return launch, doc
 
 
 @run.command("start")
@@ -62,8 +62,10 @@ def _build(spec, preset, strict):
 @click.option("--exit-when-ready", is_flag=True, help="Local: stop the engine and exit 0 once Ready.")
 @click.option("--strict", is_flag=True)
 def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict):
-    """Start SPEC (or --preset NAME) and follow its cold start to Ready."""
-    launch = _build(spec, preset, strict)
+    """Start SPEC (or --preset NAME) and follow its cold start to Ready (then warm, with spec.startup.warmup)."""
+    launch, doc = _build(spec, preset, strict)
+    # the warm-up asks for the spec's served name; without one the engine serves its model path (probe: first listed)
+    warmup = (doc.spec.startup.warmup, doc.spec.model.servedModelName) if doc.spec.startup.warmup else None
     if dry_run:
         if runtime == "docker":
             from gpustack_k3.render.docker import docker_run_line, docker_run_params
@@ -75,8 +77,8 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
                                   indent=2))
         return
     try:
-        code = _docker(launch, detach, host_gpus, clamp_ulimits) if runtime == "docker" else \
-            _local(launch, exit_when_ready)
+        code = _docker(launch, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
+            _local(launch, exit_when_ready, warmup)
     except KeyboardInterrupt:
         click.echo("interrupted: engine stopped", err=True)
         sys.exit(130)
@@ -88,11 +90,12 @@ def _print_outcome(report: dict) -> None:
         click.echo(f"FAILED in phase {report.get('failed_phase')}: {report.get('reason')}", err=True)
 
 
-def _docker(launch, detach, host_gpus, clamp_ulimits) -> int:
+def _docker(launch, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
     from gpustack_k3.runtime.docker import DockerRuntimeError, run_launch
 
     try:
-        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits)
+        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
+                                          warmup=warmup)
     except DockerRuntimeError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_INPUT
@@ -105,10 +108,12 @@ def _docker(launch, detach, host_gpus, clamp_ulimits) -> int:
             click.echo(f"  | {line}", err=True)
     else:
         click.echo(f"{launch.name}: Ready ({d.get('total_seconds')} s)", err=True)
+        if result.warm is not None and not result.warm.get("ok") and detach:
+            return EXIT_REFUSED     # detached: the caller is told that the deployment is not warm
     return code
 
 
-def _local(launch, exit_when_ready: bool) -> int:
+def _local(launch, exit_when_ready: bool, warmup=None) -> int:
     from gpustack_k3.coldstart import ColdStartTracker
     from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
     from gpustack_k3.runtime.progress import ProgressView
@@ -145,13 +150,27 @@ def _local(launch, exit_when_ready: bool) -> int:
                 view.finish(f"{launch.name}: start failed ({why})")
                 _print_outcome(rep)
                 return EXIT_REFUSED
+        warm_ok = True
+        if warmup is not None:
+            warm_ok = _warm(launch, proc.base_url, tracker, warmup)
         if exit_when_ready:
-            return 0
+            return 0 if warm_ok else EXIT_REFUSED
         while proc.poll() is None:
             time.sleep(1.0)
         return 0 if proc.poll() == 0 else EXIT_REFUSED
     finally:
         proc.stop()
+
+
+def _warm(launch, url: str, tracker, warmup) -> bool:
+    """spec.startup.warmup after Ready: the probe's requests, a ``warm`` phase in the tracker, one line."""
+    from gpustack_k3.probe.warmup import describe, warm_up
+
+    spec_warmup, served = warmup
+    res = warm_up(url, spec_warmup, model=served,
+                  on_phase=lambda s, e, det: tracker.platform_event("warm", s, e, det))
+    click.echo(f"{launch.name}: {describe(res, tracker)}", err=True)
+    return bool(res.get("ok"))
 
 
 def _phase(tracker) -> str | None:

@@ -207,6 +207,7 @@ class StartResult:
     reason: str = ""
     last_lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warm: dict | None = None      # the warm-up summary (gpustack_k3.probe.warmup) when one was sent after Ready
 
     @property
     def ready(self) -> bool:
@@ -215,7 +216,8 @@ class StartResult:
     def to_dict(self) -> dict:
         return {"name": self.name, "container_id": self.container_id, "state": self.state,
                 "elapsed_s": round(self.elapsed_s, 3), "exit_code": self.exit_code, "phase": self.phase,
-                "reason": self.reason, "last_lines": list(self.last_lines), "notes": list(self.notes)}
+                "reason": self.reason, "last_lines": list(self.last_lines), "notes": list(self.notes),
+                "warm": self.warm}
 
 
 @dataclass
@@ -350,7 +352,8 @@ class DockerRunner:
     def run(self, launch: DockerLaunch, *, tracker: Any = None, on_log: LogCallback | None = None,
             phase: PhaseGetter | None = None, on_event: EventCallback | None = None,
             progress: ProgressView | None = None, detach: bool = False, wait_ready: bool = True,
-            remove_on_failure: bool = True, platform_events: bool = True) -> StartResult:
+            remove_on_failure: bool = True, platform_events: bool = True,
+            on_ready: Callable[[StartResult], None] | None = None) -> StartResult:
         """Create and start the container, then (``wait_ready``) follow it to Ready or failure.
 
         ``tracker`` is a cold-start tracker (``feed(bytes)``, ``report()``, ``finish()``, and
@@ -362,7 +365,8 @@ class DockerRunner:
         ``on_log``) until the container exits, then remove it. Detached: return once Ready (or right
         after the start when ``wait_ready`` is False), leaving the container running. Ctrl-C or an
         error at any point stops and removes the container, then re-raises. ``on_event`` receives
-        ``container_created`` and ``container_started``.
+        ``container_created`` and ``container_started``. ``on_ready(result)`` runs once Ready, while the log
+        still flows into the tracker (the warm-up of spec.startup.warmup); it may set ``result.warm``.
         """
         import docker
 
@@ -401,10 +405,15 @@ class DockerRunner:
             result = self._track(container, follower, launch, t0, on_log=feed, phase=phase, tracker=tracker,
                                  progress=progress, remove_on_failure=remove_on_failure)
             result.notes = notes + result.notes
-            if not result.ready or detach:
+            if not result.ready:
                 follower.close()
                 return result
             follower.forward(feed)
+            if on_ready is not None:
+                on_ready(result)
+            if detach:
+                follower.close()
+                return result
             result.exit_code = self._follow_until_exit(container, follower, progress=progress)
             result.reason = f"container exited with code {result.exit_code} after Ready"
             return result
@@ -567,12 +576,14 @@ class DockerRunner:
 
 
 def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool = False,
-               clamp_ulimits: bool = False, stream: Any = None, client: Any = None) -> tuple[int, StartResult, Any]:
+               clamp_ulimits: bool = False, stream: Any = None, client: Any = None,
+               warmup: Any = None) -> tuple[int, StartResult, Any]:
     """What ``gpustack-k3 run --runtime docker`` does: the Docker target's params for ``launch``, a
     cold-start tracker for its engine, a progress view on ``stream`` (stderr by default), then
     :meth:`DockerRunner.run`. Returns ``(exit_code, result, cold_start_report)``: 0 when Ready
     (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
-    (KeyboardInterrupt) after the container was removed."""
+    (KeyboardInterrupt) after the container was removed. ``warmup`` = (spec.startup.warmup, served model name
+    or None): after Ready, send its requests (gpustack_k3.probe.warmup) and report the ``warm`` phase."""
     from gpustack_k3.coldstart import ColdStartTracker
 
     from .progress import ProgressView
@@ -580,8 +591,18 @@ def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool 
     tracker = ColdStartTracker(engine=launch.engine if launch.engine in ("vllm", "sglang") else None)
     runner = DockerRunner(client, host_has_gpus=host_has_gpus,
                           ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)
-    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker,
-                        progress=ProgressView(stream, label=launch.name), detach=detach)
+    progress = ProgressView(stream, label=launch.name)
+
+    def warm(result: StartResult) -> None:
+        from gpustack_k3.probe.warmup import describe, warm_up
+
+        spec_warmup, served = warmup
+        result.warm = warm_up(f"http://{runner.health_host}:{launch.port}", spec_warmup, model=served,
+                              on_phase=lambda s, e, d: tracker.platform_event("warm", s, e, d))
+        progress.note(describe(result.warm, tracker))
+
+    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker, progress=progress, detach=detach,
+                        on_ready=warm if warmup is not None else None)
     ok = result.ready and (detach or result.exit_code == 0)
     return (0 if ok else 1), result, tracker.report()
 
