@@ -68,6 +68,10 @@ def _status_schema() -> dict[str, Any]:
                     "phases": {"type": "array", "items": {
                         "type": "object", "x-kubernetes-preserve-unknown-fields": True,
                         "properties": {"name": {"type": "string"}, "start": nstr, "end": nstr, "seconds": nnum}}},
+                    "warmup": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                               "description": ("The post-Ready warm-up (spec.startup.warmup) sent with the probe's "
+                                               "code: ok, seconds, completed, errors, ttftMsP50, ttftMsMax, "
+                                               "tpotMsP50, reason.")},
                 },
             },
             "plan": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,

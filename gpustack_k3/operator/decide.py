@@ -46,7 +46,7 @@ STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoin
 # snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
 COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
                          "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
-                         "reason": "reason", "pod": "pod", "engine": "engine"}
+                         "reason": "reason", "pod": "pod", "engine": "engine", "warmup": "warmup"}
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -428,8 +428,12 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
                   pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
     else:
         conds.set("Ready", False, "NoPods", "no pods observed yet")
+    warmup = (cs or {}).get("warmup") or {}
     if cs and cs.get("warm"):
         conds.set("Warm", True, "Warm", "the engine has served its first requests (JIT warm-up done)")
+    elif cs and warmup.get("ok") is False:
+        conds.set("Warm", False, "WarmupFailed", f"the warm-up requests (spec.startup.warmup) failed: "
+                                                  f"{warmup.get('reason') or 'see status.coldStart.warmup'}")
     elif cs:
         conds.set("Warm", False, "NotWarm", "first requests not served yet: ready is not yet warm")
     else:

@@ -21,7 +21,9 @@ The snapshot is a plain mapping (``ColdStartSnapshot``); ``decide`` reads:
 milestones), ``failedPhase`` / ``reason`` (when the attempt failed), ``pod``, ``engine`` and
 ``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget → Degraded,
 a crash → Failed); ``syncing`` (True while the log backlog is still being read after an operator
-restart: ``decide`` then keeps the cold-start status it wrote last).
+restart: ``decide`` then keeps the cold-start status it wrote last); ``warmup`` (the post-Ready warm-up's
+summary, ``gpustack_k3.operator.warmup``: ok, seconds, completed, errors, ttftMsP50, ...; ``ok`` None while
+it runs).
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ class ColdStartSnapshot(TypedDict, total=False):
     warm: bool
     verdict: ColdStartVerdict | None
     syncing: bool
+    warmup: dict
 
 
 class ColdStartObserver(Protocol):
