@@ -150,9 +150,11 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
             if watch:
                 res = watch_fn(client, name, cluster=cluster, timeout=timeout,
                                echo=(lambda s: click.echo(s, err=True)) if output == "json" else click.echo)
-                if output == "json":
-                    click.echo(json.dumps(res, indent=2))
-                sys.exit(0 if res["ok"] else 1)
+                if cfg is None or not res["ok"]:
+                    if output == "json":
+                        click.echo(json.dumps(res, indent=2))
+                    sys.exit(0 if res["ok"] else 1)
+                click.echo("every instance runs: probing them", err=True)   # --watch --probe: then measure
             res = status(client, name, cluster)
     except GPUStackError as exc:
         _fail(str(exc))

@@ -309,7 +309,10 @@ async def _stages(s: _Session, col: Collected, state: dict) -> None:
         if col.engine is None:
             col.metrics_note = "names neither a vllm: nor an sglang: metric"
             return col.metrics_note
-        col.ignore_eos = True    # vLLM and SGLang both honour ignore_eos in their OpenAI servers
+        # both OpenAI servers take ignore_eos: vllm benchmarks/lib/endpoint_request_func.py:129-135@0.32.0 sends
+        # it, as sglang python/sglang/bench_serving.py does to its /v1 endpoints ("ignore_eos": not
+        # args.disable_ignore_eos)
+        col.ignore_eos = True
         return f"engine {col.engine} ({len(vals)} metric names)"
     await s.stage(col, "metrics", metrics)
 

@@ -143,5 +143,10 @@ def test_gpustack_status_probe_measures_each_running_instance(monkeypatch):
         r = CliRunner().invoke(gcli.gpustack, ["status", "kimi", "--server", "http://gpustack.test", "--probe",
                                                "--probe-requests", "2", "--probe-output-len", "4"])
     assert r.exit_code == 0 and "--- probe of kimi-a" in r.stdout and "TTFT" in r.stdout
+    with FakeOpenAI(Behaviour(served="kimi"), port=port):                 # --watch: follow, then probe
+        r = CliRunner().invoke(gcli.gpustack, ["status", "kimi", "--server", "http://gpustack.test", "--watch",
+                                               "--probe", "--probe-requests", "2", "--probe-output-len", "4",
+                                               "-o", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["probe"]["kimi-a"]["completed"] == 2, r.output
     r = CliRunner().invoke(gcli.gpustack, ["status", "kimi", "--server", "http://x", "--probe", "--slo", "x=1"])
     assert r.exit_code == 2 and "--slo" in r.stderr
