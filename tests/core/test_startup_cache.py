@@ -160,8 +160,10 @@ spec.DeploymentDocument.model_validate(load_catalog().presets["vllm-fixed"].docu
 print(name)
 """
     env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
+    # cwd: `python -c` puts the working directory first on sys.path; run from the checkout, it imported (and
+    # edited) the checkout's own api/spec.py instead of the copy
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+                          check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     stored = sorted(p.name for p in cache.glob("spec-schema-*"))
     assert stored == [proc.stdout.strip()]
