@@ -161,9 +161,9 @@ class FakeOpenAI:
 
         def send(obj, kind: str = "other") -> None:
             data = obj if isinstance(obj, str) else json.dumps(obj)
-            h.wfile.write(f"data: {data}\n\n".encode())
+            rec["writes"].append((time.perf_counter(), kind))   # stamped before the bytes leave: a reader's
+            h.wfile.write(f"data: {data}\n\n".encode())       # stamp can only be later
             h.wfile.flush()
-            rec["writes"].append((time.perf_counter(), kind))
 
         def chunk(delta: dict | None, text: str | None = None, finish: str | None = None) -> dict:
             ch = ({"index": 0, "delta": delta, "finish_reason": finish} if chat

@@ -24,7 +24,7 @@ def cli(*args):
 
 def test_json_has_the_documented_shape():
     with FakeOpenAI(Behaviour()) as srv:
-        r = cli("probe", srv.url, *SMALL, "--slo", "ttft=5000,tpot=1000", "-o", "json")
+        r = cli("probe", srv.url, *SMALL, "--slo", "ttft=60000,tpot=60000", "-o", "json")   # met on a loaded box too
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert SHAPE <= set(d)
