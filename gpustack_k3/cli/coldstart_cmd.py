@@ -85,7 +85,7 @@ def _planned(spec: str | None, preset: str | None) -> dict | None:
     from gpustack_k3.cli.common import build_launch_or_exit
     from gpustack_k3.coldstart.plancheck import planned_figures
 
-    launch, _findings, plan = build_launch_or_exit(spec, preset, warnings=False)
+    launch, _findings, plan, _doc = build_launch_or_exit(spec, preset, warnings=False)
     if plan is None:
         return {"engine": launch.engine, "figures": {}, "note": "the planner has no figures for this "
                 "engine, model and GPU (plan unavailable); nothing to compare"}

@@ -174,7 +174,7 @@ def load_document(path: str | None, preset: str | None):
 
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
     """``build_launch`` for SPEC or --preset: an unusable document exits 2, a refused spec prints its
-    findings and exits 1; ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan)."""
+    findings and exits 1; ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
     from gpustack_k3.core.launch import Refused, build_launch
 
     try:
@@ -189,7 +189,7 @@ def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool =
     warn = [f for f in findings if f.severity == "warning"]
     if warn and warnings:
         print_findings_text(warn, err=True)
-    return launch, findings, plan
+    return launch, findings, plan, doc
 
 
 def use_colour() -> bool:

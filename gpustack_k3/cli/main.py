@@ -38,6 +38,7 @@ COMMANDS = {
     "gpustack": "gpustack_k3.gpustack.cli:gpustack",
     "run": "gpustack_k3.runtime.cli:run",
     "operator": "gpustack_k3.operator.cli:operator",
+    "probe": "gpustack_k3.cli.probe_cmd:probe",
 }
 
 

@@ -448,8 +448,10 @@ class Attempts:
                 del hits[MAX_HITS_PER_RULE // 2: MAX_HITS_PER_RULE // 2 + 1]
         return True
 
-    def platform(self, phase: str, s: float | None, e: float | None, details: dict | None) -> None:
-        att = self._attempt_for_platform(s if s is not None else e)
+    def platform(self, phase: str, s: float | None, e: float | None, details: dict | None, *,
+                 current: bool = False) -> None:
+        """``current``: the event belongs to the current attempt whatever its time (the warm-up after Ready)."""
+        att = self.attempts[-1] if current else self._attempt_for_platform(s if s is not None else e)
         p = att.phase(phase)
         p.seen = True
         if s is not None:

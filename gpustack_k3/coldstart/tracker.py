@@ -139,10 +139,14 @@ class ColdStartTracker:
                        details: dict | None = None) -> None:
         """Record a platform phase (scheduled, image_pull, container_start) seen by the operator
         or a runner. A platform phase reported after the engine already progressed means the
-        container was restarted: a new attempt begins."""
-        if phase not in PLATFORM_PHASES:
-            raise ValueError(f"platform_event: phase must be one of {', '.join(PLATFORM_PHASES)}, not {phase!r}")
-        self.state.platform(phase, to_epoch(start), to_epoch(end), details)
+        container was restarted: a new attempt begins.
+
+        ``warm`` is reported by whoever sends the warm-up requests after Ready (``run``, the operator:
+        spec.startup.warmup), always for the current attempt: its start when the requests go out (the
+        first request line of the log then no longer ends the phase), its end when they are answered."""
+        if phase not in PLATFORM_PHASES and phase != "warm":
+            raise ValueError(f"platform_event: phase must be one of {', '.join(PLATFORM_PHASES)} or warm, not {phase!r}")
+        self.state.platform(phase, to_epoch(start), to_epoch(end), details, current=phase == "warm")
 
     def check_stall(self, now: TimeLike) -> bool:
         """Fail the current attempt if the phase in progress has run longer than its budget.

@@ -188,6 +188,21 @@ class PodLogColdStart:
             snaps.append(self._snapshot(track))
         return _combine(snaps)
 
+    def report_phase(self, key: Key, pod_uid: str, phase: str, start: float | None, end: float | None,
+                     details: dict | None = None) -> bool:
+        """A phase someone else observed for one pod (the post-Ready warm-up: ``warm``), in wall-clock
+        seconds; shifted onto the log's clock by the pod's engine-stamp offset. False: pod not followed."""
+        with self._lock:
+            track = self._tracks.get(key, {}).get(pod_uid)
+        if track is None:
+            return False
+        with track.lock:
+            off = (track.follower.offset if track.follower is not None else None) or 0.0
+            track.tracker.platform_event(phase, None if start is None else start + off,
+                                         None if end is None else end + off, details)
+        self.enqueue(key)
+        return True
+
     def forget(self, key: Key) -> None:
         with self._lock:
             tracks = self._tracks.pop(key, {})

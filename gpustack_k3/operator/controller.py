@@ -38,6 +38,7 @@ from gpustack_k3.operator.informer import Informer, Store
 from gpustack_k3.operator.kube import Kube, api_client_from, without_transport_retries
 from gpustack_k3.operator.leader import LeaderElector
 from gpustack_k3.operator.seams import ColdStartFactory, ColdStartObserver, NoColdStart
+from gpustack_k3.operator.warmup import PodWarmup
 from gpustack_k3.operator.workqueue import WorkQueue
 
 log = logging.getLogger("gpustack_k3.operator")
@@ -109,7 +110,8 @@ class Operator:
                  renew_deadline: float = 10.0, retry_period: float = 2.0, watch_timeout_s: int = 300,
                  owned_kinds: Iterable[tuple[str, str]] = OWNED_KINDS,
                  request_timeout: tuple[float, float] = (10.0, 60.0),
-                 clock: Callable[[], dt.datetime] | None = None) -> None:
+                 clock: Callable[[], dt.datetime] | None = None,
+                 warmup_fn: Callable[..., dict] | str | None = "probe") -> None:
         if validate is None or render is None:
             dv, dr, dp = default_hooks()
             validate, render, plan = validate or dv, render or dr, plan or dp
@@ -141,6 +143,11 @@ class Operator:
             coldstart_factory = pod_logs
         self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add, self.coldstart_metrics)
                                              if callable(coldstart_factory) else NoColdStart())
+        # spec.startup.warmup after Ready, with the probe's code; its warm phase goes to the observer's trackers
+        self.warmup: PodWarmup | None = None
+        if warmup_fn is not None and hasattr(self.coldstart, "report_phase"):
+            self.warmup = PodWarmup(self.coldstart, self.queue.add,
+                                    warm_fn=None if warmup_fn == "probe" else warmup_fn)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._leading = threading.Event()
@@ -227,6 +234,8 @@ class Operator:
         for inf in self.informers:
             inf.join(10)
         self.coldstart.close()
+        if self.warmup is not None:
+            self.warmup.close()
         for client in {id(c): c for c in (self.kube.api, getattr(self.elector, "kube", None) and self.elector.kube.api)
                        if c is not None}.values():   # the pools this operator opened for itself
             try:
@@ -328,6 +337,8 @@ class Operator:
         for attempt in range(3):
             if cr is None:
                 self.coldstart.forget(key)
+                if self.warmup is not None:
+                    self.warmup.forget(key)
                 with self._memo_lock:
                     for k in [k for k in self._memo if k[0] == key]:
                         del self._memo[k]
@@ -353,7 +364,12 @@ class Operator:
                 if any(r.get("uid") == uid and r.get("controller") for r in refs):
                     owned[(obj.get("apiVersion") or av, obj.get("kind") or kind, obj["metadata"]["name"])] = obj
         pods = [p for p in self.pods.by_index(key)]
-        return d.Observed(owned=owned, pods=pods, coldstart=self.coldstart.observe(key, pods))
+        coldstart = self.coldstart.observe(key, pods)
+        if self.warmup is not None and coldstart is not None:
+            warm = self.warmup.observe(key, cr, pods)
+            if warm is not None:
+                coldstart = {**coldstart, "warmup": warm}
+        return d.Observed(owned=owned, pods=pods, coldstart=coldstart)
 
     def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:
         observed = self.observe(key, cr)

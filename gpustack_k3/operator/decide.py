@@ -36,7 +36,7 @@ STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoin
 COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
                          "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
                          "reason": "reason", "pod": "pod", "engine": "engine", "compileCache": "compileCache",
-                         "memory": "memory"}
+                         "memory": "memory", "warmup": "warmup"}
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -436,8 +436,12 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
                   pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
     else:
         conds.set(api.CONDITION_READY, False, api.REASON_NO_PODS, "no pods observed yet")
+    warmup = (cs or {}).get("warmup") or {}
     if cs and cs.get("warm"):
         conds.set(api.CONDITION_WARM, True, api.REASON_WARM, "the engine has served its first requests (JIT warm-up done)")
+    elif cs and warmup.get("ok") is False:
+        conds.set(api.CONDITION_WARM, False, api.REASON_WARMUP_FAILED,
+                  f"the warm-up requests (spec.startup.warmup) failed: {warmup.get('reason') or 'see status.coldStart.warmup'}")
     elif cs:
         conds.set(api.CONDITION_WARM, False, api.REASON_NOT_WARM, "first requests not served yet: ready is not yet warm")
     else:

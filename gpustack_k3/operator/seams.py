@@ -23,7 +23,9 @@ milestones), ``failedPhase`` / ``reason`` (when the attempt failed: the root cau
 figures under their status names, ``MEMORY_STATUS_KEYS``) and
 ``verdict`` (None or {phase: Degraded|Failed, reason, message}: a phase over its budget → Degraded,
 a crash → Failed); ``syncing`` (True while the log backlog is still being read after an operator
-restart: ``decide`` then keeps the cold-start status it wrote last).
+restart: ``decide`` then keeps the cold-start status it wrote last); ``warmup`` (the post-Ready warm-up's
+summary, ``gpustack_k3.operator.warmup``: ok, seconds, completed, errors, ttftMsP50, ...; ``ok`` None while
+it runs).
 """
 from __future__ import annotations
 
@@ -106,6 +108,7 @@ class ColdStartSnapshot(TypedDict, total=False):
     warm: bool
     verdict: ColdStartVerdict | None
     syncing: bool
+    warmup: dict
 
 
 class ColdStartObserver(Protocol):

@@ -39,8 +39,8 @@ def run():
 
 
 def _build(spec, preset, strict):
-    launch, _findings, plan = build_launch_or_exit(spec, preset, strict=strict)
-    return launch, plan
+    launch, _findings, plan, doc = build_launch_or_exit(spec, preset, strict=strict)
+    return launch, plan, doc
 
 
 @run.command("start")
@@ -55,8 +55,10 @@ def _build(spec, preset, strict):
 @click.option("--exit-when-ready", is_flag=True, help="Local: stop the engine and exit 0 once Ready.")
 @click.option("--strict", is_flag=True)
 def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict):
-    """Start SPEC (or --preset NAME) and follow its cold start to Ready."""
-    launch, plan = _build(spec, preset, strict)
+    """Start SPEC (or --preset NAME) and follow its cold start to Ready (then warm, with spec.startup.warmup)."""
+    launch, plan, doc = _build(spec, preset, strict)
+    # the warm-up asks for the spec's served name; without one the engine serves its model path (probe: first listed)
+    warmup = (doc.spec.startup.warmup, doc.spec.model.servedModelName) if doc.spec.startup.warmup else None
     if dry_run:
         if runtime == "docker":
             from gpustack_k3.render.docker import docker_run_line, docker_run_params
@@ -68,8 +70,8 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
                                   indent=2))
         return
     try:
-        code = _docker(launch, plan, detach, host_gpus, clamp_ulimits) if runtime == "docker" else \
-            _local(launch, plan, exit_when_ready)
+        code = _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
+            _local(launch, plan, exit_when_ready, warmup)
     except KeyboardInterrupt:
         click.echo("interrupted: engine stopped", err=True)
         sys.exit(130)
@@ -98,11 +100,12 @@ def _print_plan_check(report: dict, plan) -> None:
         click.echo(render_plan_check(check), err=True)
 
 
-def _docker(launch, plan, detach, host_gpus, clamp_ulimits) -> int:
+def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
     from gpustack_k3.runtime.docker import DockerRuntimeError, run_launch
 
     try:
-        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits)
+        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
+                                          warmup=warmup)
     except DockerRuntimeError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_INPUT
@@ -116,10 +119,12 @@ def _docker(launch, plan, detach, host_gpus, clamp_ulimits) -> int:
     else:
         click.echo(f"{launch.name}: Ready ({d.get('total_seconds')} s)", err=True)
         _print_plan_check(d, plan)
+        if result.warm is not None and not result.warm.get("ok") and detach:
+            return EXIT_REFUSED     # detached: the caller is told that the deployment is not warm
     return code
 
 
-def _local(launch, plan, exit_when_ready: bool) -> int:
+def _local(launch, plan, exit_when_ready: bool, warmup=None) -> int:
     from gpustack_k3.coldstart import ColdStartTracker
     from gpustack_k3.runtime.docker import LineTail, tracker_phase
     from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
@@ -162,13 +167,33 @@ def _local(launch, plan, exit_when_ready: bool) -> int:
                 view.finish(f"{launch.name}: start failed ({why})")
                 _print_outcome(rep)
                 return EXIT_REFUSED
+        warm_ok = True
+        if warmup is not None:
+            warm_ok = _warm(launch, proc.base_url, tracker, warmup, follower.lock)
         if exit_when_ready:
-            return 0
+            return 0 if warm_ok else EXIT_REFUSED
         while proc.poll() is None:
             time.sleep(1.0)
         return 0 if proc.poll() == 0 else EXIT_REFUSED
     finally:
         proc.stop()
+
+
+def _warm(launch, url: str, tracker, warmup, lock) -> bool:
+    """spec.startup.warmup after Ready: the probe's requests, a ``warm`` phase in the tracker (under the log
+    follower's ``lock``: it feeds the same tracker), one line."""
+    from gpustack_k3.probe.warmup import describe, warm_up
+
+    spec_warmup, served = warmup
+
+    def on_phase(s, e, det) -> None:
+        with lock:
+            tracker.platform_event("warm", s, e, det)
+
+    res = warm_up(url, spec_warmup, model=served, on_phase=on_phase)
+    with lock:
+        click.echo(f"{launch.name}: {describe(res, tracker)}", err=True)
+    return bool(res.get("ok"))
 
 
 @run.command("status")

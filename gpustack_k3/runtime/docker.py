@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.coldstart import ColdStartTracker
+from gpustack_k3.probe.warmup import describe, warm_up
 from gpustack_k3.coldstart.follow import LogFollower
 from gpustack_k3.render.docker import docker_run_params
 from gpustack_k3.runtime.progress import ProgressView
@@ -205,6 +206,7 @@ class StartResult:
     last_lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     log_reconnects: int = 0        # times the log stream broke and was resumed
+    warm: dict | None = None       # the warm-up summary (gpustack_k3.probe.warmup) when one was sent after Ready
 
     @property
     def ready(self) -> bool:
@@ -214,7 +216,7 @@ class StartResult:
         return {"name": self.name, "container_id": self.container_id, "state": self.state,
                 "elapsed_s": round(self.elapsed_s, 3), "exit_code": self.exit_code, "phase": self.phase,
                 "reason": self.reason, "last_lines": list(self.last_lines), "notes": list(self.notes),
-                "log_reconnects": self.log_reconnects}
+                "log_reconnects": self.log_reconnects, "warm": self.warm}
 
 
 @dataclass
@@ -352,7 +354,8 @@ class DockerRunner:
     def run(self, launch: DockerLaunch, *, tracker: Any = None, on_log: LogCallback | None = None,
             phase: PhaseGetter | None = None, on_event: EventCallback | None = None,
             progress: ProgressView | None = None, detach: bool = False, wait_ready: bool = True,
-            remove_on_failure: bool = True, platform_events: bool = True) -> StartResult:
+            remove_on_failure: bool = True, platform_events: bool = True,
+            on_ready: Callable[[StartResult], None] | None = None) -> StartResult:
         """Create and start the container, then (``wait_ready``) follow it to Ready or failure.
 
         ``tracker`` is a cold-start tracker (``feed(bytes)``, ``report()``, ``finish()``, and
@@ -364,7 +367,8 @@ class DockerRunner:
         ``on_log``) until the container exits, then remove it. Detached: return once Ready (or right
         after the start when ``wait_ready`` is False), leaving the container running. Ctrl-C or an
         error at any point stops and removes the container, then re-raises. ``on_event`` receives
-        ``container_created`` and ``container_started``.
+        ``container_created`` and ``container_started``. ``on_ready(result)`` runs once Ready, while the log
+        still flows into the tracker (the warm-up of spec.startup.warmup); it may set ``result.warm``.
         """
         import docker
 
@@ -409,7 +413,14 @@ class DockerRunner:
             result = self._track(container, follower, tail, launch, t0, phase=locked_phase, tracker=tracker,
                                  progress=progress, remove_on_failure=remove_on_failure)
             result.notes = notes + result.notes
-            if not result.ready or detach:
+            if not result.ready:
+                follower.stop()
+                follower.join(5)
+                result.log_reconnects = follower.reconnects
+                return result
+            if on_ready is not None:
+                on_ready(result)        # the log keeps flowing into the tracker meanwhile
+            if detach:
                 follower.stop()
                 follower.join(5)
                 result.log_reconnects = follower.reconnects
@@ -607,17 +618,34 @@ class DockerRunner:
 
 
 def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool = False,
-               clamp_ulimits: bool = False, stream: Any = None, client: Any = None) -> tuple[int, StartResult, Any]:
+               clamp_ulimits: bool = False, stream: Any = None, client: Any = None,
+               warmup: Any = None) -> tuple[int, StartResult, Any]:
     """What ``gpustack-k3 run --runtime docker`` does: the Docker target's params for ``launch``, a
     cold-start tracker for its engine, a progress view on ``stream`` (stderr by default), then
     :meth:`DockerRunner.run`. Returns ``(exit_code, result, cold_start_report)``: 0 when Ready
     (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
-    (KeyboardInterrupt) after the container was removed."""
+    (KeyboardInterrupt) after the container was removed. ``warmup`` = (spec.startup.warmup, served model name
+    or None): after Ready, send its requests (gpustack_k3.probe.warmup) and report the ``warm`` phase."""
     tracker = ColdStartTracker(engine=launch.engine if launch.engine in ("vllm", "sglang") else None)
     runner = DockerRunner(client, host_has_gpus=host_has_gpus,
                           ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)
-    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker,
-                        progress=ProgressView(stream, label=launch.name), detach=detach)
+    progress = ProgressView(stream, label=launch.name)
+
+    def warm(result: StartResult) -> None:
+        spec_warmup, served = warmup
+        lock = runner.follower.lock    # the follower feeds the tracker from its own thread
+
+        def on_phase(s, e, d) -> None:
+            with lock:
+                tracker.platform_event("warm", s, e, d)
+
+        result.warm = warm_up(f"http://{runner.health_host}:{launch.port}", spec_warmup, model=served,
+                              on_phase=on_phase)
+        with lock:
+            progress.note(describe(result.warm, tracker))
+
+    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker, progress=progress, detach=detach,
+                        on_ready=warm if warmup is not None else None)
     ok = result.ready and (detach or result.exit_code == 0)
     return (0 if ok else 1), result, tracker.report()
 

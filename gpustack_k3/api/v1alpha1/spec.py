@@ -180,10 +180,20 @@ class Storage(_Strict):
     shmSizeGiB: int = Field(default=64, ge=1)
 
 
+class Warmup(_Strict):
+    """Requests sent after Ready (``run``, the operator) before the deployment counts as warm: runtime JIT
+    and first-request allocations happen on them, not on users' requests (seed 001 §15)."""
+    requests: int = Field(default=4, ge=1, le=1000, description="Warm-up requests (streamed, like `probe`).")
+    inputLen: int = Field(default=256, ge=1, le=2_000_000, description="Prompt tokens per warm-up request.")
+    outputLen: int = Field(default=32, ge=1, le=1_000_000, description="Completion tokens per warm-up request.")
+    concurrency: int | None = Field(default=None, ge=1, le=4096, description="In flight at once; default: all.")
+
+
 class Startup(_Strict):
     storageBandwidthGiBps: float = Field(default=1.5, gt=0, description="Assumed weight read bandwidth per node.")
     budgetSeconds: int | None = Field(default=None, ge=60, le=7 * 86400,
                                       description="Override the derived cold-start budget (at most 7 days).")
+    warmup: Warmup | None = Field(default=None, description="Send warm-up requests after Ready (off when unset).")
 
 
 class Toleration(_Strict):

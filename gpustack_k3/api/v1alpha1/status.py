@@ -63,6 +63,21 @@ class EngineMemory(_Status):
     kvCacheBlocks: int | None = Field(default=None, description="vLLM V0: KV cache blocks.")
 
 
+class Warmup(_Status):
+    """The post-Ready warm-up of ``spec.startup.warmup``, sent with the probe's code (gpustack_k3.probe.warmup)."""
+    ok: bool | None = Field(default=None, description="All warm-up requests answered; null while running.")
+    running: bool | None = None
+    seconds: float | None = None
+    requests: int | None = None
+    completed: int | None = None
+    errors: int | None = None
+    ttftMsP50: float | None = None
+    ttftMsMax: float | None = None
+    tpotMsP50: float | None = None
+    engine: str | None = None
+    reason: str | None = None
+
+
 class ColdStart(_Status):
     """Cold-start progress from the engine log (``gpustack-k3 coldstart``) of the newest pod."""
     attempt: int | None = Field(default=None, ge=1, description="Start attempt of the engine container (1 = first).")
@@ -76,6 +91,7 @@ class ColdStart(_Status):
     engine: str | None = None
     totalSeconds: float | None = Field(default=None, description="Seconds from container start to the engine serving.")
     phases: list[ColdStartPhase] = Field(default_factory=list)
+    warmup: Warmup | None = None
 
 
 class PlanSummary(_Status):
