@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         res = side_by_side(str(python), args.url, args.model, args.tokenizer or str(model_dir), **kw)
     else:
         from gpustack_k3.runtime.local import LocalProcess
-        from gpustack_k3.testing.ports import free_port
+        from tests.support.ports import free_port
 
         port = free_port()
         proc = LocalProcess([str(python), "-m", "vllm.entrypoints.launchers.api_server.entry", "--model",

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
+from gpustack_k3.probe.client import run_probe
 
 SCHEDULING = ("pending", "analyzing")
 PREPARING = ("initializing", "downloading")
@@ -192,8 +193,6 @@ def probe_instances(res: dict, cfg: Any, *, run: Callable[..., Any] | None = Non
     serves /health, /v1/models and /metrics itself; GPUStack starts it with ``--served-model-name`` = the
     deployment name) with the probe's code. Returns {instance name: probe report}; instances that do not
     run, or have no address yet, are listed with the reason instead."""
-    from gpustack_k3.probe.client import run_probe
-
     run = run or run_probe
     out: dict[str, dict] = {}
     for i in res["instances"]:

@@ -17,6 +17,8 @@ from typing import Any
 
 from gpustack_k3.operator.coldstart_bridge import container_status, engine_container
 from gpustack_k3.operator.seams import Key
+from gpustack_k3.api.v1alpha1.spec import Warmup
+from gpustack_k3.probe.warmup import warm_up
 
 log = logging.getLogger("gpustack_k3.operator.warmup")
 
@@ -30,7 +32,6 @@ def warmup_of(cr: Mapping[str, Any]):
         return None
     from pydantic import ValidationError
 
-    from gpustack_k3.api.spec import Warmup
     try:
         return Warmup.model_validate(raw)
     except ValidationError:
@@ -79,7 +80,6 @@ class PodWarmup:
     def __init__(self, observer: Any, enqueue: Callable[[Key], None], *, warm_fn: WarmFn | None = None,
                  max_pods: int = 16) -> None:
         if warm_fn is None:
-            from gpustack_k3.probe.warmup import warm_up
             warm_fn = warm_up
         self.observer, self.enqueue, self.warm_fn, self.max_pods = observer, enqueue, warm_fn, max_pods
         self._lock = threading.Lock()

@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from gpustack_k3.core.findings import Finding
 
 DATA = Path(__file__).with_name("data") / "metrics.yaml"
 # the roles the report knows how to use (report.py); a role of the file outside this set is a typo
@@ -108,8 +109,6 @@ class FindingTemplate:
 
     def make(self, **values: Any):
         """The finding with its message filled in (a missing placeholder value is a KeyError: a bug)."""
-        from gpustack_k3.core.findings import Finding
-
         return Finding(self.rule, self.severity, self.field, self.message.format(**values), self.fix, self.source)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpustack_k3.probe.core import ProbeConfig
+from gpustack_k3.probe.client import run_probe
 
 PhaseReporter = Callable[[float | None, float | None, dict | None], None]
 WARMUP_TIMEOUT_S = 900.0     # one warm-up request may take this long (JIT of large kernels on first use)
@@ -48,8 +49,6 @@ def warm_up(url: str, warmup: Any, *, model: str | None = None, api_key: str | N
             transport=None) -> dict:
     """Send the warm-up requests to ``url`` (blocking) and return ``summary``; ``on_phase`` gets the
     ``warm`` phase on ``clock`` (wall time, as the runners report platform phases)."""
-    from gpustack_k3.probe.client import run_probe
-
     cfg = warmup_config(warmup, model)
     start = clock()
     if on_phase is not None:

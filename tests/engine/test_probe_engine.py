@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.testing.ports import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.engine
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from fake_openai import Behaviour, FakeOpenAI
 
 from gpustack_k3.cli.main import run as cli_run
-from gpustack_k3.testing.ports import free_port
+from tests.support.ports import free_port
 
 SHAPE = {"endpoint", "engine", "model", "requests", "concurrency", "ttft_ms", "ttft_content_ms", "tpot_ms", "itl_ms",
          "e2el_ms", "output_tokens_per_s", "goodput", "errors", "spec_acceptance", "warmup", "findings"}

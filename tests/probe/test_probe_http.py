@@ -9,7 +9,7 @@ from fake_openai import Behaviour, FakeOpenAI
 from gpustack_k3.probe.client import Paths, base_url, collect, run_probe
 from gpustack_k3.probe.core import ProbeConfig, parse_slo
 from gpustack_k3.probe.report import summarize
-from gpustack_k3.testing.ports import free_port
+from tests.support.ports import free_port
 
 # Timers here are sleeps on a 2-core machine shared with other jobs: a client may read a chunk late, never
 # early. So each trace is checked against the server's own record of that request (same monotonic clock,

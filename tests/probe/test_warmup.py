@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from fake_openai import Behaviour, FakeOpenAI
 
-from gpustack_k3.api.spec import DeploymentDocument, Warmup
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Warmup
+from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.core.launch import build_launch
 from gpustack_k3.probe.warmup import describe, warm_up, warmup_config
-from gpustack_k3.testing.ports import free_port
+from tests.support.ports import free_port
 
 HERE = Path(__file__).parent
 
@@ -67,7 +68,8 @@ def _launch(port):
     doc.spec.serving.port = port
     launch, _, _ = build_launch(doc)
     # the engine's command replaced by the stand-in; everything else (name, host, port, budget) as rendered
-    return dataclasses.replace(launch, command=[sys.executable, str(HERE / "fake_engine.py")], args=[str(port)])
+    return dataclasses.replace(launch, command=[sys.executable, str(HERE / "fake_engine.py")],
+                               arguments=[Arg("extraArgs", [str(port)])])
 
 
 @pytest.mark.parametrize("fail", [False, True])
@@ -77,8 +79,8 @@ def test_run_local_warms_up_after_ready(capsys, fail):
     port = free_port()
     launch = _launch(port)
     if fail:
-        launch = dataclasses.replace(launch, args=[str(port), "fail"])
-    code = _local(launch, True, (Warmup(requests=2, inputLen=20, outputLen=4), "smollm2"))
+        launch = dataclasses.replace(launch, arguments=[Arg("extraArgs", [str(port), "fail"])])
+    code = _local(launch, None, True, (Warmup(requests=2, inputLen=20, outputLen=4), "smollm2"))
     err = capsys.readouterr().err
     assert "Ready after" in err and f"http://127.0.0.1:{port}" in err
     if fail:
