@@ -74,6 +74,8 @@ def effective_document(doc: DeploymentDocument, role: Role) -> DeploymentDocumen
     update["env"] = {**spec.env, **role.env}
     update["extraArgs"] = [*spec.extraArgs, *role.extraArgs]
     update["roles"] = []
+    # every role serves the deployment's model name (a P/D router sends one name to both roles)
+    update["model"] = spec.model.model_copy(update={"servedModelName": spec.model.servedModelName or doc.metadata.name})
     return doc.model_copy(update={
         "spec": spec.model_copy(update=update),
         "metadata": doc.metadata.model_copy(update={"name": f"{doc.metadata.name}-{role.name}"}),

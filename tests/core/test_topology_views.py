@@ -33,3 +33,25 @@ def test_role_overrides_field_by_field_and_inherits_the_rest():
     # the shared sections are the same objects for both roles where no role overrides them
     assert pe.speculative == de.speculative == doc.spec.speculative
     assert doc.spec.memory.fraction == 0.9          # the document itself is unchanged
+
+
+def test_topology_launch_of_a_roleless_document_is_its_launch():
+    from gpustack_k3.core.launch import build_launch, build_topology_launch
+
+    doc = preset_doc("vllm-seed")
+    topo, findings, _ = build_topology_launch(doc)
+    launch, single, _ = build_launch(doc)
+    (role,) = topo.roles
+    assert role.leader == launch and role.worker is None and findings == single and topo.disaggregation == ""
+
+
+def test_role_findings_point_at_the_role():
+    import pytest
+
+    from gpustack_k3.core.launch import Refused, build_topology_launch
+
+    doc = preset_doc("vllm-seed", {"roles": [{"name": "a", "role": "serve", "gpusPerPod": 8,
+                                              "memory": {"fraction": 0.2}}]})
+    with pytest.raises(Refused) as exc:
+        build_topology_launch(doc)
+    assert any(f.field.startswith("spec.roles[0].") for f in exc.value.findings), exc.value.findings
