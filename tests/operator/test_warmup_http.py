@@ -10,7 +10,6 @@ import pytest
 from coldstart_kubelet import CPU_LOG, retime, rfc3339
 from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
-from gpustack_k3.operator import decide as d
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
 from fake_openai import Behaviour, FakeOpenAI
