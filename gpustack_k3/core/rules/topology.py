@@ -71,7 +71,7 @@ def _(t: Topology):
       why="Every pod starts --data-parallel-size-local engines and the group waits for --data-parallel-size of them: "
           "with fewer the leader waits forever, with more the extra ranks are refused.",
       fix="Set parallel.dp = podsPerInstance x parallel.dpLocal.",
-      source="vllm engine/arg_utils.py:2484-2511@0.33.0; vllm docs/serving/data_parallel_deployment.md",
+      source="vllm engine/arg_utils.py:2484-2511@0.33.0",
       no_cel=NO_CEL)
 def _(t: Topology):
     for r in t.roles:
@@ -108,7 +108,7 @@ def _(t: Topology):
       why="Pod k owns DP ranks k x dpLocal .. k x dpLocal + dpLocal - 1; a start rank off that grid makes two pods "
           "claim the same rank (or one beyond DP) and the group never forms.",
       fix="Start pod k at --data-parallel-start-rank k x dpLocal (the renderer computes it per pod).",
-      source="vllm engine/arg_utils.py:2503-2507@0.33.0; vllm docs/serving/data_parallel_deployment.md",
+      source="vllm engine/arg_utils.py:2503-2507@0.33.0",
       no_cel=NO_CEL)
 def _(t: Topology):
     for r in t.roles:
@@ -126,7 +126,7 @@ def _(t: Topology):
       why="With expert parallelism the routed experts are sharded over all TP x DP ranks of an instance (not over "
           "TP only): each rank holds experts / EP of them; the planner sizes the weights per GPU that way.",
       fix="Nothing to fix; size the instance so experts / EP leaves room for the KV cache (gpustack-k3 plan).",
-      source="vllm docs/serving/expert_parallel_deployment.md; vllm config/parallel.py:571-584@0.33.0",
+      source="vllm config/parallel.py:571-584@0.33.0",
       no_cel=None)
 def _(t: Topology):
     for r in t.roles:
@@ -281,7 +281,7 @@ def _(t: Topology):
       why="Each DP rank schedules up to --max-num-seqs requests: an instance runs DP x that many at once, a role "
           "instances x DP x that many.",
       fix="Size scheduling.maxNumSeqs per rank (seed 002: 64 per GPU at DEP32).",
-      source="vllm docs/serving/data_parallel_deployment.md; vllm engine/arg_utils.py:2940-3006@0.33.0")
+      source="vllm engine/arg_utils.py:2940-3006@0.33.0")
 def _(t: Topology):
     for r in _multi(t):
         seqs = r.resolved.value("scheduling.maxNumSeqs")
