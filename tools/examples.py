@@ -39,26 +39,13 @@ def cases() -> dict[str, object]:
 
 
 def topology_files(name: str, doc) -> dict[str, str]:
-    """A multi-pod/P-D document: argv per role and pod kind; docker and gpustack refuse with their reason. (The
-    kubernetes LeaderWorkerSet files come from the Kubernetes renderer of the topology.)"""
-    import json
+    """A multi-pod/P-D document: the topology launch, argv per role and pod kind; docker and gpustack refuse with
+    their reason (``refused.txt``). (The kubernetes LeaderWorkerSet files come from the Kubernetes renderer of
+    the topology.)"""
+    from gpustack_k3.render.targets import prepare_topology, render_topology_all
 
-    from gpustack_k3.core.launch import build_topology_launch
-    from gpustack_k3.render import docker, gpustack
-    from gpustack_k3.render.argv import topology_argv_document, topology_shell
-    from gpustack_k3.render.templates import RenderError
-
-    tl, _, _ = build_topology_launch(doc)
-    out = {f"{name}/argv/argv.json": json.dumps(topology_argv_document(tl), indent=2, ensure_ascii=False) + "\n",
-           f"{name}/argv/argv.sh": topology_shell(tl)}
-    for target, refuse in (("docker", docker.refuse_topology), ("gpustack", gpustack.refuse_topology)):
-        try:
-            refuse(tl)
-        except RenderError as exc:
-            out[f"{name}/{target}/refused.txt"] = exc.line() + "\n"
-        else:
-            raise AssertionError(f"{target} renders topology {name}")
-    return out
+    tl, _ = prepare_topology(doc)
+    return {f"{name}/{rel}": text for rel, text in render_topology_all(tl).items()}
 
 
 def rendered_files() -> dict[str, str]:

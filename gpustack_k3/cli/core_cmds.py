@@ -159,6 +159,9 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
+        if doc.spec.roles:
+            _plan_roles(doc, output)
+            return
     r = resolve(doc)
     try:
         p = plan(r)
@@ -180,7 +183,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         sys.exit(EXIT_REFUSED)
 
 
-def _plan_text(d: dict) -> None:
+def _plan_lines(d: dict) -> list[str]:
     rows = [
         ("engine", f"{d['engine']} {d['engine_version']} on {d['gpu_type']} ({d['visible_gib']} GiB visible)"),
         ("memory fraction", f"{d['memory_fraction']} -> {d['requested_gib']:.2f} GiB requested per GPU"),
@@ -201,10 +204,73 @@ def _plan_text(d: dict) -> None:
     else:
         rows += [("activations", f"{d['activation_gib']:.2f} GiB"), ("CUDA graphs", f"{d['cudagraph_gib']:.2f} GiB")]
     w = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        click.echo(f"{k:<{w}}  {v}")
+    return [f"{k:<{w}}  {v}" for k, v in rows] + [f"note: {n}" for n in d["notes"]]
+
+
+def _plan_text(d: dict) -> None:
+    for line in _plan_lines(d):
+        click.echo(line)
+
+
+def _num(v, unit: str = "") -> str:
+    """A plan figure, or ``unknown`` (a figure the catalog does not have)."""
+    if v is None:
+        return "unknown"
+    if isinstance(v, float):
+        v = int(v) if v.is_integer() else round(v, 2)
+    return f"{v:,}{unit}"
+
+
+def _topology_plan_text(d: dict) -> None:
+    """``plan`` / ``dry-run`` of a document with roles: the totals, then each role and its DP rank's memory plan."""
+    racks = f"; {d['racks']} rack(s) of {d['gpus_per_rack']} GPUs ({d['nodes_per_rack']} nodes), " \
+            f"{d['gpus_free_in_racks']} GPU(s) free" if d["racks"] is not None else ""
+    click.echo(f"{d['name']}: {len(d['roles'])} role(s) on {d['gpu_type']}: {d['gpus']} GPUs in {d['pods']} pods on "
+               f"{_num(d['nodes'])} node(s) of {d['gpus_per_pod_max']} GPUs{racks}")
     for n in d["notes"]:
         click.echo(f"note: {n}")
+    for r in d["roles"]:
+        click.echo(f"\n-- role {r['role']} ({r['kind']}, {r['field_prefix']}): {r['instances']} instance(s) x "
+                   f"{r['pods_per_instance']} pod(s) x {r['gpus_per_pod']} GPU(s) = {r['gpus']} GPUs, {r['pods']} pods")
+        experts = "" if r["routed_experts_per_rank"] is None and r["ep"] == 1 else (
+            f"{_num(r['routed_experts_per_rank'])} (draft {_num(r['draft_routed_experts_per_rank'])})")
+        rows = [("layout", f"TP {r['tp']} x PP {r['pp']} x DP {r['dp']} ({r['dp_local']} per pod), EP {r['ep']}"),
+                *([("routed experts per EP rank", experts)] if experts else []),
+                ("weights per GPU", _num(r["weights_per_gpu_gib"], " GiB")),
+                ("KV per DP rank", _num(r["kv_tokens_per_rank"], " tokens")),
+                ("max-num-seqs per DP rank", _num(r["max_num_seqs_per_rank"])),
+                ("concurrency", f"{_num(r['concurrency_per_rank'])} per rank, {_num(r['concurrency_per_instance'])} "
+                                f"per instance, {_num(r['concurrency_per_role'])} per role")]
+        w = max(len(k) for k, _ in rows)
+        for k, v in rows:
+            click.echo(f"{k:<{w}}  {v}")
+        if r["unknown"]:
+            click.echo(f"unknown: {', '.join(r['unknown'])} (not in the catalog; never estimated)")
+        for n in r["notes"]:
+            click.echo(f"note: {n}")
+        if r["memory"]:
+            click.echo("memory of one DP rank:")
+            for line in _plan_lines(r["memory"]):
+                click.echo(f"  {line}")
+
+
+def _plan_roles(doc, output) -> None:
+    """``plan`` of a document with roles; exit 1 when the topology would be refused (the plan is still shown)."""
+    from gpustack_k3.core.launch import Refused, build_topology_launch
+    from gpustack_k3.core.plan_topology import plan_topology
+
+    d = plan_topology(doc).to_dict()
+    if output != "text":
+        emit(d, output)
+    else:
+        _topology_plan_text(d)
+    try:
+        build_topology_launch(doc)
+    except Refused as exc:
+        errors = [f for f in exc.findings if f.severity == "error"]
+        ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
+        click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
+        sys.exit(EXIT_REFUSED)
 
 
 # ------------------------------------------------------------------ explain / advise / presets
@@ -329,6 +395,9 @@ def dry_run(spec, preset, strict, output):
     if spec is None and preset is None:
         preset = load_catalog().default_preset
     doc = _load(spec, preset)
+    if doc.spec.roles:
+        _dry_run_roles(doc, strict, output)
+        return
     from gpustack_k3.core.findings import has_errors
     from gpustack_k3.render.targets import with_render_findings
     from gpustack_k3.render.templates import RenderError
@@ -375,6 +444,62 @@ def dry_run(spec, preset, strict, output):
     click.echo("\n== render")
     for t, desc in targets.items():
         click.echo(f"{t:<11} {desc}")
+
+
+def _dry_run_roles(doc, strict, output) -> None:
+    """dry-run of a document with roles: findings, the plan per role, each role's leader/worker command line and
+    what each target makes of it (kubernetes: LeaderWorkerSet renderer, not wired here)."""
+    import shlex
+
+    from gpustack_k3.core.launch import Refused
+    from gpustack_k3.core.plan_topology import plan_topology
+    from gpustack_k3.render.argv import per_pod_tokens
+    from gpustack_k3.render.targets import prepare_topology, render_topology_all
+
+    try:
+        tl, findings = prepare_topology(doc, strict=strict)
+    except Refused as exc:
+        if output == "text":
+            print_findings_text(exc.findings)
+        else:
+            emit({"ok": False, **findings_payload(exc.findings)}, output)
+        sys.exit(EXIT_REFUSED)
+    files = render_topology_all(tl)
+    targets = {t: (f"refused: {files[f'{t}/refused.txt'].strip()}" if f"{t}/refused.txt" in files
+                   else ", ".join(sorted(k.split("/", 1)[1] for k in files if k.startswith(f"{t}/"))))
+               for t in dict.fromkeys(k.split("/", 1)[0] for k in files)}
+    roles = []
+    for r in tl.roles:
+        pods = {"leader": (r.leader, False), **({"worker": (r.worker, True)} if r.worker else {})}
+        roles.append({"role": r.role, "kind": r.kind, "instances": r.instances, "pods_per_instance": r.pods_per_instance,
+                      "image": r.leader.image, "startup_budget_s": r.leader.startup_budget_s,
+                      "env_from_pod": dict(r.env_from_pod),
+                      **{k: {"argv": spec.argv, "per_pod_args": per_pod_tokens(r, worker=w), "env": spec.env}
+                         for k, (spec, w) in pods.items()}})
+    summary = {"name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
+               "plan": plan_topology(doc).to_dict(), "roles": roles, "targets": targets}
+    if output != "text":
+        emit(summary, output)
+        return
+    click.echo(f"== {doc.metadata.name}: validate")
+    print_findings_text(findings)
+    click.echo("\n== plan")
+    _topology_plan_text(summary["plan"])
+    for r in roles:
+        click.echo(f"\n== launch: role {r['role']} ({r['kind']}), {r['instances']} instance(s) x "
+                   f"{r['pods_per_instance']} pod(s)")
+        click.echo(f"image: {r['image']}")
+        for k in ("leader", "worker"):
+            if k in r:
+                per_pod = " ".join(f'{a} "{b}"' for a, b in zip(r[k]["per_pod_args"][::2], r[k]["per_pod_args"][1::2]))
+                click.echo(f"{k + ':':<7} " + shlex.join(r[k]["argv"]) + (f" {per_pod}" if per_pod else ""))
+        for k, v in r["env_from_pod"].items():
+            click.echo(f"env:    {k} from the pod's {v}")
+        click.echo(f"startup budget: {r['startup_budget_s']} s")
+    click.echo("\n== render")
+    for t, desc in targets.items():
+        click.echo(f"{t:<11} {desc}")
+    click.echo(f"{'kubernetes':<11} LeaderWorkerSet per role: not rendered by dry-run yet")
 
 
 def _render_summary(launch, doc) -> dict[str, str]:

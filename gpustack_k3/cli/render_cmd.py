@@ -126,6 +126,9 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
         doc = load_document(spec, preset)
     except InputError as exc:
         fail_input(exc)
+    if doc.spec.roles:
+        _render_roles(doc, target, out_dir, output, strict, {"worker": worker, "cluster": cluster})
+        return
     targets = TARGETS if target == "all" else (target,)
     try:
         launch, findings = prepare(doc, targets=targets, strict=strict)
@@ -150,5 +153,38 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
                 click.echo(f"wrote {p}", err=True)
             return
         click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files, launch), nl=False)
+    except InputError as exc:
+        fail_input(exc)
+
+
+def _render_roles(doc, target, out_dir, output, strict, gpustack) -> None:
+    """A document with roles: launch (the TopologyLaunch), argv (per role and pod kind); docker and gpustack
+    refuse naming the field (exit 1) unless the document is one single-pod role; ``all`` renders each of these
+    (a refusing target as ``<target>/refused.txt``)."""
+    from gpustack_k3.core.launch import Refused
+    from gpustack_k3.render.targets import TOPOLOGY_TARGETS, prepare_topology, render_topology_all, render_topology_target
+    from gpustack_k3.render.templates import RenderError
+    from gpustack_k3.render.writer import write_files
+
+    if target not in (*TOPOLOGY_TARGETS, "all"):
+        _render_failed(RenderError("--target", f"{target} is not rendered for a document with roles (spec.roles) yet",
+                                   f"one of: {', '.join(TOPOLOGY_TARGETS)}, all"))
+    targets = TOPOLOGY_TARGETS if target == "all" else (target,)
+    try:
+        tl, findings = prepare_topology(doc, targets=targets, strict=strict)
+    except Refused as exc:
+        _refused(exc.findings)
+    _warn(findings)
+    kw = {"doc": doc, "gpustack": gpustack}
+    try:
+        files = render_topology_all(tl, targets, **kw) if target == "all" else render_topology_target(tl, target, **kw)
+    except RenderError as exc:
+        _render_failed(exc)
+    try:
+        if out_dir is not None:
+            for p in write_files(out_dir, files):
+                click.echo(f"wrote {p}", err=True)
+            return
+        click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files, tl), nl=False)
     except InputError as exc:
         fail_input(exc)

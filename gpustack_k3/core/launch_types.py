@@ -147,3 +147,11 @@ class TopologyLaunch:
 
     def role(self, name: str) -> RoleLaunch:
         return next(r for r in self.roles if r.role == name)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """The topology launch as JSON (stable key order, 2-space indent): render target ``launch`` of a
+        document with roles."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"

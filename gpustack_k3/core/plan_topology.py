@@ -1,0 +1,216 @@
+"""Planner per role (docs/design/002-topologies.md "Planner per role").
+
+For each role of a document: GPUs and pods (per instance, per role, in total and per rack), the DP/EP layout,
+routed experts per EP rank, weights per GPU (dense parts replicated, ÷ TP; routed experts sharded, ÷ EP), KV per
+DP rank and concurrency per rank, per instance and per role. A figure the catalog does not have (DeepSeek-V4.1-Flash
+publishes no weight sizes: docs/sources.md#dsv41-flash-model) is ``None`` and named in ``unknown``, never invented.
+
+Where the single-engine plan (:mod:`gpustack_k3.core.plan`) holds for one DP rank it is reused as the rank's
+memory plan: a rank is one engine of TP x PP GPUs, and without expert parallelism across DP ranks its weights are
+the single engine's. With expert parallelism over several DP ranks the experts shard over EP instead, which needs
+the model's dense/expert split (catalog ``dense_weights_gib`` / ``expert_weights_gib``); the rank's plan is then
+the single-engine plan with those weights (the other figures are per GPU and do not depend on the sharding).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
+from gpustack_k3.core.resolve import Resolved, resolve
+from gpustack_k3.core.topology import role_views
+
+
+@dataclass
+class RolePlan:
+    role: str
+    kind: str                          # prefill | decode | serve
+    field_prefix: str
+    instances: int
+    pods_per_instance: int
+    gpus_per_pod: int
+    gpus_per_instance: int
+    pods: int                          # pods of the whole role
+    nodes: int | None                  # nodes (trays) the role's pods fill at least, packed by GPUs per node
+    gpus: int                          # GPUs of the whole role
+    tp: int
+    pp: int
+    dp: int                            # DP ranks of one instance
+    dp_local: int
+    ep: int                            # expert-parallel group (TP x DP with expert parallel; 1 otherwise)
+    max_model_len: int
+    routed_experts_per_rank: float | None      # the model's routed experts / EP (None: not in the catalog)
+    draft_routed_experts_per_rank: float | None
+    weights_per_gpu_gib: float | None
+    kv_tokens_per_rank: int | None             # KV capacity of one DP rank (tokens)
+    kv_bytes_per_token: int | None             # the model's KV bytes per token of one rank (catalog, if public)
+    kv_gib_per_rank_at_max_seqs: float | None  # KV that max-num-seqs full-length requests of one rank need
+    max_num_seqs_per_rank: int | None          # the scheduler's cap: max-num-seqs is per DP rank
+    concurrency_per_rank: float | None         # running requests one rank holds: min(cap, full-length KV fit)
+    concurrency_per_instance: float | None
+    concurrency_per_role: float | None
+    memory: dict[str, Any] | None              # the DP rank's memory plan (core.plan.Plan.to_dict())
+    unknown: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TopologyPlan:
+    name: str
+    gpu_type: str
+    gpus_per_pod_max: int | None       # the GPU type's GPUs per node (a pod is one node or tray)
+    gpus_per_rack: int | None          # the GPU type's scale-up domain (GB300 NVL72: 72); None: no rack unit
+    roles: list[RolePlan]
+    gpus: int
+    pods: int
+    nodes: int | None                  # nodes (trays) the pods fill at least
+    nodes_per_rack: int | None
+    racks: int | None                  # racks the GPUs need at least (None: the GPU type has no rack unit)
+    gpus_free_in_racks: int | None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        for role in d["roles"]:
+            for k, v in role.items():
+                if isinstance(v, float):
+                    role[k] = round(v, 4)
+        return d
+
+
+def _per_rank(count: int | None, ep: int) -> float | None:
+    return None if count is None else count / ep
+
+
+def _ep_weights(r: Resolved, tp: int, pp: int, ep: int) -> float | None:
+    """Dense parts ÷ (TP x PP), routed experts ÷ (EP x PP); None when the catalog has no split."""
+    m = r.model
+    if m is None or m.dense_weights_gib is None or m.expert_weights_gib is None:
+        return None
+    return m.dense_weights_gib / (tp * pp) + m.expert_weights_gib / (ep * pp)
+
+
+def _rank_plan(r: Resolved, ep_sharded: bool, weights: float | None) -> tuple[Plan | None, str | None]:
+    """The memory plan of one DP rank, or (None, why not)."""
+    if ep_sharded:
+        if weights is None:
+            return None, ("weights per GPU: experts shard over EP across DP ranks and the catalog has no "
+                          "dense/expert split for this model")
+        fg = r.figures
+        if fg is None or fg.weights_per_gpu_gib is None:
+            return None, "KV per rank: the catalog has no per-GPU memory figures for this model and engine"
+        # the single-engine plan scales weights_per_gpu_gib by calibration_gpus / (tp x pp): give it the
+        # figure that scales to the EP-sharded weights, and keep non-torch memory (non_kv_fixed - weights) as is
+        pp = int(r.value("parallel.pp") or 1)
+        base = weights * max(1, r.tp * pp) / fg.calibration_gpus
+        delta = base - fg.weights_per_gpu_gib
+        fg = dataclasses.replace(fg, weights_per_gpu_gib=base, non_kv_fixed_gib=(
+            None if fg.non_kv_fixed_gib is None else fg.non_kv_fixed_gib + delta))
+        r = dataclasses.replace(r, figures=fg)
+    try:
+        return plan(r), None
+    except PlanUnavailable as exc:
+        return None, str(exc)
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        return None, f"cannot plan this role: {exc}"
+
+
+def _nodes(pods: int, gpus_per_pod: int, gpus_per_node: int | None) -> int | None:
+    """Nodes ``pods`` pods of ``gpus_per_pod`` GPUs fill when packed (None: a pod does not fit a node)."""
+    if not gpus_per_node or gpus_per_pod > gpus_per_node:
+        return None
+    return math.ceil(pods / (gpus_per_node // gpus_per_pod))
+
+
+def plan_role(view, r: Resolved | None = None) -> RolePlan:
+    r = r or resolve(view.document)
+    role = view.role
+    tp, pp, dp = r.tp, int(r.value("parallel.pp") or 1), view.dp
+    expert_parallel = bool(r.spec.parallel.expertParallel)
+    ep = tp * dp if expert_parallel else 1
+    m = r.model
+    unknown: list[str] = []
+    notes: list[str] = []
+    max_len = int(r.value("scheduling.maxModelLen") or 0)
+    seqs = r.value("scheduling.maxNumSeqs")
+    seqs = int(seqs) if seqs is not None else None
+
+    ep_sharded = expert_parallel and dp > 1
+    ep_weights = _ep_weights(r, tp, pp, ep if expert_parallel else tp)
+    p, why = _rank_plan(r, ep_sharded, ep_weights)
+    if p is not None:
+        weights = p.weights_gib
+    else:
+        weights = ep_weights
+    if weights is None:
+        unknown.append("weights_per_gpu_gib")
+    if why:
+        notes.append(f"memory plan per rank not computed: {why}")
+
+    shard = ep if expert_parallel else 1
+    experts = _per_rank(m.routed_experts if m else None, shard) if expert_parallel else None
+    draft_experts = _per_rank(m.draft_routed_experts if m else None, shard) if expert_parallel else None
+    if expert_parallel and experts is None:
+        unknown.append("routed_experts_per_rank")
+    if expert_parallel and experts is not None and not float(experts).is_integer():
+        notes.append(f"{m.routed_experts} routed experts do not divide evenly over EP {ep}")
+
+    kv_tokens = p.kv_cache_tokens if p is not None else None
+    if kv_tokens is None:
+        unknown.append("kv_tokens_per_rank")
+    bpt = m.kv_bytes_per_token if m else None
+    kv_at_max = bpt * max_len * seqs / GIB if (bpt is not None and seqs and max_len) else None
+    if kv_at_max is not None:
+        notes.append(f"max-num-seqs {seqs} full-length requests of {max_len:,} tokens need {kv_at_max:.2f} GiB of "
+                     f"target-model KV per rank at {bpt} B/token (catalog kv_bytes_per_token; draft KV not included)")
+
+    fit = p.max_concurrency if p is not None else None
+    if seqs is None and fit is None:
+        per_rank = None
+    elif fit is None:
+        per_rank = float(seqs)
+        notes.append(f"concurrency per rank is the scheduler's cap (max-num-seqs {seqs}, per DP rank): whether "
+                     "the KV pool holds that many full-length requests is unknown")
+    else:
+        per_rank = min(float(seqs), fit) if seqs is not None else fit
+    if per_rank is None:
+        unknown.append("concurrency_per_rank")
+    per_instance = per_rank * dp if per_rank is not None else None
+    per_role = per_instance * role.instances if per_instance is not None else None
+    gpi = role.podsPerInstance * role.gpusPerPod
+    return RolePlan(
+        role=role.name, kind=role.role, field_prefix=view.field_prefix, instances=role.instances,
+        pods_per_instance=role.podsPerInstance, gpus_per_pod=role.gpusPerPod, gpus_per_instance=gpi,
+        pods=role.instances * role.podsPerInstance,
+        nodes=_nodes(role.instances * role.podsPerInstance, role.gpusPerPod, r.hardware.gpus_per_node if r.hardware
+                     else None), gpus=role.instances * gpi, tp=tp, pp=pp, dp=dp,
+        dp_local=view.dp_local, ep=ep, max_model_len=max_len, routed_experts_per_rank=experts,
+        draft_routed_experts_per_rank=draft_experts, weights_per_gpu_gib=weights, kv_tokens_per_rank=kv_tokens,
+        kv_bytes_per_token=bpt, kv_gib_per_rank_at_max_seqs=kv_at_max, max_num_seqs_per_rank=seqs,
+        concurrency_per_rank=per_rank, concurrency_per_instance=per_instance, concurrency_per_role=per_role,
+        memory=p.to_dict() if p is not None else None, unknown=unknown, notes=notes)
+
+
+def plan_topology(doc: DeploymentDocument) -> TopologyPlan:
+    """Every role's plan and the totals (a roleless document: its one serve role)."""
+    views = role_views(doc)
+    resolved = [resolve(v.document) for v in views]
+    roles = [plan_role(v, r) for v, r in zip(views, resolved)]
+    hw = resolved[0].hardware
+    gpus = sum(rp.gpus for rp in roles)
+    pods = sum(rp.pods for rp in roles)
+    rack = hw.gpus_per_rack if hw else None
+    per_node = hw.gpus_per_node if hw else None
+    nodes = None if any(rp.nodes is None for rp in roles) else sum(rp.nodes for rp in roles)
+    racks = math.ceil(gpus / rack) if rack else None
+    notes = []
+    if nodes is None and hw:
+        notes.append(f"a role's pod asks for more GPUs than a {doc.spec.hardware.gpuType} node has ({per_node})")
+    return TopologyPlan(
+        name=doc.metadata.name, gpu_type=doc.spec.hardware.gpuType, gpus_per_pod_max=per_node,
+        gpus_per_rack=rack, roles=roles, gpus=gpus, pods=pods, nodes=nodes,
+        nodes_per_rack=rack // per_node if rack and per_node else None, racks=racks,
+        gpus_free_in_racks=racks * rack - gpus if rack else None, notes=notes)

@@ -1,0 +1,150 @@
+"""The planner per role: the seed's derivable figures (docs/sources.md#dsv41-flash-layout), "unknown" where the
+catalog has no figure (never a number), Kimi-K3 1P1D planned fully from its single-node figures, experts sharded
+over EP with dense parts replicated; `plan` / `dry-run` / `render` of documents with roles through the CLI."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from gpustack_k3.cli.common import load_document
+from gpustack_k3.core import plan_topology as pt
+from gpustack_k3.core.plan import plan
+from gpustack_k3.core.resolve import resolve
+from gpustack_k3.core.topology import role_views
+
+from .test_cli import run
+
+
+def tplan(preset):
+    return pt.plan_topology(load_document(None, preset))
+
+
+def test_seed_decode_dep32_64_per_gpu_is_2048_per_instance():
+    p = tplan("dsv41-flash-gb300-8p1d")
+    d = next(r for r in p.roles if r.role == "decode")
+    # seed 002: DEP32 at 64 requests per GPU (TP1: one DP rank per GPU)
+    assert (d.tp, d.dp, d.ep, d.dp_local, d.gpus) == (1, 32, 32, 4, 32)
+    assert d.max_num_seqs_per_rank == 64 and d.concurrency_per_rank == 64
+    assert d.concurrency_per_instance == 64 * 32 == 2048 and d.concurrency_per_role == 2048
+    # 384 routed experts over EP 32, the DSpark draft's 128 too (EPLB includes the draft)
+    assert (d.routed_experts_per_rank, d.draft_routed_experts_per_rank) == (12, 4)
+
+
+@pytest.mark.parametrize("preset,prefill_instances,gpus,free", [
+    ("dsv41-flash-gb300-8p1d", 8, 48, 24), ("dsv41-flash-gb300-7p1d", 7, 46, 26)])
+def test_rack_totals(preset, prefill_instances, gpus, free):
+    p = tplan(preset)
+    pre = next(r for r in p.roles if r.role == "prefill")
+    assert (pre.instances, pre.gpus, pre.ep, pre.routed_experts_per_rank) == (prefill_instances, 2 * prefill_instances, 2, 192)
+    assert (p.gpus, p.gpus_per_rack, p.racks, p.gpus_free_in_racks) == (gpus, 72, 1, free)
+    assert p.nodes_per_rack == 18                              # NVL72: 18 trays x 4 GPUs
+    assert p.nodes == -(-prefill_instances // 2) + 8           # two DEP2 pods per 4-GPU tray + 8 decode trays
+    assert p.pods == prefill_instances + 8
+
+
+def test_dsv41_weights_and_kv_are_unknown_never_invented():
+    for r in tplan("dsv41-flash-gb300-8p1d").roles:
+        assert r.weights_per_gpu_gib is None and r.kv_tokens_per_rank is None and r.memory is None
+        assert {"weights_per_gpu_gib", "kv_tokens_per_rank"} <= set(r.unknown)
+        # what is public is used: 890 B/token x max-num-seqs x max-model-len for one rank
+        assert r.kv_gib_per_rank_at_max_seqs == pytest.approx(890 * r.max_num_seqs_per_rank * r.max_model_len / 2**30)
+
+
+def test_kimi_1p1d_plans_fully_from_single_node_figures():
+    doc = load_document(None, "kimi-k3-b300-1p1d")
+    p = pt.plan_topology(doc)
+    assert (p.gpus, p.pods, p.nodes, p.racks) == (16, 2, 2, None)
+    for view, r in zip(role_views(doc), p.roles):
+        single = plan(resolve(view.document))              # the rank is one TP8 engine: the single-node plan
+        assert r.unknown == [] and r.memory == single.to_dict()
+        assert r.weights_per_gpu_gib == pytest.approx(single.weights_gib)
+        assert r.kv_tokens_per_rank == single.kv_cache_tokens
+        assert r.concurrency_per_rank == min(32, single.max_concurrency)
+        assert r.concurrency_per_role == r.concurrency_per_rank
+
+
+def test_experts_shard_over_ep_dense_replicated_when_the_split_is_known():
+    doc = load_document(None, "kimi-k3-b300-1p1d")
+    data = doc.model_dump(mode="json", exclude_none=True)
+    data["spec"]["roles"][1].update(podsPerInstance=2, parallel={"tp": 8, "dp": 2, "dpLocal": 1, "expertParallel": True,
+                                                                    "dcp": 8})
+    view = role_views(type(doc).model_validate(data))[1]
+    r = resolve(view.document)
+    r = dataclasses.replace(r, model=dataclasses.replace(r.model, dense_weights_gib=100.0, expert_weights_gib=1400.0))
+    rp = pt.plan_role(view, r)
+    assert rp.ep == 16
+    assert rp.weights_per_gpu_gib == pytest.approx(100.0 / 8 + 1400.0 / 16)
+    assert rp.memory["weights_gib"] == pytest.approx(rp.weights_per_gpu_gib)
+    # everything else per GPU is the single-engine plan's: the KV budget moves by the weights difference
+    single = plan(r)
+    assert rp.memory["kv_cache_budget_gib"] == pytest.approx(single.kv_cache_budget_gib + single.weights_gib
+                                                             - rp.weights_per_gpu_gib, abs=1e-3)
+    # the same role without the split: unknown, not the single-engine (÷ TP) figure
+    rp = pt.plan_role(view, resolve(view.document))
+    assert rp.weights_per_gpu_gib is None and "weights_per_gpu_gib" in rp.unknown
+
+
+def test_roleless_document_plans_one_serve_role():
+    p = tplan("vllm-fixed")
+    (r,) = p.roles
+    assert (r.kind, r.gpus, r.dp, p.racks) == ("serve", 8, 1, None)
+    assert r.memory == plan(resolve(load_document(None, "vllm-fixed"))).to_dict()
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def test_plan_cli_per_role_text_and_json():
+    p = run("plan", "--preset", "dsv41-flash-gb300-8p1d")
+    assert p.returncode == 0, p.stderr
+    assert "-- role decode (decode, spec.roles[1]): 1 instance(s) x 8 pod(s) x 4 GPU(s) = 32 GPUs" in p.stdout
+    assert "64 per rank, 2,048 per instance, 2,048 per role" in p.stdout
+    assert "weights per GPU             unknown" in p.stdout
+    assert "1 rack(s) of 72 GPUs (18 nodes), 24 GPU(s) free" in p.stdout
+    d = json.loads(run("plan", "--preset", "dsv41-flash-gb300-8p1d", "-o", "json").stdout)
+    assert [r["role"] for r in d["roles"]] == ["prefill", "decode"] and d["roles"][1]["weights_per_gpu_gib"] is None
+    k = json.loads(run("plan", "--preset", "kimi-k3-b300-1p1d", "-o", "json").stdout)
+    assert all(r["memory"]["kv_cache_tokens"] > 0 and r["unknown"] == [] for r in k["roles"])
+
+
+def test_plan_cli_roles_refused_exit_1(tmp_path):
+    import yaml
+
+    data = load_document(None, "dsv41-flash-gb300-8p1d").model_dump(mode="json", exclude_none=True)
+    data["spec"]["roles"][1]["parallel"]["dp"] = 30          # 8 pods x dpLocal 4 != 30
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump({"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", **data}))
+    p = run("plan", str(f))
+    assert p.returncode == 1 and "-- role decode" in p.stdout and "spec.roles[1].parallel" in p.stderr
+
+
+def test_dry_run_cli_per_role():
+    p = run("dry-run", "--preset", "dsv41-flash-gb300-8p1d")
+    assert p.returncode == 0, p.stderr
+    assert "== launch: role decode (decode), 1 instance(s) x 8 pod(s)" in p.stdout
+    assert '--data-parallel-start-rank "$((LWS_WORKER_INDEX * 4))"' in p.stdout
+    assert "docker      refused: spec.roles[1].podsPerInstance" in p.stdout
+    d = json.loads(run("dry-run", "--preset", "kimi-k3-b300-1p1d", "-o", "json").stdout)
+    assert d["ok"] and [r["role"] for r in d["roles"]] == ["prefill", "decode"]
+    assert d["roles"][0]["leader"]["argv"][:2] == ["vllm", "serve"] and "worker" not in d["roles"][0]
+    assert d["plan"]["roles"][1]["memory"]["kv_cache_tokens"] > 0
+    assert d["targets"]["docker"].startswith("refused: spec.disaggregation")
+
+
+def test_render_cli_roles(tmp_path):
+    p = run("render", "--preset", "dsv41-flash-gb300-8p1d", "--target", "launch")
+    assert p.returncode == 0, p.stderr
+    tl = json.loads(p.stdout)
+    assert [r["role"] for r in tl["roles"]] == ["prefill", "decode"] and tl["roles"][1]["worker"] is not None
+    argv = json.loads(run("render", "--preset", "dsv41-flash-gb300-8p1d", "--target", "argv").stdout)
+    assert argv["roles"][1]["worker"]["per_pod_args"][-2:] == ["--data-parallel-start-rank", "$((LWS_WORKER_INDEX * 4))"]
+    for target, field in (("docker", "spec.roles[1].podsPerInstance"), ("gpustack", "spec.roles[1].podsPerInstance")):
+        p = run("render", "--preset", "dsv41-flash-gb300-8p1d", "--target", target, "--out", str(tmp_path / target))
+        assert p.returncode == 1 and field in p.stderr and not (tmp_path / target).exists()
+    p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "docker")
+    assert p.returncode == 1 and "spec.disaggregation" in p.stderr
+    p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "all", "--out", str(tmp_path / "all"))
+    assert p.returncode == 0, p.stderr
+    assert sorted(q.relative_to(tmp_path / "all").as_posix() for q in (tmp_path / "all").rglob("*") if q.is_file()) == [
+        "argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt", "launch/launch.json"]
