@@ -34,7 +34,7 @@ SEVERITIES = ("error", "warning", "info")
 Hit = tuple  # (field | None, message) or (field | None, message, fix)
 
 _ID = re.compile(r"^[a-z][a-z0-9]*(?:[-.][a-z0-9]+)*$")
-# A source cites a file of this repository (docs/sources.md#anchor, a path) or an upstream engine file with its
+# A source cites a file of this repository (docs/sources.md#<anchor>, a path) or an upstream engine file with its
 # version (file.py:line@version). Documents outside the repository, write-up sections and our issue numbers are
 # not sources: their facts are restated, with an anchor, in docs/sources.md.
 _FORBIDDEN_SOURCE = re.compile(r"§|\bseed\b|\bdomain\b|shared/|/work/|\bissues?\s*#?\d|(?<![\w.-])#\d")
@@ -137,7 +137,7 @@ def _problems(r: Rule) -> list[str]:
     for key, src in [("source", r.source), *((f"sources[{k}]", v) for k, v in r.sources.items())]:
         bad = _bad_citation(src)
         if bad:
-            out.append(f"{key} cites {bad!r}: cite docs/sources.md#anchor or an engine file:line@version")
+            out.append(f"{key} cites {bad!r}: cite docs/sources.md#<anchor> or an engine file:line@version")
     for k in r.sources:
         eng = k.split(" ", 1)[0]
         if eng not in r.engines:
