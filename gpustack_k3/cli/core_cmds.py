@@ -176,8 +176,13 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         _plan_text(d)
     from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    errors = [f for f in validate_resolved(r, ctx=Ctx(r, plan=p)) if f.severity == "error"]
-    if errors:   # the arithmetic is shown, but this spec would not start: say so and exit as refused
+    # the arithmetic is shown, but a spec with errors would not start: say so and exit as refused
+    _plan_refused(validate_resolved(r, ctx=Ctx(r, plan=p)))
+
+
+def _plan_refused(findings) -> None:
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
         ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
         click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
         sys.exit(EXIT_REFUSED)
@@ -267,10 +272,7 @@ def _plan_roles(doc, output) -> None:
     try:
         build_topology_launch(doc)
     except Refused as exc:
-        errors = [f for f in exc.findings if f.severity == "error"]
-        ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
-        click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
-        sys.exit(EXIT_REFUSED)
+        _plan_refused(exc.findings)
 
 
 # ------------------------------------------------------------------ explain / advise / presets
@@ -408,11 +410,7 @@ def dry_run(spec, preset, strict, output):
         if has_errors(findings):
             raise Refused(findings)
     except Refused as exc:
-        if output == "text":
-            print_findings_text(exc.findings)
-        else:
-            emit({"ok": False, **findings_payload(exc.findings)}, output)
-        sys.exit(EXIT_REFUSED)
+        _dry_run_refused(exc.findings, output)
     try:
         targets = _render_summary(launch, doc)
     except RenderError as exc:
@@ -446,6 +444,14 @@ def dry_run(spec, preset, strict, output):
         click.echo(f"{t:<11} {desc}")
 
 
+def _dry_run_refused(findings, output) -> None:
+    if output == "text":
+        print_findings_text(findings)
+    else:
+        emit({"ok": False, **findings_payload(findings)}, output)
+    sys.exit(EXIT_REFUSED)
+
+
 def _dry_run_roles(doc, strict, output) -> None:
     """dry-run of a document with roles: findings, the plan per role, each role's leader/worker command line and
     what each target makes of it (kubernetes: LeaderWorkerSet renderer, not wired here)."""
@@ -459,11 +465,7 @@ def _dry_run_roles(doc, strict, output) -> None:
     try:
         tl, findings = prepare_topology(doc, strict=strict)
     except Refused as exc:
-        if output == "text":
-            print_findings_text(exc.findings)
-        else:
-            emit({"ok": False, **findings_payload(exc.findings)}, output)
-        sys.exit(EXIT_REFUSED)
+        _dry_run_refused(exc.findings, output)
     files = render_topology_all(tl)
     targets = {t: (f"refused: {files[f'{t}/refused.txt'].strip()}" if f"{t}/refused.txt" in files
                    else ", ".join(sorted(k.split("/", 1)[1] for k in files if k.startswith(f"{t}/"))))

@@ -71,7 +71,7 @@ def _warn(findings) -> None:
         click.echo(f"({infos} info finding(s); `validate` lists them)", err=True)
 
 
-def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str:
+def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
     import json
 
     import yaml
@@ -120,7 +120,6 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
     from gpustack_k3.render.templates import RenderError
-    from gpustack_k3.render.writer import write_files
 
     try:
         doc = load_document(spec, preset)
@@ -146,13 +145,19 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
         files = (render_all(launch, targets, **kw) if target == "all" else render_target(launch, target, **kw))
     except RenderError as exc:
         _render_failed(exc)
+    _emit_files(target, out_dir, output, files)
+
+
+def _emit_files(target, out_dir, output, files) -> None:
+    """Write ``files`` into ``out_dir`` (atomically), or print the target's file for ``output``."""
+    from gpustack_k3.render.writer import write_files
+
     try:
         if out_dir is not None:
-            written = write_files(out_dir, files)
-            for p in written:
+            for p in write_files(out_dir, files):
                 click.echo(f"wrote {p}", err=True)
             return
-        click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files, launch), nl=False)
+        click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files), nl=False)
     except InputError as exc:
         fail_input(exc)
 
@@ -164,7 +169,6 @@ def _render_roles(doc, target, out_dir, output, strict, gpustack) -> None:
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TOPOLOGY_TARGETS, prepare_topology, render_topology_all, render_topology_target
     from gpustack_k3.render.templates import RenderError
-    from gpustack_k3.render.writer import write_files
 
     if target not in (*TOPOLOGY_TARGETS, "all"):
         _render_failed(RenderError("--target", f"{target} is not rendered for a document with roles (spec.roles) yet",
@@ -180,11 +184,4 @@ def _render_roles(doc, target, out_dir, output, strict, gpustack) -> None:
         files = render_topology_all(tl, targets, **kw) if target == "all" else render_topology_target(tl, target, **kw)
     except RenderError as exc:
         _render_failed(exc)
-    try:
-        if out_dir is not None:
-            for p in write_files(out_dir, files):
-                click.echo(f"wrote {p}", err=True)
-            return
-        click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files, tl), nl=False)
-    except InputError as exc:
-        fail_input(exc)
+    _emit_files(target, out_dir, output, files)
