@@ -144,6 +144,9 @@ def test_render_cli_roles(tmp_path):
         assert p.returncode == 1 and field in p.stderr and not (tmp_path / target).exists()
     p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "docker")
     assert p.returncode == 1 and "spec.disaggregation" in p.stderr
+    # never the base document's single-pod objects for a document with roles
+    p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "kubernetes")
+    assert p.returncode == 1 and p.stdout == "" and "--target" in p.stderr
     p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "all", "--out", str(tmp_path / "all"))
     assert p.returncode == 0, p.stderr
     assert sorted(q.relative_to(tmp_path / "all").as_posix() for q in (tmp_path / "all").rglob("*") if q.is_file()) == [

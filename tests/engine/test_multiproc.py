@@ -1,4 +1,5 @@
-"""The real multi-process check (issue 13 item 9) on the vLLM 0.32.0 CPU engine, on loopback.
+"""The real multi-process check (issue 13 item 9) on the vLLM 0.32.0 CPU engine, on loopback, from the argv
+our renderer produces for documents with roles (tests/engine/fixtures/).
 
 What runs: a 2-rank data-parallel group from two processes (an API-server leader and a headless worker
 dialling its RPC port), and a 1P1D pair over NixlConnector (UCX on host memory) whose decode side loads
@@ -12,6 +13,7 @@ Regenerate the evidence: ``PYTHONPATH=$PWD python3 tests/engine/test_multiproc.p
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -35,42 +37,99 @@ from multiproc import (
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1500)]
 
 # ====================================================================================================
-# THE COMMAND LINES: one entry per case, one argv + env template per process ({model}, {port:NAME};
-# see tests/engine/multiproc.py). They are what our renderer must emit for the CPU build; the lead
-# replaces them by the rendered lines (roles, workers, start rank = worker index x dp-local).
+# THE COMMAND LINES of the two live cases are OUR renderer's: the documents tests/engine/fixtures/cpu-dp2.yaml
+# and cpu-1p1d.yaml (vllm 0.32.0-cpu, smollm2, gpuType cpu) through build_topology_launch, each role's leader
+# and worker argv and env, then placed on loopback as LeaderWorkerSet would place them in pods:
+# * per-pod arguments are the rendered shell expressions, expanded by a POSIX shell with the pod's LWS env
+#   (LWS_LEADER_ADDRESS=127.0.0.1, LWS_WORKER_INDEX = the pod's index), as the pod's entrypoint does;
+# * what separate pods have and processes on one host do not: a free port per API server (--port), per
+#   NIXL side channel (VLLM_NIXL_SIDE_CHANNEL_PORT), for the leader's DP RPC port (the same in both pods);
+#   the pod IP the downward API gives (VLLM_NIXL_SIDE_CHANNEL_HOST) is 127.0.0.1; the model is the venv's;
+#   the /cache/* env of the cache volume is dropped (no such volume here);
+# * the executable: the catalog's CPU command `python -m vllm.entrypoints.launchers.api_server.entry` parses
+#   --headless but always starts an API server (launchers/api_server/entry.py:209-232@0.32.0); headless
+#   workers and the LB defaults exist only in `vllm serve` (entrypoints/cli/serve.py:69-150@0.32.0), so the
+#   rendered arguments run under `vllm serve` (see tests/engine/multiproc.py for its dist-info shim).
 # ====================================================================================================
-CPU_SERVE = ("--max-model-len", "1024", "--dtype", "bfloat16", "--enforce-eager")
-NIXL_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'
-NIXL_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CPU_SERVE = ("--max-model-len", "1024", "--dtype", "bfloat16", "--enforce-eager")   # the evidence cases'
+
+
+def _document(name: str, **model):
+    import yaml
+
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+
+    data = yaml.safe_load((FIXTURES / f"{name}.yaml").read_text())
+    data["spec"]["model"].update(model)
+    return DeploymentDocument.model_validate(data)
+
+
+def _expand_per_pod(tokens: list[str], index: int) -> list[str]:
+    """``[flag, "$EXPR", ...]`` -> the values a pod's shell gives them with LeaderWorkerSet's env."""
+    if not tokens:
+        return []
+    flags, exprs = tokens[::2], tokens[1::2]
+    script = "printf '%s\\0' " + " ".join(f'"{e}"' for e in exprs)   # the rendered argv.sh quotes them so
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True, timeout=10,
+                         env={"PATH": "/usr/bin:/bin", "LWS_LEADER_ADDRESS": "127.0.0.1",
+                              "LWS_WORKER_INDEX": str(index)}).stdout.split("\0")[:-1]
+    return [t for pair in zip(flags, out) for t in pair]
+
+
+def _on_loopback(spec, per_pod: list[str], model_path: str, http: str | None) -> tuple[str, ...]:
+    """A rendered LaunchSpec's arguments as a harness template (see the block comment above)."""
+    args = [("{model}" if a == model_path else a) for a in spec.args]
+    for i, a in enumerate(args[:-1]):
+        if a == "--data-parallel-rpc-port":
+            args[i + 1] = "{port:dp_rpc}"
+    if http is not None:
+        if "--port" in args:
+            args[args.index("--port") + 1] = f"{{port:{http}}}"
+        else:
+            args += ["--port", f"{{port:{http}}}"]
+    return ("vllm", "serve", *args, *per_pod)
+
+
+def _env(spec, role, nixl: str | None) -> dict[str, str]:
+    env = {k: v for k, v in spec.env.items() if not v.startswith("/cache/")}
+    for var, source in role.env_from_pod.items():
+        assert source == "status.podIP", (var, source)
+        env[var] = "127.0.0.1"
+    if nixl is not None:
+        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = f"{{port:{nixl}}}"
+    return env
+
+
+def rendered_procs(doc, names: dict[str, str]) -> tuple[ProcSpec, ...]:
+    """One ProcSpec per pod of each role's first instance: ``names`` maps a role to its process name prefix."""
+    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.render.argv import per_pod_tokens
+
+    tl, findings, _ = build_topology_launch(doc)
+    assert not [f for f in findings if f.severity == "error"], findings
+    procs = []
+    for role in tl.roles:
+        prefix = names[role.role]
+        for index in range(role.pods_per_instance):
+            worker = index > 0
+            spec = role.worker if worker else role.leader
+            name = f"worker{index}" if worker else prefix
+            http = None if worker else prefix
+            nixl = f"{name}_nixl" if role.env_from_pod else None
+            per_pod = _expand_per_pod(per_pod_tokens(role, worker=worker), index)
+            procs.append(ProcSpec(name, _on_loopback(spec, per_pod, spec.model_path, http), _env(spec, role, nixl),
+                                  health=None if worker else f"{{port:{http}}}"))
+    return tuple(procs)
+
 
 CASES: dict[str, Case] = {
-    # DP=2 over two "nodes" (processes), internal LB: the leader's API server balances over both ranks
-    "dp2-internal-lb": Case(procs=(
-        ProcSpec("leader", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
-                            "--host", "127.0.0.1", "--port", "{port:http}",
-                            "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                            "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}"),
-                 health="{port:http}"),
-        ProcSpec("worker1", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
-                             "--headless", "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-                             "--data-parallel-start-rank", "1",
-                             "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", "{port:dp_rpc}")),
-    )),
-    # 1P1D over NIXL (pull), plus a decode that differs in dtype only (its compatibility hash differs)
+    # DP=2 over two pods, internal LB: the leader's API server balances over both ranks, the worker is headless
+    "dp2-internal-lb": Case(procs=rendered_procs(_document("cpu-dp2"), {"serve": "leader"})),
+    # 1P1D over NIXL (pull), plus the decode role of the same document in float32 (its compatibility hash differs)
     "pd-nixl-1p1d": Case(procs=(
-        ProcSpec("prefill", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
-                             "--host", "127.0.0.1", "--port", "{port:prefill}", "--kv-transfer-config", NIXL_P),
-                 env={"VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": "{port:prefill_nixl}"},
-                 health="{port:prefill}"),
-        ProcSpec("decode", ("vllm", "serve", "{model}", "--served-model-name", "smollm2", *CPU_SERVE,
-                            "--host", "127.0.0.1", "--port", "{port:decode}", "--kv-transfer-config", NIXL_D),
-                 env={"VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": "{port:decode_nixl}"},
-                 health="{port:decode}"),
-        ProcSpec("decode_fp32", ("vllm", "serve", "{model}", "--served-model-name", "smollm2",
-                                 "--max-model-len", "1024", "--dtype", "float32", "--enforce-eager",
-                                 "--host", "127.0.0.1", "--port", "{port:decode_fp32}", "--kv-transfer-config", NIXL_D),
-                 env={"VLLM_NIXL_SIDE_CHANNEL_HOST": "127.0.0.1", "VLLM_NIXL_SIDE_CHANNEL_PORT": "{port:decode_fp32_nixl}"},
-                 health="{port:decode_fp32}"),
+        *rendered_procs(_document("cpu-1p1d"), {"prefill": "prefill", "decode": "decode"}),
+        *rendered_procs(_document("cpu-1p1d", dtype="float32"), {"prefill": "prefill_fp32", "decode": "decode_fp32"})[1:],
     )),
 }
 
