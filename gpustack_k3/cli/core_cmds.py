@@ -423,12 +423,8 @@ def dry_run(spec, preset, strict, output):
                    "startup_budget_s": launch.startup_budget_s},
         "targets": targets,
     }
-    if output != "text":
-        emit(summary, output)
+    if _dry_run_summary(summary, findings, output):
         return
-    click.echo(f"== {doc.metadata.name}: validate")
-    print_findings_text(findings)
-    click.echo("\n== plan")
     if p:
         _plan_text(p.to_dict())
     click.echo(f"\n== launch ({launch.engine} {launch.engine_version})")
@@ -442,6 +438,17 @@ def dry_run(spec, preset, strict, output):
     click.echo("\n== render")
     for t, desc in targets.items():
         click.echo(f"{t:<11} {desc}")
+
+
+def _dry_run_summary(summary, findings, output) -> bool:
+    """Emit the summary as JSON/YAML (True: done) or start the text: the findings and the plan heading."""
+    if output != "text":
+        emit(summary, output)
+        return True
+    click.echo(f"== {summary['name']}: validate")
+    print_findings_text(findings)
+    click.echo("\n== plan")
+    return False
 
 
 def _dry_run_refused(findings, output) -> None:
@@ -480,12 +487,8 @@ def _dry_run_roles(doc, strict, output) -> None:
                          for k, (spec, w) in pods.items()}})
     summary = {"name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
                "plan": plan_topology(doc).to_dict(), "roles": roles, "targets": targets}
-    if output != "text":
-        emit(summary, output)
+    if _dry_run_summary(summary, findings, output):
         return
-    click.echo(f"== {doc.metadata.name}: validate")
-    print_findings_text(findings)
-    click.echo("\n== plan")
     _topology_plan_text(summary["plan"])
     for r in roles:
         click.echo(f"\n== launch: role {r['role']} ({r['kind']}), {r['instances']} instance(s) x "
