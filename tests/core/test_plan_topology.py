@@ -151,3 +151,19 @@ def test_render_cli_roles(tmp_path):
     assert p.returncode == 0, p.stderr
     assert sorted(q.relative_to(tmp_path / "all").as_posix() for q in (tmp_path / "all").rglob("*") if q.is_file()) == [
         "argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt", "launch/launch.json"]
+
+
+def test_one_single_pod_role_renders_for_docker_as_that_role():
+    import json as _json
+    from pathlib import Path
+
+    import yaml
+
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+    from gpustack_k3.render.targets import prepare_topology, render_topology_target
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "engine" / "fixtures" / "cpu-dp2.yaml").read_text())
+    data["spec"]["roles"][0].update(podsPerInstance=1, parallel={"tp": 1})
+    tl, _ = prepare_topology(DeploymentDocument.model_validate(data))
+    params = _json.loads(render_topology_target(tl, "docker")["docker-run-params.json"])
+    assert params["name"] == "cpu-dp2-serve" and "--headless" not in params["command"]
