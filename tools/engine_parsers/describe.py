@@ -223,7 +223,10 @@ def describe_parser(parser: argparse.ArgumentParser, *, deprecated: set | None =
             entry["const"] = jsonable(action.const)
         entry["default"] = jsonable(action.default) if action.default is not argparse.SUPPRESS else {"suppress": True}
         entry["type"] = describe_type(action.type)
-        entry["choices"] = None if action.choices is None else [jsonable(c) for c in action.choices]
+        choices = action.choices
+        if isinstance(choices, (set, frozenset, dict)):   # no order of its own: sorted, so the dump is stable
+            choices = sorted(choices, key=lambda c: (c is None, str(c)))
+        entry["choices"] = None if choices is None else [jsonable(c) for c in choices]
         if isinstance(action.metavar, (list, tuple)):   # vLLM: Literal values of a str-or-Literal field
             entry["metavar"] = [jsonable(m) for m in action.metavar]
         if action.required:

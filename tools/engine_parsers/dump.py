@@ -118,7 +118,8 @@ def dump(engine: str, version: str) -> dict:
     unpacked, extensions = unpack(wheel)
     proc = subprocess.run([str(python), "-I", str(HERE / "_build.py"), engine, str(unpacked), json.dumps(extensions),
                            json.dumps(required_versions(wheel))],
-                          capture_output=True, text=True, cwd=str(HERE), timeout=600, check=False)
+                          capture_output=True, text=True, cwd=str(HERE), timeout=600, check=False,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
     if proc.returncode != 0:
         raise DumpError(f"building the {engine} {version} parser failed:\n{proc.stderr[-4000:]}")
     for line in proc.stderr.splitlines():
