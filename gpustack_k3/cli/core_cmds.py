@@ -10,6 +10,7 @@ from gpustack_k3.cli.common import (
     print_findings_text,
 )
 from gpustack_k3.core.errors import InputError
+from gpustack_k3.core.findings import Finding
 
 spec_arg = click.argument("spec", required=False)
 preset_opt = click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
@@ -59,7 +60,22 @@ def _argv_options(fn):
     return fn
 
 
-def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv) -> dict:
+def _read_config_file(path: str) -> str:
+    """A ``--config FILE`` of the command line, read where gpustack-k3 runs (bounded; a YAML alias bomb or a
+    recursive alias is unusable input, checked before the engine's own safe_load reads it)."""
+    from gpustack_k3.cli.common import parse_yaml, read_text
+
+    try:
+        text = read_text(path, "config file")
+    except InputError as exc:
+        raise InputError(f"argv --config {path}", exc.message,
+                         "run this where the file is, or write its options on the command line") from None
+    parse_yaml(text, f"argv --config {path}")
+    return text
+
+
+def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+    """(document data, findings of what the engine's parser refuses) for an engine command line."""
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.core.flags import parse_argv
 
@@ -69,7 +85,13 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
         if not eq or not k:
             raise InputError(f"--env {item!r}", "expected K=V", "e.g. --env VLLM_USE_V2_MODEL_RUNNER=1")
         env_map[k] = v
-    parsed = parse_argv(load_catalog().engine(engine), list(argv))
+    cat = load_catalog()
+    entry = cat.engine(engine)
+    version = cat.version(engine, engine_version)
+    if version is None:
+        raise InputError("--engine-version", f"{engine} has no catalog version {engine_version!r}",
+                         f"use one of: {', '.join(entry.versions)}")
+    parsed = parse_argv(entry, list(argv), version=version, read_file=_read_config_file)
     spec = parsed.spec
     spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
     spec.setdefault("model", {})["name"] = model_name
@@ -78,7 +100,11 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
         spec["env"] = env_map
     if parsed.extra_args:
         spec["extraArgs"] = parsed.extra_args
-    return {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": name}, "spec": spec}
+    rule = cat.rules["argv-refused"]
+    findings = [Finding(rule.id, rule.severity, r.where, f"{r.flag}: {r.message}" if r.flag and r.flag not in r.message
+                        else r.message, rule.fix, rule.source) for r in parsed.refusals]
+    data = {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": name}, "spec": spec}
+    return data, findings
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -93,11 +119,12 @@ def _flag_for(engine: str, field: str) -> str:
 
 
 def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+    """(data, document, argv-refused findings)."""
     from gpustack_k3.cli.common import document_from_data
 
     try:
-        data = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-        return data, document_from_data(data, "argv")
+        data, findings = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+        return data, document_from_data(data, "argv"), findings
     except InputError as exc:
         exc.where += _flag_for(engine, exc.where)
         fail_input(exc)
@@ -109,10 +136,11 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @output_option
 def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
+    from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import validate as run
 
-    _, doc = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    _report(run(doc, strict=strict), output)
+    _, doc, refused = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    _report(sort_findings(refused + run(doc, strict=strict)), output)
 
 
 @click.command("import", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -121,7 +149,11 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
     """Convert an engine command line into a deployment document (YAML on stdout)."""
     import yaml
 
-    _, doc = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    _, doc, refused = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    if refused:   # the document would not be this command line: print nothing on stdout
+        print_findings_text(refused, err=True)
+        click.echo(f"refused: the engine's parser refuses {len(refused)} token(s); nothing imported", err=True)
+        sys.exit(EXIT_REFUSED)
     data = doc.model_dump(mode="json", exclude_defaults=True)
     data = {"apiVersion": doc.apiVersion, "kind": doc.kind, **data}
     click.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
@@ -146,8 +178,9 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     if engine:
         if spec is not None:
             argv = (spec, *argv)
-        _, doc = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
+        _, doc, refused = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
     else:
+        refused = []
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
@@ -165,7 +198,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         _plan_text(d)
     from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    errors = [f for f in validate_resolved(r, ctx=Ctx(r, plan=p)) if f.severity == "error"]
+    errors = refused + [f for f in validate_resolved(r, ctx=Ctx(r, plan=p)) if f.severity == "error"]
     if errors:   # the arithmetic is shown, but this spec would not start: say so and exit as refused
         ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
         click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)

@@ -278,9 +278,12 @@ def _(r, c):
 
 @rule("extra-arg-duplicates-field")
 def _(r, c):
-    idx = {n: f.field for n, (f, _) in flag_index(r.engine).items() if not f.platform}
+    tokens = list(_extra_tokens(r))
+    if not tokens:      # the parser dump is read only when there is something to look up
+        return
+    idx = {n: f.field for n, (f, _) in flag_index(r.engine, r.version).items() if not f.platform}
     idx.update({n: f"speculative.{fld}" for n, fld in speculative_subflags(r.engine).items()})
-    for i, name in _extra_tokens(r):
+    for i, name in tokens:
         if name in idx:
             yield f"spec.extraArgs[{i}]", f"{name} in extraArgs duplicates spec.{idx[name]}; set that field instead"
 
@@ -294,8 +297,11 @@ def _(r, c):
 
 @rule("extra-arg-unknown")
 def _(r, c):
+    tokens = list(_extra_tokens(r))
+    if not tokens:
+        return
     known = known_flags(r)
-    for i, name in _extra_tokens(r):
+    for i, name in tokens:
         if name not in known:
             yield f"spec.extraArgs[{i}]", f"{name} is not a known flag of {r.engine.engine} {r.version.key}"
 
@@ -471,9 +477,14 @@ def validate(doc: DeploymentDocument, *, strict: bool = False) -> list[Finding]:
     return validate_resolved(resolve(doc), strict=strict)
 
 
+# Rules whose findings are built where their input is read, not by a check over the spec: the catalog entry
+# (unknown-catalog-entry: _catalog_findings; argv-refused: the command-line reader, core/argv via core/flags).
+BUILT_ELSEWHERE = {"unknown-catalog-entry", "argv-refused"}
+
+
 def check_catalog_consistency() -> list[str]:
     """Every catalog rule has a check and every check a catalog rule (tested)."""
     cat = load_catalog()
-    problems = [f"rule {rid} has no check" for rid in cat.rules if rid not in CHECKS and rid != "unknown-catalog-entry"]
+    problems = [f"rule {rid} has no check" for rid in cat.rules if rid not in CHECKS and rid not in BUILT_ELSEWHERE]
     problems += [f"check {rid} has no catalog entry" for rid in CHECKS if rid not in cat.rules]
     return problems

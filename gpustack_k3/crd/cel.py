@@ -26,6 +26,8 @@ from gpustack_k3.catalog.loader import Catalog, RuleEntry
 # Hard errors CEL does not express, and why (each is still enforced by the operator's validation,
 # which marks the resource Invalid with the same finding).
 NOT_IN_CEL: dict[str, str] = {
+    "argv-refused": "a property of an engine command line read by check-args/import/plan; a K3Deployment holds a "
+                    "spec, never a command line",
     "fixed-memory-exceeds-budget": "needs the memory planner (weights, activations, CUDA graphs, KV bytes per token) "
                                    "in floating point; not a schema-level check",
     "vllm-max-model-len-exceeds-kv": "needs the planner's KV capacity in tokens (same as fixed-memory-exceeds-budget)",

@@ -214,7 +214,7 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
     tokens = list(launch.engine_args)
     tp = flag_of.get("parallel.tp")
     if tp is not None:
-        names = (tp.flag, *tp.aliases)
+        names = (tp.flag,)   # engine_args spell typed fields with the table's flag (core/flags.render_args)
         for i, c in enumerate(clusters(tokens)):
             if c[0] in names and c[1:] == [str(n)]:
                 flat = [t for j, cc in enumerate(clusters(tokens)) if j != i for t in cc]
@@ -229,7 +229,7 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
     fraction_env: dict[str, str] = {}
     frac = flag_of.get("memory.fraction")
     if frac is not None:
-        names = (frac.flag, *frac.aliases)
+        names = (frac.flag,)
         for i, c in enumerate(clusters(tokens)):
             if c[0] in names and len(c) == 2:
                 tokens = [t for j, cc in enumerate(clusters(tokens)) if j != i for t in cc]
