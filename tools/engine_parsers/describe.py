@@ -169,11 +169,128 @@ def describe_type(t: Any) -> Any:
 
 
 def describe_dataclass(cls: type) -> dict:
-    """A config dataclass given as a JSON argument: its name and fields (the keys its JSON may carry)."""
+    """A config dataclass given as a JSON argument: its name, its fields (the keys its JSON may carry) and, where
+    pydantic can say, each field's JSON value types (``types``: see field_types)."""
     fields = sorted(f.name for f in dataclasses.fields(cls))
     cfg = getattr(cls, "__pydantic_config__", None) or {}
     extra = cfg.get("extra") if isinstance(cfg, dict) else getattr(cfg, "extra", None)
-    return {"dataclass": f"{cls.__module__}.{cls.__qualname__}", "fields": fields, "extra": extra}
+    out = {"dataclass": f"{cls.__module__}.{cls.__qualname__}", "fields": fields, "extra": extra}
+    types = field_types(cls)
+    if types is not None:
+        out["types"] = types
+    return out
+
+
+_CUSTOM = ("function-before", "function-wrap", "function-plain")   # an "after" validator still checks the type
+
+
+def _custom_validation(schema: Any, defs: dict) -> bool:
+    """A field schema that runs the engine's own code before (or instead of) its type: the values it accepts
+    are that code's, not the type's."""
+    seen = set()
+    while isinstance(schema, dict):
+        if schema.get("type") in _CUSTOM:
+            return True
+        if schema.get("type") == "definition-ref":
+            ref = schema.get("schema_ref")
+            if ref in seen:
+                return False
+            seen.add(ref)
+            schema = defs.get(ref)
+            continue
+        schema = schema.get("schema")
+    return False
+
+
+def _simplify(js: dict, defs: dict) -> list:
+    """A JSON-schema type as alternatives: "int" "float" "str" "bool" "null" "object" "any", {"enum": [...]},
+    {"list": alternatives of the items}, {"dict": alternatives of the values}."""
+    if "$ref" in js:
+        target = defs.get(js["$ref"].rsplit("/", 1)[-1], {})
+        return ["object"] if "properties" in target else _simplify(target, defs)
+    if "anyOf" in js or "oneOf" in js:
+        out: list = []
+        for alt in js.get("anyOf") or js.get("oneOf"):
+            out += [a for a in _simplify(alt, defs) if a not in out]
+        return out
+    if "const" in js:
+        return [{"enum": [js["const"]]}]
+    if "enum" in js:
+        return [{"enum": list(js["enum"])}]
+    t = js.get("type")
+    if t == "array":
+        items = js.get("items")
+        return [{"list": _simplify(items, defs)}] if isinstance(items, dict) and items else [{"list": ["any"]}]
+    if t == "object" and "properties" not in js:
+        extra = js.get("additionalProperties")
+        return [{"dict": _simplify(extra, defs)}] if isinstance(extra, dict) and extra else ["object"]
+    names = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "null",
+             "object": "object"}
+    if isinstance(t, list):
+        return [names.get(x, "any") for x in t]
+    return [names.get(t, "any")] if t else ["any"]
+
+
+def field_types(cls: type) -> dict | None:
+    """field -> JSON value alternatives, from pydantic's JSON schema of the class. An init=False field is
+    "refused" (a pydantic dataclass forbidding extra keys) or "ignored" (any value accepted, none used). "validated": the engine's own code decides (a before/wrap/plain validator of the field, seen in the core schema or the class's
+    decorators); every field is "validated" when the class has a before/wrap model validator. None when pydantic
+    cannot describe the class."""
+    try:
+        from pydantic import TypeAdapter
+
+        ta = TypeAdapter(cls)
+        js = ta.json_schema()
+        core = ta.core_schema
+    except Exception:   # noqa: BLE001 - a class pydantic cannot describe: fields only
+        return None
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    names = sorted(f.name for f in dataclasses.fields(cls))
+    if any(getattr(d.info, "mode", "after") in ("before", "wrap")
+           for d in (getattr(decorators, "model_validators", {}) or {}).values()):
+        return {name: ["validated"] for name in names}
+    defs_js = js.get("$defs", {})
+    props = js.get("properties") or defs_js.get(cls.__name__, {}).get("properties") or {}
+    core_defs: dict = {}
+    stack = [core]
+    while stack:   # every definition, then the dataclass-args node that lists each field's schema
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("ref") is not None:
+                core_defs.setdefault(node["ref"], node)
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(node)
+    custom: set[str] = set()
+    own = cls.__pydantic_core_schema__ if hasattr(cls, "__pydantic_core_schema__") else core
+    stack = [own]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "dataclass-args" and node.get("dataclass_name") == cls.__name__:
+                custom |= {f["name"] for f in node.get("fields", []) if _custom_validation(f.get("schema"), core_defs)}
+                continue
+            if node.get("type") == "definition-ref" and node.get("schema_ref") in core_defs:
+                target = core_defs[node["schema_ref"]]
+                if target is not node:
+                    stack.append(target)
+                continue
+            stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+        elif isinstance(node, list):
+            stack.extend(node)
+    for dec in (getattr(decorators, "field_validators", {}) or {}).values():
+        if getattr(dec.info, "mode", "after") in ("before", "wrap", "plain"):
+            custom |= set(dec.info.fields)
+    # a field the constructor does not take (init=False): a pydantic dataclass forbidding extra keys refuses it
+    # ("Unexpected keyword argument"); otherwise it is accepted with any value and dropped, like an extra key
+    from pydantic.dataclasses import is_pydantic_dataclass
+
+    no_init = {f.name for f in dataclasses.fields(cls) if not f.init}
+    cfg = getattr(cls, "__pydantic_config__", None) or {}
+    forbid = (cfg.get("extra") if isinstance(cfg, dict) else getattr(cfg, "extra", None)) == "forbid"
+    marker = ["refused"] if is_pydantic_dataclass(cls) and forbid else ["ignored"]
+    return {name: marker if name in no_init else ["validated"] if name in custom
+            else _simplify(props.get(name, {}), defs_js) for name in names}
 
 
 def action_kind(action: argparse.Action, extra_attrs: tuple[str, ...] = ()) -> Any:

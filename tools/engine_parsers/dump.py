@@ -112,16 +112,32 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def dump(engine: str, version: str) -> dict:
+def _run_build(mode: str, engine: str, version: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     wheel = find_wheel(engine, version)
     python = tools_python()
     unpacked, extensions = unpack(wheel)
-    proc = subprocess.run([str(python), "-I", str(HERE / "_build.py"), engine, str(unpacked), json.dumps(extensions),
-                           json.dumps(required_versions(wheel))],
-                          capture_output=True, text=True, cwd=str(HERE), timeout=600, check=False,
+    proc = subprocess.run([str(python), "-I", str(HERE / "_build.py"), mode, engine, str(unpacked),
+                           json.dumps(extensions), json.dumps(required_versions(wheel))],
+                          input=stdin, capture_output=True, text=True, cwd=str(HERE), timeout=900, check=False,
                           env={**os.environ, "PYTHONHASHSEED": "0"})
     if proc.returncode != 0:
         raise DumpError(f"building the {engine} {version} parser failed:\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def parse_with_wheel(engine: str, version: str, argvs: list[list[str]]) -> list[dict]:
+    """Ask the release's own parsing code (built from its wheel, as for a dump) about many command lines in one
+    interpreter start: one {"ok", "error", "unrecognized", "parsed"?} per argv (see _build.py)."""
+    answers = json.loads(_run_build("parse", engine, version, json.dumps(argvs)).stdout)
+    if len(answers) != len(argvs):
+        raise DumpError(f"{engine} {version}: {len(answers)} answers for {len(argvs)} command lines")
+    return answers
+
+
+def dump(engine: str, version: str) -> dict:
+    wheel = find_wheel(engine, version)
+    proc = _run_build("describe", engine, version)
+    python = tools_python()
     for line in proc.stderr.splitlines():
         if line.startswith("missing modules"):
             print(f"{engine} {version}: {line}", file=sys.stderr)

@@ -94,7 +94,6 @@ STUBBED: dict[str, str] = {
     "pybase64": "request payload decoding",
     "cbor2": "serialization",
     "ijson": "streaming JSON",
-    "orjson": "JSON speedups",
     "cloudpickle": "serialization for workers",
     "watchfiles": "file watching",
     "pythonjsonlogger": "log formatting",
