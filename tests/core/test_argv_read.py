@@ -104,7 +104,8 @@ def test_dotted_values_are_json_then_human_readable_then_strings():
                         "--compilation-config.backend", "inductor"])
     assert p.refusals == []
     i = p.extra_args.index("--compilation-config")
-    assert json.loads(p.extra_args[i + 1]) == {"cudagraph_capture_sizes": ["1", "2", "4"],
+    # the + append gives the strings "1", "2", "4"; the engine's CompilationConfig model (list[int]) converts them
+    assert json.loads(p.extra_args[i + 1]) == {"cudagraph_capture_sizes": [1, 2, 4],
                                                "max_cudagraph_capture_size": 1000, "mode": 3, "backend": "inductor"}
 
 

@@ -9,6 +9,7 @@ read the function in its wheel, update or add the implementation here, add the h
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -95,30 +96,74 @@ def _expand_json_human_readable_numbers(val: str) -> str:
 
 
 def _vllm_parse_dataclass(cls: dict, expand_numbers: bool) -> Callable[[str], Any]:
-    """engine/arg_utils.py _compute_kwargs.parse_dataclass: ``TypeAdapter(cls).validate_json(val)``, i.e. a
-    JSON object whose keys are fields of the config dataclass (extra keys refused when the class forbids them).
-    Field value types are checked by the engine's pydantic model and not here (the dump carries field names,
-    not their schemas)."""
-    fields = set(cls.get("fields") or ())
+    """engine/arg_utils.py _compute_kwargs.parse_dataclass: ``TypeAdapter(cls).validate_json(val)``. The dump
+    gives the config dataclass's fields and, per field, its JSON value types (from pydantic's schema of the class;
+    "any" where the engine validates with its own code); the JSON is validated by pydantic against a model of
+    those types, with the class's ``extra`` setting, so keys and value types are accepted or refused as the
+    engine's model does. Not seen: the keys of nested config objects, and what the class's own validators
+    accept or refuse (a field they decide is "validated": any value)."""
+    fields = list(cls.get("fields") or ())
     forbid = cls.get("extra") == "forbid"
     name = cls.get("dataclass", "config").rsplit(".", 1)[-1]
+    types = cls.get("types") or {f: ["any"] for f in fields}
+    ignored = {f for f, alts in types.items() if alts == ["ignored"]}
+    refused = {f for f, alts in types.items() if alts == ["refused"]}
+    model = _dataclass_model(name, json.dumps(types, sort_keys=True), forbid)
 
     def parse_dataclass(val: str) -> Any:
         text = _expand_json_human_readable_numbers(val) if expand_numbers else val
         try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            raise argparse.ArgumentTypeError(f"1 validation error for {name}: Invalid JSON: {e}") from None
-        if not isinstance(obj, dict):
-            raise argparse.ArgumentTypeError(f"1 validation error for {name}: Input should be an object")
-        extra = [k for k in obj if k not in fields]
-        if forbid and extra:
-            raise argparse.ArgumentTypeError(
-                f"validation error for {name}: {', '.join(map(repr, extra))}: Extra inputs are not permitted")
-        return obj
+            obj = model.model_validate_json(text)
+        except ValueError as e:   # pydantic's ValidationError is a ValueError
+            raise argparse.ArgumentTypeError(f"validation error for {name}: {_first_error(e)}") from None
+        except RecursionError:
+            raise argparse.ArgumentTypeError(f"validation error for {name}: JSON nested too deeply") from None
+        bad = sorted(refused & obj.model_fields_set)
+        if bad:   # an init=False field of a pydantic dataclass
+            raise argparse.ArgumentTypeError(f"validation error for {name}: {bad[0]}: Unexpected keyword argument")
+        # the keys given, with the values as the engine's model converted them ("3" -> 3 for an int field);
+        # an init=False field is accepted and dropped, as the dataclass's constructor never receives it
+        return obj.model_dump(mode="json", exclude_unset=True, exclude=ignored)
 
     parse_dataclass.__name__ = "parse_dataclass"
     return parse_dataclass
+
+
+def _first_error(e: ValueError) -> str:
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        return f"{'.'.join(map(str, first.get('loc', ()))) or 'input'}: {first.get('msg')}"
+    return str(e).splitlines()[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _dataclass_model(name: str, types_json: str, forbid: bool):
+    """A pydantic model of a JSON object with these fields' value types (a field left out keeps its default;
+    a null is a value, checked like any other)."""
+    from typing import Literal, Union
+
+    from pydantic import ConfigDict, create_model
+
+    simple = {"int": int, "float": float, "str": str, "bool": bool, "null": type(None), "object": dict}
+
+    def annotation(alts: list) -> Any:
+        out = []
+        for a in alts:
+            if isinstance(a, dict) and "enum" in a:
+                out.append(Literal[tuple(a["enum"])] if a["enum"] else Any)
+            elif isinstance(a, dict) and "list" in a:
+                out.append(list[annotation(a["list"])])
+            elif isinstance(a, dict) and "dict" in a:
+                out.append(dict[str, annotation(a["dict"])])
+            else:
+                out.append(simple.get(a, Any))   # "any", and "validated": the engine's own code decides
+        if Any in out:
+            return Any
+        return Union[tuple(out)] if len(out) > 1 else out[0]
+
+    fields = {f: (annotation(alts), None) for f, alts in json.loads(types_json).items()}
+    return create_model(name, __config__=ConfigDict(extra="forbid" if forbid else "ignore"), **fields)
 
 
 def _vllm_parse_reasoning_parser(val: str) -> str:
