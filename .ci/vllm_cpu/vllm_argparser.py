@@ -157,7 +157,10 @@ def parse(argv: list) -> dict:
     except _ParseError as exc:
         msg = str(exc)
         unrecognized = msg.split(":", 1)[1].split() if msg.startswith("unrecognized arguments:") else []
-        return {"ok": False, "stage": "parse", "error": msg, "unrecognized": unrecognized, "unknown_values": []}
+        # argparse joins the leftover tokens with spaces (a token may hold spaces, or be empty): the exact text
+        text = msg.split(": ", 1)[1] if msg.startswith("unrecognized arguments:") else None
+        return {"ok": False, "stage": "parse", "error": msg, "unrecognized": unrecognized, "unrecognized_text": text,
+                "unknown_values": []}
     except Exception as exc:  # noqa: BLE001 - the parser's own raises (ValueError, IndexError, AssertionError...)
         return {"ok": False, "stage": "parse", "error": f"{type(exc).__name__}: {exc}", "unrecognized": [],
                 "unknown_values": []}
