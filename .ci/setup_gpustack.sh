@@ -84,6 +84,7 @@ stop() {
   if ip netns list 2>/dev/null | grep -qw "$NS"; then
     local left
     left=$(ip netns pids "$NS" 2>/dev/null)
+    # shellcheck disable=SC2086 # $left is a list of pids, one word each
     if [[ -n "$left" ]]; then say "killing leftover pids in $NS: $left"; kill -KILL $left 2>/dev/null; fi
     ip netns delete "$NS" && say "deleted netns $NS"
   fi
@@ -159,6 +160,6 @@ case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop ;;
-  env) [[ -f "$RUN/env" ]] && cat "$RUN/env" || die "no running server ($RUN/env missing)";;
+  env) if [[ -f "$RUN/env" ]]; then cat "$RUN/env"; else die "no running server ($RUN/env missing)"; fi;;
   *) echo "usage: $0 install|start|stop|env" >&2; exit 2;;
 esac

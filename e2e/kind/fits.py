@@ -21,14 +21,14 @@ def engine_requests(path: str) -> tuple[float, int]:
     import yaml
     from kubernetes.utils import parse_quantity
 
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.launch import build_launch
     from gpustack_k3.render.kubernetes import render_kubernetes
 
     with open(path, encoding="utf-8") as fh:
         doc = DeploymentDocument.model_validate(yaml.safe_load(fh))
     launch, _findings, _plan = build_launch(doc)
-    objs = render_kubernetes(launch)
+    objs = render_kubernetes(launch, doc)
     wl = next(o for o in objs if o["kind"] in ("Deployment", "StatefulSet"))
     cpu, mem = 0.0, 0
     for c in wl["spec"]["template"]["spec"]["containers"]:

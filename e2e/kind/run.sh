@@ -179,9 +179,9 @@ kubectl get crd k3deployments.k3.gpustack.ai -o jsonpath='{.status.conditions[?(
 say "applying every preset as a K3Deployment in namespace $NS_E2E"
 kubectl create namespace "$NS_E2E" >&2
 mkdir -p "$WORK/presets"
-"$PY" - "$WORK/presets" <<'PYEOF'
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" - "$WORK/presets" <<'PYEOF'
 import sys
-from gpustack_k3.charts import example_resources   # the same files manifests/examples carries
+from tools.chart import example_resources   # the same files manifests/examples carries
 for rel, text in example_resources().items():
     if rel.endswith("/k3deployment.yaml"):
         with open(f"{sys.argv[1]}/{rel.split('/')[0]}.yaml", "w") as fh:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import functools
-from pathlib import Path
-from typing import Any, Literal
-
 from dataclasses import dataclass, field
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt
 
+from gpustack_k3 import _startup_cache
 
 # The catalog types are plain dataclasses: cheap to define at every CLI start and cheap to unpickle from
 # the validated-catalog cache. pydantic validates them (TypeAdapter) only when the data changed.
@@ -47,6 +46,15 @@ class DraftArtifact:
 
 
 @_dc
+class Calibration:
+    """Figures taken or fitted from one engine log: agreement with that log at its own settings (those of
+    ``preset``) is calibration, not accuracy (the plan's notes say so)."""
+    log: str             # which log, and where its figures are written down
+    preset: str          # the catalog preset that has the log's settings
+    inputs: list[str]    # the figures of this entry taken or fitted from it
+
+
+@_dc
 class ModelEngineFigures:
     weights_per_gpu_gib: float
     # vLLM
@@ -65,6 +73,7 @@ class ModelEngineFigures:
     mamba_spec_ratio: float | None = None
     eagle_default_max_running_requests: int | None = None
     draft: DraftArtifact | None = None
+    calibration: Calibration | None = None
 
 
 @_dc
@@ -100,6 +109,28 @@ class ParserRef:
 
 
 @_dc
+class DsparkDcpBackends:
+    """Which MLA attention backends let DSpark run with decode context parallelism in one vLLM release
+    (``MLACommonMetadataBuilder._validate_dspark_dcp_support``): the draft's non-causal block needs
+    ``supports_non_causal_multi_token_dcp``, the target's verify step ``supports_dcp_with_varlen``."""
+    draft: list[str]                                   # supports_non_causal_multi_token_dcp = True
+    # supports_dcp_with_varlen: always; only with cp_kv_cache_interleave_size 1; or decided by the platform's
+    # kernels at start-up (ROCm AITER), which a spec cannot show
+    verify: dict[str, Literal["always", "interleave_1", "platform"]]
+    source: str
+
+
+@_dc
+class CompileCacheEnv:
+    """Which environment variables key vLLM's torch.compile cache (a persistent cache is reused only when the
+    hash matches): every variable vLLM knows except ``names`` (``all_known_except``), or only ``names``."""
+    hashed: Literal["all_known_except", "only"]
+    names: list[str]
+    also_hashed: list[str] = field(default_factory=list)   # known variables without the VLLM_ prefix
+    source: str
+
+
+@_dc
 class EngineVersion:
     key: str = ""
     engine: str = ""
@@ -117,7 +148,8 @@ class EngineVersion:
     env_known: list[str] = field(default_factory=list)
     env_removed: dict[str, str] = field(default_factory=dict)
     unsupported_fields: dict[str, str] = field(default_factory=dict)
-    dcp_attention_backends: list[str] = field(default_factory=list)
+    dspark_dcp_backends: DsparkDcpBackends | None = None
+    compile_cache_env: CompileCacheEnv | None = None
 
 
 @_dc
@@ -149,24 +181,6 @@ class EngineEntry:
 
 
 @_dc
-class RuleEntry:
-    id: str
-    severity: Literal["error", "warning", "info"]
-    engines: list[Literal["vllm", "sglang"]]
-    field: str
-    title: str
-    why: str
-    fix: str
-    source: str
-    when: dict[str, Any] = field(default_factory=dict)          # trait conditions: {trait: [allowed values]}
-    strict_severity: Literal["error", "warning", "info"] | None = None
-
-    def applies(self, engine: str, traits: dict[str, Any]) -> bool:
-        """Whether the rule is checked for this engine and an engine version with these traits."""
-        return engine in self.engines and all(_trait_ok(traits.get(t), allowed) for t, allowed in self.when.items())
-
-
-@_dc
 class PresetEntry:
     name: str
     description: str
@@ -194,7 +208,6 @@ class Catalog:
     hardware: dict[str, HardwareProfile]
     models: dict[str, ModelEntry]
     engines: dict[str, EngineEntry]
-    rules: dict[str, RuleEntry]
     presets: dict[str, PresetEntry]
     default_preset: str
     advice: Advice
@@ -208,17 +221,6 @@ class Catalog:
             return next(v for v in e.versions.values() if v.default)
         return e.versions.get(key)
 
-    def rule_versions(self, rule: RuleEntry) -> list[str]:
-        """The catalog versions a rule applies to (derived from its trait conditions)."""
-        return [f"{eng} {key}" for eng in rule.engines for key, v in self.engines[eng].versions.items()
-                if rule.applies(eng, v.traits)]
-
-
-def _trait_ok(value: Any, allowed: Any) -> bool:
-    if isinstance(allowed, list):
-        return value in allowed
-    return value == allowed
-
 
 def _read(path: Path) -> Any:
     import yaml  # only on a cache miss
@@ -227,30 +229,25 @@ def _read(path: Path) -> Any:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
 
 
-def _fingerprint(data_dir: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256(b"catalog-v1")
-    for p in sorted(data_dir.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(data_dir)).encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:24]
+def _fingerprint(data_dir: Path) -> str | None:
+    """The cache key: every data file, and this module's own source (the types and checks that build the
+    catalog); None when something cannot be read."""
+    return _startup_cache.source_digest(Path(__file__), *(p for p in data_dir.rglob("*") if p.is_file()))
 
 
 @functools.lru_cache(maxsize=4)
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """The catalog from ``data_dir`` (default: the packaged data), validated; raises CatalogError naming the
     problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by a hash of the data files'
-    contents) so the CLI does not re-validate unchanged data on every start."""
-    from gpustack_k3 import _startup_cache
-
-    name = f"catalog-{_fingerprint(data_dir or DATA)}.pickle"
-    cat = _startup_cache.load(name)
+    contents and of this module's source) so the CLI does not re-validate unchanged data on every start."""
+    key = _fingerprint(data_dir or DATA)
+    name = f"catalog-{key[:24]}.pickle" if key else None
+    cat = _startup_cache.load(name) if name else None
     if isinstance(cat, Catalog):
         return cat
     cat = _load_and_validate(data_dir or DATA)
-    _startup_cache.store(name, cat)
+    if name:
+        _startup_cache.store(name, cat)
     return cat
 
 
@@ -260,16 +257,11 @@ def _load_and_validate(DATA: Path) -> Catalog:
             "hardware": _read(DATA / "hardware.yaml")["hardware"],
             "models": _read(DATA / "models.yaml")["models"],
             "engines": {},
-            "rules": {},
             "presets": {},
         }
         for p in sorted((DATA / "engines").glob("*.yaml")):
             d = _read(p)
             raw["engines"][d["engine"]] = d
-        for r in _read(DATA / "rules.yaml")["rules"]:
-            if r["id"] in raw["rules"]:
-                raise CatalogError(f"rule id {r['id']} defined twice")
-            raw["rules"][r["id"]] = r
         pidx = _read(DATA / "presets" / "index.yaml")
         raw["default_preset"] = pidx["default"]
         for entry in pidx["presets"]:
@@ -291,6 +283,17 @@ def _load_and_validate(DATA: Path) -> Catalog:
             _apply_parser_dump(DATA, eng, v)
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")
+    for mname, model in cat.models.items():
+        for ename, fig in model.engines.items():
+            cal = fig.calibration
+            if cal is None:
+                continue
+            if cal.preset not in cat.presets:
+                raise CatalogError(f"models.yaml {mname}.{ename}.calibration names unknown preset {cal.preset}")
+            unknown = [f for f in cal.inputs if getattr(fig, f, None) is None or f == "calibration"]
+            if unknown:
+                raise CatalogError(f"models.yaml {mname}.{ename}.calibration.inputs: {unknown} are not figures of "
+                                   "this entry")
     for eng, names in cat.advice.presets.items():
         for n in names:
             if n not in cat.presets:

@@ -1,6 +1,7 @@
-"""CLI: ``coldstart LOG|-`` (phase timeline) and ``doctor LOG|-`` (known problems in a log).
+"""CLI: ``coldstart LOG|- [--spec FILE | --preset N]`` (phase timeline, engine memory figures, plan check)
+and ``doctor LOG|-`` (known problems in a log).
 
-Exit codes: 0 ok; 1 status failed (coldstart) / an error finding (doctor); 2 unusable input.
+Exit codes: 0 ok; 1 status failed (coldstart), an error finding (doctor) or a refused spec; 2 unusable input.
 The lead registers ``coldstart`` and ``doctor`` on the main group.
 """
 from __future__ import annotations
@@ -77,20 +78,52 @@ _year_opt = click.option("--year", type=click.IntRange(1970, 9999), default=None
                          help="Year for vLLM timestamps, which print none (default: this year).")
 
 
+def _planned(spec: str | None, preset: str | None) -> dict | None:
+    """The planner's figures for SPEC or --preset (None when neither is given)."""
+    if spec is None and preset is None:
+        return None
+    from gpustack_k3.cli.common import build_launch_or_exit
+    from gpustack_k3.coldstart.plancheck import planned_figures
+
+    launch, _findings, plan, _doc = build_launch_or_exit(spec, preset, warnings=False)
+    if plan is None:
+        return {"engine": launch.engine, "figures": {}, "note": "the planner has no figures for this "
+                "engine, model and GPU (plan unavailable); nothing to compare"}
+    return {"engine": plan.engine, "figures": planned_figures(plan), "note": None}
+
+
 @click.command("coldstart")
 @click.argument("log", metavar="LOG|-")
 @_engine_opt
 @_output_opt
 @_year_opt
-def coldstart(log: str, engine: str, output: str, year: int | None) -> None:
+@click.option("--spec", "spec", metavar="FILE", default=None,
+              help="Deployment spec the log was started from: adds plan_check (planned vs engine figures).")
+@click.option("--preset", default=None, help="A preset instead of --spec (see `gpustack-k3 presets`).")
+def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | None, preset: str | None) -> None:
     """Read an engine log (file or '-') and show cold-start phases with timings."""
+    if spec is not None and preset is not None:
+        sys.exit(_bad("--spec and --preset: give one of them, not both"))
+    planned = _planned(spec, preset)   # refuse a bad spec before reading a long log
     tracker = _track(log, engine, year)
     rep = tracker.report()
+    d = rep.to_dict()
+    if planned is not None:
+        from gpustack_k3.coldstart.plancheck import plan_check
+
+        check = plan_check(planned["figures"], d["memory"])
+        if planned["note"]:
+            check["note"] = planned["note"]
+        elif rep.engine and rep.engine != planned["engine"]:
+            check["note"] = f"the log is {rep.engine}'s but the spec plans {planned['engine']}"
+        d["plan_check"] = check
     if output == "json":
-        click.echo(json.dumps(rep.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(d, indent=2, ensure_ascii=False))
     else:
-        from gpustack_k3.coldstart.render import render_report
+        from gpustack_k3.coldstart.render import render_plan_check, render_report
         click.echo(render_report(rep))
+        if "plan_check" in d:
+            click.echo(render_plan_check(d["plan_check"]))
     if rep.status == "failed":
         sys.exit(1)  # SystemExit: survives click's standalone_mode=False
 

@@ -127,17 +127,10 @@ def parse_yaml(text: str, where: str) -> Any:
     return docs[0]
 
 
-def _loc(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def document_from_data(data: Any, where: str):
     from pydantic import ValidationError
 
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 
     if not isinstance(data, dict):
         raise InputError(where, f"expected a mapping (apiVersion, kind, metadata, spec), got {type(data).__name__}",
@@ -145,9 +138,11 @@ def document_from_data(data: Any, where: str):
     try:
         return DeploymentDocument.model_validate(data)
     except ValidationError as exc:
+        from gpustack_k3.core.rules.schema import field_path
+
         errs = exc.errors()
         e = errs[0]
-        field = _loc(e["loc"]) or "document"
+        field = field_path(e["loc"]) or "document"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -175,6 +170,26 @@ def load_document(path: str | None, preset: str | None):
             raise InputError("--preset", f"unknown preset {preset!r}", f"known: {', '.join(cat.presets)}")
         return document_from_data(cat.presets[preset].document, f"preset {preset}")
     return document_from_data(parse_yaml(read_text(path), path), path)
+
+
+def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
+    """``build_launch`` for SPEC or --preset: an unusable document exits 2, a refused spec prints its
+    findings and exits 1; ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
+    from gpustack_k3.core.launch import Refused, build_launch
+
+    try:
+        doc = load_document(path, preset)
+    except InputError as exc:
+        fail_input(exc)
+    try:
+        launch, findings, plan = build_launch(doc, strict=strict)
+    except Refused as exc:
+        print_findings_text(exc.findings, err=True)
+        sys.exit(EXIT_REFUSED)
+    warn = [f for f in findings if f.severity == "warning"]
+    if warn and warnings:
+        print_findings_text(warn, err=True)
+    return launch, findings, plan, doc
 
 
 def use_colour() -> bool:

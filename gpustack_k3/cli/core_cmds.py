@@ -6,11 +6,16 @@ import sys
 import click
 
 from gpustack_k3.cli.common import (
-    EXIT_OK, EXIT_REFUSED, emit, fail_input, findings_payload, load_document, output_option,
+    EXIT_OK,
+    EXIT_REFUSED,
+    emit,
+    fail_input,
+    findings_payload,
+    load_document,
+    output_option,
     print_findings_text,
 )
 from gpustack_k3.core.errors import InputError
-from gpustack_k3.core.findings import Finding
 
 spec_arg = click.argument("spec", required=False)
 preset_opt = click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
@@ -75,7 +80,7 @@ def _read_config_file(path: str) -> str:
 
 
 def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
-    """(document data, findings of what the engine's parser refuses) for an engine command line."""
+    """(document data, what the engine version's parser refuses: core.argv Refusals) for an engine command line."""
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.core.flags import parse_argv
 
@@ -100,11 +105,9 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
         spec["env"] = env_map
     if parsed.extra_args:
         spec["extraArgs"] = parsed.extra_args
-    rule = cat.rules["argv-refused"]
-    findings = [Finding(rule.id, rule.severity, r.where, f"{r.flag}: {r.message}" if r.flag and r.flag not in r.message
-                        else r.message, rule.fix, rule.source) for r in parsed.refusals]
-    data = {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": name}, "spec": spec}
-    return data, findings
+    from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
+
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}, parsed.refusals
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -119,12 +122,12 @@ def _flag_for(engine: str, field: str) -> str:
 
 
 def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
-    """(data, document, argv-refused findings)."""
+    """(data, document, the parser's refusals: rule argv-refused)."""
     from gpustack_k3.cli.common import document_from_data
 
     try:
-        data, findings = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-        return data, document_from_data(data, "argv"), findings
+        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+        return data, document_from_data(data, "argv"), refusals
     except InputError as exc:
         exc.where += _flag_for(engine, exc.where)
         fail_input(exc)
@@ -136,11 +139,12 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @output_option
 def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
-    from gpustack_k3.core.findings import sort_findings
-    from gpustack_k3.core.rules import validate as run
+    from gpustack_k3.core.resolve import resolve
+    from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    _, doc, refused = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    _report(sort_findings(refused + run(doc, strict=strict)), output)
+    _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    r = resolve(doc)
+    _report(validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals)), output)
 
 
 @click.command("import", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -149,10 +153,12 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
     """Convert an engine command line into a deployment document (YAML on stdout)."""
     import yaml
 
-    _, doc, refused = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    if refused:   # the document would not be this command line: print nothing on stdout
-        print_findings_text(refused, err=True)
-        click.echo(f"refused: the engine's parser refuses {len(refused)} token(s); nothing imported", err=True)
+    from gpustack_k3.core.rules.args import argv_findings
+
+    _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    if refusals:   # the document would not be this command line: print nothing on stdout
+        print_findings_text(argv_findings(refusals), err=True)
+        click.echo(f"refused: the engine's parser refuses {len(refusals)} token(s); nothing imported", err=True)
         sys.exit(EXIT_REFUSED)
     data = doc.model_dump(mode="json", exclude_defaults=True)
     data = {"apiVersion": doc.apiVersion, "kind": doc.kind, **data}
@@ -161,7 +167,7 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
 
 # ------------------------------------------------------------------ plan
 
-@click.command("plan", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("plan", context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
 @click.argument("spec", required=False)
 @preset_opt
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), help="Plan an engine command line given after --.")
@@ -178,9 +184,9 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     if engine:
         if spec is not None:
             argv = (spec, *argv)
-        _, doc, refused = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
+        _, doc, refusals = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
     else:
-        refused = []
+        refusals = []
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
@@ -198,7 +204,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         _plan_text(d)
     from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    errors = refused + [f for f in validate_resolved(r, ctx=Ctx(r, plan=p)) if f.severity == "error"]
+    errors = [f for f in validate_resolved(r, ctx=Ctx(r, plan=p, argv_refusals=refusals)) if f.severity == "error"]
     if errors:   # the arithmetic is shown, but this spec would not start: say so and exit as refused
         ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
         click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
@@ -238,38 +244,65 @@ def _plan_text(d: dict) -> None:
 @click.argument("rule_id", required=False)
 @output_option
 def explain(rule_id, output):
-    """Why a rule exists, how to fix it, where it comes from (no RULE: list all)."""
+    """Why a rule exists, how to fix it, where it comes from per engine version (no RULE: list all)."""
     from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules import RULES
+    from gpustack_k3.core.rules.registry import FAMILIES, of_family
 
-    cat = load_catalog()
     if rule_id is None:
-        items = [{"rule": r.id, "severity": r.severity, "title": r.title} for r in cat.rules.values()]
+        items = [{"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title}
+                 for r in of_family(*FAMILIES)]
         if output == "text":
             for i in items:
-                click.echo(f"{i['rule']:<40} {i['severity']:<8} {i['title']}")
+                click.echo(f"{i['rule']:<40} {i['family']:<7} {i['severity']:<8} {i['title']}")
         else:
             emit(items, output)
         return
-    r = cat.rules.get(rule_id)
+    r = RULES.get(rule_id)
     if r is None:
         import difflib
 
-        close = difflib.get_close_matches(rule_id, list(cat.rules), n=3)
+        close = difflib.get_close_matches(rule_id, list(RULES), n=3)
         fail_input(InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
                               else "`gpustack-k3 explain` lists all rules"))
-    d = {"rule": r.id, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why, "fix": r.fix,
-         "source": r.source, "applies_to": cat.rule_versions(r)}
-    if r.strict_severity:
-        d["strict_severity"] = r.strict_severity
+    d = _explain_data(r, load_catalog())
     if output != "text":
         emit(d, output)
         return
-    click.echo(f"{r.id} ({r.severity}): {r.title}")
+    click.echo(f"{r.id} ({r.severity}{', --strict: ' + r.strict_severity if r.strict_severity else ''}): {r.title}")
+    click.echo(f"family:     {r.family}")
     click.echo(f"field:      {r.field}")
-    click.echo(f"applies to: {', '.join(d['applies_to'])}")
+    click.echo(f"applies to: {', '.join(d['applies_to']) or '(no catalog version has its traits)'}")
+    if d.get("log_evidence"):
+        click.echo(f"logs:       also read from {', '.join(d['log_evidence'])} logs (coldstart, doctor)")
     click.echo(f"why:        {r.why}")
     click.echo(f"fix:        {r.fix}")
     click.echo(f"source:     {r.source}")
+    for s in d["sources"]:
+        if s["source"] != r.source:
+            click.echo(f"  {s['engine']} {s['version']}: {s['source']}")
+    if "cel" in d:
+        click.echo(f"CRD (CEL):  {d['cel']}")
+
+
+def _explain_data(r, cat) -> dict:
+    """explain's answer: the metadata, the engine versions the rule applies to and the source per version."""
+    if r.family == "log":
+        applies = [f"{e} (any release: read from its log)" for e in r.engines]
+        sources = [{"engine": e, "version": None, "source": r.source_for(e, None)} for e in r.engines]
+    else:
+        versions = r.versions(cat)
+        applies = [f"{e} {v}" for e, v in versions]
+        sources = [{"engine": e, "version": v, "source": r.source_for(e, v)} for e, v in versions]
+    d = {"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why,
+         "fix": r.fix, "source": r.source, "applies_to": applies, "sources": sources}
+    if r.strict_severity:
+        d["strict_severity"] = r.strict_severity
+    if r.log is not None:
+        d["log_evidence"] = list(r.engines)
+    if r.hard:
+        d["cel"] = f"not expressed: {r.no_cel}" if r.no_cel else "expressed as x-kubernetes-validations (gpustack-k3 crd --rules)"
+    return d
 
 
 @click.command()
@@ -343,7 +376,7 @@ def dry_run(spec, preset, strict, output):
             emit({"ok": False, **findings_payload(exc.findings)}, output)
         sys.exit(EXIT_REFUSED)
     try:
-        targets = _render_summary(launch)
+        targets = _render_summary(launch, doc)
     except RenderError as exc:
         click.echo(f"refused: {exc.line()}", err=True)
         sys.exit(EXIT_REFUSED)
@@ -375,20 +408,18 @@ def dry_run(spec, preset, strict, output):
         click.echo(f"{t:<11} {desc}")
 
 
-def _render_summary(launch) -> dict[str, str]:
+def _render_summary(launch, doc) -> dict[str, str]:
     """Render every target in memory (nothing is written) and summarise what each produced."""
+    import hashlib
+
     from gpustack_k3.render.docker import docker_run_params
     from gpustack_k3.render.gpustack import render_gpustack
     from gpustack_k3.render.kubernetes import render_kubernetes
 
-    import hashlib
-
-    from gpustack_k3.render.targets import launch_json
-
-    objs = render_kubernetes(launch)
+    objs = render_kubernetes(launch, doc)
     gs = render_gpustack(launch)
     dk = docker_run_params(launch)
-    spec_json = launch_json(launch)
+    spec_json = launch.to_json()
     return {
         "launch": f"launch.json, sha256 {hashlib.sha256(spec_json.encode()).hexdigest()[:12]} (on the pod template)",
         "argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars",

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 
@@ -20,7 +19,9 @@ if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true") and "pydan
 
 import click
 
-# name -> "module:attribute". A command whose module is absent from this build is not listed.
+from gpustack_k3.api.v1alpha1.constants import PRODUCT
+
+# name -> "module:attribute", imported only when the command runs.
 COMMANDS = {
     "dry-run": "gpustack_k3.cli.core_cmds:dry_run",
     "validate": "gpustack_k3.cli.core_cmds:validate",
@@ -31,31 +32,23 @@ COMMANDS = {
     "advise": "gpustack_k3.cli.core_cmds:advise",
     "presets": "gpustack_k3.cli.core_cmds:presets",
     "render": "gpustack_k3.cli.render_cmd:render",
-    "manifests": "gpustack_k3.cli.render_cmd:manifests",
     "crd": "gpustack_k3.cli.crd_cmd:crd",
     "coldstart": "gpustack_k3.cli.coldstart_cmd:coldstart",
     "doctor": "gpustack_k3.cli.coldstart_cmd:doctor",
     "gpustack": "gpustack_k3.gpustack.cli:gpustack",
     "run": "gpustack_k3.runtime.cli:run",
     "operator": "gpustack_k3.operator.cli:operator",
+    "probe": "gpustack_k3.cli.probe_cmd:probe",
 }
-
-
-def _present(target: str) -> bool:
-    mod = target.split(":")[0]
-    try:
-        return importlib.util.find_spec(mod) is not None
-    except ModuleNotFoundError:
-        return False
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
-        return [n for n, t in COMMANDS.items() if _present(t)]
+        return list(COMMANDS)
 
     def get_command(self, ctx, name):
         target = COMMANDS.get(name)
-        if target is None or not _present(target):
+        if target is None:
             return None
         mod, attr = target.split(":")
         return getattr(importlib.import_module(mod), attr)
@@ -72,7 +65,7 @@ def run(argv: list[str] | None = None) -> int:
     import os
 
     try:
-        rv = cli.main(args=argv, prog_name="gpustack-k3", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name=PRODUCT, standalone_mode=False)
         return rv if isinstance(rv, int) else 0   # ctx.exit(n) comes back as a return value here
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -1,4 +1,4 @@
-"""``render`` (one spec -> one or all targets) and ``manifests`` (regenerate manifests/examples).
+"""``render``: one spec -> one target or all of them.
 
 Exit codes: 0 rendered, 1 refused (error findings, or a target could not be produced), 2 unusable input.
 Nothing is written unless every requested file rendered and validated.
@@ -9,7 +9,12 @@ import sys
 
 import click
 
-from gpustack_k3.cli.common import EXIT_REFUSED, fail_input, load_document, print_findings_text
+from gpustack_k3.cli.common import (
+    EXIT_REFUSED,
+    fail_input,
+    load_document,
+    print_findings_text,
+)
 from gpustack_k3.core.errors import InputError
 
 TARGET_CHOICES = ["launch", "argv", "kubernetes", "gpustack", "docker", "all"]
@@ -48,7 +53,7 @@ def _checked_name(pattern_of, what: str, max_len: int | None = 63):
 
 
 def _dns_label() -> str:
-    from gpustack_k3.api.spec import DNS_LABEL
+    from gpustack_k3.api.v1alpha1.spec import DNS_LABEL
     return DNS_LABEL
 
 
@@ -113,7 +118,7 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
 def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict):
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
-    from gpustack_k3.render.targets import TARGETS, gpustack_available, prepare, render_all, render_target
+    from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
     from gpustack_k3.render.templates import RenderError
     from gpustack_k3.render.writer import write_files
 
@@ -122,9 +127,6 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     except InputError as exc:
         fail_input(exc)
     targets = TARGETS if target == "all" else (target,)
-    if target == "all" and not gpustack_available():
-        targets = tuple(t for t in TARGETS if t != "gpustack")
-        click.echo("note: target gpustack skipped (gpustack_k3.render.gpustack is not in this build)", err=True)
     try:
         launch, findings = prepare(doc, targets=targets, strict=strict)
     except Refused as exc:
@@ -150,117 +152,3 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
         click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files, launch), nl=False)
     except InputError as exc:
         fail_input(exc)
-
-
-@click.command()
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="manifests", show_default=True,
-              help="Folder whose examples/ and install.yaml are regenerated.")
-@click.option("--check", is_flag=True, help="Do not write; exit 1 if anything differs from a fresh render.")
-def manifests(out_dir, check):
-    """Regenerate manifests/ byte-for-byte deterministically: examples/ (every preset x target, plus
-    the Helm/CRD part's invalid-*.yaml), install.yaml, and the chart's generated files when DIR is the
-    repository's manifests/ folder."""
-    from pathlib import Path
-
-    from gpustack_k3.core.launch import Refused
-    from gpustack_k3.render.targets import example_files
-    from gpustack_k3.render.templates import RenderError
-    from gpustack_k3.render.writer import preflight, replace_tree, write_files
-
-    try:
-        files, notes = example_files()
-    except Refused as exc:
-        _refused(exc.findings)
-    except RenderError as exc:
-        _render_failed(exc)
-    charts = _charts()
-    if charts is not None:
-        files.update(charts.example_resources())   # <preset>/k3deployment.yaml + the invalid example
-    files["README.md"] = _examples_readme(files)
-    install, note = _install_yaml(charts)
-    notes += [note] if note else []
-    for n in notes:
-        click.echo(f"note: {n}", err=True)
-    root = Path(out_dir)
-    repo_manifests = root.resolve() == (Path(__file__).resolve().parents[2] / "manifests").resolve()
-    chart_files = (charts.chart_generated_files() if repo_manifests and charts is not None
-                   and hasattr(charts, "chart_generated_files") else {})
-    if check:
-        drift = [f"{root / 'examples'}/{d}" for d in diff_tree(root / "examples", files)]
-        if install is not None:
-            cur = root / "install.yaml"
-            if not cur.is_file() or cur.read_text(encoding="utf-8") != install:
-                drift.append(str(cur))
-        drift += [str(charts.CHART_DIR / rel) for rel in diff_tree(charts.CHART_DIR, chart_files)
-                  if rel in chart_files] if chart_files else []
-        for d in drift:
-            click.echo(f"drift: {d}", err=True)
-        if drift:
-            click.echo("manifests are stale: run `gpustack-k3 manifests`", err=True)
-            sys.exit(EXIT_REFUSED)
-        click.echo(f"{root}: up to date ({len(files)} example files)", err=True)
-        return
-    try:
-        preflight(root, ["install.yaml"] if install is not None else [])
-        replace_tree(root / "examples", files)
-        if install is not None:
-            write_files(root, {"install.yaml": install})
-        if chart_files:
-            write_files(charts.CHART_DIR, chart_files)
-    except InputError as exc:
-        fail_input(exc)
-    click.echo(f"wrote {len(files)} files under {root / 'examples'}"
-               + (f", {root / 'install.yaml'}" if install is not None else "")
-               + (f" and {len(chart_files)} generated chart files" if chart_files else ""), err=True)
-
-
-def diff_tree(tree, files: dict[str, str]) -> list[str]:
-    """Relative paths that differ between ``tree`` on disk and ``files`` (missing, extra or changed)."""
-    from pathlib import Path
-
-    tree = Path(tree)
-    on_disk = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()} if tree.is_dir() else set()
-    out = sorted(on_disk ^ set(files))
-    for rel in sorted(on_disk & set(files)):
-        if (tree / rel).read_bytes() != files[rel].encode("utf-8"):
-            out.append(rel)
-    return sorted(set(out))
-
-
-def _charts():
-    """The Helm/CRD part (gpustack_k3.charts), if it is in this build."""
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec("gpustack_k3.charts") is None:
-        return None
-    return importlib.import_module("gpustack_k3.charts")
-
-
-def _install_yaml(charts) -> tuple[str | None, str | None]:
-    """manifests/install.yaml text (rendered by helm through the charts part), or a note why not."""
-    if charts is None or not hasattr(charts, "render_install_yaml"):
-        return None, "install.yaml not regenerated: gpustack_k3.charts is not in this build"
-    try:
-        text = charts.render_install_yaml()
-    except Exception as exc:  # HelmError (helm missing/failed): examples are still regenerated
-        if type(exc).__name__ != "HelmError":
-            raise
-        return None, f"install.yaml not regenerated: {exc}"
-    return (text, None) if isinstance(text, str) else (None, "install.yaml: render_install_yaml returned no text")
-
-
-def _examples_readme(files: dict[str, str]) -> str:
-    presets = sorted({rel.split("/", 1)[0] for rel in files if "/" in rel})
-    loose = sorted(rel for rel in files if "/" not in rel)
-    lines = ["# Examples (generated)", "",
-             "Generated by `gpustack-k3 manifests` from the catalog presets; do not edit by hand.",
-             "`python3 -m pytest tests/render` fails when this folder differs from a fresh render.", "",
-             "| preset | files |", "| --- | --- |"]
-    for p in presets:
-        rels = sorted(rel.split("/", 1)[1] for rel in files if rel.startswith(p + "/"))
-        lines.append(f"| {p} | " + ", ".join(f"`{r}`" for r in rels) + " |")
-    if loose:
-        lines += ["", "Also generated here (by the Helm/CRD part, gpustack_k3.charts): "
-                  + ", ".join(f"`{r}`" for r in loose) + "."]
-    return "\n".join(lines) + "\n"

@@ -24,13 +24,28 @@ from pydantic import (
     model_validator,
 )
 
+from .patterns import LinePattern
 from .phases import LOG_PHASES
 
-Kind = Literal["start", "end", "progress", "info", "fail", "request"]
+Kind = Literal["start", "end", "progress", "info", "fail", "cause", "request", "traceback"]
 Engine = Literal["vllm", "sglang", "any"]
 
 # Named groups with a meaning for the tracker; any other group is kept as a detail.
-SPECIAL_GROUPS = {"version", "seconds", "engine_init", "tp"}
+SPECIAL_GROUPS = {"version", "seconds", "engine_init", "tp", "reason", "error"}
+
+# The engine's own memory figures a marker may state (``figures``), reported per attempt as ``memory``:
+# the smallest value over the ranks that printed it (the engine sizes to its tightest rank).
+FIGURES = {
+    "kv_cache_gib": "KV cache memory, GiB (vLLM: available KV cache memory; SGLang: KV pool size)",
+    "kv_cache_tokens": "KV cache capacity in tokens (vLLM: GPU/CPU KV cache size; SGLang: max_total_num_tokens)",
+    "max_concurrency": "vLLM: maximum concurrency for concurrency_len-token requests (x)",
+    "concurrency_len": "vLLM: the request length max_concurrency is stated for",
+    "max_running_requests": "SGLang: max_running_requests",
+    "context_len": "SGLang: context_len",
+    "mamba_cache_size": "SGLang: max_mamba_cache_size (state slots)",
+    "mamba_state_gib": "SGLang: Mamba/state pool, GiB (conv + ssm state)",
+    "kv_cache_blocks": "vLLM V0: number of GPU KV cache blocks",
+}
 
 
 class Marker(BaseModel):
@@ -47,7 +62,11 @@ class Marker(BaseModel):
     source: str = Field(min_length=3)
     example: str
     detect: bool = True          # may this marker decide the engine when none is known yet?
-    priority: int = 1            # for failures: the most specific reason wins
+    wrapper: bool = False        # fail/cause: a message about another failure (the cause is elsewhere)
+    # the engine's own figures this line states: regex group -> figure name ("name+": summed over the
+    # line's groups); the report's ``memory`` (gpustack_k3/coldstart/report.py FIGURES)
+    figures: dict[str, str] = Field(default_factory=dict)
+    cache: Literal["hit", "miss"] | None = None   # compile cache: compiled graphs loaded, or compiled
     sum_per_rank: bool = False   # engine seconds add up per rank (several captures per rank)
 
     @field_validator("phase")
@@ -80,10 +99,21 @@ class Marker(BaseModel):
                 raise ValueError(f"marker {self.id}: regex does not match its example")
         if self.kind in ("start", "end", "progress") and self.phase is None:
             raise ValueError(f"marker {self.id}: kind {self.kind} needs a phase")
+        if self.wrapper and self.kind not in ("fail", "cause"):
+            raise ValueError(f"marker {self.id}: only a fail or cause marker can be a wrapper")
+        if self.figures:
+            groups = set(re.compile(self.regex).groupindex) if self.regex else set()
+            missing = sorted(set(self.figures) - groups)
+            if missing:
+                raise ValueError(f"marker {self.id}: figures name regex groups it does not have: {', '.join(missing)}")
+            unknown = sorted({f.rstrip("+") for f in self.figures.values()} - set(FIGURES))
+            if unknown:
+                raise ValueError(f"marker {self.id}: unknown figures {', '.join(unknown)}; expected one of "
+                                 f"{', '.join(FIGURES)}")
         return self
 
-    def compiled(self) -> re.Pattern[str] | None:
-        return re.compile(self.regex) if self.regex is not None else None
+    def compiled(self) -> LinePattern | None:
+        return LinePattern(self.regex) if self.regex is not None else None
 
     def covers(self, version: str) -> bool:
         try:
@@ -119,22 +149,11 @@ class DoctorPattern(BaseModel):
 
 
 class DoctorRule(BaseModel):
+    """The patterns of one rule of the registry (``gpustack_k3/core/rules``) whose log check reads them; the
+    rule's metadata and what it concludes live in its one definition there."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
-    engine: Engine = "any"
-    severity: Literal["error", "warning", "info"]
-    message: str
-    fix: str
-    source: str = Field(min_length=3)
-    phase: str | None = None   # the phase a finding is filed under; default: the phase in progress
     patterns: list[DoctorPattern] = Field(default_factory=list)
-
-    @field_validator("phase")
-    @classmethod
-    def _phase_known(cls, v: str | None) -> str | None:
-        if v is not None and v not in LOG_PHASES:
-            raise ValueError(f"unknown phase {v!r}; expected one of {', '.join(LOG_PHASES)}")
-        return v
 
 
 class CatalogFile(BaseModel):
@@ -158,7 +177,7 @@ class Catalog:
     def __init__(self, markers: list[Marker], rules: list[DoctorRule]):
         self.markers = markers
         self.rules = rules
-        self.regex: dict[str, re.Pattern[str] | None] = {m.id: m.compiled() for m in markers}
+        self.regex: dict[str, LinePattern | None] = {m.id: m.compiled() for m in markers}
         # keyword → consumers; a consumer is ("marker", Marker) or ("doctor", rule, pattern, regex)
         index: dict[str, list[tuple]] = {}
         for m in markers:
@@ -166,7 +185,7 @@ class Catalog:
         for r in rules:
             for p in r.patterns:
                 index.setdefault(p.key, []).append(
-                    ("doctor", r, p, re.compile(p.regex) if p.regex else None))
+                    ("doctor", r, p, LinePattern(p.regex) if p.regex else None))
         self.keys: list[str] = sorted(index)
         self.consumers: list[list[tuple]] = [index[k] for k in self.keys]
         self.rule_by_id = {r.id: r for r in rules}

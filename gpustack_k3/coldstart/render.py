@@ -62,12 +62,40 @@ def render_report(rep: ColdStartReport, width: int = 30) -> str:
         lines.append(f"  {_hms(p.start)}  {p.name:<16} {_dur(p.seconds):>9}  "
                      f"{click.style(bar.ljust(width), fg=colour)}  {_details(p.details)}".rstrip())
     if a.status == "failed":
-        lines.append(click.style(f"  failed in {a.failed_phase}: {a.reason}", fg="red"))
+        f = a.failure or {}
+        who = " ".join(x for x in (f.get("rank") and f"[{f['rank']}]", f.get("error")) if x)
+        lines.append(click.style(f"  failed in {a.failed_phase or 'an unknown phase'}: {who + ': ' if who else ''}"
+                                 f"{a.reason}", fg="red"))
+        for c in f.get("context") or []:
+            lines.append(f"    after: {c}")
     elif a.status == "in-progress" and a.current_phase:
         lines.append(click.style(f"  in progress: {a.current_phase}", fg="yellow"))
+    if a.memory:
+        lines.append("  engine memory: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a.memory.items()))
+    if a.compile_cache:
+        c = a.compile_cache
+        secs = f", compile {_dur(c['compile_seconds'])}" if c.get("compile_seconds") is not None else ""
+        lines.append(f"  compile cache: {c['state']} ({c['hits']} hit, {c['misses']} miss line(s){secs})")
     for prev in rep.attempts[:-1]:
         lines.append(f"  earlier attempt {prev.index}: {prev.status}"
                      + (f" in {prev.failed_phase}: {prev.reason}" if prev.failed_phase else ""))
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) and v >= 10000 else str(v)
+
+
+def render_plan_check(check: dict) -> str:
+    """The plan check as lines: figure, planned, engine, drift."""
+    lines = ["plan check (planned vs engine):"]
+    for r in check["figures"]:
+        drift = "n/a" if r["drift_pct"] is None else f"{r['drift_pct']:+.2f}%"
+        lines.append(f"  {r['figure']:<22} planned {_fmt(r['planned']):>12}  engine {_fmt(r['engine']):>12}  drift {drift}")
+    if check["not_printed"]:
+        lines.append(f"  not printed by the engine: {', '.join(check['not_printed'])}")
+    if check.get("note"):
+        lines.append(f"  note: {check['note']}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import NamedTuple, Union
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -34,14 +36,16 @@ PREFIX_RE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Prefix:
+class Prefix(NamedTuple):
     """What a line prefix says: a timestamp (possibly partial) and who printed the line."""
 
     rank: str | None
     date: tuple[int, int, int] | None       # full date when printed
     month_day: tuple[int, int] | None       # vLLM: month and day, no year
     hms: tuple[int, int, int, float] | None  # hour, minute, second, fraction
+
+
+_NO_PREFIX = Prefix(None, None, None, None)
 
 
 def _hms(t: str, frac: str | None) -> tuple[int, int, int, float] | None:
@@ -58,42 +62,75 @@ def _date(d: str) -> tuple[int, int, int] | None:
     return y, mo, dd
 
 
+_GROUPS = ("proc", "prank", "pid", "srank", "vmo", "vd", "vt", "vf", "st", "sf", "sdate", "d2", "t2", "f2", "d1", "t1", "f1")
+
+
 def parse_prefix(line: str) -> Prefix:
     m = PREFIX_RE.match(line)
     if m is None:  # the regex is all-optional, so this cannot happen; kept for type checkers
-        return Prefix(None, None, None, None)
-    g = m.groupdict()
+        return _NO_PREFIX
+    proc, prank, pid, srank, vmo, vd, vt, vf, st, sf, sdate, d2, t2, f2, d1, t1, f1 = m.group(*_GROUPS)
     rank: str | None = None
-    if g["proc"]:
-        proc = g["proc"]
-        if g["prank"]:
-            rank = f"rank{g['prank']}"
+    if proc:
+        if prank:
+            rank = f"rank{prank}"
         elif proc == "VllmWorkerProcess":
-            rank = f"pid{g['pid']}"
+            rank = f"pid{pid}"
         elif not proc.startswith(("APIServer", "EngineCore")):
             rank = proc  # Worker_TP3, Worker_TP0_EP0, ...; API server and engine core are not ranks
-    elif g["srank"] and g["srank"].strip():
-        rank = " ".join(g["srank"].split())
-    if g["vt"]:
-        mo, dd = int(g["vmo"]), int(g["vd"])
-        hms = _hms(g["vt"], g["vf"])
+    elif srank and srank.strip():
+        rank = " ".join(srank.split())
+    if vt:
+        mo, dd = int(vmo), int(vd)
+        hms = _hms(vt, vf)
         if 1 <= mo <= 12 and 1 <= dd <= 31 and hms:
             return Prefix(rank, None, (mo, dd), hms)
-    if g["st"]:
-        hms = _hms(g["st"], g["sf"])
+    if st:
+        hms = _hms(st, sf)
         if hms:
-            return Prefix(rank, _date(g["sdate"]) if g["sdate"] else None, None, hms)
-    for d, t, f in (("d2", "t2", "f2"), ("d1", "t1", "f1")):
-        if g[d]:
-            date, hms = _date(g[d]), _hms(g[t], g[f])
+            return Prefix(rank, _date(sdate) if sdate else None, None, hms)
+    for dv, tv, fv in ((d2, t2, f2), (d1, t1, f1)):
+        if dv:
+            date, hms = _date(dv), _hms(tv, fv)
             if date and hms:
                 return Prefix(rank, date, None, hms)
-    return Prefix(rank, None, None, None)
+    return Prefix(rank, None, None, None) if rank else _NO_PREFIX
+
+
+# vLLM's logger puts "[file.py:NNN] " (0.7.3+) or "file.py:NNN] " (0.6.x) between the time and the message
+_FILELINE_RE = re.compile(r"\s+(?:\[[^\]\s]+:\d+\]|[\w./<>-]+:\d+\]) ?")
+
+
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """``(process, message)`` of a line. ``process`` is vLLM's process tag (``Worker_TP1 pid=91``), the
+    same on every line that process prints, or None; ``message`` is the text after every recognised
+    prefix and its one separating space, its indentation kept (a traceback frame stays indented)."""
+    m = PREFIX_RE.match(line)
+    if m is None or m.end() <= len(line) - len(line.lstrip()):
+        return None, line   # no prefix: only leading whitespace matched
+    proc = f"{m.group('proc')} pid={m.group('pid')}" if m.group("proc") else None
+    if m.group("vt"):
+        f = _FILELINE_RE.match(line, m.end())
+        return proc, line[f.end():] if f is not None else line[m.end():].lstrip()
+    if m.group("st"):
+        end = m.end()                          # "[... TP0] message"
+    elif proc:
+        end = m.end("pid") + 1                 # "(Worker_TP1 pid=91) message"
+    elif m.group("t2") or m.group("t1"):
+        end = line.find(" ", m.start("t2") if m.group("t2") else m.start("t1"))   # "<RFC 3339> message"
+    else:
+        return proc, line[m.end():]            # "name  | message" (the separator space is consumed)
+    return proc, line[end + 1:] if line.startswith(" ", end) else line[end:]
+
+
+@lru_cache(maxsize=64)
+def _day_start(y: int, mo: int, d: int) -> int:
+    return calendar.timegm((y, mo, d, 0, 0, 0, 0, 0, 0))
 
 
 def epoch(y: int, mo: int, d: int, hms: tuple[int, int, int, float]) -> float | None:
     try:
-        return calendar.timegm((y, mo, d, hms[0], hms[1], hms[2], 0, 0, 0)) + hms[3]
+        return _day_start(y, mo, d) + hms[0] * 3600 + hms[1] * 60 + hms[2] + hms[3]
     except (ValueError, OverflowError):
         return None
 
@@ -184,3 +221,44 @@ class KeywordScanner:
         rx = re.compile(_trie_regex(bkeys))
         self.backend = "regex"
         self.find = lambda data: [m.start() for m in rx.finditer(data)]
+
+
+TimeLike = Union[float, int, datetime, None]
+
+
+def to_epoch(t: TimeLike) -> float | None:
+    if t is None:
+        return None
+    if isinstance(t, datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        return t.timestamp()
+    return float(t)
+
+
+def rfc3339_epoch(v: object) -> float | None:
+    """RFC 3339 time (Kubernetes, kubelet and docker log stamps: ``2026-11-29T19:05:58Z``, up to nine
+    fraction digits) or a datetime → epoch seconds; None when it is not one."""
+    if not v:
+        return None
+    if isinstance(v, datetime):
+        return (v if v.tzinfo else v.replace(tzinfo=UTC)).timestamp()
+    s = str(v).strip().replace("Z", "+00:00")
+    if "." in s:  # Python 3.11 accepts at most 6 fraction digits; the kubelet prints 9
+        head, _, rest = s.partition(".")
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        tz = rest[len(digits):]
+        s = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
+    try:
+        t = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    dt = datetime.fromtimestamp(ts, UTC)
+    spec = "seconds" if abs(ts - round(ts)) < 1e-6 else "milliseconds"
+    return dt.replace(tzinfo=None).isoformat(timespec=spec)

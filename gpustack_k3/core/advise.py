@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.plan import plan
 from gpustack_k3.core.resolve import resolve

@@ -15,6 +15,7 @@ from typing import Any
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion, FlagSpec
 from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.core.errors import InputError
+from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.core.resolve import Resolved, get_path
 
 
@@ -60,17 +61,14 @@ def _speculative_args(r: Resolved) -> list[str]:
     return args
 
 
-@dataclass
-class RenderedArgs:
-    args: list[str]          # full argv after the command
-    engine_args: list[str]   # minus platform-owned flags and the model
-
-
-def render_args(r: Resolved) -> RenderedArgs:
-    args: list[str] = []
-    engine_args: list[str] = []
+def render_args(r: Resolved) -> list[Arg]:
+    """The engine arguments of a resolved spec, one :class:`Arg` per field that emits tokens, in the flag
+    table's order (the positional model path first, the spec's extraArgs last)."""
+    out: list[Arg] = []
     if r.model_arg == "positional":
-        args.append(r.model_path)
+        out.append(Arg("model.path", [r.model_path], platform=True))
+    elif not any(f.field == "model.path" for f in r.engine.flags):
+        out.append(Arg("model.path", [r.engine.model_flag, r.model_path], platform=True))
     for f in r.engine.flags:
         if f.field == "model.path":
             toks = [f.flag, r.model_path] if r.model_arg == "flag" else []
@@ -78,14 +76,11 @@ def render_args(r: Resolved) -> RenderedArgs:
             toks = _speculative_args(r)
         else:
             toks = _flag_tokens(f, get_path(r.spec, f.field))
-        args += toks
-        if not f.platform:
-            engine_args += toks
-    if r.model_arg == "flag" and not any(f.field == "model.path" for f in r.engine.flags):
-        args[0:0] = [r.engine.model_flag, r.model_path]
-    args += r.spec.extraArgs
-    engine_args += r.spec.extraArgs
-    return RenderedArgs(args, engine_args)
+        if toks:
+            out.append(Arg(f.field, list(toks), platform=f.platform or f.field == "model.path"))
+    if r.spec.extraArgs:
+        out.append(Arg("extraArgs", list(r.spec.extraArgs)))
+    return out
 
 
 def _flag_tokens(f: FlagSpec, v: Any) -> list[str]:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import math
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import render_args
-from gpustack_k3.core.launch_types import LaunchSpec, Probe, SecretEnv, Volume
+from gpustack_k3.core.launch_types import LaunchSpec, SecretEnv, Volume
 from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
 from gpustack_k3.core.rules import Ctx, validate_resolved
@@ -62,7 +62,6 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
     budget = startup_budget_s(r, p)
     env = production_env(r, budget)
     env.update(r.spec.env)          # the spec's explicit env wins (the seed's own READY_TIMEOUT stays 3600)
-    rendered = render_args(r)
     st = r.spec.storage
     volumes = [
         Volume("model", r.model_path.rsplit("/", 1)[0] or "/models", st.model.kind, st.model.source or "", "model",
@@ -70,32 +69,13 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
         Volume("compile-cache", st.cachePath, st.cache.kind, st.cache.source or "", "cache", size_gib=st.cache.sizeGiB),
         Volume("dshm", "/dev/shm", "emptyDir", "", "shm", size_gib=st.shmSizeGiB),
     ]
-    period = 10
-    hw = r.hardware
-    name = doc.metadata.name
-    labels = {
-        "app.kubernetes.io/name": "kimi-k3",
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/component": "inference-engine",
-        "app.kubernetes.io/part-of": "gpustack-k3",
-        "app.kubernetes.io/managed-by": "gpustack-k3",
-        "app.kubernetes.io/version": r.version.key,
-        "gpustack-k3/engine": r.engine.engine,
-    }
     launch = LaunchSpec(
-        name=name, engine=r.engine.engine, engine_version=r.version.key, image=r.image, command=r.command,
-        args=rendered.args, engine_args=rendered.engine_args, env=dict(sorted(env.items())),
+        name=doc.metadata.name, engine=r.engine.engine, engine_version=r.version.key, image=r.image,
+        command=list(r.command), arguments=render_args(r), env=dict(sorted(env.items())),
         secret_env=[SecretEnv(s.name, s.secretName, s.key) for s in r.spec.secretEnv],
-        host=r.spec.serving.host or "0.0.0.0", port=r.port, model_path=r.model_path,
-        served_model_name=r.spec.model.servedModelName or name, gpu_type=r.spec.hardware.gpuType,
-        gpu_count=r.spec.hardware.gpuCount, gpu_resource=hw.resource, shm_size_gib=st.shmSizeGiB, volumes=volumes,
-        startup_budget_s=budget,
-        startup_probe=Probe(r.engine.health_path, period, math.ceil(budget / period)),
-        readiness_probe=Probe(r.engine.health_path, period, 3),
-        liveness_probe=Probe(r.engine.health_path, 30, 10, timeout_s=10),
-        labels=labels, node_selector={**hw.node_selector, **r.spec.placement.nodeSelector},
-        tolerations=[t.model_dump(exclude_none=True) for t in r.spec.placement.tolerations] or ([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-                                                     if hw.resource else []),
-        network_policy=r.spec.serving.networkPolicy,
+        host=r.spec.serving.host or "0.0.0.0", port=r.port, health_path=r.engine.health_path,
+        model_path=r.model_path, served_model_name=r.spec.model.servedModelName or doc.metadata.name,
+        gpu_type=r.spec.hardware.gpuType, gpu_count=r.spec.hardware.gpuCount, gpu_resource=r.hardware.resource,
+        shm_size_gib=st.shmSizeGiB, volumes=volumes, startup_budget_s=budget,
     )
     return launch, findings, p

@@ -93,6 +93,17 @@ def _weights_scale(r: Resolved) -> float:
     return r.figures.calibration_gpus / max(1, r.tp * pp)
 
 
+def _calibration_notes(fg) -> list[str]:
+    """Where the figures come from (catalog models.yaml ``calibration``): agreement with that log at its own
+    settings is calibration, not a measure of accuracy."""
+    cal = fg.calibration
+    if cal is None:
+        return []
+    return [f"calibrated inputs: {', '.join(cal.inputs)} were taken or fitted from {cal.log}, so agreeing with "
+            f"that log at the settings of preset {cal.preset} is calibration, not accuracy; other settings "
+            "extrapolate from them"]
+
+
 def _plan_vllm(r: Resolved) -> Plan:
     fg, hw = r.figures, r.hardware
     frac = float(r.value("memory.fraction"))
@@ -135,6 +146,7 @@ def _plan_vllm(r: Resolved) -> Plan:
     max_len = int(r.value("scheduling.maxModelLen"))
     if r.dcp > 1:
         notes.append(f"DCP {r.dcp} shards the attention KV across ranks: capacity x{r.dcp} (Mamba state is replicated, V9)")
+    notes += _calibration_notes(fg)
     return Plan(
         engine="vllm", engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
         memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
@@ -189,7 +201,7 @@ def _plan_sglang(r: Resolved) -> Plan:
     draft_gib = full_tokens * draft_bpt / GIB
     allocated = full_gib + draft_gib + mamba_state
     max_len = int(r.value("scheduling.maxModelLen"))
-    notes.append("pool figures calibrated from the seed's SGLang log (seed 001 §12.2; catalog models.yaml)")
+    notes += _calibration_notes(fg)
     if full_tokens < max_len:
         notes.append(f"max_req_len is capped at the pool ({full_tokens:,} tokens < context {max_len:,}; "
                      "managers/tp_worker.py:556-571 @0.5.23): a full-length request is not admitted")

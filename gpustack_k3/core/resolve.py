@@ -4,9 +4,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpustack_k3.api.spec import DeploymentDocument, DeploymentSpec
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, DeploymentSpec
 from gpustack_k3.catalog.loader import (
-    Catalog, EngineEntry, EngineVersion, HardwareProfile, ModelEngineFigures, ModelEntry, load_catalog,
+    Catalog,
+    EngineEntry,
+    EngineVersion,
+    HardwareProfile,
+    ModelEngineFigures,
+    ModelEntry,
+    load_catalog,
 )
 
 _UNSET = object()

@@ -9,73 +9,30 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpustack_k3.api.spec import API_GROUP, DNS_LABEL, KIND, DeploymentSpec, Metadata
-from gpustack_k3.crd.cel import CEL_STRING_MAX_LENGTH, Generated, generate, metadata_name_rule
-from gpustack_k3.crd.schema import structural_from_model
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.spec import DNS_LABEL, DeploymentSpec, Metadata
+from gpustack_k3.api.v1alpha1.status import K3DeploymentStatus
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.crd.cel import (
+    CEL_STRING_MAX_LENGTH,
+    Generated,
+    generate,
+    metadata_name_rule,
+)
+from gpustack_k3.crd.schema import structural_from_model, to_jsonschema
 
-VERSION = "v1alpha1"
-PLURAL = "k3deployments"
-SINGULAR = "k3deployment"
-SHORT_NAMES = ["k3dep"]
-CATEGORIES = ["gpustack"]
-CRD_NAME = f"{PLURAL}.{API_GROUP}"
-REGENERATE = "gpustack-k3 manifests"     # the command that rewrites every generated file
+REGENERATE = "python3 tools/generate.py"     # the command that rewrites every generated file of the repository
 
-HEADER = (f"# GENERATED FILE - do not edit. Source: gpustack_k3/api/spec.py (schema) and gpustack_k3/catalog/data\n"
-          f"# (CEL rules). Regenerate with `{REGENERATE}`; `gpustack-k3 crd` prints it.\n")
+HEADER = (f"# GENERATED FILE - do not edit. Source: gpustack_k3/api/v1alpha1 (schema, status, names), gpustack_k3/core/rules\n"
+          f"# and gpustack_k3/catalog/data (CEL rules). Regenerate with `{REGENERATE}`; `gpustack-k3 crd` prints it.\n")
 
 
-def _status_schema() -> dict[str, Any]:
-    """What the operator writes (gpustack_k3/operator/decide.py); open where its shape may grow."""
-    nstr = {"type": "string", "nullable": True}
-    nnum = {"type": "number", "nullable": True}
-    condition = {
-        "type": "object",
-        "description": "metav1.Condition: Valid, Rendered, Scheduled, Ready, Warm.",
-        "required": ["type", "status"],
-        "properties": {
-            "type": {"type": "string", "maxLength": 316},
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
-            "lastTransitionTime": {"type": "string", "format": "date-time"},
-            "reason": {"type": "string", "maxLength": 1024},
-            "message": {"type": "string", "maxLength": 32768},
-        },
-    }
-    return {
-        "type": "object",
-        "description": "Observed state, written by the operator through the status subresource.",
-        "properties": {
-            "phase": {"type": "string", "description": "Pending, Invalid, Deploying, Starting, Ready, Warm, Degraded or Failed."},
-            "observedGeneration": {"type": "integer", "format": "int64"},
-            "conditions": {"type": "array", "items": condition,
-                           "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
-            "coldStart": {
-                "type": "object",
-                "description": ("Cold-start progress from the engine log (gpustack-k3 coldstart): attempt, "
-                                "compileCacheWarm, phases, current, totalSeconds, failedPhase, reason."),
-                "x-kubernetes-preserve-unknown-fields": True,
-                "properties": {
-                    "attempt": {"type": "integer"},
-                    "compileCacheWarm": {"type": "boolean", "nullable": True,
-                                         "description": "True when compiled graphs were loaded from the cache."},
-                    "current": nstr,
-                    "failedPhase": nstr,
-                    "reason": nstr,
-                    "pod": nstr,
-                    "engine": nstr,
-                    "totalSeconds": {**nnum, "description": "Seconds from container start to the engine serving."},
-                    "phases": {"type": "array", "items": {
-                        "type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                        "properties": {"name": {"type": "string"}, "start": nstr, "end": nstr, "seconds": nnum}}},
-                },
-            },
-            "plan": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
-                     "description": "Memory/KV plan summary (gpustack-k3 plan)."},
-            "warnings": {"type": "array", "items": {"type": "string"}},
-            "endpoint": {"type": "string", "description": "In-cluster URL of the OpenAI-compatible API."},
-        },
-    }
+def status_schema() -> dict[str, Any]:
+    """The structural schema of ``status``, generated from ``K3DeploymentStatus``."""
+    schema = structural_from_model(K3DeploymentStatus)
+    schema["description"] = ("Observed state, written by the operator through the status subresource. "
+                             "Generated from gpustack_k3.api.v1alpha1.status.K3DeploymentStatus.")
+    return schema
 
 
 def _bound_strings(schema: dict[str, Any], paths: set[str]) -> None:
@@ -92,14 +49,12 @@ def _bound_strings(schema: dict[str, Any], paths: set[str]) -> None:
 
 def spec_schema(gen: Generated | None = None) -> dict[str, Any]:
     """The structural schema of ``spec`` with its CEL rules."""
-    from gpustack_k3.catalog import load_catalog
-
     schema = structural_from_model(DeploymentSpec)
     if gen is None:
         gen = generate(load_catalog(), DeploymentSpec, schema)
     _bound_strings(schema, gen.refs)
     schema["description"] = ("Deployment of one model on one engine; unset fields take the engine version's "
-                             "defaults (gpustack-k3 explain). Generated from gpustack_k3.api.spec.DeploymentSpec.")
+                             "defaults (gpustack-k3 explain). Generated from gpustack_k3.api.v1alpha1.spec.DeploymentSpec.")
     schema["x-kubernetes-validations"] = [r.validation() for r in gen.rules if r.scope == "spec"]
     return schema
 
@@ -120,35 +75,25 @@ def crd_manifest() -> dict[str, Any]:
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
             "spec": spec_schema(),
-            "status": _status_schema(),
+            "status": status_schema(),
         },
         "x-kubernetes-validations": [name_rule().validation()],
     }
-    columns = [
-        {"name": "Engine", "type": "string", "jsonPath": ".spec.engine.name"},
-        {"name": "Version", "type": "string", "jsonPath": ".spec.engine.version", "priority": 1},
-        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-        {"name": "ColdStart", "type": "number", "jsonPath": ".status.coldStart.totalSeconds",
-         "description": "Cold-start seconds (container start to serving)"},
-        {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint", "priority": 1},
-        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-    ]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME, "labels": {"app.kubernetes.io/name": "gpustack-k3",
-                                                  "app.kubernetes.io/component": "crd"}},
+        "metadata": {"name": api.CRD_NAME, "labels": {api.LABEL_APP_NAME: api.PRODUCT,
+                                                      api.LABEL_APP_COMPONENT: "crd"}},
         "spec": {
-            "group": API_GROUP,
-            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL, "singular": SINGULAR,
-                      "shortNames": list(SHORT_NAMES), "categories": list(CATEGORIES)},
-            "scope": "Namespaced",
+            "group": api.GROUP,
+            "names": {"kind": api.KIND, "listKind": api.LIST_KIND, "plural": api.PLURAL, "singular": api.SINGULAR,
+                      "shortNames": list(api.SHORT_NAMES), "categories": list(api.CATEGORIES)},
+            "scope": api.SCOPE,
             "versions": [{
-                "name": VERSION, "served": True, "storage": True,
+                "name": api.VERSION, "served": True, "storage": True,
                 "schema": {"openAPIV3Schema": schema},
                 "subresources": {"status": {}},
-                "additionalPrinterColumns": columns,
+                "additionalPrinterColumns": [dict(c) for c in api.PRINTER_COLUMNS],
             }],
         },
     }
@@ -173,6 +118,4 @@ def crd_yaml() -> str:
 
 def spec_jsonschema(*, closed: bool) -> dict[str, Any]:
     """``spec`` as JSON Schema draft-07 (``jsonschema`` in tests, the chart's values schema)."""
-    from gpustack_k3.crd.schema import to_jsonschema
-
     return to_jsonschema(copy.deepcopy(spec_schema()), closed=closed)

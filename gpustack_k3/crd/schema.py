@@ -50,6 +50,9 @@ def structural(node: dict[str, Any], defs: dict[str, Any], path: str = "") -> di
     for k in _KEEP:
         if k in node:
             out[k] = copy.deepcopy(node[k])
+    for k, v in node.items():              # Kubernetes extensions a model field declares (json_schema_extra)
+        if k.startswith("x-kubernetes-"):
+            out[k] = copy.deepcopy(v)
     if "const" in node:
         out["enum"] = [node["const"]]
     if "exclusiveMinimum" in node:          # draft 2020-12 number -> OpenAPI 3.0 boolean

@@ -12,7 +12,12 @@ import sys
 
 import click
 
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, print_findings_text
+from gpustack_k3.cli.common import (
+    EXIT_INPUT,
+    EXIT_REFUSED,
+    fail_input,
+    print_findings_text,
+)
 
 server_option = click.option("--server", envvar="GPUSTACK_SERVER", required=True, metavar="URL",
                              help="GPUStack server URL (env GPUSTACK_SERVER).")
@@ -69,7 +74,11 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     from gpustack_k3.core.launch import Refused, build_launch
     from gpustack_k3.gpustack.apply import apply
     from gpustack_k3.gpustack.client import GPUStackError
-    from gpustack_k3.render.gpustack import ModelSource, model_source_for, render_gpustack
+    from gpustack_k3.render.gpustack import (
+        ModelSource,
+        model_source_for,
+        render_gpustack,
+    )
     from gpustack_k3.render.templates import RenderError
 
     try:
@@ -118,34 +127,69 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
 @cluster_option
 @click.option("--watch", is_flag=True, help="Follow instance states and cold-start phases until running or error.")
 @click.option("--timeout", type=float, default=None, metavar="SECONDS", help="Stop watching after this long.")
+@click.option("--probe", "do_probe", is_flag=True,
+              help="Probe every running instance at its engine with `gpustack-k3 probe`'s code.")
+@click.option("--probe-requests", type=int, default=16, show_default=True)
+@click.option("--probe-concurrency", type=int, default=4, show_default=True)
+@click.option("--probe-input-len", type=int, default=256, show_default=True)
+@click.option("--probe-output-len", type=int, default=64, show_default=True)
+@click.option("--slo", default=None, metavar="ttft=MS,tpot=MS,e2el=MS", help="Goodput SLOs of the probe.")
 @output_option
 def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, watch: bool,
-               timeout: float | None, output: str) -> None:
-    """Show a deployment and its instances (``--watch``: follow them live)."""
-    from gpustack_k3.gpustack.client import GPUStackError
-    from gpustack_k3.gpustack.status import status, watch as watch_fn
+               timeout: float | None, do_probe: bool, probe_requests: int, probe_concurrency: int,
+               probe_input_len: int, probe_output_len: int, slo: str | None, output: str) -> None:
+    """Show a deployment and its instances (``--watch``: follow them live; ``--probe``: measure them).
 
+    With --probe the exit code is the worst probe's: 1 an SLO or invariant failed, 2 an instance unusable."""
+    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.gpustack.client import GPUStackError
+    from gpustack_k3.gpustack.status import status
+    from gpustack_k3.gpustack.status import watch as watch_fn
+
+    cfg = None
+    if do_probe:
+        from gpustack_k3.probe.core import ProbeConfig, parse_slo
+        try:
+            cfg = ProbeConfig(requests=probe_requests, concurrency=probe_concurrency, input_len=probe_input_len,
+                              output_len=probe_output_len, slo=parse_slo(slo)).check()
+        except InputError as exc:
+            fail_input(exc)
     client = _client(server, api_key_env)
     try:
         with client:
             if watch:
                 res = watch_fn(client, name, cluster=cluster, timeout=timeout,
                                echo=(lambda s: click.echo(s, err=True)) if output == "json" else click.echo)
-                if output == "json":
-                    click.echo(json.dumps(res, indent=2))
-                sys.exit(0 if res["ok"] else 1)
+                if cfg is None or not res["ok"]:
+                    if output == "json":
+                        click.echo(json.dumps(res, indent=2))
+                    sys.exit(0 if res["ok"] else 1)
+                click.echo("every instance runs: probing them", err=True)   # --watch --probe: then measure
             res = status(client, name, cluster)
     except GPUStackError as exc:
         _fail(str(exc))
+    code = 0
+    if cfg is not None:
+        from gpustack_k3.gpustack.status import probe_instances
+
+        res["probe"] = probe_instances(res, cfg)
+        code = max((p["exit_code"] for p in res["probe"].values()), default=EXIT_INPUT)
     if output == "json":
         click.echo(json.dumps(res, indent=2))
-        return
+        sys.exit(code)
     m = res["model"]
     click.echo(f"model {m['name']} (id {m['id']}): {m['state'] or 'unknown'}, "
                f"{m['ready_replicas'] or 0}/{m['replicas']} ready" + (f" - {m['state_message']}" if m["state_message"] else ""))
     for i in res["instances"]:
         where = f" on {i['worker']} GPUs {i['gpu_indexes']}" if i["worker"] else ""
         click.echo(f"  {i['name']}: {i['state']}{where}" + (f" - {i['state_message']}" if i["state_message"] else ""))
+    if cfg is not None:
+        from gpustack_k3.cli.probe_cmd import render_text
+
+        for iname, rep in res["probe"].items():
+            click.echo(f"--- probe of {iname}")
+            click.echo(render_text(rep) if "stages" in rep else f"unusable: {rep['reason']}")
+    sys.exit(code)
 
 
 @gpustack.command("delete")

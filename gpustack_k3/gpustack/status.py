@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
+from gpustack_k3.probe.client import run_probe
 
 SCHEDULING = ("pending", "analyzing")
 PREPARING = ("initializing", "downloading")
@@ -41,7 +43,7 @@ def find_model(client: GPUStackClient, name: str, cluster: str | None = None) ->
 
 def instance_summary(mi: dict) -> dict:
     return {"id": mi.get("id"), "name": mi.get("name"), "state": mi.get("state"),
-            "worker": mi.get("worker_name"), "gpu_indexes": mi.get("gpu_indexes") or [],
+            "worker": mi.get("worker_name"), "worker_ip": mi.get("worker_ip"), "gpu_indexes": mi.get("gpu_indexes") or [],
             "port": mi.get("port"), "download_progress": mi.get("download_progress"),
             "restart_count": mi.get("restart_count") or 0, "state_message": mi.get("state_message") or ""}
 
@@ -96,11 +98,7 @@ class InstancePhases:
             self.tracker.platform_event("container_start", self.start_at, now)
 
 
-def _tracker(engine: str | None) -> Any | None:
-    try:
-        from gpustack_k3.coldstart import ColdStartTracker
-    except ImportError:   # the cold-start package is optional for this command
-        return None
+def _tracker(engine: str | None) -> ColdStartTracker:
     return ColdStartTracker(engine=engine)
 
 
@@ -188,3 +186,21 @@ def _done(states: dict[int, str]) -> bool:
 def _engine_of(model: dict) -> str | None:
     backend = (model.get("backend") or "").lower()
     return "vllm" if "vllm" in backend else "sglang" if "sglang" in backend else None
+
+
+def probe_instances(res: dict, cfg: Any, *, run: Callable[..., Any] | None = None) -> dict:
+    """``status --probe``: probe every running instance at its engine (``http://{worker_ip}:{port}``, which
+    serves /health, /v1/models and /metrics itself; GPUStack starts it with ``--served-model-name`` = the
+    deployment name) with the probe's code. Returns {instance name: probe report}; instances that do not
+    run, or have no address yet, are listed with the reason instead."""
+    run = run or run_probe
+    out: dict[str, dict] = {}
+    for i in res["instances"]:
+        if i["state"] != TERMINAL_OK or not i.get("worker_ip") or not i.get("port"):
+            out[i["name"]] = {"usable": False, "reason": f"not probed: state {i['state']}"
+                              + ("" if i.get("worker_ip") and i.get("port") else ", no worker address/port yet"),
+                              "exit_code": 2}
+            continue
+        host = f"[{i['worker_ip']}]" if ":" in i["worker_ip"] else i["worker_ip"]
+        out[i["name"]] = run(f"http://{host}:{i['port']}", cfg.with_(model=cfg.model or res["model"]["name"])).to_dict()
+    return out

@@ -23,7 +23,11 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.metrics import ColdStartStatusFigures
 from gpustack_k3.operator import decide as d
+from gpustack_k3.operator import hooks
+from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
 from gpustack_k3.operator.health import (
     HealthServer,
     OperatorMetrics,
@@ -34,11 +38,12 @@ from gpustack_k3.operator.informer import Informer, Store
 from gpustack_k3.operator.kube import Kube, api_client_from, without_transport_retries
 from gpustack_k3.operator.leader import LeaderElector
 from gpustack_k3.operator.seams import ColdStartFactory, ColdStartObserver, NoColdStart
+from gpustack_k3.operator.warmup import PodWarmup
 from gpustack_k3.operator.workqueue import WorkQueue
 
 log = logging.getLogger("gpustack_k3.operator")
 
-CR_API_VERSION = f"{d.GROUP}/{d.VERSION}"
+CR_API_VERSION = api.API_VERSION
 # Owned kinds watched through informers (changes and deletions by others are seen at once). Other
 # kinds the render may emit are read with GET when first applied and again after every resync.
 OWNED_KINDS: tuple[tuple[str, str], ...] = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
@@ -59,20 +64,19 @@ def _version() -> str:
 def _owner_key(obj: dict) -> Key | None:
     meta = obj.get("metadata") or {}
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == d.KIND and ref.get("apiVersion", "").startswith(d.GROUP + "/"):
+        if ref.get("controller") and ref.get("kind") == api.KIND and ref.get("apiVersion", "").startswith(api.GROUP + "/"):
             return (meta.get("namespace") or "", ref.get("name") or "")
     return None
 
 
 def _pod_key(obj: dict) -> Key | None:
     meta = obj.get("metadata") or {}
-    name = (meta.get("labels") or {}).get(d.LABEL_DEPLOYMENT)
+    name = (meta.get("labels") or {}).get(api.LABEL_DEPLOYMENT)
     return (meta.get("namespace") or "", name) if name else None
 
 
 def default_hooks() -> tuple[d.Validate, d.Render, d.Plan | None]:
     """The project's validation, rendering and plan summary (``gpustack_k3.operator.hooks``)."""
-    from gpustack_k3.operator import hooks
     return hooks.validate, hooks.render, hooks.plan
 
 
@@ -106,7 +110,8 @@ class Operator:
                  renew_deadline: float = 10.0, retry_period: float = 2.0, watch_timeout_s: int = 300,
                  owned_kinds: Iterable[tuple[str, str]] = OWNED_KINDS,
                  request_timeout: tuple[float, float] = (10.0, 60.0),
-                 clock: Callable[[], dt.datetime] | None = None) -> None:
+                 clock: Callable[[], dt.datetime] | None = None,
+                 warmup_fn: Callable[..., dict] | str | None = "probe") -> None:
         if validate is None or render is None:
             dv, dr, dp = default_hooks()
             validate, render, plan = validate or dv, render or dr, plan or dp
@@ -117,7 +122,7 @@ class Operator:
         own_api = without_transport_retries(api_client)
         self.request_timeout = request_timeout
         # every call has a time limit: a hung connection must not pin a worker (and its key) forever
-        self.kube = Kube(own_api, user_agent=api_client.user_agent, field_manager=d.FIELD_MANAGER,
+        self.kube = Kube(own_api, user_agent=api_client.user_agent, field_manager=api.FIELD_MANAGER,
                          timeout=request_timeout)
         self.namespaces = list(dict.fromkeys(namespaces))
         self.resync_s, self.workers_n, self.watch_timeout_s = resync_s, workers, watch_timeout_s
@@ -133,13 +138,16 @@ class Operator:
         # cold-start histograms of the log tracker, on the operator's registry (served at /metrics)
         self.coldstart_metrics = coldstart_metrics(self.metrics.registry)
         self.metrics.registry.register(ResourcesByPhase(self.crs))
+        self.metrics.registry.register(ColdStartStatusFigures(self.crs))
         if coldstart_factory == "pod-logs":  # the default: follow engine pod logs
-            from gpustack_k3.operator.coldstart_bridge import (
-                coldstart_factory as pod_logs,
-            )
             coldstart_factory = pod_logs
         self.coldstart: ColdStartObserver = (coldstart_factory(api_client, self.queue.add, self.coldstart_metrics)
                                              if callable(coldstart_factory) else NoColdStart())
+        # spec.startup.warmup after Ready, with the probe's code; its warm phase goes to the observer's trackers
+        self.warmup: PodWarmup | None = None
+        if warmup_fn is not None and hasattr(self.coldstart, "report_phase"):
+            self.warmup = PodWarmup(self.coldstart, self.queue.add,
+                                    warm_fn=None if warmup_fn == "probe" else warmup_fn)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._leading = threading.Event()
@@ -152,7 +160,7 @@ class Operator:
             # Lease calls are never retried nor slow: a leader must notice a failed renewal within
             # renew_deadline, before the lease can expire and a standby take over (client-go does the same).
             lease_kube = Kube(without_transport_retries(api_client), user_agent=self.kube.api.user_agent,
-                              field_manager=d.FIELD_MANAGER, attempts=1, timeout=(retry_period, retry_period))
+                              field_manager=api.FIELD_MANAGER, attempts=1, timeout=(retry_period, retry_period))
             self.elector = LeaderElector(lease_kube, name=lease_name, namespace=lease_ns, identity=self.identity,
                                          lease_duration=lease_duration, renew_deadline=renew_deadline,
                                          retry_period=retry_period, on_started=self._start_leading,
@@ -167,14 +175,14 @@ class Operator:
         scopes: list[str | None] = list(self.namespaces) or [None]
         on_relist = lambda kind: self.metrics.relists.labels(kind=kind).inc()
         for ns in scopes:
-            self.informers.append(Informer(self.kube, CR_API_VERSION, d.KIND, ns, self.crs, self._on_cr,
+            self.informers.append(Informer(self.kube, CR_API_VERSION, api.KIND, ns, self.crs, self._on_cr,
                                            watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))
             for av, kind in self.owned_kinds:
                 self.informers.append(Informer(self.kube, av, kind, ns, self.owned[(av, kind)], self._on_owned,
-                                               label_selector=f"{d.LABEL_MANAGED_BY}={d.FIELD_MANAGER}",
+                                               label_selector=f"{api.LABEL_APP_MANAGED_BY}={api.FIELD_MANAGER}",
                                                watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))
             self.informers.append(Informer(self.kube, "v1", "Pod", ns, self.pods, self._on_pod,
-                                           label_selector=d.LABEL_DEPLOYMENT, watch_timeout_s=self.watch_timeout_s,
+                                           label_selector=api.LABEL_DEPLOYMENT, watch_timeout_s=self.watch_timeout_s,
                                            on_relist=on_relist))
         for inf in self.informers:
             inf.start()
@@ -226,6 +234,8 @@ class Operator:
         for inf in self.informers:
             inf.join(10)
         self.coldstart.close()
+        if self.warmup is not None:
+            self.warmup.close()
         for client in {id(c): c for c in (self.kube.api, getattr(self.elector, "kube", None) and self.elector.kube.api)
                        if c is not None}.values():   # the pools this operator opened for itself
             try:
@@ -327,6 +337,8 @@ class Operator:
         for attempt in range(3):
             if cr is None:
                 self.coldstart.forget(key)
+                if self.warmup is not None:
+                    self.warmup.forget(key)
                 with self._memo_lock:
                     for k in [k for k in self._memo if k[0] == key]:
                         del self._memo[k]
@@ -338,7 +350,7 @@ class Operator:
                     raise
                 log.info("conflict on %s/%s: re-reading", ns, name)
                 self.metrics.errors.labels(cause="conflict_reread").inc()
-                cr = self.kube.get(CR_API_VERSION, d.KIND, ns, name)
+                cr = self.kube.get(CR_API_VERSION, api.KIND, ns, name)
                 if cr is not None:
                     self.crs.upsert(cr)
         return None
@@ -352,7 +364,12 @@ class Operator:
                 if any(r.get("uid") == uid and r.get("controller") for r in refs):
                     owned[(obj.get("apiVersion") or av, obj.get("kind") or kind, obj["metadata"]["name"])] = obj
         pods = [p for p in self.pods.by_index(key)]
-        return d.Observed(owned=owned, pods=pods, coldstart=self.coldstart.observe(key, pods))
+        coldstart = self.coldstart.observe(key, pods)
+        if self.warmup is not None and coldstart is not None:
+            warm = self.warmup.observe(key, cr, pods)
+            if warm is not None:
+                coldstart = {**coldstart, "warmup": warm}
+        return d.Observed(owned=owned, pods=pods, coldstart=coldstart)
 
     def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:
         observed = self.observe(key, cr)
@@ -370,11 +387,11 @@ class Operator:
                                 render=self.render, now=self.clock(), plan=self.plan)
         if decision.status_changed:
             meta = cr["metadata"]
-            body = {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),
+            body = {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", api.KIND),
                     "metadata": {"name": meta["name"], "namespace": meta.get("namespace")},
                     "status": decision.status}
             result = self.kube.apply(body, subresource="status", resource_version=meta.get("resourceVersion"))
-            self.metrics.writes.labels(verb="apply", kind=f"{d.KIND}/status").inc()
+            self.metrics.writes.labels(verb="apply", kind=f"{api.KIND}/status").inc()
             self.crs.upsert(result, if_newer=True)
         for ev in decision.events:
             self._post_event(cr, ev)
@@ -389,7 +406,7 @@ class Operator:
                 isinstance(a, d.Apply) and a.why == "create" for a in decision.writes):
             # an object we made before is gone: if the resource itself was deleted (garbage collection
             # took its objects and our cache has not seen the deletion yet), do not bring them back
-            fresh = self.kube.get(CR_API_VERSION, d.KIND, key[0], key[1])
+            fresh = self.kube.get(CR_API_VERSION, api.KIND, key[0], key[1])
             if fresh is None or (fresh.get("metadata") or {}).get("uid") != meta.get("uid") or (
                     fresh.get("metadata") or {}).get("deletionTimestamp"):
                 log.info("%s/%s is being deleted: not re-creating its objects", key[0], key[1])
@@ -439,7 +456,7 @@ class Operator:
         now = self.clock().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta.get("namespace")},
-                "involvedObject": {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", d.KIND),
+                "involvedObject": {"apiVersion": cr.get("apiVersion", CR_API_VERSION), "kind": cr.get("kind", api.KIND),
                                    "name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                                    "resourceVersion": meta.get("resourceVersion")},
                 "reason": ev.reason, "message": ev.message, "type": ev.type,
@@ -483,8 +500,8 @@ def run(namespaces: Sequence[str], metrics_port: int | None, resync_s: float, le
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    api = api_client_from(kubeconfig)
-    op = Operator(api, namespaces=namespaces, resync_s=resync_s, leader_elect=leader_elect,
+    client = api_client_from(kubeconfig)
+    op = Operator(client, namespaces=namespaces, resync_s=resync_s, leader_elect=leader_elect,
                   metrics_port=metrics_port, metrics_host=metrics_host, **operator_kwargs)
     op.start()
     log.info("operator %s started: namespaces=%s leader_elect=%s metrics=%s", op.identity,
@@ -495,5 +512,5 @@ def run(namespaces: Sequence[str], metrics_port: int | None, resync_s: float, le
                 return 1
     finally:
         op.stop()
-        api.close()
+        client.close()
     return 0

@@ -11,7 +11,7 @@ message; the transition time only moves when ``status`` flips), owned objects ca
 ownerReference (garbage-collected with the resource), and desired objects are server-side applied
 by field manager ``gpustack-k3``. "Desired equals actual" is decided on the fields we own: an
 object is re-applied when the hash of what we would apply differs from the hash we applied last
-(annotation ``k3.gpustack.ai/applied-hash``: catches fields we stopped setting) or when the live
+(annotation ``api.ANNOTATION_APPLIED_HASH``: catches fields we stopped setting) or when the live
 object no longer carries a value we set (drift).
 """
 from __future__ import annotations
@@ -26,27 +26,17 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from gpustack_k3.operator.podstate import PodSummary, summarize_pods
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.status import MAX_CONDITION_MESSAGE
+from gpustack_k3.operator.podstate import PodSummary, on_older_template, summarize_pods
+from gpustack_k3.operator.seams import plan_check_status
 
-FIELD_MANAGER = "gpustack-k3"
-GROUP = "k3.gpustack.ai"
-VERSION = "v1alpha1"
-KIND = "K3Deployment"
-PLURAL = "k3deployments"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_DEPLOYMENT = "k3.gpustack.ai/deployment"
-ANNOTATION_APPLIED_HASH = "k3.gpustack.ai/applied-hash"
-ANNOTATION_CONFIG_HASH = "k3.gpustack.ai/config-hash"
-
-PHASES = ("Pending", "Invalid", "Deploying", "Starting", "Ready", "Warm", "Degraded", "Failed")
-CONDITION_TYPES = ("Valid", "Rendered", "Scheduled", "WeightsLoaded", "GraphsCaptured", "Ready", "Warm")
-WARNING_PHASES = {"Invalid", "Degraded", "Failed"}
-MAX_CONDITION_MESSAGE = 32768  # metav1.Condition message limit
-STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "coldStart")
+STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "planCheck", "coldStart")
 # snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
 COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
                          "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
-                         "reason": "reason", "pod": "pod", "engine": "engine"}
+                         "reason": "reason", "pod": "pod", "engine": "engine", "compileCache": "compileCache",
+                         "memory": "memory", "warmup": "warmup"}
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -59,7 +49,7 @@ CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "Custo
 @dataclasses.dataclass(frozen=True)
 class Observed:
     """What the cluster shows for one resource. ``owned`` maps (apiVersion, kind, name) to the live
-    objects controlled by it; ``pods`` are the pods labelled ``k3.gpustack.ai/deployment=<name>``;
+    objects controlled by it; ``pods`` are the pods labelled ``api.LABEL_DEPLOYMENT=<name>``;
     ``coldstart`` is the snapshot of the log tracker (see ``gpustack_k3.operator.seams``) or None;
     ``apply_error`` is the API server's refusal of one of the desired objects in this reconcile (a 4xx that
     retrying cannot fix: invalid, forbidden, immutable field), or None."""
@@ -126,7 +116,7 @@ def document_of(cr: Mapping[str, Any]) -> dict:
     for k in ("labels", "annotations"):
         if meta.get(k):
             doc_meta[k] = copy.deepcopy(meta[k])
-    return {"apiVersion": cr.get("apiVersion", f"{GROUP}/{VERSION}"), "kind": cr.get("kind", KIND),
+    return {"apiVersion": cr.get("apiVersion", api.API_VERSION), "kind": cr.get("kind", api.KIND),
             "metadata": doc_meta, "spec": copy.deepcopy(cr.get("spec") or {})}
 
 
@@ -212,9 +202,9 @@ def prepare(rendered: Sequence[dict], cr: Mapping[str, Any]) -> tuple[list[dict]
     config hash on pod templates and the applied hash annotation. Returns (objects, warnings)."""
     meta = cr.get("metadata") or {}
     name, ns, uid = meta.get("name"), meta.get("namespace"), meta.get("uid")
-    owner = {"apiVersion": cr.get("apiVersion", f"{GROUP}/{VERSION}"), "kind": cr.get("kind", KIND),
+    owner = {"apiVersion": cr.get("apiVersion", api.API_VERSION), "kind": cr.get("kind", api.KIND),
              "name": name, "uid": uid, "controller": True, "blockOwnerDeletion": True}
-    labels = {LABEL_MANAGED_BY: FIELD_MANAGER, LABEL_DEPLOYMENT: name}
+    labels = {api.LABEL_APP_MANAGED_BY: api.FIELD_MANAGER, api.LABEL_DEPLOYMENT: name}
     out, warnings = [], []
     config = [o for o in rendered if o.get("kind") in ("ConfigMap", "Secret")]
     config_hash = stable_hash([[o.get("kind"), (o.get("metadata") or {}).get("name"), o.get("data"),
@@ -234,20 +224,32 @@ def prepare(rendered: Sequence[dict], cr: Mapping[str, Any]) -> tuple[list[dict]
             tm = tpl.setdefault("metadata", {})
             tm["labels"] = {**(tm.get("labels") or {}), **labels}
             if config_hash and tpl is not obj:
-                tm["annotations"] = {**(tm.get("annotations") or {}), ANNOTATION_CONFIG_HASH: config_hash}
+                tm["annotations"] = {**(tm.get("annotations") or {}), api.ANNOTATION_CONFIG_HASH: config_hash}
+            if tpl is not obj:
+                # the pods made from this template carry its hash: a pod with another one runs an older spec
+                annotations = {k: v for k, v in (tm.get("annotations") or {}).items()
+                               if k != api.ANNOTATION_TEMPLATE_HASH}
+                tm["annotations"] = {**annotations, api.ANNOTATION_TEMPLATE_HASH: stable_hash(
+                    {**tpl, "metadata": {**tm, "annotations": annotations}})}
         m.setdefault("annotations", {})
-        m["annotations"].pop(ANNOTATION_APPLIED_HASH, None)
-        m["annotations"][ANNOTATION_APPLIED_HASH] = stable_hash(obj)
+        m["annotations"].pop(api.ANNOTATION_APPLIED_HASH, None)
+        m["annotations"][api.ANNOTATION_APPLIED_HASH] = stable_hash(obj)
         out.append(obj)
     return out, warnings
+
+
+def template_hashes(desired: Sequence[dict]) -> set[str]:
+    """The template hashes ``prepare`` stamped on the desired pod templates."""
+    return {h for o in desired for tpl in _pod_templates(o) if tpl is not o
+            if (h := ((tpl.get("metadata") or {}).get("annotations") or {}).get(api.ANNOTATION_TEMPLATE_HASH))}
 
 
 def apply_reason(desired: dict, actual: dict | None) -> str | None:
     """Why ``desired`` must be applied over ``actual`` (None: nothing to write)."""
     if actual is None:
         return "create"
-    have = ((actual.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED_HASH)
-    if have != desired["metadata"]["annotations"][ANNOTATION_APPLIED_HASH]:
+    have = ((actual.get("metadata") or {}).get("annotations") or {}).get(api.ANNOTATION_APPLIED_HASH)
+    if have != desired["metadata"]["annotations"][api.ANNOTATION_APPLIED_HASH]:
         return "update"
     body = {k: v for k, v in desired.items() if k != "status"}
     if not contains(actual, body):
@@ -274,7 +276,7 @@ class _Conditions:
                              "message": message[:MAX_CONDITION_MESSAGE]}
 
     def as_list(self) -> list[dict]:
-        return [self.items[t] for t in CONDITION_TYPES if t in self.items]
+        return [self.items[t] for t in api.CONDITION_TYPES if t in self.items]
 
 
 def finding_text(f: Any) -> str:
@@ -319,28 +321,28 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
 
     if errors:
         text = "; ".join(finding_text(f) for f in errors)
-        conds.set("Valid", False, "ValidationFailed", text)
-        conds.set("Rendered", False, "InvalidSpec", "not rendered: the spec is invalid (see the Valid condition)")
-        phase, reason = "Invalid", "ValidationFailed"
-        if prev.get("phase") != "Invalid" or prev.get("observedGeneration") != generation:
-            actions.append(Emit("Warning", "ValidationFailed",
+        conds.set(api.CONDITION_VALID, False, api.REASON_VALIDATION_FAILED, text)
+        conds.set(api.CONDITION_RENDERED, False, api.REASON_INVALID_SPEC, "not rendered: the spec is invalid (see the Valid condition)")
+        phase, reason = api.PHASE_INVALID, api.REASON_VALIDATION_FAILED
+        if prev.get("phase") != api.PHASE_INVALID or prev.get("observedGeneration") != generation:
+            actions.append(Emit("Warning", api.REASON_VALIDATION_FAILED,
                                 f"{len(errors)} error(s) in generation {generation}: {text}"[:1024]))
         desired: list[dict] = []
         _pod_conditions(conds, pods, cs)
     else:
-        conds.set("Valid", True, "Validated", f"valid with {len(warnings)} warning(s)" if warnings else "valid")
+        conds.set(api.CONDITION_VALID, True, api.REASON_VALIDATED, f"valid with {len(warnings)} warning(s)" if warnings else "valid")
         try:
             rendered = list(render(doc))
         except Exception as e:  # a valid spec that does not render is a bug to surface, not to crash on
-            conds.set("Rendered", False, "RenderFailed", f"{type(e).__name__}: {e}")
+            conds.set(api.CONDITION_RENDERED, False, api.REASON_RENDER_FAILED, f"{type(e).__name__}: {e}")
             _pod_conditions(conds, pods, cs)
-            phase, reason = "Failed", "RenderFailed"
+            phase, reason = api.PHASE_FAILED, api.REASON_RENDER_FAILED
             desired = []
         else:
             desired, prep_warnings = prepare(rendered, cr)
             warnings += prep_warnings
             kinds = ", ".join(sorted({f"{o['kind']}/{o['metadata']['name']}" for o in desired}))
-            conds.set("Rendered", True, "Rendered", f"{len(desired)} object(s): {kinds}")
+            conds.set(api.CONDITION_RENDERED, True, api.REASON_RENDERED, f"{len(desired)} object(s): {kinds}")
             want = {object_key(o): o for o in desired}
             for key, obj in want.items():
                 why = apply_reason(obj, observed.owned.get(key))
@@ -350,20 +352,24 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
-            rolling = _rollout(observed.owned) or next(
+            hashes = template_hashes(desired)
+            older = on_older_template(observed.pods, hashes) if hashes else []
+            rolling = _rollout(observed.owned) or (
+                f"{len(older)}/{pods.total} pod(s) still on an older template: {', '.join(older[:3])}"
+                if older else "") or next(
                 (f"{a.obj['kind']}/{a.obj['metadata']['name']}: new template being applied" for a in actions
                  if isinstance(a, Apply) and a.why == "update" and a.obj.get("kind") in ("Deployment", "StatefulSet")),
                 "")
-            if rolling and phase in ("Ready", "Warm"):
+            if rolling and phase in (api.PHASE_READY, api.PHASE_WARM):
                 # ready pods, but not yet of this generation: the old spec is still what serves
-                conds.set("Ready", False, "RollingOut", rolling)
-                phase, reason = "Deploying", f"RollingOut: {rolling}"
+                conds.set(api.CONDITION_READY, False, api.REASON_ROLLING_OUT, rolling)
+                phase, reason = api.PHASE_DEPLOYING, f"{api.REASON_ROLLING_OUT}: {rolling}"
             if observed.apply_error:
                 # the server refused an object: say so instead of retrying forever; a resync or a spec
                 # change tries again
                 actions = [a for a in actions if not isinstance(a, (Apply, Delete))]
-                conds.set("Rendered", False, "ApplyFailed", observed.apply_error[:1024])
-                phase, reason = "Failed", f"ApplyFailed: {observed.apply_error}"
+                conds.set(api.CONDITION_RENDERED, False, api.REASON_APPLY_FAILED, observed.apply_error[:1024])
+                phase, reason = api.PHASE_FAILED, f"{api.REASON_APPLY_FAILED}: {observed.apply_error}"
 
     status["phase"] = phase
     status["conditions"] = conds.as_list()
@@ -382,12 +388,14 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
         else:
             if summary:
                 status["plan"] = dict(summary)
+    if cs and status.get("plan") and (check := plan_check_status(status["plan"], cs.get("memory"))):
+        status["planCheck"] = check
     if cs:
         status["coldStart"] = {out: copy.deepcopy(cs.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
                                if cs.get(k) is not None}  # null = unknown: left out (apply drops nulls)
         actions += _coldstart_events(prev.get("coldStart") or {}, status["coldStart"])
     if phase != prev.get("phase"):
-        actions.append(Emit("Warning" if phase in WARNING_PHASES else "Normal", phase,
+        actions.append(Emit("Warning" if phase in api.WARNING_PHASES else "Normal", phase,
                             f"phase {prev.get('phase') or 'None'} -> {phase}: {reason}"[:1024]))
     changed = any(status.get(k) != prev.get(k) for k in STATUS_KEYS)  # others' status fields are theirs
     return Decision(tuple(actions), status, changed)
@@ -395,45 +403,49 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
 
 def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] | None) -> None:
     if pods.total == 0:
-        conds.set("Scheduled", None, "NoPods", "no pods observed yet")
+        conds.set(api.CONDITION_SCHEDULED, None, api.REASON_NO_PODS, "no pods observed yet")
     elif pods.unschedulable:
-        conds.set("Scheduled", False, "Unschedulable", pods.unschedulable)
+        conds.set(api.CONDITION_SCHEDULED, False, api.REASON_UNSCHEDULABLE, pods.unschedulable)
     elif pods.scheduled == pods.total:
-        conds.set("Scheduled", True, "Scheduled", f"{pods.scheduled}/{pods.total} pod(s) scheduled")
+        conds.set(api.CONDITION_SCHEDULED, True, api.REASON_SCHEDULED, f"{pods.scheduled}/{pods.total} pod(s) scheduled")
     else:
-        conds.set("Scheduled", False, "Scheduling", f"{pods.scheduled}/{pods.total} pod(s) scheduled")
-    milestones = (("WeightsLoaded", "weightsLoaded", "weights_load", "weights loaded"),
-                  ("GraphsCaptured", "graphsCaptured", "cuda_graphs", "CUDA graphs captured"))
+        conds.set(api.CONDITION_SCHEDULED, False, api.REASON_SCHEDULING, f"{pods.scheduled}/{pods.total} pod(s) scheduled")
+    milestones = ((api.CONDITION_WEIGHTS_LOADED, "weightsLoaded", "weights_load", "weights loaded"),
+                  (api.CONDITION_GRAPHS_CAPTURED, "graphsCaptured", "cuda_graphs", "CUDA graphs captured"))
     verdict = (cs or {}).get("verdict") or {}
     for ctype, key, phase_name, what in milestones:
         attempt = (cs or {}).get("attempt", 1)
         if not cs:
-            conds.set(ctype, None, "NoColdStartData", "no engine log observed yet")
+            conds.set(ctype, None, api.REASON_NO_COLDSTART_DATA, "no engine log observed yet")
         elif cs.get(key):
             secs = _phase_seconds(cs, phase_name)
             took = f" in {secs:g} s" if secs is not None else ""
-            conds.set(ctype, True, "Done", f"{what}{took} (attempt {attempt})")
-        elif ctype == "GraphsCaptured" and cs.get("graphsSkipped"):
-            conds.set(ctype, True, "NotUsed", f"the engine serves without CUDA graphs (attempt {attempt})")
+            conds.set(ctype, True, api.REASON_DONE, f"{what}{took} (attempt {attempt})")
+        elif ctype == api.CONDITION_GRAPHS_CAPTURED and cs.get("graphsSkipped"):
+            conds.set(ctype, True, api.REASON_NOT_USED, f"the engine serves without CUDA graphs (attempt {attempt})")
         elif verdict and cs.get("failedPhase") == phase_name:
-            conds.set(ctype, False, verdict.get("reason") or "Failed", verdict.get("message") or "failed")
+            conds.set(ctype, False, verdict.get("reason") or api.REASON_FAILED, verdict.get("message") or "failed")
         else:
-            conds.set(ctype, False, "InProgress", f"attempt {attempt}, current phase: {cs.get('current') or 'unknown'}")
+            conds.set(ctype, False, api.REASON_IN_PROGRESS, f"attempt {attempt}, current phase: {cs.get('current') or 'unknown'}")
     if pods.total and pods.ready == pods.total:
-        conds.set("Ready", True, "PodsReady", f"{pods.ready}/{pods.total} pod(s) ready")
+        conds.set(api.CONDITION_READY, True, api.REASON_PODS_READY, f"{pods.ready}/{pods.total} pod(s) ready")
     elif pods.total and verdict and not pods.failed:
-        conds.set("Ready", False, verdict.get("reason") or "ColdStartFailed", verdict.get("message") or "")
+        conds.set(api.CONDITION_READY, False, verdict.get("reason") or api.REASON_COLDSTART_FAILED, verdict.get("message") or "")
     elif pods.total:
-        conds.set("Ready", False, pods.problem_reason or "PodsNotReady",
+        conds.set(api.CONDITION_READY, False, pods.problem_reason or api.REASON_PODS_NOT_READY,
                   pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
     else:
-        conds.set("Ready", False, "NoPods", "no pods observed yet")
+        conds.set(api.CONDITION_READY, False, api.REASON_NO_PODS, "no pods observed yet")
+    warmup = (cs or {}).get("warmup") or {}
     if cs and cs.get("warm"):
-        conds.set("Warm", True, "Warm", "the engine has served its first requests (JIT warm-up done)")
+        conds.set(api.CONDITION_WARM, True, api.REASON_WARM, "the engine has served its first requests (JIT warm-up done)")
+    elif cs and warmup.get("ok") is False:
+        conds.set(api.CONDITION_WARM, False, api.REASON_WARMUP_FAILED,
+                  f"the warm-up requests (spec.startup.warmup) failed: {warmup.get('reason') or 'see status.coldStart.warmup'}")
     elif cs:
-        conds.set("Warm", False, "NotWarm", "first requests not served yet: ready is not yet warm")
+        conds.set(api.CONDITION_WARM, False, api.REASON_NOT_WARM, "first requests not served yet: ready is not yet warm")
     else:
-        conds.set("Warm", None, "NoColdStartData", "no engine log observed yet")
+        conds.set(api.CONDITION_WARM, None, api.REASON_NO_COLDSTART_DATA, "no engine log observed yet")
 
 
 def snapshot_from_status(status: Mapping[str, Any]) -> dict | None:
@@ -444,16 +456,16 @@ def snapshot_from_status(status: Mapping[str, Any]) -> dict | None:
     inverse = {out: k for k, out in COLDSTART_STATUS_KEYS.items()}
     cs: dict[str, Any] = {inverse[k]: copy.deepcopy(v) for k, v in prev_cs.items() if k in inverse}
     conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
-    graphs = conds.get("GraphsCaptured") or {}
-    cs["weightsLoaded"] = (conds.get("WeightsLoaded") or {}).get("status") == "True"
-    cs["graphsCaptured"] = graphs.get("status") == "True" and graphs.get("reason") != "NotUsed"
-    cs["graphsSkipped"] = graphs.get("reason") == "NotUsed"
-    cs["warm"] = (conds.get("Warm") or {}).get("status") == "True"
+    graphs = conds.get(api.CONDITION_GRAPHS_CAPTURED) or {}
+    cs["weightsLoaded"] = (conds.get(api.CONDITION_WEIGHTS_LOADED) or {}).get("status") == "True"
+    cs["graphsCaptured"] = graphs.get("status") == "True" and graphs.get("reason") != api.REASON_NOT_USED
+    cs["graphsSkipped"] = graphs.get("reason") == api.REASON_NOT_USED
+    cs["warm"] = (conds.get(api.CONDITION_WARM) or {}).get("status") == "True"
     cs["serving"] = cs.get("totalSeconds") is not None
     if cs.get("failedPhase"):
-        ready = conds.get("Ready") or {}
-        cs["verdict"] = {"phase": status.get("phase") if status.get("phase") in ("Failed", "Degraded") else "Failed",
-                         "reason": ready.get("reason") or "ColdStartFailed", "message": ready.get("message") or ""}
+        ready = conds.get(api.CONDITION_READY) or {}
+        cs["verdict"] = {"phase": status.get("phase") if status.get("phase") in (api.PHASE_FAILED, api.PHASE_DEGRADED) else api.PHASE_FAILED,
+                         "reason": ready.get("reason") or api.REASON_COLDSTART_FAILED, "message": ready.get("message") or ""}
     return cs
 
 
@@ -473,45 +485,58 @@ def _coldstart_events(prev: Mapping[str, Any], now: Mapping[str, Any]) -> list[E
     same_attempt = prev.get("attempt", 1) == attempt
     before = {p.get("name"): p for p in (prev.get("phases") or [])} if same_attempt else {}
     if prev and not same_attempt:
-        out.append(Emit("Warning", "ColdStartAttempt",
+        out.append(Emit("Warning", api.EVENT_COLDSTART_ATTEMPT,
                         f"container restarted: cold start attempt {attempt} begins"))
     for p in now.get("phases") or []:
         name = p.get("name")
         old = before.get(name) or {}
         if p.get("end") and not old.get("end") and name != (now.get("failedPhase") or ""):
             secs = f" in {p['seconds']:g} s" if p.get("seconds") is not None else ""
-            out.append(Emit("Normal", "ColdStartPhase", f"attempt {attempt}: {name} done{secs}"))
+            out.append(Emit("Normal", api.EVENT_COLDSTART_PHASE, f"attempt {attempt}: {name} done{secs}"))
     return out  # a failure is told by the phase Event (Starting -> Failed/Degraded: reason, phase)
 
 
 def _rollout(owned: Mapping[tuple[str, str, str], dict]) -> str:
     """Why a workload we own is still rolling out ("" when it is not), from the status its controller
-    writes (a workload without status, e.g. just created, says nothing)."""
+    writes (a workload without status, e.g. just created, says nothing). The API server leaves out counts
+    that are 0 (``omitempty``): once the controller has written a status, a missing ``updatedReplicas``
+    is 0 updated pods."""
     for (_av, kind, name), obj in sorted(owned.items()):
         if kind not in ("Deployment", "StatefulSet"):
             continue
         st, gen = obj.get("status") or {}, (obj.get("metadata") or {}).get("generation")
-        if isinstance(st.get("observedGeneration"), int) and isinstance(gen, int) and st["observedGeneration"] < gen:
+        if not isinstance(st.get("observedGeneration"), int):
+            continue
+        if isinstance(gen, int) and st["observedGeneration"] < gen:
             return f"{kind}/{name}: generation {gen} not yet observed by its controller"
         want = (obj.get("spec") or {}).get("replicas", 1)
-        if isinstance(st.get("updatedReplicas"), int) and isinstance(want, int) and st["updatedReplicas"] < want:
-            return f"{kind}/{name}: {st['updatedReplicas']}/{want} pod(s) on the new template"
+        updated = st.get("updatedReplicas", 0)
+        if isinstance(updated, int) and isinstance(want, int) and updated < want:
+            return f"{kind}/{name}: {updated}/{want} pod(s) on the new template"
     return ""
 
 
 def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The phase and its reason. A crash loop is one Degraded phase: the kubelet's restarts come before the
+    verdict of each attempt (which clears when the next attempt starts and fails again when it dies), so a
+    looping engine does not flip Failed -> Degraded -> Failed with an Event each time."""
     verdict = (cs or {}).get("verdict") or None
+    failed_attempt = verdict and verdict.get("phase") in (api.PHASE_FAILED, api.PHASE_DEGRADED)
+    said = f"{verdict.get('reason', '')}: {verdict.get('message', '')}".strip(": ") if failed_attempt else ""
     if pods.failed:
-        return "Failed", pods.failed
-    if verdict and verdict.get("phase") in ("Failed", "Degraded"):
-        return verdict["phase"], f"{verdict.get('reason', '')}: {verdict.get('message', '')}".strip(": ")
+        return api.PHASE_FAILED, pods.failed
     if pods.crashing:
-        return "Degraded", pods.crashing
+        return api.PHASE_DEGRADED, f"{pods.crashing}; {said}" if said else pods.crashing
+    if failed_attempt and pods.restarted_after_crash:
+        # an attempt that failed after a restart that followed a crash: the loop has begun
+        return api.PHASE_DEGRADED, f"{said} (again after a restart: {pods.restarted_after_crash})"
+    if failed_attempt:
+        return verdict["phase"], said
     if pods.total and pods.ready == pods.total:
-        return ("Warm", "Warm") if cs and cs.get("warm") else ("Ready", "Ready")
+        return (api.PHASE_WARM, api.PHASE_WARM) if cs and cs.get("warm") else (api.PHASE_READY, api.PHASE_READY)
     if pods.unschedulable:
-        return "Pending", f"Unschedulable: {pods.unschedulable}"
+        return api.PHASE_PENDING, f"{api.REASON_UNSCHEDULABLE}: {pods.unschedulable}"
     if pods.scheduled:
         current = (cs or {}).get("current")
-        return "Starting", f"engine starting{f' ({current})' if current else ''}"
-    return "Deploying", "workload applied, waiting for pods"
+        return api.PHASE_STARTING, f"engine starting{f' ({current})' if current else ''}"
+    return api.PHASE_DEPLOYING, "workload applied, waiting for pods"

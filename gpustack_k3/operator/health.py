@@ -6,11 +6,13 @@ together with the cold-start metrics of ``gpustack_k3.metrics`` fed by the pod-l
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from gpustack_k3.api.v1alpha1.constants import PHASE_PENDING, PHASES
+from gpustack_k3.metrics import ColdStartMetrics
 
 log = logging.getLogger("gpustack_k3.operator")
 
@@ -34,18 +36,10 @@ class OperatorMetrics:
         self.leader = Gauge(f"{p}_leader", "1 while this replica holds the lease", registry=self.registry)
 
 
-def coldstart_metrics(registry):  # -> gpustack_k3.metrics.ColdStartMetrics | None
+def coldstart_metrics(registry):  # -> gpustack_k3.metrics.ColdStartMetrics
     """``gpustack_k3.metrics.ColdStartMetrics`` on the operator's registry (cold-start phase
-    histogram, current phase, failures); the pod-log bridge passes its ``listener`` to every tracker.
-    None when that module is not part of this installation."""
-    try:
-        mod = importlib.import_module("gpustack_k3.metrics")
-    except ModuleNotFoundError as e:
-        if e.name != "gpustack_k3.metrics":
-            raise
-        log.info("gpustack_k3.metrics is not installed: /metrics serves operator metrics only")
-        return None
-    return mod.ColdStartMetrics(registry=registry)
+    histogram, current phase, failures); the pod-log bridge passes its ``listener`` to every tracker."""
+    return ColdStartMetrics(registry=registry)
 
 
 class ResourcesByPhase:
@@ -61,11 +55,10 @@ class ResourcesByPhase:
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
-        from gpustack_k3.operator.decide import PHASES
         counts = dict.fromkeys(PHASES, 0)
         for ns, name in self.store.list_keys():
             obj = self.store.get(ns, name) or {}
-            phase = (obj.get("status") or {}).get("phase") or "Pending"
+            phase = (obj.get("status") or {}).get("phase") or PHASE_PENDING
             counts[phase] = counts.get(phase, 0) + 1
         g = GaugeMetricFamily("gpustack_k3_operator_resources", "K3Deployment resources by status.phase",
                               labels=["phase"])

@@ -1,7 +1,7 @@
 """The project's validation, rendering and planning as the three callables ``decide`` takes.
 
-The resource *is* a deployment document (``gpustack_k3.api.spec.DeploymentDocument``), so:
-``validate(doc)`` = schema errors as findings, else the rule catalog (``core.rules.validate``);
+The resource *is* a deployment document (``gpustack_k3.api.v1alpha1.spec.DeploymentDocument``), so:
+``validate(doc)`` = schema errors as findings of rule ``spec.schema``, else the rule registry (``core.rules.validate``);
 ``render(doc)`` = ``core.launch.build_launch`` → ``render.kubernetes.render_kubernetes`` in the
 resource's namespace; ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
 cached per document, so one reconcile builds once.
@@ -10,40 +10,20 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding
-
-SCHEMA_SOURCE = "gpustack_k3/api/spec.py (DeploymentDocument schema)"
-
-
-def _loc(loc: Sequence[Any]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def schema_findings(doc: dict) -> list[Finding]:
-    from pydantic import ValidationError
-
-    from gpustack_k3.api.spec import DeploymentDocument
-    try:
-        DeploymentDocument.model_validate(doc)
-    except ValidationError as e:
-        return [Finding("spec.schema", "error", _loc(err.get("loc") or ()) or "spec", err.get("msg", "invalid"),
-                        "correct the field as the message says (`gpustack-k3 explain spec.schema`)", SCHEMA_SOURCE)
-                for err in e.errors()]
-    return []
+from gpustack_k3.core.launch import build_launch
+from gpustack_k3.core.rules import schema_findings
+from gpustack_k3.core.rules import validate as rules_validate
+from gpustack_k3.render.kubernetes import render_kubernetes
 
 
 @functools.lru_cache(maxsize=256)
-def _build(doc_json: str) -> tuple[Any, list[Finding], Any]:
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.core.launch import build_launch
+def _build(doc_json: str) -> tuple[Any, list[Finding], Any, DeploymentDocument]:
     model = DeploymentDocument.model_validate(json.loads(doc_json))
-    return build_launch(model)
+    return (*build_launch(model), model)
 
 
 def _key(doc: dict) -> str:
@@ -54,21 +34,23 @@ def validate(doc: dict) -> list[Finding]:
     found = schema_findings(doc)
     if found:
         return found
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.core.rules import validate as rules_validate
     return list(rules_validate(DeploymentDocument.model_validate(doc)))
 
 
 def render(doc: dict) -> list[dict]:
-    from gpustack_k3.render.kubernetes import render_kubernetes
-    launch, _findings, _plan = _build(_key(doc))
-    return render_kubernetes(launch, namespace=(doc.get("metadata") or {}).get("namespace"))
+    launch, _findings, _plan, model = _build(_key(doc))
+    return render_kubernetes(launch, model, namespace=(doc.get("metadata") or {}).get("namespace"))
 
 
 def plan(doc: dict) -> dict | None:
-    _launch, _findings, p = _build(_key(doc))
+    _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None
-    return {"engine": p.engine, "maxModelLen": p.max_model_len, "kvTokens": p.kv_cache_tokens,
-            "maxConcurrency": round(p.max_concurrency, 2), "kvCacheDtype": p.kv_cache_dtype,
-            "headroomGiB": round(p.headroom_gib, 2)}
+    out = {"engine": p.engine, "maxModelLen": p.max_model_len, "kvTokens": p.kv_cache_tokens,
+           "maxConcurrency": round(p.max_concurrency, 2), "kvCacheDtype": p.kv_cache_dtype,
+           "headroomGiB": round(p.headroom_gib, 2),
+           "kvCacheGiB": round(p.full_attention_gib if p.engine == "sglang" and p.full_attention_gib is not None
+                               else p.kv_cache_allocated_gib, 2)}
+    if p.max_running_requests is not None:
+        out["maxRunningRequests"] = p.max_running_requests
+    return out

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from gpustack_k3.api.v1alpha1 import constants as api
+
 log = logging.getLogger("gpustack_k3.operator")
 
 APPLY_CT = "application/apply-patch+yaml"
@@ -28,7 +30,7 @@ KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("coordination.k8s.io/v1", "Lease"): ("leases", True),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkersets", True),
-    ("k3.gpustack.ai/v1alpha1", "K3Deployment"): ("k3deployments", True),
+    (api.API_VERSION, api.KIND): (api.PLURAL, True),
     ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
     ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),

@@ -7,15 +7,25 @@ CreateContainerConfigError, RunContainerError; OOMKilled from the container runt
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-# A spec change is needed to get out of these: the workload has failed.
-FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
-CRASH_WAITING = {"CrashLoopBackOff"}
-CRASH_TERMINATED = {"OOMKilled", "Error", "ContainerCannotRun", "StartError"}
+from gpustack_k3.api.v1alpha1.constants import (
+    ANNOTATION_STARTUP_BUDGET,
+    ANNOTATION_TEMPLATE_HASH,
+    REASON_POD_FAILED,
+)
+from gpustack_k3.api.v1alpha1.constants import (
+    KUBELET_CRASH_TERMINATED as CRASH_TERMINATED,
+)
+from gpustack_k3.api.v1alpha1.constants import (
+    KUBELET_CRASH_WAITING as CRASH_WAITING,
+)
+from gpustack_k3.api.v1alpha1.constants import (
+    KUBELET_FATAL_WAITING as FATAL_WAITING,
+    KUBELET_OOM_KILLED,
+)
+from gpustack_k3.coldstart.scanner import rfc3339_epoch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +39,7 @@ class PodSummary:
     failed: str = ""          # "Reason: message" making the workload Failed
     crashing: str = ""        # "Reason: message" making the workload Degraded
     per_pod_restarts: tuple[tuple[str, int], ...] = ()
+    restarted_after_crash: str = ""   # "pod/container" restarted after a crash during its cold start, if any
 
     @property
     def problem_reason(self) -> str:
@@ -43,27 +54,11 @@ def _container_statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(status.get("initContainerStatuses") or []) + list(status.get("containerStatuses") or [])
 
 
-BUDGET_ANNOTATION = "gpustack-k3/startup-budget-seconds"   # on the pod template (templates/kubernetes)
+BUDGET_ANNOTATION = ANNOTATION_STARTUP_BUDGET   # on the pod template (render/kubernetes.py)
 DEFAULT_BUDGET_S = 3600
 
 
-def parse_time(v: Any) -> float | None:
-    """Kubernetes RFC 3339 time (``2026-11-29T19:05:58Z``, fractions allowed) → epoch seconds."""
-    if not v:
-        return None
-    if isinstance(v, dt.datetime):
-        return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).timestamp()
-    s = str(v).strip().replace("Z", "+00:00")
-    if "." in s:  # Python 3.11 accepts at most 6 fraction digits; the kubelet prints 9
-        head, _, rest = s.partition(".")
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        tz = rest[len(digits):]
-        s = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
-    try:
-        t = dt.datetime.fromisoformat(s)
-    except ValueError:
-        return None
-    return (t if t.tzinfo else t.replace(tzinfo=dt.UTC)).timestamp()
+parse_time = rfc3339_epoch   # Kubernetes RFC 3339 time → epoch seconds (one parser: log stamps use it too)
 
 
 def _in_cold_start(pod: Mapping[str, Any], c: Mapping[str, Any], now: float | None) -> bool:
@@ -85,7 +80,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
     """``now`` (epoch seconds) lets an old crash (before a run longer than the startup budget) be told from
     a crash loop."""
     total = scheduled = ready = running = restarts = 0
-    unschedulable = failed = crashing = ""
+    unschedulable = failed = crashing = restarted_after_crash = ""
     per_pod = []
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
         meta = pod.get("metadata") or {}
@@ -107,7 +102,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
         if status.get("phase") == "Running":
             running += 1
         if status.get("phase") == "Failed" and not failed:
-            failed = f"{status.get('reason') or 'PodFailed'}: {meta.get('name')}: {status.get('message') or 'pod failed'}"
+            failed = f"{status.get('reason') or REASON_POD_FAILED}: {meta.get('name')}: {status.get('message') or 'pod failed'}"
         pod_restarts = 0
         for c in _container_statuses(status):
             pod_restarts += int(c.get("restartCount") or 0)
@@ -120,15 +115,36 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
             elif waiting.get("reason") in CRASH_WAITING and not crashing:
                 cause = f" (last exit: {last.get('reason')}, code {last.get('exitCode')})" if last else ""
                 crashing = f"CrashLoopBackOff: {who}{cause}"
-            elif terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing:
+            elif (terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
+                  and int(c.get("restartCount") or 0) >= 1):
+                # terminated again after a restart: the loop; a first termination is a failed attempt (its
+                # cold-start verdict says why) that the kubelet is about to restart
                 crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
             elif (last.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
-                  and (last.get("reason") == "OOMKilled" or int(c.get("restartCount") or 0) >= 2)
+                  and (last.get("reason") == KUBELET_OOM_KILLED or int(c.get("restartCount") or 0) >= 2)
                   and _in_cold_start(pod, c, now)):
                 # a first restart is a new cold-start attempt (Starting); from the second on it is a crash
                 # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time
                 crashing = (f"{last['reason']}: {who}: restarted {c.get('restartCount', 0)} time(s), "
                             f"last exit code {last.get('exitCode')}")
+            if (last.get("reason") in CRASH_TERMINATED and int(c.get("restartCount") or 0) >= 1
+                    and not restarted_after_crash and _in_cold_start(pod, c, now)):
+                restarted_after_crash = who
         restarts += pod_restarts
         per_pod.append((meta.get("name", ""), pod_restarts))
-    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod))
+    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod),
+                      restarted_after_crash)
+
+
+def on_older_template(pods: Sequence[Mapping[str, Any]], current: Collection[str]) -> list[str]:
+    """Names of the pods (not terminating) whose template hash annotation is none of ``current``, the hashes
+    of the templates the operator applies: they still run an older spec. A pod without the annotation was
+    made from a template the operator did not stamp, so it is older too."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        if (meta.get("annotations") or {}).get(ANNOTATION_TEMPLATE_HASH) not in current:
+            out.append(meta.get("name", ""))
+    return sorted(out)

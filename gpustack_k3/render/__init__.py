@@ -6,13 +6,18 @@ docker are imported inside the functions that need them.
 from gpustack_k3.render.argv import argv_document, shell_command
 from gpustack_k3.render.checks import render_findings
 from gpustack_k3.render.docker import docker_run_line, docker_run_params
-from gpustack_k3.render.kubernetes import kubernetes_yaml, render_kubernetes, validate_objects, workload_kind
-from gpustack_k3.render.targets import TARGETS, example_files, prepare, render_all, render_target
+from gpustack_k3.render.kubernetes import (
+    kubernetes_yaml,
+    render_kubernetes,
+    validate_objects,
+    workload_kind,
+)
+from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
 from gpustack_k3.render.templates import RenderError
-from gpustack_k3.render.writer import replace_tree, write_files
+from gpustack_k3.render.writer import write_files
 
 __all__ = [
-    "TARGETS", "RenderError", "argv_document", "docker_run_line", "docker_run_params", "example_files",
+    "TARGETS", "RenderError", "argv_document", "docker_run_line", "docker_run_params",
     "kubernetes_yaml", "prepare", "render_all", "render_findings", "render_kubernetes", "render_target",
-    "replace_tree", "shell_command", "validate_objects", "workload_kind", "write_files",
+    "shell_command", "validate_objects", "workload_kind", "write_files",
 ]

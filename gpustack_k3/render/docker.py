@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpustack_k3.render.templates import RenderError, parse_json, render_template
+from gpustack_k3.render.argv import comment, option_lines
+from gpustack_k3.render.kubernetes import labels
+from gpustack_k3.render.templates import RenderError, render_template
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
-
-MANAGED_BY = ("app.kubernetes.io/managed-by", "gpustack-k3")
 
 
 def docker_volumes(launch: LaunchSpec) -> dict[str, dict[str, str]]:
@@ -64,10 +64,24 @@ def docker_run_params(launch: LaunchSpec, *, gpus: bool = True,
     # GPU hardware only (it names a device-plugin resource); CPU test hardware gets no device request.
     device_requests = ([{"driver": "", "count": launch.gpu_count, "capabilities": [["gpu"]]}]
                        if gpus and launch.gpu_resource and launch.gpu_count > 0 else [])
-    labels = {**launch.labels, MANAGED_BY[0]: MANAGED_BY[1]}
-    text = render_template("docker/run-params.json.j2", launch=launch, environment=environment,
-                           device_requests=device_requests, volumes=docker_volumes(launch), labels=labels)
-    params = parse_json(text, "templates/docker/run-params.json.j2")
+    # Host network (never docker's default bridge); host IPC for NCCL / CUDA IPC between the ranks; shm_size
+    # applies if ipc_mode is changed. ulimits memlock unlimited and stack 64 MiB: NVIDIA's recommended
+    # `docker run` settings for CUDA framework containers (NGC containers user guide). The GPU requests,
+    # ulimits and volumes are the SDK's plain-dict forms (DeviceRequest(**d), Ulimit(**d), {source: {bind, mode}}).
+    params: dict[str, Any] = {
+        "image": launch.image, "name": launch.name,
+        "entrypoint": list(launch.command[:1]), "command": [*launch.command[1:], *launch.args],
+        "environment": environment,
+    }
+    if device_requests:
+        params["device_requests"] = device_requests
+    params.update({
+        "shm_size": f"{launch.shm_size_gib}g", "ipc_mode": "host", "network_mode": "host",
+        "ulimits": [{"name": "memlock", "soft": -1, "hard": -1}, {"name": "stack", "soft": 67108864, "hard": 67108864}],
+        "volumes": docker_volumes(launch),
+        "labels": labels(launch),
+        "detach": True,
+    })
     _check(launch, params)
     return params
 
@@ -86,7 +100,6 @@ def docker_run_line(launch: LaunchSpec, *, gpus: bool = True) -> str:
     """The ``docker run`` command equivalent to :func:`docker_run_params` (secrets passed through by name)."""
     params = docker_run_params(launch, gpus=gpus)
     secret_names = [s.name for s in launch.secret_env if s.name not in params["environment"]]
-    from gpustack_k3.render.argv import comment, option_lines
 
     return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names,
                            command_lines=option_lines(params["command"]), comment=comment)

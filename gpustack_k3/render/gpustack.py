@@ -27,8 +27,8 @@ other host directories, gpustack#4551; the worker's data dir is mirrored into th
 §2.4, §3.4), so JIT caches survive restarts. ``GPUSTACK_MODEL_RUNTIME_SHM_SIZE_GIB`` carries the spec's
 ``/dev/shm`` size (GPUStack's default is 10 GiB, worker/backends/custom.py @2.3.0).
 
-Rendered through ``templates/gpustack/*.j2``, parsed back, compared with the intended structure and
-validated (``validate_gpustack``) before anything is returned.
+Serialised from the documents built here (no text template) and validated (``validate_gpustack``) before
+anything is returned.
 """
 from __future__ import annotations
 
@@ -37,10 +37,11 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpustack_k3.render.templates import RenderError, parse_json, parse_yaml_documents, render_template
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.render.templates import RenderError, dump_json, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.launch_types import LaunchSpec
 
 GPUSTACK_VERSION = "2.3.0"
@@ -80,8 +81,6 @@ class ModelSource:
 
 def model_source_for(doc: DeploymentDocument) -> ModelSource:
     """The spec's hub id (``spec.model.source``) on the catalog model's hub, else the catalog's own id."""
-    from gpustack_k3.catalog import load_catalog
-
     entry = load_catalog().models.get(doc.spec.model.name)
     ref = doc.spec.model.source or (entry.source_id if entry else None)
     if not ref:
@@ -92,8 +91,6 @@ def model_source_for(doc: DeploymentDocument) -> ModelSource:
 
 def default_source(launch: LaunchSpec) -> ModelSource:
     """Without the document: the catalog model whose default path the launch spec uses, else the path."""
-    from gpustack_k3.catalog import load_catalog
-
     for entry in load_catalog().models.values():
         if entry.default_path == launch.model_path and entry.source_id:
             return ModelSource("model_scope" if entry.hub == "modelscope" else "huggingface", entry.source_id)
@@ -190,8 +187,6 @@ def _remap_obj(obj: Any, mounts: dict[str, str]) -> Any:
 def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster: str = "default",
                        source: ModelSource | None = None) -> dict[str, dict]:
     """``{"backend": ..., "model": ..., "import": ...}`` as Python objects, before templating."""
-    from gpustack_k3.catalog import load_catalog
-
     cat = load_catalog()
     eng = cat.engine(launch.engine)
     if launch.secret_env:
@@ -211,31 +206,23 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
         run = [flag_of["model.path"].flag if "model.path" in flag_of else eng.model_flag, '"{{model_path}}"']
     run += [flag_of["serving.host"].flag, "{{worker_ip}}", flag_of["serving.port"].flag, "{{port}}",
             flag_of["model.servedModelName"].flag, '"{{model_name}}"']
-    tokens = list(launch.engine_args)
-    tp = flag_of.get("parallel.tp")
-    if tp is not None:
-        names = (tp.flag,)   # engine_args spell typed fields with the table's flag (core/flags.render_args)
-        for i, c in enumerate(clusters(tokens)):
-            if c[0] in names and c[1:] == [str(n)]:
-                flat = [t for j, cc in enumerate(clusters(tokens)) if j != i for t in cc]
-                tokens = flat
-                run += [tp.flag, "{{gpu_count}}"]
-                break
+    moved: set[str] = set()
+    tp = launch.arg("parallel.tp")
+    if tp is not None and tp.tokens[1:] == [str(n)]:
+        moved.add(tp.field)
+        run += [tp.tokens[0], "{{gpu_count}}"]
     # The memory fraction rides in the run command through a model-env placeholder: GPUStack 2.3.0's
     # custom-backend selector reads it from run_command + backend_parameters and then books
     # max(VRAM claim, fraction x card) on *every* card, so a deployment that declares it can never be
     # placed on more than one GPU by a VRAM claim (custom_backend_resource_fit_selector.py:120-185,
     # 342-470 @2.3.0; VERIFIED: unschedulable with --gpu-memory-utilization=0.95 + an 8-card claim).
     fraction_env: dict[str, str] = {}
-    frac = flag_of.get("memory.fraction")
+    frac = launch.arg("memory.fraction")
     if frac is not None:
-        names = (frac.flag,)
-        for i, c in enumerate(clusters(tokens)):
-            if c[0] in names and len(c) == 2:
-                tokens = [t for j, cc in enumerate(clusters(tokens)) if j != i for t in cc]
-                run += [frac.flag, "{{" + FRACTION_ENV + "}}"]
-                fraction_env[FRACTION_ENV] = c[1]
-                break
+        moved.add(frac.field)
+        run += [frac.tokens[0], "{{" + FRACTION_ENV + "}}"]
+        fraction_env[FRACTION_ENV] = frac.tokens[1]
+    tokens = [tok for a in launch.arguments if not a.platform and a.field not in moved for tok in a.tokens]
     mounts = {v.mount_path.rstrip("/"): VOLUME_ROOTS[v.purpose] for v in launch.volumes
               if v.purpose in VOLUME_ROOTS and v.mount_path not in ("", "/")}
     tokens = [_remap(t, mounts) for t in tokens]
@@ -251,7 +238,7 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
         "description": (f"Kimi-K3 on {n}x {launch.gpu_type.upper()} via {launch.engine} {launch.engine_version} "
                         f"(rendered by gpustack-k3 from {launch.name}). Paths moved under GPUStack's cache: "
                         f"{moved or 'none'}; put draft models there."),
-        "health_check_path": launch.readiness_probe.path,
+        "health_check_path": launch.health_path,
         "parameter_format": fmt,
         "default_version": launch.engine_version,
         "default_entrypoint": " ".join(launch.command),
@@ -379,88 +366,15 @@ def validate_gpustack(backend: dict, model: dict, entry: dict, launch: LaunchSpe
 
 def render_gpustack(launch: LaunchSpec, *, worker: str | None = None, cluster: str = "default",
                     source: ModelSource | None = None) -> dict[str, str]:
-    """``{"backend.json": text, "model.json": text, "import.yaml": text}``, validated."""
+    """``{"backend.json": text, "model.json": text, "import.yaml": text}``, serialised from the documents
+    and validated (``validate_gpustack``)."""
     view = gpustack_documents(launch, worker=worker, cluster=cluster, source=source)
-    ctx = {"b": view["backend"], "m": view["model"], "cluster": cluster, "gpustack_version": GPUSTACK_VERSION}
-    texts = {
-        "backend.json": render_template("gpustack/backend.json.j2", **ctx),
-        "model.json": render_template("gpustack/model.json.j2", **ctx),
-        "import.yaml": render_template("gpustack/import.yaml.j2", **ctx),
-    }
-    backend = parse_json(texts["backend.json"], "gpustack/backend.json")
-    model = parse_json(texts["model.json"], "gpustack/model.json")
-    docs = parse_yaml_documents(texts["import.yaml"], "gpustack/import.yaml")
-    if len(docs) != 1:
-        raise RenderError("gpustack/import.yaml", f"expected one deployment document, got {len(docs)}")
-    body = model_body(view["model"])
-    if backend != view["backend"]:
-        raise RenderError("gpustack/backend.json", "parsed back differently from the intended backend",
-                          "a template dropped or changed a field; please report")
-    if model != body:
-        raise RenderError("gpustack/model.json", "parsed back differently from the intended model",
-                          "a template dropped or changed a field; please report")
-    problems = validate_gpustack(backend, model, docs[0], launch)
+    backend, model = view["backend"], model_body(view["model"])
+    entry = {"name": model["name"], "cluster_name": cluster, **{k: v for k, v in model.items() if k != "name"}}
+    problems = validate_gpustack(backend, model, entry, launch)
     if problems:
         raise RenderError("target gpustack", "; ".join(problems), "please report: the renderer broke a GPUStack rule")
-    return texts
-
-
-# ------------------------------------------------------------------ golden files
-
-GOLDEN_PRESETS = ("vllm-seed", "sglang-seed")
-GOLDEN_WORKER = "b300-node-1"
-
-
-def golden_files() -> dict[str, str]:
-    """``<preset>/<file>`` (VRAM-claim form) and ``<preset>-worker/<file>`` (gpu_ids on GOLDEN_WORKER)."""
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.launch import build_launch
-
-    cat = load_catalog()
-    out: dict[str, str] = {}
-    for name in GOLDEN_PRESETS:
-        doc = DeploymentDocument.model_validate(cat.presets[name].document)
-        launch, _, _ = build_launch(doc)
-        for suffix, worker in (("", None), ("-worker", GOLDEN_WORKER)):
-            for rel, text in render_gpustack(launch, worker=worker, source=model_source_for(doc)).items():
-                out[f"{name}{suffix}/{rel}"] = text
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Regenerate (or ``--check``) the GPUStack golden files:
-
-        python3 -m gpustack_k3.render.gpustack tests/gpustack/golden          # rewrite
-        python3 -m gpustack_k3.render.gpustack tests/gpustack/golden --check  # exit 1 if stale
-    """
-    import sys
-    from pathlib import Path
-
-    args = sys.argv[1:] if argv is None else argv
-    check = "--check" in args
-    dirs = [a for a in args if not a.startswith("-")]
-    if len(dirs) != 1:
-        print("usage: python3 -m gpustack_k3.render.gpustack DIR [--check]", file=sys.stderr)
-        return 2
-    root = Path(dirs[0])
-    files = golden_files()
-    existing = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} if root.is_dir() else set()
-    stale = sorted(rel for rel, text in files.items()
-                   if not (root / rel).is_file() or (root / rel).read_text(encoding="utf-8") != text)
-    extra = sorted(existing - set(files))
-    if check:
-        for rel in stale + extra:
-            print(f"stale: {root / rel}", file=sys.stderr)
-        return 1 if stale or extra else 0
-    for rel in extra:
-        (root / rel).unlink()
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    print(f"wrote {len(files)} files under {root} ({len(stale)} changed, {len(extra)} removed)", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    head = (f"# Kimi-K3 deployment for GPUStack {GPUSTACK_VERSION} (POST /v2/models/import), rendered by gpustack-k3.\n"
+            f"# Needs the custom backend {model['backend']} (backend.json) registered first.\n")
+    return {"backend.json": dump_json(backend), "model.json": dump_json(model),
+            "import.yaml": head + dump_yaml_documents([entry]).removeprefix("---\n")}

@@ -10,31 +10,37 @@ these (single target: directly in DIR; ``all``: one sub-directory per target), a
 | argv       | argv.json, argv.sh                                 |
 | kubernetes | kubernetes.yaml (Service(s), NetworkPolicy if serving.networkPolicy, Deployment/StatefulSet) |
 | docker     | docker-run-params.json, docker-run.sh              |
-| gpustack   | whatever gpustack_k3.render.gpustack.render_gpustack returns (backend.json, model.json, import.yaml) |
+| gpustack   | backend.json, model.json, import.yaml (gpustack_k3.render.gpustack)   |
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.core.findings import has_errors, sort_findings
+from gpustack_k3.core.launch import Refused, build_launch
+from gpustack_k3.render.argv import argv_document, shell_command
+from gpustack_k3.render.checks import render_findings
+from gpustack_k3.render.docker import docker_run_line, docker_run_params
+from gpustack_k3.render.gpustack import model_source_for, render_gpustack
+from gpustack_k3.render.kubernetes import (
+    kubernetes_yaml,
+    render_kubernetes,
+    validate_objects,
+)
 from gpustack_k3.render.templates import RenderError, dump_json, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.findings import Finding
     from gpustack_k3.core.launch_types import LaunchSpec
 
 TARGETS = ("launch", "argv", "kubernetes", "docker", "gpustack")
-GPUSTACK_MODULE = "gpustack_k3.render.gpustack"
 
 
 def prepare(doc: DeploymentDocument, *, targets: tuple[str, ...] = TARGETS,
             strict: bool = False) -> tuple[LaunchSpec, list[Finding]]:
     """The launch spec and every finding (catalog + render); raises ``Refused`` on any error."""
-    from gpustack_k3.core.findings import has_errors
-    from gpustack_k3.core.launch import Refused, build_launch
-
     launch, findings, _plan = build_launch(doc, strict=strict)
     findings = with_render_findings(launch, findings, targets)
     if has_errors(findings):
@@ -46,9 +52,6 @@ def with_render_findings(launch: LaunchSpec, findings: list[Finding],
                          targets: tuple[str, ...] = TARGETS) -> list[Finding]:
     """``findings`` plus what the targets themselves refuse or warn about (e.g. a volume without its
     source), each (rule, field) once, sorted."""
-    from gpustack_k3.core.findings import sort_findings
-    from gpustack_k3.render.checks import render_findings
-
     out = list(findings)
     seen = {(f.rule, f.field) for f in out}
     for t in targets:
@@ -59,28 +62,11 @@ def with_render_findings(launch: LaunchSpec, findings: list[Finding],
     return sort_findings(out)
 
 
-def launch_json(launch: LaunchSpec) -> str:
-    """The launch spec as JSON (stable key order, 2-space indent): target ``launch``."""
-    import json
-
-    return json.dumps(launch.to_dict(), indent=2, ensure_ascii=False) + "\n"
-
-
-def gpustack_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(GPUSTACK_MODULE) is not None
-
-
 def _gpustack_files(launch: LaunchSpec, doc: DeploymentDocument | None, gpustack: dict[str, Any]) -> dict[str, str]:
-    if not gpustack_available():
-        raise RenderError("target gpustack", f"{GPUSTACK_MODULE} is not in this build",
-                          "render another target, or install a build that has the GPUStack target")
-    mod = importlib.import_module(GPUSTACK_MODULE)
     kw = dict(gpustack)
-    if doc is not None and hasattr(mod, "model_source_for"):
-        kw.setdefault("source", mod.model_source_for(doc))     # the spec's hub id, not a guess from the path
-    result = mod.render_gpustack(launch, **kw)
+    if doc is not None:
+        kw.setdefault("source", model_source_for(doc))     # the spec's hub id, not a guess from the path
+    result = render_gpustack(launch, **kw)
     if not isinstance(result, Mapping) or not result:
         raise RenderError("target gpustack", f"render_gpustack returned {type(result).__name__}, "
                           "expected a mapping of file name -> content")
@@ -109,15 +95,11 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
     is installed, ``True`` requires it. ``doc`` (the source document) and ``gpustack`` (``worker``,
     ``cluster``) feed the GPUStack target."""
     if target == "launch":
-        return {"launch.json": launch_json(launch)}
+        return {"launch.json": launch.to_json()}
     if target == "argv":
-        from gpustack_k3.render.argv import argv_document, shell_command
-
         return {"argv.json": dump_json(argv_document(launch)), "argv.sh": shell_command(launch)}
     if target == "kubernetes":
-        from gpustack_k3.render.kubernetes import kubernetes_yaml, render_kubernetes, validate_objects
-
-        objs = render_kubernetes(launch, namespace=namespace)
+        objs = render_kubernetes(launch, doc, namespace=namespace)
         if validate or (validate is None and schema_validator_available()):
             problems = validate_objects(objs)
             if problems:
@@ -125,8 +107,6 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
                                   "a template produced an invalid object; please report")
         return {"kubernetes.yaml": kubernetes_yaml(objs)}
     if target == "docker":
-        from gpustack_k3.render.docker import docker_run_line, docker_run_params
-
         return {"docker-run-params.json": dump_json(docker_run_params(launch)),
                 "docker-run.sh": docker_run_line(launch)}
     if target == "gpustack":
@@ -141,20 +121,3 @@ def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any
         for rel, text in render_target(launch, t, **kw).items():
             out[f"{t}/{rel}"] = text
     return out
-
-
-def example_files(*, validate: bool | None = None) -> tuple[dict[str, str], list[str]]:
-    """``manifests/examples`` content: every preset x every available target, and notes (skipped targets)."""
-    from gpustack_k3.api.spec import DeploymentDocument
-    from gpustack_k3.catalog import load_catalog
-
-    targets = tuple(t for t in TARGETS if t != "gpustack" or gpustack_available())
-    notes = [] if "gpustack" in targets else [f"target gpustack skipped: {GPUSTACK_MODULE} is not in this build"]
-    files: dict[str, str] = {}
-    for name, preset in load_catalog().presets.items():
-        doc = DeploymentDocument.model_validate(preset.document)
-        launch, _ = prepare(doc, targets=targets)
-        for rel, text in render_all(launch, targets, namespace=doc.metadata.namespace, validate=validate,
-                                    doc=doc).items():
-            files[f"{name}/{rel}"] = text
-    return files, notes

@@ -1,15 +1,10 @@
-"""Jinja2 plumbing shared by every target: one environment over the repo-root ``templates/`` folder.
+"""Output plumbing shared by the targets: canonical JSON/YAML serialisation of the data the renderers build,
+and one Jinja2 environment for the text targets that are shell scripts (``templates/``).
 
-StrictUndefined (a missing value is an error, never an empty string), autoescape off (we emit YAML,
-JSON and shell, not HTML). Values are inserted through filters that encode them for the output
-language, never by bare interpolation:
-
-* ``json``  - JSON encoding; valid inside YAML too (YAML flow style is a JSON superset), so every
-  scalar and every nested structure in a YAML template goes through it;
-* ``sh``    - ``shlex.quote`` for shell lines.
-
-Rendered text is parsed back (``yaml.safe_load_all`` / ``json.loads``) by the callers and validated
-before anything is written. jinja2 is imported lazily so the CLI starts fast.
+JSON and YAML targets are serialised from data (never a text template parsed back). Shell templates use
+StrictUndefined (a missing value is an error, never an empty string), autoescape off, and insert values only
+through filters that encode them: ``sh`` (``shlex.quote``) and ``json``. jinja2 is imported lazily so the
+CLI starts fast.
 """
 from __future__ import annotations
 
@@ -73,29 +68,6 @@ def render_template(template: str, /, **context: Any) -> str:
                           "the template uses a field the launch spec does not have") from None
     except jinja2.TemplateSyntaxError as exc:
         raise RenderError(f"templates/{template}:{exc.lineno}", f"template syntax error: {exc.message}") from None
-
-
-def parse_yaml_documents(text: str, where: str) -> list[dict]:
-    """Parse rendered YAML back; every document must be a mapping."""
-    import yaml
-
-    try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml: the operator renders on every change
-        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]  # noqa: S506 - safe loader
-    except yaml.YAMLError as exc:
-        raise RenderError(where, f"rendered YAML does not parse: {str(exc).splitlines()[0]}",
-                          "a template or value broke the YAML; please report") from None
-    for i, d in enumerate(docs):
-        if not isinstance(d, dict):
-            raise RenderError(f"{where}[{i}]", f"rendered document is a {type(d).__name__}, not a mapping")
-    return docs
-
-
-def parse_json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RenderError(where, f"rendered JSON does not parse: {exc}", "a template broke the JSON; please report") from None
 
 
 def _yaml_dumper():

@@ -4,8 +4,7 @@
   all files appear at once or none do;
 * into an existing non-empty directory every destination is checked first, then each file is moved in
   with ``os.replace``, the file it replaces kept aside until all are in: a failure puts everything back
-  (files the render does not produce are left alone);
-* :func:`replace_tree` swaps a whole generated tree (``manifests/examples``) for a fresh one.
+  (files the render does not produce are left alone).
 """
 from __future__ import annotations
 
@@ -121,29 +120,3 @@ def _swap_in(parent: Path, out_dir: Path, stage: Path, files: dict[str, str]) ->
         raise
     finally:
         shutil.rmtree(backup, ignore_errors=True)
-
-
-def replace_tree(tree: Path | str, files: dict[str, str]) -> None:
-    """Make ``tree`` contain exactly ``files``: stage a fresh tree, then swap it in with two renames."""
-    tree = Path(tree)
-    try:
-        parent = tree.resolve().parent
-        parent.mkdir(parents=True, exist_ok=True)
-        stage = _stage(parent, tree.name, files)
-        old = None
-        try:
-            if tree.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{tree.name}.old-", dir=parent))
-                os.rename(tree, old / tree.name)
-            os.rename(stage, tree)
-        except BaseException:
-            if old is not None and not tree.exists():
-                os.rename(old / tree.name, tree)
-            shutil.rmtree(stage, ignore_errors=True)
-            raise
-        finally:
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-    except OSError as exc:
-        raise InputError(f"--out {tree}", f"cannot write: {exc.strerror or exc}",
-                         "check the path and permissions") from None

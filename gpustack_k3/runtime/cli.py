@@ -1,8 +1,10 @@
 """`gpustack-k3 run`: start the engine of a valid spec on Docker or as a local process and follow its
 cold start live; `run status|logs|stop NAME` for a detached Docker run.
 
+Once Ready it prints the plan check (the planner's KV figures next to the engine's own, drift in percent).
+
 Exit codes: 0 Ready (or, attached, a clean stop), 1 refused spec or a failed start (the failed phase and
-reason are printed), 2 unusable input or runtime unavailable, 130 interrupted.
+root cause are printed), 2 unusable input or runtime unavailable, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ import time
 
 import click
 
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_REFUSED, fail_input, load_document, print_findings_text
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.cli.common import (
+    EXIT_INPUT,
+    EXIT_REFUSED,
+    build_launch_or_exit,
+    fail_input,
+)
 
 SUBCOMMANDS = ("status", "logs", "stop")
 
@@ -33,21 +39,8 @@ def run():
 
 
 def _build(spec, preset, strict):
-    from gpustack_k3.core.launch import Refused, build_launch
-
-    try:
-        doc = load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
-    try:
-        launch, findings, _ = build_launch(doc, strict=strict)
-    except Refused as exc:
-        print_findings_text(exc.findings, err=True)
-        sys.exit(EXIT_REFUSED)
-    warn = [f for f in findings if f.severity == "warning"]
-    if warn:
-        print_findings_text(warn, err=True)
-    return launch
+    launch, _findings, plan, doc = build_launch_or_exit(spec, preset, strict=strict)
+    return launch, plan, doc
 
 
 @run.command("start")
@@ -62,8 +55,10 @@ def _build(spec, preset, strict):
 @click.option("--exit-when-ready", is_flag=True, help="Local: stop the engine and exit 0 once Ready.")
 @click.option("--strict", is_flag=True)
 def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict):
-    """Start SPEC (or --preset NAME) and follow its cold start to Ready."""
-    launch = _build(spec, preset, strict)
+    """Start SPEC (or --preset NAME) and follow its cold start to Ready (then warm, with spec.startup.warmup)."""
+    launch, plan, doc = _build(spec, preset, strict)
+    # the warm-up asks for the spec's served name; without one the engine serves its model path (probe: first listed)
+    warmup = (doc.spec.startup.warmup, doc.spec.model.servedModelName) if doc.spec.startup.warmup else None
     if dry_run:
         if runtime == "docker":
             from gpustack_k3.render.docker import docker_run_line, docker_run_params
@@ -75,8 +70,8 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
                                   indent=2))
         return
     try:
-        code = _docker(launch, detach, host_gpus, clamp_ulimits) if runtime == "docker" else \
-            _local(launch, exit_when_ready)
+        code = _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
+            _local(launch, plan, exit_when_ready, warmup)
     except KeyboardInterrupt:
         click.echo("interrupted: engine stopped", err=True)
         sys.exit(130)
@@ -85,14 +80,32 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
 
 def _print_outcome(report: dict) -> None:
     if report.get("status") == "failed":
-        click.echo(f"FAILED in phase {report.get('failed_phase')}: {report.get('reason')}", err=True)
+        f = report.get("failure") or {}
+        who = " ".join(x for x in (f.get("rank") and f"[{f['rank']}]", f.get("error")) if x)
+        click.echo(f"FAILED in phase {report.get('failed_phase')}: {who + ': ' if who else ''}{report.get('reason')}",
+                   err=True)
+        for line in f.get("context") or []:
+            click.echo(f"  after: {line}", err=True)
 
 
-def _docker(launch, detach, host_gpus, clamp_ulimits) -> int:
+def _print_plan_check(report: dict, plan) -> None:
+    """The planner's figures next to the engine's own, once the engine printed them."""
+    from gpustack_k3.coldstart.plancheck import plan_check, planned_figures
+    from gpustack_k3.coldstart.render import render_plan_check
+
+    if plan is None or not report.get("memory"):
+        return
+    check = plan_check(planned_figures(plan), report["memory"])
+    if check["figures"]:
+        click.echo(render_plan_check(check), err=True)
+
+
+def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
     from gpustack_k3.runtime.docker import DockerRuntimeError, run_launch
 
     try:
-        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits)
+        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
+                                          warmup=warmup)
     except DockerRuntimeError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_INPUT
@@ -105,48 +118,60 @@ def _docker(launch, detach, host_gpus, clamp_ulimits) -> int:
             click.echo(f"  | {line}", err=True)
     else:
         click.echo(f"{launch.name}: Ready ({d.get('total_seconds')} s)", err=True)
+        _print_plan_check(d, plan)
+        if result.warm is not None and not result.warm.get("ok") and detach:
+            return EXIT_REFUSED     # detached: the caller is told that the deployment is not warm
     return code
 
 
-def _local(launch, exit_when_ready: bool) -> int:
+def _local(launch, plan, exit_when_ready: bool, warmup=None) -> int:
     from gpustack_k3.coldstart import ColdStartTracker
+    from gpustack_k3.runtime.docker import LineTail, tracker_phase
     from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
     from gpustack_k3.runtime.progress import ProgressView
 
     tracker = ColdStartTracker(engine=launch.engine)
     view = ProgressView(label=launch.name)
-    last = {"line": ""}
-
-    def on_output(chunk: bytes) -> None:
-        tracker.feed(chunk)
-        text = chunk.decode("utf-8", "replace").strip().splitlines()
-        if text:
-            last["line"] = text[-1]
-
+    tail = LineTail()
     try:
-        proc = LocalProcess(launch.argv, host=launch.host, port=launch.port, env=launch.env, on_output=on_output,
-                            health_path="/health")
+        proc = LocalProcess(launch.argv, host=launch.host, port=launch.port, env=launch.env, on_output=tail.feed,
+                            health_path="/health", tracker=tracker)
         proc.start()
     except (LocalRuntimeError, OSError) as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_INPUT
     t0 = time.monotonic()
+    follower = proc.follower
     try:
         deadline = t0 + launch.startup_budget_s
         while True:
             out = proc.wait_ready(min(2.0, max(0.1, deadline - time.monotonic())), interval_s=0.5)
-            view.update(time.monotonic() - t0, _phase(tracker), last["line"])
+            stalled = follower.check_stall()
+            with follower.lock:
+                view.update(time.monotonic() - t0, tracker_phase(tracker), tail.lines[-1] if tail.lines else None)
             if out.ready:
                 view.finish(f"{launch.name}: Ready after {time.monotonic() - t0:.1f} s on {proc.base_url}")
+                follower.wait_quiet()
+                with follower.lock:
+                    _print_plan_check(tracker.report().to_dict(), plan)
                 break
-            if out.exit_code is not None or time.monotonic() >= deadline:
-                rep = tracker.finish().to_dict()
-                why = out.reason if out.exit_code is not None else f"not Ready within the {launch.startup_budget_s} s budget"
+            if out.exit_code is not None or stalled or time.monotonic() >= deadline:
+                if out.exit_code is not None:
+                    follower.join(5)   # the pipe ends with the process: read what it printed last
+                with follower.lock:
+                    if out.exit_code is not None:
+                        tracker.process_exited(out.exit_code)
+                    rep = tracker.finish().to_dict()
+                why = (out.reason if out.exit_code is not None else rep.get("reason") if stalled
+                       else f"not Ready within the {launch.startup_budget_s} s budget")
                 view.finish(f"{launch.name}: start failed ({why})")
                 _print_outcome(rep)
                 return EXIT_REFUSED
+        warm_ok = True
+        if warmup is not None:
+            warm_ok = _warm(launch, proc.base_url, tracker, warmup, follower.lock)
         if exit_when_ready:
-            return 0
+            return 0 if warm_ok else EXIT_REFUSED
         while proc.poll() is None:
             time.sleep(1.0)
         return 0 if proc.poll() == 0 else EXIT_REFUSED
@@ -154,10 +179,21 @@ def _local(launch, exit_when_ready: bool) -> int:
         proc.stop()
 
 
-def _phase(tracker) -> str | None:
-    from gpustack_k3.runtime.docker import tracker_phase
+def _warm(launch, url: str, tracker, warmup, lock) -> bool:
+    """spec.startup.warmup after Ready: the probe's requests, a ``warm`` phase in the tracker (under the log
+    follower's ``lock``: it feeds the same tracker), one line."""
+    from gpustack_k3.probe.warmup import describe, warm_up
 
-    return tracker_phase(tracker)
+    spec_warmup, served = warmup
+
+    def on_phase(s, e, det) -> None:
+        with lock:
+            tracker.platform_event("warm", s, e, det)
+
+    res = warm_up(url, spec_warmup, model=served, on_phase=on_phase)
+    with lock:
+        click.echo(f"{launch.name}: {describe(res, tracker)}", err=True)
+    return bool(res.get("ok"))
 
 
 @run.command("status")

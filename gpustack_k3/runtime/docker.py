@@ -12,40 +12,44 @@ What the runner adds on top of the params:
 * GPU device requests only when the launch asks for GPUs **and** ``host_has_gpus`` is set;
   otherwise they are dropped and a note says so.
 
-While starting it streams the container's log bytes into ``on_log`` (the cold-start tracker's
-``feed``), probes ``GET http://127.0.0.1:<port><health_path>`` until it answers 200 (Ready),
-and, if the container exits first, reports its exit code and last lines. Ctrl-C
-(KeyboardInterrupt) stops and removes the container before re-raising.
+While starting it follows the container's log with the cold-start log-follow supervisor
+(``gpustack_k3.coldstart.follow.LogFollower``, the one the local runner and the operator use: stamped
+stream, resumed without duplicates if it breaks while the container runs) into the tracker and
+``on_log``, probes ``GET http://127.0.0.1:<port><health_path>`` until it answers 200 (Ready), and, if
+the container exits first, reports its exit code and last lines. Ctrl-C (KeyboardInterrupt) stops and
+removes the container before re-raising.
 """
 from __future__ import annotations
 
 import copy
 import os
-import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.coldstart import ColdStartTracker
+from gpustack_k3.probe.warmup import describe, warm_up
+from gpustack_k3.coldstart.follow import LogFollower
+from gpustack_k3.render.docker import docker_run_params
+from gpustack_k3.runtime.progress import ProgressView
+
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
 
-    from .progress import ProgressView
-
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "gpustack-k3"
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-PORT_LABEL = "gpustack-k3/health-port"
-HEALTH_PATH_LABEL = "gpustack-k3/health-path"
+MANAGED_BY_LABEL = api.LABEL_APP_MANAGED_BY
+MANAGED_BY = api.PRODUCT
+INSTANCE_LABEL = api.LABEL_APP_INSTANCE
+PORT_LABEL = api.LABEL_HEALTH_PORT
+HEALTH_PATH_LABEL = api.LABEL_HEALTH_PATH
 
 LogCallback = Callable[[bytes], None]
 PhaseGetter = Callable[[], "str | None"]
 EventCallback = Callable[[str], None]
 
 _LAST_LINES = 40
-_SENTINEL = object()
 
 
 class DockerRuntimeError(Exception):
@@ -87,17 +91,11 @@ class DockerLaunch:
     def from_launch_spec(cls, launch: LaunchSpec, params: Mapping[str, Any] | None = None) -> DockerLaunch:
         """From a LaunchSpec; ``params`` default to the Docker target's ``docker_run_params(launch)``."""
         if params is None:
-            try:
-                from gpustack_k3.render.docker import docker_run_params
-            except ImportError as exc:
-                raise DockerRuntimeError(
-                    "params: the Docker target gpustack_k3.render.docker.docker_run_params is not available "
-                    f"({exc}); pass the run params explicitly") from None
             params = docker_run_params(launch)
         params = dict(params)
         params.setdefault("name", launch.name)
         return cls(name=params["name"], params=params, port=launch.port,
-                   health_path=launch.readiness_probe.path or "/health",
+                   health_path=launch.health_path,
                    startup_budget_s=float(launch.startup_budget_s), gpu_count=launch.gpu_count)
 
     @classmethod
@@ -207,6 +205,8 @@ class StartResult:
     reason: str = ""
     last_lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    log_reconnects: int = 0        # times the log stream broke and was resumed
+    warm: dict | None = None       # the warm-up summary (gpustack_k3.probe.warmup) when one was sent after Ready
 
     @property
     def ready(self) -> bool:
@@ -215,7 +215,8 @@ class StartResult:
     def to_dict(self) -> dict:
         return {"name": self.name, "container_id": self.container_id, "state": self.state,
                 "elapsed_s": round(self.elapsed_s, 3), "exit_code": self.exit_code, "phase": self.phase,
-                "reason": self.reason, "last_lines": list(self.last_lines), "notes": list(self.notes)}
+                "reason": self.reason, "last_lines": list(self.last_lines), "notes": list(self.notes),
+                "log_reconnects": self.log_reconnects, "warm": self.warm}
 
 
 @dataclass
@@ -243,6 +244,7 @@ class LineTail:
 
     def __init__(self, maxlen: int = _LAST_LINES) -> None:
         self.lines: deque[str] = deque(maxlen=maxlen)
+        self.count = 0                 # complete lines seen so far
         self._partial = b""
 
     def feed(self, chunk: bytes) -> list[str]:
@@ -250,6 +252,7 @@ class LineTail:
         *complete, self._partial = data.split(b"\n")
         new = [c.decode("utf-8", "replace") for c in complete if c.strip()]
         self.lines.extend(new)
+        self.count += len(new)
         return new
 
     def flush(self) -> list[str]:
@@ -282,6 +285,7 @@ class DockerRunner:
         self.health_host = health_host
         self.poll_s = poll_s
         self.probe_timeout_s = probe_timeout_s
+        self.follower: LogFollower | None = None   # the log follow of the start in progress (or the last)
 
     @property
     def client(self) -> Any:
@@ -350,7 +354,8 @@ class DockerRunner:
     def run(self, launch: DockerLaunch, *, tracker: Any = None, on_log: LogCallback | None = None,
             phase: PhaseGetter | None = None, on_event: EventCallback | None = None,
             progress: ProgressView | None = None, detach: bool = False, wait_ready: bool = True,
-            remove_on_failure: bool = True, platform_events: bool = True) -> StartResult:
+            remove_on_failure: bool = True, platform_events: bool = True,
+            on_ready: Callable[[StartResult], None] | None = None) -> StartResult:
         """Create and start the container, then (``wait_ready``) follow it to Ready or failure.
 
         ``tracker`` is a cold-start tracker (``feed(bytes)``, ``report()``, ``finish()``, and
@@ -362,15 +367,16 @@ class DockerRunner:
         ``on_log``) until the container exits, then remove it. Detached: return once Ready (or right
         after the start when ``wait_ready`` is False), leaving the container running. Ctrl-C or an
         error at any point stops and removes the container, then re-raises. ``on_event`` receives
-        ``container_created`` and ``container_started``.
+        ``container_created`` and ``container_started``. ``on_ready(result)`` runs once Ready, while the log
+        still flows into the tracker (the warm-up of spec.startup.warmup); it may set ``result.warm``.
         """
         import docker
 
-        feed = _chain(tracker.feed if tracker is not None else None, on_log)
         if phase is None and tracker is not None:
             phase = lambda: tracker_phase(tracker)
         t0, created_at = time.monotonic(), time.time()
         container, notes = self.create(launch)
+        follower: LogFollower | None = None
         try:
             if on_event:
                 on_event("container_created")
@@ -390,6 +396,7 @@ class DockerRunner:
             if on_event:
                 on_event("container_started")
             if tracker is not None and platform_events:
+                # reported before the log is followed: the engine's first lines find their attempt
                 tracker.platform_event("container_start", created_at, started_at,
                                        details={"runtime": "docker", "container": container.short_id})
             for n in notes:
@@ -397,50 +404,78 @@ class DockerRunner:
                     progress.note(n)
             if not wait_ready:
                 return StartResult(launch.name, container.id, "started", time.monotonic() - t0, notes=notes)
-            follower = _LogFollower(container)
-            result = self._track(container, follower, launch, t0, on_log=feed, phase=phase, tracker=tracker,
+            tail = LineTail()
+            follower = LogFollower(DockerLogSource(container), tracker, name=f"docker-logs-{container.short_id}",
+                                   on_text=[tail.feed, *([on_log] if on_log else [])])
+            self.follower = follower
+            follower.start()
+            locked_phase = (lambda: _locked(follower, phase)) if phase else None
+            result = self._track(container, follower, tail, launch, t0, phase=locked_phase, tracker=tracker,
                                  progress=progress, remove_on_failure=remove_on_failure)
             result.notes = notes + result.notes
-            if not result.ready or detach:
-                follower.close()
+            if not result.ready:
+                follower.stop()
+                follower.join(5)
+                result.log_reconnects = follower.reconnects
                 return result
-            follower.forward(feed)
-            result.exit_code = self._follow_until_exit(container, follower, progress=progress)
+            if on_ready is not None:
+                on_ready(result)        # the log keeps flowing into the tracker meanwhile
+            if detach:
+                follower.stop()
+                follower.join(5)
+                result.log_reconnects = follower.reconnects
+                return result
+            result.exit_code = self._follow_until_exit(container, follower, tracker, progress=progress)
             result.reason = f"container exited with code {result.exit_code} after Ready"
+            result.log_reconnects = follower.reconnects
             return result
         except BaseException as exc:  # Ctrl-C, or a callback failing: never leave the container behind
+            if follower is not None:
+                follower.stop()
             self._remove(container)
             if progress:
                 what = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error ({type(exc).__name__})"
                 progress.finish(f"{what}: container {launch.name} stopped and removed")
             raise
 
-    def _track(self, container: Any, follower: _LogFollower, launch: DockerLaunch, t0: float, *,
-               on_log: LogCallback | None, phase: PhaseGetter | None, tracker: Any,
-               progress: ProgressView | None, remove_on_failure: bool) -> StartResult:
+    def _track(self, container: Any, follower: LogFollower, tail: LineTail, launch: DockerLaunch, t0: float, *,
+               phase: PhaseGetter | None, tracker: Any, progress: ProgressView | None,
+               remove_on_failure: bool) -> StartResult:
+        started: deque[str] = deque()   # phases the tracker started (in the follower's thread): each is shown
+        on_start = lambda ev: started.append(ev.phase) if ev.event == "start" and ev.phase else None
+        if tracker is not None and progress is not None:
+            tracker.add_listener(on_start)
+        try:
+            return self._wait_ready(container, follower, tail, launch, t0, lambda: phase() if phase else None,
+                                    started, tracker, progress, remove_on_failure)
+        finally:
+            if tracker is not None:
+                tracker.remove_listener(on_start)
+
+    def _wait_ready(self, container: Any, follower: LogFollower, tail: LineTail, launch: DockerLaunch, t0: float,
+                    current: Callable[[], str | None], started: deque[str], tracker: Any,
+                    progress: ProgressView | None, remove_on_failure: bool) -> StartResult:
         import httpx
 
-        tail = LineTail()
         url = f"http://{self.health_host}:{launch.port}{launch.health_path}"
         deadline = t0 + launch.startup_budget_s
         next_probe = t0
-        current = lambda: phase() if phase else None
-
-        def take(chunk: bytes) -> list[str]:
-            if on_log:
-                on_log(chunk)
-            return tail.feed(chunk)
-
+        shown = 0
         with httpx.Client(timeout=httpx.Timeout(self.probe_timeout_s), trust_env=False) as http:
             while True:
-                new_lines, ended = follower.drain(take, wait_s=self.poll_s)
+                self._raise_listener_error(follower)
+                ended = follower.wait_activity(self.poll_s)
                 now = time.monotonic()
                 if progress:
-                    progress.update(now - t0, current(), new_lines[-1] if new_lines else None)
+                    line = tail.lines[-1] if tail.count != shown and tail.lines else None
+                    shown = tail.count
+                    while started:
+                        progress.update(now - t0, started.popleft(), line)
+                    progress.update(now - t0, current(), line)
                 if ended or now >= next_probe:
                     container.reload()
                     if container.status in ("exited", "dead"):
-                        return self._exited(container, follower, take, tail, launch, t0, current,
+                        return self._exited(container, follower, tail, launch, t0, current,
                                             tracker, progress, remove_on_failure)
                     if ended:  # log stream gone but the container still runs: do not spin
                         time.sleep(self.poll_s)
@@ -451,31 +486,40 @@ class DockerRunner:
                             elapsed = time.monotonic() - t0
                             # docker delivers log lines with a small lag: take what the engine printed
                             # before it answered, so the tracker has seen the server come up
-                            settle_until = time.monotonic() + 2.0
-                            while time.monotonic() < settle_until:
-                                got, ended = follower.drain(take, wait_s=0.3)
-                                if not got or ended:
-                                    break
+                            follower.wait_quiet(quiet_s=0.3, max_s=2.0)
                             if progress:
                                 progress.finish(f"Ready: {launch.name} answered {url} after {elapsed:.1f} s")
                             return StartResult(launch.name, container.id, "ready", elapsed, phase=current(),
                                                last_lines=list(tail.lines))
                     except httpx.HTTPError:
                         pass  # not listening yet
-                if now >= deadline:
+                stalled = follower.check_stall()
+                if now >= deadline or stalled:
                     ph = current()
                     self._remove(container)
-                    reason = (f"no 200 from {url} within the start-up budget of {launch.startup_budget_s:.0f} s"
-                              f"{f' (stuck in phase {ph})' if ph else ''}; container stopped and removed")
+                    follower.stop()
+                    if stalled:
+                        with follower.lock:
+                            why = tracker.report().last.reason
+                        reason = f"{why}; container stopped and removed"
+                    else:
+                        reason = (f"no 200 from {url} within the start-up budget of {launch.startup_budget_s:.0f} s"
+                                  f"{f' (stuck in phase {ph})' if ph else ''}; container stopped and removed")
                     if progress:
                         progress.finish(f"Timeout: {reason}")
                     return StartResult(launch.name, container.id, "timeout", now - t0, phase=ph, reason=reason,
                                        last_lines=list(tail.lines))
 
-    def _exited(self, container: Any, follower: _LogFollower, take: Callable[[bytes], list[str]], tail: LineTail,
-                launch: DockerLaunch, t0: float, current: Callable[[], str | None], tracker: Any,
-                progress: ProgressView | None, remove_on_failure: bool) -> StartResult:
-        follower.drain(take, wait_s=5.0, until_end=True)  # the stream ends once the container is gone
+    @staticmethod
+    def _raise_listener_error(follower: LogFollower) -> None:
+        """A callback (``on_log``) that raised in the follower's thread fails the run in this one."""
+        if follower.errors:
+            raise follower.errors[0]
+
+    def _exited(self, container: Any, follower: LogFollower, tail: LineTail, launch: DockerLaunch, t0: float,
+                current: Callable[[], str | None], tracker: Any, progress: ProgressView | None,
+                remove_on_failure: bool) -> StartResult:
+        follower.join(5.0)   # the stream ends once the container is gone
         tail.flush()
         try:
             code = int(container.wait(timeout=10).get("StatusCode"))
@@ -484,7 +528,9 @@ class DockerRunner:
             code = int(container.attrs.get("State", {}).get("ExitCode", -1))
         ph, engine_reason = current(), None
         if tracker is not None:
-            last_attempt = tracker.finish().last  # the unterminated last line counts too
+            with follower.lock:
+                tracker.process_exited(code)
+                last_attempt = tracker.finish().last  # the unterminated last line counts too
             ph = last_attempt.failed_phase or last_attempt.current_phase or ph
             engine_reason = last_attempt.reason
         last = list(tail.lines)
@@ -499,10 +545,15 @@ class DockerRunner:
         return StartResult(launch.name, container.id, "exited", time.monotonic() - t0, exit_code=code,
                            phase=ph, reason=reason, last_lines=last)
 
-    def _follow_until_exit(self, container: Any, follower: _LogFollower, *,
+    def _follow_until_exit(self, container: Any, follower: LogFollower, tracker: Any, *,
                            progress: ProgressView | None) -> int:
-        follower.wait_end()
+        """Attached after Ready: the follower keeps feeding the tracker and ``on_log`` until the log ends."""
+        while not follower.ended.wait(0.5):
+            self._raise_listener_error(follower)
         code = int(container.wait(timeout=30).get("StatusCode", -1))
+        if tracker is not None:
+            with follower.lock:
+                tracker.process_exited(code)
         self._remove(container)  # attached runs behave like `docker run --rm`
         if progress:
             progress.finish(f"container {container.name} ended with exit code {code} and was removed")
@@ -567,21 +618,34 @@ class DockerRunner:
 
 
 def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool = False,
-               clamp_ulimits: bool = False, stream: Any = None, client: Any = None) -> tuple[int, StartResult, Any]:
+               clamp_ulimits: bool = False, stream: Any = None, client: Any = None,
+               warmup: Any = None) -> tuple[int, StartResult, Any]:
     """What ``gpustack-k3 run --runtime docker`` does: the Docker target's params for ``launch``, a
     cold-start tracker for its engine, a progress view on ``stream`` (stderr by default), then
     :meth:`DockerRunner.run`. Returns ``(exit_code, result, cold_start_report)``: 0 when Ready
     (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
-    (KeyboardInterrupt) after the container was removed."""
-    from gpustack_k3.coldstart import ColdStartTracker
-
-    from .progress import ProgressView
-
+    (KeyboardInterrupt) after the container was removed. ``warmup`` = (spec.startup.warmup, served model name
+    or None): after Ready, send its requests (gpustack_k3.probe.warmup) and report the ``warm`` phase."""
     tracker = ColdStartTracker(engine=launch.engine if launch.engine in ("vllm", "sglang") else None)
     runner = DockerRunner(client, host_has_gpus=host_has_gpus,
                           ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)
-    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker,
-                        progress=ProgressView(stream, label=launch.name), detach=detach)
+    progress = ProgressView(stream, label=launch.name)
+
+    def warm(result: StartResult) -> None:
+        spec_warmup, served = warmup
+        lock = runner.follower.lock    # the follower feeds the tracker from its own thread
+
+        def on_phase(s, e, d) -> None:
+            with lock:
+                tracker.platform_event("warm", s, e, d)
+
+        result.warm = warm_up(f"http://{runner.health_host}:{launch.port}", spec_warmup, model=served,
+                              on_phase=on_phase)
+        with lock:
+            progress.note(describe(result.warm, tracker))
+
+    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker, progress=progress, detach=detach,
+                        on_ready=warm if warmup is not None else None)
     ok = result.ready and (detach or result.exit_code == 0)
     return (0 if ok else 1), result, tracker.report()
 
@@ -596,78 +660,38 @@ def tracker_phase(tracker: Any) -> str | None:
     return "server_ready" if last.status == "ready" else None
 
 
-def _chain(*callbacks: LogCallback | None) -> LogCallback | None:
-    live = [cb for cb in callbacks if cb is not None]
-    if not live:
-        return None
-    if len(live) == 1:
-        return live[0]
-
-    def both(chunk: bytes) -> None:
-        for cb in live:
-            cb(chunk)
-    return both
+def _locked(follower: LogFollower, fn: Callable[[], Any]) -> Any:
+    with follower.lock:
+        return fn()
 
 
-class _LogFollower:
-    """Streams a container's log bytes from a thread into a queue; the caller drains it."""
+class DockerLogSource:
+    """A container's log (stdout and stderr) as the follow supervisor's ``LogSource``: docker's
+    ``--timestamps`` stream, resumed with ``since`` while the container runs."""
+
+    stamped = True
 
     def __init__(self, container: Any) -> None:
-        self._q: queue.Queue = queue.Queue()
-        self._stream = container.logs(stream=True, follow=True, stdout=True, stderr=True)
-        self._ended = False
-        self._forward: LogCallback | None = None
-        self._forwarding = False
-        self._thread = threading.Thread(target=self._pump, name=f"docker-logs-{container.short_id}", daemon=True)
-        self._thread.start()
+        self.container = container
+        self._stream: Any = None
 
-    def _pump(self) -> None:
+    def open(self, since: float | None, follow: bool) -> Iterator[bytes]:
+        kw: dict[str, Any] = {"stream": True, "follow": follow, "stdout": True, "stderr": True, "timestamps": True}
+        if since is not None:
+            kw["since"] = since
+        self._stream = self.container.logs(**kw)
+        return iter(self._stream)
+
+    def interrupt(self) -> None:
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def alive(self) -> bool:
+        import docker
+
         try:
-            for chunk in self._stream:
-                self._q.put(chunk)
-        except Exception:  # noqa: BLE001, S110 - close() or the container's exit ends the stream this way
-            pass
-        finally:
-            self._q.put(_SENTINEL)
-
-    def drain(self, take: Callable[[bytes], list[str]], *, wait_s: float, until_end: bool = False) -> tuple[list[str], bool]:
-        """Hand queued chunks to ``take``; wait up to ``wait_s`` for the first (or, ``until_end``, for
-        the end of the stream). Returns the new complete lines and whether the stream has ended."""
-        lines: list[str] = []
-        deadline = time.monotonic() + wait_s
-        block = True
-        while not self._ended:
-            try:
-                item = self._q.get(timeout=max(0.0, deadline - time.monotonic())) if block else self._q.get_nowait()
-            except queue.Empty:
-                if until_end and time.monotonic() < deadline:
-                    continue
-                break
-            if item is _SENTINEL:
-                self._ended = True
-                break
-            lines.extend(take(item))
-            block = until_end
-        return lines, self._ended
-
-    def forward(self, on_log: LogCallback | None) -> None:
-        """After Ready: keep handing chunks to ``on_log`` (in the caller's thread, via ``wait_end``)."""
-        self._forward = on_log
-
-    def wait_end(self) -> None:
-        while not self._ended:
-            try:
-                item = self._q.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if item is _SENTINEL:
-                self._ended = True
-            elif self._forward:
-                self._forward(item)
-
-    def close(self) -> None:
-        try:
-            self._stream.close()
-        except Exception:  # noqa: BLE001, S110 - already closed by the daemon
-            pass
-        self._thread.join(timeout=5)
+            self.container.reload()
+        except docker.errors.NotFound:
+            return False
+        return self.container.status in ("created", "running", "restarting", "paused")

@@ -1,7 +1,8 @@
 """Local-process runtime: run an engine argv as a child process on the loopback interface.
 
-Thin I/O edge. It starts ``argv`` (a list, never a shell string) in its own process group, streams
-its combined stdout/stderr as raw bytes into a callback (e.g. the cold-start tracker), polls
+Thin I/O edge. It starts ``argv`` (a list, never a shell string) in its own process group, follows
+its combined stdout/stderr with the cold-start log-follow supervisor (``gpustack_k3.coldstart.follow``,
+the one the Docker runner and the operator use) into a tracker and/or a callback, polls
 ``GET http://host:port/health`` until it answers 200, and stops the whole process group
 (SIGTERM, then SIGKILL after a grace period). vLLM forks an EngineCore child, which is why the
 group, not only the main PID, is signalled.
@@ -14,11 +15,12 @@ import ipaddress
 import os
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Self
+from typing import IO, Any, Self
+
+from gpustack_k3.coldstart.follow import LogFollower
 
 OutputCallback = Callable[[bytes], None]
 
@@ -65,13 +67,43 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+class PipeSource:
+    """The child's stdout pipe as the follow supervisor's ``LogSource``: read once, to its end."""
+
+    stamped = False
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self.pipe = pipe
+
+    def open(self, since: float | None, follow: bool) -> Iterator[bytes]:
+        fd = self.pipe.fileno()
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, _READ_CHUNK)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                yield chunk
+        finally:
+            self.pipe.close()
+
+    def interrupt(self) -> None:
+        return None   # the pipe ends when the process group is stopped
+
+    def alive(self) -> bool:
+        return False  # a pipe cannot be reopened
+
+
 class LocalProcess:
     """One engine process started from ``argv`` with ``env``.
 
     ``env`` is added on top of the current environment unless ``inherit_env`` is False.
-    ``on_output`` receives every chunk of the child's combined stdout/stderr, in order, from a
-    reader thread; it must not block for long. An exception it raises is kept and re-raised by
-    :meth:`stop` (reading goes on, so the child never blocks on a full pipe).
+    ``on_output`` receives every chunk of the child's combined stdout/stderr, in order, from the
+    follower's thread; it must not block for long. An exception it raises is kept and re-raised by
+    :meth:`stop` (reading goes on, so the child never blocks on a full pipe). ``tracker`` (a cold-start
+    tracker) is fed under ``follower.lock``; hold it to read the tracker while the process runs.
     """
 
     def __init__(
@@ -85,6 +117,7 @@ class LocalProcess:
         health_path: str = "/health",
         inherit_env: bool = True,
         cwd: str | None = None,
+        tracker: Any = None,
     ) -> None:
         if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
             raise LocalRuntimeError("argv: must be a list of strings, one token per element (not a shell string)")
@@ -110,9 +143,9 @@ class LocalProcess:
         self._inherit_env = inherit_env
         self._cwd = cwd
         self._on_output = on_output
+        self.tracker = tracker
         self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
-        self._callback_error: BaseException | None = None
+        self.follower: LogFollower | None = None
         self.started_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -139,25 +172,10 @@ class LocalProcess:
         except PermissionError:
             raise LocalRuntimeError(f"argv: executable {self.argv[0]!r} is not executable") from None
         self.started_at = time.monotonic()
-        self._reader = threading.Thread(target=self._pump, name=f"local-runtime-{self._proc.pid}", daemon=True)
-        self._reader.start()
-
-    def _pump(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, _READ_CHUNK)
-            except OSError:
-                break
-            if not chunk:
-                break
-            if self._on_output is not None and self._callback_error is None:
-                try:
-                    self._on_output(chunk)
-                except BaseException as exc:  # noqa: BLE001 - keep draining the pipe; report at stop()
-                    self._callback_error = exc
-        self._proc.stdout.close()
+        assert self._proc.stdout is not None
+        self.follower = LogFollower(PipeSource(self._proc.stdout), self.tracker, name=f"local-runtime-{self._proc.pid}",
+                                    on_text=[self._on_output] if self._on_output is not None else [])
+        self.follower.start()
 
     def poll(self) -> int | None:
         """Exit code if the main process has exited, else None."""
@@ -235,11 +253,12 @@ class LocalProcess:
                 except ProcessLookupError:
                     pass
         code = self._proc.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=5)
-        if self._callback_error is not None:
-            err, self._callback_error = self._callback_error, None
-            raise LocalRuntimeError(f"on_output: the output callback raised {err!r}") from err
+        if self.follower is not None:
+            self.follower.join(timeout=5)
+            if self.follower.errors:
+                err = self.follower.errors.pop(0)
+                self.follower.errors.clear()
+                raise LocalRuntimeError(f"on_output: the output callback raised {err!r}") from err
         return code
 
     def __enter__(self) -> Self:

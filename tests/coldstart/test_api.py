@@ -20,7 +20,7 @@ def test_phases_tuple_is_canonical():
 def test_report_dict_has_exactly_the_documented_keys():
     d = track("vllm-0.8.5-tp2-ready.log").report().to_dict()
     assert list(d) == ["engine", "version", "status", "failed_phase", "reason", "engine_init_seconds",
-                       "total_seconds", "phases", "attempts"]
+                       "total_seconds", "failure", "memory", "compile_cache", "phases", "attempts"]
     assert all(list(p) == ["name", "start", "end", "seconds", "details"] for p in d["phases"])
 
 

@@ -25,9 +25,9 @@ def test_each_marker_cites_a_source_and_its_example_is_found_by_the_tracker(m: M
     assert "@" in m.source or "engines.md" in m.source or "uvicorn" in m.source or "issue 5" in m.source
     t = ColdStartTracker(engine=None if m.engine == "any" else m.engine, year=2026)
     if m.kind == "request":   # access-log keys are only scanned between ready and the first request
-        t._want_requests = lambda: True
+        t.state.want_requests = lambda: True
     hits: list = []
-    t._marker = lambda mk, rx, text, ts, rank, _h=hits: _h.append(mk.id)  # observe dispatch only
+    t.state.marker = lambda mk, rx, text, ts, rank, fallback, _h=hits: _h.append(mk.id)  # observe dispatch only
     t.feed(m.example.encode() + b"\n")
     assert m.id in hits
 

@@ -31,7 +31,8 @@ def test_coldstart_failed_exit_1_and_text_timeline(run):
     lines = r.output.splitlines()
     assert lines[0].startswith("vllm 0.11.0: FAILED")
     assert any(l.split()[1:2] == ["cuda_graphs"] for l in lines)
-    assert "failed in cuda_graphs: CUDA out of memory" in r.output
+    assert "failed in cuda_graphs: [Worker_TP1] torch.OutOfMemoryError: CUDA out of memory" in r.output
+    assert "    after: EngineCore failed to start." in r.output
     assert "\x1b[" not in r.output            # no colour when not a TTY
 
 
@@ -86,7 +87,7 @@ def test_text_without_markers_is_in_progress(run, tmp_path):
 
 
 def test_exit_codes_through_the_main_entry_point():
-    main = pytest.importorskip("gpustack_k3.cli.main")
+    from gpustack_k3.cli import main
     if not hasattr(main, "run"):
         pytest.skip("main.run not available")
     assert main.run(["coldstart", str(LOGS / "vllm-0.8.5-tp2-ready.log")]) == 0
@@ -102,3 +103,39 @@ def test_endless_binary_input_is_refused_early(tmp_path):
     p = subprocess.run([sys.executable, "-m", "gpustack_k3", "coldstart", "/dev/zero"], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 2 and "not a text log" in p.stderr
+
+
+def test_coldstart_with_preset_adds_the_plan_check(run):
+    r = run(coldstart, [str(LOGS / "vllm-0.32.0-cpu-eager.log"), "--preset", "vllm-cpu-smollm2", "--year", "2026",
+                        "-o", "json"])
+    assert r.exit_code == 0, r.output
+    check = json.loads(r.output)["plan_check"]
+    assert [(x["figure"], x["planned"], x["engine"], x["drift_pct"]) for x in check["figures"]] == [
+        ("kv_cache_gib", 1.0, 1.0, 0.0), ("kv_cache_tokens", 46603, 46592, -0.02),
+        ("max_concurrency", 45.5107, 45.5, -0.02)]
+    assert check["max_abs_drift_pct"] == 0.02 and check["not_printed"] == []
+    text = run(coldstart, [str(LOGS / "vllm-0.32.0-cpu-eager.log"), "--preset", "vllm-cpu-smollm2", "--year", "2026"])
+    assert "kv_cache_tokens        planned       46,603  engine       46,592  drift -0.02%" in text.output
+
+
+def test_coldstart_plan_check_names_an_engine_mismatch_and_figures_not_printed(run):
+    r = run(coldstart, [str(LOGS / "sglang-0.5.5-graph-capture-crash.log"), "--preset", "vllm-cpu-smollm2", "-o", "json"])
+    check = json.loads(r.output)["plan_check"]
+    assert check["note"] == "the log is sglang's but the spec plans vllm"
+    assert "max_concurrency" in check["not_printed"]
+
+
+def test_coldstart_spec_errors(run, tmp_path):
+    log = str(LOGS / "vllm-0.32.0-cpu-eager.log")
+    both = run(coldstart, [log, "--spec", "x.yaml", "--preset", "vllm-cpu-smollm2"])
+    assert both.exit_code == 2 and "give one of them" in both.output
+    missing = run(coldstart, [log, "--spec", str(tmp_path / "none.yaml")])
+    assert missing.exit_code == 2
+    unknown = run(coldstart, [log, "--preset", "no-such-preset"])
+    assert unknown.exit_code == 2 and "unknown preset" in unknown.output
+    bad = tmp_path / "tp3.yaml"
+    preset = LOGS.parents[2] / "gpustack_k3" / "catalog" / "data" / "presets" / "vllm-cpu-smollm2.yaml"
+    bad.write_text(preset.read_text().replace("parallel: {tp: 1}", "parallel: {tp: 3}"))
+    refused = run(coldstart, [log, "--spec", str(bad)])
+    assert refused.exit_code == 1, refused.output    # a refused spec: its findings, no timeline
+    assert "FAILED" not in refused.output

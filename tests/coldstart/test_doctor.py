@@ -1,11 +1,45 @@
-"""Doctor findings on logs that contain the seed §15/§16 problems, and silence on logs that don't."""
+"""Doctor findings on logs that contain the write-up's §15/§16 problems, and silence on logs that don't. The log
+checks are rules of the registry (gpustack_k3/core/rules); the patterns are coldstart data keyed by rule id."""
 from __future__ import annotations
 
 import pytest
 
 from gpustack_k3.core.findings import Finding
+from gpustack_k3.core.rules import RULES
+from gpustack_k3.core.rules.registry import log_evidence
 
 from .conftest import track
+
+VLLM_K3 = "vllm-0.33-kimi-k3-tp8-ready.log"
+SGLANG_K3 = "sglang-0.5.23-kimi-k3-tp8-dcp8-ready.log"
+# every rule with a log check -> (a log that fires it, a log of the same engine that does not)
+LOG_CASES = {
+    "fp8-kv-no-scales": (VLLM_K3, "vllm-0.8.5-tp2-ready.log"),
+    "slow-tokenizer": (SGLANG_K3, "sglang-0.4.6-tp2-ready.log"),
+    "vllm-kv-overcommit": (VLLM_K3, "vllm-0.11-restart-kv-then-ready.log"),
+    "vllm-compile-mode-none": (VLLM_K3, "vllm-0.33-compose-ansi-ready.log"),
+    "jit-after-ready": (VLLM_K3, "vllm-0.8.5-tp2-ready.log"),
+    "vllm-soft-oom-retries": (VLLM_K3, "vllm-0.33-compose-ansi-ready.log"),
+    "sglang-device-name-misdetected": (SGLANG_K3, "sglang-0.3.6-ready.log"),
+    "deepgemm-scale-fmt": (SGLANG_K3, "sglang-0.4.6-tp2-ready.log"),
+    "sglang-kda-verify-triton-fallback": (SGLANG_K3, "sglang-0.3.6-ready.log"),
+    "sglang-kv-pool-below-context": (SGLANG_K3, "sglang-0.4.6-tp2-ready.log"),
+    "coldstart-failed": ("vllm-0.11-tp2-oom-cuda-graphs.log", "vllm-0.11-restart-kv-then-ready.log"),
+}
+
+
+def test_every_log_check_has_cases():
+    assert set(LOG_CASES) == {r.id for r in log_evidence()}
+
+
+@pytest.mark.parametrize("rule_id", sorted(LOG_CASES))
+def test_log_rule_fires_and_stays_quiet(rule_id):
+    fires, quiet = LOG_CASES[rule_id]
+    f = by_rule(fires)
+    assert rule_id in f
+    r = RULES[rule_id]
+    assert f[rule_id].severity == r.severity and f[rule_id].source == r.source_for(track(fires).engine, None)
+    assert rule_id not in by_rule(quiet)
 
 
 def by_rule(name: str, **kw) -> dict[str, Finding]:
@@ -21,7 +55,7 @@ def test_vllm_kimi_log_reveals_seed_15_warnings():
     assert all(x.severity == "warning" for k, x in f.items() if k not in ("slow-tokenizer", "vllm-compile-mode-none"))
     over = f["vllm-kv-overcommit"]
     assert over.field == "kv_cache"
-    assert "43.76 GiB allocated" in over.message and "38.48 GiB" in over.message   # seed §12.1 figures
+    assert "43.76 GiB allocated" in over.message and "38.48 GiB" in over.message   # docs/sources.md#kv-overcommit
     assert "41317885440" in over.fix
     assert "norm_quant" in f["vllm-compile-mode-none"].message
     assert f["vllm-compile-mode-none"].field == "compile"
@@ -31,7 +65,7 @@ def test_vllm_kimi_log_reveals_seed_15_warnings():
     assert f["vllm-soft-oom-retries"].message.startswith("2 ")
     assert f["fp8-kv-no-scales"].field == "weights_load" and "8 line(s)" in f["fp8-kv-no-scales"].message
     for x in f.values():
-        assert "seed" in x.source or "domain" in x.source
+        assert "docs/sources.md#" in x.source or "@0." in x.source
 
 
 def test_sglang_kimi_log_reveals_seed_15_and_16_warnings():
@@ -87,19 +121,12 @@ def test_kv_hint_within_allocation_is_not_overcommit():
     assert "vllm-kv-overcommit" not in {x.rule for x in t.findings()}
 
 
-def test_shared_rule_ids_have_the_rule_catalogs_severity():
-    from pathlib import Path
-
-    import yaml
-
+def test_doctor_patterns_are_keyed_by_the_registrys_log_rules():
+    """doctor.yaml holds patterns only, 1:1 with the registry's log checks (metadata lives in the one definition)."""
     from gpustack_k3.coldstart import load_catalog
-    path = Path(__file__).resolve().parents[2] / "gpustack_k3" / "catalog" / "data" / "rules.yaml"
-    if not path.exists():
-        pytest.skip("rule catalog not present")
-    doc = yaml.safe_load(path.read_text())
-    rules = doc["rules"] if isinstance(doc, dict) else doc
-    theirs = {r["id"]: r["severity"] for r in rules if isinstance(r, dict) and "id" in r}
-    mine = {r.id: r.severity for r in load_catalog().rules}
-    shared = set(theirs) & set(mine)
+
+    ids = [r.id for r in load_catalog().rules]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == {r.id for r in log_evidence()}
+    shared = {r.id for r in log_evidence() if r.family != "log"}
     assert {"fp8-kv-no-scales", "vllm-kv-overcommit", "sglang-kv-pool-below-context"} <= shared
-    assert {k: mine[k] for k in shared} == {k: theirs[k] for k in shared}

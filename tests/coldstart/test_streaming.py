@@ -64,7 +64,7 @@ def test_long_line_without_newline_keeps_memory_bounded():
     junk = b"x" * 65536
     for _ in range((MAX_LINE // len(junk)) * 3):
         t.feed(junk)
-        assert len(t._buf) <= MAX_LINE
+        assert len(t._framer._buf) <= MAX_LINE
     t.feed(b" Loading weights took 1.00 seconds\n")   # tail of the dropped junk line: ignored
     t.feed(b"INFO 01-01 00:00:01 [x.py:1] vLLM API server version 0.9.2\n")
     rep = t.finish()

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.testing.documents import merge as _merge
+from tests.support.documents import merge as _merge
 
 
 def merge(base: dict, patch: dict) -> dict:

@@ -54,7 +54,7 @@ def test_every_flag_a_preset_emits_is_accepted_by_its_version_parser(name):
     """Render the preset's command line and read it back with its version's parser: every flag exists
     (as spelled), every value is accepted (types, choices, JSON)."""
     r = resolve(preset_doc(name))
-    args = render_args(r).args
+    args = [t for a in render_args(r) for t in a.tokens]
     command = r.version.command or r.engine.command
     reading = read_argv(r.engine, r.version, [*command, *args])
     assert reading.refusals == [], (name, reading.refusals)

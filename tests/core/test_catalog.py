@@ -25,8 +25,8 @@ def edit(path, fn):
 def test_packaged_catalog_loads():
     cat = load_catalog()
     assert cat.hardware["b300"].visible_gib == 267.69 and cat.hardware["b300"].gpus_per_node == 8
-    assert {"kimi-k3", "0.33.0", "0.11.0"} <= set(cat.engines["vllm"].versions)
-    assert {"kimi-k3", "0.5.23"} <= set(cat.engines["sglang"].versions)
+    assert {"kimi-k3", "0.33.0", "0.29.0", "0.28.0", "0.11.0"} <= set(cat.engines["vllm"].versions)
+    assert {"kimi-k3", "0.5.23", "0.5.22"} <= set(cat.engines["sglang"].versions)
     assert cat.engines["vllm"].versions["kimi-k3"].default and cat.engines["sglang"].versions["kimi-k3"].default
     assert cat.models["kimi-k3"].engines["vllm"].draft.modelscope == "skyai/Kimi-K3-DSpark"
     assert cat.models["kimi-k3"].engines["sglang"].draft.modelscope == "skyai/sglang-Kimi-K3-DSpark"
@@ -41,8 +41,9 @@ def test_copy_loads(data_copy):
     ("engines/vllm.yaml", lambda d: d["versions"]["0.33.0"].update(default=True), "exactly one version must be default"),
     ("engines/vllm.yaml", lambda d: d["flags"].append({"field": "x.y", "flag": "--max-num-seqs"}), "mapped twice"),
     ("engines/sglang.yaml", lambda d: d["versions"]["0.5.23"].update(bogus=1), "bogus"),
-    ("rules.yaml", lambda d: d["rules"].append(dict(d["rules"][0])), "defined twice"),
-    ("rules.yaml", lambda d: d["rules"][0].update(severity="fatal"), "severity"),
+    ("engines/vllm.yaml", lambda d: d["versions"]["0.33.0"]["dspark_dcp_backends"]["verify"].update(X="sometimes"),
+     "dspark_dcp_backends"),
+    ("engines/vllm.yaml", lambda d: d["versions"]["0.33.0"]["compile_cache_env"].update(hashed="most"), "hashed"),
     ("presets/index.yaml", lambda d: d.update(default="nope"), "default preset nope"),
     ("advice.yaml", lambda d: d["presets"]["vllm"].append("ghost"), "unknown preset ghost"),
 ])
@@ -55,9 +56,9 @@ def test_broken_catalog_refused(data_copy, file, mutate, needle):
 
 def test_adding_an_engine_version_is_data(data_copy):
     """A new vLLM release is a data entry: its traits switch the right rules on (here: like 0.33.0)."""
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.core.rules import validate_resolved
+    from gpustack_k3.core.rules import RULES, validate_resolved
 
     def add(d):
         v = dict(d["versions"]["0.33.0"])
@@ -68,7 +69,7 @@ def test_adding_an_engine_version_is_data(data_copy):
     doc = DeploymentDocument.model_validate({**cat.presets["vllm-seed"].document})
     doc.spec.engine.version = "0.34.0"
     doc.spec.parallel.dcp = 8
-    doc.spec.speculative.attentionBackend = "B12X"      # supports_dcp = False (b12x.py:332 @0.33.0)
+    doc.spec.speculative.attentionBackend = "TRITON_MLA"   # no supports_non_causal_multi_token_dcp @0.33.0
     rules = {f.rule for f in validate_resolved(resolve(doc, cat))}
     assert "vllm-dspark-dcp-backend" in rules and "vllm-dcp-with-dspark" not in rules
-    assert "vllm 0.34.0" in cat.rule_versions(cat.rules["vllm-dspark-dcp-backend"])
+    assert ("vllm", "0.34.0") in RULES["vllm-dspark-dcp-backend"].versions(cat)

@@ -69,7 +69,7 @@ def test_plan_json_keys():
 def test_explain_and_unknown_rule():
     p = run("explain", "vllm-dcp-with-dspark", "-o", "json")
     d = json.loads(p.stdout)
-    assert d["applies_to"] == ["vllm kimi-k3"] and "978-986" in d["source"]
+    assert d["applies_to"] == ["vllm kimi-k3", "vllm 0.28.0"] and "978-986" in d["sources"][0]["source"]
     p = run("explain", "vllm-dcp-with-dspak")
     assert p.returncode == 2 and "did you mean vllm-dcp-with-dspark" in p.stderr
 
@@ -95,7 +95,7 @@ def test_presets_and_dry_run():
     assert d["targets"]["docker"].startswith("image vllm/vllm-openai:kimi-k3")
     k8s = run("render", "--target", "kubernetes", "-o", "json", "--preset", "vllm-fixed")
     sha = next(o for o in json.loads(k8s.stdout)["items"] if o["kind"] == "Deployment")["spec"]["template"][
-        "metadata"]["annotations"]["gpustack-k3/launch-sha256"]
+        "metadata"]["annotations"]["k3.gpustack.ai/launch-sha256"]
     assert d["targets"]["launch"].startswith(f"launch.json, sha256 {sha[:12]}")
 
 
@@ -199,9 +199,17 @@ def test_refused_argv_exits_1_naming_the_token(engine, argv, field, needle):
 
 
 def test_plan_of_a_refused_spec_shows_the_figures_and_exits_1():
+    p = run("plan", "-o", "json", "--engine", "vllm", "--", "--gpu-memory-utilization=0.5", "-tp", "8")
+    assert p.returncode == 1 and "fixed-memory-exceeds-budget" in p.stderr
+    assert json.loads(p.stdout)["memory_fraction"] == 0.5
+
+
+def test_a_fraction_out_of_range_is_unusable_input():
+    """The range is a bound of the spec field: exit 2 naming the field and the flag, not a rule finding."""
     p = run("plan", "-o", "json", "--engine", "vllm", "--", "--gpu-memory-utilization=-0.5")
-    assert p.returncode == 1 and "memory-fraction-range" in p.stderr
-    assert json.loads(p.stdout)["memory_fraction"] == -0.5
+    assert p.returncode == 2 and "spec.memory.fraction (--gpu-memory-utilization)" in p.stderr
+    p = run("check-args", "--engine", "sglang", "--", "--mem-fraction-static", "1.5")
+    assert p.returncode == 2 and "spec.memory.fraction" in p.stderr
 
 
 def test_dry_run_refuses_what_a_target_refuses(tmp_path):

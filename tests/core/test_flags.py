@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.flags import parse_argv, render_args
 from gpustack_k3.core.resolve import resolve
@@ -46,17 +46,23 @@ def as_pairs(argv):
     return out
 
 
+def tokens(args, *, platform: bool = True) -> list[str]:
+    return [t for a in args if platform or not a.platform for t in a.tokens]
+
+
 def test_seed_vllm_preset_renders_seed_argv():
     r = resolve(preset_doc("vllm-seed"))
     ra = render_args(r)
-    assert as_pairs(ra.engine_args) == as_pairs(SEED_VLLM)
-    assert ra.args == ["/models/Kimi-K3", *ra.engine_args]
+    assert as_pairs(tokens(ra, platform=False)) == as_pairs(SEED_VLLM)
+    assert tokens(ra) == ["/models/Kimi-K3", *tokens(ra, platform=False)]
+    assert [a.field for a in ra if a.platform] == ["model.path"]
 
 
 def test_seed_sglang_preset_renders_seed_argv():
     ra = render_args(resolve(preset_doc("sglang-seed")))
-    assert ra.args == SEED_SGLANG
-    assert "--host" not in ra.engine_args and "--model-path" not in ra.engine_args
+    assert tokens(ra) == SEED_SGLANG
+    assert "--host" not in tokens(ra, platform=False) and "--model-path" not in tokens(ra, platform=False)
+    assert {a.field for a in ra if a.platform} == {"model.path", "serving.host", "serving.port"}
 
 
 @pytest.mark.parametrize("engine,argv,prefix", [
@@ -68,8 +74,8 @@ def test_import_then_render_gives_back_the_seed(engine, argv, prefix):
     parsed = parse_argv(cat.engine(engine), prefix + argv)
     spec = {**parsed.spec, "engine": {"name": engine}}
     doc = DeploymentDocument.model_validate({"metadata": {"name": "x"}, "spec": spec})
-    ra = render_args(resolve(doc))
-    tail = ra.args[1:] if engine == "vllm" else ra.args
+    ra = tokens(render_args(resolve(doc)))
+    tail = ra[1:] if engine == "vllm" else ra
     assert as_pairs(tail) == as_pairs(argv)
 
 

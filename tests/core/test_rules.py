@@ -1,12 +1,18 @@
-"""Every rule of the catalog: one case that fires it, one that does not (the table must cover all rules)."""
+"""Every spec and args rule of the registry: one case that fires it, one that does not (the table must cover them
+all). Render, log and schema rules have their tables in tests/core/test_rules_render.py, tests/coldstart/test_doctor.py
+and tests/core/test_schema_rule.py; tests/core/test_registry.py checks that every rule id has one."""
 from __future__ import annotations
 
 import pytest
 
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.core.rules import check_catalog_consistency, validate
+from gpustack_k3.core.rules import RULES, validate
+from gpustack_k3.core.rules.registry import of_family
 
 from .conftest import preset_doc
+
+V33 = {"engine": {"version": "0.33.0"}}
+SPECIALIZED = {"engine": {"version": "0.33.0"}, "vllm": {"additionalConfig": {"decode_backend": "latency_specialized"}}}
 
 # rule -> (positive: (preset, spec patch), negative: (preset, spec patch))
 CASES = {
@@ -17,12 +23,15 @@ CASES = {
     "vllm-dspark-dcp-backend": (("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 8},
                                                "speculative": {"attentionBackend": "B12X"}}),
                                 ("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 8}})),
+    "vllm-dspark-dcp-backend-extra": (
+        ("vllm-seed", {**V33, "parallel": {"dcp": 8}, "vllm": {"attentionConfig": {"backend": "FLASH_ATTN_MLA"}},
+                       "extraArgs": ["--cp-kv-cache-interleave-size", "2"]}),
+        ("vllm-seed", {**V33, "parallel": {"dcp": 8}, "vllm": {"attentionConfig": {"backend": "FLASH_ATTN_MLA"}}})),
     "dcp-divides-tp": (("sglang-seed", {"parallel": {"dcp": 3}}), ("sglang-seed", {"parallel": {"dcp": 4}})),
     "parallel-fits-node": (("vllm-seed", {"parallel": {"tp": 8, "pp": 2}}), ("vllm-seed", {"parallel": {"tp": 4, "pp": 2}})),
     "gpu-count-exceeds-node": (("vllm-seed", {"hardware": {"gpuCount": 16}}), ("vllm-seed", {"hardware": {"gpuCount": 8}})),
-    "memory-fraction-range": (("vllm-seed", {"memory": {"fraction": 1.2}}), ("vllm-seed", {"memory": {"fraction": 1.0}})),
-    "mamba-ratio-range": (("sglang-seed", {"memory": {"mambaFullMemoryRatio": 0}}), ("sglang-seed", {})),
     "fixed-memory-exceeds-budget": (("vllm-seed", {"memory": {"fraction": 0.7}}), ("vllm-seed", {})),
+    "plan-unavailable": (("vllm-seed", {"memory": {"kvCacheDtype": "nvfp4"}}), ("vllm-seed", {})),
     "vllm-max-model-len-exceeds-kv": (("vllm-seed", {"scheduling": {"maxModelLen": 1000000}, "memory": {"fraction": 0.82}}),
                                       ("vllm-seed", {})),
     "spec-draft-wrong-engine": (("sglang-seed", {"speculative": {"draftModel": "skyai/Kimi-K3-DSpark"}}), ("sglang-seed", {})),
@@ -46,6 +55,12 @@ CASES = {
                             ("sglang-seed", {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}})),
     "sglang-kimi-k3-dcp-decode-backend": (("sglang-seed", {"sglang": {"decodeAttentionBackend": "trtllm_mla"}}),
                                           ("sglang-seed", {"sglang": {"decodeAttentionBackend": "cutedsl_mla"}})),
+    "sglang-dcp-dspark-ragged-verify": (("sglang-seed", {"env": {"SGLANG_RAGGED_VERIFY_MODE": "compact"}}),
+                                        ("sglang-seed", {"env": {"SGLANG_RAGGED_VERIFY_MODE": "static"}})),
+    "vllm-kimi-k3-specialized-decode": (("vllm-seed", {**SPECIALIZED, "speculative": {"numTokens": 8}}),
+                                        ("vllm-seed", SPECIALIZED)),
+    "vllm-compile-cache-env-per-pod": (("vllm-seed", {"env": {"VLLM_DP_RANK": "$(LWS_WORKER_INDEX)"}}),
+                                       ("vllm-seed", {"env": {"VLLM_HOST_IP": "$(POD_IP)"}})),
     "field-unsupported": (("sglang-seed", {"vllm": {"moeBackend": "auto"}}), ("sglang-seed", {})),
     "extra-arg-duplicates-field": (("vllm-seed", {"extraArgs": ["--max-num-seqs", "64"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
     "extra-arg-platform-owned": (("vllm-seed", {"extraArgs": ["--port", "9000"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
@@ -77,10 +92,9 @@ def rules_of(preset, patch):
     return [f.rule for f in validate(preset_doc(preset, patch))]
 
 
-def test_every_rule_has_cases_and_a_check():
-    assert check_catalog_consistency() == []
-    # argv-refused concerns a command line, not a spec: its fire/quiet cases are in tests/core/test_argv_read.py
-    assert set(CASES) == set(load_catalog().rules) - {"argv-refused"}
+def test_every_spec_rule_has_cases():
+    # argv-refused reads a command line, not a spec: its fire/quiet cases are in tests/core/test_argv_read.py
+    assert set(CASES) == {r.id for r in of_family("spec", "args")} - {"argv-refused"}
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -97,16 +111,16 @@ def test_rule_quiet(rule_id):
 
 def test_unconditional_info_rules_are_model_specific():
     # slow-tokenizer and vllm-hybrid-block-1536 depend on the model, not the config: other models stay quiet.
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.core.rules import CHECKS, Ctx
+    from gpustack_k3.core.rules import Ctx
 
     d = preset_doc("vllm-seed")
     r = resolve(d)
     r.doc.spec.model.name = "smollm2-135m"
     r = resolve(DeploymentDocument.model_validate(r.doc.model_dump()))
-    assert list(CHECKS["slow-tokenizer"](r, Ctx(r))) == []
-    assert list(CHECKS["vllm-hybrid-block-1536"](r, Ctx(r))) == []
+    assert list(RULES["slow-tokenizer"].check(r, Ctx(r))) == []
+    assert list(RULES["vllm-hybrid-block-1536"].check(r, Ctx(r))) == []
 
 
 def test_seed_vllm_validates_with_warnings_only():
@@ -152,6 +166,7 @@ def test_findings_name_field_and_carry_source():
 
 def test_rule_versions_follow_traits():
     cat = load_catalog()
-    assert cat.rule_versions(cat.rules["vllm-dcp-with-dspark"]) == ["vllm kimi-k3"]
-    assert cat.rule_versions(cat.rules["vllm-dcp-with-spec"]) == ["vllm 0.11.0"]
-    assert "vllm 0.33.0" in cat.rule_versions(cat.rules["vllm-dspark-dcp-backend"])
+    assert RULES["vllm-dcp-with-dspark"].versions(cat) == [("vllm", "kimi-k3"), ("vllm", "0.28.0")]
+    assert RULES["vllm-dcp-with-spec"].versions(cat) == [("vllm", "0.11.0")]
+    assert {("vllm", "0.29.0"), ("vllm", "0.33.0")} <= set(RULES["vllm-dspark-dcp-backend"].versions(cat))
+    assert RULES["vllm-kimi-k3-specialized-decode"].versions(cat) == [("vllm", "0.33.0")]

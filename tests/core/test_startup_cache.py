@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 PROBE = r"""
 import json, sys
-import gpustack_k3.api.spec as spec
+import gpustack_k3.api.v1alpha1.spec as spec
 complete_at_import = spec.DeploymentDocument.__pydantic_complete__
 from gpustack_k3.catalog import load_catalog
 from pydantic import ValidationError
@@ -84,7 +84,7 @@ def test_unwritable_cache_dir_is_no_error(tmp_path):
 
 def test_constructed_defaults_equal_validated_ones():
     """Defaults are made with model_construct (no lazy build); they must equal what validation would give."""
-    from gpustack_k3.api import spec
+    from gpustack_k3.api.v1alpha1 import spec
 
     for model in (spec.DeploymentSpec, spec.Storage):
         for name, info in model.model_fields.items():
@@ -151,17 +151,112 @@ def test_the_key_is_that_of_the_classes_in_memory_even_if_the_file_changes(tmp_p
     cache = tmp_path / "cache"
     code = """
 import pathlib
-import gpustack_k3.api.spec as spec
+import gpustack_k3.api.v1alpha1.spec as spec
 name = spec._SCHEMA_CACHE
 p = pathlib.Path(spec.__file__)
+assert p.is_relative_to(pathlib.Path(r"{pkg}")), f"edits {{p}}, not the copy"   # never the checkout's file
 p.write_text(p.read_text() + "\\n# edited\\n")
 from gpustack_k3.catalog import load_catalog
 spec.DeploymentDocument.model_validate(load_catalog().presets["vllm-fixed"].document)
 print(name)
 """
     env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+    # cwd is not the checkout: `python -c` puts the working directory first on sys.path
+    proc = subprocess.run([sys.executable, "-c", code.format(pkg=pkg)], capture_output=True, text=True, env=env,
+                          timeout=120, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     stored = sorted(p.name for p in cache.glob("spec-schema-*"))
     assert stored == [proc.stdout.strip()]
+
+
+def _copy_package(tmp_path) -> pathlib.Path:
+    import shutil
+
+    pkg = tmp_path / "src"
+    shutil.copytree(ROOT / "gpustack_k3", pkg / "gpustack_k3", ignore=shutil.ignore_patterns("__pycache__"))
+    return pkg
+
+
+def _validate(pkg: pathlib.Path, cache: pathlib.Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
+    code = "from gpustack_k3.cli.main import run; raise SystemExit(run(['validate', '--preset', 'vllm-fixed', '-o', 'json']))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False, cwd=pkg)
+
+
+def test_a_changed_loader_or_model_module_misses_the_warm_cache(tmp_path):
+    """The key covers code as well as data: with a warm cache, a loader that now raises must raise (it used to be
+    skipped because the key hashed the data files only), and an edit of the API constants rebuilds the schema."""
+    pkg, cache = _copy_package(tmp_path), tmp_path / "cache"
+    assert _validate(pkg, cache).returncode == 0
+    warm = sorted(p.name for p in cache.iterdir())
+    assert [n.rsplit("-", 1)[0] for n in warm] == ["catalog", "spec-schema"]
+    loader = pkg / "gpustack_k3" / "catalog" / "loader.py"
+    text = loader.read_text()
+    loader.write_text(text.replace("def _load_and_validate(DATA: Path) -> Catalog:\n",
+                                   "def _load_and_validate(DATA: Path) -> Catalog:\n    raise RuntimeError('broken loader')\n"))
+    broken = _validate(pkg, cache)
+    assert broken.returncode != 0 and "broken loader" in broken.stderr
+    loader.write_text(text)
+    constants = pkg / "gpustack_k3" / "api" / "v1alpha1" / "constants.py"
+    constants.write_text(constants.read_text() + "\n# edited\n")
+    assert _validate(pkg, cache).returncode == 0
+    after = sorted(p.name for p in cache.iterdir())
+    assert len([n for n in after if n.startswith("spec-schema-")]) == 2   # a new schema entry beside the old
+
+
+@pytest.fixture
+def cache_env(monkeypatch, tmp_path):
+    from gpustack_k3 import _startup_cache
+
+    d = tmp_path / "cache"
+    monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(d))
+    _startup_cache.store("probe-x.pickle", {"a": 1})
+    assert _startup_cache.load("probe-x.pickle") == {"a": 1}
+    assert oct(d.stat().st_mode & 0o777) == "0o700" and oct((d / "probe-x.pickle").stat().st_mode & 0o777) == "0o600"
+    return _startup_cache, d
+
+
+def test_a_directory_others_can_write_is_neither_read_nor_written(cache_env):
+    cache, d = cache_env
+    d.chmod(0o777)
+    assert cache.load("probe-x.pickle") is None
+    cache.store("probe-y.pickle", 2)
+    assert not (d / "probe-y.pickle").exists()
+    d.chmod(0o700)
+    assert cache.load("probe-x.pickle") == {"a": 1}
+
+
+def test_a_file_others_can_write_or_own_is_not_unpickled(cache_env):
+    cache, d = cache_env
+    f = d / "probe-x.pickle"
+    f.chmod(0o666)
+    assert cache.load("probe-x.pickle") is None
+    f.chmod(0o600)
+    if os.getuid() == 0:   # only root can give a file away
+        os.chown(f, 12345, 12345)
+        assert cache.load("probe-x.pickle") is None
+        os.chown(f, 0, 0)
+    assert cache.load("probe-x.pickle") == {"a": 1}
+
+
+def test_symlinks_are_not_followed(cache_env, tmp_path, monkeypatch):
+    cache, d = cache_env
+    (tmp_path / "elsewhere").symlink_to(d)
+    monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(tmp_path / "elsewhere"))
+    assert cache.load("probe-x.pickle") is None
+    monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(d))
+    (d / "link.pickle").symlink_to(d / "probe-x.pickle")
+    assert cache.load("link.pickle") is None
+
+
+def test_a_torn_or_foreign_file_is_a_miss_not_an_unpickling(cache_env):
+    cache, d = cache_env
+    f = d / "probe-x.pickle"
+    blob = f.read_bytes()
+    f.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))           # payload no longer matches its digest
+    assert cache.load("probe-x.pickle") is None
+    import pickle
+
+    f.write_bytes(pickle.dumps({"a": 1}))                      # a bare pickle, as the previous format wrote
+    assert cache.load("probe-x.pickle") is None

@@ -5,7 +5,7 @@ import copy
 from typing import Any
 
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.testing.documents import DELETE, merge  # noqa: F401 - DELETE is re-exported to the tests
+from tests.support.documents import DELETE, merge  # noqa: F401 - DELETE is re-exported to the tests
 
 
 def preset_doc(name: str, spec_patch: dict[str, Any] | None = None) -> dict[str, Any]:

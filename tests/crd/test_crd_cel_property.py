@@ -5,30 +5,29 @@ from __future__ import annotations
 
 import os
 
+import celpy  # noqa: F401 - a test dependency: missing means failed
+import hypothesis
 import pytest
-from pydantic import ValidationError
-
-from gpustack_k3.api.spec import DeploymentDocument
-from gpustack_k3.catalog import load_catalog
-from gpustack_k3.core.rules import validate
-
 from crd_helpers import DELETE, merge, preset_doc
-
-hypothesis = pytest.importorskip("hypothesis")
-pytest.importorskip("celpy", reason="cel-python==0.5.0 is a test dependency")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from pydantic import ValidationError
 
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.rules import validate
+from gpustack_k3.core.rules.registry import of_family
 from gpustack_k3.crd.cel import NOT_IN_CEL  # noqa: E402
-from gpustack_k3.crd.celeval import evaluate  # noqa: E402
+from tests.support.celeval import evaluate  # noqa: E402
 
 CAT = load_catalog()
-CEL_COVERED = {rid for rid, r in CAT.rules.items() if r.severity == "error"} - set(NOT_IN_CEL)
+CEL_COVERED = {r.id for r in of_family("spec", "args") if r.severity == "error"} - set(NOT_IN_CEL)
 VERSIONS = sorted({k for e in CAT.engines.values() for k in e.versions}) + ["0.0.0-unknown"]
 DTYPES = sorted({d for e in CAT.engines.values() for v in e.versions.values() for d in v.kv_cache_dtypes}) + ["int3"]
 DRAFTS = sorted({n for m in CAT.models.values() for f in m.engines.values() if f.draft
                  for n in (f.draft.modelscope, f.draft.config_name, f.draft.path)}) + ["/data/Kimi-K3-DSpark//", "", "my/draft"]
-BACKENDS = ["FLASHINFER_MLA", "TRITON_MLA", "FLEX_ATTENTION", "cutedsl_mla", "aiter", "flashinfer"]
+BACKENDS = ["FLASHINFER_MLA", "TRITON_MLA", "FLEX_ATTENTION", "CUTLASS_MLA", "FLASH_ATTN_MLA", "ROCM_AITER_MLA",
+            "TOKENSPEED_MLA", "cutedsl_mla", "aiter", "tokenspeed_mla", "flashinfer"]
 
 
 def opt(values):
@@ -51,8 +50,9 @@ spec_patch = st.fixed_dictionaries({}, optional={
     "parallel": section(tp=opt([1, 2, 3, 4, 8, 16]), pp=opt([1, 2]), dp=opt([1, 2, 4]), dcp=opt([1, 2, 3, 4, 8]),
                         ep=opt([8]), expertParallel=opt([True])),
     "hardware": section(gpuType=req(["b300", "gb300", "h200", "cpu", "a100"]), gpuCount=req([1, 4, 8, 16])),
-    "memory": section(fraction=opt([-0.5, 0, 0.5, 0.92, 1, 1.2]), kvCacheDtype=opt(DTYPES),
-                      mambaFullMemoryRatio=opt([-1, 0, 0.86]), kvCacheBytes=opt([10 << 30])),
+    # out-of-range fractions and ratios are schema errors now (tests/crd/test_crd_schema.py), not CEL rules
+    "memory": section(fraction=opt([0.5, 0.92, 1]), kvCacheDtype=opt(DTYPES),
+                      mambaFullMemoryRatio=opt([0.86, 2]), kvCacheBytes=opt([10 << 30])),
     "speculative": section(method=req(["dspark", "mtp", "eagle3", "ngram", "none"]), draftModel=opt(DRAFTS),
                            draftTensorParallelSize=opt([1, 2, 8]), attentionBackend=opt(BACKENDS),
                            extraConfig=req([{}, {"tensor_parallel_size": 2}, {"method": "x"}, {"foo": 1}])),
@@ -60,8 +60,9 @@ spec_patch = st.fixed_dictionaries({}, optional={
                           maxNumBatchedTokens=opt([2048, 16384, 32768]), chunkedPrefill=opt([True, False]),
                           longPrefillTokenThreshold=opt([0, 4096, 300000]), maxPrefillTokens=opt([16384])),
     "sglang": section(decodeAttentionBackend=opt(BACKENDS), symmMem=opt([True])),
-    "vllm": section(moeBackend=opt(["auto"]), enforceEager=opt([True])),
-    "env": st.sampled_from([DELETE, {}, {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}]),
+    "vllm": section(moeBackend=opt(["auto"]), enforceEager=opt([True]), attentionBackend=opt(BACKENDS)),
+    "env": st.sampled_from([DELETE, {}, {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"},
+                            {"SGLANG_RAGGED_VERIFY_MODE": "compact"}, {"SGLANG_RAGGED_VERIFY_MODE": "static"}]),
 })
 
 

@@ -7,13 +7,12 @@ import typing
 
 import jsonschema
 import pytest
+from crd_helpers import DELETE, preset_doc
 from pydantic import BaseModel, ValidationError
 
-from gpustack_k3.api.spec import DeploymentDocument, DeploymentSpec
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, DeploymentSpec
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.crd.schema import to_jsonschema, walk
-
-from crd_helpers import DELETE, preset_doc
 
 
 def _spec(root_schema):
@@ -119,7 +118,7 @@ def test_crd_metadata_status_and_columns(crd, root_schema):
 
 
 def test_crd_passes_kubernetes_validate_strict(crd):
-    kv = pytest.importorskip("kubernetes_validate")
+    import kubernetes_validate as kv
     for version in ("1.30", "1.33"):
         kv.validate(crd, version, strict=True)
 
@@ -146,6 +145,10 @@ BAD = [
     ("secret env name pattern", {"secretEnv": [{"name": "1BAD", "secretName": "s", "key": "k"}]}),
     ("volume kind unknown", {"storage": {"model": {"kind": "nfs"}}}),
     ("env value not a string", {"env": {"A": 1}}),
+    ("memory fraction zero (exclusive minimum)", {"memory": {"fraction": 0}}),
+    ("memory fraction above 1", {"memory": {"fraction": 1.2}}),
+    ("memory fraction negative", {"memory": {"fraction": -0.1}}),
+    ("mamba ratio zero (exclusive minimum)", {"memory": {"mambaFullMemoryRatio": 0}}),
 ]
 
 
@@ -160,6 +163,19 @@ def test_bad_documents_refused_by_pydantic_and_closed_schema(root_schema, label,
         assert list(jsonschema.Draft7Validator(to_jsonschema(root_schema, closed=False)).iter_errors(doc)), label
 
 
+def test_single_field_ranges_are_schema_bounds_not_cel(root_schema):
+    """The memory fraction's (0, 1] and the Mamba ratio's > 0 are bounds of the model fields: the structural
+    schema carries them and no CEL rule restates them (the fraction's CEL enumerated every version, model and GPU)."""
+    mem = root_schema["properties"]["spec"]["properties"]["memory"]["properties"]
+    assert mem["fraction"].get("exclusiveMinimum") is True or mem["fraction"].get("exclusiveMinimum") == 0
+    assert mem["fraction"]["maximum"] == 1
+    assert mem["mambaFullMemoryRatio"].get("exclusiveMinimum") in (True, 0)
+    rules = root_schema["properties"]["spec"]["x-kubernetes-validations"]
+    assert not [v for v in rules if "memory.fraction" in v["rule"]]
+    assert not [v for v in rules if "self.memory.mambaFullMemoryRatio <" in v["rule"]
+                or "self.memory.mambaFullMemoryRatio >" in v["rule"]]
+
+
 def test_cli_crd_prints_the_generated_manifest():
     import yaml
     from click.testing import CliRunner
@@ -170,7 +186,7 @@ def test_cli_crd_prints_the_generated_manifest():
     res = CliRunner().invoke(crd_cmd, [])
     assert res.exit_code == 0, res.output
     assert res.output == crd_yaml()
-    assert res.output.startswith("# GENERATED FILE") and "gpustack-k3 manifests" in res.output.splitlines()[1]
+    assert res.output.startswith("# GENERATED FILE") and "python3 tools/generate.py" in res.output.splitlines()[1]
     assert yaml.safe_load(res.output) == crd_manifest()
     res = CliRunner().invoke(crd_cmd, ["--rules"])
     assert res.exit_code == 0 and "[rule dcp-divides-tp]" in res.output and "fixed-memory-exceeds-budget" in res.output

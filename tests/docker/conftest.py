@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from gpustack_k3.testing import ports
+
+from tests.support import ports, tiers
 
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / ".ci" / "setup_dockerd.sh"
@@ -53,7 +54,7 @@ def docker_host() -> str:
     proc = _setup("start")
     host = _last_value(proc.stdout, "DOCKER_HOST")
     if proc.returncode != 0 or not host:
-        pytest.skip(f"dockerd could not start via {SETUP.relative_to(REPO)} start (exit {proc.returncode}): "
+        tiers.unavailable(f"dockerd could not start via {SETUP.relative_to(REPO)} start (exit {proc.returncode}): "
                     f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'no output'}")
     TIMINGS["dockerd"] = ("already running" if already else
                           f"install (if needed) + start {time.monotonic() - t0:.1f} s") + f" ({host})"
@@ -64,7 +65,7 @@ def docker_host() -> str:
 
 @pytest.fixture(scope="session")
 def docker_client(docker_host: str):
-    docker = pytest.importorskip("docker")
+    import docker
     client = docker.DockerClient(base_url=docker_host, timeout=120)
     client.ping()
     yield client

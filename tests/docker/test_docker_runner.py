@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpustack_k3.coldstart import PHASES, ColdStartTracker
-from gpustack_k3.core.launch_types import LaunchSpec, Probe
+from gpustack_k3.core.launch_types import Arg, LaunchSpec
 from gpustack_k3.runtime.docker import (
     INSTANCE_LABEL,
     MANAGED_BY,
@@ -42,15 +42,16 @@ def replay_params(image: str, name: str, port: int, **env: str) -> dict:
 
 
 def launch_spec(image: str, name: str, port: int, budget_s: int = 60) -> LaunchSpec:
-    probe = Probe(path="/health", period_s=1, failure_threshold=3)
-    args = ["/models/Kimi-K3", "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "kimi-k3",
-            "--tensor-parallel-size", "8"]
+    arguments = [Arg("model.path", ["/models/Kimi-K3"], platform=True),
+                 Arg("serving.host", ["--host", "127.0.0.1"], platform=True),
+                 Arg("serving.port", ["--port", str(port)], platform=True),
+                 Arg("model.servedModelName", ["--served-model-name", "kimi-k3"], platform=True),
+                 Arg("parallel.tp", ["--tensor-parallel-size", "8"])]
     return LaunchSpec(
-        name=name, engine="vllm", engine_version="0.33.0", image=image, command=["vllm", "serve"], args=args,
-        engine_args=["--tensor-parallel-size", "8"], env={"REPLAY_SPEED": SPEED}, secret_env=[],
-        host="127.0.0.1", port=port, model_path="/models/Kimi-K3", served_model_name="kimi-k3",
-        gpu_type="B300", gpu_count=8, gpu_resource="nvidia.com/gpu", shm_size_gib=1, volumes=[],
-        startup_budget_s=budget_s, startup_probe=probe, readiness_probe=probe, liveness_probe=probe)
+        name=name, engine="vllm", engine_version="0.33.0", image=image, command=["vllm", "serve"],
+        arguments=arguments, env={"REPLAY_SPEED": SPEED}, secret_env=[], host="127.0.0.1", port=port,
+        health_path="/health", model_path="/models/Kimi-K3", served_model_name="kimi-k3", gpu_type="B300",
+        gpu_count=8, gpu_resource="nvidia.com/gpu", shm_size_gib=1, volumes=[], startup_budget_s=budget_s)
 
 
 def test_daemon_never_has_the_default_bridge(docker_client):
@@ -184,6 +185,30 @@ def test_live_engine_clock_with_platform_event(runner, replay_image, container_n
         start = report.phases[0].start
         assert all(p.start >= start for p in report.phases if p.start is not None)
         assert 0 < report.last.total_seconds <= result.elapsed_s + 2  # whole seconds in vLLM's clock
+    finally:
+        runner.stop(container_name, timeout_s=2)
+
+
+def test_log_stream_broken_mid_start_is_resumed_without_duplicates(runner, replay_image, container_name, free_port):
+    """The follow supervisor under the Docker runner: the log connection drops while weights load; the
+    stream is reopened from the last docker timestamp and every byte reaches the callback once."""
+    chunks: list[bytes] = []
+    dropped = []
+
+    def on_log(chunk: bytes) -> None:
+        chunks.append(chunk)
+        if not dropped and b"Starting to load model" in chunk:
+            dropped.append(True)
+            runner.follower.source.interrupt()     # as if dockerd dropped the connection
+
+    tracker = ColdStartTracker(engine="vllm")
+    launch = DockerLaunch.from_params(replay_params(replay_image, container_name, free_port), startup_budget_s=60)
+    result = runner.run(launch, tracker=tracker, platform_events=False, on_log=on_log, detach=True)
+    try:
+        assert result.ready, result.reason
+        assert dropped and result.log_reconnects >= 1
+        assert b"".join(chunks).startswith(VLLM_LOG.read_bytes())   # nothing lost, nothing twice
+        assert tracker.report().status == "ready"
     finally:
         runner.stop(container_name, timeout_s=2)
 

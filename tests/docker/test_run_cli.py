@@ -47,6 +47,10 @@ def test_run_detached_status_stop(docker_host, docker_client, replay_image, cont
     try:
         assert p.returncode == 0, p.stderr
         assert "Ready" in p.stderr
+        # the planner's figures for the preset next to the replayed engine's (2,687,776 tokens, 43.76 GiB)
+        assert "plan check (planned vs engine):" in p.stderr
+        assert any(line.strip().startswith("kv_cache_tokens") and "engine    2,687,776" in line
+                   for line in p.stderr.splitlines()), p.stderr
         st = cli(docker_host, "run", "status", container_name, "-o", "json")
         assert st.returncode == 0, st.stderr
         d = json.loads(st.stdout)
@@ -66,6 +70,9 @@ def test_run_crash_in_cuda_graphs_exits_1_with_phase(docker_host, docker_client,
     p = cli(docker_host, "run", str(f), "--runtime", "docker", "--detach", "--no-host-gpus", "--clamp-ulimits")
     assert p.returncode == 1, p.stderr
     assert "cuda_graphs" in p.stderr and "exited with code 3" in p.stderr
+    # the root cause, with the wrappers after it (tail: WorkerProc hit an exception → torch.OutOfMemoryError)
+    assert "FAILED in phase cuda_graphs: [Worker_TP3] torch.OutOfMemoryError: CUDA out of memory" in p.stderr
+    assert "  after: EngineCore failed to start." in p.stderr
     assert not docker_client.containers.list(all=True, filters={"name": container_name})
 
 
@@ -76,3 +83,23 @@ def test_run_refuses_invalid_spec_without_touching_docker(docker_host, replay_im
     f.write_text(yaml.safe_dump(doc))
     p = cli(docker_host, "run", str(f), "--runtime", "docker", "--no-host-gpus")
     assert p.returncode == 1 and "vllm-dcp-with-dspark" in p.stderr
+
+
+def test_run_detached_sends_the_warm_up_after_ready(docker_host, docker_client, replay_image, container_name, free_port,
+                                                    tmp_path):
+    """spec.startup.warmup on the Docker runtime: after Ready, `run` sends the warm-up requests (the probe's code)
+    to the container and reports them and the cold-start phase warm (issue 15 item 4)."""
+    f = spec_file(tmp_path, replay_image, container_name, free_port)
+    doc = yaml.safe_load(f.read_text())
+    doc["spec"]["startup"]["warmup"] = {"requests": 2, "inputLen": 16, "outputLen": 4}
+    f.write_text(yaml.safe_dump(doc))
+    p = cli(docker_host, "run", str(f), "--runtime", "docker", "--detach", "--no-host-gpus", "--clamp-ulimits")
+    try:
+        assert p.returncode == 0, p.stderr
+        assert p.stderr.index("Ready") < p.stderr.index("warm after"), p.stderr
+        assert "2 warm-up requests" in p.stderr and "cold-start phase warm:" in p.stderr, p.stderr
+        logs = cli(docker_host, "run", "logs", container_name).stdout
+        # the probe's completion stage (2 requests) and the 2 streamed warm-up requests reached the engine
+        assert logs.count('"POST /v1/chat/completions HTTP/1.1" 200') == 4, logs[-2000:]
+    finally:
+        cli(docker_host, "run", "stop", container_name)

@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+from tests.support import tiers
+
 from ._docker import docker
 from ._paths import REPO
 
@@ -21,7 +23,7 @@ def e2e_docker_host() -> str:
         env = subprocess.run(["bash", str(SETUP), "env"], capture_output=True, text=True, check=False)
         h = env.stdout.strip().partition("=")[2]
     if not h or docker(h, "version", "--format", "{{.Server.Version}}", timeout=20).returncode != 0:
-        pytest.skip(f"no dockerd answers on {h or 'DOCKER_HOST (unset)'}: start it with .ci/setup_dockerd.sh start")
+        tiers.unavailable(f"no dockerd answers on {h or 'DOCKER_HOST (unset)'}: start it with .ci/setup_dockerd.sh start")
     return h
 
 

@@ -15,7 +15,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-import pytest
+import dockerfile_parse
 import yaml
 
 from ._paths import (
@@ -28,8 +28,6 @@ from ._paths import (
     REPO,
     SETUP_VLLM_CPU,
 )
-
-dockerfile_parse = pytest.importorskip("dockerfile_parse", reason="pip install dockerfile-parse")
 
 
 def _parse(path: Path):
@@ -197,7 +195,7 @@ def test_engine_dockerfile_mirrors_the_setup_steps():
 
 def test_engine_image_runs_the_rendered_pod():
     """The preset's command, model path and the rendered pod's user all fit the final stage."""
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.launch import build_launch
     from gpustack_k3.render.kubernetes import RUN_AS
 

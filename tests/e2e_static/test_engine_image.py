@@ -38,7 +38,8 @@ START_TIMEOUT_S = 300
 
 sys.path.insert(0, str(KIND_DIR))
 from k3status import coldstart_problems
-from gpustack_k3.testing.ports import free_port
+
+from tests.support.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def _status_from_log(text: bytes) -> dict:
     tracker = ColdStartTracker(engine="vllm", budgets={})
     tracker.feed(text)
     tracker.finish()
-    snap = snapshot_of(tracker.report(), None, "docker")
+    snap = snapshot_of(tracker.report(), "docker")
     cold = {out: copy.deepcopy(snap.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
             if snap.get(k) is not None or k == "cacheWarm"}
     return {"metadata": {"name": "smollm2-cpu"}, "status": {"phase": "Ready", "coldStart": cold}}

@@ -21,15 +21,15 @@ LOGS = REPO / "tests" / "fixtures" / "logs"
 
 
 def _status_from_log(name: str, phase: str) -> dict:
-    bridge = pytest.importorskip("gpustack_k3.operator.coldstart_bridge")
     from gpustack_k3.coldstart.tracker import ColdStartTracker
+    from gpustack_k3.operator import coldstart_bridge as bridge
     from gpustack_k3.operator.decide import COLDSTART_STATUS_KEYS
 
     text = (LOGS / name).read_bytes()
     tracker = ColdStartTracker(engine="vllm", budgets={}, year=2026)
     tracker.feed(text)
     tracker.finish()
-    snap = bridge.snapshot_of(tracker.report(), None, "smollm2-cpu-6d9f-abcde")
+    snap = bridge.snapshot_of(tracker.report(), "smollm2-cpu-6d9f-abcde")
     cold = {out: copy.deepcopy(snap.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
             if snap.get(k) is not None or k == "cacheWarm"}
     return {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": "smollm2-cpu"},

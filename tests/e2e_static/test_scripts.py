@@ -1,14 +1,15 @@
-"""The kind e2e and image build scripts: bash syntax, shellcheck when installed, the preflight's skip
+"""The kind e2e and image build scripts: bash syntax, shellcheck (marker ``tools``), the preflight's skip
 path as it runs on this machine, and the build context that e2e/images/build.sh stages."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.support import tiers
 
 from ._paths import BUILD_SH, ENGINE_DOCKERFILE, REPO, RUN_SH, SCRIPTS
 
@@ -24,11 +25,11 @@ def test_bash_syntax(script: Path):
     assert os.stat(script).st_mode & stat.S_IXUSR, f"{script} is not executable"
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(REPO)))
 def test_shellcheck(script: Path):
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed (Debian: apt-get install shellcheck)")
-    res = subprocess.run(["shellcheck", "-x", str(script)], capture_output=True, text=True, check=False)
+    shellcheck = tiers.tool("shellcheck", "Debian: apt-get install shellcheck; .ci/setup_tools.sh")
+    res = subprocess.run([shellcheck, "-x", str(script)], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
 
 

@@ -3,11 +3,11 @@ import pytest
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-G, V, P = "k3.gpustack.ai", "v1alpha1", "k3deployments"
+G, V, P = "example.com", "v1", "widgets"   # schemaless (conftest)
 
 
 def cr(name, **spec):
-    return {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "metadata": {"name": name, "labels": {"tier": "a"}},
+    return {"apiVersion": f"{G}/{V}", "kind": "Widget", "metadata": {"name": name, "labels": {"tier": "a"}},
             "spec": spec or {"engine": "vllm"}}
 
 
@@ -27,7 +27,7 @@ def test_create_returns_201_with_server_metadata(api):
     assert m["uid"] and m["generation"] == 1 and m["creationTimestamp"].endswith("Z")
     assert int(m["resourceVersion"]) > 0 and m["namespace"] == "default"
     assert "status" not in r  # status subresource: create ignores status
-    raw = api.call_api(*api.param_serialize("POST", "/apis/k3.gpustack.ai/v1alpha1/namespaces/default/k3deployments",
+    raw = api.call_api(*api.param_serialize("POST", "/apis/example.com/v1/namespaces/default/widgets",
                                             body=cr("b"), header_params={"Content-Type": "application/json"}))
     assert raw.status == 201
 
@@ -144,12 +144,12 @@ def test_status_apply_is_isolated(api):
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object(G, V, "default", P, cr("a", replicas=1))
     r = co.patch_namespaced_custom_object_status(
-        G, V, "default", P, "a", {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "metadata": {"name": "a"},
+        G, V, "default", P, "a", {"apiVersion": f"{G}/{V}", "kind": "Widget", "metadata": {"name": "a"},
                                   "spec": {"replicas": 7}, "status": {"phase": "Deploying", "warnings": ["w"]}},
         field_manager="gpustack-k3", force=True, _content_type="application/apply-patch+yaml")
     assert r["spec"]["replicas"] == 1 and r["status"] == {"phase": "Deploying", "warnings": ["w"]}
     r = co.patch_namespaced_custom_object_status(
-        G, V, "default", P, "a", {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "metadata": {"name": "a"},
+        G, V, "default", P, "a", {"apiVersion": f"{G}/{V}", "kind": "Widget", "metadata": {"name": "a"},
                                   "status": {"phase": "Ready"}},
         field_manager="gpustack-k3", force=True, _content_type="application/apply-patch+yaml")
     assert r["status"] == {"phase": "Ready"}  # fields we stopped applying are gone
@@ -179,7 +179,7 @@ def test_label_and_field_selectors(api):
 def test_delete_with_finalizers_and_cascading_gc(api):
     co, apps, core = client.CustomObjectsApi(api), client.AppsV1Api(api), client.CoreV1Api(api)
     owner = co.create_namespaced_custom_object(G, V, "default", P, cr("a"))
-    ref = {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "name": "a", "uid": owner["metadata"]["uid"],
+    ref = {"apiVersion": f"{G}/{V}", "kind": "Widget", "name": "a", "uid": owner["metadata"]["uid"],
            "controller": True, "blockOwnerDeletion": True}
     dep = deployment("d")
     dep["metadata"]["ownerReferences"] = [ref]
@@ -203,7 +203,7 @@ def test_delete_with_finalizers_and_cascading_gc(api):
 def test_orphan_propagation_keeps_dependents(api):
     co, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     owner = co.create_namespaced_custom_object(G, V, "default", P, cr("a"))
-    ref = {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "name": "a", "uid": owner["metadata"]["uid"]}
+    ref = {"apiVersion": f"{G}/{V}", "kind": "Widget", "name": "a", "uid": owner["metadata"]["uid"]}
     core.create_namespaced_config_map("default", {"metadata": {"name": "c", "ownerReferences": [ref]}})
     co.delete_namespaced_custom_object(G, V, "default", P, "a", propagation_policy="Orphan")
     cm = core.read_namespaced_config_map("c", "default")
@@ -216,7 +216,7 @@ def test_namespaces_events_leases_and_discovery(api):
     assert "team" in [n.metadata.name for n in core.list_namespace().items]
     assert core.read_namespace("team").metadata.name == "team"
     ev = core.create_namespaced_event("team", {"metadata": {"generateName": "x."}, "reason": "Valid", "message": "m",
-                                               "type": "Normal", "involvedObject": {"kind": "K3Deployment", "name": "a"}})
+                                               "type": "Normal", "involvedObject": {"kind": "Widget", "name": "a"}})
     assert ev.metadata.name.startswith("x.")
     lease = coord.create_namespaced_lease("team", {"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}})
     lease.spec.holder_identity = "you"
@@ -224,8 +224,8 @@ def test_namespaces_events_leases_and_discovery(api):
     core.delete_namespace("team")
     assert core.list_namespaced_event("team").items == []
     dyn = dynamic.DynamicClient(api)
-    k3 = dyn.resources.get(api_version=f"{G}/{V}", kind="K3Deployment")
-    assert (k3.name, k3.namespaced, k3.short_names) == (P, True, ["k3dep"]) and "status" in k3.subresources
+    k3 = dyn.resources.get(api_version="k3.gpustack.ai/v1alpha1", kind="K3Deployment")
+    assert (k3.name, k3.namespaced, k3.short_names) == ("k3deployments", True, ["k3dep"]) and "status" in k3.subresources
     assert dyn.resources.get(api_version="coordination.k8s.io/v1", kind="Lease").namespaced
 
 

@@ -1,20 +1,22 @@
 """The real kubectl (a client-go client) against the emulator: discovery, short names, server-side apply."""
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 
+from tests.support import tiers
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = pytest.mark.tools
 
 
 def test_kubectl_apply_get_delete(emu, tmp_path):
+    exe = tiers.tool("kubectl", "the CI image ships it; .ci/setup_tools.sh checks for it")
     kc = emu.write_kubeconfig(str(tmp_path / "kubeconfig"))
     emu.create_namespace("llm")
 
     def kubectl(*args, stdin=None):
-        r = subprocess.run(["kubectl", "--kubeconfig", kc, *args], input=stdin, capture_output=True, text=True,
+        r = subprocess.run([exe, "--kubeconfig", kc, *args], input=stdin, capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 0, r.stderr
         assert "Warning" not in r.stderr, r.stderr

@@ -1,7 +1,7 @@
 """The emulator's pure API-server semantics: selectors, merges, server-side apply ownership."""
 import pytest
 
-from gpustack_k3.testing import k8s_semantics as sem
+from tests.support import k8s_semantics as sem
 
 
 @pytest.mark.parametrize("selector,labels,expected", [

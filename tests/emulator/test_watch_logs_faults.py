@@ -7,11 +7,11 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
-G, V, P = "k3.gpustack.ai", "v1alpha1", "k3deployments"
+G, V, P = "example.com", "v1", "widgets"   # schemaless (conftest)
 
 
 def cr(name, **labels):
-    return {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "metadata": {"name": name, "labels": labels},
+    return {"apiVersion": f"{G}/{V}", "kind": "Widget", "metadata": {"name": name, "labels": labels},
             "spec": {"engine": "vllm"}}
 
 
@@ -173,14 +173,14 @@ def test_follow_ends_when_pod_deleted(api, emu):
 def test_fault_injection_status_times_and_delay(api, emu):
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object(G, V, "default", P, cr("a"))
-    fault = emu.inject(500, times=2, verb="patch", path=r"/k3deployments/a$")
+    fault = emu.inject(500, times=2, verb="patch", path=r"/widgets/a$")
     for _ in range(2):
         with pytest.raises(ApiException) as e:
             co.patch_namespaced_custom_object(G, V, "default", P, "a", {"spec": {"x": 1}})
         assert e.value.status == 500
     assert co.patch_namespaced_custom_object(G, V, "default", P, "a", {"spec": {"x": 1}})["spec"]["x"] == 1
     assert fault.hits == 2
-    emu.inject(409, method="GET", path="/k3deployments/a")
+    emu.inject(409, method="GET", path="/widgets/a")
     with pytest.raises(ApiException) as e:
         co.get_namespaced_custom_object(G, V, "default", P, "a")
     assert e.value.status == 409
@@ -201,7 +201,7 @@ def test_write_counter_per_agent_verb_resource(emu):
     client.CoreV1Api(b).create_namespaced_config_map("default", {"metadata": {"name": "c"}})
     client.CustomObjectsApi(a).get_namespaced_custom_object(G, V, "default", P, "x")  # reads are not counted
     assert emu.writes(agent="tester") == 2
-    assert emu.writes(agent="tester", resource="k3deployments/status", verb="patch") == 1
+    assert emu.writes(agent="tester", resource="widgets/status", verb="patch") == 1
     assert emu.writes(resource="configmaps") == 1
     emu.reset_counters()
     assert emu.writes() == 0

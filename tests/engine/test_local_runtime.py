@@ -9,8 +9,7 @@ import time
 import pytest
 
 from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
-from gpustack_k3.testing.ports import free_port
-
+from tests.support.ports import free_port
 
 # A child that prints, serves 503 on /health for `delay` seconds, then 200; spawns a grandchild
 # (like vLLM's EngineCore) that stays in the same process group.

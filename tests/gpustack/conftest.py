@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import tiers
+
 REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO / ".ci" / "setup_gpustack.sh"
 TIMINGS: dict[str, str] = {}
@@ -54,7 +56,7 @@ def gs(tmp_path_factory) -> GPUStack:
     started = False
     if proc.returncode != 0:
         if os.geteuid() != 0:
-            pytest.skip("the GPUStack tier needs root (ip netns, PostgreSQL as postgres)")
+            tiers.unavailable("the GPUStack tier needs root (ip netns, PostgreSQL as postgres)")
         t0 = time.monotonic()
         # output to files, not pipes: a daemon that inherited a pipe would keep it open forever
         logdir = tmp_path_factory.mktemp("gs-setup")

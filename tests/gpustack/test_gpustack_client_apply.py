@@ -20,7 +20,7 @@ from gpustack_k3.gpustack import apply as A
 from gpustack_k3.gpustack.cli import gpustack
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
 from gpustack_k3.gpustack.status import InstancePhases
-from gpustack_k3.testing.ports import free_port
+from tests.support.ports import free_port
 
 KEY = "gpustack_test_key"
 
@@ -104,7 +104,7 @@ def client_for(fake, **kw) -> GPUStackClient:
 
 
 def files_of(preset="vllm-seed", worker=None, **spec):
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.core.launch import build_launch
     from gpustack_k3.render.gpustack import model_source_for, render_gpustack
@@ -260,6 +260,7 @@ def test_cli_unreachable_exit_2(monkeypatch):
 
 def test_cli_refused_spec_exit_1_without_contacting_server(tmp_path, monkeypatch):
     import yaml
+
     from gpustack_k3.catalog import load_catalog
 
     d = copy.deepcopy(load_catalog().presets["vllm-seed"].document)
@@ -303,7 +304,7 @@ def test_instance_states_map_to_platform_phases():
 
 
 def test_instance_phases_feed_the_real_tracker():
-    coldstart = pytest.importorskip("gpustack_k3.coldstart")
+    from gpustack_k3 import coldstart
     tr = coldstart.ColdStartTracker(engine="vllm", budgets={})
     p = InstancePhases(tr)
     base = 1_790_000_000.0
@@ -317,9 +318,9 @@ def test_instance_phases_feed_the_real_tracker():
 
 def test_watch_follows_states_and_feeds_instance_logs_to_the_tracker():
     """status --watch: instance events (watch=true stream) + the instance log into ColdStartTracker."""
-    pytest.importorskip("gpustack_k3.coldstart")
     from pathlib import Path
 
+    import gpustack_k3.coldstart  # noqa: F401 - a test dependency: missing means failed
     from gpustack_k3.gpustack.status import watch
 
     log = (Path(__file__).resolve().parents[1] / "docker" / "images" / "replay-engine" / "logs"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_launch
 from gpustack_k3.gpustack.cli import gpustack

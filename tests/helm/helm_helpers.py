@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from gpustack_k3.charts import CHART_DIR
+from tools.chart import CHART_DIR
 
 CI_VALUES = sorted((CHART_DIR / "ci").glob("*-values.yaml"))
 

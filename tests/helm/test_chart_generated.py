@@ -11,19 +11,30 @@ import jsonschema
 import pytest
 import yaml
 
-from gpustack_k3.charts import (CHART_DIR, CRD_FILE, REPO_ROOT, ChartValues, HelmError, chart_drift,
-                                chart_generated_files, dashboard, default_values, find_helm, values_schema)
+from tools.chart import (
+    CHART_DIR,
+    CRD_FILE,
+    REPO_ROOT,
+    ChartValues,
+    HelmError,
+    chart_drift,
+    chart_generated_files,
+    dashboard,
+    default_values,
+    find_helm,
+    values_schema,
+)
 
 
 def test_generated_chart_files_are_current():
-    assert chart_drift() == [], "stale generated chart files: run `gpustack-k3 manifests`"
+    assert chart_drift() == [], "stale generated chart files: run `python3 tools/generate.py`"
 
 
 def test_generated_files_say_how_to_regenerate():
     files = chart_generated_files()
-    assert files[CRD_FILE].startswith("# GENERATED FILE") and "gpustack-k3 manifests" in files[CRD_FILE][:300]
-    assert "gpustack-k3 manifests" in json.loads(files["values.schema.json"])["$comment"]
-    assert "gpustack-k3 manifests" in json.loads(files["dashboards/gpustack-k3.json"])["description"]
+    assert files[CRD_FILE].startswith("# GENERATED FILE") and "python3 tools/generate.py" in files[CRD_FILE][:300]
+    assert "python3 tools/generate.py" in json.loads(files["values.schema.json"])["$comment"]
+    assert "python3 tools/generate.py" in json.loads(files["dashboards/gpustack-k3.json"])["description"]
 
 
 def test_drift_is_detected(tmp_path):
@@ -74,8 +85,8 @@ def test_values_schema_has_no_refs():
 def test_dashboard_queries_only_metrics_the_operator_exports():
     from prometheus_client import CollectorRegistry
 
-    health = pytest.importorskip("gpustack_k3.operator.health")
-    metrics = pytest.importorskip("gpustack_k3.metrics")
+    from gpustack_k3 import metrics
+    from gpustack_k3.operator import health
     exported = set()
     om = health.OperatorMetrics()
     reg = CollectorRegistry()
@@ -111,6 +122,24 @@ def test_find_helm_says_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(HelmError, match="setup_helm.sh"):
         find_helm()
+
+
+def test_generate_check_without_helm_exits_2_saying_helm_is_needed(tmp_path):
+    """`tools/generate.py --check` cannot check manifests/install.yaml without helm: it must not report
+    "up to date" (exit 0) after a partial check, nor write anything."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GPUSTACK_K3_HELM"}
+    env.update(GPUSTACK_K3_CACHE=str(tmp_path), PATH=str(tmp_path), PYTHONPATH=str(REPO_ROOT))
+    before = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "generate.py"), "--check"], capture_output=True,
+                         text=True, env=env, timeout=300, check=False)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "helm not found" in res.stderr and "install.yaml cannot be generated or checked without helm" in res.stderr
+    assert ".ci/setup_helm.sh" in res.stderr and "up to date" not in res.stdout + res.stderr
+    after = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+    assert after.stdout == before.stdout
 
 
 def test_setup_helm_script_is_valid_bash():

@@ -9,11 +9,10 @@ import copy
 import jsonschema
 import pytest
 import yaml
+from helm_helpers import CI_VALUES, by_kind, write_values
 
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.charts import CHART_DIR, MANIFESTS_DIR, render_install_yaml
-
-from helm_helpers import CI_VALUES, by_kind, write_values
+from tools.chart import CHART_DIR, MANIFESTS_DIR, render_install_yaml
 
 pytestmark = pytest.mark.helm
 
@@ -49,9 +48,10 @@ def test_helm_lint_strict_with_deployments(helm_run, tmp_path):
 
 
 def _validate_all(objs, crd):
-    kv = pytest.importorskip("kubernetes_validate")
-    from gpustack_k3.crd.celeval import evaluate
+    import kubernetes_validate as kv
+
     from gpustack_k3.crd.schema import to_jsonschema
+    from tests.support.celeval import evaluate
 
     schema = to_jsonschema(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], closed=False)
     for obj in objs:
@@ -77,7 +77,7 @@ def test_template_output_is_valid_kubernetes(render, values, crd_manifest):
 
 
 def test_deployments_list_creates_valid_resources(render, tmp_path, crd_manifest):
-    from gpustack_k3.api.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.rules import validate
 
     objs = render(values_files=[_presets_values(tmp_path)])
@@ -101,9 +101,9 @@ def test_monitoring_objects(render):
     assert all(svc["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
     (cm,) = by_kind(objs, "ConfigMap")
     assert cm["metadata"]["namespace"] == "monitoring" and cm["metadata"]["labels"]["grafana_dashboard"] == "1"
-    from gpustack_k3.charts import dashboard
-
     import json
+
+    from tools.chart import dashboard
 
     assert json.loads(cm["data"]["gpustack-k3.json"]) == dashboard()
     default = render()
@@ -119,7 +119,7 @@ def _operator_container(objs):
 @pytest.mark.parametrize("values", [None, *CI_VALUES], ids=["default", *[p.stem for p in CI_VALUES]])
 def test_operator_args_parse_with_the_operator_cli(render, values):
     """The Deployment's command line is accepted by `gpustack-k3 operator run` itself."""
-    op_cli = pytest.importorskip("gpustack_k3.operator.cli")
+    from gpustack_k3.operator import cli as op_cli
     vals = yaml.safe_load(values.read_text()) if values else {}
     dep, c = _operator_container(render(values_files=[values] if values else []))
     assert c["command"] == ["gpustack-k3"] and c["args"][:2] == ["operator", "run"]
@@ -145,8 +145,8 @@ def test_operator_args_parse_with_the_operator_cli(render, values):
 def _expected_rbac():
     """What the operator needs: derived from the kinds it owns (operator/controller.py) plus its
     own resource, pods (readiness, logs) and events."""
-    ctl = pytest.importorskip("gpustack_k3.operator.controller")
-    kube = pytest.importorskip("gpustack_k3.operator.kube")
+    from gpustack_k3.operator import controller as ctl
+    from gpustack_k3.operator import kube
     lifecycle = {"get", "list", "watch", "create", "patch", "delete"}
     want: dict[tuple[str, str], set[str]] = {}
     for api_version, kind in ctl.OWNED_KINDS:
@@ -254,9 +254,9 @@ def test_replicas_without_leader_election_refused(helm_run):
 
 def test_install_yaml_is_rendered_from_the_chart(helm_bin):
     path = MANIFESTS_DIR / "install.yaml"
-    assert path.is_file(), "manifests/install.yaml missing: run `gpustack-k3 manifests`"
+    assert path.is_file(), "manifests/install.yaml missing: run `python3 tools/generate.py`"
     fresh = render_install_yaml()
-    assert path.read_text(encoding="utf-8") == fresh, "manifests/install.yaml is stale: run `gpustack-k3 manifests`"
+    assert path.read_text(encoding="utf-8") == fresh, "manifests/install.yaml is stale: run `python3 tools/generate.py`"
     assert fresh == render_install_yaml(), "rendering is not deterministic"
     objs = [d for d in yaml.safe_load_all(fresh) if d]
     kinds = [o["kind"] for o in objs]

@@ -7,7 +7,7 @@ import datetime as dt
 import pathlib
 import re
 
-from gpustack_k3.operator import decide as d
+from operator_helpers import pod_from_deployment
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GPU_LOG = ROOT / "tests/docker/images/replay-engine/logs/vllm-0.33-kimi-k3-8xb300.log"
@@ -39,11 +39,10 @@ def parse(ts: str) -> dt.datetime:
 class Kubelet:
     """One engine pod of a K3Deployment; ``report`` patches its status like the kubelet does."""
 
-    def __init__(self, emu, core, ns: str, cr_name: str, pod: str) -> None:
+    def __init__(self, emu, core, ns: str, cr_name: str, pod: str, wait: bool = True) -> None:
         self.emu, self.core, self.ns, self.pod = emu, core, ns, pod
-        body = {"metadata": {"name": pod, "labels": {d.LABEL_DEPLOYMENT: cr_name, "app": cr_name}},
-                "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0"},
-                                        {"name": "sidecar", "image": "busybox"}]}}
+        body = pod_from_deployment(emu, cr_name, pod, [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0"},
+                                                       {"name": "sidecar", "image": "busybox"}], ns=ns, wait=wait)
         created = core.create_namespaced_pod(ns, body)
         self.created = created.metadata.creation_timestamp.astimezone(dt.UTC)
         self.restarts = 0

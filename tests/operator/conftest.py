@@ -1,19 +1,37 @@
 import contextlib
+import pathlib
 
 import pytest
+import yaml
 from kubernetes import client
 from operator_fakes import fake_plan, fake_render, fake_validate
 from operator_helpers import NS
 
 from gpustack_k3.operator.controller import Operator
-from gpustack_k3.testing.k8s_emulator import K8sEmulator
+from tests.support.k8s_emulator import K8sEmulator
+
+INSTALL = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "install.yaml"
+
+
+def install_documents() -> list[dict]:
+    return [d for d in yaml.safe_load_all(INSTALL.read_text()) if d]
 
 
 @pytest.fixture
 def emu():
+    """The API emulator with the namespace of the tests and the RBAC of manifests/install.yaml (the chart's
+    default install): its ClusterRole, ClusterRoleBinding and ServiceAccount."""
     with K8sEmulator() as e:
         e.create_namespace(NS)
+        e.install(install_documents())
         yield e
+
+
+@pytest.fixture
+def operator_token(emu) -> str:
+    """A token of the operator's ServiceAccount of manifests/install.yaml: RBAC applies to its requests."""
+    sa = next(d for d in install_documents() if d["kind"] == "ServiceAccount")
+    return emu.service_account_token(sa["metadata"]["namespace"], sa["metadata"]["name"])
 
 
 @pytest.fixture
@@ -24,10 +42,13 @@ def kube(emu):
 
 
 @pytest.fixture
-def start_operator(emu):
+def start_operator(emu, operator_token):
+    """Start an Operator as the ServiceAccount of manifests/install.yaml (a request its RBAC does not grant
+    is 403, as in a cluster). ``rbac=False``: as the admin, for leader election, whose Lease permissions the
+    chart grants only with operator.leaderElect=true (tests/helm checks the operator under that RBAC)."""
     started = []
 
-    def start(**kw):
+    def start(rbac: bool = True, **kw):
         kw.setdefault("namespaces", [NS])
         kw.setdefault("validate", fake_validate)
         kw.setdefault("render", fake_render)
@@ -36,7 +57,7 @@ def start_operator(emu):
         kw.setdefault("watch_timeout_s", 5)
         kw.setdefault("workers", 2)
         kw.setdefault("coldstart_factory", None)  # log following is tested in test_coldstart_http.py
-        op = Operator(emu.api_client(), **kw).start()
+        op = Operator(emu.api_client(token=operator_token if rbac else None), **kw).start()
         started.append(op)
         return op
 

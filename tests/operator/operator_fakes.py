@@ -13,16 +13,17 @@ def fake_validate(doc):
                            "use tp 1, 2, 4 or 8", "test fake"))
     if spec.get("engine", {}).get("name") not in ("vllm", "sglang"):
         out.append(Finding("engine.name", "error", "spec.engine.name", "unknown engine", "use vllm or sglang", "test fake"))
-    if spec.get("maxModelLen", 0) > 262144:
-        out.append(Finding("context.long", "warning", "spec.maxModelLen", "long context", "expect less KV room", "fake"))
+    if (spec.get("scheduling") or {}).get("maxModelLen", 0) > 262144:
+        out.append(Finding("context.long", "warning", "spec.scheduling.maxModelLen", "long context",
+                           "expect less KV room", "fake"))
     return out
 
 
 def fake_render(doc):
     name, spec = doc["metadata"]["name"], doc["spec"]
     args = [f"--tensor-parallel-size={(spec.get('parallel') or {}).get('tp', 8)}"]
-    if spec.get("maxModelLen"):
-        args.append(f"--max-model-len={spec['maxModelLen']}")
+    if (spec.get("scheduling") or {}).get("maxModelLen"):
+        args.append(f"--max-model-len={spec['scheduling']['maxModelLen']}")
     env = [{"name": k, "value": str(v)} for k, v in sorted((spec.get("env") or {}).items())]
     container = {"name": "engine", "image": spec.get("engine", {}).get("image", "vllm/vllm-openai:v0.33.0"),
                  "args": args, "ports": [{"name": "http", "containerPort": 8000}]}
@@ -39,5 +40,9 @@ def fake_render(doc):
     ]
 
 
+FAKE_PLAN = {"engine": "vllm", "maxModelLen": 80_000, "kvTokens": 1_000_000, "maxConcurrency": 12.5,
+             "kvCacheDtype": "fp8", "headroomGiB": 3.1}
+
+
 def fake_plan(doc):
-    return {"kvTokens": 1_000_000, "maxConcurrency": 12.5}
+    return dict(FAKE_PLAN)

@@ -2,6 +2,8 @@
 reliably when several test folders have one)."""
 import time
 
+from gpustack_k3.api.v1alpha1.constants import LABEL_DEPLOYMENT
+
 G, V, P = "k3.gpustack.ai", "v1alpha1", "k3deployments"
 NS = "llm"
 
@@ -23,3 +25,17 @@ def wait_for(fn, timeout=15.0, interval=0.05, what="condition"):
 def k3(name, **spec):
     return {"apiVersion": f"{G}/{V}", "kind": "K3Deployment", "metadata": {"name": name, "namespace": NS},
             "spec": {"engine": {"name": "vllm"}, **spec}}
+
+
+def pod_from_deployment(emu, name, pod, containers, ns=NS, wait=True):
+    """A pod as the ReplicaSet of Deployment ``name`` creates it: the pod template's labels and annotations
+    (among them the template hash the operator stamps), plus the given containers. ``wait=False``: a pod left
+    from before (no Deployment yet): the resource's label only, no template hash."""
+    if wait:
+        dep = wait_for(lambda: emu.get("apps/v1/deployments", ns, name), what=f"Deployment {ns}/{name}")
+        meta = dep["spec"]["template"].get("metadata") or {}
+    else:
+        meta = {"labels": {LABEL_DEPLOYMENT: name, "app": name}}
+    return {"metadata": {"name": pod, "labels": dict(meta.get("labels") or {}),
+                         "annotations": dict(meta.get("annotations") or {})},
+            "spec": {"containers": containers}}

@@ -12,7 +12,9 @@ import pytest
 import yaml
 from kubernetes import client
 from operator_helpers import G, P, V, wait_for
-from gpustack_k3.testing.ports import free_port
+
+from tests.support.k8s_emulator import ADMIN_TOKEN
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.operator
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -21,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 @pytest.fixture
 def emulator_process():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "gpustack_k3.testing.k8s_emulator"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.k8s_emulator"], stdout=subprocess.PIPE,
                             text=True, env=env)
     url = json.loads(proc.stdout.readline())["url"]
     yield url
@@ -35,7 +37,7 @@ def test_operator_run_process_with_kubeconfig_and_sigterm(emulator_process, tmp_
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "emu",
         "clusters": [{"name": "emu", "cluster": {"server": url}}],
-        "users": [{"name": "emu", "user": {"token": "t"}}],
+        "users": [{"name": "emu", "user": {"token": ADMIN_TOKEN}}],   # an unknown token is 401
         "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}]}))
     cfg = client.Configuration()
     cfg.host = url

@@ -22,7 +22,7 @@ import pytest
 from coldstart_kubelet import CPU_LOG, GPU_CRASH_TAIL, GPU_LOG, Kubelet, parse, retime
 from operator_helpers import NS, G, P, V, k3, wait_for
 
-from gpustack_k3.operator.coldstart_bridge import LineDedup, parse_time
+from gpustack_k3.operator.podstate import parse_time
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -67,7 +67,7 @@ def deploy(co, core, emu, name="kimi", wait=True):
     co.create_namespaced_custom_object(G, V, NS, P, k3(name))
     if wait:
         wait_status(co, name, lambda s: s.get("phase") == "Deploying", "Deploying")
-    return Kubelet(emu, core, NS, name, f"{name}-0")
+    return Kubelet(emu, core, NS, name, f"{name}-0", wait=wait)
 
 
 def gpu_log(started: dt.datetime) -> list[str]:
@@ -98,7 +98,14 @@ def test_gpu_log_create_to_ready_and_warm_with_hand_read_timings(emu, kube, cold
     assert phase_row(st, "weights_load")["seconds"] == 163.8
     assert phase_row(st, "cuda_graphs")["seconds"] == 87.0
     assert secs_between(phase_row(st, "container_start")["start"], phase_row(st, "process_start")["start"]) == 13.0
-    assert cs.get("compileCacheWarm") is None          # no compile-cache marker of the catalog in this log
+    assert cs.get("compileCacheWarm") is None and "compileCache" not in cs   # no compile-cache line in this log
+    # the engine's own figures (gpu_worker.py:772 "Available KV cache memory: 43.76 GiB", kv_cache_utils.py:1147
+    # "GPU KV cache size: 2,687,776 tokens, Maximum concurrency for 1,000,000 tokens per request: 2.69x")
+    assert cs["memory"] == {"kvCacheGiB": 43.76, "kvCacheTokens": 2687776, "maxConcurrency": 2.69,
+                            "concurrencyLen": 1000000}
+    # against the test plan (operator_fakes.FAKE_PLAN: 1,000,000 tokens; 12.5x at 80,000: not comparable)
+    assert st["planCheck"] == {"figures": [{"figure": "kvCacheTokens", "planned": 1000000, "engine": 2687776,
+                                            "driftPct": 168.78}], "maxAbsDriftPct": 168.78, "notPrinted": []}
     assert cond(st, "GraphsCaptured")["status"] == "True" and "87 s" in cond(st, "GraphsCaptured")["message"]
     assert st["phase"] == "Starting"                # the engine serves; the pod is not Ready yet
     kl.report("Running", scheduled=sched, running=started, ready=True)
@@ -123,6 +130,8 @@ def test_gpu_log_create_to_ready_and_warm_with_hand_read_timings(emu, kube, cold
     assert 'gpustack_k3_cold_start_phase_seconds_sum{engine="vllm",phase="weights_load"} 163.8' in body
     assert 'gpustack_k3_operator_resources{phase="Warm"} 1.0' in body
     assert 'gpustack_k3_operator_resources{phase="Failed"} 0.0' in body
+    assert 'gpustack_k3_cold_start_engine_memory{figure="kvCacheTokens",name="kimi",namespace="llm"} 2.687776e+06' in body
+    assert 'gpustack_k3_cold_start_plan_drift_percent{figure="kvCacheTokens",name="kimi",namespace="llm"} 168.78' in body
 
 
 def test_cpu_eager_log_real_vllm_to_warm(emu, kube, cold_operator):
@@ -158,6 +167,7 @@ def test_compile_cache_warm_from_vllm_cache_load_line(emu, kube, cold_operator):
            "graph(s) for compile range (1, 8192) from the cache, took 4.215 s\n")
     st = wait_status(co, "kimi", lambda s: (s.get("coldStart") or {}).get("compileCacheWarm") is True, "cache warm")
     assert st["coldStart"]["attempt"] == 1
+    assert st["coldStart"]["compileCache"] == {"state": "hit", "hits": 1, "misses": 0}   # no compile phase seconds
 
 
 def test_crash_in_cuda_graphs_fails_then_restart_is_attempt_2(emu, kube, cold_operator):
@@ -232,7 +242,7 @@ def test_deletion_stops_following(emu, kube, cold_operator):
     kl = deploy(co, core, emu)
     kl.start_container(kl.created + dt.timedelta(seconds=3), scheduled=kl.created)
     followers = wait_for(lambda: op.coldstart.followers(), what="a follower")
-    assert [f.track.container for f in followers] == ["engine"]
+    assert [f.source.track.container for f in followers] == ["engine"]
     co.delete_namespaced_custom_object(G, V, NS, P, "kimi")
     wait_for(lambda: not op.coldstart.followers(), what="followers dropped")
     wait_for(lambda: not followers[0].is_alive(), what="follower thread ended")
@@ -260,13 +270,13 @@ def test_dropped_log_connection_resumes_without_duplicates(emu, kube, cold_opera
     kl.log("".join(lines[:half]))
     f = wait_for(lambda: op.coldstart.followers(), what="a follower")[0]
     fed = "".join(lines[:half]).encode()
-    wait_for(lambda: f.track.tracker.bytes_seen == len(fed), what="first half fed")
+    wait_for(lambda: f.tracker.bytes_seen == len(fed), what="first half fed")
     emu.inject(500, times=2, path=f"/pods/{kl.pod}/log$")   # the reconnects meet API errors first
-    f.abort(f._resp)                                         # the connection drops mid-stream
+    f.source.interrupt()                                     # the connection drops mid-stream
     kl.log("".join(lines[half:]))
     st = wait_status(co, "kimi", lambda s: (s.get("coldStart") or {}).get("totalSeconds") is not None, "serving")
     assert f.reconnects >= 1 and f.is_alive()
-    assert f.track.tracker.bytes_seen == len("".join(lines).encode())   # every byte once
+    assert f.tracker.bytes_seen == len("".join(lines).encode())         # every byte once
     assert st["coldStart"]["attempt"] == 1 and st["coldStart"]["totalSeconds"] == 635.0
 
 
@@ -321,12 +331,6 @@ def test_operator_restart_after_container_restart_recovers_attempts(emu, kube, c
     assert phase_row(st, "weights_load")["seconds"] == 163.8
 
 
-def test_line_dedup_drops_what_was_fed_before_a_reconnect():
-    dd = LineDedup()
-    a = b"2026-11-29T10:00:00.000000001Z one\n2026-11-29T10:00:01Z two\n2026-11-29T10:00:01Z three\n"
-    assert dd.feed(a[:20]) == b"" and dd.feed(a[20:]) == b"one\ntwo\nthree\n"
-    dd.reconnect()    # the server resends from a second earlier (sinceSeconds has 1 s resolution)
-    again = b"2026-11-29T10:00:00.000000001Z one\n2026-11-29T10:00:01Z two\n2026-11-29T10:00:01Z three\n"
-    assert dd.feed(again + b"2026-11-29T10:00:01Z four\n2026-11-29T10:00:02Z five\n") == b"four\nfive\n"
+def test_kubelet_stamps_with_nanoseconds_parse():
     assert parse_time("2026-11-29T10:00:00.123456789Z") == pytest.approx(
         dt.datetime(2026, 11, 29, 10, 0, 0, 123456, tzinfo=dt.UTC).timestamp())

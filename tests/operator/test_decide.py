@@ -3,8 +3,9 @@ import copy
 import datetime as dt
 
 import pytest
-from operator_fakes import fake_plan, fake_render, fake_validate
+from operator_fakes import FAKE_PLAN, fake_plan, fake_render, fake_validate
 
+from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator import decide as d
 
 pytestmark = pytest.mark.operator
@@ -36,13 +37,27 @@ def as_server_returns(obj, extra_uid="x"):
     if live["kind"] == "Deployment":
         live["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "IfNotPresent"
         live["spec"]["strategy"] = {"type": "RollingUpdate"}
-        live["status"] = {"observedGeneration": 1}
+        live["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}   # its pod was made
     return live
 
 
 def observed_after(decision, pods=(), coldstart=None):
+    """The world after ``decision`` was applied; the pods were made from the Deployment it applied."""
     owned = {d.object_key(a.obj): as_server_returns(a.obj) for a in decision.actions if isinstance(a, d.Apply)}
-    return d.Observed(owned=owned, pods=list(pods), coldstart=coldstart)
+    tpl = next((a.obj["spec"]["template"]["metadata"] for a in decision.actions
+                if isinstance(a, d.Apply) and a.obj["kind"] == "Deployment"), None)
+    return d.Observed(owned=owned, pods=[from_template(p, tpl) for p in pods], coldstart=coldstart)
+
+
+def from_template(p, tpl):
+    """The pod as its ReplicaSet creates it: with the template's labels and annotations."""
+    if tpl is None:
+        return p
+    p = copy.deepcopy(p)
+    m = p["metadata"]
+    m["labels"] = {**(tpl.get("labels") or {}), **(m.get("labels") or {})}
+    m["annotations"] = {**(tpl.get("annotations") or {}), **(m.get("annotations") or {})}
+    return p
 
 
 def pod(name="kimi-0", *, scheduled=True, ready=False, phase="Running", waiting=None, terminated=None,
@@ -62,7 +77,7 @@ def pod(name="kimi-0", *, scheduled=True, ready=False, phase="Running", waiting=
     cs = {"name": "engine", "restartCount": restarts, "state": state, "ready": ready}
     if last_terminated:
         cs["lastState"] = {"terminated": last_terminated}
-    return {"metadata": {"name": name, "labels": {d.LABEL_DEPLOYMENT: "kimi"}},
+    return {"metadata": {"name": name, "labels": {api.LABEL_DEPLOYMENT: "kimi"}},
             "status": {"phase": phase, "conditions": conds, "containerStatuses": [cs]}}
 
 
@@ -77,19 +92,19 @@ def test_first_reconcile_applies_owned_labelled_objects_and_reports_deploying():
         assert m["ownerReferences"] == [{"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment",
                                          "name": "kimi", "uid": "uid-1", "controller": True,
                                          "blockOwnerDeletion": True}]
-        assert m["labels"][d.LABEL_DEPLOYMENT] == "kimi" and m["labels"][d.LABEL_MANAGED_BY] == "gpustack-k3"
-        assert len(m["annotations"][d.ANNOTATION_APPLIED_HASH]) == 16
+        assert m["labels"][api.LABEL_DEPLOYMENT] == "kimi" and m["labels"][api.LABEL_APP_MANAGED_BY] == "gpustack-k3"
+        assert len(m["annotations"][api.ANNOTATION_APPLIED_HASH]) == 16
     dep = next(a.obj for a in applies if a.obj["kind"] == "Deployment")
     tpl = dep["spec"]["template"]["metadata"]
-    assert tpl["labels"][d.LABEL_DEPLOYMENT] == "kimi" and d.ANNOTATION_CONFIG_HASH in tpl["annotations"]
+    assert tpl["labels"][api.LABEL_DEPLOYMENT] == "kimi" and api.ANNOTATION_CONFIG_HASH in tpl["annotations"]
     s = dec.status
     assert s["phase"] == "Deploying" and s["observedGeneration"] == 1
     conds = {c["type"]: c for c in s["conditions"]}
-    assert [c["type"] for c in s["conditions"]] == list(d.CONDITION_TYPES)
+    assert [c["type"] for c in s["conditions"]] == list(api.CONDITION_TYPES)
     assert conds["Valid"]["status"] == "True" and conds["Rendered"]["status"] == "True"
     assert conds["Ready"]["status"] == "False" and conds["WeightsLoaded"]["status"] == "Unknown"
     assert s["endpoint"] == "http://kimi.llm.svc:8000"
-    assert s["plan"] == {"kvTokens": 1_000_000, "maxConcurrency": 12.5}
+    assert s["plan"] == FAKE_PLAN
     assert dec.events == (d.Emit("Normal", "Deploying", "phase None -> Deploying: workload applied, waiting for pods"),)
     assert dec.status_changed
 
@@ -119,9 +134,9 @@ def test_invalid_spec_reports_findings_emits_once_and_renders_nothing():
 
 
 def test_warnings_are_listed_without_blocking():
-    dec = run(make_cr(maxModelLen=1_000_000))
+    dec = run(make_cr(scheduling={"maxModelLen": 1_000_000}))
     assert dec.status["phase"] == "Deploying"
-    assert dec.status["warnings"] == ["[context.long] spec.maxModelLen: long context Fix: expect less KV room"]
+    assert dec.status["warnings"] == ["[context.long] spec.scheduling.maxModelLen: long context Fix: expect less KV room"]
 
 
 def test_spec_change_reapplies_only_what_changed():
@@ -288,7 +303,9 @@ def _openapi_to_jsonschema(node):
 
 
 def test_status_fits_the_crd_status_schema():
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
+
+    from gpustack_k3.api.v1alpha1.status import K3DeploymentStatus
     from gpustack_k3.crd.manifest import crd_manifest
     crd = crd_manifest()
     status_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
@@ -300,6 +317,8 @@ def test_status_fits_the_crd_status_schema():
                 run(make_cr(status=first.status), observed_after(first, [pod()], cs), plan=fake_plan).status]
     for status in statuses:
         jsonschema.validate(status, schema)
+        K3DeploymentStatus.model_validate(status)       # the model the CRD's status schema is generated from
+        assert {c["reason"] for c in status["conditions"]} <= api.CONDITION_REASONS
 
 
 def test_turning_invalid_keeps_the_running_workload():
@@ -409,3 +428,82 @@ def test_an_old_crash_after_a_long_healthy_run_is_not_a_crash_loop():
     recent = pod(last_terminated=err, restarts=2)
     recent["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": T0.strftime("%Y-%m-%dT%H:%M:%SZ")}}
     assert run(make_cr(status=first.status), observed_after(first, pods=[recent])).status["phase"] == "Degraded"
+
+
+def test_a_crash_looping_engine_with_cold_start_verdicts_is_one_degraded_phase():
+    """Each attempt's verdict clears when the next attempt starts and fails again when it dies; the restarts are
+    the loop: Starting -> Failed (the first attempt) -> Starting (the restart) -> Degraded, and Degraded stays."""
+    err = {"reason": "Error", "exitCode": 1}
+
+    def attempt(n, failed):
+        if not failed:
+            return {"attempt": n, "current": "weights_load", "phases": []}
+        return {"attempt": n, "failedPhase": "cuda_graphs", "reason": "CUDA out of memory", "phases": [],
+                "verdict": {"phase": "Failed", "reason": "EngineCrashed",
+                            "message": f"attempt {n}: cold start failed in cuda_graphs: CUDA out of memory"}}
+    steps = [(pod(), attempt(1, False)), (pod(), attempt(1, True)),
+             (pod(terminated=err), attempt(1, True))]                      # the first attempt fails: Failed
+    for n in range(1, 5):                                                    # then the kubelet restarts it
+        steps += [(pod(last_terminated=err, restarts=n), attempt(n + 1, False)),
+                  (pod(last_terminated=err, restarts=n), attempt(n + 1, True)),
+                  (pod(terminated=err, last_terminated=err, restarts=n), attempt(n + 1, True)),
+                  (pod(waiting={"reason": "CrashLoopBackOff"}, last_terminated=err, restarts=n), attempt(n + 1, True))]
+    first = run(make_cr())
+    status, phases, phase_events = first.status, [], []
+    for p, cs in steps:
+        dec = run(make_cr(status=status), observed_after(first, pods=[p], coldstart=cs))
+        status = dec.status
+        phases.append(status["phase"])
+        phase_events += [e.reason for e in dec.events if e.reason in api.PHASES]
+    assert phase_events == ["Starting", "Failed", "Starting", "Degraded"], phases
+    assert set(phases[phases.index("Degraded"):]) == {"Degraded"}
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "EngineCrashed" and "cuda_graphs" in ready["message"]
+
+
+def test_single_replica_rollout_without_updated_replicas_is_rolling_out():
+    """Recreate with one replica: the API server omits updatedReplicas while it is 0, and the only pod running
+    is the old one (ready). That is RollingOut, not Ready of the new generation."""
+    first = run(make_cr())
+    old_pod = pod(ready=True)
+    ready = run(make_cr(status=first.status), observed_after(first, pods=[old_pod]))
+    assert ready.status["phase"] == "Ready"
+    changed = make_cr(generation=2, status=ready.status, parallel={"tp": 4})
+    applying = run(changed, observed_after(first, pods=[old_pod]))
+    assert applying.status["phase"] == "Deploying"
+    after = observed_after(applying)                  # the new template is applied ...
+    dep = next(o for k, o in after.owned.items() if k[1] == "Deployment")
+    dep["metadata"]["generation"] = 2
+    dep["status"] = {"observedGeneration": 2, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+    old_tpl = next(a.obj for a in first.actions if isinstance(a, d.Apply) and a.obj["kind"] == "Deployment")
+    world = d.Observed(owned=after.owned, pods=[from_template(old_pod, old_tpl["spec"]["template"]["metadata"])])
+    dec = run(make_cr(generation=2, status=applying.status, parallel={"tp": 4}), world)   # ... the old pod serves
+    ready_cond = next(c for c in dec.status["conditions"] if c["type"] == "Ready")
+    assert dec.status["phase"] == "Deploying" and dec.status["observedGeneration"] == 2
+    assert ready_cond["status"] == "False" and ready_cond["reason"] == "RollingOut", ready_cond
+    assert "0/1 pod(s) on the new template" in ready_cond["message"]
+    # the controller's count alone can lag: the pods' template hash says it too
+    dep["status"]["updatedReplicas"] = 1
+    dec = run(make_cr(generation=2, status=applying.status, parallel={"tp": 4}), world)
+    ready_cond = next(c for c in dec.status["conditions"] if c["type"] == "Ready")
+    assert ready_cond["reason"] == "RollingOut" and "1/1 pod(s) still on an older template: kimi-0" in \
+        ready_cond["message"]
+    # the new pod (from the new template) is ready: Ready
+    new_pod = from_template(pod("kimi-1", ready=True), dep["spec"]["template"]["metadata"])
+    dec = run(make_cr(generation=2, status=applying.status, parallel={"tp": 4}),
+              d.Observed(owned=after.owned, pods=[new_pod]))
+    assert dec.status["phase"] == "Ready", dec.status
+
+
+def test_prepare_stamps_each_pod_template_with_its_hash():
+    first = run(make_cr())
+    dep = next(a.obj for a in first.actions if isinstance(a, d.Apply) and a.obj["kind"] == "Deployment")
+    tpl = dep["spec"]["template"]
+    h = tpl["metadata"]["annotations"][api.ANNOTATION_TEMPLATE_HASH]
+    assert d.template_hashes([dep]) == {h} and len(h) == 16
+    again = run(make_cr())
+    assert d.template_hashes([next(a.obj for a in again.actions if isinstance(a, d.Apply)
+                                   and a.obj["kind"] == "Deployment")]) == {h}          # stable
+    changed = run(make_cr(parallel={"tp": 4}))
+    assert d.template_hashes([next(a.obj for a in changed.actions if isinstance(a, d.Apply)
+                                   and a.obj["kind"] == "Deployment")]) != {h}

@@ -5,9 +5,10 @@ import time
 import urllib.request
 
 import pytest
-from operator_helpers import NS, G, P, V, k3, wait_for
+from kubernetes import client
+from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
-from gpustack_k3.operator import decide as d
+from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.controller import run
 
 pytestmark = pytest.mark.operator
@@ -31,7 +32,7 @@ def events_for(core, name):
 
 
 def owned(emu, kind_res, name=None):
-    objs = [o for o in emu.objects(kind_res, NS) if d.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {})]
+    objs = [o for o in emu.objects(kind_res, NS) if api.LABEL_DEPLOYMENT in (o["metadata"].get("labels") or {})]
     return [o for o in objs if name is None or o["metadata"]["name"] == name]
 
 
@@ -84,7 +85,8 @@ def test_spec_change_rerenders_and_prunes_removed_fields(emu, kube, start_operat
     wait_for(lambda: status_of(co, "kimi").get("observedGeneration") == 1, what="gen 1")
     c = apps.read_namespaced_deployment("kimi", NS).spec.template.spec.containers[0]
     assert [e.name for e in c.env] == ["A", "B"]
-    co.patch_namespaced_custom_object(G, V, NS, P, "kimi", {"spec": {"env": {"B": None}, "maxModelLen": 131072}})
+    co.patch_namespaced_custom_object(G, V, NS, P, "kimi", {"spec": {"env": {"B": None},
+                                                                     "scheduling": {"maxModelLen": 131072}}})
     wait_for(lambda: status_of(co, "kimi").get("observedGeneration") == 2, what="gen 2")
     assert op.wait_idle(10)
     c = apps.read_namespaced_deployment("kimi", NS).spec.template.spec.containers[0]
@@ -125,9 +127,7 @@ def test_pods_drive_phases_and_events(emu, kube, start_operator):
     start_operator()
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
-    labels = {d.LABEL_DEPLOYMENT: "kimi", "app": "kimi"}
-    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": labels},
-                                    "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
+    core.create_namespaced_pod(NS, pod_from_deployment(emu, "kimi", "kimi-0", [{"name": "engine", "image": "vllm"}]))
 
     def kubelet(phase, conditions, state, restarts=0, last=None):
         # like the kubelet's two-way merge patch: states not reported any more are set to null
@@ -190,8 +190,7 @@ def test_cold_start_seam_feeds_conditions(emu, kube, start_operator):
         return holder["obs"]
     start_operator(coldstart_factory=factory)
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
-    core.create_namespaced_pod(NS, {"metadata": {"name": "kimi-0", "labels": {d.LABEL_DEPLOYMENT: "kimi"}},
-                                    "spec": {"containers": [{"name": "engine", "image": "vllm"}]}})
+    core.create_namespaced_pod(NS, pod_from_deployment(emu, "kimi", "kimi-0", [{"name": "engine", "image": "vllm"}]))
     obs = holder["obs"]
     wait_for(lambda: obs.seen_pods.get((NS, "kimi")) == ["kimi-0"], what="pods at the seam")
     obs.snapshot = {"attempt": 1, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
@@ -278,3 +277,72 @@ def test_a_refused_object_is_reported_not_retried_forever(emu, kube, start_opera
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying after the fix")
     assert apps.read_namespaced_deployment("kimi", NS) is not None
     assert cond(status_of(co, "kimi"), "Rendered")["status"] == "True"
+
+
+def test_single_replica_recreate_rollout_reads_rolling_out_until_the_new_pod_is_ready(emu, kube, start_operator):
+    """The test plays the Deployment controller and the kubelet as a real cluster does them for a Recreate
+    Deployment of one replica; the emulator stores the status as the API server does (a count of 0 is left out).
+    While the only running pod is of the old template, the resource is not Ready of the new generation."""
+    co, apps, core = kube
+    op = start_operator()
+    co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
+
+    def run_pod(name):
+        core.create_namespaced_pod(NS, pod_from_deployment(emu, "kimi", name, [{"name": "engine", "image": "vllm"}]))
+        core.patch_namespaced_pod_status(name, NS, {"status": {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}], "containerStatuses": [
+            {"name": "engine", "image": "vllm", "imageID": "", "ready": True, "restartCount": 0,
+             "state": {"running": {"startedAt": "2026-11-29T00:00:00Z"}}}]}})
+
+    def controller_status(updated):
+        gen = apps.read_namespaced_deployment("kimi", NS).metadata.generation
+        apps.patch_namespaced_deployment_status("kimi", NS, {"status": {
+            "observedGeneration": gen, "replicas": 1, "updatedReplicas": updated, "readyReplicas": 1,
+            "availableReplicas": 1}})
+        return gen
+
+    run_pod("kimi-a")
+    controller_status(1)
+    wait_for(lambda: status_of(co, "kimi").get("phase") == "Ready", what="Ready")
+    co.patch_namespaced_custom_object(G, V, NS, P, "kimi", {"spec": {"parallel": {"tp": 4}}})
+    wait_for(lambda: apps.read_namespaced_deployment("kimi", NS).metadata.generation == 2, what="new template")
+    assert controller_status(0) == 2                                   # the old pod still runs
+    assert "updatedReplicas" not in emu.get("apps/v1/deployments", NS, "kimi")["status"]
+    assert op.wait_idle(10)
+    st = status_of(co, "kimi")
+    assert st["observedGeneration"] == 2 and st["phase"] == "Deploying", st["phase"]
+    assert cond(st, "Ready")["status"] == "False" and cond(st, "Ready")["reason"] == "RollingOut"
+    core.delete_namespaced_pod("kimi-a", NS)                            # Recreate: the old pod goes first
+    run_pod("kimi-b")
+    controller_status(1)
+    st = wait_for(lambda: (s := status_of(co, "kimi")).get("phase") == "Ready" and s, what="Ready again")
+    assert cond(st, "Ready")["status"] == "True" and st["observedGeneration"] == 2
+
+
+def test_a_rule_missing_from_the_install_rbac_fails_the_operator(emu, kube, operator_token):
+    """The operator runs as the ServiceAccount of manifests/install.yaml with its RBAC enforced: drop the rule
+    that lets it watch pods and it never gets a complete picture (not ready, nothing reconciled)."""
+    from operator_fakes import fake_render, fake_validate
+
+    from gpustack_k3.operator.controller import Operator
+
+    co, _, _ = kube
+    role = emu.get("rbac.authorization.k8s.io/v1/clusterroles", None, "gpustack-k3")
+    rules = [r for r in role["rules"] if r["resources"] != ["pods"]]
+    assert len(rules) == len(role["rules"]) - 1
+    client.RbacAuthorizationV1Api(emu.api_client()).patch_cluster_role("gpustack-k3", {"rules": rules})
+    op = Operator(emu.api_client(token=operator_token), namespaces=[NS], validate=fake_validate, render=fake_render,
+                  coldstart_factory=None, watch_timeout_s=5)
+    starter = threading.Thread(target=op.start, daemon=True)   # start() waits for the caches to sync
+    starter.start()
+    try:
+        co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
+        time.sleep(3)
+        ready, why = op.ready()
+        assert not ready and "Pod" in why, why
+        assert "status" not in co.get_namespaced_custom_object(G, V, NS, P, "kimi")
+        assert any(r.method == "GET" and "/pods" in r.url.path for r in emu.requests)
+    finally:
+        op.stop()
+        starter.join(10)

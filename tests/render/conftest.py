@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpustack_k3.api.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.render.docker import docker_run_line, docker_run_params
 from tests.render.conftest import EDGES, PRESETS, launch_of, preset_data
 from tests.render.test_argv import _corpus, run_shell_line
@@ -115,7 +116,7 @@ def test_docker_sdk_accepts_the_params(case):
 
 def test_docker_runner_takes_the_params():
     """The Docker runner (runtime/docker.py) builds its create kwargs from this target."""
-    runtime = pytest.importorskip("gpustack_k3.runtime.docker")
+    from gpustack_k3.runtime import docker as runtime
     launch = launch_of(preset_data("vllm-seed"))
     dl = runtime.DockerLaunch.from_launch_spec(launch)
     params, notes = runtime.prepare_params(dl, host_has_gpus=False)
@@ -137,12 +138,13 @@ def test_run_line_is_equivalent_to_the_params(case, tmp_path):
 def test_run_line_survives_injection_corpus(tmp_path):
     base = launch_of(preset_data("sglang-fixed"))
     corpus = _corpus(tmp_path)
-    args = list(base.args)
+    args = []
     for i, value in enumerate(corpus):
         args += [f"--flag-{i}", value]
     env = {**base.env, **{f"EVIL_{i}": v for i, v in enumerate(corpus)}}
-    labels = {**base.labels, "evil": corpus[1]}
-    launch = replace(base, args=args, env=env, labels=labels, image=f"img:$(touch {tmp_path}/PWNED)")
+    # engine_version reaches a container label (app.kubernetes.io/version)
+    launch = replace(base, arguments=[*base.arguments, Arg("extraArgs", args)], env=env, engine_version=corpus[1],
+                     image=f"img:$(touch {tmp_path}/PWNED)")
     argv, _ = run_shell_line(docker_run_line(launch), tmp_path, "docker")
     got = parse_docker_run(["docker", *argv[1:]])
     got.pop("pass_env")

@@ -1,21 +1,20 @@
-"""Golden files (preset/spec x target) and the committed manifests/examples must equal a fresh render.
+"""manifests/examples is the one golden tree: every file must equal a fresh render (tools/examples.py).
 
-Regenerate after an intended change and review the diff:
-    python3 -m gpustack_k3.render.golden      # tests/render/golden
-    python3 -m gpustack_k3.cli.main manifests # manifests/examples (or: gpustack-k3 manifests)
+Regenerate after an intended change and review the diff:  python3 tools/generate.py
 """
 from __future__ import annotations
 
 import difflib
+import subprocess
+import sys
 
 import pytest
-from click.testing import CliRunner
 
-from gpustack_k3.cli.render_cmd import diff_tree
-from gpustack_k3.render.golden import GOLDEN, golden_files
-from tests.render.conftest import REPO
+from tools import examples
+from tools.generate import diff_tree
 
-FRESH = golden_files()
+FRESH = examples.example_files()
+REGENERATE = "python3 tools/generate.py"
 
 
 def _show(path, want: str) -> str:
@@ -26,51 +25,48 @@ def _show(path, want: str) -> str:
 
 @pytest.mark.parametrize("rel", sorted(FRESH))
 def test_golden_file(rel):
-    path = GOLDEN / rel
-    assert path.is_file(), f"missing golden {rel}: run python3 -m gpustack_k3.render.golden"
+    path = examples.EXAMPLES / rel
+    assert path.is_file(), f"missing golden {rel}: run {REGENERATE}"
     assert path.read_text() == FRESH[rel], (
-        f"{rel} changed; if intended, run python3 -m gpustack_k3.render.golden and review the diff\n"
-        + _show(path, FRESH[rel]))
+        f"{rel} changed; if intended, run {REGENERATE} and review the diff\n" + _show(path, FRESH[rel]))
 
 
 def test_no_stale_golden_files():
-    assert diff_tree(GOLDEN, FRESH) == [], "run python3 -m gpustack_k3.render.golden"
+    assert diff_tree(examples.EXAMPLES, FRESH) == [], f"run {REGENERATE}"
 
 
 def test_golden_covers_every_case_and_target():
-    from gpustack_k3.render.golden import cases
-    from gpustack_k3.render.targets import TARGETS, gpustack_available
+    from gpustack_k3.render.targets import TARGETS
 
-    targets = [t for t in TARGETS if t != "gpustack" or gpustack_available()]
-    have = {tuple(rel.split("/")[:2]) for rel in FRESH}
-    assert have == {(c, t) for c in cases() for t in targets}
-
-
-def test_committed_manifests_match_a_fresh_regeneration(tmp_path):
-    from gpustack_k3.cli.render_cmd import manifests
-
-    res = CliRunner().invoke(manifests, ["--out", str(tmp_path / "m")])
-    assert res.exit_code == 0, res.output
-    fresh = {p.relative_to(tmp_path / "m" / "examples").as_posix(): p.read_text()
-             for p in (tmp_path / "m" / "examples").rglob("*") if p.is_file()}
-    committed = REPO / "manifests" / "examples"
-    drift = diff_tree(committed, fresh)
-    assert drift == [], f"manifests/examples is stale ({drift[:5]}...): run `gpustack-k3 manifests`"
-    # --check agrees, and the regeneration is byte-for-byte deterministic.
-    check = CliRunner().invoke(manifests, ["--out", str(tmp_path / "m"), "--check"])
-    assert check.exit_code == 0, check.output
-    again = CliRunner().invoke(manifests, ["--out", str(tmp_path / "m2")])
-    assert again.exit_code == 0
-    assert diff_tree(tmp_path / "m2" / "examples", fresh) == []
+    have = {tuple(rel.split("/")[:2]) for rel in FRESH if rel.count("/") >= 2}
+    want = {(c, t) for c in examples.cases() for t in (*TARGETS, "gpustack-worker")}
+    assert have == want
 
 
-def test_manifests_check_detects_drift(tmp_path):
-    from gpustack_k3.cli.render_cmd import manifests
+def test_regeneration_is_deterministic():
+    assert examples.example_files() == FRESH
 
-    assert CliRunner().invoke(manifests, ["--out", str(tmp_path)]).exit_code == 0
-    victim = next(p for p in (tmp_path / "examples").rglob("kubernetes.yaml"))
+
+def test_generate_check_detects_drift_and_names_the_file(tmp_path, monkeypatch):
+    """``tools/generate.py --check`` lists a changed and an extra file and exits 1 (examples only: the chart
+    and install.yaml are checked by the helm tier)."""
+    from tools import generate
+
+    tree = tmp_path / "examples"
+    monkeypatch.setattr(examples, "EXAMPLES", tree)
+    files = {tree / rel: text for rel, text in FRESH.items()}
+    for p, text in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    assert generate.stale(files) == ([], [])
+    victim = next(p for p in files if p.name == "kubernetes.yaml")
     victim.write_text(victim.read_text().replace("nvidia.com/gpu: 8", "nvidia.com/gpu: 7"))
-    (tmp_path / "examples" / "extra.txt").write_text("x")
-    res = CliRunner().invoke(manifests, ["--out", str(tmp_path), "--check"])
-    assert res.exit_code == 1
-    assert "extra.txt" in res.output and victim.name in res.output
+    (tree / "extra.txt").write_text("x")
+    changed, extra = generate.stale(files)
+    assert changed == [victim] and extra == [tree / "extra.txt"]
+
+
+def test_generate_refuses_unknown_arguments():
+    proc = subprocess.run([sys.executable, "tools/generate.py", "--frobnicate"], capture_output=True, text=True,
+                          cwd=examples.REPO, timeout=120)
+    assert proc.returncode == 2 and "usage" in proc.stderr

@@ -3,22 +3,28 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import time
 
 import kubernetes_validate  # test dependency: kubernetes-validate==1.37.0
 import pytest
 
-from gpustack_k3.render.kubernetes import kubernetes_yaml, render_kubernetes, validate_objects, workload_kind
+from gpustack_k3.render.kubernetes import (
+    kubernetes_yaml,
+    placement,
+    render_kubernetes,
+    validate_objects,
+    workload_kind,
+)
 from tests.render.conftest import EDGES, PRESETS, doc_of, launch_of, preset_data
+from tests.support import tiers
 
 CASES = {**{p: preset_data(p) for p in PRESETS}, **EDGES}
 
 
 def objects(data: dict) -> tuple[object, list[dict]]:
     launch = launch_of(data)
-    return launch, render_kubernetes(launch, namespace=doc_of(data).metadata.namespace)
+    return launch, render_kubernetes(launch, doc_of(data))
 
 
 def by_kind(objs: list[dict], kind: str) -> list[dict]:
@@ -62,7 +68,7 @@ def test_pod_runs_exactly_the_launch_spec(case):
 
     launch_file = render_target(launch, "launch")["launch.json"]
     assert json.loads(launch_file) == json.loads(json.dumps(launch.to_dict()))
-    assert workload(objs)["spec"]["template"]["metadata"]["annotations"]["gpustack-k3/launch-sha256"] == \
+    assert workload(objs)["spec"]["template"]["metadata"]["annotations"]["k3.gpustack.ai/launch-sha256"] == \
         hashlib.sha256(launch_file.encode()).hexdigest()
     assert not by_kind(objs, "ConfigMap")   # the launch spec is not stored in the cluster
 
@@ -71,7 +77,7 @@ def test_pod_runs_exactly_the_launch_spec(case):
 def test_network_policy_only_when_asked(case):
     launch, objs = objects(CASES[case])
     policies = by_kind(objs, "NetworkPolicy")
-    assert len(policies) == (1 if launch.network_policy else 0)
+    assert len(policies) == (1 if doc_of(CASES[case]).spec.serving.networkPolicy else 0)
     for pol in policies:   # admits only the engine port, on exactly the engine's pods
         assert pol["spec"]["podSelector"]["matchLabels"] == workload(objs)["spec"]["selector"]["matchLabels"]
         assert pol["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": launch.port}]}]
@@ -120,7 +126,7 @@ def test_gpu_shm_volumes_probes_placement(case):
     assert lp["periodSeconds"] * lp["failureThreshold"] > rp["periodSeconds"] * rp["failureThreshold"]
     assert lp["timeoutSeconds"] >= rp["timeoutSeconds"]
     assert c["ports"] == [{"name": "http", "containerPort": launch.port, "protocol": "TCP"}]
-    assert pod["nodeSelector"] == launch.node_selector and pod["tolerations"] == launch.tolerations
+    assert (pod["nodeSelector"], pod["tolerations"]) == placement(launch, doc_of(CASES[case]))
     # Service targets the pod's port; selectors match the pod labels.
     svc = next(o for o in by_kind(objs, "Service") if o["spec"].get("clusterIP") != "None")
     assert svc["spec"]["ports"][0]["port"] == launch.port
@@ -207,20 +213,10 @@ def test_storage_problems_refuse_the_render():
     prepare(doc_of(d), targets=("argv",))
 
 
-def _checkov() -> str:
-    import os
-
-    exe = os.environ.get("GPUSTACK_K3_CHECKOV") or shutil.which("checkov")
-    if not exe:
-        if os.environ.get("GPUSTACK_K3_REQUIRE_CHECKOV"):
-            pytest.fail("checkov required (GPUSTACK_K3_REQUIRE_CHECKOV) but not found; pip install checkov")
-        pytest.skip("checkov not installed (pip install checkov); CI sets GPUSTACK_K3_REQUIRE_CHECKOV=1")
-    return exe
-
-
+@pytest.mark.tools
 def test_checkov_passes_with_written_skips(tmp_path):
     """checkov over every rendered object: nothing fails; every skip carries a written reason."""
-    exe = _checkov()
+    exe = tiers.checkov()
     n_objects = 0
     for case, data in sorted(CASES.items()):
         _, objs = objects(data)

@@ -409,7 +409,9 @@ ACTIONS: dict[str, tuple[frozenset[str], type[argparse.Action]]] = {
     "vllm.utils.argparse_utils.EnableDisableAction": (frozenset({"d0042998c525"}), EnableDisableAction),
     "vllm.entrypoints.common.cli_args.LoRAParserAction": (frozenset({"f5de51b9af81"}), VllmLoRAModules),
     "vllm.entrypoints.openai.cli_args.LoRAParserAction": (frozenset({"869c2517107f", "be071f37943d"}), VllmLoRAModules),
-    "vllm.entrypoints.launchers.cli_args.LoRAParserAction": (frozenset({"f5de51b9af81"}), VllmLoRAModules),
+    # 0.29.0 moved 0.28.0's class (same source) from entrypoints/openai/ to entrypoints/launchers/
+    "vllm.entrypoints.launchers.cli_args.LoRAParserAction": (frozenset({"f5de51b9af81", "be071f37943d"}),
+                                                             VllmLoRAModules),
     "vllm.engine.arg_utils.DeprecatedLogConfigFileAction": (frozenset({"9434e209b8f0"}), StoreValues),
     "sglang.srt.arg_groups.argparse_actions.LoRAPathAction": (frozenset({"90bb96649a28"}), SglangLoRAPaths),
     "sglang.srt.arg_groups.argparse_actions.DeprecatedStoreTrueAction": (frozenset({"ac3ce141f606"}), StoreTrue),

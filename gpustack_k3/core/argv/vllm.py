@@ -54,6 +54,10 @@ _D011 = Dialect("flexible-0.11", "-O.level", False, "refuse", "skip", "str",
 DIALECTS: dict[tuple[str, str, str], Dialect] = {
     ("06d2a12341f9", "174e85e1f5a7", "5f8e700ae1d2"): _D028,   # 0.33.0
     ("62dbf68760a4", "17a3f184f8a0", "5f8e700ae1d2"): _D028,   # 0.28.0
+    # 0.29.0: 0.33.0's parse_args with 0.28.0's _pull_args_from_config. parse_args differs from 0.28.0's only by
+    # the `--task` hint it adds to an error message (_show_serve_task_hint, argparse_utils.py:266-268@0.29.0);
+    # _pull_args_from_config from 0.33.0's only by `vllm snapshot create` (not a serving command)
+    ("06d2a12341f9", "17a3f184f8a0", "5f8e700ae1d2"): _D028,   # 0.29.0
     ("0d12f3f5e2cc", "9e30eee1fc17", "4a2478325e6c"): _D011,   # 0.11.0
 }
 

@@ -21,7 +21,7 @@ docker run --detach \
   --label app.kubernetes.io/part-of=gpustack-k3 \
   --label app.kubernetes.io/managed-by=gpustack-k3 \
   --label app.kubernetes.io/version=kimi-k3 \
-  --label gpustack-k3/engine=sglang \
+  --label k3.gpustack.ai/engine=sglang \
   --entrypoint python3 \
   lmsysorg/sglang:kimi-k3 \
   -m sglang.launch_server \

@@ -27,7 +27,7 @@ docker run --detach \
   --label app.kubernetes.io/part-of=gpustack-k3 \
   --label app.kubernetes.io/managed-by=gpustack-k3 \
   --label app.kubernetes.io/version=0.32.0-cpu \
-  --label gpustack-k3/engine=vllm \
+  --label k3.gpustack.ai/engine=vllm \
   --entrypoint python \
   local/vllm-cpu:0.32.0 \
   -m vllm.entrypoints.launchers.api_server.entry \

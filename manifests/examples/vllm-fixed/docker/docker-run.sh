@@ -25,7 +25,7 @@ docker run --detach \
   --label app.kubernetes.io/part-of=gpustack-k3 \
   --label app.kubernetes.io/managed-by=gpustack-k3 \
   --label app.kubernetes.io/version=kimi-k3 \
-  --label gpustack-k3/engine=vllm \
+  --label k3.gpustack.ai/engine=vllm \
   --entrypoint vllm \
   vllm/vllm-openai:kimi-k3 \
   serve \

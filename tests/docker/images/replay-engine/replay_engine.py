@@ -17,7 +17,9 @@ Environment:
   REPLAY_HOST/REPLAY_PORT  used when --host/--port are absent (defaults 127.0.0.1 / 8000)
 
 After the log (no crash) it serves ``GET /health`` (200, empty body, like vLLM),
-``GET /v1/models`` and a minimal ``POST /v1/completions`` until SIGTERM/SIGINT.
+``GET /v1/models``, a minimal ``POST /v1/completions`` and ``POST /v1/chat/completions`` (streamed as
+vLLM streams: a role chunk, one chunk per token, a usage chunk with ``stream_options.include_usage``,
+``[DONE]``) until SIGTERM/SIGINT.
 Standard library only (the image carries Debian's python3).
 """
 from __future__ import annotations
@@ -174,7 +176,48 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"Not Found: {self.path}", "type": "NotFoundError", "code": 404}})
 
+    def _chat(self) -> None:
+        try:
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            text = str(req["messages"][-1]["content"])
+            max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            self._send(400, {"error": {"message": f"invalid request: {exc}", "type": "BadRequestError", "code": 400}})
+            return
+        words = text.split()
+        usage = {"prompt_tokens": len(words) + 5, "completion_tokens": max_tokens,   # 5: a chat template's tokens
+                 "total_tokens": len(words) + 5 + max_tokens}
+        Handler.counter += 1
+        rid = f"chatcmpl-replay-{Handler.counter}"
+        if not req.get("stream"):
+            self._send(200, {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": self.served_name,
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": " replay" * max_tokens},
+                                          "finish_reason": "length"}], "usage": usage})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def event(delta: dict | None, **extra) -> None:
+            body = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()), "model": self.served_name,
+                    "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": None}], **extra}
+            self.wfile.write(f"data: {json.dumps(body)}\n\n".encode())
+            self.wfile.flush()
+        event({"role": "assistant", "content": ""})
+        for _ in range(max_tokens):
+            time.sleep(0.002)
+            event({"content": " replay"})
+        if (req.get("stream_options") or {}).get("include_usage"):
+            event(None, usage=usage)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
     def do_POST(self) -> None:
+        if self.path == "/v1/chat/completions":
+            self._chat()
+            return
         if self.path != "/v1/completions":
             self._send(404, {"error": {"message": f"Not Found: {self.path}", "type": "NotFoundError", "code": 404}})
             return

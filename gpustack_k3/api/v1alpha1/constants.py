@@ -1,0 +1,131 @@
+"""Every name of the ``k3.gpustack.ai/v1alpha1`` API in one place.
+
+Group, version, kind, plural and short names; the label and annotation keys we put on objects (one
+prefix, the API group); the field manager; the phases, condition types and reasons the operator
+writes into ``status``. Nothing outside ``gpustack_k3/api`` spells these strings (a test checks it):
+import them from here.
+"""
+from __future__ import annotations
+
+from typing import Final
+
+# ----------------------------------------------------------------------------- the resource
+PRODUCT: Final = "gpustack-k3"                 # CLI name, field manager, app.kubernetes.io/managed-by value
+GROUP: Final = "k3.gpustack.ai"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "K3Deployment"
+LIST_KIND: Final = f"{KIND}List"
+PLURAL: Final = "k3deployments"
+SINGULAR: Final = "k3deployment"
+SHORT_NAMES: Final = ("k3dep",)
+CATEGORIES: Final = ("gpustack",)
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+SCOPE: Final = "Namespaced"
+FIELD_MANAGER: Final = PRODUCT                 # server-side apply field manager of the operator
+
+# ----------------------------------------------------------------------------- labels and annotations
+PREFIX: Final = f"{GROUP}/"                    # the one prefix of our own label and annotation keys
+
+LABEL_DEPLOYMENT: Final = PREFIX + "deployment"          # owned objects and pods: the resource's name
+LABEL_ENGINE: Final = PREFIX + "engine"                  # vllm | sglang
+LABEL_HEALTH_PORT: Final = PREFIX + "health-port"        # Docker runner: where the engine answers
+LABEL_HEALTH_PATH: Final = PREFIX + "health-path"
+ANNOTATION_APPLIED_HASH: Final = PREFIX + "applied-hash"  # operator: hash of what it applied last
+ANNOTATION_CONFIG_HASH: Final = PREFIX + "config-hash"    # pod template: hash of mounted ConfigMaps/Secrets
+ANNOTATION_LAUNCH_SHA256: Final = PREFIX + "launch-sha256"  # pod template: sha256 of the launch spec
+ANNOTATION_STARTUP_BUDGET: Final = PREFIX + "startup-budget-seconds"  # pod template: cold-start budget
+ANNOTATION_TEMPLATE_HASH: Final = PREFIX + "template-hash"  # pod template (operator): pods of an older one roll out
+
+# Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/)
+LABEL_APP_NAME: Final = "app.kubernetes.io/name"
+LABEL_APP_INSTANCE: Final = "app.kubernetes.io/instance"
+LABEL_APP_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_APP_PART_OF: Final = "app.kubernetes.io/part-of"
+LABEL_APP_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_APP_VERSION: Final = "app.kubernetes.io/version"
+
+# ----------------------------------------------------------------------------- status.phase
+PHASE_PENDING: Final = "Pending"
+PHASE_INVALID: Final = "Invalid"
+PHASE_DEPLOYING: Final = "Deploying"
+PHASE_STARTING: Final = "Starting"
+PHASE_READY: Final = "Ready"
+PHASE_WARM: Final = "Warm"
+PHASE_DEGRADED: Final = "Degraded"
+PHASE_FAILED: Final = "Failed"
+PHASES: Final = (PHASE_PENDING, PHASE_INVALID, PHASE_DEPLOYING, PHASE_STARTING, PHASE_READY, PHASE_WARM,
+                 PHASE_DEGRADED, PHASE_FAILED)
+WARNING_PHASES: Final = frozenset({PHASE_INVALID, PHASE_DEGRADED, PHASE_FAILED})   # their Events are Warnings
+
+# ----------------------------------------------------------------------------- status.conditions[].type
+CONDITION_VALID: Final = "Valid"
+CONDITION_RENDERED: Final = "Rendered"
+CONDITION_SCHEDULED: Final = "Scheduled"
+CONDITION_WEIGHTS_LOADED: Final = "WeightsLoaded"
+CONDITION_GRAPHS_CAPTURED: Final = "GraphsCaptured"
+CONDITION_READY: Final = "Ready"
+CONDITION_WARM: Final = "Warm"
+CONDITION_TYPES: Final = (CONDITION_VALID, CONDITION_RENDERED, CONDITION_SCHEDULED, CONDITION_WEIGHTS_LOADED,
+                          CONDITION_GRAPHS_CAPTURED, CONDITION_READY, CONDITION_WARM)
+
+# ----------------------------------------------------------------------------- condition reasons
+# (CamelCase, as metav1.Condition wants). Event reasons are phases and the ones below.
+REASON_VALIDATED: Final = "Validated"
+REASON_VALIDATION_FAILED: Final = "ValidationFailed"
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_RENDERED: Final = "Rendered"
+REASON_RENDER_FAILED: Final = "RenderFailed"
+REASON_APPLY_FAILED: Final = "ApplyFailed"
+REASON_NO_PODS: Final = "NoPods"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_SCHEDULING: Final = "Scheduling"
+REASON_DONE: Final = "Done"
+REASON_NOT_USED: Final = "NotUsed"
+REASON_IN_PROGRESS: Final = "InProgress"
+REASON_NO_COLDSTART_DATA: Final = "NoColdStartData"
+REASON_PODS_READY: Final = "PodsReady"
+REASON_PODS_NOT_READY: Final = "PodsNotReady"
+REASON_ROLLING_OUT: Final = "RollingOut"
+REASON_COLDSTART_FAILED: Final = "ColdStartFailed"
+REASON_ENGINE_CRASHED: Final = "EngineCrashed"
+REASON_PHASE_OVER_BUDGET: Final = "PhaseOverBudget"
+REASON_WARM: Final = "Warm"
+REASON_NOT_WARM: Final = "NotWarm"
+REASON_WARMUP_FAILED: Final = "WarmupFailed"
+REASON_FAILED: Final = "Failed"
+REASON_POD_FAILED: Final = "PodFailed"
+# The kubelet's own waiting/termination reasons, passed through as the Ready condition's reason when a pod is
+# the problem (kubernetes pkg/kubelet/images/types.go, pkg/kubelet/container/sync_result.go, and
+# ContainerStateTerminated reasons).
+# A spec change is needed to get out of these: the workload has failed.
+KUBELET_FATAL_WAITING: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+                                          "CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
+KUBELET_CRASH_WAITING: Final = frozenset({"CrashLoopBackOff"})
+KUBELET_OOM_KILLED: Final = "OOMKilled"
+KUBELET_CRASH_TERMINATED: Final = frozenset({KUBELET_OOM_KILLED, "Error", "ContainerCannotRun", "StartError"})
+CONDITION_REASONS: Final = frozenset({
+    REASON_VALIDATED, REASON_VALIDATION_FAILED, REASON_INVALID_SPEC, REASON_RENDERED, REASON_RENDER_FAILED,
+    REASON_APPLY_FAILED, REASON_NO_PODS, REASON_UNSCHEDULABLE, REASON_SCHEDULED, REASON_SCHEDULING, REASON_DONE,
+    REASON_NOT_USED, REASON_IN_PROGRESS, REASON_NO_COLDSTART_DATA, REASON_PODS_READY, REASON_PODS_NOT_READY,
+    REASON_ROLLING_OUT, REASON_COLDSTART_FAILED, REASON_ENGINE_CRASHED, REASON_PHASE_OVER_BUDGET, REASON_WARM,
+    REASON_NOT_WARM, REASON_WARMUP_FAILED, REASON_FAILED, REASON_POD_FAILED,
+}) | KUBELET_FATAL_WAITING | KUBELET_CRASH_WAITING | KUBELET_CRASH_TERMINATED
+
+# ----------------------------------------------------------------------------- Event reasons besides phases
+EVENT_COLDSTART_ATTEMPT: Final = "ColdStartAttempt"
+EVENT_COLDSTART_PHASE: Final = "ColdStartPhase"
+EVENT_REASONS: Final = frozenset({*PHASES, REASON_VALIDATION_FAILED, EVENT_COLDSTART_ATTEMPT, EVENT_COLDSTART_PHASE})
+
+# ----------------------------------------------------------------------------- kubectl get columns
+PRINTER_COLUMNS: Final = (
+    {"name": "Engine", "type": "string", "jsonPath": ".spec.engine.name"},
+    {"name": "Version", "type": "string", "jsonPath": ".spec.engine.version", "priority": 1},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Ready", "type": "string", "jsonPath": f'.status.conditions[?(@.type=="{CONDITION_READY}")].status'},
+    {"name": "ColdStart", "type": "number", "jsonPath": ".status.coldStart.totalSeconds",
+     "description": "Cold-start seconds (container start to serving)"},
+    {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+)

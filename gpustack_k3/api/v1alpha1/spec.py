@@ -1,0 +1,326 @@
+"""The deployment document: one format for CLI files and for the ``K3Deployment`` custom resource.
+
+Field names are camelCase, as Kubernetes users expect; every model refuses unknown fields.
+``None`` always means "the engine's own default for that version" and emits no flag.
+
+Annotations are real objects here (no ``from __future__ import annotations``): pydantic then has no
+strings to evaluate when the classes are created, which is part of the CLI's start-up budget.
+"""
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from gpustack_k3 import _startup_cache
+from gpustack_k3.api.v1alpha1 import constants as _constants
+from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
+
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# Kubernetes label keys ([prefix/]name) and values (apimachinery validation.IsQualifiedName / IsValidLabelValue)
+_NAME63 = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LABEL_KEY = rf"^({DNS_SUBDOMAIN[1:-1]}/)?{_NAME63}$"
+LABEL_VALUE = rf"^({_NAME63})?$"
+LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY, max_length=317)]
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE, max_length=63)]
+# the API server validates annotation keys lower-cased (apimachinery ValidateAnnotations)
+AnnotationKey = Annotated[str, StringConstraints(pattern=f"(?i){LABEL_KEY}", max_length=317)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True,
+                              allow_inf_nan=False)
+
+
+class EngineRef(_Strict):
+    name: Literal["vllm", "sglang"] = Field(description="Inference engine.")
+    version: str | None = Field(default=None, description="Catalog version key (e.g. kimi-k3, 0.33.0); default: the catalog's default.")
+    image: str | None = Field(default=None, description="Container image override; default: the catalog image of that version.")
+
+
+class ModelSource(_Strict):
+    name: str = Field(default="kimi-k3", description="Catalog model key.")
+    source: str | None = Field(default=None, description="Hub id (ModelScope/Hugging Face), e.g. moonshotai/Kimi-K3.")
+    path: str | None = Field(default=None, description="Path of the weights inside the container.")
+    revision: str | None = None
+    trustRemoteCode: bool | None = None
+    servedModelName: str | None = Field(default=None, description="Name the API serves; platforms usually own it.")
+    loadFormat: str | None = Field(default=None, description="vLLM --load-format, e.g. fastsafetensors.")
+    dtype: str | None = None
+
+
+class Speculative(_Strict):
+    method: Literal["dspark", "mtp", "eagle3", "ngram", "none"] = "none"
+    draftModel: str | None = Field(default=None, description="Draft model as the engine should see it (vLLM config name or path).")
+    numTokens: int | None = Field(default=None, ge=1, le=64, description="vLLM num_speculative_tokens / SGLang DSPARK block size.")
+    draftSampleMethod: Literal["greedy", "probabilistic"] | None = None
+    rejectionSampleMethod: Literal["standard", "synthetic", "block", "fly"] | None = None
+    attentionBackend: str | None = Field(default=None, description="Draft attention backend (vLLM speculative config).")
+    draftTensorParallelSize: int | None = Field(default=None, ge=1)
+    extraConfig: dict[str, Any] = Field(default_factory=dict, description="Further --speculative-config keys (vLLM), checked.")
+
+
+class Parallel(_Strict):
+    tp: int | None = Field(default=None, ge=1, le=64, description="Tensor parallel size.")
+    pp: int | None = Field(default=None, ge=1, le=64)
+    dp: int | None = Field(default=None, ge=1, le=64)
+    dcp: int | None = Field(default=None, ge=1, le=64, description="Decode context parallel size (shards KV across TP ranks).")
+    ep: int | None = Field(default=None, ge=1, le=64, description="SGLang --ep-size.")
+    expertParallel: bool | None = Field(default=None, description="vLLM --enable-expert-parallel.")
+    dcpCommBackend: Literal["ag_rs", "a2a", "fi_a2a"] | None = None
+
+
+class Memory(_Strict):
+    fraction: float | None = Field(default=None, gt=0, le=1, description=(
+        "vLLM --gpu-memory-utilization / SGLang --mem-fraction-static: a share of GPU memory in (0, 1] "
+        "(vllm config/cache.py:215 @0.33.0 Field(gt=0, le=1))."))
+    kvCacheBytes: int | None = Field(default=None, ge=1, description="vLLM --kv-cache-memory-bytes (per GPU); ignores fraction.")
+    kvCacheDtype: str | None = None
+    mambaFullMemoryRatio: float | None = Field(default=None, gt=0, description=(
+        "SGLang --mamba-full-memory-ratio, > 0: the Mamba budget is rest x r/(1+r) "
+        "(sglang mem_cache/kv_cache_configurator.py:3229-3409 @0.5.23)."))
+    mambaSsmDtype: str | None = None
+
+
+class Scheduling(_Strict):
+    maxModelLen: int | None = Field(default=None, ge=1, description="vLLM --max-model-len / SGLang --context-length.")
+    maxNumSeqs: int | None = Field(default=None, ge=1, description="vLLM --max-num-seqs / SGLang --max-running-requests.")
+    maxNumBatchedTokens: int | None = Field(default=None, ge=-1, description="vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size (-1: SGLang without chunking).")
+    maxPrefillTokens: int | None = Field(default=None, ge=1, description="SGLang --max-prefill-tokens.")
+    chunkedPrefill: bool | None = None
+    longPrefillTokenThreshold: int | None = Field(default=None, ge=0)
+    prefixCaching: bool | None = None
+
+
+class Parsers(_Strict):
+    toolCall: str | None = None
+    reasoning: str | None = None
+    autoToolChoice: bool | None = None
+
+
+class Hardware(_Strict):
+    gpuType: str = "b300"
+    gpuCount: int = Field(default=8, ge=1, le=64)
+
+
+class Serving(_Strict):
+    host: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    networkPolicy: bool = Field(default=False, description=(
+        "Kubernetes: also create a NetworkPolicy that admits ingress only on the engine port. Off by "
+        "default: ingress policy is usually the platform's (namespace default-deny plus allow rules)."))
+
+
+class VllmOptions(_Strict):
+    moeBackend: str | None = None
+    attentionBackend: str | None = None
+    attentionConfig: dict[str, Any] | None = None
+    additionalConfig: dict[str, Any] | None = Field(default=None, description=(
+        "vLLM --additional-config (JSON), e.g. {decode_backend: latency_specialized} for the Kimi-K3 "
+        "specialized decode."))
+    flashinferAutotune: bool | None = None
+    enforceEager: bool | None = None
+
+
+class SglangOptions(_Strict):
+    customAllReduce: bool | None = Field(default=None, description="false emits --disable-custom-all-reduce.")
+    symmMem: bool | None = None
+    linearReplayssmSpec: bool | None = None
+    decodeAttentionBackend: str | None = None
+    prefillAttentionBackend: str | None = None
+
+
+class SecretEnv(_Strict):
+    name: str = Field(pattern=ENV_NAME)
+    secretName: str = Field(pattern=DNS_LABEL)
+    key: str
+
+
+class VolumeSource(_Strict):
+    kind: Literal["pvc", "hostPath", "emptyDir"] = "pvc"
+    source: str | None = Field(default=None, min_length=1, max_length=4096, description="PVC claim name or host path.")
+    sizeGiB: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _source_fits_kind(self) -> "VolumeSource":
+        import re
+
+        if self.source is None:
+            return self
+        if self.kind == "pvc" and not (len(self.source) <= 253 and re.fullmatch(DNS_SUBDOMAIN[1:-1], self.source)):
+            raise ValueError(f"source {self.source!r} is not a valid claim name (lower-case letters, digits, '-', '.')")
+        if self.kind == "hostPath" and not self.source.startswith("/"):
+            raise ValueError(f"source {self.source!r} must be an absolute host path")
+        if self.kind == "emptyDir":
+            raise ValueError("an emptyDir has no source: remove it")
+        return self
+
+
+# Defaults are built with model_construct (no validation: pydantic does not validate defaults either), so a
+# default never forces its class's own lazy schema build; factories are module-level so the schema pickles.
+def _default_model_volume() -> "VolumeSource":
+    return VolumeSource.model_construct(kind="pvc", source="kimi-k3-models")
+
+
+def _default_cache_volume() -> "VolumeSource":
+    return VolumeSource.model_construct(kind="pvc", source="kimi-k3-compile-cache")
+
+
+class Storage(_Strict):
+    model: VolumeSource = Field(default_factory=_default_model_volume)
+    cache: VolumeSource = Field(default_factory=_default_cache_volume)
+    cachePath: str = Field(default="/cache", description="Mount point of the persistent JIT/compile cache.")
+    shmSizeGiB: int = Field(default=64, ge=1)
+
+
+class Warmup(_Strict):
+    """Requests sent after Ready (``run``, the operator) before the deployment counts as warm: runtime JIT
+    and first-request allocations happen on them, not on users' requests (seed 001 §15)."""
+    requests: int = Field(default=4, ge=1, le=1000, description="Warm-up requests (streamed, like `probe`).")
+    inputLen: int = Field(default=256, ge=1, le=2_000_000, description="Prompt tokens per warm-up request.")
+    outputLen: int = Field(default=32, ge=1, le=1_000_000, description="Completion tokens per warm-up request.")
+    concurrency: int | None = Field(default=None, ge=1, le=4096, description="In flight at once; default: all.")
+
+
+class Startup(_Strict):
+    storageBandwidthGiBps: float = Field(default=1.5, gt=0, description="Assumed weight read bandwidth per node.")
+    budgetSeconds: int | None = Field(default=None, ge=60, le=7 * 86400,
+                                      description="Override the derived cold-start budget (at most 7 days).")
+    warmup: Warmup | None = Field(default=None, description="Send warm-up requests after Ready (off when unset).")
+
+
+class Toleration(_Strict):
+    """A Kubernetes toleration (core/v1 Toleration): an empty key with Exists tolerates every taint, an empty
+    effect every effect."""
+    key: Annotated[str, StringConstraints(pattern=rf"^$|{LABEL_KEY}", max_length=317)] | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: LabelValue | None = None
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None
+
+
+class Placement(_Strict):
+    nodeSelector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+
+
+class DeploymentSpec(_Strict):
+    engine: EngineRef
+    model: ModelSource = Field(default_factory=ModelSource.model_construct)
+    speculative: Speculative = Field(default_factory=Speculative.model_construct)
+    parallel: Parallel = Field(default_factory=Parallel.model_construct)
+    memory: Memory = Field(default_factory=Memory.model_construct)
+    scheduling: Scheduling = Field(default_factory=Scheduling.model_construct)
+    parsers: Parsers = Field(default_factory=Parsers.model_construct)
+    hardware: Hardware = Field(default_factory=Hardware.model_construct)
+    serving: Serving = Field(default_factory=Serving.model_construct)
+    vllm: VllmOptions = Field(default_factory=VllmOptions.model_construct)
+    sglang: SglangOptions = Field(default_factory=SglangOptions.model_construct)
+    env: dict[str, str] = Field(default_factory=dict)
+    secretEnv: list[SecretEnv] = Field(default_factory=list)
+    extraArgs: list[str] = Field(default_factory=list, description="Further engine flags, checked against the catalog.")
+    storage: Storage = Field(default_factory=Storage.model_construct)
+    startup: Startup = Field(default_factory=Startup.model_construct)
+    placement: Placement = Field(default_factory=Placement.model_construct)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for k in v:
+            if not re.fullmatch(ENV_NAME[1:-1], k):
+                raise ValueError(f"env name {k!r} is not a valid environment variable name")
+        return v
+
+
+class Metadata(_Strict):
+    name: str = Field(pattern=DNS_LABEL, max_length=53)
+    namespace: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    annotations: dict[AnnotationKey, str] = Field(default_factory=dict)
+
+
+class DeploymentDocument(_Strict):
+    apiVersion: Literal[API_VERSION] = API_VERSION   # type: ignore[valid-type]
+    kind: Literal[KIND] = KIND                       # type: ignore[valid-type]
+    metadata: Metadata
+    spec: DeploymentSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_server_fields(cls, data: Any) -> Any:
+        # A resource read back from the API server carries status and server-set metadata: ignore them
+        # (and nothing else: a misspelt metadata field is still refused).
+        if isinstance(data, dict) and ("status" in data or isinstance(data.get("metadata"), dict)):
+            data = dict(data)
+            data.pop("status", None)
+            md = data.get("metadata")
+            if isinstance(md, dict):
+                data["metadata"] = {k: v for k, v in md.items() if k not in SERVER_METADATA}
+        return data
+
+
+# ObjectMeta fields the API server sets or other controllers own (metav1.ObjectMeta)
+SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                             "deletionGracePeriodSeconds", "managedFields", "ownerReferences", "finalizers",
+                             "selfLink", "generateName"})
+
+
+# --- start-up: the document's compiled schema, cached across processes --------------------------------------
+# Every model above is built lazily (defer_build): building DeploymentDocument's schema is pydantic's most
+# expensive step (~30 ms, a large share of a CLI call). Once built, the core schema, validator and serializer are
+# pickled (gpustack_k3._startup_cache; classes and functions travel by reference) under a key made of the source
+# of this module and of the package modules it imports, and the pydantic/pydantic-core/Python versions, and
+# installed as they are by later processes. The nested models keep their own lazy build for the rare direct use.
+
+def _schema_cache_name() -> str | None:
+    """Computed once, at import: the classes in this process are those of the bytes read now, even if
+    the files change before the schema is built (an upgrade under a running process)."""
+    import hashlib
+    import sys
+    from pathlib import Path
+
+    import pydantic_core
+    from pydantic.version import VERSION
+
+    code = _startup_cache.source_digest(Path(__file__), Path(_constants.__file__))
+    if code is None:   # not plain files (a zip import): no cache
+        return None
+    key = hashlib.sha256(f"{code}|{VERSION}|{pydantic_core.__version__}|{sys.version}".encode()).hexdigest()
+    return f"spec-schema-{key[:24]}.pickle"
+
+
+_SCHEMA_CACHE = _schema_cache_name()
+
+
+def _store_built_schema(cls: type[BaseModel]) -> None:
+    if cls is not DeploymentDocument or _SCHEMA_CACHE is None:   # a subclass has a schema of its own
+        return
+
+    _startup_cache.store(_SCHEMA_CACHE, (cls.__pydantic_core_schema__, cls.__pydantic_validator__,
+                                         cls.__pydantic_serializer__))
+
+
+def _install_built_schema(cls: type[BaseModel]) -> bool:
+    from pydantic_core import SchemaSerializer, SchemaValidator
+
+    cached = _startup_cache.load(_SCHEMA_CACHE) if _SCHEMA_CACHE else None
+    if not (isinstance(cached, tuple) and len(cached) == 3 and isinstance(cached[0], dict)
+            and isinstance(cached[1], SchemaValidator) and isinstance(cached[2], SchemaSerializer)):
+        return False
+    # what pydantic's own build (complete_model_class) sets on a finished model class
+    cls.__pydantic_core_schema__, cls.__pydantic_validator__, cls.__pydantic_serializer__ = cached
+    cls.__pydantic_complete__ = True
+    return True
+
+
+DeploymentDocument.__pydantic_on_complete__ = classmethod(_store_built_schema)   # a fresh build: remember it
+_install_built_schema(DeploymentDocument)

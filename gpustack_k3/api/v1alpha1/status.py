@@ -1,0 +1,133 @@
+"""``status`` of a ``K3Deployment``: what the operator writes through the status subresource.
+
+The CRD's status schema is generated from these models (``gpustack_k3.crd.manifest``), so the API server
+prunes anything the operator writes that is not declared here; the operator's status is checked against
+them in the tests. Condition types, reasons and phases are the names of ``constants``.
+"""
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpustack_k3.api.v1alpha1.constants import CONDITION_TYPES, PHASES
+
+# metav1.Condition limits (k8s.io/apimachinery/pkg/apis/meta/v1/types.go)
+MAX_CONDITION_TYPE = 316
+MAX_CONDITION_REASON = 1024
+MAX_CONDITION_MESSAGE = 32768
+CONDITION_REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+Phase = Literal[PHASES]                  # type: ignore[valid-type]
+ConditionType = Literal[CONDITION_TYPES]  # type: ignore[valid-type]
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class Condition(_Status):
+    """metav1.Condition. ``lastTransitionTime`` moves only when ``status`` flips."""
+    type: ConditionType = Field(max_length=MAX_CONDITION_TYPE)
+    status: Literal["True", "False", "Unknown"]
+    observedGeneration: int | None = Field(default=None, ge=0, json_schema_extra={"format": "int64"})
+    lastTransitionTime: str = Field(json_schema_extra={"format": "date-time"})
+    reason: str = Field(max_length=MAX_CONDITION_REASON, pattern=CONDITION_REASON_PATTERN)
+    message: str = Field(default="", max_length=MAX_CONDITION_MESSAGE)
+
+
+class ColdStartPhase(_Status):
+    name: str = Field(description="Cold-start phase (gpustack-k3 coldstart): container_start, weights_load, ...")
+    start: str | None = Field(default=None, description="RFC 3339 time the phase began.")
+    end: str | None = Field(default=None, description="RFC 3339 time the phase ended; unset while it runs.")
+    seconds: float | None = None
+
+
+class CompileCache(_Status):
+    """Compile cache of this start, from the engine's own lines (``gpustack-k3 coldstart``: compile_cache)."""
+    state: Literal["hit", "miss", "partial"] = Field(description="hit: compiled graphs loaded from the cache; "
+                                                     "miss: compiled; partial: both.")
+    hits: int = Field(ge=0, description="Cache-hit lines.")
+    misses: int = Field(ge=0, description="Lines that compiled or failed to load from the cache.")
+    compileSeconds: float | None = Field(default=None, description="Seconds of the compile phase.")
+
+
+class EngineMemory(_Status):
+    """The engine's own memory figures from its start-up log (``gpustack-k3 coldstart``: memory)."""
+    kvCacheGiB: float | None = Field(default=None, description="KV cache memory (vLLM available KV cache memory; SGLang KV pool).")
+    kvCacheTokens: int | None = Field(default=None, description="KV cache capacity in tokens.")
+    maxConcurrency: float | None = Field(default=None, description="vLLM: requests of concurrencyLen tokens that fit at once.")
+    concurrencyLen: int | None = Field(default=None, description="vLLM: the request length maxConcurrency is stated for.")
+    maxRunningRequests: int | None = Field(default=None, description="SGLang: max_running_requests.")
+    contextLen: int | None = Field(default=None, description="SGLang: context_len.")
+    mambaCacheSize: int | None = Field(default=None, description="SGLang: Mamba/state pool slots.")
+    mambaStateGiB: float | None = Field(default=None, description="SGLang: Mamba/state pool size.")
+    kvCacheBlocks: int | None = Field(default=None, description="vLLM V0: KV cache blocks.")
+
+
+class Warmup(_Status):
+    """The post-Ready warm-up of ``spec.startup.warmup``, sent with the probe's code (gpustack_k3.probe.warmup)."""
+    ok: bool | None = Field(default=None, description="All warm-up requests answered; null while running.")
+    running: bool | None = None
+    seconds: float | None = None
+    requests: int | None = None
+    completed: int | None = None
+    errors: int | None = None
+    ttftMsP50: float | None = None
+    ttftMsMax: float | None = None
+    tpotMsP50: float | None = None
+    engine: str | None = None
+    reason: str | None = None
+
+
+class ColdStart(_Status):
+    """Cold-start progress from the engine log (``gpustack-k3 coldstart``) of the newest pod."""
+    attempt: int | None = Field(default=None, ge=1, description="Start attempt of the engine container (1 = first).")
+    compileCacheWarm: bool | None = Field(default=None, description="True when compiled graphs were loaded from the cache.")
+    compileCache: CompileCache | None = None
+    memory: EngineMemory | None = None
+    current: str | None = Field(default=None, description="Phase in progress.")
+    failedPhase: str | None = None
+    reason: str | None = Field(default=None, description="Why the attempt failed: the first causal error in the engine log.")
+    pod: str | None = None
+    engine: str | None = None
+    totalSeconds: float | None = Field(default=None, description="Seconds from container start to the engine serving.")
+    phases: list[ColdStartPhase] = Field(default_factory=list)
+    warmup: Warmup | None = None
+
+
+class PlanSummary(_Status):
+    """Memory/KV plan summary (``gpustack-k3 plan``)."""
+    engine: str
+    maxModelLen: int
+    kvTokens: int
+    maxConcurrency: float
+    kvCacheDtype: str
+    headroomGiB: float
+    kvCacheGiB: float | None = Field(default=None, description="KV cache memory the plan expects the engine to allocate.")
+    maxRunningRequests: int | None = Field(default=None, description="SGLang: planned max running requests.")
+
+
+class PlanCheckFigure(_Status):
+    figure: str = Field(description="A status.coldStart.memory key.")
+    planned: float
+    engine: float
+    driftPct: float | None = Field(default=None, description="(engine - planned) / planned x 100.")
+
+
+class PlanCheck(_Status):
+    """The plan next to the engine's own figures (``gpustack-k3 coldstart --spec``: plan_check)."""
+    figures: list[PlanCheckFigure] = Field(default_factory=list)
+    maxAbsDriftPct: float | None = None
+    notPrinted: list[str] = Field(default_factory=list, description="Planned figures the engine has not printed.")
+
+
+class K3DeploymentStatus(_Status):
+    """Observed state, written by the operator through the status subresource."""
+    phase: Phase | None = Field(default=None, description="Pending, Invalid, Deploying, Starting, Ready, Warm, Degraded or Failed.")
+    observedGeneration: int | None = Field(default=None, ge=0, json_schema_extra={"format": "int64"})
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]})
+    coldStart: ColdStart | None = None
+    plan: PlanSummary | None = None
+    planCheck: PlanCheck | None = None
+    warnings: list[str] = Field(default_factory=list, description="Warning findings of the rule catalog.")
+    endpoint: str | None = Field(default=None, description="In-cluster URL of the OpenAI-compatible API.")

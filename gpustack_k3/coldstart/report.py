@@ -1,0 +1,298 @@
+"""The report: attempts (``attempts.Attempt``) → timelines, per-attempt outcomes and the JSON shape.
+
+Timing rules:
+* a phase ends when the **last rank** reports its end; per-rank figures go to ``details.ranks``;
+* a phase starts at its own start marker, else where the previous observed phase ended, else at
+  ``end - engine_seconds``; it never starts before the previous phase ended (no overlap);
+* a phase that started but printed no end ends where the next observed phase starts;
+* ``seconds`` is the engine's own printed duration when there is one, else end − start.
+
+Pure: reads attempt state, changes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .attempts import STAMP_RESOLUTION_S, Attempt, Phase
+from .phases import PHASE_INDEX, PHASES, PLATFORM_PHASES
+from .scanner import iso
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+@dataclass
+class PhaseReport:
+    name: str
+    start: float | None
+    end: float | None
+    seconds: float | None
+    details: dict
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "start": iso(self.start), "end": iso(self.end),
+                "seconds": None if self.seconds is None else round(self.seconds, 3),
+                "details": self.details}
+
+
+@dataclass
+class AttemptReport:
+    index: int
+    status: str
+    failed_phase: str | None
+    reason: str | None
+    engine_init_seconds: float | None
+    total_seconds: float | None
+    start: float | None
+    end: float | None
+    phases: list[PhaseReport]
+    current_phase: str | None
+    failure: dict | None = None      # root cause: {reason, error, rank, at, context}
+    memory: dict | None = None       # the engine's own memory figures (catalog FIGURES)
+    compile_cache: dict | None = None   # {state: hit|miss|partial, hits, misses, compile_seconds, evidence}
+
+    def summary(self) -> dict:
+        return {"attempt": self.index, "status": self.status, "failed_phase": self.failed_phase,
+                "reason": self.reason, "start": iso(self.start), "end": iso(self.end),
+                "total_seconds": _r(self.total_seconds),
+                "engine_init_seconds": _r(self.engine_init_seconds),
+                "compile_cache": self.compile_cache["state"] if self.compile_cache else None,
+                "phases": [p.name for p in self.phases]}
+
+
+@dataclass
+class ColdStartReport:
+    engine: str | None
+    version: str | None
+    last: AttemptReport
+    attempts: list[AttemptReport]
+    dropped_attempts: int = 0
+
+    @property
+    def status(self) -> str:
+        return self.last.status
+
+    @property
+    def phases(self) -> list[PhaseReport]:
+        return self.last.phases
+
+    def phase(self, name: str) -> PhaseReport | None:
+        return next((p for p in self.last.phases if p.name == name), None)
+
+    def to_dict(self) -> dict:
+        a = self.last
+        return {
+            "engine": self.engine,
+            "version": self.version,
+            "status": a.status,
+            "failed_phase": a.failed_phase,
+            "reason": a.reason,
+            "engine_init_seconds": _r(a.engine_init_seconds),
+            "total_seconds": _r(a.total_seconds),
+            "failure": a.failure,
+            "memory": a.memory,
+            "compile_cache": a.compile_cache,
+            "phases": [p.to_dict() for p in a.phases],
+            "attempts": [x.summary() for x in self.attempts],
+        }
+
+
+def engine_seconds(p: Phase) -> float | None:
+    vals = [r["seconds"] for r in p.ranks.values() if "seconds" in r]
+    return max(vals) if vals else None
+
+
+def _sizes(att: Attempt, p: Phase) -> int | None:
+    bs = [r["bs_sizes"] for r in p.ranks.values() if "bs_sizes" in r]
+    if bs:
+        return max(bs)
+    if att.bars:
+        return sum(b[2] for b in att.bars)
+    return None
+
+
+def _rank_details(att: Attempt, p: Phase, details: dict) -> None:
+    named = {r: d for r, d in p.ranks.items() if d and r != "main"}
+    if len(named) > 1 or (att.tp and att.tp > 1 and len(named) >= 1 and p.name != "process_start"):
+        ranks_out = {}
+        for r, d in sorted(named.items()):
+            ranks_out[r] = {k: (iso(v) if k == "end" else v) for k, v in d.items() if not k.startswith("_")}
+        if ranks_out and len(ranks_out) > 1:
+            details["ranks"] = ranks_out
+            details["ranks_reported"] = len(ranks_out)
+            if att.tp:
+                details["ranks_expected"] = att.tp
+
+
+def _within_second(t: float | None, floor: float) -> float | None:
+    return floor if t is not None and floor - STAMP_RESOLUTION_S < t < floor else t
+
+
+def timeline(att: Attempt) -> list[PhaseReport]:
+    seen = [n for n in PHASES if n in att.phases and att.phases[n].seen]
+    starts: dict[str, float | None] = {}
+    ends: dict[str, float | None] = {}
+    inferred_end: dict[str, bool] = {}
+    prev_end: float | None = None
+    prev_had_end = False
+    # Engines stamp whole seconds (vLLM "HH:MM:SS" is the second the line was printed in, truncated);
+    # the platform's container start is exact. A line stamped in the second the container was created
+    # was printed after it: a log phase stamped less than a second before the container started starts
+    # (or ends) when it started. (A larger gap is a clock difference, e.g. a container time zone: kept.)
+    cs = att.phases.get("container_start")
+    floor = cs.start if cs is not None and cs.seen else None
+    for n in seen:
+        p = att.phases[n]
+        eng = engine_seconds(p)
+        s = p.start
+        if s is None and n == "process_start":
+            s = att.first_ts if att.first_ts is not None else p.first
+        if s is None and n not in PLATFORM_PHASES:
+            if prev_had_end and prev_end is not None:
+                s = prev_end
+            elif p.end is not None and eng is not None:
+                s = p.end - eng
+            else:
+                s = p.first
+        end = p.end
+        if floor is not None and n not in PLATFORM_PHASES:
+            s = _within_second(s, floor)
+            end = _within_second(end, floor)
+        if s is not None and prev_end is not None and n not in PLATFORM_PHASES:
+            if end is None or prev_end <= end:
+                s = max(s, prev_end)
+        starts[n] = s
+        ends[n] = end
+        prev_had_end = end is not None
+        if end is not None:
+            prev_end = end if prev_end is None else max(prev_end, end)
+    # a phase that never printed its end ends where the next one starts (or where it failed)
+    fail = att.failure
+    failed_phase = att.failed_phase()
+    for i, n in enumerate(seen):
+        if ends[n] is None and fail is not None and failed_phase == n and fail.at is not None:
+            ends[n] = fail.at
+            continue
+        if ends[n] is None:
+            later = [starts[m] for m in seen[i + 1:] if starts[m] is not None]
+            if later:
+                ends[n] = min(later)
+                inferred_end[n] = True
+    rows: list[PhaseReport] = []
+    for n in seen:
+        p = att.phases[n]
+        eng = engine_seconds(p)
+        s, e = starts[n], ends[n]
+        elapsed = (e - s) if (s is not None and e is not None) else None
+        details: dict[str, Any] = {k: v for k, v in p.details.items() if not k.startswith("_")}
+        if eng is not None:
+            details["reported_seconds"] = round(eng, 3)
+        if elapsed is not None:
+            details["elapsed_seconds"] = round(elapsed, 3)
+        if inferred_end.get(n):
+            details["end_inferred"] = True
+        if fail is not None and failed_phase == n:
+            details["failed"] = True
+        _rank_details(att, p, details)
+        if n == "cuda_graphs":
+            sizes = _sizes(att, p)
+            if sizes:
+                details["sizes"] = sizes
+        rows.append(PhaseReport(n, s, e, eng if eng is not None else elapsed, details))
+    # the phase in progress, if it has no evidence yet, is shown open
+    cur = att.current_phase()
+    if att.failure is None and cur is not None and cur not in att.phases and rows:
+        rows.append(PhaseReport(cur, prev_end, None, None, {}))
+    elif att.failure is not None and failed_phase and failed_phase not in att.phases:
+        rows.append(PhaseReport(failed_phase, prev_end, att.failure.at,
+                                None if prev_end is None or att.failure.at is None else att.failure.at - prev_end,
+                                {"failed": True}))
+    rows.sort(key=lambda r: PHASE_INDEX[r.name])
+    return rows
+
+
+def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> AttemptReport:
+    """``last_line_ts``: the stream's latest stamped line, which belongs to the last attempt."""
+    rows = timeline(att)
+    starts = [r.start for r in rows if r.start is not None]
+    start = min(starts) if starts else att.first_ts
+    failure = None
+    if att.failure is not None:
+        status, end = "failed", att.failure.at
+        failed_phase, reason = att.failed_phase(), att.failure.reason
+        if not att.failure.stalled:
+            root, context = att.root_cause()
+            if root is not None:
+                reason = root.text
+                failure = {"reason": root.text, "error": root.error, "rank": root.rank, "at": iso(root.at),
+                           "context": _context(context, root)}
+    elif att.ready:
+        status, end = "ready", att.phases["server_ready"].end
+        failed_phase, reason = None, None
+    else:
+        status = "in-progress"
+        stamps = [x for x in (att.last_ts, att.first_ts) if x is not None]
+        if is_last and last_line_ts is not None and (att.first_ts is None or last_line_ts >= att.first_ts):
+            stamps.append(last_line_ts)
+        end = max(stamps) if stamps else None
+        failed_phase, reason = None, None
+    total = (end - start) if (start is not None and end is not None) else None
+    engine_init = att.engine_init
+    if engine_init is None and status != "failed":
+        # no printed figure (SGLang, old vLLM): weights loaded → KV allocated and graphs captured
+        by = {r.name: r for r in rows}
+        wl = by.get("weights_load")
+        tail = [by[n].end for n in ("compile", "kv_cache", "cuda_graphs")
+                if n in by and by[n].end is not None and not by[n].details.get("failed")]
+        if wl is not None and wl.end is not None and tail and max(tail) >= wl.end:
+            engine_init = max(tail) - wl.end
+    cur = None if status != "in-progress" else att.current_phase()
+    return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur, failure,
+                         memory(att), compile_cache(att, rows))
+
+
+def memory(att: Attempt) -> dict | None:
+    """The engine's own memory figures: per figure, the smallest value over the ranks that printed it."""
+    if not att.figures:
+        return None
+    return {name: min(ranks.values()) for name, ranks in sorted(att.figures.items()) if ranks}
+
+
+def compile_cache(att: Attempt, rows: list[PhaseReport]) -> dict | None:
+    """Were compiled graphs loaded from the cache (hit), compiled (miss), or both (partial)?"""
+    hits, misses = att.cache["hit"], att.cache["miss"]
+    if not hits and not misses:
+        return None
+    state = "partial" if hits and misses else ("hit" if hits else "miss")
+    compile_row = next((r for r in rows if r.name == "compile"), None)
+    return {"state": state, "hits": hits, "misses": misses,
+            "compile_seconds": None if compile_row is None or compile_row.seconds is None else round(compile_row.seconds, 3),
+            "evidence": list(att.cache_lines)}
+
+
+def _context(context: list, root) -> list[str]:
+    """The other failure messages (wrappers), each once, as ``[rank] text``, at most 6."""
+    out: list[str] = []
+    for c in context:
+        line = f"[{c.rank}] {c.text}" if c.rank else c.text
+        if c.text != root.text and line not in out:
+            out.append(line)
+    return out[:6]
+
+
+def closed(att: Attempt, p: Phase, rows: list[PhaseReport], finished: bool) -> bool:
+    """Has the last rank reported? Known when all expected ranks ended, when a later phase has
+    begun, when the server is ready or the attempt failed, or at end of input."""
+    if p.name in PLATFORM_PHASES or p.name in ("server_ready", "warm"):
+        return True
+    if finished or att.failure is not None or att.ready:
+        return True
+    ended = sum(1 for r, d in p.ranks.items() if r != "main" and "end" in d)
+    if att.tp and ended >= att.tp:
+        return True
+    if not att.tp and "main" in p.ranks and len(p.ranks) == 1:
+        return True  # single-process engine
+    later = [r.name for r in rows if PHASE_INDEX[r.name] > PHASE_INDEX[p.name]]
+    return bool(later) and any(att.phases.get(n) is not None and att.phases[n].seen for n in later)

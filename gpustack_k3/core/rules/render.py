@@ -1,0 +1,112 @@
+"""The render family: what only shows up when a launch spec is projected onto a target (storage mostly).
+
+Errors refuse the render exactly like spec errors do. ``launch`` and ``argv`` mount nothing; every other target
+mounts the volumes.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from gpustack_k3.core.findings import Finding
+from gpustack_k3.core.rules.registry import Hit, of_family, rule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpustack_k3.core.launch_types import LaunchSpec, Volume
+
+BOTH = ("vllm", "sglang")
+_FIELD = {"model": "spec.storage.model", "cache": "spec.storage.cache"}
+NO_VOLUMES = ("launch", "argv")
+NOT_CEL = ("a property of the rendered target (its volumes), refused when that target is rendered; the CRD's "
+           "Kubernetes target is checked by the operator's render")
+
+
+def render_findings(launch: LaunchSpec, target: str) -> list[Finding]:
+    """Findings of every render rule for ``target``."""
+    if target in NO_VOLUMES:
+        return []
+    out: list[Finding] = []
+    for r in of_family("render"):
+        if launch.engine in r.engines:
+            out.extend(r.findings(r.check(launch, target), engine=launch.engine, version=launch.engine_version))
+    return out
+
+
+def _volumes(launch: LaunchSpec, purpose: str) -> Iterator[tuple[Volume, str]]:
+    for v in launch.volumes:
+        if v.purpose == purpose:
+            yield v, _FIELD[purpose]
+
+
+@rule("render-volume-source", family="render", severity="error", engines=BOTH, field="spec.storage.model.source",
+      title="A volume that must exist is not named",
+      why="A pvc model volume must name the claim that already holds the weights, and a hostPath volume the host "
+          "path; without it the pod has nothing to mount.",
+      fix="Set spec.storage.model.source (or spec.storage.cache.source) to the claim name or host path.",
+      source="gpustack_k3/render/kubernetes.py (the model volume is mounted read-only); "
+             "docs/sources.md#persistent-caches",
+      no_cel=NOT_CEL)
+def _(launch: LaunchSpec, target: str) -> Iterator[Hit]:
+    for purpose in ("model", "cache"):
+        for v, field in _volumes(launch, purpose):
+            if v.kind in ("pvc", "hostPath") and not v.source and (purpose == "model" or v.kind == "hostPath"):
+                what = "claim name" if v.kind == "pvc" else "host path"
+                yield (f"{field}.source",
+                       f"the {purpose} volume is a {v.kind} without a {what}"
+                       + (": the weights must already be on it" if purpose == "model" else ""),
+                       f"set {field}.source to the {what} that holds the {'weights' if purpose == 'model' else 'cache'}")
+
+
+@rule("render-model-emptydir", family="render", severity="error", engines=BOTH, field="spec.storage.model.kind",
+      title="The model volume is an emptyDir",
+      why="The model volume is mounted read-only, so an emptyDir can never hold the weights.",
+      fix="Set spec.storage.model.kind to pvc or hostPath and spec.storage.model.source to where the weights are.",
+      source="gpustack_k3/render/kubernetes.py (the model volume is mounted read-only)",
+      no_cel=NOT_CEL)
+def _(launch, target):
+    for v, field in _volumes(launch, "model"):
+        if v.kind == "emptyDir":
+            yield f"{field}.kind", "the model volume is an emptyDir: it is mounted read-only, so it can never hold the weights"
+
+
+@rule("render-cache-claim-size", family="render", severity="error", engines=BOTH, field="spec.storage.cache.sizeGiB",
+      title="A new per-pod cache claim has no size",
+      why="A cache volume of kind pvc without a source becomes a new claim per pod (volumeClaimTemplates), and a new "
+          "claim needs resources.requests.storage.",
+      fix="Set spec.storage.cache.sizeGiB (e.g. 200), or spec.storage.cache.source to an existing claim.",
+      source="Kubernetes API apps/v1 StatefulSet.spec.volumeClaimTemplates (a new claim needs "
+             "resources.requests.storage); gpustack_k3/render/kubernetes.py",
+      no_cel=NOT_CEL)
+def _(launch, target):
+    for v, field in _volumes(launch, "cache"):
+        if v.kind == "pvc" and not v.source and not v.size_gib:
+            yield f"{field}.sizeGiB", "the cache volume is a new per-pod claim (pvc without source) but has no size"
+
+
+@rule("render-cache-ephemeral", family="render", severity="warning", engines=BOTH, field="spec.storage.cache.kind",
+      title="The JIT/compile cache does not survive a restart",
+      why="An emptyDir cache is lost with the pod: every restart recompiles (Triton, TorchInductor, FlashInfer, "
+          "DeepGEMM) and the cold start is paid again.",
+      fix="Set spec.storage.cache.kind to pvc (or hostPath) so a restart skips JIT.",
+      source="docs/sources.md#persistent-caches")
+def _(launch, target):
+    for v, field in _volumes(launch, "cache"):
+        if v.kind == "emptyDir":
+            yield f"{field}.kind", ("the JIT/compile cache is an emptyDir: every restart recompiles (Triton, TorchInductor, "
+                                    "FlashInfer, DeepGEMM) and the cold start is paid again")
+
+
+@rule("render-hostpath-cache-owner", family="render", severity="info", engines=BOTH, field="spec.storage.cache.source",
+      title="A hostPath cache must be writable by the pod's user",
+      why="The pod runs as uid/gid 10001; fsGroup does not change hostPath ownership.",
+      fix="On each GPU node: install -d -o 10001 -g 10001 <the host path>.",
+      source="gpustack_k3/templates/kubernetes/workload.yaml.j2 (the pod runs as non-root uid/gid 10001; fsGroup does "
+             "not apply to hostPath)")
+def _(launch, target):
+    if target not in ("kubernetes", "all"):
+        return
+    for v, field in _volumes(launch, "cache"):
+        if v.kind == "hostPath" and v.source:
+            yield (f"{field}.source",
+                   f"the pod runs as uid/gid 10001; fsGroup does not change hostPath ownership, so {v.source} must be "
+                   "writable by 10001 on every GPU node", f"on each node: install -d -o 10001 -g 10001 {v.source}")

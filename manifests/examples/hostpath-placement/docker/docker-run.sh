@@ -1,0 +1,47 @@
+# k3-hostpath: sglang kimi-k3; serves http://127.0.0.1:30000/health
+docker run --detach \
+  --name k3-hostpath \
+  --network host \
+  --ipc host \
+  --shm-size 64g \
+  --ulimit memlock=-1:-1 \
+  --ulimit stack=67108864:67108864 \
+  --gpus 8 \
+  --volume /data/models:/models:ro \
+  --volume /data/k3-cache:/cache:rw \
+  --env DG_JIT_CACHE_DIR=/cache/deepgemm \
+  --env FLASHINFER_WORKSPACE_BASE=/cache/flashinfer \
+  --env SGLANG_DG_CACHE_DIR=/cache/deepgemm \
+  --env SGLANG_RAGGED_VERIFY_MODE=static \
+  --env TORCHINDUCTOR_CACHE_DIR=/cache/torchinductor \
+  --env TRITON_CACHE_DIR=/cache/triton \
+  --label app.kubernetes.io/name=kimi-k3 \
+  --label app.kubernetes.io/instance=k3-hostpath \
+  --label app.kubernetes.io/component=inference-engine \
+  --label app.kubernetes.io/part-of=gpustack-k3 \
+  --label app.kubernetes.io/managed-by=gpustack-k3 \
+  --label app.kubernetes.io/version=kimi-k3 \
+  --label k3.gpustack.ai/engine=sglang \
+  --entrypoint python3 \
+  lmsysorg/sglang:kimi-k3 \
+  -m sglang.launch_server \
+  --trust-remote-code \
+  --model-path /models/Kimi-K3 \
+  --tp-size 8 \
+  --dcp-size 8 \
+  --disable-custom-all-reduce \
+  --enable-symm-mem \
+  --mem-fraction-static 0.88 \
+  --reasoning-parser kimi_k3 \
+  --tool-call-parser kimi_k3 \
+  --mamba-full-memory-ratio 0.86 \
+  --host 0.0.0.0 \
+  --port 30000 \
+  --speculative-algorithm DSPARK \
+  --speculative-draft-model-path /models/sglang-Kimi-K3-DSpark \
+  --speculative-dspark-block-size 7 \
+  --enable-linear-replayssm-spec \
+  --chunked-prefill-size 32768 \
+  --max-prefill-tokens 32768 \
+  --context-length 1000000 \
+  --kv-cache-dtype fp8_e4m3

@@ -1,0 +1,144 @@
+"""The package's shape: no import cycles, lower layers never import higher ones, imports of our own modules
+stay at module level except at the command boundary, and the API's names are spelled only in api/."""
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from gpustack_k3.api.v1alpha1 import constants as api
+from tests.architecture.imports import ROOT, _imports, cycles, graph, modules
+
+GRAPH = graph()
+
+# Subpackages from the bottom up: a module may import its own layer or a lower one. A new subpackage must be
+# placed here (the test names it).
+LAYERS = ["_startup_cache", "api", "catalog", "core", "coldstart", "crd", "render", "metrics", "probe",
+          "runtime", "gpustack", "operator", "cli", "__main__"]
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def _command_boundary(module: str) -> bool:
+    """Click commands: the CLI package and the ``cli`` module of a subsystem."""
+    return _layer(module) in ("cli", "__main__") or module.endswith(".cli") or module.endswith("_cmd")
+
+
+def test_graph_is_read():
+    assert len(GRAPH) > 50 and "gpustack_k3.core.rules" in GRAPH["gpustack_k3.core.launch"]
+
+
+def test_no_import_cycles():
+    found = cycles(GRAPH)
+    assert found == [], "import cycles (module -> imported:line): " + "; ".join(
+        " / ".join(f"{m} -> {', '.join(f'{t}:{GRAPH[m][t]}' for t in GRAPH[m] if t in c)}" for m in c) for c in found)
+
+
+def test_every_subpackage_has_a_layer():
+    unknown = sorted({_layer(m) for m in GRAPH if "." in m} - set(LAYERS))
+    assert unknown == [], f"place these subpackages in LAYERS: {unknown}"
+
+
+def test_no_back_edges():
+    order = {name: i for i, name in enumerate(LAYERS)}
+    bad = []
+    for mod, edges in GRAPH.items():
+        if "." not in mod or _command_boundary(mod):
+            continue
+        for target, line in edges.items():
+            if order.get(_layer(target), -1) > order.get(_layer(mod), -1):
+                bad.append(f"{mod}:{line} imports {target}")
+    assert bad == []
+
+
+def test_cli_is_imported_only_at_the_command_boundary():
+    bad = [f"{m} imports {t}" for m, es in GRAPH.items() for t in es
+           if _layer(t) == "cli" and not _command_boundary(m)]
+    assert bad == []
+
+
+def test_own_modules_are_imported_at_module_level():
+    """Lazy imports only where the CLI start-up budget needs them: command modules, and package ``__init__``
+    re-exports. Anywhere else a function-level import of our own code hides a cycle or a cost."""
+    bad = []
+    for name, path in modules().items():
+        if _command_boundary(name) or path.name == "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for mod, _names, level, line in _imports(fn):
+                if level or mod == "gpustack_k3" or mod.startswith("gpustack_k3."):
+                    bad.append(f"{path.relative_to(ROOT.parent)}:{line} ({fn.name})")
+    assert bad == []
+
+
+# Constants whose value is also a word of another vocabulary, so a literal elsewhere is not a restatement:
+NOT_API_ONLY = {
+    "PRODUCT": "the product's name: distribution, CLI program and cache directory names",
+    "FIELD_MANAGER": "= PRODUCT",
+    "CATEGORIES": "'gpustack' is also a render target and a CLI group",
+}
+# Values of Kubernetes' own core/v1 vocabulary that podstate reads from pods (pod phase Failed, pod condition
+# Ready, PodScheduled reason Unschedulable): they equal some of our names by coincidence.
+CORE_V1_WORDS = {"Failed", "Ready", "Unschedulable"}
+
+
+def _api_names() -> dict[str, str]:
+    """Every string the API defines (group, version, kind, plural, short names, label and annotation keys,
+    phases, condition types and reasons) -> its constant's name."""
+    out: dict[str, str] = {}
+    for k, v in vars(api).items():
+        if not k.isupper() or k in NOT_API_ONLY:
+            continue
+        for s in ([v] if isinstance(v, str) else list(v) if isinstance(v, (tuple, frozenset, set)) else []):
+            if isinstance(s, str) and s not in CORE_V1_WORDS:
+                out.setdefault(s, k)
+    return out
+
+
+def test_api_names_are_spelled_only_in_api():
+    names = _api_names()
+    assert {"k3.gpustack.ai", "K3Deployment", "k3deployments", "WeightsLoaded", "k3.gpustack.ai/deployment"} <= set(names)
+    bad = []
+    for name, path in modules().items():
+        if _layer(name) == "api":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
+                    and not _docstring(node, path):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.value!r} is api.{names[node.value]}")
+    assert bad == []
+
+
+def _docstring(node: ast.Constant, path) -> bool:
+    return "\n" in node.value
+
+
+@pytest.mark.parametrize("prefix", ["gpustack-k3/"])
+def test_one_prefix_for_our_label_and_annotation_keys(prefix):
+    """Keys are ``k3.gpustack.ai/...`` (api.PREFIX); the old ``gpustack-k3/`` prefix is gone from the product."""
+    bad = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(prefix):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.value!r}")
+    templates = [p for p in (ROOT / "templates").rglob("*") if p.is_file() and prefix in p.read_text(encoding="utf-8")]
+    assert bad == [] and templates == []
+
+
+def test_the_reader_sees_function_level_relative_and_type_checking_imports(tmp_path):
+    """The checks above can fail: a synthetic package with a cycle hidden inside a function."""
+    pkg = tmp_path / "gpustack_k3"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from gpustack_k3.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from . import a\n    return a\n")
+    (pkg / "sub" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n")
+    g = graph(pkg)
+    assert g["gpustack_k3.sub.b"] == {"gpustack_k3.sub.a": 2} and g["gpustack_k3.sub.c"] == {}
+    assert cycles(g) == [["gpustack_k3.sub.a", "gpustack_k3.sub.b"]]

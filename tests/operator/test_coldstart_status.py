@@ -1,0 +1,88 @@
+"""Engine figures, compile cache and the plan check on their way into status and metrics (pure parts);
+over HTTP they are checked in test_coldstart_http.py."""
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from gpustack_k3.api.v1alpha1.status import ColdStart, EngineMemory, PlanCheck
+from gpustack_k3.coldstart import ColdStartTracker
+from gpustack_k3.coldstart.catalog import FIGURES
+from gpustack_k3.metrics import ColdStartMetrics, ColdStartStatusFigures
+from gpustack_k3.operator.coldstart_bridge import snapshot_of
+from gpustack_k3.operator.decide import COLDSTART_STATUS_KEYS
+from gpustack_k3.operator.seams import MEMORY_STATUS_KEYS, plan_check_status
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+
+
+def tracked(name: str) -> ColdStartTracker:
+    t = ColdStartTracker(year=2026)
+    t.feed((LOGS / name).read_bytes())
+    t.finish()
+    return t
+
+
+def test_every_engine_figure_has_a_status_field():
+    assert set(MEMORY_STATUS_KEYS) == set(FIGURES)
+    assert set(MEMORY_STATUS_KEYS.values()) == set(EngineMemory.model_fields)
+
+
+def test_snapshot_of_a_compiled_cpu_start_is_valid_status():
+    snap = snapshot_of(tracked("vllm-0.32.0-cpu-compile-cache-hit.log").report(), "pod-0")
+    assert snap["cacheWarm"] is True
+    assert snap["compileCache"]["state"] == "hit" and snap["compileCache"]["compileSeconds"] == 279.0
+    assert snap["memory"] == {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
+    status = {out: snap[k] for k, out in COLDSTART_STATUS_KEYS.items() if snap.get(k) is not None}
+    ColdStart.model_validate(status)
+
+
+def test_plan_check_status_compares_what_both_sides_have():
+    plan = {"engine": "vllm", "maxModelLen": 1024, "kvTokens": 46603, "maxConcurrency": 45.51,
+            "kvCacheDtype": "auto", "headroomGiB": 2.6, "kvCacheGiB": 1.0}
+    memory = {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
+    check = plan_check_status(plan, memory)
+    assert check == {"figures": [{"figure": "kvCacheGiB", "planned": 1.0, "engine": 1.0, "driftPct": 0.0},
+                                 {"figure": "kvCacheTokens", "planned": 46603, "engine": 46592, "driftPct": -0.02},
+                                 {"figure": "maxConcurrency", "planned": 45.51, "engine": 45.5, "driftPct": -0.02}],
+                     "maxAbsDriftPct": 0.02, "notPrinted": []}
+    PlanCheck.model_validate(check)
+    assert plan_check_status(plan, None) is None                          # nothing printed yet
+    assert plan_check_status(plan, {"concurrencyLen": 1024}) is None       # nothing comparable
+    other_len = plan_check_status(plan, {**memory, "concurrencyLen": 8192})
+    assert [r["figure"] for r in other_len["figures"]] == ["kvCacheGiB", "kvCacheTokens"]
+
+
+class _Store:
+    def __init__(self, objs):
+        self.objs = objs
+
+    def list_keys(self):
+        return list(self.objs)
+
+    def get(self, ns, name):
+        return self.objs[(ns, name)]
+
+
+def test_status_figures_collector():
+    reg = CollectorRegistry()
+    reg.register(ColdStartStatusFigures(_Store({("llm", "a"): {"status": {
+        "coldStart": {"memory": {"kvCacheTokens": 46592}, "compileCache": {"state": "hit", "hits": 1, "misses": 0}},
+        "planCheck": {"figures": [{"figure": "kvCacheTokens", "planned": 46603, "engine": 46592, "driftPct": -0.02}]}}},
+        ("llm", "b"): {}})))
+    body = generate_latest(reg).decode()
+    assert 'gpustack_k3_cold_start_engine_memory{figure="kvCacheTokens",name="a",namespace="llm"} 46592.0' in body
+    assert 'gpustack_k3_cold_start_plan_drift_percent{figure="kvCacheTokens",name="a",namespace="llm"} -0.02' in body
+    assert 'gpustack_k3_cold_start_compile_cache{name="a",namespace="llm",state="hit"} 1.0' in body
+    assert 'name="b"' not in body
+
+
+def test_runner_metrics_observe_figures():
+    reg = CollectorRegistry()
+    m = ColdStartMetrics(registry=reg)
+    rep = tracked("vllm-0.32.0-cpu-compile-cache-miss.log").report()
+    m.observe_figures(rep, {"figures": [{"figure": "kv_cache_tokens", "planned": 46603, "engine": 46592,
+                                         "drift_pct": -0.02}]})
+    body = generate_latest(reg).decode()
+    assert 'gpustack_k3_cold_start_engine_figure{engine="vllm",figure="kv_cache_tokens"} 46592.0' in body
+    assert 'gpustack_k3_cold_start_plan_drift{engine="vllm",figure="kv_cache_tokens"} -0.02' in body
+    assert 'gpustack_k3_cold_start_compile_cache_total{engine="vllm",state="miss"} 1.0' in body

@@ -1,0 +1,1 @@
+"""Repository tooling (generators, golden writers): not part of the installed package, like LWS's hack/."""
