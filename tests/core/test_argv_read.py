@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from gpustack_k3.catalog import load_catalog
+from gpustack_k3.cli import main
 from gpustack_k3.core.argv import read_argv
 from gpustack_k3.core.flags import parse_argv
 
@@ -74,13 +75,43 @@ def test_headline_check_args_gives_the_canonical_finding(name):
 
 
 def test_config_file_form_gives_the_same_finding(tmp_path):
+    code, out, err = check_args("vllm", *_config_file(tmp_path))
+    assert code == 1, err
+    assert {f["rule"] for f in out["findings"] if f["severity"] == "error"} == {"vllm-dcp-with-dspark"}
+
+
+def _config_file(tmp_path):
     cfg = tmp_path / "k3.yaml"
     cfg.write_text("tensor_parallel_size: 8\ndecode-context-parallel-size: 8\n"
                    "speculative-config:\n  method: dspark\n  model: Inferact/Kimi-K3-DSpark\n"
                    "  num_speculative_tokens: 7\n")
-    code, out, err = check_args("vllm", "--config", str(cfg))
-    assert code == 1, err
-    assert {f["rule"] for f in out["findings"] if f["severity"] == "error"} == {"vllm-dcp-with-dspark"}
+    return ["--config", str(cfg)]
+
+
+# the vLLM versions whose engine refuses DCP + DSpark outright (the rule's `when`), and those that allow it
+REFUSING = sorted(k for k, v in VLLM.versions.items() if v.traits.get("dcp_with_spec") == "refuse_dspark")
+ALLOWING = sorted(k for k, v in VLLM.versions.items() if v.traits.get("dcp_with_spec") == "dspark_needs_backend")
+
+
+@pytest.mark.parametrize("version", REFUSING + ALLOWING)
+@pytest.mark.parametrize("name", ["aliases + dotted keys", "underscores + JSON", "abbreviations + mixed",
+                                  "--config FILE"])
+def test_headline_spellings_per_version_through_the_cli(name, version, tmp_path, capsys):
+    """The issue's spellings give `vllm-dcp-with-dspark` on every version that refuses DCP + DSpark, and no
+    refusal of the command line (nor that finding) on the versions that allow it."""
+    argv = _config_file(tmp_path) if name == "--config FILE" else HEADLINE[name]
+    rc = main.run(["check-args", "--engine", "vllm", "--engine-version", version, "-o", "json", "--", *argv])
+    out = json.loads(capsys.readouterr().out)
+    rules = {f["rule"] for f in out["findings"] if f["severity"] == "error"}
+    assert "argv-refused" not in rules, out["findings"]
+    if version in REFUSING:
+        assert rc == 1 and "vllm-dcp-with-dspark" in rules, out["findings"]
+    else:
+        assert "vllm-dcp-with-dspark" not in rules, out["findings"]
+
+
+def test_the_headline_rule_applies_to_the_kimi_k3_build_and_a_release():
+    assert "kimi-k3" in REFUSING and "0.28.0" in REFUSING and "0.33.0" in ALLOWING
 
 
 def test_a_missing_config_file_is_unusable_input():

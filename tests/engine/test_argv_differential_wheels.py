@@ -6,17 +6,18 @@ actions; heavy runtime modules stubbed) and answers a generated corpus of comman
 interpreter start. The product's reader, with the committed dump and model_optional=False (the engine requires
 its model where it does), must agree on accept/refuse, the unrecognized tokens and every value set.
 
-Needs the wheels (`bash .ci/setup_engine_wheels.sh`): skips without them, fails under CI=true.
+Needs the wheels (`bash .ci/setup_engine_wheels.sh`, tier engine_wheels): skips without them, fails under CI=true.
 """
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import pytest
 from argv_corpus import Corpus
+
+from tests.support import tiers
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
@@ -30,14 +31,10 @@ CASES = [("vllm", "0.33.0", "0.33.0"), ("vllm", "kimi-k3", "0.28.0"), ("vllm", "
 
 
 @pytest.mark.engine
+@pytest.mark.engine_wheels
 @pytest.mark.parametrize("engine,version,release", CASES, ids=[f"{e}-{v}" for e, v, _ in CASES])
 def test_reader_agrees_with_the_released_parser(engine, version, release, tmp_path):
-    try:
-        dump_tool.find_wheel(engine, release)
-    except dump_tool.DumpError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{exc} (CI runs .ci/setup_engine_wheels.sh)")
-        pytest.skip(str(exc))
+    tiers.engine_wheel(dump_tool.DIST[engine], release)     # skips outside CI, fails under CI=true
     corpus = Corpus(engine, version)
     argvs = corpus.generate(tmp_path, SIZE, SEED)
     answers = dump_tool.parse_with_wheel(engine, release, argvs)

@@ -1,17 +1,18 @@
 """The committed parser dumps are what their released wheels give: tools/engine_parsers/dump.py is re-run
 against each wheel in the cache and must reproduce the committed file byte for byte.
 
-The wheels come from `bash .ci/setup_engine_wheels.sh`; without them the test skips, except under CI=true,
-where a missing wheel fails (CI prepares them).
+The wheels come from `bash .ci/setup_engine_wheels.sh` (tier engine_wheels); without them the test skips, except
+under CI=true, where a missing wheel fails (CI prepares them).
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support import tiers
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
@@ -26,14 +27,10 @@ def test_the_catalog_names_a_wheel_for_every_released_dump():
 
 
 @pytest.mark.engine
+@pytest.mark.engine_wheels
 @pytest.mark.parametrize("engine,version,path", TARGETS, ids=[f"{e}=={v}" for e, v, _ in TARGETS])
 def test_dump_matches_its_wheel(engine, version, path, tmp_path):
-    try:
-        dump_tool.find_wheel(engine, version)
-    except dump_tool.DumpError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{exc} (CI runs .ci/setup_engine_wheels.sh)")
-        pytest.skip(str(exc))
+    tiers.engine_wheel(dump_tool.DIST[engine], version)     # skips outside CI, fails under CI=true
     out = tmp_path / path.name
     p = subprocess.run([sys.executable, str(REPO / "tools" / "engine_parsers" / "dump.py"), f"{engine}=={version}",
                         "--out", str(out)], capture_output=True, text=True, timeout=900, check=False)
