@@ -416,9 +416,9 @@ class Attempts:
         if len(att.bars) > 256:
             del att.bars[:-256]
 
-    def doctor(self, rule, pattern, rx, text: str, ts: float | None, rank: str | None,
+    def doctor(self, rule, pattern, rx, engines: tuple[str, ...], text: str, ts: float | None, rank: str | None,
                fallback_ts: float | None) -> bool:
-        if rule.engine != "any" and self.engine is not None and rule.engine != self.engine:
+        if self.engine is not None and self.engine not in engines:
             return False   # the doctor reports only rules of the engine that wrote the log
         groups: dict = {}
         if rx is not None:

@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from gpustack_k3.core.rules.log import log_rule_engines
+
 from .patterns import LinePattern
 from .phases import LOG_PHASES
 
@@ -178,14 +180,15 @@ class Catalog:
         self.markers = markers
         self.rules = rules
         self.regex: dict[str, LinePattern | None] = {m.id: m.compiled() for m in markers}
-        # keyword → consumers; a consumer is ("marker", Marker) or ("doctor", rule, pattern, regex)
+        # keyword → consumers; a consumer is ("marker", Marker) or ("doctor", rule, pattern, regex, engines):
+        # the engines whose logs the rule reads come from its one definition in the registry
         index: dict[str, list[tuple]] = {}
         for m in markers:
             index.setdefault(m.key, []).append(("marker", m, self.regex[m.id]))
         for r in rules:
             for p in r.patterns:
                 index.setdefault(p.key, []).append(
-                    ("doctor", r, p, LinePattern(p.regex) if p.regex else None))
+                    ("doctor", r, p, LinePattern(p.regex) if p.regex else None, log_rule_engines(r.id)))
         self.keys: list[str] = sorted(index)
         self.consumers: list[list[tuple]] = [index[k] for k in self.keys]
         self.rule_by_id = {r.id: r for r in rules}

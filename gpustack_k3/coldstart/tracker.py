@@ -205,7 +205,7 @@ class ColdStartTracker:
                 if c[0] == "marker":
                     state.marker(c[1], c[2], text, ts, rank, fallback)
                 elif rules_hit is None or (c[1].id, c[2].role) not in rules_hit:
-                    if state.doctor(c[1], c[2], c[3], text, ts, rank, fallback):
+                    if state.doctor(c[1], c[2], c[3], c[4], text, ts, rank, fallback):
                         if rules_hit is None:
                             rules_hit = set()
                         rules_hit.add((c[1].id, c[2].role))

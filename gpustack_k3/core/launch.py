@@ -1,15 +1,17 @@
 """Compute the LaunchSpec once from a valid spec. Every target projects it; none recomputes it."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import render_args
-from gpustack_k3.core.launch_types import LaunchSpec, SecretEnv, Volume
+from gpustack_k3.core.launch_types import LaunchSpec, RoleLaunch, SecretEnv, TopologyLaunch, Volume
 from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
 from gpustack_k3.core.rules import Ctx, validate_resolved
+from gpustack_k3.core.topology import role_views
 
 # seed 001 §13 / domain §7: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
 SEED_COLD_START_S = 636
@@ -79,3 +81,37 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
         shm_size_gib=st.shmSizeGiB, volumes=volumes, startup_budget_s=budget,
     )
     return launch, findings, p
+
+
+def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
+                          ) -> tuple[TopologyLaunch, list[Finding], dict[str, Plan | None]]:
+    """Every role's launch (a roleless document: one serve role whose leader is :func:`build_launch`'s spec).
+    Findings of a role's effective document carry the role's field prefix; refused when any role is."""
+    roles: list[RoleLaunch] = []
+    findings: list[Finding] = []
+    plans: dict[str, Plan | None] = {}
+    refused: list[Finding] = []
+    for view in role_views(doc):
+        try:
+            launch, fs, plan = build_launch(view.document, strict=strict)
+        except Refused as exc:
+            refused.extend(_in_role(f, view.field_prefix) for f in exc.findings)
+            continue
+        findings.extend(_in_role(f, view.field_prefix) for f in fs)
+        plans[view.role.name] = plan
+        roles.append(RoleLaunch(
+            role=view.role.name, kind=view.role.role, field_prefix=view.field_prefix,
+            instances=view.role.instances, pods_per_instance=view.pods, gpus_per_pod=view.role.gpusPerPod,
+            dp=view.dp, dp_local=view.dp_local, load_balancing=view.role.loadBalancing, leader=launch,
+            worker=launch if view.pods > 1 else None, per_pod=[], env_from_pod={}))
+    if refused:
+        raise Refused([*refused, *findings])
+    connector = doc.spec.disaggregation.connector if doc.spec.disaggregation and doc.spec.roles else ""
+    return TopologyLaunch(doc.metadata.name, roles, connector), findings, plans
+
+
+def _in_role(f: Finding, prefix: str) -> Finding:
+    """A finding of a role's effective document, pointed at the role (spec.memory -> spec.roles[i].memory)."""
+    if prefix == "spec" or not f.field.startswith("spec."):
+        return f
+    return dataclasses.replace(f, field=prefix + f.field[len("spec"):])

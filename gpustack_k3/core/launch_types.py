@@ -94,3 +94,54 @@ class LaunchSpec:
         """The launch spec as JSON (stable key order, 2-space indent): render target ``launch``; the
         Kubernetes pod template carries its sha256."""
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+# ----------------------------------------------------------------------------- topologies (roles)
+
+@dataclass(frozen=True)
+class PerPodArg:
+    """An engine argument whose value is known only where a pod of an instance starts.
+
+    ``source`` says what the value is: ``start_rank`` (the pod's worker index x the role's ``dp_local``),
+    ``leader_address`` (the address of the instance's leader pod). Targets compute it (Kubernetes/LWS: a quoted
+    entrypoint reading ``LWS_WORKER_INDEX`` / ``LWS_LEADER_ADDRESS``); the argv stays a list."""
+
+    flag: str
+    source: str
+    field: str                    # the spec path that asks for it (findings and explain point there)
+
+
+@dataclass(frozen=True)
+class RoleLaunch:
+    """One role of a topology: ``instances`` independent engine instances of ``pods_per_instance`` pods each.
+
+    ``leader`` is pod 0 of an instance (it serves the API unless the role balances externally); ``worker`` is
+    pods 1.. (None when an instance is one pod). ``per_pod`` arguments are appended to both at start;
+    ``env_from_pod`` maps env vars to downward-API field paths (``VLLM_NIXL_SIDE_CHANNEL_HOST``:
+    ``status.podIP``)."""
+
+    role: str                     # the role's name (spec.roles[].name; "serve" for a roleless document)
+    kind: str                     # prefill | decode | serve
+    field_prefix: str             # spec.roles[i] (spec for a roleless document)
+    instances: int
+    pods_per_instance: int
+    gpus_per_pod: int
+    dp: int
+    dp_local: int                 # DP ranks per pod: start rank = worker index x dp_local
+    load_balancing: str           # internal | hybrid | external
+    leader: LaunchSpec
+    worker: LaunchSpec | None
+    per_pod: list[PerPodArg]
+    env_from_pod: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TopologyLaunch:
+    """Every role of a deployment; ``disaggregation`` is the P/D connector name ("" when not disaggregated)."""
+
+    name: str
+    roles: list[RoleLaunch]
+    disaggregation: str
+
+    def role(self, name: str) -> RoleLaunch:
+        return next(r for r in self.roles if r.role == name)

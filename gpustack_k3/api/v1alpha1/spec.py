@@ -67,14 +67,34 @@ class Speculative(_Strict):
     extraConfig: dict[str, Any] = Field(default_factory=dict, description="Further --speculative-config keys (vLLM), checked.")
 
 
+class Eplb(_Strict):
+    """Expert-parallel load balancing (vLLM ``--enable-eplb`` + ``--eplb-config``; config/parallel.py
+    ``EPLBConfig``). Unset fields keep the engine's defaults (window 1000, step interval 3000 at 0.33.0, which
+    are also seed 002's figures)."""
+    windowSize: int | None = Field(default=None, ge=1, description="eplb_config.window_size: steps of load history.")
+    stepInterval: int | None = Field(default=None, ge=1, description="eplb_config.step_interval: steps between rebalances.")
+    numRedundantExperts: int | None = Field(default=None, ge=0, le=1024, description="eplb_config.num_redundant_experts.")
+    logBalancedness: bool | None = Field(default=None, description="eplb_config.log_balancedness.")
+    useAsync: bool | None = Field(default=None, description="eplb_config.use_async: rebalance off the critical path.")
+    communicator: str | None = Field(default=None, description=(
+        "eplb_config.communicator (choices per version: the engine's dump); async EPLB refuses torch_nccl/pynccl."))
+    includeDraft: bool | None = Field(default=None, description=(
+        "Balance the speculative draft's experts too (seed 002: EPLB covers the DSpark draft)."))
+
+
 class Parallel(_Strict):
     tp: int | None = Field(default=None, ge=1, le=64, description="Tensor parallel size.")
     pp: int | None = Field(default=None, ge=1, le=64)
-    dp: int | None = Field(default=None, ge=1, le=64)
+    dp: int | None = Field(default=None, ge=1, le=1024, description=(
+        "Data parallel size: all DP ranks of one engine instance (across its pods)."))
+    dpLocal: int | None = Field(default=None, ge=1, le=64, description=(
+        "DP ranks per pod (vLLM --data-parallel-size-local); DP = pods per instance x dpLocal."))
+    dpBackend: Literal["mp", "ray"] | None = Field(default=None, description="vLLM --data-parallel-backend.")
     dcp: int | None = Field(default=None, ge=1, le=64, description="Decode context parallel size (shards KV across TP ranks).")
-    ep: int | None = Field(default=None, ge=1, le=64, description="SGLang --ep-size.")
+    ep: int | None = Field(default=None, ge=1, le=1024, description="SGLang --ep-size.")
     expertParallel: bool | None = Field(default=None, description="vLLM --enable-expert-parallel.")
     dcpCommBackend: Literal["ag_rs", "a2a", "fi_a2a"] | None = None
+    eplb: Eplb | None = Field(default=None, description="Expert-parallel load balancing (needs expert parallelism).")
 
 
 class Memory(_Strict):
@@ -211,6 +231,59 @@ class Placement(_Strict):
     tolerations: list[Toleration] = Field(default_factory=list)
 
 
+class Role(_Strict):
+    """One role of a topology: a set of identical engine instances (a LeaderWorkerSet on Kubernetes).
+
+    The role's sections override the document's shared ones field by field (a field left unset inherits);
+    engine, model, speculative config and KV dtype are shared by every role and cannot be overridden (the NIXL
+    handshake hashes them, so prefill and decode must agree)."""
+    name: str = Field(pattern=DNS_LABEL, max_length=20, description=(
+        "Role name, unique in the document; object names are <metadata.name>-<role name>."))
+    role: Literal["prefill", "decode", "serve"] = Field(description=(
+        "prefill or decode (P/D disaggregation; needs spec.disaggregation), or serve (aggregated)."))
+    instances: int = Field(default=1, ge=1, le=1024, description="Independent engine instances (LWS replicas).")
+    podsPerInstance: int = Field(default=1, ge=1, le=256, description="Pods of one instance (LWS size): one DP/EP group.")
+    gpusPerPod: int = Field(ge=1, le=64, description="GPUs per pod (one node or tray); = dpLocal x TP x PP.")
+    parallel: Parallel = Field(default_factory=Parallel.model_construct)
+    loadBalancing: Literal["internal", "hybrid", "external"] = Field(default="internal", description=(
+        "internal: the leader's API server balances all DP ranks, workers run headless; hybrid: every pod "
+        "serves its local ranks (--data-parallel-hybrid-lb); external: every DP rank is its own endpoint."))
+    apiServerCount: int | None = Field(default=None, ge=1, le=64, description="vLLM --api-server-count on the leader.")
+    memory: Memory | None = None
+    scheduling: Scheduling | None = Field(default=None, description="maxNumSeqs is per DP rank (vLLM data_parallel_deployment.md).")
+    vllm: VllmOptions | None = None
+    sglang: SglangOptions | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    extraArgs: list[str] = Field(default_factory=list)
+    placement: Placement | None = None
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        return _check_env_names(v)
+
+
+class Disaggregation(_Strict):
+    """Prefill/decode KV transfer (vLLM ``--kv-transfer-config``), shared by the prefill and decode roles."""
+    connector: Literal["NixlConnector", "NixlPushConnector"] = Field(default="NixlConnector", description=(
+        "kv_connector: NixlConnector (decode pulls) or NixlPushConnector (prefill pushes; seed 002)."))
+    loadFailurePolicy: Literal["recompute", "fail"] | None = Field(default=None, description="kv_load_failure_policy.")
+    sideChannelPort: int = Field(default=5600, ge=1024, le=65535, description=(
+        "VLLM_NIXL_SIDE_CHANNEL_PORT: the base port; each DP rank listens on base + its global DP rank."))
+    enforceHandshakeCompat: bool | None = Field(default=None, description=(
+        "kv_connector_extra_config.enforce_handshake_compat; false disables the engine's own P/D check."))
+    extraConfig: dict[str, Any] = Field(default_factory=dict, description="Further kv_connector_extra_config keys.")
+
+
+def _check_env_names(v: dict[str, str]) -> dict[str, str]:
+    import re
+
+    for k in v:
+        if not re.fullmatch(ENV_NAME[1:-1], k):
+            raise ValueError(f"env name {k!r} is not a valid environment variable name")
+    return v
+
+
 class DeploymentSpec(_Strict):
     engine: EngineRef
     model: ModelSource = Field(default_factory=ModelSource.model_construct)
@@ -229,15 +302,23 @@ class DeploymentSpec(_Strict):
     storage: Storage = Field(default_factory=Storage.model_construct)
     startup: Startup = Field(default_factory=Startup.model_construct)
     placement: Placement = Field(default_factory=Placement.model_construct)
+    roles: list[Role] = Field(default_factory=list, max_length=8, description=(
+        "Topology: prefill/decode or serve roles, each its own set of instances. Empty: one serve role on "
+        "hardware.gpuCount GPUs (the single-node document)."))
+    disaggregation: Disaggregation | None = Field(default=None, description="P/D KV transfer (with prefill and decode roles).")
 
     @field_validator("env")
     @classmethod
     def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        import re
+        return _check_env_names(v)
 
-        for k in v:
-            if not re.fullmatch(ENV_NAME[1:-1], k):
-                raise ValueError(f"env name {k!r} is not a valid environment variable name")
+    @field_validator("roles")
+    @classmethod
+    def _unique_role_names(cls, v: list[Role]) -> list[Role]:
+        names = [r.name for r in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"role names must be unique: {', '.join(dup)} appear(s) more than once")
         return v
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.core.findings import Finding, sort_findings
-from gpustack_k3.core.rules.registry import Hit, log_evidence, rule
+from gpustack_k3.core.rules.registry import RULES, Hit, log_evidence, rule
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.coldstart.tracker import ColdStartTracker
@@ -40,6 +40,15 @@ class LogCtx:
     def phase(self, default: str) -> str:
         """The phase the first hit happened in (the tracker records it), else ``default``."""
         return next((h["phase"] for h in self.hits if h.get("phase")), default)
+
+
+def log_rule_engines(rule_id: str) -> tuple[str, ...]:
+    """The engines whose logs a rule's log check reads: its definition's ``engines`` (the tracker's doctor skips
+    the patterns of rules for another engine)."""
+    r = RULES.get(rule_id)
+    if r is None or (r.family != "log" and r.log is None):
+        raise KeyError(f"coldstart/data/doctor.yaml: {rule_id!r} is no rule of the registry with a log check")
+    return r.engines
 
 
 def diagnose(tr: ColdStartTracker, iso: Callable[[float | None], str | None]) -> list[Finding]:
