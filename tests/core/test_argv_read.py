@@ -246,12 +246,18 @@ def test_seed_command_lines_are_accepted_by_the_kimi_k3_parsers(engine, argv):
 
 # ------------------------------------------------------------------ argv-refused: fire and quiet
 
-def test_argv_refused_fires_for_a_flag_of_another_version_and_is_quiet_for_its_own():
-    code, out, _ = check_args("vllm", "-tp", "8", "--moe-backend", "auto", version="0.11.0")
-    refused = [f for f in out["findings"] if f["rule"] == "argv-refused"]
-    assert code == 1 and [f["field"] for f in refused] == ["argv[2]"]
-    code, out, _ = check_args("vllm", "-tp", "8", "--moe-backend", "auto", version="0.33.0")
-    assert "argv-refused" not in {f["rule"] for f in out["findings"]}
+# rule -> (engine, argv, version where it fires at argv[i], version where it is quiet); test_registry counts these
+ARGV_CASES = {"argv-refused": ("vllm", ["-tp", "8", "--moe-backend", "auto"], ("0.11.0", "argv[2]"), "0.33.0")}
+
+
+@pytest.mark.parametrize("rule_id", sorted(ARGV_CASES))
+def test_argv_rule_fires_for_a_flag_of_another_version_and_is_quiet_for_its_own(rule_id):
+    engine, argv, (fires_on, where), quiet_on = ARGV_CASES[rule_id]
+    code, out, _ = check_args(engine, *argv, version=fires_on)
+    refused = [f for f in out["findings"] if f["rule"] == rule_id]
+    assert code == 1 and [f["field"] for f in refused] == [where]
+    code, out, _ = check_args(engine, *argv, version=quiet_on)
+    assert rule_id not in {f["rule"] for f in out["findings"]}
 
 
 def test_import_of_a_refused_command_line_writes_nothing():
