@@ -108,10 +108,13 @@ def _vllm_parse_dataclass(cls: dict, expand_numbers: bool) -> Callable[[str], An
     types = cls.get("types") or {f: ["any"] for f in fields}
     ignored = {f for f, alts in types.items() if alts == ["ignored"]}
     refused = {f for f, alts in types.items() if alts == ["refused"]}
-    model = _dataclass_model(name, json.dumps(types, sort_keys=True), forbid)
+    types_json = json.dumps(types, sort_keys=True)
 
     def parse_dataclass(val: str) -> Any:
         text = _expand_json_human_readable_numbers(val) if expand_numbers else val
+        # the model is built when the option is first given (cached), not with the parser: building the ~16
+        # config models of a vLLM parser costs pydantic hundreds of ms that most command lines never use
+        model = _dataclass_model(name, types_json, forbid)
         try:
             obj = model.model_validate_json(text)
         except ValueError as e:   # pydantic's ValidationError is a ValueError
