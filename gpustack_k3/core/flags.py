@@ -61,6 +61,21 @@ def _speculative_args(r: Resolved) -> list[str]:
     return args
 
 
+def eplb_json(engine: EngineEntry, eplb: Any) -> dict[str, Any]:
+    """``--eplb-config`` of a ``spec.parallel.eplb`` (only the fields set; the rest are the engine's defaults)."""
+    keys = engine.topology.get("eplb_json_keys", {})
+    return {key: getattr(eplb, fld) for fld, key in keys.items() if getattr(eplb, fld, None) is not None}
+
+
+def eplb_args(engine: EngineEntry, eplb: Any, flag: str) -> list[str]:
+    """``--enable-eplb`` (+ ``--eplb-config JSON`` when a field is set) for a present ``spec.parallel.eplb``."""
+    if eplb is None:
+        return []
+    cfg = eplb_json(engine, eplb)
+    on = [] if eplb.enabled is False else [flag]
+    return [*on, engine.topology["eplb_config_flag"], _compact(cfg)] if cfg else on
+
+
 def render_args(r: Resolved) -> list[Arg]:
     """The engine arguments of a resolved spec, one :class:`Arg` per field that emits tokens, in the flag
     table's order (the positional model path first, the spec's extraArgs last)."""
@@ -74,6 +89,8 @@ def render_args(r: Resolved) -> list[Arg]:
             toks = [f.flag, r.model_path] if r.model_arg == "flag" else []
         elif f.kind == "speculative":
             toks = _speculative_args(r)
+        elif f.kind == "eplb":
+            toks = eplb_args(r.engine, r.spec.parallel.eplb, f.flag)
         else:
             toks = _flag_tokens(f, get_path(r.spec, f.field))
         if toks:
@@ -158,6 +175,8 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
     sub = {dump.by_flag[flag].dest: fld for flag, fld in speculative_subflags(engine).items() if flag in dump.by_flag}
     extra: list[tuple[int, list[str]]] = []
     order = {o.dest: i for i, o in enumerate(dump.options)}
+    eplb_config_flag = engine.topology.get("eplb_config_flag")
+    eplb_on = eplb_config_seen = False
     for dest, g in reading.given.items():
         opt = dump.by_dest[dest]
         where = f"argv[{g.origin}]" if isinstance(g.origin, int) else f"argv {g.origin or opt.canonical}"
@@ -169,6 +188,15 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
             problem = _to_spec(engine, fields[dest], g.value, out)
             if problem:
                 out.refusals.append(engine_argv.Refusal(where, opt.canonical, problem))
+        elif dest in fields and fields[dest].kind == "eplb":
+            if g.value:
+                _set(out.spec, "parallel.eplb", out.spec.get("parallel", {}).get("eplb", {}))
+                eplb_on = True
+        elif opt.canonical == eplb_config_flag:
+            problem = _eplb_config(engine, g.value, out)
+            if problem:   # a key the engine accepts but spec.parallel.eplb cannot hold: unusable input, as before
+                raise InputError(f"argv {opt.canonical}", problem, "give only the EPLB keys the spec models")
+            eplb_config_seen = eplb_config_seen or g.value is not None
         elif dest == "config" and engine.engine == "vllm":
             # argparse_utils.py parse_args@0.33.0 pulls the file only for the separate token `--config`
             out.refusals.append(engine_argv.Refusal(where, "--config", f"{g.option}={g.value}: vLLM reads a config file only "
@@ -178,7 +206,27 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
     out.extra_args = [t for _, toks in sorted(extra, key=lambda x: x[0]) for t in toks]
     if out.model_path is not None:
         _set(out.spec, "model.path", out.model_path)
+    if eplb_config_seen and not eplb_on:
+        # --eplb-config without --enable-eplb: configured but off (config/parallel.py:586-591@0.33.0 then refuses
+        # num_redundant_experts, rule eplb-redundant-needs-eplb)
+        out.spec["parallel"]["eplb"]["enabled"] = False
     return out
+
+
+def _eplb_config(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
+    """``--eplb-config`` (the EPLBConfig object the parser read) into ``spec.parallel.eplb``; a message for a key
+    the spec does not model."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        return f"must be a JSON object, got {json.dumps(v)[:80]}"
+    inv = {key: fld for fld, key in engine.topology.get("eplb_json_keys", {}).items()}
+    unknown = sorted(k for k in v if k.replace("-", "_") not in inv)
+    if unknown:
+        return f"unknown EPLB config key(s) {', '.join(unknown)}; use {', '.join(sorted(inv))}"
+    eplb = out.spec.setdefault("parallel", {}).setdefault("eplb", {})
+    eplb.update({inv[k.replace("-", "_")]: val for k, val in v.items()})
+    return None
 
 
 def _to_spec(engine: EngineEntry, f: FlagSpec, v: Any, out: ParsedArgv) -> str | None:

@@ -118,8 +118,10 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_argv_read import ARGV_CASES
     from tests.core.test_rules import CASES
     from tests.core.test_rules_render import RENDER_CASES
+    from tests.core.test_rules_topology import TOPOLOGY_CASES
 
-    covered = set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | {"spec.schema"}   # test_schema_rule.py
+    covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
+               | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 
 
