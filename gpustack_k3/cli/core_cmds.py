@@ -440,7 +440,9 @@ _VALUED = ("api_server_count_flag", "nnodes_flag", "start_rank_flag", "rank_flag
 
 
 def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod):
-    """One check-pd command line -> (its document, its TopoRole). Unusable input raises InputError naming --SIDE."""
+    """One check-pd command line -> (its document, its TopoRole, what its engine's parser refuses). Unusable input
+    raises InputError naming --SIDE."""
+    import dataclasses
     import json
     import shlex
 
@@ -476,7 +478,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
             facts[key] = None
         i += 1
     try:
-        data = argv_to_data(engine, engine_version, model_name, gpu_type, 8, env, side, rest)
+        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, 8, env, side, rest)
     except InputError as exc:
         exc.where = f"{opt} {exc.where}{_flag_for(engine, exc.where)}"
         raise
@@ -517,7 +519,9 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
         nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
         side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
         extra_flags=flag_values(list(doc.spec.extraArgs)))
-    return doc, role
+    # refusals name tokens of the command line without the launch-fact flags: say which side they are from
+    refusals = [dataclasses.replace(ref, where=f"{opt} {ref.where}") for ref in refusals]
+    return doc, role, refusals
 
 
 @click.command("check-pd")
@@ -538,16 +542,18 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
              decode_pods, gpus_per_pod, strict, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
     from gpustack_k3.core.findings import sort_findings
-    from gpustack_k3.core.rules import in_role, validate_resolved, validate_topology
+    from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
     from gpustack_k3.core.topology import Topology
 
     roles, findings = [], []
     try:
         for side, text, env, pods in (("prefill", prefill, prefill_env, prefill_pods),
                                       ("decode", decode, decode_env, decode_pods)):
-            doc, role = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod)
+            doc, role, refusals = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
+                                             gpus_per_pod)
             roles.append(role)
-            findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict)]
+            ctx = Ctx(role.resolved, argv_refusals=refusals)
+            findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]
     except InputError as exc:
         fail_input(exc)
     if not any(f.rule == "unknown-catalog-entry" for f in findings):

@@ -183,15 +183,15 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
         if dest in sub:
             if g.value is not None:
                 _set(out.spec, f"speculative.{sub[dest]}", g.value)
+        elif dest in fields and fields[dest].kind == "eplb":
+            if g.value:
+                _set(out.spec, "parallel.eplb", out.spec.get("parallel", {}).get("eplb", {}))
+                eplb_on = True
         elif dest in fields and not (fields[dest].kind == "speculative" and engine.engine == "sglang"
                                      and g.value is not None and _sglang_method(engine, g.value) is None):
             problem = _to_spec(engine, fields[dest], g.value, out)
             if problem:
                 out.refusals.append(engine_argv.Refusal(where, opt.canonical, problem))
-        elif dest in fields and fields[dest].kind == "eplb":
-            if g.value:
-                _set(out.spec, "parallel.eplb", out.spec.get("parallel", {}).get("eplb", {}))
-                eplb_on = True
         elif opt.canonical == eplb_config_flag:
             problem = _eplb_config(engine, g.value, out)
             if problem:   # a key the engine accepts but spec.parallel.eplb cannot hold: unusable input, as before
