@@ -81,8 +81,15 @@ def generate(cat: Catalog, spec_model: type, spec_schema: dict[str, Any]) -> Gen
             continue
         rules.append(CelRule(entry.id, _per_engine(bad), _message(entry, entry.field),
                              _spec_field_path(spec_schema, entry.field)))
+    # The spec rules read one engine on one node: a document with roles is checked per role (each role's
+    # effective document) by the CLI and the operator, which CEL over the shared fields cannot express.
+    for r in rules:
+        r.expression = f"({ROLES_PRESENT}) || ({r.expression})"
     refs = set().union(*(b.refs for b in builders.values()))
     return Generated(rules, refs)
+
+
+ROLES_PRESENT = "has(self.roles) && size(self.roles) > 0"
 
 
 def metadata_name_rule(pattern: str, max_length: int) -> CelRule:
