@@ -189,12 +189,18 @@ def _pod_templates(obj: dict) -> list[dict]:
     kind = obj.get("kind")
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job") and isinstance(spec.get("template"), dict):
         return [spec["template"]]
-    if kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
-        return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if isinstance(t, dict)]
+    if kind == api.LWS_KIND:
+        return _lws_templates(spec)
+    if kind == api.DS_KIND:
+        return [t for r in spec.get("roles") or [] if isinstance(r, dict) for t in _lws_templates(r.get("spec") or {})]
     if kind == "Pod":
         return [obj]
     return []
+
+
+def _lws_templates(spec: Mapping[str, Any]) -> list[dict]:
+    lwt = spec.get("leaderWorkerTemplate") or {}
+    return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if isinstance(t, dict)]
 
 
 def prepare(rendered: Sequence[dict], cr: Mapping[str, Any]) -> tuple[list[dict], list[str]]:
