@@ -14,10 +14,15 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding
-from gpustack_k3.core.launch import build_launch
+from gpustack_k3.core.launch import build_launch, build_topology_launch
 from gpustack_k3.core.rules import schema_findings
 from gpustack_k3.core.rules import validate as rules_validate
 from gpustack_k3.render.kubernetes import render_kubernetes
+from gpustack_k3.render.lws import render_topology
+
+# annotation-free choice of the topology form: spec.roles render as one LeaderWorkerSet per role (the portable
+# form; a DisaggregatedSet needs LWS >= 0.10 and is a render option of the CLI)
+TOPOLOGY_FORM = "leaderworkerset"
 
 
 @functools.lru_cache(maxsize=256)
@@ -37,12 +42,28 @@ def validate(doc: dict) -> list[Finding]:
     return list(rules_validate(DeploymentDocument.model_validate(doc)))
 
 
+@functools.lru_cache(maxsize=64)
+def _build_topology(doc_json: str) -> tuple[Any, DeploymentDocument]:
+    model = DeploymentDocument.model_validate(json.loads(doc_json))
+    return build_topology_launch(model)[0], model
+
+
+def _has_roles(doc: dict) -> bool:
+    return bool((doc.get("spec") or {}).get("roles"))
+
+
 def render(doc: dict) -> list[dict]:
+    ns = (doc.get("metadata") or {}).get("namespace")
+    if _has_roles(doc):
+        topo, model = _build_topology(_key(doc))
+        return render_topology(topo, model, namespace=ns, form=TOPOLOGY_FORM)
     launch, _findings, _plan, model = _build(_key(doc))
-    return render_kubernetes(launch, model, namespace=(doc.get("metadata") or {}).get("namespace"))
+    return render_kubernetes(launch, model, namespace=ns)
 
 
 def plan(doc: dict) -> dict | None:
+    if _has_roles(doc):
+        return None       # plans are per role (status.roles); the single summary does not apply
     _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None

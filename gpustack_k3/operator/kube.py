@@ -96,6 +96,19 @@ class Kube:
             before_sleep=lambda rs: log.info("retrying API call after %s", rs.outcome.exception()))
 
     # -------------------------------------------------------------- paths
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` (asks discovery even for a known kind: a CRD that is not
+        installed answers 404)."""
+        from kubernetes.client.rest import ApiException
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        try:
+            doc = self._request("GET", base)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return any(r.get("kind") == kind and "/" not in r.get("name", "") for r in (doc or {}).get("resources") or [])
+
     def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
         key = (api_version, kind)
         if key in KNOWN:

@@ -337,6 +337,11 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             if target.res is None:
                 if target.unknown:
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
+                parts = [p for p in raw.path.split("/") if p]
+                if len(parts) == 3 and parts[0] == "apis" and not any(
+                        r.group == parts[1] and r.version == parts[2] for r in self.resources_by_key.values()):
+                    # a group/version no CRD serves (e.g. LWS not installed): 404, as the API server answers
+                    raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
                 return await super()._handle(req)   # discovery: every authenticated user may read it
             self._authorize(user, target, verb)
             return await self._dispatch(raw, target, verb, body)
