@@ -293,13 +293,15 @@ def finding_text(f: Any) -> str:
     return f"[{f.rule}] {f.field}: {f.message}{fix}"
 
 
-def _endpoint(desired: Sequence[dict]) -> str | None:
-    for o in desired:
-        if o.get("kind") == "Service":
-            ports = (o.get("spec") or {}).get("ports") or []
-            if ports:
-                m = o["metadata"]
-                return f"http://{m['name']}.{m['namespace']}.svc:{ports[0].get('port')}"
+def _endpoint(desired: Sequence[dict], name: str | None = None) -> str | None:
+    """The URL of the Service named like the resource (a topology: the router or every role's API servers),
+    else of the first Service."""
+    services = [o for o in desired if o.get("kind") == "Service"]
+    for o in sorted(services, key=lambda o: o["metadata"]["name"] != name):   # stable: the first otherwise
+        ports = (o.get("spec") or {}).get("ports") or []
+        if ports:
+            m = o["metadata"]
+            return f"http://{m['name']}.{m['namespace']}.svc:{ports[0].get('port')}"
     return None
 
 
@@ -388,7 +390,7 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     status["conditions"] = conds.as_list()
     if warnings:
         status["warnings"] = warnings
-    if desired and (ep := _endpoint(desired)):
+    if desired and (ep := _endpoint(desired, meta.get("name"))):
         status["endpoint"] = ep
     elif errors and observed.owned and prev.get("endpoint"):
         status["endpoint"] = prev["endpoint"]  # the last valid generation keeps serving there
