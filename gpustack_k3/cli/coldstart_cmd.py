@@ -134,7 +134,7 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
 @_output_opt
 @_year_opt
 def doctor(log: str, engine: str, output: str, year: int | None) -> None:
-    """Find known problems (seed §15, domain §4) in an engine log."""
+    """Find known problems (docs/sources.md, kernels and the log's warnings) in an engine log."""
     from gpustack_k3.core.findings import has_errors
 
     tracker = _track(log, engine, year)

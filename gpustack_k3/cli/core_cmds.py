@@ -280,7 +280,7 @@ def _explain_data(r, cat) -> dict:
 @click.option("--priority", type=click.Choice(["throughput", "latency"]), default="throughput", show_default=True)
 @output_option
 def advise(context, concurrency, priority, output):
-    """Recommend a preset from the write-up's measured crossover (seed §8-§10, §17)."""
+    """Recommend a preset from the write-up's measured crossover (docs/sources.md#measured)."""
     from gpustack_k3.core.advise import advise as run
 
     a = run(context, concurrency, priority)

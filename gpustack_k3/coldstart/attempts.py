@@ -333,7 +333,7 @@ class Attempts:
         rd = p.rank(r)
         if m.id == "vllm-drafter":
             # gpu_model_runner.py:5010@0.33.0: after this line the same loader lines describe the draft model;
-            # they must not replace the main model's figures (its 163.8 s vs the draft's 6.4 s in seed §13).
+            # they must not replace the main model's figures (its 163.8 s vs the draft's 6.4 s: docs/sources.md#cold-start).
             rd["_draft"] = True
         elif m.phase == "weights_load" and rd.get("_draft"):
             # only the loader's own duration is per model; "Model loading took" sums main + draft

@@ -20,7 +20,7 @@ PHASES: tuple[str, ...] = PLATFORM_PHASES + LOG_PHASES
 PHASE_INDEX: dict[str, int] = {name: i for i, name in enumerate(PHASES)}
 
 # Generous default stall budgets (seconds a phase may stay open). A cold start of Kimi-K3 on
-# 8xB300 takes ~10 min end to end (seed 001 §13); these budgets only catch real hangs.
+# 8xB300 takes ~10 min end to end (docs/sources.md#cold-start); these budgets only catch real hangs.
 DEFAULT_BUDGETS: dict[str, float] = {
     "scheduled": 1800.0,
     "image_pull": 3600.0,

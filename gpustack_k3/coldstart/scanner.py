@@ -18,7 +18,7 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # One regex for every line prefix the engines (and the tools around them) print:
 #  docker --timestamps / docker-compose "name  | " / vLLM "(Worker_TP3 pid=N)" or
 #  "(VllmWorker rank=R pid=N)" / vLLM "LEVEL MM-DD HH:MM:SS" (no year) / SGLang
-#  "[YYYY-MM-DD HH:MM:SS(.mmm) DPd TPn EPe]" or old "[HH:MM:SS TPn]" (engines.md Part 2, line prefixes).
+#  "[YYYY-MM-DD HH:MM:SS(.mmm) DPd TPn EPe]" or old "[HH:MM:SS TPn]" (sglang srt/utils/common.py:2629-2630@0.5.23 configure_logger: "[%(asctime)s{ms}{prefix}]").
 PREFIX_RE = re.compile(
     r"""^\s*
     (?:(?P<d1>\d{4}-\d\d-\d\d)T(?P<t1>\d\d:\d\d:\d\d)(?:\.(?P<f1>\d+))?(?:Z|[+-]\d\d:?\d\d)?\s+)?

@@ -13,11 +13,11 @@ from gpustack_k3.core.resolve import Resolved, resolve
 from gpustack_k3.core.rules import Ctx, validate_resolved
 from gpustack_k3.core.topology import role_views
 
-# seed 001 §13 / domain §7: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
+# docs/sources.md#cold-start: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
 SEED_COLD_START_S = 636
 BUDGET_MARGIN = 1.5
-GRAPH_CAPTURE_S = {"vllm": 90, "sglang": 330}   # domain §7: 85-88 s (vLLM), ~5.5 min (SGLang)
-COMPILE_S = 120                                  # domain §7: JIT units + profile/warm-up, rounded up
+GRAPH_CAPTURE_S = {"vllm": 90, "sglang": 330}   # docs/sources.md#cold-start: 85-88 s (vLLM), ~5.5 min (SGLang)
+COMPILE_S = 120                                  # docs/sources.md#cold-start: JIT units + profile/warm-up, rounded up
 
 
 class Refused(Exception):

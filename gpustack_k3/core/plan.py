@@ -2,10 +2,10 @@
 
 vLLM (v1/worker/gpu_worker.py:683-757 @0.33.0): requested = util x total; KV = requested - non-KV
 (weights + non-torch + activation peak) - CUDA-graph estimate. Builds that do not subtract the graph
-estimate (trait ``kv_subtracts_cudagraph: false``; domain §5) allocate requested - non-KV and so
+estimate (trait ``kv_subtracts_cudagraph: false``; docs/sources.md#memory-table) allocate requested - non-KV and so
 over-commit by the graph memory. Capacity = KV bytes / bytes per token (x DCP: KV is sharded).
 
-SGLang (mem_cache/kv_cache_configurator.py @0.5.23, engines.md S9, S10, S16): rest = fraction x total
+SGLang (mem_cache/kv_cache_configurator.py:3229-3409 @0.5.23): rest = fraction x total
 - weights; Mamba budget = rest x r/(1+r); with speculative decoding the state pool solves
 N x per_req x (1 + D/ratio) = budget; the full-attention and draft pools share the rest.
 """
@@ -135,7 +135,7 @@ def _plan_vllm(r: Resolved) -> Plan:
     else:
         allocated = requested - non_kv
         used = requested + graphs
-        notes.append("this build sizes the KV pool without subtracting CUDA-graph memory (domain §5): "
+        notes.append("this build sizes the KV pool without subtracting CUDA-graph memory (docs/sources.md#memory-table): "
                       f"the pool exceeds the engine's own budget by {allocated - budget:.2f} GiB")
     dtype = str(r.value("memory.kvCacheDtype") or "auto")
     key = _dtype_key(dtype, fg.kv_bytes_per_token or {})
@@ -206,7 +206,7 @@ def _plan_sglang(r: Resolved) -> Plan:
         notes.append(f"max_req_len is capped at the pool ({full_tokens:,} tokens < context {max_len:,}; "
                      "managers/tp_worker.py:556-571 @0.5.23): a full-length request is not admitted")
     if spec and r.dcp > 1:
-        notes.append(f"draft pool addressed in the DCP virtual token space: {full_tokens:,} x {r.dcp} (seed §16.1.2)")
+        notes.append(f"draft pool addressed in the DCP virtual token space: {full_tokens:,} x {r.dcp} (docs/sources.md#memory-table)")
     return Plan(
         engine="sglang", engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
         memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
@@ -223,7 +223,7 @@ def _plan_sglang(r: Resolved) -> Plan:
 def _sglang_concurrency(full_tokens: int, dcp: int, max_len: int, max_running: int) -> float:
     """Full-length requests that run at once. The engine caps one request at the pool size; under DCP the
     scheduler addresses the pool in the DCP token space (x dcp): the seed ran 10 x 200K requests on a
-    916,672-token pool with DCP 8 (seed 001 §7.2, §12.2), which only fits that way."""
+    916,672-token pool with DCP 8 (docs/sources.md#memory-table, #sglang-pool-below-context), which only fits that way."""
     if not max_len or full_tokens < max_len:
         return 0.0
     return min(full_tokens * dcp / max_len, float(max_running))

@@ -1,4 +1,4 @@
-"""Thin HTTP edge to a GPUStack 2.3.0 server (REST API: shared/research/gpustack.md §1.3, §2, §3.5).
+"""Thin HTTP edge to a GPUStack 2.3.0 server (REST API of the 2.3.0 wheel, gpustack/routes/routes.py: /v2 routes; checked against a live 2.3.0 server in tests/gpustack).
 
 httpx with explicit timeouts; tenacity retries **only** connection errors and 5xx answers (a 4xx is the
 server's verdict and is never retried). Every failure becomes a ``GPUStackError`` carrying one line that

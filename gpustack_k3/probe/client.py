@@ -2,7 +2,7 @@
 (httpx, asyncio; bounded request counts, response sizes and timeouts). Everything it measures goes into
 ``report.Collected``; ``report.summarize`` turns that into figures and findings.
 
-Stages, in order (research/multinode-pd-probe.md §D); a failed stage ends the probe (exit 2):
+Stages, in order (docs/sources.md#probe-definitions); a failed stage ends the probe (exit 2):
 ``health`` (GET /health answers 200), ``models`` (GET /v1/models lists the served name), ``metrics``
 (GET /metrics names the engine: ``vllm:`` or ``sglang:``; optional: a gateway has none), ``completion``
 (one non-streamed request returns choices and usage; a second one measures tokens per filler word so

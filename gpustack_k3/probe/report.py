@@ -146,7 +146,7 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
     # -- invariants
     invariants: list[dict] = []
     if tput is not None:
-        # each request asked for output_len tokens at most (max_tokens): requests x output tokens / wall (domain §6)
+        # each request asked for output_len tokens at most (max_tokens): requests x output tokens / wall (docs/sources.md#measured)
         cap = len(ok) * cfg.output_len / wall
         held = tput <= cap * (1 + BOUND_SLACK)
         invariants.append({"name": "requested_bound", "ok": held, "output_tokens_per_s": round(tput, 3),

@@ -1,13 +1,13 @@
 """One streamed OpenAI-compatible response → timings and token counts (pure: bytes and timestamps in).
 
-Definitions (research/multinode-pd-probe.md §D; vllm benchmarks/lib/endpoint_request_func.py@0.32.0):
+Definitions (docs/sources.md#probe-definitions; vllm benchmarks/lib/endpoint_request_func.py@0.32.0):
 
 * **TTFT** = time from sending the request to the first chunk carrying *any* delta: non-empty ``content``,
   ``reasoning``, ``reasoning_content``, ``tool_calls`` or ``function_call`` (the completions API: non-empty
   ``text``). A reasoning model streams its thinking as ``delta.reasoning`` first (``--reasoning-parser``), and
   the server has produced tokens from that moment on: counting only ``content`` overstates TTFT by the whole
   thinking time, or reports nothing at all when the answer never reaches content (GPUStack's benchmark,
-  gpustack#6205; seed 000 argued for this definition). A role-only first chunk (``{"role": "assistant",
+  docs/sources.md#measured argues for this definition). A role-only first chunk (``{"role": "assistant",
   "content": ""}``) carries no token and does not count.
 * **TTFT to content** = the same up to the first non-empty ``content``, reported separately.
 * **e2e latency** = up to the last chunk carrying a delta (the trailing usage chunk and ``[DONE]`` carry

@@ -1,6 +1,6 @@
 """Ready is not warm: the warm-up of ``spec.startup.warmup`` sent with the probe's own code (``run`` and the
 operator call this after Ready). The requests are a probe run (stages, then streamed requests at the asked
-lengths), so the first requests' TTFT, where runtime JIT shows (seed 001 §15: four operators compiled on
+lengths), so the first requests' TTFT, where runtime JIT shows (docs/sources.md#jit-after-ready: four operators compiled on
 the first requests), is measured, not just waited for.
 
 ``on_phase(start, end, details)`` reports the ``warm`` phase to a cold-start tracker

@@ -22,7 +22,7 @@ def test_catalog_covers_both_engines_and_all_log_phases():
 
 @pytest.mark.parametrize("m", CAT.markers, ids=lambda m: m.id)
 def test_each_marker_cites_a_source_and_its_example_is_found_by_the_tracker(m: Marker):
-    assert "@" in m.source or "engines.md" in m.source or "uvicorn" in m.source or "issue 5" in m.source
+    assert "@" in m.source or "docs/sources.md#" in m.source or "uvicorn" in m.source
     t = ColdStartTracker(engine=None if m.engine == "any" else m.engine, year=2026)
     if m.kind == "request":   # access-log keys are only scanned between ready and the first request
         t.state.want_requests = lambda: True

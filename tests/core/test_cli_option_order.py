@@ -31,7 +31,7 @@ def commands_taking_spec() -> set[tuple[str, ...]]:
         if isinstance(cmd, click.Group):
             for name in cmd.list_commands(click.Context(cmd)):
                 walk(cmd.get_command(click.Context(cmd), name), (*path, name))
-        elif any(p.name == "spec" for p in cmd.params):
+        elif any(isinstance(p, click.Argument) and p.name == "spec" for p in cmd.params):   # `--spec` options are order-free
             found.add(path)
     walk(main.cli, ())
     return found

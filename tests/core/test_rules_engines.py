@@ -198,7 +198,7 @@ def test_additional_config_renders_as_the_engine_flag():
     from gpustack_k3.core.flags import render_args
     from gpustack_k3.core.resolve import resolve
 
-    args = render_args(resolve(preset_doc("vllm-seed", SPECIAL))).args
+    args = [t for a in render_args(resolve(preset_doc("vllm-seed", SPECIAL))) for t in a.tokens]
     i = args.index("--additional-config")
     assert args[i + 1] == '{"decode_backend":"latency_specialized"}'
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from coldstart_kubelet import CPU_LOG, retime, rfc3339
-from operator_helpers import NS, G, P, V, k3, wait_for
+from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
-from gpustack_k3.api.v1alpha1 import constants as api
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
 from fake_openai import Behaviour, FakeOpenAI
@@ -37,9 +36,8 @@ def cold_operator(start_operator):
 
 def engine_pod(core, emu, name, port):
     """A pod of resource ``name`` whose engine listens on 127.0.0.1:port, started, logging the real CPU log."""
-    body = {"metadata": {"name": f"{name}-0", "labels": {api.LABEL_DEPLOYMENT: name, "app": name}},
-            "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
-                                     "ports": [{"name": "http", "containerPort": port}]}]}}
+    body = pod_from_deployment(emu, name, f"{name}-0", [{"name": "engine", "image": "vllm/vllm-openai:v0.33.0",
+                                                          "ports": [{"name": "http", "containerPort": port}]}])
     created = core.create_namespaced_pod(NS, body).metadata.creation_timestamp.astimezone(dt.UTC)
     started = created + dt.timedelta(seconds=5)
 

@@ -202,7 +202,7 @@ class Storage(_Strict):
 
 class Warmup(_Strict):
     """Requests sent after Ready (``run``, the operator) before the deployment counts as warm: runtime JIT
-    and first-request allocations happen on them, not on users' requests (seed 001 §15)."""
+    and first-request allocations happen on them, not on users' requests (docs/sources.md#jit-after-ready)."""
     requests: int = Field(default=4, ge=1, le=1000, description="Warm-up requests (streamed, like `probe`).")
     inputLen: int = Field(default=256, ge=1, le=2_000_000, description="Prompt tokens per warm-up request.")
     outputLen: int = Field(default=32, ge=1, le=1_000_000, description="Completion tokens per warm-up request.")

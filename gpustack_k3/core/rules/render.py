@@ -100,7 +100,7 @@ def _(launch, target):
       title="A hostPath cache must be writable by the pod's user",
       why="The pod runs as uid/gid 10001; fsGroup does not change hostPath ownership.",
       fix="On each GPU node: install -d -o 10001 -g 10001 <the host path>.",
-      source="gpustack_k3/templates/kubernetes/workload.yaml.j2 (the pod runs as non-root uid/gid 10001; fsGroup does "
+      source="gpustack_k3/render/kubernetes.py RUN_AS (the pod runs as non-root uid/gid 10001; fsGroup does "
              "not apply to hostPath)")
 def _(launch, target):
     if target not in ("kubernetes", "all"):
