@@ -3,22 +3,24 @@
 The resource *is* a deployment document (``gpustack_k3.api.v1alpha1.spec.DeploymentDocument``), so:
 ``validate(doc)`` = schema errors as findings of rule ``spec.schema``, else the rule registry (``core.rules.validate``);
 ``render(doc)`` = ``core.launch.build_launch`` → ``render.kubernetes.render_kubernetes`` in the
-resource's namespace; ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
+resource's namespace (a document with ``spec.roles``: ``render.lws.render_document``, one LeaderWorkerSet per
+role, schema-checked); ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
 cached per document, so one reconcile builds once.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding
-from gpustack_k3.core.launch import build_launch, build_topology_launch
+from gpustack_k3.core.launch import build_launch
 from gpustack_k3.core.rules import schema_findings
 from gpustack_k3.core.rules import validate as rules_validate
 from gpustack_k3.render.kubernetes import render_kubernetes
-from gpustack_k3.render.lws import render_topology
+from gpustack_k3.render.lws import render_document
 
 # annotation-free choice of the topology form: spec.roles render as one LeaderWorkerSet per role (the portable
 # form; a DisaggregatedSet needs LWS >= 0.10 and is a render option of the CLI)
@@ -43,9 +45,9 @@ def validate(doc: dict) -> list[Finding]:
 
 
 @functools.lru_cache(maxsize=64)
-def _build_topology(doc_json: str) -> tuple[Any, DeploymentDocument]:
-    model = DeploymentDocument.model_validate(json.loads(doc_json))
-    return build_topology_launch(model)[0], model
+def _render_topology(doc_json: str, namespace: str | None) -> list[dict]:
+    return render_document(DeploymentDocument.model_validate(json.loads(doc_json)), namespace=namespace,
+                           form=TOPOLOGY_FORM)
 
 
 def _has_roles(doc: dict) -> bool:
@@ -55,8 +57,7 @@ def _has_roles(doc: dict) -> bool:
 def render(doc: dict) -> list[dict]:
     ns = (doc.get("metadata") or {}).get("namespace")
     if _has_roles(doc):
-        topo, model = _build_topology(_key(doc))
-        return render_topology(topo, model, namespace=ns, form=TOPOLOGY_FORM)
+        return copy.deepcopy(_render_topology(_key(doc), ns))
     launch, _findings, _plan, model = _build(_key(doc))
     return render_kubernetes(launch, model, namespace=ns)
 

@@ -44,6 +44,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.core.launch import build_topology_launch
 from gpustack_k3.render import kubernetes as k8s
 from gpustack_k3.render.templates import RenderError
 
@@ -232,6 +233,20 @@ def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None,
                      "spec": {"roles": [{"name": r.role, "metadata": {"labels": role_labels(topo, r, r.leader)},
                                          "spec": spec} for r, spec, _ in sets]}})
     _check_consistency(topo, objs)
+    return objs
+
+
+def render_document(doc: DeploymentDocument, *, namespace: str | None = None, form: str = "leaderworkerset",
+                    router_image: str = ROUTER_IMAGE, strict: bool = False, validate: bool = True) -> list[dict]:
+    """The Kubernetes objects of a document with ``spec.roles`` (``Refused`` on error findings; RenderError when
+    an object fails its schema): the entry point of the CLI and the operator."""
+    topo, _findings, _plans = build_topology_launch(doc, strict=strict)
+    objs = render_topology(topo, doc, namespace=namespace, form=form, router_image=router_image)
+    if validate:
+        problems = validate_topology_objects(objs)
+        if problems:
+            raise RenderError("target kubernetes", "schema validation failed: " + "; ".join(problems),
+                              "a template produced an invalid object; please report")
     return objs
 
 
