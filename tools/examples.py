@@ -38,10 +38,34 @@ def cases() -> dict[str, object]:
     return out
 
 
+def topology_files(name: str, doc) -> dict[str, str]:
+    """A multi-pod/P-D document: argv per role and pod kind; docker and gpustack refuse with their reason. (The
+    kubernetes LeaderWorkerSet files come from the Kubernetes renderer of the topology.)"""
+    import json
+
+    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.render import docker, gpustack
+    from gpustack_k3.render.argv import topology_argv_document, topology_shell
+    from gpustack_k3.render.templates import RenderError
+
+    tl, _, _ = build_topology_launch(doc)
+    out = {f"{name}/argv/argv.json": json.dumps(topology_argv_document(tl), indent=2, ensure_ascii=False) + "\n",
+           f"{name}/argv/argv.sh": topology_shell(tl)}
+    for target, refuse in (("docker", docker.refuse_topology), ("gpustack", gpustack.refuse_topology)):
+        try:
+            refuse(tl)
+        except RenderError as exc:
+            out[f"{name}/{target}/refused.txt"] = exc.line() + "\n"
+        else:
+            raise AssertionError(f"{target} renders topology {name}")
+    return out
+
+
 def rendered_files() -> dict[str, str]:
     """``<case>/<target>/<file>``. Presets must render for every target; a fixture spec a target refuses
     (e.g. secret env for GPUStack, which has no secret references) gets ``refused.txt`` with the message."""
     from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.topology import multi_pod
     from gpustack_k3.render.targets import TARGETS, prepare, render_target
     from gpustack_k3.render.templates import RenderError
 
@@ -49,6 +73,9 @@ def rendered_files() -> dict[str, str]:
     variants = [(t, t, {}) for t in TARGETS] + [("gpustack-worker", "gpustack", {"worker": WORKER})]
     files: dict[str, str] = {}
     for name, doc in cases().items():
+        if multi_pod(doc):
+            files.update(topology_files(name, doc))
+            continue
         launch, _ = prepare(doc)
         for folder, target, gpustack in variants:
             try:

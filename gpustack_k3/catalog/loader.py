@@ -36,6 +36,7 @@ class HardwareProfile:
     node_selector: dict[str, str]
     source: str
     estimated: bool = False
+    gpus_per_rack: int | None = None        # a scale-up domain (GB300 NVL72: 72); None: no rack unit
 
 
 @_dc
@@ -56,7 +57,7 @@ class Calibration:
 
 @_dc
 class ModelEngineFigures:
-    weights_per_gpu_gib: float
+    weights_per_gpu_gib: float | None = None   # None: not public; the planner reports "unknown"
     # vLLM
     non_kv_fixed_gib: float | None = None
     activation_peak_gib: float | None = None
@@ -83,15 +84,25 @@ class ModelEntry:
     hub: str
     default_path: str
     max_context: int
-    weight_bytes_total_gib: float
+    weight_bytes_total_gib: float | None       # None: not public (the planner says unknown)
     engines: dict[str, ModelEngineFigures]
+    # Topology figures (docs/design/002-topologies.md): None where not public, never invented
+    hybrid_mamba: bool = False                 # MLA + Mamba-style state (Kimi-K3 KDA): P/D needs equal DCP
+    routed_experts: int | None = None
+    experts_per_token: int | None = None
+    draft_routed_experts: int | None = None
+    draft_experts_per_token: int | None = None
+    dense_weights_gib: float | None = None     # replicated on every rank (/ TP)
+    expert_weights_gib: float | None = None    # routed experts, sharded over EP
+    kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
+    figure_sources: dict[str, str] = field(default_factory=dict)
 
 
 @_dc
 class FlagSpec:
     field: str
     flag: str
-    kind: Literal["value", "bool_optional", "store_true", "store_false", "json", "speculative"] = "value"
+    kind: Literal["value", "bool_optional", "store_true", "store_false", "json", "speculative", "eplb"] = "value"
     type: Literal["str", "int", "float"] = "str"
     aliases: list[str] = field(default_factory=list)
     platform: bool = False
@@ -153,6 +164,7 @@ class EngineEntry:
     speculative: dict[str, Any]
     defaults_by_gpu_memory: list[dict[str, Any]] = field(default_factory=list)
     cache_env: dict[str, str] = field(default_factory=dict)        # env var -> sub-directory of the persistent cache volume
+    topology: dict[str, Any] = field(default_factory=dict)         # multi-pod flags per purpose (vllm.yaml `topology`)
     versions: dict[str, EngineVersion]
 
     def __post_init__(self) -> None:

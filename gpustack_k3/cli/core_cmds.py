@@ -397,3 +397,128 @@ def _render_summary(launch, doc) -> dict[str, str]:
         "docker": f"image {dk['image']}, {len(dk.get('device_requests') or [])} GPU device request(s), "
                   f"network {dk.get('network_mode')}",
     }
+
+
+# ------------------------------------------------------------------ check-pd
+
+# Flags of a P/D or multi-pod command line that set launch facts rather than spec fields (vllm.yaml `topology`)
+_TOPOLOGY_FLAGS = ("hybrid_lb_flag", "external_lb_flag", "headless_flag", "api_server_count_flag", "nnodes_flag",
+                   "start_rank_flag", "rank_flag", "address_flag", "rpc_port_flag", "kv_transfer_flag")
+_VALUED = ("api_server_count_flag", "nnodes_flag", "start_rank_flag", "rank_flag", "address_flag", "rpc_port_flag",
+           "kv_transfer_flag")
+
+
+def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod):
+    """One check-pd command line -> (its document, its TopoRole). Unusable input raises InputError naming --SIDE."""
+    import json
+    import shlex
+
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.cli.common import document_from_data
+    from gpustack_k3.core.resolve import resolve
+    from gpustack_k3.core.topology import TopoRole, flag_values
+
+    opt = f"--{side}"
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise InputError(opt, f"not a shell-quoted command line: {exc}", f"quote the whole command line: {opt} 'vllm serve ...'") from None
+    if not tokens:
+        raise InputError(opt, "empty command line", f"give {opt} 'vllm serve MODEL ...'")
+    topo = load_catalog().engine(engine).topology
+    names = {topo[k]: k for k in _TOPOLOGY_FLAGS if k in topo}
+    rest, facts, i = [], {}, 0
+    while i < len(tokens):   # take the launch-fact flags out; the rest is read like check-args
+        name, eq, inline = tokens[i].partition("=")
+        key = names.get(name)
+        if key is None:
+            rest.append(tokens[i])
+        elif key in _VALUED:
+            if eq:
+                facts[key] = inline
+            elif i + 1 < len(tokens):
+                i += 1
+                facts[key] = tokens[i]
+            else:
+                raise InputError(f"{opt} {name}", "flag needs a value and none follows", f"write {name} VALUE")
+        else:
+            facts[key] = None
+        i += 1
+    try:
+        data = argv_to_data(engine, engine_version, model_name, gpu_type, 8, env, side, rest)
+    except InputError as exc:
+        exc.where = f"{opt} {exc.where}{_flag_for(engine, exc.where)}"
+        raise
+    par = data["spec"].get("parallel", {})
+    local = par.get("dpLocal") or par.get("dp") or 1
+    data["spec"]["hardware"]["gpuCount"] = min(64, gpus_per_pod or local * par.get("tp", 1) * par.get("pp", 1))
+    try:
+        doc = document_from_data(data, opt)
+    except InputError as exc:
+        exc.where = f"{opt} {exc.where}"
+        raise
+    kv = None
+    if "kv_transfer_flag" in facts:
+        try:
+            kv = json.loads(facts["kv_transfer_flag"])
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{opt} {topo['kv_transfer_flag']}", f"not valid JSON: {exc}", "quote the JSON object") from None
+        if not isinstance(kv, dict):
+            raise InputError(f"{opt} {topo['kv_transfer_flag']}", "must be a JSON object", '\'{"kv_connector":"NixlConnector",...}\'')
+
+    def as_int(key):
+        v = facts.get(key)
+        if v is None:
+            return None
+        try:
+            return int(v)
+        except ValueError:
+            if key in ("start_rank_flag", "rank_flag"):
+                return None   # a shell expression computed per pod ($((LWS_WORKER_INDEX*4)))
+            raise InputError(f"{opt} {topo[key]}", f"value {v!r} is not a whole number", f"give {topo[key]} a number") from None
+
+    host = doc.spec.env.get(topo["side_channel_host_env"], "")
+    role = TopoRole(
+        name=side, kind=side, prefix=side, instances=1, pods=pods, gpus_per_pod=gpus_per_pod, resolved=resolve(doc),
+        dp_local=doc.spec.parallel.dpLocal, hybrid_lb="hybrid_lb_flag" in facts,
+        external_lb="external_lb_flag" in facts or facts.get("rank_flag") is not None,
+        headless="headless_flag" in facts, api_server_count=as_int("api_server_count_flag"),
+        nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
+        side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
+        extra_flags=flag_values(list(doc.spec.extraArgs)))
+    return doc, role
+
+
+@click.command("check-pd")
+@click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of both command lines.")
+@click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")
+@click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")
+@click.option("--gpu-type", default="b300", show_default=True)
+@click.option("--prefill", "prefill", required=True, metavar="'ARGV'", help="The prefill command line, shell-quoted.")
+@click.option("--decode", "decode", required=True, metavar="'ARGV'", help="The decode command line, shell-quoted.")
+@click.option("--prefill-env", multiple=True, metavar="K=V", help="Environment of the prefill engine (repeatable).")
+@click.option("--decode-env", multiple=True, metavar="K=V", help="Environment of the decode engine (repeatable).")
+@click.option("--prefill-pods", type=click.IntRange(1, 256), default=1, show_default=True, help="Pods of one prefill instance.")
+@click.option("--decode-pods", type=click.IntRange(1, 256), default=1, show_default=True, help="Pods of one decode instance.")
+@click.option("--gpus-per-pod", type=click.IntRange(1, 64), default=None, help="GPUs per pod (checks dpLocal x TP).")
+@strict_opt
+@output_option
+def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
+             decode_pods, gpus_per_pod, strict, output):
+    """Check a prefill and a decode command line against each other before spending a rack on them."""
+    from gpustack_k3.core.findings import sort_findings
+    from gpustack_k3.core.rules import in_role, validate_resolved, validate_topology
+    from gpustack_k3.core.topology import Topology
+
+    roles, findings = [], []
+    try:
+        for side, text, env, pods in (("prefill", prefill, prefill_env, prefill_pods),
+                                      ("decode", decode, decode_env, decode_pods)):
+            doc, role = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod)
+            roles.append(role)
+            findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict)]
+    except InputError as exc:
+        fail_input(exc)
+    if not any(f.rule == "unknown-catalog-entry" for f in findings):
+        findings += validate_topology(Topology(roles, None, "argv"), strict=strict)
+    _report(sort_findings(findings), output)

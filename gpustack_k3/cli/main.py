@@ -26,6 +26,7 @@ COMMANDS = {
     "dry-run": "gpustack_k3.cli.core_cmds:dry_run",
     "validate": "gpustack_k3.cli.core_cmds:validate",
     "check-args": "gpustack_k3.cli.core_cmds:check_args",
+    "check-pd": "gpustack_k3.cli.core_cmds:check_pd",
     "import": "gpustack_k3.cli.core_cmds:import_",
     "plan": "gpustack_k3.cli.core_cmds:plan_cmd",
     "explain": "gpustack_k3.cli.core_cmds:explain",

@@ -59,6 +59,21 @@ def _speculative_args(r: Resolved) -> list[str]:
     return args
 
 
+def eplb_json(engine: EngineEntry, eplb: Any) -> dict[str, Any]:
+    """``--eplb-config`` of a ``spec.parallel.eplb`` (only the fields set; the rest are the engine's defaults)."""
+    keys = engine.topology.get("eplb_json_keys", {})
+    return {key: getattr(eplb, fld) for fld, key in keys.items() if getattr(eplb, fld, None) is not None}
+
+
+def eplb_args(engine: EngineEntry, eplb: Any, flag: str) -> list[str]:
+    """``--enable-eplb`` (+ ``--eplb-config JSON`` when a field is set) for a present ``spec.parallel.eplb``."""
+    if eplb is None:
+        return []
+    cfg = eplb_json(engine, eplb)
+    on = [] if eplb.enabled is False else [flag]
+    return [*on, engine.topology["eplb_config_flag"], _compact(cfg)] if cfg else on
+
+
 def render_args(r: Resolved) -> list[Arg]:
     """The engine arguments of a resolved spec, one :class:`Arg` per field that emits tokens, in the flag
     table's order (the positional model path first, the spec's extraArgs last)."""
@@ -72,6 +87,8 @@ def render_args(r: Resolved) -> list[Arg]:
             toks = [f.flag, r.model_path] if r.model_arg == "flag" else []
         elif f.kind == "speculative":
             toks = _speculative_args(r)
+        elif f.kind == "eplb":
+            toks = eplb_args(r.engine, r.spec.parallel.eplb, f.flag)
         else:
             toks = _flag_tokens(f, get_path(r.spec, f.field))
         if toks:
@@ -103,6 +120,8 @@ class ParsedArgv:
     extra_args: list[str] = field(default_factory=list)
     model_path: str | None = None
     seen_flags: list[str] = field(default_factory=list)
+    eplb_enabled: bool = False         # --enable-eplb was given
+    eplb_config_seen: bool = False     # --eplb-config was given (without --enable-eplb: EPLB stays off)
 
 
 def _set(d: dict[str, Any], path: str, value: Any) -> None:
@@ -211,9 +230,26 @@ def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
             else:
                 val = raw
             _set(out.spec, f"speculative.{spec_flags[name]}", val)
+        elif name == engine.topology.get("eplb_config_flag"):
+            raw = take_value()
+            cfg = _convert(FlagSpec(field="parallel.eplb", flag=name, kind="json"), raw, name)
+            inv = {v: k for k, v in engine.topology.get("eplb_json_keys", {}).items()}
+            unknown = sorted(k for k in cfg if k.replace("-", "_") not in inv)
+            if unknown:
+                raise InputError(f"argv {name}", f"unknown EPLB config key(s) {', '.join(unknown)}",
+                                 f"use {', '.join(sorted(inv))}")
+            eplb = out.spec.setdefault("parallel", {}).setdefault("eplb", {})
+            eplb.update({inv[k.replace("-", "_")]: v for k, v in cfg.items()})
+            out.eplb_config_seen = True
         elif name in idx:
             f, implied = idx[name]
-            if f.kind == "speculative":
+            if f.kind == "eplb":
+                if eq and inline.lower() not in BOOL_WORDS:
+                    raise InputError(f"argv {name}", f"value {inline!r} is not a boolean", f"write {name} alone")
+                if not eq or BOOL_WORDS[inline.lower()]:
+                    out.spec.setdefault("parallel", {}).setdefault("eplb", {})
+                    out.eplb_enabled = True
+            elif f.kind == "speculative":
                 raw = take_value()
                 _parse_speculative(engine, raw, name, out)
             elif f.kind in ("bool_optional", "store_true", "store_false"):
@@ -242,6 +278,10 @@ def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
         i += 1
     if out.model_path is not None:
         _set(out.spec, "model.path", out.model_path)
+    if out.eplb_config_seen and not out.eplb_enabled:
+        # --eplb-config without --enable-eplb: configured but off (config/parallel.py:586-591@0.33.0 then refuses
+        # num_redundant_experts, rule eplb-redundant-needs-eplb)
+        out.spec["parallel"]["eplb"]["enabled"] = False
     return out
 
 

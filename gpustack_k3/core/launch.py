@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import render_args
-from gpustack_k3.core.launch_types import LaunchSpec, RoleLaunch, SecretEnv, TopologyLaunch, Volume
+from gpustack_k3.core.launch_types import Arg, LaunchSpec, PerPodArg, RoleLaunch, SecretEnv, TopologyLaunch, Volume
 from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
-from gpustack_k3.core.rules import Ctx, validate_resolved
-from gpustack_k3.core.topology import role_views
+from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
+from gpustack_k3.core.topology import TopoRole, document_topology, role_views
 
 # docs/sources.md#cold-start: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
 SEED_COLD_START_S = 636
@@ -32,7 +33,7 @@ def startup_budget_s(r: Resolved, p: Plan | None) -> int:
     """Weights / assumed bandwidth + compile + graph capture, x margin; never below the seed's cold start + margin."""
     if r.spec.startup.budgetSeconds:
         return r.spec.startup.budgetSeconds
-    total_gib = r.model.weight_bytes_total_gib if r.model else 0.0
+    total_gib = (r.model.weight_bytes_total_gib or 0.0) if r.model else 0.0
     load = total_gib / r.spec.startup.storageBandwidthGiBps
     graphs = 0 if r.spec.vllm.enforceEager else GRAPH_CAPTURE_S.get(r.engine.engine, 90)
     derived = (load + COMPILE_S + graphs) * BUDGET_MARGIN
@@ -85,33 +86,89 @@ def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[Laun
 
 def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
                           ) -> tuple[TopologyLaunch, list[Finding], dict[str, Plan | None]]:
-    """Every role's launch (a roleless document: one serve role whose leader is :func:`build_launch`'s spec).
-    Findings of a role's effective document carry the role's field prefix; refused when any role is."""
+    """Every role's launch (a roleless document: one serve role whose leader is exactly :func:`build_launch`'s
+    spec). Findings of a role's effective document carry the role's field prefix; the topology rules run across
+    the roles; refused when any finding is an error."""
     roles: list[RoleLaunch] = []
     findings: list[Finding] = []
     plans: dict[str, Plan | None] = {}
     refused: list[Finding] = []
-    for view in role_views(doc):
+    launches: dict[str, LaunchSpec] = {}
+    views = role_views(doc)
+    for view in views:
         try:
             launch, fs, plan = build_launch(view.document, strict=strict)
         except Refused as exc:
-            refused.extend(_in_role(f, view.field_prefix) for f in exc.findings)
+            refused.extend(in_role(f, view.field_prefix) for f in exc.findings)
             continue
-        findings.extend(_in_role(f, view.field_prefix) for f in fs)
+        findings.extend(in_role(f, view.field_prefix) for f in fs)
         plans[view.role.name] = plan
-        roles.append(RoleLaunch(
-            role=view.role.name, kind=view.role.role, field_prefix=view.field_prefix,
-            instances=view.role.instances, pods_per_instance=view.pods, gpus_per_pod=view.role.gpusPerPod,
-            dp=view.dp, dp_local=view.dp_local, load_balancing=view.role.loadBalancing, leader=launch,
-            worker=launch if view.pods > 1 else None, per_pod=[], env_from_pod={}))
+        launches[view.role.name] = launch
     if refused:
         raise Refused([*refused, *findings])
+    topo = document_topology(doc)
+    findings.extend(validate_topology(topo, strict=strict))
+    if has_errors(findings):
+        raise Refused(findings)
+    for view, t in zip(views, topo.roles):
+        roles.append(role_launch(t, launches[view.role.name], doc.spec.disaggregation))
     connector = doc.spec.disaggregation.connector if doc.spec.disaggregation and doc.spec.roles else ""
     return TopologyLaunch(doc.metadata.name, roles, connector), findings, plans
 
 
-def _in_role(f: Finding, prefix: str) -> Finding:
-    """A finding of a role's effective document, pointed at the role (spec.memory -> spec.roles[i].memory)."""
-    if prefix == "spec" or not f.field.startswith("spec."):
-        return f
-    return dataclasses.replace(f, field=prefix + f.field[len("spec"):])
+def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
+    """One role's leader and worker launch specs: the single-engine arguments plus the role's topology flags
+    (engine catalog ``topology`` section), per-pod arguments and the P/D env."""
+    topo = t.resolved.engine.topology
+    leader_extra: list[Arg] = []
+    worker_extra: list[Arg] = []
+    per_pod: list[PerPodArg] = []
+    env_from_pod: dict[str, str] = {}
+    env = dict(launch.env)
+    if topo and t.resolved.engine.engine == "vllm":
+        common: list[Arg] = []
+        if t.pods > 1 and launch.arg("parallel.dpLocal") is None:
+            common.append(Arg("parallel.dpLocal", ["--data-parallel-size-local", str(t.dp_local)]))
+        if t.hybrid_lb:
+            common.append(Arg("loadBalancing", [topo["hybrid_lb_flag"]]))
+        elif t.external_lb:
+            common.append(Arg("loadBalancing", [topo["external_lb_flag"]]))
+        if t.pods > 1:
+            common.append(Arg("podsPerInstance", [topo["rpc_port_flag"], str(topo["rpc_port"])]))
+            per_pod.append(PerPodArg(topo["address_flag"], "leader_address", "podsPerInstance"))
+            if t.external_lb:
+                per_pod.append(PerPodArg(topo["rank_flag"], "start_rank", "parallel.dpLocal"))
+            else:
+                per_pod.append(PerPodArg(topo["start_rank_flag"], "start_rank", "parallel.dpLocal",
+                                         on="all" if t.hybrid_lb else "workers"))
+        if t.kv_transfer is not None:
+            common.append(Arg("disaggregation", [topo["kv_transfer_flag"], _json(t.kv_transfer)]))
+            env[topo["side_channel_port_env"]] = str(disaggregation.sideChannelPort)
+            env_from_pod[topo["side_channel_host_env"]] = "status.podIP"
+        leader_extra = list(common)
+        if t.api_server_count is not None:
+            leader_extra.append(Arg("apiServerCount", [topo["api_server_count_flag"], str(t.api_server_count)]))
+        worker_extra = list(common)
+        if t.headless:
+            worker_extra.append(Arg("loadBalancing", [topo["headless_flag"]]))
+    env = dict(sorted(env.items()))
+    leader = _with_args(launch, leader_extra, env)
+    worker = _with_args(launch, worker_extra, env) if t.pods > 1 else None
+    return RoleLaunch(
+        role=t.name, kind=t.kind, field_prefix=t.prefix, instances=t.instances, pods_per_instance=t.pods,
+        gpus_per_pod=t.gpus_per_pod or launch.gpu_count, dp=t.dp, dp_local=t.dp_local or t.dp,
+        load_balancing="hybrid" if t.hybrid_lb else "external" if t.external_lb else "internal",
+        leader=leader, worker=worker, per_pod=per_pod, env_from_pod=env_from_pod)
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _with_args(launch: LaunchSpec, extra: list[Arg], env: dict[str, str]) -> LaunchSpec:
+    """``launch`` with ``extra`` inserted before the user's own extraArgs (which stay last)."""
+    if not extra and env == launch.env:
+        return launch
+    args = list(launch.arguments)
+    at = next((i for i, a in enumerate(args) if a.field == "extraArgs"), len(args))
+    return dataclasses.replace(launch, arguments=[*args[:at], *extra, *args[at:]], env=env)

@@ -109,6 +109,8 @@ class PerPodArg:
     flag: str
     source: str
     field: str                    # the spec path that asks for it (findings and explain point there)
+    on: str = "all"               # "all" pods of an instance, or "workers" only (pods 1..): with internal LB a
+                                  # start rank on the leader would switch it to hybrid LB (arg_utils.py:2489-2491@0.33.0)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,9 @@ class PlanUnavailable(Exception):
 def plan(r: Resolved) -> Plan:
     if not r.complete or r.figures is None:
         raise PlanUnavailable("no catalog figures for this engine version, model or GPU type")
+    if r.figures.weights_per_gpu_gib is None:
+        raise PlanUnavailable(f"the weights of {r.spec.model.name} per GPU are unknown (not public; catalog "
+                              "models.yaml): the single-engine memory plan is not computed")
     return _plan_vllm(r) if r.engine.engine == "vllm" else _plan_sglang(r)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Parallel, Role
+from gpustack_k3.core.resolve import resolve
 
 # Role sections that override the shared section of the same name field by field
 MERGED_SECTIONS = ("parallel", "memory", "scheduling", "vllm", "sglang", "placement")
@@ -96,3 +97,147 @@ def role_views(doc: DeploymentDocument) -> list[RoleView]:
     if not doc.spec.roles:
         return [RoleView(None, implicit_role(doc), doc)]
     return [RoleView(i, r, effective_document(doc, r)) for i, r in enumerate(doc.spec.roles)]
+
+
+# ----------------------------------------------------------------------------- what the topology rules read
+
+@dataclass(frozen=True)
+class TopoRole:
+    """One role as the topology rules see it: the role's resolved effective document plus the multi-pod launch
+    facts of its pods. From a document the facts are what :func:`gpustack_k3.core.launch.build_topology_launch`
+    emits; from ``check-pd`` they are what the command line says (so a contradiction can be seen at all).
+
+    ``prefix`` is where findings about the role point (``spec.roles[1]``; ``prefill``/``decode`` for check-pd:
+    ``prefill.parallel.dp``)."""
+    name: str
+    kind: str                     # prefill | decode | serve
+    prefix: str
+    instances: int
+    pods: int                     # pods of one instance
+    gpus_per_pod: int | None      # None: not stated (check-pd without --gpus-per-pod)
+    resolved: Any                 # core.resolve.Resolved of the effective document
+    dp_local: int | None          # None: not given (the engine then uses DP)
+    hybrid_lb: bool = False
+    external_lb: bool = False
+    headless: bool = False        # some pod runs --headless
+    api_server_count: int | None = None
+    nnodes: int | None = None
+    start_rank: int | None = None  # a literal start rank on the command line (check-pd); None: per pod
+    kv_transfer: dict[str, Any] | None = None   # the --kv-transfer-config object
+    env: dict[str, str] | None = None            # the engine env (side-channel host/port)
+    side_channel_host_from_pod: bool = False     # VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (pod IP)
+    extra_flags: dict[str, str | None] | None = None   # flags outside the flag table: --block-size, HMA switch
+
+    def field(self, path: str) -> str:
+        """``parallel.dp`` -> ``spec.roles[1].parallel.dp`` (or ``prefill.parallel.dp``)."""
+        return f"{self.prefix}.{path}" if path else self.prefix
+
+    @property
+    def doc_spec(self):
+        return self.resolved.spec
+
+    @property
+    def tp(self) -> int:
+        return self.resolved.tp
+
+    @property
+    def pp(self) -> int:
+        return int(self.resolved.value("parallel.pp") or 1)
+
+    @property
+    def dp(self) -> int:
+        return int(self.resolved.value("parallel.dp") or 1)
+
+    @property
+    def dcp(self) -> int:
+        return self.resolved.dcp
+
+    @property
+    def ep(self) -> int:
+        """The expert-parallel group: TP x DP ranks when expert parallelism is on (1 otherwise)."""
+        return self.tp * self.dp if self.doc_spec.parallel.expertParallel else 1
+
+    @property
+    def eplb_on(self) -> bool:
+        e = self.doc_spec.parallel.eplb
+        return e is not None and e.enabled is not False
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Every role of a deployment (or of a check-pd pair) and the shared P/D settings."""
+    roles: list[TopoRole]
+    disaggregation: Any           # api Disaggregation or None
+    source: str                   # "document" | "argv"
+
+    @property
+    def engine(self) -> str:
+        return self.roles[0].resolved.engine.engine
+
+    def of_kind(self, kind: str) -> list[TopoRole]:
+        return [r for r in self.roles if r.kind == kind]
+
+
+def multi_pod(doc: DeploymentDocument) -> bool:
+    """Whether any role spans pods (or the document disaggregates): what single-pod targets cannot run."""
+    return bool(doc.spec.roles) and (any(r.podsPerInstance > 1 for r in doc.spec.roles)
+                                     or doc.spec.disaggregation is not None)
+
+
+def flag_values(tokens: list[str]) -> dict[str, str | None]:
+    """``--flag value`` / ``--flag=value`` / a bare ``--flag`` of an argv fragment -> {flag: value or None}."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("-"):
+            name, eq, val = tok.partition("=")
+            if eq:
+                out[name] = val
+            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                out[name] = tokens[i + 1]
+                i += 1
+            else:
+                out[name] = None
+        i += 1
+    return out
+
+
+def kv_transfer_config(doc: DeploymentDocument, kind: str, kv_roles: dict[str, str]) -> dict[str, Any] | None:
+    """The ``--kv-transfer-config`` object of a prefill or decode role (None for serve roles or without
+    ``spec.disaggregation``): connector, kv_role, failure policy and the extra config."""
+    d = doc.spec.disaggregation
+    if d is None or kind not in kv_roles:
+        return None
+    cfg: dict[str, Any] = {"kv_connector": d.connector, "kv_role": kv_roles[kind]}
+    if d.loadFailurePolicy is not None:
+        cfg["kv_load_failure_policy"] = d.loadFailurePolicy
+    extra = dict(d.extraConfig)
+    if d.enforceHandshakeCompat is not None:
+        extra["enforce_handshake_compat"] = d.enforceHandshakeCompat
+    if extra:
+        cfg["kv_connector_extra_config"] = extra
+    return cfg
+
+
+def document_topology(doc: DeploymentDocument) -> Topology:
+    """The topology rules' view of a document: per role, the facts the launch builder emits (and only those)."""
+    roles = []
+    for view in role_views(doc):
+        r = resolve(view.document)
+        role = view.role
+        topo = r.engine.topology
+        pods, dp = view.pods, view.dp
+        kv = kv_transfer_config(doc, role.role, topo.get("kv_roles", {})) if doc.spec.roles else None
+        env = dict(view.document.spec.env)
+        if kv is not None:
+            env.setdefault(topo["side_channel_port_env"], str(doc.spec.disaggregation.sideChannelPort))
+        roles.append(TopoRole(
+            name=role.name, kind=role.role, prefix=view.field_prefix, instances=role.instances, pods=pods,
+            gpus_per_pod=role.gpusPerPod, resolved=r, dp_local=view.dp_local,
+            hybrid_lb=role.loadBalancing == "hybrid" and pods > 1 and dp > 1,
+            external_lb=role.loadBalancing == "external" and dp > 1,
+            headless=role.loadBalancing == "internal" and pods > 1,
+            api_server_count=role.apiServerCount, kv_transfer=kv, env=env, side_channel_host_from_pod=kv is not None,
+            extra_flags=flag_values(list(view.document.spec.extraArgs))))
+    return Topology(roles, doc.spec.disaggregation if doc.spec.roles else None, "document")

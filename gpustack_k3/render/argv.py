@@ -57,3 +57,51 @@ def shell_command(launch: LaunchSpec) -> str:
     words = ["env", *(shlex.quote(f"{k}={v}") for k, v in launch.env.items()), head]
     body = " \\\n  ".join([*words, *rest])
     return "\n".join(lines) + "\n" + body + "\n"
+
+
+# ----------------------------------------------------------------------------- topologies (roles)
+
+# How a per-pod value reads where the pod starts (LeaderWorkerSet's env; docs/sources.md#per-pod-env)
+PER_POD_SHELL = {"leader_address": "$LWS_LEADER_ADDRESS", "start_rank": "$((LWS_WORKER_INDEX * {dp_local}))"}
+
+
+def per_pod_tokens(role, *, worker: bool) -> list[str]:
+    """The per-pod arguments of a role's leader (``worker=False``) or workers, as shell expressions."""
+    out: list[str] = []
+    for a in role.per_pod:
+        if a.on == "workers" and not worker:
+            continue
+        out += [a.flag, PER_POD_SHELL[a.source].format(dp_local=role.dp_local)]
+    return out
+
+
+def topology_argv_document(tl) -> dict:
+    """Every role's leader and worker command (argv lists; per-pod values as the shell expressions they take)."""
+    roles = []
+    for r in tl.roles:
+        pods = [("leader", r.leader, False)] + ([("worker", r.worker, True)] if r.worker else [])
+        roles.append({
+            "role": r.role, "kind": r.kind, "instances": r.instances, "pods_per_instance": r.pods_per_instance,
+            "gpus_per_pod": r.gpus_per_pod,
+            **{name: {**argv_document(spec), "per_pod_args": per_pod_tokens(r, worker=w),
+                      "env_from_pod": dict(r.env_from_pod)} for name, spec, w in pods},
+        })
+    return {"name": tl.name, "disaggregation": tl.disaggregation, "roles": roles}
+
+
+def topology_shell(tl) -> str:
+    """One shell line per role and pod kind; per-pod values are double-quoted expressions the pod's shell expands
+    (LWS sets LWS_LEADER_ADDRESS and LWS_WORKER_INDEX; the downward-API env is named in a comment)."""
+    parts = []
+    for r in tl.roles:
+        for name, spec, w in [("leader", r.leader, False)] + ([("worker", r.worker, True)] if r.worker else []):
+            head = comment(f"role {r.role} ({r.kind}) {name}: {r.instances} instance(s) x {r.pods_per_instance} "
+                           f"pod(s) x {r.gpus_per_pod} GPU(s)")
+            env_pod = [comment(f"{k} from the pod's {v} (downward API)") for k, v in r.env_from_pod.items()]
+            body = shell_command(spec).rstrip("\n")
+            extra = per_pod_tokens(r, worker=w)
+            lines = [" ".join([extra[i], f'"{extra[i + 1]}"']) for i in range(0, len(extra), 2)]
+            if lines:
+                body += " \\\n  " + " \\\n  ".join(lines)
+            parts.append("\n".join([head, *env_pod, body]) + "\n")
+    return "\n".join(parts)

@@ -103,3 +103,18 @@ def docker_run_line(launch: LaunchSpec, *, gpus: bool = True) -> str:
 
     return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names,
                            command_lines=option_lines(params["command"]), comment=comment)
+
+
+def refuse_topology(tl) -> None:
+    """Docker runs one container on one host: a role that spans pods, or a P/D pair (whose NIXL side channel
+    needs each pod's own IP), has no Docker form. Raises RenderError naming the field."""
+    for r in tl.roles:
+        if r.pods_per_instance > 1:
+            raise RenderError(f"{r.field_prefix}.podsPerInstance", f"role {r.role} spans {r.pods_per_instance} pods: "
+                              "Docker runs one container on one host", "use the kubernetes (LeaderWorkerSet) target")
+    if tl.disaggregation:
+        raise RenderError("spec.disaggregation", "prefill/decode roles run as separate instances on separate hosts; "
+                          "the docker target renders one container", "use the kubernetes target")
+    if len(tl.roles) > 1:
+        raise RenderError("spec.roles", f"{len(tl.roles)} roles: the docker target renders one container",
+                          "render each role as its own document, or use the kubernetes target")

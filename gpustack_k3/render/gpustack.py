@@ -378,3 +378,20 @@ def render_gpustack(launch: LaunchSpec, *, worker: str | None = None, cluster: s
             f"# Needs the custom backend {model['backend']} (backend.json) registered first.\n")
     return {"backend.json": dump_json(backend), "model.json": dump_json(model),
             "import.yaml": head + dump_yaml_documents([entry]).removeprefix("---\n")}
+
+
+def refuse_topology(tl) -> None:
+    """GPUStack: a custom backend runs on one worker (docs/sources.md#gpustack-single-worker; gpustack#4464,
+    #5658), and the built-in vLLM backend's runners stop at vLLM 0.32.0 and render only eagle3|mtp|ngram drafts,
+    so neither covers a role spanning pods or P/D roles with our engine versions. Raises RenderError naming why."""
+    for r in tl.roles:
+        if r.pods_per_instance > 1:
+            raise RenderError(f"{r.field_prefix}.podsPerInstance", (
+                f"role {r.role} spans {r.pods_per_instance} workers: GPUStack custom backends cannot span workers "
+                "(gpustack#4464, #5658), and the built-in vLLM backend (runners up to vLLM 0.32.0, drafts "
+                "eagle3|mtp|ngram only) does not run this engine version's data/expert-parallel group"),
+                "use the kubernetes (LeaderWorkerSet) target")
+    if tl.disaggregation or len(tl.roles) > 1:
+        raise RenderError("spec.roles", ("P/D or several roles: GPUStack 2.3.0 models P/D only for its own backends "
+                                         "and a custom backend is one worker; this product does not render it"),
+                          "use the kubernetes target, or render each role as its own document")

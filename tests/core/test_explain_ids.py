@@ -13,6 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.cli.main import cli
 from gpustack_k3.core.rules import RULES
@@ -21,6 +22,7 @@ from .conftest import preset_doc
 from .test_flags import SEED_SGLANG, SEED_VLLM
 from .test_rules import CASES
 from .test_rules_render import RENDER_CASES
+from .test_rules_topology import TOPOLOGY_CASES
 from .test_schema_rule import SCHEMA_CASES, raw
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,6 +57,12 @@ def documents(tmp: Path) -> list[Path]:
         path = tmp / f"case-{i}.yaml"
         path.write_text(yaml.safe_dump(preset_doc(preset, patch).model_dump(mode="json", exclude_none=True)))
         out.append(path)
+    for i, (fire, _) in enumerate(TOPOLOGY_CASES.values()):   # the topology rules' documents (not their tweaks)
+        d = fire()
+        if isinstance(d, DeploymentDocument):
+            path = tmp / f"topology-{i}.yaml"
+            path.write_text(yaml.safe_dump(d.model_dump(mode="json", exclude_none=True)))
+            out.append(path)
     return out
 
 
@@ -103,7 +111,7 @@ def printed(tmp_path_factory) -> dict[str, set[str]]:
 def test_the_corpora_reach_every_family(printed):
     every = printed["commands"] | printed["operator"]
     fams = {RULES[i].family for i in every if i in RULES}
-    assert fams == {"spec", "args", "render", "log", "schema"}
+    assert fams == {"spec", "args", "render", "log", "schema", "topology"}
     assert {"spec.schema", "jit-after-ready", "coldstart-failed", "render-model-emptydir",
             "vllm-dcp-with-dspark", "extra-arg-unknown"} <= every
     assert "spec.schema" in printed["operator"]

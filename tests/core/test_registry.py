@@ -117,8 +117,9 @@ def test_every_rule_has_a_firing_case():
     from tests.coldstart.test_doctor import LOG_CASES
     from tests.core.test_rules import CASES
     from tests.core.test_rules_render import RENDER_CASES
+    from tests.core.test_rules_topology import TOPOLOGY_CASES
 
-    covered = set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | {"spec.schema"}   # test_schema_rule.py
+    covered = set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(TOPOLOGY_CASES) | {"spec.schema"}
     assert covered == set(RULES)
 
 

@@ -8,10 +8,13 @@ import pytest
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.topology import multi_pod
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
-PRESETS = list(load_catalog().presets)
+# single-launch presets; the multi-pod/P-D presets render through the topology path (tests/core/test_topology_render.py)
+PRESETS = [n for n, p in load_catalog().presets.items()
+           if not multi_pod(DeploymentDocument.model_validate(p.document))]
 
 
 def preset_data(name: str) -> dict:

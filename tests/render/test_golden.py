@@ -38,8 +38,12 @@ def test_no_stale_golden_files():
 def test_golden_covers_every_case_and_target():
     from gpustack_k3.render.targets import TARGETS
 
+    from gpustack_k3.core.topology import multi_pod
+
     have = {tuple(rel.split("/")[:2]) for rel in FRESH if rel.count("/") >= 2}
-    want = {(c, t) for c in examples.cases() for t in (*TARGETS, "gpustack-worker")}
+    # a multi-pod/P-D case: argv per role, docker and gpustack refusals (tools/examples.py topology_files)
+    want = {(c, t) for c, doc in examples.cases().items()
+            for t in (("argv", "docker", "gpustack") if multi_pod(doc) else (*TARGETS, "gpustack-worker"))}
     assert have == want
 
 

@@ -71,6 +71,8 @@ class Eplb(_Strict):
     """Expert-parallel load balancing (vLLM ``--enable-eplb`` + ``--eplb-config``; config/parallel.py
     ``EPLBConfig``). Unset fields keep the engine's defaults (window 1000, step interval 3000 at 0.33.0, which
     are also seed 002's figures)."""
+    enabled: bool | None = Field(default=None, description=(
+        "false: configured but off (--eplb-config without --enable-eplb); unset or true: --enable-eplb."))
     windowSize: int | None = Field(default=None, ge=1, description="eplb_config.window_size: steps of load history.")
     stepInterval: int | None = Field(default=None, ge=1, description="eplb_config.step_interval: steps between rebalances.")
     numRedundantExperts: int | None = Field(default=None, ge=0, le=1024, description="eplb_config.num_redundant_experts.")

@@ -12,7 +12,8 @@ Families (the signature of ``check``):
 - ``spec`` and ``args``: ``check(r: Resolved, c: Ctx)`` over a resolved deployment document;
 - ``render``: ``check(launch: LaunchSpec, target: str)`` over the launch spec projected on a target;
 - ``log``: ``check(tr: ColdStartTracker, c: LogCtx)`` over what the cold-start tracker collected;
-- ``schema``: ``check(doc: dict)`` over a raw document the spec model refuses.
+- ``schema``: ``check(doc: dict)`` over a raw document the spec model refuses;
+- ``topology``: ``check(t: Topology)`` over every role of a deployment (or check-pd's two command lines).
 
 Each check yields ``(field or None, message)`` or ``(field or None, message, fix)``; ``None`` means the
 rule's own field and a missing fix the rule's own fix.
@@ -25,8 +26,8 @@ from typing import Any, Literal
 
 from gpustack_k3.core.findings import Finding, Severity
 
-Family = Literal["spec", "args", "render", "log", "schema"]
-FAMILIES = ("spec", "args", "render", "log", "schema")
+Family = Literal["spec", "args", "render", "log", "schema", "topology"]
+FAMILIES = ("spec", "args", "render", "log", "schema", "topology")
 ENGINES = ("vllm", "sglang")
 SEVERITIES = ("error", "warning", "info")
 

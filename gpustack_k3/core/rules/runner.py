@@ -1,11 +1,14 @@
 """Run the spec and args rules over a resolved document. Pure: spec + catalog in, findings out."""
 from __future__ import annotations
 
+import dataclasses
+
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, sort_findings
 from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
 from gpustack_k3.core.resolve import Resolved, resolve
 from gpustack_k3.core.rules.registry import RULES, of_family
+from gpustack_k3.core.topology import Topology, document_topology, role_views
 
 CATALOG_RULE = "unknown-catalog-entry"
 _UNSET = object()
@@ -50,5 +53,44 @@ def validate_resolved(r: Resolved, *, strict: bool = False, ctx: Ctx | None = No
     return sort_findings(findings)
 
 
+def in_role(f: Finding, prefix: str) -> Finding:
+    """A finding of a role's effective document, pointed at the role (spec.memory -> spec.roles[i].memory)."""
+    if prefix == "spec" or not f.field.startswith("spec."):
+        return f
+    return dataclasses.replace(f, field=prefix + f.field[len("spec"):])
+
+
+def validate_topology(t: Topology, *, strict: bool = False) -> list[Finding]:
+    """The topology family over every role (rules apply by the first role's engine version: roles share it)."""
+    r = t.roles[0].resolved
+    if r.version is None:
+        return []
+    engine, version = r.engine.engine, r.version.key
+    out: list[Finding] = []
+    for rule in of_family("topology"):
+        if rule.applies(engine, r.version.traits):
+            out.extend(rule.findings(rule.check(t), strict=strict, engine=engine, version=version))
+    return sort_findings(out)
+
+
 def validate(doc: DeploymentDocument, *, strict: bool = False) -> list[Finding]:
-    return validate_resolved(resolve(doc), strict=strict)
+    """Every role's effective document through the spec and args rules (findings pointed at the role), then the
+    topology rules across the roles. A roleless document is its own serve role."""
+    findings: list[Finding] = []
+    for view in role_views(doc):
+        findings.extend(in_role(f, view.field_prefix) for f in validate_resolved(resolve(view.document), strict=strict))
+    if any(f.rule == CATALOG_RULE for f in findings):
+        return sort_findings(findings)
+    findings.extend(validate_topology(document_topology(doc), strict=strict))
+    return sort_findings(_dedupe(findings))
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.field, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

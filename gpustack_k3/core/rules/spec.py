@@ -210,17 +210,27 @@ def _(r, c):
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
 
+def _local_dp_cel(b: Builder) -> str:
+    return f"({b.present('parallel.dpLocal')} ? {b.ref('parallel.dpLocal')} : {b.eff('parallel.dp')[0]})"
+
+
 @rule("parallel-fits-node", family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
-      title="TP x PP x DP must fit the GPUs of the deployment",
-      why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any.",
-      fix="Lower spec.parallel.tp/pp/dp so their product is at most spec.hardware.gpuCount.",
-      source="vllm config/parallel.py:389-392@0.33.0 (DCP does not expand the world size)",
-      cel=lambda b: f"{_tp(b)} * {b.eff('parallel.pp')[0]} * {b.eff('parallel.dp')[0]} > {b.eff('hardware.gpuCount')[0]}")
+      title="TP x PP x DP ranks of one pod must fit its GPUs",
+      why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
+          "when parallel.dpLocal is set (the others run on the instance's other pods), else all of them.",
+      fix="Lower spec.parallel.tp/pp/dp (or dpLocal) so their product is at most spec.hardware.gpuCount (a role's "
+          "gpusPerPod).",
+      source="vllm config/parallel.py:389-392@0.33.0 (DCP does not expand the world size); "
+             "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
+      cel=lambda b: f"{_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def _(r, c):
     pp, dp = int(r.value("parallel.pp") or 1), int(r.value("parallel.dp") or 1)
-    world = r.tp * pp * dp
+    local = r.spec.parallel.dpLocal
+    world = r.tp * pp * (local or dp)
     if world > r.spec.hardware.gpuCount:
-        yield None, f"tp x pp x dp = {r.tp} x {pp} x {dp} = {world} ranks, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+        what = f"dpLocal {local}" if local else f"dp {dp}"
+        yield None, (f"tp x pp x {what.split()[0]} = {r.tp} x {pp} x {local or dp} = {world} ranks on one pod, but "
+                     f"spec.hardware.gpuCount is {r.spec.hardware.gpuCount}")
 
 
 @rule("gpu-count-exceeds-node", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",

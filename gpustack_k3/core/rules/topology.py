@@ -1,0 +1,473 @@
+"""The topology family: what the roles of a deployment (or the two command lines of ``check-pd``) must agree on.
+
+Each check reads a :class:`gpustack_k3.core.topology.Topology` (every role's resolved effective document plus
+its multi-pod launch facts) and yields ``(field, message)`` with the role's own field path. Per-role facts that
+the single-engine rules already check are not repeated here. Sources are the vLLM 0.33.0 wheel
+(docs/design/002-topologies.md lists the rules).
+
+None of these is CEL: every check reads a role's *effective* values (the role's sections merged over the shared
+spec, engine defaults filled in) or compares roles, which the CRD's per-object CEL cannot compute.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from gpustack_k3.core.rules.registry import rule
+from gpustack_k3.core.topology import Topology, TopoRole
+
+VLLM = ("vllm",)
+BOTH = ("vllm", "sglang")
+TOPO = {"topology": (True,)}
+NO_CEL = ("reads each role's effective values (role sections merged over the shared spec, engine defaults filled "
+          "in) or compares roles; the CRD's per-object CEL cannot compute the merge")
+PD_KINDS = ("prefill", "decode")
+
+
+def _multi(t: Topology) -> Iterator[TopoRole]:
+    """Roles that run a data-parallel group (DP > 1) or span pods."""
+    return (r for r in t.roles if r.dp > 1 or r.pods > 1)
+
+
+# ------------------------------------------------------------------ engine support
+
+@rule("topology-version-unverified", family="topology", severity="error", engines=VLLM, field="spec.engine.version",
+      title="Multi-pod and P/D flags were not verified for this engine version",
+      why="The per-role flags (--data-parallel-address/-rpc-port/-start-rank, --headless, the LB modes, "
+          "--kv-transfer-config) were read in the wheels of the versions marked topology: true; on another version "
+          "a flag may be missing or mean something else, and the pods would fail to form their group.",
+      fix="Use engine version 0.33.0 for roles that span pods or disaggregate prefill and decode.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml (trait topology; engine/arg_utils.py:1244-1292@0.33.0)",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    r = t.roles[0].resolved
+    if r.trait("topology") is True:
+        return
+    if any(x.pods > 1 for x in t.roles) or t.disaggregation is not None or any(x.kv_transfer for x in t.roles):
+        yield "spec.engine.version", (f"vLLM {r.version.key}: the multi-pod/P-D flags were not read for this "
+                                      "version (catalog trait topology)")
+
+
+@rule("sglang-topology-unsupported", family="topology", severity="error", engines=("sglang",), field="spec.roles",
+      title="SGLang roles that span pods or disaggregate are not rendered yet",
+      why="SGLang forms a multi-node group with --nnodes/--node-rank/--dist-init-addr and disaggregates with "
+          "--disaggregation-mode prefill|decode plus its own bootstrap server; this product renders neither yet, "
+          "so it refuses rather than emit pods that would not find each other.",
+      fix="Use vLLM 0.33.0 for this topology, or keep SGLang to single-pod serve roles.",
+      source="sglang srt/server_args.py (nnodes, node_rank, dist_init_addr, disaggregation_mode)@0.5.23",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.pods > 1:
+            yield r.field("podsPerInstance"), f"role {r.name}: {r.pods} pods per instance on SGLang"
+        if r.kind in PD_KINDS:
+            yield r.field("role"), f"role {r.name}: {r.kind} (P/D disaggregation) on SGLang"
+
+
+# ------------------------------------------------------------------ data-parallel layout
+
+@rule("topology-dp-layout", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].parallel.dp",
+      title="DP must equal pods per instance x DP ranks per pod",
+      why="Every pod starts --data-parallel-size-local engines and the group waits for --data-parallel-size of them: "
+          "with fewer the leader waits forever, with more the extra ranks are refused.",
+      fix="Set parallel.dp = podsPerInstance x parallel.dpLocal.",
+      source="vllm engine/arg_utils.py:2484-2511@0.33.0",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.dp_local is None:
+            continue
+        if r.dp_local > r.dp:
+            yield r.field("parallel.dpLocal"), f"role {r.name}: dpLocal {r.dp_local} exceeds DP {r.dp}"
+        elif r.dp != r.pods * r.dp_local:
+            yield r.field("parallel.dp"), (f"role {r.name}: DP {r.dp} != {r.pods} pod(s) x dpLocal {r.dp_local} "
+                                           f"= {r.pods * r.dp_local}")
+
+
+@rule("topology-gpus-per-pod", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].gpusPerPod",
+      title="GPUs per pod must equal dpLocal x TP x PP",
+      why="Each local DP rank takes TP x PP GPUs of its pod: fewer GPUs and the engines cannot start, more and the "
+          "extra GPUs sit idle while the scheduler still reserves them.",
+      fix="Set gpusPerPod = parallel.dpLocal x parallel.tp x parallel.pp (or change dpLocal/tp).",
+      source="vllm engine/arg_utils.py:2399-2446@0.33.0 (world size = DP x PP x TP x PCP)",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.gpus_per_pod is None:
+            continue
+        local = r.dp_local if r.dp_local is not None else r.dp
+        need = local * r.tp * r.pp
+        if need != r.gpus_per_pod:
+            yield r.field("gpusPerPod"), (f"role {r.name}: {r.gpus_per_pod} GPU(s) per pod, but dpLocal {local} x "
+                                          f"TP {r.tp} x PP {r.pp} = {need}")
+
+
+@rule("topology-start-rank", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.roles[].parallel.dpLocal",
+      title="A pod's start rank must be its worker index x dpLocal, below DP",
+      why="Pod k owns DP ranks k x dpLocal .. k x dpLocal + dpLocal - 1; a start rank off that grid makes two pods "
+          "claim the same rank (or one beyond DP) and the group never forms.",
+      fix="Start pod k at --data-parallel-start-rank k x dpLocal (the renderer computes it per pod).",
+      source="vllm engine/arg_utils.py:2503-2507@0.33.0",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.start_rank is None:
+            continue
+        local = r.dp_local or 1
+        if r.start_rank % local or not 0 <= r.start_rank < r.dp:
+            yield r.field("parallel.dpLocal"), (f"role {r.name}: start rank {r.start_rank} is not a multiple of "
+                                                f"dpLocal {local} below DP {r.dp}")
+
+
+@rule("topology-ep-size", family="topology", severity="info", engines=VLLM, when=TOPO,
+      field="spec.roles[].parallel.expertParallel",
+      title="The expert-parallel group is TP x DP ranks",
+      why="With expert parallelism the routed experts are sharded over all TP x DP ranks of an instance (not over "
+          "TP only): each rank holds experts / EP of them; the planner sizes the weights per GPU that way.",
+      fix="Nothing to fix; size the instance so experts / EP leaves room for the KV cache (gpustack-k3 plan).",
+      source="vllm config/parallel.py:571-584@0.33.0",
+      no_cel=None)
+def _(t: Topology):
+    for r in t.roles:
+        if r.ep > 1:
+            m = r.resolved.model
+            experts = getattr(m, "routed_experts", None) if m else None
+            per = f"; {experts} routed experts -> {experts / r.ep:g} per rank" if experts else ""
+            yield r.field("parallel.expertParallel"), f"role {r.name}: EP = TP {r.tp} x DP {r.dp} = {r.ep}{per}"
+
+
+# ------------------------------------------------------------------ load balancing
+
+@rule("topology-lb-exclusive", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.roles[].loadBalancing",
+      title="Data-parallel load-balancing modes exclude each other",
+      why="vLLM refuses hybrid together with external LB, hybrid on a headless node, hybrid without "
+          "--data-parallel-size-local, and --headless with --api-server-count > 0, each at start-up.",
+      fix="Choose one loadBalancing mode per role (internal: headless workers, the leader serves; hybrid: every "
+          "pod serves its local ranks; external: one endpoint per rank) and drop the other flags.",
+      source="vllm engine/arg_utils.py:2380-2389,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        f = r.field("loadBalancing")
+        if r.hybrid_lb and r.external_lb:
+            yield f, f"role {r.name}: --data-parallel-hybrid-lb and --data-parallel-external-lb together"
+        if r.hybrid_lb and r.headless:
+            yield f, f"role {r.name}: --data-parallel-hybrid-lb on a --headless node"
+        if r.hybrid_lb and r.dp_local is None:
+            yield f, f"role {r.name}: --data-parallel-hybrid-lb without --data-parallel-size-local"
+        if r.headless and r.api_server_count and t.source == "argv":   # a document gives it to the leader only
+            yield r.field("apiServerCount"), (f"role {r.name}: --headless with --api-server-count "
+                                              f"{r.api_server_count}")
+
+
+@rule("topology-external-lb-rank", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.roles[].parallel.dpLocal",
+      title="External load balancing runs one DP rank per process",
+      why="With --data-parallel-external-lb (or --data-parallel-rank) every process is one DP rank behind its own "
+          "endpoint: vLLM refuses --data-parallel-size-local other than 1.",
+      fix="Set parallel.dpLocal 1 (one pod per DP rank, gpusPerPod = TP) or use loadBalancing hybrid.",
+      source="vllm engine/arg_utils.py:2467-2482@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.external_lb and r.dp_local not in (None, 1):
+            yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
+
+
+@rule("topology-hybrid-single-rank", family="topology", severity="warning", engines=VLLM, when=TOPO,
+      field="spec.roles[].loadBalancing",
+      title="Hybrid LB with one DP rank per pod becomes external LB",
+      why="vLLM switches hybrid to external load balancing when dpLocal is 1 and only logs a warning: every rank is "
+          "then its own endpoint and the router, not the pod, must balance.",
+      fix="Use loadBalancing external (and route to every pod), or give each pod more than one DP rank.",
+      source="vllm engine/arg_utils.py:2493-2501@0.33.0")
+def _(t: Topology):
+    for r in t.roles:
+        if r.hybrid_lb and r.dp_local == 1:
+            yield r.field("loadBalancing"), f"role {r.name}: hybrid LB with dpLocal 1 runs as external LB"
+
+
+@rule("topology-nnodes-backend", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.roles[].parallel.dpBackend",
+      title="A group over several nodes needs the mp data-parallel backend",
+      why="vLLM refuses --nnodes > 1 unless --data-parallel-backend is mp; our per-pod launch (every pod runs its own "
+          "engines and dials the leader) is that mp form, so a multi-pod role cannot use ray.",
+      fix="Set parallel.dpBackend mp (or leave it unset) for roles with more than one pod.",
+      source="vllm engine/arg_utils.py:2390-2397@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        backend = r.doc_spec.parallel.dpBackend or "mp"
+        if backend != "mp" and (r.pods > 1 or (r.nnodes or 1) > 1):
+            n = r.nnodes if (r.nnodes or 1) > 1 else r.pods
+            yield r.field("parallel.dpBackend"), f"role {r.name}: {n} nodes with data-parallel backend {backend}"
+
+
+# ------------------------------------------------------------------ EPLB
+
+def _eplb(r: TopoRole):
+    return r.doc_spec.parallel.eplb
+
+
+@rule("eplb-needs-ep", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+      title="EPLB needs expert parallelism",
+      why="vLLM refuses --enable-eplb without --enable-expert-parallel: there is no expert placement to balance.",
+      fix="Set parallel.expertParallel true, or remove parallel.eplb.",
+      source="vllm config/parallel.py:569-570@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.eplb_on and not r.doc_spec.parallel.expertParallel:
+            yield r.field("parallel.eplb"), f"role {r.name}: EPLB on without expert parallelism"
+
+
+@rule("eplb-needs-ranks", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+      title="EPLB needs more than one rank",
+      why="The EP group spans TP x PCP x DP ranks; with one rank there is nothing to rebalance and vLLM refuses.",
+      fix="Use EPLB only where TP x DP > 1, or remove parallel.eplb.",
+      source="vllm config/parallel.py:571-584@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if r.eplb_on and r.tp * r.dp <= 1:
+            yield r.field("parallel.eplb"), f"role {r.name}: EPLB with TP {r.tp} x DP {r.dp} = 1 rank"
+
+
+@rule("eplb-redundant-needs-eplb", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.parallel.eplb.numRedundantExperts",
+      title="Redundant experts need EPLB",
+      why="num_redundant_experts != 0 with EPLB off is refused at start-up: the redundant replicas are placed by EPLB.",
+      fix="Enable EPLB (parallel.eplb.enabled true) or set numRedundantExperts 0.",
+      source="vllm config/parallel.py:585-591@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        e = _eplb(r)
+        if e is not None and e.enabled is False and e.numRedundantExperts:
+            yield r.field("parallel.eplb.numRedundantExperts"), (
+                f"role {r.name}: {e.numRedundantExperts} redundant experts with EPLB off")
+
+
+@rule("eplb-async-communicator", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.parallel.eplb.communicator",
+      title="Async EPLB refuses the torch_nccl and pynccl communicators",
+      why="Asynchronous EPLB (use_async, on by default) moves experts on another stream; NCCL-based communicators "
+          "conflict with it and vLLM refuses the combination.",
+      fix="Use communicator torch_gloo or nixl (or leave it unset for automatic selection), or set useAsync false.",
+      source="vllm config/parallel.py:120-133@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        e = _eplb(r)
+        if e is not None and e.useAsync is not False and e.communicator in ("torch_nccl", "pynccl"):
+            yield r.field("parallel.eplb.communicator"), f"role {r.name}: async EPLB with communicator {e.communicator}"
+
+
+@rule("eplb-draft-always", family="topology", severity="warning", engines=VLLM, when=TOPO,
+      field="spec.parallel.eplb.includeDraft",
+      title="EPLB balances the draft's experts whenever it is on",
+      why="vLLM 0.33.0 keeps one EPLB state per model (target and drafter) and has no switch to leave the drafter "
+          "out; includeDraft false cannot be honoured.",
+      fix="Remove includeDraft (or set it true).",
+      source="vllm distributed/eplb/eplb_state.py:595-610@0.33.0; vllm config/parallel.py:63-110@0.33.0")
+def _(t: Topology):
+    for r in t.roles:
+        e = _eplb(r)
+        if e is not None and e.includeDraft is False and r.eplb_on:
+            yield r.field("parallel.eplb.includeDraft"), f"role {r.name}: includeDraft false has no engine switch"
+
+
+# ------------------------------------------------------------------ scheduling per rank
+
+@rule("topology-max-num-seqs-per-rank", family="topology", severity="info", engines=VLLM, when=TOPO,
+      field="spec.roles[].scheduling.maxNumSeqs",
+      title="max-num-seqs is per DP rank",
+      why="Each DP rank schedules up to --max-num-seqs requests: an instance runs DP x that many at once, a role "
+          "instances x DP x that many.",
+      fix="Size scheduling.maxNumSeqs per rank (seed 002: 64 per GPU at DEP32).",
+      source="vllm engine/arg_utils.py:2940-3006@0.33.0")
+def _(t: Topology):
+    for r in _multi(t):
+        seqs = r.resolved.value("scheduling.maxNumSeqs")
+        if seqs and r.dp > 1:
+            yield r.field("scheduling.maxNumSeqs"), (
+                f"role {r.name}: {seqs} per DP rank x DP {r.dp} = {seqs * r.dp:,} per instance, "
+                f"x {r.instances} instance(s) = {seqs * r.dp * r.instances:,} for the role")
+
+
+# ------------------------------------------------------------------ prefill/decode
+
+@rule("pd-roles", family="topology", severity="error", engines=VLLM, field="spec.disaggregation",
+      title="P/D needs a prefill role, a decode role and the KV connector, and no serve role beside them",
+      why="A prefill instance hands its KV cache to a decode instance through the connector: without both roles, or "
+          "without --kv-transfer-config on each, requests are computed twice or never decoded; a serve role next to "
+          "P/D roles takes requests the P/D router does not know about.",
+      fix="Give the document one role of each kind prefill and decode and spec.disaggregation (check-pd: "
+          "--kv-transfer-config on both command lines), and move serve roles to their own deployment.",
+      source="vllm config/kv_transfer.py:55-92@0.33.0; docs/design/002-topologies.md", no_cel=NO_CEL)
+def _(t: Topology):
+    kinds = {r.kind for r in t.roles}
+    pd = kinds & set(PD_KINDS)
+    if t.source == "document":
+        if t.disaggregation is not None and pd != set(PD_KINDS):
+            missing = " and ".join(k for k in PD_KINDS if k not in kinds)
+            yield "spec.roles", f"spec.disaggregation is set but there is no {missing} role"
+        if pd and t.disaggregation is None:
+            yield "spec.disaggregation", f"{'/'.join(sorted(pd))} role(s) without spec.disaggregation (the KV connector)"
+        if pd and "serve" in kinds:
+            yield "spec.roles", "a serve role beside prefill/decode roles"
+    for r in t.roles:
+        if r.kind in PD_KINDS and t.source == "argv" and not r.kv_transfer:
+            yield r.field(""), f"{r.name}: no --kv-transfer-config on the command line"
+
+
+def _hma_given(r: TopoRole) -> str:
+    flags = r.extra_flags or {}
+    if "--disable-hybrid-kv-cache-manager" in flags:
+        return "off"
+    return "on"
+
+
+def _hash_factors(r: TopoRole) -> dict[str, str]:
+    """The NIXL compatibility-hash factors a spec or command line decides (metadata.py:146-216@0.33.0)."""
+    s = r.doc_spec
+    spec = s.speculative
+    spec_factors = {"method": spec.method, "model": spec.draftModel, "num_tokens": spec.numTokens,
+                    "draft_attention_backend": spec.attentionBackend} if spec.method != "none" else {}
+    kv = r.kv_transfer or {}
+    return {
+        "engine version": r.resolved.version.key if r.resolved.version else str(s.engine.version),
+        "model": s.model.path or s.model.name,
+        "dtype": str(r.resolved.value("model.dtype") or "auto"),
+        "KV cache dtype": str(r.resolved.value("memory.kvCacheDtype") or "auto"),
+        "attention backend": str(s.vllm.attentionBackend or "auto"),
+        "hybrid KV-cache manager": _hma_given(r),
+        "speculative config": json.dumps(spec_factors, sort_keys=True),
+        "transfer mode (connector)": str(kv.get("kv_connector", "")),
+    }
+
+
+def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
+    for p in t.of_kind("prefill"):
+        for d in t.of_kind("decode"):
+            yield p, d
+
+
+@rule("pd-compat-hash", family="topology", severity="error", engines=VLLM, field="spec.roles[]",
+      title="Prefill and decode must agree on every factor of the NIXL compatibility hash",
+      why="The NIXL handshake hashes the vLLM version, model, dtype, KV cache dtype, attention backend, the hybrid "
+          "KV-cache manager setting, the speculative (draft) config and push versus pull; a mismatch fails the first "
+          "transfer at the first request (after both sides loaded), not at start-up.",
+      fix="Give both roles the same value (in a document: remove the role override); prefill must carry the same "
+          "--speculative-config as decode.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
+             "vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for p, d in _pairs(t):
+        fp, fd = _hash_factors(p), _hash_factors(d)
+        for k, v in fp.items():
+            if fd[k] != v:
+                yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
+
+
+@rule("pd-handshake-check-off", family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
+      title="The engine's own P/D compatibility check is switched off",
+      why="enforce_handshake_compat false lets mismatched prefill and decode instances exchange KV blocks: the "
+          "result is unclear errors or wrong output instead of a refusal.",
+      fix="Remove enforceHandshakeCompat (the engine default checks) once pd-compat-hash is quiet.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0")
+def _(t: Topology):
+    for r in t.roles:
+        extra = (r.kv_transfer or {}).get("kv_connector_extra_config") or {}
+        if extra.get("enforce_handshake_compat") is False:
+            yield r.field("") if t.source == "argv" else "spec.disaggregation.enforceHandshakeCompat", (
+                f"{r.name}: enforce_handshake_compat false")
+
+
+def _hybrid_mamba(t: Topology) -> bool:
+    m = t.roles[0].resolved.model
+    return bool(m and getattr(m, "hybrid_mamba", False))
+
+
+@rule("pd-hybrid-dcp-equal", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+      title="Hybrid MLA+Mamba models need equal DCP on prefill and decode",
+      why="For models with Mamba-style state (Kimi-K3's KDA layers) NIXL raises on the first transfer when the DCP "
+          "sizes differ: the state is not sharded the way the attention KV is.",
+      fix="Set the same parallel.dcp on the prefill and decode roles.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2714-2718@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    if not _hybrid_mamba(t):
+        return
+    for p, d in _pairs(t):
+        if p.dcp != d.dcp:
+            yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} != decode DCP {d.dcp} on a hybrid MLA+Mamba model"
+
+
+def _block(r: TopoRole) -> str | None:
+    return (r.extra_flags or {}).get("--block-size")
+
+
+@rule("pd-hybrid-block-size", family="topology", severity="error", engines=VLLM, field="spec.roles[].extraArgs",
+      title="Hybrid models with prefix caching need the same block size on prefill and decode",
+      why="With prefix caching a hybrid model refuses heterogeneous physical blocks per logical block at the first "
+          "transfer; different --block-size on the two sides is the usual cause.",
+      fix="Give both roles the same --block-size (or disable prefix caching).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2766-2776@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    if not _hybrid_mamba(t):
+        return
+    for p, d in _pairs(t):
+        caching = p.resolved.value("scheduling.prefixCaching") or d.resolved.value("scheduling.prefixCaching")
+        if caching and _block(p) != _block(d):
+            yield d.field("extraArgs"), (f"--block-size: prefill {_block(p) or 'default'} != decode "
+                                         f"{_block(d) or 'default'} with prefix caching")
+
+
+@rule("pd-dcp-nixl", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+      title="With NixlConnector DCP must be 1 or the transfer parallel size",
+      why="A NIXL side is either fully replicated or fully DCP-sharded: vLLM asserts decode_context_parallel_size in "
+          "{1, max(TP, PCP)} when NixlConnector is configured.",
+      fix="Set parallel.dcp to 1 or to parallel.tp on that role.",
+      source="vllm config/vllm.py:1572-1590@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if (r.kv_transfer or {}).get("kv_connector") == "NixlConnector" and r.dcp not in (1, r.tp):
+            yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
+
+
+@rule("pd-side-channel-host", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.roles[].env.VLLM_NIXL_SIDE_CHANNEL_HOST",
+      title="The NIXL side-channel host must be the pod's own IP",
+      why="The peer dials VLLM_NIXL_SIDE_CHANNEL_HOST for the handshake; the default is localhost, so across pods "
+          "the handshake fails and decode silently recomputes or waits for remote KV.",
+      fix="Set VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (status.podIP); the renderer does so for roles.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if not r.kv_transfer or r.side_channel_host_from_pod:
+            continue
+        host = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
+        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or host is None
+                                                              or len(t.roles) > 1):
+            yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
+                f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
+
+
+@rule("pd-side-channel-ports", family="topology", severity="error", engines=VLLM, when=TOPO,
+      field="spec.disaggregation.sideChannelPort",
+      title="NIXL side-channel ports (base + DP rank) must not collide with the pod's other ports",
+      why="Each DP rank listens on VLLM_NIXL_SIDE_CHANNEL_PORT + its global DP rank; a range that covers the API "
+          "port or the DP RPC port makes one of them fail to bind.",
+      fix="Move spec.disaggregation.sideChannelPort (or VLLM_NIXL_SIDE_CHANNEL_PORT) clear of the serving and RPC "
+          "ports by at least DP.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if not r.kv_transfer:
+            continue
+        raw = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_PORT")
+        base = int(raw) if raw and raw.isdigit() else 5600
+        ports = range(base, base + r.dp)
+        rpc = r.resolved.engine.topology.get("rpc_port", 29550)
+        for what, port in (("API port", r.resolved.port), ("DP RPC port", rpc)):
+            if port in ports:
+                yield (r.field("env.VLLM_NIXL_SIDE_CHANNEL_PORT") if t.source == "argv"
+                       else "spec.disaggregation.sideChannelPort"), (
+                    f"{r.name}: side-channel ports {base}..{base + r.dp - 1} cover the {what} {port}")

@@ -1,0 +1,92 @@
+"""check-pd on the llm-d wide-EP recipe's command lines (guides/wide-ep-lws, GB200 NVL72: prefill DEP2, decode DEP32
+with hybrid LB) and on a mismatching variant per P/D rule; the check-args JSON contract and exit codes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gpustack_k3.cli.main import cli
+
+KV = '\'{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_load_failure_policy":"fail"}\''
+COMMON = f"--trust-remote-code --kv-transfer-config {KV} --kv-cache-dtype fp8 --block-size 256 " \
+         "--no-disable-hybrid-kv-cache-manager"
+PREFILL = ("vllm serve /models/DeepSeek-V4.1-Flash --tensor-parallel-size 1 --data-parallel-size 2 "
+           "--data-parallel-size-local 2 --enable-expert-parallel --enforce-eager --no-async-scheduling "
+           f"--gpu-memory-utilization 0.95 {COMMON}")
+DECODE = ("vllm serve /models/DeepSeek-V4.1-Flash --data-parallel-size 32 --data-parallel-size-local 4 "
+          "--data-parallel-start-rank $((LWS_WORKER_INDEX*4)) --data-parallel-address $LWS_LEADER_ADDRESS "
+          "--data-parallel-rpc-port 5555 --data-parallel-hybrid-lb --enable-expert-parallel --enable-eplb "
+          f"--max-num-seqs 64 {COMMON}")
+HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST=$(POD_IP)"
+
+
+def run(prefill=PREFILL, decode=DECODE, *extra, env=True, model="deepseek-v4.1-flash"):
+    args = ["check-pd", "--engine", "vllm", "--engine-version", "0.33.0", "--model", model, "--gpu-type", "gb300",
+            "--prefill", prefill, "--decode", decode, "--decode-pods", "8", "-o", "json", *extra]
+    if env:
+        args += ["--prefill-env", HOST, "--decode-env", HOST]
+    res = CliRunner().invoke(cli, args, catch_exceptions=False)
+    return res.exit_code, res.output
+
+
+def rules(out: str, severity: str = "error") -> set[str]:
+    return {f["rule"] for f in json.loads(out)["findings"] if f["severity"] == severity}
+
+
+def test_the_recipe_pair_passes():
+    code, out = run()
+    assert code == 0, out
+    d = json.loads(out)
+    assert d["ok"] is True and rules(out) == set()
+    infos = {f["rule"]: f for f in d["findings"] if f["severity"] == "info"}
+    assert "2,048 per instance" in infos["topology-max-num-seqs-per-rank"]["message"]
+    assert {"rule", "severity", "field", "message", "fix", "source"} <= set(d["findings"][0])
+
+
+@pytest.mark.parametrize("rule_id,prefill,decode,env", [
+    ("pd-compat-hash", PREFILL.replace("--kv-cache-dtype fp8", "--kv-cache-dtype auto"), DECODE, True),
+    ("pd-compat-hash", PREFILL, DECODE + " --speculative-config '{\"method\":\"dspark\",\"model\":\"/d\","
+     "\"num_speculative_tokens\":5}'", True),
+    ("pd-compat-hash", PREFILL, DECODE + " --attention-backend FLASHINFER_MLA", True),
+    ("pd-compat-hash", PREFILL + " --dtype float16", DECODE, True),
+    ("pd-compat-hash", PREFILL, DECODE.replace('"NixlConnector"', '"NixlPushConnector"'), True),
+    ("pd-compat-hash", PREFILL + " --disable-hybrid-kv-cache-manager", DECODE, True),
+    ("pd-roles", PREFILL.replace(f"--kv-transfer-config {KV}", ""), DECODE, True),
+    ("pd-side-channel-host", PREFILL, DECODE, False),
+    ("topology-lb-exclusive", PREFILL, DECODE + " --data-parallel-external-lb", True),
+    ("topology-lb-exclusive", PREFILL, DECODE + " --headless", True),
+    ("topology-dp-layout", PREFILL, DECODE.replace("--data-parallel-size 32", "--data-parallel-size 30"), True),
+    ("topology-start-rank", PREFILL, DECODE.replace("$((LWS_WORKER_INDEX*4))", "6"), True),
+    ("topology-nnodes-backend", PREFILL, DECODE + " --nnodes 8 --data-parallel-backend ray", True),
+    ("eplb-needs-ep", PREFILL, DECODE.replace("--enable-expert-parallel ", ""), True),
+    ("eplb-redundant-needs-eplb", PREFILL + " --eplb-config '{\"num_redundant_experts\":32}'", DECODE, True),
+    ("eplb-async-communicator", PREFILL, DECODE + " --eplb-config '{\"communicator\":\"pynccl\"}'", True),
+])
+def test_a_mismatching_variant_is_refused(rule_id, prefill, decode, env):
+    code, out = run(prefill, decode, env=env)
+    assert code == 1, out
+    assert rule_id in rules(out)
+
+
+def test_hybrid_models_need_equal_dcp_and_block_size():
+    kimi = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code --kv-transfer-config " + KV
+    code, out = run(kimi + " -dcp 8", kimi, model="kimi-k3")
+    assert code == 1 and "pd-hybrid-dcp-equal" in rules(out)
+    code, out = run(kimi + " --block-size 64", kimi + " --block-size 128", model="kimi-k3")
+    assert "pd-hybrid-block-size" in rules(out)
+    code, out = run(kimi, kimi, model="kimi-k3")
+    assert not {"pd-hybrid-dcp-equal", "pd-hybrid-block-size"} & rules(out)
+
+
+@pytest.mark.parametrize("prefill,needle", [
+    ("vllm serve m --tensor-parallel-size x", "--prefill argv --tensor-parallel-size"),
+    ("vllm serve m --kv-transfer-config '{oops'", "--prefill --kv-transfer-config"),
+    ("vllm serve 'unterminated", "--prefill"),
+    ("", "--prefill"),
+])
+def test_bad_input_exits_2_naming_the_option(prefill, needle):
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "vllm", "--prefill", prefill, "--decode", DECODE])
+    assert res.exit_code == 2 and needle in res.output, res.output
+    assert "Traceback" not in res.output
