@@ -69,13 +69,16 @@ PER_POD_SOURCES = {
 DS_MIN_ROLES, DS_MAX_ROLES = 2, 10          # disaggregatedset_types.go:108-109@v0.10.0
 
 
-def entrypoint(role: RoleLaunch, launch: LaunchSpec) -> tuple[list[str], list[str]]:
+def entrypoint(role: RoleLaunch, launch: LaunchSpec, *, leader: bool = False) -> tuple[list[str], list[str]]:
     """(command, args) of a role's engine container: the launch's argv as is, or, with per-pod arguments, a
-    quoted ``/bin/sh -c`` script that appends them and execs the argv (passed as ``$0 "$@"``, never re-split)."""
-    if not role.per_pod:
+    quoted ``/bin/sh -c`` script that appends them and execs the argv (passed as ``$0 "$@"``, never re-split).
+    The leader (pod 0) skips arguments meant for the workers only (``PerPodArg.on == "workers"``: a start rank on
+    an internally balancing leader would switch it to hybrid LB)."""
+    per_pod = [a for a in role.per_pod if not (leader and a.on == "workers")]
+    if not per_pod:
         return list(launch.command), launch.args
     parts = ['exec "$0" "$@"']
-    for a in role.per_pod:
+    for a in per_pod:
         if not _FLAG.match(a.flag):
             raise RenderError(f"{role.field_prefix}.{a.field}", f"per-pod argument {a.flag!r} is not a --flag")
         value = PER_POD_SOURCES.get(a.source)
@@ -107,7 +110,7 @@ def _pod_template(topo: TopologyLaunch, role: RoleLaunch, launch: LaunchSpec, do
         labels[api.LABEL_API_SERVER] = "true"
     tpl["metadata"]["labels"] = labels
     (c,) = tpl["spec"]["containers"]
-    c["command"], c["args"] = entrypoint(role, launch)
+    c["command"], c["args"] = entrypoint(role, launch, leader=leader)
     c["env"] += [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
                  for k, path in sorted(role.env_from_pod.items())]
     if not _serves_api(role, leader):
@@ -278,7 +281,8 @@ def _check_consistency(topo: TopologyLaunch, objs: list[dict]) -> None:
             raise RenderError(f"{role.field_prefix}", "LeaderWorkerSet replicas/size differ from the role")
         leader = (lwt.get("leaderTemplate") or lwt["workerTemplate"])["spec"]["containers"][0]
         launch = role.leader
-        argv = leader["args"] if role.per_pod else [*leader["command"], *leader["args"]]
+        shell = leader["command"][:2] == [SHELL, "-c"]
+        argv = leader["args"] if shell else [*leader["command"], *leader["args"]]
         if argv != launch.argv:
             raise RenderError(f"{role.field_prefix}", "the leader's argv differs from the role's launch spec")
         plain = {e["name"]: e["value"] for e in leader["env"] if "value" in e}

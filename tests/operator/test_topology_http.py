@@ -3,6 +3,7 @@ rendering, one LeaderWorkerSet per role, the emulator's LWS controller making ea
 labels and env), the test playing the kubelet per pod; status per role, no-op resyncs, group recreations."""
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import time
 
@@ -17,14 +18,15 @@ from tests.support.documents import merge
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
 NAME = "kimi"
-ROLES = {"roles": [{"name": "prefill", "role": "prefill", "instances": 1, "gpusPerPod": 8, "parallel": {"tp": 8}},
-                   {"name": "decode", "role": "decode", "podsPerInstance": 2, "gpusPerPod": 8, "parallel": {"tp": 8}}],
-         "disaggregation": {"connector": "NixlConnector"}}
+# the kimi-k3-b300-1p1d preset with a two-pod decode instance (DP 2 over 2 pods, TP 8 each; headless worker)
+PRESET = "kimi-k3-b300-1p1d"
+DECODE = {"podsPerInstance": 2, "parallel": {"tp": 8, "dp": 2, "dpLocal": 1}}
 PODS = {"prefill": ["kimi-prefill-0"], "decode": ["kimi-decode-0", "kimi-decode-0-1"]}
 
 
 def pd_resource() -> dict:
-    doc = merge(load_catalog().presets["vllm-seed"].document, {"spec": ROLES})
+    doc = copy.deepcopy(load_catalog().presets[PRESET].document)
+    doc["spec"]["roles"][1] = merge(doc["spec"]["roles"][1], DECODE)
     doc["metadata"] = {"name": NAME, "namespace": NS}
     return doc
 

@@ -3,6 +3,7 @@ entrypoint run under a real /bin/sh, Services and the ecosystem router; every ob
 and pod templates: kubernetes-validate strict; LWS/DS fields: tests/support/lws_schema.py, LWS v0.10.0)."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -12,6 +13,8 @@ import subprocess
 import pytest
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_topology_launch
 from gpustack_k3.core.launch_types import PerPodArg
 from gpustack_k3.render.lws import (
@@ -22,48 +25,63 @@ from gpustack_k3.render.lws import (
     validate_topology_objects,
 )
 from gpustack_k3.render.templates import RenderError
-from tests.core.conftest import preset_doc
 from tests.support import lws_schema
 
-PD = {"roles": [{"name": "prefill", "role": "prefill", "instances": 2, "gpusPerPod": 8, "parallel": {"tp": 8}},
-                {"name": "decode", "role": "decode", "podsPerInstance": 2, "gpusPerPod": 8, "parallel": {"tp": 8}}],
-      "disaggregation": {"connector": "NixlConnector"}}
-SERVE = {"roles": [{"name": "wide", "role": "serve", "podsPerInstance": 2, "gpusPerPod": 8, "parallel": {"tp": 8},
-                    "loadBalancing": "hybrid"}]}
-START_RANK = PerPodArg("--data-parallel-start-rank", "start_rank", "parallel.dpLocal")
-ADDRESS = PerPodArg("--data-parallel-address", "leader_address", "parallel")
-NIXL_HOST = {"VLLM_NIXL_SIDE_CHANNEL_HOST": "status.podIP"}
+def _internal(d):
+    d["spec"]["roles"][1]["loadBalancing"] = "internal"       # headless workers, start rank on the workers only
 
 
-def topology(patch: dict, *, per_pod: dict | None = None, env_from_pod: dict | None = None, dp_local: int = 4):
-    """The document and its TopologyLaunch; ``per_pod`` (role -> [PerPodArg]) and ``env_from_pod`` stand in for
-    what the topology core fills (today its lists are empty)."""
-    doc = preset_doc("vllm-seed", patch)
-    topo, _findings, _plans = build_topology_launch(doc)
-    roles = []
-    for r in topo.roles:
-        if per_pod and r.role in per_pod:
-            r = dataclasses.replace(r, per_pod=per_pod[r.role], dp_local=dp_local, env_from_pod=env_from_pod or {})
-        roles.append(r)
-    return doc, dataclasses.replace(topo, roles=roles)
+def _serve(d):
+    d["spec"]["roles"] = [dict(d["spec"]["roles"][1], role="serve", name="wide")]
+    d["spec"].pop("disaggregation", None)
 
 
-def pd(**kw):
-    return topology(PD, per_pod={"decode": [START_RANK, ADDRESS]}, env_from_pod=NIXL_HOST, **kw)
+VARIANTS = {   # case -> (preset, mutation of its document)
+    "pd-wide-ep": ("dsv41-flash-gb300-8p1d", None),            # seed 002: 8 x DEP2 prefill, DEP32 decode (hybrid LB)
+    "pd-internal": ("dsv41-flash-gb300-8p1d", _internal),
+    "kimi-1p1d": ("kimi-k3-b300-1p1d", None),
+    "serve-hybrid": ("dsv41-flash-gb300-8p1d", _serve),
+}
+ADDRESS = "x-decode-0.x-decode.llm"
+
+
+def topology(case: str):
+    """The document of a case and its TopologyLaunch (per-pod arguments and downward-API env as the core fills them)."""
+    preset, mutate = VARIANTS[case]
+    data = copy.deepcopy(load_catalog().presets[preset].document)
+    if mutate:
+        mutate(data)
+    doc = DeploymentDocument.model_validate(data)
+    return doc, build_topology_launch(doc)[0]
+
+
+def pd():
+    return topology("pd-wide-ep")
 
 
 def lws_by_role(objs):
     return {o["metadata"]["labels"][api.LABEL_ROLE]: o for o in objs if o["kind"] == api.LWS_KIND}
 
 
-CASES = {"pd": pd, "serve-hybrid": lambda: topology(SERVE)}
+def per_pod_expected(role, worker_index: int, address: str = ADDRESS) -> list[str]:
+    """What the pod's shell must append: each per-pod argument of the role for this pod, computed here."""
+    out = []
+    for a in role.per_pod:
+        if a.on == "workers" and worker_index == 0:
+            continue
+        value = {"start_rank": str(worker_index * role.dp_local), "leader_address": address}[a.source]
+        out += [a.flag, value]
+    return out
+
+
+CASES = sorted(VARIANTS)
 
 
 @pytest.mark.parametrize("form", ["leaderworkerset", "disaggregatedset"])
 @pytest.mark.parametrize("version", ["1.30", "1.33"])
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", CASES)
 def test_every_object_passes_the_schemas(case, version, form):
-    doc, topo = CASES[case]()
+    doc, topo = topology(case)
     if form == "disaggregatedset" and len(topo.roles) < 2:
         with pytest.raises(RenderError, match="2-10 roles"):
             render_topology(topo, doc, form=form)
@@ -98,11 +116,11 @@ def test_one_lws_per_role_with_the_roles_shape_and_policies():
         assert spec["replicas"] == r.instances and spec["leaderWorkerTemplate"]["size"] == r.pods_per_instance
         assert spec["startupPolicy"] == "LeaderCreated"
         assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupAfterStart"
-    assert (sets["prefill"]["spec"]["replicas"], sets["decode"]["spec"]["leaderWorkerTemplate"]["size"]) == (2, 2)
+    assert (sets["prefill"]["spec"]["replicas"], sets["decode"]["spec"]["leaderWorkerTemplate"]["size"]) == (8, 8)
 
 
 def test_a_one_pod_role_has_only_the_worker_template_and_headless_workers_have_no_probes():
-    doc, topo = pd()
+    doc, topo = topology("pd-internal")
     sets = lws_by_role(render_topology(topo, doc))
     assert list(pod_templates(sets["prefill"]["spec"])) == [("workerTemplate", sets["prefill"]["spec"]
                                                              ["leaderWorkerTemplate"]["workerTemplate"])]
@@ -116,8 +134,8 @@ def test_a_one_pod_role_has_only_the_worker_template_and_headless_workers_have_n
 
 
 def test_hybrid_load_balancing_workers_serve_too_so_the_templates_are_one():
-    doc, topo = topology(SERVE)
-    (lws,) = lws_by_role(render_topology(topo, doc)).values()
+    doc, topo = pd()
+    lws = lws_by_role(render_topology(topo, doc))["decode"]
     lwt = lws["spec"]["leaderWorkerTemplate"]
     assert "leaderTemplate" not in lwt and lwt["workerTemplate"]["metadata"]["labels"][api.LABEL_API_SERVER] == "true"
 
@@ -136,7 +154,8 @@ def test_probes_are_sized_per_role_and_pods_get_gpus_and_downward_api_env():
     env = sets["decode"]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["env"]
     assert {"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in env
     penv = sets["prefill"]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["env"]
-    assert not any("valueFrom" in e and "fieldRef" in e["valueFrom"] for e in penv)
+    assert [e for e in penv if "fieldRef" in e.get("valueFrom", {})] == [
+        {"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in topo.role("prefill").env_from_pod.items()]
 
 
 FAKE_ENGINE = """#!/bin/sh
@@ -164,27 +183,31 @@ def run_container(container: dict, engine, env: dict) -> list[str]:
     return lines[:-1]
 
 
-@pytest.mark.parametrize("worker_index,dp_local", [(0, 4), (1, 4), (7, 4), (3, 2)])
-def test_the_entrypoint_appends_the_computed_flags_and_keeps_every_argument(fake_engine, worker_index, dp_local):
+@pytest.mark.parametrize("case,worker_index", [("pd-wide-ep", 0), ("pd-wide-ep", 1), ("pd-wide-ep", 7),
+                                               ("pd-internal", 0), ("pd-internal", 3)])
+def test_the_entrypoint_appends_the_computed_flags_and_keeps_every_argument(fake_engine, case, worker_index):
     assert shutil.which("sh")
-    doc, topo = pd(dp_local=dp_local)
+    doc, topo = topology(case)
     role = topo.role("decode")
+    assert role.per_pod, "the core fills the decode role's per-pod arguments"
     lwt = lws_by_role(render_topology(topo, doc))["decode"]["spec"]["leaderWorkerTemplate"]
-    tpl = lwt["workerTemplate"] if worker_index else lwt["leaderTemplate"]
+    tpl = lwt["workerTemplate"] if worker_index else lwt.get("leaderTemplate", lwt["workerTemplate"])
+    launch = role.worker if worker_index else role.leader
     c = tpl["spec"]["containers"][0]
-    assert c["command"][:2] == ["/bin/sh", "-c"] and c["args"] == role.leader.argv   # the argv stays a list
+    assert c["command"][:2] == ["/bin/sh", "-c"] and c["args"] == launch.argv   # the argv stays a list
     seen = run_container(c, fake_engine, {api.LWS_ENV_WORKER_INDEX: str(worker_index),
-                                          api.LWS_ENV_LEADER_ADDRESS: "kimi-decode-0.kimi-decode.llm",
-                                          api.LWS_ENV_GROUP_SIZE: "2"})
+                                          api.LWS_ENV_LEADER_ADDRESS: ADDRESS, api.LWS_ENV_GROUP_SIZE: "8"})
     assert seen[0] == str(fake_engine)
-    assert seen[1:] == [*role.leader.argv[1:], "--data-parallel-start-rank", str(worker_index * dp_local),
-                        "--data-parallel-address", "kimi-decode-0.kimi-decode.llm"]
+    assert seen[1:] == [*launch.argv[1:], *per_pod_expected(role, worker_index)]
+    if case == "pd-internal":
+        assert ("--data-parallel-start-rank" in seen) == (worker_index > 0)   # on="workers": not on the leader
 
 
 def test_the_entrypoint_does_not_re_split_or_expand_arguments(fake_engine):
     """Arguments with spaces, quotes, $ and globs reach the engine unchanged (JSON configs contain all of them)."""
     doc, topo = pd()
     role = topo.role("decode")
+    assert role.per_pod
     tricky = ["--x", 'a b "c" $HOME $((1+1)) * `id` \\n', json.dumps({"k": "v w"})]
     launch = dataclasses.replace(role.leader, arguments=[*role.leader.arguments,
                                                          dataclasses.replace(role.leader.arguments[0],
@@ -193,7 +216,7 @@ def test_the_entrypoint_does_not_re_split_or_expand_arguments(fake_engine):
     command, args = entrypoint(role, launch)
     seen = run_container({"command": command, "args": args}, fake_engine,
                          {api.LWS_ENV_WORKER_INDEX: "1", api.LWS_ENV_LEADER_ADDRESS: "leader", "HOME": "/nowhere"})
-    assert seen[1:] == [*launch.argv[1:], "--data-parallel-start-rank", "4", "--data-parallel-address", "leader"]
+    assert seen[1:] == [*launch.argv[1:], *per_pod_expected(role, 1, "leader")]
     assert tricky[1] in seen
 
 
@@ -207,10 +230,10 @@ def test_the_entrypoint_refuses_what_it_cannot_quote_or_compute():
 
 
 def test_without_per_pod_arguments_the_container_runs_the_argv_directly():
-    doc, topo = topology(SERVE)
-    (lws,) = lws_by_role(render_topology(topo, doc)).values()
+    doc, topo = pd()
+    lws = lws_by_role(render_topology(topo, doc))["prefill"]
     c = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
-    assert [*c["command"], *c["args"]] == topo.roles[0].leader.argv
+    assert not topo.role("prefill").per_pod and [*c["command"], *c["args"]] == topo.role("prefill").leader.argv
 
 
 def test_services_front_the_api_servers_and_the_router_routes_pd():
@@ -233,7 +256,7 @@ def test_services_front_the_api_servers_and_the_router_routes_pd():
 
 
 def test_without_disaggregation_the_endpoint_selects_every_api_server_and_no_router():
-    doc, topo = topology(SERVE)
+    doc, topo = topology("serve-hybrid")
     objs = render_topology(topo, doc)
     assert not [o for o in objs if o["kind"] == "Deployment"]
     svc = next(o for o in objs if o["kind"] == "Service" and o["metadata"]["name"] == doc.metadata.name)
