@@ -240,10 +240,12 @@ def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None,
 
 
 def render_document(doc: DeploymentDocument, *, namespace: str | None = None, form: str = "leaderworkerset",
-                    router_image: str = ROUTER_IMAGE, strict: bool = False, validate: bool = True) -> list[dict]:
+                    router_image: str = ROUTER_IMAGE, strict: bool = False, validate: bool = True,
+                    topo: TopologyLaunch | None = None) -> list[dict]:
     """The Kubernetes objects of a document with ``spec.roles`` (``Refused`` on error findings; RenderError when
     an object fails its schema): the entry point of the CLI and the operator."""
-    topo, _findings, _plans = build_topology_launch(doc, strict=strict)
+    if topo is None:
+        topo, _findings, _plans = build_topology_launch(doc, strict=strict)
     objs = render_topology(topo, doc, namespace=namespace, form=form, router_image=router_image)
     if validate:
         problems = validate_topology_objects(objs)

@@ -280,3 +280,33 @@ def test_disaggregatedset_holds_the_same_lws_specs():
     assert not [o for o in objs if o["kind"] == api.LWS_KIND]
     with pytest.raises(RenderError, match="unknown form"):
         render_topology(topo, doc, form="statefulset")
+
+
+def test_the_render_command_renders_a_topology_per_target(tmp_path):
+    """``render`` of a document with roles: kubernetes = the LWS objects (or the DisaggregatedSet), argv per role;
+    docker/launch refuse with the reason and exit 1; ``all`` writes the refusals next to the files."""
+    import yaml
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.render_cmd import render
+
+    def run(*args):
+        return CliRunner().invoke(render, ["--preset", "dsv41-flash-gb300-8p1d", *args])
+
+    r = run("--target", "kubernetes", "--namespace", "llm")
+    assert r.exit_code == 0, r.output
+    objs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    doc, topo = pd()
+    assert objs == render_topology(topo, doc, namespace="llm")
+    r = run("--target", "kubernetes", "--lws-form", "disaggregatedset")
+    assert r.exit_code == 0 and [d["kind"] for d in yaml.safe_load_all(r.stdout) if d][-1] == api.DS_KIND
+    r = run("--target", "argv")
+    assert r.exit_code == 0 and [x["role"] for x in json.loads(r.stdout)["roles"]] == ["prefill", "decode"]
+    for target in ("docker", "launch"):
+        r = run("--target", target)
+        assert r.exit_code == 1 and r.stdout == "", (target, r.output)
+    r = run("--out", str(tmp_path / "all"))
+    assert r.exit_code == 0, r.output
+    written = sorted(str(p.relative_to(tmp_path / "all")) for p in (tmp_path / "all").rglob("*") if p.is_file())
+    assert written == ["argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt",
+                       "kubernetes/kubernetes.yaml", "launch/refused.txt"]
