@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MAY_SKIP = frozenset({"kind", "image_build"})
 # Markers of the tiers that need a tool or a service (pyproject.toml lists them); --fast deselects them all.
-PREPARED_TIERS = ("docker", "engine", "gpustack", "helm", "tools", "wheel", "kind", "image_build")
+PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tools", "wheel", "kind", "image_build")
 UNIT_ONLY = " and ".join(f"not {m}" for m in PREPARED_TIERS)
 NO_TESTS = 5   # pytest's exit code when it collected nothing
 

@@ -104,8 +104,19 @@ class FlagSpec:
     flag: str
     kind: Literal["value", "bool_optional", "store_true", "store_false", "json", "speculative", "eplb"] = "value"
     type: Literal["str", "int", "float"] = "str"
-    aliases: list[str] = field(default_factory=list)
     platform: bool = False
+
+
+@_dc
+class ParserRef:
+    """Where a version's argument parser comes from: a dump of the real parser (catalog-relative path),
+    made from the released wheel (``wheel``: the release; tools/engine_parsers/dump.py) or from an installed
+    engine (``made_by``: the script). A build without a public wheel names the release whose parser stands
+    for it and why (``nearest``)."""
+    dump: str
+    wheel: str | None = None
+    made_by: str | None = None
+    nearest: str | None = None
 
 
 @_dc
@@ -140,15 +151,16 @@ class EngineVersion:
     command: list[str] | None = None
     model_arg: Literal["positional", "flag"] | None = None
     traits: dict[str, Any]
-    defaults: dict[str, Any]
-    kv_cache_dtypes: list[str]
+    parser: ParserRef
+    # Filled from the parser dump at load (the yaml gives only what the dump cannot: a default the engine
+    # decides after parsing): defaults of mapped flags, --kv-cache-dtype values, fields whose flag is absent.
+    defaults: dict[str, Any] = field(default_factory=dict)
+    kv_cache_dtypes: list[str] = field(default_factory=list)
     env_known: list[str] = field(default_factory=list)
     env_removed: dict[str, str] = field(default_factory=dict)
-    extra_known_flags: list[str] = field(default_factory=list)
     unsupported_fields: dict[str, str] = field(default_factory=dict)
     dspark_dcp_backends: DsparkDcpBackends | None = None
     compile_cache_env: CompileCacheEnv | None = None
-    known_flags_file: str | None = None   # JSON list of option strings dumped from the real parser
 
 
 @_dc
@@ -175,10 +187,9 @@ class EngineEntry:
             v.key, v.engine = k, self.engine
         seen: dict[str, str] = {}
         for f in self.flags:
-            for name in (f.flag, *f.aliases):
-                if name in seen:
-                    raise ValueError(f"engine {self.engine}: flag {name} mapped twice ({seen[name]}, {f.field})")
-                seen[name] = f.field
+            if f.flag in seen:
+                raise ValueError(f"engine {self.engine}: flag {f.flag} mapped twice ({seen[f.flag]}, {f.field})")
+            seen[f.flag] = f.field
 
 
 @_dc
@@ -279,6 +290,9 @@ def _load_and_validate(DATA: Path) -> Catalog:
         raise
     except Exception as exc:   # OSError, KeyError, TypeError, yaml.YAMLError: a broken data file
         raise CatalogError(f"catalog {DATA} is invalid: {type(exc).__name__}: {exc}") from exc
+    for eng in cat.engines.values():
+        for v in eng.versions.values():
+            _apply_parser_dump(DATA, eng, v)
     if cat.default_preset not in cat.presets:
         raise CatalogError(f"default preset {cat.default_preset} is not defined")
     for mname, model in cat.models.items():
@@ -297,3 +311,44 @@ def _load_and_validate(DATA: Path) -> Catalog:
             if n not in cat.presets:
                 raise CatalogError(f"advice.yaml names unknown preset {n}")
     return cat
+
+
+def _apply_parser_dump(data: Path, eng: EngineEntry, v: EngineVersion) -> None:
+    """Defaults, KV cache dtypes and unsupported fields of a version, from its parser dump (one source: the
+    yaml restating a value the dump holds is an error)."""
+    import json
+
+    where = f"engine {eng.engine} {v.key}"
+    try:
+        dump = json.loads((data / v.parser.dump).read_text(encoding="utf-8"))
+        options = {f: o for o in dump["parser"]["options"] for f in o["flags"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CatalogError(f"{where}: parser dump {v.parser.dump} unreadable: {type(exc).__name__}: {exc}") from exc
+    if dump.get("engine") != eng.engine or (v.parser.wheel and dump.get("version") != v.parser.wheel):
+        raise CatalogError(f"{where}: parser dump {v.parser.dump} is {dump.get('engine')} {dump.get('version')}")
+    for f in eng.flags:
+        o = options.get(f.flag)
+        if o is None:
+            if f.field not in ("model.path",) and f.kind != "speculative":
+                v.unsupported_fields.setdefault(f.field, f"{eng.engine} {v.key} has no {f.flag} ({v.parser.dump})")
+            continue
+        default = o.get("default")
+        # platform-owned fields (host, port, served name) are ours to decide; "" and None mean unset
+        if f.platform or default is None or default == "" or isinstance(default, (dict, list)):
+            continue
+        if f.kind == "store_false":
+            default = not default
+        if f.field in v.defaults:
+            raise CatalogError(f"{where}: defaults.{f.field} restates the parser dump's default of {f.flag} "
+                               f"({default!r}, {v.parser.dump}); drop it from the yaml")
+        v.defaults[f.field] = default
+    kv = next((f for f in eng.flags if f.field == "memory.kvCacheDtype"), None)
+    o = options.get(kv.flag) if kv else None
+    values = (o.get("choices") if o.get("choices") is not None else o.get("metavar")) if o else None
+    if values:
+        if v.kv_cache_dtypes:
+            raise CatalogError(f"{where}: kv_cache_dtypes restates {kv.flag}'s values in {v.parser.dump}")
+        v.kv_cache_dtypes = [x for x in values if x is not None]
+    elif not v.kv_cache_dtypes:
+        raise CatalogError(f"{where}: {v.parser.dump} lists no {kv.flag if kv else 'kv cache dtype'} values; "
+                           "give kv_cache_dtypes with their source")

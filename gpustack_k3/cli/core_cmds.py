@@ -65,7 +65,22 @@ def _argv_options(fn):
     return fn
 
 
-def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv) -> dict:
+def _read_config_file(path: str) -> str:
+    """A ``--config FILE`` of the command line, read where gpustack-k3 runs (bounded; a YAML alias bomb or a
+    recursive alias is unusable input, checked before the engine's own safe_load reads it)."""
+    from gpustack_k3.cli.common import parse_yaml, read_text
+
+    try:
+        text = read_text(path, "config file")
+    except InputError as exc:
+        raise InputError(f"argv --config {path}", exc.message,
+                         "run this where the file is, or write its options on the command line") from None
+    parse_yaml(text, f"argv --config {path}")
+    return text
+
+
+def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+    """(document data, what the engine version's parser refuses: core.argv Refusals) for an engine command line."""
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.core.flags import parse_argv
 
@@ -75,7 +90,13 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
         if not eq or not k:
             raise InputError(f"--env {item!r}", "expected K=V", "e.g. --env VLLM_USE_V2_MODEL_RUNNER=1")
         env_map[k] = v
-    parsed = parse_argv(load_catalog().engine(engine), list(argv))
+    cat = load_catalog()
+    entry = cat.engine(engine)
+    version = cat.version(engine, engine_version)
+    if version is None:
+        raise InputError("--engine-version", f"{engine} has no catalog version {engine_version!r}",
+                         f"use one of: {', '.join(entry.versions)}")
+    parsed = parse_argv(entry, list(argv), version=version, read_file=_read_config_file)
     spec = parsed.spec
     spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
     spec.setdefault("model", {})["name"] = model_name
@@ -86,7 +107,7 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
         spec["extraArgs"] = parsed.extra_args
     from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}, parsed.refusals
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -101,11 +122,12 @@ def _flag_for(engine: str, field: str) -> str:
 
 
 def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+    """(data, document, the parser's refusals: rule argv-refused)."""
     from gpustack_k3.cli.common import document_from_data
 
     try:
-        data = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-        return data, document_from_data(data, "argv")
+        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+        return data, document_from_data(data, "argv"), refusals
     except InputError as exc:
         exc.where += _flag_for(engine, exc.where)
         fail_input(exc)
@@ -117,10 +139,12 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @output_option
 def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
-    from gpustack_k3.core.rules import validate as run
+    from gpustack_k3.core.resolve import resolve
+    from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    _, doc = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    _report(run(doc, strict=strict), output)
+    _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    r = resolve(doc)
+    _report(validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals)), output)
 
 
 @click.command("import", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -129,7 +153,13 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
     """Convert an engine command line into a deployment document (YAML on stdout)."""
     import yaml
 
-    _, doc = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    from gpustack_k3.core.rules.args import argv_findings
+
+    _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
+    if refusals:   # the document would not be this command line: print nothing on stdout
+        print_findings_text(argv_findings(refusals), err=True)
+        click.echo(f"refused: the engine's parser refuses {len(refusals)} token(s); nothing imported", err=True)
+        sys.exit(EXIT_REFUSED)
     data = doc.model_dump(mode="json", exclude_defaults=True)
     data = {"apiVersion": doc.apiVersion, "kind": doc.kind, **data}
     click.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
@@ -154,8 +184,9 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     if engine:
         if spec is not None:
             argv = (spec, *argv)
-        _, doc = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
+        _, doc, refusals = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
     else:
+        refusals = []
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
@@ -173,7 +204,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         _plan_text(d)
     from gpustack_k3.core.rules import Ctx, validate_resolved
 
-    errors = [f for f in validate_resolved(r, ctx=Ctx(r, plan=p)) if f.severity == "error"]
+    errors = [f for f in validate_resolved(r, ctx=Ctx(r, plan=p, argv_refusals=refusals)) if f.severity == "error"]
     if errors:   # the arithmetic is shown, but this spec would not start: say so and exit as refused
         ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
         click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
@@ -409,7 +440,9 @@ _VALUED = ("api_server_count_flag", "nnodes_flag", "start_rank_flag", "rank_flag
 
 
 def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod):
-    """One check-pd command line -> (its document, its TopoRole). Unusable input raises InputError naming --SIDE."""
+    """One check-pd command line -> (its document, its TopoRole, what its engine's parser refuses). Unusable input
+    raises InputError naming --SIDE."""
+    import dataclasses
     import json
     import shlex
 
@@ -445,7 +478,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
             facts[key] = None
         i += 1
     try:
-        data = argv_to_data(engine, engine_version, model_name, gpu_type, 8, env, side, rest)
+        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, 8, env, side, rest)
     except InputError as exc:
         exc.where = f"{opt} {exc.where}{_flag_for(engine, exc.where)}"
         raise
@@ -486,7 +519,9 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
         nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
         side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
         extra_flags=flag_values(list(doc.spec.extraArgs)))
-    return doc, role
+    # refusals name tokens of the command line without the launch-fact flags: say which side they are from
+    refusals = [dataclasses.replace(ref, where=f"{opt} {ref.where}") for ref in refusals]
+    return doc, role, refusals
 
 
 @click.command("check-pd")
@@ -507,16 +542,18 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
              decode_pods, gpus_per_pod, strict, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
     from gpustack_k3.core.findings import sort_findings
-    from gpustack_k3.core.rules import in_role, validate_resolved, validate_topology
+    from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
     from gpustack_k3.core.topology import Topology
 
     roles, findings = [], []
     try:
         for side, text, env, pods in (("prefill", prefill, prefill_env, prefill_pods),
                                       ("decode", decode, decode_env, decode_pods)):
-            doc, role = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod)
+            doc, role, refusals = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
+                                             gpus_per_pod)
             roles.append(role)
-            findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict)]
+            ctx = Ctx(role.resolved, argv_refusals=refusals)
+            findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]
     except InputError as exc:
         fail_input(exc)
     if not any(f.rule == "unknown-catalog-entry" for f in findings):

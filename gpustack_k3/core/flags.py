@@ -1,17 +1,19 @@
 """Spec fields <-> engine flags, driven by the catalog's flag tables (catalog/data/engines/*.yaml).
 
 ``render_args`` turns a resolved spec into an argv list; ``parse_argv`` does the reverse for
-``check-args`` and ``import``. Both read the same table, so they cannot drift apart.
+``check-args`` and ``import``: it reads the command line with the engine version's own parser (core/argv,
+rebuilt from the parser dump) and maps the options the table names to spec fields.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpustack_k3.catalog.loader import DATA, EngineEntry, FlagSpec
+from gpustack_k3.catalog.loader import EngineEntry, EngineVersion, FlagSpec
+from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.core.errors import InputError
 from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.core.resolve import Resolved, get_path
@@ -117,11 +119,9 @@ def _flag_tokens(f: FlagSpec, v: Any) -> list[str]:
 @dataclass
 class ParsedArgv:
     spec: dict[str, Any] = field(default_factory=dict)   # nested camelCase spec fragment
-    extra_args: list[str] = field(default_factory=list)
+    extra_args: list[str] = field(default_factory=list)  # options the spec does not model, canonical spelling
     model_path: str | None = None
-    seen_flags: list[str] = field(default_factory=list)
-    eplb_enabled: bool = False         # --enable-eplb was given
-    eplb_config_seen: bool = False     # --eplb-config was given (without --enable-eplb: EPLB stays off)
+    refusals: list = field(default_factory=list)   # argv.Refusal: what the engine's parser would refuse
 
 
 def _set(d: dict[str, Any], path: str, value: Any) -> None:
@@ -131,15 +131,19 @@ def _set(d: dict[str, Any], path: str, value: Any) -> None:
     d[parts[-1]] = value
 
 
-def flag_index(e: EngineEntry) -> dict[str, tuple[FlagSpec, Any]]:
-    """Every flag string of the typed fields (aliases and ``--no-`` forms included) -> (its FlagSpec, the
-    value implied when the flag takes no value)."""
+def _default_version(e: EngineEntry) -> EngineVersion:
+    return next(v for v in e.versions.values() if v.default)
+
+
+def flag_index(e: EngineEntry, version: EngineVersion | None = None) -> dict[str, tuple[FlagSpec, Any]]:
+    """Every option string of the typed fields in ``version``'s parser (aliases and ``--no-``/``--disable-``
+    forms included) -> (its FlagSpec, the value implied when the flag takes no value)."""
+    dump = engine_argv.version_dump(version or _default_version(e))
     idx: dict[str, tuple[FlagSpec, Any]] = {}
     for f in e.flags:
-        for name in (f.flag, *f.aliases):
-            idx[name] = (f, None)
-            if f.kind == "bool_optional":
-                idx["--no-" + name[2:]] = (f, False)
+        o = dump.by_flag.get(f.flag) if dump else None
+        for name in (o.flags if o else (f.flag,)):
+            idx[name] = (f, False if o and name in o.negative else None)
     return idx
 
 
@@ -152,192 +156,147 @@ def speculative_subflags(e: EngineEntry) -> dict[str, str]:
             **{v: "numTokens" for v in sp["block_size_flag"].values()}}
 
 
-def strip_command(engine: EngineEntry, argv: list[str]) -> list[str]:
-    """Drop a leading executable: ``vllm serve``, ``python3 -m sglang.launch_server`` and the like."""
-    a = list(argv)
-    if a and a[0].rsplit("/", 1)[-1] == "vllm" and len(a) > 1 and a[1] == "serve":
-        return a[2:]
-    if a and a[0].rsplit("/", 1)[-1].startswith("python") and len(a) > 2 and a[1] == "-m":
-        return a[3:]
-    return a
+def _no_file(path: str) -> str:
+    raise InputError(f"argv --config {path}", "this command was given no way to read files",
+                     "inline the file's options on the command line")
 
 
-BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
-              "off": False}
-
-
-def _short(raw: str, n: int = 80) -> str:
-    return repr(raw) if len(raw) <= n else repr(raw[:n]) + f"... ({len(raw)} characters)"
-
-
-def _convert(f: FlagSpec, raw: str, flag: str) -> Any:
-    try:
-        if f.kind == "json":
-            v = json.loads(raw)
-            if not isinstance(v, dict):
-                raise ValueError("not a JSON object")
-            return v
-        if f.type == "int":
-            return int(raw)
-        if f.type == "float":
-            v = float(raw)
-            if not math.isfinite(v):
-                raise ValueError("not a finite number")
-            return v
-        return raw
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"argv {flag}", f"value {_short(raw)} is not a valid {f.kind if f.kind == 'json' else f.type}: {exc}",
-                         f"give {flag} a {'JSON object' if f.kind == 'json' else f.type}") from None
-
-
-def parse_argv(engine: EngineEntry, argv: list[str]) -> ParsedArgv:
-    """Parse an engine command line into a spec fragment. Unknown flags go to extra args, in order."""
-    out = ParsedArgv()
-    toks = strip_command(engine, argv)
-    idx = flag_index(engine)
-    sp = engine.speculative
-    spec_flags = speculative_subflags(engine)
-    i = 0
-    if toks and not toks[0].startswith("-") and engine.model_arg == "positional":
-        out.model_path = toks[0]
-        i = 1
-    while i < len(toks):
-        tok = toks[i]
-        if not tok.startswith("-") or tok in ("-", "--"):
-            raise InputError(f"argv[{i}]", f"unexpected token {tok!r}: not a flag and not the value of one",
-                             "write flags as --flag value or --flag=value")
-        name, eq, inline = tok.partition("=")
-        name = sp.get("aliases", {}).get(name, name)
-
-        def take_value() -> str:
-            nonlocal i
-            if eq:
-                return inline
-            if i + 1 >= len(toks):
-                raise InputError(f"argv {name}", "flag needs a value and none follows", f"write {name} VALUE")
-            i += 1
-            return toks[i]
-
-        out.seen_flags.append(name)
-        if name in spec_flags:
-            raw = take_value()
-            if spec_flags[name] == "numTokens":
-                try:
-                    val: Any = int(raw)
-                except ValueError:
-                    raise InputError(f"argv {name}", f"value {raw!r} is not a valid int",
-                                     f"give {name} a whole number") from None
-            else:
-                val = raw
-            _set(out.spec, f"speculative.{spec_flags[name]}", val)
-        elif name == engine.topology.get("eplb_config_flag"):
-            raw = take_value()
-            cfg = _convert(FlagSpec(field="parallel.eplb", flag=name, kind="json"), raw, name)
-            inv = {v: k for k, v in engine.topology.get("eplb_json_keys", {}).items()}
-            unknown = sorted(k for k in cfg if k.replace("-", "_") not in inv)
-            if unknown:
-                raise InputError(f"argv {name}", f"unknown EPLB config key(s) {', '.join(unknown)}",
-                                 f"use {', '.join(sorted(inv))}")
-            eplb = out.spec.setdefault("parallel", {}).setdefault("eplb", {})
-            eplb.update({inv[k.replace("-", "_")]: v for k, v in cfg.items()})
-            out.eplb_config_seen = True
-        elif name in idx:
-            f, implied = idx[name]
-            if f.kind == "eplb":
-                if eq and inline.lower() not in BOOL_WORDS:
-                    raise InputError(f"argv {name}", f"value {inline!r} is not a boolean", f"write {name} alone")
-                if not eq or BOOL_WORDS[inline.lower()]:
-                    out.spec.setdefault("parallel", {}).setdefault("eplb", {})
-                    out.eplb_enabled = True
-            elif f.kind == "speculative":
-                raw = take_value()
-                _parse_speculative(engine, raw, name, out)
-            elif f.kind in ("bool_optional", "store_true", "store_false"):
-                if eq:
-                    if inline.lower() not in BOOL_WORDS:
-                        raise InputError(f"argv {name}", f"value {inline!r} is not a boolean",
-                                         f"write {name}=true or {name}=false, or {name} alone")
-                    val = BOOL_WORDS[inline.lower()]
-                else:
-                    val = True if implied is None else implied
-                if f.kind == "store_false":
-                    val = not val
-                _set(out.spec, f.field, val)
-            else:
-                raw = take_value()
-                v = _convert(f, raw, name)
-                if f.field == "model.path":
-                    out.model_path = v
-                else:
-                    _set(out.spec, f.field, v)
+def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion | None = None,
+               read_file: Callable[[str], str] = _no_file, model_optional: bool = True) -> ParsedArgv:
+    """Read an engine command line with ``version``'s parser (default: the catalog default) into a spec
+    fragment. Options the spec models become fields; every other option the engine accepts becomes
+    ``extra_args`` in its canonical spelling and the parser's order; what the engine would refuse is in
+    ``refusals``. Two spellings of one configuration give the same result."""
+    version = version or _default_version(engine)
+    reading = engine_argv.read_argv(engine, version, argv, read_file=read_file, model_optional=model_optional)
+    dump = reading.dump
+    out = ParsedArgv(refusals=list(reading.refusals), model_path=reading.model)
+    fields = {dump.by_flag[f.flag].dest: f for f in engine.flags if f.flag in dump.by_flag}
+    sub = {dump.by_flag[flag].dest: fld for flag, fld in speculative_subflags(engine).items() if flag in dump.by_flag}
+    extra: list[tuple[int, list[str]]] = []
+    order = {o.dest: i for i, o in enumerate(dump.options)}
+    eplb_config_flag = engine.topology.get("eplb_config_flag")
+    eplb_on = eplb_config_seen = False
+    for dest, g in reading.given.items():
+        opt = dump.by_dest[dest]
+        where = f"argv[{g.origin}]" if isinstance(g.origin, int) else f"argv {g.origin or opt.canonical}"
+        if dest in sub:
+            if g.value is not None:
+                _set(out.spec, f"speculative.{sub[dest]}", g.value)
+        elif dest in fields and fields[dest].kind == "eplb":
+            if g.value:
+                _set(out.spec, "parallel.eplb", out.spec.get("parallel", {}).get("eplb", {}))
+                eplb_on = True
+        elif dest in fields and not (fields[dest].kind == "speculative" and engine.engine == "sglang"
+                                     and g.value is not None and _sglang_method(engine, g.value) is None):
+            problem = _to_spec(engine, fields[dest], g.value, out)
+            if problem:
+                out.refusals.append(engine_argv.Refusal(where, opt.canonical, problem))
+        elif opt.canonical == eplb_config_flag:
+            problem = _eplb_config(engine, g.value, out)
+            if problem:   # a key the engine accepts but spec.parallel.eplb cannot hold: unusable input, as before
+                raise InputError(f"argv {opt.canonical}", problem, "give only the EPLB keys the spec models")
+            eplb_config_seen = eplb_config_seen or g.value is not None
+        elif dest == "config" and engine.engine == "vllm":
+            # argparse_utils.py parse_args@0.33.0 pulls the file only for the separate token `--config`
+            out.refusals.append(engine_argv.Refusal(where, "--config", f"{g.option}={g.value}: vLLM reads a config file only "
+                                        "from the two tokens `--config FILE`; this spelling is accepted and ignored"))
         else:
-            out.extra_args.append(tok)
-            if not eq and i + 1 < len(toks) and not toks[i + 1].startswith("--") and not _is_short_flag(toks[i + 1]):
-                i += 1
-                out.extra_args.append(toks[i])
-        i += 1
+            extra.append((order[dest], engine_argv.render_given(opt, g)))
+    out.extra_args = [t for _, toks in sorted(extra, key=lambda x: x[0]) for t in toks]
     if out.model_path is not None:
         _set(out.spec, "model.path", out.model_path)
-    if out.eplb_config_seen and not out.eplb_enabled:
+    if eplb_config_seen and not eplb_on:
         # --eplb-config without --enable-eplb: configured but off (config/parallel.py:586-591@0.33.0 then refuses
         # num_redundant_experts, rule eplb-redundant-needs-eplb)
         out.spec["parallel"]["eplb"]["enabled"] = False
     return out
 
 
-def _is_short_flag(tok: str) -> bool:
-    return tok.startswith("-") and len(tok) > 1 and not tok[1].isdigit() and tok[1] != "."
+def _eplb_config(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
+    """``--eplb-config`` (the EPLBConfig object the parser read) into ``spec.parallel.eplb``; a message for a key
+    the spec does not model."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        return f"must be a JSON object, got {json.dumps(v)[:80]}"
+    inv = {key: fld for fld, key in engine.topology.get("eplb_json_keys", {}).items()}
+    unknown = sorted(k for k in v if k.replace("-", "_") not in inv)
+    if unknown:
+        return f"unknown EPLB config key(s) {', '.join(unknown)}; use {', '.join(sorted(inv))}"
+    eplb = out.spec.setdefault("parallel", {}).setdefault("eplb", {})
+    eplb.update({inv[k.replace("-", "_")]: val for k, val in v.items()})
+    return None
 
 
-def _parse_speculative(engine: EngineEntry, raw: str, flag: str, out: ParsedArgv) -> None:
+def _to_spec(engine: EngineEntry, f: FlagSpec, v: Any, out: ParsedArgv) -> str | None:
+    """Put one parsed option into the spec fragment; a message when the value cannot be represented."""
+    if f.kind == "speculative":
+        return _speculative(engine, v, out)
+    if f.kind in ("bool_optional", "store_true", "store_false"):
+        _set(out.spec, f.field, (not v) if f.kind == "store_false" else bool(v))
+        return None
+    if v is None:                       # vLLM optional_type: "None" / "" is the unset default
+        return None
+    if f.field == "model.path":
+        out.model_path = v
+        return None
+    if f.field == "scheduling.maxModelLen" and v == -1:
+        return None                     # "auto"/-1 (human_readable_int_or_auto): the model's maximum, as unset
+    if f.kind == "json":
+        if not isinstance(v, dict):
+            return f"{f.flag} must be a JSON object, got {json.dumps(v)[:80]}"
+    elif f.type in ("int", "float") and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        try:
+            v = int(v) if f.type == "int" else float(v)
+        except (TypeError, ValueError, OverflowError):
+            return f"{f.flag} {v!r} is not a {f.type}"
+    if f.type == "float":
+        v = float(v)
+        if not math.isfinite(v):   # float("nan") passes argparse; the engine's config validation refuses it
+            return f"{f.flag} {v!r} is not a finite number"
+    _set(out.spec, f.field, v)
+    return None
+
+
+def _speculative(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
     sp = engine.speculative
+    if v is None:
+        return None
     if engine.engine == "sglang":
-        inv = {v.upper(): k for k, v in sp["methods"].items()}
-        method = inv.get(raw.upper())
-        if method is None:
-            out.extra_args += [flag, raw]   # an algorithm we do not model: pass through, checked as unknown
-            return
-        _set(out.spec, "speculative.method", method)
-        return
-    try:
-        cfg = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"argv {flag}", f"not valid JSON: {exc}", f"quote the JSON object given to {flag}") from None
-    if not isinstance(cfg, dict):
-        raise InputError(f"argv {flag}", "must be a JSON object", "e.g. '{\"method\":\"dspark\",...}'")
-    inv_keys = {v: k for k, v in sp["json_keys"].items()}
-    inv_methods = {v: k for k, v in sp["methods"].items()}
+        _set(out.spec, "speculative.method", _sglang_method(engine, v))
+        return None
+    if not isinstance(v, dict):
+        return f"--speculative-config must be a JSON object, got {json.dumps(v)[:80]}"
+    inv_keys = {k: fld for fld, k in sp["json_keys"].items()}
+    inv_methods = {m: k for k, m in sp["methods"].items()}
     spec: dict[str, Any] = {"extraConfig": {}}
-    for k, v in cfg.items():
-        k2 = k.replace("-", "_")   # arg_utils.py:2126-2128: dashes in JSON keys become underscores
+    for k, val in v.items():
+        k2 = k.replace("-", "_")   # arg_utils.py:2126-2128@0.33.0: dashes in JSON keys become underscores
         if k2 in inv_keys:
             fld = inv_keys[k2]
-            if fld == "method" and not isinstance(v, str):
-                raise InputError(f"argv {flag}", f"\"{k}\" must be a string, got {json.dumps(v)[:80]}",
-                                 "e.g. \"method\": \"dspark\"")
-            spec[fld] = inv_methods.get(v, v) if fld == "method" else v
+            if fld == "method" and not isinstance(val, str):
+                return f"--speculative-config: \"{k}\" must be a string, got {json.dumps(val)[:80]}"
+            spec[fld] = inv_methods.get(val, val) if fld == "method" else val
         else:
-            spec["extraConfig"][k2] = v
+            spec["extraConfig"][k2] = val
     if "method" not in spec:
-        spec["method"] = "dspark" if "dspark" in str(cfg.get("model", "")).lower() else "ngram" if cfg.get("model") == "ngram" else "mtp"
-    for k, v in spec.items():
-        _set(out.spec, f"speculative.{k}", v)
+        model = str(v.get("model", "")).lower()
+        spec["method"] = "dspark" if "dspark" in model else "ngram" if v.get("model") == "ngram" else "mtp"
+    for k, val in spec.items():
+        _set(out.spec, f"speculative.{k}", val)
+    return None
 
 
-@functools.lru_cache(maxsize=8)
-def parser_options(rel_path: str) -> frozenset[str]:
-    """Option strings (and aliases) from a parser dump in the catalog data directory."""
-    d = json.loads((DATA / rel_path).read_text())
-    opts = d["options"] if isinstance(d, dict) else {k: {} for k in d}
-    return frozenset({*opts, *(a for v in opts.values() for a in v.get("aliases", []))})
+def _sglang_method(engine: EngineEntry, algorithm: Any) -> str | None:
+    """spec method of an SGLang --speculative-algorithm (None: one the spec does not model; it stays an
+    extra arg)."""
+    return {m.upper(): k for k, m in engine.speculative["methods"].items()}.get(str(algorithm).upper())
 
 
 def known_flags(r: Resolved) -> set[str]:
-    """Every flag string the catalog knows for this engine version (typed fields + extra known flags)."""
-    out: set[str] = {*flag_index(r.engine), *speculative_subflags(r.engine), *r.engine.speculative.get("aliases", {})}
-    if r.version:
-        out.update(r.version.extra_known_flags)
-        if r.version.known_flags_file:
-            out.update(parser_options(r.version.known_flags_file))
+    """Every option string the version's parser accepts (from its dump), and the platform-owned flags."""
+    dump = engine_argv.version_dump(r.version) if r.version else None
+    out: set[str] = set(dump.by_flag) if dump else {*flag_index(r.engine), *speculative_subflags(r.engine)}
     out.update(r.engine.platform_flags)
     return out

@@ -60,13 +60,6 @@ class Generated:
     refs: set[str]                # spec paths the rules read (they get a maxLength when strings)
 
 
-# The spec/args rules judge one engine's document. With spec.roles each role runs its own effective document
-# (core/topology.py: the role's sections over the shared ones, gpuCount = gpusPerPod), which CEL over the shared
-# spec cannot see: there the rules hold only for a roleless document, and the operator's validation checks every
-# role (status condition Valid) as `validate` does.
-ROLELESS = "(!has(self.roles) || size(self.roles) == 0)"
-
-
 def generate(cat: Catalog, spec_model: type, spec_schema: dict[str, Any]) -> Generated:
     builders = {e: Builder(cat, spec_model, e) for e in cat.engines}
     rules: list[CelRule] = []
@@ -83,13 +76,20 @@ def generate(cat: Catalog, spec_model: type, spec_schema: dict[str, Any]) -> Gen
             c = entry.cel(b)
             if c is None or not vers:
                 continue
-            bad[e] = conj(ROLELESS, b.known(), b.version_in(vers), c)
+            bad[e] = conj(b.known(), b.version_in(vers), c)
         if not bad:
             continue
         rules.append(CelRule(entry.id, _per_engine(bad), _message(entry, entry.field),
                              _spec_field_path(spec_schema, entry.field)))
+    # The spec rules read one engine on one node: a document with roles is checked per role (each role's
+    # effective document) by the CLI and the operator, which CEL over the shared fields cannot express.
+    for r in rules:
+        r.expression = f"({ROLES_PRESENT}) || ({r.expression})"
     refs = set().union(*(b.refs for b in builders.values()))
     return Generated(rules, refs)
+
+
+ROLES_PRESENT = "has(self.roles) && size(self.roles) > 0"
 
 
 def metadata_name_rule(pattern: str, max_length: int) -> CelRule:

@@ -81,7 +81,6 @@ def test_hybrid_models_need_equal_dcp_and_block_size():
 
 
 @pytest.mark.parametrize("prefill,needle", [
-    ("vllm serve m --tensor-parallel-size x", "--prefill argv --tensor-parallel-size"),
     ("vllm serve m --kv-transfer-config '{oops'", "--prefill --kv-transfer-config"),
     ("vllm serve 'unterminated", "--prefill"),
     ("", "--prefill"),
@@ -90,3 +89,11 @@ def test_bad_input_exits_2_naming_the_option(prefill, needle):
     res = CliRunner().invoke(cli, ["check-pd", "--engine", "vllm", "--prefill", prefill, "--decode", DECODE])
     assert res.exit_code == 2 and needle in res.output, res.output
     assert "Traceback" not in res.output
+
+
+def test_a_token_the_engine_refuses_is_an_argv_refused_finding_of_its_side():
+    # read as check-args reads it: vLLM's parser refuses `x` for an int option (exit 1, not unusable input)
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "vllm", "--prefill", "vllm serve m --tensor-parallel-size x",
+                                   "--decode", DECODE])
+    assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]" in res.output, res.output
+    assert "invalid int value: 'x'" in res.output

@@ -122,8 +122,7 @@ def test_input_errors_exit_2():
     assert run("validate", "--preset", "nope").returncode == 2
     assert run("validate", "--bogus-flag").returncode == 2
     assert run("validate", "-", input="\x00\xff").returncode == 2
-    p = run("check-args", "--engine", "vllm", "--", "--max-model-len")
-    assert p.returncode == 2 and "--max-model-len" in p.stderr
+    # the engine's parser accepts 0; the document cannot hold it (spec.parallel.tp >= 1): unusable input
     p = run("check-args", "--engine", "vllm", "--", "--tensor-parallel-size", "0")
     assert p.returncode == 2 and "--tensor-parallel-size" in p.stderr
 
@@ -178,17 +177,25 @@ def test_anchors_and_server_metadata_are_fine(tmp_path):
     assert p.returncode == 0, p.stderr
 
 
-@pytest.mark.parametrize("engine,argv,needle", [
-    ("vllm", ["--speculative-config", '{"method":[1]}'], '"method" must be a string'),
-    ("vllm", ["--gpu-memory-utilization", "nan"], "not a finite number"),
-    ("vllm", ["--trust-remote-code=maybe"], "is not a boolean"),
-    ("vllm", ["--attention-config", '{"a":' * 3000 + "1" + "}" * 3000], "--attention-config"),
-    ("vllm", ["--speculative-config", '{"a":' * 3000 + "1" + "}" * 3000], "--speculative-config"),
-    ("sglang", ["--speculative-num-draft-tokens", "abc"], "--speculative-num-draft-tokens"),
+@pytest.mark.parametrize("engine,argv,field,needle", [
+    ("vllm", ["--speculative-config", '{"method":[1]}'], "argv[0]", '"method" must be a string'),
+    ("vllm", ["--gpu-memory-utilization", "nan"], "argv[0]", "not a finite number"),
+    ("vllm", ["--trust-remote-code=maybe"], "argv[0]", "ignored explicit argument 'maybe'"),
+    ("vllm", ["--attention-config", '{"a":' * 3000 + "1" + "}" * 3000], "argv[0]", "--attention-config"),
+    ("vllm", ["--speculative-config", '{"a":' * 3000 + "1" + "}" * 3000], "argv[0]", "--speculative-config"),
+    ("vllm", ["-tp", "8", "--max-model-len"], "argv[2]", "expected one argument"),
+    ("vllm", ["--kv-cache-dtype", "fp9"], "argv[0]", "invalid choice: 'fp9'"),
+    ("vllm", ["-tp", "8", "--no-such-flag", "1"], "argv[2]", "unrecognized argument '--no-such-flag'"),
+    ("sglang", ["--speculative-num-draft-tokens", "abc"], "argv[0]", "--speculative-num-draft-tokens"),
+    ("sglang", ["--tp_size", "8"], "argv[0]", "unrecognized argument '--tp_size'"),
 ])
-def test_unusable_argv_exits_2_naming_the_flag(engine, argv, needle):
-    p = run("check-args", "--engine", engine, "--", *argv)
-    assert p.returncode == 2 and needle in p.stderr and len(p.stderr) < 2000, p.stderr
+def test_refused_argv_exits_1_naming_the_token(engine, argv, field, needle):
+    """What the engine's parser refuses is a finding (argv-refused) naming the token, never an extra arg."""
+    p = run("check-args", "--engine", engine, "-o", "json", "--", *argv)
+    assert p.returncode == 1, p.stderr
+    refused = [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "argv-refused"]
+    assert refused and refused[0]["field"] == field and needle in refused[0]["message"], refused
+    assert len(refused[0]["message"]) < 2000
 
 
 def test_plan_of_a_refused_spec_shows_the_figures_and_exits_1():

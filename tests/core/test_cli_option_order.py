@@ -79,7 +79,8 @@ def test_plan_keeps_engine_argv_after_the_separator(capsys):
     assert json.loads(out)["max_model_len"] == 131072
     # after --, even a token that looks like plan's own option belongs to the engine's command line
     rc, out, err = invoke(capsys, ["plan", "--engine", "vllm", "--", *argv])
-    assert rc == 0 and out.startswith("engine "), (out, err)      # the text plan: -o x was not plan's
+    # the text plan, and the engine's parser (not plan's) refused `-o`: vLLM has no such option
+    assert rc == 1 and out.startswith("engine ") and "argv-refused (argv[5])" in err, (out, err)
 
 
 def test_plan_refuses_stray_arguments_after_spec(capsys):

@@ -7,7 +7,6 @@ import pytest
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.core.errors import InputError
 from gpustack_k3.core.flags import parse_argv, render_args
 from gpustack_k3.core.resolve import resolve
 
@@ -85,25 +84,28 @@ def test_equals_form_and_aliases():
     p = parse_argv(e, ["-tp=4", "--decode-context-parallel-size=2", "--no-enable-prefix-caching", "--max-model-len", "8192"])
     assert p.spec["parallel"] == {"tp": 4, "dcp": 2}
     assert p.spec["scheduling"] == {"prefixCaching": False, "maxModelLen": 8192}
+    assert p.refusals == []
 
 
-def test_unknown_flags_kept_in_order_with_values():
+def test_unknown_flags_are_refused_known_ones_kept_canonical():
+    """An option the engine has but the spec does not model is an extra arg in the parser's canonical
+    spelling and order; an option the engine does not have is a refusal, never an extra arg."""
     e = load_catalog().engine("vllm")
-    p = parse_argv(e, ["--seed", "3", "--async-scheduling", "--tensor-parallel-size", "8", "--foo=bar"])
-    assert p.extra_args == ["--seed", "3", "--async-scheduling", "--foo=bar"]
+    p = parse_argv(e, ["--seed=3", "--async_scheduling", "--tensor-parallel-size", "8", "--foo=bar"])
+    assert p.extra_args == ["--seed", "3", "--async-scheduling"]
+    assert [(r.where, r.flag) for r in p.refusals] == [("argv[4]", "--foo")]
 
 
-@pytest.mark.parametrize("argv,where", [
-    (["--tensor-parallel-size"], "--tensor-parallel-size"),
-    (["--tensor-parallel-size", "eight"], "--tensor-parallel-size"),
-    (["--speculative-config", "{not json"], "--speculative-config"),
-    (["--speculative-config", "[1]"], "--speculative-config"),
-    (["/m", "stray"], "argv[1]"),
+@pytest.mark.parametrize("argv,where,needle", [
+    (["--tensor-parallel-size"], "argv[0]", "expected one argument"),
+    (["--tensor-parallel-size", "eight"], "argv[0]", "invalid int value: 'eight'"),
+    (["--speculative-config", "{not json"], "argv[0]", "--speculative-config"),
+    (["--speculative-config", "[1]"], "argv[0]", "must be a JSON object"),
+    (["/m", "stray"], "argv[1]", "unrecognized argument 'stray'"),
 ])
-def test_bad_argv_names_the_flag(argv, where):
-    with pytest.raises(InputError) as ei:
-        parse_argv(load_catalog().engine("vllm"), argv)
-    assert where in ei.value.line()
+def test_bad_argv_names_the_token(argv, where, needle):
+    p = parse_argv(load_catalog().engine("vllm"), argv)
+    assert [r.where for r in p.refusals] == [where] and needle in p.refusals[0].message, p.refusals
 
 
 def test_sglang_negative_value_is_a_value():

@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.cli.main import run
+from gpustack_k3.core.flags import flag_index
 
 from .conftest import merge
 
-FLAGS = sorted({n for e in ("vllm", "sglang") for f in load_catalog().engine(e).flags for n in (f.flag, *f.aliases)})
+FLAGS = sorted({n for e in ("vllm", "sglang") for n in flag_index(load_catalog().engine(e))})
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 2_000_000), st.floats(-2, 3), st.just(float("nan")),
                     st.text(max_size=12), st.lists(st.integers(), max_size=2))
 SPEC_PATHS = ["engine.name", "engine.version", "parallel.tp", "parallel.dcp", "parallel.pp", "memory.fraction",

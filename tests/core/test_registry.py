@@ -115,11 +115,13 @@ def test_traits_exist_and_each_spec_rule_applies_somewhere():
 
 def test_every_rule_has_a_firing_case():
     from tests.coldstart.test_doctor import LOG_CASES
+    from tests.core.test_argv_read import ARGV_CASES
     from tests.core.test_rules import CASES
     from tests.core.test_rules_render import RENDER_CASES
     from tests.core.test_rules_topology import TOPOLOGY_CASES
 
-    covered = set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(TOPOLOGY_CASES) | {"spec.schema"}
+    covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
+               | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 
 

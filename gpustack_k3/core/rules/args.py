@@ -1,15 +1,15 @@
-"""The args family: what ``spec.extraArgs`` and ``spec.env`` carry to the engine besides the typed fields.
-
-(A rule the argv reader reports, such as a token the engine's parser would refuse, belongs here too.)
+"""The args family: what ``spec.extraArgs`` and ``spec.env`` carry to the engine besides the typed fields, and
+what the engine's parser refuses in a command line the document was read from (``argv-refused``).
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.flags import flag_index, known_flags, speculative_subflags
 from gpustack_k3.core.resolve import Resolved
-from gpustack_k3.core.rules.registry import rule
+from gpustack_k3.core.rules.registry import RULES, Hit, rule
 
 BOTH = ("vllm", "sglang")
 
@@ -37,6 +37,40 @@ def extra_arg(r: Resolved, *names: str) -> tuple[int, str | None] | None:
     return found
 
 
+def _refusal_hits(refusals: Iterable) -> Iterator[Hit]:
+    for ref in refusals:
+        msg = f"{ref.flag}: {ref.message}" if ref.flag and ref.flag not in ref.message else ref.message
+        yield ref.where, msg
+
+
+@rule("argv-refused", family="args", severity="error", engines=BOTH, field="argv",
+      title="The engine's parser refuses this command line",
+      why="check-args, import and plan --engine read a command line with the engine version's own parser (its "
+          "options, aliases, types, choices and pre-argparse steps, dumped from the release); a token that parser "
+          "refuses (unknown or ambiguous flag, bad value, bad choice, bad JSON, a config file it cannot use) makes "
+          "the engine exit before it loads anything, so it is reported, never passed on as an extra arg.",
+      fix="Correct the token named in the message (see the engine version's --help); give --engine-version when the "
+          "flag exists in another version.",
+      source="gpustack_k3/catalog/data/engines/*-options.json (each version's parser, tools/engine_parsers/dump.py); "
+             "gpustack_k3/core/argv",
+      sources={"vllm": "vllm utils/argparse_utils.py:313-672@0.33.0 (FlexibleArgumentParser.parse_args, "
+                       "_pull_args_from_config, load_config_file; in utils/__init__.py@0.11.0); "
+                       "gpustack_k3/catalog/data/engines/vllm-*-options.json",
+               "sglang": "sglang srt/server_args.py:668-689@0.5.23 (prepare_server_args: argparse + "
+                         "ConfigArgumentMerger); gpustack_k3/catalog/data/engines/sglang-*-options.json"},
+      no_cel="a property of an engine command line read by check-args, import and plan; a K3Deployment holds a spec, "
+             "never a command line")
+def _(r, c):
+    # the reading was done where the command line was read (core/flags.parse_argv); Ctx carries its refusals
+    yield from _refusal_hits(c.argv_refusals)
+
+
+def argv_findings(refusals: Iterable) -> list[Finding]:
+    """argv-refused findings for what a parser refused (import reports them without validating a document)."""
+    rule_ = RULES["argv-refused"]
+    return list(rule_.findings(_refusal_hits(refusals)))
+
+
 @rule("extra-arg-malformed", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
       title="Extra argument is not a flag",
       why="Every extra argument must start a flag (--name or --name=value) or be the value of the flag before it.",
@@ -60,9 +94,12 @@ def _(r, c):
       no_cel="tokenising spec.extraArgs and matching every flag alias per version would iterate an unbounded list of "
              "unbounded strings, beyond the API server's CEL cost budget")
 def _(r, c):
-    idx = {n: f.field for n, (f, _) in flag_index(r.engine).items() if not f.platform}
+    tokens = list(extra_tokens(r))
+    if not tokens:      # the parser dump is read only when there is something to look up
+        return
+    idx = {n: f.field for n, (f, _) in flag_index(r.engine, r.version).items() if not f.platform}
     idx.update({n: f"speculative.{fld}" for n, fld in speculative_subflags(r.engine).items()})
-    for i, name in extra_tokens(r):
+    for i, name in tokens:
         if name in idx:
             yield f"spec.extraArgs[{i}]", f"{name} in extraArgs duplicates spec.{idx[name]}; set that field instead"
 
@@ -84,11 +121,15 @@ def _(r, c):
       field="spec.extraArgs", title="Flag not known for this engine version",
       why="The catalog does not know this flag for the version; a typo fails at start-up after minutes of loading.",
       fix="Check the spelling against the engine version's --help; with --strict this refuses.",
-      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (known flags per version)",
+      source="gpustack_k3/catalog/data/engines/*-options.json (each version's parser: every option string it "
+             "registers)",
       no_cel="needs the per-version known-flag tables (hundreds of flags) and argv tokenising")
 def _(r, c):
+    tokens = list(extra_tokens(r))
+    if not tokens:
+        return
     known = known_flags(r)
-    for i, name in extra_tokens(r):
+    for i, name in tokens:
         if name not in known:
             yield f"spec.extraArgs[{i}]", f"{name} is not a known flag of {r.engine.engine} {r.version.key}"
 

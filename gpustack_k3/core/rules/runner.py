@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, sort_findings
@@ -22,11 +24,14 @@ class Ctx:
     else the planner raises is a bug and propagates: swallowing it would silently switch off every memory rule.
     """
 
-    def __init__(self, r: Resolved, plan: Plan | None = None) -> None:
-        """``plan``: one the caller already computed for ``r`` (then it is not computed again)."""
+    def __init__(self, r: Resolved, plan: Plan | None = None, argv_refusals: Sequence[Any] = ()) -> None:
+        """``plan``: one the caller already computed for ``r`` (then it is not computed again).
+        ``argv_refusals``: when the document was read from an engine command line (check-args, plan --engine), what
+        the engine version's parser refuses in it (core.argv ``Refusal``s; rule argv-refused reports them)."""
         self.r = r
         self._plan: object = plan if plan is not None else _UNSET
         self.plan_error: str | None = None
+        self.argv_refusals = list(argv_refusals)
 
     @property
     def plan(self) -> Plan | None:

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The released engine wheels whose argument parsers the catalog pins (tools/engine_parsers/dump.py), and the
+# small venv the parsers are built in. Idempotent.
+#
+#   .ci/setup_engine_wheels.sh     download what is missing; print the wheel directory on the last stdout line
+#
+# Wheels land in ${GPUSTACK_K3_CACHE:-$HOME/.cache/gpustack-k3}/wheels (`pip download --no-deps`, nothing is
+# installed); the list is every catalog version's `parser.wheel` (dump.py --wheels). The venv (pinned pure-Python
+# libraries of tools/engine_parsers/requirements.txt) is made under .../engine-parsers/. tests/engine/
+# test_engine_parser_dumps.py re-dumps each parser from its wheel and compares with the committed dump.
+# Progress goes to stderr.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${GPUSTACK_K3_CACHE:-$HOME/.cache/gpustack-k3}"
+DEST="$CACHE/wheels"
+PY="${PYTHON:-python3}"
+
+say() { printf '[setup_engine_wheels %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+"$PY" -m pip --version >/dev/null 2>&1 || die "$PY has no pip; set PYTHON to an interpreter with pip"
+mkdir -p "$DEST"
+mapfile -t WANT < <("$PY" "$HERE/tools/engine_parsers/dump.py" --wheels)
+[[ ${#WANT[@]} -gt 0 ]] || die "dump.py --wheels listed no wheel"
+for spec in "${WANT[@]}"; do
+  name="${spec%%==*}"; version="${spec##*==}"
+  if compgen -G "$DEST/$name-$version-*.whl" >/dev/null; then
+    say "$spec already in $DEST"
+    continue
+  fi
+  say "downloading $spec"
+  "$PY" -m pip download --quiet --disable-pip-version-check --no-deps "$spec" -d "$DEST" >&2 \
+    || die "pip download $spec failed"
+  compgen -G "$DEST/$name-$version-*.whl" >/dev/null || die "$spec: no wheel after download"
+done
+say "tools venv: $("$PY" "$HERE/tools/engine_parsers/dump.py" --prepare 2>/dev/null | tail -1)"
+echo "$DEST"

@@ -1,0 +1,127 @@
+"""An argparse parser rebuilt from a parser dump: the engine's option strings, actions, nargs, types (the
+engine's own type functions, re-implemented in engine_types.py) and choices, so argparse itself decides
+abbreviations, ``--k=v``, nargs, negative numbers and the order of errors as the engine's parser does.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+from typing import Any
+
+from gpustack_k3.core.argv import engine_types as et
+from gpustack_k3.core.argv.dumps import ParserDump, Refused, load_dump
+
+_KIND_ACTIONS = {"store": "store", "store_true": "store_true", "store_false": "store_false",
+                 "store_const": "store_const", "append": "append", "append_const": "append_const",
+                 "count": "count", "extend": "extend", "boolean_optional": argparse.BooleanOptionalAction}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the engine's options; errors raise instead of exiting; every value an action receives
+    is recorded (``namespace._k3_given``: dest, option string, raw strings, converted value) in order."""
+
+    def error(self, message):
+        raise Refused(message)
+
+    def _get_formatter(self):
+        # add_argument builds a help formatter per option only to check its metavar (argparse.py@3.11), and a
+        # formatter asks the terminal its size: one formatter for all (we never print help) saves most of the
+        # time it takes to rebuild a 300-option parser
+        fmt = self.__dict__.get("_k3_formatter")
+        if fmt is None:
+            fmt = self._k3_formatter = super()._get_formatter()
+        return fmt
+
+    def _get_values(self, action, arg_strings):
+        self._k3_raw, self._k3_action = list(arg_strings), action
+        return super()._get_values(action, arg_strings)
+
+
+class _PrintsAndExits(argparse.Action):
+    """--help / --version: the engine prints and exits; that is not a serving command line."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise Refused(f"{option_string} prints the engine's help or version and exits: not a serving command line",
+                      flag=option_string)
+
+
+def _tracking(cls: type) -> type:
+    class Tracked(cls):
+        def __call__(self, parser, namespace, values, option_string=None):
+            super().__call__(parser, namespace, values, option_string)
+            namespace._k3_given.append((self.dest, option_string, getattr(parser, "_k3_raw", []),
+                                        getattr(namespace, self.dest, None)))
+
+    Tracked.__name__ = cls.__name__
+    return Tracked
+
+
+_TRACKED: dict[Any, type] = {}
+
+
+def _action_class(kind_or_cls: Any) -> type:
+    if kind_or_cls not in _TRACKED:
+        base = kind_or_cls if isinstance(kind_or_cls, type) else argparse.ArgumentParser()._registry_get(
+            "action", kind_or_cls, kind_or_cls)
+        _TRACKED[kind_or_cls] = _tracking(base)
+    return _TRACKED[kind_or_cls]
+
+
+def build_parser(dump: ParserDump, *, model_optional: bool = True) -> _Parser:
+    """An argparse parser behaving as the engine's for every option of the dump. ``model_optional``: a
+    command line pasted without its model is read anyway (the engine would refuse a missing required
+    ``--model-path``)."""
+    return _build_parser(dump.path, model_optional)
+
+
+@functools.lru_cache(maxsize=16)
+def _build_parser(path: str, model_optional: bool) -> _Parser:
+    dump = load_dump(path)
+    p = _Parser(prog=dump.engine, add_help=False, allow_abbrev=dump.allow_abbrev, exit_on_error=False)
+    for entry in dump.positionals:
+        p.add_argument(entry["dest"], nargs=entry.get("nargs"), type=et.build_type(entry.get("type")),
+                       default=None, action=_action_class("store"))
+    for entry, opt in zip(dump.raw_options, dump.options):
+        kw: dict[str, Any] = {"dest": opt.dest, "default": opt.default}
+        action = entry["action"]
+        if action in ("help", "version"):
+            kw["action"] = _action_class(_PrintsAndExits)
+        elif isinstance(action, dict):
+            known = et.ACTIONS.get(action["custom"])
+            if known is None or action.get("src") not in known[0]:
+                raise et.UnknownEngineCode(f"action {action['custom']} (source hash {action.get('src')})")
+            cls = known[1]
+            kw["action"] = _action_class(cls)
+            if cls is et.EnableDisableAction:
+                kw["negative"] = opt.negative
+            elif cls is et.VllmLoRAModules:
+                ref = (action.get("refs") or {}).get("LoRAModulePath") or {}
+                kw["fields"], kw["required_fields"] = ref.get("fields", ()), ref.get("required", ())
+            elif cls is et.StoreConstValue:
+                kw["const_value"] = action.get("const_value")
+            if cls is not et.EnableDisableAction:
+                kw["nargs"] = entry.get("nargs")
+                kw["type"] = et.build_type(entry.get("type"))
+                if entry.get("choices") is not None:
+                    kw["choices"] = entry["choices"]
+        else:
+            kw["action"] = _action_class(_KIND_ACTIONS[action])
+            if action in ("store", "append", "extend"):
+                kw["nargs"] = entry.get("nargs")
+                kw["type"] = et.build_type(entry.get("type"))
+                if "const" in entry:
+                    kw["const"] = entry["const"]
+            elif action in ("store_const", "append_const"):
+                kw["const"] = entry.get("const")
+            if entry.get("choices") is not None and action not in ("store_true", "store_false", "count"):
+                kw["choices"] = entry["choices"]
+        if opt.required and not (model_optional and opt.dest in ("model_path", "model")):
+            kw["required"] = True
+        # BooleanOptionalAction makes its --no- strings itself; every other action gets all registered strings
+        # (for vLLM's EnableDisableAction the hidden --no-enable-x too: argparse_utils.py _register_action@0.33.0)
+        names = [f for f in opt.flags if f not in opt.negative] if action == "boolean_optional" else list(opt.flags)
+        p.add_argument(*names, **kw)
+    return p
