@@ -39,25 +39,23 @@ def cases() -> dict[str, object]:
 
 
 def topology_files(name: str, doc) -> dict[str, str]:
-    """A multi-pod/P-D document: argv per role and pod kind; docker and gpustack refuse with their reason. (The
-    kubernetes LeaderWorkerSet files come from the Kubernetes renderer of the topology.)"""
-    import json
+    """A multi-pod/P-D document: argv per role and pod kind; kubernetes as one LeaderWorkerSet per role (and as one
+    DisaggregatedSet); docker and gpustack refuse with their reason."""
+    from gpustack_k3.render.targets import render_topology_targets
 
-    from gpustack_k3.core.launch import build_topology_launch
-    from gpustack_k3.render import docker, gpustack
-    from gpustack_k3.render.argv import topology_argv_document, topology_shell
-    from gpustack_k3.render.templates import RenderError
-
-    tl, _, _ = build_topology_launch(doc)
-    out = {f"{name}/argv/argv.json": json.dumps(topology_argv_document(tl), indent=2, ensure_ascii=False) + "\n",
-           f"{name}/argv/argv.sh": topology_shell(tl)}
-    for target, refuse in (("docker", docker.refuse_topology), ("gpustack", gpustack.refuse_topology)):
-        try:
-            refuse(tl)
-        except RenderError as exc:
+    out: dict[str, str] = {}
+    for folder, form in (("", "leaderworkerset"), ("kubernetes-disaggregatedset", "disaggregatedset")):
+        targets = ("argv", "kubernetes", "docker", "gpustack") if not folder else ("kubernetes",)
+        files, refused, _ = render_topology_targets(doc, targets, namespace=doc.metadata.namespace, form=form)
+        for target, exc in refused.items():
+            if target not in ("docker", "gpustack"):
+                raise AssertionError(f"{name}: {target} refused: {exc}")
             out[f"{name}/{target}/refused.txt"] = exc.line() + "\n"
-        else:
-            raise AssertionError(f"{target} renders topology {name}")
+        for target, texts in files.items():
+            if target in ("docker", "gpustack"):
+                raise AssertionError(f"{target} renders topology {name}")
+            for rel, text in texts.items():
+                out[f"{name}/{folder or target}/{rel}"] = text
     return out
 
 

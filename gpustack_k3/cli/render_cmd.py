@@ -99,6 +99,36 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
                    for rel, text in files.items())
 
 
+def _render_topology(doc, target, targets, out_dir, output, namespace, strict, form) -> None:
+    """A document with spec.roles: argv and kubernetes per role; docker/gpustack say why they cannot run it
+    (one target: exit 1 with the reason; all: ``<target>/refused.txt``)."""
+    from gpustack_k3.core.launch import Refused
+    from gpustack_k3.render.targets import render_topology_targets
+    from gpustack_k3.render.writer import write_files
+
+    try:
+        per_target, refused, findings = render_topology_targets(doc, targets, namespace=namespace, form=form,
+                                                                strict=strict)
+    except Refused as exc:
+        _refused(exc.findings)
+    _warn(findings)
+    if target != "all" and target in refused:
+        _render_failed(refused[target])
+    if target == "all":
+        files = {f"{t}/{rel}": text for t, texts in per_target.items() for rel, text in texts.items()}
+        files.update({f"{t}/refused.txt": exc.line() + "\n" for t, exc in refused.items()})
+    else:
+        files = per_target[target]
+    try:
+        if out_dir is not None:
+            for p in write_files(out_dir, files):
+                click.echo(f"wrote {p}", err=True)
+            return
+        click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files, None), nl=False)
+    except InputError as exc:
+        fail_input(exc)
+
+
 @click.command()
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
@@ -115,7 +145,10 @@ def _stdout_text(target: str, output: str, files: dict[str, str], launch) -> str
 @click.option("--cluster", default="default", show_default=True, help="GPUStack: cluster name for import.yaml.",
               callback=_checked_name(_gpustack_name, "GPUStack cluster name"))
 @click.option("--strict", is_flag=True, help="Unknown flags refuse instead of warn.")
-def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict):
+@click.option("--lws-form", type=click.Choice(["leaderworkerset", "disaggregatedset"]), default="leaderworkerset",
+              show_default=True, help="Kubernetes, a document with spec.roles: one LeaderWorkerSet per role, or one "
+              "DisaggregatedSet (LWS >= 0.10) holding the roles.")
+def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict, lws_form):
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
@@ -127,6 +160,9 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     except InputError as exc:
         fail_input(exc)
     targets = TARGETS if target == "all" else (target,)
+    if doc.spec.roles:
+        _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict, lws_form)
+        return
     try:
         launch, findings = prepare(doc, targets=targets, strict=strict)
     except Refused as exc:

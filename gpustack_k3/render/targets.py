@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.core.findings import has_errors, sort_findings
-from gpustack_k3.core.launch import Refused, build_launch
-from gpustack_k3.render.argv import argv_document, shell_command
+from gpustack_k3.core.launch import Refused, build_launch, build_topology_launch
+from gpustack_k3.render import docker, gpustack
+from gpustack_k3.render.argv import argv_document, shell_command, topology_argv_document, topology_shell
 from gpustack_k3.render.checks import render_findings
 from gpustack_k3.render.docker import docker_run_line, docker_run_params
 from gpustack_k3.render.gpustack import model_source_for, render_gpustack
@@ -28,6 +29,7 @@ from gpustack_k3.render.kubernetes import (
     render_kubernetes,
     validate_objects,
 )
+from gpustack_k3.render.lws import render_document
 from gpustack_k3.render.templates import RenderError, dump_json, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,6 +114,39 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
     if target == "gpustack":
         return _gpustack_files(launch, doc, gpustack or {})
     raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
+
+
+def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *, namespace: str | None = None,
+                            form: str = "leaderworkerset", strict: bool = False
+                            ) -> tuple[dict[str, dict[str, str]], dict[str, RenderError], list[Finding]]:
+    """A document with ``spec.roles``: (files per target, refusal per target, findings). argv: every role's
+    leader and worker command; kubernetes: one LeaderWorkerSet per role (``form="disaggregatedset"``: one
+    DisaggregatedSet), schema-checked; docker and gpustack refuse a topology they cannot run, naming why; launch:
+    a topology has one launch spec per role (see argv). Raises ``Refused`` on error findings."""
+    tl, findings, _plans = build_topology_launch(doc, strict=strict)
+    files: dict[str, dict[str, str]] = {}
+    refused: dict[str, RenderError] = {}
+    for t in targets:
+        try:
+            if t == "argv":
+                files[t] = {"argv.json": dump_json(topology_argv_document(tl)), "argv.sh": topology_shell(tl)}
+            elif t == "kubernetes":
+                objs = render_document(doc, namespace=namespace, form=form, strict=strict, topo=tl)
+                files[t] = {"kubernetes.yaml": kubernetes_yaml(objs)}
+            elif t == "docker":
+                docker.refuse_topology(tl)
+            elif t == "gpustack":
+                gpustack.refuse_topology(tl)
+            elif t == "launch":
+                raise RenderError("--target launch", "a topology has one launch spec per role and pod kind",
+                                  "render --target argv (every role's leader and worker command)")
+            else:
+                raise RenderError("--target", f"unknown target {t!r}", f"one of: {', '.join(TARGETS)}, all")
+            if t not in files:
+                raise RenderError(f"target {t}", "renders nothing for this topology")
+        except RenderError as exc:
+            refused[t] = exc
+    return files, refused, findings
 
 
 def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any) -> dict[str, str]:

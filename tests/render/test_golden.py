@@ -41,9 +41,11 @@ def test_golden_covers_every_case_and_target():
     from gpustack_k3.core.topology import multi_pod
 
     have = {tuple(rel.split("/")[:2]) for rel in FRESH if rel.count("/") >= 2}
-    # a multi-pod/P-D case: argv per role, docker and gpustack refusals (tools/examples.py topology_files)
+    # a multi-pod/P-D case: argv per role, one LWS per role and the DisaggregatedSet form, docker and gpustack
+    # refusals (tools/examples.py topology_files)
+    topology = ("argv", "kubernetes", "kubernetes-disaggregatedset", "docker", "gpustack")
     want = {(c, t) for c, doc in examples.cases().items()
-            for t in (("argv", "docker", "gpustack") if multi_pod(doc) else (*TARGETS, "gpustack-worker"))}
+            for t in (topology if multi_pod(doc) else (*TARGETS, "gpustack-worker"))}
     assert have == want
 
 
