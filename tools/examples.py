@@ -39,13 +39,24 @@ def cases() -> dict[str, object]:
 
 
 def topology_files(name: str, doc) -> dict[str, str]:
-    """A multi-pod/P-D document: the topology launch, argv per role and pod kind; docker and gpustack refuse with
-    their reason (``refused.txt``). (The kubernetes LeaderWorkerSet files come from the Kubernetes renderer of
-    the topology.)"""
-    from gpustack_k3.render.targets import prepare_topology, render_topology_all
+    """A multi-pod/P-D document: the topology launch; argv per role and pod kind; kubernetes as one LeaderWorkerSet per role (and as one
+    DisaggregatedSet); docker and gpustack refuse with their reason."""
+    from gpustack_k3.render.targets import render_topology_targets
 
-    tl, _ = prepare_topology(doc)
-    return {f"{name}/{rel}": text for rel, text in render_topology_all(tl).items()}
+    out: dict[str, str] = {}
+    for folder, form in (("", "leaderworkerset"), ("kubernetes-disaggregatedset", "disaggregatedset")):
+        targets = ("launch", "argv", "kubernetes", "docker", "gpustack") if not folder else ("kubernetes",)
+        files, refused, _ = render_topology_targets(doc, targets, namespace=doc.metadata.namespace, form=form)
+        for target, exc in refused.items():
+            if target not in ("docker", "gpustack"):
+                raise AssertionError(f"{name}: {target} refused: {exc}")
+            out[f"{name}/{target}/refused.txt"] = exc.line() + "\n"
+        for target, texts in files.items():
+            if target in ("docker", "gpustack"):
+                raise AssertionError(f"{target} renders topology {name}")
+            for rel, text in texts.items():
+                out[f"{name}/{folder or target}/{rel}"] = text
+    return out
 
 
 def rendered_files() -> dict[str, str]:

@@ -492,22 +492,25 @@ def _dry_run_refused(findings, output) -> None:
 
 def _dry_run_roles(doc, strict, output) -> None:
     """dry-run of a document with roles: findings, the plan per role, each role's leader/worker command line and
-    what each target makes of it (kubernetes: LeaderWorkerSet renderer, not wired here)."""
+    what each target makes of it (rendered in memory, nothing written)."""
     import shlex
 
-    from gpustack_k3.core.launch import Refused
+    from gpustack_k3.core.launch import Refused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
     from gpustack_k3.render.argv import per_pod_tokens
-    from gpustack_k3.render.targets import prepare_topology, render_topology_all
+    from gpustack_k3.render.targets import TARGETS, render_topology_targets
+    from gpustack_k3.render.templates import RenderError
 
     try:
-        tl, findings = prepare_topology(doc, strict=strict)
+        tl = build_topology_launch(doc, strict=strict)[0]
+        files, refused, findings = render_topology_targets(doc, TARGETS, namespace=doc.metadata.namespace,
+                                                           strict=strict)
     except Refused as exc:
         _dry_run_refused(exc.findings, output)
-    files = render_topology_all(tl)
-    targets = {t: (f"refused: {files[f'{t}/refused.txt'].strip()}" if f"{t}/refused.txt" in files
-                   else ", ".join(sorted(k.split("/", 1)[1] for k in files if k.startswith(f"{t}/"))))
-               for t in dict.fromkeys(k.split("/", 1)[0] for k in files)}
+    except RenderError as exc:
+        click.echo(f"refused: {exc.line()}", err=True)
+        sys.exit(EXIT_REFUSED)
+    targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
     roles = []
     for r in tl.roles:
         pods = {"leader": (r.leader, False), **({"worker": (r.worker, True)} if r.worker else {})}
@@ -535,7 +538,6 @@ def _dry_run_roles(doc, strict, output) -> None:
     click.echo("\n== render")
     for t, desc in targets.items():
         click.echo(f"{t:<11} {desc}")
-    click.echo(f"{'kubernetes':<11} LeaderWorkerSet per role: not rendered by dry-run yet")
 
 
 def _render_summary(launch, doc) -> dict[str, str]:

@@ -99,6 +99,28 @@ def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
                    for rel, text in files.items())
 
 
+def _render_topology(doc, target, targets, out_dir, output, namespace, strict, form) -> None:
+    """A document with spec.roles: launch (the TopologyLaunch), argv and kubernetes per role; docker/gpustack say
+    why they cannot run it (one target: exit 1 with the reason; all: ``<target>/refused.txt``)."""
+    from gpustack_k3.core.launch import Refused
+    from gpustack_k3.render.targets import render_topology_targets
+
+    try:
+        per_target, refused, findings = render_topology_targets(doc, targets, namespace=namespace, form=form,
+                                                                strict=strict)
+    except Refused as exc:
+        _refused(exc.findings)
+    _warn(findings)
+    if target != "all" and target in refused:
+        _render_failed(refused[target])
+    if target == "all":
+        files = {f"{t}/{rel}": text for t, texts in per_target.items() for rel, text in texts.items()}
+        files.update({f"{t}/refused.txt": exc.line() + "\n" for t, exc in refused.items()})
+    else:
+        files = per_target[target]
+    _emit_files(target, out_dir, output, files)
+
+
 @click.command()
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
@@ -115,7 +137,10 @@ def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
 @click.option("--cluster", default="default", show_default=True, help="GPUStack: cluster name for import.yaml.",
               callback=_checked_name(_gpustack_name, "GPUStack cluster name"))
 @click.option("--strict", is_flag=True, help="Unknown flags refuse instead of warn.")
-def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict):
+@click.option("--lws-form", type=click.Choice(["leaderworkerset", "disaggregatedset"]), default="leaderworkerset",
+              show_default=True, help="Kubernetes, a document with spec.roles: one LeaderWorkerSet per role, or one "
+              "DisaggregatedSet (LWS >= 0.10) holding the roles.")
+def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict, lws_form):
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
@@ -125,10 +150,10 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
         doc = load_document(spec, preset)
     except InputError as exc:
         fail_input(exc)
-    if doc.spec.roles:
-        _render_roles(doc, target, out_dir, output, strict, {"worker": worker, "cluster": cluster})
-        return
     targets = TARGETS if target == "all" else (target,)
+    if doc.spec.roles:
+        _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict, lws_form)
+        return
     try:
         launch, findings = prepare(doc, targets=targets, strict=strict)
     except Refused as exc:
@@ -160,28 +185,3 @@ def _emit_files(target, out_dir, output, files) -> None:
         click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files), nl=False)
     except InputError as exc:
         fail_input(exc)
-
-
-def _render_roles(doc, target, out_dir, output, strict, gpustack) -> None:
-    """A document with roles: launch (the TopologyLaunch), argv (per role and pod kind); docker and gpustack
-    refuse naming the field (exit 1) unless the document is one single-pod role; ``all`` renders each of these
-    (a refusing target as ``<target>/refused.txt``)."""
-    from gpustack_k3.core.launch import Refused
-    from gpustack_k3.render.targets import TOPOLOGY_TARGETS, prepare_topology, render_topology_all, render_topology_target
-    from gpustack_k3.render.templates import RenderError
-
-    if target not in (*TOPOLOGY_TARGETS, "all"):
-        _render_failed(RenderError("--target", f"{target} is not rendered for a document with roles (spec.roles) yet",
-                                   f"one of: {', '.join(TOPOLOGY_TARGETS)}, all"))
-    targets = TOPOLOGY_TARGETS if target == "all" else (target,)
-    try:
-        tl, findings = prepare_topology(doc, targets=targets, strict=strict)
-    except Refused as exc:
-        _refused(exc.findings)
-    _warn(findings)
-    kw = {"doc": doc, "gpustack": gpustack}
-    try:
-        files = render_topology_all(tl, targets, **kw) if target == "all" else render_topology_target(tl, target, **kw)
-    except RenderError as exc:
-        _render_failed(exc)
-    _emit_files(target, out_dir, output, files)

@@ -48,7 +48,11 @@ CR_API_VERSION = api.API_VERSION
 # kinds the render may emit are read with GET when first applied and again after every resync.
 OWNED_KINDS: tuple[tuple[str, str], ...] = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"),
                                             ("v1", "Service"), ("v1", "ConfigMap"),
-                                            ("networking.k8s.io/v1", "NetworkPolicy"))
+                                            ("networking.k8s.io/v1", "NetworkPolicy"),
+                                            (api.LWS_API_VERSION, api.LWS_KIND), (api.DS_API_VERSION, api.DS_KIND))
+# Owned kinds of CRDs a cluster may not have (LeaderWorkerSet, DisaggregatedSet for spec.roles): watched only when
+# served, so an operator on a cluster without LWS still starts (a topology's apply then reports the 404).
+OPTIONAL_KINDS = frozenset({(api.LWS_API_VERSION, api.LWS_KIND), (api.DS_API_VERSION, api.DS_KIND)})
 LEASE_NAME = "gpustack-k3-operator"
 Key = tuple[str, str]
 
@@ -174,10 +178,15 @@ class Operator:
                                        healthy=self.healthy, ready=self.ready).start()
         scopes: list[str | None] = list(self.namespaces) or [None]
         on_relist = lambda kind: self.metrics.relists.labels(kind=kind).inc()
+        served = {k for k in self.owned_kinds if k in OPTIONAL_KINDS and self.kube.served(*k)}
+        if OPTIONAL_KINDS - served:
+            log.info("not watched (not served by this cluster): %s", ", ".join(sorted(k for _, k in OPTIONAL_KINDS - served)))
         for ns in scopes:
             self.informers.append(Informer(self.kube, CR_API_VERSION, api.KIND, ns, self.crs, self._on_cr,
                                            watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))
             for av, kind in self.owned_kinds:
+                if (av, kind) in OPTIONAL_KINDS and (av, kind) not in served:
+                    continue
                 self.informers.append(Informer(self.kube, av, kind, ns, self.owned[(av, kind)], self._on_owned,
                                                label_selector=f"{api.LABEL_APP_MANAGED_BY}={api.FIELD_MANAGER}",
                                                watch_timeout_s=self.watch_timeout_s, on_relist=on_relist))

@@ -31,7 +31,10 @@ from gpustack_k3.api.v1alpha1.status import MAX_CONDITION_MESSAGE
 from gpustack_k3.operator.podstate import PodSummary, on_older_template, summarize_pods
 from gpustack_k3.operator.seams import plan_check_status
 
-STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "planCheck", "coldStart")
+STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "planCheck", "coldStart",
+               "roles")
+# A group recreated this many times and still not ready is a restart loop (LWS itself has no bound: lws#877)
+RESTART_LOOP_RECREATIONS = 3
 # snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
 COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
                          "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
@@ -189,12 +192,18 @@ def _pod_templates(obj: dict) -> list[dict]:
     kind = obj.get("kind")
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job") and isinstance(spec.get("template"), dict):
         return [spec["template"]]
-    if kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
-        return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if isinstance(t, dict)]
+    if kind == api.LWS_KIND:
+        return _lws_templates(spec)
+    if kind == api.DS_KIND:
+        return [t for r in spec.get("roles") or [] if isinstance(r, dict) for t in _lws_templates(r.get("spec") or {})]
     if kind == "Pod":
         return [obj]
     return []
+
+
+def _lws_templates(spec: Mapping[str, Any]) -> list[dict]:
+    lwt = spec.get("leaderWorkerTemplate") or {}
+    return [t for t in (lwt.get("leaderTemplate"), lwt.get("workerTemplate")) if isinstance(t, dict)]
 
 
 def prepare(rendered: Sequence[dict], cr: Mapping[str, Any]) -> tuple[list[dict], list[str]]:
@@ -284,13 +293,15 @@ def finding_text(f: Any) -> str:
     return f"[{f.rule}] {f.field}: {f.message}{fix}"
 
 
-def _endpoint(desired: Sequence[dict]) -> str | None:
-    for o in desired:
-        if o.get("kind") == "Service":
-            ports = (o.get("spec") or {}).get("ports") or []
-            if ports:
-                m = o["metadata"]
-                return f"http://{m['name']}.{m['namespace']}.svc:{ports[0].get('port')}"
+def _endpoint(desired: Sequence[dict], name: str | None = None) -> str | None:
+    """The URL of the Service named like the resource (a topology: the router or every role's API servers),
+    else of the first Service."""
+    services = [o for o in desired if o.get("kind") == "Service"]
+    for o in sorted(services, key=lambda o: o["metadata"]["name"] != name):   # stable: the first otherwise
+        ports = (o.get("spec") or {}).get("ports") or []
+        if ports:
+            m = o["metadata"]
+            return f"http://{m['name']}.{m['namespace']}.svc:{ports[0].get('port')}"
     return None
 
 
@@ -352,6 +363,10 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
+            roles = role_statuses(observed.owned, observed.pods, prev.get("roles") or [])
+            if roles:
+                status["roles"] = roles
+                phase, reason = _topology_phase(conds, roles, phase, reason)
             hashes = template_hashes(desired)
             older = on_older_template(observed.pods, hashes) if hashes else []
             rolling = _rollout(observed.owned) or (
@@ -375,7 +390,7 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     status["conditions"] = conds.as_list()
     if warnings:
         status["warnings"] = warnings
-    if desired and (ep := _endpoint(desired)):
+    if desired and (ep := _endpoint(desired, meta.get("name"))):
         status["endpoint"] = ep
     elif errors and observed.owned and prev.get("endpoint"):
         status["endpoint"] = prev["endpoint"]  # the last valid generation keeps serving there
@@ -502,7 +517,7 @@ def _rollout(owned: Mapping[tuple[str, str, str], dict]) -> str:
     that are 0 (``omitempty``): once the controller has written a status, a missing ``updatedReplicas``
     is 0 updated pods."""
     for (_av, kind, name), obj in sorted(owned.items()):
-        if kind not in ("Deployment", "StatefulSet"):
+        if kind not in ("Deployment", "StatefulSet", api.LWS_KIND):
             continue
         st, gen = obj.get("status") or {}, (obj.get("metadata") or {}).get("generation")
         if not isinstance(st.get("observedGeneration"), int):
@@ -514,6 +529,109 @@ def _rollout(owned: Mapping[tuple[str, str, str], dict]) -> str:
         if isinstance(updated, int) and isinstance(want, int) and updated < want:
             return f"{kind}/{name}: {updated}/{want} pod(s) on the new template"
     return ""
+
+
+# ----------------------------------------------------------------------------- topologies (LWS)
+
+def _rfc3339(v: Any) -> float | None:
+    if not isinstance(v, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _pod_ready_at(pod: Mapping[str, Any]) -> float | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return _rfc3339(c.get("lastTransitionTime"))
+    return None
+
+
+def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
+    """Seconds from the leader's engine container start to its Ready condition (None while not ready)."""
+    ready = _pod_ready_at(pod)
+    started = [_rfc3339(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+               for c in (pod.get("status") or {}).get("containerStatuses") or []]
+    started = [t for t in started if t is not None]
+    if ready is None or not started:
+        return None
+    return round(max(0.0, ready - max(started)), 1)
+
+
+def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
+                  previous: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
+    kserve#6043), its groups from their leader pods, and group recreations counted against what the last
+    status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
+    sets: list[tuple[str, str, dict, dict]] = []   # (role, kind, lws spec, lws status)
+    for (_av, kind, _name), obj in sorted(owned.items()):
+        if kind == api.LWS_KIND:
+            role = ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
+            if role:
+                sets.append((role, kind, obj.get("spec") or {}, obj.get("status") or {}))
+        elif kind == api.DS_KIND:
+            by_name = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
+            for r in (obj.get("spec") or {}).get("roles") or []:
+                sets.append((r.get("name"), kind, r.get("spec") or {}, by_name.get(r.get("name")) or {}))
+    before = {r.get("name"): r for r in previous if isinstance(r, Mapping)}
+    out = []
+    for role, kind, spec, st in sorted(sets, key=lambda s: s[0]):
+        leaders = {}
+        for p in pods:
+            labels = (p.get("metadata") or {}).get("labels") or {}
+            if labels.get(api.LABEL_ROLE) == role and labels.get(api.LWS_LABEL_WORKER_INDEX) == "0":
+                try:
+                    leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
+                except ValueError:
+                    continue
+        prev_groups = {g.get("index"): g for g in (before.get(role) or {}).get("groups") or []}
+        want = int(spec.get("replicas", 1) or 0)
+        groups = []
+        for idx in sorted(set(leaders) | {i for i in prev_groups if isinstance(i, int) and i < want}):
+            pod, old = leaders.get(idx), prev_groups.get(idx) or {}
+            if pod is None:     # between LWS deleting a group's pods and creating them again
+                groups.append({**old, "ready": False})
+                continue
+            uid = (pod.get("metadata") or {}).get("uid") or ""
+            recreated = bool(old) and old.get("leaderUid") != uid
+            groups.append({"index": idx, "leader": pod["metadata"]["name"], "leaderUid": uid,
+                           "ready": _pod_ready_at(pod) is not None,
+                           "recreations": int(old.get("recreations", 0)) + (1 if recreated else 0)})
+        entry: dict[str, Any] = {
+            "name": role, "kind": kind, "instances": want,
+            "podsPerInstance": int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
+            "replicas": int(st.get("replicas", 0)), "readyReplicas": int(st.get("readyReplicas", 0)),
+            "updatedReplicas": int(st.get("updatedReplicas", 0)),
+            "groupRecreations": sum(g.get("recreations", 0) for g in groups), "groups": groups}
+        colds = [c for p in leaders.values() if (c := _leader_cold_start(p)) is not None]
+        if colds:
+            entry["leaderColdStartSeconds"] = max(colds)
+        out.append(entry)
+    return out
+
+
+def _topology_phase(conds: _Conditions, roles: list[dict], phase: str, reason: str) -> tuple[str, str]:
+    """A topology is Ready only when every LWS counts all its groups ready; a group recreated again and again
+    raises the GroupRestartLoop condition and makes the resource Degraded."""
+    looping = [f"{r['name']} group {g['index']} ({g['recreations']}x)" for r in roles for g in r["groups"]
+               if g.get("recreations", 0) >= RESTART_LOOP_RECREATIONS and not g.get("ready")]
+    total = sum(r["groupRecreations"] for r in roles)
+    if looping:
+        text = f"group(s) recreated {RESTART_LOOP_RECREATIONS}+ times and not ready: {', '.join(looping)}"
+        conds.set(api.CONDITION_GROUP_RESTART_LOOP, True, api.REASON_GROUPS_RECREATED, text)
+        if phase != api.PHASE_FAILED:
+            return api.PHASE_DEGRADED, f"{api.REASON_GROUPS_RECREATED}: {text}"
+        return phase, reason
+    conds.set(api.CONDITION_GROUP_RESTART_LOOP, False, api.REASON_GROUPS_STABLE,
+              f"{total} group recreation(s) observed, none looping")
+    short = [f"{r['name']} {r['readyReplicas']}/{r['instances']}" for r in roles if r["readyReplicas"] < r["instances"]]
+    if short and phase in (api.PHASE_READY, api.PHASE_WARM):
+        text = f"ready groups per LeaderWorkerSet: {', '.join(short)}"
+        conds.set(api.CONDITION_READY, False, api.REASON_GROUPS_NOT_READY, text)
+        return api.PHASE_STARTING, f"{api.REASON_GROUPS_NOT_READY}: {text}"
+    return phase, reason
 
 
 def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:

@@ -3,11 +3,13 @@
 The resource *is* a deployment document (``gpustack_k3.api.v1alpha1.spec.DeploymentDocument``), so:
 ``validate(doc)`` = schema errors as findings of rule ``spec.schema``, else the rule registry (``core.rules.validate``);
 ``render(doc)`` = ``core.launch.build_launch`` → ``render.kubernetes.render_kubernetes`` in the
-resource's namespace; ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
+resource's namespace (a document with ``spec.roles``: ``render.lws.render_document``, one LeaderWorkerSet per
+role, schema-checked); ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
 cached per document, so one reconcile builds once.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from typing import Any
@@ -18,6 +20,11 @@ from gpustack_k3.core.launch import build_launch
 from gpustack_k3.core.rules import schema_findings
 from gpustack_k3.core.rules import validate as rules_validate
 from gpustack_k3.render.kubernetes import render_kubernetes
+from gpustack_k3.render.lws import render_document
+
+# annotation-free choice of the topology form: spec.roles render as one LeaderWorkerSet per role (the portable
+# form; a DisaggregatedSet needs LWS >= 0.10 and is a render option of the CLI)
+TOPOLOGY_FORM = "leaderworkerset"
 
 
 @functools.lru_cache(maxsize=256)
@@ -37,12 +44,27 @@ def validate(doc: dict) -> list[Finding]:
     return list(rules_validate(DeploymentDocument.model_validate(doc)))
 
 
+@functools.lru_cache(maxsize=64)
+def _render_topology(doc_json: str, namespace: str | None) -> list[dict]:
+    return render_document(DeploymentDocument.model_validate(json.loads(doc_json)), namespace=namespace,
+                           form=TOPOLOGY_FORM)
+
+
+def _has_roles(doc: dict) -> bool:
+    return bool((doc.get("spec") or {}).get("roles"))
+
+
 def render(doc: dict) -> list[dict]:
+    ns = (doc.get("metadata") or {}).get("namespace")
+    if _has_roles(doc):
+        return copy.deepcopy(_render_topology(_key(doc), ns))
     launch, _findings, _plan, model = _build(_key(doc))
-    return render_kubernetes(launch, model, namespace=(doc.get("metadata") or {}).get("namespace"))
+    return render_kubernetes(launch, model, namespace=ns)
 
 
 def plan(doc: dict) -> dict | None:
+    if _has_roles(doc):
+        return None       # plans are per role (status.roles); the single summary does not apply
     _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None

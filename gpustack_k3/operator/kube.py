@@ -29,7 +29,8 @@ KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
     ("apps/v1", "DaemonSet"): ("daemonsets", True), ("batch/v1", "Job"): ("jobs", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("coordination.k8s.io/v1", "Lease"): ("leases", True),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkersets", True),
+    (api.LWS_API_VERSION, api.LWS_KIND): (api.LWS_PLURAL, True),
+    (api.DS_API_VERSION, api.DS_KIND): (api.DS_PLURAL, True),
     (api.API_VERSION, api.KIND): (api.PLURAL, True),
     ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
     ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
@@ -95,6 +96,19 @@ class Kube:
             before_sleep=lambda rs: log.info("retrying API call after %s", rs.outcome.exception()))
 
     # -------------------------------------------------------------- paths
+    def served(self, api_version: str, kind: str) -> bool:
+        """Whether the API server serves ``kind`` (asks discovery even for a known kind: a CRD that is not
+        installed answers 404)."""
+        from kubernetes.client.rest import ApiException
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        try:
+            doc = self._request("GET", base)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return any(r.get("kind") == kind and "/" not in r.get("name", "") for r in (doc or {}).get("resources") or [])
+
     def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
         key = (api_version, kind)
         if key in KNOWN:

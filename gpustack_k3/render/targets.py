@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.core.findings import has_errors, sort_findings
 from gpustack_k3.core.launch import Refused, build_launch, build_topology_launch
-from gpustack_k3.core.rules import in_role
-from gpustack_k3.render import docker as docker_target
-from gpustack_k3.render import gpustack as gpustack_target
+from gpustack_k3.render import docker, gpustack
 from gpustack_k3.render.argv import argv_document, shell_command, topology_argv_document, topology_shell
 from gpustack_k3.render.checks import render_findings
 from gpustack_k3.render.docker import docker_run_line, docker_run_params
@@ -31,12 +29,13 @@ from gpustack_k3.render.kubernetes import (
     render_kubernetes,
     validate_objects,
 )
+from gpustack_k3.render.lws import render_document
 from gpustack_k3.render.templates import RenderError, dump_json, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.core.findings import Finding
-    from gpustack_k3.core.launch_types import LaunchSpec, TopologyLaunch
+    from gpustack_k3.core.launch_types import LaunchSpec
 
 TARGETS = ("launch", "argv", "kubernetes", "docker", "gpustack")
 
@@ -117,67 +116,42 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
     raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
 
 
+def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *, namespace: str | None = None,
+                            form: str = "leaderworkerset", strict: bool = False
+                            ) -> tuple[dict[str, dict[str, str]], dict[str, RenderError], list[Finding]]:
+    """A document with ``spec.roles``: (files per target, refusal per target, findings). argv: every role's
+    leader and worker command; kubernetes: one LeaderWorkerSet per role (``form="disaggregatedset"``: one
+    DisaggregatedSet), schema-checked; docker and gpustack refuse a topology they cannot run, naming why; launch:
+    the TopologyLaunch as JSON. Raises ``Refused`` on error findings."""
+    tl, findings, _plans = build_topology_launch(doc, strict=strict)
+    files: dict[str, dict[str, str]] = {}
+    refused: dict[str, RenderError] = {}
+    for t in targets:
+        try:
+            if t == "argv":
+                files[t] = {"argv.json": dump_json(topology_argv_document(tl)), "argv.sh": topology_shell(tl)}
+            elif t == "kubernetes":
+                objs = render_document(doc, namespace=namespace, form=form, strict=strict, topo=tl)
+                files[t] = {"kubernetes.yaml": kubernetes_yaml(objs)}
+            elif t in ("docker", "gpustack"):
+                # refuses naming the field; a document of one single-pod role renders as that role's engine
+                (docker if t == "docker" else gpustack).refuse_topology(tl)
+                files[t] = render_target(tl.roles[0].leader, t, namespace=namespace, doc=doc)
+            elif t == "launch":
+                files[t] = {"launch.json": tl.to_json()}   # the TopologyLaunch: every role's leader/worker spec
+            else:
+                raise RenderError("--target", f"unknown target {t!r}", f"one of: {', '.join(TARGETS)}, all")
+            if t not in files:
+                raise RenderError(f"target {t}", "renders nothing for this topology")
+        except RenderError as exc:
+            refused[t] = exc
+    return files, refused, findings
+
+
 def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any) -> dict[str, str]:
     """Files of several targets, one sub-directory per target."""
     out: dict[str, str] = {}
     for t in targets:
         for rel, text in render_target(launch, t, **kw).items():
-            out[f"{t}/{rel}"] = text
-    return out
-
-
-# ----------------------------------------------------------------------------- documents with roles
-
-# Targets a document with roles renders here; kubernetes (one LeaderWorkerSet per role) comes from its own renderer
-TOPOLOGY_TARGETS = ("launch", "argv", "docker", "gpustack")
-
-
-def prepare_topology(doc: DeploymentDocument, *, targets: tuple[str, ...] = TOPOLOGY_TARGETS,
-                     strict: bool = False) -> tuple[TopologyLaunch, list[Finding]]:
-    """The topology launch and every finding (per role, the role's field prefix; topology rules; what the
-    targets refuse about each role's leader and worker); raises ``Refused`` on any error."""
-    tl, findings, _plans = build_topology_launch(doc, strict=strict)
-    out = list(findings)
-    seen = {(f.rule, f.field) for f in out}
-    for r in tl.roles:
-        for spec in (r.leader, r.worker):
-            for f in (f for t in targets if spec is not None for f in render_findings(spec, t)):
-                f = in_role(f, r.field_prefix)
-                if (f.rule, f.field) not in seen:
-                    seen.add((f.rule, f.field))
-                    out.append(f)
-    out = sort_findings(out)
-    if has_errors(out):
-        raise Refused(out)
-    return tl, out
-
-
-def render_topology_target(tl: TopologyLaunch, target: str, **kw: Any) -> dict[str, str]:
-    """Files of one target for a document with roles: ``launch`` (the TopologyLaunch as JSON), ``argv`` (each
-    role's leader and worker command line). ``docker`` and ``gpustack`` raise RenderError naming the field that
-    makes the topology impossible for them; a single one-pod role without P/D renders as that role's engine."""
-    if target == "launch":
-        return {"launch.json": tl.to_json()}
-    if target == "argv":
-        return {"argv.json": dump_json(topology_argv_document(tl)), "argv.sh": topology_shell(tl)}
-    if target in ("docker", "gpustack"):
-        (docker_target if target == "docker" else gpustack_target).refuse_topology(tl)
-        return render_target(tl.roles[0].leader, target, **kw)
-    raise RenderError("--target", f"target {target!r} is not rendered here for a document with roles",
-                      f"one of: {', '.join(TOPOLOGY_TARGETS)}")
-
-
-def render_topology_all(tl: TopologyLaunch, targets: tuple[str, ...] = TOPOLOGY_TARGETS, **kw: Any) -> dict[str, str]:
-    """``render_topology_target`` per target, one sub-directory each; a target that refuses the topology gets
-    ``<target>/refused.txt`` with its message (the examples tree and ``render --target all``)."""
-    out: dict[str, str] = {}
-    for t in targets:
-        try:
-            files = render_topology_target(tl, t, **kw)
-        except RenderError as exc:
-            if t not in ("docker", "gpustack"):
-                raise
-            files = {"refused.txt": exc.line() + "\n"}
-        for rel, text in files.items():
             out[f"{t}/{rel}"] = text
     return out

@@ -81,6 +81,9 @@ NOT_API_ONLY = {
     "PRODUCT": "the product's name: distribution, CLI program and cache directory names",
     "FIELD_MANAGER": "= PRODUCT",
     "CATEGORIES": "'gpustack' is also a render target and a CLI group",
+    "LWS_ENV_LEADER_ADDRESS": "also a per-pod variable name the argument rules know (core/rules/args.py)",
+    "LWS_ENV_GROUP_SIZE": "an environment variable name of LWS pods, as above",
+    "LWS_ENV_WORKER_INDEX": "also a per-pod variable name the argument rules know (core/rules/args.py)",
 }
 # Values of Kubernetes' own core/v1 vocabulary that podstate reads from pods (pod phase Failed, pod condition
 # Ready, PodScheduled reason Unschedulable): they equal some of our names by coincidence.

@@ -144,13 +144,14 @@ def test_render_cli_roles(tmp_path):
         assert p.returncode == 1 and field in p.stderr and not (tmp_path / target).exists()
     p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "docker")
     assert p.returncode == 1 and "spec.disaggregation" in p.stderr
-    # never the base document's single-pod objects for a document with roles
+    # one LeaderWorkerSet per role (the LWS renderer), never the base document's single-pod objects
     p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "kubernetes")
-    assert p.returncode == 1 and p.stdout == "" and "--target" in p.stderr
+    assert p.returncode == 0 and p.stdout.count("kind: LeaderWorkerSet") == 2
     p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "all", "--out", str(tmp_path / "all"))
     assert p.returncode == 0, p.stderr
     assert sorted(q.relative_to(tmp_path / "all").as_posix() for q in (tmp_path / "all").rglob("*") if q.is_file()) == [
-        "argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt", "launch/launch.json"]
+        "argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt", "kubernetes/kubernetes.yaml",
+        "launch/launch.json"]
 
 
 def test_one_single_pod_role_renders_for_docker_as_that_role():
@@ -160,10 +161,12 @@ def test_one_single_pod_role_renders_for_docker_as_that_role():
     import yaml
 
     from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-    from gpustack_k3.render.targets import prepare_topology, render_topology_target
+    from gpustack_k3.render.targets import render_topology_targets
 
     data = yaml.safe_load((Path(__file__).parents[1] / "engine" / "fixtures" / "cpu-dp2.yaml").read_text())
     data["spec"]["roles"][0].update(podsPerInstance=1, parallel={"tp": 1})
-    tl, _ = prepare_topology(DeploymentDocument.model_validate(data))
-    params = _json.loads(render_topology_target(tl, "docker")["docker-run-params.json"])
+    files, refused, _ = render_topology_targets(DeploymentDocument.model_validate(data), ("docker", "launch"))
+    assert refused == {}
+    params = _json.loads(files["docker"]["docker-run-params.json"])
     assert params["name"] == "cpu-dp2-serve" and "--headless" not in params["command"]
+    assert _json.loads(files["launch"]["launch.json"])["roles"][0]["role"] == "serve"

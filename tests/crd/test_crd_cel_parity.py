@@ -268,3 +268,19 @@ def test_example_resources_admitted_and_invalid_refused(crd):
             assert {r.rule_id for r in results} == python_errors(doc) & CEL_COVERED != set()
         else:
             assert results == [] and not python_errors(doc), rel
+
+
+def test_single_engine_cel_rules_hold_for_roleless_documents_only():
+    """With spec.roles each role runs its own effective document (gpuCount = gpusPerPod), which CEL over the
+    shared spec cannot see: the topology presets pass the CRD's CEL, the same shared spec without roles does not."""
+    from gpustack_k3.crd.manifest import crd_manifest
+    from tests.support.celeval import evaluate
+
+    crd = crd_manifest()
+    for name in ("dsv41-flash-gb300-8p1d", "kimi-k3-b300-1p1d"):
+        obj = copy.deepcopy(load_catalog().presets[name].document)
+        assert evaluate(crd, obj) == [], name
+    obj = copy.deepcopy(load_catalog().presets["dsv41-flash-gb300-8p1d"].document)
+    obj["spec"].pop("roles")
+    obj["spec"].pop("disaggregation", None)
+    assert "gpu-count-exceeds-node" in " ".join(r.message for r in evaluate(crd, obj))

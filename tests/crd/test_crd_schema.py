@@ -29,12 +29,17 @@ def _pydantic_fields(model: type[BaseModel], prefix: str = ""):
         yield f"{prefix}.{name}", info, bare
         if isinstance(bare, type) and issubclass(bare, BaseModel):
             yield from _pydantic_fields(bare, f"{prefix}.{name}")
+        elif typing.get_origin(bare) is list and isinstance(item := typing.get_args(bare)[0], type) \
+                and issubclass(item, BaseModel):    # a list of objects (spec.roles[]): its fields too
+            yield from _pydantic_fields(item, f"{prefix}.{name}[]")
 
 
 def _node(schema, path):
     node = schema
     for part in path.strip(".").split("."):
-        node = node["properties"][part]
+        node = node["properties"][part.removesuffix("[]")]
+        if part.endswith("[]"):
+            node = node["items"]
     return node
 
 
@@ -94,6 +99,17 @@ def test_free_form_only_where_the_model_is_free_form(root_schema):
         node = dict(walk(spec))[p]
         assert node["type"] == "object" and "properties" not in node and "additionalProperties" not in node
     assert _node(spec, ".env")["additionalProperties"] == {"type": "string"}
+
+
+def test_roles_are_a_list_map_keyed_by_name(root_schema):
+    """Role names are unique server-side (a list map), and server-side apply merges roles by name; the status
+    roles and their groups likewise."""
+    roles = _node(_spec(root_schema), ".roles")
+    assert (roles["x-kubernetes-list-type"], roles["x-kubernetes-list-map-keys"]) == ("map", ["name"])
+    assert "name" in roles["items"]["required"]
+    status = root_schema["properties"]["status"]["properties"]["roles"]
+    assert status["x-kubernetes-list-map-keys"] == ["name"]
+    assert status["items"]["properties"]["groups"]["x-kubernetes-list-map-keys"] == ["index"]
 
 
 def test_crd_metadata_status_and_columns(crd, root_schema):

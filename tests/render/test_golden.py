@@ -36,14 +36,16 @@ def test_no_stale_golden_files():
 
 
 def test_golden_covers_every_case_and_target():
+    from gpustack_k3.render.targets import TARGETS
+
     from gpustack_k3.core.topology import multi_pod
-    from gpustack_k3.render.targets import TARGETS, TOPOLOGY_TARGETS
 
     have = {tuple(rel.split("/")[:2]) for rel in FRESH if rel.count("/") >= 2}
-    # a multi-pod/P-D case: the topology launch, argv per role, docker and gpustack refusals
-    # (tools/examples.py topology_files)
+    # a multi-pod/P-D case: argv per role, one LWS per role and the DisaggregatedSet form, docker and gpustack
+    # refusals (tools/examples.py topology_files)
+    topology = ("launch", "argv", "kubernetes", "kubernetes-disaggregatedset", "docker", "gpustack")
     want = {(c, t) for c, doc in examples.cases().items()
-            for t in (TOPOLOGY_TARGETS if multi_pod(doc) else (*TARGETS, "gpustack-worker"))}
+            for t in (topology if multi_pod(doc) else (*TARGETS, "gpustack-worker"))}
     assert have == want
 
 

@@ -66,6 +66,16 @@ CRD_GROUP = "k3.gpustack.ai"
 CRD_VERSION = "v1alpha1"
 CRD_PLURAL = "k3deployments"
 CRD_KIND = "K3Deployment"
+# LeaderWorkerSet names (api/leaderworkerset/v1/leaderworkerset_types.go@v0.10.0:37-60); spelled here because the
+# emulator is the cluster, not our product
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_KIND = "LeaderWorkerSet"
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+LWS_LEADER_NAME = "leaderworkerset.sigs.k8s.io/leader-name"
 
 VERSION_INFO = {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "0" * 40,
                 "gitTreeState": "clean", "buildDate": "2024-08-13T07:28:49Z", "goVersion": "go1.22.5",
@@ -126,7 +136,7 @@ DEFAULT_RESOURCES = [
     Resource("events.k8s.io", "v1", "events", "Event"),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
              namespaced=False, subresources=frozenset({"status"}), shortnames=("crd",)),
-    Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet",
+    Resource(LWS_GROUP, "v1", "leaderworkersets", LWS_KIND,
              subresources=frozenset({"status", "scale"}), shortnames=("lws",), custom=True),
     Resource(CRD_GROUP, CRD_VERSION, CRD_PLURAL, CRD_KIND, subresources=frozenset({"status"}),
              shortnames=("k3dep",), custom=True),
@@ -336,6 +346,11 @@ class EmulatorHandler(kmock.KubernetesScaffold):
             user = self._authenticate(raw)
             if target.res is None:
                 if target.unknown:
+                    raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
+                parts = [p for p in raw.path.split("/") if p]
+                if len(parts) == 3 and parts[0] == "apis" and not any(
+                        r.group == parts[1] and r.version == parts[2] for r in self.resources_by_key.values()):
+                    # a group/version no CRD serves (e.g. LWS not installed): 404, as the API server answers
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
                 return await super()._handle(req)   # discovery: every authenticated user may read it
             self._authorize(user, target, verb)
@@ -656,7 +671,127 @@ class EmulatorHandler(kmock.KubernetesScaffold):
         self._emit(res, "ADDED" if old is None else "MODIFIED", new, old)
         if m.get("deletionTimestamp") and not m.get("finalizers"):
             self._remove(res, new, "Background")
+            return new
+        if res.kind == LWS_KIND and (old is None or old.get("spec") != new.get("spec")):
+            self._lws_sync(new, recreate_all=old is not None)
+        elif res.plural == "pods" and LWS_NAME in (m.get("labels") or {}):
+            self._lws_pod_changed(new, old)
         return new
+
+    # ------------------------------------------------------------------ the LeaderWorkerSet controller
+    # What LWS v0.10.0 does that a controller of ours can observe, without its StatefulSets: a group's pods
+    # ``<lws>-<g>`` (leader) and ``<lws>-<g>-<w>`` (workers) from the leader/worker templates
+    # (leaderworkerset_types.go:101-110), with its labels/annotations (:37-60; pod_controller.go:400-418) and
+    # its env in every container (pkg/utils/pod/pod_utils.go:132-178: LWS_LEADER_ADDRESS =
+    # <lws>-<g>.<subdomain>.<ns>, the subdomain being the LWS name under the default Shared policy),
+    # readyReplicas = groups whose pods are all running and ready (leaderworkerset_controller.go:438-486), and
+    # RecreateGroupOnPodRestart / RecreateGroupAfterStart: a container restart recreates the whole group, with
+    # AfterStart only once no pod of the group is Pending (pod_controller.go:204-230). Simplifications: a
+    # template change recreates every group at once (no rolling update); pods are owned by the LWS directly.
+    def _lws_res(self) -> Resource:
+        return self.resources_by_key[f"{LWS_GROUP}/v1/leaderworkersets"]
+
+    def _lws_group_pods(self, ns: str, lws: str, group: int | None = None) -> list[dict]:
+        return [p for (pns, _n), p in self.store["v1/pods"].items() if pns == ns
+                and p["metadata"].get("labels", {}).get(LWS_NAME) == lws
+                and (group is None or p["metadata"]["labels"].get(LWS_GROUP_INDEX) == str(group))]
+
+    def _lws_pod(self, lws: dict, group: int, worker: int) -> dict:
+        meta, spec = lws["metadata"], lws["spec"]
+        lwt = spec["leaderWorkerTemplate"]
+        tpl = sem.clone(lwt.get("leaderTemplate") if worker == 0 and lwt.get("leaderTemplate") else lwt["workerTemplate"])
+        name, ns, size = meta["name"], meta["namespace"], int(lwt.get("size", 1))
+        leader = f"{name}-{group}"
+        pod_name = leader if worker == 0 else f"{leader}-{worker}"
+        tm = tpl.get("metadata") or {}
+        labels = {**(tm.get("labels") or {}), LWS_NAME: name, LWS_GROUP_INDEX: str(group),
+                  LWS_WORKER_INDEX: str(worker), LWS_GROUP_KEY: uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{leader}").hex}
+        annotations = {**(tm.get("annotations") or {}), LWS_SIZE: str(size)}
+        if worker:
+            annotations[LWS_LEADER_NAME] = leader
+        pod_spec = tpl.get("spec") or {}
+        pod_spec.setdefault("subdomain", name)
+        pod_spec.setdefault("hostname", pod_name)
+        env = {"LWS_LEADER_ADDRESS": f"{leader}.{pod_spec['subdomain']}.{ns}", "LWS_GROUP_SIZE": str(size),
+               "LWS_WORKER_INDEX": str(worker)}
+        for c in [*pod_spec.get("containers", []), *pod_spec.get("initContainers", [])]:
+            have = {e.get("name") for e in c.get("env") or []}
+            c["env"] = [*({"name": k, "value": v} for k, v in env.items() if k not in have), *(c.get("env") or [])]
+        owner = {"apiVersion": lws["apiVersion"], "kind": LWS_KIND, "name": name, "uid": meta["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name, "namespace": ns, "labels": labels,
+                "annotations": annotations, "ownerReferences": [owner]}, "spec": pod_spec}
+
+    def _lws_sync(self, lws: dict, *, recreate_all: bool = False) -> None:
+        pods_res = self.resources_by_key["v1/pods"]
+        ns, name = lws["metadata"]["namespace"], lws["metadata"]["name"]
+        replicas = int(lws["spec"].get("replicas", 1))
+        size = int(lws["spec"]["leaderWorkerTemplate"].get("size", 1))
+        for p in self._lws_group_pods(ns, name):
+            g, w = int(p["metadata"]["labels"][LWS_GROUP_INDEX]), int(p["metadata"]["labels"][LWS_WORKER_INDEX])
+            if recreate_all or g >= replicas or w >= size:
+                if (ns, p["metadata"]["name"]) in self.store["v1/pods"]:
+                    self._remove(pods_res, p, "Background")
+        for g in range(replicas):
+            for w in range(size):
+                pod = self._lws_pod(lws, g, w)
+                if (ns, pod["metadata"]["name"]) not in self.store["v1/pods"]:
+                    self.create_object(pods_res, ns, pod, manager="lws-controller")
+        self._lws_status(ns, name)
+
+    def _lws_status(self, ns: str, name: str) -> None:
+        res = self._lws_res()
+        lws = self.store[res.key].get((ns, name))
+        if lws is None:
+            return
+        replicas = int(lws["spec"].get("replicas", 1))
+        size = int(lws["spec"]["leaderWorkerTemplate"].get("size", 1))
+        pods = self._lws_group_pods(ns, name)
+        groups = {int(p["metadata"]["labels"][LWS_GROUP_INDEX]) for p in pods
+                  if p["metadata"]["labels"].get(LWS_WORKER_INDEX) == "0"}
+
+        def ready(p: dict) -> bool:
+            st = p.get("status") or {}
+            return st.get("phase") == "Running" and any(c.get("type") == "Ready" and c.get("status") == "True"
+                                                        for c in st.get("conditions") or [])
+        ready_groups = sum(1 for g in groups if len(grp := self._lws_group_pods(ns, name, g)) == size
+                           and all(ready(p) for p in grp))
+        ctype = "Available" if ready_groups >= replicas else "Progressing"
+        old = lws.get("status") or {}
+        before = next((c for c in old.get("conditions") or [] if c.get("type") == ctype), None)
+        cond = before if before and before.get("status") == "True" else {
+            "type": ctype, "status": "True", "reason": "AllGroupsReady" if ctype == "Available" else "GroupsProgressing",
+            "message": f"{ready_groups}/{replicas} group(s) ready", "lastTransitionTime": _now()}
+        status = {"replicas": len(groups), "readyReplicas": ready_groups, "updatedReplicas": len(groups),
+                  "observedGeneration": lws["metadata"].get("generation", 1), "conditions": [cond],
+                  "hpaPodSelector": f"{LWS_NAME}={name},{LWS_WORKER_INDEX}=0"}
+        status = {k: v for k, v in status.items() if v != 0}      # int32 fields are omitempty (:371-391)
+        if status != old:
+            new = sem.clone(lws)
+            new["status"] = status
+            self._store_put(res, lws, new, self.owners.get((res.key, ns, name)))
+
+    def _lws_pod_changed(self, pod: dict, old: dict | None) -> None:
+        labels = pod["metadata"]["labels"]
+        ns, name, group = pod["metadata"]["namespace"], labels[LWS_NAME], int(labels[LWS_GROUP_INDEX])
+        lws = self.store[self._lws_res().key].get((ns, name))
+        if lws is None:
+            return
+        restarts = lambda p: sum(c.get("restartCount", 0) for c in ((p or {}).get("status") or {}).get(
+            "containerStatuses") or [])
+        policy = lws["spec"]["leaderWorkerTemplate"].get("restartPolicy", "RecreateGroupOnPodRestart")
+        if old is not None and restarts(pod) > restarts(old) and policy in ("RecreateGroupOnPodRestart",
+                                                                            "RecreateGroupAfterStart"):
+            group_pods = self._lws_group_pods(ns, name, group)
+            pending = any((p.get("status") or {}).get("phase", "Pending") == "Pending" for p in group_pods)
+            if not (pending and policy == "RecreateGroupAfterStart"):
+                pods_res = self.resources_by_key["v1/pods"]
+                for p in group_pods:
+                    self._remove(pods_res, p, "Background")
+                size = int(lws["spec"]["leaderWorkerTemplate"].get("size", 1))
+                for w in range(size):
+                    self.create_object(pods_res, ns, self._lws_pod(lws, group, w), manager="lws-controller")
+        self._lws_status(ns, name)
 
     def _remove(self, res: Resource, obj: dict, policy: str) -> dict:
         m = obj["metadata"]

@@ -37,6 +37,10 @@ ANNOTATION_LAUNCH_SHA256: Final = PREFIX + "launch-sha256"  # pod template: sha2
 ANNOTATION_STARTUP_BUDGET: Final = PREFIX + "startup-budget-seconds"  # pod template: cold-start budget
 ANNOTATION_TEMPLATE_HASH: Final = PREFIX + "template-hash"  # pod template (operator): pods of an older one roll out
 
+LABEL_ROLE: Final = PREFIX + "role"                      # topology: the role's name (spec.roles[].name)
+LABEL_ROLE_KIND: Final = PREFIX + "role-kind"            # topology: prefill | decode | serve
+LABEL_API_SERVER: Final = PREFIX + "api-server"          # topology: "true" on pods that serve the OpenAI API
+
 # Kubernetes' recommended labels (https://kubernetes.io/docs/concepts/overview/working-with-objects/common-labels/)
 LABEL_APP_NAME: Final = "app.kubernetes.io/name"
 LABEL_APP_INSTANCE: Final = "app.kubernetes.io/instance"
@@ -44,6 +48,30 @@ LABEL_APP_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_APP_PART_OF: Final = "app.kubernetes.io/part-of"
 LABEL_APP_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_APP_VERSION: Final = "app.kubernetes.io/version"
+
+# ----------------------------------------------------------------------------- LeaderWorkerSet (kubernetes-sigs/lws v0.10.0)
+# api/leaderworkerset/v1/leaderworkerset_types.go@v0.10.0 (labels :37-60, env :67-75, policies :325-361) and
+# api/disaggregatedset/v1/disaggregatedset_types.go@v0.10.0 (:24-42); docs/design/002-topologies.md.
+LWS_GROUP: Final = "leaderworkerset.x-k8s.io"
+LWS_API_VERSION: Final = f"{LWS_GROUP}/v1"
+LWS_KIND: Final = "LeaderWorkerSet"
+LWS_PLURAL: Final = "leaderworkersets"
+LWS_LABEL_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LWS_LABEL_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_LABEL_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_LABEL_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
+LWS_ANNOTATION_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
+LWS_ANNOTATION_LEADER_NAME: Final = "leaderworkerset.sigs.k8s.io/leader-name"
+LWS_ENV_LEADER_ADDRESS: Final = "LWS_LEADER_ADDRESS"
+LWS_ENV_GROUP_SIZE: Final = "LWS_GROUP_SIZE"
+LWS_ENV_WORKER_INDEX: Final = "LWS_WORKER_INDEX"
+LWS_RESTART_RECREATE_AFTER_START: Final = "RecreateGroupAfterStart"
+LWS_STARTUP_LEADER_CREATED: Final = "LeaderCreated"
+DS_GROUP: Final = "disaggregatedset.x-k8s.io"
+DS_API_VERSION: Final = f"{DS_GROUP}/v1"
+DS_KIND: Final = "DisaggregatedSet"
+DS_PLURAL: Final = "disaggregatedsets"
+DS_LABEL_ROLE: Final = "disaggregatedset.x-k8s.io/role"
 
 # ----------------------------------------------------------------------------- status.phase
 PHASE_PENDING: Final = "Pending"
@@ -66,8 +94,10 @@ CONDITION_WEIGHTS_LOADED: Final = "WeightsLoaded"
 CONDITION_GRAPHS_CAPTURED: Final = "GraphsCaptured"
 CONDITION_READY: Final = "Ready"
 CONDITION_WARM: Final = "Warm"
+# topologies only: True while an LWS group keeps being recreated (lws#877, a bounded group restart, is not merged)
+CONDITION_GROUP_RESTART_LOOP: Final = "GroupRestartLoop"
 CONDITION_TYPES: Final = (CONDITION_VALID, CONDITION_RENDERED, CONDITION_SCHEDULED, CONDITION_WEIGHTS_LOADED,
-                          CONDITION_GRAPHS_CAPTURED, CONDITION_READY, CONDITION_WARM)
+                          CONDITION_GRAPHS_CAPTURED, CONDITION_READY, CONDITION_WARM, CONDITION_GROUP_RESTART_LOOP)
 
 # ----------------------------------------------------------------------------- condition reasons
 # (CamelCase, as metav1.Condition wants). Event reasons are phases and the ones below.
@@ -96,6 +126,9 @@ REASON_NOT_WARM: Final = "NotWarm"
 REASON_WARMUP_FAILED: Final = "WarmupFailed"
 REASON_FAILED: Final = "Failed"
 REASON_POD_FAILED: Final = "PodFailed"
+REASON_GROUPS_NOT_READY: Final = "GroupsNotReady"        # pods ready, but an LWS does not count its groups ready yet
+REASON_GROUPS_RECREATED: Final = "GroupsRecreated"
+REASON_GROUPS_STABLE: Final = "GroupsStable"
 # The kubelet's own waiting/termination reasons, passed through as the Ready condition's reason when a pod is
 # the problem (kubernetes pkg/kubelet/images/types.go, pkg/kubelet/container/sync_result.go, and
 # ContainerStateTerminated reasons).
@@ -110,7 +143,8 @@ CONDITION_REASONS: Final = frozenset({
     REASON_APPLY_FAILED, REASON_NO_PODS, REASON_UNSCHEDULABLE, REASON_SCHEDULED, REASON_SCHEDULING, REASON_DONE,
     REASON_NOT_USED, REASON_IN_PROGRESS, REASON_NO_COLDSTART_DATA, REASON_PODS_READY, REASON_PODS_NOT_READY,
     REASON_ROLLING_OUT, REASON_COLDSTART_FAILED, REASON_ENGINE_CRASHED, REASON_PHASE_OVER_BUDGET, REASON_WARM,
-    REASON_NOT_WARM, REASON_WARMUP_FAILED, REASON_FAILED, REASON_POD_FAILED,
+    REASON_NOT_WARM, REASON_WARMUP_FAILED, REASON_FAILED, REASON_POD_FAILED, REASON_GROUPS_NOT_READY,
+    REASON_GROUPS_RECREATED, REASON_GROUPS_STABLE,
 }) | KUBELET_FATAL_WAITING | KUBELET_CRASH_WAITING | KUBELET_CRASH_TERMINATED
 
 # ----------------------------------------------------------------------------- Event reasons besides phases

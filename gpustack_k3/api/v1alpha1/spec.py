@@ -304,7 +304,9 @@ class DeploymentSpec(_Strict):
     storage: Storage = Field(default_factory=Storage.model_construct)
     startup: Startup = Field(default_factory=Startup.model_construct)
     placement: Placement = Field(default_factory=Placement.model_construct)
-    roles: list[Role] = Field(default_factory=list, max_length=8, description=(
+    roles: list[Role] = Field(default_factory=list, max_length=8, json_schema_extra={
+        # a list map keyed by name: the API server refuses two roles of one name, and apply merges roles by name
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}, description=(
         "Topology: prefill/decode or serve roles, each its own set of instances. Empty: one serve role on "
         "hardware.gpuCount GPUs (the single-node document)."))
     disaggregation: Disaggregation | None = Field(default=None, description="P/D KV transfer (with prefill and decode roles).")

@@ -120,6 +120,31 @@ class PlanCheck(_Status):
     notPrinted: list[str] = Field(default_factory=list, description="Planned figures the engine has not printed.")
 
 
+class GroupStatus(_Status):
+    """One LWS group (one engine instance) of a role, as the operator last saw its leader pod."""
+    index: int = Field(ge=0, description="Group index (LWS leaderworkerset.sigs.k8s.io/group-index).")
+    leader: str = Field(description="The group's leader pod (<lws>-<index>).")
+    leaderUid: str = Field(description="uid of that leader pod: a new uid means LWS recreated the group.")
+    ready: bool = False
+    recreations: int = Field(default=0, ge=0, description="Times the group was recreated since the operator saw it first.")
+
+
+class RoleStatus(_Status):
+    """A role of a topology: its LeaderWorkerSet's status (re-read every reconcile, kserve#6043) and its groups."""
+    name: str = Field(description="spec.roles[].name")
+    kind: str | None = Field(default=None, description="LeaderWorkerSet (or DisaggregatedSet) holding the role.")
+    instances: int = Field(ge=0, description="Desired groups (spec.roles[].instances = LWS replicas).")
+    podsPerInstance: int = Field(ge=1, description="Pods per group (LWS size).")
+    replicas: int = Field(default=0, ge=0, description="Groups created (LWS status.replicas).")
+    readyReplicas: int = Field(default=0, ge=0, description="Ready groups (LWS status.readyReplicas).")
+    updatedReplicas: int = Field(default=0, ge=0, description="Groups on the current template (LWS status.updatedReplicas).")
+    leaderColdStartSeconds: float | None = Field(default=None, description=(
+        "The slowest ready leader's cold start: its engine container's start to its Ready condition."))
+    groupRecreations: int = Field(default=0, ge=0, description="Group recreations of this role observed in total.")
+    groups: list[GroupStatus] = Field(default_factory=list, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["index"]})
+
+
 class K3DeploymentStatus(_Status):
     """Observed state, written by the operator through the status subresource."""
     phase: Phase | None = Field(default=None, description="Pending, Invalid, Deploying, Starting, Ready, Warm, Degraded or Failed.")
@@ -131,3 +156,6 @@ class K3DeploymentStatus(_Status):
     planCheck: PlanCheck | None = None
     warnings: list[str] = Field(default_factory=list, description="Warning findings of the rule catalog.")
     endpoint: str | None = Field(default=None, description="In-cluster URL of the OpenAI-compatible API.")
+    roles: list[RoleStatus] = Field(default_factory=list, description="Topologies: one entry per role.",
+                                    json_schema_extra={"x-kubernetes-list-type": "map",
+                                                       "x-kubernetes-list-map-keys": ["name"]})

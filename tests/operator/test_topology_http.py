@@ -1,0 +1,141 @@
+"""A P/D topology through the operator on the API emulator, with the official client: the real validation and
+rendering, one LeaderWorkerSet per role, the emulator's LWS controller making each group's pods (with the LWS
+labels and env), the test playing the kubelet per pod; status per role, no-op resyncs, group recreations."""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import time
+
+import pytest
+from operator_helpers import NS, G, P, V, wait_for
+
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.operator import hooks
+from tests.support.documents import merge
+
+pytestmark = pytest.mark.operator
+AGENT = "gpustack-k3-operator/"
+NAME = "kimi"
+# the kimi-k3-b300-1p1d preset with a two-pod decode instance (DP 2 over 2 pods, TP 8 each; headless worker)
+PRESET = "kimi-k3-b300-1p1d"
+DECODE = {"podsPerInstance": 2, "parallel": {"tp": 8, "dp": 2, "dpLocal": 1}}
+PODS = {"prefill": ["kimi-prefill-0"], "decode": ["kimi-decode-0", "kimi-decode-0-1"]}
+
+
+def pd_resource() -> dict:
+    doc = copy.deepcopy(load_catalog().presets[PRESET].document)
+    doc["spec"]["roles"][1] = merge(doc["spec"]["roles"][1], DECODE)
+    doc["metadata"] = {"name": NAME, "namespace": NS}
+    return doc
+
+
+def status_of(co) -> dict:
+    return co.get_namespaced_custom_object(G, V, NS, P, NAME).get("status") or {}
+
+
+def cond(status, ctype):
+    return next((c for c in status.get("conditions") or [] if c["type"] == ctype), {})
+
+
+def rfc3339(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def kubelet(core, pod: str, *, ready: bool, started: dt.datetime, ready_at: dt.datetime | None = None,
+            restarts: int = 0) -> None:
+    """Report the pod as the kubelet would: Running, the engine container started at ``started``, Ready."""
+    conds = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(started)},
+             {"type": "Ready", "status": "True" if ready else "False",
+              "lastTransitionTime": rfc3339(ready_at or started)}]
+    cs = {"name": "engine", "image": "vllm", "imageID": "", "ready": ready, "restartCount": restarts,
+          "state": {"waiting": None, "terminated": None, "running": {"startedAt": rfc3339(started)}}}
+    core.patch_namespaced_pod_status(pod, NS, {"status": {"phase": "Running", "conditions": conds,
+                                                          "containerStatuses": [cs]}})
+
+
+def pod_uid(core, name):
+    return core.read_namespaced_pod(name, NS).metadata.uid
+
+
+@pytest.fixture
+def topology(emu, kube, start_operator):
+    co, _apps, core = kube
+    op = start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, resync_s=0.5)
+    co.create_namespaced_custom_object(G, V, NS, P, pd_resource())
+    for pods in PODS.values():
+        for pod in pods:
+            wait_for(lambda p=pod: core.read_namespaced_pod(p, NS), what=f"pod {pod} made by the LWS controller")
+    return op, co, core
+
+
+def test_roles_become_leaderworkersets_whose_groups_get_the_lws_env(emu, topology):
+    _op, co, core = topology
+    for role, size, replicas in (("prefill", 1, 1), ("decode", 2, 1)):
+        lws = co.get_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL, f"{NAME}-{role}")
+        assert (lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (replicas, size)
+        assert lws["metadata"]["ownerReferences"][0]["kind"] == api.KIND
+    worker = core.read_namespaced_pod("kimi-decode-0-1", NS)
+    env = {e.name: e.value for e in worker.spec.containers[0].env if e.value is not None}
+    assert env[api.LWS_ENV_LEADER_ADDRESS] == f"kimi-decode-0.kimi-decode.{NS}"
+    assert (env[api.LWS_ENV_GROUP_SIZE], env[api.LWS_ENV_WORKER_INDEX]) == ("2", "1")
+    labels = worker.metadata.labels
+    assert labels[api.LABEL_ROLE] == "decode" and labels[api.LWS_LABEL_GROUP_INDEX] == "0"
+    assert labels[api.LABEL_DEPLOYMENT] == NAME
+    st = wait_for(lambda: (s := status_of(co)).get("roles") and s, what="role status")
+    assert [r["name"] for r in st["roles"]] == ["decode", "prefill"]
+    assert st["endpoint"] == f"http://{NAME}.{NS}.svc:8000"      # the router's Service
+
+
+def test_pd_deployment_goes_ready_with_per_role_status_and_quiet_resyncs(emu, topology):
+    op, co, core = topology
+    t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=20)
+    kubelet(core, "kimi-prefill-0", ready=True, started=t0, ready_at=t0 + dt.timedelta(seconds=300))
+    kubelet(core, "kimi-decode-0-1", ready=True, started=t0)
+    st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_STARTING and s, what="Starting")
+    kubelet(core, "kimi-decode-0", ready=True, started=t0, ready_at=t0 + dt.timedelta(seconds=640))
+    st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_READY and s, what="Ready")
+    roles = {r["name"]: r for r in st["roles"]}
+    assert roles["decode"]["readyReplicas"] == roles["decode"]["instances"] == 1
+    assert roles["decode"]["leaderColdStartSeconds"] == 640 and roles["prefill"]["leaderColdStartSeconds"] == 300
+    assert roles["decode"]["groups"][0]["leader"] == "kimi-decode-0" and roles["decode"]["groupRecreations"] == 0
+    assert cond(st, api.CONDITION_READY)["status"] == "True"
+    assert cond(st, api.CONDITION_GROUP_RESTART_LOOP)["status"] == "False"
+    assert op.wait_idle(10)
+    emu.reset_counters()
+    before = op.reconcile_count
+    time.sleep(1.6)            # several resyncs of an unchanged world
+    assert op.reconcile_count > before and emu.writes(agent=AGENT) == 0
+
+
+def test_pods_ready_but_lws_not_yet_counting_the_group_is_not_ready(emu, topology):
+    """Readiness is re-read from the LWS every reconcile (kserve#6043): with the decode worker not ready the
+    decode LWS counts 0 ready groups, and the resource is not Ready even though both leaders are."""
+    _op, co, core = topology
+    t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=5)
+    for pod in ("kimi-prefill-0", "kimi-decode-0"):
+        kubelet(core, pod, ready=True, started=t0)
+    kubelet(core, "kimi-decode-0-1", ready=False, started=t0)
+    st = wait_for(lambda: (s := status_of(co)).get("roles") and {r["name"]: r["readyReplicas"] for r in s["roles"]}
+                  == {"prefill": 1, "decode": 0} and s, what="decode 0 ready groups")
+    assert st["phase"] != api.PHASE_READY
+
+
+def test_group_recreations_are_counted_and_a_loop_raises_the_condition(emu, topology):
+    _op, co, core = topology
+    t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=5)
+    for n in range(1, 4):
+        uid = pod_uid(core, "kimi-decode-0")
+        for pod in PODS["decode"]:
+            kubelet(core, pod, ready=False, started=t0)                       # started: not Pending any more
+        wait_for(lambda: any(r["name"] == "decode" and r["groups"] and r["groups"][0]["leaderUid"] == uid
+                             for r in status_of(co).get("roles") or []), what="the operator saw this group")
+        kubelet(core, "kimi-decode-0-1", ready=False, started=t0, restarts=1)   # a container restart
+        wait_for(lambda u=uid: pod_uid(core, "kimi-decode-0") != u, what="LWS recreated the group")
+        wait_for(lambda n=n: next(r for r in status_of(co)["roles"] if r["name"] == "decode")["groupRecreations"]
+                 == n, what=f"{n} recreation(s) counted")
+    st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_DEGRADED and s, what="Degraded")
+    loop = cond(st, api.CONDITION_GROUP_RESTART_LOOP)
+    assert loop["status"] == "True" and loop["reason"] == api.REASON_GROUPS_RECREATED
+    assert "decode group 0 (3x)" in loop["message"]
