@@ -19,7 +19,8 @@ from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.core.resolve import Resolved, get_path
 
 
-def _compact(obj: Any) -> str:
+def compact_json(obj: Any) -> str:
+    """A JSON flag value as every engine argument spells it (no spaces)."""
     return json.dumps(obj, separators=(",", ":"))
 
 
@@ -52,7 +53,7 @@ def _speculative_args(r: Resolved) -> list[str]:
         return []
     sp = r.engine.speculative
     if r.engine.engine == "vllm":
-        return ["--speculative-config", _compact(speculative_json(r))]
+        return ["--speculative-config", compact_json(speculative_json(r))]
     args = ["--speculative-algorithm", sp["methods"].get(s.method, s.method)]
     if s.draftModel:
         args += [sp["draft_path_flag"], s.draftModel]
@@ -73,7 +74,7 @@ def eplb_args(engine: EngineEntry, eplb: Any, flag: str) -> list[str]:
         return []
     cfg = eplb_json(engine, eplb)
     on = [] if eplb.enabled is False else [flag]
-    return [*on, engine.topology["eplb_config_flag"], _compact(cfg)] if cfg else on
+    return [*on, engine.topology["eplb_config_flag"], compact_json(cfg)] if cfg else on
 
 
 def render_args(r: Resolved) -> list[Arg]:
@@ -110,7 +111,7 @@ def _flag_tokens(f: FlagSpec, v: Any) -> list[str]:
     if f.kind == "store_false":
         return [] if v else [f.flag]
     if f.kind == "json":
-        return [f.flag, _compact(v)]
+        return [f.flag, compact_json(v)]
     return [f.flag, _fmt(v)]
 
 

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
-from gpustack_k3.core.flags import render_args
+from gpustack_k3.core.flags import compact_json, render_args
 from gpustack_k3.core.launch_types import Arg, LaunchSpec, PerPodArg, RoleLaunch, SecretEnv, TopologyLaunch, Volume
 from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
@@ -106,7 +105,7 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
         launches[view.role.name] = launch
     if refused:
         raise Refused([*refused, *findings])
-    topo = document_topology(doc)
+    topo = document_topology(doc, views)
     findings.extend(validate_topology(topo, strict=strict))
     if has_errors(findings):
         raise Refused(findings)
@@ -142,7 +141,7 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
                 per_pod.append(PerPodArg(topo["start_rank_flag"], "start_rank", "parallel.dpLocal",
                                          on="all" if t.hybrid_lb else "workers"))
         if t.kv_transfer is not None:
-            common.append(Arg("disaggregation", [topo["kv_transfer_flag"], _json(t.kv_transfer)]))
+            common.append(Arg("disaggregation", [topo["kv_transfer_flag"], compact_json(t.kv_transfer)]))
             env[topo["side_channel_port_env"]] = str(disaggregation.sideChannelPort)
             env_from_pod[topo["side_channel_host_env"]] = "status.podIP"
         leader_extra = list(common)
@@ -159,10 +158,6 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
         gpus_per_pod=t.gpus_per_pod or launch.gpu_count, dp=t.dp, dp_local=t.dp_local or t.dp,
         load_balancing="hybrid" if t.hybrid_lb else "external" if t.external_lb else "internal",
         leader=leader, worker=worker, per_pod=per_pod, env_from_pod=env_from_pod)
-
-
-def _json(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 def _with_args(launch: LaunchSpec, extra: list[Arg], env: dict[str, str]) -> LaunchSpec:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Parallel, Role
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Role
 from gpustack_k3.core.resolve import resolve
 
 # Role sections that override the shared section of the same name field by field
@@ -86,8 +86,7 @@ def effective_document(doc: DeploymentDocument, role: Role) -> DeploymentDocumen
 def implicit_role(doc: DeploymentDocument) -> Role:
     """The serve role a document without ``spec.roles`` describes: one instance, one pod, hardware.gpuCount GPUs."""
     return Role.model_construct(name="serve", role="serve", instances=1, podsPerInstance=1,
-                                gpusPerPod=doc.spec.hardware.gpuCount, parallel=doc.spec.parallel
-                                if isinstance(doc.spec.parallel, Parallel) else Parallel.model_construct(),
+                                gpusPerPod=doc.spec.hardware.gpuCount, parallel=doc.spec.parallel,
                                 loadBalancing="internal", apiServerCount=None, memory=None, scheduling=None,
                                 vllm=None, sglang=None, env={}, extraArgs=[], placement=None)
 
@@ -220,10 +219,11 @@ def kv_transfer_config(doc: DeploymentDocument, kind: str, kv_roles: dict[str, s
     return cfg
 
 
-def document_topology(doc: DeploymentDocument) -> Topology:
-    """The topology rules' view of a document: per role, the facts the launch builder emits (and only those)."""
+def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = None) -> Topology:
+    """The topology rules' view of a document: per role, the facts the launch builder emits (and only those).
+    ``views``: the document's :func:`role_views` when the caller has them already."""
     roles = []
-    for view in role_views(doc):
+    for view in views if views is not None else role_views(doc):
         r = resolve(view.document)
         role = view.role
         topo = r.engine.topology
