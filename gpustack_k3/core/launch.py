@@ -7,7 +7,8 @@ import math
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import compact_json, render_args
-from gpustack_k3.core.launch_types import Arg, LaunchSpec, PerPodArg, RoleLaunch, SecretEnv, TopologyLaunch, Volume
+from gpustack_k3.core.launch_topology_types import PerPodArg, RoleLaunch, TopologyLaunch
+from gpustack_k3.core.launch_types import Arg, LaunchSpec, SecretEnv, Volume
 from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
 from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology

@@ -50,7 +50,8 @@ from gpustack_k3.render.templates import RenderError
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-    from gpustack_k3.core.launch_types import LaunchSpec, RoleLaunch, TopologyLaunch
+    from gpustack_k3.core.launch_topology_types import RoleLaunch, TopologyLaunch
+    from gpustack_k3.core.launch_types import LaunchSpec
 
 FORMS = ("leaderworkerset", "disaggregatedset")
 SHELL = "/bin/sh"

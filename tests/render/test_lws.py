@@ -16,7 +16,7 @@ from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_topology_launch
-from gpustack_k3.core.launch_types import PerPodArg
+from gpustack_k3.core.launch_topology_types import PerPodArg
 from gpustack_k3.render.lws import (
     entrypoint,
     lws_objects,
