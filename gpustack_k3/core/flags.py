@@ -15,8 +15,20 @@ from typing import Any
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion, FlagSpec
 from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.core.errors import InputError
-from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.core.resolve import Resolved, get_path
+
+
+@dataclass(frozen=True)
+class Arg:
+    """The engine tokens one spec field produced, in argv order.
+
+    ``field`` is the spec path the tokens come from (``parallel.tp``, ``speculative``, ``model.path``;
+    ``extraArgs`` for the user's own flags); ``platform`` marks what a platform owns and composes itself
+    (model path, host, port, served name: GPUStack puts its placeholders there)."""
+
+    field: str
+    tokens: list[str]
+    platform: bool = False
 
 
 def compact_json(obj: Any) -> str:

@@ -10,18 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-
-@dataclass(frozen=True)
-class Arg:
-    """The engine tokens one spec field produced, in argv order.
-
-    ``field`` is the spec path the tokens come from (``parallel.tp``, ``speculative``, ``model.path``;
-    ``extraArgs`` for the user's own flags); ``platform`` marks what a platform owns and composes itself
-    (model path, host, port, served name: GPUStack puts its placeholders there)."""
-
-    field: str
-    tokens: list[str]
-    platform: bool = False
+from gpustack_k3.core.flags import Arg  # the flag table's output; defined there, off the launch-only path
 
 
 @dataclass(frozen=True)
