@@ -9,8 +9,7 @@ balancing, P/D compatibility) look across the views (docs/design/002-topologies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -21,8 +20,7 @@ from gpustack_k3.core.resolve import resolve
 MERGED_SECTIONS = ("parallel", "memory", "scheduling", "vllm", "sglang", "placement")
 
 
-@dataclass(frozen=True)
-class RoleView:
+class RoleView(NamedTuple):
     """One role of a document and its effective single-engine document."""
     index: int | None            # position in spec.roles; None: the implicit serve role of a roleless document
     role: Role
@@ -100,8 +98,7 @@ def role_views(doc: DeploymentDocument) -> list[RoleView]:
 
 # ----------------------------------------------------------------------------- what the topology rules read
 
-@dataclass(frozen=True)
-class TopoRole:
+class TopoRole(NamedTuple):
     """One role as the topology rules see it: the role's resolved effective document plus the multi-pod launch
     facts of its pods. From a document the facts are what :func:`gpustack_k3.core.launch.build_topology_launch`
     emits; from ``check-pd`` they are what the command line says (so a contradiction can be seen at all).
@@ -162,8 +159,7 @@ class TopoRole:
         return e is not None and e.enabled is not False
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(NamedTuple):
     """Every role of a deployment (or of a check-pd pair) and the shared P/D settings."""
     roles: list[TopoRole]
     disaggregation: Any           # api Disaggregation or None

@@ -6,7 +6,6 @@ document resolves to. check-pd's own corpus (tests/cli) reaches the same rules f
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -40,8 +39,7 @@ def tweak(preset: str, name: str, **facts) -> Callable[[], Topology]:
     """The preset's topology with one role's launch facts replaced (what a command line can state)."""
     def build() -> Topology:
         t = document_topology(edit(preset))
-        return dataclasses.replace(t, roles=[dataclasses.replace(r, **facts) if r.name == name else r
-                                             for r in t.roles])
+        return t._replace(roles=[r._replace(**facts) if r.name == name else r for r in t.roles])
     return build
 
 
