@@ -1,15 +1,13 @@
 """The one shape every check speaks: rule catalog, argv checker and log doctor alike."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One verdict. ``rule`` is a stable id (``explain RULE`` describes it); ``field`` is the spec
     path it concerns (``spec.parallel.dcp``) or, for logs, the phase; ``source`` says where the
     knowledge comes from (seed section or engine file:line@version)."""
@@ -22,7 +20,7 @@ class Finding:
     source: str
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return self._asdict()
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

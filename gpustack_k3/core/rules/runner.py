@@ -1,7 +1,6 @@
 """Run the spec and args rules over a resolved document. Pure: spec + catalog in, findings out."""
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,7 +61,7 @@ def in_role(f: Finding, prefix: str) -> Finding:
     """A finding of a role's effective document, pointed at the role (spec.memory -> spec.roles[i].memory)."""
     if prefix == "spec" or not f.field.startswith("spec."):
         return f
-    return dataclasses.replace(f, field=prefix + f.field[len("spec"):])
+    return f._replace(field=prefix + f.field[len("spec"):])
 
 
 def validate_topology(t: Topology, *, strict: bool = False) -> list[Finding]:
