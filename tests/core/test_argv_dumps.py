@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -107,3 +108,40 @@ def test_every_custom_action_has_a_kind_and_an_implementation():
     from gpustack_k3.core.argv.engine_types import ACTIONS
 
     assert set(CUSTOM_ACTION_KINDS) == set(ACTIONS)
+
+
+@pytest.mark.parametrize("name", DUMPS)
+def test_option_strings_are_what_the_parser_registers(name):
+    dump = version_dump(next(CAT.version(e, k) for e, k in VERSIONS
+                             if CAT.version(e, k).parser.dump.endswith("/" + name)))
+    assert dump.option_strings == set(build_parser(dump)._option_string_actions)
+
+
+@pytest.mark.parametrize("engine,key", VERSIONS)
+def test_reading_with_the_reachable_options_equals_reading_with_all(engine, key, tmp_path, monkeypatch):
+    """read_argv builds only the options the command line can reach (parser.reachable); over generated
+    command lines (every spelling, abbreviations unique or not, faults, config files) the reading, refusals
+    and messages included, is the one the whole parser gives."""
+    from gpustack_k3.core.argv import read as read_mod
+    from tests.engine.argv_corpus import Corpus
+
+    v, e = CAT.version(engine, key), CAT.engine(engine)
+    argvs = Corpus(engine, key).generate(tmp_path, 150, seed=7) + [
+        ["-hq"], ["-qh"], ["-tp8"], ["-tp=2", "-dpm"], ["-nq", "1"], ["-O3"], ["--", "--port", "1"], ["-"]]
+
+    def files(path):
+        return open(path, encoding="utf-8").read()
+
+    def reading(argv):
+        r = read_argv(e, v, argv, read_file=files)
+        # a type function's repr in argparse's message carries its address (new per parser built)
+        refusals = [(x.where, x.flag, re.sub(r" at 0x[0-9a-f]+", "", x.message), x.token) for x in r.refusals]
+        return ({d: (g.option, g.raw, repr(g.value), g.origin) for d, g in r.given.items()}, repr(r.model),
+                refusals, r.unrecognized)
+
+    subset = [reading(a) for a in argvs]
+    full_parser = read_mod.build_parser
+    monkeypatch.setattr(read_mod, "build_parser", lambda dump, *, model_optional=True, for_args=None:
+                        full_parser(dump, model_optional=model_optional))
+    assert [reading(a) for a in argvs] == subset
+    assert sum(1 for s in subset if s[2]) > 10 and sum(1 for s in subset if not s[2]) > 10   # both kinds drawn

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpustack_k3.catalog.loader import DATA, EngineVersion
 
@@ -35,8 +35,7 @@ class Refused(Exception):
         self.message, self.flag, self.token = message, flag, token
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One action of the engine's parser."""
     dest: str
     flags: tuple[str, ...]
@@ -80,6 +79,11 @@ class ParserDump:
             for f in o.flags:
                 self.by_flag[f] = o
             self.by_dest.setdefault(o.dest, o)
+
+    @property
+    def option_strings(self) -> set[str]:
+        """Every option string the engine's parser registers (those of the rebuilt parser: tested)."""
+        return set(self.by_flag)
 
     def choices(self, dest: str) -> list | None:
         """The values an option accepts: argparse ``choices``, or for a str-or-Literal vLLM field the

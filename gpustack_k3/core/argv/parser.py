@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from gpustack_k3.core.argv import engine_types as et
@@ -70,21 +71,43 @@ def _action_class(kind_or_cls: Any) -> type:
     return _TRACKED[kind_or_cls]
 
 
-def build_parser(dump: ParserDump, *, model_optional: bool = True) -> _Parser:
+def build_parser(dump: ParserDump, *, model_optional: bool = True, for_args: Sequence[str] | None = None) -> _Parser:
     """An argparse parser behaving as the engine's for every option of the dump. ``model_optional``: a
     command line pasted without its model is read anyway (the engine would refuse a missing required
-    ``--model-path``)."""
-    return _build_parser(dump.path, model_optional)
+    ``--model-path``). ``for_args``: only the options these argument strings can reach (:func:`reachable`):
+    argparse then matches, abbreviates and refuses each of them exactly as the whole parser does, and a
+    command line of ten flags does not pay for building three hundred actions (most of a CLI call's reading)."""
+    keep = None if for_args is None else reachable(dump, for_args)
+    return _build_parser(dump.path, model_optional, keep)
 
 
-@functools.lru_cache(maxsize=16)
-def _build_parser(path: str, model_optional: bool) -> _Parser:
+def reachable(dump: ParserDump, args: Sequence[str]) -> frozenset[int]:
+    """Indices (into ``dump.options``) of every option argparse could select for ``args``: argparse looks an
+    option token up exactly, then before its ``=``, then as a prefix of option strings, and a single-dash
+    token also as its first two characters plus an attached value (``_parse_optional`` / ``_get_option_tuples``,
+    argparse.py@3.11). Kept besides: every option with a single-dash string (combined short flags look each
+    one up), and the required ones (argparse reports them missing)."""
+    prefixes = set()
+    for a in args:
+        if len(a) > 1 and a[0] == "-" and a != "--":   # '--' ends the options; it is never looked up
+            prefixes.add(a.split("=", 1)[0] if a[1] == "-" else a[:2])
+    keep = set()
+    for i, opt in enumerate(dump.options):
+        if opt.required or any(f[1] != "-" or f.startswith(pre) for f in opt.flags for pre in prefixes):
+            keep.add(i)
+    return frozenset(keep)
+
+
+@functools.lru_cache(maxsize=64)
+def _build_parser(path: str, model_optional: bool, keep: frozenset[int] | None) -> _Parser:
     dump = load_dump(path)
     p = _Parser(prog=dump.engine, add_help=False, allow_abbrev=dump.allow_abbrev, exit_on_error=False)
     for entry in dump.positionals:
         p.add_argument(entry["dest"], nargs=entry.get("nargs"), type=et.build_type(entry.get("type")),
                        default=None, action=_action_class("store"))
-    for entry, opt in zip(dump.raw_options, dump.options):
+    for i, (entry, opt) in enumerate(zip(dump.raw_options, dump.options)):
+        if keep is not None and i not in keep:
+            continue
         kw: dict[str, Any] = {"dest": opt.dest, "default": opt.default}
         action = entry["action"]
         if action in ("help", "version"):

@@ -11,7 +11,7 @@ import argparse
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion
 from gpustack_k3.core.argv import sglang as sglang_argv
@@ -21,8 +21,7 @@ from gpustack_k3.core.argv.engine_types import build_type
 from gpustack_k3.core.argv.parser import build_parser
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     where: str               # "argv[3]", or "argv --config FILE" for a token that came from the file
     flag: str | None         # the option concerned, as the engine names it
     message: str
@@ -89,7 +88,7 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
             d = vllm_argv.dialect(dump.code)
             serve = _serve(engine, version)
             # the option strings of the parser that reads a config file (vllm serve: the top-level one, empty)
-            registered = set() if serve else set(build_parser(dump)._option_string_actions)
+            registered = set() if serve else dump.option_strings
             args, origins = vllm_argv.preprocess(d, toks, serve=serve, read_file=read_file, registered=registered,
                                                  model_optional=model_optional)
         else:
@@ -99,7 +98,7 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
         reading.refusals.append(Refusal(_locate(toks, exc, None), exc.flag, exc.message))
         return reading
     ns = argparse.Namespace(_k3_given=[])
-    parser = build_parser(dump, model_optional=model_optional)
+    parser = build_parser(dump, model_optional=model_optional, for_args=args)
     parser._k3_action = None
     try:
         ns, extras = parser.parse_known_args(args, ns)
