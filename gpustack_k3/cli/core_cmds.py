@@ -574,7 +574,6 @@ _VALUED = ("api_server_count_flag", "nnodes_flag", "start_rank_flag", "rank_flag
 def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod):
     """One check-pd command line -> (its document, its TopoRole, what its engine's parser refuses). Unusable input
     raises InputError naming --SIDE."""
-    import dataclasses
     import json
     import shlex
 
@@ -652,7 +651,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
         side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
         extra_flags=flag_values(list(doc.spec.extraArgs)))
     # refusals name tokens of the command line without the launch-fact flags: say which side they are from
-    refusals = [dataclasses.replace(ref, where=f"{opt} {ref.where}") for ref in refusals]
+    refusals = [ref._replace(where=f"{opt} {ref.where}") for ref in refusals]
     return doc, role, refusals
 
 

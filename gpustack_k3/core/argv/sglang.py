@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import NamedTuple
 
 from gpustack_k3.core.argv.dumps import Option, ParserDump, Refused
 from gpustack_k3.core.argv.engine_types import UnknownEngineCode
 
 
-@dataclass(frozen=True)
-class Merger:
+class Merger(NamedTuple):
     """How one release's ConfigArgumentMerger.__init__ classifies the parser's actions."""
     # 0.5.23 (_config_keys): a key may be the dest or any long spelling (dashes as underscores), and a key some
     # supported action also reads stays usable; 0.5.22: the dest only, and an unsupported action's dest is refused

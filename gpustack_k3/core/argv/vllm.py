@@ -24,8 +24,7 @@ import argparse
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpustack_k3.core.argv.dumps import Refused
 from gpustack_k3.core.argv.engine_types import UnknownEngineCode, _vllm_human_readable_int
@@ -33,8 +32,7 @@ from gpustack_k3.core.argv.engine_types import UnknownEngineCode, _vllm_human_re
 Origin = Any   # int (index into the user's argv) or str (a --config file key)
 
 
-@dataclass(frozen=True)
-class Dialect:
+class Dialect(NamedTuple):
     name: str
     optimization: str          # "--optimization-level" (0.28+) or "-O.level" (0.11.0: compilation config key)
     dotted_human_int: bool     # dotted values fall back to human_readable_int (0.28+)
