@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -22,12 +23,15 @@ class CatalogError(Exception):
 
 
 def _dc(cls):
+    # no generated __eq__ (nothing compares catalog entries; each generated method is compiled at every start),
+    # and every class has a docstring (else dataclass builds one from inspect.signature, also at every start)
     cls.__pydantic_config__ = _FORBID
-    return dataclass(kw_only=True)(cls)
+    return dataclass(kw_only=True, eq=False)(cls)
 
 
 @_dc
 class HardwareProfile:
+    """One GPU type: what the driver reports per GPU, the node and rack shape, the device-plugin resource."""
     description: str
     visible_gib: Annotated[float, Gt(0)]
     gpus_per_node: Annotated[int, Ge(1)]
@@ -41,6 +45,7 @@ class HardwareProfile:
 
 @_dc
 class DraftArtifact:
+    """Where a model's speculative draft is published: hub id, config file name, path beside the model."""
     modelscope: str
     config_name: str
     path: str
@@ -57,6 +62,7 @@ class Calibration:
 
 @_dc
 class ModelEngineFigures:
+    """One model's memory figures for one engine (the planner's inputs); None where not public."""
     weights_per_gpu_gib: float | None = None   # None: not public; the planner reports "unknown"
     # vLLM
     non_kv_fixed_gib: float | None = None
@@ -79,6 +85,7 @@ class ModelEngineFigures:
 
 @_dc
 class ModelEntry:
+    """A model: where it comes from, its size and context, per-engine figures, topology figures."""
     description: str
     source_id: str
     hub: str
@@ -100,6 +107,7 @@ class ModelEntry:
 
 @_dc
 class FlagSpec:
+    """One row of an engine's flag table: the spec field, the flag it maps to, how the value is written."""
     field: str
     flag: str
     kind: Literal["value", "bool_optional", "store_true", "store_false", "json", "speculative", "eplb"] = "value"
@@ -143,6 +151,7 @@ class CompileCacheEnv:
 
 @_dc
 class EngineVersion:
+    """One pinned engine release: image, command, the traits rules read, what its parser dump says."""
     key: str = ""
     engine: str = ""
     default: bool = False
@@ -165,6 +174,7 @@ class EngineVersion:
 
 @_dc
 class EngineEntry:
+    """One engine: how it is started, its flag table, its pinned versions (exactly one default)."""
     engine: Literal["vllm", "sglang"]
     command: list[str]
     model_arg: Literal["positional", "flag"]
@@ -194,6 +204,7 @@ class EngineEntry:
 
 @_dc
 class PresetEntry:
+    """A named deployment document shipped with the catalog."""
     name: str
     description: str
     document: dict[str, Any]
@@ -201,6 +212,7 @@ class PresetEntry:
 
 @_dc
 class AdviceRow:
+    """One measured row of the seed's long-context table: engine, context, decode speed, TTFT, TPOT."""
     engine: Literal["vllm", "sglang"]
     context: int
     decode_tok_s: float
@@ -210,6 +222,7 @@ class AdviceRow:
 
 @_dc
 class Advice:
+    """The seed's measurements and the presets each piece of advice applies to."""
     source: str
     measurements: list[AdviceRow]
     presets: dict[str, list[str]]
@@ -217,6 +230,7 @@ class Advice:
 
 @_dc
 class Catalog:
+    """Everything the catalog data files say, validated."""
     hardware: dict[str, HardwareProfile]
     models: dict[str, ModelEntry]
     engines: dict[str, EngineEntry]
@@ -242,16 +256,19 @@ def _read(path: Path) -> Any:
 
 
 def _fingerprint(data_dir: Path) -> str | None:
-    """The cache key: every data file, and this module's own source (the types and checks that build the
-    catalog); None when something cannot be read."""
-    return _startup_cache.source_digest(Path(__file__), *(p for p in data_dir.rglob("*") if p.is_file()))
+    """The cache key: this module's own source (the types and checks that build the catalog) by content, every
+    data file by path, size and mtime (hashing 0.8 MB of parser dumps cost more than the rest of a cache hit);
+    None when something cannot be read."""
+    code = _startup_cache.source_digest(Path(__file__))
+    data = _startup_cache.stat_digest(data_dir, [p for p in data_dir.rglob("*") if p.is_file()])
+    return None if code is None or data is None else hashlib.sha256(f"{code}{data}".encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=4)
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """The catalog from ``data_dir`` (default: the packaged data), validated; raises CatalogError naming the
-    problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by a hash of the data files'
-    contents and of this module's source) so the CLI does not re-validate unchanged data on every start."""
+    problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by the data files' sizes and
+    mtimes and a hash of this module's source) so the CLI does not re-validate unchanged data on every start."""
     key = _fingerprint(data_dir or DATA)
     name = f"catalog-{key[:24]}.pickle" if key else None
     cat = _startup_cache.load(name) if name else None

@@ -205,6 +205,26 @@ def test_a_changed_loader_or_model_module_misses_the_warm_cache(tmp_path):
     assert len([n for n in after if n.startswith("spec-schema-")]) == 2   # a new schema entry beside the old
 
 
+def test_a_changed_data_file_misses_the_warm_cache_even_at_the_same_size(tmp_path):
+    """Data files are keyed by path, size and mtime (not hashed at each start): an edit that keeps the size
+    (one digit of a figure) still rebuilds the catalog, and the rebuilt catalog has the edit."""
+    pkg, cache = _copy_package(tmp_path), tmp_path / "cache"
+    assert _validate(pkg, cache).returncode == 0
+    hw = pkg / "gpustack_k3" / "catalog" / "data" / "hardware.yaml"
+    text = hw.read_text()
+    assert "visible_gib: 267.69" in text
+    before = hw.stat().st_mtime_ns
+    hw.write_text(text.replace("visible_gib: 267.69", "visible_gib: 266.69", 1))
+    os.utime(hw, ns=(before + 10**9, before + 10**9))      # a later mtime, whatever the file system's resolution
+    assert _validate(pkg, cache).returncode == 0
+    assert len(list(cache.glob("catalog-*"))) == 2
+    env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
+    out = subprocess.run([sys.executable, "-c", "from gpustack_k3.catalog import load_catalog; "
+                          "print(load_catalog().hardware['b300'].visible_gib)"], capture_output=True, text=True,
+                         env=env, timeout=120, check=True, cwd=pkg)
+    assert out.stdout.strip() == "266.69"
+
+
 @pytest.fixture
 def cache_env(monkeypatch, tmp_path):
     from gpustack_k3 import _startup_cache
