@@ -365,9 +365,11 @@ def differential(ours: dict[str, dict[str, Any]], crds: dict[str, Crd]) -> tuple
                 miss(kind, path, k, t.get(k), u.get(k))
         if "properties" in t:
             # at the root, apiVersion/kind/metadata are the API server's requirement of every object, not the schema's
-            mine = sorted(set(t.get("required") or []) - (SERVER_REQUIRED if not path else set()))
-            if mine != sorted(u.get("required") or []):
-                miss(kind, path, "required", mine, sorted(u.get("required") or []))
+            server = SERVER_REQUIRED if not path else set()
+            mine = sorted(set(t.get("required") or []) - server)
+            theirs = sorted(set(u.get("required") or []) - server)
+            if mine != theirs:
+                miss(kind, path, "required", mine, theirs)
             if t.get("additionalProperties") is False and u.get("x-kubernetes-preserve-unknown-fields"):
                 miss(kind, path, "unknown fields", "refused", "preserved")
             up = u.get("properties") or {}
