@@ -1,6 +1,7 @@
 """Check every rendered LeaderWorkerSet and DisaggregatedSet against the UPSTREAM LWS CRDs (tooling, not installed).
 
     python3 tools/check_lws_crds.py [--crds DIR]
+    python3 tools/check_lws_crds.py --write-rendered DIR    # only the rendered files (e2e/kind/lws.sh)
 
 DIR holds the CRDs as YAML (every ``CustomResourceDefinition`` of every ``*.yaml``/``*.yml`` in it is read, so a
 release's ``manifests.yaml`` works too); default: ``$GPUSTACK_K3_LWS_CRDS``, else ``shared/lws-crds/v0.10.0``
@@ -266,14 +267,14 @@ def validate(crds: dict[str, Crd], obj: dict[str, Any], _cache: dict | None = No
 
 # ------------------------------------------------------------------------------------------------ rendering
 
-def rendered_objects() -> list[dict[str, Any]]:
-    """{preset, form, object | refused} of every LWS/DS object of every topology preset in both forms, rendered
-    by the function ``gpustack-k3 render --target kubernetes`` uses and read back from its YAML."""
+def rendered_yaml() -> list[tuple[str, str, str | None, str | None]]:
+    """(preset, form, kubernetes.yaml, refusal) of every topology preset in both forms, rendered by the function
+    ``gpustack-k3 render --target kubernetes`` uses (render_topology_targets), in the preset's namespace."""
     from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.render.targets import render_topology_targets
 
-    out: list[dict[str, Any]] = []
+    out: list[tuple[str, str, str | None, str | None]] = []
     for name, preset in load_catalog().presets.items():
         doc = DeploymentDocument.model_validate(preset.document)
         if not doc.spec.roles:
@@ -282,12 +283,36 @@ def rendered_objects() -> list[dict[str, Any]]:
             files, refused, _ = render_topology_targets(doc, ("kubernetes",), namespace=doc.metadata.namespace,
                                                         form=form)
             if "kubernetes" in refused:
-                out.append({"preset": name, "form": form, "refused": refused["kubernetes"].line()})
-                continue
-            for obj in yaml.safe_load_all(files["kubernetes"]["kubernetes.yaml"]):
-                if isinstance(obj, dict) and obj.get("kind") in KINDS:
-                    out.append({"preset": name, "form": form, "object": obj})
+                out.append((name, form, None, refused["kubernetes"].line()))
+            else:
+                out.append((name, form, files["kubernetes"]["kubernetes.yaml"], None))
     return out
+
+
+def rendered_objects() -> list[dict[str, Any]]:
+    """{preset, form, object | refused} of every LWS/DS object of :func:`rendered_yaml`, read back from its YAML."""
+    out: list[dict[str, Any]] = []
+    for name, form, text, refused in rendered_yaml():
+        if refused is not None:
+            out.append({"preset": name, "form": form, "refused": refused})
+            continue
+        out += [{"preset": name, "form": form, "object": obj} for obj in yaml.safe_load_all(text)
+                if isinstance(obj, dict) and obj.get("kind") in KINDS]
+    return out
+
+
+def write_rendered(where: Path) -> int:
+    """``--write-rendered DIR``: each preset's kubernetes.yaml per form as ``<preset>--<form>.yaml`` (what
+    e2e/kind/lws.sh applies with ``--dry-run=server``); exit 1 when a preset is refused."""
+    where.mkdir(parents=True, exist_ok=True)
+    rc = 0
+    for name, form, text, refused in rendered_yaml():
+        if refused is not None:
+            print(f"error: {name} ({form}): render refused: {refused}", file=sys.stderr)
+            rc = 1
+        else:
+            (where / f"{name}--{form}.yaml").write_text(text, encoding="utf-8")
+    return rc
 
 
 def check_objects(crds: dict[str, Crd], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -421,7 +446,11 @@ def report(where: Path, crds: dict[str, Crd], objects: list[dict[str, Any]], che
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="check_lws_crds.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--crds", help=f"directory of the LWS CRD YAMLs (default: ${ENV}, else {default_dir()})")
+    ap.add_argument("--write-rendered", metavar="DIR", help="only write the rendered files of every topology "
+                    "preset and form into DIR (<preset>--<form>.yaml) and exit; no CRDs needed")
     args = ap.parse_args(argv)
+    if args.write_rendered:
+        return write_rendered(Path(args.write_rendered))
     where = crd_dir(args.crds)
     try:
         crds = load_crds(where)
