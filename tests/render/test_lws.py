@@ -1,6 +1,7 @@
 """Kubernetes target for topologies: one LeaderWorkerSet per role (or one DisaggregatedSet), the quoted per-pod
 entrypoint run under a real /bin/sh, Services and the ecosystem router; every object schema-checked (built-ins
-and pod templates: kubernetes-validate strict; LWS/DS fields: tests/support/lws_schema.py, LWS v0.10.0)."""
+and pod templates: kubernetes-validate strict; LWS/DS fields: tests/support/lws_schema.py, LWS v0.10.0; against the
+upstream CRD files: tools/check_lws_crds.py)."""
 from __future__ import annotations
 
 import copy
