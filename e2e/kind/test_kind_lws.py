@@ -8,6 +8,7 @@ kubectl, the node image or the LWS manifests cannot be had (as on the project's 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,15 +16,11 @@ import pytest
 pytestmark = pytest.mark.kind
 
 SCRIPT = Path(__file__).resolve().parent / "lws.sh"
-PREFLIGHT_MISSING = 3
+sys.path.insert(0, str(SCRIPT.parent))
+from kindpreflight import preflight
 
 
 def test_every_rendered_topology_object_is_admitted_by_a_real_lws():
-    res = subprocess.run(["bash", str(SCRIPT), "--preflight"], capture_output=True, text=True, timeout=600,
-                         check=False)
-    if res.returncode == PREFLIGHT_MISSING:
-        reason = [ln for ln in res.stderr.splitlines() if "PREFLIGHT:" in ln]
-        pytest.skip(reason[-1].split("PREFLIGHT:", 1)[1].strip() if reason else res.stderr.strip())
-    assert res.returncode == 0, f"preflight failed unexpectedly: {res.stderr}"
+    preflight(SCRIPT, timeout=600)
     res = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=1800, check=False)
     assert res.returncode == 0 and res.stdout.strip().endswith("LWS E2E OK"), res.stderr[-4000:]
