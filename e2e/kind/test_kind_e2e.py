@@ -7,6 +7,7 @@ kubectl, helm or the node image cannot be had (as on the project's CI machines, 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,19 +15,11 @@ import pytest
 pytestmark = pytest.mark.kind
 
 SCRIPT = Path(__file__).resolve().parent / "run.sh"
-PREFLIGHT_MISSING = 3
-
-
-def _preflight() -> None:
-    res = subprocess.run(["bash", str(SCRIPT), "--preflight"], capture_output=True, text=True, timeout=300,
-                         check=False)
-    if res.returncode == PREFLIGHT_MISSING:
-        reason = [ln for ln in res.stderr.splitlines() if "PREFLIGHT:" in ln]
-        pytest.skip(reason[-1].split("PREFLIGHT:", 1)[1].strip() if reason else res.stderr.strip())
-    assert res.returncode == 0, f"preflight failed unexpectedly: {res.stderr}"
+sys.path.insert(0, str(SCRIPT.parent))
+from kindpreflight import preflight
 
 
 def test_invalid_example_refused_by_the_api_server():
-    _preflight()
+    preflight(SCRIPT)
     res = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=1800, check=False)
     assert res.returncode == 0 and res.stdout.strip().endswith("E2E OK"), res.stderr[-4000:]

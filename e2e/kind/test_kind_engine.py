@@ -22,23 +22,14 @@ pytestmark = pytest.mark.kind
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "run.sh"
-PREFLIGHT_MISSING = 3
 
 sys.path.insert(0, str(HERE))
 from k3status import coldstart_problems
-
-
-def _preflight() -> None:
-    res = subprocess.run(["bash", str(SCRIPT), "--preflight", "--engine"], capture_output=True, text=True,
-                         timeout=900, check=False)
-    if res.returncode == PREFLIGHT_MISSING:
-        reason = [ln for ln in res.stderr.splitlines() if "PREFLIGHT:" in ln]
-        pytest.skip(reason[-1].split("PREFLIGHT:", 1)[1].strip() if reason else res.stderr.strip())
-    assert res.returncode == 0, f"preflight failed unexpectedly: {res.stderr}"
+from kindpreflight import preflight
 
 
 def test_cpu_engine_goes_ready_with_coldstart_phases(tmp_path):
-    _preflight()
+    preflight(SCRIPT, "--engine", timeout=900)
     env = {**os.environ, "GPUSTACK_K3_E2E_OUT": str(tmp_path)}
     res = subprocess.run(["bash", str(SCRIPT), "--engine"], capture_output=True, text=True, timeout=3600,
                          check=False, env=env)

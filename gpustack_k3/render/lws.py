@@ -207,7 +207,8 @@ def _router(topo: TopologyLaunch, ns: str, image: str) -> list[dict]:
 def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None, *, namespace: str | None = None,
                     form: str = "leaderworkerset", router_image: str = ROUTER_IMAGE) -> list[dict]:
     """The objects of a topology in apply order: Services, the router (P/D), then the LWS objects (or the
-    DisaggregatedSet). Not yet schema-validated (:func:`validate_topology_objects`)."""
+    DisaggregatedSet). This function does not validate them; :func:`render_document` does
+    (:func:`validate_topology_objects`)."""
     if form not in FORMS:
         raise RenderError("--lws-form", f"unknown form {form!r}", f"one of: {', '.join(FORMS)}")
     ns = namespace or (doc.metadata.namespace if doc is not None else None) or k8s.DEFAULT_NAMESPACE
@@ -299,9 +300,10 @@ def _check_consistency(topo: TopologyLaunch, objs: list[dict]) -> None:
 
 def validate_topology_objects(objs: list[dict], version: str = k8s.K8S_VERSION) -> list[str]:
     """Schema problems: built-in objects with kubernetes-validate (strict); every pod template inside an LWS
-    (or a DisaggregatedSet) as the official ``PodTemplate`` of the same Kubernetes version. The LWS fields
-    themselves are checked against a transcription of the v0.10.0 types in the tests (tests/support/lws_schema.py):
-    no package ships the LWS CRD (docs/design/002-topologies.md)."""
+    (or a DisaggregatedSet) as the official ``PodTemplate`` of the same Kubernetes version. The LWS and DS fields
+    themselves are checked in the tests against a transcription of the v0.10.0 CRD (tests/support/lws_schema.py),
+    and against the upstream CRD files by tools/check_lws_crds.py: no package ships the LWS CRDs
+    (docs/design/002-topologies.md, "Validation")."""
     builtin = [o for o in objs if o["kind"] not in (api.LWS_KIND, api.DS_KIND)]
     problems = k8s.validate_objects(builtin, version)
     wrapped = []

@@ -1,6 +1,7 @@
 """Kubernetes target for topologies: one LeaderWorkerSet per role (or one DisaggregatedSet), the quoted per-pod
 entrypoint run under a real /bin/sh, Services and the ecosystem router; every object schema-checked (built-ins
-and pod templates: kubernetes-validate strict; LWS/DS fields: tests/support/lws_schema.py, LWS v0.10.0)."""
+and pod templates: kubernetes-validate strict; LWS/DS fields: tests/support/lws_schema.py, LWS v0.10.0; against the
+upstream CRD files: tools/check_lws_crds.py)."""
 from __future__ import annotations
 
 import copy
@@ -104,6 +105,31 @@ def test_the_validators_catch_errors():
     lws["spec"]["startupPolicy"] = "LeaderStarted"
     found = "\n".join(lws_schema.problems(lws))
     assert "groupSize" in found and "LeaderStarted" in found
+
+
+def test_the_transcription_also_checks_the_webhooks_and_the_ds_cel_rule():
+    """What the CRD schema cannot say (tests/support/lws_schema.py WEBHOOK_RULES, the DS CEL rule), each reported
+    on a schema-valid object: in an LWS and in a DisaggregatedSet's role."""
+    doc, topo = pd()
+    lws = lws_by_role(render_topology(topo, doc))["decode"]
+    lws["spec"]["leaderWorkerTemplate"]["size"] = 0
+    lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = -1
+    assert lws_schema.problems(lws) == [
+        "spec.leaderWorkerTemplate.size: size must be equal or greater than 1 (LWS webhook)",
+        "spec.rolloutStrategy.rollingUpdateConfiguration.partition: must be greater than or equal to 0 (LWS webhook)"]
+    lws["spec"]["leaderWorkerTemplate"]["size"], lws["spec"]["replicas"] = 2**16, 2**15
+    lws["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = 0
+    assert lws_schema.problems(lws) == [
+        "spec.replicas: the product of replicas and worker replicas must not exceed 2147483647 (LWS webhook)"]
+    (ds,) = [o for o in render_topology(topo, doc, form="disaggregatedset") if o["kind"] == api.DS_KIND]
+    assert lws_schema.problems(ds) == []
+    ds["spec"]["roles"][1]["spec"]["replicas"] = 0
+    assert lws_schema.problems(ds) == [
+        "spec: replicas must be zero for all non-External roles or non-zero for all non-External roles"]
+    ds["spec"]["roles"][1]["scaling"] = {"mode": "External"}
+    ds["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["size"] = 0
+    assert lws_schema.problems(ds) == [
+        "spec.roles.0.spec.leaderWorkerTemplate.size: size must be equal or greater than 1 (LWS webhook)"]
 
 
 def test_one_lws_per_role_with_the_roles_shape_and_policies():

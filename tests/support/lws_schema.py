@@ -9,6 +9,12 @@ structural schema prunes them; a strict apply refuses them). Pod templates are `
 the tests validate them against the official ``PodTemplateSpec`` of Kubernetes (kubernetes-validate, strict).
 Only the fields we render or could render are transcribed in depth; ``networkConfig`` and ``subGroupPolicy``
 are included because a user could expect them.
+
+The schemas hold what the CRD validates, nothing more: ``tools/check_lws_crds.py`` compares every path here with
+the upstream CRD files (enum, bounds, required lists, types) and reports each difference. What LWS's admission
+webhook refuses on top (``pkg/webhooks/leaderworkerset_webhook.go@v0.10.0``) is in :data:`WEBHOOK_RULES`, checked
+by :func:`problems` for every LWS spec, also each DisaggregatedSet role's (the DS controller creates LWS objects
+from them, which pass the same webhook).
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any
 LEADER_WORKER_TEMPLATE = _obj({
     "leaderTemplate": POD_TEMPLATE,                                       # :153 *corev1.PodTemplateSpec, omitempty
     "workerTemplate": POD_TEMPLATE,                                       # :156 corev1.PodTemplateSpec (required)
-    "size": {**INT32, "minimum": 1},                                      # :165 *int32, default 1 (min 1: :158-159)
+    "size": INT32,                                                        # :165 *int32, default 1 (min 1: webhook)
     "restartPolicy": {"enum": ["Default", "RecreateGroupOnPodRestart",  # :170-173 Enum
                                "RecreateGroupAfterStart", "None"]},
     "subGroupPolicy": _obj({                                              # :178 -> SubGroupPolicy :208-225
@@ -37,9 +43,9 @@ LEADER_WORKER_TEMPLATE = _obj({
         "subGroupSize": INT32,                                            # :224
     }),
     "volumeClaimTemplates": {"type": "array", "items": {"type": "object"}},   # :185 []corev1.PersistentVolumeClaim
-    "persistentVolumeClaimRetentionPolicy": _obj({                        # :190 appsv1.StatefulSetPVCRetentionPolicy
-        "whenDeleted": {"enum": ["Retain", "Delete"]},
-        "whenScaled": {"enum": ["Retain", "Delete"]},
+    "persistentVolumeClaimRetentionPolicy": _obj({                        # :190 appsv1.StatefulSetPVCRetentionPolicy:
+        "whenDeleted": {"type": "string"},                                #   no enum in the CRD (Retain/Delete are
+        "whenScaled": {"type": "string"},                                 #   checked when the StatefulSet is created)
     }),
 }, required=("workerTemplate",))
 
@@ -49,15 +55,15 @@ LWS_SPEC = _obj({
     "rolloutStrategy": _obj({                                             # :132 -> RolloutStrategy :195-205
         "type": {"enum": ["RollingUpdate"]},                              # :198-200
         "rollingUpdateConfiguration": _obj({                              # :204 -> :269-314
-            "partition": {**INT32, "minimum": 0},                          # :280-282
+            "partition": INT32,                                            # :280-282 (>= 0: webhook)
             "maxUnavailable": INT_OR_STRING,                               # :295-297
             "maxSurge": INT_OR_STRING,                                     # :311-313
         }),
     }, required=("type",)),
     "startupPolicy": {"enum": ["LeaderCreated", "LeaderReady"]},          # :134-138
     "networkConfig": _obj({                                               # :142 -> NetworkConfig :246-251
-        "subdomainPolicy": {"enum": ["Shared", "UniquePerReplica"]},      # :249-250
-    }),
+        "subdomainPolicy": {"enum": ["Shared", "UniquePerReplica"]},      # :249-250 (no omitempty: required)
+    }, required=("subdomainPolicy",)),
 }, required=("leaderWorkerTemplate",))
 
 LEADER_WORKER_SET = _obj({                                                # :426-435
@@ -66,7 +72,7 @@ LEADER_WORKER_SET = _obj({                                                # :426
     "metadata": OBJECT_META,
     "spec": LWS_SPEC,
     "status": {"type": "object"},
-}, required=("apiVersion", "kind", "metadata", "spec"))
+}, required=("apiVersion", "kind", "metadata"))                           # spec: :433 omitempty, not required
 
 DS_ROLE = _obj({                                                          # DS :75-94
     "name": {"type": "string", "minLength": 1, "maxLength": 63,          # :77-81
@@ -89,18 +95,49 @@ DISAGGREGATED_SET = _obj({                                                # DS :
         }),
     }, required=("roles",)),
     "status": {"type": "object"},
-}, required=("apiVersion", "kind", "metadata", "spec"))
+}, required=("apiVersion", "kind", "metadata", "spec"))                   # spec: :219-220 +required
 
 SCHEMAS = {"LeaderWorkerSet": LEADER_WORKER_SET, "DisaggregatedSet": DISAGGREGATED_SET}
 
 
+MAX_INT32 = 2**31 - 1
+# pkg/webhooks/leaderworkerset_webhook.go@v0.10.0 (validation after defaulting: replicas, size default 1)
+WEBHOOK_RULES = (
+    ("leaderWorkerTemplate.size", "size must be equal or greater than 1",                       # :139-140
+     lambda s: s["leaderWorkerTemplate"].get("size", 1) >= 1),
+    ("replicas", f"the product of replicas and worker replicas must not exceed {MAX_INT32}",     # :142-143
+     lambda s: s.get("replicas", 1) * s["leaderWorkerTemplate"].get("size", 1) <= MAX_INT32),
+    ("rolloutStrategy.rollingUpdateConfiguration.partition", "must be greater than or equal to 0",  # :162-165
+     lambda s: ((s.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}).get("partition", 0) >= 0),
+)
+
+
+def _static_replicas_agree(spec: dict) -> bool:
+    """The DS spec's CEL rule (disaggregatedset_types.go:102@v0.10.0): the replicas of every non-External role
+    are all zero (absent counts as zero) or all non-zero."""
+    roles = [r for r in spec.get("roles") or [] if (r.get("scaling") or {}).get("mode") != "External"]
+    reps = [(r.get("spec") or {}).get("replicas") for r in roles]
+    return all(not n for n in reps) or all(n is not None and n > 0 for n in reps)
+
+
 def problems(obj: dict) -> list[str]:
-    """Schema errors of an LWS or DS object (``path: message``), plus the list-map key rule of DS roles
-    (``+listType=map +listMapKey=name``: role names unique)."""
+    """Schema errors of an LWS or DS object (``path: message``), plus what the schema cannot say: the list-map key
+    rule of DS roles (``+listType=map +listMapKey=name``: role names unique), the DS CEL rule and the LWS webhook's
+    rules (:data:`WEBHOOK_RULES`) on every LWS spec. The extra checks run only on a schema-valid object."""
     schema = SCHEMAS[obj["kind"]]
     out = [f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
            for e in jsonschema.Draft202012Validator(schema).iter_errors(obj)]
+    if out:
+        return out
+    specs = [("spec", obj.get("spec"))]
     if obj["kind"] == "DisaggregatedSet":
-        names = [r.get("name") for r in (obj.get("spec") or {}).get("roles") or []]
+        names = [r.get("name") for r in obj["spec"]["roles"]]
         out += [f"spec.roles: duplicate name {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+        if not _static_replicas_agree(obj["spec"]):
+            out.append("spec: replicas must be zero for all non-External roles or non-zero for all non-External roles")
+        specs = [(f"spec.roles.{i}.spec", r.get("spec")) for i, r in enumerate(obj["spec"]["roles"])]
+    for where, spec in specs:
+        if spec is None:
+            continue
+        out += [f"{where}.{path}: {message} (LWS webhook)" for path, message, ok in WEBHOOK_RULES if not ok(spec)]
     return out
