@@ -23,10 +23,11 @@ class CatalogError(Exception):
 
 
 def _dc(cls):
-    # no generated __eq__ (nothing compares catalog entries; each generated method is compiled at every start),
+    # no generated __eq__ or __repr__ (nothing compares or prints catalog entries; each generated method is compiled
+    # at every start),
     # and every class has a docstring (else dataclass builds one from inspect.signature, also at every start)
     cls.__pydantic_config__ = _FORBID
-    return dataclass(kw_only=True, eq=False)(cls)
+    return dataclass(kw_only=True, eq=False, repr=False)(cls)
 
 
 @_dc
