@@ -215,12 +215,15 @@ def kv_transfer_config(doc: DeploymentDocument, kind: str, kv_roles: dict[str, s
     return cfg
 
 
-def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = None) -> Topology:
+def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = None,
+                      resolved: list[Any] | None = None) -> Topology:
     """The topology rules' view of a document: per role, the facts the launch builder emits (and only those).
-    ``views``: the document's :func:`role_views` when the caller has them already."""
+    ``views``: the document's :func:`role_views` when the caller has them already; ``resolved``: each view's
+    resolved effective document, likewise (both in view order)."""
     roles = []
-    for view in views if views is not None else role_views(doc):
-        r = resolve(view.document)
+    views = views if views is not None else role_views(doc)
+    for i, view in enumerate(views):
+        r = resolved[i] if resolved is not None else resolve(view.document)
         role = view.role
         topo = r.engine.topology
         pods, dp = view.pods, view.dp

@@ -81,11 +81,13 @@ def validate(doc: DeploymentDocument, *, strict: bool = False) -> list[Finding]:
     """Every role's effective document through the spec and args rules (findings pointed at the role), then the
     topology rules across the roles. A roleless document is its own serve role."""
     findings: list[Finding] = []
-    for view in role_views(doc):
-        findings.extend(in_role(f, view.field_prefix) for f in validate_resolved(resolve(view.document), strict=strict))
+    views = role_views(doc)
+    resolved = [resolve(view.document) for view in views]
+    for view, r in zip(views, resolved):
+        findings.extend(in_role(f, view.field_prefix) for f in validate_resolved(r, strict=strict))
     if any(f.rule == CATALOG_RULE for f in findings):
         return sort_findings(findings)
-    findings.extend(validate_topology(document_topology(doc), strict=strict))
+    findings.extend(validate_topology(document_topology(doc, views, resolved), strict=strict))
     return sort_findings(_dedupe(findings))
 
 
