@@ -63,10 +63,11 @@ def _tracking(cls: type) -> type:
 _TRACKED: dict[Any, type] = {}
 
 
-def _action_class(kind_or_cls: Any) -> type:
+def _action_class(p: argparse.ArgumentParser, kind_or_cls: Any) -> type:
+    """The recording subclass of an action class, or of the class ``p`` registers for an action name (looked up
+    in the parser being built: a throwaway ArgumentParser per name cost more than the rest of a small build)."""
     if kind_or_cls not in _TRACKED:
-        base = kind_or_cls if isinstance(kind_or_cls, type) else argparse.ArgumentParser()._registry_get(
-            "action", kind_or_cls, kind_or_cls)
+        base = kind_or_cls if isinstance(kind_or_cls, type) else p._registry_get("action", kind_or_cls, kind_or_cls)
         _TRACKED[kind_or_cls] = _tracking(base)
     return _TRACKED[kind_or_cls]
 
@@ -104,20 +105,20 @@ def _build_parser(path: str, model_optional: bool, keep: frozenset[int] | None) 
     p = _Parser(prog=dump.engine, add_help=False, allow_abbrev=dump.allow_abbrev, exit_on_error=False)
     for entry in dump.positionals:
         p.add_argument(entry["dest"], nargs=entry.get("nargs"), type=et.build_type(entry.get("type")),
-                       default=None, action=_action_class("store"))
+                       default=None, action=_action_class(p, "store"))
     for i, (entry, opt) in enumerate(zip(dump.raw_options, dump.options)):
         if keep is not None and i not in keep:
             continue
         kw: dict[str, Any] = {"dest": opt.dest, "default": opt.default}
         action = entry["action"]
         if action in ("help", "version"):
-            kw["action"] = _action_class(_PrintsAndExits)
+            kw["action"] = _action_class(p, _PrintsAndExits)
         elif isinstance(action, dict):
             known = et.ACTIONS.get(action["custom"])
             if known is None or action.get("src") not in known[0]:
                 raise et.UnknownEngineCode(f"action {action['custom']} (source hash {action.get('src')})")
             cls = known[1]
-            kw["action"] = _action_class(cls)
+            kw["action"] = _action_class(p, cls)
             if cls is et.EnableDisableAction:
                 kw["negative"] = opt.negative
             elif cls is et.VllmLoRAModules:
@@ -131,7 +132,7 @@ def _build_parser(path: str, model_optional: bool, keep: frozenset[int] | None) 
                 if entry.get("choices") is not None:
                     kw["choices"] = entry["choices"]
         else:
-            kw["action"] = _action_class(_KIND_ACTIONS[action])
+            kw["action"] = _action_class(p, _KIND_ACTIONS[action])
             if action in ("store", "append", "extend"):
                 kw["nargs"] = entry.get("nargs")
                 kw["type"] = et.build_type(entry.get("type"))
