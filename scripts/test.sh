@@ -3,8 +3,8 @@
 # Installs the package with its test extras, prepares every tier's tools and services (each setup script
 # is idempotent and caches under $GPUSTACK_K3_CACHE), runs the whole suite through tools/testgate.py, and
 # stops what it started. The gate writes a JUnit report to $GPUSTACK_K3_CACHE/junit.xml and fails the run
-# when pytest collected nothing (exit 5), when a test of a prepared tier was skipped (only the kind and
-# image_build tiers may skip; the summary lists them), or when the working tree has changes after the run
+# when pytest collected nothing (exit 5), when a test of a prepared tier was skipped (only the kind,
+# image_build and upstream_crds tiers may skip; the summary lists them), or when the working tree has changes after the run
 # that it did not have before. GPUSTACK_K3_FAST=1: the unit tiers only (the other tiers' markers deselected,
 # nothing prepared or started).
 set -euo pipefail

@@ -7,9 +7,9 @@ repository (``--fast``: the unit tiers only, every marker of a tier that needs a
 then fails (exit 1) when
 
 * pytest collected no tests (its exit 5),
-* a test was skipped that is not marked ``kind`` or ``image_build`` (the only tiers that may skip: no kind
-  cluster and no 4 GB engine image build on the CI machines); every other tier was prepared, so a skip there
-  means a check did not run,
+* a test was skipped that is not marked ``kind``, ``image_build`` or ``upstream_crds`` (the only tiers that may
+  skip: no kind cluster, no 4 GB engine image build, and no LWS CRD files, which no registry CI reaches ships,
+  on the CI machines); every other tier was prepared, so a skip there means a check did not run,
 * the working tree has changes after the run that it did not have before (``git status --porcelain``, with a
   digest of each listed file, so a further edit of an already modified file counts too). Outside a git
   checkout this check is skipped, and the summary says so.
@@ -29,9 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MAY_SKIP = frozenset({"kind", "image_build"})
+MAY_SKIP = frozenset({"kind", "image_build", "upstream_crds"})
 # Markers of the tiers that need a tool or a service (pyproject.toml lists them); --fast deselects them all.
-PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tools", "wheel", "kind", "image_build")
+PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tools", "wheel", "kind", "image_build",
+                  "upstream_crds")
 UNIT_ONLY = " and ".join(f"not {m}" for m in PREPARED_TIERS)
 NO_TESTS = 5   # pytest's exit code when it collected nothing
 

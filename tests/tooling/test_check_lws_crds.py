@@ -303,14 +303,16 @@ def test_a_rendered_field_the_crd_lacks_fails_the_objects_and_the_differential(t
 
 # ------------------------------------------------------------------------------------------- the upstream CRDs
 
+@pytest.mark.upstream_crds
 def test_every_rendered_object_passes_the_upstream_v0_10_0_crds_where_they_are_beside_the_checkout():
     """Runs wherever shared/lws-crds/v0.10.0 lies beside or above the checkout (or GPUSTACK_K3_LWS_CRDS names a
-    directory); a checkout without them has nothing to run against, unless GPUSTACK_K3_REQUIRE_LWS_CRDS=1."""
+    directory). Elsewhere it skips, saying so (a tier that may skip: no registry CI reaches ships the CRDs, and
+    their files are not committed here), unless GPUSTACK_K3_REQUIRE_LWS_CRDS=1."""
     where = tool.crd_dir(None)
     if not where.is_dir():
         assert os.environ.get("GPUSTACK_K3_REQUIRE_LWS_CRDS", "") not in ("1", "true", "yes"), \
             f"GPUSTACK_K3_REQUIRE_LWS_CRDS=1 but {where} does not exist"
-        return
+        pytest.skip(f"no upstream LWS v0.10.0 CRD files at {where} (docs/design/002-topologies.md, 'Validation')")
     r = run()
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr
     out = json.loads(r.stdout)
