@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         cmd = pytest_argv(run.report, args.pytest_args, tiers=run.tiers, workers=run.workers,
                           pytest_exe=args.pytest_exe)
-        if len(runs) > 1:
+        if args.workers > 0:
             how = f"{run.workers} xdist workers" if run.workers else "serial"
             print(f"[testgate] {run.label} run ({how}): -m {cmd[cmd.index('-m') + 1]!r}", flush=True)
         t0 = time.monotonic()
@@ -292,11 +292,11 @@ def main(argv: list[str] | None = None) -> int:
             break
     after = tree_state(args.repo) if before is not None else None
     problems: list[str] = []
-    if len(runs) > 1:
+    if args.workers > 0:     # each run wrote a part beside --junit
         problems += merge_reports([(label, r.report) for (label, _rc), r in zip(codes, runs)], args.junit)
     rc, empty = combine(codes, narrowed=bool(args.pytest_args))
     code, lines = judge(rc, args.junit, before, after, [*problems, *empty])
-    for line in [*notes, *lines] if len(runs) > 1 else lines:
+    for line in [*notes, *lines] if args.workers > 0 else lines:
         print(f"[testgate] {line}", flush=True)
     print(f"[testgate] exit {code}" + (f" (pytest exited {rc})" if rc != code else ""), flush=True)
     return code

@@ -183,6 +183,14 @@ def test_workers_run_the_unit_tiers_on_xdist_then_the_prepared_tiers_serially_in
     assert "unit run: pytest exited 0 after" in out and "tiers run: pytest exited 0 after" in out
 
 
+def test_fast_with_workers_is_the_unit_run_alone_and_its_report_is_judged(checkout, tmp_path):
+    rc, out, (argv,) = gate(checkout, tmp_path, report=junit(("test_a", "", None)), fast=True, workers=2)
+    assert rc == 0 and "1 test(s), 0 skipped" in out, out
+    assert argv[argv.index("-n") + 1] == "2" and argv[argv.index("-m") + 1] == testgate.UNIT_ONLY
+    rc, out, _ = gate(checkout, tmp_path, report=None, fast=True, workers=2)
+    assert rc == 1 and "the unit run wrote no JUnit report" in out, out
+
+
 def test_every_test_is_in_exactly_one_of_the_two_runs():
     """UNIT_ONLY and PREPARED_ONLY are complements: pytest's own marker matcher over every marker combination."""
     from itertools import combinations
@@ -193,7 +201,7 @@ def test_every_test_is_in_exactly_one_of_the_two_runs():
     names = [*testgate.PREPARED_TIERS, "operator", "parametrize"]
     for n in range(3):
         for marks in combinations(names, n):
-            def has(name, **_kw):
+            def has(name, marks=marks, **_kw):
                 return name in marks
             assert unit.evaluate(has) != prepared.evaluate(has), marks
 
