@@ -174,7 +174,12 @@ def pytest_argv(junit: Path, args: Sequence[str], *, tiers: str | None = None, w
     if tiers is None:
         return argv + list(args)
     rest, expr = split_markexpr(args)
-    return argv + ["-m", tiers if expr is None else f"({tiers}) and ({expr})"] + rest
+    return argv + ["-m", markexpr(tiers, expr)] + rest
+
+
+def markexpr(tiers: str, expr: str | None) -> str:
+    """A run's ``-m``: its tier expression, narrowed by the user's."""
+    return tiers if expr is None else f"({tiers}) and ({expr})"
 
 
 def merge_reports(parts: Sequence[tuple[str, Path]], out: Path) -> list[str]:
@@ -282,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                           pytest_exe=args.pytest_exe)
         if args.workers > 0:
             how = f"{run.workers} xdist workers" if run.workers else "serial"
-            print(f"[testgate] {run.label} run ({how}): -m {cmd[cmd.index('-m') + 1]!r}", flush=True)
+            expr = markexpr(run.tiers, split_markexpr(args.pytest_args)[1]) if run.tiers else None
+            print(f"[testgate] {run.label} run ({how}): -m {expr!r}", flush=True)
         t0 = time.monotonic()
         rc = subprocess.run(cmd, cwd=args.repo, check=False).returncode
         codes.append((run.label, rc))

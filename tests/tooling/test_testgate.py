@@ -181,6 +181,8 @@ def test_workers_run_the_unit_tiers_on_xdist_then_the_prepared_tiers_serially_in
     suites = ET.parse(cache / "junit.xml").getroot().findall("testsuite")
     assert [(s.get("name"), len(s.findall("testcase"))) for s in suites] == [("unit", 2), ("tiers", 2)]
     assert "unit run: pytest exited 0 after" in out and "tiers run: pytest exited 0 after" in out
+    assert f"[testgate] unit run (2 xdist workers): -m {testgate.UNIT_ONLY!r}" in out
+    assert f"[testgate] tiers run (serial): -m {testgate.PREPARED_ONLY!r}" in out
 
 
 def test_fast_with_workers_is_the_unit_run_alone_and_its_report_is_judged(checkout, tmp_path):
@@ -314,9 +316,11 @@ def test_real_pytest_through_the_marker_plugin(tmp_path):
 
 def test_test_sh_runs_the_suite_through_the_gate():
     """scripts/test.sh cannot run inside the suite (it installs the package and starts services): check that
-    it hands pytest's arguments to the gate, with the report under the cache dir and --fast for FAST runs."""
+    it hands pytest's arguments to the gate, with the report under the cache dir, the unit tiers on xdist
+    workers, and --fast for FAST runs."""
     text = (REPO / "scripts" / "test.sh").read_text()
-    assert 'gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml")' in text
+    assert ('gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml" '
+            '--workers "${GPUSTACK_K3_TEST_WORKERS:-2}")') in text
     assert '[ "${GPUSTACK_K3_FAST:-0}" = "1" ] && gate+=(--fast)' in text
     assert '"${gate[@]}" -- "$@"' in text
     assert "python3 -m pytest" not in text.split("gate=(", 1)[1]      # no second, unjudged pytest run
