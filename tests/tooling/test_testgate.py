@@ -255,13 +255,17 @@ def test_a_user_marker_expression_narrows_each_run(checkout, tmp_path):
     assert argv[argv.index("-m") + 1] == f"({testgate.UNIT_ONLY}) and (hypothesis)"
 
 
-def test_the_unit_run_on_real_xdist_keeps_the_markers_in_the_report(tmp_path):
-    """pytest-xdist workers load the marker plugin too: the controller's report has each case's markers."""
+def tiny_suite(tmp_path: Path, body: str) -> Path:
+    """A directory holding one test module: ``import pytest`` and ``body`` (indented as written)."""
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "test_two.py").write_text(textwrap.dedent("""
-        import pytest
+    (suite / "test_tiny.py").write_text("import pytest\n" + textwrap.dedent(body))
+    return suite
 
+
+def test_the_unit_run_on_real_xdist_keeps_the_markers_in_the_report(tmp_path):
+    """pytest-xdist workers load the marker plugin too: the controller's report has each case's markers."""
+    suite = tiny_suite(tmp_path, """
         @pytest.mark.operator
         def test_one():
             pass
@@ -269,7 +273,7 @@ def test_the_unit_run_on_real_xdist_keeps_the_markers_in_the_report(tmp_path):
         @pytest.mark.operator
         def test_two():
             pytest.skip("a unit-tier skip")
-    """))
+    """)
     report = tmp_path / "junit.xml"
     res = subprocess.run(testgate.pytest_argv(report, [str(suite), "-W", "ignore::pytest.PytestUnknownMarkWarning"],
                                               tiers=testgate.UNIT_ONLY, workers=2),
@@ -284,11 +288,7 @@ def test_the_unit_run_on_real_xdist_keeps_the_markers_in_the_report(tmp_path):
 
 def test_real_pytest_through_the_marker_plugin(tmp_path):
     """The real plugin puts each test's markers into the real JUnit report, and the gate reads them."""
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "test_tiny.py").write_text(textwrap.dedent("""
-        import pytest
-
+    suite = tiny_suite(tmp_path, """
         @pytest.mark.kind
         def test_kind_cluster():
             pytest.skip("kind is not on PATH")
@@ -299,7 +299,7 @@ def test_real_pytest_through_the_marker_plugin(tmp_path):
 
         def test_plain():
             pass
-    """))
+    """)
     report = tmp_path / "junit.xml"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     res = subprocess.run(testgate.pytest_argv(report, [str(suite), "-W", "ignore::pytest.PytestUnknownMarkWarning"],
