@@ -63,7 +63,9 @@ else
   log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, checkov, shellcheck, dockerd, vLLM, GPUStack)"
 fi
 
-gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml")
+# The unit tiers run on pytest-xdist workers (GPUSTACK_K3_TEST_WORKERS, default 2: the CI machine's cores), the
+# tiers with tools and services after them in one serial pytest; the gate merges both reports into one.
+gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml" --workers "${GPUSTACK_K3_TEST_WORKERS:-2}")
 [ "${GPUSTACK_K3_FAST:-0}" = "1" ] && gate+=(--fast)
 log "running pytest through tools/testgate.py"
 set +e

@@ -1,12 +1,21 @@
 """Run the test suite and judge the run, as ``scripts/test.sh`` does after preparing the tiers.
 
-    python3 tools/testgate.py --junit PATH [--fast] [--repo DIR] [--pytest EXE] [-- PYTEST_ARGS...]
+    python3 tools/testgate.py --junit PATH [--fast] [--workers N] [--repo DIR] [--pytest EXE] [-- PYTEST_ARGS...]
 
 Runs ``python3 -m pytest -q -p no:cacheprovider -p tests.support.tier_report --junitxml PATH [ARGS]`` in the
-repository (``--fast``: the unit tiers only, every marker of a tier that needs a tool or service deselected),
-then fails (exit 1) when
+repository (``--fast``: the unit tiers only, every marker of a tier that needs a tool or service deselected).
 
-* pytest collected no tests (its exit 5),
+``--workers N`` (N >= 1; ``scripts/test.sh`` passes 2): two pytest runs instead of one, each with its own JUnit
+report beside PATH (``<stem>.unit.xml``, ``<stem>.tiers.xml``), merged into PATH as one report with two
+test suites: first the unit tiers on N pytest-xdist workers (``-n N``: CPU-bound, isolated by tmp dirs and free
+ports), then the tiers that need a tool or service in one serial process (real engines, dockerd and GPUStack
+share the 2 cores and must not start side by side; ``--fast`` leaves this run out). A ``-m EXPR`` among ARGS
+narrows each run (``-m "(tier's) and (EXPR)"``); with ``-x``/``--exitfirst`` a failing first run ends the gate.
+
+Then it fails (exit 1) when
+
+* pytest collected no tests (its exit 5): for a run of the whole suite, each of the two runs must collect
+  tests; when ARGS select (paths, ``-k``, ``-m``), one of them finding nothing is expected, both is not,
 * a test was skipped that is not marked ``kind``, ``image_build`` or ``upstream_crds`` (the only tiers that may
   skip: no kind cluster, no 4 GB engine image build, and no LWS CRD files, which no registry CI reaches ships,
   on the CI machines); every other tier was prepared, so a skip there means a check did not run,
@@ -24,6 +33,7 @@ import dataclasses
 import hashlib
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +44,7 @@ MAY_SKIP = frozenset({"kind", "image_build", "upstream_crds"})
 PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tools", "wheel", "kind", "image_build",
                   "upstream_crds")
 UNIT_ONLY = " and ".join(f"not {m}" for m in PREPARED_TIERS)
+PREPARED_ONLY = " or ".join(PREPARED_TIERS)   # the complement of UNIT_ONLY: every test is in exactly one run
 NO_TESTS = 5   # pytest's exit code when it collected nothing
 
 
@@ -115,18 +126,107 @@ def tree_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
 
 
-def pytest_argv(junit: Path, args: Sequence[str], *, fast: bool, pytest_exe: str | None) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One pytest run of the gate: its label, the tier expression it selects (None: ARGS as given), its
+    pytest-xdist workers (0: no xdist) and where it writes its JUnit report."""
+    label: str
+    tiers: str | None
+    workers: int
+    report: Path
+
+
+def split_markexpr(args: Sequence[str]) -> tuple[list[str], str | None]:
+    """ARGS without their ``-m`` options, and the expression pytest would use (the last ``-m``)."""
+    rest: list[str] = []
+    expr = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "-m" and i + 1 < len(args):
+            expr, i = args[i + 1], i + 2
+            continue
+        if a.startswith("-m") and len(a) > 2 and not a.startswith("--"):
+            expr, i = a[2:], i + 1
+            continue
+        rest.append(a)
+        i += 1
+    return rest, expr
+
+
+def plan_runs(junit: Path, *, fast: bool, workers: int) -> list[Run]:
+    """One run (workers 0) or the unit run on ``workers`` xdist workers and, unless ``fast``, the serial run of
+    the prepared tiers; with two runs each report is a part beside ``junit``, merged into it afterwards."""
+    if workers <= 0:
+        return [Run("suite", UNIT_ONLY if fast else None, 0, junit)]
+    runs = [Run("unit", UNIT_ONLY, workers, junit.with_name(f"{junit.stem}.unit.xml"))]
+    if not fast:
+        runs.append(Run("tiers", PREPARED_ONLY, 0, junit.with_name(f"{junit.stem}.tiers.xml")))
+    return runs
+
+
+def pytest_argv(junit: Path, args: Sequence[str], *, tiers: str | None = None, workers: int = 0,
+                pytest_exe: str | None = None) -> list[str]:
+    """The pytest command of one run: ``tiers`` is and-ed with a ``-m`` of ARGS, ``workers`` adds ``-n``."""
     base = [pytest_exe] if pytest_exe else [sys.executable, "-m", "pytest"]
     argv = [*base, "-q", "-p", "no:cacheprovider", "-p", "tests.support.tier_report", f"--junitxml={junit}"]
-    if fast:
-        argv += ["-m", UNIT_ONLY]
-    return argv + list(args)
+    if workers > 0:
+        argv += ["-n", str(workers)]
+    if tiers is None:
+        return argv + list(args)
+    rest, expr = split_markexpr(args)
+    return argv + ["-m", markexpr(tiers, expr)] + rest
 
 
-def judge(rc: int, junit: Path, before: dict[str, str] | None, after: dict[str, str] | None) -> tuple[int, list[str]]:
-    """The gate's exit code and its summary lines, from pytest's exit code, its report and the tree snapshots."""
-    lines: list[str] = []
-    failed = False
+def markexpr(tiers: str, expr: str | None) -> str:
+    """A run's ``-m``: its tier expression, narrowed by the user's."""
+    return tiers if expr is None else f"({tiers}) and ({expr})"
+
+
+def merge_reports(parts: Sequence[tuple[str, Path]], out: Path) -> list[str]:
+    """Write the test suites of the runs' reports into one report at ``out`` (each suite named after its run);
+    returns what is wrong (a run without a readable report). Writes nothing when no part is readable."""
+    root = ET.Element("testsuites", {"name": "pytest tests"})
+    problems, read = [], 0
+    for label, path in parts:
+        try:
+            part = ET.parse(path).getroot()
+        except FileNotFoundError:
+            problems.append(f"the {label} run wrote no JUnit report at {path}")
+            continue
+        except ET.ParseError as exc:
+            problems.append(f"the {label} run's JUnit report {path} is not XML: {exc}")
+            continue
+        read += 1
+        for suite in ([part] if part.tag == "testsuite" else list(part.iter("testsuite"))):
+            suite.set("name", label)
+            root.append(suite)
+    if read:
+        ET.ElementTree(root).write(out, encoding="utf-8", xml_declaration=True)
+    return problems
+
+
+def combine(codes: Sequence[tuple[str, int]], *, narrowed: bool) -> tuple[int, list[str]]:
+    """pytest's code for the whole gate from each run's code, and the failing lines of runs that collected
+    nothing: the first code other than 0 and 5 wins; all runs empty is pytest's 5 (no tests at all); one empty
+    run fails a run of the whole suite (``narrowed`` False: no ARGS), where every run has tests to collect."""
+    for _label, rc in codes:
+        if rc not in (0, NO_TESTS):
+            return rc, []
+    if all(rc == NO_TESTS for _label, rc in codes):
+        return NO_TESTS, []
+    empty = [label for label, rc in codes if rc == NO_TESTS]
+    if empty and not narrowed:
+        return 0, [f"the {label} run collected no tests" for label in empty]
+    return 0, []
+
+
+def judge(rc: int, junit: Path, before: dict[str, str] | None, after: dict[str, str] | None,
+          problems: Sequence[str] = ()) -> tuple[int, list[str]]:
+    """The gate's exit code and its summary lines, from pytest's exit code, its report, the tree snapshots and
+    what else already fails the run (``problems``: a run without a report, a run that collected nothing)."""
+    lines: list[str] = [f"{p}: failing" for p in problems]
+    failed = bool(problems)
     if rc == NO_TESTS:
         lines.append("pytest collected no tests: failing")
         failed = True
@@ -164,20 +264,46 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tools/testgate.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--junit", type=Path, required=True, help="where pytest writes its JUnit report")
     ap.add_argument("--fast", action="store_true", help=f"unit tiers only (-m {UNIT_ONLY!r})")
+    ap.add_argument("--workers", type=int, default=0, metavar="N",
+                    help="run the unit tiers on N pytest-xdist workers, then the other tiers serially (default 0: "
+                         "one serial run)")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout to run in and to keep clean")
     ap.add_argument("--pytest", dest="pytest_exe", default=None, help="run this instead of python3 -m pytest")
     ap.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
+    if args.workers < 0:
+        ap.error(f"--workers: {args.workers} is negative; give 0 (one serial run) or the number of xdist workers")
     args.junit.parent.mkdir(parents=True, exist_ok=True)
-    args.junit.unlink(missing_ok=True)     # a report of an earlier run must not be judged
+    runs = plan_runs(args.junit, fast=args.fast, workers=args.workers)
+    for path in {args.junit, *(r.report for r in runs)}:
+        path.unlink(missing_ok=True)     # a report of an earlier run must not be judged
     before = tree_state(args.repo)
-    cmd = pytest_argv(args.junit, args.pytest_args, fast=args.fast, pytest_exe=args.pytest_exe)
     if args.fast:
         print(f"[testgate] unit tiers only: -m {UNIT_ONLY!r}", flush=True)
-    rc = subprocess.run(cmd, cwd=args.repo, check=False).returncode
+    exit_first = any(a in ("-x", "--exitfirst") for a in args.pytest_args)
+    codes: list[tuple[str, int]] = []
+    notes: list[str] = []
+    for run in runs:
+        cmd = pytest_argv(run.report, args.pytest_args, tiers=run.tiers, workers=run.workers,
+                          pytest_exe=args.pytest_exe)
+        if args.workers > 0:
+            how = f"{run.workers} xdist workers" if run.workers else "serial"
+            expr = markexpr(run.tiers, split_markexpr(args.pytest_args)[1]) if run.tiers else None
+            print(f"[testgate] {run.label} run ({how}): -m {expr!r}", flush=True)
+        t0 = time.monotonic()
+        rc = subprocess.run(cmd, cwd=args.repo, check=False).returncode
+        codes.append((run.label, rc))
+        notes.append(f"{run.label} run: pytest exited {rc} after {time.monotonic() - t0:.0f} s")
+        if exit_first and rc not in (0, NO_TESTS) and run is not runs[-1]:
+            notes.append(f"-x: the {run.label} run failed, the later run(s) did not run")
+            break
     after = tree_state(args.repo) if before is not None else None
-    code, lines = judge(rc, args.junit, before, after)
-    for line in lines:
+    problems: list[str] = []
+    if args.workers > 0:     # each run wrote a part beside --junit
+        problems += merge_reports([(label, r.report) for (label, _rc), r in zip(codes, runs)], args.junit)
+    rc, empty = combine(codes, narrowed=bool(args.pytest_args))
+    code, lines = judge(rc, args.junit, before, after, [*problems, *empty])
+    for line in [*notes, *lines] if args.workers > 0 else lines:
         print(f"[testgate] {line}", flush=True)
     print(f"[testgate] exit {code}" + (f" (pytest exited {rc})" if rc != code else ""), flush=True)
     return code

@@ -240,9 +240,15 @@ class Group:
         self.stop()
 
     def stop(self, grace_s: float = 30.0) -> dict[str, int | None]:
-        for name, proc in self.procs.items():
-            if name not in self.codes:
-                self.codes[name] = proc.stop(grace_s=grace_s)
+        """Stop every process at once (each its own thread: SIGTERM to its group, SIGKILL after ``grace_s``):
+        one after another, the case's stops added up (5-13 s per case on 2 cores)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        running = {name: proc for name, proc in self.procs.items() if name not in self.codes}
+        if running:
+            with ThreadPoolExecutor(max_workers=len(running)) as pool:
+                codes = {name: pool.submit(proc.stop, grace_s=grace_s) for name, proc in running.items()}
+            self.codes.update({name: fut.result() for name, fut in codes.items()})
         for name in self.procs:
             (self.workdir / f"{name}.log").write_text(self.log(name))
         return dict(self.codes)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_rendered_preset import preset_launch
+from vllm_cpu_harness import preset_launch
 
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.runtime.local import LocalProcess

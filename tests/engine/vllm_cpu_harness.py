@@ -79,5 +79,26 @@ def real_parse(python: Path, argvs: list[list[str]]) -> list[dict]:
     return results
 
 
+def preset_launch(vllm_cpu: VllmCpu, port: int, **vllm):
+    """The CPU preset rendered by our launcher with this host's model path and port (and ``vllm`` spec overrides):
+    (document, LaunchSpec, plan, argv on the venv's interpreter, env without the /cache volume's paths)."""
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.launch import build_launch
+
+    data = load_catalog().presets["vllm-cpu-smollm2"].document
+    doc = DeploymentDocument.model_validate(data)
+    doc.spec.model.path = str(vllm_cpu.model)
+    doc.spec.serving.port = port
+    for k, v in vllm.items():
+        setattr(doc.spec.vllm, k, v)
+    launch, findings, plan = build_launch(doc)
+    assert not [f for f in findings if f.severity == "error"]
+    argv = [str(vllm_cpu.python), *launch.argv[1:]]          # `python` of the image = the venv's interpreter
+    assert argv[1:3] == ["-m", "vllm.entrypoints.launchers.api_server.entry"]
+    env = {k: v for k, v in launch.env.items() if not v.startswith("/cache/")}  # no /cache volume on this host
+    return doc, launch, plan, argv, env
+
+
 def load_options_fixture(path: Path = OPTIONS_FIXTURE) -> dict:
     return json.loads(path.read_text())

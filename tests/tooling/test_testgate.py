@@ -21,14 +21,19 @@ GATE = REPO / "tools" / "testgate.py"
 FAKE_PYTEST = f"""#!{sys.executable}
 import json, os, pathlib, sys
 args = sys.argv[1:]
-pathlib.Path(os.environ["FAKE_ARGV"]).write_text(json.dumps(args))
+log = pathlib.Path(os.environ["FAKE_ARGV"])
+call = len(log.read_text().splitlines()) if log.exists() else 0    # the gate's n-th pytest run, from 0
+with log.open("a") as fh:
+    fh.write(json.dumps(args) + "\\n")
 junit = next(a.split("=", 1)[1] for a in args if a.startswith("--junitxml="))
-if os.environ.get("FAKE_JUNIT"):
-    pathlib.Path(junit).write_text(os.environ["FAKE_JUNIT"])
+report = os.environ.get(f"FAKE_JUNIT_{{call}}", os.environ.get("FAKE_JUNIT"))
+if report:
+    pathlib.Path(junit).write_text(report)
 for rel in filter(None, os.environ.get("FAKE_TOUCH", "").split(":")):
     with open(rel, "a") as fh:
         fh.write("written by the run\\n")
-sys.exit(int(os.environ.get("FAKE_RC", "0")))
+codes = os.environ.get("FAKE_RC", "0").split(",")
+sys.exit(int(codes[min(call, len(codes) - 1)]))
 """
 
 
@@ -57,23 +62,29 @@ def checkout(tmp_path) -> Path:
     return repo
 
 
-def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int = 0, touch: str = "", fast: bool = False,
-         pytest_args: tuple[str, ...] = ()) -> tuple[int, str, list[str]]:
+def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, touch: str = "", fast: bool = False,
+         workers: int = 0, reports: tuple[str | None, ...] = (),
+         pytest_args: tuple[str, ...] = ()) -> tuple[int, str, list[list[str]]]:
+    """Run the gate on the fake pytest: ``report`` is what every run writes unless ``reports`` gives the n-th run
+    its own (None: no report), ``rc`` its exit code ("0,5": per run). Returns the argv of each run."""
     fake = tmp_path / "fake-pytest"
     fake.write_text(FAKE_PYTEST)
     fake.chmod(0o755)
-    argv_file = tmp_path / "argv.json"
+    argv_file = tmp_path / "argv.jsonl"
+    argv_file.unlink(missing_ok=True)
     env = {**os.environ, "FAKE_ARGV": str(argv_file), "FAKE_RC": str(rc), "FAKE_TOUCH": touch,
-           "FAKE_JUNIT": report or ""}
+           "FAKE_JUNIT": report or "", **{f"FAKE_JUNIT_{i}": r or "" for i, r in enumerate(reports)}}
     cmd = [sys.executable, str(GATE), "--junit", str(tmp_path / "cache" / "junit.xml"), "--repo", str(repo),
-           "--pytest", str(fake), *(["--fast"] if fast else []), "--", *pytest_args]
+           "--pytest", str(fake), *(["--fast"] if fast else []), *(["--workers", str(workers)] if workers else []),
+           "--", *pytest_args]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, check=False)
-    return res.returncode, res.stdout + res.stderr, json.loads(argv_file.read_text())
+    runs = [json.loads(ln) for ln in argv_file.read_text().splitlines()] if argv_file.exists() else []
+    return res.returncode, res.stdout + res.stderr, runs
 
 
 def test_a_clean_run_passes_with_pytests_code_and_says_so(checkout, tmp_path):
-    rc, out, argv = gate(checkout, tmp_path, report=junit(("test_a", "", None), ("test_b", "operator", None)),
-                         pytest_args=("-x", "tests/core"))
+    rc, out, (argv,) = gate(checkout, tmp_path, report=junit(("test_a", "", None), ("test_b", "operator", None)),
+                            pytest_args=("-x", "tests/core"))
     assert rc == 0, out
     assert "2 test(s), 0 skipped" in out and "working tree as before the run" in out
     assert f"--junitxml={tmp_path / 'cache' / 'junit.xml'}" in argv            # under the cache dir, not the tree
@@ -142,7 +153,7 @@ def test_outside_a_git_checkout_the_tree_check_is_skipped_and_said(tmp_path):
 
 
 def test_fast_deselects_every_tier_that_needs_preparation(checkout, tmp_path):
-    _, _, argv = gate(checkout, tmp_path, report=junit(("test_a", "", None)), fast=True)
+    _, _, (argv,) = gate(checkout, tmp_path, report=junit(("test_a", "", None)), fast=True)
     assert argv[argv.index("-m") + 1] == testgate.UNIT_ONLY
     import tomllib
 
@@ -153,13 +164,131 @@ def test_fast_deselects_every_tier_that_needs_preparation(checkout, tmp_path):
     assert testgate.MAY_SKIP <= set(testgate.PREPARED_TIERS)
 
 
-def test_real_pytest_through_the_marker_plugin(tmp_path):
-    """The real plugin puts each test's markers into the real JUnit report, and the gate reads them."""
+def test_workers_run_the_unit_tiers_on_xdist_then_the_prepared_tiers_serially_into_one_report(checkout, tmp_path):
+    unit = junit(("test_a", "", None), ("test_b", "operator", None))
+    tiers = junit(("test_engine", "engine", None), ("test_e2e", "kind", "kind is not on PATH"))
+    rc, out, runs = gate(checkout, tmp_path, report=None, reports=(unit, tiers), workers=2)
+    assert rc == 0, out
+    (first, second) = runs
+    assert first[first.index("-n") + 1] == "2" and first[first.index("-m") + 1] == testgate.UNIT_ONLY
+    assert "-n" not in second and second[second.index("-m") + 1] == testgate.PREPARED_ONLY
+    cache = tmp_path / "cache"
+    assert f"--junitxml={cache / 'junit.unit.xml'}" in first and f"--junitxml={cache / 'junit.tiers.xml'}" in second
+    # one verdict over both: the merged report holds both runs' cases, one suite per run
+    assert "4 test(s), 1 skipped" in out and "tests.x::test_e2e [kind]" in out
+    import xml.etree.ElementTree as ET
+
+    suites = ET.parse(cache / "junit.xml").getroot().findall("testsuite")
+    assert [(s.get("name"), len(s.findall("testcase"))) for s in suites] == [("unit", 2), ("tiers", 2)]
+    assert "unit run: pytest exited 0 after" in out and "tiers run: pytest exited 0 after" in out
+    assert f"[testgate] unit run (2 xdist workers): -m {testgate.UNIT_ONLY!r}" in out
+    assert f"[testgate] tiers run (serial): -m {testgate.PREPARED_ONLY!r}" in out
+
+
+def test_fast_with_workers_is_the_unit_run_alone_and_its_report_is_judged(checkout, tmp_path):
+    rc, out, (argv,) = gate(checkout, tmp_path, report=junit(("test_a", "", None)), fast=True, workers=2)
+    assert rc == 0 and "1 test(s), 0 skipped" in out, out
+    assert argv[argv.index("-n") + 1] == "2" and argv[argv.index("-m") + 1] == testgate.UNIT_ONLY
+    rc, out, _ = gate(checkout, tmp_path, report=None, fast=True, workers=2)
+    assert rc == 1 and "the unit run wrote no JUnit report" in out, out
+
+
+def test_every_test_is_in_exactly_one_of_the_two_runs():
+    """UNIT_ONLY and PREPARED_ONLY are complements: pytest's own marker matcher over every marker combination."""
+    from itertools import combinations
+
+    from _pytest.mark.expression import Expression
+
+    unit, prepared = Expression.compile(testgate.UNIT_ONLY), Expression.compile(testgate.PREPARED_ONLY)
+    names = [*testgate.PREPARED_TIERS, "operator", "parametrize"]
+    for n in range(3):
+        for marks in combinations(names, n):
+            def has(name, marks=marks, **_kw):
+                return name in marks
+            assert unit.evaluate(has) != prepared.evaluate(has), marks
+
+
+def test_a_skip_in_the_prepared_run_still_fails(checkout, tmp_path):
+    tiers = junit(("test_dockerd", "docker", "no dockerd answers"))
+    rc, out, _ = gate(checkout, tmp_path, report=None, reports=(junit(("test_a", "", None)), tiers), workers=2)
+    assert rc == 1 and "tests.x::test_dockerd: no dockerd answers" in out, out
+
+
+def test_a_failing_run_gives_its_code_and_the_other_run_still_runs(checkout, tmp_path):
+    rc, out, runs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), rc="1,0", workers=2)
+    assert rc == 1 and len(runs) == 2, out
+    rc, out, runs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), rc="0,3", workers=2)
+    assert rc == 3 and "pytest exited 3" in out, out
+
+
+def test_with_exitfirst_a_failing_unit_run_ends_the_gate(checkout, tmp_path):
+    rc, out, runs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), rc="1", workers=2,
+                         pytest_args=("-x",))
+    assert rc == 1 and len(runs) == 1 and "-x: the unit run failed, the later run(s) did not run" in out, out
+
+
+def test_an_empty_run_fails_the_whole_suite_but_not_a_selection(checkout, tmp_path):
+    empty = junit()
+    rc, out, _ = gate(checkout, tmp_path, report=None, reports=(junit(("test_a", "", None)), empty), rc="0,5",
+                      workers=2)
+    assert rc == 1 and "the tiers run collected no tests: failing" in out, out
+    # `scripts/test.sh tests/core`: the prepared-tier run has nothing to select there
+    rc, out, _ = gate(checkout, tmp_path, report=None, reports=(junit(("test_a", "", None)), empty), rc="0,5",
+                      workers=2, pytest_args=("tests/core",))
+    assert rc == 0, out
+    rc, out, _ = gate(checkout, tmp_path, report=empty, rc="5", workers=2, pytest_args=("tests/nothing",))
+    assert rc == 1 and "pytest collected no tests: failing" in out, out
+
+
+def test_a_run_without_a_report_fails_and_is_named(checkout, tmp_path):
+    rc, out, _ = gate(checkout, tmp_path, report=None, reports=(junit(("test_a", "", None)), None), workers=2)
+    assert rc == 1 and "the tiers run wrote no JUnit report at" in out, out
+
+
+def test_a_user_marker_expression_narrows_each_run(checkout, tmp_path):
+    _, _, runs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2,
+                      pytest_args=("-m", "not slow", "tests", "-mhypothesis or engine"))
+    for argv, tiers in zip(runs, (testgate.UNIT_ONLY, testgate.PREPARED_ONLY)):
+        assert argv.count("-m") == 1 and argv[argv.index("-m") + 1] == f"({tiers}) and (hypothesis or engine)"
+        assert argv[-1] == "tests"
+    _, _, (argv,) = gate(checkout, tmp_path, report=junit(("test_a", "", None)), fast=True, pytest_args=("-m", "hypothesis"))
+    assert argv[argv.index("-m") + 1] == f"({testgate.UNIT_ONLY}) and (hypothesis)"
+
+
+def tiny_suite(tmp_path: Path, body: str) -> Path:
+    """A directory holding one test module: ``import pytest`` and ``body`` (indented as written)."""
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "test_tiny.py").write_text(textwrap.dedent("""
-        import pytest
+    (suite / "test_tiny.py").write_text("import pytest\n" + textwrap.dedent(body))
+    return suite
 
+
+def test_the_unit_run_on_real_xdist_keeps_the_markers_in_the_report(tmp_path):
+    """pytest-xdist workers load the marker plugin too: the controller's report has each case's markers."""
+    suite = tiny_suite(tmp_path, """
+        @pytest.mark.operator
+        def test_one():
+            pass
+
+        @pytest.mark.operator
+        def test_two():
+            pytest.skip("a unit-tier skip")
+    """)
+    report = tmp_path / "junit.xml"
+    res = subprocess.run(testgate.pytest_argv(report, [str(suite), "-W", "ignore::pytest.PytestUnknownMarkWarning"],
+                                              tiers=testgate.UNIT_ONLY, workers=2),
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "bringing up nodes" in res.stdout, res.stdout                  # xdist ran it
+    total, skips = testgate.read_skips(report)
+    assert total == 2 and [(s.test.rsplit("::", 1)[-1], s.markers, s.allowed) for s in skips] == [
+        ("test_two", frozenset({"operator"}), False)]
+
+
+def test_real_pytest_through_the_marker_plugin(tmp_path):
+    """The real plugin puts each test's markers into the real JUnit report, and the gate reads them."""
+    suite = tiny_suite(tmp_path, """
         @pytest.mark.kind
         def test_kind_cluster():
             pytest.skip("kind is not on PATH")
@@ -170,11 +299,11 @@ def test_real_pytest_through_the_marker_plugin(tmp_path):
 
         def test_plain():
             pass
-    """))
+    """)
     report = tmp_path / "junit.xml"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     res = subprocess.run(testgate.pytest_argv(report, [str(suite), "-W", "ignore::pytest.PytestUnknownMarkWarning"],
-                                              fast=False, pytest_exe=None),
+                                              pytest_exe=None),
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
     total, skips = testgate.read_skips(report)
@@ -187,9 +316,11 @@ def test_real_pytest_through_the_marker_plugin(tmp_path):
 
 def test_test_sh_runs_the_suite_through_the_gate():
     """scripts/test.sh cannot run inside the suite (it installs the package and starts services): check that
-    it hands pytest's arguments to the gate, with the report under the cache dir and --fast for FAST runs."""
+    it hands pytest's arguments to the gate, with the report under the cache dir, the unit tiers on xdist
+    workers, and --fast for FAST runs."""
     text = (REPO / "scripts" / "test.sh").read_text()
-    assert 'gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml")' in text
+    assert ('gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml" '
+            '--workers "${GPUSTACK_K3_TEST_WORKERS:-2}")') in text
     assert '[ "${GPUSTACK_K3_FAST:-0}" = "1" ] && gate+=(--fast)' in text
     assert '"${gate[@]}" -- "$@"' in text
     assert "python3 -m pytest" not in text.split("gate=(", 1)[1]      # no second, unjudged pytest run
