@@ -41,7 +41,8 @@ def served(vllm_cpu, tmp_path_factory):
     env = {**os.environ, "PATH": f"{vllm_cpu.python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": ROOT}
     proc = subprocess.Popen([sys.executable, "-m", "gpustack_k3", "run", str(spec), "--runtime", "local"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                            # stdout is never read: a pipe would block `run` once it filled (64 KB)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             start_new_session=True)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
