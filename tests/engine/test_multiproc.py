@@ -12,6 +12,7 @@ Regenerate the evidence: ``PYTHONPATH=$PWD python3 tests/engine/test_multiproc.p
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -123,14 +124,27 @@ def rendered_procs(doc, names: dict[str, str]) -> tuple[ProcSpec, ...]:
     return tuple(procs)
 
 
+# vLLM's CPU worker binds its OpenMP threads itself (VLLM_CPU_OMP_THREADS_BIND=auto: every engine on this VM gets
+# core ids [0, 1], utils/ompmultiprocessing.py:123-185@0.32.0, and 2 threads). Pods would each have their own
+# cores; three engines on one host bound to the same two cores spin against each other, and a prefill engine that
+# steps without pause while it holds blocks for the decode (see the P/D test) starved the decode's read past the
+# prefill's KV lease (2026-12-01: the read finished only when the lease ran out, 60-70 s). So each process of the
+# P/D case gets what a pod of its own would: one unbound OpenMP thread, placed by the kernel.
+OWN_CPU_SHARE = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
+
+
+def _own_cpu_share(procs: tuple[ProcSpec, ...]) -> tuple[ProcSpec, ...]:
+    return tuple(dataclasses.replace(p, env={**p.env, **OWN_CPU_SHARE}) for p in procs)
+
+
 CASES: dict[str, Case] = {
     # DP=2 over two pods, internal LB: the leader's API server balances over both ranks, the worker is headless
     "dp2-internal-lb": Case(procs=rendered_procs(_document("cpu-dp2"), {"serve": "leader"})),
     # 1P1D over NIXL (pull), plus the decode role of the same document in float32 (its compatibility hash differs)
-    "pd-nixl-1p1d": Case(procs=(
+    "pd-nixl-1p1d": Case(procs=_own_cpu_share((
         *rendered_procs(_document("cpu-1p1d"), {"prefill": "prefill", "decode": "decode"}),
         *rendered_procs(_document("cpu-1p1d", dtype="float32"), {"prefill": "prefill_fp32", "decode": "decode_fp32"})[1:],
-    )),
+    ))),
 }
 
 
@@ -214,6 +228,16 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         to_decode = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
                      "remote_block_ids": None, "remote_host": None, "remote_port": None}
 
+        # 0. one ordinary completion on each decode server first. P holds the prefilled blocks for D under a
+        # lease (kv_lease_duration, 30 s: nixl/base_scheduler.py:82-84@0.32.0) that D's heartbeats extend once
+        # D has the request; meanwhile P's engine core steps without pause (it logs "EngineCore waiting for
+        # work" when the blocks are gone). A decode server's first request carries seconds of one-time work in
+        # its API server: not a cost of the transfer, and under P's load it once took 31 s (DEBUG logs).
+        for url in (d, d32):
+            warm = complete(url, {"model": "smollm2", "prompt": "Hello", "max_tokens": 1, "temperature": 0})
+            assert warm.status_code == 200, warm.text
+        d_before = scrape(d)
+
         # 1. prefill on P (one token), the KV stays there for D to read
         r = complete(p, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 1, "temperature": 0,
                          "kv_transfer_params": to_decode})
@@ -227,9 +251,10 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         # 2. decode on D with P's transfer parameters (few tokens: NIXL workers on CPU crawl, see README)
         r = complete(d, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 2, "temperature": 0,
                          "kv_transfer_params": kvt})
-        assert r.status_code == 200, r.text
+        assert r.status_code == 200, f"{r.text}\n{group._tails(('prefill', 'decode'))}"
         text_pd = r.json()["choices"][0]["text"]
-        d_samples = scrape(d)
+        d_after = scrape(d)
+        log_p_decoded = group.log("prefill")   # P's only request so far: any lease release in it is this one's
 
         # 3. the fp32 decode: its handshake with P must fail on the compatibility hash
         r = complete(p, {"model": "smollm2", "prompt": PROMPT + " Madrid.", "max_tokens": 1, "temperature": 0,
@@ -238,15 +263,22 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         r_bad = complete(d32, {"model": "smollm2", "prompt": PROMPT + " Madrid.", "max_tokens": 2, "temperature": 0,
                                "kv_transfer_params": r.json()["kv_transfer_params"]}, timeout_s=120)
         group.wait_until(30, lambda g: "Failing 1 request(s) due to KV load failure" in g.log("decode_fp32"))
-        log_d, log_d32 = group.log("decode"), group.log("decode_fp32")
+        log_p, log_d, log_d32 = group.log("prefill"), group.log("decode"), group.log("decode_fp32")
 
     # greedy decoding from the loaded KV continues with the token P sampled from the same prompt
     assert first_token.strip() and text_pd.startswith(first_token), (first_token, text_pd)
+    # D read P's blocks while P still held them (vllm/.../nixl/base_worker.py:3025-3035@0.32.0 logs a release
+    # at the lease's end; pull_worker.py:667 a read of blocks it no longer knows)
+    assert "Releasing expired KV blocks" not in log_p_decoded, "P released the blocks before D read them"
+    assert "Potentially invalid KV blocks" not in log_p
+
+    def delta(name: str) -> float:
+        return metric(d_after, name) - metric(d_before, name)
     # D loaded every prompt token from P (external hits) and computed none of them from its own cache
-    assert metric(d_samples, "vllm:external_prefix_cache_hits_total") == n_prompt
-    assert metric(d_samples, "vllm:prefix_cache_hits_total") == 0
-    assert metric(d_samples, "vllm:nixl_bytes_transferred_sum") > 0
-    assert metric(d_samples, "vllm:nixl_num_failed_transfers_total") == 0
+    assert delta("vllm:external_prefix_cache_hits_total") == n_prompt
+    assert delta("vllm:prefix_cache_hits_total") == 0
+    assert delta("vllm:nixl_bytes_transferred_sum") > 0
+    assert metric(d_after, "vllm:nixl_num_failed_transfers_total") == 0
     passed = re.search(r"NIXL compatibility check passed \(hash: ([0-9a-f]{64})\)", log_d)
     assert passed, "decode did not log the NIXL handshake"
     p_hash = passed.group(1)
