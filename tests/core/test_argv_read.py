@@ -264,3 +264,26 @@ def test_import_of_a_refused_command_line_writes_nothing():
     p = subprocess.run([sys.executable, "-m", "gpustack_k3", "import", "--engine", "vllm", "--", "-tp", "8",
                         "--no-such-flag"], capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 1 and p.stdout == "" and "argv-refused" in p.stderr and "argv[2]" in p.stderr
+
+
+def test_vllm_token_matching_without_regexes_equals_vllms_patterns():
+    """core/argv/vllm.py spells vLLM's re.match/re.sub on tokens as string operations (no pattern compiled per
+    CLI call); over tokens built from the characters that matter (dashes, underscores, '=', '.', newlines),
+    they agree with vLLM's own patterns (argparse_utils.py parse_args@0.33.0)."""
+    import itertools
+    import re
+
+    from gpustack_k3.core.argv.vllm import _dashed, _matches
+
+    parts = ["", "-", "--", "_", "=", ".", "\n", "x", "model", "config", "served_model-name", "a_b"]
+    tokens = {"".join(t) for n in range(1, 4) for t in itertools.product(parts, repeat=n)}
+    tokens |= {f"--{name}{tail}" for name in ("model", "config", "served-model-name", "served_model_name",
+                                               "served-model_name", "served_model-name")
+               for tail in ("", "\n", "=", "=x", "=\n", "=\nx", "x", "==", "=x\n", "\nx")}
+    assert len(tokens) > 1400
+    for t in tokens:
+        assert _dashed(t) == re.sub(r"(?<=--)[^\.]*", lambda m: m.group(0).replace("_", "-"), t, count=1), repr(t)
+        assert _matches(t, "--model") == bool(re.match(r"^--model(=.+|$)", t)), repr(t)
+        assert _matches(t, "--config") == bool(re.match(r"^--config(=.+|$)", t)), repr(t)
+        served = any(_matches(t, f"--served{a}model{b}name") for a in "-_" for b in "-_")
+        assert served == bool(re.match(r"^--served[-_]model[-_]name(=.+|$)", t)), repr(t)

@@ -280,3 +280,44 @@ def test_a_torn_or_foreign_file_is_a_miss_not_an_unpickling(cache_env):
 
     f.write_bytes(pickle.dumps({"a": 1}))                      # a bare pickle, as the previous format wrote
     assert cache.load("probe-x.pickle") is None
+
+
+_CHECK_ARGS = r"""
+import contextlib, io, json
+from gpustack_k3.cli.main import run
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = run(["check-args", "--engine", "vllm", "--engine-version", "0.33.0", "-o", "json", "--",
+                "vllm", "serve", "m", "--tensor-parallel-size", "8", "--max-model-len", "65536", "--new-log-len", "10"])
+print(json.dumps({"exit": code, "out": json.loads(out.getvalue())}))
+"""
+
+
+def _check_args(pkg: pathlib.Path, cache: str) -> dict:
+    env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": cache, "PYTHONPATH": str(pkg)}
+    proc = subprocess.run([sys.executable, "-c", _CHECK_ARGS], capture_output=True, text=True, env=env, timeout=120,
+                          check=False, cwd=pkg)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_parser_dump_is_cached_and_an_edited_dump_misses(tmp_path):
+    """check-args reads a command line with the version's parser dump, unpickled from the cache once warm; the
+    answer is the same built, cached or with caches off, and an edit of the dump (same size, later mtime)
+    is read, not the stale entry: here the edit gives the parser the option the command line uses."""
+    pkg, cache = _copy_package(tmp_path), tmp_path / "cache"
+    cold = _check_args(pkg, str(cache))
+    entries = sorted(p.name for p in cache.glob("parser-dump-*"))
+    assert [n.rsplit("-", 1)[0] for n in entries] == ["parser-dump-vllm-0.33.0-options"]
+    warm, off = _check_args(pkg, str(cache)), _check_args(pkg, "off")
+    assert cold == warm == off
+    def refused(r: dict) -> list[str]:
+        return [f["message"] for f in r["out"]["findings"] if f["rule"] == "argv-refused"]
+    assert cold["exit"] == 1 and any("--new-log-len" in m for m in refused(cold))   # 0.33.0 has no such option
+    dump = pkg / "gpustack_k3" / "catalog" / "data" / "engines" / "vllm-0.33.0-options.json"
+    text, before = dump.read_text(), dump.stat().st_mtime_ns
+    assert text.count('"--max-log-len"') == 1
+    dump.write_text(text.replace('"--max-log-len"', '"--new-log-len"'))     # same size: only the mtime tells
+    os.utime(dump, ns=(before + 10**9, before + 10**9))
+    edited = _check_args(pkg, str(cache))
+    assert refused(edited) == [], edited
+    assert len(list(cache.glob("parser-dump-vllm-0.33.0-options-*"))) == 2

@@ -7,10 +7,12 @@ A dump is produced by tools/engine_parsers (from the released wheel) or by .ci/v
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from gpustack_k3 import _startup_cache
 from gpustack_k3.catalog.loader import DATA, EngineVersion
 
 # The engines' custom action classes (by module.Class) -> the argparse kind each behaves as (how a setting of
@@ -61,24 +63,41 @@ class Option(NamedTuple):
         return self.nargs != 0
 
 
-@dataclass
 class ParserDump:
-    engine: str
-    version: str                   # engine release the dump was made from
-    path: str                      # relative to catalog/data
-    options: list[Option]
-    positionals: list[dict]
-    code: dict[str, str]           # source hashes of the engine's parsing code (FlexibleArgumentParser, ...)
-    allow_abbrev: bool
-    raw_options: list[dict] = field(default_factory=list, repr=False)
-    by_flag: dict[str, Option] = field(default_factory=dict)
-    by_dest: dict[str, Option] = field(default_factory=dict)
+    """A parser dump read: its options in the engine's order, with indexes by option string and by dest, and
+    the option strings sorted (what :func:`gpustack_k3.core.argv.parser.reachable` bisects). A plain class,
+    not a dataclass: a dataclass costs more to define at import than the rest of this module."""
 
-    def __post_init__(self) -> None:
-        for o in self.options:
+    __slots__ = ("engine", "version", "path", "options", "positionals", "code", "allow_abbrev", "raw_options",
+                 "by_flag", "by_dest", "sorted_flags", "sorted_flag_option", "always_reachable")
+
+    def __init__(self, engine: str, version: str, path: str, options: list[Option], positionals: list[dict],
+                 code: dict[str, str], allow_abbrev: bool, raw_options: list[dict] | None = None) -> None:
+        self.engine = engine
+        self.version = version                  # engine release the dump was made from
+        self.path = path                        # relative to catalog/data
+        self.options = options
+        self.positionals = positionals
+        self.code = code                        # source hashes of the engine's parsing code
+        self.allow_abbrev = allow_abbrev
+        self.raw_options = raw_options if raw_options is not None else []
+        self.by_flag: dict[str, Option] = {}
+        self.by_dest: dict[str, Option] = {}
+        pairs = []
+        always = []
+        for i, o in enumerate(options):
             for f in o.flags:
                 self.by_flag[f] = o
+                pairs.append((f, i))
             self.by_dest.setdefault(o.dest, o)
+            # kept in every reachable subset: a single-dash string (combined short flags look each one up)
+            # and a required option (argparse reports it missing)
+            if o.required or any(f[1] != "-" for f in o.flags):
+                always.append(i)
+        pairs.sort()
+        self.sorted_flags = [f for f, _ in pairs]
+        self.sorted_flag_option = [i for _, i in pairs]
+        self.always_reachable = frozenset(always)
 
     @property
     def option_strings(self) -> set[str]:
@@ -113,7 +132,30 @@ def _option(entry: dict) -> Option:
 
 @functools.lru_cache(maxsize=16)
 def load_dump(rel_path: str) -> ParserDump:
-    """The dump at catalog/data/<rel_path> (cached per process)."""
+    """The dump at catalog/data/<rel_path>: cached per process, and across processes as the pickled
+    ParserDump (gpustack_k3._startup_cache) under a key of the dump file's size and mtime and this module's
+    source. Unpickling it costs about half of parsing the JSON and building the options (the largest single
+    cost of reading a command line; bench/cli_instructions.py)."""
+    name = _cache_name(rel_path)
+    cached = _startup_cache.load(name) if name else None
+    if isinstance(cached, ParserDump) and cached.path == rel_path:
+        return cached
+    dump = _read_dump(rel_path)
+    if name:
+        _startup_cache.store(name, dump)
+    return dump
+
+
+def _cache_name(rel_path: str) -> str | None:
+    code = _startup_cache.source_digest(Path(__file__))
+    data = _startup_cache.stat_digest(DATA, [DATA / rel_path])
+    if code is None or data is None:
+        return None
+    stem = Path(rel_path).name.removesuffix(".json")
+    return f"parser-dump-{stem}-{hashlib.sha256((code + data).encode()).hexdigest()[:24]}.pickle"
+
+
+def _read_dump(rel_path: str) -> ParserDump:
     d = json.loads((DATA / rel_path).read_text(encoding="utf-8"))
     p = d["parser"]
     return ParserDump(engine=d["engine"], version=d["version"], path=rel_path,

@@ -5,6 +5,7 @@ abbreviations, ``--k=v``, nargs, negative numbers and the order of errors as the
 from __future__ import annotations
 
 import argparse
+import bisect
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -25,17 +26,25 @@ class _Parser(argparse.ArgumentParser):
         raise Refused(message)
 
     def _get_formatter(self):
-        # add_argument builds a help formatter per option only to check its metavar (argparse.py@3.11), and a
-        # formatter asks the terminal its size: one formatter for all (we never print help) saves most of the
-        # time it takes to rebuild a 300-option parser
-        fmt = self.__dict__.get("_k3_formatter")
-        if fmt is None:
-            fmt = self._k3_formatter = super()._get_formatter()
-        return fmt
+        # add_argument builds a help formatter per option only to check its metavar against nargs
+        # (argparse.py@3.11); we never print help, so every parser shares one formatter that does only that
+        return _METAVAR_CHECK
 
     def _get_values(self, action, arg_strings):
         self._k3_raw, self._k3_action = list(arg_strings), action
         return super()._get_values(action, arg_strings)
+
+
+class _MetavarCheck(argparse.HelpFormatter):
+    """The one use a parser here has for a formatter: ``add_argument`` calls ``_format_args`` to check that
+    a metavar tuple fits nargs, which reads only the action. HelpFormatter's own ``__init__`` (asking the
+    terminal its size, compiling two patterns) is skipped: this formatter formats no help."""
+
+    def __init__(self) -> None:   # deliberately not HelpFormatter.__init__
+        pass
+
+
+_METAVAR_CHECK = _MetavarCheck()
 
 
 class _PrintsAndExits(argparse.Action):
@@ -92,10 +101,13 @@ def reachable(dump: ParserDump, args: Sequence[str]) -> frozenset[int]:
     for a in args:
         if len(a) > 1 and a[0] == "-" and a != "--":   # '--' ends the options; it is never looked up
             prefixes.add(a.split("=", 1)[0] if a[1] == "-" else a[:2])
-    keep = set()
-    for i, opt in enumerate(dump.options):
-        if opt.required or any(f[1] != "-" or f.startswith(pre) for f in opt.flags for pre in prefixes):
-            keep.add(i)
+    keep = set(dump.always_reachable)
+    flags, option = dump.sorted_flags, dump.sorted_flag_option
+    for pre in prefixes:   # the option strings starting with pre are one run of the sorted list
+        i = bisect.bisect_left(flags, pre)
+        while i < len(flags) and flags[i].startswith(pre):
+            keep.add(option[i])
+            i += 1
     return frozenset(keep)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion
@@ -28,22 +27,35 @@ class Refusal(NamedTuple):
     token: str | None = None  # an unrecognized token, as argparse received it
 
 
-@dataclass
 class Given:
-    dest: str
-    option: str | None       # the option string argparse matched (None for the positional model)
-    raw: list[str]           # the value strings it received
-    value: Any               # the value after the engine's conversion (for repeated options: the final one)
-    origin: Any              # index into the argv, or "--config FILE"
+    """One option the command line set (plain classes here and below: defining a dataclass costs more at import
+    than reading a command line does)."""
+
+    __slots__ = ("dest", "option", "raw", "value", "origin")
+
+    def __init__(self, dest: str, option: str | None, raw: list[str], value: Any, origin: Any) -> None:
+        self.dest = dest
+        self.option = option     # the option string argparse matched (None for the positional model)
+        self.raw = raw           # the value strings it received
+        self.value = value       # the value after the engine's conversion (for repeated options: the final one)
+        self.origin = origin     # index into the argv, or "--config FILE"
+
+    def __repr__(self) -> str:
+        return f"Given({self.dest!r}, {self.option!r}, {self.raw!r}, {self.value!r}, {self.origin!r})"
 
 
-@dataclass
 class Reading:
-    dump: ParserDump
-    given: dict[str, Given] = field(default_factory=dict)   # dest -> last setting, in first-given order
-    model: str | None = None
-    refusals: list[Refusal] = field(default_factory=list)
-    unrecognized: list[str] = field(default_factory=list)   # what argparse left over, as it received them
+    """What a command line set (dest -> last setting, in first-given order), its model, what the engine would
+    refuse, and what argparse left over (as it received them)."""
+
+    __slots__ = ("dump", "given", "model", "refusals", "unrecognized")
+
+    def __init__(self, dump: ParserDump) -> None:
+        self.dump = dump
+        self.given: dict[str, Given] = {}
+        self.model: str | None = None
+        self.refusals: list[Refusal] = []
+        self.unrecognized: list[str] = []
 
     @property
     def accepted(self) -> bool:

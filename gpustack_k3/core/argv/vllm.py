@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -68,7 +67,16 @@ def dialect(code: dict[str, str]) -> Dialect:
     return DIALECTS[key]
 
 
-_UNDERSCORED = re.compile(r"(?<=--)[^\.]*")
+def _dashed(token: str) -> str:
+    """``re.sub(r"(?<=--)[^\\.]*", lambda m: m.group(0).replace("_", "-"), token, count=1)`` (argparse_utils.py
+    parse_args@0.33.0): underscores become dashes after the first ``--``, up to the first ``.``."""
+    start = token.find("--")
+    if start < 0:
+        return token
+    start += 2
+    end = token.find(".", start)
+    end = len(token) if end < 0 else end
+    return token[:start] + token[start:end].replace("_", "-") + token[end:]
 
 
 def _config_args(d: Dialect, path: str, read_file: Callable[[str], str], registered: set[str]) -> list[str]:
@@ -104,13 +112,23 @@ def _config_args(d: Dialect, path: str, read_file: Callable[[str], str], registe
     return out
 
 
+def _matches(token: str, flag: str) -> bool:
+    """``re.match(rf"^{flag}(=.+|$)", token)`` as vLLM writes it (argparse_utils.py parse_args@0.33.0), without
+    compiling a pattern per process: the flag, then nothing (or only a final newline: ``$``), or ``=`` and a
+    character other than a newline."""
+    if not token.startswith(flag):
+        return False
+    rest = token[len(flag):]
+    return rest in ("", "\n") or (len(rest) > 1 and rest[0] == "=" and rest[1] != "\n")
+
+
 def preprocess(d: Dialect, argv: list[str], *, serve: bool, read_file: Callable[[str], str],
                registered: set[str], model_optional: bool) -> tuple[list[str], list[Origin]]:
     """The tokens argparse receives (after ``serve``, i.e. for the serve subparser) and where each came from."""
     args: list[str] = (["serve"] if serve else []) + list(argv)
     origins: list[Origin] = ([-1] if serve else []) + list(range(len(argv)))
     if serve:
-        model_idx = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
+        model_idx = next((i for i, a in enumerate(args) if _matches(a, "--model")), None)
         if model_idx is not None:
             if d.serve_model_flag == "refuse" and args[model_idx] == "--model":
                 raise Refused("With `vllm serve`, you should provide the model as a positional argument or in a "
@@ -125,8 +143,9 @@ def preprocess(d: Dialect, argv: list[str], *, serve: bool, read_file: Callable[
                 args = ["serve", tag, *args[1:model_idx], *args[rest:]]
                 origins = [-1, origins[model_idx], *origins[1:model_idx], *origins[rest:]]
         if (d.serve_model_flag == "move" and len(args) > 1 and args[1].startswith("-")
-                and not any(re.match(r"^--config(=.+|$)", a) for a in args)
-                and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in args) and not model_optional):
+                and not any(_matches(a, "--config") for a in args)
+                and any(_matches(a, f"--served{s1}model{s2}name") for a in args for s1 in "-_" for s2 in "-_")
+                and not model_optional):
             raise Refused("`model` should be provided as the first positional argument when using `vllm serve`.",
                           flag="--served-model-name")
     if "--config" in args:
@@ -162,9 +181,9 @@ def preprocess(d: Dialect, argv: list[str], *, serve: bool, read_file: Callable[
         if arg.startswith("--"):
             if "=" in arg:
                 key, value = arg.split("=", 1)
-                processed.append(_UNDERSCORED.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + "=" + value)
+                processed.append(_dashed(key) + "=" + value)
             else:
-                processed.append(_UNDERSCORED.sub(lambda m: m.group(0).replace("_", "-"), arg, count=1))
+                processed.append(_dashed(arg))
             porig.append(origins[i])
         elif d.optimization == "--optimization-level" and arg.startswith("-O") and arg != "-O":
             processed += ["--optimization-level", arg[3:] if arg[2] == "=" else arg[2:]]
