@@ -59,6 +59,29 @@ def stat_digest(root: Path, paths: list[Path]) -> str | None:
     return h.hexdigest()
 
 
+def entry_name(kind: str, code: tuple[Path, ...], data_root: Path | None = None, data: list[Path] | None = None,
+               extra: str = "") -> str | None:
+    """``KIND-<24 hex>.pickle``: the name of the entry the modules ``code`` (by content: :func:`source_digest`)
+    make from the files ``data`` (by path under ``data_root``, size and mtime: :func:`stat_digest`) and ``extra``
+    (library versions, ...). None when one of them cannot be read: then there is no cache."""
+    code_key = source_digest(*code)
+    data_key = stat_digest(data_root, data) if data else ""
+    if code_key is None or data_key is None:
+        return None
+    return f"{kind}-{hashlib.sha256(f'{code_key}|{data_key}|{extra}'.encode()).hexdigest()[:24]}.pickle"
+
+
+def cached(name: str | None, expected: type, build: Any) -> Any:
+    """The entry ``name`` if it holds an ``expected``, else ``build()``, stored under ``name`` (None: no cache)."""
+    obj = load(name) if name else None
+    if isinstance(obj, expected):
+        return obj
+    obj = build()
+    if name:
+        store(name, obj)
+    return obj
+
+
 def cache_dir() -> Path | None:
     base = os.environ.get(ENV)
     if base == "off":

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -256,29 +255,16 @@ def _read(path: Path) -> Any:
         return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loaders
 
 
-def _fingerprint(data_dir: Path) -> str | None:
-    """The cache key: this module's own source (the types and checks that build the catalog) by content, every
-    data file by path, size and mtime (hashing 0.8 MB of parser dumps cost more than the rest of a cache hit);
-    None when something cannot be read."""
-    code = _startup_cache.source_digest(Path(__file__))
-    data = _startup_cache.stat_digest(data_dir, [p for p in data_dir.rglob("*") if p.is_file()])
-    return None if code is None or data is None else hashlib.sha256(f"{code}{data}".encode()).hexdigest()
-
-
 @functools.lru_cache(maxsize=4)
 def load_catalog(data_dir: Path | None = None) -> Catalog:
     """The catalog from ``data_dir`` (default: the packaged data), validated; raises CatalogError naming the
-    problem. The validated catalog is cached (gpustack_k3._startup_cache, keyed by the data files' sizes and
-    mtimes and a hash of this module's source) so the CLI does not re-validate unchanged data on every start."""
-    key = _fingerprint(data_dir or DATA)
-    name = f"catalog-{key[:24]}.pickle" if key else None
-    cat = _startup_cache.load(name) if name else None
-    if isinstance(cat, Catalog):
-        return cat
-    cat = _load_and_validate(data_dir or DATA)
-    if name:
-        _startup_cache.store(name, cat)
-    return cat
+    problem. The validated catalog is cached (gpustack_k3._startup_cache) under a key of this module's source
+    (the types and checks that build it) by content and every data file by path, size and mtime (hashing 0.8 MB
+    of parser dumps cost more than the rest of a cache hit), so the CLI does not re-validate unchanged data on
+    every start."""
+    root = data_dir or DATA
+    name = _startup_cache.entry_name("catalog", (Path(__file__),), root, [p for p in root.rglob("*") if p.is_file()])
+    return _startup_cache.cached(name, Catalog, lambda: _load_and_validate(root))
 
 
 def _load_and_validate(DATA: Path) -> Catalog:

@@ -377,18 +377,15 @@ SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTi
 def _schema_cache_name() -> str | None:
     """Computed once, at import: the classes in this process are those of the bytes read now, even if
     the files change before the schema is built (an upgrade under a running process)."""
-    import hashlib
     import sys
     from pathlib import Path
 
     import pydantic_core
     from pydantic.version import VERSION
 
-    code = _startup_cache.source_digest(Path(__file__), Path(_constants.__file__))
-    if code is None:   # not plain files (a zip import): no cache
-        return None
-    key = hashlib.sha256(f"{code}|{VERSION}|{pydantic_core.__version__}|{sys.version}".encode()).hexdigest()
-    return f"spec-schema-{key[:24]}.pickle"
+    # None for files that are not plain (a zip import): no cache
+    return _startup_cache.entry_name("spec-schema", (Path(__file__), Path(_constants.__file__)),
+                                     extra=f"{VERSION}|{pydantic_core.__version__}|{sys.version}")
 
 
 _SCHEMA_CACHE = _schema_cache_name()
