@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -10,9 +10,13 @@ from annotated_types import Ge, Gt
 
 from gpustack_k3 import _startup_cache
 
-# The catalog types are plain dataclasses: cheap to define at every CLI start and cheap to unpickle from
-# the validated-catalog cache. pydantic validates them (TypeAdapter) only when the data changed.
+# The catalog types are declared as plain annotated classes and made dataclasses only when pydantic must
+# validate data files (a start-up cache miss: _as_dataclasses). Making a dataclass compiles its generated
+# __init__ at every start: for these sixteen classes that was ~25 M instructions, more than loading the whole
+# validated catalog from the cache (callgrind, 2026-12-01). Instances come from pydantic's validation or from
+# unpickling (which calls no __init__), so no code path needs the dataclass machinery before validation.
 _FORBID = {"extra": "forbid"}
+_TYPES: list[type] = []
 
 DATA = Path(__file__).parent / "data"
 
@@ -22,11 +26,22 @@ class CatalogError(Exception):
 
 
 def _dc(cls):
-    # no generated __eq__ or __repr__ (nothing compares or prints catalog entries; each generated method is compiled
-    # at every start),
-    # and every class has a docstring (else dataclass builds one from inspect.signature, also at every start)
+    """A catalog type: registered to be made a dataclass (kw_only; no generated __eq__ or __repr__: nothing
+    compares or prints catalog entries) before the first validation. Every class has a docstring (else
+    dataclass builds one from inspect.signature)."""
     cls.__pydantic_config__ = _FORBID
-    return dataclass(kw_only=True, eq=False, repr=False)(cls)
+    _TYPES.append(cls)
+    return cls
+
+
+def _as_dataclasses() -> None:
+    """Make the catalog types dataclasses, in place (once; the classes keep their identity, so instances
+    unpickled before stay instances of them)."""
+    from dataclasses import dataclass, is_dataclass
+
+    for cls in _TYPES:
+        if not is_dataclass(cls):
+            dataclass(kw_only=True, eq=False, repr=False)(cls)
 
 
 @_dc
@@ -286,6 +301,7 @@ def _load_and_validate(DATA: Path) -> Catalog:
         raw["advice"] = _read(DATA / "advice.yaml")
         from pydantic import TypeAdapter, ValidationError
 
+        _as_dataclasses()
         try:
             cat = TypeAdapter(Catalog).validate_python(raw)
         except ValidationError as exc:

@@ -154,7 +154,7 @@ def flag_index(e: EngineEntry, version: EngineVersion | None = None) -> dict[str
     dump = engine_argv.version_dump(version or _default_version(e))
     idx: dict[str, tuple[FlagSpec, Any]] = {}
     for f in e.flags:
-        o = dump.by_flag.get(f.flag) if dump else None
+        o = dump.flag(f.flag) if dump else None
         for name in (o.flags if o else (f.flag,)):
             idx[name] = (f, False if o and name in o.negative else None)
     return idx
@@ -184,14 +184,14 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
     reading = engine_argv.read_argv(engine, version, argv, read_file=read_file, model_optional=model_optional)
     dump = reading.dump
     out = ParsedArgv(refusals=list(reading.refusals), model_path=reading.model)
-    fields = {dump.by_flag[f.flag].dest: f for f in engine.flags if f.flag in dump.by_flag}
-    sub = {dump.by_flag[flag].dest: fld for flag, fld in speculative_subflags(engine).items() if flag in dump.by_flag}
+    fields = {o.dest: f for f in engine.flags if (o := dump.flag(f.flag)) is not None}
+    sub = {o.dest: fld for flag, fld in speculative_subflags(engine).items() if (o := dump.flag(flag)) is not None}
     extra: list[tuple[int, list[str]]] = []
-    order = {o.dest: i for i, o in enumerate(dump.options)}
+    order = {d: i for i, d in enumerate(dump.dests)}
     eplb_config_flag = engine.topology.get("eplb_config_flag")
     eplb_on = eplb_config_seen = False
     for dest, g in reading.given.items():
-        opt = dump.by_dest[dest]
+        opt = dump.dest(dest)
         where = f"argv[{g.origin}]" if isinstance(g.origin, int) else f"argv {g.origin or opt.canonical}"
         if dest in sub:
             if g.value is not None:
@@ -310,6 +310,6 @@ def _sglang_method(engine: EngineEntry, algorithm: Any) -> str | None:
 def known_flags(r: Resolved) -> set[str]:
     """Every option string the version's parser accepts (from its dump), and the platform-owned flags."""
     dump = engine_argv.version_dump(r.version) if r.version else None
-    out: set[str] = set(dump.by_flag) if dump else {*flag_index(r.engine), *speculative_subflags(r.engine)}
+    out: set[str] = dump.option_strings if dump else {*flag_index(r.engine), *speculative_subflags(r.engine)}
     out.update(r.engine.platform_flags)
     return out

@@ -274,7 +274,7 @@ def test_a_torn_or_foreign_file_is_a_miss_not_an_unpickling(cache_env):
     cache, d = cache_env
     f = d / "probe-x.pickle"
     blob = f.read_bytes()
-    f.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))           # payload no longer matches its digest
+    f.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))           # payload no longer matches its checksum
     assert cache.load("probe-x.pickle") is None
     import pickle
 

@@ -6,8 +6,11 @@ A dump is produced by tools/engine_parsers (from the released wheel) or by .ci/v
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -26,6 +29,10 @@ CUSTOM_ACTION_KINDS = {
     "sglang.srt.arg_groups.argparse_actions.DeprecatedStoreTrueAction": "store_true",
     "sglang.srt.arg_groups.argparse_actions.DeprecatedStoreConstAction": "store_const",
 }
+
+
+# argparse's _negative_number_matcher (argparse.py@3.11)
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
 class Refused(Exception):
@@ -63,54 +70,132 @@ class Option(NamedTuple):
 
 
 class ParserDump:
-    """A parser dump read: its options in the engine's order, with indexes by option string and by dest, and
-    the option strings sorted (what :func:`gpustack_k3.core.argv.parser.reachable` bisects). A plain class,
-    not a dataclass: a dataclass costs more to define at import than the rest of this module."""
+    """A parser dump read: its options in the engine's order, found by index (:meth:`option`), option string
+    (:meth:`flag`) or dest (:meth:`dest`), and its option strings sorted (what
+    :func:`gpustack_k3.core.argv.parser.reachable` bisects).
 
-    __slots__ = ("engine", "version", "path", "options", "positionals", "code", "allow_abbrev", "raw_options",
-                 "by_flag", "by_dest", "sorted_flags", "sorted_flag_option", "always_reachable")
+    Lazy: an option's dump entry is decoded and made an :class:`Option` only when asked for. A command line
+    of ten flags reaches a few dozen of the ~300 options, and decoding all of them was most of the cost of
+    loading a cached dump. Across processes the dump travels as builtins only (:meth:`__reduce__`): the
+    indexes plus each entry as its own ``marshal`` string. A plain class, not a dataclass: a dataclass costs
+    more to define at import than the rest of this module."""
 
-    def __init__(self, engine: str, version: str, path: str, options: list[Option], positionals: list[dict],
-                 code: dict[str, str], allow_abbrev: bool, raw_options: list[dict] | None = None) -> None:
+    __slots__ = ("engine", "version", "path", "positionals", "code", "allow_abbrev", "sorted_flags",
+                 "sorted_flag_option", "always_reachable", "short", "dests", "_entries", "_options", "_flag_index",
+                 "_dest_first")
+
+    def __init__(self, engine: str, version: str, path: str, entries: list, positionals: list[dict],
+                 code: dict[str, str], allow_abbrev: bool, index: tuple | None = None) -> None:
         self.engine = engine
         self.version = version                  # engine release the dump was made from
         self.path = path                        # relative to catalog/data
-        self.options = options
         self.positionals = positionals
         self.code = code                        # source hashes of the engine's parsing code
         self.allow_abbrev = allow_abbrev
-        self.raw_options = raw_options if raw_options is not None else []
-        self.by_flag: dict[str, Option] = {}
-        self.by_dest: dict[str, Option] = {}
-        pairs = []
-        always = []
-        for i, o in enumerate(options):
-            for f in o.flags:
-                self.by_flag[f] = o
-                pairs.append((f, i))
-            self.by_dest.setdefault(o.dest, o)
-            # kept in every reachable subset: a single-dash string (combined short flags look each one up)
-            # and a required option (argparse reports it missing)
-            if o.required or any(f[1] != "-" for f in o.flags):
-                always.append(i)
-        pairs.sort()
-        self.sorted_flags = [f for f, _ in pairs]
-        self.sorted_flag_option = [i for _, i in pairs]
-        self.always_reachable = frozenset(always)
+        self._entries = list(entries)           # each a dump entry (dict), or its marshal string until read
+        self._options: list[Option | None] = [None] * len(self._entries)
+        self._flag_index: dict[str, int] | None = None
+        self._dest_first: dict[str, int] | None = None
+        if index is None:
+            index = _index(self._entries)
+        self.sorted_flags, self.sorted_flag_option, self.always_reachable, self.short, self.dests = index
+
+    def __reduce__(self):
+        import marshal
+
+        packed = tuple(e if isinstance(e, bytes) else marshal.dumps(e) for e in self._entries)
+        return (ParserDump, (self.engine, self.version, self.path, packed, self.positionals, self.code,
+                             self.allow_abbrev, (self.sorted_flags, self.sorted_flag_option,
+                                                 self.always_reachable, self.short, self.dests)))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entry(self, i: int) -> dict:
+        """The dump's entry of option ``i`` (as in the JSON file)."""
+        e = self._entries[i]
+        if isinstance(e, bytes):
+            import marshal
+
+            e = self._entries[i] = marshal.loads(e)
+        return e
+
+    def option(self, i: int) -> Option:
+        o = self._options[i]
+        if o is None:
+            o = self._options[i] = _option(self.entry(i))
+        return o
+
+    def flag(self, name: str) -> Option | None:
+        """The option registered under the option string ``name`` exactly (None: not one of them)."""
+        if self._flag_index is None:
+            self._flag_index = dict(zip(self.sorted_flags, self.sorted_flag_option))
+        i = self._flag_index.get(name)
+        return None if i is None else self.option(i)
+
+    def dest(self, dest: str) -> Option | None:
+        """The (first) option that stores into ``dest``."""
+        if self._dest_first is None:
+            first: dict[str, int] = {}
+            for i, d in enumerate(self.dests):
+                first.setdefault(d, i)
+            self._dest_first = first
+        i = self._dest_first.get(dest)
+        return None if i is None else self.option(i)
+
+    def prefixed(self, prefix: str) -> set[int]:
+        """Indices of the options with an option string starting with ``prefix`` (one run of the sorted list)."""
+        flags, option = self.sorted_flags, self.sorted_flag_option
+        out = set()
+        i = bisect.bisect_left(flags, prefix)
+        while i < len(flags) and flags[i].startswith(prefix):
+            out.add(option[i])
+            i += 1
+        return out
+
+    @property
+    def options(self) -> list[Option]:
+        """Every option, in the engine's order (decodes them all: for whole-parser uses, not per command line)."""
+        return [self.option(i) for i in range(len(self._entries))]
+
+    @property
+    def by_flag(self) -> dict[str, Option]:
+        return {f: self.option(i) for f, i in zip(self.sorted_flags, self.sorted_flag_option)}
 
     @property
     def option_strings(self) -> set[str]:
         """Every option string the engine's parser registers (those of the rebuilt parser: tested)."""
-        return set(self.by_flag)
+        return set(self.sorted_flags)
 
     def choices(self, dest: str) -> list | None:
         """The values an option accepts: argparse ``choices``, or for a str-or-Literal vLLM field the
         Literal's values the engine checks later (its ``metavar``)."""
-        o = self.by_dest.get(dest)
+        o = self.dest(dest)
         if o is None:
             return None
         c = o.choices if o.choices is not None else o.metavar_choices
         return None if c is None else [x for x in c if x is not None]
+
+
+def _index(entries: list[dict]) -> tuple:
+    """(option strings sorted, the option index of each, the indices every parse must have, the indices with
+    a single-dash string, each option's dest). Every parse has the required options (argparse reports them
+    missing) and those with a string that looks like a negative number (they change how argparse reads
+    ``-5``: ``_has_negative_number_optionals``, argparse.py@3.11)."""
+    pairs = []
+    always = []
+    short = []
+    for i, e in enumerate(entries):
+        flags = e["flags"]
+        for f in flags:
+            pairs.append((f, i))
+        if e.get("required") or any(_NEGATIVE_NUMBER.match(f) for f in flags):
+            always.append(i)
+        if any(f[1] != "-" for f in flags):
+            short.append(i)
+    pairs.sort()
+    return (tuple(f for f, _ in pairs), tuple(i for _, i in pairs), frozenset(always), frozenset(short),
+            tuple(e["dest"] for e in entries))
 
 
 def _option(entry: dict) -> Option:
@@ -131,22 +216,20 @@ def _option(entry: dict) -> Option:
 
 @functools.lru_cache(maxsize=16)
 def load_dump(rel_path: str) -> ParserDump:
-    """The dump at catalog/data/<rel_path>: cached per process, and across processes as the pickled
-    ParserDump (gpustack_k3._startup_cache) under a key of the dump file's size and mtime and this module's
-    source. Unpickling it costs less than parsing the JSON and building the options (11.5 M against 13.8 M
-    instructions for vLLM 0.33.0's dump, callgrind, 2026-12-01): loading the dump is the largest single cost
-    of reading a command line."""
+    """The dump at catalog/data/<rel_path>: cached per process, and across processes (gpustack_k3._startup_cache)
+    under a key of the dump file's size and mtime, this module's source and the Python version (the entries
+    are ``marshal`` strings). Loading the dump is the largest single cost of reading a command line; see
+    :class:`ParserDump` for why it is lazy."""
     name = _startup_cache.entry_name(f"parser-dump-{Path(rel_path).name.removesuffix('.json')}", (Path(__file__),),
-                                     DATA, [DATA / rel_path])
+                                     DATA, [DATA / rel_path], extra=sys.version)
     return _startup_cache.cached(name, ParserDump, lambda: _read_dump(rel_path))
 
 
 def _read_dump(rel_path: str) -> ParserDump:
     d = json.loads((DATA / rel_path).read_text(encoding="utf-8"))
     p = d["parser"]
-    return ParserDump(engine=d["engine"], version=d["version"], path=rel_path,
-                      options=[_option(o) for o in p["options"]], positionals=p["positionals"],
-                      code=p.get("code") or {}, allow_abbrev=p.get("allow_abbrev", True), raw_options=p["options"])
+    return ParserDump(engine=d["engine"], version=d["version"], path=rel_path, entries=p["options"],
+                      positionals=p["positionals"], code=p.get("code") or {}, allow_abbrev=p.get("allow_abbrev", True))
 
 
 def version_dump(version: EngineVersion) -> ParserDump | None:

@@ -5,7 +5,6 @@ abbreviations, ``--k=v``, nargs, negative numbers and the order of errors as the
 from __future__ import annotations
 
 import argparse
-import bisect
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -92,22 +91,26 @@ def build_parser(dump: ParserDump, *, model_optional: bool = True, for_args: Seq
 
 
 def reachable(dump: ParserDump, args: Sequence[str]) -> frozenset[int]:
-    """Indices (into ``dump.options``) of every option argparse could select for ``args``: argparse looks an
+    """Indices (into the dump's options) of every option argparse could select for ``args``: argparse looks an
     option token up exactly, then before its ``=``, then as a prefix of option strings, and a single-dash
     token also as its first two characters plus an attached value (``_parse_optional`` / ``_get_option_tuples``,
-    argparse.py@3.11). Kept besides: every option with a single-dash string (combined short flags look each
-    one up), and the required ones (argparse reports them missing)."""
+    argparse.py@3.11). A single-dash token can also be combined short flags (``-xy``: each looked up by its two
+    characters), so with one in ``args`` every single-dash option is kept; without one none is reachable (a
+    ``--`` token looks up only ``--`` strings). Kept always: the options every parse needs
+    (``dump.always_reachable``: required, or spelled like a negative number)."""
     prefixes = set()
+    single_dash = False
     for a in args:
         if len(a) > 1 and a[0] == "-" and a != "--":   # '--' ends the options; it is never looked up
-            prefixes.add(a.split("=", 1)[0] if a[1] == "-" else a[:2])
+            if a[1] == "-":
+                prefixes.add(a.split("=", 1)[0])
+            else:
+                single_dash = True
     keep = set(dump.always_reachable)
-    flags, option = dump.sorted_flags, dump.sorted_flag_option
-    for pre in prefixes:   # the option strings starting with pre are one run of the sorted list
-        i = bisect.bisect_left(flags, pre)
-        while i < len(flags) and flags[i].startswith(pre):
-            keep.add(option[i])
-            i += 1
+    if single_dash:
+        keep |= dump.short
+    for pre in prefixes:
+        keep |= dump.prefixed(pre)
     return frozenset(keep)
 
 
@@ -118,9 +121,8 @@ def _build_parser(path: str, model_optional: bool, keep: frozenset[int] | None) 
     for entry in dump.positionals:
         p.add_argument(entry["dest"], nargs=entry.get("nargs"), type=et.build_type(entry.get("type")),
                        default=None, action=_action_class(p, "store"))
-    for i, (entry, opt) in enumerate(zip(dump.raw_options, dump.options)):
-        if keep is not None and i not in keep:
-            continue
+    for i in range(len(dump)) if keep is None else sorted(keep):   # the engine's order
+        entry, opt = dump.entry(i), dump.option(i)
         kw: dict[str, Any] = {"dest": opt.dest, "default": opt.default}
         action = entry["action"]
         if action in ("help", "version"):

@@ -204,10 +204,10 @@ def _locate_flag(args: list[str], origins: list, dump: ParserDump, flag: str | N
     """The token an argparse error names: the last one whose option resolves to ``flag``'s action."""
     if not flag:
         return "argv"
-    target = dump.by_flag.get(flag)
+    target = dump.flag(flag)
     for i in range(len(args) - 1, -1, -1):
         name = args[i].split("=", 1)[0]
-        if name == flag or (target is not None and dump.by_flag.get(name) is target) or (
+        if name == flag or (target is not None and dump.flag(name) is target) or (
                 target is not None and name.startswith("--") and len(name) > 2
                 and [o for o in target.flags if o.startswith(name)] and _unique_prefix(dump, name) is target):
             return _where(origins[i])
@@ -215,8 +215,8 @@ def _locate_flag(args: list[str], origins: list, dump: ParserDump, flag: str | N
 
 
 def _unique_prefix(dump: ParserDump, name: str) -> Option | None:
-    hits = {id(o): o for f, o in dump.by_flag.items() if f.startswith(name)}
-    return next(iter(hits.values())) if len(hits) == 1 else None
+    hits = dump.prefixed(name)
+    return dump.option(next(iter(hits))) if len(hits) == 1 else None
 
 
 # ------------------------------------------------------------------ canonical form of what was given
