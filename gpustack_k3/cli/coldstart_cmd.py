@@ -12,6 +12,8 @@ from typing import BinaryIO
 
 import click
 
+from gpustack_k3.cli._click import Command
+
 CHUNK = 1 << 20
 
 
@@ -92,7 +94,7 @@ def _planned(spec: str | None, preset: str | None) -> dict | None:
     return {"engine": plan.engine, "figures": planned_figures(plan), "note": None}
 
 
-@click.command("coldstart")
+@click.command("coldstart", cls=Command)
 @click.argument("log", metavar="LOG|-")
 @_engine_opt
 @_output_opt
@@ -128,7 +130,7 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
         sys.exit(1)  # SystemExit: survives click's standalone_mode=False
 
 
-@click.command("doctor")
+@click.command("doctor", cls=Command)
 @click.argument("log", metavar="LOG|-")
 @_engine_opt
 @_output_opt

@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -39,7 +40,7 @@ def _report(findings, output: str) -> None:
     sys.exit(EXIT_REFUSED if has_errors(findings) else EXIT_OK)
 
 
-@click.command()
+@click.command(cls=Command)
 @spec_arg
 @preset_opt
 @strict_opt
@@ -133,7 +134,7 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
         fail_input(exc)
 
 
-@click.command("check-args", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("check-args", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
 @strict_opt
 @output_option
@@ -147,7 +148,7 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     _report(validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals)), output)
 
 
-@click.command("import", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.command("import", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
 def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
     """Convert an engine command line into a deployment document (YAML on stdout)."""
@@ -167,7 +168,7 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
 
 # ------------------------------------------------------------------ plan
 
-@click.command("plan", context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
+@click.command("plan", cls=Command, context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
 @click.argument("spec", required=False)
 @preset_opt
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), help="Plan an engine command line given after --.")
@@ -308,7 +309,7 @@ def _plan_roles(doc, output) -> None:
 
 # ------------------------------------------------------------------ explain / advise / presets
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("rule_id", required=False)
 @output_option
 def explain(rule_id, output):
@@ -373,7 +374,7 @@ def _explain_data(r, cat) -> dict:
     return d
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
 @click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
 @click.option("--priority", type=click.Choice(["throughput", "latency"]), default="throughput", show_default=True)
@@ -392,7 +393,7 @@ def advise(context, concurrency, priority, output):
     sys.exit(EXIT_OK if a.preset else EXIT_REFUSED)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.option("--show", metavar="NAME", help="Print the preset's document (YAML).")
 @output_option
 def presets(show, output):
@@ -415,7 +416,7 @@ def presets(show, output):
         click.echo(f"{mark} {i['name']:<18} {i['engine']:<7} {i['description']}")
 
 
-@click.command("dry-run")
+@click.command("dry-run", cls=Command)
 @spec_arg
 @preset_opt
 @strict_opt
@@ -655,7 +656,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
     return doc, role, refusals
 
 
-@click.command("check-pd")
+@click.command("check-pd", cls=Command)
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of both command lines.")
 @click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")
 @click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import click
 
+from gpustack_k3.cli._click import Command
 
-@click.command("crd")
+
+@click.command("crd", cls=Command)
 @click.option("--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="Output format.")
 @click.option("--rules", "list_rules", is_flag=True,

@@ -20,6 +20,7 @@ if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true") and "pydan
 import click
 
 from gpustack_k3.api.v1alpha1.constants import PRODUCT
+from gpustack_k3.cli._click import Group
 
 # name -> "module:attribute", imported only when the command runs.
 COMMANDS = {
@@ -43,7 +44,7 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(Group):
     def list_commands(self, ctx):
         return list(COMMANDS)
 

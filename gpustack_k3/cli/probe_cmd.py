@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import EXIT_INPUT, fail_input
 from gpustack_k3.core.errors import InputError
 
@@ -75,7 +76,7 @@ def api_key_from_env(var: str | None) -> str | None:
     return key
 
 
-@click.command("probe")
+@click.command("probe", cls=Command)
 @click.argument("url")
 @click.option("--spec", "spec", default=None, metavar="FILE", help="Deployment document: served name, maxNumSeqs.")
 @click.option("--preset", default=None, metavar="NAME", help="A catalog preset instead of --spec.")

@@ -9,6 +9,7 @@ import sys
 
 import click
 
+from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
     EXIT_REFUSED,
     fail_input,
@@ -121,7 +122,7 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
     _emit_files(target, out_dir, output, files)
 
 
-@click.command()
+@click.command(cls=Command)
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
 @click.option("--target", type=click.Choice(TARGET_CHOICES), default="all", show_default=True,

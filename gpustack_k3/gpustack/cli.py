@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import (
     EXIT_INPUT,
     EXIT_REFUSED,
@@ -49,7 +50,7 @@ def _client(server: str, key_env: str):
         _fail(str(exc))
 
 
-@click.group("gpustack")
+@click.group("gpustack", cls=Group)
 def gpustack() -> None:
     """Deploy Kimi-K3 to a GPUStack 2.3.0 server (custom backend + deployment) and follow it."""
 

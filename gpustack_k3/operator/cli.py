@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import click
 
+from gpustack_k3.cli._click import Group
 
-@click.group("operator")
+
+@click.group("operator", cls=Group)
 def operator() -> None:
     """Run the K3Deployment operator."""
 

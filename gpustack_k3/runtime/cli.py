@@ -14,6 +14,7 @@ import time
 
 import click
 
+from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import (
     EXIT_INPUT,
     EXIT_REFUSED,
@@ -24,7 +25,7 @@ from gpustack_k3.cli.common import (
 SUBCOMMANDS = ("status", "logs", "stop")
 
 
-class _RunGroup(click.Group):
+class _RunGroup(Group):
     """`run SPEC ...` starts; `run status|logs|stop NAME` manage a detached run."""
 
     def parse_args(self, ctx, args):
