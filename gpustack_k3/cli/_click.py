@@ -21,7 +21,8 @@ _ClickOptionParser = getattr(click.parser, "_OptionParser", None) or click.parse
 class _OptionParser(_ClickOptionParser):
     def _match_long_opt(self, opt, explicit_value, state):
         if opt not in self._long_opt and opt[:2] not in self._opt_prefixes:
-            raise click.NoSuchOption(opt, ctx=self.ctx)   # discarded by _process_opts: -o is a short option
+            # discarded by _process_opts (-o is a short option): no message to translate either
+            raise click.NoSuchOption(opt, message=opt, ctx=self.ctx)
         return super()._match_long_opt(opt, explicit_value, state)
 
 

@@ -580,6 +580,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.cli.common import document_from_data
+    from gpustack_k3.core.argv.read import Refusal
     from gpustack_k3.core.resolve import resolve
     from gpustack_k3.core.topology import TopoRole, flag_values
 
@@ -652,7 +653,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
         side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
         extra_flags=flag_values(list(doc.spec.extraArgs)))
     # refusals name tokens of the command line without the launch-fact flags: say which side they are from
-    refusals = [ref._replace(where=f"{opt} {ref.where}") for ref in refusals]
+    refusals = [Refusal(f"{opt} {ref.where}", ref.flag, ref.message, ref.token) for ref in refusals]
     return doc, role, refusals
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion, FlagSpec
@@ -129,12 +129,20 @@ def _flag_tokens(f: FlagSpec, v: Any) -> list[str]:
 
 # ---------------------------------------------------------------- argv -> spec
 
-@dataclass
 class ParsedArgv:
-    spec: dict[str, Any] = field(default_factory=dict)   # nested camelCase spec fragment
-    extra_args: list[str] = field(default_factory=list)  # options the spec does not model, canonical spelling
-    model_path: str | None = None
-    refusals: list = field(default_factory=list)   # argv.Refusal: what the engine's parser would refuse
+    """What parse_argv read. (A plain class: a dataclass compiles its generated methods at every start.)"""
+
+    __slots__ = ("spec", "extra_args", "model_path", "refusals")
+
+    def __init__(self, refusals: list, model_path: str | None) -> None:
+        self.spec: dict[str, Any] = {}          # nested camelCase spec fragment
+        self.extra_args: list[str] = []         # options the spec does not model, canonical spelling
+        self.model_path = model_path
+        self.refusals = refusals                # argv.Refusal: what the engine's parser would refuse
+
+    def __repr__(self) -> str:
+        return (f"ParsedArgv(spec={self.spec!r}, extra_args={self.extra_args!r}, model_path={self.model_path!r}, "
+                f"refusals={self.refusals!r})")
 
 
 def _set(d: dict[str, Any], path: str, value: Any) -> None:

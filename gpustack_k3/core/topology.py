@@ -20,11 +20,19 @@ from gpustack_k3.core.resolve import resolve
 MERGED_SECTIONS = ("parallel", "memory", "scheduling", "vllm", "sglang", "placement")
 
 
-class RoleView(NamedTuple):
-    """One role of a document and its effective single-engine document."""
-    index: int | None            # position in spec.roles; None: the implicit serve role of a roleless document
-    role: Role
-    document: DeploymentDocument
+class RoleView:
+    """One role of a document and its effective single-engine document. (RoleView and Topology are plain
+    classes: a NamedTuple compiles generated code when defined, at every CLI start.)"""
+
+    __slots__ = ("index", "role", "document")
+
+    def __init__(self, index: int | None, role: Role, document: DeploymentDocument) -> None:
+        self.index = index            # position in spec.roles; None: the implicit serve role of a roleless document
+        self.role = role
+        self.document = document
+
+    def __repr__(self) -> str:
+        return f"RoleView({self.index!r}, {self.role!r}, {self.document!r})"
 
     @property
     def field_prefix(self) -> str:
@@ -159,11 +167,18 @@ class TopoRole(NamedTuple):
         return e is not None and e.enabled is not False
 
 
-class Topology(NamedTuple):
+class Topology:
     """Every role of a deployment (or of a check-pd pair) and the shared P/D settings."""
-    roles: list[TopoRole]
-    disaggregation: Any           # api Disaggregation or None
-    source: str                   # "document" | "argv"
+
+    __slots__ = ("roles", "disaggregation", "source")
+
+    def __init__(self, roles: list[TopoRole], disaggregation: Any, source: str) -> None:
+        self.roles = roles
+        self.disaggregation = disaggregation   # api Disaggregation or None
+        self.source = source                   # "document" | "argv"
+
+    def __repr__(self) -> str:
+        return f"Topology({self.roles!r}, {self.disaggregation!r}, {self.source!r})"
 
     @property
     def engine(self) -> str:

@@ -39,7 +39,7 @@ def tweak(preset: str, name: str, **facts) -> Callable[[], Topology]:
     """The preset's topology with one role's launch facts replaced (what a command line can state)."""
     def build() -> Topology:
         t = document_topology(edit(preset))
-        return t._replace(roles=[r._replace(**facts) if r.name == name else r for r in t.roles])
+        return Topology([r._replace(**facts) if r.name == name else r for r in t.roles], t.disaggregation, t.source)
     return build
 
 

@@ -12,7 +12,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpustack_k3 import _startup_cache
 from gpustack_k3.catalog.loader import DATA, EngineVersion
@@ -43,21 +43,33 @@ class Refused(Exception):
         self.message, self.flag, self.token = message, flag, token
 
 
-class Option(NamedTuple):
-    """One action of the engine's parser."""
-    dest: str
-    flags: tuple[str, ...]
-    kind: str                      # how it behaves: store, store_true, boolean_optional, ... (custom mapped)
-    nargs: Any
-    negative: frozenset[str] = frozenset()
-    const: Any = None
-    default: Any = None
-    choices: tuple | None = None
-    metavar_choices: tuple | None = None
-    type_desc: Any = None
-    action_desc: Any = None
-    required: bool = False
-    deprecated: bool = False
+class Option:
+    """One action of the engine's parser. (Plain classes here: a NamedTuple or dataclass compiles generated
+    code when it is defined, at every start; these are made per reachable option and only read.)"""
+
+    __slots__ = ("dest", "flags", "kind", "nargs", "negative", "const", "default", "choices", "metavar_choices",
+                 "type_desc", "action_desc", "required", "deprecated")
+
+    def __init__(self, dest: str, flags: tuple[str, ...], kind: str, nargs: Any, negative: frozenset[str] = frozenset(),
+                 const: Any = None, default: Any = None, choices: tuple | None = None,
+                 metavar_choices: tuple | None = None, type_desc: Any = None, action_desc: Any = None,
+                 required: bool = False, deprecated: bool = False) -> None:
+        self.dest = dest
+        self.flags = flags
+        self.kind = kind                    # how it behaves: store, store_true, boolean_optional, ... (custom mapped)
+        self.nargs = nargs
+        self.negative = negative
+        self.const = const
+        self.default = default
+        self.choices = choices
+        self.metavar_choices = metavar_choices
+        self.type_desc = type_desc
+        self.action_desc = action_desc
+        self.required = required
+        self.deprecated = deprecated
+
+    def __repr__(self) -> str:
+        return f"Option({self.dest!r}, {self.flags!r}, {self.kind!r})"
 
     @property
     def canonical(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion
 from gpustack_k3.core.argv import sglang as sglang_argv
@@ -20,16 +20,30 @@ from gpustack_k3.core.argv.engine_types import build_type
 from gpustack_k3.core.argv.parser import build_parser
 
 
-class Refusal(NamedTuple):
-    where: str               # "argv[3]", or "argv --config FILE" for a token that came from the file
-    flag: str | None         # the option concerned, as the engine names it
-    message: str
-    token: str | None = None  # an unrecognized token, as argparse received it
+class Refusal:
+    """One thing the engine's parser would refuse, and where. (Plain classes here and below: defining a
+    NamedTuple or dataclass compiles generated code at every start, more than reading a command line costs.)"""
+
+    __slots__ = ("where", "flag", "message", "token")
+
+    def __init__(self, where: str, flag: str | None, message: str, token: str | None = None) -> None:
+        self.where = where       # "argv[3]", or "argv --config FILE" for a token that came from the file
+        self.flag = flag         # the option concerned, as the engine names it
+        self.message = message
+        self.token = token       # an unrecognized token, as argparse received it
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Refusal) and (self.where, self.flag, self.message, self.token) == (
+            other.where, other.flag, other.message, other.token)
+
+    __hash__ = None   # mutable, compared by value
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.where!r}, {self.flag!r}, {self.message!r}, {self.token!r})"
 
 
 class Given:
-    """One option the command line set (plain classes here and below: defining a dataclass costs more at import
-    than reading a command line does)."""
+    """One option the command line set."""
 
     __slots__ = ("dest", "option", "raw", "value", "origin")
 

@@ -14,21 +14,28 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import NamedTuple
 
 from gpustack_k3.core.argv.dumps import Option, ParserDump, Refused
 from gpustack_k3.core.argv.engine_types import UnknownEngineCode
 
 
-class Merger(NamedTuple):
-    """How one release's ConfigArgumentMerger.__init__ classifies the parser's actions."""
-    # 0.5.23 (_config_keys): a key may be the dest or any long spelling (dashes as underscores), and a key some
-    # supported action also reads stays usable; 0.5.22: the dest only, and an unsupported action's dest is refused
-    # even when a supported action shares it
-    every_spelling: bool
-    # 0.5.23 (_takes_one_value): store_true, store, or any action with nargs None; 0.5.22: store_true and store
-    single_value: bool
-    source: str
+class Merger:
+    """How one release's ConfigArgumentMerger.__init__ classifies the parser's actions. (A plain class: a
+    NamedTuple compiles generated code at every start.)"""
+
+    __slots__ = ("every_spelling", "single_value", "source")
+
+    def __init__(self, every_spelling: bool, single_value: bool, source: str) -> None:
+        # 0.5.23 (_config_keys): a key may be the dest or any long spelling (dashes as underscores), and a key
+        # some supported action also reads stays usable; 0.5.22: the dest only, and an unsupported action's dest
+        # is refused even when a supported action shares it
+        self.every_spelling = every_spelling
+        # 0.5.23 (_takes_one_value): store_true, store, or any action with nargs None; 0.5.22: store_true and store
+        self.single_value = single_value
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"Merger({self.source!r})"
 
 
 _M0523 = Merger(True, True, "srt/utils/server_args_config_parser.py:17-66@0.5.23")

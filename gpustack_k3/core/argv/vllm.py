@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpustack_k3.core.argv.dumps import Refused
 from gpustack_k3.core.argv.engine_types import UnknownEngineCode, _vllm_human_readable_int
@@ -31,14 +31,27 @@ from gpustack_k3.core.argv.engine_types import UnknownEngineCode, _vllm_human_re
 Origin = Any   # int (index into the user's argv) or str (a --config file key)
 
 
-class Dialect(NamedTuple):
-    name: str
-    optimization: str          # "--optimization-level" (0.28+) or "-O.level" (0.11.0: compilation config key)
-    dotted_human_int: bool     # dotted values fall back to human_readable_int (0.28+)
-    serve_model_flag: str      # "move" (0.28+) or "refuse" (0.11.0)
-    config_false: str          # "no-flag": --no-key if the calling parser registered it; "skip": dropped
-    config_dict: str           # "json" (0.28+) or "str" (0.11.0)
-    source: str
+class Dialect:
+    """How one release's FlexibleArgumentParser rewrites a command line before argparse reads it. (A plain
+    class: a NamedTuple compiles generated code at every start.)"""
+
+    __slots__ = ("name", "optimization", "dotted_human_int", "serve_model_flag", "config_false", "config_dict",
+                 "source")
+
+    def __init__(self, name: str, optimization: str, dotted_human_int: bool, serve_model_flag: str,
+                 config_false: str, config_dict: str, source: str) -> None:
+        self.name = name
+        # "--optimization-level" (0.28+) or "-O.level" (0.11.0: a compilation config key)
+        self.optimization = optimization
+        self.dotted_human_int = dotted_human_int  # dotted values fall back to human_readable_int (0.28+)
+        self.serve_model_flag = serve_model_flag  # "move" (0.28+) or "refuse" (0.11.0)
+        # "no-flag": --no-key if the calling parser registered it; "skip": dropped
+        self.config_false = config_false
+        self.config_dict = config_dict            # "json" (0.28+) or "str" (0.11.0)
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"Dialect({self.name!r})"
 
 
 _D028 = Dialect("flexible-0.28", "--optimization-level", True, "move", "no-flag", "json",

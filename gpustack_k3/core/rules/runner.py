@@ -61,7 +61,7 @@ def in_role(f: Finding, prefix: str) -> Finding:
     """A finding of a role's effective document, pointed at the role (spec.memory -> spec.roles[i].memory)."""
     if prefix == "spec" or not f.field.startswith("spec."):
         return f
-    return f._replace(field=prefix + f.field[len("spec"):])
+    return f.replace(field=prefix + f.field[len("spec"):])
 
 
 def validate_topology(t: Topology, *, strict: bool = False) -> list[Finding]:
