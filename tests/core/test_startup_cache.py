@@ -321,3 +321,33 @@ def test_the_parser_dump_is_cached_and_an_edited_dump_misses(tmp_path):
     edited = _check_args(pkg, str(cache))
     assert refused(edited) == [], edited
     assert len(list(cache.glob("parser-dump-vllm-0.33.0-options-*"))) == 2
+
+
+_TYPES_PROBE = r"""
+import dataclasses, json, shutil, sys, pathlib
+from gpustack_k3.catalog import loader
+warm = loader.load_catalog()
+before = [dataclasses.is_dataclass(t) for t in loader._TYPES]
+copy = pathlib.Path(sys.argv[1])
+shutil.rmtree(copy, ignore_errors=True)
+shutil.copytree(loader.DATA, copy)
+(copy / "hardware.yaml").touch()           # a newer file: the key misses and the copy is validated, here
+fresh = loader.load_catalog(copy)
+after = [dataclasses.is_dataclass(t) for t in loader._TYPES]
+v = warm.version("vllm", None)
+print(json.dumps({"before": before, "after": after, "same_class": type(v) is type(fresh.version("vllm", None)),
+                  "equal": sorted(vars(v)) == sorted(vars(fresh.version("vllm", None))),
+                  "n": len(loader._TYPES)}))
+"""
+
+
+def test_catalog_types_become_dataclasses_only_to_validate(tmp_path):
+    """With a warm cache no catalog type is made a dataclass (that compiled fifteen __init__s at every start);
+    a validation later in the same process makes them dataclasses in place, and the entries unpickled before
+    stay instances of the same classes with the same fields."""
+    env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(tmp_path / "cache")}
+    run = [sys.executable, "-c", _TYPES_PROBE, str(tmp_path / "data")]
+    subprocess.run(run, env=env, check=True, capture_output=True, timeout=120)    # fills the cache
+    out = json.loads(subprocess.run(run, env=env, check=True, capture_output=True, text=True, timeout=120).stdout)
+    assert out["n"] == 15 and not any(out["before"]) and all(out["after"])
+    assert out["same_class"] and out["equal"]
