@@ -34,6 +34,16 @@ def _dc(cls):
     return cls
 
 
+def replace(entry: Any, **changes: Any) -> Any:
+    """``dataclasses.replace`` for a catalog entry: a copy with ``changes``, checked as the dataclass's __init__
+    checks them. Use this, not ``dataclasses.replace``: an entry loaded from the start-up cache is not a
+    dataclass instance until the types are made dataclasses (which this does first)."""
+    from dataclasses import replace as dc_replace
+
+    _as_dataclasses()
+    return dc_replace(entry, **changes)
+
+
 def _as_dataclasses() -> None:
     """Make the catalog types dataclasses, in place (once; the classes keep their identity, so instances
     unpickled before stay instances of them)."""

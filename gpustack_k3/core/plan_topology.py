@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
 from gpustack_k3.core.resolve import Resolved, resolve
 from gpustack_k3.core.topology import role_views
@@ -107,7 +108,7 @@ def _rank_plan(r: Resolved, ep_sharded: bool, weights: float | None) -> tuple[Pl
         pp = int(r.value("parallel.pp") or 1)
         base = weights * max(1, r.tp * pp) / fg.calibration_gpus
         delta = base - fg.weights_per_gpu_gib
-        fg = dataclasses.replace(fg, weights_per_gpu_gib=base, non_kv_fixed_gib=(
+        fg = catalog_replace(fg, weights_per_gpu_gib=base, non_kv_fixed_gib=(
             None if fg.non_kv_fixed_gib is None else fg.non_kv_fixed_gib + delta))
         r = dataclasses.replace(r, figures=fg)
     try:

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.cli.common import load_document
 from gpustack_k3.core import plan_topology as pt
 from gpustack_k3.core.plan import plan
@@ -72,7 +73,7 @@ def test_experts_shard_over_ep_dense_replicated_when_the_split_is_known():
                                                                     "dcp": 8})
     view = role_views(type(doc).model_validate(data))[1]
     r = resolve(view.document)
-    r = dataclasses.replace(r, model=dataclasses.replace(r.model, dense_weights_gib=100.0, expert_weights_gib=1400.0))
+    r = dataclasses.replace(r, model=catalog_replace(r.model, dense_weights_gib=100.0, expert_weights_gib=1400.0))
     rp = pt.plan_role(view, r)
     assert rp.ep == 16
     assert rp.weights_per_gpu_gib == pytest.approx(100.0 / 8 + 1400.0 / 16)

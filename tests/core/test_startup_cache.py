@@ -328,13 +328,17 @@ import dataclasses, json, shutil, sys, pathlib
 from gpustack_k3.catalog import loader
 warm = loader.load_catalog()
 before = [dataclasses.is_dataclass(t) for t in loader._TYPES]
+v = warm.version("vllm", None)
+if sys.argv[2] == "replace":   # a warm entry copied with changes, before any validation in this process
+    other = loader.replace(v, key="next", default=False)
+    print(json.dumps([other.key, other.default, v.key, sorted(vars(other)) == sorted(vars(v))]))
+    sys.exit(0)
 copy = pathlib.Path(sys.argv[1])
 shutil.rmtree(copy, ignore_errors=True)
 shutil.copytree(loader.DATA, copy)
 (copy / "hardware.yaml").touch()           # a newer file: the key misses and the copy is validated, here
 fresh = loader.load_catalog(copy)
 after = [dataclasses.is_dataclass(t) for t in loader._TYPES]
-v = warm.version("vllm", None)
 print(json.dumps({"before": before, "after": after, "same_class": type(v) is type(fresh.version("vllm", None)),
                   "equal": sorted(vars(v)) == sorted(vars(fresh.version("vllm", None))),
                   "n": len(loader._TYPES)}))
@@ -343,11 +347,14 @@ print(json.dumps({"before": before, "after": after, "same_class": type(v) is typ
 
 def test_catalog_types_become_dataclasses_only_to_validate(tmp_path):
     """With a warm cache no catalog type is made a dataclass (that compiled fifteen __init__s at every start);
-    a validation later in the same process makes them dataclasses in place, and the entries unpickled before
-    stay instances of the same classes with the same fields."""
+    loader.replace copies a warm entry with changes; a validation later in the same process makes the types
+    dataclasses in place, and the entries unpickled before stay instances of the same classes with the same
+    fields."""
     env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(tmp_path / "cache")}
-    run = [sys.executable, "-c", _TYPES_PROBE, str(tmp_path / "data")]
+    run = [sys.executable, "-c", _TYPES_PROBE, str(tmp_path / "data"), "validate"]
     subprocess.run(run, env=env, check=True, capture_output=True, timeout=120)    # fills the cache
     out = json.loads(subprocess.run(run, env=env, check=True, capture_output=True, text=True, timeout=120).stdout)
     assert out["n"] == 15 and not any(out["before"]) and all(out["after"])
     assert out["same_class"] and out["equal"]
+    replaced = subprocess.run(run[:-1] + ["replace"], env=env, check=True, capture_output=True, text=True, timeout=120)
+    assert json.loads(replaced.stdout) == ["next", False, "kimi-k3", True]

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, DeploymentSpec
 from gpustack_k3.catalog import load_catalog
+from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.rules import RULES, validate
 from gpustack_k3.core.rules.registry import of_family
 from gpustack_k3.crd.cel import NOT_IN_CEL, generate  # noqa: E402
@@ -209,7 +210,6 @@ def test_rules_follow_the_catalog():
     """A new vLLM version with the kimi-k3 traits inherits the DCP+DSpark refusal and its own
     KV dtypes; the generated CEL changes with the data, not with code."""
     import copy
-    import dataclasses
 
     from gpustack_k3.crd.manifest import crd_manifest
     from gpustack_k3.crd.schema import structural_from_model
@@ -217,7 +217,7 @@ def test_rules_follow_the_catalog():
 
     cat = copy.deepcopy(CAT)
     base = cat.engines["vllm"].versions["kimi-k3"]
-    new = dataclasses.replace(copy.deepcopy(base), key="kimi-k3-next", default=False,
+    new = catalog_replace(copy.deepcopy(base), key="kimi-k3-next", default=False,
                               kv_cache_dtypes=["auto", "fp8", "fp8_next"])
     cat.engines["vllm"].versions["kimi-k3-next"] = new
     gen = generate(cat, DeploymentSpec, structural_from_model(DeploymentSpec))
