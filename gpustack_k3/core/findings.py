@@ -12,8 +12,7 @@ class Finding:
     path it concerns (``spec.parallel.dcp``) or, for logs, the phase; ``source`` says where the
     knowledge comes from (seed section or engine file:line@version).
 
-    Immutable by convention, compared and hashed by value. A plain class: a NamedTuple compiles generated code
-    when it is defined, at every CLI start."""
+    Immutable by convention, compared and hashed by value (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = _FIELDS = ("rule", "severity", "field", "message", "fix", "source")
 
@@ -26,7 +25,7 @@ class Finding:
         self.source = source
 
     def _key(self) -> tuple:
-        return (self.rule, self.severity, self.field, self.message, self.fix, self.source)
+        return tuple(getattr(self, k) for k in self._FIELDS)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Finding) and self._key() == other._key()

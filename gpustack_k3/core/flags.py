@@ -130,7 +130,7 @@ def _flag_tokens(f: FlagSpec, v: Any) -> list[str]:
 # ---------------------------------------------------------------- argv -> spec
 
 class ParsedArgv:
-    """What parse_argv read. (A plain class: a dataclass compiles its generated methods at every start.)"""
+    """What parse_argv read (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("spec", "extra_args", "model_path", "refusals")
 

@@ -21,8 +21,7 @@ MERGED_SECTIONS = ("parallel", "memory", "scheduling", "vllm", "sglang", "placem
 
 
 class RoleView:
-    """One role of a document and its effective single-engine document. (RoleView and Topology are plain
-    classes: a NamedTuple compiles generated code when defined, at every CLI start.)"""
+    """One role of a document and its effective single-engine document (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("index", "role", "document")
 
@@ -168,7 +167,8 @@ class TopoRole(NamedTuple):
 
 
 class Topology:
-    """Every role of a deployment (or of a check-pd pair) and the shared P/D settings."""
+    """Every role of a deployment (or of a check-pd pair) and the shared P/D settings
+    (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("roles", "disaggregation", "source")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import functools
 import json
+import marshal
 import re
 import sys
 from pathlib import Path
@@ -31,8 +32,9 @@ CUSTOM_ACTION_KINDS = {
 }
 
 
-# argparse's _negative_number_matcher (argparse.py@3.11)
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+# argparse's _negative_number_matcher (argparse.py@3.11); compiled on first use: only a dump read from its
+# JSON (a start-up cache miss) is indexed
+_NEGATIVE_NUMBER = r"^-\d+$|^-\d*\.\d+$"
 
 
 class Refused(Exception):
@@ -44,8 +46,8 @@ class Refused(Exception):
 
 
 class Option:
-    """One action of the engine's parser. (Plain classes here: a NamedTuple or dataclass compiles generated
-    code when it is defined, at every start; these are made per reachable option and only read.)"""
+    """One action of the engine's parser (plain: docs/architecture.md, Start-up); made per reachable option
+    and only read."""
 
     __slots__ = ("dest", "flags", "kind", "nargs", "negative", "const", "default", "choices", "metavar_choices",
                  "type_desc", "action_desc", "required", "deprecated")
@@ -89,8 +91,7 @@ class ParserDump:
     Lazy: an option's dump entry is decoded and made an :class:`Option` only when asked for. A command line
     of ten flags reaches a few dozen of the ~300 options, and decoding all of them was most of the cost of
     loading a cached dump. Across processes the dump travels as builtins only (:meth:`__reduce__`): the
-    indexes plus each entry as its own ``marshal`` string. A plain class, not a dataclass: a dataclass costs
-    more to define at import than the rest of this module."""
+    indexes plus each entry as its own ``marshal`` string (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("engine", "version", "path", "positionals", "code", "allow_abbrev", "sorted_flags",
                  "sorted_flag_option", "always_reachable", "short", "dests", "_entries", "_options", "_flag_index",
@@ -113,8 +114,6 @@ class ParserDump:
         self.sorted_flags, self.sorted_flag_option, self.always_reachable, self.short, self.dests = index
 
     def __reduce__(self):
-        import marshal
-
         packed = tuple(e if isinstance(e, bytes) else marshal.dumps(e) for e in self._entries)
         return (ParserDump, (self.engine, self.version, self.path, packed, self.positionals, self.code,
                              self.allow_abbrev, (self.sorted_flags, self.sorted_flag_option,
@@ -127,8 +126,6 @@ class ParserDump:
         """The dump's entry of option ``i`` (as in the JSON file)."""
         e = self._entries[i]
         if isinstance(e, bytes):
-            import marshal
-
             e = self._entries[i] = marshal.loads(e)
         return e
 
@@ -201,7 +198,7 @@ def _index(entries: list[dict]) -> tuple:
         flags = e["flags"]
         for f in flags:
             pairs.append((f, i))
-        if e.get("required") or any(_NEGATIVE_NUMBER.match(f) for f in flags):
+        if e.get("required") or any(re.match(_NEGATIVE_NUMBER, f) for f in flags):
             always.append(i)
         if any(f[1] != "-" for f in flags):
             short.append(i)

@@ -21,8 +21,7 @@ from gpustack_k3.core.argv.parser import build_parser
 
 
 class Refusal:
-    """One thing the engine's parser would refuse, and where. (Plain classes here and below: defining a
-    NamedTuple or dataclass compiles generated code at every start, more than reading a command line costs.)"""
+    """One thing the engine's parser would refuse, and where (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("where", "flag", "message", "token")
 

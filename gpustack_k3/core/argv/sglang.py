@@ -20,8 +20,8 @@ from gpustack_k3.core.argv.engine_types import UnknownEngineCode
 
 
 class Merger:
-    """How one release's ConfigArgumentMerger.__init__ classifies the parser's actions. (A plain class: a
-    NamedTuple compiles generated code at every start.)"""
+    """How one release's ConfigArgumentMerger.__init__ classifies the parser's actions
+    (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("every_spelling", "single_value", "source")
 

@@ -32,8 +32,8 @@ Origin = Any   # int (index into the user's argv) or str (a --config file key)
 
 
 class Dialect:
-    """How one release's FlexibleArgumentParser rewrites a command line before argparse reads it. (A plain
-    class: a NamedTuple compiles generated code at every start.)"""
+    """How one release's FlexibleArgumentParser rewrites a command line before argparse reads it
+    (plain: docs/architecture.md, Start-up)."""
 
     __slots__ = ("name", "optimization", "dotted_human_int", "serve_model_flag", "config_false", "config_dict",
                  "source")
