@@ -229,10 +229,11 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
                      "remote_block_ids": None, "remote_host": None, "remote_port": None}
 
         # 0. one ordinary completion on each decode server first. P holds the prefilled blocks for D under a
-        # lease (kv_lease_duration, 30 s: nixl/base_scheduler.py:82-84@0.32.0) that D's heartbeats extend once
-        # D has the request; meanwhile P's engine core steps without pause (it logs "EngineCore waiting for
-        # work" when the blocks are gone). A decode server's first request carries seconds of one-time work in
-        # its API server: not a cost of the transfer, and under P's load it once took 31 s (DEBUG logs).
+        # lease (kv_lease_duration, 120 s in the fixture: nixl/base_scheduler.py:82-84@0.32.0) that D's
+        # heartbeats extend once D has the request; meanwhile P's engine core steps without pause (it logs
+        # "EngineCore waiting for work" when the blocks are gone). A decode server's first request carries
+        # seconds of one-time work in its API server: not a cost of the transfer, and under P's load it once took
+        # 31 s (DEBUG logs).
         for url in (d, d32):
             warm = complete(url, {"model": "smollm2", "prompt": "Hello", "max_tokens": 1, "temperature": 0})
             assert warm.status_code == 200, warm.text
@@ -252,7 +253,7 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         r = complete(d, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 2, "temperature": 0,
                          "kv_transfer_params": kvt})
         assert r.status_code == 200, f"{r.text}\n{group._tails(('prefill', 'decode'))}"
-        text_pd = r.json()["choices"][0]["text"]
+        text_pd, decode_s = r.json()["choices"][0]["text"], r.elapsed.total_seconds()
         d_after = scrape(d)
         log_p_decoded = group.log("prefill")   # P's only request so far: any lease release in it is this one's
 
@@ -269,7 +270,8 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
     assert first_token.strip() and text_pd.startswith(first_token), (first_token, text_pd)
     # D read P's blocks while P still held them (vllm/.../nixl/base_worker.py:3025-3035@0.32.0 logs a release
     # at the lease's end; pull_worker.py:667 a read of blocks it no longer knows)
-    assert "Releasing expired KV blocks" not in log_p_decoded, "P released the blocks before D read them"
+    assert "Releasing expired KV blocks" not in log_p_decoded, (
+        f"P released the blocks before D read them (D's request: {decode_s:.0f} s)")
     assert "Potentially invalid KV blocks" not in log_p
 
     def delta(name: str) -> float:
