@@ -56,7 +56,12 @@ def production_env(r: Resolved, budget_s: int) -> dict[str, str]:
 
 
 def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[LaunchSpec, list[Finding], Plan | None]:
-    r = resolve(doc)
+    return launch_of(resolve(doc), strict=strict)
+
+
+def launch_of(r: Resolved, *, strict: bool = False) -> tuple[LaunchSpec, list[Finding], Plan | None]:
+    """:func:`build_launch` of a document resolved already (``r.doc``)."""
+    doc = r.doc
     ctx = Ctx(r)
     findings = validate_resolved(r, strict=strict, ctx=ctx)
     if has_errors(findings):
@@ -95,9 +100,10 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
     refused: list[Finding] = []
     launches: dict[str, LaunchSpec] = {}
     views = role_views(doc)
-    for view in views:
+    resolved = [resolve(view.document) for view in views]
+    for view, r in zip(views, resolved):
         try:
-            launch, fs, plan = build_launch(view.document, strict=strict)
+            launch, fs, plan = launch_of(r, strict=strict)
         except Refused as exc:
             refused.extend(in_role(f, view.field_prefix) for f in exc.findings)
             continue
@@ -106,7 +112,7 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
         launches[view.role.name] = launch
     if refused:
         raise Refused([*refused, *findings])
-    topo = document_topology(doc, views)
+    topo = document_topology(doc, views, resolved)
     findings.extend(validate_topology(topo, strict=strict))
     if has_errors(findings):
         raise Refused(findings)

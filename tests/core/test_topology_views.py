@@ -55,3 +55,19 @@ def test_role_findings_point_at_the_role():
     with pytest.raises(Refused) as exc:
         build_topology_launch(doc)
     assert any(f.field.startswith("spec.roles[0].") for f in exc.value.findings), exc.value.findings
+
+
+def test_topology_launch_resolves_each_role_once(monkeypatch):
+    """The topology rules read the same resolved role documents the launches were built from."""
+    from gpustack_k3.core import launch as launch_mod
+    from gpustack_k3.core import topology as topology_mod
+
+    doc = preset_doc("dsv41-flash-gb300-8p1d")
+    seen: list = []
+    real = launch_mod.resolve
+    for mod in (launch_mod, topology_mod):
+        monkeypatch.setattr(mod, "resolve", lambda d: seen.append(d) or real(d))
+    topo, _, _ = launch_mod.build_topology_launch(doc)
+    names = [f"{doc.metadata.name}-{role.name}" for role in doc.spec.roles]
+    assert len(names) == 2 and [d.metadata.name for d in seen] == names
+    assert [r.role for r in topo.roles] == [role.name for role in doc.spec.roles]
