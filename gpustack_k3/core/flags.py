@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,27 @@ class Arg:
     field: str
     tokens: list[str]
     platform: bool = False
+
+
+def extra_flags(tokens: Sequence[str]) -> dict[str, tuple[int, str | None]]:
+    """The flags of an extraArgs fragment: ``--flag value`` / ``--flag=value`` / a bare ``--flag`` ->
+    {flag: (index of the flag token, value or None)}. The last occurrence wins, as in argparse; a token after a
+    flag is its value unless it starts with ``--``. Rules that read the user's own flags use this one reading."""
+    out: dict[str, tuple[int, str | None]] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("-"):
+            name, eq, val = tok.partition("=")
+            if eq:
+                out[name] = (i, val)
+            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                out[name] = (i, tokens[i + 1])
+                i += 1
+            else:
+                out[name] = (i, None)
+        i += 1
+    return out
 
 
 def compact_json(obj: Any) -> str:

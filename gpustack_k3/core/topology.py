@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Role
+from gpustack_k3.core.flags import extra_flags
 from gpustack_k3.core.resolve import resolve
 
 # Role sections that override the shared section of the same name field by field
@@ -195,22 +196,8 @@ def multi_pod(doc: DeploymentDocument) -> bool:
 
 
 def flag_values(tokens: list[str]) -> dict[str, str | None]:
-    """``--flag value`` / ``--flag=value`` / a bare ``--flag`` of an argv fragment -> {flag: value or None}."""
-    out: dict[str, str | None] = {}
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok.startswith("-"):
-            name, eq, val = tok.partition("=")
-            if eq:
-                out[name] = val
-            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-                out[name] = tokens[i + 1]
-                i += 1
-            else:
-                out[name] = None
-        i += 1
-    return out
+    """``{flag: value or None}`` of an extraArgs fragment (:func:`core.flags.extra_flags`)."""
+    return {name: value for name, (_, value) in extra_flags(tokens).items()}
 
 
 def kv_transfer_config(doc: DeploymentDocument, kind: str, kv_roles: dict[str, str]) -> dict[str, Any] | None:

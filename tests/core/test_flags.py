@@ -113,3 +113,23 @@ def test_sglang_negative_value_is_a_value():
     p = parse_argv(load_catalog().engine("sglang"), ["--chunked-prefill-size", "-1", "--tp-size", "8"])
     assert p.spec["scheduling"]["maxNumBatchedTokens"] == -1
     assert p.spec["parallel"]["tp"] == 8
+
+
+def test_extra_flags_reads_as_argparse_would_for_the_last_occurrence():
+    from types import SimpleNamespace
+
+    from gpustack_k3.core.flags import extra_flags
+    from gpustack_k3.core.rules.args import extra_arg
+    from gpustack_k3.core.topology import flag_values
+
+    tokens = ["--block-size", "16", "--enforce-eager", "--max-num-seqs=8", "-cc", '{"mode":0}',
+              "--block-size=32", "--offset", "-1", "--seed", "--trust-remote-code"]
+    assert extra_flags(tokens) == {"--block-size": (6, "32"), "--enforce-eager": (2, None),
+                                   "--max-num-seqs": (3, "8"), "-cc": (4, '{"mode":0}'), "--offset": (7, "-1"),
+                                   "--seed": (9, None), "--trust-remote-code": (10, None)}
+    assert flag_values(tokens)["--block-size"] == "32" and flag_values(tokens)["--seed"] is None
+
+    r = SimpleNamespace(spec=SimpleNamespace(extraArgs=tokens))   # extra_arg reads only spec.extraArgs
+    assert extra_arg(r, "--compilation-config", "-cc") == (4, '{"mode":0}')
+    assert extra_arg(r, "--block-size", "--enforce-eager") == (6, "32")   # the later of the two names
+    assert extra_arg(r, "--mamba-cache-dtype") is None

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from gpustack_k3.core.findings import Finding
-from gpustack_k3.core.flags import flag_index, known_flags, speculative_subflags
+from gpustack_k3.core.flags import extra_flags, flag_index, known_flags, speculative_subflags
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.registry import RULES, Hit, rule
 
@@ -22,19 +22,10 @@ def extra_tokens(r: Resolved) -> Iterator[tuple[int, str]]:
 
 
 def extra_arg(r: Resolved, *names: str) -> tuple[int, str | None] | None:
-    """(index, value) of the last occurrence of one of ``names`` in extraArgs (``--k v`` or ``--k=v``; the value is
-    None for a bare flag); None when absent. The last one wins, as in argparse."""
-    args, found = r.spec.extraArgs, None
-    for i, tok in enumerate(args):
-        name, eq, val = tok.partition("=")
-        if name in names:
-            if eq:
-                found = (i, val)
-            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-                found = (i, args[i + 1])
-            else:
-                found = (i, None)
-    return found
+    """(index, value) of the last occurrence of one of ``names`` in extraArgs (core.flags.extra_flags: the value is
+    None for a bare flag); None when absent."""
+    found = [hit for name, hit in extra_flags(r.spec.extraArgs).items() if name in names]
+    return max(found) if found else None
 
 
 def _refusal_hits(refusals: Iterable) -> Iterator[Hit]:
