@@ -34,21 +34,19 @@ class Arg:
 def extra_flags(tokens: Sequence[str]) -> dict[str, tuple[int, str | None]]:
     """The flags of an extraArgs fragment: ``--flag value`` / ``--flag=value`` / a bare ``--flag`` ->
     {flag: (index of the flag token, value or None)}. The last occurrence wins, as in argparse; a token after a
-    flag is its value unless it starts with ``--``. Rules that read the user's own flags use this one reading."""
+    flag is its value unless it starts with ``--``. Every token that starts with ``-`` is also read as a flag,
+    even one taken as the previous flag's value: ``--enforce-eager -cc {...}`` still has ``-cc`` (a value such
+    as ``-1`` becomes a key no rule asks for). Rules that read the user's own flags use this one reading."""
     out: dict[str, tuple[int, str | None]] = {}
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
+    for i, tok in enumerate(tokens):
         if tok.startswith("-"):
             name, eq, val = tok.partition("=")
             if eq:
                 out[name] = (i, val)
             elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                 out[name] = (i, tokens[i + 1])
-                i += 1
             else:
                 out[name] = (i, None)
-        i += 1
     return out
 
 
