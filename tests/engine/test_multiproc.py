@@ -221,6 +221,35 @@ def test_dp2_leader_and_headless_worker_serve_through_one_api(vllm_cpu, tmp_path
     assert "Started DP Coordinator process" in log_leader
 
 
+# vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1074-1091@0.32.0
+HASH_MISMATCH = re.compile(r"NIXL compatibility hash mismatch\. Local: ([0-9a-f]{64}), Remote: ([0-9a-f]{64})\.")
+KV_LOAD_FAILED = "Failing 1 request(s) due to KV load failure"   # vllm/v1/core/sched/scheduler.py:3417-3420@0.32.0
+# A decode's handshake waits 5 s for P's side channel (nixl/base_worker.py:1043-1047@0.32.0), which a thread of
+# P's engine-core process answers (nixl/base_scheduler.py:337-376@0.32.0). On a loaded 2-core CI run that thread
+# once missed the 5 s although P was idle (it answers in 0.01-0.04 s here, DEBUG logs, also beside two CPU hogs):
+# the request failed on this instead of on what the test looks at. A failed handshake is forgotten
+# (base_worker.py:1305-1326@0.32.0), so the next request makes a new one.
+SIDE_CHANNEL_TIMEOUT = "zmq.error.Again"
+HANDSHAKE_ATTEMPTS = 3
+
+
+def past_side_channel_timeouts(group, name: str, send) -> list:
+    """The responses of ``send()`` (one request to the decode server ``name``), sent again while the request
+    failed on the side channel's timeout and not on its own account, at most HANDSHAKE_ATTEMPTS times."""
+    sent = []
+    while len(sent) < HANDSHAKE_ATTEMPTS:
+        failed, timeouts = group.log(name).count(KV_LOAD_FAILED), group.log(name).count(SIDE_CHANNEL_TIMEOUT)
+        sent.append(send())
+        if sent[-1].status_code == 200:
+            break
+        group.wait_until(30, lambda g: g.log(name).count(KV_LOAD_FAILED) > failed)
+        if group.log(name).count(SIDE_CHANNEL_TIMEOUT) == timeouts:
+            break
+    print(f"{name}: {len(sent)} request(s): " + ", ".join(
+        f"{r.status_code} in {r.elapsed.total_seconds():.1f} s" for r in sent))
+    return sent
+
+
 def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshake(vllm_cpu, tmp_path):
     with Group(CASES["pd-nixl-1p1d"], vllm_cpu, tmp_path) as group:
         group.wait_serving(START_BUDGET_S)
@@ -237,7 +266,7 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         for url in (d, d32):
             warm = complete(url, {"model": "smollm2", "prompt": "Hello", "max_tokens": 1, "temperature": 0})
             assert warm.status_code == 200, warm.text
-        d_before = scrape(d)
+        d_before = None
 
         # 1. prefill on P (one token), the KV stays there for D to read
         r = complete(p, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 1, "temperature": 0,
@@ -250,8 +279,12 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         assert kvt["remote_port"] == int(group.values["port:prefill_nixl"]) and kvt["remote_num_tokens"] == n_prompt
 
         # 2. decode on D with P's transfer parameters (few tokens: NIXL workers on CPU crawl, see README)
-        r = complete(d, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 2, "temperature": 0,
-                         "kv_transfer_params": kvt})
+        def decode():
+            nonlocal d_before
+            d_before = scrape(d)   # the deltas below are the last request's
+            return complete(d, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 2, "temperature": 0,
+                                "kv_transfer_params": kvt})
+        r = past_side_channel_timeouts(group, "decode", decode)[-1]
         assert r.status_code == 200, f"{r.text}\n{group._tails(('prefill', 'decode'))}"
         text_pd, decode_s = r.json()["choices"][0]["text"], r.elapsed.total_seconds()
         d_after = scrape(d)
@@ -261,9 +294,9 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
         # the transfer parameters D used: the handshake is per remote engine and comes first, and P, with no
         # blocks left to hold, is idle. (Given a fresh prefill instead, P steps without pause while it holds the
         # blocks, and on a loaded CI run its side channel then took 78 s to answer: zmq timeouts, then the hash.)
-        r_bad = complete(d32, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 2, "temperature": 0,
-                               "kv_transfer_params": kvt}, timeout_s=120)
-        group.wait_until(30, lambda g: "Failing 1 request(s) due to KV load failure" in g.log("decode_fp32"))
+        bad = past_side_channel_timeouts(group, "decode_fp32", lambda: complete(
+            d32, {"model": "smollm2", "prompt": PROMPT, "max_tokens": 2, "temperature": 0, "kv_transfer_params": kvt},
+            timeout_s=120))
         log_p, log_d, log_d32 = group.log("prefill"), group.log("decode"), group.log("decode_fp32")
 
     # greedy decoding from the loaded KV continues with the token P sampled from the same prompt
@@ -280,17 +313,16 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
     assert delta("vllm:external_prefix_cache_hits_total") == n_prompt
     assert delta("vllm:prefix_cache_hits_total") == 0
     assert delta("vllm:nixl_bytes_transferred_sum") > 0
-    assert metric(d_after, "vllm:nixl_num_failed_transfers_total") == 0
+    assert delta("vllm:nixl_num_failed_transfers_total") == 0
     passed = re.search(r"NIXL compatibility check passed \(hash: ([0-9a-f]{64})\)", log_d)
     assert passed, "decode did not log the NIXL handshake"
     p_hash = passed.group(1)
-    # vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1074-1091@0.32.0
-    mismatch = re.search(r"NIXL compatibility hash mismatch\. Local: ([0-9a-f]{64}), Remote: ([0-9a-f]{64})\.", log_d32)
-    assert mismatch, "the fp32 decode did not refuse the handshake"
+    mismatch = HASH_MISMATCH.search(log_d32)
+    assert mismatch, f"the fp32 decode did not refuse the handshake in {len(bad)} request(s)"
     assert mismatch.group(2) == p_hash and mismatch.group(1) != p_hash
-    assert "Failing 1 request(s) due to KV load failure (failure_policy=fail" in log_d32
-    assert r_bad.status_code == 500, r_bad.text
-    assert r_bad.elapsed.total_seconds() < 60   # fails at the handshake, no decoding
+    assert log_d32.count(KV_LOAD_FAILED + " (failure_policy=fail") == len(bad)
+    assert all(r.status_code == 500 for r in bad), [r.text for r in bad]
+    assert bad[-1].elapsed.total_seconds() < 60   # fails at the handshake, no decoding
 
 
 @pytest.mark.parametrize("name", ["external-lb-dense", "hybrid-lb-dense"])
