@@ -230,11 +230,10 @@ KV_LOAD_FAILED = "Failing 1 request(s) due to KV load failure"   # vllm/v1/core/
 # the request failed on this instead of on what the test looks at. A failed handshake is forgotten
 # (base_worker.py:1305-1326@0.32.0), so the next request makes a new one.
 # What loads the machine is the case itself: each NIXL worker has a thread that polls without pause, idle or
-# not; by NIXL's source its progress thread (nixl_cu12/_api.py:164-176,220-229@1.5.1: enable_prog_thread defaults to True,
-# pthrDelay = 0; vLLM leaves both, nixl/base_worker.py:634-643@0.32.0). Measured per thread from /proc: one such
-# thread in each of the three workers of this case, none in the DP=2 case; the three fill the two cores, and
-# every other thread shares what is left. (In pods each polls on its own cores. Giving them nice 19 or one
-# core of their own was tried here and left out: neither made the requests reliably faster.)
+# not; by NIXL's source its progress thread (nixl_cu12/_api.py:164-176,220-229@1.5.1: enable_prog_thread
+# defaults to True, pthrDelay = 0; vLLM leaves both, nixl/base_worker.py:634-643@0.32.0). Measured per thread
+# from /proc: one such thread in each of the three workers of this case, none in the DP=2 case; the three fill
+# the two cores, and every other thread shares what is left (in pods each polls on its own cores).
 SIDE_CHANNEL_TIMEOUT = "zmq.error.Again"
 HANDSHAKE_ATTEMPTS = 3
 
