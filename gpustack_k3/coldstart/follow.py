@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+from ..core import retry
 from .framing import MAX_LINE
 from .scanner import rfc3339_epoch
 
@@ -205,7 +206,7 @@ class LogFollower(threading.Thread):
             self._backoff(failures)
 
     def _backoff(self, failures: int) -> None:
-        self.stop_event.wait(min(self.max_backoff_s, 0.2 * 2 ** min(failures, 6)))
+        self.stop_event.wait(retry.delay(failures + 1, base_s=0.2, max_s=self.max_backoff_s))
 
     def _stream(self, follow: bool) -> None:
         since = None

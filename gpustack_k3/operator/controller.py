@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -84,25 +85,11 @@ def default_hooks() -> tuple[d.Validate, d.Render, d.Plan | None]:
     return hooks.validate, hooks.render, hooks.plan
 
 
-class _Memo:
-    """Cache a pure hook by document: reconciles of an unchanged generation do not re-render."""
-
-    def __init__(self, fn: Callable[[dict], Any], size: int = 4096) -> None:
-        self.fn, self.size = fn, size
-        self._cache: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, doc: dict) -> Any:
-        key = d.stable_hash(doc)
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]
-        value = self.fn(doc)
-        with self._lock:
-            if len(self._cache) >= self.size:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = value
-        return value
+def memoized(fn: Callable[[dict], Any], size: int = 4096) -> Callable[[dict], Any]:
+    """A pure hook cached by document (``functools.lru_cache`` on its canonical JSON): reconciles of an
+    unchanged generation do not re-render."""
+    cached = functools.lru_cache(maxsize=size)(lambda key: fn(json.loads(key)))
+    return lambda doc: cached(json.dumps(doc, sort_keys=True, separators=(",", ":")))
 
 
 class Operator:
@@ -119,8 +106,8 @@ class Operator:
         if validate is None or render is None:
             dv, dr, dp = default_hooks()
             validate, render, plan = validate or dv, render or dr, plan or dp
-        self.validate, self.render = _Memo(validate), _Memo(render)
-        self.plan = _Memo(plan) if plan is not None else None
+        self.validate, self.render = memoized(validate), memoized(render)
+        self.plan = memoized(plan) if plan is not None else None
         self.identity = identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         api_client.user_agent = f"gpustack-k3-operator/{_version()} ({self.identity})"
         own_api = without_transport_retries(api_client)

@@ -21,10 +21,11 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
+
+from kubernetes.utils import parse_quantity
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import MAX_CONDITION_MESSAGE
@@ -135,24 +136,15 @@ def stable_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-_SUFFIX = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-           "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6,
-           "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-
-
 def quantity(v: Any) -> Decimal | None:
-    """A Kubernetes resource quantity ("8", "500m", "16Gi", 8) as a number; None if it is not one."""
-    if isinstance(v, bool):
+    """A Kubernetes resource quantity ("8", "500m", "16Gi", 8) as a number (``kubernetes.utils.parse_quantity``);
+    None if it is not one."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
         return None
-    if isinstance(v, (int, float)):
-        return Decimal(str(v))
-    if isinstance(v, str) and (m := _QUANTITY.match(v.strip())):
-        try:
-            return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
-        except InvalidOperation:
-            return None
-    return None
+    try:
+        return parse_quantity(v.strip() if isinstance(v, str) else v)
+    except (ValueError, ArithmeticError):
+        return None
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -172,8 +164,8 @@ def _same_scalar(a: Any, b: Any) -> bool:
 
 
 def _has_suffix(v: str) -> bool:
-    m = _QUANTITY.match(v.strip())
-    return bool(m and m.group(2))
+    """A quantity with a unit suffix ("16Gi", "500m"): a plain number string ("0.10") is not compared as one."""
+    return v.strip()[-1:].isalpha() and quantity(v) is not None
 
 
 def contains(actual: Any, desired: Any) -> bool:

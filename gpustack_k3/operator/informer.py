@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from gpustack_k3.core import retry
+
 log = logging.getLogger("gpustack_k3.operator")
 
 ObjKey = tuple[str, str]  # (namespace, name)
@@ -252,7 +254,7 @@ class Informer:
             self.stop()
 
     def _sleep_backoff(self, failures: int, exc: BaseException) -> None:
-        delay = min(self.max_backoff_s, 0.1 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+        delay = retry.delay(failures + 1, base_s=0.1, max_s=self.max_backoff_s)
         log.warning("%s informer (%s): %s; retrying in %.2fs", self.kind, self.namespace or "all namespaces",
                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__, delay)
         self._stop.wait(delay)

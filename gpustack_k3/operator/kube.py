@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.core import retry
 
 log = logging.getLogger("gpustack_k3.operator")
 
@@ -91,7 +92,7 @@ class Kube:
         import tenacity
         self._retry = tenacity.Retrying(
             retry=tenacity.retry_if_exception(is_transient),
-            wait=tenacity.wait_random_exponential(multiplier=0.05, max=max_wait),
+            wait=retry.wait(0.05, max_wait),
             stop=tenacity.stop_after_attempt(attempts), reraise=True,
             before_sleep=lambda rs: log.info("retrying API call after %s", rs.outcome.exception()))
 

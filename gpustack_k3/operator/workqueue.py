@@ -3,21 +3,23 @@
 * a key is queued at most once (``dirty`` set); a key being processed is never handed to a second
   worker: if it is added meanwhile it is queued again when ``done`` is called;
 * ``add_after`` delays an add; ``add_rate_limited`` delays it by a per-key exponential backoff with
-  jitter (base·2^failures, capped, × U[0.5, 1]); ``forget`` resets the key's failure count.
+  jitter (the one retry policy, ``gpustack_k3.core.retry``: base·2^failures, capped, × U[0.5, 1]);
+  ``forget`` resets the key's failure count.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
-import random
 import threading
 import time
 from collections import deque
 from collections.abc import Hashable
 
+from gpustack_k3.core import retry
+
 
 class WorkQueue:
-    def __init__(self, *, base_delay: float = 0.05, max_delay: float = 60.0, rng: random.Random | None = None):
+    def __init__(self, *, base_delay: float = 0.05, max_delay: float = 60.0):
         self._cv = threading.Condition()
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
@@ -27,7 +29,6 @@ class WorkQueue:
         self._failures: dict[Hashable, int] = {}
         self._shutdown = False
         self.base_delay, self.max_delay = base_delay, max_delay
-        self._rng = rng or random.Random()
 
     def add(self, key: Hashable) -> None:
         with self._cv:
@@ -56,7 +57,7 @@ class WorkQueue:
         with self._cv:
             n = self._failures.get(key, 0)
             self._failures[key] = n + 1
-        return min(self.max_delay, self.base_delay * (2 ** n)) * self._rng.uniform(0.5, 1.0)
+        return retry.delay(n + 1, base_s=self.base_delay, max_s=self.max_delay)
 
     def add_rate_limited(self, key: Hashable) -> float:
         delay = self.backoff(key)

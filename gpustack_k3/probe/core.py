@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import zlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -180,13 +181,13 @@ PERCENTILES = (50, 90, 99)
 
 
 def percentile(sorted_vals: list[float], p: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default, what ``vllm bench serve`` uses)."""
+    """The p-th percentile by ``statistics.quantiles(method="inclusive")``: linear interpolation between closest
+    ranks (numpy's default, what ``vllm bench serve`` uses). ``p`` is a whole percent."""
     if not sorted_vals:
         raise ValueError("no values")
-    rank = p / 100 * (len(sorted_vals) - 1)
-    lo = math.floor(rank)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (rank - lo)
+    if len(sorted_vals) == 1:
+        return sorted_vals[0]
+    return statistics.quantiles(sorted_vals, n=100, method="inclusive")[int(p) - 1]
 
 
 def min_samples(p: float) -> int:

@@ -1,58 +1,33 @@
 """Prometheus text exposition → per-name sums, engine detection and counter diffs (pure).
 
-Tolerant by design: a line that does not parse is skipped, not fatal (a probe must not fail on one
-odd metric); series of one name are summed over their labels (per-engine / per-model labels).
+The text format is read by ``prometheus_client.parser``. Tolerant by design: a line that does not parse is
+skipped, not fatal (a probe must not fail on one odd metric); series of one name are summed over their labels (per-engine / per-model labels).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from gpustack_k3.probe.catalog import MetricsCatalog
 
 
-def _name_and_rest(line: str) -> tuple[str, str] | None:
-    brace, space = line.find("{"), line.find(" ")
-    if brace != -1 and (space == -1 or brace < space):
-        name = line[:brace]
-        i, quoted = brace + 1, False
-        while i < len(line):           # the closing brace outside quoted label values
-            c = line[i]
-            if c == "\\" and quoted:
-                i += 2
-                continue
-            if c == '"':
-                quoted = not quoted
-            elif c == "}" and not quoted:
-                return name, line[i + 1:]
-            i += 1
-        return None
-    if space == -1:
-        return None
-    return line[:space], line[space:]
-
-
 def parse_exposition(text: str) -> dict[str, float]:
-    """Sum of the samples of each metric name (labels folded); NaN samples are left out."""
+    """Sum of the samples of each metric name (labels folded); NaN samples are left out. Each sample line is
+    read by ``prometheus_client.parser`` on its own, so one line it refuses costs only that line."""
     out: dict[str, float] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        got = _name_and_rest(line)
-        if got is None:
-            continue
-        name, rest = got
-        parts = rest.split()
-        if not name or not parts:
-            continue
         try:
-            v = float(parts[0])
+            samples = [s for family in text_string_to_metric_families(line + "\n") for s in family.samples]
         except ValueError:
             continue
-        if math.isnan(v):
-            continue
-        out[name] = out.get(name, 0.0) + v
+        for sample in samples:
+            if not math.isnan(sample.value):
+                out[sample.name] = out.get(sample.name, 0.0) + sample.value
     return out
 
 

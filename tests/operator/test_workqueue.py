@@ -23,7 +23,7 @@ def test_deduplicates_and_never_hands_a_key_to_two_workers():
 
 
 def test_rate_limited_backoff_grows_with_jitter_and_forget_resets():
-    q = WorkQueue(base_delay=0.1, max_delay=1.0, rng=random.Random(1))
+    q = WorkQueue(base_delay=0.1, max_delay=1.0)
     delays = [q.backoff("k") for _ in range(6)]
     for n, delay in enumerate(delays):
         cap = min(1.0, 0.1 * 2 ** n)
