@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from gpustack_k3.api.v1alpha1.status import K3DeploymentStatus
 from gpustack_k3.coldstart.phases import PHASES
 
 if TYPE_CHECKING:
@@ -113,17 +114,21 @@ class ColdStartStatusFigures:
                                   "1 for the compile-cache state of the current start (status.coldStart.compileCache)",
                                   labels=["namespace", "name", "state"])
         for ns, name in self.store.list_keys():
-            status = (self.store.get(ns, name) or {}).get("status") or {}
-            cs = status.get("coldStart") or {}
-            for figure, value in (cs.get("memory") or {}).items():
-                if isinstance(value, (int, float)):
+            raw = (self.store.get(ns, name) or {}).get("status") or {}
+            try:   # the status as its model (what the operator wrote; other writers' fields left aside)
+                status = K3DeploymentStatus.model_validate(
+                    {k: v for k, v in raw.items() if k in K3DeploymentStatus.model_fields})
+            except ValueError:
+                continue
+            cs = status.coldStart
+            if cs is not None and cs.memory is not None:
+                for figure, value in cs.memory.model_dump(by_alias=True, exclude_none=True).items():
                     memory.add_metric([ns, name, figure], value)
-            for row in (status.get("planCheck") or {}).get("figures") or []:
-                if isinstance(row.get("driftPct"), (int, float)):
-                    drift.add_metric([ns, name, row["figure"]], row["driftPct"])
-            state = (cs.get("compileCache") or {}).get("state")
-            if state:
-                cache.add_metric([ns, name, state], 1)
+            for row in status.planCheck.figures if status.planCheck is not None else []:
+                if row.driftPct is not None:
+                    drift.add_metric([ns, name, row.figure], row.driftPct)
+            if cs is not None and cs.compileCache is not None:
+                cache.add_metric([ns, name, cs.compileCache.state], 1)
         yield memory
         yield drift
         yield cache

@@ -36,11 +36,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.status import ColdStart, ColdStartPhase, CompileCache, EngineMemory
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.coldstart.follow import LogFollower, ceil_seconds_since
 from gpustack_k3.coldstart.scanner import iso
 from gpustack_k3.operator.podstate import parse_time
-from gpustack_k3.operator.seams import ColdStartSnapshot, Key, memory_status
+from gpustack_k3.operator.seams import ColdStartSnapshot, Key, coldstart_of
 
 log = logging.getLogger("gpustack_k3.operator.coldstart")
 
@@ -356,13 +357,11 @@ def _iso_z(v: Any) -> str | None:
 def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
     """A tracker report → the snapshot ``decide`` reads (pure). Times are RFC 3339 UTC strings;
     ``totalSeconds`` is container start → serving of the current attempt (null until serving);
-    ``cacheWarm`` is True when compiled graphs came from the cache only, False when the engine compiled."""
+    ``compileCacheWarm`` is True when compiled graphs came from the cache only, False when the engine compiled."""
     last = rep.last
     by = {p.name: p for p in last.phases}
-    phases = []
-    for p in last.phases:
-        phases.append({"name": p.name, "start": _iso_z(p.start), "end": _iso_z(p.end),
-                       "seconds": None if p.seconds is None else round(p.seconds, 3)})
+    phases = [ColdStartPhase(name=p.name, start=_iso_z(p.start), end=_iso_z(p.end),
+                             seconds=None if p.seconds is None else round(p.seconds, 3)) for p in last.phases]
     ready = by.get("server_ready")
     serving = last.status == "ready" or (ready is not None and ready.end is not None)
     total = None
@@ -380,27 +379,21 @@ def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
                               f"{last.reason or 'no reason printed'}"}
     done = {p.name for p in last.phases if p.end is not None and not (p.details or {}).get("failed")}
     cache = last.compile_cache
-    snap: ColdStartSnapshot = {
-        "attempt": last.index, "cacheWarm": None if cache is None else cache["state"] == "hit", "phases": phases,
-        "current": last.current_phase if last.status == "in-progress" else None,
-        "totalSeconds": total,
-        "weightsLoaded": "weights_load" in done,
-        "graphsCaptured": "cuda_graphs" in done,
-        "graphsSkipped": serving and "cuda_graphs" not in by,  # eager engines capture no graphs
-        "serving": serving, "warm": warm is not None and warm.end is not None, "verdict": verdict,
-    }
-    if last.status == "failed":
-        snap["failedPhase"] = last.failed_phase
-        snap["reason"] = last.reason
-    if cache is not None:
-        snap["compileCache"] = {"state": cache["state"], "hits": cache["hits"], "misses": cache["misses"],
-                                "compileSeconds": cache["compile_seconds"]}
-    if last.memory:
-        snap["memory"] = memory_status(last.memory)
-    if rep.engine:
-        snap["engine"] = rep.engine
-    if pod:
-        snap["pod"] = pod
+    failed = last.status == "failed"
+    status = ColdStart(
+        attempt=last.index, compileCacheWarm=None if cache is None else cache["state"] == "hit",
+        phases=phases,
+        current=last.current_phase if last.status == "in-progress" else None, totalSeconds=total,
+        failedPhase=last.failed_phase if failed else None, reason=last.reason if failed else None,
+        compileCache=None if cache is None else CompileCache(state=cache["state"], hits=cache["hits"],
+                                                             misses=cache["misses"],
+                                                             compileSeconds=cache["compile_seconds"]),
+        memory=EngineMemory.model_validate(last.memory) if last.memory else None,
+        engine=rep.engine or None, pod=pod or None)
+    snap: ColdStartSnapshot = status.model_dump(by_alias=True, exclude_none=True)
+    snap.update(weightsLoaded="weights_load" in done, graphsCaptured="cuda_graphs" in done,
+                graphsSkipped=serving and "cuda_graphs" not in by,  # eager engines capture no graphs
+                serving=serving, warm=warm is not None and warm.end is not None, verdict=verdict)
     return snap
 
 
@@ -421,7 +414,7 @@ def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
     starting = [s for s in snaps if not s.get("serving")]
     if starting:
         return min(starting, key=lambda s: _ORDER.index(s["current"]) if s.get("current") in _ORDER else -1)
-    return max(snaps, key=lambda s: s.get("totalSeconds") or 0.0)
+    return max(snaps, key=lambda s: coldstart_of(s).totalSeconds or 0.0)
 
 
 def coldstart_factory(api_client: Any, enqueue: Callable[[Key], None], metrics: Any = None,

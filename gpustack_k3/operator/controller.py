@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.status import ColdStart
 from gpustack_k3.metrics import ColdStartStatusFigures
 from gpustack_k3.operator import decide as d
 from gpustack_k3.operator import hooks
@@ -364,7 +365,7 @@ class Operator:
         if self.warmup is not None and coldstart is not None:
             warm = self.warmup.observe(key, cr, pods)
             if warm is not None:
-                coldstart = {**coldstart, "warmup": warm}
+                coldstart = {**coldstart, **ColdStart(warmup=warm).model_dump(exclude_unset=True)}
         return d.Observed(owned=owned, pods=pods, coldstart=coldstart)
 
     def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:

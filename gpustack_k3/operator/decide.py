@@ -28,19 +28,24 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from gpustack_k3.api.v1alpha1 import constants as api
-from gpustack_k3.api.v1alpha1.status import MAX_CONDITION_MESSAGE
+from gpustack_k3.api.v1alpha1.status import (
+    MAX_CONDITION_MESSAGE,
+    ColdStart,
+    Condition,
+    EngineMemory,
+    GroupStatus,
+    K3DeploymentStatus,
+    PlanCheck,
+    PlanCheckFigure,
+    PlanSummary,
+    RoleStatus,
+)
+from gpustack_k3.coldstart.plancheck import plan_check
+from gpustack_k3.operator.seams import coldstart_of
 from gpustack_k3.operator.podstate import PodSummary, on_older_template, summarize_pods
-from gpustack_k3.operator.seams import plan_check_status
 
-STATUS_KEYS = ("observedGeneration", "phase", "conditions", "warnings", "endpoint", "plan", "planCheck", "coldStart",
-               "roles")
 # A group recreated this many times and still not ready is a restart loop (LWS itself has no bound: lws#877)
 RESTART_LOOP_RECREATIONS = 3
-# snapshot key -> status.coldStart key (the chart's printer column reads status.coldStart.totalSeconds)
-COLDSTART_STATUS_KEYS = {"attempt": "attempt", "cacheWarm": "compileCacheWarm", "phases": "phases",
-                         "current": "current", "totalSeconds": "totalSeconds", "failedPhase": "failedPhase",
-                         "reason": "reason", "pod": "pod", "engine": "engine", "compileCache": "compileCache",
-                         "memory": "memory", "warmup": "warmup"}
 
 # Objects a namespaced resource cannot own (ownerReferences must stay in-namespace).
 CLUSTER_SCOPED_KINDS = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
@@ -89,9 +94,16 @@ Action = Apply | Delete | Emit
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
+    """``model`` is the status to write (None: leave it as it is); ``status`` its document
+    (``model_dump(by_alias=True, exclude_none=True)``); ``status_changed``: ``model`` differs from the status the
+    resource carries (a model comparison)."""
     actions: tuple[Action, ...]
-    status: dict
+    model: K3DeploymentStatus | None
     status_changed: bool
+
+    @property
+    def status(self) -> dict:
+        return status_document(self.model) if self.model is not None else {}
 
     @property
     def writes(self) -> tuple[Apply | Delete, ...]:
@@ -104,7 +116,7 @@ class Decision:
 
 Validate = Callable[[dict], Sequence[Any]]  # doc -> list[Finding]
 Render = Callable[[dict], Sequence[dict]]   # doc -> Kubernetes objects
-Plan = Callable[[dict], Mapping[str, Any] | None]  # doc -> plan summary (kvTokens, maxConcurrency, ...)
+Plan = Callable[[dict], PlanSummary | Mapping[str, Any] | None]  # doc -> plan summary
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -262,21 +274,40 @@ def _iso(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def status_document(model: K3DeploymentStatus) -> dict:
+    """What the operator writes: the model under its API names, unknowns (None) and fields never set left out."""
+    return model.model_dump(by_alias=True, exclude_none=True, exclude_unset=True)
+
+
+def status_model(status: Mapping[str, Any] | None) -> K3DeploymentStatus | None:
+    """The status a resource carries as the model (None when it has none or one the model does not read)."""
+    if not status:
+        return None
+    try:
+        return K3DeploymentStatus.model_validate(
+            {k: v for k, v in status.items() if k in K3DeploymentStatus.model_fields})
+    except ValueError:
+        return None
+
+
 class _Conditions:
-    def __init__(self, previous: Sequence[Mapping[str, Any]] | None, now: dt.datetime, generation: int):
-        self.prev = {c.get("type"): c for c in previous or [] if isinstance(c, Mapping)}
+    def __init__(self, previous: Sequence[Condition], now: dt.datetime, generation: int):
+        self.prev = {c.type: c for c in previous}
         self.now, self.generation = _iso(now), generation
-        self.items: dict[str, dict] = {}
+        self.items: dict[str, Condition] = {}
 
     def set(self, ctype: str, status: bool | None, reason: str, message: str) -> None:
         s = "Unknown" if status is None else ("True" if status else "False")
-        before = self.prev.get(ctype) or {}
-        since = before.get("lastTransitionTime") if before.get("status") == s else None
-        self.items[ctype] = {"type": ctype, "status": s, "observedGeneration": self.generation,
-                             "lastTransitionTime": since or self.now, "reason": reason,
-                             "message": message[:MAX_CONDITION_MESSAGE]}
+        before = self.prev.get(ctype)
+        since = before.lastTransitionTime if before is not None and before.status == s else None
+        self.items[ctype] = Condition(type=ctype, status=s, observedGeneration=self.generation,
+                                      lastTransitionTime=since or self.now, reason=reason,
+                                      message=message[:MAX_CONDITION_MESSAGE])
 
-    def as_list(self) -> list[dict]:
+    def get(self, ctype: str) -> Condition | None:
+        return self.items.get(ctype)
+
+    def as_list(self) -> list[Condition]:
         return [self.items[t] for t in api.CONDITION_TYPES if t in self.items]
 
 
@@ -302,14 +333,15 @@ def _endpoint(desired: Sequence[dict], name: str | None = None) -> str | None:
 def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, render: Render,
            now: dt.datetime, plan: Plan | None = None) -> Decision:
     meta = cr.get("metadata") or {}
-    prev = dict(cr.get("status") or {})
+    prev = status_model(cr.get("status"))
+    before = prev or K3DeploymentStatus()
     generation = int(meta.get("generation") or 1)
     if meta.get("deletionTimestamp"):
-        return Decision((), prev, False)  # going away: garbage collection removes what we own
+        return Decision((), None, False)  # going away: garbage collection removes what we own
     doc = document_of(cr)
-    conds = _Conditions(prev.get("conditions"), now, generation)
+    conds = _Conditions(before.conditions, now, generation)
     actions: list[Action] = []
-    status: dict[str, Any] = {"observedGeneration": generation}
+    status = K3DeploymentStatus(observedGeneration=generation)
     warnings: list[str] = []
 
     findings = list(validate(doc))
@@ -320,14 +352,14 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     if cs is not None and cs.get("syncing"):
         # the tracker is still reading the log backlog (an operator restart): what we wrote last
         # stands until it has caught up, so a replay neither rewrites the status nor repeats Events
-        cs = snapshot_from_status(prev)
+        cs = snapshot_from_status(before)
 
     if errors:
         text = "; ".join(finding_text(f) for f in errors)
         conds.set(api.CONDITION_VALID, False, api.REASON_VALIDATION_FAILED, text)
         conds.set(api.CONDITION_RENDERED, False, api.REASON_INVALID_SPEC, "not rendered: the spec is invalid (see the Valid condition)")
         phase, reason = api.PHASE_INVALID, api.REASON_VALIDATION_FAILED
-        if prev.get("phase") != api.PHASE_INVALID or prev.get("observedGeneration") != generation:
+        if before.phase != api.PHASE_INVALID or before.observedGeneration != generation:
             actions.append(Emit("Warning", api.REASON_VALIDATION_FAILED,
                                 f"{len(errors)} error(s) in generation {generation}: {text}"[:1024]))
         desired: list[dict] = []
@@ -355,10 +387,10 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             _pod_conditions(conds, pods, cs)
             phase, reason = _phase(pods, cs)
-            roles = role_statuses(observed.owned, observed.pods, prev.get("roles") or [])
+            roles = role_statuses(observed.owned, observed.pods, before.roles)
             if roles:
-                status["roles"] = roles
-                phase, reason = _topology_phase(conds, roles, phase, reason)
+                status.roles = roles
+                phase, reason = _topology_phase(conds, roles, phase, reason, observed.pods)
             hashes = template_hashes(desired)
             older = on_older_template(observed.pods, hashes) if hashes else []
             rolling = _rollout(observed.owned) or (
@@ -378,34 +410,49 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 conds.set(api.CONDITION_RENDERED, False, api.REASON_APPLY_FAILED, observed.apply_error[:1024])
                 phase, reason = api.PHASE_FAILED, f"{api.REASON_APPLY_FAILED}: {observed.apply_error}"
 
-    status["phase"] = phase
-    status["conditions"] = conds.as_list()
-    if warnings:
-        status["warnings"] = warnings
+    status.phase = phase
+    status.conditions = conds.as_list()
     if desired and (ep := _endpoint(desired, meta.get("name"))):
-        status["endpoint"] = ep
-    elif errors and observed.owned and prev.get("endpoint"):
-        status["endpoint"] = prev["endpoint"]  # the last valid generation keeps serving there
+        status.endpoint = ep
+    elif errors and observed.owned and before.endpoint:
+        status.endpoint = before.endpoint  # the last valid generation keeps serving there
     if plan is not None and not errors:
         try:
             summary = plan(doc)
         except Exception as e:
             warnings.append(f"plan unavailable: {type(e).__name__}: {e}")
-            status["warnings"] = warnings
         else:
             if summary:
-                status["plan"] = dict(summary)
-    if cs and status.get("plan") and (check := plan_check_status(status["plan"], cs.get("memory"))):
-        status["planCheck"] = check
-    if cs:
-        status["coldStart"] = {out: copy.deepcopy(cs.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
-                               if cs.get(k) is not None}  # null = unknown: left out (apply drops nulls)
-        actions += _coldstart_events(prev.get("coldStart") or {}, status["coldStart"])
-    if phase != prev.get("phase"):
+                status.plan = PlanSummary.model_validate(summary)
+    if warnings:
+        status.warnings = warnings
+    coldstart = coldstart_status(cs) if cs else None
+    if coldstart is not None and status.plan is not None and (check := plan_check_of(status.plan, coldstart.memory)):
+        status.planCheck = check
+    if coldstart is not None:
+        status.coldStart = coldstart
+        actions += _coldstart_events(before.coldStart, coldstart)
+    if phase != before.phase:
         actions.append(Emit("Warning" if phase in api.WARNING_PHASES else "Normal", phase,
-                            f"phase {prev.get('phase') or 'None'} -> {phase}: {reason}"[:1024]))
-    changed = any(status.get(k) != prev.get(k) for k in STATUS_KEYS)  # others' status fields are theirs
-    return Decision(tuple(actions), status, changed)
+                            f"phase {before.phase or 'None'} -> {phase}: {reason}"[:1024]))
+    return Decision(tuple(actions), status, status != prev)
+
+
+coldstart_status = coldstart_of   # status.coldStart from a tracker snapshot
+
+
+def plan_check_of(plan: PlanSummary, memory: EngineMemory | None) -> PlanCheck | None:
+    """``status.planCheck``: the plan summary next to the engine's own figures (``status.coldStart.memory``),
+    drift in percent; None until the engine printed a figure the plan has."""
+    if memory is None:
+        return None
+    check = plan_check(plan.planned().model_dump(exclude_none=True), memory.model_dump(exclude_none=True))
+    if not check["figures"]:
+        return None
+    alias = {name: f.alias or name for name, f in EngineMemory.model_fields.items()}
+    return PlanCheck(figures=[PlanCheckFigure(figure=alias[r["figure"]], planned=r["planned"], engine=r["engine"],
+                                              driftPct=r["drift_pct"]) for r in check["figures"]],
+                     maxAbsDriftPct=check["max_abs_drift_pct"], notPrinted=[alias[f] for f in check["not_printed"]])
 
 
 def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] | None) -> None:
@@ -420,20 +467,21 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
     milestones = ((api.CONDITION_WEIGHTS_LOADED, "weightsLoaded", "weights_load", "weights loaded"),
                   (api.CONDITION_GRAPHS_CAPTURED, "graphsCaptured", "cuda_graphs", "CUDA graphs captured"))
     verdict = (cs or {}).get("verdict") or {}
+    cold = coldstart_status(cs) if cs else ColdStart()
     for ctype, key, phase_name, what in milestones:
-        attempt = (cs or {}).get("attempt", 1)
+        attempt = cold.attempt or 1
         if not cs:
             conds.set(ctype, None, api.REASON_NO_COLDSTART_DATA, "no engine log observed yet")
         elif cs.get(key):
-            secs = _phase_seconds(cs, phase_name)
+            secs = _phase_seconds(cold, phase_name)
             took = f" in {secs:g} s" if secs is not None else ""
             conds.set(ctype, True, api.REASON_DONE, f"{what}{took} (attempt {attempt})")
         elif ctype == api.CONDITION_GRAPHS_CAPTURED and cs.get("graphsSkipped"):
             conds.set(ctype, True, api.REASON_NOT_USED, f"the engine serves without CUDA graphs (attempt {attempt})")
-        elif verdict and cs.get("failedPhase") == phase_name:
+        elif verdict and cold.failedPhase == phase_name:
             conds.set(ctype, False, verdict.get("reason") or api.REASON_FAILED, verdict.get("message") or "failed")
         else:
-            conds.set(ctype, False, api.REASON_IN_PROGRESS, f"attempt {attempt}, current phase: {cs.get('current') or 'unknown'}")
+            conds.set(ctype, False, api.REASON_IN_PROGRESS, f"attempt {attempt}, current phase: {cold.current or 'unknown'}")
     if pods.total and pods.ready == pods.total:
         conds.set(api.CONDITION_READY, True, api.REASON_PODS_READY, f"{pods.ready}/{pods.total} pod(s) ready")
     elif pods.total and verdict and not pods.failed:
@@ -443,63 +491,59 @@ def _pod_conditions(conds: _Conditions, pods: PodSummary, cs: Mapping[str, Any] 
                   pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
     else:
         conds.set(api.CONDITION_READY, False, api.REASON_NO_PODS, "no pods observed yet")
-    warmup = (cs or {}).get("warmup") or {}
     if cs and cs.get("warm"):
         conds.set(api.CONDITION_WARM, True, api.REASON_WARM, "the engine has served its first requests (JIT warm-up done)")
-    elif cs and warmup.get("ok") is False:
+    elif cs and cold.warmup is not None and cold.warmup.ok is False:
         conds.set(api.CONDITION_WARM, False, api.REASON_WARMUP_FAILED,
-                  f"the warm-up requests (spec.startup.warmup) failed: {warmup.get('reason') or 'see status.coldStart.warmup'}")
+                  f"the warm-up requests (spec.startup.warmup) failed: {cold.warmup.reason or 'see status.coldStart.warmup'}")
     elif cs:
         conds.set(api.CONDITION_WARM, False, api.REASON_NOT_WARM, "first requests not served yet: ready is not yet warm")
     else:
         conds.set(api.CONDITION_WARM, None, api.REASON_NO_COLDSTART_DATA, "no engine log observed yet")
 
 
-def snapshot_from_status(status: Mapping[str, Any]) -> dict | None:
+def snapshot_from_status(status: K3DeploymentStatus) -> dict | None:
     """The cold-start snapshot a status was written from (inverse of what ``decide`` writes)."""
-    prev_cs = status.get("coldStart")
-    if not isinstance(prev_cs, Mapping):
+    if status.coldStart is None:
         return None
-    inverse = {out: k for k, out in COLDSTART_STATUS_KEYS.items()}
-    cs: dict[str, Any] = {inverse[k]: copy.deepcopy(v) for k, v in prev_cs.items() if k in inverse}
-    conds = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
-    graphs = conds.get(api.CONDITION_GRAPHS_CAPTURED) or {}
-    cs["weightsLoaded"] = (conds.get(api.CONDITION_WEIGHTS_LOADED) or {}).get("status") == "True"
-    cs["graphsCaptured"] = graphs.get("status") == "True" and graphs.get("reason") != api.REASON_NOT_USED
-    cs["graphsSkipped"] = graphs.get("reason") == api.REASON_NOT_USED
-    cs["warm"] = (conds.get(api.CONDITION_WARM) or {}).get("status") == "True"
-    cs["serving"] = cs.get("totalSeconds") is not None
-    if cs.get("failedPhase"):
-        ready = conds.get(api.CONDITION_READY) or {}
-        cs["verdict"] = {"phase": status.get("phase") if status.get("phase") in (api.PHASE_FAILED, api.PHASE_DEGRADED) else api.PHASE_FAILED,
-                         "reason": ready.get("reason") or api.REASON_COLDSTART_FAILED, "message": ready.get("message") or ""}
+    cs: dict[str, Any] = status.coldStart.model_dump(by_alias=True, exclude_none=True)
+    conds = {c.type: c for c in status.conditions}
+
+    def true(ctype: str) -> bool:
+        return ctype in conds and conds[ctype].status == "True"
+
+    graphs_not_used = api.CONDITION_GRAPHS_CAPTURED in conds and conds[api.CONDITION_GRAPHS_CAPTURED].reason == api.REASON_NOT_USED
+    cs.update(weightsLoaded=true(api.CONDITION_WEIGHTS_LOADED), warm=true(api.CONDITION_WARM),
+              graphsCaptured=true(api.CONDITION_GRAPHS_CAPTURED) and not graphs_not_used,
+              graphsSkipped=graphs_not_used, serving=status.coldStart.totalSeconds is not None)
+    if status.coldStart.failedPhase:
+        ready = conds.get(api.CONDITION_READY)
+        cs["verdict"] = {"phase": status.phase if status.phase in (api.PHASE_FAILED, api.PHASE_DEGRADED) else api.PHASE_FAILED,
+                         "reason": (ready.reason if ready else "") or api.REASON_COLDSTART_FAILED,
+                         "message": ready.message if ready else ""}
     return cs
 
 
-def _phase_seconds(cs: Mapping[str, Any], name: str) -> float | None:
-    for p in cs.get("phases") or []:
-        if p.get("name") == name:
-            return p.get("seconds")
-    return None
+def _phase_seconds(cold: ColdStart, name: str) -> float | None:
+    return next((p.seconds for p in cold.phases if p.name == name), None)
 
 
-def _coldstart_events(prev: Mapping[str, Any], now: Mapping[str, Any]) -> list[Emit]:
+def _coldstart_events(prev: ColdStart | None, now: ColdStart) -> list[Emit]:
     """One Event per cold-start phase transition, found by comparing the status we wrote last with
     the new one (level-triggered: a resync of an unchanged tracker emits nothing; phases that ended
     between two reconciles each get their Event)."""
     out: list[Emit] = []
-    attempt = now.get("attempt", 1)
-    same_attempt = prev.get("attempt", 1) == attempt
-    before = {p.get("name"): p for p in (prev.get("phases") or [])} if same_attempt else {}
-    if prev and not same_attempt:
+    attempt = now.attempt or 1
+    same_attempt = prev is not None and (prev.attempt or 1) == attempt
+    before = {p.name: p for p in prev.phases} if prev is not None and same_attempt else {}
+    if prev is not None and not same_attempt:
         out.append(Emit("Warning", api.EVENT_COLDSTART_ATTEMPT,
                         f"container restarted: cold start attempt {attempt} begins"))
-    for p in now.get("phases") or []:
-        name = p.get("name")
-        old = before.get(name) or {}
-        if p.get("end") and not old.get("end") and name != (now.get("failedPhase") or ""):
-            secs = f" in {p['seconds']:g} s" if p.get("seconds") is not None else ""
-            out.append(Emit("Normal", api.EVENT_COLDSTART_PHASE, f"attempt {attempt}: {name} done{secs}"))
+    for p in now.phases:
+        old = before.get(p.name)
+        if p.end and not (old and old.end) and p.name != (now.failedPhase or ""):
+            secs = f" in {p.seconds:g} s" if p.seconds is not None else ""
+            out.append(Emit("Normal", api.EVENT_COLDSTART_PHASE, f"attempt {attempt}: {p.name} done{secs}"))
     return out  # a failure is told by the phase Event (Starting -> Failed/Degraded: reason, phase)
 
 
@@ -553,7 +597,7 @@ def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
 
 
 def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
-                  previous: Sequence[Mapping[str, Any]]) -> list[dict]:
+                  previous: Sequence[RoleStatus]) -> list[RoleStatus]:
     """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
     kserve#6043), its groups from their leader pods, and group recreations counted against what the last
     status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
@@ -567,7 +611,7 @@ def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Map
             by_name = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
             for r in (obj.get("spec") or {}).get("roles") or []:
                 sets.append((r.get("name"), kind, r.get("spec") or {}, by_name.get(r.get("name")) or {}))
-    before = {r.get("name"): r for r in previous if isinstance(r, Mapping)}
+    before = {r.name: r for r in previous}
     out = []
     for role, kind, spec, st in sorted(sets, key=lambda s: s[0]):
         leaders = {}
@@ -578,38 +622,53 @@ def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Map
                     leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
                 except ValueError:
                     continue
-        prev_groups = {g.get("index"): g for g in (before.get(role) or {}).get("groups") or []}
+        prev_groups = {g.index: g for g in before[role].groups} if role in before else {}
         want = int(spec.get("replicas", 1) or 0)
         groups = []
-        for idx in sorted(set(leaders) | {i for i in prev_groups if isinstance(i, int) and i < want}):
-            pod, old = leaders.get(idx), prev_groups.get(idx) or {}
+        for idx in sorted(set(leaders) | {i for i in prev_groups if i < want}):
+            pod, old = leaders.get(idx), prev_groups.get(idx)
             if pod is None:     # between LWS deleting a group's pods and creating them again
-                groups.append({**old, "ready": False})
+                groups.append(old.model_copy(update={"ready": False}))
                 continue
             uid = (pod.get("metadata") or {}).get("uid") or ""
-            recreated = bool(old) and old.get("leaderUid") != uid
-            groups.append({"index": idx, "leader": pod["metadata"]["name"], "leaderUid": uid,
-                           "ready": _pod_ready_at(pod) is not None,
-                           "recreations": int(old.get("recreations", 0)) + (1 if recreated else 0)})
-        entry: dict[str, Any] = {
-            "name": role, "kind": kind, "instances": want,
-            "podsPerInstance": int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
-            "replicas": int(st.get("replicas", 0)), "readyReplicas": int(st.get("readyReplicas", 0)),
-            "updatedReplicas": int(st.get("updatedReplicas", 0)),
-            "groupRecreations": sum(g.get("recreations", 0) for g in groups), "groups": groups}
+            recreated = old is not None and old.leaderUid != uid
+            groups.append(GroupStatus(index=idx, leader=pod["metadata"]["name"], leaderUid=uid,
+                                      ready=_pod_ready_at(pod) is not None,
+                                      recreations=(old.recreations if old else 0) + (1 if recreated else 0)))
+        entry = RoleStatus(
+            name=role, kind=kind, instances=want,
+            podsPerInstance=int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
+            replicas=int(st.get("replicas", 0)), readyReplicas=int(st.get("readyReplicas", 0)),
+            updatedReplicas=int(st.get("updatedReplicas", 0)),
+            groupRecreations=sum(g.recreations for g in groups), groups=groups)
         colds = [c for p in leaders.values() if (c := _leader_cold_start(p)) is not None]
         if colds:
-            entry["leaderColdStartSeconds"] = max(colds)
+            entry.leaderColdStartSeconds = max(colds)
         out.append(entry)
     return out
 
 
-def _topology_phase(conds: _Conditions, roles: list[dict], phase: str, reason: str) -> tuple[str, str]:
-    """A topology is Ready only when every LWS counts all its groups ready; a group recreated again and again
-    raises the GroupRestartLoop condition and makes the resource Degraded."""
-    looping = [f"{r['name']} group {g['index']} ({g['recreations']}x)" for r in roles for g in r["groups"]
-               if g.get("recreations", 0) >= RESTART_LOOP_RECREATIONS and not g.get("ready")]
-    total = sum(r["groupRecreations"] for r in roles)
+def _ready_groups(role: RoleStatus, pods: Sequence[Mapping[str, Any]]) -> int:
+    """Groups of ``role`` ready by both accounts: the LWS's count and the pods (every pod of the group ready).
+    The smaller one: the two are written by different controllers at different moments, and a role is only as
+    ready as the later of them says."""
+    members: dict[str, list[bool]] = {}
+    for p in pods:
+        labels = (p.get("metadata") or {}).get("labels") or {}
+        if labels.get(api.LABEL_ROLE) == role.name and labels.get(api.LWS_LABEL_GROUP_INDEX) is not None:
+            members.setdefault(labels[api.LWS_LABEL_GROUP_INDEX], []).append(_pod_ready_at(p) is not None)
+    by_pods = sum(1 for ready in members.values() if len(ready) >= role.podsPerInstance and all(ready))
+    return min(role.readyReplicas, by_pods)
+
+
+def _topology_phase(conds: _Conditions, roles: list[RoleStatus], phase: str, reason: str,
+                    pods: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """A topology is Ready only when every role counts all its groups ready; a group recreated again and again
+    raises the GroupRestartLoop condition and makes the resource Degraded. While a role is short, the Ready
+    condition says which (reason GroupsNotReady), whatever the pod counts do meanwhile: one state, one reason."""
+    looping = [f"{r.name} group {g.index} ({g.recreations}x)" for r in roles for g in r.groups
+               if g.recreations >= RESTART_LOOP_RECREATIONS and not g.ready]
+    total = sum(r.groupRecreations for r in roles)
     if looping:
         text = f"group(s) recreated {RESTART_LOOP_RECREATIONS}+ times and not ready: {', '.join(looping)}"
         conds.set(api.CONDITION_GROUP_RESTART_LOOP, True, api.REASON_GROUPS_RECREATED, text)
@@ -618,10 +677,16 @@ def _topology_phase(conds: _Conditions, roles: list[dict], phase: str, reason: s
         return phase, reason
     conds.set(api.CONDITION_GROUP_RESTART_LOOP, False, api.REASON_GROUPS_STABLE,
               f"{total} group recreation(s) observed, none looping")
-    short = [f"{r['name']} {r['readyReplicas']}/{r['instances']}" for r in roles if r["readyReplicas"] < r["instances"]]
-    if short and phase in (api.PHASE_READY, api.PHASE_WARM):
-        text = f"ready groups per LeaderWorkerSet: {', '.join(short)}"
+    short = [f"{r.name} {ready}/{r.instances}" for r in roles if (ready := _ready_groups(r, pods)) < r.instances]
+    if not short:
+        return phase, reason
+    text = f"ready groups per role: {', '.join(short)}"
+    ready = conds.get(api.CONDITION_READY)
+    if phase in (api.PHASE_READY, api.PHASE_WARM) or (ready is not None and ready.reason == api.REASON_PODS_NOT_READY):
+        # the pods' count is replaced by the roles': it names the role, and it does not flip with the order in
+        # which the kubelet and the LWS controller report
         conds.set(api.CONDITION_READY, False, api.REASON_GROUPS_NOT_READY, text)
+    if phase in (api.PHASE_READY, api.PHASE_WARM):
         return api.PHASE_STARTING, f"{api.REASON_GROUPS_NOT_READY}: {text}"
     return phase, reason
 
@@ -647,6 +712,6 @@ def _phase(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:
     if pods.unschedulable:
         return api.PHASE_PENDING, f"{api.REASON_UNSCHEDULABLE}: {pods.unschedulable}"
     if pods.scheduled:
-        current = (cs or {}).get("current")
+        current = coldstart_status(cs).current if cs else None
         return api.PHASE_STARTING, f"engine starting{f' ({current})' if current else ''}"
     return api.PHASE_DEPLOYING, "workload applied, waiting for pods"

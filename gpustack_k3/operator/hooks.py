@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.status import PlanSummary
 from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.launch import build_launch
 from gpustack_k3.core.rules import schema_findings
@@ -62,17 +63,14 @@ def render(doc: dict) -> list[dict]:
     return render_kubernetes(launch, model, namespace=ns)
 
 
-def plan(doc: dict) -> dict | None:
+def plan(doc: dict) -> PlanSummary | None:
     if _has_roles(doc):
         return None       # plans are per role (status.roles); the single summary does not apply
     _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None
-    out = {"engine": p.engine, "maxModelLen": p.max_model_len, "kvTokens": p.kv_cache_tokens,
-           "maxConcurrency": round(p.max_concurrency, 2), "kvCacheDtype": p.kv_cache_dtype,
-           "headroomGiB": round(p.headroom_gib, 2),
-           "kvCacheGiB": round(p.full_attention_gib if p.engine == "sglang" and p.full_attention_gib is not None
-                               else p.kv_cache_allocated_gib, 2)}
-    if p.max_running_requests is not None:
-        out["maxRunningRequests"] = p.max_running_requests
-    return out
+    kv_gib = p.full_attention_gib if p.engine == "sglang" and p.full_attention_gib is not None else p.kv_cache_allocated_gib
+    return PlanSummary(engine=p.engine, maxModelLen=p.max_model_len, kvTokens=p.kv_cache_tokens,
+                       maxConcurrency=round(p.max_concurrency, 2), kvCacheDtype=p.kv_cache_dtype,
+                       headroomGiB=round(p.headroom_gib, 2), kvCacheGiB=round(kv_gib, 2),
+                       maxRunningRequests=p.max_running_requests)

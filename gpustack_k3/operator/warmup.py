@@ -18,6 +18,7 @@ from typing import Any
 from gpustack_k3.operator.coldstart_bridge import container_status, engine_container
 from gpustack_k3.operator.seams import Key
 from gpustack_k3.api.v1alpha1.spec import Warmup
+from gpustack_k3.api.v1alpha1.status import Warmup as WarmupStatus
 from gpustack_k3.probe.warmup import warm_up
 
 log = logging.getLogger("gpustack_k3.operator.warmup")
@@ -117,7 +118,8 @@ class PodWarmup:
             if not newest:
                 return None
             w = newest[-1]
-            return dict(w.summary) if w.summary is not None else {"ok": None, "running": True}
+            return dict(w.summary) if w.summary is not None else WarmupStatus(ok=None, running=True).model_dump(
+                exclude_unset=True)
 
     def _run(self, key: Key, w: _Warm, url: str, warmup: Any, model: str | None) -> None:
         report = getattr(self.observer, "report_phase", None)
@@ -129,7 +131,8 @@ class PodWarmup:
             res = self.warm_fn(url, warmup, model=model, on_phase=on_phase)
         except Exception as e:  # noqa: BLE001 - never let a warm-up take the operator down
             log.warning("warm-up of %s/%s at %s failed: %s", key[0], key[1], url, e)
-            res = {"ok": False, "seconds": None, "reason": f"{type(e).__name__}: {e}"[:500]}
+            res = WarmupStatus(ok=False, seconds=None, reason=f"{type(e).__name__}: {e}"[:500]).model_dump(
+                exclude_unset=True)
         with self._lock:
             w.summary = res
         self.enqueue(key)

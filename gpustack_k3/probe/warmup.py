@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.status import Warmup
 from gpustack_k3.probe.core import ProbeConfig
 from gpustack_k3.probe.client import run_probe
 
@@ -30,18 +31,18 @@ def warmup_config(warmup: Any, model: str | None = None) -> ProbeConfig:
 
 
 def summary(report_dict: dict, seconds: float) -> dict:
-    """The compact warm-up result ``run`` prints and the operator writes to status.coldStart.warmup."""
+    """The compact warm-up result ``run`` prints and the operator writes to status.coldStart.warmup: the
+    ``Warmup`` status model, as its document."""
     d = report_dict
     if not d.get("usable"):
-        return {"ok": False, "seconds": round(seconds, 3), "reason": d.get("reason")}
+        return Warmup(ok=False, seconds=round(seconds, 3), reason=d.get("reason")).model_dump(exclude_unset=True)
     ttft, tpot = d.get("ttft_ms") or {}, d.get("tpot_ms") or {}
-    out = {"ok": d.get("errors") == 0 and d.get("completed", 0) > 0, "seconds": round(seconds, 3),
-           "requests": d.get("requests"), "completed": d.get("completed"), "errors": d.get("errors"),
-           "ttftMsP50": ttft.get("p50"), "ttftMsMax": ttft.get("max"), "tpotMsP50": tpot.get("p50"),
-           "engine": d.get("engine")}
+    out = Warmup(ok=d.get("errors") == 0 and d.get("completed", 0) > 0, seconds=round(seconds, 3),
+                 requests=d.get("requests"), completed=d.get("completed"), errors=d.get("errors"),
+                 ttftMsP50=ttft.get("p50"), ttftMsMax=ttft.get("max"), tpotMsP50=tpot.get("p50"), engine=d.get("engine"))
     if d.get("errors"):
-        out["reason"] = "; ".join(d.get("error_examples") or [])[:500]
-    return out
+        out.reason = "; ".join(d.get("error_examples") or [])[:500]
+    return out.model_dump(exclude_unset=True)
 
 
 def warm_up(url: str, warmup: Any, *, model: str | None = None, api_key: str | None = None,
@@ -57,18 +58,20 @@ def warm_up(url: str, warmup: Any, *, model: str | None = None, api_key: str | N
     rep = run_probe(url, cfg, api_key=api_key, transport=transport)
     seconds = time.monotonic() - t0
     out = summary(rep.to_dict(), seconds)
-    if out["ok"] and on_phase is not None:
-        on_phase(None, start + seconds, {k: out[k] for k in ("completed", "ttftMsP50", "ttftMsMax", "tpotMsP50")})
+    w = Warmup.model_validate(out)
+    if w.ok and on_phase is not None:
+        on_phase(None, start + seconds, w.model_dump(exclude_none=True, exclude={"ok", "running"}))
     return out
 
 
 def describe(s: dict, tracker: Any = None) -> str:
     """One line for a terminal; with the cold-start tracker, the ``warm`` phase as it timed it."""
-    if not s.get("ok"):
-        return f"warm-up FAILED after {s['seconds']:.1f} s: {s.get('reason') or 'requests failed'}"
-    tpot = "-" if s["tpotMsP50"] is None else f"{s['tpotMsP50']:.1f}"
-    line = (f"warm after {s['seconds']:.1f} s: {s['completed']} warm-up requests, TTFT p50 {s['ttftMsP50']:.0f} ms "
-            f"(max {s['ttftMsMax']:.0f} ms), TPOT p50 {tpot} ms")
+    w = Warmup.model_validate(s)
+    if not w.ok:
+        return f"warm-up FAILED after {w.seconds or 0:.1f} s: {w.reason or 'requests failed'}"
+    tpot = "-" if w.tpotMsP50 is None else f"{w.tpotMsP50:.1f}"
+    line = (f"warm after {w.seconds or 0:.1f} s: {w.completed} warm-up requests, TTFT p50 {w.ttftMsP50 or 0:.0f} ms "
+            f"(max {w.ttftMsMax or 0:.0f} ms), TPOT p50 {tpot} ms")
     p = tracker.report().phase("warm") if tracker is not None else None
     if p is not None and p.seconds is not None:
         line += f" (cold-start phase warm: {p.seconds:.1f} s)"

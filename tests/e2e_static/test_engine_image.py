@@ -11,7 +11,6 @@ seconds + ~40 s of engine start. Run: ``DOCKER_HOST=... python3 -m pytest -m doc
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -81,14 +80,13 @@ def _post_json(url: str, body: dict) -> dict:
 def _status_from_log(text: bytes) -> dict:
     from gpustack_k3.coldstart.tracker import ColdStartTracker
     from gpustack_k3.operator.coldstart_bridge import snapshot_of
-    from gpustack_k3.operator.decide import COLDSTART_STATUS_KEYS
+    from gpustack_k3.operator.seams import coldstart_of
 
     tracker = ColdStartTracker(engine="vllm", budgets={})
     tracker.feed(text)
     tracker.finish()
     snap = snapshot_of(tracker.report(), "docker")
-    cold = {out: copy.deepcopy(snap.get(k)) for k, out in COLDSTART_STATUS_KEYS.items()
-            if snap.get(k) is not None or k == "cacheWarm"}
+    cold = coldstart_of(snap).model_dump(by_alias=True, exclude_none=True)
     return {"metadata": {"name": "smollm2-cpu"}, "status": {"phase": "Ready", "coldStart": cold}}
 
 

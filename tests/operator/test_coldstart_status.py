@@ -4,13 +4,13 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gpustack_k3.api.v1alpha1.status import ColdStart, EngineMemory, PlanCheck
+from gpustack_k3.api.v1alpha1.status import EngineMemory, PlanCheck, PlanSummary
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.coldstart.catalog import FIGURES
 from gpustack_k3.metrics import ColdStartMetrics, ColdStartStatusFigures
 from gpustack_k3.operator.coldstart_bridge import snapshot_of
-from gpustack_k3.operator.decide import COLDSTART_STATUS_KEYS
-from gpustack_k3.operator.seams import MEMORY_STATUS_KEYS, plan_check_status
+from gpustack_k3.operator.decide import plan_check_of
+from gpustack_k3.operator.seams import coldstart_of
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
@@ -23,29 +23,34 @@ def tracked(name: str) -> ColdStartTracker:
 
 
 def test_every_engine_figure_has_a_status_field():
-    assert set(MEMORY_STATUS_KEYS) == set(FIGURES)
-    assert set(MEMORY_STATUS_KEYS.values()) == set(EngineMemory.model_fields)
+    assert set(FIGURES) == set(EngineMemory.model_fields)
+    assert all(f.alias for f in EngineMemory.model_fields.values())        # the status names
 
 
 def test_snapshot_of_a_compiled_cpu_start_is_valid_status():
     snap = snapshot_of(tracked("vllm-0.32.0-cpu-compile-cache-hit.log").report(), "pod-0")
-    assert snap["cacheWarm"] is True
+    assert snap["compileCacheWarm"] is True
     assert snap["compileCache"]["state"] == "hit" and snap["compileCache"]["compileSeconds"] == 279.0
     assert snap["memory"] == {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
-    status = {out: snap[k] for k, out in COLDSTART_STATUS_KEYS.items() if snap.get(k) is not None}
-    ColdStart.model_validate(status)
+    assert coldstart_of(snap).memory == EngineMemory(kv_cache_gib=1.0, kv_cache_tokens=46592, max_concurrency=45.5,
+                                                      concurrency_len=1024)
 
 
 def test_plan_check_status_compares_what_both_sides_have():
-    plan = {"engine": "vllm", "maxModelLen": 1024, "kvTokens": 46603, "maxConcurrency": 45.51,
-            "kvCacheDtype": "auto", "headroomGiB": 2.6, "kvCacheGiB": 1.0}
+    plan = PlanSummary(engine="vllm", maxModelLen=1024, kvTokens=46603, maxConcurrency=45.51, kvCacheDtype="auto",
+                       headroomGiB=2.6, kvCacheGiB=1.0)
     memory = {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
+
+    def plan_check_status(plan, memory):
+        check = plan_check_of(plan, None if memory is None else EngineMemory.model_validate(memory))
+        return None if check is None else check.model_dump()
+
     check = plan_check_status(plan, memory)
     assert check == {"figures": [{"figure": "kvCacheGiB", "planned": 1.0, "engine": 1.0, "driftPct": 0.0},
                                  {"figure": "kvCacheTokens", "planned": 46603, "engine": 46592, "driftPct": -0.02},
                                  {"figure": "maxConcurrency", "planned": 45.51, "engine": 45.5, "driftPct": -0.02}],
                      "maxAbsDriftPct": 0.02, "notPrinted": []}
-    PlanCheck.model_validate(check)
+    assert PlanCheck.model_validate(check).model_dump() == check
     assert plan_check_status(plan, None) is None                          # nothing printed yet
     assert plan_check_status(plan, {"concurrencyLen": 1024}) is None       # nothing comparable
     other_len = plan_check_status(plan, {**memory, "concurrencyLen": 8192})

@@ -216,7 +216,7 @@ def test_phase_from_pods_and_cold_start(pods, coldstart, phase, reason_part):
 
 
 def test_cold_start_snapshot_drives_conditions_and_status():
-    cs = {"attempt": 2, "cacheWarm": True, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
+    cs = {"attempt": 2, "compileCacheWarm": True, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
           "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": "2026-11-29T12:02:43Z",
                       "seconds": 163.8}]}
     first = run(make_cr())
@@ -312,7 +312,7 @@ def test_status_fits_the_crd_status_schema():
     crd = crd_manifest()
     status_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     schema = _openapi_to_jsonschema(status_schema)
-    cs = {"attempt": 1, "cacheWarm": False, "current": "cuda_graphs", "totalSeconds": None, "weightsLoaded": True,
+    cs = {"attempt": 1, "compileCacheWarm": False, "current": "cuda_graphs", "totalSeconds": None, "weightsLoaded": True,
           "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": None, "seconds": None}]}
     first = run(make_cr(), plan=fake_plan)
     statuses = [first.status, run(make_cr(parallel={"tp": 3})).status,

@@ -26,21 +26,21 @@ def owned(*objs):
 def test_lws_status_groups_and_leader_cold_start():
     (r,) = role_statuses(owned(lws("decode", replicas=2, readyReplicas=1)), [
         leader("decode", 0, "a", ready=True), leader("decode", 1, "b")], [])
-    RoleStatus.model_validate(r)                       # what the CRD's status schema keeps
-    assert (r["name"], r["kind"], r["instances"], r["podsPerInstance"]) == ("decode", api.LWS_KIND, 2, 4)
-    assert (r["readyReplicas"], r["replicas"]) == (1, 0)   # read from the LWS, 0 where it left the count out
-    assert [(g["index"], g["ready"], g["recreations"]) for g in r["groups"]] == [(0, True, 0), (1, False, 0)]
-    assert r["leaderColdStartSeconds"] == 600.0
+    assert isinstance(r, RoleStatus)                  # the model the CRD's status schema is made from
+    assert (r.name, r.kind, r.instances, r.podsPerInstance) == ("decode", api.LWS_KIND, 2, 4)
+    assert (r.readyReplicas, r.replicas) == (1, 0)    # read from the LWS, 0 where it left the count out
+    assert [(g.index, g.ready, g.recreations) for g in r.groups] == [(0, True, 0), (1, False, 0)]
+    assert r.leaderColdStartSeconds == 600.0
 
 
 def test_a_new_leader_uid_is_a_recreation_and_a_missing_leader_keeps_its_group():
     prev = role_statuses(owned(lws("decode")), [leader("decode", 0, "a"), leader("decode", 1, "b")], [])
     now = role_statuses(owned(lws("decode")), [leader("decode", 0, "a2")], prev)   # group 1 being recreated
-    groups = {g["index"]: g for g in now[0]["groups"]}
-    assert groups[0]["recreations"] == 1 and groups[0]["leaderUid"] == "a2"
-    assert groups[1] == {**prev[0]["groups"][1], "ready": False}
+    groups = {g.index: g for g in now[0].groups}
+    assert groups[0].recreations == 1 and groups[0].leaderUid == "a2"
+    assert groups[1] == prev[0].groups[1].model_copy(update={"ready": False})
     again = role_statuses(owned(lws("decode")), [leader("decode", 0, "a2"), leader("decode", 1, "b2")], now)
-    assert [g["recreations"] for g in again[0]["groups"]] == [1, 1] and again[0]["groupRecreations"] == 2
+    assert [g.recreations for g in again[0].groups] == [1, 1] and again[0].groupRecreations == 2
     # an unchanged world gives the same status (no write on resync)
     assert role_statuses(owned(lws("decode")), [leader("decode", 0, "a2"), leader("decode", 1, "b2")], again) == again
 
@@ -50,9 +50,9 @@ def test_disaggregatedset_roles_read_its_role_statuses():
           "spec": {"roles": [{"name": "prefill", "spec": {"replicas": 8, "leaderWorkerTemplate": {"size": 1}}},
                              {"name": "decode", "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 8}}}]},
           "status": {"roleStatuses": [{"name": "prefill", "replicas": 8, "readyReplicas": 7}]}}
-    out = {r["name"]: r for r in role_statuses(owned(ds), [], [])}
-    assert (out["prefill"]["readyReplicas"], out["prefill"]["instances"]) == (7, 8)
-    assert (out["decode"]["readyReplicas"], out["decode"]["podsPerInstance"], out["decode"]["kind"]) == (0, 8, api.DS_KIND)
+    out = {r.name: r for r in role_statuses(owned(ds), [], [])}
+    assert (out["prefill"].readyReplicas, out["prefill"].instances) == (7, 8)
+    assert (out["decode"].readyReplicas, out["decode"].podsPerInstance, out["decode"].kind) == (0, 8, api.DS_KIND)
 
 
 def test_no_lws_no_roles():

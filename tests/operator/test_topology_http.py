@@ -139,3 +139,41 @@ def test_group_recreations_are_counted_and_a_loop_raises_the_condition(emu, topo
     loop = cond(st, api.CONDITION_GROUP_RESTART_LOOP)
     assert loop["status"] == "True" and loop["reason"] == api.REASON_GROUPS_RECREATED
     assert "decode group 0 (3x)" in loop["message"]
+
+
+def ready_writes(emu, since: int) -> list[tuple[str, str, str]]:
+    """(status, reason, message) of the Ready condition in each status write the operator sent after request
+    number ``since`` of the emulator's journal, in order."""
+    out = []
+    for req in emu.requests[since:]:
+        if req.method == "PATCH" and str(req.url.path).endswith(f"/{P}/{NAME}/status") and \
+                req.headers.get("User-Agent", "").startswith(AGENT):
+            c = cond(req.data.get("status") or {}, api.CONDITION_READY)
+            out.append((c.get("status"), c.get("reason"), c.get("message")))
+    return out
+
+
+def test_a_decode_group_outage_names_the_role_once_and_keeps_its_reason(emu, topology):
+    """One state, one reason: when the decode group of a ready P/D deployment goes down (its leader first, then
+    its worker) and comes back (the pods first, the LWS's count after), every status write in between says
+    the same thing, GroupsNotReady for decode, from the first write that leaves Ready on; the pod counts and
+    the order in which the kubelet and the LWS controller report do not make it flip."""
+    _op, co, core = topology
+    t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=20)
+    for pods in PODS.values():
+        for pod in pods:
+            kubelet(core, pod, ready=True, started=t0)
+    wait_for(lambda: status_of(co).get("phase") == api.PHASE_READY, what="Ready")
+    mark = len(emu.requests)
+    kubelet(core, "kimi-decode-0", ready=False, started=t0)             # the decode leader goes down ...
+    wait_for(lambda: cond(status_of(co), api.CONDITION_READY).get("status") == "False", what="not Ready")
+    kubelet(core, "kimi-decode-0-1", ready=False, started=t0)           # ... then its worker
+    wait_for(lambda: status_of(co).get("roles")[0]["readyReplicas"] == 0, what="decode 0 ready groups")
+    kubelet(core, "kimi-decode-0-1", ready=True, started=t0)            # back: the worker ...
+    kubelet(core, "kimi-decode-0", ready=True, started=t0)              # ... and the leader
+    wait_for(lambda: status_of(co).get("phase") == api.PHASE_READY, what="Ready again")
+    writes = ready_writes(emu, mark)
+    outage = [w for w in writes if w[0] != "True"]
+    assert outage, writes
+    assert writes[-1][0] == "True" and writes.index(outage[0]) == 0, writes   # the first write left Ready
+    assert set(outage) == {("False", api.REASON_GROUPS_NOT_READY, "ready groups per role: decode 0/1")}, writes

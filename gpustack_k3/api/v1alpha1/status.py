@@ -50,17 +50,19 @@ class CompileCache(_Status):
     compileSeconds: float | None = Field(default=None, description="Seconds of the compile phase.")
 
 
+# Field names are the tracker's figure names (gpustack_k3.coldstart.catalog.FIGURES), aliases the status keys.
 class EngineMemory(_Status):
     """The engine's own memory figures from its start-up log (``gpustack-k3 coldstart``: memory)."""
-    kvCacheGiB: float | None = Field(default=None, description="KV cache memory (vLLM available KV cache memory; SGLang KV pool).")
-    kvCacheTokens: int | None = Field(default=None, description="KV cache capacity in tokens.")
-    maxConcurrency: float | None = Field(default=None, description="vLLM: requests of concurrencyLen tokens that fit at once.")
-    concurrencyLen: int | None = Field(default=None, description="vLLM: the request length maxConcurrency is stated for.")
-    maxRunningRequests: int | None = Field(default=None, description="SGLang: max_running_requests.")
-    contextLen: int | None = Field(default=None, description="SGLang: context_len.")
-    mambaCacheSize: int | None = Field(default=None, description="SGLang: Mamba/state pool slots.")
-    mambaStateGiB: float | None = Field(default=None, description="SGLang: Mamba/state pool size.")
-    kvCacheBlocks: int | None = Field(default=None, description="vLLM V0: KV cache blocks.")
+    model_config = ConfigDict(extra="forbid", defer_build=True, populate_by_name=True)
+    kv_cache_gib: float | None = Field(default=None, alias="kvCacheGiB", description="KV cache memory (vLLM available KV cache memory; SGLang KV pool).")
+    kv_cache_tokens: int | None = Field(default=None, alias="kvCacheTokens", description="KV cache capacity in tokens.")
+    max_concurrency: float | None = Field(default=None, alias="maxConcurrency", description="vLLM: requests of concurrencyLen tokens that fit at once.")
+    concurrency_len: int | None = Field(default=None, alias="concurrencyLen", description="vLLM: the request length maxConcurrency is stated for.")
+    max_running_requests: int | None = Field(default=None, alias="maxRunningRequests", description="SGLang: max_running_requests.")
+    context_len: int | None = Field(default=None, alias="contextLen", description="SGLang: context_len.")
+    mamba_cache_size: int | None = Field(default=None, alias="mambaCacheSize", description="SGLang: Mamba/state pool slots.")
+    mamba_state_gib: float | None = Field(default=None, alias="mambaStateGiB", description="SGLang: Mamba/state pool size.")
+    kv_cache_blocks: int | None = Field(default=None, alias="kvCacheBlocks", description="vLLM V0: KV cache blocks.")
 
 
 class Warmup(_Status):
@@ -104,6 +106,12 @@ class PlanSummary(_Status):
     headroomGiB: float
     kvCacheGiB: float | None = Field(default=None, description="KV cache memory the plan expects the engine to allocate.")
     maxRunningRequests: int | None = Field(default=None, description="SGLang: planned max running requests.")
+
+    def planned(self) -> EngineMemory:
+        """The engine figures this plan predicts, as the engine would state them (``status.planCheck``)."""
+        return EngineMemory(kv_cache_gib=self.kvCacheGiB, kv_cache_tokens=self.kvTokens,
+                            max_concurrency=self.maxConcurrency, max_running_requests=self.maxRunningRequests,
+                            concurrency_len=self.maxModelLen)
 
 
 class PlanCheckFigure(_Status):
