@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 NS = "bench"
 from gpustack_k3.api.v1alpha1.constants import GROUP as G, PLURAL as P, VERSION as V  # noqa: E402
+from tests.support.waiting import wait_idle  # noqa: E402  (the benchmark waits as the tests do)
 
 
 def start_emulator() -> tuple[subprocess.Popen, str]:
@@ -79,7 +80,7 @@ def main() -> int:
     import yaml
     from kubernetes import client
 
-    from gpustack_k3.operator.controller import Operator
+    from gpustack_k3.operator.controller import new_operator
 
     validate, render, plan = hooks(args.render)
     preset = yaml.safe_load((ROOT / "gpustack_k3/catalog/data/presets/vllm-fixed.yaml").read_text())
@@ -93,7 +94,7 @@ def main() -> int:
         core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
         core.create_namespace({"metadata": {"name": NS}})
         op_api = client.ApiClient(cfg)
-        op = Operator(op_api, namespaces=[NS], resync_s=3600, workers=args.workers, validate=validate, render=render,
+        op = new_operator(op_api, namespaces=[NS], resync_s=3600, workers=args.workers, validate=validate, render=render,
                       plan=plan, identity="bench").start()
         agent = "gpustack-k3-operator/"
         while not op.ready()[0]:
@@ -123,7 +124,7 @@ def main() -> int:
                 raise SystemExit(f"no steady state after {args.timeout}s")
             time.sleep(0.05)
         seconds = time.monotonic() - t0
-        op.wait_idle(30, settle=1.0)
+        wait_idle(op, 30, settle=1.0)
         create_writes, breakdown = writes(url, agent)
         phases: dict[str, int] = {}
         for ns, name in op.crs.list_keys():
@@ -134,7 +135,7 @@ def main() -> int:
         reconciles_per_create = before_reconciles / args.crs
         for key in op.crs.list_keys():  # one full resync of an unchanged cluster
             op.queue.add(key)
-        op.wait_idle(120, settle=1.0)
+        wait_idle(op, 120, settle=1.0)
         resync_writes = writes(url, agent)[0] - create_writes
         resynced = op.reconcile_count - before_reconciles
         op.stop()

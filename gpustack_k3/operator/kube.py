@@ -14,26 +14,25 @@ from typing import Any
 from urllib.parse import quote
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.operator.kinds import CHILD_KINDS
 from gpustack_k3.core import retry
 
 log = logging.getLogger("gpustack_k3.operator")
 
 APPLY_CT = "application/apply-patch+yaml"
 
-# apiVersion/kind -> (plural, namespaced); other kinds are found through discovery.
+# apiVersion/kind -> (plural, namespaced): the child kinds (kinds.CHILD_KINDS) and what else the operator reads
+# or writes; other kinds are found through discovery.
 KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
-    ("v1", "Pod"): ("pods", True), ("v1", "Service"): ("services", True), ("v1", "ConfigMap"): ("configmaps", True),
+    **{k.key: (k.plural, True) for k in CHILD_KINDS},
+    ("v1", "Pod"): ("pods", True),
     ("v1", "Secret"): ("secrets", True), ("v1", "ServiceAccount"): ("serviceaccounts", True),
     ("v1", "PersistentVolumeClaim"): ("persistentvolumeclaims", True), ("v1", "Event"): ("events", True),
     ("v1", "Namespace"): ("namespaces", False),
-    ("apps/v1", "Deployment"): ("deployments", True), ("apps/v1", "StatefulSet"): ("statefulsets", True),
     ("apps/v1", "DaemonSet"): ("daemonsets", True), ("batch/v1", "Job"): ("jobs", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("coordination.k8s.io/v1", "Lease"): ("leases", True),
-    (api.LWS_API_VERSION, api.LWS_KIND): (api.LWS_PLURAL, True),
-    (api.DS_API_VERSION, api.DS_KIND): (api.DS_PLURAL, True),
     (api.API_VERSION, api.KIND): (api.PLURAL, True),
-    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
     ("rbac.authorization.k8s.io/v1", "Role"): ("roles", True),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
     ("monitoring.coreos.com/v1", "ServiceMonitor"): ("servicemonitors", True),

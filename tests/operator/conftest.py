@@ -7,7 +7,7 @@ from kubernetes import client
 from operator_fakes import fake_plan, fake_render, fake_validate
 from operator_helpers import NS
 
-from gpustack_k3.operator.controller import Operator
+from gpustack_k3.operator.controller import new_operator
 from tests.support.k8s_emulator import K8sEmulator
 
 INSTALL = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "install.yaml"
@@ -57,7 +57,7 @@ def start_operator(emu, operator_token):
         kw.setdefault("watch_timeout_s", 5)
         kw.setdefault("workers", 2)
         kw.setdefault("coldstart_factory", None)  # log following is tested in test_coldstart_http.py
-        op = Operator(emu.api_client(token=operator_token if rbac else None), **kw).start()
+        op = new_operator(emu.api_client(token=operator_token if rbac else None), **kw).start()
         started.append(op)
         return op
 

@@ -23,6 +23,7 @@ from coldstart_kubelet import CPU_LOG, GPU_CRASH_TAIL, GPU_LOG, Kubelet, parse, 
 from operator_helpers import NS, G, P, V, k3, wait_for
 
 from gpustack_k3.operator.podstate import parse_time
+from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -114,7 +115,7 @@ def test_gpu_log_create_to_ready_and_warm_with_hand_read_timings(emu, kube, cold
     kl.log('(APIServer pid=1) INFO:     10.0.0.7:40312 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n')
     st = wait_status(co, "kimi", lambda s: s.get("phase") == "Warm", "Warm")
     assert cond(st, "Warm")["status"] == "True"
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     evs = events_for(core, "kimi")
     msgs = [e.message for e in evs if e.reason == "ColdStartPhase"]
     assert len(msgs) == len(set(msgs))             # one Event per transition, never repeated
@@ -209,7 +210,7 @@ def test_crash_in_cuda_graphs_fails_then_restart_is_attempt_2(emu, kube, cold_op
                      "attempt 2 serving")
     assert st["coldStart"]["attempt"] == 2 and st["coldStart"]["totalSeconds"] == 635.0
     assert phase_row(st, "weights_load")["seconds"] == 163.8
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     reasons = [e.reason for e in events_for(core, "kimi")]
     assert reasons.count("ColdStartAttempt") == 1 and reasons.count("Failed") == 1
     assert sum(1 for e in events_for(core, "kimi") if e.message == "attempt 2: weights_load done in 163.8 s") == 1
@@ -303,7 +304,7 @@ def test_faults_and_operator_restart_mid_cold_start_converge(emu, kube, cold_ope
                      "serving after restart", timeout=30)
     assert st["coldStart"]["attempt"] == 1 and st["coldStart"]["totalSeconds"] == 635.0
     assert phase_row(st, "weights_load")["seconds"] == 163.8
-    assert op2.wait_idle(15)
+    assert wait_idle(op2, 15)
     msgs = [e.message for e in events_for(core, "kimi") if e.reason == "ColdStartPhase"]
     assert len(msgs) == len(set(msgs))               # the new operator did not repeat an Event
     assert msgs.count("attempt 1: weights_load done in 163.8 s") == 1

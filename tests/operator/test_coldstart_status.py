@@ -9,7 +9,7 @@ from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.coldstart.catalog import FIGURES
 from gpustack_k3.metrics import ColdStartMetrics, ColdStartStatusFigures
 from gpustack_k3.operator.coldstart_bridge import snapshot_of
-from gpustack_k3.operator.decide import plan_check_of
+from gpustack_k3.operator.conditions import plan_check_of
 from gpustack_k3.operator.seams import coldstart_of
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"

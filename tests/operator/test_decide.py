@@ -7,6 +7,7 @@ from operator_fakes import FAKE_PLAN, fake_plan, fake_render, fake_validate
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator import decide as d
+from gpustack_k3.operator import desired
 
 pytestmark = pytest.mark.operator
 
@@ -43,7 +44,7 @@ def as_server_returns(obj, extra_uid="x"):
 
 def observed_after(decision, pods=(), coldstart=None):
     """The world after ``decision`` was applied; the pods were made from the Deployment it applied."""
-    owned = {d.object_key(a.obj): as_server_returns(a.obj) for a in decision.actions if isinstance(a, d.Apply)}
+    owned = {desired.object_key(a.obj): as_server_returns(a.obj) for a in decision.actions if isinstance(a, d.Apply)}
     tpl = next((a.obj["spec"]["template"]["metadata"] for a in decision.actions
                 if isinstance(a, d.Apply) and a.obj["kind"] == "Deployment"), None)
     return d.Observed(owned=owned, pods=[from_template(p, tpl) for p in pods], coldstart=coldstart)
@@ -286,10 +287,10 @@ def test_deleting_resource_is_left_to_garbage_collection():
 
 
 def test_contains_ignores_server_defaults_but_not_changed_values():
-    assert d.contains({"a": 1, "b": {"c": [1, {"x": 1, "y": 2}]}}, {"b": {"c": [1, {"x": 1}]}})
-    assert not d.contains({"a": 1}, {"a": 2})
-    assert not d.contains({"l": [1, 2]}, {"l": [1]})
-    assert d.contains({"n": 1.0}, {"n": 1}) and not d.contains({"b": 1}, {"b": True})
+    assert desired.contains({"a": 1, "b": {"c": [1, {"x": 1, "y": 2}]}}, {"b": {"c": [1, {"x": 1}]}})
+    assert not desired.contains({"a": 1}, {"a": 2})
+    assert not desired.contains({"l": [1, 2]}, {"l": [1]})
+    assert desired.contains({"n": 1.0}, {"n": 1}) and not desired.contains({"b": 1}, {"b": True})
 
 
 def _openapi_to_jsonschema(node):
@@ -332,10 +333,10 @@ def test_turning_invalid_keeps_the_running_workload():
 
 
 def test_quantities_answered_as_strings_are_not_drift():
-    assert d.contains({"limits": {"nvidia.com/gpu": "8", "cpu": "500m", "memory": "16Gi"}},
+    assert desired.contains({"limits": {"nvidia.com/gpu": "8", "cpu": "500m", "memory": "16Gi"}},
                       {"limits": {"nvidia.com/gpu": 8, "cpu": 0.5, "memory": "16Gi"}})
-    assert not d.contains({"limits": {"nvidia.com/gpu": "4"}}, {"limits": {"nvidia.com/gpu": 8}})
-    assert d.quantity("1Ki") == 1024 and d.quantity("x1") is None and d.quantity(True) is None
+    assert not desired.contains({"limits": {"nvidia.com/gpu": "4"}}, {"limits": {"nvidia.com/gpu": 8}})
+    assert desired.quantity("1Ki") == 1024 and desired.quantity("x1") is None and desired.quantity(True) is None
 
 
 def test_status_fields_of_others_do_not_cause_writes():
@@ -353,11 +354,11 @@ def test_canonicalised_quantities_are_not_drift():
                      "cpu": "0.5", "mem": "2048Mi", "image": "x:1.0", "env": "10"}}
     have = {"spec": {"volumeClaimTemplates": [{"spec": {"resources": {"requests": {"storage": "1Ti"}}}}],
                      "cpu": "500m", "mem": "2Gi", "image": "x:1.0", "env": "10"}}
-    assert d.contains(have, want)
+    assert desired.contains(have, want)
     for path, other in ((("cpu",), "600m"), (("mem",), "3Gi"), (("env",), "10.0"), (("image",), "x:1")):
         changed = copy.deepcopy(have)
         changed["spec"][path[0]] = other
-        assert not d.contains(changed, want), path
+        assert not desired.contains(changed, want), path
 
 
 def test_a_refused_apply_fails_the_resource_once():
@@ -502,10 +503,10 @@ def test_prepare_stamps_each_pod_template_with_its_hash():
     dep = next(a.obj for a in first.actions if isinstance(a, d.Apply) and a.obj["kind"] == "Deployment")
     tpl = dep["spec"]["template"]
     h = tpl["metadata"]["annotations"][api.ANNOTATION_TEMPLATE_HASH]
-    assert d.template_hashes([dep]) == {h} and len(h) == 16
+    assert desired.template_hashes([dep]) == {h} and len(h) == 16
     again = run(make_cr())
-    assert d.template_hashes([next(a.obj for a in again.actions if isinstance(a, d.Apply)
+    assert desired.template_hashes([next(a.obj for a in again.actions if isinstance(a, d.Apply)
                                    and a.obj["kind"] == "Deployment")]) == {h}          # stable
     changed = run(make_cr(parallel={"tp": 4}))
-    assert d.template_hashes([next(a.obj for a in changed.actions if isinstance(a, d.Apply)
+    assert desired.template_hashes([next(a.obj for a in changed.actions if isinstance(a, d.Apply)
                                    and a.obj["kind"] == "Deployment")]) != {h}

@@ -6,6 +6,7 @@ import pytest
 from operator_helpers import NS, G, P, V, k3, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -35,7 +36,7 @@ def test_500s_are_retried_then_requeued_with_backoff(emu, kube, start_operator):
     co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
     co.create_namespaced_custom_object(G, V, NS, P, k3("b"))
     converged(co, emu, ["a", "b"])
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     errors = op.metrics.errors.labels(cause="http_500")._value.get()
     assert errors >= 1
     assert emu.writes(agent=AGENT, verb="apply", resource="deployments") == 2 + 3
@@ -47,7 +48,7 @@ def test_409_on_status_write_rereads_and_converges(emu, kube, start_operator):
     fault = emu.inject(409, times=2, verb="apply", path="/k3deployments/a/status$")
     co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
     converged(co, emu, ["a"])
-    assert fault.hits == 2 and op.wait_idle(10)
+    assert fault.hits == 2 and wait_idle(op, 10)
     assert op.metrics.errors.labels(cause="conflict_reread")._value.get() == 2
 
 
@@ -60,7 +61,7 @@ def test_stale_resource_version_conflict_is_real(emu, kube, start_operator):
     time.sleep(0.2)
     co.patch_namespaced_custom_object(G, V, NS, P, "a", {"metadata": {"labels": {"edited": "yes"}}})
     converged(co, emu, ["a"])
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     assert status_of(co, "a")["observedGeneration"] == 1
     assert op.metrics.errors.labels(cause="conflict_reread")._value.get() >= 1
 
@@ -87,7 +88,7 @@ def test_slow_answers_converge_without_duplicates(emu, kube, start_operator):
         co.create_namespaced_custom_object(G, V, NS, P, k3(n))
     converged(co, emu, ["a", "b", "c"])
     emu.clear_faults()
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     assert emu.writes(agent=AGENT, verb="apply") == 3 * 4
 
 
@@ -103,14 +104,14 @@ def test_operator_restart_mid_reconcile(emu, kube, start_operator):
     emu.reset_counters()
     second = start_operator()
     converged(co, emu, ["a"])
-    assert second.wait_idle(10)
+    assert wait_idle(second, 10)
     # the workload survived the restart: only the status was written, objects were not re-applied
     assert emu.writes(agent=AGENT, verb="apply", resource="deployments") == 0
     assert emu.writes(agent=AGENT, verb="apply", resource="k3deployments/status") == 1
     second.stop()
     emu.reset_counters()
     third = start_operator()
-    assert third.wait_idle(10)
+    assert wait_idle(third, 10)
     time.sleep(0.3)
     assert emu.writes(agent=AGENT) == 0  # status kept, nothing to do after another restart
 
@@ -221,4 +222,4 @@ def test_a_hanging_api_call_is_cut_by_its_timeout_and_retried(emu, kube, start_o
     co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
     converged(co, emu, ["a"])
     assert time.monotonic() - t0 < 4.0       # did not wait for the hung answer
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)

@@ -11,6 +11,7 @@ from operator_helpers import NS, G, P, V, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator import hooks
+from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
 PRESET = pathlib.Path(__file__).resolve().parents[2] / "gpustack_k3/catalog/data/presets/vllm-fixed.yaml"
@@ -47,11 +48,11 @@ def test_preset_deploys_every_rendered_object_owned(emu, kube, project_operator)
     assert st["plan"]["kvTokens"] > 0 and st["plan"]["maxConcurrency"] > 0
     assert st["endpoint"].startswith(f"http://kimi.{NS}.svc:")
     assert any("fp8-kv-no-scales" in w for w in st.get("warnings", []))
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     emu.reset_counters()
     for key in op.crs.list_keys():
         op.queue.add(key)
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     assert emu.writes(agent="gpustack-k3-operator/") == 0  # the project's objects compare equal after apply
 
 
@@ -99,7 +100,7 @@ def test_a_create_costs_its_objects_one_status_and_one_event(emu, kube, project_
     op = project_operator()
     co.create_namespaced_custom_object(G, V, NS, P, preset("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", timeout=30, what="Deploying")
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     assert _operator_writes(emu) == {"apply deployments": 1, "apply services": 1, "apply k3deployments/status": 1,
                                      "create events": 1}
 
@@ -117,5 +118,5 @@ def test_network_policy_is_opt_in_and_pruned_when_turned_off(emu, kube, project_
     co.patch_namespaced_custom_object(G, V, NS, P, "fenced", {"spec": {"serving": {"networkPolicy": False}}})
     wait_for(lambda: emu.get("networking.k8s.io/v1/networkpolicies", NS, "fenced") is None, timeout=30,
              what="NetworkPolicy pruned")
-    assert op.wait_idle(15)
+    assert wait_idle(op, 15)
     assert emu.get("apps/v1/deployments", NS, "fenced") is not None

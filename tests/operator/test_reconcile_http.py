@@ -10,6 +10,7 @@ from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.controller import run
+from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -50,7 +51,7 @@ def test_create_makes_owned_workload_and_reports_status(emu, kube, start_operato
     assert core.read_namespaced_service("kimi", NS).metadata.owner_references[0].uid == cr["metadata"]["uid"]
     assert core.read_namespaced_config_map("kimi-config", NS).data == {"engine": "vllm"}
     assert [e.reason for e in events_for(core, "kimi")] == ["Deploying"]
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     assert emu.writes(agent=AGENT, verb="apply") == 4  # 3 objects + 1 status, nothing repeated
     port = op.health.port
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
@@ -88,7 +89,7 @@ def test_spec_change_rerenders_and_prunes_removed_fields(emu, kube, start_operat
     co.patch_namespaced_custom_object(G, V, NS, P, "kimi", {"spec": {"env": {"B": None},
                                                                      "scheduling": {"maxModelLen": 131072}}})
     wait_for(lambda: status_of(co, "kimi").get("observedGeneration") == 2, what="gen 2")
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     c = apps.read_namespaced_deployment("kimi", NS).spec.template.spec.containers[0]
     assert [e.name for e in c.env] == ["A"] and "--max-model-len=131072" in c.args
     assert len(owned(emu, "apps/v1/deployments")) == 1
@@ -99,11 +100,11 @@ def test_deletion_garbage_collects_and_operator_does_not_recreate(emu, kube, sta
     op = start_operator()
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     co.delete_namespaced_custom_object(G, V, NS, P, "kimi")
     wait_for(lambda: not owned(emu, "apps/v1/deployments") and not owned(emu, "v1/configmaps"), what="GC")
     emu.reset_counters()
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     time.sleep(0.5)
     assert emu.writes(agent=AGENT) == 0 and owned(emu, "v1/services") == []
 
@@ -114,7 +115,7 @@ def test_noop_resync_writes_nothing(emu, kube, start_operator):
     for n in range(3):
         co.create_namespaced_custom_object(G, V, NS, P, k3(f"m{n}"))
     wait_for(lambda: all(status_of(co, f"m{n}").get("phase") == "Deploying" for n in range(3)), what="all deploying")
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     emu.reset_counters()
     before = op.reconcile_count
     time.sleep(1.5)  # several resync periods
@@ -245,7 +246,7 @@ def test_kinds_without_informer_are_read_back_not_rewritten(emu, kube, start_ope
     op = start_operator(owned_kinds=[("apps/v1", "Deployment"), ("v1", "Service")], resync_s=0.4)
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     emu.reset_counters()
     time.sleep(1.0)  # resyncs: the ConfigMap is read again (GET), not re-applied
     assert emu.writes(agent=AGENT) == 0
@@ -265,7 +266,7 @@ def test_a_refused_object_is_reported_not_retried_forever(emu, kube, start_opera
     rendered = cond(st, "Rendered")
     assert rendered["status"] == "False" and rendered["reason"] == "ApplyFailed"
     assert rendered["message"].startswith("Deployment/kimi: HTTP 422"), rendered
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     time.sleep(1.0)
     tries = emu.writes(agent=AGENT, verb="apply", resource="deployments")
     time.sleep(1.5)
@@ -309,7 +310,7 @@ def test_single_replica_recreate_rollout_reads_rolling_out_until_the_new_pod_is_
     wait_for(lambda: apps.read_namespaced_deployment("kimi", NS).metadata.generation == 2, what="new template")
     assert controller_status(0) == 2                                   # the old pod still runs
     assert "updatedReplicas" not in emu.get("apps/v1/deployments", NS, "kimi")["status"]
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     st = status_of(co, "kimi")
     assert st["observedGeneration"] == 2 and st["phase"] == "Deploying", st["phase"]
     assert cond(st, "Ready")["status"] == "False" and cond(st, "Ready")["reason"] == "RollingOut"
@@ -325,14 +326,14 @@ def test_a_rule_missing_from_the_install_rbac_fails_the_operator(emu, kube, oper
     that lets it watch pods and it never gets a complete picture (not ready, nothing reconciled)."""
     from operator_fakes import fake_render, fake_validate
 
-    from gpustack_k3.operator.controller import Operator
+    from gpustack_k3.operator.controller import new_operator
 
     co, _, _ = kube
     role = emu.get("rbac.authorization.k8s.io/v1/clusterroles", None, "gpustack-k3")
     rules = [r for r in role["rules"] if r["resources"] != ["pods"]]
     assert len(rules) == len(role["rules"]) - 1
     client.RbacAuthorizationV1Api(emu.api_client()).patch_cluster_role("gpustack-k3", {"rules": rules})
-    op = Operator(emu.api_client(token=operator_token), namespaces=[NS], validate=fake_validate, render=fake_render,
+    op = new_operator(emu.api_client(token=operator_token), namespaces=[NS], validate=fake_validate, render=fake_render,
                   coldstart_factory=None, watch_timeout_s=5)
     starter = threading.Thread(target=op.start, daemon=True)   # start() waits for the caches to sync
     starter.start()

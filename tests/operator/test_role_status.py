@@ -2,7 +2,7 @@
 recreations counted against the last status, a group between deletion and re-creation."""
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import RoleStatus
-from gpustack_k3.operator.decide import role_statuses
+from gpustack_k3.operator.roles import role_statuses
 
 
 def leader(role, group, uid, *, ready=False, started="2026-12-01T00:00:00Z", ready_at="2026-12-01T00:10:00Z"):

@@ -14,6 +14,7 @@ from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator import hooks
 from tests.support.documents import merge
+from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -102,7 +103,7 @@ def test_pd_deployment_goes_ready_with_per_role_status_and_quiet_resyncs(emu, to
     assert roles["decode"]["groups"][0]["leader"] == "kimi-decode-0" and roles["decode"]["groupRecreations"] == 0
     assert cond(st, api.CONDITION_READY)["status"] == "True"
     assert cond(st, api.CONDITION_GROUP_RESTART_LOOP)["status"] == "False"
-    assert op.wait_idle(10)
+    assert wait_idle(op, 10)
     emu.reset_counters()
     before = op.reconcile_count
     time.sleep(1.6)            # several resyncs of an unchanged world

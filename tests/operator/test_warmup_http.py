@@ -13,6 +13,7 @@ from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
 from fake_openai import Behaviour, FakeOpenAI
+from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
 CPU_FIRST_LINE = dt.datetime(2026, 11, 29, 18, 17, 38)
@@ -104,6 +105,6 @@ def test_no_warmup_in_the_spec_sends_nothing(emu, kube, cold_operator):
         engine_pod(core, emu, "kimi", port)(True)
         wait_for(lambda: (s := status_of(co, "kimi")) and s.get("phase") == "Ready"
                  and (s.get("coldStart") or {}).get("totalSeconds") and s, timeout=20, what="Ready and serving")
-        assert op.wait_idle(10)
+        assert wait_idle(op, 10)
         st = status_of(co, "kimi")
         assert srv.requests == 0 and "warmup" not in st["coldStart"] and st["phase"] == "Ready"

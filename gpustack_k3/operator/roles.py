@@ -1,0 +1,138 @@
+"""The per-role status of a topology (pure): each role's LeaderWorkerSet (or DisaggregatedSet role) as read
+now, its groups from their leader pods, group recreations, and what they mean for the Ready condition and the
+phase (a role short of ready groups, a group recreated again and again)."""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.status import GroupStatus, RoleStatus
+from gpustack_k3.operator.conditions import Conditions
+
+
+# A group recreated this many times and still not ready is a restart loop (LWS itself has no bound: lws#877)
+RESTART_LOOP_RECREATIONS = 3
+
+
+def _rfc3339(v: Any) -> float | None:
+    if not isinstance(v, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def pod_ready_at(pod: Mapping[str, Any]) -> float | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return _rfc3339(c.get("lastTransitionTime"))
+    return None
+
+
+def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
+    """Seconds from the leader's engine container start to its Ready condition (None while not ready)."""
+    ready = pod_ready_at(pod)
+    started = [_rfc3339(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+               for c in (pod.get("status") or {}).get("containerStatuses") or []]
+    started = [t for t in started if t is not None]
+    if ready is None or not started:
+        return None
+    return round(max(0.0, ready - max(started)), 1)
+
+
+def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
+                  previous: Sequence[RoleStatus]) -> list[RoleStatus]:
+    """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
+    kserve#6043), its groups from their leader pods, and group recreations counted against what the last
+    status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
+    sets: list[tuple[str, str, dict, dict]] = []   # (role, kind, lws spec, lws status)
+    for (_av, kind, _name), obj in sorted(owned.items()):
+        if kind == api.LWS_KIND:
+            role = ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
+            if role:
+                sets.append((role, kind, obj.get("spec") or {}, obj.get("status") or {}))
+        elif kind == api.DS_KIND:
+            by_name = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
+            for r in (obj.get("spec") or {}).get("roles") or []:
+                sets.append((r.get("name"), kind, r.get("spec") or {}, by_name.get(r.get("name")) or {}))
+    before = {r.name: r for r in previous}
+    out = []
+    for role, kind, spec, st in sorted(sets, key=lambda s: s[0]):
+        leaders = {}
+        for p in pods:
+            labels = (p.get("metadata") or {}).get("labels") or {}
+            if labels.get(api.LABEL_ROLE) == role and labels.get(api.LWS_LABEL_WORKER_INDEX) == "0":
+                try:
+                    leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
+                except ValueError:
+                    continue
+        prev_groups = {g.index: g for g in before[role].groups} if role in before else {}
+        want = int(spec.get("replicas", 1) or 0)
+        groups = []
+        for idx in sorted(set(leaders) | {i for i in prev_groups if i < want}):
+            pod, old = leaders.get(idx), prev_groups.get(idx)
+            if pod is None:     # between LWS deleting a group's pods and creating them again
+                groups.append(old.model_copy(update={"ready": False}))
+                continue
+            uid = (pod.get("metadata") or {}).get("uid") or ""
+            recreated = old is not None and old.leaderUid != uid
+            groups.append(GroupStatus(index=idx, leader=pod["metadata"]["name"], leaderUid=uid,
+                                      ready=pod_ready_at(pod) is not None,
+                                      recreations=(old.recreations if old else 0) + (1 if recreated else 0)))
+        entry = RoleStatus(
+            name=role, kind=kind, instances=want,
+            podsPerInstance=int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
+            replicas=int(st.get("replicas", 0)), readyReplicas=int(st.get("readyReplicas", 0)),
+            updatedReplicas=int(st.get("updatedReplicas", 0)),
+            groupRecreations=sum(g.recreations for g in groups), groups=groups)
+        colds = [c for p in leaders.values() if (c := _leader_cold_start(p)) is not None]
+        if colds:
+            entry.leaderColdStartSeconds = max(colds)
+        out.append(entry)
+    return out
+
+
+def _ready_groups(role: RoleStatus, pods: Sequence[Mapping[str, Any]]) -> int:
+    """Groups of ``role`` ready by both accounts: the LWS's count and the pods (every pod of the group ready).
+    The smaller one: the two are written by different controllers at different moments, and a role is only as
+    ready as the later of them says."""
+    members: dict[str, list[bool]] = {}
+    for p in pods:
+        labels = (p.get("metadata") or {}).get("labels") or {}
+        if labels.get(api.LABEL_ROLE) == role.name and labels.get(api.LWS_LABEL_GROUP_INDEX) is not None:
+            members.setdefault(labels[api.LWS_LABEL_GROUP_INDEX], []).append(pod_ready_at(p) is not None)
+    by_pods = sum(1 for ready in members.values() if len(ready) >= role.podsPerInstance and all(ready))
+    return min(role.readyReplicas, by_pods)
+
+
+def topology_phase(conds: Conditions, roles: list[RoleStatus], phase: str, reason: str,
+                    pods: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """A topology is Ready only when every role counts all its groups ready; a group recreated again and again
+    raises the GroupRestartLoop condition and makes the resource Degraded. While a role is short, the Ready
+    condition says which (reason GroupsNotReady), whatever the pod counts do meanwhile: one state, one reason."""
+    looping = [f"{r.name} group {g.index} ({g.recreations}x)" for r in roles for g in r.groups
+               if g.recreations >= RESTART_LOOP_RECREATIONS and not g.ready]
+    total = sum(r.groupRecreations for r in roles)
+    if looping:
+        text = f"group(s) recreated {RESTART_LOOP_RECREATIONS}+ times and not ready: {', '.join(looping)}"
+        conds.set(api.CONDITION_GROUP_RESTART_LOOP, True, api.REASON_GROUPS_RECREATED, text)
+        if phase != api.PHASE_FAILED:
+            return api.PHASE_DEGRADED, f"{api.REASON_GROUPS_RECREATED}: {text}"
+        return phase, reason
+    conds.set(api.CONDITION_GROUP_RESTART_LOOP, False, api.REASON_GROUPS_STABLE,
+              f"{total} group recreation(s) observed, none looping")
+    short = [f"{r.name} {ready}/{r.instances}" for r in roles if (ready := _ready_groups(r, pods)) < r.instances]
+    if not short:
+        return phase, reason
+    text = f"ready groups per role: {', '.join(short)}"
+    ready = conds.get(api.CONDITION_READY)
+    if phase in (api.PHASE_READY, api.PHASE_WARM) or (ready is not None and ready.reason == api.REASON_PODS_NOT_READY):
+        # the pods' count is replaced by the roles': it names the role, and it does not flip with the order in
+        # which the kubelet and the LWS controller report
+        conds.set(api.CONDITION_READY, False, api.REASON_GROUPS_NOT_READY, text)
+    if phase in (api.PHASE_READY, api.PHASE_WARM):
+        return api.PHASE_STARTING, f"{api.REASON_GROUPS_NOT_READY}: {text}"
+    return phase, reason
