@@ -61,8 +61,7 @@ def _cpu_seconds(pid: int) -> float | None:
 
 def hooks(kind: str):
     if kind == "fake":
-        sys.path.insert(0, str(ROOT / "tests" / "operator"))
-        from operator_fakes import fake_plan, fake_render, fake_validate
+        from tests.operator.operator_fakes import fake_plan, fake_render, fake_validate
         return fake_validate, fake_render, fake_plan
     from gpustack_k3.operator import hooks as h
     return h.validate, h.render, h.plan

@@ -1,25 +1,10 @@
 """Shared helpers of the operator tests (a uniquely named module: `conftest` is not importable
 reliably when several test folders have one)."""
-import time
-
 from gpustack_k3.api.v1alpha1.constants import LABEL_DEPLOYMENT
+from tests.support.waiting import wait_for  # noqa: F401  (the operator tests import it from here)
 
 G, V, P = "k3.gpustack.ai", "v1alpha1", "k3deployments"
 NS = "llm"
-
-
-def wait_for(fn, timeout=15.0, interval=0.05, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except Exception as e:  # not there yet
-            last = e
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
 
 
 def k3(name, **spec):

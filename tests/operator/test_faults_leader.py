@@ -6,7 +6,7 @@ import pytest
 from operator_helpers import NS, G, P, V, k3, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
-from tests.support.waiting import wait_idle
+from tests.support.waiting import consistently, wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -58,7 +58,8 @@ def test_stale_resource_version_conflict_is_real(emu, kube, start_operator):
     op = start_operator()
     emu.inject(None, times=1, delay=0.4, verb="apply", path="/k3deployments/a/status$")
     co.create_namespaced_custom_object(G, V, NS, P, k3("a"))
-    time.sleep(0.2)
+    wait_for(lambda: any(r.method == "PATCH" and r.url.path.endswith(f"/{P}/a/status") for r in emu.requests),
+             what="the status write in flight")                     # held 0.4 s by the emulator
     co.patch_namespaced_custom_object(G, V, NS, P, "a", {"metadata": {"labels": {"edited": "yes"}}})
     converged(co, emu, ["a"])
     assert wait_idle(op, 10)
@@ -111,9 +112,8 @@ def test_operator_restart_mid_reconcile(emu, kube, start_operator):
     second.stop()
     emu.reset_counters()
     third = start_operator()
-    assert wait_idle(third, 10)
-    time.sleep(0.3)
-    assert emu.writes(agent=AGENT) == 0  # status kept, nothing to do after another restart
+    assert wait_idle(third, 10)     # every resource reconciled once, no retry pending
+    assert third.reconcile_count >= 1 and emu.writes(agent=AGENT) == 0  # status kept: nothing to do
 
 
 def test_leader_election_two_replicas_never_both_act(emu, kube, start_operator):
@@ -134,8 +134,7 @@ def test_leader_election_two_replicas_never_both_act(emu, kube, start_operator):
     try:
         leader = wait_for(lambda: a if a.leading else (b if b.leading else None), what="a leader")
         standby = b if leader is a else a
-        time.sleep(0.6)
-        assert not standby.leading
+        consistently(lambda: not standby.leading, for_s=0.6, what="one leader")
         from kubernetes import client
         lease = client.CoordinationV1Api(emu.api_client()).read_namespaced_lease("gpustack-k3-operator", NS)
         assert lease.spec.holder_identity == leader.identity
@@ -172,8 +171,8 @@ def test_leader_that_cannot_renew_steps_down_before_the_lease_expires(emu, kube,
     assert e.value.code == 503
     emu.reset_counters()
     co.create_namespaced_custom_object(G, V, NS, P, k3("late"))
-    time.sleep(0.5)
-    assert emu.writes(agent=AGENT) == 0  # a replica that lost its lease does not act
+    consistently(lambda: emu.writes(agent=AGENT) == 0, for_s=0.5,   # a replica that lost its lease does not act
+                 what="no writes after losing the lease")
 
 
 def _never_both(a, b, seconds):

@@ -1,7 +1,6 @@
 """The operator against the API emulator over HTTP with the official client: the tests create
 resources and play the kubelet (pod status, logs); the operator reconciles."""
 import threading
-import time
 import urllib.request
 
 import pytest
@@ -10,7 +9,7 @@ from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.controller import run
-from tests.support.waiting import wait_idle
+from tests.support.waiting import consistently, wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -104,9 +103,9 @@ def test_deletion_garbage_collects_and_operator_does_not_recreate(emu, kube, sta
     co.delete_namespaced_custom_object(G, V, NS, P, "kimi")
     wait_for(lambda: not owned(emu, "apps/v1/deployments") and not owned(emu, "v1/configmaps"), what="GC")
     emu.reset_counters()
-    assert wait_idle(op, 10)
-    time.sleep(0.5)
-    assert emu.writes(agent=AGENT) == 0 and owned(emu, "v1/services") == []
+    assert wait_idle(op, 10)    # the deletion was processed and no retry is pending: nothing else can come
+    consistently(lambda: emu.writes(agent=AGENT) == 0 and owned(emu, "v1/services") == [], for_s=0.5,
+                 what="nothing re-created")
 
 
 def test_noop_resync_writes_nothing(emu, kube, start_operator):
@@ -118,9 +117,8 @@ def test_noop_resync_writes_nothing(emu, kube, start_operator):
     assert wait_idle(op, 10)
     emu.reset_counters()
     before = op.reconcile_count
-    time.sleep(1.5)  # several resync periods
-    assert op.reconcile_count >= before + 6
-    assert emu.writes(agent=AGENT) == 0
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 6,
+                 what="no writes over two resyncs of three resources")
 
 
 def test_pods_drive_phases_and_events(emu, kube, start_operator):
@@ -227,7 +225,7 @@ def test_namespace_scopes(emu, kube, start_operator, scope):
     co, apps, _ = kube
     emu.create_namespace("team-b")
     emu.create_namespace("elsewhere")
-    start_operator(namespaces=scope)
+    op = start_operator(namespaces=scope)
     for ns in ("llm", "team-b", "elsewhere"):
         body = k3("m")
         body["metadata"]["namespace"] = ns
@@ -235,7 +233,7 @@ def test_namespace_scopes(emu, kube, start_operator, scope):
     wait_for(lambda: apps.read_namespaced_deployment("m", "team-b"), what="team-b reconciled")
     apps.read_namespaced_deployment("m", "llm")
     if scope:
-        time.sleep(0.5)
+        assert wait_idle(op, 10)    # everything the operator saw is done
         assert emu.get("apps/v1/deployments", "elsewhere", "m") is None  # not watched: left alone
     else:
         wait_for(lambda: apps.read_namespaced_deployment("m", "elsewhere"), what="all namespaces")
@@ -248,8 +246,9 @@ def test_kinds_without_informer_are_read_back_not_rewritten(emu, kube, start_ope
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
     assert wait_idle(op, 10)
     emu.reset_counters()
-    time.sleep(1.0)  # resyncs: the ConfigMap is read again (GET), not re-applied
-    assert emu.writes(agent=AGENT) == 0
+    before = op.reconcile_count
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 2,
+                 what="resyncs read the ConfigMap again (GET), not re-apply it")
     core.delete_namespaced_config_map("kimi-config", NS)  # nobody watches ConfigMaps here
     wait_for(lambda: core.read_namespaced_config_map("kimi-config", NS), what="re-created after a resync")
 
@@ -266,11 +265,10 @@ def test_a_refused_object_is_reported_not_retried_forever(emu, kube, start_opera
     rendered = cond(st, "Rendered")
     assert rendered["status"] == "False" and rendered["reason"] == "ApplyFailed"
     assert rendered["message"].startswith("Deployment/kimi: HTTP 422"), rendered
-    assert wait_idle(op, 10)
-    time.sleep(1.0)
+    assert wait_idle(op, 10)    # idle with no retry pending: the refusal is not requeued
     tries = emu.writes(agent=AGENT, verb="apply", resource="deployments")
-    time.sleep(1.5)
-    assert emu.writes(agent=AGENT, verb="apply", resource="deployments") == tries   # no retry loop
+    consistently(lambda: emu.writes(agent=AGENT, verb="apply", resource="deployments") == tries, for_s=1.0,
+                 what="no retry loop")
     failed = [e for e in events_for(core, "kimi") if e.reason == "Failed"]
     assert len(failed) == 1 and failed[0].type == "Warning" and "Deployment/kimi: HTTP 422" in failed[0].message
     emu.clear_faults()
@@ -339,7 +337,9 @@ def test_a_rule_missing_from_the_install_rbac_fails_the_operator(emu, kube, oper
     starter.start()
     try:
         co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
-        time.sleep(3)
+        wait_for(lambda: any(inf.kind == "Pod" for inf in op.informers), what="the informers made")
+        consistently(lambda: not op.ready()[0], what="not ready", timeout=30, until=lambda: sum(
+            1 for r in emu.requests if r.method == "GET" and r.url.path.endswith("/pods")) >= 2)  # refused, retried
         ready, why = op.ready()
         assert not ready and "Pod" in why, why
         assert "status" not in co.get_namespaced_custom_object(G, V, NS, P, "kimi")

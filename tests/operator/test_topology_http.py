@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import time
 
 import pytest
 from operator_helpers import NS, G, P, V, wait_for
@@ -14,7 +13,7 @@ from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator import hooks
 from tests.support.documents import merge
-from tests.support.waiting import wait_idle
+from tests.support.waiting import consistently, wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -106,8 +105,8 @@ def test_pd_deployment_goes_ready_with_per_role_status_and_quiet_resyncs(emu, to
     assert wait_idle(op, 10)
     emu.reset_counters()
     before = op.reconcile_count
-    time.sleep(1.6)            # several resyncs of an unchanged world
-    assert op.reconcile_count > before and emu.writes(agent=AGENT) == 0
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 3,
+                 what="no writes over resyncs of an unchanged world")
 
 
 def test_pods_ready_but_lws_not_yet_counting_the_group_is_not_ready(emu, topology):

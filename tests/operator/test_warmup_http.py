@@ -3,16 +3,12 @@ whose IP is 127.0.0.1 and whose http port is a fake OpenAI server's, the real vl
 sends the warm-up requests with the probe's code, reports the ``warm`` phase and writes the summary to
 status.coldStart.warmup; Warm follows from the phase, WarmupFailed from a failed warm-up."""
 import datetime as dt
-import sys
-from pathlib import Path
 
 import pytest
 from coldstart_kubelet import CPU_LOG, retime, rfc3339
 from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
-from fake_openai import Behaviour, FakeOpenAI
+from tests.probe.fake_openai import Behaviour, FakeOpenAI
 from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator

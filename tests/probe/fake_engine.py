@@ -5,10 +5,8 @@ uvicorn does."""
 import datetime as dt
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from fake_openai import Behaviour, FakeOpenAI
+from fake_openai import Behaviour, FakeOpenAI   # a script's own directory is sys.path[0]
 
 port = int(sys.argv[1])
 failing = sys.argv[2:] == ["fail"]      # every streamed request answers 500
