@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 NS = "bench"
 from gpustack_k3.api.v1alpha1.constants import GROUP as G, PLURAL as P, VERSION as V  # noqa: E402
-from tests.support.waiting import wait_idle  # noqa: E402  (the benchmark waits as the tests do)
+from tests.support.waiting import reconciles, wait_idle  # noqa: E402  (the benchmark waits as the tests do)
 
 
 def start_emulator() -> tuple[subprocess.Popen, str]:
@@ -130,13 +130,13 @@ def main() -> int:
             ph = ((op.crs.get(ns, name) or {}).get("status") or {}).get("phase", "None")
             phases[ph] = phases.get(ph, 0) + 1
 
-        before_reconciles = op.reconcile_count
+        before_reconciles = reconciles(op)
         reconciles_per_create = before_reconciles / args.crs
         for key in op.crs.list_keys():  # one full resync of an unchanged cluster
             op.queue.add(key)
         wait_idle(op, 120, settle=1.0)
         resync_writes = writes(url, agent)[0] - create_writes
-        resynced = op.reconcile_count - before_reconciles
+        resynced = reconciles(op) - before_reconciles
         op.stop()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         rss_mb = usage.ru_maxrss / 1024

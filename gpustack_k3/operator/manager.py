@@ -133,10 +133,6 @@ class Manager:
     def coldstart(self) -> Any:
         return self.reconciler.coldstart if self.reconciler is not None else None
 
-    @property
-    def reconcile_count(self) -> int:
-        return self.reconciler.count if self.reconciler is not None else 0
-
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Manager:
         if self.reconciler is None:

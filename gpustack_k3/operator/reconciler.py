@@ -74,7 +74,6 @@ class Reconciler:
         self.stopping = stopping
         self._read: dict[tuple[Key, str, str, str], dict] = {}  # applied children of kinds without informer
         self._read_lock = threading.Lock()
-        self.count = 0
 
     def resynced(self) -> None:
         """A resync began: children of kinds without informer are read from the API server again."""
@@ -89,7 +88,6 @@ class Reconciler:
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, key: Key) -> d.Decision | None:
         from kubernetes.client.rest import ApiException
-        self.count += 1
         ns, name = key
         cr = self.caches.crs.get(ns, name)
         for attempt in range(3):

@@ -22,7 +22,7 @@ from coldstart_kubelet import CPU_LOG, GPU_CRASH_TAIL, GPU_LOG, Kubelet, parse, 
 from operator_helpers import NS, G, P, V, k3, wait_for
 
 from gpustack_k3.operator.podstate import parse_time
-from tests.support.waiting import consistently, wait_idle
+from tests.support.waiting import consistently, reconciles, wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -123,8 +123,8 @@ def test_gpu_log_create_to_ready_and_warm_with_hand_read_timings(emu, kube, cold
         "Deploying", "Starting", "Ready", "Warm"]
     # a resync of an unchanged world writes nothing
     emu.reset_counters()
-    before = op.reconcile_count
-    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 3,
+    before = reconciles(op)
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: reconciles(op) >= before + 3,
                  what="no writes over resyncs of an unchanged world")
     body = urllib.request.urlopen(f"http://127.0.0.1:{op.health.port}/metrics").read().decode()
     assert 'gpustack_k3_cold_start_phase_seconds_count{engine="vllm",phase="weights_load"} 1.0' in body

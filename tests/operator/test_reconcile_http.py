@@ -9,7 +9,7 @@ from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.controller import run
-from tests.support.waiting import consistently, wait_idle
+from tests.support.waiting import consistently, reconciles, wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -116,8 +116,8 @@ def test_noop_resync_writes_nothing(emu, kube, start_operator):
     wait_for(lambda: all(status_of(co, f"m{n}").get("phase") == "Deploying" for n in range(3)), what="all deploying")
     assert wait_idle(op, 10)
     emu.reset_counters()
-    before = op.reconcile_count
-    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 6,
+    before = reconciles(op)
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: reconciles(op) >= before + 6,
                  what="no writes over two resyncs of three resources")
 
 
@@ -246,8 +246,8 @@ def test_kinds_without_informer_are_read_back_not_rewritten(emu, kube, start_ope
     wait_for(lambda: status_of(co, "kimi").get("phase") == "Deploying", what="Deploying")
     assert wait_idle(op, 10)
     emu.reset_counters()
-    before = op.reconcile_count
-    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 2,
+    before = reconciles(op)
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: reconciles(op) >= before + 2,
                  what="resyncs read the ConfigMap again (GET), not re-apply it")
     core.delete_namespaced_config_map("kimi-config", NS)  # nobody watches ConfigMaps here
     wait_for(lambda: core.read_namespaced_config_map("kimi-config", NS), what="re-created after a resync")

@@ -13,7 +13,7 @@ from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator import hooks
 from tests.support.documents import merge
-from tests.support.waiting import consistently, wait_idle
+from tests.support.waiting import consistently, reconciles, wait_idle
 
 pytestmark = pytest.mark.operator
 AGENT = "gpustack-k3-operator/"
@@ -104,8 +104,8 @@ def test_pd_deployment_goes_ready_with_per_role_status_and_quiet_resyncs(emu, to
     assert cond(st, api.CONDITION_GROUP_RESTART_LOOP)["status"] == "False"
     assert wait_idle(op, 10)
     emu.reset_counters()
-    before = op.reconcile_count
-    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: op.reconcile_count >= before + 3,
+    before = reconciles(op)
+    consistently(lambda: emu.writes(agent=AGENT) == 0, until=lambda: reconciles(op) >= before + 3,
                  what="no writes over resyncs of an unchanged world")
 
 

@@ -1,6 +1,6 @@
 """Waiting in tests, in one place: ``wait_for`` (until something holds), ``consistently`` (something keeps
 holding while the world moves on), ``wait_idle`` (an operator's work queue went quiet) and ``ManualClock``
-(a clock the test moves).
+(a clock the test moves); ``reconciles`` counts an operator's finished reconciles (an event to wait for).
 
 "Nothing happened" is asserted with ``consistently(pred, until=...)``: ``pred`` is checked at every poll until
 an event the test names has happened (e.g. three more reconciles: three resyncs of an unchanged world), so the
@@ -69,6 +69,14 @@ def wait_idle(manager: Any, timeout: float = 30.0, settle: float = 0.3) -> bool:
             quiet_since = None
         time.sleep(0.02)
     return False
+
+
+def reconciles(manager: Any) -> int:
+    """Reconciles the manager's workers finished (its ``gpustack_k3_operator_reconcile_total`` counter, both
+    results): "three more reconciles" is the event that three resyncs of an unchanged world happened."""
+    reg = manager.metrics.registry
+    return int(sum(reg.get_sample_value("gpustack_k3_operator_reconcile_total", {"result": r}) or 0
+                   for r in ("success", "error")))
 
 
 class ManualClock:
