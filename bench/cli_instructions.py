@@ -49,24 +49,26 @@ def instructions(cmd: list[str], tree: pathlib.Path, cache: pathlib.Path) -> int
     return int(m.group(1))
 
 
-def measure(tree: pathlib.Path, runs: int, work: pathlib.Path) -> dict[str, int]:
+def measure(tree: pathlib.Path, runs: int, work: pathlib.Path, cases: list[str] | None = None) -> dict[str, int]:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "gpustack_k3")], check=True)
     cache = work / f"cache-{tree.name}"
     cache.mkdir(mode=0o700)
     return {name: int(statistics.median(instructions(cmd, tree, cache) for _ in range(runs)))
-            for name, cmd in RUN.items()}
+            for name, cmd in RUN.items() if not cases or name in cases}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", help="a git revision to compare with (a temporary worktree of it)")
     ap.add_argument("--runs", type=int, default=1, help="runs per case (median); callgrind is ~40x slower")
+    ap.add_argument("--case", action="append", choices=sorted(RUN), dest="cases",
+                    help="measure only this case (repeatable; default: all, ~35 s each under callgrind)")
     a = ap.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as tmp:
         work = pathlib.Path(tmp)
-        here = measure(ROOT, a.runs, work)
+        here = measure(ROOT, a.runs, work, a.cases)
         out: dict = {"runs": a.runs, "unit": "instructions (callgrind Ir)", "this_checkout": here}
         if a.base:
             base_tree = work / "base"
@@ -77,7 +79,7 @@ def main() -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base_tree),
                             rev.stdout.strip()], check=True)
             try:
-                base = measure(base_tree, a.runs, work)
+                base = measure(base_tree, a.runs, work, a.cases)
             finally:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
                                check=False)
@@ -87,7 +89,9 @@ def main() -> None:
                                      # of what this project adds above the floor (help imports no pydantic)
                                      "own_share_percent": round(100 * (here[k] - base[k]) / own, 1) if own > 0
                                      else None}
-                                 for k in CASES for own in [base[k] - base["floor_click_pydantic"]]}
+                                 for k in CASES if k in here and k in base
+                                 for own in [base[k] - base["floor_click_pydantic"] if "floor_click_pydantic" in base
+                                             else 0]}
     print(json.dumps(out))
 
 

@@ -77,5 +77,6 @@ def test_cli_latency(tmp_path):
 @pytest.mark.tools
 def test_cli_instructions(tmp_path):
     tiers.tool("valgrind", "apt-get install valgrind")
-    out = run_bench(tmp_path, "cli_instructions.py", "--runs", "1", timeout=900)
-    assert out["this_checkout"] and all(v > 0 for v in out["this_checkout"].values()), out
+    out = run_bench(tmp_path, "cli_instructions.py", "--runs", "1", "--case", "validate_preset_vllm_seed", timeout=900)
+    assert list(out["this_checkout"]) == ["validate_preset_vllm_seed"], out   # one case: ~35 s under callgrind
+    assert out["this_checkout"]["validate_preset_vllm_seed"] > 100_000_000, out

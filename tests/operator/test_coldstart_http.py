@@ -273,7 +273,9 @@ def test_dropped_log_connection_resumes_without_duplicates(emu, kube, cold_opera
     fed = "".join(lines[:half]).encode()
     wait_for(lambda: f.tracker.bytes_seen == len(fed), what="first half fed")
     emu.inject(500, times=2, path=f"/pods/{kl.pod}/log$")   # the reconnects meet API errors first
-    f.source.interrupt()                                     # the connection drops mid-stream
+    # the connection drops mid-stream (an interrupt before the follow stream is open would break nothing: the
+    # backlog read may have fed the first half, so drop until the follower saw it)
+    wait_for(lambda: f.source.interrupt() or f.reconnects >= 1, what="the stream dropped")
     kl.log("".join(lines[half:]))
     st = wait_status(co, "kimi", lambda s: (s.get("coldStart") or {}).get("totalSeconds") is not None, "serving")
     assert f.reconnects >= 1 and f.is_alive()
