@@ -13,6 +13,8 @@ from urllib.parse import quote
 
 import httpx
 
+from gpustack_k3.core import retry
+
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 WATCH_TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
 
@@ -79,7 +81,7 @@ class GPUStackClient:
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts),
-            wait=tenacity.wait_exponential(multiplier=self.backoff, max=8),
+            wait=retry.wait(self.backoff, 8.0),   # the one retry policy (gpustack_k3.core.retry)
             retry=tenacity.retry_if_exception_type((httpx.ConnectError, httpx.ConnectTimeout, _Retryable)),
             reraise=True,
         )
