@@ -77,7 +77,8 @@ Action = Apply | Delete | Emit
 @dataclasses.dataclass(frozen=True)
 class Decision:
     """``model`` is the status to write (None: leave it as it is); ``status`` its document
-    (``model_dump(by_alias=True, exclude_none=True)``); ``status_changed``: ``model`` differs from the status the
+    (``model_dump(by_alias=True, exclude_none=True, exclude_unset=True)``: what was set, as the API spells it);
+    ``status_changed``: ``model`` differs from the status the
     resource carries (a model comparison)."""
     actions: tuple[Action, ...]
     model: K3DeploymentStatus | None
@@ -97,11 +98,7 @@ class Decision:
 
 
 Validate = Callable[[dict], Sequence[Any]]  # doc -> list[Finding]
-
-
 Render = Callable[[dict], Sequence[dict]]   # doc -> Kubernetes objects
-
-
 Plan = Callable[[dict], PlanSummary | Mapping[str, Any] | None]  # doc -> plan summary
 
 
