@@ -110,6 +110,12 @@ def _all_heads(spec: dict, heads: int) -> None:
         f["n"] = heads * settings()["mla"]["qk_head_dim"]
 
 
+def _count(spec: dict) -> float:
+    """How many times per step an op runs (its scale factor; a fallback op's is its primary's)."""
+    f = fields(spec)
+    return float(f["scale_factor"]) if "scale_factor" in f else _count(f["primary"])
+
+
 def dcp(ops: list[PlannedOp], cfg: EngineConfig, batch: int) -> list[PlannedOp]:
     d = cfg.dcp
     if d <= 1:
@@ -123,7 +129,7 @@ def dcp(ops: list[PlannedOp], cfg: EngineConfig, batch: int) -> list[PlannedOp]:
         if _is_target_attention(op):
             op = op.clone(s=math.ceil(op.s / d))
             _all_heads(op.spec, heads)
-            layers = fields(op.spec)["scale_factor"]
+            layers = _count(op.spec)
             op.corrections.append("dcp")
         elif cfg.dcp_comm == "a2a" and kind(op.spec) == "Gemm" and op.name.endswith("mla_q_b_gemm"):
             op = op.clone()

@@ -1,0 +1,247 @@
+"""advise from predictions: enumerate candidate launches, drop what the rules refuse or what has no KV room,
+rank by the objective, explain the winner, find the crossover context (docs/design/003-predict.md#advise)."""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from gpustack_k3.predict import acceptance
+from gpustack_k3.predict.estimator import Estimator
+from gpustack_k3.predict.model import Predictor, admission_cap, engine_config
+from gpustack_k3.predict.types import PredictError, Workload
+
+DCP_SIZES = (1, 2, 4, 8)
+DRAFTS = tuple(range(0, 9))
+FRACTIONS = {"vllm": (0.90, 0.92), "sglang": (0.85, 0.88)}
+
+
+@dataclass
+class AdviseRequest:
+    context: int
+    concurrency: int
+    output_len: int = 3000
+    objective: str = "throughput"
+    slo_tpot_ms: float | None = None
+    slo_ttft_ms: float | None = None
+    acceptance_rate: float | None = None
+    engine: str | None = None
+    top: int = 5
+
+
+@cache
+def measured() -> dict:
+    return yaml.safe_load(resources.files("gpustack_k3.predict").joinpath("data/measured.yaml").read_text())
+
+
+def default_rate(engine: str, context: int) -> tuple[float, str]:
+    """Per-draft-token acceptance from the write-up's measured acceptance length nearest the context."""
+    acc = measured()["acceptance_length"]
+    rows = [r for r in acc["rows"] if r["engine"] == engine]
+    row = min(rows, key=lambda r: abs(math.log(r["context"]) - math.log(context)))
+    length = (row["low"] + row["high"]) / 2
+    rate = acceptance.rate_from_length(length, acc["drafts"])
+    return rate, (f"measured acceptance length {length:.2f} at {row['context']:,} tokens, {acc['drafts']} drafts "
+                  f"(random dataset; {acc['source']}) -> rate {rate:.3f}; give --acceptance-rate for your traffic")
+
+
+def _fit_len(n: int) -> int:
+    return int(math.ceil(n / 32768) * 32768)
+
+
+def candidates(cat, req: AdviseRequest) -> list[dict]:
+    """(engine, base preset, knobs, document) for every combination; the rules judge them later."""
+    out = []
+    engines = [req.engine] if req.engine else list(cat.advice.presets)
+    for eng in engines:
+        base_name = cat.advice.presets[eng][0]
+        base = cat.presets[base_name].document
+        spec_base = next((cat.presets[n].document["spec"]["speculative"] for n in cat.advice.presets[eng]
+                          if cat.presets[n].document["spec"].get("speculative", {}).get("method", "none") != "none"),
+                         None)
+        lens = sorted({_fit_len(req.context + req.output_len), base["spec"]["scheduling"]["maxModelLen"]})
+        for dcp in DCP_SIZES:
+            for drafts in DRAFTS:
+                if drafts and spec_base is None:
+                    continue
+                for frac in FRACTIONS[eng]:
+                    for mml in lens:
+                        doc = copy.deepcopy(base)
+                        s = doc["spec"]
+                        s["parallel"] = {**s.get("parallel", {}), "dcp": dcp} if dcp > 1 else \
+                            {k: v for k, v in s.get("parallel", {}).items() if k != "dcp"}
+                        s["speculative"] = {**spec_base, "numTokens": drafts} if drafts else {"method": "none"}
+                        s["memory"] = {**s.get("memory", {}), "fraction": frac}
+                        s["scheduling"] = {**s.get("scheduling", {}), "maxModelLen": mml}
+                        knobs = {"dcp": dcp, "drafts": drafts, "memory_fraction": frac, "max_model_len": mml}
+                        name = f"{eng} dcp{dcp} drafts{drafts} mem{frac} len{mml // 1024}K"
+                        out.append({"engine": eng, "preset": base_name, "knobs": knobs, "name": name, "doc": doc})
+    return out
+
+
+def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.findings import has_errors
+    from gpustack_k3.core.plan import PlanUnavailable, plan
+    from gpustack_k3.core.resolve import resolve
+    from gpustack_k3.core.rules import validate
+
+    cat = load_catalog()
+    longest = cat.models["kimi-k3"].max_context
+    base = {"basis": "predicted", "objective": req.objective, "context": req.context,
+            "concurrency": req.concurrency, "output_len": req.output_len}
+    if req.context + req.output_len > longest:
+        return {**base, "preset": None, "engine": None,
+                "reason": f"no preset: {req.context:,} + {req.output_len:,} tokens is beyond Kimi-K3's context of "
+                          f"{longest:,}; shorten the input"}
+    if req.objective == "goodput" and req.slo_tpot_ms is None and req.slo_ttft_ms is None:
+        raise PredictError("--objective", "goodput needs an SLO", "give --slo-tpot-ms and/or --slo-ttft-ms")
+    pred = Predictor(estimator)
+    rates: dict[str, tuple[float, str]] = {}
+    counts = {"total": 0, "refused": 0, "no_room": 0}
+    refusals: dict[str, int] = {}
+    ranked = []
+    for c in candidates(cat, req):
+        counts["total"] += 1
+        doc = DeploymentDocument.model_validate(c["doc"])
+        findings = validate(doc)
+        if has_errors(findings):
+            counts["refused"] += 1
+            for f in findings:
+                if f.severity == "error":
+                    refusals[f.rule] = refusals.get(f.rule, 0) + 1
+            continue
+        r = resolve(doc)
+        try:
+            pl = plan(r)
+        except PlanUnavailable:
+            pl = None
+        w = Workload(req.context, req.output_len, req.concurrency)
+        cap = admission_cap(r, pl, w)
+        cfg = engine_config(r)
+        if cap is not None and min(cap, cfg.max_num_seqs) < req.concurrency:
+            counts["no_room"] += 1
+            continue
+        if c["engine"] not in rates:
+            rates[c["engine"]] = (req.acceptance_rate, "given --acceptance-rate") if req.acceptance_rate is not None \
+                else default_rate(c["engine"], req.context)
+        rate = rates[c["engine"]][0]
+        c["figures"], c["breakdown"] = figures(pred, cfg, req, rate)
+        c["cap"] = cap
+        ranked.append(c)
+    if not ranked:
+        return {**base, "preset": None, "engine": None, "candidates": counts, "refusals": refusals,
+                "reason": f"no preset holds {req.concurrency} concurrent requests of {req.context:,} tokens on one node "
+                          f"({counts['refused']} candidates refused by the rules, {counts['no_room']} without KV room); "
+                          "lower the concurrency or the context"}
+    # ties (memory fraction and max-model-len change room, not speed): more KV room first
+    ranked.sort(key=lambda c: (score(c["figures"], req), c["cap"] or 0), reverse=True)
+    win = ranked[0]
+    distinct, seen = [], set()
+    for c in ranked:
+        key = (c["engine"], c["knobs"]["dcp"], c["knobs"]["drafts"])
+        if key not in seen:
+            seen.add(key)
+            distinct.append(c)
+    other = next((c for c in ranked if c["engine"] != win["engine"]), None) or \
+        next((c for c in ranked if (c["knobs"]["dcp"], c["knobs"]["drafts"]) !=
+              (win["knobs"]["dcp"], win["knobs"]["drafts"])), None)
+    out = {**base, "preset": win["preset"], "engine": win["engine"],
+           "winner": _public(win), "reason": why(win, other, req),
+           "top": [_public(c) for c in distinct[:req.top]],
+           "candidates": counts, "refusals": refusals,
+           "acceptance": {e: {"rate": round(v[0], 4), "basis": v[1]} for e, v in rates.items()}}
+    if other is not None:
+        out["crossover"] = crossover(pred, win, other, req, rates)
+    return out
+
+
+def figures(pred: Predictor, cfg, req: AdviseRequest, rate: float) -> tuple[dict, dict]:
+    tps = acceptance.length_from_rate(rate, cfg.drafts)
+    batch = min(req.concurrency, cfg.max_num_seqs)
+    step = pred.decode_step(cfg, batch, req.context + req.output_len // 2)
+    pre = 0.0
+    prefix = 0
+    while prefix < req.context:
+        n = min(cfg.max_batched_tokens, req.context - prefix)
+        pre += pred.prefill_chunk(cfg, n, prefix).ms
+        prefix += n
+    ttft = pre + step.ms            # unloaded: the request's own prefill chunks + its first decode step
+    dec = 1000 * tps * batch / step.ms
+    tpot = step.ms / tps
+    good = (req.slo_tpot_ms is None or tpot <= req.slo_tpot_ms) and (req.slo_ttft_ms is None or ttft <= req.slo_ttft_ms)
+    f = {"decode_tok_s": round(dec, 1), "tpot_ms": round(tpot, 2), "ttft_ms": round(ttft, 1),
+         "step_ms": round(step.ms, 2), "tokens_per_step": round(tps, 3),
+         "goodput_req_s": round(dec / req.output_len, 4) if good else 0.0, "meets_slo": good}
+    return f, {k: round(v, 3) for k, v in step.by_category().items()}
+
+
+def score(f: dict, req: AdviseRequest) -> tuple:
+    if req.objective == "throughput":
+        return (f["meets_slo"], f["decode_tok_s"])
+    if req.objective == "tpot":
+        return (f["meets_slo"], -f["tpot_ms"]) if req.slo_tpot_ms is None else (f["meets_slo"], f["decode_tok_s"])
+    if req.objective == "ttft":
+        return (f["meets_slo"], -f["ttft_ms"]) if req.slo_ttft_ms is None else (f["meets_slo"], f["decode_tok_s"])
+    return (f["goodput_req_s"], f["decode_tok_s"])
+
+
+def _public(c: dict) -> dict:
+    return {"name": c["name"], "engine": c["engine"], "preset": c["preset"], "knobs": c["knobs"],
+            "figures": c["figures"], "breakdown_ms": c["breakdown"], "kv_room_requests": c["cap"]}
+
+
+def why(win: dict, other: dict | None, req: AdviseRequest) -> str:
+    f = win["figures"]
+    head = (f"{win['name']}: {f['decode_tok_s']:.0f} tok/s decode for {req.concurrency} requests at "
+            f"{req.context:,} tokens, TPOT {f['tpot_ms']:.1f} ms, unloaded TTFT {f['ttft_ms'] / 1000:.1f} s")
+    if other is None:
+        return head
+    o = other["figures"]
+    diffs = {k: other["breakdown"][k] / o["tokens_per_step"] - win["breakdown"][k] / f["tokens_per_step"]
+             for k in win["breakdown"]}
+    k = max(diffs, key=lambda x: diffs[x])
+    return (f"{head}; vs {other['name']} ({o['decode_tok_s']:.0f} tok/s, TPOT {o['tpot_ms']:.1f} ms): the largest "
+            f"difference per committed token is {k} ({win['breakdown'][k] / f['tokens_per_step']:.1f} vs "
+            f"{other['breakdown'][k] / o['tokens_per_step']:.1f} ms; tokens/step {f['tokens_per_step']:.2f} vs "
+            f"{o['tokens_per_step']:.2f})")
+
+
+def crossover(pred: Predictor, a: dict, b: dict, req: AdviseRequest, rates: dict) -> dict:
+    """The context where b's decode speed overtakes a's (or a's overtakes b's) at the same concurrency."""
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+    from gpustack_k3.core.resolve import resolve
+
+    cfgs = [engine_config(resolve(DeploymentDocument.model_validate(c["doc"]))) for c in (a, b)]
+    tpss = [acceptance.length_from_rate(rates[c["engine"]][0], cfg.drafts) for c, cfg in zip((a, b), cfgs)]
+
+    def diff(ctx: int) -> float:
+        v = [1000 * tps * min(req.concurrency, cfg.max_num_seqs) / pred.decode_step(cfg, min(req.concurrency,
+             cfg.max_num_seqs), ctx).ms for cfg, tps in zip(cfgs, tpss)]
+        return v[0] - v[1]
+
+    points = [8192 * 2 ** i for i in range(0, 8)]
+    points = [p for p in points if p < 1_000_000] + [1_000_000 - req.output_len]
+    vals = [(p, diff(p)) for p in points]
+    for (p0, d0), (p1, d1) in zip(vals, vals[1:]):
+        if (d0 > 0) != (d1 > 0):
+            lo, hi = p0, p1
+            for _ in range(8):
+                mid = (lo + hi) // 2
+                if (diff(mid) > 0) == (d0 > 0):
+                    lo = mid
+                else:
+                    hi = mid
+            lead, trail = (a, b) if d0 > 0 else (b, a)
+            return {"context": hi, "before": lead["name"], "after": trail["name"],
+                    "text": f"{lead['name']} decodes faster below ~{hi:,} tokens, {trail['name']} above "
+                            f"(at {req.concurrency} requests, same acceptance)"}
+    lead = a if vals[0][1] > 0 else b
+    return {"context": None, "before": lead["name"], "after": None,
+            "text": f"no crossover between 8K and 1M tokens: {lead['name']} decodes faster throughout"}
