@@ -1,0 +1,126 @@
+"""`predict` and `advise` as a user runs them (in process: the estimator's tables load once per module)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from gpustack_k3.cli.main import run
+from tests.support import tiers
+
+
+def _cli(capsys, *args):
+    rc = run(list(args))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return rc, out, err
+
+
+# ---------------------------------------------------------------- without the estimator
+
+
+def test_usage_errors_are_json_with_o_json(capsys):
+    rc, out, _ = _cli(capsys, "predict", "--preset", "vllm-seed", "--input-len", "x", "-o", "json")
+    assert rc == 2 and json.loads(out)["ok"] is False and "--input-len" in json.loads(out)["error"]["message"]
+    rc, out, _ = _cli(capsys, "predict", "--preset", "vllm-seed", "-o", "json")
+    assert rc == 2 and json.loads(out)["error"]["where"] == "--input-len/--output-len"
+    rc, out, err = _cli(capsys, "predict", "--preset", "nope", "--input-len", "1", "--output-len", "1")
+    assert rc == 2 and out == "" and "unknown preset 'nope'" in err
+
+
+def test_refused_spec_exits_1_with_findings(capsys, tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text("apiVersion: k3.gpustack.ai/v1alpha1\nkind: K3Deployment\nmetadata: {name: x}\nspec:\n"
+                 "  engine: {name: vllm, version: kimi-k3}\n  parallel: {tp: 8, dcp: 8}\n"
+                 "  speculative: {method: dspark, draftModel: Inferact/Kimi-K3-DSpark, numTokens: 7}\n")
+    rc, out, _ = _cli(capsys, "predict", str(f), "--input-len", "1000", "--output-len", "10", "-o", "json")
+    d = json.loads(out)
+    assert rc == 1 and d["refused"] is True and d["findings"][0]["rule"] == "vllm-dcp-with-dspark"
+
+
+def test_missing_extra_names_it(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core", None)   # import fails as if not installed
+    rc, out, err = _cli(capsys, "predict", "--preset", "sglang-no-dcp", "--input-len", "1000", "--output-len", "10",
+                        "--acceptance-length", "1.5", "-o", "json")
+    d = json.loads(out)
+    assert rc == 2 and "gpustack-k3[predict]" in d["error"]["hint"] and "aiconfigurator-core" in err
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "-o", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["basis"] == "measured" and d["engine"] == "vllm" and "[predict]" in d["note"]
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--basis", "predicted", "-o", "json")
+    assert rc == 2 and "gpustack-k3[predict]" in json.loads(out)["error"]["hint"]
+
+
+# ---------------------------------------------------------------- with the estimator (tier `predict`)
+
+
+@pytest.mark.predict
+def test_predict_seed_vllm_64k(capsys):
+    tiers.aiconfigurator()
+    rc, out, _ = _cli(capsys, "predict", "--preset", "vllm-seed", "--input-len", "65536", "--output-len", "3000",
+                      "--concurrency", "10", "--acceptance-length", "2.39", "-o", "json")
+    assert rc == 0
+    d = json.loads(out)
+    r = d["roles"][0]
+    dec = r["decode"]
+    assert d["ok"] and r["role"] == "serve" and dec["batch"] == 10 and dec["tokens_per_step"] == 2.39
+    assert dec["tpot_ms"] == pytest.approx(dec["step_ms"] / 2.39, rel=1e-3)
+    assert sum(dec["breakdown_ms"].values()) == pytest.approx(dec["step_ms"], abs=0.01)
+    assert r["bottleneck"]["decode_step"] == max(dec["breakdown_ms"], key=dec["breakdown_ms"].get)
+    assert {"verify-kv-once", "moe-kernel", "vllm-budget"} <= set(r["assumptions"])
+    assert len(r["prefill"]["chunks"]) == 2 and r["benchmark"]["requests"] == 10 and r["benchmark"]["e2e_s"] > 0
+    assert all(x["source"] != "silicon" for x in dec["not_measured"])
+    rc, out, _ = _cli(capsys, "predict", "--preset", "vllm-seed", "--input-len", "65536", "--output-len", "3000",
+                      "--concurrency", "10", "--acceptance-length", "2.39")
+    assert rc == 0 and "bottleneck: moe_weights" in out and "TPOT" in out
+
+
+@pytest.mark.predict
+def test_predict_dcp_shrinks_attention_at_long_context(capsys):
+    tiers.aiconfigurator()
+    got = {}
+    for preset in ("sglang-no-dcp", "sglang-seed"):
+        rc, out, _ = _cli(capsys, "predict", "--preset", preset, "--input-len", "204800", "--output-len", "100",
+                          "--concurrency", "4", "--acceptance-length", "1.1", "-o", "json")
+        assert rc == 0, out
+        got[preset] = json.loads(out)["roles"][0]["decode"]["breakdown_ms"]
+    assert got["sglang-seed"]["attention_kv"] < got["sglang-no-dcp"]["attention_kv"] / 2
+
+
+@pytest.mark.predict
+def test_plan_vs_actual(capsys, tmp_path):
+    tiers.aiconfigurator()
+    f = tmp_path / "probe.json"
+    f.write_text(json.dumps({"usable": True, "input_len": 4096, "output_len": 64, "concurrency": 2, "requests": 2,
+                             "ttft_ms": {"mean": 900.0}, "tpot_ms": {"mean": 30.0}, "wall_s": 5.0}))
+    rc, out, _ = _cli(capsys, "predict", "--preset", "sglang-no-dcp", "--measured", str(f),
+                      "--acceptance-length", "1.3", "-o", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["workload"]["input_len"] == 4096
+    rows = {r["figure"]: r for r in d["plan_vs_actual"]}
+    t = rows["ttft_mean_ms"]
+    assert t["drift_pct"] == round((900.0 / t["predicted"] - 1) * 100, 1)
+    assert {"tpot_mean_ms", "wall_s"} <= set(rows)
+
+
+@pytest.mark.predict
+def test_advise_ranks_refuses_and_finds_the_crossover(capsys):
+    tiers.aiconfigurator()
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "-o", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["basis"] == "predicted" and d["engine"] == "vllm"
+    # the rule engine refuses every vLLM DCP>1 + DSpark candidate on the kimi-k3 release; none is recommended
+    assert d["refusals"].get("vllm-dcp-with-dspark", 0) > 0
+    assert not any(c["engine"] == "vllm" and c["knobs"]["dcp"] > 1 and c["knobs"]["drafts"] > 0 for c in d["top"])
+    decs = [c["figures"]["decode_tok_s"] for c in d["top"]]
+    assert decs == sorted(decs, reverse=True)
+    assert d["crossover"]["context"] and d["crossover"]["context"] > 65536
+    rc, out, _ = _cli(capsys, "advise", "--context", "204800", "--concurrency", "10", "-o", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["engine"] == "sglang" and d["winner"]["knobs"]["dcp"] >= 2
+    rc, out, _ = _cli(capsys, "advise", "--context", "1000000", "--concurrency", "500")
+    assert rc == 1 and "no preset" in out
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--objective", "goodput", "-o",
+                      "json")
+    assert rc == 2 and json.loads(out)["error"]["where"] == "--objective"
