@@ -11,6 +11,12 @@ from typing import Any
 
 import yaml
 
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.findings import has_errors
+from gpustack_k3.core.plan import PlanUnavailable, plan
+from gpustack_k3.core.resolve import resolve
+from gpustack_k3.core.rules import validate
 from gpustack_k3.predict import acceptance
 from gpustack_k3.predict.estimator import Estimator
 from gpustack_k3.predict.model import Predictor, admission_cap, engine_config
@@ -85,13 +91,6 @@ def candidates(cat, req: AdviseRequest) -> list[dict]:
 
 
 def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
-    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-    from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.findings import has_errors
-    from gpustack_k3.core.plan import PlanUnavailable, plan
-    from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.core.rules import validate
-
     cat = load_catalog()
     longest = cat.models["kimi-k3"].max_context
     base = {"basis": "predicted", "objective": req.objective, "context": req.context,
@@ -215,9 +214,6 @@ def why(win: dict, other: dict | None, req: AdviseRequest) -> str:
 
 def crossover(pred: Predictor, a: dict, b: dict, req: AdviseRequest, rates: dict) -> dict:
     """The context where b's decode speed overtakes a's (or a's overtakes b's) at the same concurrency."""
-    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-    from gpustack_k3.core.resolve import resolve
-
     cfgs = [engine_config(resolve(DeploymentDocument.model_validate(c["doc"]))) for c in (a, b)]
     tpss = [acceptance.length_from_rate(rates[c["engine"]][0], cfg.drafts) for c, cfg in zip((a, b), cfgs)]
 

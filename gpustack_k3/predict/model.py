@@ -8,7 +8,11 @@ import math
 import statistics
 from typing import Any
 
+from gpustack_k3.core.plan import PlanUnavailable, plan
+from gpustack_k3.core.resolve import resolve
+from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance, corrections, scheduler
+from gpustack_k3.predict.aic import settings
 from gpustack_k3.predict.estimator import Estimator
 from gpustack_k3.predict.types import EngineConfig, PredictError, StepBreakdown, Workload
 
@@ -18,8 +22,6 @@ PREFIX_BUCKET = 2048
 
 def engine_config(r, role: str = "serve", instances: int = 1) -> EngineConfig:
     """What the engine of one resolved (effective, single-engine) document runs."""
-    from gpustack_k3.predict.aic import settings
-
     spec = r.spec
     engine = r.engine.engine
     drafts = int(spec.speculative.numTokens or 0) if spec.speculative.method != "none" else 0
@@ -178,10 +180,6 @@ def admission_cap(r, plan, w: Workload) -> int | None:
 
 def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_drafts: int | None = None) -> dict:
     """Every role of a deployment document predicted under the workload."""
-    from gpustack_k3.core.plan import PlanUnavailable, plan
-    from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.core.topology import role_views
-
     p = Predictor(estimator)
     roles = []
     for view in role_views(doc):
