@@ -126,10 +126,17 @@ class AicEstimator:
             try:
                 res = handle.evaluate_ops_json(specs, is_context=phase == "context", batch_size=max(1, batch),
                                                s=max(1, s), prefix=prefix)
-            except Exception as exc:   # AIC's PerfDataNotAvailableError and friends
-                names = ", ".join(ops[i].name for i in idx)
-                raise NoData("aiconfigurator-core", f"no {table} table rows for {names} at batch {batch}, s {s}: "
-                             f"{str(exc).splitlines()[0][:300]}", "this case is outside the estimator's data") from None
+            except Exception as exc:   # AIC's PerfDataNotAvailableError and friends: name the ops without rows
+                missing = []
+                for i in idx:
+                    try:
+                        handle.evaluate_ops_json(json.dumps([ops[i].spec]), is_context=phase == "context",
+                                                 batch_size=max(1, batch), s=max(1, s), prefix=prefix)
+                    except Exception:
+                        missing.append(ops[i].name)
+                raise NoData("aiconfigurator-core", f"no {table} table rows for {', '.join(missing or ['?'])} at "
+                             f"batch {batch}, s {s}: {str(exc).splitlines()[0][:300]}",
+                             "this case is outside the estimator's measured data") from None
             if len(res) != len(idx):
                 raise PredictError("aiconfigurator-core", f"expected {len(idx)} op results, got {len(res)}",
                                    "report this: the op-list answer changed shape")
