@@ -197,16 +197,19 @@ def _text(res: dict) -> None:
               help="Per-draft-token acceptance of your traffic (default: the write-up's measured random-dataset one).")
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), default=None, help="Only this engine.")
 @click.option("--top", type=click.IntRange(1, 50), default=5, show_default=True)
+@click.option("--topology", default=None, metavar="PRESET",
+              help="A prefill/decode preset: search the P:D ratio within --gpu-budget instead.")
+@click.option("--gpu-budget", type=click.IntRange(1), default=None, help="GPUs for the P:D search (with --topology).")
 @click.option("--basis", type=click.Choice(["auto", "predicted", "measured"]), default="auto", show_default=True,
               help="predicted needs the [predict] extra; auto uses it when installed, else the measured lookup.")
 @output_opt
 def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
-           top, basis, output):
+           top, topology, gpu_budget, basis, output):
     """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures."""
     from gpustack_k3.predict import aic
     from gpustack_k3.predict.types import PredictError
 
-    use_pred = basis == "predicted" or (basis == "auto" and aic.available())
+    use_pred = basis == "predicted" or (basis == "auto" and aic.available()) or topology is not None
     if not use_pred:
         from gpustack_k3.core.advise import advise as lookup
 
@@ -224,6 +227,22 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
 
     obj = objective or ("ttft" if priority == "latency" else "throughput")
     try:
+        if topology is not None:
+            from gpustack_k3.predict.advise import advise_pd
+
+            if gpu_budget is None:
+                raise InputError("--gpu-budget", "the P:D search needs a GPU budget", "e.g. --gpu-budget 32")
+            res = advise_pd(AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms,
+                                          acceptance_rate, engine, top), topology, gpu_budget, _estimator())
+            if output == "json":
+                click.echo(json.dumps(res, indent=2))
+            else:
+                click.echo(f"topology: {topology} within {gpu_budget} GPUs\nreason: {res['reason']}")
+                for c in res.get("top", []):
+                    click.echo(f"  {c['prefill_instances']}P:{c['decode_instances']}D {c['gpus']:>3} GPUs  "
+                               f"{c['req_s']:.3f} req/s  (prefill {c['prefill_req_s']:.3f}, decode "
+                               f"{c['decode_req_s']:.3f}; {c['limited_by']}-bound)")
+            sys.exit(EXIT_OK if res.get("preset") else EXIT_REFUSED)
         res = run(AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate,
                                 engine, top), _estimator())
     except (PredictError, InputError) as exc:

@@ -17,6 +17,7 @@ from gpustack_k3.core.findings import has_errors
 from gpustack_k3.core.plan import PlanUnavailable, plan
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.rules import validate
+from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance
 from gpustack_k3.predict.estimator import Estimator
 from gpustack_k3.predict.model import Predictor, admission_cap, engine_config
@@ -241,3 +242,75 @@ def crossover(pred: Predictor, a: dict, b: dict, req: AdviseRequest, rates: dict
     lead = a if vals[0][1] > 0 else b
     return {"context": None, "before": lead["name"], "after": None,
             "text": f"no crossover between 8K and 1M tokens: {lead['name']} decodes faster throughout"}
+
+
+def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Estimator) -> dict[str, Any]:
+    """P:D ratio within a GPU budget for a prefill/decode topology preset: every (prefill instances, decode
+    instances) that fits the budget, judged by the rules (topology rules included), ranked by the requests/s the
+    slower side carries. Assumptions (named in the output): a prefill instance runs one prompt's chunks at a time;
+    the concurrency spreads evenly over the decode instances."""
+    cat = load_catalog()
+    if topology not in cat.presets:
+        raise PredictError("--topology", f"unknown preset {topology!r}", f"known: {', '.join(cat.presets)}")
+    base = cat.presets[topology].document
+    roles = base["spec"].get("roles") or []
+    kinds = {r["role"]: r for r in roles}
+    if set(kinds) != {"prefill", "decode"}:
+        raise PredictError("--topology", f"preset {topology!r} has no prefill and decode roles",
+                           "give a P/D preset, e.g. kimi-k3-b300-1p1d")
+    per = {k: r["gpusPerPod"] * r.get("podsPerInstance", 1) for k, r in kinds.items()}
+    pred = Predictor(estimator)
+    counts = {"total": 0, "refused": 0}
+    refusals: dict[str, int] = {}
+    ranked = []
+    rate_note = None
+    cache: dict[tuple, dict] = {}
+    for p in range(1, gpu_budget // per["prefill"] + 1):
+        for d in range(1, (gpu_budget - p * per["prefill"]) // per["decode"] + 1):
+            counts["total"] += 1
+            doc_d = copy.deepcopy(base)
+            for r in doc_d["spec"]["roles"]:
+                r["instances"] = p if r["role"] == "prefill" else d
+            doc = DeploymentDocument.model_validate(doc_d)
+            findings = validate(doc)
+            if has_errors(findings):
+                counts["refused"] += 1
+                for f in findings:
+                    if f.severity == "error":
+                        refusals[f.rule] = refusals.get(f.rule, 0) + 1
+                continue
+            figs = {}
+            for view in role_views(doc):
+                cfg = engine_config(resolve(view.document), view.role.role, view.role.instances)
+                if rate_note is None:
+                    rate, rate_note = (req.acceptance_rate, "given --acceptance-rate") \
+                        if req.acceptance_rate is not None else default_rate(cfg.engine, req.context)
+                    req_rate = rate
+                batch = max(1, min(cfg.max_num_seqs, math.ceil(req.concurrency / d)))
+                key = (view.role.role, batch)
+                if key not in cache:
+                    f, _ = figures(pred, cfg, AdviseRequest(req.context, batch, req.output_len), req_rate)
+                    cache[key] = f
+                figs[view.role.role] = cache[key]
+            pre_rps = p * 1000 / max(1e-9, figs["prefill"]["ttft_ms"] - figs["prefill"]["step_ms"])
+            dec_rps = d * figs["decode"]["decode_tok_s"] / req.output_len
+            ranked.append({"prefill_instances": p, "decode_instances": d,
+                           "gpus": p * per["prefill"] + d * per["decode"],
+                           "prefill_req_s": round(pre_rps, 4), "decode_req_s": round(dec_rps, 4),
+                           "req_s": round(min(pre_rps, dec_rps), 4),
+                           "limited_by": "prefill" if pre_rps < dec_rps else "decode",
+                           "decode_tpot_ms": figs["decode"]["tpot_ms"]})
+    base_out = {"basis": "predicted", "topology": topology, "gpu_budget": gpu_budget, "context": req.context,
+                "concurrency": req.concurrency, "output_len": req.output_len, "candidates": counts,
+                "refusals": refusals, "acceptance": rate_note,
+                "assumptions": ["a prefill instance runs one prompt's chunks at a time",
+                                "the concurrency spreads evenly over the decode instances"]}
+    if not ranked:
+        return {**base_out, "preset": None, "engine": None,
+                "reason": f"no P:D split of {topology} fits {gpu_budget} GPUs and passes the rules"}
+    ranked.sort(key=lambda c: (c["req_s"], -c["gpus"]), reverse=True)
+    w = ranked[0]
+    reason = (f"{w['prefill_instances']}P:{w['decode_instances']}D on {w['gpus']} GPUs carries {w['req_s']} req/s "
+              f"(prefill {w['prefill_req_s']}, decode {w['decode_req_s']}: limited by {w['limited_by']})")
+    return {**base_out, "preset": topology, "engine": base["spec"]["engine"]["name"], "winner": w, "reason": reason,
+            "top": ranked[:req.top]}

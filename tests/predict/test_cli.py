@@ -124,3 +124,18 @@ def test_advise_ranks_refuses_and_finds_the_crossover(capsys):
     rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--objective", "goodput", "-o",
                       "json")
     assert rc == 2 and json.loads(out)["error"]["where"] == "--objective"
+
+
+@pytest.mark.predict
+def test_advise_pd_ratio_within_a_gpu_budget(capsys):
+    tiers.aiconfigurator()
+    rc, out, _ = _cli(capsys, "advise", "--topology", "kimi-k3-b300-1p1d", "--gpu-budget", "32", "--context", "65536",
+                      "--concurrency", "16", "--output-len", "1000", "-o", "json")
+    d = json.loads(out)
+    assert rc == 0 and d["candidates"]["total"] == 6      # (p, d) with 8p + 8d <= 32: 3 + 2 + 1
+    w = d["winner"]
+    assert w["gpus"] <= 32 and w["req_s"] == min(w["prefill_req_s"], w["decode_req_s"])
+    assert [c["req_s"] for c in d["top"]] == sorted((c["req_s"] for c in d["top"]), reverse=True)
+    rc, out, _ = _cli(capsys, "advise", "--topology", "vllm-seed", "--gpu-budget", "32", "--context", "1000",
+                      "--concurrency", "1", "-o", "json")
+    assert rc == 2 and json.loads(out)["error"]["where"] == "--topology"
