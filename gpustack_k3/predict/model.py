@@ -85,8 +85,16 @@ class Predictor:
                      benchmark: bool = True, measured_at_drafts: int | None = None) -> dict[str, Any]:
         tps = acceptance.tokens_per_step(cfg.drafts, length=w.acceptance_length, rate=w.acceptance_rate,
                                          at_drafts=measured_at_drafts)
-        steady_batch = max(1, min(w.concurrency, cfg.max_num_seqs, admission_cap or w.concurrency))
         steady_ctx = w.input_len + w.output_len // 2
+        if w.rate:
+            # open loop: the decode batch from Little's law, requests in decode = rate x decode time (3 rounds)
+            limit = min(cfg.max_num_seqs, admission_cap or cfg.max_num_seqs)
+            steady_batch = 1
+            for _ in range(3):
+                dec_s = w.output_len / tps * self.decode_step(cfg, steady_batch, steady_ctx).ms / 1000
+                steady_batch = max(1, min(limit, math.ceil(w.rate * dec_s)))
+        else:
+            steady_batch = max(1, min(w.concurrency, cfg.max_num_seqs, admission_cap or w.concurrency))
         step = self.decode_step(cfg, steady_batch, steady_ctx)
         step_ms = step.ms
         decode = {
@@ -112,6 +120,8 @@ class Predictor:
         assumptions = {n: corrections.ASSUMPTIONS[n] for n in step.assumptions + prefill["assumptions"]}
         if cfg.drafts:
             assumptions["acceptance"] = acceptance.ASSUMPTION
+        if w.rate:
+            assumptions["open-loop-batch"] = "open loop: the decode figures' batch = rate x decode time (Little's law)"
         if benchmark and cfg.role == "serve":
             out["benchmark"] = self.benchmark(cfg, w, tps, admission_cap)
             for k in ("vllm-budget" if cfg.engine == "vllm" else "sglang-prefill-first", "first-delta-after-decode",
