@@ -264,7 +264,9 @@ def _advise_text(res: dict) -> None:
                f"{res['candidates']['refused']} refused by the rules, {res['candidates']['no_room']} without KV room")
     for i, c in enumerate(res["top"], 1):
         f = c["figures"]
-        click.echo(f"  {i}. {c['name']:<44} decode {f['decode_tok_s']:>7.0f} tok/s  TPOT {f['tpot_ms']:6.1f} ms  "
-                   f"TTFT~{f['ttft_ms'] / 1000:6.1f} s")
+        k = c["knobs"]
+        click.echo(f"  {i}. {c['engine']} DCP {k['dcp']} drafts {k['drafts']:<2} decode {f['decode_tok_s']:>6.0f} tok/s  "
+                   f"TPOT {f['tpot_ms']:6.1f} ms  unloaded TTFT {f['ttft_ms'] / 1000:5.1f} s  "
+                   f"(releases: {', '.join(c['releases'])})")
     if res.get("crossover"):
         click.echo(f"crossover: {res['crossover']['text']}")

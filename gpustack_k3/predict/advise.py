@@ -71,22 +71,26 @@ def candidates(cat, req: AdviseRequest) -> list[dict]:
         spec_base = next((cat.presets[n].document["spec"]["speculative"] for n in cat.advice.presets[eng]
                           if cat.presets[n].document["spec"].get("speculative", {}).get("method", "none") != "none"),
                          None)
-        lens = sorted({_fit_len(req.context + req.output_len), base["spec"]["scheduling"]["maxModelLen"]})
-        for dcp in DCP_SIZES:
-            for drafts in DRAFTS:
-                if drafts and spec_base is None:
-                    continue
-                for frac in FRACTIONS[eng]:
-                    for mml in lens:
+        # GPU releases of the engine (a CPU build serves no Kimi-K3); the rules decide which combinations each takes
+        versions = [v for v, entry in cat.engines[eng].versions.items() if not entry.traits.get("cpu")]
+        mml = _fit_len(req.context + req.output_len)   # the smallest length that serves the request
+        for version in versions:
+            for dcp in DCP_SIZES:
+                for drafts in DRAFTS:
+                    if drafts and spec_base is None:
+                        continue
+                    for frac in FRACTIONS[eng]:
                         doc = copy.deepcopy(base)
                         s = doc["spec"]
+                        s["engine"] = {**s["engine"], "version": version}
                         s["parallel"] = {**s.get("parallel", {}), "dcp": dcp} if dcp > 1 else \
                             {k: v for k, v in s.get("parallel", {}).items() if k != "dcp"}
                         s["speculative"] = {**spec_base, "numTokens": drafts} if drafts else {"method": "none"}
                         s["memory"] = {**s.get("memory", {}), "fraction": frac}
                         s["scheduling"] = {**s.get("scheduling", {}), "maxModelLen": mml}
-                        knobs = {"dcp": dcp, "drafts": drafts, "memory_fraction": frac, "max_model_len": mml}
-                        name = f"{eng} dcp{dcp} drafts{drafts} mem{frac} len{mml // 1024}K"
+                        knobs = {"version": version, "dcp": dcp, "drafts": drafts, "memory_fraction": frac,
+                                 "max_model_len": mml}
+                        name = f"{eng} {version} dcp{dcp} drafts{drafts} mem{frac}"
                         out.append({"engine": eng, "preset": base_name, "knobs": knobs, "name": name, "doc": doc})
     return out
 
@@ -143,12 +147,16 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     # ties (memory fraction and max-model-len change room, not speed): more KV room first
     ranked.sort(key=lambda c: (score(c["figures"], req), c["cap"] or 0), reverse=True)
     win = ranked[0]
-    distinct, seen = [], set()
+    # one line per (engine, DCP, drafts): releases that take it and price it the same are listed together
+    distinct, seen = [], {}
     for c in ranked:
         key = (c["engine"], c["knobs"]["dcp"], c["knobs"]["drafts"])
         if key not in seen:
-            seen.add(key)
+            seen[key] = c
+            c["releases"] = [c["knobs"]["version"]]
             distinct.append(c)
+        elif c["knobs"]["version"] not in seen[key]["releases"]:
+            seen[key]["releases"].append(c["knobs"]["version"])
     other = next((c for c in ranked if c["engine"] != win["engine"]), None) or \
         next((c for c in ranked if (c["knobs"]["dcp"], c["knobs"]["drafts"]) !=
               (win["knobs"]["dcp"], win["knobs"]["drafts"])), None)
@@ -194,7 +202,8 @@ def score(f: dict, req: AdviseRequest) -> tuple:
 
 def _public(c: dict) -> dict:
     return {"name": c["name"], "engine": c["engine"], "preset": c["preset"], "knobs": c["knobs"],
-            "figures": c["figures"], "breakdown_ms": c["breakdown"], "kv_room_requests": c["cap"]}
+            "figures": c["figures"], "breakdown_ms": c["breakdown"], "kv_room_requests": c["cap"],
+            "releases": c.get("releases", [c["knobs"]["version"]])}
 
 
 def why(win: dict, other: dict | None, req: AdviseRequest) -> str:

@@ -112,7 +112,16 @@ def test_advise_ranks_refuses_and_finds_the_crossover(capsys):
     assert rc == 0 and d["basis"] == "predicted" and d["engine"] == "vllm"
     # the rule engine refuses every vLLM DCP>1 + DSpark candidate on the kimi-k3 release; none is recommended
     assert d["refusals"].get("vllm-dcp-with-dspark", 0) > 0
-    assert not any(c["engine"] == "vllm" and c["knobs"]["dcp"] > 1 and c["knobs"]["drafts"] > 0 for c in d["top"])
+    from gpustack_k3.catalog import load_catalog
+
+    refusing = {v for v, e in load_catalog().engines["vllm"].versions.items()
+                if e.traits.get("dcp_with_spec") in ("refuse_dspark", "refuse_any")}
+    assert {"kimi-k3", "0.28.0"} <= refusing
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--engine", "vllm", "--top", "50",
+                      "-o", "json")
+    every = json.loads(out)["top"]
+    dcp_spec = [c for c in every if c["knobs"]["dcp"] > 1 and c["knobs"]["drafts"] > 0]
+    assert dcp_spec and all(not (set(c["releases"]) & refusing) for c in dcp_spec)   # only releases that take it
     decs = [c["figures"]["decode_tok_s"] for c in d["top"]]
     assert decs == sorted(decs, reverse=True)
     assert d["crossover"]["context"] and d["crossover"]["context"] > 65536
