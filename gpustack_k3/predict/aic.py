@@ -24,7 +24,6 @@ def settings() -> dict:
 
 def _sdk():
     try:
-        from aiconfigurator_core import sdk  # noqa: F401
         from aiconfigurator_core.sdk import EngineHandle, common, config, perf_database
         from aiconfigurator_core.sdk.engine import build_ops_json
         from aiconfigurator_core.sdk.models import get_model
