@@ -52,9 +52,7 @@ class AicEstimator:
         self._sdk = _sdk()
         _quiet()
         self._handles: dict[tuple[str, str], object] = {}
-        import aiconfigurator_core
-
-        self.version = getattr(aiconfigurator_core, "__version__", None) or _dist_version()
+        self.version = _dist_version()
 
     # ------------------------------------------------------------------ lookups
     def system(self, gpu: str) -> str:

@@ -40,9 +40,12 @@ def test_refused_spec_exits_1_with_findings(capsys, tmp_path):
 
 
 def test_missing_extra_names_it(capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "aiconfigurator_core", None)   # import fails as if not installed
+    for name in [m for m in sys.modules if m == "aiconfigurator_core" or m.startswith("aiconfigurator_core.")] + \
+            ["aiconfigurator_core"]:
+        monkeypatch.setitem(sys.modules, name, None)   # every import of it fails, as if not installed
     rc, out, err = _cli(capsys, "predict", "--preset", "sglang-no-dcp", "--input-len", "1000", "--output-len", "10",
                         "--acceptance-length", "1.5", "-o", "json")
+    assert out, (rc, err)
     d = json.loads(out)
     assert rc == 2 and "gpustack-k3[predict]" in d["error"]["hint"] and "aiconfigurator-core" in err
     rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "-o", "json")
