@@ -74,8 +74,15 @@ output_opt = click.option("--output", "-o", type=click.Choice(["text", "json"]),
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
 @click.option("--input-len", type=click.IntRange(1), help="Prompt tokens per request.")
 @click.option("--output-len", type=click.IntRange(1), help="Generated tokens per request.")
+@click.option("--input-len-dist", metavar="DIST",
+              help="Prompt lengths as a distribution instead of --input-len: LEN:WEIGHT pairs or observed lengths, "
+                   "comma- or space-separated (1024:3,65536:1 or 812,1024,4000), or @FILE holding them.")
+@click.option("--output-len-dist", metavar="DIST", help="Generated lengths as a distribution (as --input-len-dist).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the per-request length sample drawn from a distribution.")
 @click.option("--concurrency", type=click.IntRange(1), default=None, help="Closed-loop clients [default: 1].")
-@click.option("--requests", type=click.IntRange(1), default=None, help="Requests in total (default: one per client).")
+@click.option("--requests", type=click.IntRange(1), default=None,
+              help="Requests in total (default: one per client; with a length distribution at least 64).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Open loop: requests per second instead of closed-loop clients.")
 @click.option("--acceptance-length", type=float, default=None,
@@ -84,8 +91,8 @@ output_opt = click.option("--output", "-o", type=click.Choice(["text", "json"]),
 @click.option("--measured", "measured", default=None, metavar="PROBE_JSON",
               help="A `probe -o json` report: predict its run and show measured beside predicted (drift %).")
 @output_opt
-def predict(spec, preset, input_len, output_len, concurrency, requests, rate, acceptance_length, acceptance_rate,
-            measured, output):
+def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
+            acceptance_length, acceptance_rate, measured, output):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
     closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core)."""
     from gpustack_k3.predict.types import PredictError, Workload
@@ -101,16 +108,15 @@ def predict(spec, preset, input_len, output_len, concurrency, requests, rate, ac
                 raise InputError(measured, f"not JSON: {exc.msg} at line {exc.lineno}",
                                  "give the output of `gpustack-k3 probe -o json`") from None
             got = workload_fields(report)
-            input_len = input_len or got.get("input_len")
-            output_len = output_len or got.get("output_len")
+            input_len = input_len or (None if input_len_dist else got.get("input_len"))
+            output_len = output_len or (None if output_len_dist else got.get("output_len"))
             concurrency = concurrency or got.get("concurrency")
             requests = requests or got.get("requests")
-        if input_len is None or output_len is None:
-            raise InputError("--input-len/--output-len", "the workload needs both lengths",
-                             "e.g. --input-len 65536 --output-len 3000 --concurrency 10")
+        inp = _lengths("--input-len", input_len, input_len_dist)
+        out = _lengths("--output-len", output_len, output_len_dist)
         if acceptance_length is not None and acceptance_rate is not None:
             raise InputError("--acceptance-length", "give an acceptance length or a rate, not both", "drop one")
-        w = Workload(input_len, output_len, concurrency or 1, requests, rate, acceptance_length, acceptance_rate)
+        w = Workload(inp, out, concurrency or 1, requests, rate, acceptance_length, acceptance_rate, seed)
         doc = load_document(spec, preset)
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
@@ -140,16 +146,42 @@ def predict(spec, preset, input_len, output_len, concurrency, requests, rate, ac
     sys.exit(EXIT_OK)
 
 
+def _lengths(option: str, fixed: int | None, dist: str | None):
+    """A fixed length or a LengthDist from ``--X-len`` / ``--X-len-dist`` (exactly one); ``@FILE`` reads the items."""
+    from gpustack_k3.predict.types import LengthDist
+
+    if fixed is not None and dist is not None:
+        raise InputError(f"{option}-dist", f"give {option} or {option}-dist, not both", "drop one")
+    if dist is None:
+        if fixed is None:
+            raise InputError("--input-len/--output-len", "the workload needs both lengths (or their distributions)",
+                             "e.g. --input-len 65536 --output-len 3000 --concurrency 10")
+        return fixed
+    where = f"{option}-dist"
+    text = dist
+    if dist.startswith("@"):
+        try:
+            text = read_text(dist[1:], "length file")
+        except InputError as exc:
+            raise InputError(where, f"{exc.where}: {exc.message}", exc.hint) from None
+    return LengthDist.parse(text, where)
+
+
 def _ms(x: float) -> str:
     return f"{x / 1000:.1f} s" if x >= 10000 else f"{x:.1f} ms"
 
 
 def _text(res: dict) -> None:
     w = res["workload"]
-    click.echo(f"workload: {w['input_len']:,} in / {w['output_len']:,} out, "
+
+    def length(key: str) -> str:
+        d = w.get(f"{key}_dist")
+        return f"{w[key]:,}" if d is None else f"{d['mean']:,.0f} mean (p50 {d['p50']:,}, p90 {d['p90']:,}, max {d['max']:,})"
+
+    click.echo(f"workload: {length('input_len')} in / {length('output_len')} out, "
                + (f"{w['rate']} req/s" if w["rate"] else f"{w['concurrency']} clients") +
-               f", {w['requests'] or w['concurrency']} requests   estimator: {res['estimator']['name']} "
-               f"{res['estimator']['version'] or ''}")
+               f", {w['requests']} requests" + (f" (length sample seed {w['seed']})" if "seed" in w else "") +
+               f"   estimator: {res['estimator']['name']} {res['estimator']['version'] or ''}")
     for r in res["roles"]:
         e, d, p = r["engine"], r["decode"], r["prefill"]
         click.echo(f"\nrole {r['role']} (x{r['instances']}): {e['engine']} {e['version']} TP{e['tp']} DCP{e['dcp']} "
@@ -162,9 +194,11 @@ def _text(res: dict) -> None:
         click.echo(f"  prefill chunks of {p['chunk_budget']:,}: {series} tok/s; one request {_ms(p['request_prefill_ms'])}")
         b = r.get("benchmark")
         if b:
+            tp = b["tpot_ms"]
             click.echo(f"  benchmark: TTFT mean {_ms(b['ttft_ms']['mean'])} (p50 {_ms(b['ttft_ms']['p50'])}, "
-                       f"p90 {_ms(b['ttft_ms']['p90'])}), TPOT mean {b['tpot_ms']['mean']:.1f} ms, "
-                       f"latency mean {_ms(b['latency_ms']['mean'])}, end-to-end {b['e2e_s']:.1f} s")
+                       f"p90 {_ms(b['ttft_ms']['p90'])}), TPOT mean {tp['mean']:.1f} ms"
+                       + (f" (p50 {tp['p50']:.1f}, p90 {tp['p90']:.1f})" if "sample" in b else "") +
+                       f", latency mean {_ms(b['latency_ms']['mean'])}, end-to-end {b['e2e_s']:.1f} s")
         bn = r["bottleneck"]
         click.echo(f"  bottleneck: {bn['decode_step']} ({bn['share']:.0%} of the decode step)"
                    + (f"; requests are {bn['request']}-bound (TTFT {bn['ttft_share_of_latency']:.0%} of latency)"

@@ -120,6 +120,10 @@ class Predictor:
         assumptions = {n: corrections.ASSUMPTIONS[n] for n in step.assumptions + prefill["assumptions"]}
         if cfg.drafts:
             assumptions["acceptance"] = acceptance.ASSUMPTION
+        if w.varies:
+            assumptions["length-dist"] = ("the decode and prefill figures are at the mean lengths; the benchmark runs "
+                                          "each request of a seeded sample at its own lengths (each length's exact "
+                                          "share of the requests, shuffled; input and output drawn independently)")
         if w.rate:
             assumptions["open-loop-batch"] = "open loop: the decode figures' batch = rate x decode time (Little's law)"
         if benchmark and cfg.role == "serve":
@@ -137,30 +141,39 @@ class Predictor:
             raise PredictError("--input-len", f"the KV pool holds no request of {w.input_len + w.output_len:,} tokens",
                                "shorten the request or raise the KV pool (memory fraction, max-model-len)")
         pol = scheduler.Policy(cfg.engine, cfg.max_batched_tokens, cfg.long_prefill_threshold, seqs, cfg.drafts, tps)
+        lengths = w.request_lengths()
         res = scheduler.simulate(
-            pol, input_len=w.input_len, output_len=w.output_len, concurrency=w.concurrency,
-            requests=w.total_requests, rate=w.rate,
+            pol, lengths=lengths, concurrency=w.concurrency, rate=w.rate,
             decode_ms=lambda b, ctx: self.decode_step(cfg, b, ctx).ms,
             prefill_ms=lambda n, p: self.prefill_chunk(cfg, n, p).ms)
         ttft = [x * 1000 for x in res.ttfts()]
         lat = [x * 1000 for x in res.latencies()]
-        tpot = [(lt - tt) / max(1, w.output_len - 1) for lt, tt in zip(lat, ttft)]
+        tpot = [(lt - tt) / max(1, r.output_len - 1) for lt, tt, r in zip(lat, ttft, res.requests)]
         steady = res.steady_decode_step_ms
-        return {
-            "requests": w.total_requests, "concurrency": w.concurrency, "rate": w.rate, "running_cap": seqs,
-            "ttft_ms": _dist(ttft), "latency_ms": _dist(lat), "tpot_ms": _dist(tpot),
+        out = {
+            "requests": len(lengths), "concurrency": w.concurrency, "rate": w.rate, "running_cap": seqs,
+            "ttft_ms": dist(ttft), "latency_ms": dist(lat), "tpot_ms": dist(tpot),
             "e2e_s": round(res.end_s, 2), "steps": res.steps,
             "steady_decode_tok_s": round(1000 * tps * min(w.concurrency, seqs) / steady, 1) if steady else None,
-            "output_tok_s": round(w.total_requests * w.output_len / res.end_s, 1) if res.end_s else None,
+            "output_tok_s": round(sum(o for _, o in lengths) / res.end_s, 1) if res.end_s else None,
         }
+        if w.varies:
+            out["sample"] = {"input_len": dist([float(i) for i, _ in lengths]),
+                             "output_len": dist([float(o) for _, o in lengths]), "seed": w.seed}
+        return out
 
 
-def _dist(xs: list[float]) -> dict[str, float]:
+def percentile(xs: list[float], q: float) -> float:
+    """Nearest rank: the smallest value with at least q of the values at or below it (xs sorted)."""
+    return xs[max(0, math.ceil(q * len(xs)) - 1)]
+
+
+def dist(xs: list[float]) -> dict[str, float]:
     if not xs:
         return {}
     s = sorted(xs)
-    return {"mean": round(statistics.fmean(s), 1), "p50": round(s[len(s) // 2], 1),
-            "p90": round(s[min(len(s) - 1, math.ceil(0.9 * len(s)) - 1)], 1)}
+    return {"mean": round(statistics.fmean(s), 1), "p50": round(percentile(s, 0.5), 1),
+            "p90": round(percentile(s, 0.9), 1)}
 
 
 def bottleneck(role: dict[str, Any]) -> dict[str, Any]:
@@ -198,8 +211,9 @@ def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_draf
             raise PredictError("spec", "the document names an engine version, model or GPU the catalog lacks",
                                "run `gpustack-k3 validate` first")
         max_len = int(r.value("scheduling.maxModelLen") or 0)
-        if max_len and w.input_len + w.output_len > max_len:
-            raise PredictError("--input-len", f"{w.input_len:,} + {w.output_len:,} tokens exceed the max model length "
+        if max_len and w.input.max + w.output.max > max_len:
+            where = "--input-len-dist" if w.input.varies else "--output-len-dist" if w.output.varies else "--input-len"
+            raise PredictError(where, f"{w.input.max:,} + {w.output.max:,} tokens exceed the max model length "
                                f"{max_len:,}", "shorten the request or raise scheduling.maxModelLen")
         try:
             pl = plan(r)
@@ -208,7 +222,7 @@ def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_draf
         cfg = engine_config(r, view.role.role, view.role.instances)
         roles.append(p.predict_role(cfg, w, admission_cap=admission_cap(r, pl, w),
                                     measured_at_drafts=measured_at_drafts))
-    out = {"workload": w.__dict__, "roles": roles}
+    out = {"workload": w.to_dict(), "roles": roles}
     if len(roles) > 1:
         out["pd"] = pd_balance(roles, w)
     return out

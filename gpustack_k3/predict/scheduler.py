@@ -16,7 +16,7 @@ Policies (docs/design/003-predict.md#scheduler-model), each assumption named in 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 ASSUMPTIONS = {
@@ -76,11 +76,20 @@ class SimResult:
         return [(r.done_at or 0.0) - r.arrival for r in self.requests]
 
 
-def simulate(policy: Policy, *, input_len: int, output_len: int, concurrency: int, requests: int,
+def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency: int,
              rate: float | None, decode_ms: Callable[[int, int], float],
              prefill_ms: Callable[[int, int], float], max_steps: int = 2_000_000) -> SimResult:
-    """Run the benchmark. ``decode_ms(rows_requests, mean_context)``: a decode step of that many requests;
+    """Run the benchmark. ``lengths``: (input, output) tokens of each request, in the order they are issued;
+    ``decode_ms(rows_requests, mean_context)``: a decode step of that many requests;
     ``prefill_ms(tokens, prefix)``: a prefill forward of ``tokens`` new tokens after ``prefix`` cached ones."""
+    requests = len(lengths)
+
+    def issue(arrival: float) -> Req:
+        nonlocal issued
+        r = Req(issued, arrival, *lengths[issued])
+        issued += 1
+        return r
+
     t = 0.0
     issued = 0
     pending: list[Req] = []          # arrived, not admitted
@@ -89,8 +98,7 @@ def simulate(policy: Policy, *, input_len: int, output_len: int, concurrency: in
     arrivals: list[float] = []
     if rate is None:
         for _ in range(min(concurrency, requests)):
-            pending.append(Req(issued, 0.0, input_len, output_len))
-            issued += 1
+            pending.append(issue(0.0))
     else:
         arrivals = [i / rate for i in range(requests)]
     steady: list[float] = []
@@ -100,8 +108,7 @@ def simulate(policy: Policy, *, input_len: int, output_len: int, concurrency: in
         if steps > max_steps:
             break
         while arrivals and arrivals[0] <= t + 1e-12:
-            pending.append(Req(issued, arrivals.pop(0), input_len, output_len))
-            issued += 1
+            pending.append(issue(arrivals.pop(0)))
         if policy.engine == "sglang":
             while pending and len(running) < policy.max_num_seqs:
                 running.append(pending.pop(0))
@@ -172,7 +179,6 @@ def simulate(policy: Policy, *, input_len: int, output_len: int, concurrency: in
             running.remove(r)
             done.append(r)
             if rate is None and issued < requests:
-                pending.append(Req(issued, t, input_len, output_len))
-                issued += 1
+                pending.append(issue(t))
     steady_ms = sorted(steady)[len(steady) // 2] if steady else None
     return SimResult(sorted(done, key=lambda r: r.idx), t, steps, steady_ms)

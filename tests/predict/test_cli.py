@@ -151,3 +151,38 @@ def test_advise_pd_ratio_within_a_gpu_budget(capsys):
     rc, out, _ = _cli(capsys, "advise", "--topology", "vllm-seed", "--gpu-budget", "32", "--context", "1000",
                       "--concurrency", "1", "-o", "json")
     assert rc == 2 and json.loads(out)["error"]["where"] == "--topology"
+
+
+def test_length_distribution_options(capsys, monkeypatch, tmp_path):
+    from gpustack_k3.cli import predict_cmd
+
+    from .doubles import FakeEstimator
+
+    monkeypatch.setattr(predict_cmd, "_estimator", FakeEstimator)   # the workload path, not the tables
+    base = ("predict", "--preset", "sglang-no-dcp", "--output-len", "20", "--acceptance-length", "1.5", "-o", "json")
+    rc, out, _ = _cli(capsys, *base, "--input-len-dist", "2000:3,30000:1", "--requests", "8", "--seed", "4")
+    d = json.loads(out)
+    assert rc == 0, out
+    w, b = d["workload"], d["roles"][0]["benchmark"]
+    assert w["input_len"] == 9000 and w["input_len_dist"]["points"] == [[2000, 3.0], [30000, 1.0]] and w["seed"] == 4
+    assert b["requests"] == 8 and b["sample"]["input_len"]["mean"] == 9000.0   # 6 x 2000 + 2 x 30000, exactly
+    assert set(b["tpot_ms"]) == {"mean", "p50", "p90"}
+    f = tmp_path / "lens.txt"
+    f.write_text("2000\n2000\n2000\n30000\n")
+    rc, out2, _ = _cli(capsys, *base, "--input-len-dist", f"@{f}", "--requests", "8", "--seed", "4")
+    assert rc == 0 and json.loads(out2)["roles"] == d["roles"]          # the same distribution, the same run
+    rc, out, _ = _cli(capsys, *base[:-2], "--input-len-dist", "2000:3,30000:1", "--requests", "8")
+    assert rc == 0 and "9,000 mean (p50 2,000, p90 30,000, max 30,000) in" in out and "TPOT mean" in out \
+        and "(p50 " in out.split("TPOT mean")[1]
+    for args, where, part in ((("--input-len-dist", "2000:x", "--output-len", "9"), "--input-len-dist", "'2000:x'"),
+                              (("--input-len", "5", "--input-len-dist", "5", "--output-len", "9"), "--input-len-dist",
+                               "not both"),
+                              (("--input-len", "5", "--output-len-dist", "@/nonexistent/x"), "--output-len-dist",
+                               "/nonexistent/x: no such length file"),
+                              (("--input-len", "5", "--output-len-dist", ""), "--output-len-dist", "no lengths")):
+        rc, out, err = _cli(capsys, "predict", "--preset", "sglang-no-dcp", *args, "-o", "json")
+        e = json.loads(out)["error"]
+        assert rc == 2 and e["where"] == where and part in e["message"] and where in err, (args, out)
+    rc, out, _ = _cli(capsys, "predict", "--preset", "sglang-no-dcp", "--input-len-dist", "100:1,2000000:1",
+                      "--output-len", "20", "--acceptance-length", "1.5", "-o", "json")
+    assert rc == 2 and json.loads(out)["error"]["where"] == "--input-len-dist"   # the longest exceeds max-model-len

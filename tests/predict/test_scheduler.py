@@ -8,7 +8,7 @@ from gpustack_k3.predict.scheduler import Policy, simulate
 
 def _run(engine, *, budget=100, lpt=0, drafts=0, tps=1.0, n=2, inp=200, out=3, seqs=8):
     pol = Policy(engine, budget, lpt, seqs, drafts, tps)
-    return simulate(pol, input_len=inp, output_len=out, concurrency=n, requests=n, rate=None,
+    return simulate(pol, lengths=[(inp, out)] * n, concurrency=n, rate=None,
                     decode_ms=lambda b, ctx: 10.0, prefill_ms=lambda tok, pre: float(tok))   # 1 ms per prefill token
 
 
@@ -51,3 +51,18 @@ def test_max_num_seqs_queues_the_rest():
     a, b, c = res.requests
     assert b.arrival == 0.0 and b.chunks[0]["prefix"] == 0
     assert b.prefill_done_at > a.done_at
+
+
+def test_each_request_runs_at_its_own_lengths():
+    # SGLang, budget 100, one client, requests (50 in, 3 out) then (250 in, 2 out); prefill 1 ms/token, decode 10 ms
+    pol = Policy("sglang", 100, 0, 8, 0, 1.0)
+    res = simulate(pol, lengths=[(50, 3), (250, 2)], concurrency=1, rate=None,
+                   decode_ms=lambda b, ctx: 10.0, prefill_ms=lambda tok, pre: float(tok))
+    a, b = res.requests
+    assert (a.input_len, a.output_len, b.input_len, b.output_len) == (50, 3, 250, 2)
+    # a: one 50-token chunk (50 ms), 2 decode steps (the prefill token + 2 = 3): done at 70 ms
+    assert [c["tokens"] for c in a.chunks] == [50] and a.done_at == pytest.approx(0.070)
+    # b, issued at 70 ms: chunks 100 + 100 + 50 (250 ms), 1 decode step: done at 330 ms, TTFT 260 ms
+    assert [c["tokens"] for c in b.chunks] == [100, 100, 50] and b.arrival == pytest.approx(0.070)
+    assert b.done_at == pytest.approx(0.330) and res.ttfts() == pytest.approx([0.060, 0.260])
+    assert res.end_s == pytest.approx(0.330)

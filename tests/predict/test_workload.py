@@ -1,0 +1,78 @@
+"""Length distributions of a workload: parsing, the seeded per-request sample, percentiles (by hand)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gpustack_k3.predict.model import Predictor, dist, percentile
+from gpustack_k3.predict.types import LengthDist, PredictError, Workload
+
+from .doubles import FakeEstimator, cfg
+
+
+def test_parse_pairs_and_observed_lengths():
+    d = LengthDist.parse("65536:1, 1024:3", "--input-len-dist")
+    assert d.points == ((1024, 3.0), (65536, 1.0))
+    assert d.mean == pytest.approx((1024 * 3 + 65536) / 4)          # 17152
+    assert (d.percentile(0.5), d.percentile(0.75), d.percentile(0.9), d.max) == (1024, 1024, 65536, 65536)
+    # observed lengths, a bare length weighs 1 and repeats add up (a file's newlines are separators too)
+    o = LengthDist.parse("812\n1024 4000,1024", "--output-len-dist")
+    assert o.points == ((812, 1.0), (1024, 2.0), (4000, 1.0)) and o.percentile(0.5) == 1024
+
+
+@pytest.mark.parametrize("text,part", [("", "no lengths"), ("1024:x", "item 1 '1024:x'"), ("5,0", "item 2 '0'"),
+                                       ("100:-1", "positive number"), ("100:nan", "positive number"),
+                                       ("1.5k", "not LEN")])
+def test_bad_distribution_names_the_option(text, part):
+    with pytest.raises(PredictError) as e:
+        LengthDist.parse(text, "--input-len-dist")
+    assert e.value.where == "--input-len-dist" and part in e.value.message and "LEN:WEIGHT" in e.value.hint
+
+
+def test_sample_gives_each_length_its_exact_share_in_a_seeded_order():
+    d = LengthDist.parse("100:1,200:1,300:1", "x")
+    # 10 requests: 3.33 each -> 3/3/3 and the one left over to the shortest (ties by length)
+    s = d.sample(10, random.Random(0))
+    assert sorted(s) == [100] * 4 + [200] * 3 + [300] * 3
+    assert d.sample(10, random.Random(0)) == s and d.sample(10, random.Random(1)) != s
+    # 3:1 of 8 requests is 6 and 2 exactly
+    assert sorted(LengthDist.parse("1000:3,4000:1", "x").sample(8, random.Random(5))) == [1000] * 6 + [4000] * 2
+
+
+def test_workload_lengths_and_defaults():
+    fixed = Workload(4096, 100, 3)
+    assert fixed.request_lengths() == [(4096, 100)] * 3 and not fixed.varies and fixed.total_requests == 3
+    w = Workload(LengthDist.parse("1000:3,4000:1", "x"), 100, 2, seed=7)
+    assert w.varies and w.total_requests == 64 and w.input_len == 1750       # mean of 1000 x 3/4 + 4000 x 1/4
+    lens = w.request_lengths()
+    assert sorted(i for i, _ in lens) == [1000] * 48 + [4000] * 16 and {o for _, o in lens} == {100}
+    assert w.request_lengths() == lens and Workload(w.input, 100, 2, seed=8).request_lengths() != lens
+    d = w.to_dict()
+    assert d["input_len_dist"]["p90"] == 4000 and d["seed"] == 7 and d["requests"] == 64 and "input_len_dist" \
+        not in fixed.to_dict()
+
+
+def test_nearest_rank_percentiles():
+    xs = [float(x) for x in range(1, 11)]       # 1..10
+    assert percentile(xs, 0.5) == 5.0 and percentile(xs, 0.9) == 9.0 and percentile(xs, 1.0) == 10.0
+    assert dist([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p90": 3.0}
+
+
+def test_benchmark_runs_each_request_at_its_lengths():
+    # two lengths, one client: the short requests' TTFT is below the long ones', so p50 < p90 and the mean between
+    est = FakeEstimator()
+    w = Workload(LengthDist.parse("1000:1,30000:1", "x"), LengthDist.parse("10:1,50:1", "x"), 1, requests=8, seed=3,
+                 acceptance_length=1.0)
+    r = Predictor(est).predict_role(cfg(drafts=0, budget=8192), w)
+    b = r["benchmark"]
+    lens = w.request_lengths()
+    assert b["requests"] == 8 and b["sample"]["input_len"] == dist([float(i) for i, _ in lens])
+    assert b["output_tok_s"] == pytest.approx(sum(o for _, o in lens) / b["e2e_s"], rel=1e-2)
+    assert b["ttft_ms"]["p50"] < b["ttft_ms"]["p90"]
+    assert "length-dist" in r["assumptions"]
+    # the same requests one length at a time: each fixed run's TTFT is one of the mixed run's
+    short = Predictor(est).predict_role(cfg(drafts=0, budget=8192), Workload(1000, 10, 1, acceptance_length=1.0))
+    long_ = Predictor(est).predict_role(cfg(drafts=0, budget=8192), Workload(30000, 10, 1, acceptance_length=1.0))
+    assert b["ttft_ms"]["p50"] == pytest.approx(short["benchmark"]["ttft_ms"]["mean"], rel=1e-3)
+    assert b["ttft_ms"]["p90"] == pytest.approx(long_["benchmark"]["ttft_ms"]["mean"], rel=1e-3)
