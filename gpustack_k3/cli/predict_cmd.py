@@ -1,7 +1,7 @@
 """`predict` (what a launch will do) and `advise` (which knobs), from the estimator behind gpustack_k3.predict.
 
-With `-o json` every exit prints JSON on stdout: the prediction, or {"ok": false, "error": {...}} (exit 2), or the
-refusing findings (exit 1). Design: docs/design/003-predict.md.
+With `-o json` or `-o yaml` every exit prints that format on stdout: the prediction, or
+{"ok": false, "error": {...}} (exit 2), or the refusing findings (exit 1). Design: docs/design/003-predict.md.
 """
 from __future__ import annotations
 
@@ -11,41 +11,47 @@ import sys
 import click
 
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_OK, EXIT_REFUSED, load_document, read_text
+from gpustack_k3.cli.common import EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, load_document, output_option, read_text
 from gpustack_k3.core.errors import InputError
 
 
-def _wants_json(args: list[str]) -> bool:
+def _wanted_format(args: list[str]) -> str:
+    """The -o/--output value among raw argv (before click parses it), "text" when absent or unknown."""
     for i, a in enumerate(args):
-        if a in ("-o", "--output") and i + 1 < len(args) and args[i + 1] == "json":
-            return True
-        if a in ("-ojson", "--output=json"):
-            return True
-    return False
+        v = None
+        if a in ("-o", "--output") and i + 1 < len(args):
+            v = args[i + 1]
+        elif a.startswith("--output="):
+            v = a[len("--output="):]
+        elif a.startswith("-o") and len(a) > 2:
+            v = a[2:]
+        if v in ("json", "yaml"):
+            return v
+    return "text"
 
 
-class JsonCommand(Command):
-    """A command whose usage errors are JSON on stdout too when `-o json` was asked for."""
+class StructuredCommand(Command):
+    """A command whose usage errors are a structured object on stdout too when `-o json|yaml` was asked for."""
 
     def parse_args(self, ctx, args):
-        wants = _wants_json(list(args))
+        wanted = _wanted_format(list(args))
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            if not wants:
+            if wanted == "text":
                 raise
-            _json_error(getattr(exc, "param_hint", None) or "arguments", exc.format_message(),
-                        f"see `gpustack-k3 {self.name} --help`")
+            _error(getattr(exc, "param_hint", None) or "arguments", exc.format_message(),
+                   f"see `gpustack-k3 {self.name} --help`", wanted)
             ctx.exit(EXIT_INPUT)
 
 
-def _json_error(where, message, hint) -> None:
-    click.echo(json.dumps({"ok": False, "error": {"where": str(where), "message": message, "hint": hint}}, indent=2))
+def _error(where, message, hint, output: str) -> None:
+    emit({"ok": False, "error": {"where": str(where), "message": message, "hint": hint}}, output)
 
 
 def _fail(exc: InputError, output: str):
-    if output == "json":
-        _json_error(exc.where, exc.message, exc.hint)
+    if output != "text":
+        _error(exc.where, exc.message, exc.hint, output)
     click.echo(f"error: {exc.line()}", err=True)
     sys.exit(EXIT_INPUT)
 
@@ -53,8 +59,8 @@ def _fail(exc: InputError, output: str):
 def _refused(findings, output: str):
     from gpustack_k3.cli.common import findings_payload, print_findings_text
 
-    if output == "json":
-        click.echo(json.dumps({**findings_payload(findings), "refused": True}, indent=2))
+    if output != "text":
+        emit({**findings_payload(findings), "refused": True}, output)
     print_findings_text(findings, err=True)
     sys.exit(EXIT_REFUSED)
 
@@ -65,11 +71,7 @@ def _estimator():
     return AicEstimator()
 
 
-output_opt = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True,
-                          help="Output format.")
-
-
-@click.command(cls=JsonCommand)
+@click.command(cls=StructuredCommand)
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
 @click.option("--input-len", type=click.IntRange(1), help="Prompt tokens per request.")
@@ -90,7 +92,7 @@ output_opt = click.option("--output", "-o", type=click.Choice(["text", "json"]),
 @click.option("--acceptance-rate", type=float, default=None, help="Per-draft-token acceptance probability (0-1).")
 @click.option("--measured", "measured", default=None, metavar="PROBE_JSON",
               help="A `probe -o json` report: predict its run and show measured beside predicted (drift %).")
-@output_opt
+@output_option
 def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
             acceptance_length, acceptance_rate, measured, output):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
@@ -139,8 +141,8 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
         _fail(exc, output)
     except InputError as exc:
         _fail(exc, output)
-    if output == "json":
-        click.echo(json.dumps(result, indent=2))
+    if output != "text":
+        emit(result, output)
     else:
         _text(result)
     sys.exit(EXIT_OK)
@@ -217,7 +219,7 @@ def _text(res: dict) -> None:
                    f"drift {row['drift_pct']:+.1f}%")
 
 
-@click.command(cls=JsonCommand)
+@click.command(cls=StructuredCommand)
 @click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
 @click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
 @click.option("--priority", type=click.Choice(["throughput", "latency"]), default=None,
@@ -236,7 +238,7 @@ def _text(res: dict) -> None:
 @click.option("--gpu-budget", type=click.IntRange(1), default=None, help="GPUs for the P:D search (with --topology).")
 @click.option("--basis", type=click.Choice(["auto", "predicted", "measured"]), default="auto", show_default=True,
               help="predicted needs the [predict] extra; auto uses it when installed, else the measured lookup.")
-@output_opt
+@output_option
 def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
            top, topology, gpu_budget, basis, output):
     """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures."""
@@ -250,8 +252,8 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         a = lookup(context, concurrency, priority or "throughput")
         d = {**a.to_dict(), "basis": "measured",
              "note": "from the write-up's two measured points; install the [predict] extra for predictions"}
-        if output == "json":
-            click.echo(json.dumps(d, indent=2))
+        if output != "text":
+            emit(d, output)
         else:
             click.echo(f"preset: {a.preset or '(none)'}")
             click.echo(f"reason: {a.reason}")
@@ -268,8 +270,8 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
                 raise InputError("--gpu-budget", "the P:D search needs a GPU budget", "e.g. --gpu-budget 32")
             res = advise_pd(AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms,
                                           acceptance_rate, engine, top), topology, gpu_budget, _estimator())
-            if output == "json":
-                click.echo(json.dumps(res, indent=2))
+            if output != "text":
+                emit(res, output)
             else:
                 click.echo(f"topology: {topology} within {gpu_budget} GPUs\nreason: {res['reason']}")
                 for c in res.get("top", []):
@@ -281,8 +283,8 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
                                 engine, top), _estimator())
     except (PredictError, InputError) as exc:
         _fail(exc, output)
-    if output == "json":
-        click.echo(json.dumps(res, indent=2))
+    if output != "text":
+        emit(res, output)
     else:
         _advise_text(res)
     sys.exit(EXIT_OK if res.get("preset") else EXIT_REFUSED)

@@ -5,6 +5,7 @@ import json
 import sys
 
 import pytest
+import yaml
 
 from gpustack_k3.cli.main import run
 from tests.support import tiers
@@ -17,7 +18,49 @@ def _cli(capsys, *args):
     return rc, out, err
 
 
+def _load(out: str, fmt: str):
+    return json.loads(out) if fmt == "json" else yaml.safe_load(out)
+
+
 # ---------------------------------------------------------------- without the estimator
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_every_exit_is_structured_on_stdout(capsys, monkeypatch, tmp_path, fmt):
+    from gpustack_k3.cli import predict_cmd
+
+    from .doubles import FakeEstimator
+
+    monkeypatch.setattr(predict_cmd, "_estimator", FakeEstimator)
+    work = ("--input-len", "2000", "--output-len", "20", "--acceptance-length", "1.5")
+    # 0: the prediction
+    rc, out, _ = _cli(capsys, "predict", "--preset", "sglang-no-dcp", *work, "-o", fmt)
+    d = _load(out, fmt)
+    assert rc == 0 and d["ok"] is True and d["roles"][0]["benchmark"]["requests"] == 1
+    # 2: a usage error click finds (both spellings of the option), an input error of ours
+    for o in (["-o", fmt], [f"--output={fmt}"], [f"-o{fmt}"]):
+        rc, out, _ = _cli(capsys, "predict", "--preset", "sglang-no-dcp", "--input-len", "x", *o)
+        assert rc == 2 and _load(out, fmt)["ok"] is False and "--input-len" in _load(out, fmt)["error"]["message"]
+    rc, out, _ = _cli(capsys, "predict", "--preset", "nope", *work, "-o", fmt)
+    assert rc == 2 and _load(out, fmt)["error"]["where"] == "--preset"
+    # 1: refused by the rules
+    f = tmp_path / "d.yaml"
+    f.write_text("apiVersion: k3.gpustack.ai/v1alpha1\nkind: K3Deployment\nmetadata: {name: x}\nspec:\n"
+                 "  engine: {name: vllm, version: kimi-k3}\n  parallel: {tp: 8, dcp: 8}\n"
+                 "  speculative: {method: dspark, draftModel: Inferact/Kimi-K3-DSpark, numTokens: 7}\n")
+    rc, out, _ = _cli(capsys, "predict", str(f), *work, "-o", fmt)
+    assert rc == 1 and _load(out, fmt)["refused"] is True
+    # advise: the measured lookup (0), its usage error (2), a refused objective (2)
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--basis", "measured", "-o", fmt)
+    assert rc == 0 and _load(out, fmt)["basis"] == "measured" and _load(out, fmt)["engine"] == "vllm"
+    rc, out, _ = _cli(capsys, "advise", "--context", "0", "--concurrency", "10", "-o", fmt)
+    assert rc == 2 and "--context" in _load(out, fmt)["error"]["message"]
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--basis", "predicted",
+                      "--objective", "goodput", "-o", fmt)
+    assert rc == 2 and _load(out, fmt)["error"]["where"] == "--objective"
+    rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--topology",
+                      "kimi-k3-b300-1p1d", "-o", fmt)
+    assert rc == 2 and _load(out, fmt)["error"]["where"] == "--gpu-budget"
 
 
 def test_usage_errors_are_json_with_o_json(capsys):
