@@ -95,6 +95,18 @@ def candidates(cat, req: AdviseRequest) -> list[dict]:
     return out
 
 
+def refused(doc: DeploymentDocument, counts: dict[str, int], refusals: dict[str, int]) -> bool:
+    """The product's rule engine judges a candidate: refused (errors) is counted, by rule."""
+    findings = validate(doc)
+    if not has_errors(findings):
+        return False
+    counts["refused"] += 1
+    for f in findings:
+        if f.severity == "error":
+            refusals[f.rule] = refusals.get(f.rule, 0) + 1
+    return True
+
+
 def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     cat = load_catalog()
     longest = cat.models["kimi-k3"].max_context
@@ -114,12 +126,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     for c in candidates(cat, req):
         counts["total"] += 1
         doc = DeploymentDocument.model_validate(c["doc"])
-        findings = validate(doc)
-        if has_errors(findings):
-            counts["refused"] += 1
-            for f in findings:
-                if f.severity == "error":
-                    refusals[f.rule] = refusals.get(f.rule, 0) + 1
+        if refused(doc, counts, refusals):
             continue
         r = resolve(doc)
         try:
@@ -281,12 +288,7 @@ def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Est
             for r in doc_d["spec"]["roles"]:
                 r["instances"] = p if r["role"] == "prefill" else d
             doc = DeploymentDocument.model_validate(doc_d)
-            findings = validate(doc)
-            if has_errors(findings):
-                counts["refused"] += 1
-                for f in findings:
-                    if f.severity == "error":
-                        refusals[f.rule] = refusals.get(f.rule, 0) + 1
+            if refused(doc, counts, refusals):
                 continue
             figs = {}
             for view in role_views(doc):

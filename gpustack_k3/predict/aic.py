@@ -22,6 +22,14 @@ def settings() -> dict:
     return yaml.safe_load(resources.files("gpustack_k3.predict").joinpath("data/aic.yaml").read_text())
 
 
+def _lookup(section: str, key: str, where: str, message: str):
+    """An entry of data/aic.yaml, or NoData naming the field and the covered cases."""
+    entry = settings()[section].get(key)
+    if entry is None:
+        raise NoData(where, message, f"predictions cover: {', '.join(settings()[section])}")
+    return entry
+
+
 def _sdk():
     try:
         from aiconfigurator_core.sdk import EngineHandle, common, config, perf_database
@@ -56,24 +64,15 @@ class AicEstimator:
 
     # ------------------------------------------------------------------ lookups
     def system(self, gpu: str) -> str:
-        sysname = settings()["systems"].get(gpu)
-        if sysname is None:
-            raise NoData("spec.hardware.gpuType", f"aiconfigurator-core has no tables for GPU {gpu!r}",
-                         f"predictions cover: {', '.join(settings()['systems'])}")
-        return sysname
+        return _lookup("systems", gpu, "spec.hardware.gpuType", f"aiconfigurator-core has no tables for GPU {gpu!r}")
 
     def backend(self, engine: str) -> tuple[str, str]:
-        b = settings()["backends"].get(engine)
-        if b is None:
-            raise NoData("spec.engine.name", f"no estimator backend for engine {engine!r}", "use vllm or sglang")
+        b = _lookup("backends", engine, "spec.engine.name", f"no estimator backend for engine {engine!r}")
         return b["backend"], b["version"]
 
     def model_path(self, model: str) -> str:
-        p = settings()["models"].get(model)
-        if p is None:
-            raise NoData("spec.model.name", f"aiconfigurator-core has no op graph for model {model!r}",
-                         f"predictions cover: {', '.join(settings()['models'])}")
-        return p
+        return _lookup("models", model, "spec.model.name",
+                       f"aiconfigurator-core has no op graph for model {model!r}")
 
     def _database(self, gpu: str, table: str):
         _, _, _, perf_database, _, _ = self._sdk
