@@ -11,7 +11,8 @@ import sys
 import click
 
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.common import EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, load_document, output_option, read_text
+from gpustack_k3.cli.common import (EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, findings_payload, load_document,
+                                    output_option, print_findings_text, read_text)
 from gpustack_k3.core.errors import InputError
 
 
@@ -57,8 +58,6 @@ def _fail(exc: InputError, output: str):
 
 
 def _refused(findings, output: str):
-    from gpustack_k3.cli.common import findings_payload, print_findings_text
-
     if output != "text":
         emit({**findings_payload(findings), "refused": True}, output)
     print_findings_text(findings, err=True)
@@ -97,7 +96,7 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
             acceptance_length, acceptance_rate, measured, output):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
     closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core)."""
-    from gpustack_k3.predict.types import PredictError, Workload
+    from gpustack_k3.predict.types import Workload
 
     try:
         report = None
@@ -137,9 +136,7 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
 
             serve = next((r for r in result["roles"] if r["role"] == "serve"), result["roles"][0])
             result["plan_vs_actual"] = drift(serve, report)
-    except PredictError as exc:
-        _fail(exc, output)
-    except InputError as exc:
+    except InputError as exc:       # PredictError included
         _fail(exc, output)
     if output != "text":
         emit(result, output)
@@ -243,7 +240,6 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
            top, topology, gpu_budget, basis, output):
     """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures."""
     from gpustack_k3.predict import aic
-    from gpustack_k3.predict.types import PredictError
 
     use_pred = basis == "predicted" or (basis == "auto" and aic.available()) or topology is not None
     if not use_pred:
@@ -281,7 +277,7 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
             sys.exit(EXIT_OK if res.get("preset") else EXIT_REFUSED)
         res = run(AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate,
                                 engine, top), _estimator())
-    except (PredictError, InputError) as exc:
+    except InputError as exc:       # PredictError included
         _fail(exc, output)
     if output != "text":
         emit(res, output)

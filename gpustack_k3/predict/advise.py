@@ -14,13 +14,12 @@ import yaml
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.findings import has_errors
-from gpustack_k3.core.plan import PlanUnavailable, plan
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.rules import validate
 from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance
 from gpustack_k3.predict.estimator import Estimator
-from gpustack_k3.predict.model import Predictor, admission_cap, engine_config
+from gpustack_k3.predict.model import Predictor, admission_cap, engine_config, plan_or_none
 from gpustack_k3.predict.types import PredictError, Workload
 
 DCP_SIZES = (1, 2, 4, 8)
@@ -129,12 +128,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
         if refused(doc, counts, refusals):
             continue
         r = resolve(doc)
-        try:
-            pl = plan(r)
-        except PlanUnavailable:
-            pl = None
-        w = Workload(req.context, req.output_len, req.concurrency)
-        cap = admission_cap(r, pl, w)
+        cap = admission_cap(r, plan_or_none(r), Workload(req.context, req.output_len, req.concurrency))
         cfg = engine_config(r)
         if cap is not None and min(cap, cfg.max_num_seqs) < req.concurrency:
             counts["no_room"] += 1
@@ -181,12 +175,7 @@ def figures(pred: Predictor, cfg, req: AdviseRequest, rate: float) -> tuple[dict
     tps = acceptance.length_from_rate(rate, cfg.drafts)
     batch = min(req.concurrency, cfg.max_num_seqs)
     step = pred.decode_step(cfg, batch, req.context + req.output_len // 2)
-    pre = 0.0
-    prefix = 0
-    while prefix < req.context:
-        n = min(cfg.max_batched_tokens, req.context - prefix)
-        pre += pred.prefill_chunk(cfg, n, prefix).ms
-        prefix += n
+    pre = sum(c.ms for _, _, c in pred.request_prefill(cfg, req.context))
     ttft = pre + step.ms            # unloaded: the request's own prefill chunks + its first decode step
     dec = 1000 * tps * batch / step.ms
     tpot = step.ms / tps

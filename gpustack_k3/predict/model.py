@@ -14,7 +14,7 @@ from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance, corrections, scheduler
 from gpustack_k3.predict.aic import settings
 from gpustack_k3.predict.estimator import Estimator
-from gpustack_k3.predict.types import EngineConfig, PredictError, StepBreakdown, Workload
+from gpustack_k3.predict.types import EngineConfig, LengthDist, PredictError, StepBreakdown, Workload
 
 CTX_BUCKET = 2048          # decode steps are priced at the context rounded up to this (cache granularity)
 PREFIX_BUCKET = 2048
@@ -80,6 +80,16 @@ class Predictor:
             self._prefill[key] = StepBreakdown(self.est.price(cfg, ops), names)
         return self._prefill[key]
 
+    def request_prefill(self, cfg: EngineConfig, input_len: int) -> list[tuple[int, int, StepBreakdown]]:
+        """One prompt alone: its chunks of the engine's budget, as (tokens, prefix, priced chunk)."""
+        out = []
+        prefix = 0
+        while prefix < input_len:
+            n = min(cfg.max_batched_tokens, input_len - prefix)
+            out.append((n, prefix, self.prefill_chunk(cfg, n, prefix)))
+            prefix += n
+        return out
+
     # ------------------------------------------------------------------ one role
     def predict_role(self, cfg: EngineConfig, w: Workload, *, admission_cap: int | None = None,
                      benchmark: bool = True, measured_at_drafts: int | None = None) -> dict[str, Any]:
@@ -104,17 +114,13 @@ class Predictor:
             "per_request_tok_s": round(1000 * tps / step_ms, 2),
             "decode_tok_s": round(1000 * tps * steady_batch / step_ms, 1),
         }
-        chunks = []
-        prefix = 0
-        while prefix < w.input_len:
-            n = min(cfg.max_batched_tokens, w.input_len - prefix)
-            c = self.prefill_chunk(cfg, n, prefix)
-            chunks.append({"tokens": n, "prefix": prefix, "ms": round(c.ms, 2), "tok_s": round(1000 * n / c.ms, 0)})
-            prefix += n
+        priced = self.request_prefill(cfg, w.input_len)
+        chunks = [{"tokens": n, "prefix": pre, "ms": round(c.ms, 2), "tok_s": round(1000 * n / c.ms, 0)}
+                  for n, pre, c in priced]
         pf_ms = sum(c["ms"] for c in chunks)
         prefill = {"chunk_budget": cfg.max_batched_tokens, "chunks": chunks, "request_prefill_ms": round(pf_ms, 1),
                    "tok_s": round(1000 * w.input_len / pf_ms, 0) if pf_ms else None,
-                   "assumptions": self.prefill_chunk(cfg, chunks[0]["tokens"], 0).assumptions if chunks else []}
+                   "assumptions": priced[0][2].assumptions if priced else []}
         out: dict[str, Any] = {"role": cfg.role, "instances": cfg.instances, "engine": cfg.to_dict(),
                                "decode": decode, "prefill": prefill}
         assumptions = {n: corrections.ASSUMPTIONS[n] for n in step.assumptions + prefill["assumptions"]}
@@ -163,17 +169,13 @@ class Predictor:
         return out
 
 
-def percentile(xs: list[float], q: float) -> float:
-    """Nearest rank: the smallest value with at least q of the values at or below it (xs sorted)."""
-    return xs[max(0, math.ceil(q * len(xs)) - 1)]
-
-
 def dist(xs: list[float]) -> dict[str, float]:
+    """Mean, p50, p90 (nearest rank) of per-request figures."""
     if not xs:
         return {}
-    s = sorted(xs)
-    return {"mean": round(statistics.fmean(s), 1), "p50": round(percentile(s, 0.5), 1),
-            "p90": round(percentile(s, 0.9), 1)}
+    d = LengthDist.of(xs)
+    return {"mean": round(statistics.fmean(xs), 1), "p50": round(d.percentile(0.5), 1),
+            "p90": round(d.percentile(0.9), 1)}
 
 
 def bottleneck(role: dict[str, Any]) -> dict[str, Any]:
@@ -188,6 +190,14 @@ def bottleneck(role: dict[str, Any]) -> dict[str, Any]:
         out["request"] = "prefill (TTFT)" if share > 0.5 else "decode"
         out["ttft_share_of_latency"] = round(share, 3)
     return out
+
+
+def plan_or_none(r):
+    """The product's memory plan of a resolved document, None where it has none (no KV figures)."""
+    try:
+        return plan(r)
+    except PlanUnavailable:
+        return None
 
 
 def admission_cap(r, plan, w: Workload) -> int | None:
@@ -215,12 +225,8 @@ def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_draf
             where = "--input-len-dist" if w.input.varies else "--output-len-dist" if w.output.varies else "--input-len"
             raise PredictError(where, f"{w.input.max:,} + {w.output.max:,} tokens exceed the max model length "
                                f"{max_len:,}", "shorten the request or raise scheduling.maxModelLen")
-        try:
-            pl = plan(r)
-        except PlanUnavailable:
-            pl = None
         cfg = engine_config(r, view.role.role, view.role.instances)
-        roles.append(p.predict_role(cfg, w, admission_cap=admission_cap(r, pl, w),
+        roles.append(p.predict_role(cfg, w, admission_cap=admission_cap(r, plan_or_none(r), w),
                                     measured_at_drafts=measured_at_drafts))
     out = {"workload": w.to_dict(), "roles": roles}
     if len(roles) > 1:

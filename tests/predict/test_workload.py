@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from gpustack_k3.predict.model import Predictor, dist, percentile
+from gpustack_k3.predict.model import Predictor, dist
 from gpustack_k3.predict.types import LengthDist, PredictError, Workload
 
 from .doubles import FakeEstimator, cfg
@@ -54,9 +54,11 @@ def test_workload_lengths_and_defaults():
 
 
 def test_nearest_rank_percentiles():
-    xs = [float(x) for x in range(1, 11)]       # 1..10
-    assert percentile(xs, 0.5) == 5.0 and percentile(xs, 0.9) == 9.0 and percentile(xs, 1.0) == 10.0
+    xs = [float(x) for x in range(10, 0, -1)]       # 10..1
+    assert dist(xs) == {"mean": 5.5, "p50": 5.0, "p90": 9.0}
     assert dist([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p90": 3.0}
+    assert dist([4.0, 4.0, 4.0, 0.0]) == {"mean": 3.0, "p50": 4.0, "p90": 4.0}   # repeats weigh by their count
+    assert dist([]) == {}
 
 
 def test_benchmark_runs_each_request_at_its_lengths():
