@@ -138,7 +138,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
                 else default_rate(c["engine"], req.context)
         rate = rates[c["engine"]][0]
         c["figures"], c["breakdown"] = figures(pred, cfg, req, rate)
-        c["cap"] = cap
+        c["cap"], c["cfg"] = cap, cfg
         ranked.append(c)
     if not ranked:
         return {**base, "preset": None, "engine": None, "candidates": counts, "refusals": refusals,
@@ -220,7 +220,7 @@ def why(win: dict, other: dict | None, req: AdviseRequest) -> str:
 
 def crossover(pred: Predictor, a: dict, b: dict, req: AdviseRequest, rates: dict) -> dict:
     """The context where b's decode speed overtakes a's (or a's overtakes b's) at the same concurrency."""
-    cfgs = [engine_config(resolve(DeploymentDocument.model_validate(c["doc"]))) for c in (a, b)]
+    cfgs = [a["cfg"], b["cfg"]]
     tpss = [acceptance.length_from_rate(rates[c["engine"]][0], cfg.drafts) for c, cfg in zip((a, b), cfgs)]
 
     def diff(ctx: int) -> float:

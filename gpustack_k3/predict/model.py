@@ -47,7 +47,8 @@ def engine_config(r, role: str = "serve", instances: int = 1) -> EngineConfig:
         model=spec.model.name, tp=r.tp, dcp=r.dcp, ep=ep, drafts=drafts, spec_method=spec.speculative.method,
         kv_dtype="fp8" if "fp8" in kv else "bfloat16", max_num_seqs=int(seqs), max_batched_tokens=int(budget),
         long_prefill_threshold=int(lpt), dcp_comm=spec.parallel.dcpCommBackend or settings()["dcp_comm_default"][engine],
-        custom_allreduce=custom_ar, static_verify=engine == "sglang" and r.dcp > 1 and drafts > 0,
+        custom_allreduce=custom_ar,
+        static_verify=bool(r.trait("dspark_dcp_static_verify", False)) and r.dcp > 1 and drafts > 0,
         role=role, instances=instances)
 
 

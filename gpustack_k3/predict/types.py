@@ -180,7 +180,7 @@ class EngineConfig:
     long_prefill_threshold: int          # vLLM: 0 = whole budget; SGLang: not used
     dcp_comm: str                        # ag_rs | a2a
     custom_allreduce: bool
-    static_verify: bool                  # SGLang + DCP: full window verified every step
+    static_verify: bool                  # DSpark + DCP: the full window verified every step (catalog trait)
     role: str = "serve"
     instances: int = 1
 
