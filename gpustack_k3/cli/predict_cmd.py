@@ -138,11 +138,16 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
             result["plan_vs_actual"] = drift(serve, report)
     except InputError as exc:       # PredictError included
         _fail(exc, output)
+    _finish(result, output, _text, EXIT_OK)
+
+
+def _finish(result: dict, output: str, text, code: int):
+    """The result in the asked format (``text(result)`` for text) and the exit code."""
     if output != "text":
         emit(result, output)
     else:
-        _text(result)
-    sys.exit(EXIT_OK)
+        text(result)
+    sys.exit(code)
 
 
 def _lengths(option: str, fixed: int | None, dist: str | None):
@@ -248,42 +253,37 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         a = lookup(context, concurrency, priority or "throughput")
         d = {**a.to_dict(), "basis": "measured",
              "note": "from the write-up's two measured points; install the [predict] extra for predictions"}
-        if output != "text":
-            emit(d, output)
-        else:
-            click.echo(f"preset: {a.preset or '(none)'}")
-            click.echo(f"reason: {a.reason}")
-            click.echo(f"source: {a.source} (basis: measured)")
-        sys.exit(EXIT_OK if a.preset else EXIT_REFUSED)
+        _finish(d, output, _measured_text, EXIT_OK if a.preset else EXIT_REFUSED)
     from gpustack_k3.predict.advise import AdviseRequest, advise as run
 
     obj = objective or ("ttft" if priority == "latency" else "throughput")
+    req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine, top)
     try:
         if topology is not None:
             from gpustack_k3.predict.advise import advise_pd
 
             if gpu_budget is None:
                 raise InputError("--gpu-budget", "the P:D search needs a GPU budget", "e.g. --gpu-budget 32")
-            res = advise_pd(AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms,
-                                          acceptance_rate, engine, top), topology, gpu_budget, _estimator())
-            if output != "text":
-                emit(res, output)
-            else:
-                click.echo(f"topology: {topology} within {gpu_budget} GPUs\nreason: {res['reason']}")
-                for c in res.get("top", []):
-                    click.echo(f"  {c['prefill_instances']}P:{c['decode_instances']}D {c['gpus']:>3} GPUs  "
-                               f"{c['req_s']:.3f} req/s  (prefill {c['prefill_req_s']:.3f}, decode "
-                               f"{c['decode_req_s']:.3f}; {c['limited_by']}-bound)")
-            sys.exit(EXIT_OK if res.get("preset") else EXIT_REFUSED)
-        res = run(AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate,
-                                engine, top), _estimator())
+            res, text = advise_pd(req, topology, gpu_budget, _estimator()), _pd_text
+        else:
+            res, text = run(req, _estimator()), _advise_text
     except InputError as exc:       # PredictError included
         _fail(exc, output)
-    if output != "text":
-        emit(res, output)
-    else:
-        _advise_text(res)
-    sys.exit(EXIT_OK if res.get("preset") else EXIT_REFUSED)
+    _finish(res, output, text, EXIT_OK if res.get("preset") else EXIT_REFUSED)
+
+
+def _measured_text(d: dict) -> None:
+    click.echo(f"preset: {d['preset'] or '(none)'}")
+    click.echo(f"reason: {d['reason']}")
+    click.echo(f"source: {d['source']} (basis: measured)")
+
+
+def _pd_text(res: dict) -> None:
+    click.echo(f"topology: {res['topology']} within {res['gpu_budget']} GPUs\nreason: {res['reason']}")
+    for c in res.get("top", []):
+        click.echo(f"  {c['prefill_instances']}P:{c['decode_instances']}D {c['gpus']:>3} GPUs  "
+                   f"{c['req_s']:.3f} req/s  (prefill {c['prefill_req_s']:.3f}, decode "
+                   f"{c['decode_req_s']:.3f}; {c['limited_by']}-bound)")
 
 
 def _advise_text(res: dict) -> None:
