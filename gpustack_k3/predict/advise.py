@@ -56,6 +56,13 @@ def default_rate(engine: str, context: int) -> tuple[float, str]:
                   f"(random dataset; {acc['source']}) -> rate {rate:.3f}; give --acceptance-rate for your traffic")
 
 
+def acceptance_of(req: AdviseRequest, engine: str) -> tuple[float, str]:
+    """The per-draft-token acceptance the candidates of ``engine`` are priced at, and where it comes from."""
+    if req.acceptance_rate is not None:
+        return req.acceptance_rate, "given --acceptance-rate"
+    return default_rate(engine, req.context)
+
+
 def _fit_len(n: int) -> int:
     return int(math.ceil(n / 32768) * 32768)
 
@@ -134,8 +141,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
             counts["no_room"] += 1
             continue
         if c["engine"] not in rates:
-            rates[c["engine"]] = (req.acceptance_rate, "given --acceptance-rate") if req.acceptance_rate is not None \
-                else default_rate(c["engine"], req.context)
+            rates[c["engine"]] = acceptance_of(req, c["engine"])
         rate = rates[c["engine"]][0]
         c["figures"], c["breakdown"] = figures(pred, cfg, req, rate)
         c["cap"], c["cfg"] = cap, cfg
@@ -268,8 +274,9 @@ def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Est
     counts = {"total": 0, "refused": 0}
     refusals: dict[str, int] = {}
     ranked = []
+    rate: float | None = None
     rate_note = None
-    cache: dict[tuple, dict] = {}
+    priced: dict[tuple, dict] = {}
     for p in range(1, gpu_budget // per["prefill"] + 1):
         for d in range(1, (gpu_budget - p * per["prefill"]) // per["decode"] + 1):
             counts["total"] += 1
@@ -282,16 +289,13 @@ def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Est
             figs = {}
             for view in role_views(doc):
                 cfg = engine_config(resolve(view.document), view.role.role, view.role.instances)
-                if rate_note is None:
-                    rate, rate_note = (req.acceptance_rate, "given --acceptance-rate") \
-                        if req.acceptance_rate is not None else default_rate(cfg.engine, req.context)
-                    req_rate = rate
+                if rate is None:
+                    rate, rate_note = acceptance_of(req, cfg.engine)
                 batch = max(1, min(cfg.max_num_seqs, math.ceil(req.concurrency / d)))
                 key = (view.role.role, batch)
-                if key not in cache:
-                    f, _ = figures(pred, cfg, AdviseRequest(req.context, batch, req.output_len), req_rate)
-                    cache[key] = f
-                figs[view.role.role] = cache[key]
+                if key not in priced:
+                    priced[key], _ = figures(pred, cfg, AdviseRequest(req.context, batch, req.output_len), rate)
+                figs[view.role.role] = priced[key]
             pre_rps = p * 1000 / max(1e-9, figs["prefill"]["ttft_ms"] - figs["prefill"]["step_ms"])
             dec_rps = d * figs["decode"]["decode_tok_s"] / req.output_len
             ranked.append({"prefill_instances": p, "decode_instances": d,

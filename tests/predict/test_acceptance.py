@@ -26,3 +26,15 @@ def test_bad_acceptance_is_input_error(kw):
     with pytest.raises(PredictError) as e:
         A.tokens_per_step(7, **kw)
     assert e.value.where in ("--acceptance-length", "--acceptance-rate") and e.value.hint
+
+
+def test_advise_acceptance_given_or_the_measured_row_nearest_the_context():
+    from gpustack_k3.predict.advise import AdviseRequest, acceptance_of, measured
+
+    assert acceptance_of(AdviseRequest(65536, 10, acceptance_rate=0.6), "vllm") == (0.6, "given --acceptance-rate")
+    acc = measured()["acceptance_length"]
+    row = next(r for r in acc["rows"] if r["engine"] == "sglang" and r["context"] == max(
+        x["context"] for x in acc["rows"] if x["engine"] == "sglang"))
+    rate, note = acceptance_of(AdviseRequest(10_000_000, 10), "sglang")      # beyond every row: the longest
+    assert A.length_from_rate(rate, acc["drafts"]) == pytest.approx((row["low"] + row["high"]) / 2)
+    assert f"at {row['context']:,} tokens" in note
