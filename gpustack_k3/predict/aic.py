@@ -8,18 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-from functools import cache
-from importlib import resources
 
-import yaml
-
-from gpustack_k3.predict.estimator import PlannedOp, category
+from gpustack_k3.predict.estimator import PlannedOp, category, settings
 from gpustack_k3.predict.types import EngineConfig, EstimatorMissing, NoData, OpCost, PredictError
-
-
-@cache
-def settings() -> dict:
-    return yaml.safe_load(resources.files("gpustack_k3.predict").joinpath("data/aic.yaml").read_text())
 
 
 def _lookup(section: str, key: str, where: str, message: str):

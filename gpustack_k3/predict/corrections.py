@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import math
 
-from gpustack_k3.predict.aic import settings
-from gpustack_k3.predict.estimator import PlannedOp, fields, kind
+from gpustack_k3.predict.estimator import PlannedOp, fields, kind, settings
 from gpustack_k3.predict.types import EngineConfig
 
 ASSUMPTIONS = {

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from typing import Protocol
+
+import yaml
 
 from gpustack_k3.predict.types import EngineConfig, OpCost
 
 ATTENTION_KINDS = {"GenerationAttention", "GenerationMla", "MlaBmm", "ContextAttention", "ContextMla",
                    "MlaModuleGeneration", "MlaModuleContext"}
 COMM_KINDS = {"CustomAllReduce", "Nccl", "P2P", "MoeDispatch", "AllReduce"}
+
+
+@cache
+def settings() -> dict:
+    """data/aic.yaml: how a launch maps onto the estimator's tables and op graph (read by the adapter and by our
+    corrections; no performance figure)."""
+    return yaml.safe_load(resources.files("gpustack_k3.predict").joinpath("data/aic.yaml").read_text())
 
 
 def kind(spec: dict) -> str:

@@ -12,8 +12,7 @@ from gpustack_k3.core.plan import PlanUnavailable, plan
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance, corrections, scheduler
-from gpustack_k3.predict.aic import settings
-from gpustack_k3.predict.estimator import Estimator
+from gpustack_k3.predict.estimator import Estimator, settings
 from gpustack_k3.predict.types import EngineConfig, LengthDist, PredictError, StepBreakdown, Workload
 
 CTX_BUCKET = 2048          # decode steps are priced at the context rounded up to this (cache granularity)

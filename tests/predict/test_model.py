@@ -38,3 +38,15 @@ def test_open_loop_batch_follows_littles_law():
     est = FakeEstimator()
     r = Predictor(est).predict_role(cfg(drafts=0), Workload(4096, 1000, 1, requests=20, rate=5.0))
     assert r["decode"]["batch"] > 1 and "open-loop-batch" in r["assumptions"]
+
+
+def test_only_the_command_edge_imports_the_adapter_and_predict():
+    """Read from the source: the aiconfigurator-core adapter is imported by the predict/advise command alone (our
+    core speaks to the Estimator interface), and no other command or layer imports gpustack_k3.predict."""
+    from tests.architecture.imports import graph
+
+    g = graph()
+    adapter = sorted(m for m, es in g.items() if "gpustack_k3.predict.aic" in es)
+    outside = sorted(m for m, es in g.items() if not m.startswith("gpustack_k3.predict")
+                     and any(t.startswith("gpustack_k3.predict") for t in es))
+    assert adapter == ["gpustack_k3.cli.predict_cmd"] and outside == ["gpustack_k3.cli.predict_cmd"]
