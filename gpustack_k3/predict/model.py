@@ -11,9 +11,10 @@ from typing import Any
 from gpustack_k3.core.plan import PlanUnavailable, plan
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.topology import role_views
+from gpustack_k3.probe.core import percentile
 from gpustack_k3.predict import acceptance, corrections, scheduler
 from gpustack_k3.predict.estimator import Estimator, settings
-from gpustack_k3.predict.types import EngineConfig, LengthDist, PredictError, StepBreakdown, Workload
+from gpustack_k3.predict.types import EngineConfig, PredictError, StepBreakdown, Workload
 
 CTX_BUCKET = 2048          # decode steps are priced at the context rounded up to this (cache granularity)
 PREFIX_BUCKET = 2048
@@ -170,12 +171,13 @@ class Predictor:
 
 
 def dist(xs: list[float]) -> dict[str, float]:
-    """Mean, p50, p90 (nearest rank) of per-request figures."""
+    """Mean, p50, p90 of per-request figures, percentiles as the probe measures them (``probe.core.percentile``:
+    linear interpolation, what ``vllm bench serve`` reports), so plan and actual compare like for like."""
     if not xs:
         return {}
-    d = LengthDist.of(xs)
-    return {"mean": round(statistics.fmean(xs), 1), "p50": round(d.percentile(0.5), 1),
-            "p90": round(d.percentile(0.9), 1)}
+    s = sorted(xs)
+    return {"mean": round(statistics.fmean(s), 1), "p50": round(percentile(s, 50), 1),
+            "p90": round(percentile(s, 90), 1)}
 
 
 def bottleneck(role: dict[str, Any]) -> dict[str, Any]:

@@ -36,19 +36,11 @@ DIST_HINT = ("give LEN:WEIGHT pairs or observed lengths, comma- or space-separat
 @dataclass(frozen=True)
 class LengthDist:
     """Request lengths as a discrete distribution: (tokens, weight) points, sorted by tokens, weights > 0."""
-    points: tuple[tuple[int, float], ...]     # (value, weight); per-request figures (ms) use it too, via of()
+    points: tuple[tuple[int, float], ...]
 
     @classmethod
     def fixed(cls, n: int) -> LengthDist:
         return cls(((int(n), 1.0),))
-
-    @classmethod
-    def of(cls, values) -> LengthDist:
-        """Observed values, each weighing 1 (a value seen twice weighs 2)."""
-        acc: dict = {}
-        for v in values:
-            acc[v] = acc.get(v, 0.0) + 1.0
-        return cls(tuple(sorted(acc.items())))
 
     @classmethod
     def parse(cls, text: str, where: str) -> LengthDist:

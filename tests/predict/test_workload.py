@@ -53,18 +53,20 @@ def test_workload_lengths_and_defaults():
         not in fixed.to_dict()
 
 
-def test_nearest_rank_percentiles():
+def test_percentiles_as_the_probe_measures_them():
+    # linear interpolation between closest ranks (probe.core.percentile, numpy's default, vllm bench serve's)
     xs = [float(x) for x in range(10, 0, -1)]       # 10..1
-    assert dist(xs) == {"mean": 5.5, "p50": 5.0, "p90": 9.0}
-    assert dist([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p90": 3.0}
-    assert dist([4.0, 4.0, 4.0, 0.0]) == {"mean": 3.0, "p50": 4.0, "p90": 4.0}   # repeats weigh by their count
+    assert dist(xs) == {"mean": 5.5, "p50": 5.5, "p90": 9.1}
+    assert dist([3.0, 1.0, 2.0]) == {"mean": 2.0, "p50": 2.0, "p90": 2.8}
+    assert dist([4.0, 4.0, 4.0, 0.0]) == {"mean": 3.0, "p50": 4.0, "p90": 4.0}
     assert dist([]) == {}
 
 
 def test_benchmark_runs_each_request_at_its_lengths():
-    # two lengths, one client: the short requests' TTFT is below the long ones', so p50 < p90 and the mean between
+    # two lengths, one client: 6 short and 2 long prompts; p50 (rank 3.5) is a short one's TTFT, p90 (rank 6.3) a
+    # long one's
     est = FakeEstimator()
-    w = Workload(LengthDist.parse("1000:1,30000:1", "x"), LengthDist.parse("10:1,50:1", "x"), 1, requests=8, seed=3,
+    w = Workload(LengthDist.parse("1000:3,30000:1", "x"), LengthDist.parse("10:1,50:1", "x"), 1, requests=8, seed=3,
                  acceptance_length=1.0)
     r = Predictor(est).predict_role(cfg(drafts=0, budget=8192), w)
     b = r["benchmark"]
