@@ -8,7 +8,11 @@ from gpustack_k3.predict.types import PredictError
 # (label, probe report path, prediction path in the serve role)
 PAIRS = (
     ("ttft_mean_ms", ("ttft_ms", "mean"), ("benchmark", "ttft_ms", "mean")),
+    ("ttft_p50_ms", ("ttft_ms", "p50"), ("benchmark", "ttft_ms", "p50")),
+    ("ttft_p90_ms", ("ttft_ms", "p90"), ("benchmark", "ttft_ms", "p90")),
     ("tpot_mean_ms", ("tpot_ms", "mean"), ("benchmark", "tpot_ms", "mean")),
+    ("tpot_p50_ms", ("tpot_ms", "p50"), ("benchmark", "tpot_ms", "p50")),
+    ("tpot_p90_ms", ("tpot_ms", "p90"), ("benchmark", "tpot_ms", "p90")),
     ("itl_mean_ms", ("itl_ms", "mean"), ("decode", "itl_ms")),
     ("latency_mean_ms", ("e2el_ms", "mean"), ("benchmark", "latency_ms", "mean")),
     ("wall_s", ("wall_s",), ("benchmark", "e2e_s")),

@@ -80,3 +80,16 @@ def test_benchmark_runs_each_request_at_its_lengths():
     long_ = Predictor(est).predict_role(cfg(drafts=0, budget=8192), Workload(30000, 10, 1, acceptance_length=1.0))
     assert b["ttft_ms"]["p50"] == pytest.approx(short["benchmark"]["ttft_ms"]["mean"], rel=1e-3)
     assert b["ttft_ms"]["p90"] == pytest.approx(long_["benchmark"]["ttft_ms"]["mean"], rel=1e-3)
+
+
+def test_plan_vs_actual_compares_the_percentiles_too():
+    from gpustack_k3.predict.actual import drift
+
+    role = {"benchmark": {"ttft_ms": {"mean": 1000.0, "p50": 800.0, "p90": 2000.0},
+                          "tpot_ms": {"mean": 20.0, "p50": 20.0, "p90": 25.0}, "e2e_s": 10.0}, "decode": {"itl_ms": 40.0}}
+    report = {"ttft_ms": {"mean": 1100.0, "p50": 1000.0, "p90": 1500.0, "p99": 1900.0},
+              "tpot_ms": {"mean": 21.0, "p50": 19.0}, "wall_s": 9.0}
+    rows = {r["figure"]: r["drift_pct"] for r in drift(role, report)}
+    # (measured / predicted - 1) x 100; a figure the report lacks (tpot p90, itl) is left out
+    assert rows == {"ttft_mean_ms": 10.0, "ttft_p50_ms": 25.0, "ttft_p90_ms": -25.0, "tpot_mean_ms": 5.0,
+                    "tpot_p50_ms": -5.0, "wall_s": -10.0}
