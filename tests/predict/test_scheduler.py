@@ -66,3 +66,14 @@ def test_each_request_runs_at_its_own_lengths():
     assert [c["tokens"] for c in b.chunks] == [100, 100, 50] and b.arrival == pytest.approx(0.070)
     assert b.done_at == pytest.approx(0.330) and res.ttfts() == pytest.approx([0.060, 0.260])
     assert res.end_s == pytest.approx(0.330)
+
+
+def test_open_loop_arrivals_run_at_their_own_lengths():
+    # 10 req/s: arrivals at 0 and 100 ms; (50 in, 2 out) then (20 in, 2 out); prefill 1 ms/token, decode 10 ms
+    pol = Policy("sglang", 100, 0, 8, 0, 1.0)
+    res = simulate(pol, lengths=[(50, 2), (20, 2)], concurrency=1, rate=10.0,
+                   decode_ms=lambda b, ctx: 10.0, prefill_ms=lambda tok, pre: float(tok))
+    a, b = res.requests
+    assert a.done_at == pytest.approx(0.060)                       # 50 ms prefill + one 10 ms decode
+    assert b.arrival == pytest.approx(0.100) and b.done_at == pytest.approx(0.130)   # idle until it arrives
+    assert res.ttfts() == pytest.approx([0.060, 0.030]) and res.end_s == pytest.approx(0.130)
