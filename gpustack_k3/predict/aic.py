@@ -1,0 +1,143 @@
+"""Adapter to NVIDIA aiconfigurator-core (the ``[predict]`` extra), behind ``estimator.Estimator``.
+
+Imported only by ``predict`` / ``advise``. Uses AIC's public surface: ``perf_database.get_database``, the model
+registry (``models.get_model``), ``engine.build_ops_json`` and ``EngineHandle.evaluate_ops_json`` (the op-list
+FFI). AIC's own op graph is read as op specs; corrections are ours (``corrections.py``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from gpustack_k3.predict.estimator import PlannedOp, category, settings
+from gpustack_k3.predict.types import EngineConfig, EstimatorMissing, NoData, OpCost, PredictError
+
+
+def _lookup(section: str, key: str, where: str, message: str):
+    """An entry of data/aic.yaml, or NoData naming the field and the covered cases."""
+    entry = settings()[section].get(key)
+    if entry is None:
+        raise NoData(where, message, f"predictions cover: {', '.join(settings()[section])}")
+    return entry
+
+
+def _sdk():
+    try:
+        from aiconfigurator_core.sdk import EngineHandle, common, config, perf_database
+        from aiconfigurator_core.sdk.engine import build_ops_json
+        from aiconfigurator_core.sdk.models import get_model
+    except ImportError as exc:
+        raise EstimatorMissing(str(exc)) from None
+    return EngineHandle, common, config, perf_database, build_ops_json, get_model
+
+
+def available() -> bool:
+    try:
+        _sdk()
+    except EstimatorMissing:
+        return False
+    return True
+
+
+def _quiet():
+    # AIC logs every database load at INFO/WARNING; our output is the prediction.
+    logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
+
+
+class AicEstimator:
+    name = "aiconfigurator-core"
+
+    def __init__(self) -> None:
+        self._sdk = _sdk()
+        _quiet()
+        self._handles: dict[tuple[str, str], object] = {}
+        self.version = _dist_version()
+
+    # ------------------------------------------------------------------ lookups
+    def system(self, gpu: str) -> str:
+        return _lookup("systems", gpu, "spec.hardware.gpuType", f"aiconfigurator-core has no tables for GPU {gpu!r}")
+
+    def backend(self, engine: str) -> tuple[str, str]:
+        b = _lookup("backends", engine, "spec.engine.name", f"no estimator backend for engine {engine!r}")
+        return b["backend"], b["version"]
+
+    def model_path(self, model: str) -> str:
+        return _lookup("models", model, "spec.model.name",
+                       f"aiconfigurator-core has no op graph for model {model!r}")
+
+    def _database(self, gpu: str, table: str):
+        _, _, _, perf_database, _, _ = self._sdk
+        backend, version = self.backend(table)
+        try:
+            db = perf_database.get_database(self.system(gpu), backend, version)
+        except Exception as exc:   # AIC raises its own types for missing data directories
+            raise NoData("aiconfigurator-core", f"no {backend} {version} tables for {gpu}: {exc}",
+                         "see `gpustack-k3 predict --help` for the covered cases") from None
+        if db is None:
+            raise NoData("aiconfigurator-core", f"no {backend} {version} tables for {gpu}",
+                         "see `gpustack-k3 predict --help` for the covered cases")
+        return db
+
+    def _handle(self, gpu: str, table: str):
+        key = (gpu, table)
+        if key not in self._handles:
+            EngineHandle = self._sdk[0]
+            self._handles[key] = EngineHandle.for_database(self._database(gpu, table))
+        return self._handles[key]
+
+    # ------------------------------------------------------------------ Estimator
+    def graph(self, cfg: EngineConfig, phase: str) -> list[dict]:
+        _, common, config, _, build_ops_json, get_model = self._sdk
+        if cfg.tp % cfg.ep:
+            raise PredictError("spec.parallel.ep", f"EP {cfg.ep} does not divide TP {cfg.tp}", "use an EP dividing TP")
+        mc = config.ModelConfig(tp_size=cfg.tp, pp_size=1, attention_dp_size=1, moe_tp_size=cfg.tp // cfg.ep,
+                                moe_ep_size=cfg.ep, nextn=cfg.drafts,
+                                kvcache_quant_mode=common.KVCacheQuantMode[cfg.kv_dtype])
+        backend, _ = self.backend(cfg.engine)
+        try:
+            model = get_model(self.model_path(cfg.model), mc, backend)
+        except (AssertionError, ValueError, NotImplementedError) as exc:
+            raise NoData("aiconfigurator-core", f"cannot build the {cfg.model} op graph for {cfg.engine} TP{cfg.tp} "
+                         f"EP{cfg.ep}: {exc}", "change the parallel layout") from None
+        ops = model.generation_ops if phase == "generation" else model.context_ops
+        return json.loads(build_ops_json(list(ops)))
+
+    def price(self, cfg: EngineConfig, ops: list[PlannedOp]) -> list[OpCost]:
+        groups: dict[tuple, list[int]] = {}
+        for i, op in enumerate(ops):
+            groups.setdefault((op.table, op.phase, op.batch, op.s, op.prefix), []).append(i)
+        out: list[OpCost | None] = [None] * len(ops)
+        for (table, phase, batch, s, prefix), idx in groups.items():
+            handle = self._handle(cfg.gpu, table)
+            specs = json.dumps([ops[i].spec for i in idx])
+            try:
+                res = handle.evaluate_ops_json(specs, is_context=phase == "context", batch_size=max(1, batch),
+                                               s=max(1, s), prefix=prefix)
+            except Exception as exc:   # AIC's PerfDataNotAvailableError and friends: name the ops without rows
+                missing = []
+                for i in idx:
+                    try:
+                        handle.evaluate_ops_json(json.dumps([ops[i].spec]), is_context=phase == "context",
+                                                 batch_size=max(1, batch), s=max(1, s), prefix=prefix)
+                    except Exception:
+                        missing.append(ops[i].name)
+                raise NoData("aiconfigurator-core", f"no {table} table rows for {', '.join(missing or ['?'])} at "
+                             f"batch {batch}, s {s}: {str(exc).splitlines()[0][:300]}",
+                             "this case is outside the estimator's measured data") from None
+            if len(res) != len(idx):
+                raise PredictError("aiconfigurator-core", f"expected {len(idx)} op results, got {len(res)}",
+                                   "report this: the op-list answer changed shape")
+            for i, (_name, ms, _energy, source) in zip(idx, res):
+                op = ops[i]
+                out[i] = OpCost(op.name, category(op.spec), float(ms), str(source), batch, s, table,
+                                list(op.corrections))
+        return [o for o in out if o is not None]
+
+
+def _dist_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("aiconfigurator-core")
+    except Exception:
+        return None

@@ -1,0 +1,184 @@
+"""A step-level model of the engine's scheduler, run as a closed-loop (or fixed-rate) benchmark.
+
+Policies (docs/design/003-predict.md#scheduler-model), each assumption named in ``ASSUMPTIONS``:
+
+* vLLM (``v1/core/sched/scheduler.py:754-1062@0.33.0``): one token budget per step (``max-num-batched-tokens``);
+  RUNNING requests first, in admission order, each taking what it needs (drafts+1 rows for a decode, the rest of
+  its prompt for a prefill) capped at ``long_prefill_token_threshold`` when > 0 and more than one request is
+  eligible; then WAITING requests are admitted FCFS up to ``max-num-seqs`` while budget is left. A step's time = the
+  prefill forward of its chunk tokens + the decode forward of its rows.
+* SGLang (``managers/scheduler.py:3894-4000@0.5.23`` get_next_batch_to_run): a new prefill batch (up to
+  ``chunked-prefill-size`` tokens, FCFS, possibly spanning requests) runs
+  before decode whenever a request waits (no mixed chunk, the default); otherwise all running requests decode.
+* First delta: the token sampled at the end of prefill is the reasoning start marker, which the reasoning parser
+  turns into no delta (seed 001 section 10: `--reasoning-parser kimi_k3`); the client's first delta arrives with
+  the request's first decode step.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+ASSUMPTIONS = {
+    "vllm-budget": "vLLM step (scheduler.py:754-1062@0.33.0): running requests first in admission order (decode: "
+                   "drafts+1 rows; prefill: the rest of the prompt capped by long_prefill_token_threshold), then "
+                   "waiting requests admitted FCFS while budget is left; step = prefill forward + decode forward",
+    "sglang-prefill-first": "SGLang step: a prefill batch (chunked-prefill-size tokens) whenever a request waits, "
+                            "else one decode step of all running requests",
+    "first-delta-after-decode": "the first sampled token opens the reasoning section and yields no delta under "
+                                "--reasoning-parser: TTFT ends with the request's first decode step",
+    "multi-request-chunk": "a prefill forward spanning several requests is priced as one chunk of their tokens at "
+                           "their token-weighted mean prefix",
+}
+
+
+@dataclass
+class Policy:
+    engine: str
+    budget: int
+    long_prefill_threshold: int
+    max_num_seqs: int
+    drafts: int
+    tokens_per_step: float
+    first_delta_after_decode: bool = True
+
+
+@dataclass
+class Req:
+    idx: int
+    arrival: float
+    input_len: int
+    output_len: int
+    prefilled: int = 0
+    generated: float = 0.0
+    prefill_done_at: float | None = None
+    first_delta_at: float | None = None
+    done_at: float | None = None
+    decode_steps: int = 0
+    chunks: list[dict] = field(default_factory=list)
+
+    @property
+    def prefilling(self) -> bool:
+        return self.prefilled < self.input_len
+
+
+@dataclass
+class SimResult:
+    requests: list[Req]
+    end_s: float
+    steps: int
+    steady_decode_step_ms: float | None
+
+    def ttfts(self) -> list[float]:
+        return [(r.first_delta_at or r.done_at or 0.0) - r.arrival for r in self.requests]
+
+    def latencies(self) -> list[float]:
+        return [(r.done_at or 0.0) - r.arrival for r in self.requests]
+
+
+def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency: int,
+             rate: float | None, decode_ms: Callable[[int, int], float],
+             prefill_ms: Callable[[int, int], float], max_steps: int = 2_000_000) -> SimResult:
+    """Run the benchmark. ``lengths``: (input, output) tokens of each request, in the order they are issued;
+    ``decode_ms(rows_requests, mean_context)``: a decode step of that many requests;
+    ``prefill_ms(tokens, prefix)``: a prefill forward of ``tokens`` new tokens after ``prefix`` cached ones."""
+    requests = len(lengths)
+
+    def issue(arrival: float) -> Req:
+        nonlocal issued
+        r = Req(issued, arrival, *lengths[issued])
+        issued += 1
+        return r
+
+    t = 0.0
+    issued = 0
+    pending: list[Req] = []          # arrived, not admitted
+    running: list[Req] = []
+    done: list[Req] = []
+    arrivals: list[float] = []
+    if rate is None:
+        for _ in range(min(concurrency, requests)):
+            pending.append(issue(0.0))
+    else:
+        arrivals = [i / rate for i in range(requests)]
+    steady: list[float] = []
+    steps = 0
+    while len(done) < requests:
+        steps += 1
+        if steps > max_steps:
+            break
+        while arrivals and arrivals[0] <= t + 1e-12:
+            pending.append(issue(arrivals.pop(0)))
+        if policy.engine == "sglang":
+            while pending and len(running) < policy.max_num_seqs:
+                running.append(pending.pop(0))
+        if not running and not pending:
+            t = arrivals[0] if arrivals else t     # idle until the next arrival
+            continue
+        chunks: list[tuple[Req, int]] = []
+        decoders: list[Req] = []
+        if policy.engine == "sglang":
+            budget = policy.budget
+            for r in running:
+                if r.prefilling and budget > 0:
+                    n = min(r.input_len - r.prefilled, budget)
+                    chunks.append((r, n))
+                    budget -= n
+            if not chunks:
+                decoders = [r for r in running if not r.prefilling]
+        else:
+            budget = policy.budget
+            eligible = len(running) + len(pending)
+            cap = policy.long_prefill_threshold if policy.long_prefill_threshold > 0 and eligible > 1 else policy.budget
+            for r in running:
+                if budget <= 0:
+                    break
+                if r.prefilling:
+                    n = min(r.input_len - r.prefilled, cap, budget)
+                    chunks.append((r, n))
+                    budget -= n
+                elif budget >= policy.drafts + 1:
+                    decoders.append(r)
+                    budget -= policy.drafts + 1
+            while pending and len(running) < policy.max_num_seqs and budget > 0:
+                r = pending.pop(0)
+                running.append(r)
+                n = min(r.input_len, cap, budget)
+                chunks.append((r, n))
+                budget -= n
+        step_ms = 0.0
+        if chunks:
+            tokens = sum(n for _, n in chunks)
+            prefix = round(sum(r.prefilled * n for r, n in chunks) / tokens)
+            pms = prefill_ms(tokens, prefix)
+            step_ms += pms
+            for r, n in chunks:
+                r.chunks.append({"tokens": n, "prefix": r.prefilled, "step_tokens": tokens, "ms": pms})
+        if decoders:
+            ctx = round(sum(r.input_len + r.generated for r in decoders) / len(decoders))
+            dms = decode_ms(len(decoders), ctx)
+            step_ms += dms
+            if not chunks and len(decoders) == min(concurrency, policy.max_num_seqs, requests):
+                steady.append(dms)
+        t += step_ms / 1000.0
+        for r, n in chunks:
+            r.prefilled += n
+            if not r.prefilling:
+                r.prefill_done_at = t
+                r.generated = 1.0
+                if not policy.first_delta_after_decode:
+                    r.first_delta_at = t
+        for r in decoders:
+            r.generated += policy.tokens_per_step
+            r.decode_steps += 1
+            if r.first_delta_at is None:
+                r.first_delta_at = t
+        finished = [r for r in running if not r.prefilling and r.generated >= r.output_len]
+        for r in finished:
+            r.done_at = t
+            running.remove(r)
+            done.append(r)
+            if rate is None and issued < requests:
+                pending.append(issue(t))
+    steady_ms = sorted(steady)[len(steady) // 2] if steady else None
+    return SimResult(sorted(done, key=lambda r: r.idx), t, steps, steady_ms)
