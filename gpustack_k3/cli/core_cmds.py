@@ -150,20 +150,20 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
 @click.command("import", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
-def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="yaml", show_default=True,
+              help="The document as YAML (text is the same) or JSON.")
+def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, output):
     """Convert an engine command line into a deployment document (YAML on stdout)."""
-    import yaml
-
+    from gpustack_k3.cli.common import exit_refused
     from gpustack_k3.core.rules.args import argv_findings
 
     _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    if refusals:   # the document would not be this command line: print nothing on stdout
-        print_findings_text(argv_findings(refusals), err=True)
-        click.echo(f"refused: the engine's parser refuses {len(refusals)} token(s); nothing imported", err=True)
-        sys.exit(EXIT_REFUSED)
+    if refusals:   # the document would not be this command line: no document on stdout
+        exit_refused(argv_findings(refusals),
+                     f"refused: the engine's parser refuses {len(refusals)} token(s); nothing imported")
     data = doc.model_dump(mode="json", exclude_defaults=True)
     data = {"apiVersion": doc.apiVersion, "kind": doc.kind, **data}
-    click.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
+    emit(data, "json" if output == "json" else "yaml")
 
 
 # ------------------------------------------------------------------ plan
@@ -446,8 +446,7 @@ def dry_run(spec, preset, strict, output):
     try:
         targets = _render_summary(launch, doc)
     except RenderError as exc:
-        click.echo(f"refused: {exc.line()}", err=True)
-        sys.exit(EXIT_REFUSED)
+        _dry_run_render_failed(exc)
     summary = {
         "name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
         "plan": p.to_dict() if p else None,
@@ -474,6 +473,10 @@ def dry_run(spec, preset, strict, output):
 
 def _dry_run_summary(summary, findings, output) -> bool:
     """Emit the summary as JSON/YAML (True: done) or start the text: the findings and the plan heading."""
+    from gpustack_k3.cli.common import gate_fails, record_findings
+
+    record_findings(findings)
+    summary["ok"] = not gate_fails(findings)
     if output != "text":
         emit(summary, output)
         return True
@@ -481,6 +484,16 @@ def _dry_run_summary(summary, findings, output) -> bool:
     print_findings_text(findings)
     click.echo("\n== plan")
     return False
+
+
+def _dry_run_render_failed(exc) -> None:
+    from gpustack_k3.cli.common import emit_error
+
+    click.echo(f"refused: {exc.line()}", err=True)
+    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": f"refused: {exc.line()}",
+                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
+                "findings": []})
+    sys.exit(EXIT_REFUSED)
 
 
 def _dry_run_refused(findings, output) -> None:
@@ -509,8 +522,7 @@ def _dry_run_roles(doc, strict, output) -> None:
     except Refused as exc:
         _dry_run_refused(exc.findings, output)
     except RenderError as exc:
-        click.echo(f"refused: {exc.line()}", err=True)
-        sys.exit(EXIT_REFUSED)
+        _dry_run_render_failed(exc)
     targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
     roles = []
     for r in tl.roles:
