@@ -11,6 +11,7 @@ from gpustack_k3.cli.common import (
     EXIT_REFUSED,
     emit,
     fail_input,
+    fail_on_option,
     findings_payload,
     load_document,
     output_option,
@@ -45,6 +46,7 @@ def _report(findings, output: str) -> None:
 @preset_opt
 @strict_opt
 @output_option
+@fail_on_option
 def validate(spec, preset, strict, output):
     """Check a deployment document (or preset) against the rule catalog."""
     from gpustack_k3.core.rules import validate as run
@@ -138,6 +140,7 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @_argv_options
 @strict_opt
 @output_option
+@fail_on_option
 def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
     from gpustack_k3.core.resolve import resolve
@@ -421,6 +424,7 @@ def presets(show, output):
 @preset_opt
 @strict_opt
 @output_option
+@fail_on_option
 def dry_run(spec, preset, strict, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
@@ -683,6 +687,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 @click.option("--gpus-per-pod", type=click.IntRange(1, 64), default=None, help="GPUs per pod (checks dpLocal x TP).")
 @strict_opt
 @output_option
+@fail_on_option
 def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
              decode_pods, gpus_per_pod, strict, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
