@@ -101,6 +101,7 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
                          f"use one of: {', '.join(entry.versions)}")
     parsed = parse_argv(entry, list(argv), version=version, read_file=_read_config_file)
     spec = parsed.spec
+    _hub_id_is_a_source(spec.get("model") or {})
     spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
     spec.setdefault("model", {})["name"] = model_name
     spec["hardware"] = {"gpuType": gpu_type, "gpuCount": gpus}
@@ -111,6 +112,21 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
     from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}, parsed.refusals
+
+
+HUB_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?"
+
+
+def _hub_id_is_a_source(model: dict) -> None:
+    """``vllm serve moonshotai/Kimi-K3``: the engine downloads a hub id; in a document it is ``model.source``, and the
+    served path is where the weights lie inside the mounted volume (``/models/<name>``)."""
+    import re
+
+    path = model.get("path")
+    if isinstance(path, str) and not path.startswith("/") and re.fullmatch(HUB_ID, path) \
+            and path.rsplit("/", 1)[-1] not in (".", "..") and "source" not in model:
+        model["source"] = path
+        model["path"] = f"/models/{path.rsplit('/', 1)[-1]}"
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -153,8 +169,8 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
 @click.command("import", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
-@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="yaml", show_default=True,
-              help="The document as YAML (text is the same) or JSON.")
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
+              help="The document as YAML (text: the same YAML, and nothing on stdout when refused) or JSON.")
 def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, output):
     """Convert an engine command line into a deployment document (YAML on stdout)."""
     from gpustack_k3.cli.common import exit_refused
