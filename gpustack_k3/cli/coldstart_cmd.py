@@ -112,8 +112,18 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
         sys.exit(_bad("--spec and --preset: give one of them, not both"))
     planned = _planned(spec, preset)   # refuse a bad spec before reading a long log
     tracker = _track(log, engine, year)
+    warnings = _engine_warnings(tracker, engine)
+    if tracker.state.engine_lines == 0:
+        what = f"no line of {engine}" if engine not in (None, "auto") else "no line of a vLLM or SGLang engine"
+        hint = (" (" + warnings[0] + ")") if warnings else \
+            "; give the engine container's log as `kubectl logs`/`docker logs` prints it"
+        sys.exit(_bad(f"LOG: {what} in {'stdin' if log == '-' else repr(log)}{hint}"))
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
     rep = tracker.report()
     d = rep.to_dict()
+    if warnings:
+        d["warnings"] = warnings
     if planned is not None:
         from gpustack_k3.coldstart.plancheck import plan_check
 
@@ -134,6 +144,15 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
             click.echo(render_plan_check(d["plan_check"]))
     if rep.status == "failed":
         sys.exit(1)  # SystemExit: survives click's standalone_mode=False
+
+
+def _engine_warnings(tracker, engine: str | None) -> list[str]:
+    """--engine that the log contradicts: lines that identify another engine."""
+    other = tracker.state.other_engine_lines
+    if engine in (None, "auto") or not other:
+        return []
+    return [f"--engine {engine} but the log has {n} line(s) of {e}; read it with --engine auto (or --engine {e})"
+            for e, n in sorted(other.items())]
 
 
 @click.command("doctor", cls=Command)
