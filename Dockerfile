@@ -21,17 +21,22 @@ RUN if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then \
     && python3 -m venv /opt/gpustack-k3
 WORKDIR /src
 # Only what the wheel is built from (.dockerignore keeps the context to these paths): the catalog data
-# and the templates are package data inside gpustack_k3/.
+# and the templates are package data inside gpustack_k3/. The `validate` extra (kubernetes-validate) makes the
+# operator schema-check what it applies; the build renders every preset's Kubernetes objects with it.
 # build-ca.pem: optional extra CA bundle for pip behind a TLS-intercepting proxy (staged by
 # e2e/images/build.sh from GPUSTACK_K3_BUILD_CA; the wildcard lets the COPY match nothing). It stays in
 # this build stage: the final image does not carry it.
 COPY pyproject.toml build-ca.pe[m] ./
 COPY gpustack_k3/ ./gpustack_k3/
 RUN if [ -f build-ca.pem ]; then export PIP_CERT=/src/build-ca.pem; fi \
-    && /opt/gpustack-k3/bin/python -m pip install --no-compile . \
+    && /opt/gpustack-k3/bin/python -m pip install --no-compile ".[validate]" \
     && /opt/gpustack-k3/bin/python -m compileall -q /opt/gpustack-k3/lib \
     && /opt/gpustack-k3/bin/gpustack-k3 --version \
-    && /opt/gpustack-k3/bin/gpustack-k3 presets >/dev/null
+    && for p in $(/opt/gpustack-k3/bin/gpustack-k3 presets -o json \
+                  | /opt/gpustack-k3/bin/python -c 'import json,sys; print(" ".join(p["name"] for p in json.load(sys.stdin)))'); do \
+           /opt/gpustack-k3/bin/gpustack-k3 render --preset "$p" --target kubernetes >/dev/null 2>&1 \
+           || { echo "the image cannot render preset $p for Kubernetes" >&2; exit 1; }; \
+       done
 
 FROM ${BASE_IMAGE}
 ARG VERSION=0.1.0

@@ -6,7 +6,6 @@ The lead registers ``coldstart`` and ``doctor`` on the main group.
 """
 from __future__ import annotations
 
-import json
 import sys
 from typing import BinaryIO
 
@@ -33,8 +32,13 @@ def _open(path: str) -> BinaryIO:
 
 
 def _bad(msg: str) -> int:
+    from gpustack_k3.cli.common import EXIT_INPUT, emit_error, error_object
+
     click.echo(f"error: {msg}", err=True)
-    return 2
+    where, sep, rest = msg.partition(": ")
+    emit_error(error_object(EXIT_INPUT, rest if sep and " " not in where else msg,
+                            where=where if sep and " " not in where else None))
+    return EXIT_INPUT
 
 
 def _track(path: str, engine: str | None, year: int | None):
@@ -74,8 +78,8 @@ def _refuse_binary(path: str, head: bytes, tracker) -> None:
 
 _engine_opt = click.option("--engine", type=click.Choice(["auto", "vllm", "sglang"]), default="auto",
                            show_default=True, help="Engine that wrote the log (auto-detected by default).")
-_output_opt = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text",
-                           show_default=True, help="Timeline for people, or JSON for programs.")
+_output_opt = click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text",
+                           show_default=True, help="Timeline for people, or JSON/YAML for programs.")
 _year_opt = click.option("--year", type=click.IntRange(1970, 9999), default=None,
                          help="Year for vLLM timestamps, which print none (default: this year).")
 
@@ -108,8 +112,18 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
         sys.exit(_bad("--spec and --preset: give one of them, not both"))
     planned = _planned(spec, preset)   # refuse a bad spec before reading a long log
     tracker = _track(log, engine, year)
+    warnings = _engine_warnings(tracker, engine)
+    if tracker.state.engine_lines == 0:
+        what = f"no line of {engine}" if engine not in (None, "auto") else "no line of a vLLM or SGLang engine"
+        hint = (" (" + warnings[0] + ")") if warnings else \
+            "; give the engine container's log as `kubectl logs`/`docker logs` prints it"
+        sys.exit(_bad(f"LOG: {what} in {'stdin' if log == '-' else repr(log)}{hint}"))
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
     rep = tracker.report()
     d = rep.to_dict()
+    if warnings:
+        d["warnings"] = warnings
     if planned is not None:
         from gpustack_k3.coldstart.plancheck import plan_check
 
@@ -119,8 +133,10 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
         elif rep.engine and rep.engine != planned["engine"]:
             check["note"] = f"the log is {rep.engine}'s but the spec plans {planned['engine']}"
         d["plan_check"] = check
-    if output == "json":
-        click.echo(json.dumps(d, indent=2, ensure_ascii=False))
+    if output != "text":
+        from gpustack_k3.cli.common import emit
+
+        emit(d, output)
     else:
         from gpustack_k3.coldstart.render import render_plan_check, render_report
         click.echo(render_report(rep))
@@ -128,6 +144,15 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
             click.echo(render_plan_check(d["plan_check"]))
     if rep.status == "failed":
         sys.exit(1)  # SystemExit: survives click's standalone_mode=False
+
+
+def _engine_warnings(tracker, engine: str | None) -> list[str]:
+    """--engine that the log contradicts: lines that identify another engine."""
+    other = tracker.state.other_engine_lines
+    if engine in (None, "auto") or not other:
+        return []
+    return [f"--engine {engine} but the log has {n} line(s) of {e}; read it with --engine auto (or --engine {e})"
+            for e, n in sorted(other.items())]
 
 
 @click.command("doctor", cls=Command)
@@ -141,8 +166,10 @@ def doctor(log: str, engine: str, output: str, year: int | None) -> None:
 
     tracker = _track(log, engine, year)
     findings = tracker.findings()
-    if output == "json":
-        click.echo(json.dumps([f.to_dict() for f in findings], indent=2, ensure_ascii=False))
+    if output != "text":
+        from gpustack_k3.cli.common import emit
+
+        emit([f.to_dict() for f in findings], output)
     else:
         from gpustack_k3.coldstart.render import render_findings
         click.echo(render_findings(findings))

@@ -1,6 +1,12 @@
-"""Shared CLI plumbing: loading documents safely, printing findings, exit codes.
+"""Shared CLI plumbing: loading documents safely, printing findings, output formats, exit codes.
 
-Exit codes: 0 no errors, 1 refused (error findings), 2 unusable input.
+Exit codes: 0 no errors, 1 refused (error findings, or a ``--fail-on warning`` gate), 2 unusable input or an
+operational failure (a server that cannot be reached or answers with an error).
+
+Under ``-o json`` (or ``yaml``) every exit prints one object on stdout: the command's data on 0 (and on 1 when the
+command's data carries the verdict, e.g. findings), else ``{"ok": false, "exit_code", "error": {"kind", "where",
+"message", "fix"}}`` (exit 2) or ``{"ok": false, "exit_code": 1, "message", "findings"}`` (exit 1). The human
+message always goes to stderr.
 """
 from __future__ import annotations
 
@@ -17,9 +23,98 @@ MAX_INPUT_BYTES = 1 << 20    # 1 MiB: a deployment document is a few KB
 EXIT_OK, EXIT_REFUSED, EXIT_INPUT = 0, 1, 2
 
 
+MACHINE_FORMATS = ("json", "yaml")
+# what this invocation printed on stdout as data, and the findings it reported (the --fail-on gate reads them)
+# (one invocation: the root click context it belongs to; a new root context starts a fresh state)
+_STATE: dict[str, Any] = {"emitted": False, "findings": [], "root": None}
+
+
+def reset_state() -> None:
+    _STATE.update(emitted=False, findings=[], root=None)
+
+
+def _state() -> dict[str, Any]:
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    if root is not None and root is not _STATE["root"]:
+        _STATE.update(emitted=False, findings=[], root=root)
+    return _STATE
+
+
+def emitted() -> bool:
+    return bool(_state()["emitted"])
+
+
+def requested_output() -> str:
+    """The ``--output`` of the running command (its own or a parent's), ``text`` outside a command."""
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        v = ctx.params.get("output")
+        if isinstance(v, str):
+            return v
+        ctx = ctx.parent
+    return "text"
+
+
+def error_object(code: int, message: str, *, where: str | None = None, fix: str | None = None,
+                 kind: str = "input") -> dict:
+    return {"ok": False, "exit_code": code,
+            "error": {"kind": kind, "where": where, "message": message, "fix": fix}}
+
+
+def emit_error(obj: dict, output: str | None = None) -> None:
+    """Print an error/refusal object on stdout when a machine format was asked for (once per run)."""
+    output = output or requested_output()
+    if output in MACHINE_FORMATS and not _state()["emitted"]:
+        emit(obj, output)
+
+
 def fail_input(err: InputError | str) -> NoReturn:
+    """Unusable input: one line on stderr (and the error object on stdout under -o json|yaml); exit 2."""
     click.echo(f"error: {err.line() if isinstance(err, InputError) else err}", err=True)
+    if isinstance(err, InputError):
+        emit_error(error_object(EXIT_INPUT, err.message, where=err.where, fix=err.hint or None))
+    else:
+        emit_error(error_object(EXIT_INPUT, str(err)))
     sys.exit(EXIT_INPUT)
+
+
+def fail_operational(message: str, code: int = EXIT_INPUT) -> NoReturn:
+    """A failure of something outside the input (a server unreachable or answering with an error, a runtime that
+    is missing): one line, the documented exit code (2 unless the command documents another)."""
+    click.echo(f"error: {message}", err=True)
+    emit_error(error_object(code, message, kind="operational"))
+    sys.exit(code)
+
+
+def exit_refused(findings, message: str) -> NoReturn:
+    """Refused: the error findings and ``message`` on stderr (the refusal object on stdout under -o json|yaml);
+    exit 1."""
+    errors = [f for f in findings if f.severity == "error"] or list(findings)
+    print_findings_text(errors, err=True)
+    click.echo(message, err=True)
+    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": message,
+                "findings": [f.to_dict() for f in findings]})
+    sys.exit(EXIT_REFUSED)
+
+
+def operational_message(exc: BaseException) -> str | None:
+    """A one-line message for an exception that means "something outside could not be reached or answered with
+    an error" (sockets, HTTP clients, the Kubernetes client), None for anything else."""
+    import socket
+
+    if isinstance(exc, (ConnectionError, TimeoutError, socket.gaierror)):
+        return f"cannot reach the server: {exc}"
+    for cls in type(exc).__mro__:
+        mod = cls.__module__ or ""
+        if mod.startswith(("urllib3", "httpx", "httpcore", "requests")) and cls.__name__ in (
+                "HTTPError", "RequestError", "TransportError", "ConnectionError", "TimeoutException"):
+            reason = getattr(exc, "reason", None) or exc
+            return f"cannot reach the server: {str(reason).splitlines()[0] if str(reason) else type(exc).__name__}"
+        if mod.startswith("kubernetes") and cls.__name__ == "ApiException":
+            status, why = getattr(exc, "status", None), getattr(exc, "reason", None)
+            return f"the Kubernetes API server answered {status} {why}".rstrip()
+    return None
 
 
 def read_text(path: str, what: str = "file") -> str:
@@ -184,8 +279,7 @@ def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool =
     try:
         launch, findings, plan = build_launch(doc, strict=strict)
     except Refused as exc:
-        print_findings_text(exc.findings, err=True)
-        sys.exit(EXIT_REFUSED)
+        exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
     warn = [f for f in findings if f.severity == "warning"]
     if warn and warnings:
         print_findings_text(warn, err=True)
@@ -199,7 +293,13 @@ def use_colour() -> bool:
 SEV_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
+def record_findings(findings) -> None:
+    """Findings this run reported (what the ``--fail-on`` gate judges)."""
+    _state()["findings"].extend(findings)
+
+
 def print_findings_text(findings, *, err: bool = False) -> None:
+    record_findings(findings)
     colour = (sys.stderr if err else sys.stdout).isatty()
     if not findings:
         click.echo("no findings", err=err)
@@ -210,22 +310,108 @@ def print_findings_text(findings, *, err: bool = False) -> None:
         click.echo(f"    source: {f.source}", err=err)
 
 
+def yaml_dump(obj: Any, **kw) -> str:
+    """YAML without anchors or aliases (a value used twice is written out twice)."""
+    import yaml
+
+    class _NoAliases(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+        def ignore_aliases(self, data):
+            return True
+
+    return yaml.dump(obj, Dumper=_NoAliases, sort_keys=False, width=1000, allow_unicode=True, **kw)
+
+
+def yaml_dump_all(objs, **kw) -> str:
+    import yaml
+
+    class _NoAliases(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+        def ignore_aliases(self, data):
+            return True
+
+    return yaml.dump_all(objs, Dumper=_NoAliases, sort_keys=False, width=1000, allow_unicode=True, **kw)
+
+
 def emit(obj: Any, output: str) -> None:
     if output == "json":
-        click.echo(json.dumps(obj, indent=2, sort_keys=False))
+        click.echo(json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False, default=str))
     elif output == "yaml":
-        import yaml
-
-        click.echo(yaml.safe_dump(obj, sort_keys=False, width=1000).rstrip())
+        click.echo(yaml_dump(json.loads(json.dumps(obj, default=str))).rstrip())
     else:
         raise ValueError(output)
+    _state()["emitted"] = True
+
+
+def note_emitted() -> None:
+    """The command printed its data on stdout itself (the run's answer is given)."""
+    _state()["emitted"] = True
+
+
+def gate_or_exit(findings, what: str = "nothing was written") -> None:
+    """Before a command acts: with ``--fail-on warning`` a warning refuses like an error (exit 1)."""
+    if fail_on_level() == "warning":
+        warned = [f for f in findings if f.severity == "warning"]
+        if warned:
+            exit_refused(warned, f"refused by --fail-on warning: {len(warned)} warning(s); {what}")
 
 
 def findings_payload(findings) -> dict:
-    from gpustack_k3.core.findings import has_errors
+    record_findings(findings)
+    return {"ok": not gate_fails(findings), "findings": [f.to_dict() for f in findings]}
 
-    return {"ok": not has_errors(findings), "findings": [f.to_dict() for f in findings]}
+
+def output_option_of(*choices: str, default: str = "text"):
+    return click.option("--output", "-o", type=click.Choice(list(choices)), default=default, show_default=True,
+                        help="Output format (json/yaml: one object on stdout on every exit).")
 
 
-output_option = click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text",
-                             show_default=True, help="Output format.")
+output_option = output_option_of("text", "json", "yaml")
+
+
+# ------------------------------------------------------------------ --fail-on (a CI gate)
+
+FAIL_ON = ("error", "warning")
+
+
+def fail_on_level() -> str:
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if "fail_on" in ctx.meta:
+            return ctx.meta["fail_on"]
+        ctx = ctx.parent
+    return "error"
+
+
+def gate_fails(findings) -> bool:
+    """True when ``findings`` fail this run: an error, or with ``--fail-on warning`` a warning too."""
+    sev = ("error", "warning") if fail_on_level() == "warning" else ("error",)
+    return any(f.severity in sev for f in findings)
+
+
+def fail_on_option(fn):
+    """``--fail-on warning|error`` on a command that reports findings: with ``warning`` a run whose findings
+    hold a warning exits 1 (the JSON/YAML payload says ``"ok": false``); errors always do."""
+    import functools
+
+    def store(ctx, _param, value):
+        ctx.meta["fail_on"] = value
+        return value
+
+    @functools.wraps(fn)
+    def gated(*args, **kwargs):
+        try:
+            rv = fn(*args, **kwargs)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise
+            rv = None
+        if fail_on_level() == "warning":
+            warned = [f for f in _state()["findings"] if f.severity == "warning"]
+            if warned:
+                ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in warned))
+                click.echo(f"refused by --fail-on warning: {len(warned)} warning(s): {ids}", err=True)
+                sys.exit(EXIT_REFUSED)
+        return rv
+
+    return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="error", show_default=True,
+                        expose_value=False, is_eager=True, callback=store,
+                        help="Exit 1 on findings of this severity or worse (warning: a CI gate on warnings).")(gated)

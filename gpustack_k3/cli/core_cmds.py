@@ -11,6 +11,7 @@ from gpustack_k3.cli.common import (
     EXIT_REFUSED,
     emit,
     fail_input,
+    fail_on_option,
     findings_payload,
     load_document,
     output_option,
@@ -45,6 +46,7 @@ def _report(findings, output: str) -> None:
 @preset_opt
 @strict_opt
 @output_option
+@fail_on_option
 def validate(spec, preset, strict, output):
     """Check a deployment document (or preset) against the rule catalog."""
     from gpustack_k3.core.rules import validate as run
@@ -99,6 +101,7 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
                          f"use one of: {', '.join(entry.versions)}")
     parsed = parse_argv(entry, list(argv), version=version, read_file=_read_config_file)
     spec = parsed.spec
+    _hub_id_is_a_source(spec.get("model") or {})
     spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
     spec.setdefault("model", {})["name"] = model_name
     spec["hardware"] = {"gpuType": gpu_type, "gpuCount": gpus}
@@ -109,6 +112,21 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
     from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}, parsed.refusals
+
+
+HUB_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?"
+
+
+def _hub_id_is_a_source(model: dict) -> None:
+    """``vllm serve moonshotai/Kimi-K3``: the engine downloads a hub id; in a document it is ``model.source``, and the
+    served path is where the weights lie inside the mounted volume (``/models/<name>``)."""
+    import re
+
+    path = model.get("path")
+    if isinstance(path, str) and not path.startswith("/") and re.fullmatch(HUB_ID, path) \
+            and path.rsplit("/", 1)[-1] not in (".", "..") and "source" not in model:
+        model["source"] = path
+        model["path"] = f"/models/{path.rsplit('/', 1)[-1]}"
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -138,6 +156,7 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @_argv_options
 @strict_opt
 @output_option
+@fail_on_option
 def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
     from gpustack_k3.core.resolve import resolve
@@ -150,20 +169,20 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
 @click.command("import", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
-def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
+              help="The document as YAML (text: the same YAML, and nothing on stdout when refused) or JSON.")
+def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, output):
     """Convert an engine command line into a deployment document (YAML on stdout)."""
-    import yaml
-
+    from gpustack_k3.cli.common import exit_refused
     from gpustack_k3.core.rules.args import argv_findings
 
     _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    if refusals:   # the document would not be this command line: print nothing on stdout
-        print_findings_text(argv_findings(refusals), err=True)
-        click.echo(f"refused: the engine's parser refuses {len(refusals)} token(s); nothing imported", err=True)
-        sys.exit(EXIT_REFUSED)
+    if refusals:   # the document would not be this command line: no document on stdout
+        exit_refused(argv_findings(refusals),
+                     f"refused: the engine's parser refuses {len(refusals)} token(s); nothing imported")
     data = doc.model_dump(mode="json", exclude_defaults=True)
     data = {"apiVersion": doc.apiVersion, "kind": doc.kind, **data}
-    click.echo(yaml.safe_dump(data, sort_keys=False, width=1000).rstrip())
+    emit(data, "json" if output == "json" else "yaml")
 
 
 # ------------------------------------------------------------------ plan
@@ -421,6 +440,7 @@ def presets(show, output):
 @preset_opt
 @strict_opt
 @output_option
+@fail_on_option
 def dry_run(spec, preset, strict, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
@@ -446,8 +466,7 @@ def dry_run(spec, preset, strict, output):
     try:
         targets = _render_summary(launch, doc)
     except RenderError as exc:
-        click.echo(f"refused: {exc.line()}", err=True)
-        sys.exit(EXIT_REFUSED)
+        _dry_run_render_failed(exc)
     summary = {
         "name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
         "plan": p.to_dict() if p else None,
@@ -474,6 +493,10 @@ def dry_run(spec, preset, strict, output):
 
 def _dry_run_summary(summary, findings, output) -> bool:
     """Emit the summary as JSON/YAML (True: done) or start the text: the findings and the plan heading."""
+    from gpustack_k3.cli.common import gate_fails, record_findings
+
+    record_findings(findings)
+    summary["ok"] = not gate_fails(findings)
     if output != "text":
         emit(summary, output)
         return True
@@ -481,6 +504,16 @@ def _dry_run_summary(summary, findings, output) -> bool:
     print_findings_text(findings)
     click.echo("\n== plan")
     return False
+
+
+def _dry_run_render_failed(exc) -> None:
+    from gpustack_k3.cli.common import emit_error
+
+    click.echo(f"refused: {exc.line()}", err=True)
+    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": f"refused: {exc.line()}",
+                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
+                "findings": []})
+    sys.exit(EXIT_REFUSED)
 
 
 def _dry_run_refused(findings, output) -> None:
@@ -509,8 +542,7 @@ def _dry_run_roles(doc, strict, output) -> None:
     except Refused as exc:
         _dry_run_refused(exc.findings, output)
     except RenderError as exc:
-        click.echo(f"refused: {exc.line()}", err=True)
-        sys.exit(EXIT_REFUSED)
+        _dry_run_render_failed(exc)
     targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
     roles = []
     for r in tl.roles:
@@ -671,6 +703,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 @click.option("--gpus-per-pod", type=click.IntRange(1, 64), default=None, help="GPUs per pod (checks dpLocal x TP).")
 @strict_opt
 @output_option
+@fail_on_option
 def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
              decode_pods, gpus_per_pod, strict, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""

@@ -7,11 +7,11 @@ from gpustack_k3.cli._click import Command
 
 
 @click.command("crd", cls=Command)
-@click.option("--output", "-o", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
-              help="Output format.")
+@click.option("--output", "-o", type=click.Choice(["text", "yaml", "json"]), default=None,
+              help="Output format (default: yaml for the CRD, text for --rules; text of the CRD is its YAML).")
 @click.option("--rules", "list_rules", is_flag=True,
               help="List the CEL rules (catalog rule id, field, message) and the hard errors left to the operator.")
-def crd(output: str, list_rules: bool) -> None:
+def crd(output: str | None, list_rules: bool) -> None:
     """Print the K3Deployment CRD: schema from the deployment model, CEL rules from the rule catalog.
 
     Apply it with `gpustack-k3 crd | kubectl apply -f -` (the chart and manifests/install.yaml carry
@@ -24,6 +24,12 @@ def crd(output: str, list_rules: bool) -> None:
         schema = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         rules = [("root", v) for v in schema.get("x-kubernetes-validations", [])]
         rules += [("spec", v) for v in schema["properties"]["spec"].get("x-kubernetes-validations", [])]
+        if output in ("json", "yaml"):
+            from gpustack_k3.cli.common import emit
+
+            emit({"cel": [{"on": on, **v} for on, v in rules],
+                  "not_in_cel": [{"rule": rid, "why": why} for rid, why in NOT_IN_CEL.items()]}, output)
+            return
         for _, v in rules:
             click.echo(v["message"])
         click.echo("")

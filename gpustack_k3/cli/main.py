@@ -61,36 +61,77 @@ class LazyGroup(Group):
 @click.version_option(package_name="gpustack-k3")
 def cli():
     """gpustack-k3: validate, plan, render and launch Kimi-K3 on 8xB300 (vLLM or SGLang)."""
+    from gpustack_k3.cli.common import reset_state
+
+    reset_state()   # one invocation's output state (several run in one process under tests)
+
+
+def _asked_output(argv: list[str]) -> str:
+    """The -o/--output value of a command line, read from its tokens (before ``--``): a usage error stops click
+    before it parses the option, and the answer must still come in the asked format."""
+    fmt = "text"
+    it = iter(argv)
+    for tok in it:
+        if tok == "--":
+            break
+        if tok in ("-o", "--output"):
+            fmt = next(it, fmt)
+        elif tok.startswith("--output="):
+            fmt = tok.split("=", 1)[1]
+        elif tok.startswith("-o") and not tok.startswith("--") and len(tok) > 2:
+            fmt = tok[2:].lstrip("=")
+    return fmt
+
+
+def _exit(code: int, argv: list[str], message: str, kind: str) -> int:
+    """The answer of a run that ended without printing its data: under -o json|yaml an error object on stdout."""
+    from gpustack_k3.cli.common import emit, emitted, error_object
+
+    fmt = _asked_output(argv)
+    if code != 0 and fmt in ("json", "yaml") and not emitted():
+        emit(error_object(code, message, kind=kind), fmt)
+    return code
 
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; never lets a traceback reach the user."""
     import os
 
+    from gpustack_k3.cli.common import operational_message, reset_state
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    reset_state()
     try:
         rv = cli.main(args=argv, prog_name=PRODUCT, standalone_mode=False)
-        return rv if isinstance(rv, int) else 0   # ctx.exit(n) comes back as a return value here
+        code = rv if isinstance(rv, int) else 0   # ctx.exit(n) comes back as a return value here
+        return _exit(code, argv, "the command failed; its message is on stderr", "failure")
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return _exit(code, argv, "the command failed; its message is on stderr", "failure")
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
     except click.UsageError as exc:
         # Unknown flag syntax, missing argument: unusable input.
         where = exc.ctx.command_path if exc.ctx else "gpustack-k3"
-        click.echo(f"error: {exc.format_message()} (see `{where} --help`)", err=True)
-        return 2
+        msg = f"{exc.format_message()} (see `{where} --help`)"
+        click.echo(f"error: {msg}", err=True)
+        return _exit(2, argv, msg, "usage")
     except click.ClickException as exc:
         exc.show()
-        return 2
+        return _exit(2, argv, exc.format_message(), "input")
     except KeyboardInterrupt:
         return 130
     except Exception as exc:   # last resort
         if os.environ.get("GPUSTACK_K3_DEBUG"):
             raise
+        msg = operational_message(exc)
+        if msg is not None:   # a server unreachable or answering with an error: operational, exit 2
+            click.echo(f"error: {msg}", err=True)
+            return _exit(2, argv, msg, "operational")
         click.echo(f"internal error: {type(exc).__name__}: {exc} (please report; GPUSTACK_K3_DEBUG=1 shows details)",
                    err=True)
-        return 3
+        return _exit(3, argv, f"internal error: {type(exc).__name__}: {exc}", "internal")
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ def api_key_from_env(var: str | None) -> str | None:
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds one request may take.")
 @click.option("--metrics-interval", type=float, default=1.0, show_default=True,
               help="Read /metrics this often during the run (KV usage peak); 0: only before and after.")
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 def probe(url, spec, preset, model, requests_, concurrency, input_len, output_len, warmup, slo, min_goodput,
           api_key_env, api, prompts, shared_prefix, timeout, metrics_interval, output):
     """Probe a live OpenAI-compatible endpoint: stages, TTFT/TPOT/ITL/e2e percentiles, goodput, invariants,
@@ -121,8 +121,10 @@ def probe(url, spec, preset, model, requests_, concurrency, input_len, output_le
     say = (lambda m: click.echo(f"  {m}", err=True)) if output == "text" and sys.stderr.isatty() else None
     rep = run_probe(base, cfg, api_key=key, on_progress=say)
     d = rep.to_dict()
-    if output == "json":
-        click.echo(json.dumps(d, indent=2))
+    if output != "text":
+        from gpustack_k3.cli.common import emit
+
+        emit(d, output)
     else:
         click.echo(render_text(d))
     if rep.exit_code == EXIT_INPUT:

@@ -1,7 +1,11 @@
 """``render``: one spec -> one target or all of them.
 
-Exit codes: 0 rendered, 1 refused (error findings, or a target could not be produced), 2 unusable input.
-Nothing is written unless every requested file rendered and validated.
+Exit codes: 0 rendered, 1 refused (error findings, a target that could not be produced, or ``--fail-on warning``
+with warnings), 2 unusable input. Nothing is written unless every requested file rendered and validated; ``--out
+DIR`` replaces DIR as a whole (render/writer.py ``replace_dir``). ``-o json|yaml`` prints one object on every exit:
+the target's document (``launch``/``argv``/``docker``: its JSON; ``kubernetes``: a ``List``; ``gpustack`` and
+``all``: ``{"files": {path: parsed content}}``), ``{"ok": true, "out", "files"}`` with ``--out``, else the
+error/refusal object of cli/common.py.
 """
 from __future__ import annotations
 
@@ -12,9 +16,16 @@ import click
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
     EXIT_REFUSED,
+    emit,
+    emit_error,
+    exit_refused,
     fail_input,
+    fail_on_option,
+    gate_or_exit,
+    note_emitted,
     load_document,
     print_findings_text,
+    yaml_dump,
 )
 from gpustack_k3.core.errors import InputError
 
@@ -30,13 +41,14 @@ DEFAULT_OUTPUT = {"launch": "json", "argv": "json", "kubernetes": "yaml", "docke
 
 
 def _refused(findings) -> None:
-    click.echo("refused: the spec has errors; nothing was rendered", err=True)
-    print_findings_text([f for f in findings if f.severity == "error"], err=True)
-    sys.exit(EXIT_REFUSED)
+    exit_refused(findings, "refused: the spec has errors; nothing was rendered")
 
 
 def _render_failed(exc) -> None:
     click.echo(f"error: {exc.line()}; nothing was written", err=True)
+    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": f"{exc.line()}; nothing was written",
+                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
+                "findings": []})
     sys.exit(EXIT_REFUSED)
 
 
@@ -64,6 +76,9 @@ def _gpustack_name() -> str:
 
 
 def _warn(findings) -> None:
+    from gpustack_k3.cli.common import record_findings
+
+    record_findings(findings)
     warnings = [f for f in findings if f.severity == "warning"]
     if warnings:
         print_findings_text(warnings, err=True)
@@ -72,30 +87,44 @@ def _warn(findings) -> None:
         click.echo(f"({infos} info finding(s); `validate` lists them)", err=True)
 
 
-def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
+def _parsed(rel: str, text: str):
+    """A rendered file as data: JSON and YAML files parsed (a multi-document YAML file: the list), else its text."""
     import json
 
     import yaml
 
+    if rel.endswith(".json"):
+        return json.loads(text)
+    if rel.endswith((".yaml", ".yml")):
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        return docs[0] if len(docs) == 1 else docs
+    return text
+
+
+def _check_output(target: str, output: str) -> None:
+    allowed = list(STDOUT_FILE[target]) if target in STDOUT_FILE else ["text", "json", "yaml"]
+    if output not in allowed:
+        raise InputError("--output", f"{output} is not available for target {target}", f"one of: {', '.join(allowed)}")
+
+
+def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
+    import json
+
+    _check_output(target, output)
     if target in STDOUT_FILE:
-        if output not in STDOUT_FILE[target]:
-            raise InputError("--output", f"{output} is not available for target {target}",
-                             f"one of: {', '.join(STDOUT_FILE[target])}")
         name = STDOUT_FILE[target][output]
         if name is not None:
             return files[name]
-        if target == "launch":
-            return yaml.safe_dump(json.loads(files["launch.json"]), sort_keys=False, width=1000)
-        if target == "argv":
-            return yaml.safe_dump(json.loads(files["argv.json"]), sort_keys=False, width=1000)
-        if target == "docker":
-            return yaml.safe_dump(json.loads(files["docker-run-params.json"]), sort_keys=False, width=1000)
         if target == "kubernetes":
-            items = [d for d in yaml.safe_load_all(files["kubernetes.yaml"]) if d]
+            items = _parsed("kubernetes.yaml", files["kubernetes.yaml"])
+            items = items if isinstance(items, list) else [items]
             return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2,
                               ensure_ascii=False) + "\n"
-    if output not in ("text", "json", "yaml"):
-        raise InputError("--output", f"{output} is not available for target {target}", "use text (all files)")
+        only = {"launch": "launch.json", "argv": "argv.json", "docker": "docker-run-params.json"}[target]
+        return yaml_dump(json.loads(files[only]))
+    if output in ("json", "yaml"):
+        obj = {"files": {rel: _parsed(rel, text) for rel, text in files.items()}}
+        return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n") if output == "json" else yaml_dump(obj)
     return "".join(f"==> {rel} <==\n{text}" + ("" if text.endswith("\n") else "\n")
                    for rel, text in files.items())
 
@@ -112,6 +141,7 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
     except Refused as exc:
         _refused(exc.findings)
     _warn(findings)
+    gate_or_exit(findings, "nothing was rendered")
     if target != "all" and target in refused:
         _render_failed(refused[target])
     if target == "all":
@@ -141,6 +171,7 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
 @click.option("--lws-form", type=click.Choice(["leaderworkerset", "disaggregatedset"]), default="leaderworkerset",
               show_default=True, help="Kubernetes, a document with spec.roles: one LeaderWorkerSet per role, or one "
               "DisaggregatedSet (LWS >= 0.10) holding the roles.")
+@fail_on_option
 def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict, lws_form):
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
@@ -148,10 +179,17 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     from gpustack_k3.render.templates import RenderError
 
     try:
+        if out_dir is None:
+            _check_output(target, output or DEFAULT_OUTPUT[target])   # before any work: a usage mistake
         doc = load_document(spec, preset)
     except InputError as exc:
         fail_input(exc)
     targets = TARGETS if target == "all" else (target,)
+    from gpustack_k3.render.targets import schema_validator_available
+
+    if "kubernetes" in targets and not schema_validator_available():
+        click.echo("note: kubernetes-validate is not installed: Kubernetes objects are not schema-checked "
+                   "(pip install 'gpustack-k3[validate]')", err=True)
     if doc.spec.roles:
         _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict, lws_form)
         return
@@ -160,12 +198,8 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     except Refused as exc:
         _refused(exc.findings)
     _warn(findings)
+    gate_or_exit(findings, "nothing was rendered")
     ns = namespace or doc.metadata.namespace
-    from gpustack_k3.render.targets import schema_validator_available
-
-    if "kubernetes" in targets and not schema_validator_available():
-        click.echo("note: kubernetes-validate is not installed: Kubernetes objects are not schema-checked "
-                   "(pip install kubernetes-validate==1.37.0)", err=True)
     kw = {"namespace": ns, "doc": doc, "gpustack": {"worker": worker, "cluster": cluster}}
     try:
         files = (render_all(launch, targets, **kw) if target == "all" else render_target(launch, target, **kw))
@@ -175,14 +209,20 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
 
 
 def _emit_files(target, out_dir, output, files) -> None:
-    """Write ``files`` into ``out_dir`` (atomically), or print the target's file for ``output``."""
-    from gpustack_k3.render.writer import write_files
+    """Write ``files`` into ``out_dir`` (replacing it as a whole), or print the target's file for ``output``."""
+    from gpustack_k3.render.writer import replace_dir
 
     try:
         if out_dir is not None:
-            for p in write_files(out_dir, files):
+            written = replace_dir(out_dir, files)
+            for p in written:
                 click.echo(f"wrote {p}", err=True)
+            if output in ("json", "yaml"):
+                emit({"ok": True, "out": str(out_dir), "files": [str(p) for p in written]}, output)
             return
-        click.echo(_stdout_text(target, output or DEFAULT_OUTPUT[target], files), nl=False)
+        fmt = output or DEFAULT_OUTPUT[target]
+        click.echo(_stdout_text(target, fmt, files), nl=False)
+        if fmt in ("json", "yaml"):
+            note_emitted()
     except InputError as exc:
         fail_input(exc)

@@ -211,6 +211,8 @@ class Attempts:
         self._emit = emit
         self.seq = 0                    # stream line being read (set by the tracker)
         self._forms_seen: set[str] = set()
+        self.engine_lines = 0           # lines of the (given or detected) engine's own forms
+        self.other_engine_lines: dict[str, int] = {}   # identifying lines of another engine (--engine contradicts)
 
     @property
     def current(self) -> Attempt:
@@ -257,7 +259,9 @@ class Attempts:
                fallback_ts: float | None) -> None:
         engine = m.engine
         if engine != "any" and self.engine is not None and engine != self.engine:
-            return   # the other engine's line: no need to read it
+            if m.detect and (rx is None or rx.search(text)):   # a line that names the other engine: counted
+                self.other_engine_lines[engine] = self.other_engine_lines.get(engine, 0) + 1
+            return   # the other engine's line: no need to read it further
         groups: dict[str, str] = {}
         if rx is not None:
             match = rx.search(text)
@@ -267,6 +271,7 @@ class Attempts:
         if engine != "any":
             if engine != self.engine and not self.engine_ok(engine, m.detect):
                 return
+            self.engine_lines += 1
             if m.id not in self._forms_seen:   # the version range its form implies, once per marker
                 self._forms_seen.add(m.id)
                 if m.since and (self.since is None or version_key(m.since) > version_key(self.since)):

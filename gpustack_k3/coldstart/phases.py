@@ -10,7 +10,8 @@ LOG_PHASES: tuple[str, ...] = (
     "process_start",     # interpreter up, args parsed, engine processes spawned, distributed init
     "weights_download",  # hub download (vLLM "Time spent downloading weights", HF progress bars)
     "weights_load",      # checkpoint shards into GPU memory
-    "compile",           # torch.compile / Dynamo / Inductor, CuTeDSL/Triton JIT, profiling warm-up run
+    "compile",           # torch.compile / Dynamo / Inductor, CuTeDSL/Triton JIT
+    "profile_run",       # vLLM's initial profiling/warm-up forward pass (memory profiling, JIT warm-up)
     "kv_cache",          # memory profiling and KV-cache allocation
     "cuda_graphs",       # warm-up per size and CUDA-graph capture (target and draft)
     "server_ready",      # engine init done → HTTP server declares itself ready
@@ -29,6 +30,7 @@ DEFAULT_BUDGETS: dict[str, float] = {
     "weights_download": 7200.0,
     "weights_load": 1800.0,
     "compile": 1800.0,
+    "profile_run": 1800.0,
     "kv_cache": 900.0,
     "cuda_graphs": 1800.0,
     "server_ready": 900.0,

@@ -54,13 +54,21 @@ def render_report(rep: ColdStartReport, width: int = 30) -> str:
     lines.append(f"{head}: {status}  total {_dur(a.total_seconds)}"
                  + (f"  engine init {_dur(a.engine_init_seconds)}" if a.engine_init_seconds is not None else "")
                  + (f"  (attempt {a.index} of {len(rep.attempts)})" if len(rep.attempts) > 1 else ""))
-    longest = max((p.seconds or 0.0 for p in a.phases), default=0.0) or 1.0
+    # wall-clock intervals: inside the attempt's span they and "unaccounted" add up to the total
+    longest = max((p.wall_seconds or 0.0 for p in a.phases), default=0.0) or 1.0
     for p in a.phases:
-        n = 0 if p.seconds is None else max(1, round(width * p.seconds / longest))
+        secs = p.wall_seconds
+        n = 0 if secs is None else max(1, round(width * secs / longest))
         bar = "█" * n
         colour = "red" if a.failed_phase == p.name else ("yellow" if p.end is None else "cyan")
-        lines.append(f"  {_hms(p.start)}  {p.name:<16} {_dur(p.seconds):>9}  "
-                     f"{click.style(bar.ljust(width), fg=colour)}  {_details(p.details)}".rstrip())
+        after = a.status == "ready" and a.end is not None and p.start is not None and p.start >= a.end \
+            and p.name != "server_ready"
+        lines.append(f"  {_hms(p.start)}  {p.name:<16} {_dur(secs):>9}  "
+                     f"{click.style(bar.ljust(width), fg=colour)}  {_details(p.details)}"
+                     f"{'  (after ready: not in the total)' if after else ''}".rstrip())
+    if a.unaccounted_seconds is not None:
+        lines.append(f"  {'':8}  {'unaccounted':<16} {_dur(a.unaccounted_seconds):>9}  "
+                     "(no phase covers it: the log says nothing about this time)")
     if a.status == "failed":
         f = a.failure or {}
         who = " ".join(x for x in (f.get("rank") and f"[{f['rank']}]", f.get("error")) if x)

@@ -5,7 +5,10 @@ Timing rules:
 * a phase starts at its own start marker, else where the previous observed phase ended, else at
   ``end - engine_seconds``; it never starts before the previous phase ended (no overlap);
 * a phase that started but printed no end ends where the next observed phase starts;
-* ``seconds`` is the engine's own printed duration when there is one, else end − start.
+* ``PhaseReport.seconds`` is the engine's own printed duration when there is one, else end − start (what the
+  operator's status and metrics carry); the JSON of ``coldstart`` gives wall-clock ``seconds`` (end − start, the
+  engine's figure as ``details.reported_seconds``), so that the phases inside the attempt's span plus
+  ``unaccounted_seconds`` (time no phase covers: the log says nothing about it) add up to ``total_seconds``.
 
 Pure: reads attempt state, changes nothing.
 """
@@ -31,9 +34,14 @@ class PhaseReport:
     seconds: float | None
     details: dict
 
+    @property
+    def wall_seconds(self) -> float | None:
+        return (self.end - self.start) if self.start is not None and self.end is not None else None
+
     def to_dict(self) -> dict:
+        wall = self.wall_seconds
         return {"name": self.name, "start": iso(self.start), "end": iso(self.end),
-                "seconds": None if self.seconds is None else round(self.seconds, 3),
+                "seconds": None if wall is None else round(wall, 3),
                 "details": self.details}
 
 
@@ -53,11 +61,27 @@ class AttemptReport:
     memory: dict | None = None       # the engine's own memory figures (catalog FIGURES)
     compile_cache: dict | None = None   # {state: hit|miss|partial, hits, misses, compile_seconds, evidence}
 
+    @property
+    def unaccounted_seconds(self) -> float | None:
+        """``total_seconds`` minus the wall-clock time the phases cover inside [start, end] (their union)."""
+        if self.total_seconds is None or self.start is None or self.end is None:
+            return None
+        spans = sorted((max(p.start, self.start), min(p.end, self.end)) for p in self.phases
+                       if p.start is not None and p.end is not None and p.end > self.start and p.start < self.end)
+        covered, reach = 0.0, self.start
+        for a, b in spans:
+            a = max(a, reach)
+            if b > a:
+                covered += b - a
+                reach = b
+        return max(0.0, self.total_seconds - covered)
+
     def summary(self) -> dict:
         return {"attempt": self.index, "status": self.status, "failed_phase": self.failed_phase,
                 "reason": self.reason, "start": iso(self.start), "end": iso(self.end),
                 "total_seconds": _r(self.total_seconds),
                 "engine_init_seconds": _r(self.engine_init_seconds),
+                "unaccounted_seconds": _r(self.unaccounted_seconds),
                 "compile_cache": self.compile_cache["state"] if self.compile_cache else None,
                 "phases": [p.name for p in self.phases]}
 
@@ -91,6 +115,7 @@ class ColdStartReport:
             "reason": a.reason,
             "engine_init_seconds": _r(a.engine_init_seconds),
             "total_seconds": _r(a.total_seconds),
+            "unaccounted_seconds": _r(a.unaccounted_seconds),
             "failure": a.failure,
             "memory": a.memory,
             "compile_cache": a.compile_cache,
@@ -163,6 +188,14 @@ def timeline(att: Attempt) -> list[PhaseReport]:
         if s is not None and prev_end is not None and n not in PLATFORM_PHASES:
             if end is None or prev_end <= end:
                 s = max(s, prev_end)
+            elif eng is not None and end is not None and s > end:
+                # printed inside the previous phase's span (vLLM CPU: the profiling run inside "Warming up
+                # model"): it ran for its own figure up to its end line, and the phase before ended where it began
+                s = end - eng
+                for m in reversed(list(starts)):
+                    if m not in PLATFORM_PHASES and ends[m] is not None and ends[m] > s:
+                        ends[m] = max(s, starts[m] if starts[m] is not None else s)
+                    break
         starts[n] = s
         ends[n] = end
         prev_had_end = end is not None

@@ -1,12 +1,13 @@
 """``gpustack-k3 gpustack ...``: apply / status / delete against a GPUStack 2.3.0 server.
 
-Exit codes: 0 done; 1 the spec is refused (error findings) or a watched instance ended in error;
+Exit codes: 0 done; 1 the spec is refused (error findings, or a document the GPUStack target cannot carry out:
+the same refusal as ``render --target gpustack``, naming the field) or a watched instance ended in error;
 2 unusable input or a GPUStack problem (missing/rejected API key, unreachable server, 409, 422/400).
+``-o json|yaml``: the result object on 0, the error/refusal object of cli/common.py otherwise.
 Heavy modules (httpx, tenacity, jinja2) are imported inside the commands.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -16,7 +17,11 @@ from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import (
     EXIT_INPUT,
     EXIT_REFUSED,
+    emit,
+    emit_error,
+    exit_refused,
     fail_input,
+    fail_operational,
     print_findings_text,
 )
 
@@ -25,12 +30,12 @@ server_option = click.option("--server", envvar="GPUSTACK_SERVER", required=True
 key_option = click.option("--api-key-env", default="GPUSTACK_API_KEY", show_default=True, metavar="VAR",
                           help="Name of the environment variable holding the API key.")
 cluster_option = click.option("--cluster", default=None, metavar="NAME", help="GPUStack cluster name.")
-output_option = click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+output_option = click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text",
+                             show_default=True)
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
-    sys.exit(EXIT_INPUT)
+    fail_operational(msg)
 
 
 def _client(server: str, key_env: str):
@@ -48,6 +53,16 @@ def _client(server: str, key_env: str):
         return GPUStackClient(server, key, attempts=attempts)
     except GPUStackError as exc:
         _fail(str(exc))
+
+
+def _render_refused(exc) -> None:
+    """What ``render --target gpustack`` refuses (a RenderError naming the field): exit 1, nothing sent."""
+    msg = f"refused: {exc.line()}; nothing was sent"
+    click.echo(msg, err=True)
+    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": msg,
+                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
+                "findings": []})
+    sys.exit(EXIT_REFUSED)
 
 
 @click.group("gpustack", cls=Group)
@@ -72,7 +87,7 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     """Validate SPEC, then register/update the custom backend and create/update the deployment."""
     from gpustack_k3.cli.common import load_document
     from gpustack_k3.core.errors import InputError
-    from gpustack_k3.core.launch import Refused, build_launch
+    from gpustack_k3.core.launch import Refused
     from gpustack_k3.gpustack.apply import apply
     from gpustack_k3.gpustack.client import GPUStackError
     from gpustack_k3.render.gpustack import (
@@ -86,13 +101,15 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
         doc = load_document(spec, preset)
     except InputError as exc:
         fail_input(exc)
+    from gpustack_k3.render.targets import channel_launch
+
     try:
-        launch, findings, _ = build_launch(doc)
+        launch, findings, _ = channel_launch(doc, "gpustack")
     except Refused as exc:
-        print_findings_text([f for f in exc.findings if f.severity == "error"], err=True)
-        click.echo(f"refused: {sum(f.severity == 'error' for f in exc.findings)} error(s); nothing was sent",
-                   err=True)
-        sys.exit(EXIT_REFUSED)
+        exit_refused(exc.findings, f"refused: {sum(f.severity == 'error' for f in exc.findings)} error(s); "
+                                   "nothing was sent")
+    except RenderError as exc:
+        _render_refused(exc)
     warnings = [f for f in findings if f.severity == "warning"]
     if warnings and output == "text":
         print_findings_text(warnings, err=True)
@@ -104,15 +121,15 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
             source = ModelSource(hub, source.ref)
         files = render_gpustack(launch, worker=worker, cluster=cluster, source=source)
     except RenderError as exc:
-        _fail(exc.line())
+        _render_refused(exc)
     client = _client(server, api_key_env)
     try:
         with client:
             result = apply(client, files, cluster=cluster, dry_run=dry_run)
     except GPUStackError as exc:
         _fail(str(exc))
-    if output == "json":
-        click.echo(json.dumps(result, indent=2))
+    if output != "text":
+        emit(result, output)
     else:
         pre = "dry run: " if dry_run else ""
         b, m = result["backend"], result["model"]
@@ -160,10 +177,10 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
         with client:
             if watch:
                 res = watch_fn(client, name, cluster=cluster, timeout=timeout,
-                               echo=(lambda s: click.echo(s, err=True)) if output == "json" else click.echo)
+                               echo=(lambda s: click.echo(s, err=True)) if output != "text" else click.echo)
                 if cfg is None or not res["ok"]:
-                    if output == "json":
-                        click.echo(json.dumps(res, indent=2))
+                    if output != "text":
+                        emit(res, output)
                     sys.exit(0 if res["ok"] else 1)
                 click.echo("every instance runs: probing them", err=True)   # --watch --probe: then measure
             res = status(client, name, cluster)
@@ -175,8 +192,8 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
 
         res["probe"] = probe_instances(res, cfg)
         code = max((p["exit_code"] for p in res["probe"].values()), default=EXIT_INPUT)
-    if output == "json":
-        click.echo(json.dumps(res, indent=2))
+    if output != "text":
+        emit(res, output)
         sys.exit(code)
     m = res["model"]
     click.echo(f"model {m['name']} (id {m['id']}): {m['state'] or 'unknown'}, "
@@ -210,7 +227,7 @@ def delete_cmd(name: str, server: str, api_key_env: str, cluster: str | None, ou
             res = delete(client, name, cluster=cluster)
     except GPUStackError as exc:
         _fail(str(exc))
-    if output == "json":
-        click.echo(json.dumps(res, indent=2))
+    if output != "text":
+        emit(res, output)
     else:
         click.echo(f"model {name} (id {res['model']['id']}): deleted")

@@ -266,16 +266,20 @@ def _check_consistency(launch: LaunchSpec, objs: list[dict]) -> None:
                           f"period x failureThreshold < startup budget {launch.startup_budget_s}s")
 
 
-def validate_objects(objs: list[dict], version: str = K8S_VERSION) -> list[str]:
+def validate_objects(objs: list[dict], version: str = K8S_VERSION, *, required: bool = False) -> list[str]:
     """Schema errors per object (``kubernetes-validate``, strict: unknown fields are errors).
 
-    Returns human-readable problems; an empty list means valid. Raises RenderError when the
-    validator is not installed."""
+    Returns human-readable problems; an empty list means valid. The validator is an optional extra
+    (``pip install 'gpustack-k3[validate]'``): without it nothing is schema-checked (the CLI notes it; a
+    single-node and a topology document behave alike, and the operator reconciles either), unless
+    ``required``, which raises RenderError."""
     try:
         import kubernetes_validate
     except ImportError:
+        if not required:
+            return []
         raise RenderError("kubernetes", "kubernetes-validate is not installed",
-                          "pip install kubernetes-validate==1.37.0") from None
+                          "pip install 'gpustack-k3[validate]' (kubernetes-validate==1.37.0)") from None
     problems = []
     for o in objs:
         what = f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}"

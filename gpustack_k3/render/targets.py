@@ -38,6 +38,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec
 
 TARGETS = ("launch", "argv", "kubernetes", "docker", "gpustack")
+# shell files are written executable (render/writer.py) and start with an interpreter line; the lines are POSIX sh
+SHEBANG = "#!/bin/sh\n"
+# a topology's argv.sh holds one command per role and pod kind: each runs in its own pod, not one after another
+TOPOLOGY_SHELL_NOTE = "# one command per role and pod kind, each for its own pod (LWS sets the per-pod variables)\n\n"
 
 
 def prepare(doc: DeploymentDocument, *, targets: tuple[str, ...] = TARGETS,
@@ -99,18 +103,18 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
     if target == "launch":
         return {"launch.json": launch.to_json()}
     if target == "argv":
-        return {"argv.json": dump_json(argv_document(launch)), "argv.sh": shell_command(launch)}
+        return {"argv.json": dump_json(argv_document(launch)), "argv.sh": SHEBANG + shell_command(launch)}
     if target == "kubernetes":
         objs = render_kubernetes(launch, doc, namespace=namespace)
         if validate or (validate is None and schema_validator_available()):
-            problems = validate_objects(objs)
+            problems = validate_objects(objs, required=bool(validate))
             if problems:
                 raise RenderError("target kubernetes", "schema validation failed: " + "; ".join(problems),
                                   "a template produced an invalid object; please report")
         return {"kubernetes.yaml": kubernetes_yaml(objs)}
     if target == "docker":
         return {"docker-run-params.json": dump_json(docker_run_params(launch)),
-                "docker-run.sh": docker_run_line(launch)}
+                "docker-run.sh": SHEBANG + docker_run_line(launch)}
     if target == "gpustack":
         return _gpustack_files(launch, doc, gpustack or {})
     raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
@@ -129,9 +133,11 @@ def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *
     for t in targets:
         try:
             if t == "argv":
-                files[t] = {"argv.json": dump_json(topology_argv_document(tl)), "argv.sh": topology_shell(tl)}
+                files[t] = {"argv.json": dump_json(topology_argv_document(tl)),
+                            "argv.sh": SHEBANG + TOPOLOGY_SHELL_NOTE + topology_shell(tl)}
             elif t == "kubernetes":
-                objs = render_document(doc, namespace=namespace, form=form, strict=strict, topo=tl)
+                objs = render_document(doc, namespace=namespace, form=form, strict=strict, topo=tl,
+                                       validate=schema_validator_available())
                 files[t] = {"kubernetes.yaml": kubernetes_yaml(objs)}
             elif t in ("docker", "gpustack"):
                 # refuses naming the field; a document of one single-pod role renders as that role's engine
@@ -155,3 +161,33 @@ def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any
         for rel, text in render_target(launch, t, **kw).items():
             out[f"{t}/{rel}"] = text
     return out
+
+
+# The channel each runtime/client starts through: what it refuses is what `render --target` of that channel refuses.
+CHANNEL_TARGET = {"docker": "docker", "local": "docker", "gpustack": "gpustack"}
+
+
+def channel_launch(doc: DeploymentDocument, channel: str, *, strict: bool = False
+                   ) -> tuple[LaunchSpec, list[Finding], Any]:
+    """The one engine a channel (``run --runtime docker|local``, ``gpustack apply``) starts for ``doc``, with the
+    findings and plan: exactly what ``render --target`` of that channel renders or refuses. A document with
+    ``spec.roles`` is carried out when it is one single-pod role (that role's leader, with the role's findings and
+    plan) and refused otherwise with the target's own RenderError naming the field (``spec.roles[i]
+    .podsPerInstance``, ``spec.disaggregation``, ``spec.roles``). The volumes are the runtime's own (a Docker
+    emptyDir is a fresh volume), so the render family's storage findings are not applied here.
+    Raises ``Refused`` (error findings) or ``RenderError``."""
+    target = CHANNEL_TARGET[channel]
+    if doc.spec.roles:
+        tl, findings, plans = build_topology_launch(doc, strict=strict)
+        try:
+            (docker if target == "docker" else gpustack).refuse_topology(tl)
+        except RenderError as exc:
+            if channel == "local":   # the local runtime starts one process on one host, like one container
+                raise RenderError(exc.where, exc.message.replace("the docker target renders one container",
+                                                                 "the local runtime starts one process").replace(
+                    "Docker runs one container on one host", "the local runtime starts one process on one host"),
+                    exc.hint) from None
+            raise
+        role = tl.roles[0]
+        return role.leader, findings, plans.get(role.role)
+    return build_launch(doc, strict=strict)

@@ -74,7 +74,8 @@ def _yaml_dumper():
     import yaml
 
     class _Dumper(yaml.SafeDumper):
-        pass
+        def ignore_aliases(self, data):   # no anchors/aliases: a value used twice is written out twice
+            return True
 
     def _str(dumper, value: str):
         # Multi-line strings (e.g. a value with newlines in env or a GPUStack document) as literal blocks, readable in diffs.

@@ -2,9 +2,15 @@
 
 * a new (or empty) output directory is staged as a sibling temp directory and renamed into place:
   all files appear at once or none do;
-* into an existing non-empty directory every destination is checked first, then each file is moved in
-  with ``os.replace``, the file it replaces kept aside until all are in: a failure puts everything back
-  (files the render does not produce are left alone).
+* ``replace_dir`` (``render --out``): a directory an earlier render wrote (it holds ``MARKER``) is replaced as
+  a whole: the new tree is staged beside it and swapped in with two renames (a failure renames the old one
+  back), so nothing of the earlier render survives; a non-empty directory without the marker holds someone
+  else's files and is refused;
+* ``write_files`` into an existing non-empty directory (the repository's generated files): every destination
+  is checked first, then each file is moved in with ``os.replace``, the file it replaces kept aside until all
+  are in: a failure puts everything back (files the render does not produce are left alone).
+
+Shell files (``*.sh``) are written executable (0755), everything else 0644.
 """
 from __future__ import annotations
 
@@ -31,7 +37,9 @@ def _stage(parent: Path, name: str, files: dict[str, str]) -> Path:
             dest.parent.mkdir(parents=True, exist_ok=True)
             with open(dest, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(content)
-        os.chmod(stage, 0o755)
+            os.chmod(dest, 0o755 if rel.endswith(".sh") else 0o644)
+        for d in [stage, *(p for p in stage.rglob("*") if p.is_dir())]:
+            os.chmod(d, 0o755)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -120,3 +128,55 @@ def _swap_in(parent: Path, out_dir: Path, stage: Path, files: dict[str, str]) ->
         raise
     finally:
         shutil.rmtree(backup, ignore_errors=True)
+
+
+MARKER = ".gpustack-k3-render"
+
+
+def replace_dir(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
+    """Make ``out_dir`` hold exactly ``files`` (plus ``MARKER``): all or nothing, nothing of an earlier render
+    left. A new or empty directory is created by one rename; a directory an earlier render wrote is swapped
+    for the new one; any other non-empty directory is refused (InputError) before anything is written."""
+    if isinstance(out_dir, str) and not out_dir.strip():
+        raise InputError("--out", "an empty path", "name a directory")
+    out_dir = Path(out_dir)
+    if MARKER in files:
+        raise ValueError(f"{MARKER} is the render's own marker")
+    try:
+        parent = _parent(out_dir)
+        real = out_dir.resolve()
+        existing = real.is_dir() and any(real.iterdir())
+        if existing and not (real / MARKER).is_file():
+            raise InputError(f"--out {out_dir}", "is a non-empty directory that no render wrote (no "
+                             f"{MARKER} in it): its files would be mixed with the render's",
+                             "choose a new or empty directory, or remove it first")
+        if existing and Path.cwd().resolve() in (real, *real.parents):
+            raise InputError(f"--out {out_dir}", "is the current directory (or holds it): it cannot be replaced "
+                             "while in use", "render into a sub-directory")
+        stage = _stage(parent, real.name or "out", {**files, MARKER: "rendered by gpustack-k3; `render --out` "
+                                                    "replaces this directory as a whole\n"})
+        try:
+            if real.is_dir() and not existing:
+                try:
+                    real.rmdir()
+                except OSError:   # the current directory, a mount point: fill it file by file
+                    _swap_in(parent, real, stage, {**files, MARKER: ""})
+                    return [out_dir / rel for rel in sorted(files)]
+            if not real.exists():
+                os.rename(stage, real)
+            else:
+                old = Path(tempfile.mkdtemp(prefix=f".{real.name}.old-", dir=parent))
+                os.rename(real, old / "tree")
+                try:
+                    os.rename(stage, real)
+                except BaseException:
+                    os.rename(old / "tree", real)
+                    raise
+                finally:
+                    shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    except OSError as exc:
+        raise InputError(f"--out {out_dir}", f"cannot write: {exc.strerror or exc}",
+                         "check the path and permissions") from None
+    return [out_dir / rel for rel in sorted(files)]

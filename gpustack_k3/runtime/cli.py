@@ -5,10 +5,13 @@ Once Ready it prints the plan check (the planner's KV figures next to the engine
 
 Exit codes: 0 Ready (or, attached, a clean stop), 1 refused spec or a failed start (the failed phase and
 root cause are printed), 2 unusable input or runtime unavailable, 130 interrupted.
+
+A document is started exactly as ``render --target docker`` renders it (render/targets.py ``channel_launch``): a
+topology the target cannot run (P/D roles, a role spanning pods, several roles) is refused naming the field, before
+anything starts; one single-pod role runs as that role's engine.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -16,10 +19,15 @@ import click
 
 from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import (
-    EXIT_INPUT,
     EXIT_REFUSED,
-    build_launch_or_exit,
+    emit,
+    emit_error,
+    exit_refused,
     fail_input,
+    fail_operational,
+    load_document,
+    output_option_of,
+    print_findings_text,
 )
 
 SUBCOMMANDS = ("status", "logs", "stop")
@@ -39,8 +47,31 @@ def run():
     """Start the engine on Docker or locally and follow its cold start (see `run start --help`)."""
 
 
-def _build(spec, preset, strict):
-    launch, _findings, plan, doc = build_launch_or_exit(spec, preset, strict=strict)
+def _build(spec, preset, strict, runtime: str = "docker"):
+    """(launch, plan, doc) of what ``runtime`` would start; refusals exit 1 naming the field, unusable input 2."""
+    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.core.launch import Refused
+    from gpustack_k3.render.targets import channel_launch
+    from gpustack_k3.render.templates import RenderError
+
+    try:
+        doc = load_document(spec, preset)
+    except InputError as exc:
+        fail_input(exc)
+    try:
+        launch, findings, plan = channel_launch(doc, runtime, strict=strict)
+    except Refused as exc:
+        exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
+    except RenderError as exc:
+        msg = f"refused: {exc.line()}; nothing was started"
+        click.echo(msg, err=True)
+        emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": msg,
+                    "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
+                    "findings": []})
+        sys.exit(EXIT_REFUSED)
+    warn = [f for f in findings if f.severity == "warning"]
+    if warn:
+        print_findings_text(warn, err=True)
     return launch, plan, doc
 
 
@@ -55,21 +86,31 @@ def _build(spec, preset, strict):
 @click.option("--clamp-ulimits", is_flag=True, help="Docker: lower ulimits to what this host allows.")
 @click.option("--exit-when-ready", is_flag=True, help="Local: stop the engine and exit 0 once Ready.")
 @click.option("--strict", is_flag=True)
-def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict):
+@click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default=None,
+              help="--dry-run: json (default), yaml, or text (the command line); a start: the final cold-start "
+                   "report as json/yaml on stdout (text: progress and outcome on stderr only).")
+def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict, output):
     """Start SPEC (or --preset NAME) and follow its cold start to Ready (then warm, with spec.startup.warmup)."""
-    launch, plan, doc = _build(spec, preset, strict)
+    launch, plan, doc = _build(spec, preset, strict, runtime)
     # the warm-up asks for the spec's served name; without one the engine serves its model path (probe: first listed)
     warmup = (doc.spec.startup.warmup, doc.spec.model.servedModelName) if doc.spec.startup.warmup else None
     if dry_run:
         if runtime == "docker":
             from gpustack_k3.render.docker import docker_run_line, docker_run_params
 
-            click.echo(json.dumps({"params": docker_run_params(launch, gpus=host_gpus),
-                                   "docker_run": docker_run_line(launch, gpus=host_gpus)}, indent=2, default=str))
+            obj = {"params": docker_run_params(launch, gpus=host_gpus),
+                   "docker_run": docker_run_line(launch, gpus=host_gpus)}
         else:
-            click.echo(json.dumps({"argv": launch.argv, "env": launch.env, "host": launch.host, "port": launch.port},
-                                  indent=2))
+            obj = {"argv": launch.argv, "env": launch.env, "host": launch.host, "port": launch.port}
+        if output == "text":
+            import shlex
+
+            click.echo(obj["docker_run"] if runtime == "docker" else " ".join(
+                ["env", *(shlex.quote(f"{k}={v}") for k, v in launch.env.items()), shlex.join(launch.argv)]))
+        else:
+            emit(obj, output or "json")
         return
+    _OUT["format"] = output or "text"
     try:
         code = _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
             _local(launch, plan, exit_when_ready, warmup)
@@ -77,6 +118,15 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
         click.echo("interrupted: engine stopped", err=True)
         sys.exit(130)
     sys.exit(code)
+
+
+_OUT = {"format": "text"}
+
+
+def _emit_report(launch, code: int, report: dict) -> None:
+    """-o json|yaml of a start: the final cold-start report on stdout."""
+    if _OUT["format"] in ("json", "yaml"):
+        emit({"ok": code == 0, "exit_code": code, "name": launch.name, "coldstart": report}, _OUT["format"])
 
 
 def _print_outcome(report: dict) -> None:
@@ -108,8 +158,7 @@ def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
         code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
                                           warmup=warmup)
     except DockerRuntimeError as exc:
-        click.echo(f"error: {exc}", err=True)
-        return EXIT_INPUT
+        fail_operational(str(exc))
     d = report.to_dict()
     if not result.ready:
         _print_outcome(d)
@@ -121,7 +170,8 @@ def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
         click.echo(f"{launch.name}: Ready ({d.get('total_seconds')} s)", err=True)
         _print_plan_check(d, plan)
         if result.warm is not None and not result.warm.get("ok") and detach:
-            return EXIT_REFUSED     # detached: the caller is told that the deployment is not warm
+            code = EXIT_REFUSED     # detached: the caller is told that the deployment is not warm
+    _emit_report(launch, code, d)
     return code
 
 
@@ -139,8 +189,7 @@ def _local(launch, plan, exit_when_ready: bool, warmup=None) -> int:
                             health_path="/health", tracker=tracker)
         proc.start()
     except (LocalRuntimeError, OSError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        return EXIT_INPUT
+        fail_operational(str(exc))
     t0 = time.monotonic()
     follower = proc.follower
     try:
@@ -167,12 +216,16 @@ def _local(launch, plan, exit_when_ready: bool, warmup=None) -> int:
                        else f"not Ready within the {launch.startup_budget_s} s budget")
                 view.finish(f"{launch.name}: start failed ({why})")
                 _print_outcome(rep)
+                _emit_report(launch, EXIT_REFUSED, rep)
                 return EXIT_REFUSED
         warm_ok = True
         if warmup is not None:
             warm_ok = _warm(launch, proc.base_url, tracker, warmup, follower.lock)
         if exit_when_ready:
-            return 0 if warm_ok else EXIT_REFUSED
+            code = 0 if warm_ok else EXIT_REFUSED
+            with follower.lock:
+                _emit_report(launch, code, tracker.report().to_dict())
+            return code
         while proc.poll() is None:
             time.sleep(1.0)
         return 0 if proc.poll() == 0 else EXIT_REFUSED
@@ -199,7 +252,7 @@ def _warm(launch, url: str, tracker, warmup, lock) -> bool:
 
 @run.command("status")
 @click.argument("name")
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@output_option_of("text", "json", "yaml")
 def status(name, output):
     """Status of a detached Docker run: container state, health, cold-start phase."""
     from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
@@ -207,10 +260,10 @@ def status(name, output):
     try:
         st = DockerRunner().status(name, tracker_factory=_tracker_factory)
     except DockerRuntimeError as exc:
-        fail_input(str(exc))
+        fail_operational(str(exc))
     d = st.to_dict()
-    if output == "json":
-        click.echo(json.dumps(d, indent=2, default=str))
+    if output != "text":
+        emit(d, output)
     else:
         for k, v in d.items():
             click.echo(f"{k}: {v}")
@@ -234,17 +287,21 @@ def logs(name, follow):
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
     except DockerRuntimeError as exc:
-        fail_input(str(exc))
+        fail_operational(str(exc))
 
 
 @run.command("stop")
 @click.argument("name")
-def stop(name):
+@output_option_of("text", "json", "yaml")
+def stop(name, output):
     """Stop and remove a detached Docker run."""
     from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
 
     try:
         st = DockerRunner().stop(name)
     except DockerRuntimeError as exc:
-        fail_input(str(exc))
-    click.echo(f"{name}: {st.to_dict().get('state', 'stopped')}")
+        fail_operational(str(exc))
+    if output != "text":
+        emit(st.to_dict(), output)
+    else:
+        click.echo(f"{name}: {st.to_dict().get('state', 'stopped')}")

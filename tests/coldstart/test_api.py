@@ -14,13 +14,14 @@ from .conftest import LOGS, track
 
 def test_phases_tuple_is_canonical():
     assert PHASES == ("scheduled", "image_pull", "container_start", "process_start", "weights_download",
-                      "weights_load", "compile", "kv_cache", "cuda_graphs", "server_ready", "warm")
+                      "weights_load", "compile", "profile_run", "kv_cache", "cuda_graphs", "server_ready", "warm")
 
 
 def test_report_dict_has_exactly_the_documented_keys():
     d = track("vllm-0.8.5-tp2-ready.log").report().to_dict()
     assert list(d) == ["engine", "version", "status", "failed_phase", "reason", "engine_init_seconds",
-                       "total_seconds", "failure", "memory", "compile_cache", "phases", "attempts"]
+                       "total_seconds", "unaccounted_seconds", "failure", "memory", "compile_cache", "phases",
+                       "attempts"]
     assert all(list(p) == ["name", "start", "end", "seconds", "details"] for p in d["phases"])
 
 

@@ -78,12 +78,42 @@ def test_binary_input_is_unusable_not_a_crash(run, tmp_path):
     assert r.exit_code == 2 and "not a text log" in r.output
 
 
-def test_text_without_markers_is_in_progress(run, tmp_path):
+def test_text_without_an_engine_line_is_unusable(run, tmp_path):
+    """issue 23: a file with no engine line is not an engine "in progress": exit 2, the error object under -o json."""
     p = tmp_path / "other.log"
     p.write_text("".join(f"line {i}: nothing an engine prints\n" for i in range(1000)))
     r = run(coldstart, [str(p), "-o", "json"])
-    assert r.exit_code == 0
-    assert json.loads(r.output)["status"] == "in-progress"
+    assert r.exit_code == 2 and "no line of a vLLM or SGLang engine" in r.stderr
+    assert json.loads(r.stdout)["error"]["where"] == "LOG"
+
+
+def test_engine_option_contradicting_the_log_warns(run):
+    r = run(coldstart, [str(LOGS / "vllm-0.8.5-tp2-ready.log"), "--engine", "sglang", "-o", "json", "--year", "2026"])
+    assert "--engine sglang but the log has" in r.stderr and "of vllm" in r.stderr
+    if r.exit_code == 0:
+        assert json.loads(r.stdout)["warnings"]
+    else:
+        assert r.exit_code == 2 and json.loads(r.stdout)["exit_code"] == 2
+    ok = run(coldstart, [str(LOGS / "vllm-0.8.5-tp2-ready.log"), "--engine", "vllm", "--year", "2026"])
+    assert ok.exit_code == 0 and "warning" not in ok.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in LOGS.glob("*.log")))
+def test_phases_and_unaccounted_add_up_to_the_total(run, name):
+    """issue 23: the phases are wall-clock intervals; inside the attempt's span they and `unaccounted_seconds` add up
+    to `total_seconds` (what runs after Ready, the warm-up requests, is outside it)."""
+    r = run(coldstart, [str(LOGS / name), "-o", "json", "--year", "2026"])
+    d = json.loads(r.stdout)
+    assert all(p["seconds"] is None or p["seconds"] >= 0 for p in d["phases"]), d["phases"]
+    if d["total_seconds"] is None:
+        return
+    from datetime import datetime
+
+    start = min(datetime.fromisoformat(p["start"]) for p in d["phases"] if p["start"])
+    end = start.timestamp() + d["total_seconds"]
+    inside = [p["seconds"] for p in d["phases"] if p["seconds"] is not None and p["start"]
+              and datetime.fromisoformat(p["start"]).timestamp() < end]
+    assert abs(sum(inside) + d["unaccounted_seconds"] - d["total_seconds"]) < 0.01, (name, d["phases"])
 
 
 def test_exit_codes_through_the_main_entry_point():

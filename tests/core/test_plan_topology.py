@@ -150,7 +150,8 @@ def test_render_cli_roles(tmp_path):
     assert p.returncode == 0 and p.stdout.count("kind: LeaderWorkerSet") == 2
     p = run("render", "--preset", "kimi-k3-b300-1p1d", "--target", "all", "--out", str(tmp_path / "all"))
     assert p.returncode == 0, p.stderr
-    assert sorted(q.relative_to(tmp_path / "all").as_posix() for q in (tmp_path / "all").rglob("*") if q.is_file()) == [
+    assert sorted(q.relative_to(tmp_path / "all").as_posix() for q in (tmp_path / "all").rglob("*")
+                  if q.is_file() and q.name != ".gpustack-k3-render") == [
         "argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt", "kubernetes/kubernetes.yaml",
         "launch/launch.json"]
 

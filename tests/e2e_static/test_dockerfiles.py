@@ -80,7 +80,8 @@ def test_operator_dockerfile_structure():
     assert df.is_multistage and len(_stages(df)) == 2
     assert df.baseimage == "python:3.11-slim"
     runs = " ".join(_instructions(df, "RUN"))
-    assert re.search(r"pip install (--\S+ )*\.(\s|$)", runs), "the package is installed with `pip install .`"
+    assert re.search(r"pip install (--\S+ )*(\.|\"\.\[validate\]\")(\s|$)", runs), \
+        "the package is installed with `pip install .` (with the validate extra)"
     assert " -e " not in runs and "--editable" not in runs
     final = _stages(df)[-1]
     assert any(i["instruction"] == "COPY" and i["value"].startswith("--from=build ") for i in final)

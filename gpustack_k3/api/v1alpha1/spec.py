@@ -56,12 +56,32 @@ class EngineRef(_Strict):
 class ModelSource(_Strict):
     name: str = Field(default="kimi-k3", description="Catalog model key.")
     source: str | None = Field(default=None, description="Hub id (ModelScope/Hugging Face), e.g. moonshotai/Kimi-K3.")
-    path: str | None = Field(default=None, description="Path of the weights inside the container.")
+    path: str | None = Field(default=None, description=(
+        "Path of the weights inside the container, e.g. /models/Kimi-K3; the model volume is mounted at its parent "
+        "directory, so it is absolute and below one (a hub id such as moonshotai/Kimi-K3 goes in source)."))
     revision: str | None = None
     trustRemoteCode: bool | None = None
     servedModelName: str | None = Field(default=None, description="Name the API serves; platforms usually own it.")
     loadFormat: str | None = Field(default=None, description="vLLM --load-format, e.g. fastsafetensors.")
     dtype: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _path_in_volume(cls, v: str | None) -> str | None:
+        """The served path lies inside the mounted model volume (mounted at its parent directory)."""
+        if v is None:
+            return v
+        import posixpath
+
+        if not v.startswith("/"):
+            raise ValueError("not an absolute path: a hub id (org/name) is spec.model.source, and spec.model.path "
+                             "is where the weights are inside the container, e.g. /models/Kimi-K3")
+        if posixpath.normpath(v) != v.rstrip("/") or v.startswith("//"):
+            raise ValueError("not a normalised path (no '.', '..' or '//'): write it as e.g. /models/Kimi-K3")
+        if posixpath.dirname(v.rstrip("/")) == "/":
+            raise ValueError("the model volume is mounted at the path's parent directory, and / cannot be a "
+                             "mount point: put the weights one directory down, e.g. /models" + v.rstrip("/"))
+        return v
 
 
 class Speculative(_Strict):

@@ -1,3 +1,6 @@
+#!/bin/sh
+# one command per role and pod kind, each for its own pod (LWS sets the per-pod variables)
+
 # role prefill (prefill) leader: 7 instance(s) x 1 pod(s) x 2 GPU(s)
 # VLLM_NIXL_SIDE_CHANNEL_HOST from the pod's status.podIP (downward API)
 # dsv41-flash-7p1d-prefill: vllm 0.33.0, image vllm/vllm-openai:v0.33.0

@@ -1,3 +1,4 @@
+#!/bin/sh
 # k3-ephemeral-cache: vllm kimi-k3; serves http://127.0.0.1:8000/health
 docker run --detach \
   --name k3-ephemeral-cache \

@@ -1,3 +1,4 @@
+#!/bin/sh
 # k3-hostpath: sglang kimi-k3, image lmsysorg/sglang:kimi-k3
 env \
   DG_JIT_CACHE_DIR=/cache/deepgemm \

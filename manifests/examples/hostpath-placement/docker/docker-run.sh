@@ -1,3 +1,4 @@
+#!/bin/sh
 # k3-hostpath: sglang kimi-k3; serves http://127.0.0.1:30000/health
 docker run --detach \
   --name k3-hostpath \

@@ -1,3 +1,4 @@
+#!/bin/sh
 # kimi-k3-sglang: sglang kimi-k3; serves http://127.0.0.1:30000/health
 docker run --detach \
   --name kimi-k3-sglang \

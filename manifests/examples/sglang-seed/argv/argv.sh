@@ -1,3 +1,4 @@
+#!/bin/sh
 # kimi-k3-sglang-seed: sglang kimi-k3, image lmsysorg/sglang:kimi-k3
 env \
   DG_JIT_CACHE_DIR=/cache/deepgemm \

@@ -1,3 +1,4 @@
+#!/bin/sh
 # k3-statefulset: vllm kimi-k3, image vllm/vllm-openai:kimi-k3
 # needs HF_TOKEN in the environment (Kubernetes: secret hub-token, key token)
 env \

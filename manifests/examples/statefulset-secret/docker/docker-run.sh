@@ -1,3 +1,4 @@
+#!/bin/sh
 # k3-statefulset: vllm kimi-k3; serves http://127.0.0.1:8000/health
 # needs HF_TOKEN in the environment (Kubernetes: secret hub-token, key token)
 docker run --detach \

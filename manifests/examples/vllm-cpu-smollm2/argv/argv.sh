@@ -1,3 +1,4 @@
+#!/bin/sh
 # smollm2-cpu: vllm 0.32.0-cpu, image local/vllm-cpu:0.32.0
 env \
   DG_JIT_CACHE_DIR=/cache/deepgemm \

@@ -1,3 +1,4 @@
+#!/bin/sh
 # smollm2-cpu: vllm 0.32.0-cpu; serves http://127.0.0.1:8000/health
 docker run --detach \
   --name smollm2-cpu \

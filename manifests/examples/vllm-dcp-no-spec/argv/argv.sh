@@ -1,3 +1,4 @@
+#!/bin/sh
 # kimi-k3-vllm-dcp: vllm kimi-k3, image vllm/vllm-openai:kimi-k3
 env \
   DG_JIT_CACHE_DIR=/cache/deepgemm \

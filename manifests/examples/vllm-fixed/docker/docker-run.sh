@@ -1,3 +1,4 @@
+#!/bin/sh
 # kimi-k3-vllm: vllm kimi-k3; serves http://127.0.0.1:8000/health
 docker run --detach \
   --name kimi-k3-vllm \
