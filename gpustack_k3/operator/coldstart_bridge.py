@@ -39,6 +39,7 @@ from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import ColdStart, ColdStartPhase, CompileCache, EngineMemory
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.coldstart.follow import LogFollower, ceil_seconds_since
+from gpustack_k3.coldstart.phases import PHASE_INDEX
 from gpustack_k3.coldstart.scanner import iso
 from gpustack_k3.operator.podstate import parse_time
 from gpustack_k3.operator.seams import ColdStartSnapshot, Key, coldstart_of
@@ -397,8 +398,6 @@ def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
     return snap
 
 
-_ORDER = ("scheduled", "image_pull", "container_start", "process_start", "weights_download", "weights_load",
-          "compile", "kv_cache", "cuda_graphs", "server_ready", "warm")
 
 
 def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
@@ -413,7 +412,7 @@ def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
         return failed[0]
     starting = [s for s in snaps if not s.get("serving")]
     if starting:
-        return min(starting, key=lambda s: _ORDER.index(s["current"]) if s.get("current") in _ORDER else -1)
+        return min(starting, key=lambda s: PHASE_INDEX.get(s.get("current"), -1))
     return max(snaps, key=lambda s: coldstart_of(s).totalSeconds or 0.0)
 
 

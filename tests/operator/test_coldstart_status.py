@@ -91,3 +91,14 @@ def test_runner_metrics_observe_figures():
     assert 'gpustack_k3_cold_start_engine_figure{engine="vllm",figure="kv_cache_tokens"} 46592.0' in body
     assert 'gpustack_k3_cold_start_plan_drift{engine="vllm",figure="kv_cache_tokens"} -0.02' in body
     assert 'gpustack_k3_cold_start_compile_cache_total{engine="vllm",state="miss"} 1.0' in body
+
+
+def test_several_pods_report_the_least_advanced_phase_in_the_canonical_order():
+    """A pod in vLLM's profiling run is behind one allocating its KV cache: the resource is as far as its slowest
+    pod, in the phase order of ``coldstart/phases.py`` (the operator keeps no order of its own)."""
+    from gpustack_k3.operator.coldstart_bridge import _combine
+
+    snaps = [{"current": "kv_cache", "serving": False}, {"current": "profile_run", "serving": False},
+             {"current": "cuda_graphs", "serving": False}]
+    assert _combine(snaps)["current"] == "profile_run"
+    assert _combine(snaps[::-1])["current"] == "profile_run"
