@@ -94,11 +94,15 @@ def test_runner_metrics_observe_figures():
 
 
 def test_several_pods_report_the_least_advanced_phase_in_the_canonical_order():
-    """A pod in vLLM's profiling run is behind one allocating its KV cache: the resource is as far as its slowest
-    pod, in the phase order of ``coldstart/phases.py`` (the operator keeps no order of its own)."""
+    """A pod in vLLM's profiling run is behind one allocating its KV cache and ahead of one loading weights: the
+    resource is as far as its slowest pod, in the phase order of ``coldstart/phases.py`` (the operator keeps no
+    order of its own)."""
     from gpustack_k3.operator.coldstart_bridge import _combine
 
     snaps = [{"current": "kv_cache", "serving": False}, {"current": "profile_run", "serving": False},
              {"current": "cuda_graphs", "serving": False}]
     assert _combine(snaps)["current"] == "profile_run"
     assert _combine(snaps[::-1])["current"] == "profile_run"
+    behind = [{"current": "profile_run", "serving": False}, {"current": "weights_load", "serving": False}]
+    assert _combine(behind)["current"] == "weights_load"
+    assert _combine(behind[::-1])["current"] == "weights_load"
