@@ -66,6 +66,32 @@ class HardwareProfile:
     source: str
     estimated: bool = False
     gpus_per_rack: int | None = None        # a scale-up domain (GB300 NVL72: 72); None: no rack unit
+    nvlink_domain: NvlinkDomain | None = None   # multi-node NVLink (IMEX) domain; None: NVLink stays in a node
+
+
+@_dc
+class NvlinkDomain:
+    """A multi-node NVLink domain (an NVL72 rack): pods on different nodes reach each other's GPUs over NVLink
+    only inside one IMEX domain (a ComputeDomain on Kubernetes, docs/design/003-rack-scale.md)."""
+    gpus: Annotated[int, Ge(1)]
+    nodes: Annotated[int, Ge(1)]
+    label: str                              # node label naming the domain (NVIDIA GPU feature discovery)
+    source: str
+
+
+@_dc
+class RouterImage:
+    """A pinned router or endpoint-picker image (never a moving tag)."""
+    image: str
+    version: str
+    source: str
+
+
+@_dc
+class RoutingCatalog:
+    """Router and endpoint-picker images (catalog/data/routing.yaml)."""
+    vllm_router: RouterImage
+    endpoint_picker: RouterImage
 
 
 @_dc
@@ -262,6 +288,7 @@ class Catalog:
     presets: dict[str, PresetEntry]
     default_preset: str
     advice: Advice
+    routing: RoutingCatalog
 
     def engine(self, name: str) -> EngineEntry:
         return self.engines[name]
@@ -309,6 +336,7 @@ def _load_and_validate(DATA: Path) -> Catalog:
             doc = _read(DATA / "presets" / entry["file"])
             raw["presets"][entry["name"]] = {"name": entry["name"], "description": entry["description"], "document": doc}
         raw["advice"] = _read(DATA / "advice.yaml")
+        raw["routing"] = _read(DATA / "routing.yaml")["routing"]
         from pydantic import TypeAdapter, ValidationError
 
         _as_dataclasses()
@@ -336,6 +364,10 @@ def _load_and_validate(DATA: Path) -> Catalog:
             if unknown:
                 raise CatalogError(f"models.yaml {mname}.{ename}.calibration.inputs: {unknown} are not figures of "
                                    "this entry")
+    for r in (cat.routing.vllm_router, cat.routing.endpoint_picker):
+        tag = r.image.rpartition(":")[2] if "@" not in r.image else ""
+        if "@" not in r.image and (tag in ("", "latest", "nightly") or "/" in tag):
+            raise CatalogError(f"routing.yaml: image {r.image} is not pinned (a dated tag or a digest)")
     for eng, names in cat.advice.presets.items():
         for n in names:
             if n not in cat.presets:
