@@ -154,6 +154,36 @@ class ModelEntry:
     expert_weights_gib: float | None = None    # routed experts, sharded over EP
     kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
     figure_sources: dict[str, str] = field(default_factory=dict)
+    # config.json figures of the target and of its speculative draft (core/plan_moe.py); None where not public
+    architecture: MoeArchitecture | None = None
+    draft_architecture: MoeArchitecture | None = None
+
+
+@_dc
+class MoeArchitecture:
+    """A MoE model's ``config.json`` figures (DeepSeek-V3 names) and its weights' bytes per parameter, for the
+    memory plan per rank (core/plan_moe.py). Every figure may be None (not public): the plan then names it."""
+    source: str
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    first_k_dense_replace: int | None = None     # leading dense (non-MoE) layers
+    n_routed_experts: int | None = None
+    n_shared_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    moe_intermediate_size: int | None = None
+    intermediate_size: int | None = None         # FFN of a dense layer
+    vocab_size: int | None = None
+    tie_word_embeddings: bool = False
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None       # GQA (when kv_lora_rank is None)
+    head_dim: int | None = None                  # GQA
+    q_lora_rank: int | None = None               # MLA (None: a full q projection)
+    kv_lora_rank: int | None = None              # MLA
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    dense_bytes_per_param: float | None = None   # embeddings, attention, dense FFN, shared experts
+    expert_bytes_per_param: float | None = None  # routed experts (e.g. MXFP4: 0.5 + 1 scale byte / 32)
 
 
 @_dc
