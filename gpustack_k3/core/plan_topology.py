@@ -23,7 +23,7 @@ from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
 from gpustack_k3.core.plan_moe import rank_memory
 from gpustack_k3.core.resolve import Resolved, resolve
-from gpustack_k3.core.topology import role_views
+from gpustack_k3.core.topology import flag_values, role_views
 
 
 @dataclass
@@ -202,8 +202,6 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
 
 def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int) -> dict[str, Any]:
     """The MoE memory plan of one DP rank (core.plan_moe) with the role's effective settings."""
-    from gpustack_k3.core.topology import flag_values
-
     spec = r.spec
     eplb = spec.parallel.eplb
     flags = flag_values(list(spec.extraArgs))
