@@ -12,7 +12,7 @@ from gpustack_k3 import _startup_cache
 
 # The catalog types are declared as plain annotated classes and made dataclasses only when pydantic must
 # validate data files (a start-up cache miss: _as_dataclasses). Making a dataclass compiles its generated
-# __init__ at every start: for these fifteen classes that was ~25 M instructions, more than loading the whole
+# __init__ at every start: for the first fifteen classes that was ~25 M instructions, more than loading the whole
 # validated catalog from the cache (callgrind, 2026-12-01). Instances come from pydantic's validation or from
 # unpickling (which calls no __init__), so no code path needs the dataclass machinery before validation.
 _FORBID = {"extra": "forbid"}
