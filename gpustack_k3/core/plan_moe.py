@@ -17,8 +17,10 @@ Terms, per GPU of a rank of TP GPUs in an EP group of ``ep`` GPUs:
 * **DeepEP / NVSHMEM buffers**, from vLLM 0.33.0's all2all managers: none for the default
   ``allgather_reducescatter`` (``config/parallel.py:220``); ``deepep_high_throughput``: ``VLLM_DEEPEP_BUFFER_SIZE_MB``
   (1024) MiB NVLink buffer, plus as much RDMA buffer when the EP group spans nodes
-  (``distributed/device_communicators/all2all.py:261-283``); ``deepep_low_latency``: DeepEP's
-  ``get_low_latency_rdma_size_hint`` (``all2all.py:345-352``; its formula is DeepEP's, not transcribed: unknown).
+  (``distributed/device_communicators/all2all.py:261-283``); ``deepep_low_latency``: the same NVLink buffer plus
+  DeepEP's ``get_low_latency_rdma_size_hint(max_num_batched_tokens, hidden, ep, experts)`` (``all2all.py:327-352``;
+  vLLM passes the scheduler's max_num_batched_tokens, ``fused_moe/layer.py:286,373``), transcribed from DeepEP
+  ``csrc/config.hpp:120-188@v1.2.1`` (:func:`deepep_ll_rdma_bytes`).
 """
 from __future__ import annotations
 
@@ -97,7 +99,22 @@ def kv_bytes_per_token(a: Any, kv_dtype: str | None, tp: int) -> tuple[int | Non
     return 2 * heads * a.head_dim * a.num_hidden_layers * b, "2 x KV heads per TP rank x head_dim x layers x bytes"
 
 
-def deepep_buffers(backend: str, env: dict[str, str], internode: bool) -> tuple[float | None, str]:
+def deepep_ll_rdma_bytes(tokens: int, hidden: int, experts: int) -> int:
+    """DeepEP's ``get_low_latency_rdma_size_hint`` (``csrc/config.hpp:120-188@v1.2.1``, ``LowLatencyLayout``): two
+    odd/even send, receive and signaling buffers sized for ``tokens`` dispatched per rank over ``experts`` experts,
+    rounded up to NUM_BUFFER_ALIGNMENT_BYTES (128, ``csrc/kernels/configs.cuh:7``)."""
+    scales = hidden // 128
+    dispatch_msg = 16 + max(hidden * 2, hidden + scales * 4)           # int4 + max(bf16 row, fp8 row + scales)
+    combine_msg = scales * 4 + hidden * 2                               # bf16x2 min/max per 128 + bf16 row
+    send = max(tokens * dispatch_msg, experts * tokens * combine_msg)
+    recv = max(experts * tokens * dispatch_msg, experts * tokens * combine_msg)
+    signaling = -(-(experts * 4) // 128) * 128
+    total = 2 * (send + recv + signaling)
+    return ((total + 128) // 128) * 128
+
+
+def deepep_buffers(backend: str, env: dict[str, str], internode: bool, *, hidden: int | None = None,
+                   tokens: int | None = None, experts: int | None = None) -> tuple[float | None, str]:
     """(GiB per GPU, source) of the all2all backend's DeepEP/NVSHMEM buffers."""
     if backend == ALL2ALL_DEFAULT or backend in ("naive", "pplx"):
         return 0.0, f"all2all backend {backend}: no DeepEP buffer (vllm config/parallel.py:220@0.33.0)"
@@ -108,7 +125,13 @@ def deepep_buffers(backend: str, env: dict[str, str], internode: bool) -> tuple[
         return n * mb * MIB / GIB, (f"{SRC_ALL2ALL}: {mb} MiB NVLink buffer" + (" + as much RDMA (EP spans nodes)"
                                                                                   if internode else ""))
     if backend == "deepep_low_latency":
-        return None, f"{SRC_ALL2ALL_LL}: {mb} MiB NVLink + DeepEP get_low_latency_rdma_size_hint (not transcribed)"
+        if hidden is None or tokens is None or experts is None:
+            return None, (f"{SRC_ALL2ALL_LL}: {mb} MiB NVLink + DeepEP get_low_latency_rdma_size_hint, which needs "
+                          "the hidden size, max_num_batched_tokens and the experts (one is not known)")
+        rdma = deepep_ll_rdma_bytes(tokens, hidden, experts)
+        return (mb * MIB + rdma) / GIB, (f"{SRC_ALL2ALL_LL}: {mb} MiB NVLink + {rdma / MIB:.1f} MiB RDMA (DeepEP "
+                                         f"csrc/config.hpp:120-188@v1.2.1 at {tokens} tokens, hidden {hidden}, "
+                                         f"{experts} experts)")
     return None, f"all2all backend {backend}: buffer size not read for this backend"
 
 
@@ -119,7 +142,7 @@ def _term(name: str, gib: float | None, source: str) -> dict[str, Any]:
 def rank_memory(*, model: Any, figures: Any, tp: int, dp: int, expert_parallel: bool, pods: int,
                 kv_dtype: str | None, enforce_eager: bool, redundant_experts: int, include_draft: bool,
                 speculative: bool, all2all_backend: str | None, env: dict[str, str], visible_gib: float | None,
-                fraction: float | None) -> dict[str, Any]:
+                fraction: float | None, max_num_batched_tokens: int | None = None) -> dict[str, Any]:
     """The memory of one GPU of one DP rank, term by term (module docstring). ``model``: catalog ModelEntry;
     ``figures``: its ModelEngineFigures for the engine (calibrated CUDA-graph figure) or None."""
     arch = getattr(model, "architecture", None)
@@ -179,7 +202,12 @@ def rank_memory(*, model: Any, figures: Any, tp: int, dp: int, expert_parallel: 
         terms.append(_term("CUDA graphs", None, "the engine logs 'Graph capturing finished ... took X GiB'"))
         unknown.append("CUDA graphs: no engine log of this model calibrates it")
     backend = all2all_backend or ALL2ALL_DEFAULT
-    buf, bsrc = deepep_buffers(backend, env, internode=pods > 1) if expert_parallel else (0.0, "no expert parallelism")
+    routed_all = (arch.n_routed_experts if arch is not None and arch.n_routed_experts else None) or \
+        getattr(model, "routed_experts", None)
+    buf, bsrc = deepep_buffers(
+        backend, env, internode=pods > 1, hidden=arch.hidden_size if arch is not None else None,
+        tokens=max_num_batched_tokens, experts=None if routed_all is None else routed_all + redundant_experts,
+    ) if expert_parallel else (0.0, "no expert parallelism")
     terms.append(_term(f"all2all buffers ({backend})", buf, bsrc))
     if buf is None:
         unknown.append(f"all2all buffers ({backend})")

@@ -206,6 +206,7 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
     eplb = spec.parallel.eplb
     flags = flag_values(list(spec.extraArgs))
     fraction = r.value("memory.fraction")
+    tokens = r.value("scheduling.maxNumBatchedTokens")
     return rank_memory(
         model=r.model, figures=r.figures, tp=tp, dp=dp, expert_parallel=expert_parallel, pods=pods,
         kv_dtype=r.value("memory.kvCacheDtype"), enforce_eager=bool(r.value("vllm.enforceEager")),
@@ -214,7 +215,8 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
         speculative=spec.speculative.method not in (None, "none", "ngram"),
         all2all_backend=flags.get("--all2all-backend") or spec.env.get("VLLM_ALL2ALL_BACKEND"),
         env=dict(spec.env), visible_gib=r.hardware.visible_gib if r.hardware else None,
-        fraction=float(fraction) if fraction is not None else None)
+        fraction=float(fraction) if fraction is not None else None,
+        max_num_batched_tokens=int(tokens) if isinstance(tokens, int) and tokens > 0 else None)
 
 
 def plan_topology(doc: DeploymentDocument) -> TopologyPlan:

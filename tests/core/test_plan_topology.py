@@ -238,8 +238,19 @@ def test_buffers_follow_the_all2all_backend_as_vllm_sizes_them():
     assert buf(all2all_backend="deepep_high_throughput", pods=1) == 1.0         # NVLink buffer only
     assert buf(all2all_backend="deepep_high_throughput") == 2.0                 # + RDMA: EP spans pods
     assert buf(all2all_backend="deepep_high_throughput", env={"VLLM_DEEPEP_BUFFER_SIZE_MB": "512"}) == 1.0
+    # low latency: needs max_num_batched_tokens (what vLLM passes as tokens per DP rank)
     ll = _rank(arch(), all2all_backend="deepep_low_latency")
     assert any("deepep_low_latency" in u for u in ll["unknown"])
+    assert buf(all2all_backend="deepep_low_latency", max_num_batched_tokens=128) == round(
+        (2**30 + plan_moe.deepep_ll_rdma_bytes(128, 7168, 256)) / 2**30, 4)
+
+
+def test_deepep_low_latency_rdma_hint_by_hand():
+    """DeepEP LowLatencyLayout at 128 tokens, hidden 7168, 288 experts, worked by hand: 56 scales; dispatch message
+    16 + max(14336, 7168 + 224) = 14352 B, combine 224 + 14336 = 14560 B; send = max(128 x 14352, 288 x 128 x 14560)
+    = 536,739,840; receive = max(288 x 128 x 14352, 288 x 128 x 14560) = 536,739,840; signaling 1,152; total
+    2 x (2 x 536,739,840 + 1,152) = 2,146,961,664, rounded up past the next 128 B: 2,146,961,792."""
+    assert plan_moe.deepep_ll_rdma_bytes(128, 7168, 288) == 2_146_961_792
 
 
 def test_a_kv_pool_only_when_every_term_is_known():
