@@ -279,3 +279,13 @@ def test_dsv41_presets_plan_per_rank_for_both_roles_and_name_what_is_unknown():
     terms = {t["term"]: t for t in by["prefill"]["terms"]}
     assert terms["CUDA graphs"]["gib"] == 0.0            # prefill runs enforceEager
     assert next(t for t in by["decode"]["terms"] if t["term"] == "CUDA graphs")["gib"] is None
+
+
+def test_plan_cli_shows_the_memory_per_rank_of_both_roles():
+    p = run("plan", "--preset", "dsv41-flash-gb300-8p1d")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("memory per GPU of one DP rank") == 2
+    assert "unknown: target dense weights" in p.stdout and "890" in p.stdout
+    j = run("plan", "--preset", "dsv41-flash-gb300-8p1d", "-o", "json")
+    out = json.loads(j.stdout)
+    assert [r["rank_memory"]["ep"] for r in out["roles"]] == [2, 32]
