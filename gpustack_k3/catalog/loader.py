@@ -12,7 +12,7 @@ from gpustack_k3 import _startup_cache
 
 # The catalog types are declared as plain annotated classes and made dataclasses only when pydantic must
 # validate data files (a start-up cache miss: _as_dataclasses). Making a dataclass compiles its generated
-# __init__ at every start: for these fifteen classes that was ~25 M instructions, more than loading the whole
+# __init__ at every start: for the first fifteen classes that was ~25 M instructions, more than loading the whole
 # validated catalog from the cache (callgrind, 2026-12-01). Instances come from pydantic's validation or from
 # unpickling (which calls no __init__), so no code path needs the dataclass machinery before validation.
 _FORBID = {"extra": "forbid"}
@@ -66,6 +66,32 @@ class HardwareProfile:
     source: str
     estimated: bool = False
     gpus_per_rack: int | None = None        # a scale-up domain (GB300 NVL72: 72); None: no rack unit
+    nvlink_domain: NvlinkDomain | None = None   # multi-node NVLink (IMEX) domain; None: NVLink stays in a node
+
+
+@_dc
+class NvlinkDomain:
+    """A multi-node NVLink domain (an NVL72 rack): pods on different nodes reach each other's GPUs over NVLink
+    only inside one IMEX domain (a ComputeDomain on Kubernetes, docs/design/004-rack-scale.md)."""
+    gpus: Annotated[int, Ge(1)]
+    nodes: Annotated[int, Ge(1)]
+    label: str                              # node label naming the domain (NVIDIA GPU feature discovery)
+    source: str
+
+
+@_dc
+class RouterImage:
+    """A pinned router or endpoint-picker image (never a moving tag)."""
+    image: str
+    version: str
+    source: str
+
+
+@_dc
+class RoutingCatalog:
+    """Router and endpoint-picker images (catalog/data/routing.yaml)."""
+    vllm_router: RouterImage
+    endpoint_picker: RouterImage
 
 
 @_dc
@@ -128,6 +154,36 @@ class ModelEntry:
     expert_weights_gib: float | None = None    # routed experts, sharded over EP
     kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
     figure_sources: dict[str, str] = field(default_factory=dict)
+    # config.json figures of the target and of its speculative draft (core/plan_moe.py); None where not public
+    architecture: MoeArchitecture | None = None
+    draft_architecture: MoeArchitecture | None = None
+
+
+@_dc
+class MoeArchitecture:
+    """A MoE model's ``config.json`` figures (DeepSeek-V3 names) and its weights' bytes per parameter, for the
+    memory plan per rank (core/plan_moe.py). Every figure may be None (not public): the plan then names it."""
+    source: str
+    hidden_size: int | None = None
+    num_hidden_layers: int | None = None
+    first_k_dense_replace: int | None = None     # leading dense (non-MoE) layers
+    n_routed_experts: int | None = None
+    n_shared_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    moe_intermediate_size: int | None = None
+    intermediate_size: int | None = None         # FFN of a dense layer
+    vocab_size: int | None = None
+    tie_word_embeddings: bool = False
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None       # GQA (when kv_lora_rank is None)
+    head_dim: int | None = None                  # GQA
+    q_lora_rank: int | None = None               # MLA (None: a full q projection)
+    kv_lora_rank: int | None = None              # MLA
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    dense_bytes_per_param: float | None = None   # embeddings, attention, dense FFN, shared experts
+    expert_bytes_per_param: float | None = None  # routed experts (e.g. MXFP4: 0.5 + 1 scale byte / 32)
 
 
 @_dc
@@ -262,6 +318,7 @@ class Catalog:
     presets: dict[str, PresetEntry]
     default_preset: str
     advice: Advice
+    routing: RoutingCatalog
 
     def engine(self, name: str) -> EngineEntry:
         return self.engines[name]
@@ -309,6 +366,7 @@ def _load_and_validate(DATA: Path) -> Catalog:
             doc = _read(DATA / "presets" / entry["file"])
             raw["presets"][entry["name"]] = {"name": entry["name"], "description": entry["description"], "document": doc}
         raw["advice"] = _read(DATA / "advice.yaml")
+        raw["routing"] = _read(DATA / "routing.yaml")["routing"]
         from pydantic import TypeAdapter, ValidationError
 
         _as_dataclasses()
@@ -336,6 +394,10 @@ def _load_and_validate(DATA: Path) -> Catalog:
             if unknown:
                 raise CatalogError(f"models.yaml {mname}.{ename}.calibration.inputs: {unknown} are not figures of "
                                    "this entry")
+    for r in (cat.routing.vllm_router, cat.routing.endpoint_picker):
+        tag = r.image.rpartition(":")[2] if "@" not in r.image else ""
+        if "@" not in r.image and (tag in ("", "latest", "nightly") or "/" in tag):
+            raise CatalogError(f"routing.yaml: image {r.image} is not pinned (a dated tag or a digest)")
     for eng, names in cat.advice.presets.items():
         for n in names:
             if n not in cat.presets:

@@ -304,6 +304,18 @@ def _topology_plan_text(d: dict) -> None:
             click.echo(f"unknown: {', '.join(r['unknown'])} (not in the catalog; never estimated)")
         for n in r["notes"]:
             click.echo(f"note: {n}")
+        moe = r.get("rank_memory")
+        if moe:
+            click.echo(f"memory per GPU of one DP rank (TP {moe['tp']}, EP {moe['ep']}; core/plan_moe.py):")
+            for t in moe["terms"]:
+                click.echo(f"  {t['term']:<34} {_num(t['gib'], ' GiB')}  [{t['source']}]")
+            click.echo(f"  {'KV bytes per token':<34} {_num(moe['kv_bytes_per_token'])}  [{moe['kv_bytes_source']}]")
+            click.echo(f"  {'budget (visible x fraction)':<34} {_num(moe['budget_gib'], ' GiB')}; KV pool "
+                       f"{_num(moe['kv_pool_gib'], ' GiB')}, {_num(moe['kv_tokens'], ' tokens')}")
+            for n in moe["notes"]:
+                click.echo(f"  note: {n}")
+            for u in moe["unknown"]:
+                click.echo(f"  unknown: {u}")
         if r["memory"]:
             click.echo("memory of one DP rank:")
             for line in _plan_lines(r["memory"]):

@@ -21,8 +21,9 @@ from typing import Any
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
+from gpustack_k3.core.plan_moe import rank_memory
 from gpustack_k3.core.resolve import Resolved, resolve
-from gpustack_k3.core.topology import role_views
+from gpustack_k3.core.topology import flag_values, role_views
 
 
 @dataclass
@@ -56,6 +57,8 @@ class RolePlan:
     memory: dict[str, Any] | None              # the DP rank's memory plan (core.plan.Plan.to_dict())
     unknown: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # a MoE model: memory per GPU of one DP rank from its config figures, term by term (core.plan_moe)
+    rank_memory: dict[str, Any] | None = None
 
 
 @dataclass
@@ -182,6 +185,8 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     per_instance = per_rank * dp if per_rank is not None else None
     per_role = per_instance * role.instances if per_instance is not None else None
     gpi = role.podsPerInstance * role.gpusPerPod
+    moe = _rank_memory(r, tp, dp, expert_parallel, role.podsPerInstance) if m is not None and m.routed_experts \
+        else None
     return RolePlan(
         role=role.name, kind=role.role, field_prefix=view.field_prefix, instances=role.instances,
         pods_per_instance=role.podsPerInstance, gpus_per_pod=role.gpusPerPod, gpus_per_instance=gpi,
@@ -192,7 +197,26 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
         draft_routed_experts_per_rank=draft_experts, weights_per_gpu_gib=weights, kv_tokens_per_rank=kv_tokens,
         kv_bytes_per_token=bpt, kv_gib_per_rank_at_max_seqs=kv_at_max, max_num_seqs_per_rank=seqs,
         concurrency_per_rank=per_rank, concurrency_per_instance=per_instance, concurrency_per_role=per_role,
-        memory=p.to_dict() if p is not None else None, unknown=unknown, notes=notes)
+        memory=p.to_dict() if p is not None else None, unknown=unknown, notes=notes, rank_memory=moe)
+
+
+def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int) -> dict[str, Any]:
+    """The MoE memory plan of one DP rank (core.plan_moe) with the role's effective settings."""
+    spec = r.spec
+    eplb = spec.parallel.eplb
+    flags = flag_values(list(spec.extraArgs))
+    fraction = r.value("memory.fraction")
+    tokens = r.value("scheduling.maxNumBatchedTokens")
+    return rank_memory(
+        model=r.model, figures=r.figures, tp=tp, dp=dp, expert_parallel=expert_parallel, pods=pods,
+        kv_dtype=r.value("memory.kvCacheDtype"), enforce_eager=bool(r.value("vllm.enforceEager")),
+        redundant_experts=(eplb.numRedundantExperts or 0) if eplb is not None else 0,
+        include_draft=bool(eplb.includeDraft) if eplb is not None else False,
+        speculative=spec.speculative.method not in (None, "none", "ngram"),
+        all2all_backend=flags.get("--all2all-backend") or spec.env.get("VLLM_ALL2ALL_BACKEND"),
+        env=dict(spec.env), visible_gib=r.hardware.visible_gib if r.hardware else None,
+        fraction=float(fraction) if fraction is not None else None,
+        max_num_batched_tokens=int(tokens) if isinstance(tokens, int) and tokens > 0 else None)
 
 
 def plan_topology(doc: DeploymentDocument) -> TopologyPlan:

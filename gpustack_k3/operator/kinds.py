@@ -7,7 +7,8 @@ discovery. ``optional``: a kind of a CRD a cluster may not serve (LeaderWorkerSe
 only when discovery finds its group/version, so an operator on a cluster without it still starts; applying one
 there is refused with the API server's 404, reported in the status.
 
-Adding a kind: one ``ChildKind`` here; the chart's RBAC rule for it (``charts/gpustack-k3/templates/
+Adding a kind: one entry in ``api/v1alpha1/constants.py`` ``CHILD_KINDS`` (the list the renderers' tests
+check too); the chart's RBAC rule for it (``charts/gpustack-k3/templates/
 _helpers.tpl``, checked against this list by ``tests/helm/test_chart_render.py``); and, for the tests, the kind
 in the API emulator (``tests/support/k8s_emulator.py`` ``DEFAULT_RESOURCES``, plus a reaction if a controller
 of that kind must act on it).
@@ -31,12 +32,4 @@ class ChildKind:
         return (self.api_version, self.kind)
 
 
-CHILD_KINDS: tuple[ChildKind, ...] = (
-    ChildKind("apps/v1", "Deployment", "deployments"),
-    ChildKind("apps/v1", "StatefulSet", "statefulsets"),
-    ChildKind("v1", "Service", "services"),
-    ChildKind("v1", "ConfigMap", "configmaps"),
-    ChildKind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
-    ChildKind(api.LWS_API_VERSION, api.LWS_KIND, api.LWS_PLURAL, optional=True),
-    ChildKind(api.DS_API_VERSION, api.DS_KIND, api.DS_PLURAL, optional=True),
-)
+CHILD_KINDS: tuple[ChildKind, ...] = tuple(ChildKind(*entry) for entry in api.CHILD_KINDS)

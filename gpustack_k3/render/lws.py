@@ -30,9 +30,12 @@ Rendered only from :class:`gpustack_k3.core.launch_types.TopologyLaunch` (docs/d
   external load balancing). The LWS controller creates its own headless Service named like the LWS for the
   pods' DNS names, hence the suffix. ``<name>`` is the deployment's endpoint: with P/D the router, else every
   API server of every role.
-* **Routing** from the ecosystem, never a proxy of ours: for vLLM P/D the vLLM project's router
-  (``vllm-router --vllm-pd-disaggregation --prefill URL --decode URL``, vllm-project/router
-  ``docs/model-routing/pd-disaggregation.md``) as a Deployment in front of the role Services.
+* **Routing** from the ecosystem, never a proxy of ours (``render/router.py``): for vLLM P/D the vLLM project's
+  router in front of one Service per instance, or (``spec.routing.target: inferencePool``) an InferencePool with
+  its endpoint picker.
+* **Rack scale** (``render/computedomain.py``, docs/design/004-rack-scale.md): one ComputeDomain per deployment on
+  NVLink-rack hardware, its channel claimed by every pod; RDMA resources and UCX env; colocation affinity or LWS
+  exclusive topology, and a subgroup policy for groups larger than an NVLink domain.
 * **Option** ``form="disaggregatedset"``: one ``DisaggregatedSet`` (``disaggregatedset.x-k8s.io/v1``, LWS >= 0.10)
   whose roles are the same LWS specs (``disaggregatedset_types.go:75-111``; 2-10 roles).
 """
@@ -45,7 +48,10 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.core.launch import build_topology_launch
+from gpustack_k3.core.rack import RackLayout, document_layout
+from gpustack_k3.render import computedomain as cd
 from gpustack_k3.render import kubernetes as k8s
+from gpustack_k3.render import router as routing
 from gpustack_k3.render.templates import RenderError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,11 +61,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FORMS = ("leaderworkerset", "disaggregatedset")
 SHELL = "/bin/sh"
-# vllm-project/router publishes images on Docker Hub as vllm/vllm-router with nightly tags only (no release tag);
-# pin a digest with render option router_image for production (checkov CKV_K8S_43 says the same).
-ROUTER_IMAGE = "vllm/vllm-router:nightly"
-ROUTER_PORT = 8000
-ROUTER_POLICIES = {"prefill": "cache_aware", "decode": "power_of_two"}   # the router docs' recommendation
 _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
 # RoleLaunch.per_pod sources -> the shell expression of the value (always double-quoted: one argv element)
 PER_POD_SOURCES = {
@@ -100,7 +101,7 @@ def _serves_api(role: RoleLaunch, leader: bool) -> bool:
 
 
 def _pod_template(topo: TopologyLaunch, role: RoleLaunch, launch: LaunchSpec, doc: DeploymentDocument | None,
-                  ns: str, *, leader: bool) -> tuple[dict, dict, list[dict]]:
+                  ns: str, *, leader: bool, layout: RackLayout | None = None) -> tuple[dict, dict, list[dict]]:
     """(pod template, workload annotations, claim templates) of the leader or the workers of a role: the
     single-node pod (security, resources, volumes, placement) with the topology's command, env and probes."""
     kind = k8s.workload_kind(launch)
@@ -117,17 +118,24 @@ def _pod_template(topo: TopologyLaunch, role: RoleLaunch, launch: LaunchSpec, do
     if not _serves_api(role, leader):
         for p in ("startupProbe", "readinessProbe", "livenessProbe"):
             c.pop(p)
+    if layout is not None:
+        cd.patch_pod(tpl, topo.name, layout, doc)
     return tpl, wl["metadata"]["annotations"], wl["spec"].get("volumeClaimTemplates") or []
 
 
-def lws_spec(topo: TopologyLaunch, role: RoleLaunch, doc: DeploymentDocument | None, ns: str
-             ) -> tuple[dict, dict]:
+def lws_spec(topo: TopologyLaunch, role: RoleLaunch, doc: DeploymentDocument | None, ns: str,
+             layout: RackLayout | None = None) -> tuple[dict, dict]:
     """(LeaderWorkerSet spec, annotations) of one role."""
-    leader, annotations, claims = _pod_template(topo, role, role.leader, doc, ns, leader=True)
+    leader, annotations, claims = _pod_template(topo, role, role.leader, doc, ns, leader=True, layout=layout)
     lwt: dict[str, Any] = {"size": role.pods_per_instance,
                            "restartPolicy": api.LWS_RESTART_RECREATE_AFTER_START}
+    if layout is not None:
+        extra, subgroup = cd.lws_placement(layout, role.role, role.pods_per_instance)
+        annotations = {**annotations, **extra}
+        if subgroup is not None:
+            lwt["subGroupPolicy"] = subgroup
     if role.pods_per_instance > 1:
-        worker, _, _ = _pod_template(topo, role, role.worker or role.leader, doc, ns, leader=False)
+        worker, _, _ = _pod_template(topo, role, role.worker or role.leader, doc, ns, leader=False, layout=layout)
         if worker != leader:
             lwt["leaderTemplate"] = leader
         lwt["workerTemplate"] = worker
@@ -167,61 +175,29 @@ def _topology_labels(topo: TopologyLaunch, component: str) -> dict[str, str]:
             api.LABEL_DEPLOYMENT: topo.name}
 
 
-def _router(topo: TopologyLaunch, ns: str, image: str) -> list[dict]:
-    """The vLLM project's router in front of the prefill and decode role Services (P/D only)."""
-    engine = topo.roles[0].leader.engine
-    if engine != "vllm":
-        raise RenderError("spec.disaggregation", f"no ecosystem router is rendered for {engine} P/D",
-                          "route with your own P/D router, or use engine vllm")
-    args = ["--vllm-pd-disaggregation"]
-    for kind in ("prefill", "decode"):
-        for r in (r for r in topo.roles if r.kind == kind):
-            args += [f"--{kind}", f"http://{role_service_name(topo, r)}.{ns}.svc:{r.leader.port}"]
-    args += ["--prefill-policy", ROUTER_POLICIES["prefill"], "--decode-policy", ROUTER_POLICIES["decode"],
-             "--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
-    labels = _topology_labels(topo, "router")
-    selector = {api.LABEL_APP_INSTANCE: topo.name, api.LABEL_APP_COMPONENT: "router"}
-    security = {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
-                "runAsNonRoot": True, "runAsUser": k8s.RUN_AS, "runAsGroup": k8s.RUN_AS,
-                "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
-    probe = {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5}
-    container = {"name": "router", "image": image, "imagePullPolicy": "Always", "command": ["vllm-router"],
-                 "args": args, "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
-                 "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {}},
-                 "readinessProbe": probe, "livenessProbe": {**probe, "periodSeconds": 30},
-                 "securityContext": security}
-    annotations = {f"checkov.io/skip{i}": f"{c}={k8s.CHECKOV_SKIPS[c]}"
-                   for i, c in enumerate(("CKV_K8S_11", "CKV_K8S_13", "CKV_K8S_43", "CKV2_K8S_6"), 1)}
-    deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": f"{topo.name}-router", "namespace": ns, "labels": labels, "annotations": annotations},
-        "spec": {"replicas": 1, "revisionHistoryLimit": 3, "selector": {"matchLabels": selector},
-                 "template": {"metadata": {"labels": labels}, "spec": {
-                     "automountServiceAccountToken": False, "enableServiceLinks": False,
-                     "securityContext": {"runAsNonRoot": True, "runAsUser": k8s.RUN_AS, "runAsGroup": k8s.RUN_AS,
-                                         "seccompProfile": {"type": "RuntimeDefault"}},
-                     "containers": [container]}}}}
-    return [_service(topo.name, ns, labels, selector, ROUTER_PORT), deployment]
-
-
 def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None, *, namespace: str | None = None,
-                    form: str = "leaderworkerset", router_image: str = ROUTER_IMAGE) -> list[dict]:
-    """The objects of a topology in apply order: Services, the router (P/D), then the LWS objects (or the
-    DisaggregatedSet). This function does not validate them; :func:`render_document` does
-    (:func:`validate_topology_objects`)."""
+                    form: str = "leaderworkerset", router_image: str | None = None) -> list[dict]:
+    """The objects of a topology in apply order: the ComputeDomain (NVLink rack), Services, the router (P/D) or
+    InferencePool, then the LWS objects (or the DisaggregatedSet). This function does not validate them;
+    :func:`render_document` does (:func:`validate_topology_objects`)."""
     if form not in FORMS:
         raise RenderError("--lws-form", f"unknown form {form!r}", f"one of: {', '.join(FORMS)}")
     ns = namespace or (doc.metadata.namespace if doc is not None else None) or k8s.DEFAULT_NAMESPACE
-    objs: list[dict] = [_role_service(topo, r, ns) for r in topo.roles]
-    if topo.disaggregation:
-        objs += _router(topo, ns, router_image)
+    layout = document_layout(doc) if doc is not None and doc.spec.roles else None
+    objs: list[dict] = []
+    if layout is not None and layout.compute_domain:
+        objs.append(cd.compute_domain(topo.name, ns, _topology_labels(topo, "nvlink-domain")))
+    objs += [_role_service(topo, r, ns) for r in topo.roles]
+    front = routing.front(topo, doc, ns, _topology_labels(topo, "router"), router_image=router_image)
+    if front is not None:
+        objs += front
     else:
         first = topo.roles[0].leader
         objs.append(_service(topo.name, ns, _topology_labels(topo, "inference-engine"),
                              {api.LABEL_DEPLOYMENT: topo.name, api.LABEL_API_SERVER: "true"}, first.port))
     sets = []
     for r in topo.roles:
-        spec, annotations = lws_spec(topo, r, doc, ns)
+        spec, annotations = lws_spec(topo, r, doc, ns, layout)
         sets.append((r, spec, annotations))
     if form == "leaderworkerset":
         objs += [{"apiVersion": api.LWS_API_VERSION, "kind": api.LWS_KIND,
@@ -234,15 +210,27 @@ def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None,
                               f"document has {len(sets)}", "render the leaderworkerset form")
         objs.append({"apiVersion": api.DS_API_VERSION, "kind": api.DS_KIND,
                      "metadata": {"name": topo.name, "namespace": ns, "labels": _topology_labels(topo, "inference-engine"),
-                                  "annotations": sets[0][2]},
-                     "spec": {"roles": [{"name": r.role, "metadata": {"labels": role_labels(topo, r, r.leader)},
-                                         "spec": spec} for r, spec, _ in sets]}})
+                                  "annotations": {k: v for k, v in sets[0][2].items() if k not in _LWS_PLACEMENT}},
+                     "spec": {"roles": [{"name": r.role, "metadata": _ds_role_metadata(topo, r, a),
+                                         "spec": spec} for r, spec, a in sets]}})
     _check_consistency(topo, objs)
     return objs
 
 
+_LWS_PLACEMENT = (api.LWS_ANNOTATION_EXCLUSIVE_TOPOLOGY, api.LWS_ANNOTATION_SUBGROUP_EXCLUSIVE_TOPOLOGY)
+
+
+def _ds_role_metadata(topo: TopologyLaunch, role: RoleLaunch, annotations: dict[str, str]) -> dict:
+    """A DisaggregatedSet role's metadata: its labels and the LWS placement annotations of the LWS it becomes."""
+    md: dict[str, Any] = {"labels": role_labels(topo, role, role.leader)}
+    placement = {k: v for k, v in annotations.items() if k in _LWS_PLACEMENT}
+    if placement:
+        md["annotations"] = placement
+    return md
+
+
 def render_document(doc: DeploymentDocument, *, namespace: str | None = None, form: str = "leaderworkerset",
-                    router_image: str = ROUTER_IMAGE, strict: bool = False, validate: bool = True,
+                    router_image: str | None = None, strict: bool = False, validate: bool = True,
                     topo: TopologyLaunch | None = None) -> list[dict]:
     """The Kubernetes objects of a document with ``spec.roles`` (``Refused`` on error findings; RenderError when
     an object fails its schema): the entry point of the CLI and the operator."""
@@ -304,12 +292,25 @@ def validate_topology_objects(objs: list[dict], version: str = k8s.K8S_VERSION) 
     themselves are checked in the tests against a transcription of the v0.10.0 CRD (tests/support/lws_schema.py),
     and against the upstream CRD files by tools/check_lws_crds.py: no package ships the LWS CRDs
     (docs/design/002-topologies.md, "Validation")."""
-    builtin = [o for o in objs if o["kind"] not in (api.LWS_KIND, api.DS_KIND)]
+    builtin = [o for o in objs if o["kind"] not in (api.LWS_KIND, api.DS_KIND, api.COMPUTE_DOMAIN_KIND,
+                                                    api.INFERENCE_POOL_KIND)]
     problems = k8s.validate_objects(builtin, version)
-    wrapped = []
+    wrapped, dra = [], []
     for role, spec in lws_objects(objs):
         for which, tpl in pod_templates(spec):
-            wrapped.append({"apiVersion": "v1", "kind": "PodTemplate",
-                            "metadata": {"name": f"{role}-{which}"}, "template": copy.deepcopy(tpl)})
+            t = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"{role}-{which}"},
+                 "template": copy.deepcopy(tpl)}
+            # a pod claiming a ComputeDomain channel needs DRA: the driver supports Kubernetes >= 1.32
+            # (NVIDIA/k8s-dra-driver-gpu README.md:8@v25.12.0), where resourceClaimTemplateName is a pod field
+            (dra if tpl["spec"].get("resourceClaims") else wrapped).append(t)
     problems += k8s.validate_objects(wrapped, version)
+    if dra:
+        problems += k8s.validate_objects(dra, max(version, DRA_K8S_VERSION, key=_minor))
     return problems
+
+
+DRA_K8S_VERSION = "1.32"
+
+
+def _minor(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))

@@ -172,3 +172,121 @@ def test_one_single_pod_role_renders_for_docker_as_that_role():
     params = _json.loads(files["docker"]["docker-run-params.json"])
     assert params["name"] == "cpu-dp2-serve" and "--headless" not in params["command"]
     assert _json.loads(files["launch"]["launch.json"])["roles"][0]["role"] == "serve"
+
+
+# --------------------------------------------------------------------------- memory per rank of a MoE model (plan_moe)
+from types import SimpleNamespace  # noqa: E402
+
+from gpustack_k3.core import plan_moe  # noqa: E402
+
+# DeepSeek-V3's config.json figures (deepseek-ai/DeepSeek-V3 config.json): a public MoE with MLA to check the
+# arithmetic against its published totals (671B parameters, 37B activated per token; the MTP module excluded).
+DSV3 = dict(source="deepseek-ai/DeepSeek-V3 config.json", hidden_size=7168, num_hidden_layers=61,
+            first_k_dense_replace=3, n_routed_experts=256, n_shared_experts=1, num_experts_per_tok=8,
+            moe_intermediate_size=2048, intermediate_size=18432, vocab_size=129280, tie_word_embeddings=False,
+            num_attention_heads=128, num_key_value_heads=128, head_dim=None, q_lora_rank=1536, kv_lora_rank=512,
+            qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, dense_bytes_per_param=1.0,
+            expert_bytes_per_param=1.0)
+
+
+def arch(**over):
+    return SimpleNamespace(**{**DSV3, **over})
+
+
+def test_param_split_reproduces_deepseek_v3_published_totals():
+    split, missing = plan_moe.param_split(arch())
+    assert missing == []
+    total = sum(split.values())
+    active = split["dense"] + split["shared_experts"] + split["routed_experts"] * 8 / 256
+    assert abs(total / 671e9 - 1) < 0.002          # published: 671B
+    assert abs(active / 37e9 - 1) < 0.02           # published: 37B activated
+
+
+def test_mla_kv_bytes_come_from_the_latent_and_gqa_from_the_heads():
+    assert plan_moe.kv_bytes_per_token(arch(), "auto", 8)[0] == (512 + 64) * 61 * 2
+    assert plan_moe.kv_bytes_per_token(arch(), "fp8", 8)[0] == (512 + 64) * 61
+    gqa = arch(kv_lora_rank=None, num_key_value_heads=8, head_dim=128)
+    assert plan_moe.kv_bytes_per_token(gqa, "auto", 4)[0] == 2 * 2 * 128 * 61 * 2      # 8 KV heads / TP 4
+    assert plan_moe.kv_bytes_per_token(arch(num_hidden_layers=None), "auto", 1)[0] is None
+
+
+def _rank(model_arch, **kw):
+    model = SimpleNamespace(architecture=model_arch, draft_architecture=None, routed_experts=None,
+                            draft_routed_experts=None, kv_bytes_per_token=None, figure_sources={})
+    args = dict(model=model, figures=None, tp=1, dp=32, expert_parallel=True, pods=8, kv_dtype="fp8",
+                enforce_eager=True, redundant_experts=0, include_draft=False, speculative=False,
+                all2all_backend=None, env={}, visible_gib=267.69, fraction=0.9)
+    args.update(kw)
+    return plan_moe.rank_memory(**args)
+
+
+def test_experts_shard_over_ep_and_dense_parts_replicate():
+    m = _rank(arch(), redundant_experts=32)
+    terms = {t["term"]: t["gib"] for t in m["terms"]}
+    split, _ = plan_moe.param_split(arch())
+    per_expert = split["routed_experts"] / 256
+    assert terms["target routed experts (/ EP 32)"] == round(per_expert * (256 + 32) / 32 / 2**30, 4)
+    assert terms["target dense weights (/ TP 1)"] == round(split["dense"] / 2**30, 4)
+    assert terms["target shared experts (/ TP 1)"] == round(split["shared_experts"] / 2**30, 4)
+    tp2 = {t["term"]: t["gib"] for t in _rank(arch(), tp=2, dp=16)["terms"]}
+    assert tp2["target dense weights (/ TP 2)"] == round(split["dense"] / 2 / 2**30, 4)
+
+
+def test_buffers_follow_the_all2all_backend_as_vllm_sizes_them():
+    def buf(**kw):
+        return next(t["gib"] for t in _rank(arch(), **kw)["terms"] if t["term"].startswith("all2all"))
+    assert buf() == 0.0                                                        # allgather_reducescatter
+    assert buf(all2all_backend="deepep_high_throughput", pods=1) == 1.0         # NVLink buffer only
+    assert buf(all2all_backend="deepep_high_throughput") == 2.0                 # + RDMA: EP spans pods
+    assert buf(all2all_backend="deepep_high_throughput", env={"VLLM_DEEPEP_BUFFER_SIZE_MB": "512"}) == 1.0
+    # low latency: needs max_num_batched_tokens (what vLLM passes as tokens per DP rank)
+    ll = _rank(arch(), all2all_backend="deepep_low_latency")
+    assert any("deepep_low_latency" in u for u in ll["unknown"])
+    assert buf(all2all_backend="deepep_low_latency", max_num_batched_tokens=128) == round(
+        (2**30 + plan_moe.deepep_ll_rdma_bytes(128, 7168, 256)) / 2**30, 4)
+
+
+def test_deepep_low_latency_rdma_hint_by_hand():
+    """DeepEP LowLatencyLayout at 128 tokens, hidden 7168, 288 experts, worked by hand: 56 scales; dispatch message
+    16 + max(14336, 7168 + 224) = 14352 B, combine 224 + 14336 = 14560 B; send = max(128 x 14352, 288 x 128 x 14560)
+    = 536,739,840; receive = max(288 x 128 x 14352, 288 x 128 x 14560) = 536,739,840; signaling 1,152; total
+    2 x (2 x 536,739,840 + 1,152) = 2,146,961,664, rounded up past the next 128 B: 2,146,961,792."""
+    assert plan_moe.deepep_ll_rdma_bytes(128, 7168, 288) == 2_146_961_792
+
+
+def test_a_kv_pool_only_when_every_term_is_known():
+    m = _rank(arch())
+    assert m["kv_pool_gib"] is None and any("activation peak" in u for u in m["unknown"])
+    figs = SimpleNamespace(cudagraph_gib=None, calibration=None, activation_peak_gib=4.0)
+    full = _rank(arch(), figures=figs)
+    assert full["unknown"] == []
+    assert full["kv_pool_gib"] == round(267.69 * 0.9 - full["known_gib"] - 4.0, 4)
+    assert full["kv_tokens"] == int(full["kv_pool_gib"] * 2**30 // ((512 + 64) * 61))
+    graphs = _rank(arch(), figures=figs, enforce_eager=False)
+    assert any(u.startswith("CUDA graphs") for u in graphs["unknown"]) and graphs["kv_pool_gib"] is None
+
+
+def test_dsv41_presets_plan_per_rank_for_both_roles_and_name_what_is_unknown():
+    p = tplan("dsv41-flash-gb300-8p1d")
+    by = {r.role: r.rank_memory for r in p.roles}
+    assert set(by) == {"prefill", "decode"}
+    assert by["decode"]["ep"] == 32 and by["prefill"]["ep"] == 2
+    assert "target: 384 routed experts / EP 32 = 12 per GPU" in by["decode"]["notes"]
+    assert "draft: 128 routed experts / EP 32 = 4 per GPU" in by["decode"]["notes"]
+    for m in by.values():
+        assert m["kv_bytes_per_token"] == 890 and m["kv_pool_gib"] is None
+        assert any(u.startswith("target dense weights") for u in m["unknown"])
+        assert all(t["gib"] is None for t in m["terms"] if "weights" in t["term"] or "experts" in t["term"])
+    terms = {t["term"]: t for t in by["prefill"]["terms"]}
+    assert terms["CUDA graphs"]["gib"] == 0.0            # prefill runs enforceEager
+    assert next(t for t in by["decode"]["terms"] if t["term"] == "CUDA graphs")["gib"] is None
+
+
+def test_plan_cli_shows_the_memory_per_rank_of_both_roles():
+    p = run("plan", "--preset", "dsv41-flash-gb300-8p1d")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("memory per GPU of one DP rank") == 2
+    assert "unknown: target dense weights" in p.stdout and "890" in p.stdout
+    j = run("plan", "--preset", "dsv41-flash-gb300-8p1d", "-o", "json")
+    out = json.loads(j.stdout)
+    assert [r["rank_memory"]["ep"] for r in out["roles"]] == [2, 32]

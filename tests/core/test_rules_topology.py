@@ -15,6 +15,7 @@ from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import Refused, build_topology_launch
 from gpustack_k3.core.rules import RULES, validate, validate_topology
 from gpustack_k3.core.topology import Topology, document_topology
+from tests.render.test_rack import RACK_CASES
 
 DSV = "dsv41-flash-gb300-8p1d"
 KIMI = "kimi-k3-b300-1p1d"
@@ -113,6 +114,7 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "pd-side-channel-host": (tweak(KIMI, "decode", side_channel_host_from_pod=False), doc_case(KIMI)),
     "pd-side-channel-ports": (doc_case(DSV, _set("disaggregation.sideChannelPort", 7990)), doc_case(DSV)),
 }
+TOPOLOGY_CASES.update(RACK_CASES)   # the rack rules (core/rules/rack.py): their cases live beside their render tests
 
 
 def findings_of(case) -> list:
@@ -132,7 +134,8 @@ def test_fires(rule_id):
     r = RULES[rule_id]
     for f in hits:
         assert f.severity == r.severity and f.fix and f.source
-        assert f.field.startswith(("spec.roles", "spec.disaggregation", "spec.engine", "spec.parallel")), f.field
+        assert f.field.startswith(("spec.roles", "spec.disaggregation", "spec.engine", "spec.parallel",
+                                   "spec.placement", "spec.routing")), f.field
 
 
 @pytest.mark.parametrize("rule_id", sorted(TOPOLOGY_CASES))

@@ -177,3 +177,28 @@ def test_a_decode_group_outage_names_the_role_once_and_keeps_its_reason(emu, top
     assert outage, writes
     assert writes[-1][0] == "True" and writes.index(outage[0]) == 0, writes   # the first write left Ready
     assert set(outage) == {("False", api.REASON_GROUPS_NOT_READY, "ready groups per role: decode 0/1")}, writes
+
+
+def test_rack_scale_children_are_owned_and_pruned_from_the_one_kind_list(emu, kube, start_operator):
+    """The GB300 8P1D preset renders a ComputeDomain beside its LeaderWorkerSets (docs/design/004-rack-scale.md): the
+    operator creates it owned by the K3Deployment, and prunes it when the document opts out of multi-node NVLink
+    (``spec.placement.nvlink: none``) — the kinds come from ``api.CHILD_KINDS`` alone."""
+    co, _apps, _core = kube
+    start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, resync_s=0.5)
+    doc = copy.deepcopy(load_catalog().presets["dsv41-flash-gb300-8p1d"].document)
+    doc["metadata"] = {"name": "dsv", "namespace": NS}
+    co.create_namespaced_custom_object(G, V, NS, P, doc)
+
+    def domains():
+        return co.list_namespaced_custom_object(api.COMPUTE_DOMAIN_GROUP, "v1beta1", NS,
+                                                api.COMPUTE_DOMAIN_PLURAL)["items"]
+
+    cds = wait_for(domains, what="the ComputeDomain of the rack-scale preset")
+    assert len(cds) == 1 and cds[0]["metadata"]["ownerReferences"][0]["kind"] == api.KIND
+    lws = co.list_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL)["items"]
+    claims = {c["name"] for o in lws for c in o["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+              .get("resourceClaims", [])}
+    assert api.COMPUTE_DOMAIN_CLAIM in claims
+
+    co.patch_namespaced_custom_object(G, V, NS, P, "dsv", {"spec": {"placement": {"nvlink": "none"}}})
+    wait_for(lambda: not domains(), what="the ComputeDomain pruned after spec.placement.nvlink: none")

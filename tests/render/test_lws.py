@@ -272,10 +272,19 @@ def test_services_front_the_api_servers_and_the_router_routes_pd():
         assert s["spec"]["selector"] == {api.LABEL_APP_NAME: "kimi-k3", api.LABEL_APP_INSTANCE: r.leader.name,
                                          api.LABEL_API_SERVER: "true"}
     (router,) = [o for o in objs if o["kind"] == "Deployment"]
-    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--prefill") + 1] == f"http://{name}-prefill-api.llm.svc:8000"
-    assert args[args.index("--decode") + 1] == f"http://{name}-decode-api.llm.svc:8000"
+    c = router["spec"]["template"]["spec"]["containers"][0]
+    args = c["args"]
+    # one URL per instance (cache_aware tells instances apart), each its own Service of that LWS group
+    for r in topo.roles:
+        urls = [args[i + 1] for i, a in enumerate(args) if a == f"--{r.kind}"]
+        assert urls == [f"http://{name}-{r.role}-{g}.llm.svc:8000" for g in range(r.instances)]
+        for g in range(r.instances):
+            sel = svcs[f"{name}-{r.role}-{g}"]["spec"]["selector"]
+            assert sel[api.LWS_LABEL_GROUP_INDEX] == str(g) and sel[api.LABEL_ROLE] == r.role
     assert "--vllm-pd-disaggregation" in args
+    # pinned by the catalog, never a moving tag
+    assert c["image"] == load_catalog().routing.vllm_router.image and c["imagePullPolicy"] == "IfNotPresent"
+    assert not c["image"].endswith((":nightly", ":latest"))
     assert svcs[name]["spec"]["selector"] == router["spec"]["selector"]["matchLabels"]
     # LWS creates a headless Service named like the LWS: ours never takes that name
     assert not {o["metadata"]["name"] for o in objs if o["kind"] == api.LWS_KIND} & set(svcs)

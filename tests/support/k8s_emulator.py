@@ -140,6 +140,12 @@ DEFAULT_RESOURCES = [
              subresources=frozenset({"status", "scale"}), shortnames=("lws",), custom=True),
     Resource(CRD_GROUP, CRD_VERSION, CRD_PLURAL, CRD_KIND, subresources=frozenset({"status"}),
              shortnames=("k3dep",), custom=True),
+    # NVIDIA DRA driver v25.12.0 (resource.nvidia.com_computedomains.yaml) and GAIE v1.6.0
+    # (inference.networking.k8s.io_inferencepools.yaml): served without a controller of their own
+    Resource("resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain", subresources=frozenset({"status"}),
+             custom=True),
+    Resource("inference.networking.k8s.io", "v1", "inferencepools", "InferencePool",
+             subresources=frozenset({"status"}), custom=True),
 ]
 DEFAULT_NAMESPACES = ("default", "kube-system")
 ADMIN = sem.User("kubernetes-admin", ("system:masters", "system:authenticated"))

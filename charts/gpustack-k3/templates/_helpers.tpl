@@ -62,7 +62,8 @@ app.kubernetes.io/part-of: gpustack-k3
      - k3deployments: informer list/watch, get, patch (server-side apply of metadata);
        /status: get/patch/update (status writes); /finalizers: update (ownerReferences with
        blockOwnerDeletion need it where OwnerReferencesPermissionEnforcement is on).
-     - the kinds it owns (operator/controller.py OWNED_KINDS): full lifecycle.
+     - the kinds it owns (api/v1alpha1/constants.py CHILD_KINDS): full lifecycle. The endpoint picker's Role
+       grants reads of pods and inferencepools, which the operator holds itself (RBAC forbids granting more).
      - pods: read for readiness and cold start; pods/log: follow engine logs (operator/seams.py).
      - events: record phase changes. Leases (leader election) are in a Role of the release namespace. */}}
 {{- define "gpustack-k3.rules" -}}
@@ -89,6 +90,18 @@ app.kubernetes.io/part-of: gpustack-k3
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["disaggregatedset.x-k8s.io"]
   resources: ["disaggregatedsets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["resource.nvidia.com"]
+  resources: ["computedomains"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["pods"]

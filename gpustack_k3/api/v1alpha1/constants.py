@@ -73,6 +73,40 @@ DS_KIND: Final = "DisaggregatedSet"
 DS_PLURAL: Final = "disaggregatedsets"
 DS_LABEL_ROLE: Final = "disaggregatedset.x-k8s.io/role"
 
+LWS_ANNOTATION_EXCLUSIVE_TOPOLOGY: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"   # types.go:27-29
+LWS_ANNOTATION_SUBGROUP_EXCLUSIVE_TOPOLOGY: Final = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+LWS_SUBGROUP_LEADER_WORKER: Final = "LeaderWorker"        # SubGroupPolicyType, leaderworkerset_types.go:227-244
+
+# ----------------------------------------------------------------------------- rack scale (docs/design/004-rack-scale.md)
+# NVIDIA DRA driver for GPUs v25.12.0: ComputeDomain (deployments/helm/nvidia-dra-driver-gpu/crds/)
+COMPUTE_DOMAIN_GROUP: Final = "resource.nvidia.com"
+COMPUTE_DOMAIN_API_VERSION: Final = f"{COMPUTE_DOMAIN_GROUP}/v1beta1"
+COMPUTE_DOMAIN_KIND: Final = "ComputeDomain"
+COMPUTE_DOMAIN_PLURAL: Final = "computedomains"
+COMPUTE_DOMAIN_CLAIM: Final = "compute-domain-channel"    # the pod's resourceClaims[].name (demo/specs/imex)
+# Gateway API Inference Extension v1.6.0: InferencePool (config/crd/bases/)
+INFERENCE_POOL_GROUP: Final = "inference.networking.k8s.io"
+INFERENCE_POOL_API_VERSION: Final = f"{INFERENCE_POOL_GROUP}/v1"
+INFERENCE_POOL_KIND: Final = "InferencePool"
+INFERENCE_POOL_PLURAL: Final = "inferencepools"
+# Every kind a deployment renders into (single engine or spec.roles): (apiVersion, kind, plural, optional). The one
+# list: the operator owns, watches, prunes and deletes these (operator/kinds.py); optional kinds come from CRDs a
+# cluster may lack (watched only when served).
+CHILD_KINDS: Final = (
+    ("apps/v1", "Deployment", "deployments", False),
+    ("apps/v1", "StatefulSet", "statefulsets", False),
+    ("v1", "Service", "services", False),
+    ("v1", "ConfigMap", "configmaps", False),
+    ("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", False),
+    ("v1", "ServiceAccount", "serviceaccounts", False),
+    ("rbac.authorization.k8s.io/v1", "Role", "roles", False),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", False),
+    (LWS_API_VERSION, LWS_KIND, LWS_PLURAL, True),
+    (DS_API_VERSION, DS_KIND, DS_PLURAL, True),
+    (COMPUTE_DOMAIN_API_VERSION, COMPUTE_DOMAIN_KIND, COMPUTE_DOMAIN_PLURAL, True),
+    (INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, INFERENCE_POOL_PLURAL, True),
+)
+
 # ----------------------------------------------------------------------------- status.phase
 PHASE_PENDING: Final = "Pending"
 PHASE_INVALID: Final = "Invalid"

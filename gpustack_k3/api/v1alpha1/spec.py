@@ -256,9 +256,25 @@ class Toleration(_Strict):
     tolerationSeconds: int | None = None
 
 
+class RackPlacement(_Strict):
+    """Where a topology's groups go inside NVLink domains (docs/design/004-rack-scale.md, "Placement")."""
+    policy: Literal["colocate", "exclusive", "none"] | None = Field(default=None, description=(
+        "colocate: every pod of the deployment in one NVLink domain (pod affinity on the domain label); exclusive: "
+        "each LWS group a domain of its own (LWS exclusive-topology: it also repels other roles' groups); none: "
+        "nothing. Default: colocate where a ComputeDomain is rendered, else none."))
+    racks: int = Field(default=1, ge=1, le=1024, description="NVLink domains (racks) the deployment may use.")
+    topologyKey: LabelKey | None = Field(default=None, description=(
+        "Node label naming the NVLink domain; default: the hardware catalog's (GB300: nvidia.com/gpu.clique)."))
+
+
 class Placement(_Strict):
     nodeSelector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=_empty_list)
+    nvlink: Literal["computeDomain", "none"] | None = Field(default=None, description=(
+        "Multi-node NVLink: computeDomain renders one NVIDIA DRA ComputeDomain for the deployment and claims its "
+        "channel in every pod; none opts out (a warning: wide EP and NIXL then use the NIC). Default: "
+        "computeDomain where the GPU type has an NVLink domain and the pods span nodes. Deployment-wide."))
+    rack: RackPlacement | None = Field(default=None, description="Placement in NVLink domains (racks).")
 
 
 class Role(_Strict):
@@ -305,6 +321,34 @@ class Disaggregation(_Strict):
     extraConfig: dict[str, Any] = Field(default_factory=dict, description="Further kv_connector_extra_config keys.")
 
 
+class Rdma(_Strict):
+    resource: LabelKey = Field(description=(
+        "Extended resource of the RDMA device plugin (the cluster's name, e.g. rdma/rdma_shared_device_a)."))
+    count: int = Field(default=1, ge=1, le=64, description="Of that resource per engine pod (requests = limits).")
+
+
+class Ucx(_Strict):
+    transports: str | None = Field(default=None, pattern=r"^[a-z0-9_,^:]+$", description="UCX_TLS (NIXL's UCX backend).")
+    netDevices: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:,-]+$", description="UCX_NET_DEVICES.")
+
+
+class Network(_Strict):
+    """The network that carries KV (NIXL/UCX) and expert all-to-all between pods (docs/design/004-rack-scale.md)."""
+    rdma: Rdma | None = Field(default=None, description="RDMA NICs per engine pod.")
+    ucx: Ucx | None = Field(default=None, description="UCX transport selection for NIXL.")
+
+
+class Routing(_Strict):
+    """What fronts a topology (docs/design/004-rack-scale.md, "Routing")."""
+    target: Literal["vllm-router", "inferencePool"] | None = Field(default=None, description=(
+        "vllm-router: the vLLM project's router (default with P/D); inferencePool: a Gateway API Inference "
+        "Extension InferencePool and its endpoint picker (no P/D in v1.6.0). Default without P/D: a Service."))
+    prefillPolicy: Literal["cache_aware", "power_of_two", "round_robin", "random", "consistent_hash"] = Field(
+        default="cache_aware", description="vllm-router --prefill-policy (per prefill instance).")
+    decodePolicy: Literal["cache_aware", "power_of_two", "round_robin", "random", "consistent_hash"] = Field(
+        default="power_of_two", description="vllm-router --decode-policy (per decode instance).")
+
+
 def _check_env_names(v: dict[str, str]) -> dict[str, str]:
     import re
 
@@ -338,6 +382,8 @@ class DeploymentSpec(_Strict):
         "Topology: prefill/decode or serve roles, each its own set of instances. Empty: one serve role on "
         "hardware.gpuCount GPUs (the single-node document)."))
     disaggregation: Disaggregation | None = Field(default=None, description="P/D KV transfer (with prefill and decode roles).")
+    network: Network | None = Field(default=None, description="RDMA and UCX for KV transfer and EP (topologies).")
+    routing: Routing | None = Field(default=None, description="Router or InferencePool in front of a topology.")
 
     @field_validator("env")
     @classmethod

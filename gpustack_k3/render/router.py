@@ -1,0 +1,190 @@
+"""What fronts a topology on Kubernetes: the vLLM router (P/D) or an InferencePool with its endpoint picker.
+
+docs/design/004-rack-scale.md, "Routing". Both come from the ecosystem (never a proxy of ours), their images
+pinned in ``catalog/data/routing.yaml``.
+
+* **vLLM router** (vllm-project/router ``src/main.rs``): ``vllm-router --vllm-pd-disaggregation --prefill URL ...
+  --decode URL ... --prefill-policy P --decode-policy D``. One URL per *instance*: ``cache_aware`` keeps a prefix
+  tree per worker URL, so it must tell the prefill instances apart. Each instance gets its own Service
+  ``<name>-<role>-<group>`` selecting the instance's API servers by the LWS group-index label (set on every pod by
+  LWS's pod webhook) and our role label; static Services need no RBAC (the router's own pod discovery would).
+* **InferencePool** (``inference.networking.k8s.io/v1``, Gateway API Inference Extension v1.6.0): the pool selects
+  the deployment's API servers on the engine port; ``endpointPickerRef`` names the picker's Service (gRPC 9002);
+  the picker is the release's lightweight ``lwepp`` (``--pool-name --pool-namespace --grpc-port
+  --grpc-health-port``, ``pkg/lwepp/server/options.go:60-71@v1.6.0``) with a ServiceAccount and a Role to read
+  pods and inferencepools (``conformance/resources/base.yaml@v1.6.0``). The v1.6.0 picker has no prefill/decode
+  scheduling: with P/D roles the rule ``rack-routing-target`` refuses before rendering.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.render import kubernetes as k8s
+from gpustack_k3.render.templates import RenderError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpustack_k3.core.launch_topology_types import RoleLaunch, TopologyLaunch
+
+ROUTER_PORT = 8000
+EPP_GRPC_PORT, EPP_HEALTH_PORT, EPP_METRICS_PORT = 9002, 9003, 9090   # conformance/resources/base.yaml@v1.6.0
+EPP_HEALTH_SERVICE = "inference-extension"
+
+
+def router_image() -> str:
+    return load_catalog().routing.vllm_router.image
+
+
+def epp_image() -> str:
+    return load_catalog().routing.endpoint_picker.image
+
+
+def _security() -> dict:
+    return {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True, "runAsUser": k8s.RUN_AS, "runAsGroup": k8s.RUN_AS,
+            "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _pod_security() -> dict:
+    return {"runAsNonRoot": True, "runAsUser": k8s.RUN_AS, "runAsGroup": k8s.RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def instance_service_name(topo: TopologyLaunch, role: RoleLaunch, group: int) -> str:
+    return f"{role.leader.name}-{group}"
+
+
+def instance_services(topo: TopologyLaunch, role: RoleLaunch, ns: str, labels: dict[str, str]) -> list[dict]:
+    """One ClusterIP Service per instance (LWS group) of a role, in front of that instance's API servers."""
+    launch = role.leader
+    out = []
+    for g in range(role.instances):
+        selector = {api.LABEL_DEPLOYMENT: topo.name, api.LABEL_ROLE: role.role, api.LABEL_API_SERVER: "true",
+                    api.LWS_LABEL_GROUP_INDEX: str(g)}
+        out.append({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": instance_service_name(topo, role, g), "namespace": ns, "labels": labels},
+                    "spec": {"type": "ClusterIP", "selector": selector,
+                             "ports": [{"name": "http", "port": launch.port, "targetPort": "http",
+                                        "protocol": "TCP"}]}})
+    return out
+
+
+def router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decode_policy: str) -> list[str]:
+    args = ["--vllm-pd-disaggregation"]
+    for kind in ("prefill", "decode"):
+        for r in (r for r in topo.roles if r.kind == kind):
+            for g in range(r.instances):
+                args += [f"--{kind}", f"http://{instance_service_name(topo, r, g)}.{ns}.svc:{r.leader.port}"]
+    return [*args, "--prefill-policy", prefill_policy, "--decode-policy", decode_policy,
+            "--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
+
+
+def vllm_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,
+                prefill_policy: str = "cache_aware", decode_policy: str = "power_of_two") -> list[dict]:
+    """Per-instance Services, the router's Service (named like the deployment: its endpoint) and Deployment."""
+    engine = topo.roles[0].leader.engine
+    if engine != "vllm":
+        raise RenderError("spec.disaggregation", f"no ecosystem router is rendered for {engine} P/D",
+                          "route with your own P/D router, or use engine vllm")
+    objs: list[dict] = []
+    for r in topo.roles:
+        if r.kind in ("prefill", "decode"):
+            objs += instance_services(topo, r, ns, {**labels, api.LABEL_ROLE: r.role,
+                                                   api.LABEL_APP_COMPONENT: "instance"})
+    selector = {api.LABEL_APP_INSTANCE: topo.name, api.LABEL_APP_COMPONENT: "router"}
+    probe = {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5}
+    container = {"name": "router", "image": image or router_image(), "imagePullPolicy": "IfNotPresent",
+                 "command": ["vllm-router"], "args": router_args(topo, ns, prefill_policy, decode_policy),
+                 "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
+                 "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {}},
+                 "readinessProbe": probe, "livenessProbe": {**probe, "periodSeconds": 30},
+                 "securityContext": _security()}
+    annotations = {f"checkov.io/skip{i}": f"{c}={k8s.CHECKOV_SKIPS[c]}"
+                   for i, c in enumerate(("CKV_K8S_11", "CKV_K8S_13", "CKV_K8S_43", "CKV2_K8S_6"), 1)}
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": f"{topo.name}-router", "namespace": ns, "labels": labels, "annotations": annotations},
+        "spec": {"replicas": 1, "revisionHistoryLimit": 3, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": labels}, "spec": {
+                     "automountServiceAccountToken": False, "enableServiceLinks": False,
+                     "securityContext": _pod_security(), "containers": [container]}}}}
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": topo.name, "namespace": ns, "labels": labels},
+               "spec": {"type": "ClusterIP", "selector": selector,
+                        "ports": [{"name": "http", "port": ROUTER_PORT, "targetPort": "http", "protocol": "TCP"}]}}
+    return [*objs, service, deployment]
+
+
+def inference_pool(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None) -> list[dict]:
+    """The InferencePool over the deployment's API servers, the endpoint picker (ServiceAccount, Role,
+    RoleBinding, Service, Deployment)."""
+    if topo.disaggregation:
+        raise RenderError("spec.routing.target", "the v1.6.0 endpoint picker has no prefill/decode scheduling",
+                          "use routing.target vllm-router with prefill/decode roles")
+    ports = sorted({r.leader.port for r in topo.roles})
+    epp = f"{topo.name}-epp"
+    epp_labels = {**labels, api.LABEL_APP_COMPONENT: "endpoint-picker"}
+    selector = {api.LABEL_APP_INSTANCE: topo.name, api.LABEL_APP_COMPONENT: "endpoint-picker"}
+    pool = {"apiVersion": api.INFERENCE_POOL_API_VERSION, "kind": api.INFERENCE_POOL_KIND,
+            "metadata": {"name": topo.name, "namespace": ns, "labels": labels},
+            "spec": {"selector": {"matchLabels": {api.LABEL_DEPLOYMENT: topo.name, api.LABEL_API_SERVER: "true"}},
+                     "targetPorts": [{"number": p} for p in ports],
+                     "endpointPickerRef": {"name": epp, "port": {"number": EPP_GRPC_PORT}, "failureMode": "FailClose"}}}
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": epp, "namespace": ns, "labels": epp_labels}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": epp, "namespace": ns, "labels": epp_labels},
+            "rules": [{"apiGroups": [api.INFERENCE_POOL_GROUP], "resources": [api.INFERENCE_POOL_PLURAL],
+                       "verbs": ["get", "list", "watch"]},
+                      {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": epp, "namespace": ns, "labels": epp_labels},
+               "subjects": [{"kind": "ServiceAccount", "name": epp, "namespace": ns}],
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": epp}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": epp, "namespace": ns, "labels": epp_labels},
+               "spec": {"type": "ClusterIP", "selector": selector,
+                        "ports": [{"name": "grpc", "port": EPP_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
+                                   "appProtocol": "http2"}]}}
+    grpc_probe = {"grpc": {"port": EPP_HEALTH_PORT, "service": EPP_HEALTH_SERVICE}, "periodSeconds": 10}
+    container = {"name": "epp", "image": image or epp_image(), "imagePullPolicy": "IfNotPresent",
+                 "args": ["--pool-name", topo.name, "--pool-namespace", ns, "--zap-encoder", "json",
+                          "--grpc-port", str(EPP_GRPC_PORT), "--grpc-health-port", str(EPP_HEALTH_PORT)],
+                 "ports": [{"name": "grpc", "containerPort": EPP_GRPC_PORT, "protocol": "TCP"},
+                           {"name": "grpc-health", "containerPort": EPP_HEALTH_PORT, "protocol": "TCP"},
+                           {"name": "metrics", "containerPort": EPP_METRICS_PORT, "protocol": "TCP"}],
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {}},
+                 "readinessProbe": grpc_probe, "livenessProbe": grpc_probe, "securityContext": _security()}
+    skips = {"CKV_K8S_11": k8s.CHECKOV_SKIPS["CKV_K8S_11"], "CKV_K8S_13": k8s.CHECKOV_SKIPS["CKV_K8S_13"],
+             "CKV_K8S_38": "The endpoint picker watches the InferencePool and its pods through the API server "
+                           "(the Role beside it): it needs its service-account token.",
+             "CKV_K8S_43": "The endpoint picker is pinned by its release tag (catalog/data/routing.yaml); pin a "
+                           "digest there to satisfy this.",
+             "CKV2_K8S_6": k8s.CHECKOV_SKIPS["CKV2_K8S_6"]}
+    annotations = {f"checkov.io/skip{i}": f"{c}={why}" for i, (c, why) in enumerate(skips.items(), 1)}
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": epp, "namespace": ns, "labels": epp_labels, "annotations": annotations},
+        "spec": {"replicas": 1, "revisionHistoryLimit": 3, "selector": {"matchLabels": selector},
+                 "template": {"metadata": {"labels": epp_labels}, "spec": {
+                     "serviceAccountName": epp, "automountServiceAccountToken": True, "enableServiceLinks": False,
+                     "terminationGracePeriodSeconds": 130, "securityContext": _pod_security(),
+                     "containers": [container]}}}}
+    return [sa, role, binding, service, deployment, pool]
+
+
+def front(topo: TopologyLaunch, doc: Any, ns: str, labels: dict[str, str], *, router_image: str | None = None
+          ) -> list[dict] | None:
+    """The objects in front of a topology per ``spec.routing`` (None: the plain Service of every API server)."""
+    routing = getattr(doc.spec, "routing", None) if doc is not None else None
+    target = routing.target if routing is not None else None
+    if target == "inferencePool":
+        return inference_pool(topo, ns, labels)
+    if target == "vllm-router" or topo.disaggregation:
+        if not topo.disaggregation:
+            raise RenderError("spec.routing.target", "the vLLM router is rendered for prefill/decode roles only",
+                              "drop routing.target, or use inferencePool")
+        kw: dict[str, Any] = {"image": router_image}
+        if routing is not None:
+            kw.update(prefill_policy=routing.prefillPolicy, decode_policy=routing.decodePolicy)
+        return vllm_router(topo, ns, labels, **kw)
+    return None
