@@ -195,9 +195,10 @@ def test_rack_scale_children_are_owned_and_pruned_from_the_one_kind_list(emu, ku
 
     cds = wait_for(domains, what="the ComputeDomain of the rack-scale preset")
     assert len(cds) == 1 and cds[0]["metadata"]["ownerReferences"][0]["kind"] == api.KIND
-    lws = co.list_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL)["items"]
-    claims = {c["name"] for o in lws for c in o["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
-              .get("resourceClaims", [])}
+    lws = wait_for(lambda: co.list_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL)["items"],
+                   what="the LeaderWorkerSets, applied after the ComputeDomain")
+    claims = {c["name"] for o in lws for tpl in ("leaderTemplate", "workerTemplate")
+              for c in o["spec"]["leaderWorkerTemplate"].get(tpl, {}).get("spec", {}).get("resourceClaims", [])}
     assert api.COMPUTE_DOMAIN_CLAIM in claims
 
     co.patch_namespaced_custom_object(G, V, NS, P, "dsv", {"spec": {"placement": {"nvlink": "none"}}})
