@@ -281,6 +281,12 @@ def _to_spec(engine: EngineEntry, f: FlagSpec, v: Any, out: ParsedArgv) -> str |
     if f.field == "model.path":
         out.model_path = v
         return None
+    if isinstance(v, list) and f.kind == "value" and f.type == "str":
+        # nargs='+' (vLLM --served-model-name a b: model_config.served_model_name is the list, the first name is
+        # the one responses carry, config/model.py@0.33.0); the spec field holds that first name
+        if not v:
+            return None
+        v = v[0]
     if f.field == "scheduling.maxModelLen" and v == -1:
         return None                     # "auto"/-1 (human_readable_int_or_auto): the model's maximum, as unset
     if f.kind == "json":
