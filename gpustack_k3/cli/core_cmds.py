@@ -643,7 +643,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
                 return None   # a shell expression computed per pod ($((LWS_WORKER_INDEX*4)))
             raise InputError(f"{opt} {topo[key]}", f"value {v!r} is not a whole number", f"give {topo[key]} a number") from None
 
-    host = doc.spec.env.get(topo["side_channel_host_env"], "")
+    host = doc.spec.env.get(topo.get("side_channel_host_env", ""), "")   # SGLang has no NIXL side channel
     role = TopoRole(
         name=side, kind=side, prefix=side, instances=1, pods=pods, gpus_per_pod=gpus_per_pod, resolved=resolve(doc),
         dp_local=doc.spec.parallel.dpLocal, hybrid_lb="hybrid_lb_flag" in facts,

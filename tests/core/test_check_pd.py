@@ -97,3 +97,14 @@ def test_a_token_the_engine_refuses_is_an_argv_refused_finding_of_its_side():
                                    "--decode", DECODE])
     assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]" in res.output, res.output
     assert "invalid int value: 'x'" in res.output
+
+
+def test_check_pd_on_sglang_is_a_clean_refusal_not_a_crash():
+    """check-pd --engine sglang ended in `internal error: KeyError` (issue 22): now a finding naming why, exit 1."""
+    line = "python3 -m sglang.launch_server --model-path /models/Kimi-K3 --tp 8 --trust-remote-code"
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "sglang", "--prefill", line, "--decode", line, "-o", "json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 1, res.output
+    found = [f for f in json.loads(res.output)["findings"] if f["rule"] == "sglang-topology-unsupported"]
+    assert {f["field"] for f in found} == {"prefill", "decode"}
+    assert all("does not check SGLang P/D pairs yet" in f["message"] for f in found)
