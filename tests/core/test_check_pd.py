@@ -49,8 +49,11 @@ def test_the_recipe_pair_passes():
     ("pd-compat-hash", PREFILL.replace("--kv-cache-dtype fp8", "--kv-cache-dtype auto"), DECODE, True),
     ("pd-compat-hash", PREFILL, DECODE + " --speculative-config '{\"method\":\"dspark\",\"model\":\"/d\","
      "\"num_speculative_tokens\":5}'", True),
-    ("pd-compat-hash", PREFILL, DECODE + " --attention-backend FLASHINFER_MLA", True),
-    ("pd-compat-hash", PREFILL + " --dtype float16", DECODE, True),
+    ("pd-compat-hash", PREFILL + " --attention-backend CUTLASS_MLA", DECODE + " --attention-backend FLASHINFER_MLA",
+     True),
+    ("pd-compat-hash", PREFILL + " --dtype float16", DECODE + " --dtype bfloat16", True),
+    ("pd-dcp-divide", PREFILL.replace("--tensor-parallel-size 1", "--tensor-parallel-size 3 -dcp 3"),
+     DECODE + " --tensor-parallel-size 2 -dcp 2", True),
     ("pd-compat-hash", PREFILL, DECODE.replace('"NixlConnector"', '"NixlPushConnector"'), True),
     ("pd-compat-hash", PREFILL + " --disable-hybrid-kv-cache-manager", DECODE, True),
     ("pd-roles", PREFILL.replace(f"--kv-transfer-config {KV}", ""), DECODE, True),
@@ -75,7 +78,7 @@ def test_hybrid_models_need_equal_dcp_and_block_size():
     code, out = run(kimi + " -dcp 8", kimi, model="kimi-k3")
     assert code == 1 and "pd-hybrid-dcp-equal" in rules(out)
     code, out = run(kimi + " --block-size 64", kimi + " --block-size 128", model="kimi-k3")
-    assert "pd-hybrid-block-size" in rules(out)
+    assert "pd-hybrid-block-size" in rules(out, "warning")   # the engine re-aligns hybrid block sizes at start-up
     code, out = run(kimi, kimi, model="kimi-k3")
     assert not {"pd-hybrid-dcp-equal", "pd-hybrid-block-size"} & rules(out)
 
@@ -108,3 +111,29 @@ def test_check_pd_on_sglang_is_a_clean_refusal_not_a_crash():
     found = [f for f in json.loads(res.output)["findings"] if f["rule"] == "sglang-topology-unsupported"]
     assert {f["field"] for f in found} == {"prefill", "decode"}
     assert all("does not check SGLang P/D pairs yet" in f["message"] for f in found)
+
+
+def test_a_pair_differing_only_in_what_nixl_does_not_hash_passes():
+    """vLLM 0.33.0 hashes neither num_speculative_tokens nor the draft attention backend (nixl/metadata.py:103-142):
+    prefill drafting 7 tokens and decode 5 was refused (issue 22)."""
+    kimi = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 -dcp 8 --trust-remote-code --kv-cache-dtype fp8 " \
+           "--attention-backend FLASHINFER_MLA --kv-transfer-config " + KV
+    def spec(tokens: int, draft: str = "/models/Kimi-K3-DSpark", backend: str = "") -> str:
+        extra = f',"attention_backend":"{backend}"' if backend else ""
+        return f""" --speculative-config '{{"method":"dspark","model":"{draft}","num_speculative_tokens":{tokens}{extra}}}'"""
+
+    code, out = run(kimi + spec(7, backend="FLASHINFER_MLA"), kimi + spec(5), model="kimi-k3")
+    assert "pd-compat-hash" not in rules(out), out
+    # the draft model is hashed: a different one is refused
+    code, out = run(kimi + spec(7), kimi + spec(7, draft="/d2"), model="kimi-k3")
+    assert code == 1 and "pd-compat-hash" in rules(out)
+
+
+def test_non_eagle_drafts_hash_as_none_and_auto_vs_explicit_only_warns():
+    """ngram drafts hash as None on both sides (metadata.py:103-108@0.33.0, use_eagle); an attention backend left
+    auto on one side resolves inside the engine (platforms/cuda.py:95-135): a warning, never a refusal."""
+    code, out = run(PREFILL + " --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":3,"
+                              "\"prompt_lookup_max\":4}'", DECODE)
+    assert "pd-compat-hash" not in rules(out), out
+    code, out = run(PREFILL, DECODE + " --attention-backend FLASHINFER_MLA")
+    assert "pd-compat-hash" not in rules(out) and "pd-compat-hash-undecided" in rules(out, "warning")

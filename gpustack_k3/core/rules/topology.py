@@ -327,22 +327,66 @@ def _hma_given(r: TopoRole) -> str:
     return "on"
 
 
+# SpeculativeConfig.use_eagle(): the methods whose draft state NIXL hashes (config/speculative.py:2116-2120@0.33.0,
+# :1847@0.29.0, :1481@0.28.0); any other method (ngram, suffix, none) hashes as None on both sides
+_EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+# ModelConfig dtype spellings -> the torch dtype str(model_config.dtype) hashes (config/model.py _STR_DTYPE_TO_TORCH)
+_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+UNDECIDED = "?"   # a factor that resolves only inside the engine at start-up (an "auto" we cannot resolve here)
+
+
+def _transfer_mode(connector: str) -> str | None:
+    """metadata.py:146-216@0.33.0 hashes the worker's _TRANSFER_MODE: NixlPushConnector writes (push), NixlConnector
+    reads (pull); None for a connector that is not NIXL (no compatibility hash at all)."""
+    if connector == "NixlPushConnector":
+        return "push"
+    if connector == "NixlConnector":
+        return "pull"
+    return None
+
+
+def _model_dtype(r: TopoRole) -> str | None:
+    arch = getattr(r.resolved, "arch", None)
+    d = getattr(arch, "dtype", None) if arch is not None else None
+    return _DTYPES.get(str(d)) if d and str(d) != "float32" else None   # float32 checkpoints: the platform picks
+
+
+def _attention_backend(r: TopoRole) -> str | None:
+    s = r.doc_spec.vllm
+    return s.attentionBackend or (s.attentionConfig or {}).get("backend")
+
+
 def _hash_factors(r: TopoRole) -> dict[str, str]:
-    """The NIXL compatibility-hash factors a spec or command line decides (metadata.py:146-216@0.33.0)."""
+    """What compute_nixl_compatibility_hash (metadata.py:103-216@0.33.0) hashes, as this side's spec or command line
+    decides it: values the engine resolves ("auto" dtype, "auto" attention backend) are resolved where the model's
+    figures say how, else UNDECIDED. Not hashed (so never compared): num_speculative_tokens, the draft attention
+    backend (metadata.py:126-131), TP, block size, KV layout (checked at the handshake: pd-dcp-divide,
+    pd-hybrid-dcp-equal, pd-hybrid-block-size)."""
     s = r.doc_spec
     spec = s.speculative
-    spec_factors = {"method": spec.method, "model": spec.draftModel, "num_tokens": spec.numTokens,
-                    "draft_attention_backend": spec.attentionBackend} if spec.method != "none" else {}
+    cache_dtype = str(r.resolved.value("memory.kvCacheDtype") or "auto")
+    method = r.resolved.engine.speculative["methods"].get(spec.method, spec.method)
+    spec_factors = None
+    if spec.method != "none" and method in _EAGLE_METHODS:
+        extra = spec.extraConfig or {}
+        spec_factors = {"method": method, "model": spec.draftModel or s.model.path or s.model.name,
+                        "revision": extra.get("revision"), "code_revision": extra.get("code_revision"),
+                        "parallel_drafting": bool(extra.get("parallel_drafting", False)),
+                        "kv_cache_dtype": str(extra.get("kv_cache_dtype") or cache_dtype)}
+    dtype = str(r.resolved.value("model.dtype") or "auto")
+    dtype = _DTYPES.get(dtype, dtype) if dtype != "auto" else (_model_dtype(r) or UNDECIDED)
     kv = r.kv_transfer or {}
     return {
         "engine version": r.resolved.version.key if r.resolved.version else str(s.engine.version),
         "model": s.model.path or s.model.name,
-        "dtype": str(r.resolved.value("model.dtype") or "auto"),
-        "KV cache dtype": str(r.resolved.value("memory.kvCacheDtype") or "auto"),
-        "attention backend": str(s.vllm.attentionBackend or "auto"),
+        "dtype": dtype,
+        "KV cache dtype": cache_dtype,
+        "attention backend": _attention_backend(r) or UNDECIDED,
         "hybrid KV-cache manager": _hma_given(r),
-        "speculative config": json.dumps(spec_factors, sort_keys=True),
-        "transfer mode (connector)": str(kv.get("kv_connector", "")),
+        "speculative config (method, draft model, revision, parallel drafting, draft KV dtype)":
+            json.dumps(spec_factors, sort_keys=True),
+        "transfer mode (push or pull)": str(_transfer_mode(str(kv.get("kv_connector", ""))) or
+                                            kv.get("kv_connector", "")),
     }
 
 
@@ -352,22 +396,68 @@ def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
             yield p, d
 
 
+def _enforced(p: TopoRole, d: TopoRole) -> bool:
+    """Whether the handshake compares the hash: enforce_handshake_compat (default true) on both sides
+    (base_worker.py:1039,1191-1207@0.33.0; pd-handshake-check-off warns when it is off)."""
+    return all(((x.kv_transfer or {}).get("kv_connector_extra_config") or {}).get("enforce_handshake_compat")
+               is not False for x in (p, d))
+
+
+def _nixl_pair(p: TopoRole, d: TopoRole) -> bool:
+    return any(_transfer_mode(str((x.kv_transfer or {}).get("kv_connector", ""))) for x in (p, d))
+
+
 @rule("pd-compat-hash", family="topology", severity="error", engines=VLLM, field="spec.roles[]",
       title="Prefill and decode must agree on every factor of the NIXL compatibility hash",
       why="The NIXL handshake hashes the vLLM version, model, dtype, KV cache dtype, attention backend, the hybrid "
-          "KV-cache manager setting, the speculative (draft) config and push versus pull; a mismatch fails the first "
-          "transfer at the first request (after both sides loaded), not at start-up.",
+          "KV-cache manager setting, for EAGLE-family drafts (eagle, eagle3, mtp, dflash, dspark) the draft's "
+          "method, model, revision, parallel drafting and KV dtype, and push versus pull; a mismatch fails the first "
+          "transfer at the first request (after both sides loaded), not at start-up. The number of speculative "
+          "tokens and the draft attention backend are not hashed: prefill may draft 7 tokens and decode 5.",
       fix="Give both roles the same value (in a document: remove the role override); prefill must carry the same "
-          "--speculative-config as decode.",
-      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
+          "draft method and model as decode.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:103-216@0.33.0; "
              "vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0",
       no_cel=NO_CEL)
 def _(t: Topology):
     for p, d in _pairs(t):
+        if not (_nixl_pair(p, d) and _enforced(p, d)):
+            continue
         fp, fd = _hash_factors(p), _hash_factors(d)
         for k, v in fp.items():
-            if fd[k] != v:
+            if UNDECIDED not in (v, fd[k]) and fd[k] != v:
                 yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
+
+
+@rule("pd-compat-hash-undecided", family="topology", severity="warning", engines=VLLM, field="spec.roles[]",
+      title="A NIXL hash factor is 'auto' on one side and explicit on the other",
+      why="The hash takes the value the engine resolves at start-up (the dtype from the checkpoint, the attention "
+          "backend from the platform's priority list); with 'auto' on one side and an explicit value on the other "
+          "the pair matches only if 'auto' resolves to that value, which is decided inside the engine.",
+      fix="Write the same explicit value on both sides (or leave it auto on both).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
+             "vllm platforms/cuda.py:95-135@0.33.0 (the MLA backend priorities on SM10x)")
+def _(t: Topology):
+    for p, d in _pairs(t):
+        if not (_nixl_pair(p, d) and _enforced(p, d)):
+            continue
+        fp, fd = _hash_factors(p), _hash_factors(d)
+        for k, v in fp.items():
+            if (v == UNDECIDED) != (fd[k] == UNDECIDED):
+                side, value = ("prefill", fd[k]) if v == UNDECIDED else ("decode", v)
+                yield d.field(""), f"{k}: auto on the {side} side, {value!r} on the other"
+
+
+@rule("pd-dcp-divide", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+      title="Prefill and decode DCP sizes must divide one another",
+      why="The NIXL worker asserts at the handshake that the local and remote DCP sizes divide one another (the "
+          "read-slicing arithmetic needs it): the first transfer fails otherwise.",
+      fix="Pick DCP sizes where one divides the other (e.g. 1 and 8, 2 and 8; not 4 and 6).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2705-2713@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for p, d in _pairs(t):
+        if _nixl_pair(p, d) and p.dcp % d.dcp and d.dcp % p.dcp:
+            yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} and decode DCP {d.dcp} do not divide one another"
 
 
 @rule("pd-handshake-check-off", family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
@@ -407,12 +497,15 @@ def _block(r: TopoRole) -> str | None:
     return (r.extra_flags or {}).get("--block-size")
 
 
-@rule("pd-hybrid-block-size", family="topology", severity="error", engines=VLLM, field="spec.roles[].extraArgs",
-      title="Hybrid models with prefix caching need the same block size on prefill and decode",
+@rule("pd-hybrid-block-size", family="topology", severity="warning", engines=VLLM, field="spec.roles[].extraArgs",
+      title="Hybrid models with prefix caching need the same physical blocks per logical block on both sides",
       why="With prefix caching a hybrid model refuses heterogeneous physical blocks per logical block at the first "
-          "transfer; different --block-size on the two sides is the usual cause.",
+          "transfer; different --block-size on the two sides is the usual cause. A warning, not a refusal: the "
+          "engine re-aligns a hybrid model's block size at start-up (even over --block-size), so whether the two "
+          "sides end up different is decided inside the engine.",
       fix="Give both roles the same --block-size (or disable prefix caching).",
-      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2766-2776@0.33.0", no_cel=NO_CEL)
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2766-2776@0.33.0; "
+             "vllm platforms/interface.py:768-791@0.33.0 (hybrid block alignment may override --block-size)")
 def _(t: Topology):
     if not _hybrid_mamba(t):
         return
