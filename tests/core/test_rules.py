@@ -66,6 +66,9 @@ CASES = {
     "extra-arg-platform-owned": (("vllm-seed", {"extraArgs": ["--port", "9000"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
     "extra-arg-unknown": (("vllm-seed", {"extraArgs": ["--max-num-seqz", "64"]}), ("vllm-seed", {"extraArgs": ["--block-size", "16"]})),
     "extra-arg-malformed": (("vllm-seed", {"extraArgs": ["seed"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
+    # issue 23: the README says duplicates in extraArgs are reported; -tp 8 and --tensor-parallel-size 8 are one flag
+    "extra-arg-repeated": (("vllm-seed", {"extraArgs": ["--seed", "1", "--seed", "2"]}),
+                           ("vllm-seed", {"extraArgs": ["--seed", "1", "--middleware", "a", "--middleware", "b"]})),
     "env-removed": (("vllm-seed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}}),
                     ("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
                                    "speculative": {"method": "none"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}})),

@@ -48,3 +48,20 @@ def test_a_negative_decimal_after_its_flag_is_refused_naming_the_way_out():
         assert f["field"] == "argv[5]"   # indices count from the model, after `vllm serve`
         assert "IndexError" not in f["message"].split(":", 1)[0]
         assert "--gpu-memory-utilization=-0.5" in f["message"]
+
+
+def test_extra_args_have_one_reading_by_the_releases_parser():
+    """rules/args.extra_tokens and core.flags.extra_flags were two tokenisers of extraArgs (issue 22): now one,
+    core.flags.read_extra, which asks the release's parser dump which flags take values and what an alias or an
+    abbreviation resolves to."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.flags import extra_flags, read_extra
+
+    v = load_catalog().version("vllm", "0.33.0")
+    toks = ["--enforce-eager", "stray", "-dpn", "3", "--served_model_name", "a", "b", "--seed", "-1", "--kv-cache-mem=1"]
+    flags, stray = read_extra(toks, v)
+    assert [(f.index, f.name, f.value) for f in flags] == [
+        (0, "--enforce-eager", None), (2, "--data-parallel-rank", "3"), (4, "--served-model-name", "a b"),
+        (7, "--seed", "-1"), (9, "--kv-cache-memory-bytes", "1")]
+    assert stray == [1]
+    assert extra_flags(toks, v)["--data-parallel-rank"] == (2, "3")
