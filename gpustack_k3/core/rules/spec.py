@@ -224,13 +224,53 @@ def _local_dp_cel(b: Builder) -> str:
              "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
       cel=lambda b: f"{_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def _(r, c):
+    ranks, how = ranks_on_one_node(r)
+    if ranks > r.spec.hardware.gpuCount:
+        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+
+
+def _int_arg(r: Resolved, *names: str) -> int | None:
+    found = extra_arg(r, *names)
+    try:
+        return int(found[1]) if found and found[1] is not None else None
+    except ValueError:
+        return None
+
+
+def _switch(r: Resolved, name: str) -> bool:
+    found = extra_arg(r, name)
+    return bool(found) and (found[1] is None or found[1].lower() in ("1", "true", "yes"))
+
+
+def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
+    """(GPU ranks one process group puts on its node, how that count comes about), as each engine counts them.
+    vLLM (engine/arg_utils.py:2398-2482@0.33.0): a DP rank is TP x PP x PCP GPUs; an external-LB process
+    (--data-parallel-external-lb or --data-parallel-rank) runs exactly one DP rank; else dpLocal ranks, else with
+    --nnodes N the world over N nodes, else all DP ranks. SGLang (managers/data_parallel_controller.py:692-712@0.5.23):
+    TP x PP spread over --nnodes, times DP unless DP attention puts the DP ranks inside the TP group."""
     pp, dp = int(r.value("parallel.pp") or 1), int(r.value("parallel.dp") or 1)
-    local = r.spec.parallel.dpLocal
-    world = r.tp * pp * (local or dp)
-    if world > r.spec.hardware.gpuCount:
-        what = f"dpLocal {local}" if local else f"dp {dp}"
-        yield None, (f"tp x pp x {what.split()[0]} = {r.tp} x {pp} x {local or dp} = {world} ranks on one pod, but "
-                     f"spec.hardware.gpuCount is {r.spec.hardware.gpuCount}")
+    tp, local = r.tp, r.spec.parallel.dpLocal
+    nnodes = max(_int_arg(r, "--nnodes") or 1, 1)
+    if r.engine.engine == "vllm":
+        topo = r.engine.topology
+        pcp = _int_arg(r, "--prefill-context-parallel-size") or 1
+        within = tp * pp * pcp
+        base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
+        if _switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
+            return within, f"{base} (one DP rank per process: external load balancing)"
+        if local:
+            return within * local, f"{base} x dpLocal {local}"
+        if nnodes > 1:
+            n = max(dp * within // nnodes // within, 1)
+            return within * n, f"{base} x DP {dp} over --nnodes {nnodes} ({n} DP rank(s) per node)"
+        return within * dp, f"tp x pp x dp = {tp} x {pp} x {dp}"
+    attn_dp = _switch(r, "--enable-dp-attention") or (_int_arg(r, "--attn-dp-size") or 1) > 1
+    total = tp * pp * (1 if attn_dp else dp)
+    per_node = -(-total // nnodes)
+    how = f"tp x pp{'' if attn_dp else ' x dp'} = {tp} x {pp}{'' if attn_dp else f' x {dp}'}" + (
+        " (DP attention: the DP ranks share the TP group)" if attn_dp and dp > 1 else "") + (
+        f" over --nnodes {nnodes}" if nnodes > 1 else "")
+    return per_node, how
 
 
 @rule("gpu-count-exceeds-node", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",
