@@ -84,7 +84,6 @@ def test_hybrid_models_need_equal_dcp_and_block_size():
 
 
 @pytest.mark.parametrize("prefill,needle", [
-    ("vllm serve m --kv-transfer-config '{oops'", "--prefill --kv-transfer-config"),
     ("vllm serve 'unterminated", "--prefill"),
     ("", "--prefill"),
 ])
@@ -100,6 +99,10 @@ def test_a_token_the_engine_refuses_is_an_argv_refused_finding_of_its_side():
                                    "--decode", DECODE])
     assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]" in res.output, res.output
     assert "invalid int value: 'x'" in res.output
+    # bad JSON in --kv-transfer-config is read by the engine's parser too (TypeAdapter.validate_json): argv-refused
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "vllm", "--prefill", "vllm serve m --kv-transfer-config '{oops'",
+                                   "--decode", DECODE])
+    assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]: argument --kv-transfer-config" in res.output
 
 
 def test_check_pd_on_sglang_is_a_clean_refusal_not_a_crash():
@@ -137,3 +140,18 @@ def test_non_eagle_drafts_hash_as_none_and_auto_vs_explicit_only_warns():
     assert "pd-compat-hash" not in rules(out), out
     code, out = run(PREFILL, DECODE + " --attention-backend FLASHINFER_MLA")
     assert "pd-compat-hash" not in rules(out) and "pd-compat-hash-undecided" in rules(out, "warning")
+
+
+def test_check_pd_reads_kv_role_and_gpus_per_pod_per_side():
+    """A producer needs a consumer (issue 23 item 7): prefill kv_consumer is refused (pd-kv-role); kv_both works on
+    either side; --prefill-gpus-per-pod / --decode-gpus-per-pod check dpLocal x TP per side."""
+    consumer = KV.replace("kv_both", "kv_consumer")
+    code, out = run(PREFILL.replace(KV, consumer), DECODE)
+    assert code == 1 and "pd-kv-role" in rules(out), out
+    code, out = run(PREFILL.replace(KV, KV.replace("kv_both", "kv_producer")), DECODE.replace(KV, consumer))
+    assert "pd-kv-role" not in rules(out), out
+    code, out = run(PREFILL, DECODE, "--prefill-gpus-per-pod", "2", "--decode-gpus-per-pod", "4")
+    assert code == 0, out
+    code, out = run(PREFILL, DECODE, "--prefill-gpus-per-pod", "2", "--decode-gpus-per-pod", "8")
+    assert code == 1 and "topology-gpus-per-pod" in rules(out)
+    assert any(f["field"] == "decode.gpusPerPod" for f in json.loads(out)["findings"])

@@ -115,6 +115,8 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "pd-compat-hash-undecided": (doc_case(KIMI, _set("vllm.attentionBackend", None, "decode")),
                                  doc_case(KIMI)),
     "pd-dcp-divide": (doc_case(KIMI, _tp6_prefill), doc_case(KIMI)),
+    "pd-kv-role": (tweak(KIMI, "prefill", kv_transfer={"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}),
+                   tweak(KIMI, "prefill", kv_transfer={"kv_connector": "NixlConnector", "kv_role": "kv_both"})),
     "pd-handshake-check-off": (doc_case(KIMI, _set("disaggregation.enforceHandshakeCompat", False)), doc_case(KIMI)),
     "pd-hybrid-dcp-equal": (doc_case(KIMI, _set("parallel.dcp", 1, "prefill")), doc_case(KIMI)),
     "pd-hybrid-block-size": (doc_case(KIMI, _set("extraArgs", ["--block-size", "64"], "decode")), doc_case(KIMI)),

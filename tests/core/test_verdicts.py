@@ -65,3 +65,54 @@ def test_extra_args_have_one_reading_by_the_releases_parser():
         (7, "--seed", "-1"), (9, "--kv-cache-memory-bytes", "1")]
     assert stray == [1]
     assert extra_flags(toks, v)["--data-parallel-rank"] == (2, "3")
+
+
+KV_NO_ROLE = '{"kv_connector":"NixlConnector"}'
+
+
+def test_a_connector_without_kv_role_is_refused_as_the_engine_refuses_it():
+    """KVTransferConfig.__post_init__ (config/kv_transfer.py:113-124@0.33.0) refuses a kv_connector without kv_role
+    while the parser builds the config: check-args passed it."""
+    code, out = check_args(*KIMI.split(), "--kv-transfer-config", KV_NO_ROLE)
+    assert code == 1, out
+    (f,) = errors(out)["argv-refused"]
+    assert "kv_role" in f["message"] and f["field"] == "argv[4]"   # the flag, counted after `vllm serve`
+    code, out = check_args(*KIMI.split(), "--kv-transfer-config", KV_NO_ROLE[:-1] + ',"kv_role":"kv_both"}')
+    assert "argv-refused" not in errors(out), out
+
+
+def test_check_args_runs_the_topology_rules_on_its_line():
+    """check-args did not run the topology rules at all: --data-parallel-hybrid-lb with --data-parallel-external-lb is
+    refused by vLLM (engine/arg_utils.py:2382-2388@0.33.0)."""
+    line = ("vllm serve /models/DeepSeek-V4.1-Flash -dp 8 --data-parallel-size-local 4 --enable-expert-parallel "
+            "--trust-remote-code --data-parallel-hybrid-lb --data-parallel-external-lb").split()
+    code, out = check_args(*line, opts=("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4"))
+    assert code == 1 and "topology-lb-exclusive" in errors(out), out
+    code, out = check_args(*line[:-1], opts=("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4"))
+    assert "topology-lb-exclusive" not in errors(out) and "topology-dp-layout" not in errors(out), out
+
+
+def test_an_external_lb_line_counts_one_dp_rank_on_its_node():
+    """With --data-parallel-rank (external LB) a process runs one DP rank: TP x PP GPUs (engine/arg_utils.py:2467-2482
+    @0.33.0); it was counted as TP x DP GPUs on one node and refused. Likewise --nnodes spreads the world."""
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+    base = "vllm serve /models/DeepSeek-V4.1-Flash -tp 4 -dp 8 --enable-expert-parallel --trust-remote-code".split()
+    code, out = check_args(*base, "--data-parallel-rank", "3", "--data-parallel-address", "10.0.0.1", opts=opts)
+    assert "parallel-fits-node" not in errors(out), out
+    code, out = check_args(*base, "--nnodes", "8", "--node-rank", "1", "--data-parallel-address", "10.0.0.1", opts=opts)
+    assert "parallel-fits-node" not in errors(out), out
+    code, out = check_args(*base, opts=opts)   # all 8 DP ranks on one 4-GPU node: refused
+    assert "parallel-fits-node" in errors(out)
+
+
+def test_sglang_dp_attention_and_nnodes_do_not_multiply_gpus():
+    """SGLang puts DP-attention ranks inside the TP group and spreads TP over --nnodes
+    (managers/data_parallel_controller.py:692-712@0.5.23): --tp 8 --dp 8 --enable-dp-attention is 8 GPUs."""
+    pre = "python3 -m sglang.launch_server --model-path /models/Kimi-K3 --trust-remote-code".split()
+    code, out = check_args(*pre, "--tp", "8", "--dp", "8", "--enable-dp-attention", engine="sglang", version="0.5.23")
+    assert "parallel-fits-node" not in errors(out), out
+    code, out = check_args(*pre, "--tp", "16", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "10.0.0.1:5000",
+                           engine="sglang", version="0.5.23")
+    assert "parallel-fits-node" not in errors(out), out
+    code, out = check_args(*pre, "--tp", "8", "--dp", "2", engine="sglang", version="0.5.23")
+    assert "parallel-fits-node" in errors(out)

@@ -41,8 +41,8 @@ def _multi(t: Topology) -> Iterator[TopoRole]:
       no_cel=NO_CEL)
 def _(t: Topology):
     r = t.roles[0].resolved
-    if r.trait("topology") is True:
-        return
+    if r.trait("topology") is True or (t.source == "argv" and len(t.roles) == 1):
+        return   # check-args reads one line as its release's parser does: nothing of ours is rendered from it
     if any(x.pods > 1 for x in t.roles) or t.disaggregation is not None or any(x.kv_transfer for x in t.roles):
         yield "spec.engine.version", (f"vLLM {r.version.key}: the multi-pod/P-D flags were not read for this "
                                       "version (catalog trait topology)")
@@ -460,6 +460,28 @@ def _(t: Topology):
             yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} and decode DCP {d.dcp} do not divide one another"
 
 
+_PRODUCERS, _CONSUMERS = ("kv_producer", "kv_both"), ("kv_consumer", "kv_both")
+
+
+@rule("pd-kv-role", family="topology", severity="error", engines=VLLM, field="spec.roles[]",
+      title="The prefill side must produce KV and the decode side consume it",
+      why="kv_role decides what a connector does: a kv_producer saves its KV for a peer, a kv_consumer loads it, "
+          "kv_both does both. A prefill that does not produce (kv_consumer) or a decode that does not consume "
+          "(kv_producer) starts fine, and then every request is computed twice or waits for KV that never comes.",
+      fix="Give the prefill line kv_role kv_producer (or kv_both) and the decode line kv_consumer (or kv_both).",
+      source="vllm config/kv_transfer.py:14-16,132-138@0.33.0 (KVProducer, KVConsumer; is_kv_producer, "
+             "is_kv_consumer)", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        role = (r.kv_transfer or {}).get("kv_role")
+        if not r.kv_transfer or role is None:
+            continue   # no connector (pd-roles) or no kv_role (the engine's parser refuses it: argv-refused)
+        if r.kind == "prefill" and role not in _PRODUCERS:
+            yield r.field(""), f"{r.name}: kv_role {role} on the prefill side does not produce KV (kv_producer or kv_both)"
+        if r.kind == "decode" and role not in _CONSUMERS:
+            yield r.field(""), f"{r.name}: kv_role {role} on the decode side does not consume KV (kv_consumer or kv_both)"
+
+
 @rule("pd-handshake-check-off", family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
       title="The engine's own P/D compatibility check is switched off",
       why="enforce_handshake_compat false lets mismatched prefill and decode instances exchange KV blocks: the "
@@ -540,8 +562,8 @@ def _(t: Topology):
         if not r.kv_transfer or r.side_channel_host_from_pod:
             continue
         host = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
-        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or host is None
-                                                              or len(t.roles) > 1):
+        # one command line alone (check-args) does not say where its peer runs: localhost may be right
+        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or len(t.roles) > 1):
             yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
                 f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
 
