@@ -136,7 +136,7 @@ def _vllm_parse_dataclass(cls: dict, expand_numbers: bool) -> Callable[[str], An
     return parse_dataclass
 
 
-_KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+_KV_ROLES = ("kv_producer", "kv_both", "kv_consumer")   # get_args(KVRole): the order the engine prints
 
 
 def _kv_transfer_post_init(cfg: dict) -> str | None:
