@@ -73,7 +73,7 @@ CASES = {
                     ("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
                                    "speculative": {"method": "none"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}})),
     "secret-in-env": (("vllm-seed", {"env": {"HF_TOKEN": "hf_abc"}}), ("vllm-seed", {"secretEnv": [{"name": "HF_TOKEN", "secretName": "hub", "key": "token"}]})),
-    "unknown-catalog-entry": (("vllm-seed", {"engine": {"version": "0.99.0"}}), ("vllm-seed", {"engine": {"version": "0.33.0"}})),
+    "unknown-catalog-entry": (("vllm-seed", {"engine": {"version": "0.10.0"}}), ("vllm-seed", {"engine": {"version": "0.33.0"}})),
     "sglang-dcp-static-verify": (("sglang-seed", {}), ("sglang-no-dcp", {})),
     "sglang-dcp-symm-mem-off": (("sglang-seed", {}), ("sglang-seed", {"sglang": {"symmMem": None}})),
     "vllm-kv-overcommit": (("vllm-seed", {}), ("vllm-seed", {"memory": {"fraction": 0.92}})),
@@ -87,6 +87,9 @@ CASES = {
     "slow-tokenizer": (("vllm-seed", {}), None),
     "vllm-compile-mode-none": (("vllm-seed", {}), ("vllm-seed", {"env": {"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}})),
     "vllm-hybrid-block-1536": (("vllm-seed", {}), None),
+    # issue 22 item 5: versions users type resolve to the nearest pinned release at or below, with this warning
+    "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
+                              ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 

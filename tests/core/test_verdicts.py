@@ -117,3 +117,24 @@ def test_sglang_dp_attention_and_nnodes_do_not_multiply_gpus():
     assert "parallel-fits-node" not in errors(out), out
     code, out = check_args(*pre, "--tp", "8", "--dp", "2", engine="sglang", version="0.5.23")
     assert "parallel-fits-node" in errors(out)
+
+
+def test_versions_and_gpu_types_as_users_type_them():
+    """`v0.33.0` and `0.33.1` resolve to the nearest pinned release at or below with a warning naming the release
+    used; GPU type names are case-insensitive (issue 22 item 5); below every pinned release is unusable input."""
+    from gpustack_k3.catalog import load_catalog
+
+    cat = load_catalog()
+    assert cat.version("vllm", "v0.33.0").key == "0.33.0" and cat.version("vllm", "0.33.1").key == "0.33.0"
+    assert cat.version("vllm", "0.29.7").key == "0.29.0" and cat.version("vllm", "KIMI-K3").key == "kimi-k3"
+    assert cat.version("vllm", "0.30.5") is None and cat.version("sglang", "0.33.0") is None   # another series
+    assert cat.version("vllm", "0.10.2") is None and cat.version("vllm", "latest") is None
+    assert cat.version("sglang", "v0.5.23").key == "0.5.23"
+    assert cat.gpu("B300") is cat.hardware["b300"] and cat.gpu_key("GB300") == "gb300"
+    for typed in ("v0.33.0", "0.33.1"):
+        code, out = check_args(*KIMI.split(), version=typed, opts=("--gpu-type", "B300"))
+        assert code == 0, out
+        (w,) = [f for f in json.loads(out)["findings"] if f["rule"] == "engine-version-pinned"]
+        assert w["severity"] == "warning" and "checked as 0.33.0" in w["message"] and typed in w["message"]
+    code, out = check_args(*KIMI.split(), version="0.10.2")
+    assert code == 2

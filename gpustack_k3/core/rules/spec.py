@@ -77,6 +77,19 @@ def _(r: Resolved, c):
                                         f"{', '.join(cat.hardware)}")
 
 
+@rule("engine-version-pinned", family="spec", severity="warning", engines=BOTH, field="spec.engine.version",
+      title="The engine version was read as the nearest pinned release",
+      why="The rules, flag tables and parser dumps are pinned per release; a version typed as 'v0.33.0', in another "
+          "case, or a release that is not pinned (0.33.1) is checked against the nearest pinned release at or below "
+          "it, whose flags and rules can differ from the one that will run.",
+      fix="Write the pinned release's key (gpustack-k3 explain lists them per rule), or pin the image to it.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (versions: the pinned releases)")
+def _(r, c):
+    if r.typed_version is not None and r.version is not None:
+        yield None, (f"{r.typed_version!r} is not a pinned {r.engine.engine} release: checked as {r.version.key}, the "
+                     "nearest pinned release at or below it in its X.Y series")
+
+
 # ------------------------------------------------------------------ DCP and speculative decoding
 
 @rule("vllm-dcp-with-dspark", family="spec", severity="error", engines=["vllm"],
