@@ -351,6 +351,7 @@ def explain(rule_id, output):
     click.echo(f"family:     {r.family}")
     click.echo(f"field:      {r.field}")
     click.echo(f"applies to: {', '.join(d['applies_to']) or '(no catalog version has its traits)'}")
+    click.echo(f"checked by: {_checked_by_text(d)}")
     if d.get("log_evidence"):
         click.echo(f"logs:       also read from {', '.join(d['log_evidence'])} logs (coldstart, doctor)")
     click.echo(f"why:        {r.why}")
@@ -361,6 +362,24 @@ def explain(rule_id, output):
             click.echo(f"  {s['engine']} {s['version']}: {s['source']}")
     if "cel" in d:
         click.echo(f"CRD (CEL):  {d['cel']}")
+
+
+def _oracle_release(version) -> bool:
+    """A release the engine oracle can run: a public wheel or an installed build (not a build known only by its
+    nearest release, such as kimi-k3)."""
+    p = getattr(version, "parser", None)
+    return p is not None and not p.nearest and bool(p.wheel or p.made_by)
+
+
+def _checked_by_text(d: dict) -> str:
+    if d["checked_by"] == "oracle":
+        rel = ", ".join(d.get("oracle_releases") or []) or "none of the pinned releases has a public build"
+        how = ("the release's own NIXL handshake comparison evaluated on the two configs; the engine itself fails at "
+               f"{d['fails_at']}" if d.get("fails_at") else "the release's own config-time validation")
+        return f"the engine oracle ({how}): {rel}"
+    if d["checked_by"] == "runtime-only":
+        return f"runtime only: the engine fails later than config time, at {d['fails_at']} (source above)"
+    return "this product (a catalog, platform or target constraint; no engine verdict to compare)"
 
 
 def _explain_data(r, cat) -> dict:
@@ -374,6 +393,12 @@ def _explain_data(r, cat) -> dict:
         sources = [{"engine": e, "version": v, "source": r.source_for(e, v)} for e, v in versions]
     d = {"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why,
          "fix": r.fix, "source": r.source, "applies_to": applies, "sources": sources}
+    d["checked_by"] = r.checked_by
+    if r.checked_by == "oracle":   # the releases whose own validation code the engine oracle runs (public builds)
+        d["oracle_releases"] = [f"{e} {v}" for e, v in (r.versions(cat) if r.family != "log" else [])
+                                if _oracle_release(cat.engines[e].versions[v])]
+    if r.fails_at:
+        d["fails_at"] = r.fails_at
     if r.strict_severity:
         d["strict_severity"] = r.strict_severity
     if r.log is not None:

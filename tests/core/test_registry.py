@@ -14,7 +14,7 @@ from gpustack_k3.core.rules.registry import FAMILIES, of_family, rule
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = dict(family="spec", severity="warning", engines=["vllm"], field="spec.env", title="A title", why="Why it is.",
-            fix="Fix it so.", source="vllm envs.py:1-2@0.33.0")
+            fix="Fix it so.", source="vllm envs.py:1-2@0.33.0", checked_by="product")
 
 
 def define(rule_id: str, **kw):

@@ -138,3 +138,33 @@ def test_versions_and_gpu_types_as_users_type_them():
         assert w["severity"] == "warning" and "checked as 0.33.0" in w["message"] and typed in w["message"]
     code, out = check_args(*KIMI.split(), version="0.10.2")
     assert code == 2
+
+
+def test_explain_says_who_checks_each_rule():
+    """Every rule is checked by the engine oracle or marked runtime-only with when the engine fails (issue 22 item 3);
+    `explain` says which and on which releases (kimi-k3 has no public build: never an oracle release)."""
+    import pytest
+
+    from gpustack_k3.core.rules import RULES, RuleDefinitionError
+    from gpustack_k3.core.rules.registry import rule
+
+    for r in RULES.values():
+        assert r.checked_by in ("oracle", "runtime-only", "product"), r.id
+        assert r.checked_by != "runtime-only" or len(r.fails_at or "") >= 10, r.id
+    with pytest.raises(RuleDefinitionError, match="checked_by"):
+        rule("test-no-checker", family="spec", severity="warning", engines=["vllm"], field="spec.env", title="A title",
+             why="Why it is.", fix="Fix it so.", source="vllm envs.py:1-2@0.33.0")(lambda r, c: iter(()))
+    with pytest.raises(RuleDefinitionError, match="fails_at"):
+        rule("test-no-when", family="spec", severity="warning", engines=["vllm"], field="spec.env", title="A title",
+             why="Why it is.", fix="Fix it so.", source="vllm envs.py:1-2@0.33.0",
+             checked_by="runtime-only")(lambda r, c: iter(()))
+    for rid, by in (("dcp-divides-tp", "oracle"), ("parallel-fits-node", "runtime-only"), ("secret-in-env", "product")):
+        res = CliRunner().invoke(cli, ["explain", rid, "-o", "json"], catch_exceptions=False)
+        d = json.loads(res.output)
+        assert d["checked_by"] == by
+        if by == "oracle":
+            assert "vllm 0.33.0" in d["oracle_releases"] and "vllm kimi-k3" not in d["oracle_releases"]
+        if by == "runtime-only":
+            assert d["fails_at"]
+        text = CliRunner().invoke(cli, ["explain", rid], catch_exceptions=False).output
+        assert "checked by:" in text

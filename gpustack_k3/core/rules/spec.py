@@ -56,7 +56,7 @@ def _unknown_catalog_cel(cat, builders: dict[str, Builder], spec_model: type, en
     return out
 
 
-@rule("unknown-catalog-entry", family="spec", severity="error", engines=BOTH, field="spec.engine.version",
+@rule("unknown-catalog-entry", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec.engine.version",
       title="Unknown engine version, model or GPU type",
       why="Rules and memory figures come from the catalog; without an entry nothing can be checked.",
       fix="Use one of the catalog keys listed in the message (gpustack-k3 presets shows examples).",
@@ -77,7 +77,7 @@ def _(r: Resolved, c):
                                         f"{', '.join(cat.hardware)}")
 
 
-@rule("engine-version-pinned", family="spec", severity="warning", engines=BOTH, field="spec.engine.version",
+@rule("engine-version-pinned", checked_by="product", family="spec", severity="warning", engines=BOTH, field="spec.engine.version",
       title="The engine version was read as the nearest pinned release",
       why="The rules, flag tables and parser dumps are pinned per release; a version typed as 'v0.33.0', in another "
           "case, or a release that is not pinned (0.33.1) is checked against the nearest pinned release at or below "
@@ -92,7 +92,7 @@ def _(r, c):
 
 # ------------------------------------------------------------------ DCP and speculative decoding
 
-@rule("vllm-dcp-with-dspark", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       when={"dcp_with_spec": ["refuse_dspark"]}, field="spec.parallel.dcp",
       title="vLLM up to 0.28 refuses decode-context-parallel together with DSpark speculative decoding",
       why="decode_context_parallel_size > 1 meeting the DSpark draft (K3DSparkModel) raises at start-up ('MLA DSpark "
@@ -110,7 +110,8 @@ def _(r, c):
                      "at start-up (MLA DSpark does not support decode context parallelism before 0.29.0)")
 
 
-@rule("vllm-dcp-with-spec", family="spec", severity="error", engines=["vllm"], when={"dcp_with_spec": ["refuse_any"]},
+@rule("vllm-dcp-with-spec", checked_by="runtime-only", fails_at="model runner initialisation in each worker",
+      family="spec", severity="error", engines=["vllm"], when={"dcp_with_spec": ["refuse_any"]},
       field="spec.parallel.dcp", title="vLLM 0.11 refuses DCP with any speculative method",
       why="Speculative decoding raises reorder_batch_threshold above 1 and DCP asserts it equals 1.",
       fix="Set spec.parallel.dcp to 1 or spec.speculative.method to none, or move to engine version 0.33.0.",
@@ -141,7 +142,8 @@ def _target_backend(r: Resolved) -> str | None:
     return r.spec.vllm.attentionBackend or None
 
 
-@rule("vllm-dspark-dcp-backend", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dspark-dcp-backend", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
+      family="spec", severity="error", engines=["vllm"],
       when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.speculative.attentionBackend",
       title="DSpark with DCP needs MLA backends with DSpark DCP support (vLLM 0.29 and later)",
       why="From 0.29.0 each MLA backend declares whether it can run DSpark under decode context parallelism: the "
@@ -174,7 +176,8 @@ def _(r, c):
                                              f"{', '.join(sorted(t.verify))}")
 
 
-@rule("vllm-dspark-dcp-backend-extra", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dspark-dcp-backend-extra", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
+      family="spec", severity="error", engines=["vllm"],
       when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.vllm.attentionConfig",
       title="DSpark with DCP: a backend or KV interleave set outside the typed fields lacks DSpark DCP support",
       why="The same start-up refusal as vllm-dspark-dcp-backend, for what spec.vllm.attentionConfig (its 'backend' "
@@ -208,7 +211,7 @@ def _(r, c):
                                               "DCP only with an interleave of 1")
 
 
-@rule("dcp-divides-tp", family="spec", severity="error", engines=BOTH, field="spec.parallel.dcp",
+@rule("dcp-divides-tp", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.parallel.dcp",
       title="DCP must divide TP",
       why="DCP reuses TP ranks: without PCP, tp % dcp must be 0 (vLLM raises; SGLang assigns DCP ranks as "
           "tp_rank % dcp_size and the Kimi-K3 decode runtime needs dcp to divide tp).",
@@ -227,7 +230,8 @@ def _local_dp_cel(b: Builder) -> str:
     return f"({b.present('parallel.dpLocal')} ? {b.ref('parallel.dpLocal')} : {b.eff('parallel.dp')[0]})"
 
 
-@rule("parallel-fits-node", family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
+@rule("parallel-fits-node", checked_by="runtime-only", fails_at="worker start: more ranks than the pod's visible GPUs",
+      family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
           "when parallel.dpLocal is set (the others run on the instance's other pods), else all of them.",
@@ -286,7 +290,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
     return per_node, how
 
 
-@rule("gpu-count-exceeds-node", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",
+@rule("gpu-count-exceeds-node", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",
       title="More GPUs than one node of this type has",
       why="These deployments are single-node (GPUStack custom backends cannot span workers).",
       fix="Set spec.hardware.gpuCount to at most the node's GPU count.",
@@ -300,7 +304,8 @@ def _(r, c):
 
 # ------------------------------------------------------------------ memory (the planner)
 
-@rule("fixed-memory-exceeds-budget", family="spec", severity="error", engines=BOTH, field="spec.memory.fraction",
+@rule("fixed-memory-exceeds-budget", checked_by="runtime-only", fails_at="KV-cache sizing after the memory-profiling run, minutes into the start",
+      family="spec", severity="error", engines=BOTH, field="spec.memory.fraction",
       title="Fixed memory does not fit inside the memory fraction",
       why="Weights + activations (+ CUDA graphs) exceed fraction x GPU memory: no memory is left for the KV cache "
           "and start-up fails after loading the weights.",
@@ -324,7 +329,8 @@ def _(r, c):
                      f"weights ({p.weights_gib:.2f} GiB): no KV pool")
 
 
-@rule("vllm-max-model-len-exceeds-kv", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-max-model-len-exceeds-kv", checked_by="runtime-only", fails_at="KV-cache sizing after the memory-profiling run: max_model_len above the KV capacity",
+      family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxModelLen", title="One max-length request does not fit the KV cache",
       why="vLLM refuses to start when the KV cache cannot hold a single request of max_model_len tokens.",
       fix="Lower spec.scheduling.maxModelLen to the business length, or raise the KV pool (fraction, kvCacheBytes, DCP).",
@@ -337,7 +343,7 @@ def _(r, c):
                      f"({p.kv_cache_allocated_gib:.2f} GiB): the engine refuses to start")
 
 
-@rule("plan-unavailable", family="spec", severity="warning", engines=BOTH, field="spec.memory",
+@rule("plan-unavailable", checked_by="product", family="spec", severity="warning", engines=BOTH, field="spec.memory",
       title="The memory rules could not run: the catalog has no figures for this combination",
       why="The planner needs the model's per-engine figures (KV bytes per token for the KV cache dtype, weights, "
           "activations); without them the memory rules (fixed memory, KV capacity, over-commit, concurrency) are "
@@ -373,7 +379,7 @@ def _draft_wrong_engine_cel(b: Builder) -> str | None:
     return f"{b.present(p)} && size({d}) > 0 && ({' || '.join(clauses)})"
 
 
-@rule("spec-draft-wrong-engine", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
+@rule("spec-draft-wrong-engine", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="The draft artifact belongs to the other engine",
       why="DSpark drafts are engine-specific: skyai/Kimi-K3-DSpark (vLLM, Inferact/Kimi-K3-DSpark) and "
           "skyai/sglang-Kimi-K3-DSpark (SGLang) are different artifacts.",
@@ -396,7 +402,7 @@ def _(r, c):
             yield None, f"draft model {s.draftModel!r} is the {other} artifact ({d.modelscope}), not {r.engine.engine}'s{hint}"
 
 
-@rule("spec-draft-missing", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
+@rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
       why="DSpark and EAGLE3 load a separate draft checkpoint.",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
@@ -411,7 +417,7 @@ def _(r, c):
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
-@rule("spec-method-unsupported", family="spec", severity="error", engines=["vllm"], when={"dspark": [False]},
+@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"dspark": [False]},
       field="spec.speculative.method", title="This engine version has no DSpark",
       why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
       fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
@@ -422,7 +428,7 @@ def _(r, c):
         yield None, f"vLLM {r.version.key} has no dspark speculative method"
 
 
-@rule("spec-json-tensor-parallel-size", family="spec", severity="error", engines=["vllm"],
+@rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.speculative.extraConfig.tensor_parallel_size",
       title="tensor_parallel_size is not a speculative-config key",
       why="vLLM rejects 'tensor_parallel_size' in --speculative-config.",
@@ -435,7 +441,7 @@ def _(r, c):
         yield None, "'tensor_parallel_size' is not a valid argument in the speculative_config"
 
 
-@rule("spec-json-key-duplicates-field", family="spec", severity="error", engines=["vllm"],
+@rule("spec-json-key-duplicates-field", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.speculative.extraConfig", title="A speculative-config key duplicates a typed field",
       why="extraConfig is for keys the spec does not model; a duplicate would silently override or contradict the field.",
       fix="Move the key to its spec.speculative field.",
@@ -450,7 +456,7 @@ def _(r, c):
             yield f"spec.speculative.extraConfig.{k}", f"extraConfig key {k!r} duplicates spec.speculative.{inv[k]}"
 
 
-@rule("spec-draft-tp", family="spec", severity="error", engines=["vllm"],
+@rule("spec-draft-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.speculative.draftTensorParallelSize", title="Draft tensor parallel size must be 1 or the target TP",
       why="vLLM accepts draft_tensor_parallel_size only as 1 or the target tensor_parallel_size.",
       fix="Set spec.speculative.draftTensorParallelSize to 1 or to spec.parallel.tp.",
@@ -464,7 +470,7 @@ def _(r, c):
         yield None, f"draft_tensor_parallel_size {d} is neither 1 nor tensor_parallel_size {r.tp}"
 
 
-@rule("spec-mtp-multi-token", family="spec", severity="warning", engines=["vllm"], field="spec.speculative.numTokens",
+@rule("spec-mtp-multi-token", checked_by="oracle", family="spec", severity="warning", engines=["vllm"], field="spec.speculative.numTokens",
       title="MTP with more than one speculative token reruns the same MTP layer",
       why="vLLM warns that num_speculative_tokens > 1 runs the single MTP layer several times, which may lower "
           "acceptance.",
@@ -483,7 +489,7 @@ def _batched_below_seqs_cel(b: Builder) -> str:
     return conj(bd, sd, f"{bv} < {sv}")
 
 
-@rule("batched-tokens-below-seqs", family="spec", severity="error", engines=["vllm"],
+@rule("batched-tokens-below-seqs", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxNumBatchedTokens", title="max_num_batched_tokens must be >= max_num_seqs",
       why="vLLM raises when the per-step token budget is below the number of sequences.",
       fix="Raise spec.scheduling.maxNumBatchedTokens or lower spec.scheduling.maxNumSeqs.",
@@ -500,7 +506,7 @@ def _batched_below_len_cel(b: Builder) -> str:
     return conj(cd, f"{cv} == false", bd, md, f"{bv} < {mv}")
 
 
-@rule("batched-tokens-below-max-len", family="spec", severity="error", engines=["vllm"],
+@rule("batched-tokens-below-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxNumBatchedTokens", title="Without chunked prefill the step budget must hold a whole prompt",
       why="With chunked prefill off, max_num_batched_tokens < max_model_len is an error.",
       fix="Enable spec.scheduling.chunkedPrefill or raise maxNumBatchedTokens to at least maxModelLen.",
@@ -518,7 +524,7 @@ def _long_prefill_cel(b: Builder) -> str:
     return conj(b.present(p), md, f"{b.ref(p)} > {mv}")
 
 
-@rule("long-prefill-above-max-len", family="spec", severity="error", engines=["vllm"],
+@rule("long-prefill-above-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.longPrefillTokenThreshold", title="long_prefill_token_threshold cannot exceed max_model_len",
       why="vLLM raises when the long-prefill threshold is greater than max_model_len.",
       fix="Use a threshold such as 4096.",
@@ -535,7 +541,7 @@ def _kv_dtype_cel(b: Builder) -> str:
     return f"{b.present(p)} && !({ok})"
 
 
-@rule("kv-cache-dtype-invalid", family="spec", severity="error", engines=BOTH, field="spec.memory.kvCacheDtype",
+@rule("kv-cache-dtype-invalid", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.memory.kvCacheDtype",
       title="KV cache dtype not accepted by this engine version",
       why="Each release has its own CacheDType choices; an unknown value fails argument parsing.",
       fix="Pick one of the dtypes listed in the message (vLLM fp8, SGLang fp8_e4m3 for the write-up's deployments).",
@@ -566,7 +572,7 @@ def _context_cel(b: Builder) -> str:
     return out
 
 
-@rule("context-above-model", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
+@rule("context-above-model", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
       title="Context length above what the model supports",
       why="Both engines refuse a context above the model config's length (SGLang unless "
           "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).",
@@ -596,7 +602,7 @@ def _decode_backend_cel(b: Builder) -> str | None:
                 f"!({b.member(b.ref(p), table)})")
 
 
-@rule("sglang-kimi-k3-dcp-decode-backend", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-kimi-k3-dcp-decode-backend", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
       field="spec.sglang.decodeAttentionBackend", title="Kimi-K3 with DCP needs a decode backend with a DCP path",
       why="SGLang asserts the decode attention backend for Kimi-K3 DCP is one with a DCP decode kernel: 'cutedsl_mla' "
           "or 'aiter' in 0.5.23; 0.5.22 also accepted 'tokenspeed_mla' (and then forced the KV cache to fp8_e4m3).",
@@ -621,7 +627,7 @@ def _ragged_verify_cel(b: Builder) -> str:
             f"{env} && {k} in self.env && self.env[{k}] != 'static'")
 
 
-@rule("sglang-dcp-dspark-ragged-verify", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-dcp-dspark-ragged-verify", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
       when={"dspark_dcp_static_verify": [True]}, field="spec.env.SGLANG_RAGGED_VERIFY_MODE",
       title="Kimi-K3 DCP with DSPARK requires SGLANG_RAGGED_VERIFY_MODE=static",
       why="SGLang raises at start-up when Kimi-K3 runs DSPARK with DCP and the ragged verify mode is not 'static' "
@@ -712,7 +718,8 @@ def _specialized_refusals(r: Resolved) -> list[tuple[str | None, str]]:
     return out
 
 
-@rule("vllm-kimi-k3-specialized-decode", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-kimi-k3-specialized-decode", checked_by="runtime-only", fails_at="model initialisation: the specialized decode runtime's unsupported() check",
+      family="spec", severity="error", engines=["vllm"],
       when={"kimi_k3_specialized_decode": [True]}, field="spec.vllm.additionalConfig",
       title="The Kimi-K3 specialized decode refuses this deployment",
       why="additional_config {\"decode_backend\": \"latency_specialized\"} switches Kimi-K3 to a CuTe decode executor "
@@ -792,7 +799,7 @@ def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, 
     return out
 
 
-@rule("field-unsupported", family="spec", severity="error", engines=BOTH, field="spec",
+@rule("field-unsupported", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec",
       title="The field has no meaning for this engine or version",
       why="Nothing would carry the value to the engine; it would be silently dropped.",
       fix="Remove the field, or use the engine/version that supports it.",
@@ -816,7 +823,7 @@ def _(r, c):
 
 # ------------------------------------------------------------------ degrading combinations
 
-@rule("sglang-dcp-static-verify", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-dcp-static-verify", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
       when={"dspark_dcp_static_verify": [True]}, field="spec.speculative.method",
       title="SGLang DCP with DSPARK runs static verification only",
       why="Kimi-K3 DSPARK with dcp_size > 1 is accepted only under SGLANG_RAGGED_VERIFY_MODE=static (the default): the "
@@ -834,7 +841,7 @@ def _(r, c):
                      f"{n + 1}-token window (block {n} + 1); adaptive verification is off")
 
 
-@rule("sglang-dcp-symm-mem-off", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-dcp-symm-mem-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
       when={"dcp_forces_symm_mem_off": [True]}, field="spec.sglang.symmMem",
       title="SGLang turns symmetric memory off under Kimi-K3 DCP",
       why="--enable-symm-mem is overridden to off when Kimi-K3 runs with DCP (decode CUDA graph correctness), with "
@@ -847,7 +854,8 @@ def _(r, c):
         yield None, f"--enable-symm-mem is forced off with dcp={r.dcp} on Kimi-K3"
 
 
-@rule("vllm-kv-overcommit", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-kv-overcommit", checked_by="runtime-only", fails_at="under load: the KV pool counted at start-up is not there (OOM or preemption)",
+      family="spec", severity="warning", engines=["vllm"],
       when={"kv_subtracts_cudagraph": [False]}, field="spec.memory.fraction",
       title="The KV pool is over-committed (CUDA graphs not subtracted)",
       why="This build sizes the KV pool without subtracting CUDA-graph memory, so the pool exceeds the engine's own "
@@ -868,7 +876,8 @@ def _(r, c):
                      f"{need:.2f} GiB needed at run time. Pin kvCacheBytes: {pin} or use fraction 0.92")
 
 
-@rule("vllm-max-len-caps-concurrency", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-max-len-caps-concurrency", checked_by="runtime-only", fails_at="under load: concurrency capped by max_model_len (does not fail)",
+      family="spec", severity="warning", engines=["vllm"],
       field="spec.scheduling.maxModelLen", title="max_model_len caps concurrency far below max_num_seqs",
       why="scheduler_reserve_full_isl=True (default) reserves a full max_model_len of KV at admission, so at most "
           "pool/max_model_len requests run.",
@@ -882,7 +891,7 @@ def _(r, c):
                      f"concurrent requests, far below max_num_seqs {seqs}")
 
 
-@rule("vllm-long-prefill-disabled", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-long-prefill-disabled", checked_by="oracle", family="spec", severity="warning", engines=["vllm"],
       field="spec.scheduling.longPrefillTokenThreshold", title="One long prefill can take the whole step budget",
       why="long_prefill_token_threshold=0 (default) lets a single long prompt fill max_num_batched_tokens, so running "
           "requests get no decode step (flat, high TTFT).",
@@ -895,7 +904,8 @@ def _(r, c):
         yield None, f"long_prefill_token_threshold=0 with max_num_batched_tokens {b}: one prompt can take the whole step"
 
 
-@rule("sglang-kv-pool-below-context", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-kv-pool-below-context", checked_by="runtime-only", fails_at="a request near the full context length (does not fail at start-up)",
+      family="spec", severity="warning", engines=["sglang"],
       field="spec.scheduling.maxModelLen", title="The full-attention KV pool is smaller than the context length",
       why="A single full-length request does not fit; SGLang only warns and caps max_req_len at the pool.",
       fix="Raise spec.memory.fraction (e.g. 0.88, preset sglang-fixed) or lower spec.memory.mambaFullMemoryRatio, or "
@@ -911,7 +921,8 @@ def _(r, c):
                      f"({short:.1f} % short)")
 
 
-@rule("sglang-mamba-caps-running-requests", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-mamba-caps-running-requests", checked_by="runtime-only", fails_at="under load: running requests capped by the Mamba pool (does not fail)",
+      family="spec", severity="warning", engines=["sglang"],
       field="spec.scheduling.maxNumSeqs", title="The Mamba state cache caps running requests",
       why="Each running request needs its KDA/Mamba state (plus speculative intermediates); the state pool is smaller "
           "than max_running_requests.",
@@ -925,7 +936,7 @@ def _(r, c):
                      f"({p.mamba_state_gib:.2f} GiB of state)")
 
 
-@rule("sglang-custom-all-reduce-off", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-custom-all-reduce-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
       field="spec.sglang.customAllReduce", title="Custom all-reduce disabled",
       why="--disable-custom-all-reduce falls back to plain NCCL, costly for small-batch decode.",
       fix="Remove spec.sglang.customAllReduce: false unless a measurement shows NCCL is faster here.",
@@ -935,7 +946,8 @@ def _(r, c):
         yield None, "--disable-custom-all-reduce: all-reduce falls back to NCCL"
 
 
-@rule("vllm-flashinfer-autotune-off", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-flashinfer-autotune-off", checked_by="runtime-only", fails_at="run time: slower kernels (does not fail)",
+      family="spec", severity="warning", engines=["vllm"],
       field="spec.vllm.flashinferAutotune", title="FlashInfer autotune disabled",
       why="MoE GEMM runs heuristic tactics only.",
       fix="Remove spec.vllm.flashinferAutotune: false.",
@@ -945,7 +957,8 @@ def _(r, c):
         yield None, "--no-enable-flashinfer-autotune: MoE GEMM uses heuristic tactics only"
 
 
-@rule("fp8-kv-no-scales", family="spec", severity="warning", engines=BOTH, field="spec.memory.kvCacheDtype",
+@rule("fp8-kv-no-scales", checked_by="runtime-only", fails_at="run time: accuracy with unit KV scales (does not fail)",
+      family="spec", severity="warning", engines=BOTH, field="spec.memory.kvCacheDtype",
       title="FP8 KV cache without scaling factors",
       why="With no k/v scales in the checkpoint both engines fall back to scale 1.0; accuracy is unverified.",
       fix="Check accuracy on a fixed evaluation set before trusting speed numbers; provide k/v scales in the checkpoint "
@@ -962,7 +975,8 @@ def _(r, c):
         yield None, f"kv cache dtype {d} without scaling factors: scales default to 1.0"
 
 
-@rule("slow-tokenizer", family="spec", severity="info", engines=BOTH, field="spec.model",
+@rule("slow-tokenizer", checked_by="runtime-only", fails_at="run time: tokenisation time in TTFT (does not fail)",
+      family="spec", severity="info", engines=BOTH, field="spec.model",
       title="Kimi-K3 loads a slow tokenizer",
       why="Both engines logged 'Using a slow tokenizer'; at 64K/200K inputs tokenization lands inside TTFT.",
       fix="Provide a fast tokenizer, and count tokenization in TTFT measurements.",
@@ -976,7 +990,8 @@ def _(r, c):
         yield None, "Kimi-K3 loads a slow tokenizer in both engines (docs/sources.md#slow-tokenizer)"
 
 
-@rule("vllm-compile-mode-none", family="spec", severity="info", engines=["vllm"], field="spec.env",
+@rule("vllm-compile-mode-none", checked_by="runtime-only", fails_at="start-up: Inductor fusions off (does not fail)",
+      family="spec", severity="info", engines=["vllm"], field="spec.env",
       title="Breakable CUDA graphs force compile mode NONE for Kimi-K3",
       why="VLLM_USE_BREAKABLE_CUDAGRAPH is auto-on for KimiK3ForConditionalGeneration, which forces compile mode NONE: "
           "the Inductor fusions the log reports as enabled may not apply.",
@@ -991,7 +1006,8 @@ def _(r, c):
         yield None, "VLLM_USE_BREAKABLE_CUDAGRAPH auto-on for Kimi-K3 forces compile mode NONE"
 
 
-@rule("vllm-hybrid-block-1536", family="spec", severity="info", engines=["vllm"], field="spec.scheduling.prefixCaching",
+@rule("vllm-hybrid-block-1536", checked_by="runtime-only", fails_at="run time: prefix-cache hits in 1536-token units (does not fail)",
+      family="spec", severity="info", engines=["vllm"], field="spec.scheduling.prefixCaching",
       title="Hybrid page alignment raises the attention block to 1536 tokens",
       why="Attention pages must be at least as large as Mamba pages: 32 -> 1536 tokens with ~0.70 % padding; prefix "
           "caching becomes coarser.",
@@ -1002,7 +1018,8 @@ def _(r, c):
         yield None, f"attention block raised to {r.figures.block_size_tokens} tokens by hybrid page alignment"
 
 
-@rule("sglang-kda-verify-triton-fallback", family="spec", severity="info", engines=["sglang"],
+@rule("sglang-kda-verify-triton-fallback", checked_by="runtime-only", fails_at="run time: the Triton verify fallback (does not fail)",
+      family="spec", severity="info", engines=["sglang"],
       field="spec.speculative.method", title="The fused KDA verify kernel usually falls back to Triton",
       why="linear_attn_verify_backend=nv_cutedsl is parsed, but the dispatcher points verify_kernel at the Triton "
           "kernel unless strict shape constraints hold.",

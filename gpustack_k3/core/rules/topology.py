@@ -31,7 +31,7 @@ def _multi(t: Topology) -> Iterator[TopoRole]:
 
 # ------------------------------------------------------------------ engine support
 
-@rule("topology-version-unverified", family="topology", severity="error", engines=VLLM, field="spec.engine.version",
+@rule("topology-version-unverified", checked_by="product", family="topology", severity="error", engines=VLLM, field="spec.engine.version",
       title="Multi-pod and P/D flags were not verified for this engine version",
       why="The per-role flags (--data-parallel-address/-rpc-port/-start-rank, --headless, the LB modes, "
           "--kv-transfer-config) were read in the wheels of the versions marked topology: true; on another version "
@@ -48,7 +48,7 @@ def _(t: Topology):
                                       "version (catalog trait topology)")
 
 
-@rule("sglang-topology-unsupported", family="topology", severity="error", engines=("sglang",), field="spec.roles",
+@rule("sglang-topology-unsupported", checked_by="product", family="topology", severity="error", engines=("sglang",), field="spec.roles",
       title="SGLang roles that span pods or disaggregate are not rendered yet",
       why="SGLang forms a multi-node group with --nnodes/--node-rank/--dist-init-addr and disaggregates with "
           "--disaggregation-mode prefill|decode plus its own bootstrap server; this product renders neither yet, "
@@ -69,7 +69,8 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ data-parallel layout
 
-@rule("topology-dp-layout", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].parallel.dp",
+@rule("topology-dp-layout", checked_by="runtime-only", fails_at="group formation: the leader waits for DP ranks that never come, or refuses extra ones",
+      family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].parallel.dp",
       title="DP must equal pods per instance x DP ranks per pod",
       why="Every pod starts --data-parallel-size-local engines and the group waits for --data-parallel-size of them: "
           "with fewer the leader waits forever, with more the extra ranks are refused.",
@@ -87,7 +88,8 @@ def _(t: Topology):
                                            f"= {r.pods * r.dp_local}")
 
 
-@rule("topology-gpus-per-pod", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].gpusPerPod",
+@rule("topology-gpus-per-pod", checked_by="runtime-only", fails_at="worker start: the pod's GPUs do not match its ranks",
+      family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].gpusPerPod",
       title="GPUs per pod must equal dpLocal x TP x PP",
       why="Each local DP rank takes TP x PP GPUs of its pod: fewer GPUs and the engines cannot start, more and the "
           "extra GPUs sit idle while the scheduler still reserves them.",
@@ -105,7 +107,8 @@ def _(t: Topology):
                                           f"TP {r.tp} x PP {r.pp} = {need}")
 
 
-@rule("topology-start-rank", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-start-rank", checked_by="runtime-only", fails_at="group formation: two pods claim one DP rank (or one beyond DP)",
+      family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpLocal",
       title="A pod's start rank must be its worker index x dpLocal, below DP",
       why="Pod k owns DP ranks k x dpLocal .. k x dpLocal + dpLocal - 1; a start rank off that grid makes two pods "
@@ -123,7 +126,7 @@ def _(t: Topology):
                                                 f"dpLocal {local} below DP {r.dp}")
 
 
-@rule("topology-ep-size", family="topology", severity="info", engines=VLLM, when=TOPO,
+@rule("topology-ep-size", checked_by="product", family="topology", severity="info", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.expertParallel",
       title="The expert-parallel group is TP x DP ranks",
       why="With expert parallelism the routed experts are sharded over all TP x DP ranks of an instance (not over "
@@ -142,7 +145,7 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ load balancing
 
-@rule("topology-lb-exclusive", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-lb-exclusive", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Data-parallel load-balancing modes exclude each other",
       why="vLLM refuses hybrid together with external LB, hybrid on a headless node, hybrid without "
@@ -165,7 +168,7 @@ def _(t: Topology):
                                               f"{r.api_server_count}")
 
 
-@rule("topology-external-lb-rank", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-external-lb-rank", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpLocal",
       title="External load balancing runs one DP rank per process",
       why="With --data-parallel-external-lb (or --data-parallel-rank) every process is one DP rank behind its own "
@@ -178,7 +181,7 @@ def _(t: Topology):
             yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
 
 
-@rule("topology-hybrid-single-rank", family="topology", severity="warning", engines=VLLM, when=TOPO,
+@rule("topology-hybrid-single-rank", checked_by="oracle", family="topology", severity="warning", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Hybrid LB with one DP rank per pod becomes external LB",
       why="vLLM switches hybrid to external load balancing when dpLocal is 1 and only logs a warning: every rank is "
@@ -191,7 +194,7 @@ def _(t: Topology):
             yield r.field("loadBalancing"), f"role {r.name}: hybrid LB with dpLocal 1 runs as external LB"
 
 
-@rule("topology-nnodes-backend", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-nnodes-backend", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpBackend",
       title="A group over several nodes needs the mp data-parallel backend",
       why="vLLM refuses --nnodes > 1 unless --data-parallel-backend is mp; our per-pod launch (every pod runs its own "
@@ -212,7 +215,7 @@ def _eplb(r: TopoRole):
     return r.doc_spec.parallel.eplb
 
 
-@rule("eplb-needs-ep", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+@rule("eplb-needs-ep", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
       title="EPLB needs expert parallelism",
       why="vLLM refuses --enable-eplb without --enable-expert-parallel: there is no expert placement to balance.",
       fix="Set parallel.expertParallel true, or remove parallel.eplb.",
@@ -223,7 +226,7 @@ def _(t: Topology):
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB on without expert parallelism"
 
 
-@rule("eplb-needs-ranks", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+@rule("eplb-needs-ranks", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
       title="EPLB needs more than one rank",
       why="The EP group spans TP x PCP x DP ranks; with one rank there is nothing to rebalance and vLLM refuses.",
       fix="Use EPLB only where TP x DP > 1, or remove parallel.eplb.",
@@ -234,7 +237,7 @@ def _(t: Topology):
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB with TP {r.tp} x DP {r.dp} = 1 rank"
 
 
-@rule("eplb-redundant-needs-eplb", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("eplb-redundant-needs-eplb", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.parallel.eplb.numRedundantExperts",
       title="Redundant experts need EPLB",
       why="num_redundant_experts != 0 with EPLB off is refused at start-up: the redundant replicas are placed by EPLB.",
@@ -248,7 +251,7 @@ def _(t: Topology):
                 f"role {r.name}: {e.numRedundantExperts} redundant experts with EPLB off")
 
 
-@rule("eplb-async-communicator", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("eplb-async-communicator", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.parallel.eplb.communicator",
       title="Async EPLB refuses the torch_nccl and pynccl communicators",
       why="Asynchronous EPLB (use_async, on by default) moves experts on another stream; NCCL-based communicators "
@@ -262,7 +265,8 @@ def _(t: Topology):
             yield r.field("parallel.eplb.communicator"), f"role {r.name}: async EPLB with communicator {e.communicator}"
 
 
-@rule("eplb-draft-always", family="topology", severity="warning", engines=VLLM, when=TOPO,
+@rule("eplb-draft-always", checked_by="runtime-only", fails_at="run time: the drafter's experts are balanced anyway (does not fail)",
+      family="topology", severity="warning", engines=VLLM, when=TOPO,
       field="spec.parallel.eplb.includeDraft",
       title="EPLB balances the draft's experts whenever it is on",
       why="vLLM 0.33.0 keeps one EPLB state per model (target and drafter) and has no switch to leave the drafter "
@@ -278,7 +282,7 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ scheduling per rank
 
-@rule("topology-max-num-seqs-per-rank", family="topology", severity="info", engines=VLLM, when=TOPO,
+@rule("topology-max-num-seqs-per-rank", checked_by="product", family="topology", severity="info", engines=VLLM, when=TOPO,
       field="spec.roles[].scheduling.maxNumSeqs",
       title="max-num-seqs is per DP rank",
       why="Each DP rank schedules up to --max-num-seqs requests: an instance runs DP x that many at once, a role "
@@ -296,7 +300,8 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ prefill/decode
 
-@rule("pd-roles", family="topology", severity="error", engines=VLLM, field="spec.disaggregation",
+@rule("pd-roles", checked_by="runtime-only", fails_at="first request: no KV is handed over, requests are computed twice or never decoded",
+      family="topology", severity="error", engines=VLLM, field="spec.disaggregation",
       title="P/D needs a prefill role, a decode role and the KV connector, and no serve role beside them",
       why="A prefill instance hands its KV cache to a decode instance through the connector: without both roles, or "
           "without --kv-transfer-config on each, requests are computed twice or never decoded; a serve role next to "
@@ -407,7 +412,8 @@ def _nixl_pair(p: TopoRole, d: TopoRole) -> bool:
     return any(_transfer_mode(str((x.kv_transfer or {}).get("kv_connector", ""))) for x in (p, d))
 
 
-@rule("pd-compat-hash", family="topology", severity="error", engines=VLLM, field="spec.roles[]",
+@rule("pd-compat-hash", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake raises 'compatibility hash mismatch'",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[]",
       title="Prefill and decode must agree on every factor of the NIXL compatibility hash",
       why="The NIXL handshake hashes the vLLM version, model, dtype, KV cache dtype, attention backend, the hybrid "
           "KV-cache manager setting, for EAGLE-family drafts (eagle, eagle3, mtp, dflash, dspark) the draft's "
@@ -429,7 +435,8 @@ def _(t: Topology):
                 yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
 
 
-@rule("pd-compat-hash-undecided", family="topology", severity="warning", engines=VLLM, field="spec.roles[]",
+@rule("pd-compat-hash-undecided", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake, if 'auto' resolves differently",
+      family="topology", severity="warning", engines=VLLM, field="spec.roles[]",
       title="A NIXL hash factor is 'auto' on one side and explicit on the other",
       why="The hash takes the value the engine resolves at start-up (the dtype from the checkpoint, the attention "
           "backend from the platform's priority list); with 'auto' on one side and an explicit value on the other "
@@ -448,7 +455,8 @@ def _(t: Topology):
                 yield d.field(""), f"{k}: auto on the {side} side, {value!r} on the other"
 
 
-@rule("pd-dcp-divide", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+@rule("pd-dcp-divide", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake's DCP assertion",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
       title="Prefill and decode DCP sizes must divide one another",
       why="The NIXL worker asserts at the handshake that the local and remote DCP sizes divide one another (the "
           "read-slicing arithmetic needs it): the first transfer fails otherwise.",
@@ -463,7 +471,8 @@ def _(t: Topology):
 _PRODUCERS, _CONSUMERS = ("kv_producer", "kv_both"), ("kv_consumer", "kv_both")
 
 
-@rule("pd-kv-role", family="topology", severity="error", engines=VLLM, field="spec.roles[]",
+@rule("pd-kv-role", checked_by="runtime-only", fails_at="first request: KV is never produced or never consumed",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[]",
       title="The prefill side must produce KV and the decode side consume it",
       why="kv_role decides what a connector does: a kv_producer saves its KV for a peer, a kv_consumer loads it, "
           "kv_both does both. A prefill that does not produce (kv_consumer) or a decode that does not consume "
@@ -482,7 +491,8 @@ def _(t: Topology):
             yield r.field(""), f"{r.name}: kv_role {role} on the decode side does not consume KV (kv_consumer or kv_both)"
 
 
-@rule("pd-handshake-check-off", family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
+@rule("pd-handshake-check-off", checked_by="runtime-only", fails_at="first KV transfers: a mismatched pair is not caught by the handshake",
+      family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
       title="The engine's own P/D compatibility check is switched off",
       why="enforce_handshake_compat false lets mismatched prefill and decode instances exchange KV blocks: the "
           "result is unclear errors or wrong output instead of a refusal.",
@@ -501,7 +511,8 @@ def _hybrid_mamba(t: Topology) -> bool:
     return bool(m and getattr(m, "hybrid_mamba", False))
 
 
-@rule("pd-hybrid-dcp-equal", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+@rule("pd-hybrid-dcp-equal", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake raises for hybrid MLA+Mamba models",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
       title="Hybrid MLA+Mamba models need equal DCP on prefill and decode",
       why="For models with Mamba-style state (Kimi-K3's KDA layers) NIXL raises on the first transfer when the DCP "
           "sizes differ: the state is not sharded the way the attention KV is.",
@@ -519,7 +530,8 @@ def _block(r: TopoRole) -> str | None:
     return (r.extra_flags or {}).get("--block-size")
 
 
-@rule("pd-hybrid-block-size", family="topology", severity="warning", engines=VLLM, field="spec.roles[].extraArgs",
+@rule("pd-hybrid-block-size", checked_by="oracle", fails_at="first KV transfer with prefix caching (heterogeneous physical blocks)",
+      family="topology", severity="warning", engines=VLLM, field="spec.roles[].extraArgs",
       title="Hybrid models with prefix caching need the same physical blocks per logical block on both sides",
       why="With prefix caching a hybrid model refuses heterogeneous physical blocks per logical block at the first "
           "transfer; different --block-size on the two sides is the usual cause. A warning, not a refusal: the "
@@ -538,7 +550,7 @@ def _(t: Topology):
                                          f"{_block(d) or 'default'} with prefix caching")
 
 
-@rule("pd-dcp-nixl", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+@rule("pd-dcp-nixl", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
       title="With NixlConnector DCP must be 1 or the transfer parallel size",
       why="A NIXL side is either fully replicated or fully DCP-sharded: vLLM asserts decode_context_parallel_size in "
           "{1, max(TP, PCP)} when NixlConnector is configured.",
@@ -550,7 +562,8 @@ def _(t: Topology):
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
 
 
-@rule("pd-side-channel-host", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("pd-side-channel-host", checked_by="runtime-only", fails_at="first handshake: the peer dials localhost",
+      family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].env.VLLM_NIXL_SIDE_CHANNEL_HOST",
       title="The NIXL side-channel host must be the pod's own IP",
       why="The peer dials VLLM_NIXL_SIDE_CHANNEL_HOST for the handshake; the default is localhost, so across pods "
@@ -568,7 +581,8 @@ def _(t: Topology):
                 f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
 
 
-@rule("pd-side-channel-ports", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("pd-side-channel-ports", checked_by="runtime-only", fails_at="start-up: a side-channel, API or RPC port fails to bind",
+      family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.disaggregation.sideChannelPort",
       title="NIXL side-channel ports (base + DP rank) must not collide with the pod's other ports",
       why="Each DP rank listens on VLLM_NIXL_SIDE_CHANNEL_PORT + its global DP rank; a range that covers the API "
