@@ -40,16 +40,54 @@ def _report(findings, output: str) -> None:
     sys.exit(EXIT_REFUSED if has_errors(findings) else EXIT_OK)
 
 
+model_config_opt = click.option("--model-config", "model_config", metavar="FILE", default=None,
+                                help="The model's config.json: architecture figures for flag and divisibility rules "
+                                     "(default: config.json in the model path when it is a local directory).")
+
+
+def _model_arch(model_config: str | None, model_path: str | None):
+    """The model's architecture figures (core.model_config.ModelArch) from --model-config FILE, else from config.json
+    in ``model_path`` when that is a local directory; None when neither. A file that is not a usable config.json is
+    unusable input (exit 2) naming --model-config."""
+    import json
+    import os
+
+    from gpustack_k3.cli.common import read_text
+    from gpustack_k3.core.model_config import ModelConfigError, arch_from_config
+
+    where = "--model-config"
+    path = model_config
+    if path is None:
+        if not model_path or not os.path.isfile(os.path.join(model_path, "config.json")):
+            return None
+        path, where = os.path.join(model_path, "config.json"), f"model path {model_path}"
+    try:
+        text = read_text(path, "model config")
+    except InputError as exc:
+        raise InputError(where, exc.message, "give the model's config.json (a JSON file)") from None
+    try:
+        return arch_from_config(json.loads(text), path)
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
+        raise InputError(where, f"{path} is not a usable config.json: {exc}",
+                         "give the model's Hugging Face config.json") from None
+
+
 @click.command(cls=Command)
 @spec_arg
 @preset_opt
 @strict_opt
+@model_config_opt
 @output_option
-def validate(spec, preset, strict, output):
+def validate(spec, preset, strict, model_config, output):
     """Check a deployment document (or preset) against the rule catalog."""
     from gpustack_k3.core.rules import validate as run
 
-    _report(run(_load(spec, preset), strict=strict), output)
+    doc = _load(spec, preset)
+    try:
+        arch = _model_arch(model_config, doc.spec.model.path)
+    except InputError as exc:
+        fail_input(exc)
+    _report(run(doc, strict=strict, arch=arch), output)
 
 
 # ------------------------------------------------------------------ argv -> document
@@ -57,7 +95,9 @@ def validate(spec, preset, strict, output):
 def _argv_options(fn):
     fn = click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of the command line.")(fn)
     fn = click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")(fn)
-    fn = click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")(fn)
+    fn = click.option("--model", "model_name", default=None,
+                      help="Catalog model key (default: the catalog model whose path or hub id the command line's "
+                           "model names; none: no memory plan, never another model's figures).")(fn)
     fn = click.option("--gpu-type", default="b300", show_default=True)(fn)
     fn = click.option("--gpus", type=int, default=8, show_default=True)(fn)
     fn = click.option("--env", "env", multiple=True, metavar="K=V", help="Environment of the engine (repeatable).")(fn)
@@ -100,7 +140,12 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
     parsed = parse_argv(entry, list(argv), version=version, read_file=_read_config_file)
     spec = parsed.spec
     spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
-    spec.setdefault("model", {})["name"] = model_name
+    # the model: --model, else the catalog model the line's model names, else (a model the catalog does not know)
+    # its path's last part; a line pasted without its model keeps the document's default model
+    name_ = model_name or catalog_model_of(cat, parsed.model_path) or (
+        _model_label(parsed.model_path) if parsed.model_path else None)
+    if name_ is not None:
+        spec.setdefault("model", {})["name"] = name_
     spec["hardware"] = {"gpuType": gpu_type, "gpuCount": gpus}
     if env_map:
         spec["env"] = env_map
@@ -109,6 +154,26 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
     from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}, parsed.refusals
+
+
+def catalog_model_of(cat, model_path: str | None) -> str | None:
+    """The catalog model a command line's model names: its key, hub id or default path, or a path ending in the
+    hub id's or default path's last part (case-insensitive); None when no catalog model matches."""
+    if not model_path:
+        return None
+    want = model_path.rstrip("/").lower()
+    tail = want.rsplit("/", 1)[-1]
+    for key, m in cat.models.items():
+        names = {key.lower(), (m.source_id or "").lower(), (m.default_path or "").rstrip("/").lower()}
+        tails = {n.rsplit("/", 1)[-1] for n in names if n}
+        if want in names or tail in tails:
+            return key
+    return None
+
+
+def _model_label(model_path: str | None) -> str:
+    """spec.model.name for a model the catalog does not know: the last part of its path (for messages only)."""
+    return (model_path or "model").rstrip("/").rsplit("/", 1)[-1] or "model"
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -137,8 +202,9 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @click.command("check-args", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
 @strict_opt
+@model_config_opt
 @output_option
-def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
+def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, model_config, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, validate_resolved, validate_topology
@@ -147,7 +213,7 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
     try:   # the line is one role (prefill/decode by its kv_role, else serve): the topology rules run on it too
         _, role, refusals = _line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
-                                       None, None, gpus, name=name)
+                                       None, None, gpus, name=name, model_config=model_config)
     except InputError as exc:
         fail_input(exc)
     r = role.resolved
@@ -639,7 +705,7 @@ def _take_per_pod_ranks(engine: str, engine_version, tokens: list[str]) -> tuple
 
 
 def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens, env, pods, gpus_per_pod, gpus,
-               name="argv"):
+               name="argv", model_config=None):
     """One engine command line -> (its document, its TopoRole, what its engine's parser refuses). ``label``: the
     option it came from (``--prefill``; None for check-args), ``kind``: the role it plays (prefill/decode for
     check-pd; None: from its kv_role, else serve). ``gpus``: hardware.gpuCount (None: the ranks of one pod, dpLocal x
@@ -688,6 +754,18 @@ def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens
     if pods is None:   # check-args: one pod of a group whose size the line implies (DP / dpLocal, else --nnodes)
         dp, local = doc.spec.parallel.dp or 1, doc.spec.parallel.dpLocal
         pods = dp // local if local and dp % local == 0 and dp >= local else max(as_int("nnodes_flag") or 1, 1)
+    # the model's architecture: --model-config, else config.json in a local model directory; a model the catalog
+    # does not know is described by it (or by nothing: flags checked, no memory plan)
+    model_path = doc.spec.model.path
+    try:
+        arch = _model_arch(model_config, model_path)
+    except InputError as exc:
+        exc.where = f"{label} {exc.where}" if label else exc.where
+        raise
+    if arch is None and model_name is None and model_path and catalog_model_of(load_catalog(), model_path) is None:
+        from gpustack_k3.core.model_config import ModelArch
+
+        arch = ModelArch("no config.json (give --model-config FILE)")
     kv = None
     raw_kv = fact("kv_transfer_flag")
     if raw_kv is not None:
@@ -703,7 +781,7 @@ def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens
     prefix = label.lstrip("-") if label else "spec"
     role = TopoRole(
         name=prefix if label else kind, kind=kind, prefix=prefix, instances=1, pods=pods, gpus_per_pod=gpus_per_pod,
-        resolved=resolve(doc), dp_local=doc.spec.parallel.dpLocal, hybrid_lb=on("hybrid_lb_flag"),
+        resolved=resolve(doc, arch=arch), dp_local=doc.spec.parallel.dpLocal, hybrid_lb=on("hybrid_lb_flag"),
         external_lb=on("external_lb_flag") or fact("rank_flag") is not None or "rank_flag" in per_pod,
         headless=on("headless_flag"), api_server_count=as_int("api_server_count_flag"),
         nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
@@ -732,7 +810,8 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 @click.command("check-pd", cls=Command)
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of both command lines.")
 @click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")
-@click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")
+@click.option("--model", "model_name", default=None,
+              help="Catalog model key (default: the catalog model the command lines' model names; none: no memory plan).")
 @click.option("--gpu-type", default="b300", show_default=True)
 @click.option("--prefill", "prefill", required=True, metavar="'ARGV'", help="The prefill command line, shell-quoted.")
 @click.option("--decode", "decode", required=True, metavar="'ARGV'", help="The decode command line, shell-quoted.")

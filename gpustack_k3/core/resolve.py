@@ -40,6 +40,10 @@ class Resolved:
     # what the document said where it named a catalog entry in another spelling (v0.33.0, 0.33.1, B300): the
     # document above carries the catalog's key; rule engine-version-pinned warns naming both
     typed_version: str | None = None
+    # the model's architecture figures from its config.json (core.model_config.ModelArch; --model-config or a local
+    # model directory): with them a model the catalog does not know is checked for flags and parallelism, and its
+    # memory plan is unavailable (never another model's figures)
+    arch: Any = None
 
     @property
     def spec(self) -> DeploymentSpec:
@@ -101,7 +105,7 @@ class Resolved:
         return self.spec.engine.image or (self.version.image if self.version else "")
 
 
-def resolve(doc: DeploymentDocument, catalog: Catalog | None = None) -> Resolved:
+def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any = None) -> Resolved:
     cat = catalog or load_catalog()
     eng = cat.engine(doc.spec.engine.name)
     typed = doc.spec.engine.version
@@ -118,4 +122,4 @@ def resolve(doc: DeploymentDocument, catalog: Catalog | None = None) -> Resolved
     if spec_update:   # downstream (launch, targets) reads the catalog's keys
         doc = doc.model_copy(update={"spec": doc.spec.model_copy(update=spec_update)})
     return Resolved(doc, cat, eng, ver, model, figs, hw,
-                    typed_version=typed if "engine" in spec_update else None)
+                    typed_version=typed if "engine" in spec_update else None, arch=arch)

@@ -119,9 +119,10 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_rules import CASES
     from tests.core.test_rules_render import RENDER_CASES
     from tests.core.test_rules_topology import TOPOLOGY_CASES
+    from tests.core.test_verdicts import MODEL_CASES
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
-               | {"spec.schema"})   # test_schema_rule.py
+               | set(MODEL_CASES) | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 
 

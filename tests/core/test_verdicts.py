@@ -168,3 +168,71 @@ def test_explain_says_who_checks_each_rule():
             assert d["fails_at"]
         text = CliRunner().invoke(cli, ["explain", rid], catch_exceptions=False).output
         assert "checked by:" in text
+
+
+# --------------------------------------------------------------------- any model: --model-config (issue 22 item 4)
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128, "max_position_embeddings": 131072,
+         "torch_dtype": "bfloat16"}
+MOE = {**LLAMA, "architectures": ["MixtralForCausalLM"], "num_local_experts": 8, "num_experts_per_tok": 2}
+
+# rule id -> (config.json, the rest of the line firing it, the rest of the line keeping it quiet)
+MODEL_CASES = {
+    "model-heads-divide-tp": (LLAMA, ["-tp", "6"], ["-tp", "8"]),
+    "model-ep-needs-moe": (LLAMA, ["-tp", "8", "--enable-expert-parallel"], ["-tp", "8"]),
+    "model-dcp-gqa": (LLAMA, ["-tp", "8", "-dcp", "2"], ["-tp", "16", "-dcp", "2"]),
+}
+
+
+def _with_config(tmp_path, cfg: dict, rest: list[str], via: str = "option", gpus: str = "16"):
+    d = tmp_path / "Llama-3.1-8B"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    if via == "option":
+        return check_args("vllm", "serve", "/models/Llama-3.1-8B", *rest,
+                          opts=("--model-config", str(d / "config.json"), "--gpus", gpus))
+    return check_args("vllm", "serve", str(d), *rest, opts=("--gpus", gpus))
+
+
+def test_model_config_rules_fire_and_stay_quiet(tmp_path):
+    """vLLM's verify_with_parallel_config (config/model.py:1498-1597@0.33.0) reads the architecture figures; with
+    --model-config FILE (or a local model directory holding config.json) they are checked for any model."""
+    for rule_id, (cfg, fire, quiet) in MODEL_CASES.items():
+        code, out = _with_config(tmp_path, cfg, fire)
+        assert code == 1 and rule_id in errors(out), (rule_id, out)
+        code, out = _with_config(tmp_path, cfg, quiet, via="directory")
+        assert rule_id not in errors(out), (rule_id, out)
+
+
+def test_an_uncatalogued_model_gets_no_other_models_memory_figures(tmp_path):
+    """A model without catalog figures: flags and parallelism checked, the memory plan unavailable with the reason
+    (it was planned with Kimi-K3's figures: 'weights + non-torch + activations need 1571 GiB')."""
+    code, out = _with_config(tmp_path, MOE, ["-tp", "8", "--enable-expert-parallel"], gpus="8")
+    assert code == 0, out
+    findings = json.loads(out)["findings"]
+    assert not [f for f in findings if f["rule"] in ("fixed-memory-exceeds-budget", "vllm-kv-overcommit")]
+    (w,) = [f for f in findings if f["rule"] == "plan-unavailable"]
+    assert "not in the catalog" in w["message"] and "config.json" in w["message"]
+    # no config.json at all: still no other model's figures
+    code, out = check_args("vllm", "serve", "/models/Some-Model", "-tp", "8")
+    assert code == 0 and "plan-unavailable" in {f["rule"] for f in json.loads(out)["findings"]}, out
+    # the catalog model by its path: planned as before
+    code, out = check_args(*KIMI.split())
+    assert "plan-unavailable" not in {f["rule"] for f in json.loads(out)["findings"]}
+
+
+def test_a_bad_model_config_is_unusable_input(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"num_attention_heads": "many"}')
+    code, out = check_args(*KIMI.split(), opts=("--model-config", str(bad)))
+    assert code == 2
+    res = CliRunner().invoke(cli, ["validate", "--preset", "vllm-fixed", "--model-config", str(tmp_path / "nope.json")])
+    assert res.exit_code == 2 and "--model-config" in res.output
+
+
+def test_validate_takes_model_config(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({**LLAMA, "num_attention_heads": 12}))
+    res = CliRunner().invoke(cli, ["validate", "--preset", "vllm-fixed", "--model-config", str(cfg), "-o", "json"])
+    assert res.exit_code == 1 and "model-heads-divide-tp" in errors(res.output)

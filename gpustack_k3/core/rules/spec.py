@@ -67,8 +67,12 @@ def _(r: Resolved, c):
     if r.version is None:
         yield "spec.engine.version", (f"engine version {r.spec.engine.version!r} is not in the catalog for {e}; "
                                       f"known: {', '.join(r.engine.versions)}")
-    if r.model is None:
-        yield "spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}"
+    if r.model is None and r.arch is not None:
+        pass   # described by its config.json, not by the catalog: flags and parallelism are checked, no memory plan
+    elif r.model is None:
+        yield ("spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}",
+               "Use a catalog model key, or give the model's config.json (--model-config FILE, or a local model "
+               "directory) to check an uncatalogued model without a memory plan.")
     elif r.figures is None:
         yield "spec.model.name", (f"model {r.spec.model.name!r} has no figures for {e}; it is catalogued for "
                                   f"{', '.join(r.model.engines)}")
@@ -88,6 +92,54 @@ def _(r, c):
     if r.typed_version is not None and r.version is not None:
         yield None, (f"{r.typed_version!r} is not a pinned {r.engine.engine} release: checked as {r.version.key}, the "
                      "nearest pinned release at or below it in its X.Y series")
+
+
+# ------------------------------------------------------------------ the model's architecture (config.json)
+
+_ARCH_NO_CEL = "reads the model's config.json (--model-config or a local model directory), which a custom resource does not carry"
+
+
+@rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.parallel.tp", title="TP must divide the model's attention heads",
+      why="vLLM shards attention heads over the TP ranks and refuses a TP size that does not divide the model's total "
+          "number of attention heads.",
+      fix="Pick spec.parallel.tp among the divisors of the model's num_attention_heads.",
+      source="vllm config/model.py:1557-1563@0.33.0 (verify_with_parallel_config)",
+      sources={"vllm 0.29.0": "vllm config/model.py:1407@0.29.0 (verify_with_parallel_config)",
+               "vllm 0.28.0": "vllm config/model.py:1361@0.28.0 (verify_with_parallel_config)",
+               "vllm 0.11.0": "vllm config/model.py:1035@0.11.0 (verify_with_parallel_config)"},
+      no_cel=_ARCH_NO_CEL)
+def _(r, c):
+    a = r.arch
+    if a is not None and a.heads and a.heads % r.tp:
+        yield None, f"{a.heads} attention heads ({a.source}) are not divisible by tp={r.tp}"
+
+
+@rule("model-ep-needs-moe", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.parallel.expertParallel", title="Expert parallelism needs a mixture-of-experts model",
+      why="vLLM refuses --enable-expert-parallel for a model with no routed experts.",
+      fix="Remove spec.parallel.expertParallel (and --enable-expert-parallel) for a dense model.",
+      source="vllm config/model.py:1498-1503@0.33.0 (_verify_with_expert_parallelism)", no_cel=_ARCH_NO_CEL)
+def _(r, c):
+    a = r.arch
+    if a is not None and r.spec.parallel.expertParallel and a.heads is not None and not a.experts:
+        yield None, f"{a.architecture or 'the model'} has no routed experts ({a.source})"
+
+
+@rule("model-dcp-gqa", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.parallel.dcp", title="DCP on a non-MLA model needs TP above its KV heads",
+      why="For GQA/MQA models vLLM shards decode context over the TP ranks that replicate a KV head: TP must exceed "
+          "the model's KV heads and DCP may be at most TP / KV heads.",
+      fix="Raise spec.parallel.tp above the KV heads, or lower spec.parallel.dcp to at most TP / KV heads (or 1).",
+      source="vllm config/model.py:1577-1597@0.33.0 (verify_with_parallel_config)", no_cel=_ARCH_NO_CEL)
+def _(r, c):
+    a = r.arch
+    if a is None or a.mla or not a.kv_heads or r.dcp <= 1:
+        return
+    if r.tp <= a.kv_heads:
+        yield None, f"DCP {r.dcp} needs tp ({r.tp}) above the model's {a.kv_heads} KV heads ({a.source})"
+    elif r.dcp > r.tp // a.kv_heads:
+        yield None, f"DCP {r.dcp} exceeds tp {r.tp} // {a.kv_heads} KV heads = {r.tp // a.kv_heads}"
 
 
 # ------------------------------------------------------------------ DCP and speculative decoding
@@ -352,7 +404,13 @@ def _(r, c):
           "gpustack_k3/catalog/data/models.yaml from an engine log.",
       source="gpustack_k3/core/plan.py (PlanUnavailable); gpustack_k3/catalog/data/models.yaml")
 def _(r, c):
-    if c.plan is None and c.plan_error:
+    if r.model is None and r.arch is not None and r.version is not None and r.hardware is not None:
+        yield None, (f"memory not planned: model {r.spec.model.path or r.spec.model.name!r} is not in the catalog; its "
+                     f"architecture comes from {r.arch.source}, but the memory figures (weights per GPU, activations, "
+                     "KV bytes per token as the engine counts them) are catalog entries: the plan is unavailable "
+                     "rather than another model's"), ("Add the model's figures to gpustack_k3/catalog/data/models.yaml "
+                                                     "from an engine start-up log to plan it")
+    elif c.plan is None and c.plan_error:
         yield None, f"memory not planned: {c.plan_error}"
 
 
@@ -388,7 +446,7 @@ def _draft_wrong_engine_cel(b: Builder) -> str | None:
       cel=_draft_wrong_engine_cel)
 def _(r, c):
     s = r.spec.speculative
-    if not s.draftModel:
+    if not s.draftModel or r.model is None:
         return
     for other, figs in r.model.engines.items():
         if other == r.engine.engine or figs.draft is None:
@@ -582,7 +640,7 @@ def _context_cel(b: Builder) -> str:
       cel=_context_cel)
 def _(r, c):
     m = r.spec.scheduling.maxModelLen
-    if m is None or m <= r.model.max_context:
+    if m is None or r.model is None or m <= r.model.max_context:
         return
     if r.engine.engine == "sglang" and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
         return
