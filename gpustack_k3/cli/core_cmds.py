@@ -49,11 +49,7 @@ def _model_arch(model_config: str | None, model_path: str | None):
     """The model's architecture figures (core.model_config.ModelArch) from --model-config FILE, else from config.json
     in ``model_path`` when that is a local directory; None when neither. A file that is not a usable config.json is
     unusable input (exit 2) naming --model-config."""
-    import json
     import os
-
-    from gpustack_k3.cli.common import read_text
-    from gpustack_k3.core.model_config import ModelConfigError, arch_from_config
 
     where = "--model-config"
     path = model_config
@@ -61,6 +57,11 @@ def _model_arch(model_config: str | None, model_path: str | None):
         if not model_path or not os.path.isfile(os.path.join(model_path, "config.json")):
             return None
         path, where = os.path.join(model_path, "config.json"), f"model path {model_path}"
+    import json   # only when there is a config.json to read (start-up cost of validate/check-args)
+
+    from gpustack_k3.cli.common import read_text
+    from gpustack_k3.core.model_config import arch_from_config
+
     try:
         text = read_text(path, "model config")
     except InputError as exc:
@@ -465,6 +466,8 @@ def _explain_data(r, cat) -> dict:
                                 if _oracle_release(cat.engines[e].versions[v])]
     if r.fails_at:
         d["fails_at"] = r.fails_at
+    if r.checked_by == "runtime-only":   # the key the engine-oracle differential reads (bench/oracle_differential.py)
+        d["runtime_only"] = f"{r.fails_at} ({r.source})"
     if r.strict_severity:
         d["strict_severity"] = r.strict_severity
     if r.log is not None:

@@ -165,7 +165,9 @@ def test_explain_says_who_checks_each_rule():
         if by == "oracle":
             assert "vllm 0.33.0" in d["oracle_releases"] and "vllm kimi-k3" not in d["oracle_releases"]
         if by == "runtime-only":
-            assert d["fails_at"]
+            assert d["fails_at"] and d["runtime_only"].startswith(d["fails_at"])
+        else:
+            assert "runtime_only" not in d
         text = CliRunner().invoke(cli, ["explain", rid], catch_exceptions=False).output
         assert "checked by:" in text
 
@@ -236,3 +238,13 @@ def test_validate_takes_model_config(tmp_path):
     cfg.write_text(json.dumps({**LLAMA, "num_attention_heads": 12}))
     res = CliRunner().invoke(cli, ["validate", "--preset", "vllm-fixed", "--model-config", str(cfg), "-o", "json"])
     assert res.exit_code == 1 and "model-heads-divide-tp" in errors(res.output)
+
+
+def test_context_above_the_model_with_vllms_override_only_warns():
+    """Oracle finding 4: with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vLLM only warns (config/model.py:2677-2683@0.33.0)."""
+    code, out = check_args(*KIMI.split(), "--max-model-len", "2000000")
+    assert "context-above-model" in errors(out)
+    for value in ("1", "true", " TRUE "):
+        code, out = check_args(*KIMI.split(), "--max-model-len", "2000000",
+                               opts=("--env", f"VLLM_ALLOW_LONG_MAX_MODEL_LEN={value}"))
+        assert "context-above-model" not in errors(out), out

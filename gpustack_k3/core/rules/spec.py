@@ -19,6 +19,7 @@ from gpustack_k3.core.rules.registry import Rule, rule
 BOTH = ("vllm", "sglang")
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
 SGLANG_CONTEXT_OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+VLLM_CONTEXT_OVERRIDE_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM then only warns (config/model.py:2677-2683@0.33.0)
 RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
 
 
@@ -623,26 +624,34 @@ def _context_cel(b: Builder) -> str:
     p = "scheduling.maxModelLen"
     limit = b.compile(b.by_catalog(lambda v, m, g: b.catalog.models[m].max_context))
     out = f"{b.present(p)} && {b.ref(p)} > {limit}"
+    env = b.present("env")
     if b.engine == "sglang":
-        env = b.present("env")
         out += (f" && !({env} && {lit(SGLANG_CONTEXT_OVERRIDE_ENV)} in self.env && "
                 f"self.env[{lit(SGLANG_CONTEXT_OVERRIDE_ENV)}] == '1')")
+    else:   # envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN in ("1", "true") after strip().lower(); CEL: the usual spellings
+        out += (f" && !({env} && {lit(VLLM_CONTEXT_OVERRIDE_ENV)} in self.env && "
+                f"self.env[{lit(VLLM_CONTEXT_OVERRIDE_ENV)}] in ['1', 'true', 'True', 'TRUE'])")
     return out
 
 
 @rule("context-above-model", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
       title="Context length above what the model supports",
       why="Both engines refuse a context above the model config's length (SGLang unless "
-          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).",
-      fix="Lower spec.scheduling.maxModelLen to the model maximum.",
-      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2170@0.33.0",
-      sources={"vllm": "vllm config/model.py:2170@0.33.0", "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
+          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, vLLM unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: then they "
+          "only warn).",
+      fix="Lower spec.scheduling.maxModelLen to the model maximum (or set the engine's override variable, at the "
+          "risk the engine warns about).",
+      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2660-2684@0.33.0",
+      sources={"vllm": "vllm config/model.py:2660-2684@0.33.0, envs.py:1115-1118@0.33.0",
+               "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
       cel=_context_cel)
 def _(r, c):
     m = r.spec.scheduling.maxModelLen
     if m is None or r.model is None or m <= r.model.max_context:
         return
     if r.engine.engine == "sglang" and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
+        return
+    if r.engine.engine == "vllm" and r.spec.env.get(VLLM_CONTEXT_OVERRIDE_ENV, "0").strip().lower() in ("1", "true"):
         return
     yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
 
