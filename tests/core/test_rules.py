@@ -88,6 +88,9 @@ CASES = {
     "vllm-compile-mode-none": (("vllm-seed", {}), ("vllm-seed", {"env": {"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}})),
     "vllm-hybrid-block-1536": (("vllm-seed", {}), None),
     # issue 22 item 5: versions users type resolve to the nearest pinned release at or below, with this warning
+    # oracle finding 6: unknown backend names are refused by AttentionConfig (0.28.0 has no TRTLLM_MLA)
+    "attention-backend-unknown": (("vllm-fixed", {"engine": {"version": "0.28.0"}, "vllm": {"attentionBackend": "TRTLLM_MLA"}}),
+                                  ("vllm-fixed", {"engine": {"version": "0.33.0"}, "vllm": {"attentionBackend": "flashinfer_mla"}})),
     "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
                               ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),

@@ -143,6 +143,29 @@ def _(r, c):
         yield None, f"DCP {r.dcp} exceeds tp {r.tp} // {a.kv_heads} KV heads = {r.tp // a.kv_heads}"
 
 
+@rule("attention-backend-unknown", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.vllm.attentionBackend", title="Attention backend not known to this release",
+      why="vLLM reads an attention backend name as AttentionBackendEnum[name.upper()] when it builds the attention "
+          "config (the target's and the draft's) and refuses a name the release does not have.",
+      fix="Use one of the backends the message lists for this release (names differ between releases).",
+      source="vllm config/attention.py:229,262@0.33.0, v1/attention/backends/registry.py:24-31@0.33.0; the names: "
+             "gpustack_k3/catalog/data/engines/vllm.yaml (attention_backends per version, read in each wheel)",
+      sources={"vllm 0.29.0": "vllm config/attention.py:165,198@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.28.0": "vllm config/attention.py:169,202@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
+      no_cel="compares against the per-release backend list (tens of names per version); kept out of the CRD's CEL "
+             "cost budget")
+def _(r, c):
+    known = r.trait("attention_backends")
+    if not known:
+        return   # a release whose backend list was not read (kimi-k3, 0.11.0, 0.32.0-cpu): not checked
+    s = r.spec
+    for field, name in (("spec.vllm.attentionBackend", s.vllm.attentionBackend),
+                        ("spec.vllm.attentionConfig.backend", (s.vllm.attentionConfig or {}).get("backend")),
+                        ("spec.speculative.attentionBackend", s.speculative.attentionBackend if r.spec_enabled else None)):
+        if isinstance(name, str) and name.lower() != "auto" and name.upper() not in known:   # "auto": selection
+            yield field, f"{name!r} is not an attention backend of vLLM {r.version.key}"
+
+
 # ------------------------------------------------------------------ DCP and speculative decoding
 
 @rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=["vllm"],

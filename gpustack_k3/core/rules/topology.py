@@ -345,7 +345,7 @@ def _transfer_mode(connector: str) -> str | None:
     reads (pull); None for a connector that is not NIXL (no compatibility hash at all)."""
     if connector == "NixlPushConnector":
         return "push"
-    if connector == "NixlConnector":
+    if connector in ("NixlConnector", "NixlPullConnector"):   # NixlConnector = NixlPullConnector (connector.py:432)
         return "pull"
     return None
 
@@ -466,6 +466,42 @@ def _(t: Topology):
     for p, d in _pairs(t):
         if _nixl_pair(p, d) and p.dcp % d.dcp and d.dcp % p.dcp:
             yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} and decode DCP {d.dcp} do not divide one another"
+
+
+@rule("kv-connector-unknown", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      field="spec.disaggregation.connector",
+      title="The KV connector is not one this release registers",
+      why="vLLM looks kv_connector up in its connector factory (unless kv_connector_module_path names an external "
+          "module) and refuses a name it does not register.",
+      fix="Use one of the connectors the message lists (NixlConnector, NixlPushConnector, ...), or give "
+          "kv_connector_module_path for an external connector.",
+      source="vllm distributed/kv_transfer/kv_connector/factory.py:124-128@0.33.0 (create_connector); the names: "
+             "gpustack_k3/catalog/data/engines/vllm.yaml (kv_connectors per version, read in each wheel)",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    known = t.roles[0].resolved.trait("kv_connectors")
+    if not known:
+        return   # a release whose connector list was not read (kimi-k3, 0.11.0, 0.32.0-cpu): not checked
+    for r in t.roles:
+        kv = r.kv_transfer or {}
+        name = kv.get("kv_connector")
+        if name and not kv.get("kv_connector_module_path") and name not in known:
+            yield (r.field("") if t.source == "argv" else "spec.disaggregation.connector",
+                   f"{r.name}: kv_connector {name!r} is not registered in vLLM {t.roles[0].resolved.version.key}; "
+                   f"known: {', '.join(known)}")
+
+
+@rule("pd-push-no-dcp", checked_by="runtime-only", fails_at="KV connector construction in each worker (ValueError)",
+      family="topology", severity="error", engines=VLLM,
+      field="spec.roles[].parallel.dcp",
+      title="NixlPushConnector does not support DCP",
+      why="The push (WRITE) NIXL connector refuses decode_context_parallel_size > 1 when it is built.",
+      fix="Use NixlConnector (pull) with DCP, or set parallel.dcp 1 on that role.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/connector.py:401-404@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if (r.kv_transfer or {}).get("kv_connector") == "NixlPushConnector" and r.dcp > 1:
+            yield r.field("parallel.dcp"), f"{r.name}: DCP {r.dcp} with NixlPushConnector"
 
 
 _PRODUCERS, _CONSUMERS = ("kv_producer", "kv_both"), ("kv_consumer", "kv_both")
