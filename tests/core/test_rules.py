@@ -91,6 +91,10 @@ CASES = {
     # oracle finding 6: unknown backend names are refused by AttentionConfig (0.28.0 has no TRTLLM_MLA)
     "attention-backend-unknown": (("vllm-fixed", {"engine": {"version": "0.28.0"}, "vllm": {"attentionBackend": "TRTLLM_MLA"}}),
                                   ("vllm-fixed", {"engine": {"version": "0.33.0"}, "vllm": {"attentionBackend": "flashinfer_mla"}})),
+    "vllm-v2-runner-spec-method": (("vllm-fixed", {"engine": {"version": "0.28.0"}, "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"},
+                                                   "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}}),
+                                   ("vllm-fixed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"},
+                                                   "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}})),
     "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
                               ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),

@@ -166,6 +166,26 @@ def _(r, c):
             yield field, f"{name!r} is not an attention backend of vLLM {r.version.key}"
 
 
+@rule("vllm-v2-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.method", title="Model Runner V2 does not run this speculative method",
+      why="With VLLM_USE_V2_MODEL_RUNNER=1 these releases validate the config against the V2 runner and refuse the "
+          "ngram speculators it does not implement yet.",
+      fix="Drop VLLM_USE_V2_MODEL_RUNNER=1 (the engine then picks the V1 runner), or use a draft-model method.",
+      source="vllm config/vllm.py:2564-2565,2724-2733@0.29.0 (_get_v2_model_runner_unsupported_features, "
+             "_validate_v2_model_runner); envs.py:2035-2037@0.29.0",
+      sources={"vllm 0.28.0": "vllm config/vllm.py:2398-2399,2478-2487@0.28.0; envs.py:2029-2031@0.28.0"},
+      no_cel="reads an environment variable's integer value and a per-release method list; left to validate")
+def _(r, c):
+    raw = r.spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
+    try:
+        on = raw is not None and int(raw) != 0   # envs.maybe_convert_bool: bool(int(value))
+    except ValueError:
+        return
+    method = r.engine.speculative["methods"].get(r.spec.speculative.method, r.spec.speculative.method)
+    if on and r.spec_enabled and method in (r.trait("v2_unsupported_spec_methods") or ()):
+        yield None, f"speculative method {method} with VLLM_USE_V2_MODEL_RUNNER={raw} on vLLM {r.version.key}"
+
+
 # ------------------------------------------------------------------ DCP and speculative decoding
 
 @rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
