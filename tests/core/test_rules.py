@@ -95,6 +95,8 @@ CASES = {
                                                    "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}}),
                                    ("vllm-fixed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"},
                                                    "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}})),
+    "spec-draft-method-mismatch": (("vllm-fixed", {"speculative": {"method": "eagle3"}}),
+                                   ("vllm-fixed", {"speculative": {"method": "eagle3", "draftModel": "/models/an-eagle3-draft"}})),
     "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
                               ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),

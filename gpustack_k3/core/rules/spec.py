@@ -504,6 +504,29 @@ def _(r, c):
             yield None, f"draft model {s.draftModel!r} is the {other} artifact ({d.modelscope}), not {r.engine.engine}'s{hint}"
 
 
+@rule("spec-draft-method-mismatch", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.draftModel", title="The draft checkpoint is a DSpark draft, not an EAGLE3 one",
+      why="For method eagle3 vLLM renames the draft's architecture to Eagle3<arch> (K3DSparkModel becomes "
+          "Eagle3K3DSparkModel), which no release registers: the speculative config is refused.",
+      fix="Use method dspark with the DSpark draft (or an EAGLE3 draft checkpoint with method eagle3).",
+      source="vllm transformers_utils/configs/eagle.py:55-64@0.33.0 (Eagle3 architecture names); "
+             "gpustack_k3/catalog/data/models.yaml (the catalog's DSpark drafts)",
+      sources={"vllm 0.28.0": "vllm transformers_utils/configs/eagle.py:55-64@0.28.0; "
+                              "gpustack_k3/catalog/data/models.yaml"},
+      no_cel="compares the draft against every catalog draft artifact (hub id, config name, path); left to validate")
+def _(r, c):
+    s = r.spec.speculative
+    if s.method != "eagle3" or not s.draftModel:
+        return
+    want = s.draftModel.rstrip("/")
+    for mkey, m in r.catalog.models.items():
+        for figs in m.engines.values():
+            d = figs.draft
+            if d is not None and want in (d.config_name, d.modelscope, d.path.rstrip("/")):
+                yield None, f"{s.draftModel!r} is the DSpark draft of {mkey}: method eagle3 cannot load it"
+                return
+
+
 @rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
       why="DSpark and EAGLE3 load a separate draft checkpoint.",
