@@ -102,6 +102,9 @@ def test_an_external_lb_line_counts_one_dp_rank_on_its_node():
     assert "parallel-fits-node" not in errors(out), out
     code, out = check_args(*base, "--nnodes", "8", "--node-rank", "1", "--data-parallel-address", "10.0.0.1", opts=opts)
     assert "parallel-fits-node" not in errors(out), out
+    # oracle finding 3: a TP group spanning nodes (-tp 16 --nnodes 4: 4 GPUs per node)
+    code, out = check_args("vllm", "serve", "/models/Kimi-K3", "-tp", "16", "--nnodes", "4", "--trust-remote-code")
+    assert "parallel-fits-node" not in errors(out), out
     code, out = check_args(*base, opts=opts)   # all 8 DP ranks on one 4-GPU node: refused
     assert "parallel-fits-node" in errors(out)
 
@@ -158,7 +161,8 @@ def test_explain_says_who_checks_each_rule():
         rule("test-no-when", family="spec", severity="warning", engines=["vllm"], field="spec.env", title="A title",
              why="Why it is.", fix="Fix it so.", source="vllm envs.py:1-2@0.33.0",
              checked_by="runtime-only")(lambda r, c: iter(()))
-    for rid, by in (("dcp-divides-tp", "oracle"), ("parallel-fits-node", "runtime-only"), ("secret-in-env", "product")):
+    for rid, by in (("dcp-divides-tp", "oracle"), ("fixed-memory-exceeds-budget", "runtime-only"),
+                    ("secret-in-env", "product")):
         res = CliRunner().invoke(cli, ["explain", rid, "-o", "json"], catch_exceptions=False)
         d = json.loads(res.output)
         assert d["checked_by"] == by

@@ -326,7 +326,9 @@ def _local_dp_cel(b: Builder) -> str:
     return f"({b.present('parallel.dpLocal')} ? {b.ref('parallel.dpLocal')} : {b.eff('parallel.dp')[0]})"
 
 
-@rule("parallel-fits-node", checked_by="runtime-only", fails_at="worker start: more ranks than the pod's visible GPUs",
+@rule("parallel-fits-node", checked_by="oracle",
+      fails_at="config time for TP x PP above the node's GPUs (config/parallel.py:1067-1076@0.33.0); launch of the "
+               "local DP engines for their device ranges (v1/engine/utils.py get_physical_gpu_ids_for_local_dp_rank)",
       family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
@@ -373,9 +375,9 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
             return within, f"{base} (one DP rank per process: external load balancing)"
         if local:
             return within * local, f"{base} x dpLocal {local}"
-        if nnodes > 1:
-            n = max(dp * within // nnodes // within, 1)
-            return within * n, f"{base} x DP {dp} over --nnodes {nnodes} ({n} DP rank(s) per node)"
+        if nnodes > 1:   # the world over the nodes; a TP group may itself span nodes (config/parallel.py:1054-1076)
+            per = -(-dp * within // nnodes)
+            return per, f"({base} x DP {dp}) / --nnodes {nnodes}"
         return within * dp, f"tp x pp x dp = {tp} x {pp} x {dp}"
     attn_dp = _switch(r, "--enable-dp-attention") or (_int_arg(r, "--attn-dp-size") or 1) > 1
     total = tp * pp * (1 if attn_dp else dp)
