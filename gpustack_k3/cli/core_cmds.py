@@ -789,7 +789,7 @@ def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens
         headless=on("headless_flag"), api_server_count=as_int("api_server_count_flag"),
         nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
         side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
-        extra_flags=facts)
+        extra_flags=facts, rank_given=fact("rank_flag") is not None or "rank_flag" in per_pod)
     if label:   # refusals name tokens of the command line: say which side they are from
         refusals = [Refusal(f"{label} {ref.where}", ref.flag, ref.message, ref.token) for ref in refusals]
     return doc, role, refusals

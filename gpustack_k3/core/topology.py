@@ -131,6 +131,7 @@ class TopoRole(NamedTuple):
     env: dict[str, str] | None = None            # the engine env (side-channel host/port)
     side_channel_host_from_pod: bool = False     # VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (pod IP)
     extra_flags: dict[str, str | None] | None = None   # flags outside the flag table: --block-size, HMA switch
+    rank_given: bool | None = None   # a command line gave --data-parallel-rank (check-pd/check-args); None: a document
 
     def field(self, path: str) -> str:
         """``parallel.dp`` -> ``spec.roles[1].parallel.dp`` (or ``prefill.parallel.dp``)."""

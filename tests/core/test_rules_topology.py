@@ -98,6 +98,8 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "topology-ep-size": (doc_case(DSV), doc_case(KIMI)),
     "topology-lb-exclusive": (tweak(DSV, "decode", external_lb=True), doc_case(DSV)),
     "topology-external-lb-rank": (doc_case(DSV, _set("loadBalancing", "external", "decode")), doc_case(DSV)),
+    "topology-external-lb-needs-rank": (tweak(DSV, "decode", external_lb=True, rank_given=False),
+                                        tweak(DSV, "decode", external_lb=True, rank_given=True)),
     "topology-hybrid-single-rank": (doc_case(DSV, _single_rank_hybrid), doc_case(DSV)),
     "topology-nnodes-backend": (doc_case(DSV, _set("parallel.dpBackend", "ray", "decode")),
                                 doc_case(DSV, _set("parallel.dpBackend", "mp", "decode"))),

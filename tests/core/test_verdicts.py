@@ -252,3 +252,13 @@ def test_context_above_the_model_with_vllms_override_only_warns():
         code, out = check_args(*KIMI.split(), "--max-model-len", "2000000",
                                opts=("--env", f"VLLM_ALLOW_LONG_MAX_MODEL_LEN={value}"))
         assert "context-above-model" not in errors(out), out
+
+
+def test_external_lb_without_a_rank_is_refused_as_vllm_refuses_it():
+    """engine/arg_utils.py:2468-2476@0.33.0: --data-parallel-external-lb needs --data-parallel-rank (or --nnodes)."""
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+    base = "vllm serve /models/DeepSeek-V4.1-Flash -tp 4 -dp 8 --enable-expert-parallel --trust-remote-code".split()
+    code, out = check_args(*base, "--data-parallel-external-lb", opts=opts)
+    assert code == 1 and "topology-external-lb-needs-rank" in errors(out), out
+    code, out = check_args(*base, "--data-parallel-external-lb", "--data-parallel-rank", "2", opts=opts)
+    assert "topology-external-lb-needs-rank" not in errors(out), out

@@ -181,6 +181,28 @@ def _(t: Topology):
             yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
 
 
+@rule("topology-external-lb-needs-rank", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      when=TOPO, field="spec.roles[].loadBalancing",
+      title="External load balancing needs this process's DP rank, and a MoE model",
+      why="vLLM refuses --data-parallel-external-lb without --data-parallel-rank (unless --nnodes > 1 lets it infer "
+          "the rank from --node-rank), and refuses external data parallelism for a model without experts: dense "
+          "models are run as independent instances without --data-parallel-* flags.",
+      fix="Give each process --data-parallel-rank R (or --nnodes/--node-rank); for a dense model drop the "
+          "--data-parallel-* flags and run independent instances.",
+      source="vllm engine/arg_utils.py:2457-2476@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if not r.external_lb:
+            continue
+        if r.rank_given is False and (r.nnodes or 1) <= 1:
+            yield r.field("loadBalancing"), f"{r.name}: --data-parallel-external-lb without --data-parallel-rank"
+        m, arch = r.resolved.model, r.resolved.arch
+        experts = (m.routed_experts if m is not None else None) or (arch.experts if arch is not None else None)
+        known = (m is not None and m.routed_experts is not None) or (arch is not None and arch.heads is not None)
+        if r.dp > 1 and known and not experts:
+            yield r.field("loadBalancing"), f"{r.name}: external data parallelism with a model without experts"
+
+
 @rule("topology-hybrid-single-rank", checked_by="oracle", family="topology", severity="warning", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Hybrid LB with one DP rank per pod becomes external LB",
