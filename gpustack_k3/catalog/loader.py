@@ -127,6 +127,7 @@ class ModelEntry:
     dense_weights_gib: float | None = None     # replicated on every rank (/ TP)
     expert_weights_gib: float | None = None    # routed experts, sharded over EP
     kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
+    quantization: str | None = None            # the checkpoint's quant_method (mxfp4, fp8, ...); None: unquantized/unknown
     figure_sources: dict[str, str] = field(default_factory=dict)
 
 

@@ -30,12 +30,14 @@ _DTYPE_KEYS = ("torch_dtype", "dtype")
 class ModelArch:
     """Architecture figures of one model (plain: docs/architecture.md, Start-up). ``None``: not in the file."""
 
-    __slots__ = ("source", "architecture", "dtype", *_KEYS)
+    __slots__ = ("source", "architecture", "dtype", "quantization", *_KEYS)
 
-    def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None, **figures: Any) -> None:
+    def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None,
+                 quantization: str | None = None, **figures: Any) -> None:
         self.source = source                    # where the figures come from (the file), for messages
         self.architecture = architecture
         self.dtype = dtype
+        self.quantization = quantization        # quantization_config.quant_method (mxfp4, fp8, ...)
         for k in _KEYS:
             setattr(self, k, figures.get(k))
 
@@ -87,4 +89,7 @@ def arch_from_config(cfg: Any, source: str) -> ModelArch:
         figures["kv_heads"] = figures["heads"]       # no num_key_value_heads: multi-head attention
     if figures.get("heads") == 0:
         raise ModelConfigError("num_attention_heads must be positive")
-    return ModelArch(source, architecture, dtype, **figures)
+    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else (
+        text.get("quantization_config") if isinstance(text.get("quantization_config"), dict) else {})
+    quant = q.get("quant_method") if isinstance(q.get("quant_method"), str) else None
+    return ModelArch(source, architecture, dtype, quant, **figures)

@@ -97,6 +97,9 @@ CASES = {
                                                    "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}})),
     "spec-draft-method-mismatch": (("vllm-fixed", {"speculative": {"method": "eagle3"}}),
                                    ("vllm-fixed", {"speculative": {"method": "eagle3", "draftModel": "/models/an-eagle3-draft"}})),
+    # oracle finding 6: --dtype float16 on the MXFP4 Kimi-K3 checkpoint
+    "dtype-vs-quantization": (("vllm-fixed", {"engine": {"version": "0.33.0"}, "model": {"dtype": "half"}}),
+                              ("vllm-fixed", {"engine": {"version": "0.33.0"}, "model": {"dtype": "bfloat16"}})),
     "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
                               ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),

@@ -100,6 +100,34 @@ def _(r, c):
 _ARCH_NO_CEL = "reads the model's config.json (--model-config or a local model directory), which a custom resource does not carry"
 
 
+_TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
+                 "float32": "float32"}
+
+
+@rule("dtype-vs-quantization", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.model.dtype", title="The dtype is not one the checkpoint's quantization method runs in",
+      why="vLLM checks the model dtype against the quantization method's supported activation dtypes when it builds "
+          "the config (MXFP4 runs in bfloat16 only): --dtype float16 or float32 on an MXFP4 checkpoint is refused.",
+      fix="Leave spec.model.dtype unset (auto) or set one the message lists.",
+      source="vllm config/vllm.py:937-943@0.33.0, model_executor/layers/quantization/mxfp4.py:79-80@0.33.0; "
+             "gpustack_k3/catalog/data/models.yaml (quantization), engines/vllm.yaml (quant_act_dtypes per version)",
+      sources={"vllm 0.29.0": "vllm config/vllm.py:797-803@0.29.0, model_executor/layers/quantization/mxfp4.py:69-70"
+                              "@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.28.0": "vllm config/vllm.py:781-787@0.28.0, model_executor/layers/quantization/mxfp4.py:68-69"
+                              "@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
+      no_cel="per-release quantization tables and the checkpoint's quantization (catalog or config.json); left to "
+             "validate")
+def _(r, c):
+    q = (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
+    table = r.trait("quant_act_dtypes") or {}
+    d = r.spec.model.dtype
+    if not q or q not in table or not d or d == "auto":
+        return
+    dt = _TORCH_DTYPES.get(d, d)
+    if dt not in table[q]:
+        yield None, f"dtype {d} ({dt}) is not supported for quantization method {q}; supported: {', '.join(table[q])}"
+
+
 @rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.parallel.tp", title="TP must divide the model's attention heads",
       why="vLLM shards attention heads over the TP ranks and refuses a TP size that does not divide the model's total "
