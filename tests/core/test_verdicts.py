@@ -262,3 +262,18 @@ def test_external_lb_without_a_rank_is_refused_as_vllm_refuses_it():
     assert code == 1 and "topology-external-lb-needs-rank" in errors(out), out
     code, out = check_args(*base, "--data-parallel-external-lb", "--data-parallel-rank", "2", opts=opts)
     assert "topology-external-lb-needs-rank" not in errors(out), out
+
+
+def test_scheduler_limits_as_each_release_checks_them():
+    """Oracle finding 7: an unset max_num_seqs is lowered to the token budget before the scheduler's check
+    (engine/arg_utils.py:3232-3234@0.33.0, :2837-2839@0.28.0), and 0.11.0 checks the long-prefill threshold only with
+    partial prefills (config/scheduler.py:268-277@0.11.0)."""
+    code, out = check_args(*KIMI.split(), "--max-num-batched-tokens", "256", version="0.28.0")
+    assert "batched-tokens-below-seqs" not in errors(out), out
+    code, out = check_args(*KIMI.split(), "--max-num-batched-tokens", "256", "--max-num-seqs", "512", version="0.28.0")
+    assert "batched-tokens-below-seqs" in errors(out)
+    code, out = check_args(*KIMI.split(), "--max-model-len", "2048", "--long-prefill-token-threshold", "4096",
+                           version="0.11.0")
+    assert "long-prefill-above-max-len" not in errors(out), out
+    code, out = check_args(*KIMI.split(), "--max-model-len", "2048", "--long-prefill-token-threshold", "4096")
+    assert "long-prefill-above-max-len" in errors(out)

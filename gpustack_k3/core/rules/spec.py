@@ -640,17 +640,24 @@ def _(r, c):
 # ------------------------------------------------------------------ scheduling
 
 def _batched_below_seqs_cel(b: Builder) -> str:
-    (bv, bd), (sv, sd) = b.eff("scheduling.maxNumBatchedTokens"), b.eff("scheduling.maxNumSeqs")
-    return conj(bd, sd, f"{bv} < {sv}")
+    (bv, bd) = b.eff("scheduling.maxNumBatchedTokens")
+    p = "scheduling.maxNumSeqs"   # only as given: an unset max_num_seqs is clamped to the token budget
+    return conj(bd, b.present(p), f"{bv} < {b.ref(p)}")
 
 
 @rule("batched-tokens-below-seqs", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxNumBatchedTokens", title="max_num_batched_tokens must be >= max_num_seqs",
-      why="vLLM raises when the per-step token budget is below the number of sequences.",
+      why="vLLM raises when the per-step token budget is below the number of sequences it was given; a max_num_seqs "
+          "left unset is lowered to the token budget first, so only a given one can be refused.",
       fix="Raise spec.scheduling.maxNumBatchedTokens or lower spec.scheduling.maxNumSeqs.",
-      source="vllm config/scheduler.py:331-336@0.33.0", cel=_batched_below_seqs_cel)
+      source="vllm config/scheduler.py:331-336@0.33.0, engine/arg_utils.py:3232-3234@0.33.0 (an unset max_num_seqs "
+             "becomes min(default, max_num_batched_tokens))",
+      sources={"vllm 0.29.0": "vllm config/scheduler.py:298-303@0.29.0",
+               "vllm 0.28.0": "vllm config/scheduler.py:263-268@0.28.0, engine/arg_utils.py:2837-2839@0.28.0",
+               "vllm 0.11.0": "vllm config/scheduler.py:245-250@0.11.0, engine/arg_utils.py:1678@0.11.0"},
+      cel=_batched_below_seqs_cel)
 def _(r, c):
-    b, s = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxNumSeqs")
+    b, s = r.value("scheduling.maxNumBatchedTokens"), r.spec.scheduling.maxNumSeqs
     if b is not None and s is not None and b < s:
         yield None, f"max_num_batched_tokens ({b}) must be greater than or equal to max_num_seqs ({s})"
 
@@ -680,6 +687,7 @@ def _long_prefill_cel(b: Builder) -> str:
 
 
 @rule("long-prefill-above-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"long_prefill_check": (None,)},   # 0.11.0 refuses it only with partial prefills (not checked there)
       field="spec.scheduling.longPrefillTokenThreshold", title="long_prefill_token_threshold cannot exceed max_model_len",
       why="vLLM raises when the long-prefill threshold is greater than max_model_len.",
       fix="Use a threshold such as 4096.",
