@@ -100,6 +100,7 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "topology-external-lb-rank": (doc_case(DSV, _set("loadBalancing", "external", "decode")), doc_case(DSV)),
     "topology-external-lb-needs-rank": (tweak(DSV, "decode", external_lb=True, rank_given=False),
                                         tweak(DSV, "decode", external_lb=True, rank_given=True)),
+    "topology-nnodes-divide": (tweak(DSV, "decode", nnodes=3), tweak(DSV, "decode", nnodes=8)),
     "topology-hybrid-single-rank": (doc_case(DSV, _single_rank_hybrid), doc_case(DSV)),
     "topology-nnodes-backend": (doc_case(DSV, _set("parallel.dpBackend", "ray", "decode")),
                                 doc_case(DSV, _set("parallel.dpBackend", "mp", "decode"))),

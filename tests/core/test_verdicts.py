@@ -277,3 +277,19 @@ def test_scheduler_limits_as_each_release_checks_them():
     assert "long-prefill-above-max-len" not in errors(out), out
     code, out = check_args(*KIMI.split(), "--max-model-len", "2048", "--long-prefill-token-threshold", "4096")
     assert "long-prefill-above-max-len" in errors(out)
+
+
+def test_eplb_and_nnodes_as_every_release_checks_them():
+    """Oracle finding 7 (MISSED): EPLB with TP = DP = 1 is refused by ParallelConfig in every release
+    (config/parallel.py:503-514@0.28.0, :434-439@0.11.0), and --nnodes must divide the world size
+    (engine/arg_utils.py:2086@0.28.0, :2398-2413@0.33.0); both were checked on topology releases only or not at all."""
+    for version in ("0.28.0", "0.11.0", "0.33.0"):
+        code, out = check_args("vllm", "serve", "/models/Kimi-K3", "--trust-remote-code", "--enable-expert-parallel",
+                               "--enable-eplb", version=version)
+        assert "eplb-needs-ranks" in errors(out), (version, out)
+    code, out = check_args("vllm", "serve", "/models/Kimi-K3", "--trust-remote-code", "--nnodes", "4",
+                           version="0.28.0")
+    assert "topology-nnodes-divide" in errors(out), out
+    code, out = check_args("vllm", "serve", "/models/Kimi-K3", "--trust-remote-code", "-tp", "16", "--nnodes", "2",
+                           version="0.28.0")
+    assert "topology-nnodes-divide" not in errors(out), out

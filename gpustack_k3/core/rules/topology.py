@@ -231,24 +231,47 @@ def _(t: Topology):
             yield r.field("parallel.dpBackend"), f"role {r.name}: {n} nodes with data-parallel backend {backend}"
 
 
+@rule("topology-nnodes-divide", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      field="spec.roles[].parallel", title="--nnodes must divide the world size",
+      why="vLLM spreads TP x PP x PCP x DP ranks evenly over --nnodes nodes and refuses a node count that does not "
+          "divide them.",
+      fix="Pick --nnodes among the divisors of TP x PP x DP (or change the parallel sizes).",
+      source="vllm engine/arg_utils.py:2398-2413@0.33.0",
+      sources={"vllm 0.29.0": "vllm engine/arg_utils.py:2182@0.29.0", "vllm 0.28.0": "vllm engine/arg_utils.py:2086@0.28.0"},
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        n = r.nnodes or 1
+        pcp = int((r.extra_flags or {}).get("--prefill-context-parallel-size") or 1) if str(
+            (r.extra_flags or {}).get("--prefill-context-parallel-size") or "1").isdigit() else 1
+        world = r.tp * r.pp * pcp * r.dp
+        if n > 1 and world % n:
+            yield r.field("parallel"), f"{r.name}: --nnodes {n} does not divide the world size {world}"
+
+
 # ------------------------------------------------------------------ EPLB
 
 def _eplb(r: TopoRole):
     return r.doc_spec.parallel.eplb
 
 
-@rule("eplb-needs-ep", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+@rule("eplb-needs-ep", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.parallel.eplb",
       title="EPLB needs expert parallelism",
       why="vLLM refuses --enable-eplb without --enable-expert-parallel: there is no expert placement to balance.",
       fix="Set parallel.expertParallel true, or remove parallel.eplb.",
-      source="vllm config/parallel.py:569-570@0.33.0", no_cel=NO_CEL)
+      source="vllm config/parallel.py:569-570@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/parallel.py:520-521@0.29.0", "vllm 0.28.0": "vllm config/parallel.py:499-500@0.28.0",
+               "vllm 0.11.0": "vllm config/parallel.py:431-433@0.11.0"},
+      no_cel=NO_CEL)
 def _(t: Topology):
     for r in t.roles:
         if r.eplb_on and not r.doc_spec.parallel.expertParallel:
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB on without expert parallelism"
 
 
-@rule("eplb-needs-ranks", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+@rule("eplb-needs-ranks", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.parallel.eplb",
+      sources={"vllm 0.29.0": "vllm config/parallel.py:524-535@0.29.0", "vllm 0.28.0": "vllm config/parallel.py:503-514@0.28.0",
+               "vllm 0.11.0": "vllm config/parallel.py:434-439@0.11.0"},
       title="EPLB needs more than one rank",
       why="The EP group spans TP x PCP x DP ranks; with one rank there is nothing to rebalance and vLLM refuses.",
       fix="Use EPLB only where TP x DP > 1, or remove parallel.eplb.",
