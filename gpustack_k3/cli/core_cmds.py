@@ -795,7 +795,7 @@ def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens
     return doc, role, refusals
 
 
-def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod):
+def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod, model_config=None):
     """One check-pd command line (shell-quoted) -> (its document, its TopoRole, its parser's refusals)."""
     import shlex
 
@@ -807,7 +807,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
     if not tokens:
         raise InputError(opt, "empty command line", f"give {opt} 'vllm serve MODEL ...'")
     return _line_role(opt, side, engine, engine_version, model_name, gpu_type, tokens, env, pods, gpus_per_pod, None,
-                      name=side)
+                      name=side, model_config=model_config)
 
 
 @click.command("check-pd", cls=Command)
@@ -828,9 +828,10 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 @click.option("--decode-gpus-per-pod", type=click.IntRange(1, 64), default=None,
               help="GPUs per decode pod (overrides --gpus-per-pod for the decode side).")
 @strict_opt
+@model_config_opt
 @output_option
 def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
-             decode_pods, gpus_per_pod, prefill_gpus_per_pod, decode_gpus_per_pod, strict, output):
+             decode_pods, gpus_per_pod, prefill_gpus_per_pod, decode_gpus_per_pod, strict, model_config, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
@@ -842,7 +843,7 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
                 ("prefill", prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
                 ("decode", decode, decode_env, decode_pods, decode_gpus_per_pod)):
             doc, role, refusals = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
-                                             side_gpus or gpus_per_pod)
+                                             side_gpus or gpus_per_pod, model_config)
             roles.append(role)
             ctx = Ctx(role.resolved, argv_refusals=refusals)
             findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]

@@ -155,3 +155,16 @@ def test_check_pd_reads_kv_role_and_gpus_per_pod_per_side():
     code, out = run(PREFILL, DECODE, "--prefill-gpus-per-pod", "2", "--decode-gpus-per-pod", "8")
     assert code == 1 and "topology-gpus-per-pod" in rules(out)
     assert any(f["field"] == "decode.gpusPerPod" for f in json.loads(out)["findings"])
+
+
+def test_check_pd_takes_the_models_config(tmp_path):
+    """--model-config gives both sides the architecture figures; the resolved dtype then decides the NIXL dtype factor
+    (bfloat16 on one side and auto on the other hash equal for a bfloat16 checkpoint, nixl/metadata.py:185@0.33.0)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "num_attention_heads": 64,
+                               "num_hidden_layers": 4, "kv_lora_rank": 512, "n_routed_experts": 384,
+                               "torch_dtype": "bfloat16"}))
+    code, out = run(PREFILL + " --dtype bfloat16", DECODE, "--model-config", str(cfg))
+    assert "pd-compat-hash" not in rules(out) and "pd-compat-hash-undecided" not in rules(out, "warning"), out
+    code, out = run(PREFILL + " --dtype float16", DECODE, "--model-config", str(cfg))
+    assert "pd-compat-hash" in rules(out)
