@@ -293,3 +293,14 @@ def test_eplb_and_nnodes_as_every_release_checks_them():
     code, out = check_args("vllm", "serve", "/models/Kimi-K3", "--trust-remote-code", "-tp", "16", "--nnodes", "2",
                            version="0.28.0")
     assert "topology-nnodes-divide" not in errors(out), out
+
+
+def test_nixl_with_dcp_on_a_hybrid_model_on_0_29():
+    """Oracle finding 7 (MISSED): 0.29.0 refuses NixlConnector with DCP > 1 on hybrid Mamba/SSM models
+    (config/vllm.py:1165-1168@0.29.0); 0.33.0 accepts it (the Kimi-K3 1P1D preset runs DCP 8)."""
+    kv = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+    line = [*KIMI.split(), "-dcp", "8", "--kv-transfer-config", kv]
+    code, out = check_args(*line, version="0.29.0")
+    assert any("hybrid" in f["message"] for f in errors(out).get("pd-dcp-nixl", [])), out
+    code, out = check_args(*line, version="0.33.0")
+    assert "pd-dcp-nixl" not in errors(out), out

@@ -634,13 +634,23 @@ def _(t: Topology):
 @rule("pd-dcp-nixl", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
       title="With NixlConnector DCP must be 1 or the transfer parallel size",
       why="A NIXL side is either fully replicated or fully DCP-sharded: vLLM asserts decode_context_parallel_size in "
-          "{1, max(TP, PCP)} when NixlConnector is configured.",
-      fix="Set parallel.dcp to 1 or to parallel.tp on that role.",
-      source="vllm config/vllm.py:1572-1590@0.33.0", no_cel=NO_CEL)
+          "{1, max(TP, PCP)} when NixlConnector is configured, and DCP > 1 only for MLA models (0.29.0 also refuses "
+          "it for hybrid Mamba/SSM models: trait nixl_dcp_hybrid_refused).",
+      fix="Set parallel.dcp to 1 or to parallel.tp on that role (1 for a non-MLA model, and on 0.29.0 for a hybrid one).",
+      source="vllm config/vllm.py:1572-1590@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/vllm.py:1146-1168@0.29.0"}, no_cel=NO_CEL)
 def _(t: Topology):
     for r in t.roles:
-        if (r.kv_transfer or {}).get("kv_connector") == "NixlConnector" and r.dcp not in (1, r.tp):
+        if (r.kv_transfer or {}).get("kv_connector") not in ("NixlConnector", "NixlPullConnector"):
+            continue
+        if r.dcp not in (1, r.tp):
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
+        arch, m = r.resolved.arch, r.resolved.model
+        if r.dcp > 1 and arch is not None and arch.heads is not None and not arch.mla:
+            yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector on a non-MLA model"
+        if r.dcp > 1 and r.resolved.trait("nixl_dcp_hybrid_refused") and m is not None and m.hybrid_mamba:
+            yield r.field("parallel.dcp"), (f"role {r.name}: DCP {r.dcp} with NixlConnector on a hybrid Mamba/SSM model "
+                                            f"(vLLM {r.resolved.version.key})")
 
 
 @rule("pd-side-channel-host", checked_by="runtime-only", fails_at="first handshake: the peer dials localhost",
