@@ -153,6 +153,7 @@ class ModelEntry:
     dense_weights_gib: float | None = None     # replicated on every rank (/ TP)
     expert_weights_gib: float | None = None    # routed experts, sharded over EP
     kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
+    quantization: str | None = None            # the checkpoint's quant_method (mxfp4, fp8, ...); None: unquantized/unknown
     figure_sources: dict[str, str] = field(default_factory=dict)
     # config.json figures of the target and of its speculative draft (core/plan_moe.py); None where not public
     architecture: MoeArchitecture | None = None
@@ -324,10 +325,47 @@ class Catalog:
         return self.engines[name]
 
     def version(self, engine: str, key: str | None) -> EngineVersion | None:
+        """The catalog version a user's spelling names: the key itself, else as :meth:`pinned_version` reads it."""
         e = self.engines[engine]
         if key is None:
             return next(v for v in e.versions.values() if v.default)
-        return e.versions.get(key)
+        v = e.versions.get(key)
+        return v if v is not None else self.pinned_version(engine, key)
+
+    def pinned_version(self, engine: str, key: str) -> EngineVersion | None:
+        """A version as users type it: any case, a leading ``v`` (``v0.33.0``), or a release that is not pinned
+        (``0.33.1``): the nearest pinned release at or below it in the same X.Y series (the plain ``X.Y.Z`` keys;
+        builds such as ``0.32.0-cpu`` and ``kimi-k3`` are only named exactly; another series can change flags and
+        rules wholesale, e.g. 0.29 dropped a DCP refusal of 0.28). None: no such release, or not a version."""
+        import re
+
+        versions = self.engines[engine].versions
+        text = str(key).strip()
+        for k, v in versions.items():
+            if k.lower() == text.lower() or k.lower() == text.lower().removeprefix("v"):
+                return v
+        m = re.fullmatch(r"[vV]?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[0-9A-Za-z.+-]*)?", text)
+        if m is None:
+            return None
+        want = tuple(int(x or 0) for x in m.groups())
+        pinned = [(tuple(int(x) for x in k.split(".")), v) for k, v in versions.items()
+                  if re.fullmatch(r"\d+\.\d+\.\d+", k)]
+        below = [(t, v) for t, v in pinned if t <= want and t[:2] == want[:2]]   # the same X.Y series only
+        return max(below, key=lambda tv: tv[0])[1] if below else None
+
+    def gpu(self, name: str | None) -> HardwareProfile | None:
+        """The hardware profile of a GPU type, its name in any case (``B300`` is ``b300``)."""
+        if name is None:
+            return None
+        hw = self.hardware.get(name)
+        if hw is None:
+            hw = next((h for k, h in self.hardware.items() if k.lower() == str(name).lower()), None)
+        return hw
+
+    def gpu_key(self, name: str | None) -> str | None:
+        """The catalog's own spelling of a GPU type name (None: not in the catalog)."""
+        hw = self.gpu(name)
+        return next((k for k, h in self.hardware.items() if h is hw), None) if hw is not None else None
 
 
 def _read(path: Path) -> Any:

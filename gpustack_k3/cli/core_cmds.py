@@ -41,17 +41,56 @@ def _report(findings, output: str) -> None:
     sys.exit(EXIT_REFUSED if has_errors(findings) else EXIT_OK)
 
 
+model_config_opt = click.option("--model-config", "model_config", metavar="FILE", default=None,
+                                help="The model's config.json: architecture figures for flag and divisibility rules "
+                                     "(default: config.json in the model path when it is a local directory).")
+
+
+def _model_arch(model_config: str | None, model_path: str | None):
+    """The model's architecture figures (core.model_config.ModelArch) from --model-config FILE, else from config.json
+    in ``model_path`` when that is a local directory; None when neither. A file that is not a usable config.json is
+    unusable input (exit 2) naming --model-config."""
+    import os
+
+    where = "--model-config"
+    path = model_config
+    if path is None:
+        if not model_path or not os.path.isfile(os.path.join(model_path, "config.json")):
+            return None
+        path, where = os.path.join(model_path, "config.json"), f"model path {model_path}"
+    import json   # only when there is a config.json to read (start-up cost of validate/check-args)
+
+    from gpustack_k3.cli.common import read_text
+    from gpustack_k3.core.model_config import arch_from_config
+
+    try:
+        text = read_text(path, "model config")
+    except InputError as exc:
+        raise InputError(where, exc.message, "give the model's config.json (a JSON file)") from None
+    try:
+        return arch_from_config(json.loads(text), path)
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
+        raise InputError(where, f"{path} is not a usable config.json: {exc}",
+                         "give the model's Hugging Face config.json") from None
+
+
 @click.command(cls=Command)
 @spec_arg
 @preset_opt
 @strict_opt
+@model_config_opt
 @output_option
 @fail_on_option
-def validate(spec, preset, strict, output):
+def validate(spec, preset, strict, model_config, output):
     """Check a deployment document (or preset) against the rule catalog."""
     from gpustack_k3.core.rules import validate as run
 
-    _report(run(_load(spec, preset), strict=strict), output)
+    doc = _load(spec, preset)
+    try:
+        arch = _model_arch(model_config, doc.spec.model.path)
+    except InputError as exc:
+        fail_input(exc)
+    _report(run(doc, strict=strict, arch=arch), output)
 
 
 # ------------------------------------------------------------------ argv -> document
@@ -59,7 +98,9 @@ def validate(spec, preset, strict, output):
 def _argv_options(fn):
     fn = click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of the command line.")(fn)
     fn = click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")(fn)
-    fn = click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")(fn)
+    fn = click.option("--model", "model_name", default=None,
+                      help="Catalog model key (default: the catalog model whose path or hub id the command line's "
+                           "model names; none: no memory plan, never another model's figures).")(fn)
     fn = click.option("--gpu-type", default="b300", show_default=True)(fn)
     fn = click.option("--gpus", type=int, default=8, show_default=True)(fn)
     fn = click.option("--env", "env", multiple=True, metavar="K=V", help="Environment of the engine (repeatable).")(fn)
@@ -103,7 +144,12 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
     spec = parsed.spec
     _hub_id_is_a_source(spec.get("model") or {})
     spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
-    spec.setdefault("model", {})["name"] = model_name
+    # the model: --model, else the catalog model the line's model names, else (a model the catalog does not know)
+    # its path's last part; a line pasted without its model keeps the document's default model
+    name_ = model_name or catalog_model_of(cat, parsed.model_path) or (
+        _model_label(parsed.model_path) if parsed.model_path else None)
+    if name_ is not None:
+        spec.setdefault("model", {})["name"] = name_
     spec["hardware"] = {"gpuType": gpu_type, "gpuCount": gpus}
     if env_map:
         spec["env"] = env_map
@@ -127,6 +173,26 @@ def _hub_id_is_a_source(model: dict) -> None:
             and path.rsplit("/", 1)[-1] not in (".", "..") and "source" not in model:
         model["source"] = path
         model["path"] = f"/models/{path.rsplit('/', 1)[-1]}"
+
+
+def catalog_model_of(cat, model_path: str | None) -> str | None:
+    """The catalog model a command line's model names: its key, hub id or default path, or a path ending in the
+    hub id's or default path's last part (case-insensitive); None when no catalog model matches."""
+    if not model_path:
+        return None
+    want = model_path.rstrip("/").lower()
+    tail = want.rsplit("/", 1)[-1]
+    for key, m in cat.models.items():
+        names = {key.lower(), (m.source_id or "").lower(), (m.default_path or "").rstrip("/").lower()}
+        tails = {n.rsplit("/", 1)[-1] for n in names if n}
+        if want in names or tail in tails:
+            return key
+    return None
+
+
+def _model_label(model_path: str | None) -> str:
+    """spec.model.name for a model the catalog does not know: the last part of its path (for messages only)."""
+    return (model_path or "model").rstrip("/").rsplit("/", 1)[-1] or "model"
 
 
 def _flag_for(engine: str, field: str) -> str:
@@ -155,16 +221,26 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 @click.command("check-args", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
 @strict_opt
+@model_config_opt
 @output_option
 @fail_on_option
-def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, output):
+def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, model_config, output):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
-    from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.core.rules import Ctx, validate_resolved
+    from gpustack_k3.core.findings import sort_findings
+    from gpustack_k3.core.rules import Ctx, validate_resolved, validate_topology
+    from gpustack_k3.core.rules.runner import CATALOG_RULE
+    from gpustack_k3.core.topology import Topology
 
-    _, doc, refusals = _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
-    r = resolve(doc)
-    _report(validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals)), output)
+    try:   # the line is one role (prefill/decode by its kv_role, else serve): the topology rules run on it too
+        _, role, refusals = _line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
+                                       None, None, gpus, name=name, model_config=model_config)
+    except InputError as exc:
+        fail_input(exc)
+    r = role.resolved
+    findings = validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals))
+    if not any(f.rule == CATALOG_RULE for f in findings):
+        findings += validate_topology(Topology([role], None, "argv"), strict=strict)
+    _report(sort_findings(findings), output)
 
 
 @click.command("import", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -373,6 +449,7 @@ def explain(rule_id, output):
     click.echo(f"family:     {r.family}")
     click.echo(f"field:      {r.field}")
     click.echo(f"applies to: {', '.join(d['applies_to']) or '(no catalog version has its traits)'}")
+    click.echo(f"checked by: {_checked_by_text(d)}")
     if d.get("log_evidence"):
         click.echo(f"logs:       also read from {', '.join(d['log_evidence'])} logs (coldstart, doctor)")
     click.echo(f"why:        {r.why}")
@@ -383,6 +460,24 @@ def explain(rule_id, output):
             click.echo(f"  {s['engine']} {s['version']}: {s['source']}")
     if "cel" in d:
         click.echo(f"CRD (CEL):  {d['cel']}")
+
+
+def _oracle_release(version) -> bool:
+    """A release the engine oracle can run: a public wheel or an installed build (not a build known only by its
+    nearest release, such as kimi-k3)."""
+    p = getattr(version, "parser", None)
+    return p is not None and not p.nearest and bool(p.wheel or p.made_by)
+
+
+def _checked_by_text(d: dict) -> str:
+    if d["checked_by"] == "oracle":
+        rel = ", ".join(d.get("oracle_releases") or []) or "none of the pinned releases has a public build"
+        how = ("the release's own NIXL handshake comparison evaluated on the two configs; the engine itself fails at "
+               f"{d['fails_at']}" if d.get("fails_at") else "the release's own config-time validation")
+        return f"the engine oracle ({how}): {rel}"
+    if d["checked_by"] == "runtime-only":
+        return f"runtime only: the engine fails later than config time, at {d['fails_at']} (source above)"
+    return "this product (a catalog, platform or target constraint; no engine verdict to compare)"
 
 
 def _explain_data(r, cat) -> dict:
@@ -396,6 +491,14 @@ def _explain_data(r, cat) -> dict:
         sources = [{"engine": e, "version": v, "source": r.source_for(e, v)} for e, v in versions]
     d = {"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title, "field": r.field, "why": r.why,
          "fix": r.fix, "source": r.source, "applies_to": applies, "sources": sources}
+    d["checked_by"] = r.checked_by
+    if r.checked_by == "oracle":   # the releases whose own validation code the engine oracle runs (public builds)
+        d["oracle_releases"] = [f"{e} {v}" for e, v in (r.versions(cat) if r.family != "log" else [])
+                                if _oracle_release(cat.engines[e].versions[v])]
+    if r.fails_at:
+        d["fails_at"] = r.fails_at
+    if r.checked_by == "runtime-only":   # the key the engine-oracle differential reads (bench/oracle_differential.py)
+        d["runtime_only"] = f"{r.fails_at} ({r.source})"
     if r.strict_severity:
         d["strict_severity"] = r.strict_severity
     if r.log is not None:
@@ -609,24 +712,136 @@ def _render_summary(launch, doc) -> dict[str, str]:
 
 # ------------------------------------------------------------------ check-pd
 
-# Flags of a P/D or multi-pod command line that set launch facts rather than spec fields (vllm.yaml `topology`)
-_TOPOLOGY_FLAGS = ("hybrid_lb_flag", "external_lb_flag", "headless_flag", "api_server_count_flag", "nnodes_flag",
-                   "start_rank_flag", "rank_flag", "address_flag", "rpc_port_flag", "kv_transfer_flag")
-_VALUED = ("api_server_count_flag", "nnodes_flag", "start_rank_flag", "rank_flag", "address_flag", "rpc_port_flag",
-           "kv_transfer_flag")
+# Flags of a P/D or multi-pod command line that set launch facts rather than spec fields (vllm.yaml `topology`). The
+# engine's parser reads them like every other flag (they stay in the document's extraArgs, in the parser's canonical
+# spelling: core.flags.read_extra); only a per-pod shell expression as a rank ($((LWS_WORKER_INDEX*4))), which
+# argparse would refuse as an int, is taken out first.
+_PER_POD_RANK_FLAGS = ("start_rank_flag", "rank_flag")
+# kv_role -> the role kind a single command line plays (config/kv_transfer.py:14-16@0.33.0)
+_KIND_OF_KV_ROLE = {"kv_producer": "prefill", "kv_consumer": "decode"}
 
 
-def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod):
-    """One check-pd command line -> (its document, its TopoRole, what its engine's parser refuses). Unusable input
-    raises InputError naming --SIDE."""
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _take_per_pod_ranks(engine: str, engine_version, tokens: list[str]) -> tuple[list[str], set[str]]:
+    """The tokens without a rank flag whose value is a per-pod shell expression, and which such flags there were."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.flags import read_extra
+
+    cat = load_catalog()
+    topo = cat.engine(engine).topology
+    wanted = {topo[k]: k for k in _PER_POD_RANK_FLAGS if k in topo}
+    if not wanted:
+        return tokens, set()
+    flags, _ = read_extra(tokens, cat.version(engine, engine_version))
+    drop: set[int] = set()
+    seen: set[str] = set()
+    for f in flags:
+        if f.name in wanted and f.value is not None and not _is_int(f.value):
+            seen.add(wanted[f.name])
+            drop.add(f.index)
+            if "=" not in tokens[f.index]:
+                drop.add(f.index + 1)
+    return [t for i, t in enumerate(tokens) if i not in drop], seen
+
+
+def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens, env, pods, gpus_per_pod, gpus,
+               name="argv", model_config=None):
+    """One engine command line -> (its document, its TopoRole, what its engine's parser refuses). ``label``: the
+    option it came from (``--prefill``; None for check-args), ``kind``: the role it plays (prefill/decode for
+    check-pd; None: from its kv_role, else serve). ``gpus``: hardware.gpuCount (None: the ranks of one pod, dpLocal x
+    TP x PP). Unusable input raises InputError naming ``label``."""
     import json
-    import shlex
 
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.cli.common import document_from_data
     from gpustack_k3.core.argv.read import Refusal
     from gpustack_k3.core.resolve import resolve
     from gpustack_k3.core.topology import TopoRole, flag_values
+
+    rest, per_pod = _take_per_pod_ranks(engine, engine_version, tokens)
+    try:
+        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, gpus or 8, env, name, rest)
+    except InputError as exc:
+        exc.where = (f"{label} " if label else "") + exc.where + _flag_for(engine, exc.where)
+        raise
+    topo = load_catalog().engine(engine).topology
+    version = load_catalog().version(engine, engine_version)
+    facts = flag_values(list(data["spec"].get("extraArgs", [])), version)
+
+    def fact(key):
+        return facts.get(topo[key]) if key in topo else None
+
+    def on(key):   # a switch: given bare (or =true); its --no- form is off
+        if key not in topo or topo[key] not in facts:
+            return False
+        v = facts[topo[key]]
+        return v is None or str(v).lower() in ("1", "true", "yes")
+
+    def as_int(key):
+        v = fact(key)
+        return int(v) if v is not None and _is_int(v) else None
+
+    par = data["spec"].get("parallel", {})
+    if gpus is None:
+        local = 1 if (on("external_lb_flag") or fact("rank_flag") is not None or "rank_flag" in per_pod) else (
+            par.get("dpLocal") or par.get("dp") or 1)
+        data["spec"]["hardware"]["gpuCount"] = min(64, gpus_per_pod or local * par.get("tp", 1) * par.get("pp", 1))
+    try:
+        doc = document_from_data(data, label or "argv")
+    except InputError as exc:
+        exc.where = (f"{label} " if label else "") + exc.where + _flag_for(engine, exc.where)
+        raise
+    if pods is None:   # check-args: one pod of a group whose size the line implies (DP / dpLocal, else --nnodes)
+        dp, local = doc.spec.parallel.dp or 1, doc.spec.parallel.dpLocal
+        pods = dp // local if local and dp % local == 0 and dp >= local else max(as_int("nnodes_flag") or 1, 1)
+    # the model's architecture: --model-config, else config.json in a local model directory; a model the catalog
+    # does not know is described by it (or by nothing: flags checked, no memory plan)
+    model_path = doc.spec.model.path
+    try:
+        arch = _model_arch(model_config, model_path)
+    except InputError as exc:
+        exc.where = f"{label} {exc.where}" if label else exc.where
+        raise
+    if arch is None and model_name is None and model_path and catalog_model_of(load_catalog(), model_path) is None:
+        from gpustack_k3.core.model_config import ModelArch
+
+        arch = ModelArch("no config.json (give --model-config FILE)")
+    kv = None
+    raw_kv = fact("kv_transfer_flag")
+    if raw_kv is not None:
+        try:
+            kv = json.loads(raw_kv)
+        except (ValueError, RecursionError):
+            kv = None   # the parser refused it already (argv-refused)
+        kv = kv if isinstance(kv, dict) else None
+
+    if kind is None:
+        kind = _KIND_OF_KV_ROLE.get(str((kv or {}).get("kv_role")), "serve")
+    host = doc.spec.env.get(topo.get("side_channel_host_env", ""), "")   # SGLang has no NIXL side channel
+    prefix = label.lstrip("-") if label else "spec"
+    role = TopoRole(
+        name=prefix if label else kind, kind=kind, prefix=prefix, instances=1, pods=pods, gpus_per_pod=gpus_per_pod,
+        resolved=resolve(doc, arch=arch), dp_local=doc.spec.parallel.dpLocal, hybrid_lb=on("hybrid_lb_flag"),
+        external_lb=on("external_lb_flag") or fact("rank_flag") is not None or "rank_flag" in per_pod,
+        headless=on("headless_flag"), api_server_count=as_int("api_server_count_flag"),
+        nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
+        side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
+        extra_flags=facts, rank_given=fact("rank_flag") is not None or "rank_flag" in per_pod)
+    if label:   # refusals name tokens of the command line: say which side they are from
+        refusals = [Refusal(f"{label} {ref.where}", ref.flag, ref.message, ref.token) for ref in refusals]
+    return doc, role, refusals
+
+
+def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod, model_config=None):
+    """One check-pd command line (shell-quoted) -> (its document, its TopoRole, its parser's refusals)."""
+    import shlex
 
     opt = f"--{side}"
     try:
@@ -635,76 +850,15 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
         raise InputError(opt, f"not a shell-quoted command line: {exc}", f"quote the whole command line: {opt} 'vllm serve ...'") from None
     if not tokens:
         raise InputError(opt, "empty command line", f"give {opt} 'vllm serve MODEL ...'")
-    topo = load_catalog().engine(engine).topology
-    names = {topo[k]: k for k in _TOPOLOGY_FLAGS if k in topo}
-    rest, facts, i = [], {}, 0
-    while i < len(tokens):   # take the launch-fact flags out; the rest is read like check-args
-        name, eq, inline = tokens[i].partition("=")
-        key = names.get(name)
-        if key is None:
-            rest.append(tokens[i])
-        elif key in _VALUED:
-            if eq:
-                facts[key] = inline
-            elif i + 1 < len(tokens):
-                i += 1
-                facts[key] = tokens[i]
-            else:
-                raise InputError(f"{opt} {name}", "flag needs a value and none follows", f"write {name} VALUE")
-        else:
-            facts[key] = None
-        i += 1
-    try:
-        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, 8, env, side, rest)
-    except InputError as exc:
-        exc.where = f"{opt} {exc.where}{_flag_for(engine, exc.where)}"
-        raise
-    par = data["spec"].get("parallel", {})
-    local = par.get("dpLocal") or par.get("dp") or 1
-    data["spec"]["hardware"]["gpuCount"] = min(64, gpus_per_pod or local * par.get("tp", 1) * par.get("pp", 1))
-    try:
-        doc = document_from_data(data, opt)
-    except InputError as exc:
-        exc.where = f"{opt} {exc.where}"
-        raise
-    kv = None
-    if "kv_transfer_flag" in facts:
-        try:
-            kv = json.loads(facts["kv_transfer_flag"])
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"{opt} {topo['kv_transfer_flag']}", f"not valid JSON: {exc}", "quote the JSON object") from None
-        if not isinstance(kv, dict):
-            raise InputError(f"{opt} {topo['kv_transfer_flag']}", "must be a JSON object", '\'{"kv_connector":"NixlConnector",...}\'')
-
-    def as_int(key):
-        v = facts.get(key)
-        if v is None:
-            return None
-        try:
-            return int(v)
-        except ValueError:
-            if key in ("start_rank_flag", "rank_flag"):
-                return None   # a shell expression computed per pod ($((LWS_WORKER_INDEX*4)))
-            raise InputError(f"{opt} {topo[key]}", f"value {v!r} is not a whole number", f"give {topo[key]} a number") from None
-
-    host = doc.spec.env.get(topo["side_channel_host_env"], "")
-    role = TopoRole(
-        name=side, kind=side, prefix=side, instances=1, pods=pods, gpus_per_pod=gpus_per_pod, resolved=resolve(doc),
-        dp_local=doc.spec.parallel.dpLocal, hybrid_lb="hybrid_lb_flag" in facts,
-        external_lb="external_lb_flag" in facts or facts.get("rank_flag") is not None,
-        headless="headless_flag" in facts, api_server_count=as_int("api_server_count_flag"),
-        nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
-        side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
-        extra_flags=flag_values(list(doc.spec.extraArgs)))
-    # refusals name tokens of the command line without the launch-fact flags: say which side they are from
-    refusals = [Refusal(f"{opt} {ref.where}", ref.flag, ref.message, ref.token) for ref in refusals]
-    return doc, role, refusals
+    return _line_role(opt, side, engine, engine_version, model_name, gpu_type, tokens, env, pods, gpus_per_pod, None,
+                      name=side, model_config=model_config)
 
 
 @click.command("check-pd", cls=Command)
 @click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of both command lines.")
 @click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")
-@click.option("--model", "model_name", default="kimi-k3", show_default=True, help="Catalog model key.")
+@click.option("--model", "model_name", default=None,
+              help="Catalog model key (default: the catalog model the command lines' model names; none: no memory plan).")
 @click.option("--gpu-type", default="b300", show_default=True)
 @click.option("--prefill", "prefill", required=True, metavar="'ARGV'", help="The prefill command line, shell-quoted.")
 @click.option("--decode", "decode", required=True, metavar="'ARGV'", help="The decode command line, shell-quoted.")
@@ -712,12 +866,17 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 @click.option("--decode-env", multiple=True, metavar="K=V", help="Environment of the decode engine (repeatable).")
 @click.option("--prefill-pods", type=click.IntRange(1, 256), default=1, show_default=True, help="Pods of one prefill instance.")
 @click.option("--decode-pods", type=click.IntRange(1, 256), default=1, show_default=True, help="Pods of one decode instance.")
-@click.option("--gpus-per-pod", type=click.IntRange(1, 64), default=None, help="GPUs per pod (checks dpLocal x TP).")
+@click.option("--gpus-per-pod", type=click.IntRange(1, 64), default=None, help="GPUs per pod of both sides (checks dpLocal x TP).")
+@click.option("--prefill-gpus-per-pod", type=click.IntRange(1, 64), default=None,
+              help="GPUs per prefill pod (overrides --gpus-per-pod for the prefill side).")
+@click.option("--decode-gpus-per-pod", type=click.IntRange(1, 64), default=None,
+              help="GPUs per decode pod (overrides --gpus-per-pod for the decode side).")
 @strict_opt
+@model_config_opt
 @output_option
 @fail_on_option
 def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
-             decode_pods, gpus_per_pod, strict, output):
+             decode_pods, gpus_per_pod, prefill_gpus_per_pod, decode_gpus_per_pod, strict, model_config, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
@@ -725,10 +884,11 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
 
     roles, findings = [], []
     try:
-        for side, text, env, pods in (("prefill", prefill, prefill_env, prefill_pods),
-                                      ("decode", decode, decode_env, decode_pods)):
+        for side, text, env, pods, side_gpus in (
+                ("prefill", prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
+                ("decode", decode, decode_env, decode_pods, decode_gpus_per_pod)):
             doc, role, refusals = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
-                                             gpus_per_pod)
+                                             side_gpus or gpus_per_pod, model_config)
             roles.append(role)
             ctx = Ctx(role.resolved, argv_refusals=refusals)
             findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]

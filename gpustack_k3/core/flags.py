@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,23 +32,95 @@ class Arg:
     platform: bool = False
 
 
-def extra_flags(tokens: Sequence[str]) -> dict[str, tuple[int, str | None]]:
-    """The flags of an extraArgs fragment: ``--flag value`` / ``--flag=value`` / a bare ``--flag`` ->
-    {flag: (index of the flag token, value or None)}. The last occurrence wins, as in argparse; a token after a
-    flag is its value unless it starts with ``--``. Every token that starts with ``-`` is also read as a flag,
-    even one taken as the previous flag's value: ``--enforce-eager -cc {...}`` still has ``-cc`` (a value such
-    as ``-1`` becomes a key no rule asks for). Rules that read the user's own flags use this one reading."""
-    out: dict[str, tuple[int, str | None]] = {}
-    for i, tok in enumerate(tokens):
-        if tok.startswith("-"):
-            name, eq, val = tok.partition("=")
-            if eq:
-                out[name] = (i, val)
-            elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
-                out[name] = (i, tokens[i + 1])
-            else:
-                out[name] = (i, None)
-    return out
+_NUMBER = re.compile(r"^-(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_REPEATABLE = ("append", "extend", "count", "append_const")
+
+
+def _is_flag(tok: str) -> bool:
+    return len(tok) > 1 and tok[0] == "-" and tok != "--" and not _NUMBER.match(tok)
+
+
+class ExtraFlag:
+    """One flag of an extraArgs fragment as the release's parser reads it (plain: docs/architecture.md, Start-up).
+
+    ``typed``: as written (before ``=``); ``name``: the option string the release's parser resolves it to (its
+    canonical first string; a ``--no-X`` form stays itself; an unknown flag stays as typed); ``value``: the value
+    string (several for nargs '+', joined by a space), None for a flag that takes none; ``option``: the parser's
+    Option, None when the release does not know the flag (or no release was given)."""
+
+    __slots__ = ("index", "typed", "name", "value", "option")
+
+    def __init__(self, index: int, typed: str, name: str, value: str | None, option: Any) -> None:
+        self.index, self.typed, self.name, self.value, self.option = index, typed, name, value, option
+
+    def __repr__(self) -> str:
+        return f"ExtraFlag({self.index}, {self.typed!r}, {self.name!r}, {self.value!r})"
+
+    @property
+    def repeatable(self) -> bool:
+        return self.option is not None and self.option.kind in _REPEATABLE
+
+
+def _lookup(dump: Any, typed: str) -> Any:
+    """The release parser's option for a flag as typed: exact, vLLM's underscores as dashes, a unique abbreviation
+    (argparse allow_abbrev); None when unknown."""
+    if dump is None:
+        return None
+    o = dump.flag(typed)
+    if o is None and dump.engine == "vllm" and "_" in typed:
+        o = dump.flag(typed.replace("_", "-"))
+    if o is None and typed.startswith("--") and dump.allow_abbrev and len(typed) > 2:
+        hits = dump.prefixed(typed)
+        if len(hits) == 1:
+            o = dump.option(next(iter(hits)))
+    return o
+
+
+def read_extra(tokens: Sequence[str], version: EngineVersion | None = None) -> tuple[list[ExtraFlag], list[int]]:
+    """The one reading of an extraArgs fragment (every rule and the topology view use it): its flags in order and
+    the indices of tokens that are neither a flag nor a flag's value. With ``version`` the release's parser dump
+    says which flags take a value (and how many) and resolves aliases and abbreviations to one name; without it a
+    token after a flag is its value unless it is itself a flag (a negative number is a value). Linear in the tokens."""
+    dump = engine_argv.version_dump(version) if version is not None and tokens else None
+    out: list[ExtraFlag] = []
+    stray: list[int] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        tok = tokens[i]
+        if not _is_flag(tok):
+            stray.append(i)
+            i += 1
+            continue
+        start = i
+        typed, eq, inline = tok.partition("=")
+        base = typed.split(".", 1)[0] if typed.startswith("--") and "." in typed else typed   # vLLM dotted keys
+        opt = _lookup(dump, base)
+        name = typed if opt is None or base != typed else (typed if typed in opt.negative else opt.canonical)
+        value: str | None = None
+        if eq:
+            value = inline
+        elif opt is not None and not opt.takes_value:
+            value = None
+        elif opt is not None and (opt.nargs in ("+", "*") or (isinstance(opt.nargs, int) and opt.nargs > 1)):
+            vals = []
+            limit = opt.nargs if isinstance(opt.nargs, int) else n
+            while i + 1 < n and not _is_flag(tokens[i + 1]) and len(vals) < limit:
+                i += 1
+                vals.append(tokens[i])
+            value = " ".join(vals) if vals else None
+        elif i + 1 < n and not _is_flag(tokens[i + 1]):
+            i += 1
+            value = tokens[i]
+        out.append(ExtraFlag(start, typed, name, value, opt))
+        i += 1
+    return out, stray
+
+
+def extra_flags(tokens: Sequence[str], version: EngineVersion | None = None) -> dict[str, tuple[int, str | None]]:
+    """``{flag: (index of the flag token, value or None)}`` of an extraArgs fragment (:func:`read_extra`); the last
+    occurrence wins, as in argparse. Keys are the names the release's parser resolves the flags to (as typed
+    without ``version``)."""
+    return {f.name: (f.index, f.value) for f in read_extra(tokens, version)[0]}
 
 
 def compact_json(obj: Any) -> str:
@@ -281,6 +354,12 @@ def _to_spec(engine: EngineEntry, f: FlagSpec, v: Any, out: ParsedArgv) -> str |
     if f.field == "model.path":
         out.model_path = v
         return None
+    if isinstance(v, list) and f.kind == "value" and f.type == "str":
+        # nargs='+' (vLLM --served-model-name a b: model_config.served_model_name is the list, the first name is
+        # the one responses carry, config/model.py@0.33.0); the spec field holds that first name
+        if not v:
+            return None
+        v = v[0]
     if f.field == "scheduling.maxModelLen" and v == -1:
         return None                     # "auto"/-1 (human_readable_int_or_auto): the model's maximum, as unset
     if f.kind == "json":

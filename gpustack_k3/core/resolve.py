@@ -37,6 +37,13 @@ class Resolved:
     model: ModelEntry | None
     figures: ModelEngineFigures | None
     hardware: HardwareProfile | None
+    # what the document said where it named a catalog entry in another spelling (v0.33.0, 0.33.1, B300): the
+    # document above carries the catalog's key; rule engine-version-pinned warns naming both
+    typed_version: str | None = None
+    # the model's architecture figures from its config.json (core.model_config.ModelArch; --model-config or a local
+    # model directory): with them a model the catalog does not know is checked for flags and parallelism, and its
+    # memory plan is unavailable (never another model's figures)
+    arch: Any = None
 
     @property
     def spec(self) -> DeploymentSpec:
@@ -98,11 +105,21 @@ class Resolved:
         return self.spec.engine.image or (self.version.image if self.version else "")
 
 
-def resolve(doc: DeploymentDocument, catalog: Catalog | None = None) -> Resolved:
+def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any = None) -> Resolved:
     cat = catalog or load_catalog()
     eng = cat.engine(doc.spec.engine.name)
-    ver = cat.version(eng.engine, doc.spec.engine.version)
+    typed = doc.spec.engine.version
+    ver = cat.version(eng.engine, typed)
     model = cat.models.get(doc.spec.model.name)
     figs = model.engines.get(eng.engine) if model else None
-    hw = cat.hardware.get(doc.spec.hardware.gpuType)
-    return Resolved(doc, cat, eng, ver, model, figs, hw)
+    hw = cat.gpu(doc.spec.hardware.gpuType)
+    spec_update: dict[str, Any] = {}
+    if ver is not None and typed is not None and typed != ver.key:
+        spec_update["engine"] = doc.spec.engine.model_copy(update={"version": ver.key})
+    gpu_key = cat.gpu_key(doc.spec.hardware.gpuType) if hw is not None else None
+    if gpu_key is not None and gpu_key != doc.spec.hardware.gpuType:
+        spec_update["hardware"] = doc.spec.hardware.model_copy(update={"gpuType": gpu_key})
+    if spec_update:   # downstream (launch, targets) reads the catalog's keys
+        doc = doc.model_copy(update={"spec": doc.spec.model_copy(update=spec_update)})
+    return Resolved(doc, cat, eng, ver, model, figs, hw,
+                    typed_version=typed if "engine" in spec_update else None, arch=arch)

@@ -131,6 +131,7 @@ class TopoRole(NamedTuple):
     env: dict[str, str] | None = None            # the engine env (side-channel host/port)
     side_channel_host_from_pod: bool = False     # VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (pod IP)
     extra_flags: dict[str, str | None] | None = None   # flags outside the flag table: --block-size, HMA switch
+    rank_given: bool | None = None   # a command line gave --data-parallel-rank (check-pd/check-args); None: a document
 
     def field(self, path: str) -> str:
         """``parallel.dp`` -> ``spec.roles[1].parallel.dp`` (or ``prefill.parallel.dp``)."""
@@ -195,9 +196,10 @@ def multi_pod(doc: DeploymentDocument) -> bool:
                                      or doc.spec.disaggregation is not None)
 
 
-def flag_values(tokens: list[str]) -> dict[str, str | None]:
-    """``{flag: value or None}`` of an extraArgs fragment (:func:`core.flags.extra_flags`)."""
-    return {name: value for name, (_, value) in extra_flags(tokens).items()}
+def flag_values(tokens: list[str], version: Any = None) -> dict[str, str | None]:
+    """``{flag: value or None}`` of an extraArgs fragment, read as ``version``'s parser reads it
+    (:func:`core.flags.extra_flags`)."""
+    return {name: value for name, (_, value) in extra_flags(tokens, version).items()}
 
 
 def kv_transfer_config(doc: DeploymentDocument, kind: str, kv_roles: dict[str, str]) -> dict[str, Any] | None:
@@ -240,5 +242,5 @@ def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = No
             external_lb=role.loadBalancing == "external" and dp > 1,
             headless=role.loadBalancing == "internal" and pods > 1,
             api_server_count=role.apiServerCount, kv_transfer=kv, env=env, side_channel_host_from_pod=kv is not None,
-            extra_flags=flag_values(list(view.document.spec.extraArgs))))
+            extra_flags=flag_values(list(view.document.spec.extraArgs), r.version)))
     return Topology(roles, doc.spec.disaggregation if doc.spec.roles else None, "document")

@@ -49,8 +49,11 @@ def test_the_recipe_pair_passes():
     ("pd-compat-hash", PREFILL.replace("--kv-cache-dtype fp8", "--kv-cache-dtype auto"), DECODE, True),
     ("pd-compat-hash", PREFILL, DECODE + " --speculative-config '{\"method\":\"dspark\",\"model\":\"/d\","
      "\"num_speculative_tokens\":5}'", True),
-    ("pd-compat-hash", PREFILL, DECODE + " --attention-backend FLASHINFER_MLA", True),
-    ("pd-compat-hash", PREFILL + " --dtype float16", DECODE, True),
+    ("pd-compat-hash", PREFILL + " --attention-backend CUTLASS_MLA", DECODE + " --attention-backend FLASHINFER_MLA",
+     True),
+    ("pd-compat-hash", PREFILL + " --dtype float16", DECODE + " --dtype bfloat16", True),
+    ("pd-dcp-divide", PREFILL.replace("--tensor-parallel-size 1", "--tensor-parallel-size 3 -dcp 3"),
+     DECODE + " --tensor-parallel-size 2 -dcp 2", True),
     ("pd-compat-hash", PREFILL, DECODE.replace('"NixlConnector"', '"NixlPushConnector"'), True),
     ("pd-compat-hash", PREFILL + " --disable-hybrid-kv-cache-manager", DECODE, True),
     ("pd-roles", PREFILL.replace(f"--kv-transfer-config {KV}", ""), DECODE, True),
@@ -75,13 +78,12 @@ def test_hybrid_models_need_equal_dcp_and_block_size():
     code, out = run(kimi + " -dcp 8", kimi, model="kimi-k3")
     assert code == 1 and "pd-hybrid-dcp-equal" in rules(out)
     code, out = run(kimi + " --block-size 64", kimi + " --block-size 128", model="kimi-k3")
-    assert "pd-hybrid-block-size" in rules(out)
+    assert "pd-hybrid-block-size" in rules(out, "warning")   # the engine re-aligns hybrid block sizes at start-up
     code, out = run(kimi, kimi, model="kimi-k3")
     assert not {"pd-hybrid-dcp-equal", "pd-hybrid-block-size"} & rules(out)
 
 
 @pytest.mark.parametrize("prefill,needle", [
-    ("vllm serve m --kv-transfer-config '{oops'", "--prefill --kv-transfer-config"),
     ("vllm serve 'unterminated", "--prefill"),
     ("", "--prefill"),
 ])
@@ -97,3 +99,72 @@ def test_a_token_the_engine_refuses_is_an_argv_refused_finding_of_its_side():
                                    "--decode", DECODE])
     assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]" in res.output, res.output
     assert "invalid int value: 'x'" in res.output
+    # bad JSON in --kv-transfer-config is read by the engine's parser too (TypeAdapter.validate_json): argv-refused
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "vllm", "--prefill", "vllm serve m --kv-transfer-config '{oops'",
+                                   "--decode", DECODE])
+    assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]: argument --kv-transfer-config" in res.output
+
+
+def test_check_pd_on_sglang_is_a_clean_refusal_not_a_crash():
+    """check-pd --engine sglang ended in `internal error: KeyError` (issue 22): now a finding naming why, exit 1."""
+    line = "python3 -m sglang.launch_server --model-path /models/Kimi-K3 --tp 8 --trust-remote-code"
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "sglang", "--prefill", line, "--decode", line, "-o", "json"],
+                             catch_exceptions=False)
+    assert res.exit_code == 1, res.output
+    found = [f for f in json.loads(res.output)["findings"] if f["rule"] == "sglang-topology-unsupported"]
+    assert {f["field"] for f in found} == {"prefill", "decode"}
+    assert all("does not check SGLang P/D pairs yet" in f["message"] for f in found)
+
+
+def test_a_pair_differing_only_in_what_nixl_does_not_hash_passes():
+    """vLLM 0.33.0 hashes neither num_speculative_tokens nor the draft attention backend (nixl/metadata.py:103-142):
+    prefill drafting 7 tokens and decode 5 was refused (issue 22)."""
+    kimi = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 -dcp 8 --trust-remote-code --kv-cache-dtype fp8 " \
+           "--attention-backend FLASHINFER_MLA --kv-transfer-config " + KV
+    def spec(tokens: int, draft: str = "/models/Kimi-K3-DSpark", backend: str = "") -> str:
+        extra = f',"attention_backend":"{backend}"' if backend else ""
+        return f""" --speculative-config '{{"method":"dspark","model":"{draft}","num_speculative_tokens":{tokens}{extra}}}'"""
+
+    code, out = run(kimi + spec(7, backend="FLASHINFER_MLA"), kimi + spec(5), model="kimi-k3")
+    assert "pd-compat-hash" not in rules(out), out
+    # the draft model is hashed: a different one is refused
+    code, out = run(kimi + spec(7), kimi + spec(7, draft="/d2"), model="kimi-k3")
+    assert code == 1 and "pd-compat-hash" in rules(out)
+
+
+def test_non_eagle_drafts_hash_as_none_and_auto_vs_explicit_only_warns():
+    """ngram drafts hash as None on both sides (metadata.py:103-108@0.33.0, use_eagle); an attention backend left
+    auto on one side resolves inside the engine (platforms/cuda.py:95-135): a warning, never a refusal."""
+    code, out = run(PREFILL + " --speculative-config '{\"method\":\"ngram\",\"num_speculative_tokens\":3,"
+                              "\"prompt_lookup_max\":4}'", DECODE)
+    assert "pd-compat-hash" not in rules(out), out
+    code, out = run(PREFILL, DECODE + " --attention-backend FLASHINFER_MLA")
+    assert "pd-compat-hash" not in rules(out) and "pd-compat-hash-undecided" in rules(out, "warning")
+
+
+def test_check_pd_reads_kv_role_and_gpus_per_pod_per_side():
+    """A producer needs a consumer (issue 23 item 7): prefill kv_consumer is refused (pd-kv-role); kv_both works on
+    either side; --prefill-gpus-per-pod / --decode-gpus-per-pod check dpLocal x TP per side."""
+    consumer = KV.replace("kv_both", "kv_consumer")
+    code, out = run(PREFILL.replace(KV, consumer), DECODE)
+    assert code == 1 and "pd-kv-role" in rules(out), out
+    code, out = run(PREFILL.replace(KV, KV.replace("kv_both", "kv_producer")), DECODE.replace(KV, consumer))
+    assert "pd-kv-role" not in rules(out), out
+    code, out = run(PREFILL, DECODE, "--prefill-gpus-per-pod", "2", "--decode-gpus-per-pod", "4")
+    assert code == 0, out
+    code, out = run(PREFILL, DECODE, "--prefill-gpus-per-pod", "2", "--decode-gpus-per-pod", "8")
+    assert code == 1 and "topology-gpus-per-pod" in rules(out)
+    assert any(f["field"] == "decode.gpusPerPod" for f in json.loads(out)["findings"])
+
+
+def test_check_pd_takes_the_models_config(tmp_path):
+    """--model-config gives both sides the architecture figures; the resolved dtype then decides the NIXL dtype factor
+    (bfloat16 on one side and auto on the other hash equal for a bfloat16 checkpoint, nixl/metadata.py:185@0.33.0)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "num_attention_heads": 64,
+                               "num_hidden_layers": 4, "kv_lora_rank": 512, "n_routed_experts": 384,
+                               "torch_dtype": "bfloat16"}))
+    code, out = run(PREFILL + " --dtype bfloat16", DECODE, "--model-config", str(cfg))
+    assert "pd-compat-hash" not in rules(out) and "pd-compat-hash-undecided" not in rules(out, "warning"), out
+    code, out = run(PREFILL + " --dtype float16", DECODE, "--model-config", str(cfg))
+    assert "pd-compat-hash" in rules(out)

@@ -14,7 +14,7 @@ from gpustack_k3.core.rules.registry import FAMILIES, of_family, rule
 
 REPO = Path(__file__).resolve().parents[2]
 GOOD = dict(family="spec", severity="warning", engines=["vllm"], field="spec.env", title="A title", why="Why it is.",
-            fix="Fix it so.", source="vllm envs.py:1-2@0.33.0")
+            fix="Fix it so.", source="vllm envs.py:1-2@0.33.0", checked_by="product")
 
 
 def define(rule_id: str, **kw):
@@ -119,9 +119,10 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_rules import CASES
     from tests.core.test_rules_render import RENDER_CASES
     from tests.core.test_rules_topology import TOPOLOGY_CASES
+    from tests.core.test_verdicts import MODEL_CASES
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
-               | {"spec.schema"})   # test_schema_rule.py
+               | set(MODEL_CASES) | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 
 

@@ -66,11 +66,14 @@ CASES = {
     "extra-arg-platform-owned": (("vllm-seed", {"extraArgs": ["--port", "9000"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
     "extra-arg-unknown": (("vllm-seed", {"extraArgs": ["--max-num-seqz", "64"]}), ("vllm-seed", {"extraArgs": ["--block-size", "16"]})),
     "extra-arg-malformed": (("vllm-seed", {"extraArgs": ["seed"]}), ("vllm-seed", {"extraArgs": ["--seed", "1"]})),
+    # issue 23: the README says duplicates in extraArgs are reported; -tp 8 and --tensor-parallel-size 8 are one flag
+    "extra-arg-repeated": (("vllm-seed", {"extraArgs": ["--seed", "1", "--seed", "2"]}),
+                           ("vllm-seed", {"extraArgs": ["--seed", "1", "--middleware", "a", "--middleware", "b"]})),
     "env-removed": (("vllm-seed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}}),
                     ("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
                                    "speculative": {"method": "none"}, "env": {"VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}})),
     "secret-in-env": (("vllm-seed", {"env": {"HF_TOKEN": "hf_abc"}}), ("vllm-seed", {"secretEnv": [{"name": "HF_TOKEN", "secretName": "hub", "key": "token"}]})),
-    "unknown-catalog-entry": (("vllm-seed", {"engine": {"version": "0.99.0"}}), ("vllm-seed", {"engine": {"version": "0.33.0"}})),
+    "unknown-catalog-entry": (("vllm-seed", {"engine": {"version": "0.10.0"}}), ("vllm-seed", {"engine": {"version": "0.33.0"}})),
     "sglang-dcp-static-verify": (("sglang-seed", {}), ("sglang-no-dcp", {})),
     "sglang-dcp-symm-mem-off": (("sglang-seed", {}), ("sglang-seed", {"sglang": {"symmMem": None}})),
     "vllm-kv-overcommit": (("vllm-seed", {}), ("vllm-seed", {"memory": {"fraction": 0.92}})),
@@ -84,6 +87,21 @@ CASES = {
     "slow-tokenizer": (("vllm-seed", {}), None),
     "vllm-compile-mode-none": (("vllm-seed", {}), ("vllm-seed", {"env": {"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}})),
     "vllm-hybrid-block-1536": (("vllm-seed", {}), None),
+    # issue 22 item 5: versions users type resolve to the nearest pinned release at or below, with this warning
+    # oracle finding 6: unknown backend names are refused by AttentionConfig (0.28.0 has no TRTLLM_MLA)
+    "attention-backend-unknown": (("vllm-fixed", {"engine": {"version": "0.28.0"}, "vllm": {"attentionBackend": "TRTLLM_MLA"}}),
+                                  ("vllm-fixed", {"engine": {"version": "0.33.0"}, "vllm": {"attentionBackend": "flashinfer_mla"}})),
+    "vllm-v2-runner-spec-method": (("vllm-fixed", {"engine": {"version": "0.28.0"}, "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"},
+                                                   "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}}),
+                                   ("vllm-fixed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_USE_V2_MODEL_RUNNER": "1"},
+                                                   "speculative": {"method": "ngram", "numTokens": 3, "draftModel": None}})),
+    "spec-draft-method-mismatch": (("vllm-fixed", {"speculative": {"method": "eagle3"}}),
+                                   ("vllm-fixed", {"speculative": {"method": "eagle3", "draftModel": "/models/an-eagle3-draft"}})),
+    # oracle finding 6: --dtype float16 on the MXFP4 Kimi-K3 checkpoint
+    "dtype-vs-quantization": (("vllm-fixed", {"engine": {"version": "0.33.0"}, "model": {"dtype": "half"}}),
+                              ("vllm-fixed", {"engine": {"version": "0.33.0"}, "model": {"dtype": "bfloat16"}})),
+    "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
+                              ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 
@@ -94,7 +112,10 @@ def rules_of(preset, patch):
 
 def test_every_spec_rule_has_cases():
     # argv-refused reads a command line, not a spec: its fire/quiet cases are in tests/core/test_argv_read.py
-    assert set(CASES) == {r.id for r in of_family("spec", "args")} - {"argv-refused"}
+    # the model-config rules read a config.json: their cases are tests/core/test_verdicts.py MODEL_CASES
+    from tests.core.test_verdicts import MODEL_CASES
+
+    assert set(CASES) == {r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

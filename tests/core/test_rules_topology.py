@@ -83,6 +83,12 @@ def _sglang_pd(d: dict) -> None:
     d["spec"]["memory"]["kvCacheDtype"] = "fp8_e4m3"
 
 
+def _tp6_prefill(d: dict) -> None:
+    """prefill TP 6 / DCP 6, decode TP 8 / DCP 8: DCP 6 and 8 do not divide one another."""
+    role(d, "prefill")["parallel"] = {"tp": 6, "dcp": 6}
+    role(d, "prefill")["gpusPerPod"] = 6
+
+
 # rule id -> (firing case, quiet case); a case returns a document or a Topology
 TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "topology-version-unverified": (doc_case(KIMI, _set("engine.version", "kimi-k3")), doc_case(KIMI)),
@@ -93,6 +99,9 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "topology-ep-size": (doc_case(DSV), doc_case(KIMI)),
     "topology-lb-exclusive": (tweak(DSV, "decode", external_lb=True), doc_case(DSV)),
     "topology-external-lb-rank": (doc_case(DSV, _set("loadBalancing", "external", "decode")), doc_case(DSV)),
+    "topology-external-lb-needs-rank": (tweak(DSV, "decode", external_lb=True, rank_given=False),
+                                        tweak(DSV, "decode", external_lb=True, rank_given=True)),
+    "topology-nnodes-divide": (tweak(DSV, "decode", nnodes=3), tweak(DSV, "decode", nnodes=8)),
     "topology-hybrid-single-rank": (doc_case(DSV, _single_rank_hybrid), doc_case(DSV)),
     "topology-nnodes-backend": (doc_case(DSV, _set("parallel.dpBackend", "ray", "decode")),
                                 doc_case(DSV, _set("parallel.dpBackend", "mp", "decode"))),
@@ -107,6 +116,15 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "topology-max-num-seqs-per-rank": (doc_case(DSV), doc_case(KIMI)),
     "pd-roles": (doc_case(DSV, _drop_decode), doc_case(DSV)),
     "pd-compat-hash": (doc_case(KIMI, _set("memory.kvCacheDtype", "auto", "prefill")), doc_case(KIMI)),
+    "pd-compat-hash-undecided": (doc_case(KIMI, _set("vllm.attentionBackend", None, "decode")),
+                                 doc_case(KIMI)),
+    "pd-dcp-divide": (doc_case(KIMI, _tp6_prefill), doc_case(KIMI)),
+    "pd-kv-role": (tweak(KIMI, "prefill", kv_transfer={"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}),
+                   tweak(KIMI, "prefill", kv_transfer={"kv_connector": "NixlConnector", "kv_role": "kv_both"})),
+    "kv-connector-unknown": (tweak(KIMI, "decode", kv_transfer={"kv_connector": "NoSuchConnector", "kv_role": "kv_both"}),
+                             tweak(KIMI, "decode", kv_transfer={"kv_connector": "NixlPullConnector",
+                                                                "kv_role": "kv_consumer"})),
+    "pd-push-no-dcp": (doc_case(KIMI, _set("disaggregation.connector", "NixlPushConnector")), doc_case(KIMI)),
     "pd-handshake-check-off": (doc_case(KIMI, _set("disaggregation.enforceHandshakeCompat", False)), doc_case(KIMI)),
     "pd-hybrid-dcp-equal": (doc_case(KIMI, _set("parallel.dcp", 1, "prefill")), doc_case(KIMI)),
     "pd-hybrid-block-size": (doc_case(KIMI, _set("extraArgs", ["--block-size", "64"], "decode")), doc_case(KIMI)),

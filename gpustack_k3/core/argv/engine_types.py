@@ -124,12 +124,32 @@ def _vllm_parse_dataclass(cls: dict, expand_numbers: bool) -> Callable[[str], An
         bad = sorted(refused & obj.model_fields_set)
         if bad:   # an init=False field of a pydantic dataclass
             raise argparse.ArgumentTypeError(f"validation error for {name}: {bad[0]}: Unexpected keyword argument")
+        post = _POST_INIT.get(name)
+        problem = post(obj.model_dump(mode="json")) if post else None
+        if problem:   # the dataclass's own __post_init__, which TypeAdapter(cls).validate_json runs
+            raise argparse.ArgumentTypeError(f"validation error for {name}: {problem}")
         # the keys given, with the values as the engine's model converted them ("3" -> 3 for an int field);
         # an init=False field is accepted and dropped, as the dataclass's constructor never receives it
         return obj.model_dump(mode="json", exclude_unset=True, exclude=ignored)
 
     parse_dataclass.__name__ = "parse_dataclass"
     return parse_dataclass
+
+
+_KV_ROLES = ("kv_producer", "kv_both", "kv_consumer")   # get_args(KVRole): the order the engine prints
+
+
+def _kv_transfer_post_init(cfg: dict) -> str | None:
+    """KVTransferConfig.__post_init__ (config/kv_transfer.py:113-124@0.33.0, :95-106@0.29.0 and @0.28.0,
+    :83-93@0.11.0): a connector needs a kv_role. (A kv_role outside the three is refused by its Literal type.)"""
+    if cfg.get("kv_connector") is not None and cfg.get("kv_role") is None:
+        return f"Please specify kv_role when kv_connector is set, supported roles are {_KV_ROLES}"
+    return None
+
+
+# A config dataclass's own __post_init__ checks, by class name: what the dump cannot carry (it records fields and
+# their types); each cites the release lines it transcribes
+_POST_INIT = {"KVTransferConfig": _kv_transfer_post_init}
 
 
 def _first_error(e: ValueError) -> str:

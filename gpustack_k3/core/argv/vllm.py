@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -221,6 +222,8 @@ def preprocess(d: Dialect, argv: list[str], *, serve: bool, read_file: Callable[
         if parg.startswith("--") and "." not in parg:
             continue
         if parg.startswith("-") and "." in parg:
+            if _NEGATIVE_DECIMAL.match(parg):
+                raise Refused(_negative_decimal(parg, processed[i - 1] if i else None), flag=parg)
             if "=" in parg:
                 parg, value_str = parg.split("=", 1)
                 if "." not in parg:
@@ -247,6 +250,19 @@ def preprocess(d: Dialect, argv: list[str], *, serve: bool, read_file: Callable[
         out += [key, json.dumps(value)]
         oorig += [dict_orig[key], dict_orig[key]]
     return out, oorig
+
+
+_NEGATIVE_DECIMAL = re.compile(r"^-\d*\.\d*(?:[eE][-+]?\d+)?$")
+
+
+def _negative_decimal(token: str, before: str | None) -> str:
+    """Why vLLM refuses a negative decimal written as the token after its flag (``--x -0.5``)."""
+    flag = before.split("=", 1)[0] if before and before.startswith("-") and "=" not in before else None
+    way = f"write it attached to its flag: {flag}={token}" if flag else f"write it attached to its flag: --FLAG={token}"
+    return (f"{token!r}: vLLM's pre-parse reads every token that starts with '-' and holds a '.' as a dotted option "
+            f"(utils/argparse_utils.py:462-491@0.33.0), so {token} is not taken as the value of "
+            f"{flag or 'the flag before it'}: the engine takes the next token as its value, or exits with an IndexError "
+            f"when it is the last one; {way}")
 
 
 def _dotted_value(d: Dialect, value_str: str) -> Any:

@@ -7,24 +7,38 @@ import re
 from collections.abc import Iterable, Iterator
 
 from gpustack_k3.core.findings import Finding
-from gpustack_k3.core.flags import extra_flags, flag_index, known_flags, speculative_subflags
+from gpustack_k3.core.flags import flag_index, known_flags, read_extra, speculative_subflags
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.registry import RULES, Hit, rule
 
 BOTH = ("vllm", "sglang")
 
 
+def _reading(r: Resolved):
+    """The one reading of spec.extraArgs (core.flags.read_extra) with the release's parser, memoised per document."""
+    toks = tuple(r.spec.extraArgs)
+    version = getattr(r, "version", None)
+    key = (toks, getattr(version, "key", None))
+    memo = getattr(r, "_extra_reading", None)
+    if memo is None or memo[0] != key:
+        memo = (key, read_extra(list(toks), version))
+        try:
+            r._extra_reading = memo
+        except AttributeError:
+            pass
+    return memo[1]
+
+
 def extra_tokens(r: Resolved) -> Iterator[tuple[int, str]]:
-    """(index, flag name) for each flag in extraArgs; values are skipped."""
-    for i, tok in enumerate(r.spec.extraArgs):
-        if tok.startswith("-") and not re.match(r"^-\d", tok):
-            yield i, tok.split("=", 1)[0]
+    """(index, flag name) for each flag in extraArgs (the release parser's name for it; as typed when unknown)."""
+    for f in _reading(r)[0]:
+        yield f.index, f.name
 
 
 def extra_arg(r: Resolved, *names: str) -> tuple[int, str | None] | None:
-    """(index, value) of the last occurrence of one of ``names`` in extraArgs (core.flags.extra_flags: the value is
-    None for a bare flag); None when absent."""
-    found = [hit for name, hit in extra_flags(r.spec.extraArgs).items() if name in names]
+    """(index, value) of the last flag in extraArgs that is one of ``names`` (as typed or as the release's parser
+    names it; the value is None for a bare flag); None when absent."""
+    found = [(f.index, f.value) for f in _reading(r)[0] if f.name in names or f.typed in names]
     return max(found) if found else None
 
 
@@ -34,7 +48,7 @@ def _refusal_hits(refusals: Iterable) -> Iterator[Hit]:
         yield ref.where, msg
 
 
-@rule("argv-refused", family="args", severity="error", engines=BOTH, field="argv",
+@rule("argv-refused", checked_by="oracle", family="args", severity="error", engines=BOTH, field="argv",
       title="The engine's parser refuses this command line",
       why="check-args, import and plan --engine read a command line with the engine version's own parser (its "
           "options, aliases, types, choices and pre-argparse steps, dumped from the release); a token that parser "
@@ -62,7 +76,7 @@ def argv_findings(refusals: Iterable) -> list[Finding]:
     return list(rule_.findings(_refusal_hits(refusals)))
 
 
-@rule("extra-arg-malformed", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
+@rule("extra-arg-malformed", checked_by="oracle", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
       title="Extra argument is not a flag",
       why="Every extra argument must start a flag (--name or --name=value) or be the value of the flag before it.",
       fix="Write it as --flag value or --flag=value.",
@@ -71,12 +85,36 @@ def argv_findings(refusals: Iterable) -> list[Finding]:
       no_cel="argv tokenising across neighbouring list items of spec.extraArgs")
 def _(r, c):
     args = r.spec.extraArgs
-    for i, tok in enumerate(args):
-        if not tok.startswith("-") and (i == 0 or not args[i - 1].startswith("-") or "=" in args[i - 1]):
-            yield f"spec.extraArgs[{i}]", f"{tok!r} is neither a flag nor the value of the flag before it"
+    flags, stray = _reading(r)
+    for i in stray:
+        yield f"spec.extraArgs[{i}]", f"{args[i]!r} is neither a flag nor the value of the flag before it"
+    for f in flags:
+        o = f.option
+        if o is not None and f.value is None and o.takes_value and o.nargs not in ("?", "*") and o.kind not in (
+                "store_true", "store_false", "store_const", "count", "append_const", "boolean_optional"):
+            yield f"spec.extraArgs[{f.index}]", f"{f.typed} needs a value and none follows"
 
 
-@rule("extra-arg-duplicates-field", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
+@rule("extra-arg-repeated", checked_by="oracle", family="args", severity="warning", engines=BOTH, field="spec.extraArgs",
+      title="A flag is given more than once in extraArgs",
+      why="argparse keeps the last value of a flag given twice (vLLM also logs 'Found duplicate keys'): the earlier "
+          "one is silently ignored, usually not what was meant. Flags that collect values (append, count) are fine.",
+      fix="Keep one occurrence of the flag, with the value you mean.",
+      source="vllm utils/argparse_utils.py:441-460,492-493@0.33.0 (duplicates logged, the last wins); sglang "
+             "srt/server_args.py@0.5.23 (argparse: the last wins)")
+def _(r, c):
+    seen: dict[str, int] = {}
+    for f in _reading(r)[0]:
+        if f.repeatable:
+            continue
+        if f.name in seen:
+            yield f"spec.extraArgs[{f.index}]", (f"{f.typed} is given again (first at spec.extraArgs[{seen[f.name]}]); "
+                                                 f"the engine keeps only the last value"
+                                                 + (f" {f.value!r}" if f.value is not None else ""))
+        seen[f.name] = f.index
+
+
+@rule("extra-arg-duplicates-field", checked_by="product", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
       title="An extra argument duplicates a spec field",
       why="The flag is rendered from a typed field; a second copy in extraArgs would contradict it or be silently "
           "overridden.",
@@ -95,7 +133,7 @@ def _(r, c):
             yield f"spec.extraArgs[{i}]", f"{name} in extraArgs duplicates spec.{idx[name]}; set that field instead"
 
 
-@rule("extra-arg-platform-owned", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
+@rule("extra-arg-platform-owned", checked_by="product", family="args", severity="error", engines=BOTH, field="spec.extraArgs",
       title="An extra argument sets what the platform owns",
       why="GPUStack and our Kubernetes target set host, port, model path, served name and API key themselves; "
           "GPUStack's built-in backends refuse them too.",
@@ -108,7 +146,7 @@ def _(r, c):
             yield f"spec.extraArgs[{i}]", f"{name} is owned by the platform"
 
 
-@rule("extra-arg-unknown", family="args", severity="warning", strict_severity="error", engines=BOTH,
+@rule("extra-arg-unknown", checked_by="oracle", family="args", severity="warning", strict_severity="error", engines=BOTH,
       field="spec.extraArgs", title="Flag not known for this engine version",
       why="The catalog does not know this flag for the version; a typo fails at start-up after minutes of loading.",
       fix="Check the spelling against the engine version's --help; with --strict this refuses.",
@@ -125,7 +163,8 @@ def _(r, c):
             yield f"spec.extraArgs[{i}]", f"{name} is not a known flag of {r.engine.engine} {r.version.key}"
 
 
-@rule("env-removed", family="args", severity="warning", engines=["vllm"], field="spec.env",
+@rule("env-removed", checked_by="runtime-only", fails_at="never: the engine ignores the variable and logs it at start-up",
+      family="args", severity="warning", engines=["vllm"], field="spec.env",
       title="Environment variable removed in this version",
       why="The engine no longer reads it; the setting silently does nothing (vLLM only logs \"Unknown vLLM "
           "environment variable detected\" unless --fail-on-environ-validation).",
@@ -141,7 +180,7 @@ def _(r, c):
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY)", re.I)
 
 
-@rule("secret-in-env", family="args", severity="error", engines=BOTH, field="spec.env",
+@rule("secret-in-env", checked_by="product", family="args", severity="error", engines=BOTH, field="spec.env",
       title="A secret is written as a literal value",
       why="Secrets travel by reference only: a literal token ends up in ConfigMaps, GPUStack documents and shell "
           "history.",
@@ -177,7 +216,8 @@ def compile_hashed(r: Resolved, name: str) -> bool:
     return (name.startswith("VLLM_") or name in cc.also_hashed) and name not in cc.names
 
 
-@rule("vllm-compile-cache-env-per-pod", family="args", severity="warning", engines=["vllm"], field="spec.env",
+@rule("vllm-compile-cache-env-per-pod", checked_by="runtime-only", fails_at="every start: the persistent compile cache misses (does not fail)",
+      family="args", severity="warning", engines=["vllm"], field="spec.env",
       title="A per-pod value in a variable that keys the compile cache",
       why="vLLM hashes its environment variables (all it knows but an ignore list) into the torch.compile cache key; "
           "a value that differs per pod or per start (pod name, IP, rank, timestamp) gives every pod and restart its "

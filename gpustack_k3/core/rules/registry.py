@@ -29,6 +29,9 @@ from gpustack_k3.core.findings import Finding, Severity
 Family = Literal["spec", "args", "render", "log", "schema", "topology"]
 FAMILIES = ("spec", "args", "render", "log", "schema", "topology")
 ENGINES = ("vllm", "sglang")
+CHECKED_BY = ("oracle", "runtime-only", "product")
+# families whose checks are engine verdicts: each definition says who judges it; the others default per family
+_CHECKED_DEFAULT = {"render": "product", "log": "runtime-only", "schema": "product"}
 SEVERITIES = ("error", "warning", "info")
 
 Hit = tuple  # (field | None, message) or (field | None, message, fix)
@@ -62,13 +65,14 @@ class Rule:
     methods costs more than all the rules' definitions together."""
 
     __slots__ = ("id", "family", "severity", "engines", "field", "title", "why", "fix", "source", "sources", "when",
-                 "strict_severity", "check", "log", "cel", "cel_rules", "no_cel")
+                 "strict_severity", "check", "log", "cel", "cel_rules", "no_cel", "checked_by", "fails_at")
 
     def __init__(self, id: str, family: Family, severity: Severity, engines: tuple[str, ...], field: str, title: str,
                  why: str, fix: str, source: str, sources: dict[str, str], when: dict[str, tuple],
                  strict_severity: Severity | None, check: Callable[..., Iterable[Hit]] | None,
                  log: Callable[..., Iterable[Hit]] | None, cel: Callable[..., str | None] | None,
-                 cel_rules: Callable[..., list] | None, no_cel: str | None) -> None:
+                 cel_rules: Callable[..., list] | None, no_cel: str | None, checked_by: str = "product",
+                 fails_at: str | None = None) -> None:
         self.id, self.family, self.severity, self.engines, self.field = id, family, severity, engines, field
         self.title, self.why, self.fix = title, why, fix
         self.source = source
@@ -80,6 +84,12 @@ class Rule:
         self.cel = cel                           # Builder -> the "bad" condition for one engine
         self.cel_rules = cel_rules               # (catalog, builders, spec_model, rule) -> [CelRule]
         self.no_cel = no_cel
+        # who judges the rule's verdict: "oracle" (the release's own config-time validation, run on CPU by the
+        # engine oracle, decides it), "runtime-only" (the engine fails or degrades later than config time:
+        # ``fails_at`` says when; the rule's source says where), "product" (this product's own constraint:
+        # catalog, platform, secrets, targets; no engine verdict to compare)
+        self.checked_by = checked_by
+        self.fails_at = fails_at
 
     def __repr__(self) -> str:
         return f"Rule({self.id!r}, {self.family}, {self.severity})"
@@ -147,6 +157,10 @@ def _problems(r: Rule) -> list[str]:
             out.append(f"when[{t}] must list the allowed trait values")
     if r.check is None:
         out.append("no check")
+    if r.checked_by not in CHECKED_BY:
+        out.append(f"checked_by must be one of {CHECKED_BY} (spec, args and topology rules say it)")
+    if r.checked_by == "runtime-only" and len((r.fails_at or "").strip()) < 10:
+        out.append("a runtime-only rule says when the engine fails (fails_at=)")
     if r.log is not None and r.family not in ("spec", "args"):
         out.append("log= is the log evidence of a spec rule; a log rule's check is its log check")
     translations = sum(x is not None for x in (r.cel, r.cel_rules, r.no_cel))
@@ -165,11 +179,15 @@ def rule(rule_id: str, *, family: Family, severity: Severity, engines: Iterable[
          why: str, fix: str, source: str, sources: dict[str, str] | None = None,
          when: dict[str, Iterable[Any]] | None = None, strict_severity: Severity | None = None,
          log: Callable | None = None, cel: Callable | None = None, cel_rules: Callable | None = None,
-         no_cel: str | None = None) -> Callable[[Callable], Callable]:
+         no_cel: str | None = None, checked_by: str | None = None,
+         fails_at: str | None = None) -> Callable[[Callable], Callable]:
     """Define a rule; the decorated function is its check (see the module docstring for its signature)."""
     def deco(fn: Callable) -> Callable:
+        by = checked_by if checked_by is not None else _CHECKED_DEFAULT.get(family, "")
+        at = fails_at if fails_at is not None else ("in the running engine: the log shows it" if family == "log" else None)
         r = Rule(rule_id, family, severity, tuple(engines), field, title, why, fix, source, dict(sources or {}),
-                 {k: tuple(v) for k, v in (when or {}).items()}, strict_severity, fn, log, cel, cel_rules, no_cel)
+                 {k: tuple(v) for k, v in (when or {}).items()}, strict_severity, fn, log, cel, cel_rules, no_cel,
+                 by, at)
         problems = _problems(r)
         if rule_id in RULES:
             problems.append("defined twice")

@@ -77,12 +77,13 @@ def validate_topology(t: Topology, *, strict: bool = False) -> list[Finding]:
     return sort_findings(out)
 
 
-def validate(doc: DeploymentDocument, *, strict: bool = False) -> list[Finding]:
+def validate(doc: DeploymentDocument, *, strict: bool = False, arch: Any = None) -> list[Finding]:
     """Every role's effective document through the spec and args rules (findings pointed at the role), then the
-    topology rules across the roles. A roleless document is its own serve role."""
+    topology rules across the roles. A roleless document is its own serve role. ``arch``: the model's architecture
+    figures from its config.json (core.model_config.ModelArch), when the caller read one."""
     findings: list[Finding] = []
     views = role_views(doc)
-    resolved = [resolve(view.document) for view in views]
+    resolved = [resolve(view.document, arch=arch) for view in views]
     for view, r in zip(views, resolved):
         findings.extend(in_role(f, view.field_prefix) for f in validate_resolved(r, strict=strict))
     if any(f.rule == CATALOG_RULE for f in findings):

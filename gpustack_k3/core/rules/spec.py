@@ -19,6 +19,7 @@ from gpustack_k3.core.rules.registry import Rule, rule
 BOTH = ("vllm", "sglang")
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
 SGLANG_CONTEXT_OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+VLLM_CONTEXT_OVERRIDE_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM then only warns (config/model.py:2677-2683@0.33.0)
 RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
 
 
@@ -56,7 +57,7 @@ def _unknown_catalog_cel(cat, builders: dict[str, Builder], spec_model: type, en
     return out
 
 
-@rule("unknown-catalog-entry", family="spec", severity="error", engines=BOTH, field="spec.engine.version",
+@rule("unknown-catalog-entry", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec.engine.version",
       title="Unknown engine version, model or GPU type",
       why="Rules and memory figures come from the catalog; without an entry nothing can be checked.",
       fix="Use one of the catalog keys listed in the message (gpustack-k3 presets shows examples).",
@@ -67,8 +68,12 @@ def _(r: Resolved, c):
     if r.version is None:
         yield "spec.engine.version", (f"engine version {r.spec.engine.version!r} is not in the catalog for {e}; "
                                       f"known: {', '.join(r.engine.versions)}")
-    if r.model is None:
-        yield "spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}"
+    if r.model is None and r.arch is not None:
+        pass   # described by its config.json, not by the catalog: flags and parallelism are checked, no memory plan
+    elif r.model is None:
+        yield ("spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}",
+               "Use a catalog model key, or give the model's config.json (--model-config FILE, or a local model "
+               "directory) to check an uncatalogued model without a memory plan.")
     elif r.figures is None:
         yield "spec.model.name", (f"model {r.spec.model.name!r} has no figures for {e}; it is catalogued for "
                                   f"{', '.join(r.model.engines)}")
@@ -77,9 +82,141 @@ def _(r: Resolved, c):
                                         f"{', '.join(cat.hardware)}")
 
 
+@rule("engine-version-pinned", checked_by="product", family="spec", severity="warning", engines=BOTH, field="spec.engine.version",
+      title="The engine version was read as the nearest pinned release",
+      why="The rules, flag tables and parser dumps are pinned per release; a version typed as 'v0.33.0', in another "
+          "case, or a release that is not pinned (0.33.1) is checked against the nearest pinned release at or below "
+          "it, whose flags and rules can differ from the one that will run.",
+      fix="Write the pinned release's key (gpustack-k3 explain lists them per rule), or pin the image to it.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (versions: the pinned releases)")
+def _(r, c):
+    if r.typed_version is not None and r.version is not None:
+        yield None, (f"{r.typed_version!r} is not a pinned {r.engine.engine} release: checked as {r.version.key}, the "
+                     "nearest pinned release at or below it in its X.Y series")
+
+
+# ------------------------------------------------------------------ the model's architecture (config.json)
+
+_ARCH_NO_CEL = "reads the model's config.json (--model-config or a local model directory), which a custom resource does not carry"
+
+
+_TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
+                 "float32": "float32"}
+
+
+@rule("dtype-vs-quantization", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.model.dtype", title="The dtype is not one the checkpoint's quantization method runs in",
+      why="vLLM checks the model dtype against the quantization method's supported activation dtypes when it builds "
+          "the config (MXFP4 runs in bfloat16 only): --dtype float16 or float32 on an MXFP4 checkpoint is refused.",
+      fix="Leave spec.model.dtype unset (auto) or set one the message lists.",
+      source="vllm config/vllm.py:937-943@0.33.0, model_executor/layers/quantization/mxfp4.py:79-80@0.33.0; "
+             "gpustack_k3/catalog/data/models.yaml (quantization), engines/vllm.yaml (quant_act_dtypes per version)",
+      sources={"vllm 0.29.0": "vllm config/vllm.py:797-803@0.29.0, model_executor/layers/quantization/mxfp4.py:69-70"
+                              "@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.28.0": "vllm config/vllm.py:781-787@0.28.0, model_executor/layers/quantization/mxfp4.py:68-69"
+                              "@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
+      no_cel="per-release quantization tables and the checkpoint's quantization (catalog or config.json); left to "
+             "validate")
+def _(r, c):
+    q = (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
+    table = r.trait("quant_act_dtypes") or {}
+    d = r.spec.model.dtype
+    if not q or q not in table or not d or d == "auto":
+        return
+    dt = _TORCH_DTYPES.get(d, d)
+    if dt not in table[q]:
+        yield None, f"dtype {d} ({dt}) is not supported for quantization method {q}; supported: {', '.join(table[q])}"
+
+
+@rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.parallel.tp", title="TP must divide the model's attention heads",
+      why="vLLM shards attention heads over the TP ranks and refuses a TP size that does not divide the model's total "
+          "number of attention heads.",
+      fix="Pick spec.parallel.tp among the divisors of the model's num_attention_heads.",
+      source="vllm config/model.py:1557-1563@0.33.0 (verify_with_parallel_config)",
+      sources={"vllm 0.29.0": "vllm config/model.py:1407@0.29.0 (verify_with_parallel_config)",
+               "vllm 0.28.0": "vllm config/model.py:1361@0.28.0 (verify_with_parallel_config)",
+               "vllm 0.11.0": "vllm config/model.py:1035@0.11.0 (verify_with_parallel_config)"},
+      no_cel=_ARCH_NO_CEL)
+def _(r, c):
+    a = r.arch
+    if a is not None and a.heads and a.heads % r.tp:
+        yield None, f"{a.heads} attention heads ({a.source}) are not divisible by tp={r.tp}"
+
+
+@rule("model-ep-needs-moe", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.parallel.expertParallel", title="Expert parallelism needs a mixture-of-experts model",
+      why="vLLM refuses --enable-expert-parallel for a model with no routed experts.",
+      fix="Remove spec.parallel.expertParallel (and --enable-expert-parallel) for a dense model.",
+      source="vllm config/model.py:1498-1503@0.33.0 (_verify_with_expert_parallelism)", no_cel=_ARCH_NO_CEL)
+def _(r, c):
+    a = r.arch
+    if a is not None and r.spec.parallel.expertParallel and a.heads is not None and not a.experts:
+        yield None, f"{a.architecture or 'the model'} has no routed experts ({a.source})"
+
+
+@rule("model-dcp-gqa", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.parallel.dcp", title="DCP on a non-MLA model needs TP above its KV heads",
+      why="For GQA/MQA models vLLM shards decode context over the TP ranks that replicate a KV head: TP must exceed "
+          "the model's KV heads and DCP may be at most TP / KV heads.",
+      fix="Raise spec.parallel.tp above the KV heads, or lower spec.parallel.dcp to at most TP / KV heads (or 1).",
+      source="vllm config/model.py:1577-1597@0.33.0 (verify_with_parallel_config)", no_cel=_ARCH_NO_CEL)
+def _(r, c):
+    a = r.arch
+    if a is None or a.mla or not a.kv_heads or r.dcp <= 1:
+        return
+    if r.tp <= a.kv_heads:
+        yield None, f"DCP {r.dcp} needs tp ({r.tp}) above the model's {a.kv_heads} KV heads ({a.source})"
+    elif r.dcp > r.tp // a.kv_heads:
+        yield None, f"DCP {r.dcp} exceeds tp {r.tp} // {a.kv_heads} KV heads = {r.tp // a.kv_heads}"
+
+
+@rule("attention-backend-unknown", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.vllm.attentionBackend", title="Attention backend not known to this release",
+      why="vLLM reads an attention backend name as AttentionBackendEnum[name.upper()] when it builds the attention "
+          "config (the target's and the draft's) and refuses a name the release does not have.",
+      fix="Use one of the backends the message lists for this release (names differ between releases).",
+      source="vllm config/attention.py:229,262@0.33.0, v1/attention/backends/registry.py:24-31@0.33.0; the names: "
+             "gpustack_k3/catalog/data/engines/vllm.yaml (attention_backends per version, read in each wheel)",
+      sources={"vllm 0.29.0": "vllm config/attention.py:165,198@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.28.0": "vllm config/attention.py:169,202@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
+      no_cel="compares against the per-release backend list (tens of names per version); kept out of the CRD's CEL "
+             "cost budget")
+def _(r, c):
+    known = r.trait("attention_backends")
+    if not known:
+        return   # a release whose backend list was not read (kimi-k3, 0.11.0, 0.32.0-cpu): not checked
+    s = r.spec
+    for field, name in (("spec.vllm.attentionBackend", s.vllm.attentionBackend),
+                        ("spec.vllm.attentionConfig.backend", (s.vllm.attentionConfig or {}).get("backend")),
+                        ("spec.speculative.attentionBackend", s.speculative.attentionBackend if r.spec_enabled else None)):
+        if isinstance(name, str) and name.lower() != "auto" and name.upper() not in known:   # "auto": selection
+            yield field, f"{name!r} is not an attention backend of vLLM {r.version.key}"
+
+
+@rule("vllm-v2-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.method", title="Model Runner V2 does not run this speculative method",
+      why="With VLLM_USE_V2_MODEL_RUNNER=1 these releases validate the config against the V2 runner and refuse the "
+          "ngram speculators it does not implement yet.",
+      fix="Drop VLLM_USE_V2_MODEL_RUNNER=1 (the engine then picks the V1 runner), or use a draft-model method.",
+      source="vllm config/vllm.py:2564-2565,2724-2733@0.29.0 (_get_v2_model_runner_unsupported_features, "
+             "_validate_v2_model_runner); envs.py:2035-2037@0.29.0",
+      sources={"vllm 0.28.0": "vllm config/vllm.py:2398-2399,2478-2487@0.28.0; envs.py:2029-2031@0.28.0"},
+      no_cel="reads an environment variable's integer value and a per-release method list; left to validate")
+def _(r, c):
+    raw = r.spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
+    try:
+        on = raw is not None and int(raw) != 0   # envs.maybe_convert_bool: bool(int(value))
+    except ValueError:
+        return
+    method = r.engine.speculative["methods"].get(r.spec.speculative.method, r.spec.speculative.method)
+    if on and r.spec_enabled and method in (r.trait("v2_unsupported_spec_methods") or ()):
+        yield None, f"speculative method {method} with VLLM_USE_V2_MODEL_RUNNER={raw} on vLLM {r.version.key}"
+
+
 # ------------------------------------------------------------------ DCP and speculative decoding
 
-@rule("vllm-dcp-with-dspark", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       when={"dcp_with_spec": ["refuse_dspark"]}, field="spec.parallel.dcp",
       title="vLLM up to 0.28 refuses decode-context-parallel together with DSpark speculative decoding",
       why="decode_context_parallel_size > 1 meeting the DSpark draft (K3DSparkModel) raises at start-up ('MLA DSpark "
@@ -97,7 +234,8 @@ def _(r, c):
                      "at start-up (MLA DSpark does not support decode context parallelism before 0.29.0)")
 
 
-@rule("vllm-dcp-with-spec", family="spec", severity="error", engines=["vllm"], when={"dcp_with_spec": ["refuse_any"]},
+@rule("vllm-dcp-with-spec", checked_by="runtime-only", fails_at="model runner initialisation in each worker",
+      family="spec", severity="error", engines=["vllm"], when={"dcp_with_spec": ["refuse_any"]},
       field="spec.parallel.dcp", title="vLLM 0.11 refuses DCP with any speculative method",
       why="Speculative decoding raises reorder_batch_threshold above 1 and DCP asserts it equals 1.",
       fix="Set spec.parallel.dcp to 1 or spec.speculative.method to none, or move to engine version 0.33.0.",
@@ -128,7 +266,8 @@ def _target_backend(r: Resolved) -> str | None:
     return r.spec.vllm.attentionBackend or None
 
 
-@rule("vllm-dspark-dcp-backend", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dspark-dcp-backend", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
+      family="spec", severity="error", engines=["vllm"],
       when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.speculative.attentionBackend",
       title="DSpark with DCP needs MLA backends with DSpark DCP support (vLLM 0.29 and later)",
       why="From 0.29.0 each MLA backend declares whether it can run DSpark under decode context parallelism: the "
@@ -161,7 +300,8 @@ def _(r, c):
                                              f"{', '.join(sorted(t.verify))}")
 
 
-@rule("vllm-dspark-dcp-backend-extra", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dspark-dcp-backend-extra", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
+      family="spec", severity="error", engines=["vllm"],
       when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.vllm.attentionConfig",
       title="DSpark with DCP: a backend or KV interleave set outside the typed fields lacks DSpark DCP support",
       why="The same start-up refusal as vllm-dspark-dcp-backend, for what spec.vllm.attentionConfig (its 'backend' "
@@ -195,7 +335,7 @@ def _(r, c):
                                               "DCP only with an interleave of 1")
 
 
-@rule("dcp-divides-tp", family="spec", severity="error", engines=BOTH, field="spec.parallel.dcp",
+@rule("dcp-divides-tp", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.parallel.dcp",
       title="DCP must divide TP",
       why="DCP reuses TP ranks: without PCP, tp % dcp must be 0 (vLLM raises; SGLang assigns DCP ranks as "
           "tp_rank % dcp_size and the Kimi-K3 decode runtime needs dcp to divide tp).",
@@ -214,7 +354,10 @@ def _local_dp_cel(b: Builder) -> str:
     return f"({b.present('parallel.dpLocal')} ? {b.ref('parallel.dpLocal')} : {b.eff('parallel.dp')[0]})"
 
 
-@rule("parallel-fits-node", family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
+@rule("parallel-fits-node", checked_by="oracle",
+      fails_at="config time for TP x PP above the node's GPUs (config/parallel.py:1067-1076@0.33.0); launch of the "
+               "local DP engines for their device ranges (v1/engine/utils.py get_physical_gpu_ids_for_local_dp_rank)",
+      family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
           "when parallel.dpLocal is set (the others run on the instance's other pods), else all of them.",
@@ -224,16 +367,56 @@ def _local_dp_cel(b: Builder) -> str:
              "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
       cel=lambda b: f"{_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def _(r, c):
+    ranks, how = ranks_on_one_node(r)
+    if ranks > r.spec.hardware.gpuCount:
+        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+
+
+def _int_arg(r: Resolved, *names: str) -> int | None:
+    found = extra_arg(r, *names)
+    try:
+        return int(found[1]) if found and found[1] is not None else None
+    except ValueError:
+        return None
+
+
+def _switch(r: Resolved, name: str) -> bool:
+    found = extra_arg(r, name)
+    return bool(found) and (found[1] is None or found[1].lower() in ("1", "true", "yes"))
+
+
+def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
+    """(GPU ranks one process group puts on its node, how that count comes about), as each engine counts them.
+    vLLM (engine/arg_utils.py:2398-2482@0.33.0): a DP rank is TP x PP x PCP GPUs; an external-LB process
+    (--data-parallel-external-lb or --data-parallel-rank) runs exactly one DP rank; else dpLocal ranks, else with
+    --nnodes N the world over N nodes, else all DP ranks. SGLang (managers/data_parallel_controller.py:692-712@0.5.23):
+    TP x PP spread over --nnodes, times DP unless DP attention puts the DP ranks inside the TP group."""
     pp, dp = int(r.value("parallel.pp") or 1), int(r.value("parallel.dp") or 1)
-    local = r.spec.parallel.dpLocal
-    world = r.tp * pp * (local or dp)
-    if world > r.spec.hardware.gpuCount:
-        what = f"dpLocal {local}" if local else f"dp {dp}"
-        yield None, (f"tp x pp x {what.split()[0]} = {r.tp} x {pp} x {local or dp} = {world} ranks on one pod, but "
-                     f"spec.hardware.gpuCount is {r.spec.hardware.gpuCount}")
+    tp, local = r.tp, r.spec.parallel.dpLocal
+    nnodes = max(_int_arg(r, "--nnodes") or 1, 1)
+    if r.engine.engine == "vllm":
+        topo = r.engine.topology
+        pcp = _int_arg(r, "--prefill-context-parallel-size") or 1
+        within = tp * pp * pcp
+        base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
+        if _switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
+            return within, f"{base} (one DP rank per process: external load balancing)"
+        if local:
+            return within * local, f"{base} x dpLocal {local}"
+        if nnodes > 1:   # the world over the nodes; a TP group may itself span nodes (config/parallel.py:1054-1076)
+            per = -(-dp * within // nnodes)
+            return per, f"({base} x DP {dp}) / --nnodes {nnodes}"
+        return within * dp, f"tp x pp x dp = {tp} x {pp} x {dp}"
+    attn_dp = _switch(r, "--enable-dp-attention") or (_int_arg(r, "--attn-dp-size") or 1) > 1
+    total = tp * pp * (1 if attn_dp else dp)
+    per_node = -(-total // nnodes)
+    how = f"tp x pp{'' if attn_dp else ' x dp'} = {tp} x {pp}{'' if attn_dp else f' x {dp}'}" + (
+        " (DP attention: the DP ranks share the TP group)" if attn_dp and dp > 1 else "") + (
+        f" over --nnodes {nnodes}" if nnodes > 1 else "")
+    return per_node, how
 
 
-@rule("gpu-count-exceeds-node", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",
+@rule("gpu-count-exceeds-node", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec.hardware.gpuCount",
       title="More GPUs than one node of this type has",
       why="These deployments are single-node (GPUStack custom backends cannot span workers).",
       fix="Set spec.hardware.gpuCount to at most the node's GPU count.",
@@ -247,7 +430,8 @@ def _(r, c):
 
 # ------------------------------------------------------------------ memory (the planner)
 
-@rule("fixed-memory-exceeds-budget", family="spec", severity="error", engines=BOTH, field="spec.memory.fraction",
+@rule("fixed-memory-exceeds-budget", checked_by="runtime-only", fails_at="KV-cache sizing after the memory-profiling run, minutes into the start",
+      family="spec", severity="error", engines=BOTH, field="spec.memory.fraction",
       title="Fixed memory does not fit inside the memory fraction",
       why="Weights + activations (+ CUDA graphs) exceed fraction x GPU memory: no memory is left for the KV cache "
           "and start-up fails after loading the weights.",
@@ -271,7 +455,8 @@ def _(r, c):
                      f"weights ({p.weights_gib:.2f} GiB): no KV pool")
 
 
-@rule("vllm-max-model-len-exceeds-kv", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-max-model-len-exceeds-kv", checked_by="runtime-only", fails_at="KV-cache sizing after the memory-profiling run: max_model_len above the KV capacity",
+      family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxModelLen", title="One max-length request does not fit the KV cache",
       why="vLLM refuses to start when the KV cache cannot hold a single request of max_model_len tokens.",
       fix="Lower spec.scheduling.maxModelLen to the business length, or raise the KV pool (fraction, kvCacheBytes, DCP).",
@@ -284,7 +469,7 @@ def _(r, c):
                      f"({p.kv_cache_allocated_gib:.2f} GiB): the engine refuses to start")
 
 
-@rule("plan-unavailable", family="spec", severity="warning", engines=BOTH, field="spec.memory",
+@rule("plan-unavailable", checked_by="product", family="spec", severity="warning", engines=BOTH, field="spec.memory",
       title="The memory rules could not run: the catalog has no figures for this combination",
       why="The planner needs the model's per-engine figures (KV bytes per token for the KV cache dtype, weights, "
           "activations); without them the memory rules (fixed memory, KV capacity, over-commit, concurrency) are "
@@ -293,7 +478,13 @@ def _(r, c):
           "gpustack_k3/catalog/data/models.yaml from an engine log.",
       source="gpustack_k3/core/plan.py (PlanUnavailable); gpustack_k3/catalog/data/models.yaml")
 def _(r, c):
-    if c.plan is None and c.plan_error:
+    if r.model is None and r.arch is not None and r.version is not None and r.hardware is not None:
+        yield None, (f"memory not planned: model {r.spec.model.path or r.spec.model.name!r} is not in the catalog; its "
+                     f"architecture comes from {r.arch.source}, but the memory figures (weights per GPU, activations, "
+                     "KV bytes per token as the engine counts them) are catalog entries: the plan is unavailable "
+                     "rather than another model's"), ("Add the model's figures to gpustack_k3/catalog/data/models.yaml "
+                                                     "from an engine start-up log to plan it")
+    elif c.plan is None and c.plan_error:
         yield None, f"memory not planned: {c.plan_error}"
 
 
@@ -320,7 +511,7 @@ def _draft_wrong_engine_cel(b: Builder) -> str | None:
     return f"{b.present(p)} && size({d}) > 0 && ({' || '.join(clauses)})"
 
 
-@rule("spec-draft-wrong-engine", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
+@rule("spec-draft-wrong-engine", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="The draft artifact belongs to the other engine",
       why="DSpark drafts are engine-specific: skyai/Kimi-K3-DSpark (vLLM, Inferact/Kimi-K3-DSpark) and "
           "skyai/sglang-Kimi-K3-DSpark (SGLang) are different artifacts.",
@@ -329,7 +520,7 @@ def _draft_wrong_engine_cel(b: Builder) -> str | None:
       cel=_draft_wrong_engine_cel)
 def _(r, c):
     s = r.spec.speculative
-    if not s.draftModel:
+    if not s.draftModel or r.model is None:
         return
     for other, figs in r.model.engines.items():
         if other == r.engine.engine or figs.draft is None:
@@ -343,7 +534,30 @@ def _(r, c):
             yield None, f"draft model {s.draftModel!r} is the {other} artifact ({d.modelscope}), not {r.engine.engine}'s{hint}"
 
 
-@rule("spec-draft-missing", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
+@rule("spec-draft-method-mismatch", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.draftModel", title="The draft checkpoint is a DSpark draft, not an EAGLE3 one",
+      why="For method eagle3 vLLM renames the draft's architecture to Eagle3<arch> (K3DSparkModel becomes "
+          "Eagle3K3DSparkModel), which no release registers: the speculative config is refused.",
+      fix="Use method dspark with the DSpark draft (or an EAGLE3 draft checkpoint with method eagle3).",
+      source="vllm transformers_utils/configs/eagle.py:55-64@0.33.0 (Eagle3 architecture names); "
+             "gpustack_k3/catalog/data/models.yaml (the catalog's DSpark drafts)",
+      sources={"vllm 0.28.0": "vllm transformers_utils/configs/eagle.py:55-64@0.28.0; "
+                              "gpustack_k3/catalog/data/models.yaml"},
+      no_cel="compares the draft against every catalog draft artifact (hub id, config name, path); left to validate")
+def _(r, c):
+    s = r.spec.speculative
+    if s.method != "eagle3" or not s.draftModel:
+        return
+    want = s.draftModel.rstrip("/")
+    for mkey, m in r.catalog.models.items():
+        for figs in m.engines.values():
+            d = figs.draft
+            if d is not None and want in (d.config_name, d.modelscope, d.path.rstrip("/")):
+                yield None, f"{s.draftModel!r} is the DSpark draft of {mkey}: method eagle3 cannot load it"
+                return
+
+
+@rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
       why="DSpark and EAGLE3 load a separate draft checkpoint.",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
@@ -358,7 +572,7 @@ def _(r, c):
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
-@rule("spec-method-unsupported", family="spec", severity="error", engines=["vllm"], when={"dspark": [False]},
+@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"dspark": [False]},
       field="spec.speculative.method", title="This engine version has no DSpark",
       why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
       fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
@@ -369,7 +583,7 @@ def _(r, c):
         yield None, f"vLLM {r.version.key} has no dspark speculative method"
 
 
-@rule("spec-json-tensor-parallel-size", family="spec", severity="error", engines=["vllm"],
+@rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.speculative.extraConfig.tensor_parallel_size",
       title="tensor_parallel_size is not a speculative-config key",
       why="vLLM rejects 'tensor_parallel_size' in --speculative-config.",
@@ -382,7 +596,7 @@ def _(r, c):
         yield None, "'tensor_parallel_size' is not a valid argument in the speculative_config"
 
 
-@rule("spec-json-key-duplicates-field", family="spec", severity="error", engines=["vllm"],
+@rule("spec-json-key-duplicates-field", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.speculative.extraConfig", title="A speculative-config key duplicates a typed field",
       why="extraConfig is for keys the spec does not model; a duplicate would silently override or contradict the field.",
       fix="Move the key to its spec.speculative field.",
@@ -397,7 +611,7 @@ def _(r, c):
             yield f"spec.speculative.extraConfig.{k}", f"extraConfig key {k!r} duplicates spec.speculative.{inv[k]}"
 
 
-@rule("spec-draft-tp", family="spec", severity="error", engines=["vllm"],
+@rule("spec-draft-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.speculative.draftTensorParallelSize", title="Draft tensor parallel size must be 1 or the target TP",
       why="vLLM accepts draft_tensor_parallel_size only as 1 or the target tensor_parallel_size.",
       fix="Set spec.speculative.draftTensorParallelSize to 1 or to spec.parallel.tp.",
@@ -411,7 +625,7 @@ def _(r, c):
         yield None, f"draft_tensor_parallel_size {d} is neither 1 nor tensor_parallel_size {r.tp}"
 
 
-@rule("spec-mtp-multi-token", family="spec", severity="warning", engines=["vllm"], field="spec.speculative.numTokens",
+@rule("spec-mtp-multi-token", checked_by="oracle", family="spec", severity="warning", engines=["vllm"], field="spec.speculative.numTokens",
       title="MTP with more than one speculative token reruns the same MTP layer",
       why="vLLM warns that num_speculative_tokens > 1 runs the single MTP layer several times, which may lower "
           "acceptance.",
@@ -426,17 +640,24 @@ def _(r, c):
 # ------------------------------------------------------------------ scheduling
 
 def _batched_below_seqs_cel(b: Builder) -> str:
-    (bv, bd), (sv, sd) = b.eff("scheduling.maxNumBatchedTokens"), b.eff("scheduling.maxNumSeqs")
-    return conj(bd, sd, f"{bv} < {sv}")
+    (bv, bd) = b.eff("scheduling.maxNumBatchedTokens")
+    p = "scheduling.maxNumSeqs"   # only as given: an unset max_num_seqs is clamped to the token budget
+    return conj(bd, b.present(p), f"{bv} < {b.ref(p)}")
 
 
-@rule("batched-tokens-below-seqs", family="spec", severity="error", engines=["vllm"],
+@rule("batched-tokens-below-seqs", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxNumBatchedTokens", title="max_num_batched_tokens must be >= max_num_seqs",
-      why="vLLM raises when the per-step token budget is below the number of sequences.",
+      why="vLLM raises when the per-step token budget is below the number of sequences it was given; a max_num_seqs "
+          "left unset is lowered to the token budget first, so only a given one can be refused.",
       fix="Raise spec.scheduling.maxNumBatchedTokens or lower spec.scheduling.maxNumSeqs.",
-      source="vllm config/scheduler.py:331-336@0.33.0", cel=_batched_below_seqs_cel)
+      source="vllm config/scheduler.py:331-336@0.33.0, engine/arg_utils.py:3232-3234@0.33.0 (an unset max_num_seqs "
+             "becomes min(default, max_num_batched_tokens))",
+      sources={"vllm 0.29.0": "vllm config/scheduler.py:298-303@0.29.0",
+               "vllm 0.28.0": "vllm config/scheduler.py:263-268@0.28.0, engine/arg_utils.py:2837-2839@0.28.0",
+               "vllm 0.11.0": "vllm config/scheduler.py:245-250@0.11.0, engine/arg_utils.py:1678@0.11.0"},
+      cel=_batched_below_seqs_cel)
 def _(r, c):
-    b, s = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxNumSeqs")
+    b, s = r.value("scheduling.maxNumBatchedTokens"), r.spec.scheduling.maxNumSeqs
     if b is not None and s is not None and b < s:
         yield None, f"max_num_batched_tokens ({b}) must be greater than or equal to max_num_seqs ({s})"
 
@@ -447,7 +668,7 @@ def _batched_below_len_cel(b: Builder) -> str:
     return conj(cd, f"{cv} == false", bd, md, f"{bv} < {mv}")
 
 
-@rule("batched-tokens-below-max-len", family="spec", severity="error", engines=["vllm"],
+@rule("batched-tokens-below-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.scheduling.maxNumBatchedTokens", title="Without chunked prefill the step budget must hold a whole prompt",
       why="With chunked prefill off, max_num_batched_tokens < max_model_len is an error.",
       fix="Enable spec.scheduling.chunkedPrefill or raise maxNumBatchedTokens to at least maxModelLen.",
@@ -465,7 +686,8 @@ def _long_prefill_cel(b: Builder) -> str:
     return conj(b.present(p), md, f"{b.ref(p)} > {mv}")
 
 
-@rule("long-prefill-above-max-len", family="spec", severity="error", engines=["vllm"],
+@rule("long-prefill-above-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"long_prefill_check": (None,)},   # 0.11.0 refuses it only with partial prefills (not checked there)
       field="spec.scheduling.longPrefillTokenThreshold", title="long_prefill_token_threshold cannot exceed max_model_len",
       why="vLLM raises when the long-prefill threshold is greater than max_model_len.",
       fix="Use a threshold such as 4096.",
@@ -482,7 +704,7 @@ def _kv_dtype_cel(b: Builder) -> str:
     return f"{b.present(p)} && !({ok})"
 
 
-@rule("kv-cache-dtype-invalid", family="spec", severity="error", engines=BOTH, field="spec.memory.kvCacheDtype",
+@rule("kv-cache-dtype-invalid", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.memory.kvCacheDtype",
       title="KV cache dtype not accepted by this engine version",
       why="Each release has its own CacheDType choices; an unknown value fails argument parsing.",
       fix="Pick one of the dtypes listed in the message (vLLM fp8, SGLang fp8_e4m3 for the write-up's deployments).",
@@ -506,26 +728,34 @@ def _context_cel(b: Builder) -> str:
     p = "scheduling.maxModelLen"
     limit = b.compile(b.by_catalog(lambda v, m, g: b.catalog.models[m].max_context))
     out = f"{b.present(p)} && {b.ref(p)} > {limit}"
+    env = b.present("env")
     if b.engine == "sglang":
-        env = b.present("env")
         out += (f" && !({env} && {lit(SGLANG_CONTEXT_OVERRIDE_ENV)} in self.env && "
                 f"self.env[{lit(SGLANG_CONTEXT_OVERRIDE_ENV)}] == '1')")
+    else:   # envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN in ("1", "true") after strip().lower(); CEL: the usual spellings
+        out += (f" && !({env} && {lit(VLLM_CONTEXT_OVERRIDE_ENV)} in self.env && "
+                f"self.env[{lit(VLLM_CONTEXT_OVERRIDE_ENV)}] in ['1', 'true', 'True', 'TRUE'])")
     return out
 
 
-@rule("context-above-model", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
+@rule("context-above-model", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
       title="Context length above what the model supports",
       why="Both engines refuse a context above the model config's length (SGLang unless "
-          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).",
-      fix="Lower spec.scheduling.maxModelLen to the model maximum.",
-      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2170@0.33.0",
-      sources={"vllm": "vllm config/model.py:2170@0.33.0", "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
+          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, vLLM unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: then they "
+          "only warn).",
+      fix="Lower spec.scheduling.maxModelLen to the model maximum (or set the engine's override variable, at the "
+          "risk the engine warns about).",
+      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2660-2684@0.33.0",
+      sources={"vllm": "vllm config/model.py:2660-2684@0.33.0, envs.py:1115-1118@0.33.0",
+               "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
       cel=_context_cel)
 def _(r, c):
     m = r.spec.scheduling.maxModelLen
-    if m is None or m <= r.model.max_context:
+    if m is None or r.model is None or m <= r.model.max_context:
         return
     if r.engine.engine == "sglang" and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
+        return
+    if r.engine.engine == "vllm" and r.spec.env.get(VLLM_CONTEXT_OVERRIDE_ENV, "0").strip().lower() in ("1", "true"):
         return
     yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
 
@@ -543,7 +773,7 @@ def _decode_backend_cel(b: Builder) -> str | None:
                 f"!({b.member(b.ref(p), table)})")
 
 
-@rule("sglang-kimi-k3-dcp-decode-backend", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-kimi-k3-dcp-decode-backend", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
       field="spec.sglang.decodeAttentionBackend", title="Kimi-K3 with DCP needs a decode backend with a DCP path",
       why="SGLang asserts the decode attention backend for Kimi-K3 DCP is one with a DCP decode kernel: 'cutedsl_mla' "
           "or 'aiter' in 0.5.23; 0.5.22 also accepted 'tokenspeed_mla' (and then forced the KV cache to fp8_e4m3).",
@@ -568,7 +798,7 @@ def _ragged_verify_cel(b: Builder) -> str:
             f"{env} && {k} in self.env && self.env[{k}] != 'static'")
 
 
-@rule("sglang-dcp-dspark-ragged-verify", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-dcp-dspark-ragged-verify", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
       when={"dspark_dcp_static_verify": [True]}, field="spec.env.SGLANG_RAGGED_VERIFY_MODE",
       title="Kimi-K3 DCP with DSPARK requires SGLANG_RAGGED_VERIFY_MODE=static",
       why="SGLang raises at start-up when Kimi-K3 runs DSPARK with DCP and the ragged verify mode is not 'static' "
@@ -659,7 +889,8 @@ def _specialized_refusals(r: Resolved) -> list[tuple[str | None, str]]:
     return out
 
 
-@rule("vllm-kimi-k3-specialized-decode", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-kimi-k3-specialized-decode", checked_by="runtime-only", fails_at="model initialisation: the specialized decode runtime's unsupported() check",
+      family="spec", severity="error", engines=["vllm"],
       when={"kimi_k3_specialized_decode": [True]}, field="spec.vllm.additionalConfig",
       title="The Kimi-K3 specialized decode refuses this deployment",
       why="additional_config {\"decode_backend\": \"latency_specialized\"} switches Kimi-K3 to a CuTe decode executor "
@@ -739,7 +970,7 @@ def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, 
     return out
 
 
-@rule("field-unsupported", family="spec", severity="error", engines=BOTH, field="spec",
+@rule("field-unsupported", checked_by="product", family="spec", severity="error", engines=BOTH, field="spec",
       title="The field has no meaning for this engine or version",
       why="Nothing would carry the value to the engine; it would be silently dropped.",
       fix="Remove the field, or use the engine/version that supports it.",
@@ -763,7 +994,7 @@ def _(r, c):
 
 # ------------------------------------------------------------------ degrading combinations
 
-@rule("sglang-dcp-static-verify", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-dcp-static-verify", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
       when={"dspark_dcp_static_verify": [True]}, field="spec.speculative.method",
       title="SGLang DCP with DSPARK runs static verification only",
       why="Kimi-K3 DSPARK with dcp_size > 1 is accepted only under SGLANG_RAGGED_VERIFY_MODE=static (the default): the "
@@ -781,7 +1012,7 @@ def _(r, c):
                      f"{n + 1}-token window (block {n} + 1); adaptive verification is off")
 
 
-@rule("sglang-dcp-symm-mem-off", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-dcp-symm-mem-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
       when={"dcp_forces_symm_mem_off": [True]}, field="spec.sglang.symmMem",
       title="SGLang turns symmetric memory off under Kimi-K3 DCP",
       why="--enable-symm-mem is overridden to off when Kimi-K3 runs with DCP (decode CUDA graph correctness), with "
@@ -794,7 +1025,8 @@ def _(r, c):
         yield None, f"--enable-symm-mem is forced off with dcp={r.dcp} on Kimi-K3"
 
 
-@rule("vllm-kv-overcommit", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-kv-overcommit", checked_by="runtime-only", fails_at="under load: the KV pool counted at start-up is not there (OOM or preemption)",
+      family="spec", severity="warning", engines=["vllm"],
       when={"kv_subtracts_cudagraph": [False]}, field="spec.memory.fraction",
       title="The KV pool is over-committed (CUDA graphs not subtracted)",
       why="This build sizes the KV pool without subtracting CUDA-graph memory, so the pool exceeds the engine's own "
@@ -815,7 +1047,8 @@ def _(r, c):
                      f"{need:.2f} GiB needed at run time. Pin kvCacheBytes: {pin} or use fraction 0.92")
 
 
-@rule("vllm-max-len-caps-concurrency", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-max-len-caps-concurrency", checked_by="runtime-only", fails_at="under load: concurrency capped by max_model_len (does not fail)",
+      family="spec", severity="warning", engines=["vllm"],
       field="spec.scheduling.maxModelLen", title="max_model_len caps concurrency far below max_num_seqs",
       why="scheduler_reserve_full_isl=True (default) reserves a full max_model_len of KV at admission, so at most "
           "pool/max_model_len requests run.",
@@ -829,7 +1062,7 @@ def _(r, c):
                      f"concurrent requests, far below max_num_seqs {seqs}")
 
 
-@rule("vllm-long-prefill-disabled", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-long-prefill-disabled", checked_by="oracle", family="spec", severity="warning", engines=["vllm"],
       field="spec.scheduling.longPrefillTokenThreshold", title="One long prefill can take the whole step budget",
       why="long_prefill_token_threshold=0 (default) lets a single long prompt fill max_num_batched_tokens, so running "
           "requests get no decode step (flat, high TTFT).",
@@ -842,7 +1075,8 @@ def _(r, c):
         yield None, f"long_prefill_token_threshold=0 with max_num_batched_tokens {b}: one prompt can take the whole step"
 
 
-@rule("sglang-kv-pool-below-context", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-kv-pool-below-context", checked_by="runtime-only", fails_at="a request near the full context length (does not fail at start-up)",
+      family="spec", severity="warning", engines=["sglang"],
       field="spec.scheduling.maxModelLen", title="The full-attention KV pool is smaller than the context length",
       why="A single full-length request does not fit; SGLang only warns and caps max_req_len at the pool.",
       fix="Raise spec.memory.fraction (e.g. 0.88, preset sglang-fixed) or lower spec.memory.mambaFullMemoryRatio, or "
@@ -858,7 +1092,8 @@ def _(r, c):
                      f"({short:.1f} % short)")
 
 
-@rule("sglang-mamba-caps-running-requests", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-mamba-caps-running-requests", checked_by="runtime-only", fails_at="under load: running requests capped by the Mamba pool (does not fail)",
+      family="spec", severity="warning", engines=["sglang"],
       field="spec.scheduling.maxNumSeqs", title="The Mamba state cache caps running requests",
       why="Each running request needs its KDA/Mamba state (plus speculative intermediates); the state pool is smaller "
           "than max_running_requests.",
@@ -872,7 +1107,7 @@ def _(r, c):
                      f"({p.mamba_state_gib:.2f} GiB of state)")
 
 
-@rule("sglang-custom-all-reduce-off", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-custom-all-reduce-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
       field="spec.sglang.customAllReduce", title="Custom all-reduce disabled",
       why="--disable-custom-all-reduce falls back to plain NCCL, costly for small-batch decode.",
       fix="Remove spec.sglang.customAllReduce: false unless a measurement shows NCCL is faster here.",
@@ -882,7 +1117,8 @@ def _(r, c):
         yield None, "--disable-custom-all-reduce: all-reduce falls back to NCCL"
 
 
-@rule("vllm-flashinfer-autotune-off", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-flashinfer-autotune-off", checked_by="runtime-only", fails_at="run time: slower kernels (does not fail)",
+      family="spec", severity="warning", engines=["vllm"],
       field="spec.vllm.flashinferAutotune", title="FlashInfer autotune disabled",
       why="MoE GEMM runs heuristic tactics only.",
       fix="Remove spec.vllm.flashinferAutotune: false.",
@@ -892,7 +1128,8 @@ def _(r, c):
         yield None, "--no-enable-flashinfer-autotune: MoE GEMM uses heuristic tactics only"
 
 
-@rule("fp8-kv-no-scales", family="spec", severity="warning", engines=BOTH, field="spec.memory.kvCacheDtype",
+@rule("fp8-kv-no-scales", checked_by="runtime-only", fails_at="run time: accuracy with unit KV scales (does not fail)",
+      family="spec", severity="warning", engines=BOTH, field="spec.memory.kvCacheDtype",
       title="FP8 KV cache without scaling factors",
       why="With no k/v scales in the checkpoint both engines fall back to scale 1.0; accuracy is unverified.",
       fix="Check accuracy on a fixed evaluation set before trusting speed numbers; provide k/v scales in the checkpoint "
@@ -909,7 +1146,8 @@ def _(r, c):
         yield None, f"kv cache dtype {d} without scaling factors: scales default to 1.0"
 
 
-@rule("slow-tokenizer", family="spec", severity="info", engines=BOTH, field="spec.model",
+@rule("slow-tokenizer", checked_by="runtime-only", fails_at="run time: tokenisation time in TTFT (does not fail)",
+      family="spec", severity="info", engines=BOTH, field="spec.model",
       title="Kimi-K3 loads a slow tokenizer",
       why="Both engines logged 'Using a slow tokenizer'; at 64K/200K inputs tokenization lands inside TTFT.",
       fix="Provide a fast tokenizer, and count tokenization in TTFT measurements.",
@@ -923,7 +1161,8 @@ def _(r, c):
         yield None, "Kimi-K3 loads a slow tokenizer in both engines (docs/sources.md#slow-tokenizer)"
 
 
-@rule("vllm-compile-mode-none", family="spec", severity="info", engines=["vllm"], field="spec.env",
+@rule("vllm-compile-mode-none", checked_by="runtime-only", fails_at="start-up: Inductor fusions off (does not fail)",
+      family="spec", severity="info", engines=["vllm"], field="spec.env",
       title="Breakable CUDA graphs force compile mode NONE for Kimi-K3",
       why="VLLM_USE_BREAKABLE_CUDAGRAPH is auto-on for KimiK3ForConditionalGeneration, which forces compile mode NONE: "
           "the Inductor fusions the log reports as enabled may not apply.",
@@ -938,7 +1177,8 @@ def _(r, c):
         yield None, "VLLM_USE_BREAKABLE_CUDAGRAPH auto-on for Kimi-K3 forces compile mode NONE"
 
 
-@rule("vllm-hybrid-block-1536", family="spec", severity="info", engines=["vllm"], field="spec.scheduling.prefixCaching",
+@rule("vllm-hybrid-block-1536", checked_by="runtime-only", fails_at="run time: prefix-cache hits in 1536-token units (does not fail)",
+      family="spec", severity="info", engines=["vllm"], field="spec.scheduling.prefixCaching",
       title="Hybrid page alignment raises the attention block to 1536 tokens",
       why="Attention pages must be at least as large as Mamba pages: 32 -> 1536 tokens with ~0.70 % padding; prefix "
           "caching becomes coarser.",
@@ -949,7 +1189,8 @@ def _(r, c):
         yield None, f"attention block raised to {r.figures.block_size_tokens} tokens by hybrid page alignment"
 
 
-@rule("sglang-kda-verify-triton-fallback", family="spec", severity="info", engines=["sglang"],
+@rule("sglang-kda-verify-triton-fallback", checked_by="runtime-only", fails_at="run time: the Triton verify fallback (does not fail)",
+      family="spec", severity="info", engines=["sglang"],
       field="spec.speculative.method", title="The fused KDA verify kernel usually falls back to Triton",
       why="linear_attn_verify_backend=nv_cutedsl is parsed, but the dispatcher points verify_kernel at the Triton "
           "kernel unless strict shape constraints hold.",

@@ -31,7 +31,7 @@ def _multi(t: Topology) -> Iterator[TopoRole]:
 
 # ------------------------------------------------------------------ engine support
 
-@rule("topology-version-unverified", family="topology", severity="error", engines=VLLM, field="spec.engine.version",
+@rule("topology-version-unverified", checked_by="product", family="topology", severity="error", engines=VLLM, field="spec.engine.version",
       title="Multi-pod and P/D flags were not verified for this engine version",
       why="The per-role flags (--data-parallel-address/-rpc-port/-start-rank, --headless, the LB modes, "
           "--kv-transfer-config) were read in the wheels of the versions marked topology: true; on another version "
@@ -41,14 +41,14 @@ def _multi(t: Topology) -> Iterator[TopoRole]:
       no_cel=NO_CEL)
 def _(t: Topology):
     r = t.roles[0].resolved
-    if r.trait("topology") is True:
-        return
+    if r.trait("topology") is True or (t.source == "argv" and len(t.roles) == 1):
+        return   # check-args reads one line as its release's parser does: nothing of ours is rendered from it
     if any(x.pods > 1 for x in t.roles) or t.disaggregation is not None or any(x.kv_transfer for x in t.roles):
         yield "spec.engine.version", (f"vLLM {r.version.key}: the multi-pod/P-D flags were not read for this "
                                       "version (catalog trait topology)")
 
 
-@rule("sglang-topology-unsupported", family="topology", severity="error", engines=("sglang",), field="spec.roles",
+@rule("sglang-topology-unsupported", checked_by="product", family="topology", severity="error", engines=("sglang",), field="spec.roles",
       title="SGLang roles that span pods or disaggregate are not rendered yet",
       why="SGLang forms a multi-node group with --nnodes/--node-rank/--dist-init-addr and disaggregates with "
           "--disaggregation-mode prefill|decode plus its own bootstrap server; this product renders neither yet, "
@@ -60,13 +60,17 @@ def _(t: Topology):
     for r in t.roles:
         if r.pods > 1:
             yield r.field("podsPerInstance"), f"role {r.name}: {r.pods} pods per instance on SGLang"
-        if r.kind in PD_KINDS:
+        if r.kind in PD_KINDS and t.source == "argv":
+            yield r.field(""), (f"{r.name}: check-pd does not check SGLang P/D pairs yet (its --disaggregation-mode, "
+                                "bootstrap server and transfer backend are not modelled); nothing was compared")
+        elif r.kind in PD_KINDS:
             yield r.field("role"), f"role {r.name}: {r.kind} (P/D disaggregation) on SGLang"
 
 
 # ------------------------------------------------------------------ data-parallel layout
 
-@rule("topology-dp-layout", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].parallel.dp",
+@rule("topology-dp-layout", checked_by="runtime-only", fails_at="group formation: the leader waits for DP ranks that never come, or refuses extra ones",
+      family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].parallel.dp",
       title="DP must equal pods per instance x DP ranks per pod",
       why="Every pod starts --data-parallel-size-local engines and the group waits for --data-parallel-size of them: "
           "with fewer the leader waits forever, with more the extra ranks are refused.",
@@ -84,7 +88,8 @@ def _(t: Topology):
                                            f"= {r.pods * r.dp_local}")
 
 
-@rule("topology-gpus-per-pod", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].gpusPerPod",
+@rule("topology-gpus-per-pod", checked_by="runtime-only", fails_at="worker start: the pod's GPUs do not match its ranks",
+      family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.roles[].gpusPerPod",
       title="GPUs per pod must equal dpLocal x TP x PP",
       why="Each local DP rank takes TP x PP GPUs of its pod: fewer GPUs and the engines cannot start, more and the "
           "extra GPUs sit idle while the scheduler still reserves them.",
@@ -102,7 +107,8 @@ def _(t: Topology):
                                           f"TP {r.tp} x PP {r.pp} = {need}")
 
 
-@rule("topology-start-rank", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-start-rank", checked_by="runtime-only", fails_at="group formation: two pods claim one DP rank (or one beyond DP)",
+      family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpLocal",
       title="A pod's start rank must be its worker index x dpLocal, below DP",
       why="Pod k owns DP ranks k x dpLocal .. k x dpLocal + dpLocal - 1; a start rank off that grid makes two pods "
@@ -120,7 +126,7 @@ def _(t: Topology):
                                                 f"dpLocal {local} below DP {r.dp}")
 
 
-@rule("topology-ep-size", family="topology", severity="info", engines=VLLM, when=TOPO,
+@rule("topology-ep-size", checked_by="product", family="topology", severity="info", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.expertParallel",
       title="The expert-parallel group is TP x DP ranks",
       why="With expert parallelism the routed experts are sharded over all TP x DP ranks of an instance (not over "
@@ -139,7 +145,7 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ load balancing
 
-@rule("topology-lb-exclusive", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-lb-exclusive", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Data-parallel load-balancing modes exclude each other",
       why="vLLM refuses hybrid together with external LB, hybrid on a headless node, hybrid without "
@@ -162,7 +168,7 @@ def _(t: Topology):
                                               f"{r.api_server_count}")
 
 
-@rule("topology-external-lb-rank", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-external-lb-rank", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpLocal",
       title="External load balancing runs one DP rank per process",
       why="With --data-parallel-external-lb (or --data-parallel-rank) every process is one DP rank behind its own "
@@ -175,7 +181,29 @@ def _(t: Topology):
             yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
 
 
-@rule("topology-hybrid-single-rank", family="topology", severity="warning", engines=VLLM, when=TOPO,
+@rule("topology-external-lb-needs-rank", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      when=TOPO, field="spec.roles[].loadBalancing",
+      title="External load balancing needs this process's DP rank, and a MoE model",
+      why="vLLM refuses --data-parallel-external-lb without --data-parallel-rank (unless --nnodes > 1 lets it infer "
+          "the rank from --node-rank), and refuses external data parallelism for a model without experts: dense "
+          "models are run as independent instances without --data-parallel-* flags.",
+      fix="Give each process --data-parallel-rank R (or --nnodes/--node-rank); for a dense model drop the "
+          "--data-parallel-* flags and run independent instances.",
+      source="vllm engine/arg_utils.py:2457-2476@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if not r.external_lb:
+            continue
+        if r.rank_given is False and (r.nnodes or 1) <= 1:
+            yield r.field("loadBalancing"), f"{r.name}: --data-parallel-external-lb without --data-parallel-rank"
+        m, arch = r.resolved.model, r.resolved.arch
+        experts = (m.routed_experts if m is not None else None) or (arch.experts if arch is not None else None)
+        known = (m is not None and m.routed_experts is not None) or (arch is not None and arch.heads is not None)
+        if r.dp > 1 and known and not experts:
+            yield r.field("loadBalancing"), f"{r.name}: external data parallelism with a model without experts"
+
+
+@rule("topology-hybrid-single-rank", checked_by="oracle", family="topology", severity="warning", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Hybrid LB with one DP rank per pod becomes external LB",
       why="vLLM switches hybrid to external load balancing when dpLocal is 1 and only logs a warning: every rank is "
@@ -188,7 +216,7 @@ def _(t: Topology):
             yield r.field("loadBalancing"), f"role {r.name}: hybrid LB with dpLocal 1 runs as external LB"
 
 
-@rule("topology-nnodes-backend", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("topology-nnodes-backend", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpBackend",
       title="A group over several nodes needs the mp data-parallel backend",
       why="vLLM refuses --nnodes > 1 unless --data-parallel-backend is mp; our per-pod launch (every pod runs its own "
@@ -203,24 +231,47 @@ def _(t: Topology):
             yield r.field("parallel.dpBackend"), f"role {r.name}: {n} nodes with data-parallel backend {backend}"
 
 
+@rule("topology-nnodes-divide", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      field="spec.roles[].parallel", title="--nnodes must divide the world size",
+      why="vLLM spreads TP x PP x PCP x DP ranks evenly over --nnodes nodes and refuses a node count that does not "
+          "divide them.",
+      fix="Pick --nnodes among the divisors of TP x PP x DP (or change the parallel sizes).",
+      source="vllm engine/arg_utils.py:2398-2413@0.33.0",
+      sources={"vllm 0.29.0": "vllm engine/arg_utils.py:2182@0.29.0", "vllm 0.28.0": "vllm engine/arg_utils.py:2086@0.28.0"},
+      no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        n = r.nnodes or 1
+        pcp = int((r.extra_flags or {}).get("--prefill-context-parallel-size") or 1) if str(
+            (r.extra_flags or {}).get("--prefill-context-parallel-size") or "1").isdigit() else 1
+        world = r.tp * r.pp * pcp * r.dp
+        if n > 1 and world % n:
+            yield r.field("parallel"), f"{r.name}: --nnodes {n} does not divide the world size {world}"
+
+
 # ------------------------------------------------------------------ EPLB
 
 def _eplb(r: TopoRole):
     return r.doc_spec.parallel.eplb
 
 
-@rule("eplb-needs-ep", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+@rule("eplb-needs-ep", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.parallel.eplb",
       title="EPLB needs expert parallelism",
       why="vLLM refuses --enable-eplb without --enable-expert-parallel: there is no expert placement to balance.",
       fix="Set parallel.expertParallel true, or remove parallel.eplb.",
-      source="vllm config/parallel.py:569-570@0.33.0", no_cel=NO_CEL)
+      source="vllm config/parallel.py:569-570@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/parallel.py:520-521@0.29.0", "vllm 0.28.0": "vllm config/parallel.py:499-500@0.28.0",
+               "vllm 0.11.0": "vllm config/parallel.py:431-433@0.11.0"},
+      no_cel=NO_CEL)
 def _(t: Topology):
     for r in t.roles:
         if r.eplb_on and not r.doc_spec.parallel.expertParallel:
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB on without expert parallelism"
 
 
-@rule("eplb-needs-ranks", family="topology", severity="error", engines=VLLM, when=TOPO, field="spec.parallel.eplb",
+@rule("eplb-needs-ranks", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.parallel.eplb",
+      sources={"vllm 0.29.0": "vllm config/parallel.py:524-535@0.29.0", "vllm 0.28.0": "vllm config/parallel.py:503-514@0.28.0",
+               "vllm 0.11.0": "vllm config/parallel.py:434-439@0.11.0"},
       title="EPLB needs more than one rank",
       why="The EP group spans TP x PCP x DP ranks; with one rank there is nothing to rebalance and vLLM refuses.",
       fix="Use EPLB only where TP x DP > 1, or remove parallel.eplb.",
@@ -231,7 +282,7 @@ def _(t: Topology):
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB with TP {r.tp} x DP {r.dp} = 1 rank"
 
 
-@rule("eplb-redundant-needs-eplb", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("eplb-redundant-needs-eplb", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.parallel.eplb.numRedundantExperts",
       title="Redundant experts need EPLB",
       why="num_redundant_experts != 0 with EPLB off is refused at start-up: the redundant replicas are placed by EPLB.",
@@ -245,7 +296,7 @@ def _(t: Topology):
                 f"role {r.name}: {e.numRedundantExperts} redundant experts with EPLB off")
 
 
-@rule("eplb-async-communicator", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("eplb-async-communicator", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.parallel.eplb.communicator",
       title="Async EPLB refuses the torch_nccl and pynccl communicators",
       why="Asynchronous EPLB (use_async, on by default) moves experts on another stream; NCCL-based communicators "
@@ -259,7 +310,8 @@ def _(t: Topology):
             yield r.field("parallel.eplb.communicator"), f"role {r.name}: async EPLB with communicator {e.communicator}"
 
 
-@rule("eplb-draft-always", family="topology", severity="warning", engines=VLLM, when=TOPO,
+@rule("eplb-draft-always", checked_by="runtime-only", fails_at="run time: the drafter's experts are balanced anyway (does not fail)",
+      family="topology", severity="warning", engines=VLLM, when=TOPO,
       field="spec.parallel.eplb.includeDraft",
       title="EPLB balances the draft's experts whenever it is on",
       why="vLLM 0.33.0 keeps one EPLB state per model (target and drafter) and has no switch to leave the drafter "
@@ -275,7 +327,7 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ scheduling per rank
 
-@rule("topology-max-num-seqs-per-rank", family="topology", severity="info", engines=VLLM, when=TOPO,
+@rule("topology-max-num-seqs-per-rank", checked_by="product", family="topology", severity="info", engines=VLLM, when=TOPO,
       field="spec.roles[].scheduling.maxNumSeqs",
       title="max-num-seqs is per DP rank",
       why="Each DP rank schedules up to --max-num-seqs requests: an instance runs DP x that many at once, a role "
@@ -293,7 +345,8 @@ def _(t: Topology):
 
 # ------------------------------------------------------------------ prefill/decode
 
-@rule("pd-roles", family="topology", severity="error", engines=VLLM, field="spec.disaggregation",
+@rule("pd-roles", checked_by="runtime-only", fails_at="first request: no KV is handed over, requests are computed twice or never decoded",
+      family="topology", severity="error", engines=VLLM, field="spec.disaggregation",
       title="P/D needs a prefill role, a decode role and the KV connector, and no serve role beside them",
       why="A prefill instance hands its KV cache to a decode instance through the connector: without both roles, or "
           "without --kv-transfer-config on each, requests are computed twice or never decoded; a serve role next to "
@@ -324,22 +377,66 @@ def _hma_given(r: TopoRole) -> str:
     return "on"
 
 
+# SpeculativeConfig.use_eagle(): the methods whose draft state NIXL hashes (config/speculative.py:2116-2120@0.33.0,
+# :1847@0.29.0, :1481@0.28.0); any other method (ngram, suffix, none) hashes as None on both sides
+_EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+# ModelConfig dtype spellings -> the torch dtype str(model_config.dtype) hashes (config/model.py _STR_DTYPE_TO_TORCH)
+_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+UNDECIDED = "?"   # a factor that resolves only inside the engine at start-up (an "auto" we cannot resolve here)
+
+
+def _transfer_mode(connector: str) -> str | None:
+    """metadata.py:146-216@0.33.0 hashes the worker's _TRANSFER_MODE: NixlPushConnector writes (push), NixlConnector
+    reads (pull); None for a connector that is not NIXL (no compatibility hash at all)."""
+    if connector == "NixlPushConnector":
+        return "push"
+    if connector in ("NixlConnector", "NixlPullConnector"):   # NixlConnector = NixlPullConnector (connector.py:432)
+        return "pull"
+    return None
+
+
+def _model_dtype(r: TopoRole) -> str | None:
+    arch = getattr(r.resolved, "arch", None)
+    d = getattr(arch, "dtype", None) if arch is not None else None
+    return _DTYPES.get(str(d)) if d and str(d) != "float32" else None   # float32 checkpoints: the platform picks
+
+
+def _attention_backend(r: TopoRole) -> str | None:
+    s = r.doc_spec.vllm
+    return s.attentionBackend or (s.attentionConfig or {}).get("backend")
+
+
 def _hash_factors(r: TopoRole) -> dict[str, str]:
-    """The NIXL compatibility-hash factors a spec or command line decides (metadata.py:146-216@0.33.0)."""
+    """What compute_nixl_compatibility_hash (metadata.py:103-216@0.33.0) hashes, as this side's spec or command line
+    decides it: values the engine resolves ("auto" dtype, "auto" attention backend) are resolved where the model's
+    figures say how, else UNDECIDED. Not hashed (so never compared): num_speculative_tokens, the draft attention
+    backend (metadata.py:126-131), TP, block size, KV layout (checked at the handshake: pd-dcp-divide,
+    pd-hybrid-dcp-equal, pd-hybrid-block-size)."""
     s = r.doc_spec
     spec = s.speculative
-    spec_factors = {"method": spec.method, "model": spec.draftModel, "num_tokens": spec.numTokens,
-                    "draft_attention_backend": spec.attentionBackend} if spec.method != "none" else {}
+    cache_dtype = str(r.resolved.value("memory.kvCacheDtype") or "auto")
+    method = r.resolved.engine.speculative["methods"].get(spec.method, spec.method)
+    spec_factors = None
+    if spec.method != "none" and method in _EAGLE_METHODS:
+        extra = spec.extraConfig or {}
+        spec_factors = {"method": method, "model": spec.draftModel or s.model.path or s.model.name,
+                        "revision": extra.get("revision"), "code_revision": extra.get("code_revision"),
+                        "parallel_drafting": bool(extra.get("parallel_drafting", False)),
+                        "kv_cache_dtype": str(extra.get("kv_cache_dtype") or cache_dtype)}
+    dtype = str(r.resolved.value("model.dtype") or "auto")
+    dtype = _DTYPES.get(dtype, dtype) if dtype != "auto" else (_model_dtype(r) or UNDECIDED)
     kv = r.kv_transfer or {}
     return {
         "engine version": r.resolved.version.key if r.resolved.version else str(s.engine.version),
         "model": s.model.path or s.model.name,
-        "dtype": str(r.resolved.value("model.dtype") or "auto"),
-        "KV cache dtype": str(r.resolved.value("memory.kvCacheDtype") or "auto"),
-        "attention backend": str(s.vllm.attentionBackend or "auto"),
+        "dtype": dtype,
+        "KV cache dtype": cache_dtype,
+        "attention backend": _attention_backend(r) or UNDECIDED,
         "hybrid KV-cache manager": _hma_given(r),
-        "speculative config": json.dumps(spec_factors, sort_keys=True),
-        "transfer mode (connector)": str(kv.get("kv_connector", "")),
+        "speculative config (method, draft model, revision, parallel drafting, draft KV dtype)":
+            json.dumps(spec_factors, sort_keys=True),
+        "transfer mode (push or pull)": str(_transfer_mode(str(kv.get("kv_connector", ""))) or
+                                            kv.get("kv_connector", "")),
     }
 
 
@@ -349,25 +446,134 @@ def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
             yield p, d
 
 
-@rule("pd-compat-hash", family="topology", severity="error", engines=VLLM, field="spec.roles[]",
+def _enforced(p: TopoRole, d: TopoRole) -> bool:
+    """Whether the handshake compares the hash: enforce_handshake_compat (default true) on both sides
+    (base_worker.py:1039,1191-1207@0.33.0; pd-handshake-check-off warns when it is off)."""
+    return all(((x.kv_transfer or {}).get("kv_connector_extra_config") or {}).get("enforce_handshake_compat")
+               is not False for x in (p, d))
+
+
+def _nixl_pair(p: TopoRole, d: TopoRole) -> bool:
+    return any(_transfer_mode(str((x.kv_transfer or {}).get("kv_connector", ""))) for x in (p, d))
+
+
+@rule("pd-compat-hash", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake raises 'compatibility hash mismatch'",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[]",
       title="Prefill and decode must agree on every factor of the NIXL compatibility hash",
       why="The NIXL handshake hashes the vLLM version, model, dtype, KV cache dtype, attention backend, the hybrid "
-          "KV-cache manager setting, the speculative (draft) config and push versus pull; a mismatch fails the first "
-          "transfer at the first request (after both sides loaded), not at start-up.",
+          "KV-cache manager setting, for EAGLE-family drafts (eagle, eagle3, mtp, dflash, dspark) the draft's "
+          "method, model, revision, parallel drafting and KV dtype, and push versus pull; a mismatch fails the first "
+          "transfer at the first request (after both sides loaded), not at start-up. The number of speculative "
+          "tokens and the draft attention backend are not hashed: prefill may draft 7 tokens and decode 5.",
       fix="Give both roles the same value (in a document: remove the role override); prefill must carry the same "
-          "--speculative-config as decode.",
-      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
+          "draft method and model as decode.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:103-216@0.33.0; "
              "vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0",
       no_cel=NO_CEL)
 def _(t: Topology):
     for p, d in _pairs(t):
+        if not (_nixl_pair(p, d) and _enforced(p, d)):
+            continue
         fp, fd = _hash_factors(p), _hash_factors(d)
         for k, v in fp.items():
-            if fd[k] != v:
+            if UNDECIDED not in (v, fd[k]) and fd[k] != v:
                 yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
 
 
-@rule("pd-handshake-check-off", family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
+@rule("pd-compat-hash-undecided", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake, if 'auto' resolves differently",
+      family="topology", severity="warning", engines=VLLM, field="spec.roles[]",
+      title="A NIXL hash factor is 'auto' on one side and explicit on the other",
+      why="The hash takes the value the engine resolves at start-up (the dtype from the checkpoint, the attention "
+          "backend from the platform's priority list); with 'auto' on one side and an explicit value on the other "
+          "the pair matches only if 'auto' resolves to that value, which is decided inside the engine.",
+      fix="Write the same explicit value on both sides (or leave it auto on both).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
+             "vllm platforms/cuda.py:95-135@0.33.0 (the MLA backend priorities on SM10x)")
+def _(t: Topology):
+    for p, d in _pairs(t):
+        if not (_nixl_pair(p, d) and _enforced(p, d)):
+            continue
+        fp, fd = _hash_factors(p), _hash_factors(d)
+        for k, v in fp.items():
+            if (v == UNDECIDED) != (fd[k] == UNDECIDED):
+                side, value = ("prefill", fd[k]) if v == UNDECIDED else ("decode", v)
+                yield d.field(""), f"{k}: auto on the {side} side, {value!r} on the other"
+
+
+@rule("pd-dcp-divide", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake's DCP assertion",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+      title="Prefill and decode DCP sizes must divide one another",
+      why="The NIXL worker asserts at the handshake that the local and remote DCP sizes divide one another (the "
+          "read-slicing arithmetic needs it): the first transfer fails otherwise.",
+      fix="Pick DCP sizes where one divides the other (e.g. 1 and 8, 2 and 8; not 4 and 6).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2705-2713@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for p, d in _pairs(t):
+        if _nixl_pair(p, d) and p.dcp % d.dcp and d.dcp % p.dcp:
+            yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} and decode DCP {d.dcp} do not divide one another"
+
+
+@rule("kv-connector-unknown", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      field="spec.disaggregation.connector",
+      title="The KV connector is not one this release registers",
+      why="vLLM looks kv_connector up in its connector factory (unless kv_connector_module_path names an external "
+          "module) and refuses a name it does not register.",
+      fix="Use one of the connectors the message lists (NixlConnector, NixlPushConnector, ...), or give "
+          "kv_connector_module_path for an external connector.",
+      source="vllm distributed/kv_transfer/kv_connector/factory.py:124-128@0.33.0 (create_connector); the names: "
+             "gpustack_k3/catalog/data/engines/vllm.yaml (kv_connectors per version, read in each wheel)",
+      no_cel=NO_CEL)
+def _(t: Topology):
+    known = t.roles[0].resolved.trait("kv_connectors")
+    if not known:
+        return   # a release whose connector list was not read (kimi-k3, 0.11.0, 0.32.0-cpu): not checked
+    for r in t.roles:
+        kv = r.kv_transfer or {}
+        name = kv.get("kv_connector")
+        if name and not kv.get("kv_connector_module_path") and name not in known:
+            yield (r.field("") if t.source == "argv" else "spec.disaggregation.connector",
+                   f"{r.name}: kv_connector {name!r} is not registered in vLLM {t.roles[0].resolved.version.key}; "
+                   f"known: {', '.join(known)}")
+
+
+@rule("pd-push-no-dcp", checked_by="runtime-only", fails_at="KV connector construction in each worker (ValueError)",
+      family="topology", severity="error", engines=VLLM,
+      field="spec.roles[].parallel.dcp",
+      title="NixlPushConnector does not support DCP",
+      why="The push (WRITE) NIXL connector refuses decode_context_parallel_size > 1 when it is built.",
+      fix="Use NixlConnector (pull) with DCP, or set parallel.dcp 1 on that role.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/connector.py:401-404@0.33.0", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        if (r.kv_transfer or {}).get("kv_connector") == "NixlPushConnector" and r.dcp > 1:
+            yield r.field("parallel.dcp"), f"{r.name}: DCP {r.dcp} with NixlPushConnector"
+
+
+_PRODUCERS, _CONSUMERS = ("kv_producer", "kv_both"), ("kv_consumer", "kv_both")
+
+
+@rule("pd-kv-role", checked_by="runtime-only", fails_at="first request: KV is never produced or never consumed",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[]",
+      title="The prefill side must produce KV and the decode side consume it",
+      why="kv_role decides what a connector does: a kv_producer saves its KV for a peer, a kv_consumer loads it, "
+          "kv_both does both. A prefill that does not produce (kv_consumer) or a decode that does not consume "
+          "(kv_producer) starts fine, and then every request is computed twice or waits for KV that never comes.",
+      fix="Give the prefill line kv_role kv_producer (or kv_both) and the decode line kv_consumer (or kv_both).",
+      source="vllm config/kv_transfer.py:14-16,132-138@0.33.0 (KVProducer, KVConsumer; is_kv_producer, "
+             "is_kv_consumer)", no_cel=NO_CEL)
+def _(t: Topology):
+    for r in t.roles:
+        role = (r.kv_transfer or {}).get("kv_role")
+        if not r.kv_transfer or role is None:
+            continue   # no connector (pd-roles) or no kv_role (the engine's parser refuses it: argv-refused)
+        if r.kind == "prefill" and role not in _PRODUCERS:
+            yield r.field(""), f"{r.name}: kv_role {role} on the prefill side does not produce KV (kv_producer or kv_both)"
+        if r.kind == "decode" and role not in _CONSUMERS:
+            yield r.field(""), f"{r.name}: kv_role {role} on the decode side does not consume KV (kv_consumer or kv_both)"
+
+
+@rule("pd-handshake-check-off", checked_by="runtime-only", fails_at="first KV transfers: a mismatched pair is not caught by the handshake",
+      family="topology", severity="warning", engines=VLLM, field="spec.disaggregation",
       title="The engine's own P/D compatibility check is switched off",
       why="enforce_handshake_compat false lets mismatched prefill and decode instances exchange KV blocks: the "
           "result is unclear errors or wrong output instead of a refusal.",
@@ -386,7 +592,8 @@ def _hybrid_mamba(t: Topology) -> bool:
     return bool(m and getattr(m, "hybrid_mamba", False))
 
 
-@rule("pd-hybrid-dcp-equal", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+@rule("pd-hybrid-dcp-equal", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake raises for hybrid MLA+Mamba models",
+      family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
       title="Hybrid MLA+Mamba models need equal DCP on prefill and decode",
       why="For models with Mamba-style state (Kimi-K3's KDA layers) NIXL raises on the first transfer when the DCP "
           "sizes differ: the state is not sharded the way the attention KV is.",
@@ -404,12 +611,16 @@ def _block(r: TopoRole) -> str | None:
     return (r.extra_flags or {}).get("--block-size")
 
 
-@rule("pd-hybrid-block-size", family="topology", severity="error", engines=VLLM, field="spec.roles[].extraArgs",
-      title="Hybrid models with prefix caching need the same block size on prefill and decode",
+@rule("pd-hybrid-block-size", checked_by="oracle", fails_at="first KV transfer with prefix caching (heterogeneous physical blocks)",
+      family="topology", severity="warning", engines=VLLM, field="spec.roles[].extraArgs",
+      title="Hybrid models with prefix caching need the same physical blocks per logical block on both sides",
       why="With prefix caching a hybrid model refuses heterogeneous physical blocks per logical block at the first "
-          "transfer; different --block-size on the two sides is the usual cause.",
+          "transfer; different --block-size on the two sides is the usual cause. A warning, not a refusal: the "
+          "engine re-aligns a hybrid model's block size at start-up (even over --block-size), so whether the two "
+          "sides end up different is decided inside the engine.",
       fix="Give both roles the same --block-size (or disable prefix caching).",
-      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2766-2776@0.33.0", no_cel=NO_CEL)
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2766-2776@0.33.0; "
+             "vllm platforms/interface.py:768-791@0.33.0 (hybrid block alignment may override --block-size)")
 def _(t: Topology):
     if not _hybrid_mamba(t):
         return
@@ -420,19 +631,30 @@ def _(t: Topology):
                                          f"{_block(d) or 'default'} with prefix caching")
 
 
-@rule("pd-dcp-nixl", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
+@rule("pd-dcp-nixl", checked_by="oracle", family="topology", severity="error", engines=VLLM, field="spec.roles[].parallel.dcp",
       title="With NixlConnector DCP must be 1 or the transfer parallel size",
       why="A NIXL side is either fully replicated or fully DCP-sharded: vLLM asserts decode_context_parallel_size in "
-          "{1, max(TP, PCP)} when NixlConnector is configured.",
-      fix="Set parallel.dcp to 1 or to parallel.tp on that role.",
-      source="vllm config/vllm.py:1572-1590@0.33.0", no_cel=NO_CEL)
+          "{1, max(TP, PCP)} when NixlConnector is configured, and DCP > 1 only for MLA models (0.29.0 also refuses "
+          "it for hybrid Mamba/SSM models: trait nixl_dcp_hybrid_refused).",
+      fix="Set parallel.dcp to 1 or to parallel.tp on that role (1 for a non-MLA model, and on 0.29.0 for a hybrid one).",
+      source="vllm config/vllm.py:1572-1590@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/vllm.py:1146-1168@0.29.0"}, no_cel=NO_CEL)
 def _(t: Topology):
     for r in t.roles:
-        if (r.kv_transfer or {}).get("kv_connector") == "NixlConnector" and r.dcp not in (1, r.tp):
+        if (r.kv_transfer or {}).get("kv_connector") not in ("NixlConnector", "NixlPullConnector"):
+            continue
+        if r.dcp not in (1, r.tp):
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
+        arch, m = r.resolved.arch, r.resolved.model
+        if r.dcp > 1 and arch is not None and arch.heads is not None and not arch.mla:
+            yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector on a non-MLA model"
+        if r.dcp > 1 and r.resolved.trait("nixl_dcp_hybrid_refused") and m is not None and m.hybrid_mamba:
+            yield r.field("parallel.dcp"), (f"role {r.name}: DCP {r.dcp} with NixlConnector on a hybrid Mamba/SSM model "
+                                            f"(vLLM {r.resolved.version.key})")
 
 
-@rule("pd-side-channel-host", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("pd-side-channel-host", checked_by="runtime-only", fails_at="first handshake: the peer dials localhost",
+      family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].env.VLLM_NIXL_SIDE_CHANNEL_HOST",
       title="The NIXL side-channel host must be the pod's own IP",
       why="The peer dials VLLM_NIXL_SIDE_CHANNEL_HOST for the handshake; the default is localhost, so across pods "
@@ -444,13 +666,14 @@ def _(t: Topology):
         if not r.kv_transfer or r.side_channel_host_from_pod:
             continue
         host = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
-        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or host is None
-                                                              or len(t.roles) > 1):
+        # one command line alone (check-args) does not say where its peer runs: localhost may be right
+        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or len(t.roles) > 1):
             yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
                 f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
 
 
-@rule("pd-side-channel-ports", family="topology", severity="error", engines=VLLM, when=TOPO,
+@rule("pd-side-channel-ports", checked_by="runtime-only", fails_at="start-up: a side-channel, API or RPC port fails to bind",
+      family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.disaggregation.sideChannelPort",
       title="NIXL side-channel ports (base + DP rank) must not collide with the pod's other ports",
       why="Each DP rank listens on VLLM_NIXL_SIDE_CHANNEL_PORT + its global DP rank; a range that covers the API "

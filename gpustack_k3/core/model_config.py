@@ -1,0 +1,95 @@
+"""A model's architecture figures from its ``config.json`` (``--model-config FILE`` or a local model directory).
+
+Pure: the caller reads the file (the CLI edge) and passes the parsed object. The figures are what the flag and
+divisibility rules need (layers, attention heads, KV heads, head sizes, MLA ranks, routed experts, dtype, maximum
+positions); they are never memory figures: a model without catalog figures has no memory plan.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# config.json keys per figure, first present wins (HF names; DeepSeek/Kimi MLA and MoE names; Mixtral/Qwen MoE)
+_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+    "head_dim": ("head_dim",),
+    "hidden_size": ("hidden_size", "d_model", "n_embd"),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "q_lora_rank": ("q_lora_rank",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_topk", "top_k"),
+    "max_positions": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
+}
+_DTYPE_KEYS = ("torch_dtype", "dtype")
+
+
+class ModelArch:
+    """Architecture figures of one model (plain: docs/architecture.md, Start-up). ``None``: not in the file."""
+
+    __slots__ = ("source", "architecture", "dtype", "quantization", *_KEYS)
+
+    def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None,
+                 quantization: str | None = None, **figures: Any) -> None:
+        self.source = source                    # where the figures come from (the file), for messages
+        self.architecture = architecture
+        self.dtype = dtype
+        self.quantization = quantization        # quantization_config.quant_method (mxfp4, fp8, ...)
+        for k in _KEYS:
+            setattr(self, k, figures.get(k))
+
+    def __repr__(self) -> str:
+        return f"ModelArch({self.source!r}, {self.architecture!r})"
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek/Kimi): a KV LoRA rank in the config."""
+        return bool(self.kv_lora_rank)
+
+    @property
+    def moe(self) -> bool:
+        return bool(self.experts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class ModelConfigError(ValueError):
+    """config.json is not a usable model configuration (the message names the key)."""
+
+
+def _int(cfg: dict, key: str) -> int | None:
+    v = cfg.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ModelConfigError(f"{key} must be a non-negative whole number, got {v!r}")
+    return v
+
+
+def arch_from_config(cfg: Any, source: str) -> ModelArch:
+    """The figures of a parsed config.json. A multimodal model's language figures live in ``text_config`` (Kimi-K3's
+    KimiK3ForConditionalGeneration, vLLM's get_hf_text_config): read from there, the architecture from the top."""
+    if not isinstance(cfg, dict):
+        raise ModelConfigError("config.json must be a JSON object")
+    archs = cfg.get("architectures")
+    architecture = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    figures: dict[str, Any] = {}
+    for name, keys in _KEYS.items():
+        for k in keys:
+            for where in (text, cfg):
+                if k in where and figures.get(name) is None:
+                    figures[name] = _int(where, k)
+    dtype = next((str(d) for k in _DTYPE_KEYS for d in (text.get(k), cfg.get(k)) if isinstance(d, str)), None)
+    if figures.get("kv_heads") is None and figures.get("heads") is not None:
+        figures["kv_heads"] = figures["heads"]       # no num_key_value_heads: multi-head attention
+    if figures.get("heads") == 0:
+        raise ModelConfigError("num_attention_heads must be positive")
+    q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else (
+        text.get("quantization_config") if isinstance(text.get("quantization_config"), dict) else {})
+    quant = q.get("quant_method") if isinstance(q.get("quant_method"), str) else None
+    return ModelArch(source, architecture, dtype, quant, **figures)
