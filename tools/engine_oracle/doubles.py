@@ -73,12 +73,40 @@ MISSING: dict[str, str] = {
     "tokenspeed_mla": "GPU MLA kernels",
     "humming_kernels": "GPU kernels",
     "humming": "GPU kernels",
+    "diskcache": "structured-output grammar cache (0.11.0)",
+    "openai_harmony": "harmony chat format, rendered per request",
+    "ray": "multi-node executor (the oracle creates configs; no executor starts)",
+    "xformers": "GPU attention kernels (0.11.0)",
+    "av": "video decoding",
+    "blobfile": "cloud file access for tokenizer downloads",
+    "cuda_tile": "GPU kernels",
+    "flash_attn_4": "GPU kernels",
+    "mathdx": "GPU kernels",
+    "nvmath": "GPU math",
+    "outlines": "structured output at request time",
+    "sgl_deep_ep": "GPU all-to-all kernels",
+    "sgl_deep_gemm": "GPU kernels",
+    "sgl_flash_mla": "GPU kernels",
+    "sglang_kernel": "SGLang GPU kernels",
+    "smg_grpc_servicer": "gRPC server",
+    "smg_grpc_proto": "gRPC protocol",
+    "soundfile": "audio decoding",
+    "timm": "vision towers",
+    "tml_renderers": "chat rendering at request time",
+    "deepseek_recipe": "DeepSeek kernels/recipes",
+    "kernels": "kernel hub downloads",
+    "IPython": "notebook helpers",
     "amdsmi": "ROCm probes",
 }
 
 KERNEL_OPS_REASON = ("the wheel's kernels register torch.ops namespaces (torch.ops._C, ._moe_C, ...) when their .so "
                      "loads; without the .so a model module's import-time kernel query (e.g. "
                      "cutlass_scaled_mm_supports_block_fp8) answers a falsy stub; no kernel runs during validation")
+TRITON_REASON = ("vllm.triton_utils reports HAS_TRITON False on a CPU box (no active Triton GPU driver); on a CUDA "
+                 "node it is True. Config code reads it (config/vllm.py use_v2_model_runner: without Triton the V1 "
+                 "runner is chosen and V2-only features such as DSpark are refused); set True in vllm.config.* only")
+EXEC_REASON = ("the wheel installs vllm/vllm-rs (the Rust frontend) executable; zipfile extraction drops the mode "
+               "bit, so VLLM_USE_RUST_FRONTEND=1 would fail 'binary not found': the unpacked file is made executable")
 PLATFORM_REASON = ("the CPU box has no GPU: the release's own CUDA platform class answers device queries as the "
                    "catalog's hardware (SM, visible memory, GPUs per node)")
 REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess that needs kernels: the same "
@@ -91,6 +119,12 @@ def doubles_table() -> dict[str, str]:
     out["the wheel's compiled extensions (*.so)"] = EXTENSION_REASON
     out["torch.ops kernel namespaces of the wheel"] = KERNEL_OPS_REASON
     out["vllm.platforms.current_platform"] = PLATFORM_REASON
+    out["vllm.config.* HAS_TRITON"] = TRITON_REASON
+    out["unpacked vllm/vllm-rs mode"] = EXEC_REASON
+    out["model directory tokenizer (models.py tokenizer_files)"] = (
+        "config validation loads the tokenizer only to encode marker strings (--reasoning-parser: "
+        "config/reasoning.py initialize_token_ids); a word-level tokenizer holding the markers stands in for the "
+        "checkpoint's tokenizer")
     out["vllm model registry _run_in_subprocess"] = REGISTRY_REASON
     return out
 
@@ -111,6 +145,9 @@ def install_module_stubs(extensions: set[str], versions: dict[str, str]):
     stubs.STUBBED.update({m: MISSING[m] for m in missing})
     # the device probes of the dump's torch stub do not apply: torch is real here
     stubs._VALUES.clear()
+    # a stubbed package has distribution metadata (the version the wheel requires, else 0.0.0): libraries that
+    # probe find_spec() then importlib.metadata.version() (transformers) see a consistent, old package
+    versions = {**{m: "0.0.0" for m in missing}, **versions}
     finder = stubs.install(set(extensions), versions)
     sys.meta_path.remove(finder.report)   # a module that is neither installed nor listed fails as ImportError
     return finder, sorted(missing)
@@ -175,6 +212,25 @@ def registry_in_process() -> None:
     registry._run_in_subprocess = lambda fn: fn()
 
 
+class _KernelOp:
+    """A kernel op of a .so that is not loaded: an import-time query (``supports_...(capability)``) answers
+    False, i.e. the kernel feature is unavailable, which selects a fallback kernel; never a config verdict."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *a, **k):
+        return False
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self
+
+    def __repr__(self):
+        return f"<kernel op {self.name} (not loaded)>"
+
+
 def kernel_op_namespaces(extensions: set[str]) -> None:
     """torch.ops.<ns>.<op> for the namespaces the wheel's compiled extensions would register: a missing op is a
     stub (falsy, callable) instead of AttributeError. Other namespaces (aten, torch's own) are untouched."""
@@ -194,7 +250,7 @@ def kernel_op_namespaces(extensions: set[str]) -> None:
             return orig(self, op_name)
         except AttributeError:
             if self.name in names and not op_name.startswith("__"):
-                return stubs._stub_class(op_name, f"torch.ops.{self.name}")
+                return _KernelOp(f"torch.ops.{self.name}.{op_name}")
             raise
 
     ops._OpNamespace.__getattr__ = __getattr__
@@ -216,3 +272,19 @@ def kernel_op_namespaces(extensions: set[str]) -> None:
     library.register_fake = register_fake
     if hasattr(library, "impl_abstract"):
         library.impl_abstract = register_fake
+
+
+def triton_on_gpu_node() -> None:
+    """HAS_TRITON as on a CUDA node, for the config modules only (TRITON_REASON)."""
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("vllm.config") and getattr(mod, "HAS_TRITON", None) is False:
+            mod.HAS_TRITON = True
+
+
+def executable_bits(unpacked: str) -> None:
+    """EXEC_REASON: restore the executable bit the wheel's files carry (zip external attributes)."""
+    import os
+
+    p = Path(unpacked) / "vllm" / "vllm-rs"
+    if p.is_file() and not os.access(p, os.X_OK):
+        p.chmod(0o755)

@@ -113,12 +113,45 @@ MODELS = {
     "kimi-k3-dspark": (_values(K3_DSPARK),
                        ["/models/Kimi-K3-DSpark", "Inferact/Kimi-K3-DSpark", "skyai/Kimi-K3-DSpark",
                         "/models/sglang-Kimi-K3-DSpark", "skyai/sglang-Kimi-K3-DSpark"]),
-    "deepseek-v4.1-flash": (_values(DSV41_FLASH), ["/models/DeepSeek-V4.1-Flash", "deepseek-ai/DeepSeek-V4.1-Flash"]),
+    "deepseek-v4.1-flash": (_values(DSV41_FLASH), ["/models/DeepSeek-V4.1-Flash", "deepseek-ai/DeepSeek-V4.1-Flash",
+                             # its DSpark draft reuses the full target config (vllm config/speculative.py:1557-1575@0.33.0)
+                             "/models/DeepSeek-V4.1-Flash-DSpark"]),
     "smollm2-135m": (_values(SMOLLM2), ["/models/smollm2-hf", "HuggingFaceTB/SmolLM2-135M-Instruct"]),
 }
 
 SOURCES = {"kimi-k3": {**KIMI_K3, **{f"text_config.{k}": v for k, v in KIMI_K3_TEXT.items()}},
            "kimi-k3-dspark": K3_DSPARK, "deepseek-v4.1-flash": DSV41_FLASH, "smollm2-135m": SMOLLM2}
+
+
+# A tokenizer double: config validation loads the tokenizer only to encode marker strings (a --reasoning-parser's
+# think markers: vllm config/reasoning.py initialize_token_ids@0.33.0); the checkpoints' tokenizers are not here.
+# A word-level tokenizer whose vocabulary holds the markers the catalog's parsers encode; never decides a verdict
+# (a parser that needs a token it lacks would raise - reported, not hidden).
+TOKENIZER_MARKERS = ["<|media_pad|>", "<|open|>", "<|close|>", "<|sep|>", "think", "<think>", "</think>", "<|im_end|>",
+                     "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                     "<|tool_call_end|>", "<|tool_call_argument_begin|>", "<｜begin▁of▁sentence｜>",
+                     "<｜end▁of▁sentence｜>"]
+
+
+def tokenizer_files() -> dict[str, str]:
+    vocab = {"[UNK]": 0, **{t: i + 1 for i, t in enumerate(TOKENIZER_MARKERS)}}
+    tok = {"version": "1.0", "truncation": None, "padding": None,
+           "added_tokens": [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                             "normalized": False, "special": True} for t, i in vocab.items() if t.startswith("<")],
+           "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+           "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}}
+    cfg = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 1 << 30}
+    return {"tokenizer.json": json.dumps(tok, ensure_ascii=False, indent=1) + "\n",
+            "tokenizer_config.json": json.dumps(cfg, indent=1) + "\n"}
+
+
+# Kimi-K3 is multimodal: building its config builds the multimodal processor, which reads the checkpoint's
+# preprocessor_config.json (vllm models/kimi_k3/common/mm_preprocess.py:108 -> KimiK25FusedVisionProcessor
+# (media_proc_cfg)). Assumed: Kimi-K2.5's public media_proc_cfg shape; the vision budget is not a rule input.
+PREPROCESSOR = {"kimi-k3": {"media_proc_cfg": {
+    "patch_size": 14, "merge_kernel_size": [2, 2], "temporal_merge_kernel_size": 4, "in_patch_limit": 16384,
+    "patch_limit_on_one_side": 512, "fixed_output_tokens": None, "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5]}}}
 
 
 def model_root() -> Path:
@@ -133,12 +166,15 @@ def write_models(root: Path | None = None) -> dict[str, str]:
     for name, (config, names) in MODELS.items():
         d = root / name
         d.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(config, indent=1, sort_keys=True) + "\n"
-        p = d / "config.json"
-        if not p.is_file() or p.read_text() != text:
-            tmp = p.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(p)
+        files = {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n", **tokenizer_files()}
+        if name in PREPROCESSOR:
+            files["preprocessor_config.json"] = json.dumps(PREPROCESSOR[name], indent=1) + "\n"
+        for fname, text in files.items():
+            p = d / fname
+            if not p.is_file() or p.read_text() != text:
+                tmp = p.with_suffix(".tmp")
+                tmp.write_text(text)
+                tmp.replace(p)
         for n in names:
             aliases[n] = str(d)
     return aliases

@@ -31,6 +31,14 @@ NOT_DECIDABLE = {
                           "at import is not stubbed); the registry could not read its flags",
     "device-query": "the release asked a device question the platform double does not answer",
     "launch-only": "the release's check runs only when processes are launched (not part of config creation)",
+    "attention-backend-selection": "a P/D pair pins the attention backend on one side only: the other side's is "
+                                   "auto-selected on the GPU at start, and the NIXL hash covers the resolved name",
+    "runtime-layout-check": "a P/D pair whose hashes match but whose KV layout inputs (DCP, TP, block size, prefix "
+                            "caching) differ: the connector worker checks layouts on the allocated KV tensors",
+    "tokenizer-files": "the release loads the tokenizer while building the config (e.g. for a parser); the oracle's "
+                       "model directory has config.json only",
+    "optional-package": "the release needs an optional package the serving image may or may not carry (e.g. "
+                        "arctic-inference for suffix decoding); which image is not known from the command line",
     "oracle-error": "the oracle itself failed (a double or the harness, not the release): see detail",
 }
 
@@ -101,6 +109,10 @@ class VllmJudge:
         if cfg.get("hardware"):   # a GPU release: the platform double; the CPU release resolves its own platform
             self.platform = platforms._current_platform = doubles.platform_double(cfg["hardware"])
             doubles.registry_in_process()
+            import vllm.config  # noqa: F401
+
+            doubles.triton_on_gpu_node()
+            doubles.executable_bits(cfg["unpacked"])
         self.hardware = cfg.get("hardware_all") or {}
         import vllm.envs as envs
 
@@ -196,6 +208,10 @@ class VllmJudge:
         msg = str(exc)
         if isinstance(exc, _Launched):
             return {"verdict": "accepted", "stage": str(exc)}
+        if "Couldn't instantiate the backend tokenizer" in msg or "tokenizer" in msg.lower() and "not found" in msg.lower():
+            return {"verdict": "not_decidable", "reason": "tokenizer-files", "stage": stage, "detail": msg[:600]}
+        if "is required for" in msg and "pip install" in msg:
+            return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage, "detail": msg[:600]}
         if "failed to be inspected" in msg or "Error raised in subprocess" in msg:
             return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                     "detail": _cause_chain(exc)[-1500:]}
