@@ -107,6 +107,9 @@ TRITON_REASON = ("vllm.triton_utils reports HAS_TRITON False on a CPU box (no ac
                  "runner is chosen and V2-only features such as DSpark are refused); set True in vllm.config.* only")
 EXEC_REASON = ("the wheel installs vllm/vllm-rs (the Rust frontend) executable; zipfile extraction drops the mode "
                "bit, so VLLM_USE_RUST_FRONTEND=1 would fail 'binary not found': the unpacked file is made executable")
+TORCH_CUDA_REASON = ("SGLang asks torch.cuda directly (is_available, capability, device name/count, memory): in the "
+                     "SGLang worker only, those queries answer as the catalog hardware (B300: SM103, 8 GPUs, visible "
+                     "GiB); nothing is allocated on a device during ServerArgs resolution")
 PLATFORM_REASON = ("the CPU box has no GPU: the release's own CUDA platform class answers device queries as the "
                    "catalog's hardware (SM, visible memory, GPUs per node)")
 REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess that needs kernels: the same "
@@ -120,6 +123,7 @@ def doubles_table() -> dict[str, str]:
     out["torch.ops kernel namespaces of the wheel"] = KERNEL_OPS_REASON
     out["vllm.platforms.current_platform"] = PLATFORM_REASON
     out["vllm.config.* HAS_TRITON"] = TRITON_REASON
+    out["torch.cuda device queries (SGLang worker only)"] = TORCH_CUDA_REASON
     out["unpacked vllm/vllm-rs mode"] = EXEC_REASON
     out["model directory tokenizer (models.py tokenizer_files)"] = (
         "config validation loads the tokenizer only to encode marker strings (--reasoning-parser: "
@@ -288,3 +292,28 @@ def executable_bits(unpacked: str) -> None:
     p = Path(unpacked) / "vllm" / "vllm-rs"
     if p.is_file() and not os.access(p, os.X_OK):
         p.chmod(0o755)
+
+
+def torch_cuda_queries(hw: dict) -> None:
+    """TORCH_CUDA_REASON: torch.cuda's device queries answer as the catalog hardware ``hw``."""
+    import types
+
+    import torch
+
+    sm = int(str(hw["sm"]).upper().removeprefix("SM"))
+    total = int(float(hw["visible_gib"]) * (1 << 30))
+    count = int(hw["gpus_per_node"])
+    name = hw.get("description") or "NVIDIA GPU"
+    props = types.SimpleNamespace(name=name, major=sm // 10, minor=sm % 10, total_memory=total,
+                                  multi_processor_count=148, L2_cache_size=126 << 20, gcnArchName="")
+    c = torch.cuda
+    c.is_available = lambda: True
+    c.device_count = lambda: count
+    c.get_device_capability = lambda device=None: (sm // 10, sm % 10)
+    c.get_device_name = lambda device=None: name
+    c.get_device_properties = lambda device=None: props
+    c.mem_get_info = lambda device=None: (total, total)
+    c.current_device = lambda: 0
+    c.is_initialized = lambda: False
+    if getattr(torch.version, "cuda", None) is None:
+        torch.version.cuda = "12.9"

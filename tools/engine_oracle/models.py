@@ -75,6 +75,14 @@ K3_DSPARK = {
     "block_size": (7, "catalog/presets: numTokens 7 is the seed's DSpark width (docs/sources.md#seed-vllm-deployment)"),
     "torch_dtype": ("bfloat16", "assumed"),
 }
+# SGLang's Kimi-K3 DSpark draft is a separate checkpoint (catalog: skyai/sglang-Kimi-K3-DSpark); SGLang recognises
+# a DSpark draft by its architecture (srt/configs/model_config.py is_dspark_draft@0.5.23). Its config is not public:
+# the release's recognised name with a transformers-known model_type carrying the target's MLA shapes (assumed).
+K3_DSPARK_SGLANG = {
+    "architectures": (["DSparkDraftModel"], "release: sglang srt/configs/model_config.py:256 is_dspark_draft@0.5.23"),
+    "model_type": ("deepseek_v3", "assumed: a transformers-registered MLA config type"),
+    **{k: v for k, v in K3_DSPARK.items() if k not in ("architectures", "model_type")},
+}
 DSV41_FLASH = {
     "architectures": (["DeepseekV41ForCausalLM"], "release: model registry name (models/registry.py@0.33.0)"),
     "model_type": ("deepseek_v41", "release: DeepseekV41Config.model_type (configs/deepseek_v41.py)"),
@@ -111,8 +119,9 @@ MODELS = {
     "kimi-k3": ({**_values(KIMI_K3), "text_config": _values(KIMI_K3_TEXT)},
                 ["/models/Kimi-K3", "moonshotai/Kimi-K3"]),
     "kimi-k3-dspark": (_values(K3_DSPARK),
-                       ["/models/Kimi-K3-DSpark", "Inferact/Kimi-K3-DSpark", "skyai/Kimi-K3-DSpark",
-                        "/models/sglang-Kimi-K3-DSpark", "skyai/sglang-Kimi-K3-DSpark"]),
+                       ["/models/Kimi-K3-DSpark", "Inferact/Kimi-K3-DSpark", "skyai/Kimi-K3-DSpark"]),
+    "kimi-k3-dspark-sglang": (_values(K3_DSPARK_SGLANG),
+                              ["/models/sglang-Kimi-K3-DSpark", "skyai/sglang-Kimi-K3-DSpark"]),
     "deepseek-v4.1-flash": (_values(DSV41_FLASH), ["/models/DeepSeek-V4.1-Flash", "deepseek-ai/DeepSeek-V4.1-Flash",
                              # its DSpark draft reuses the full target config (vllm config/speculative.py:1557-1575@0.33.0)
                              "/models/DeepSeek-V4.1-Flash-DSpark"]),
@@ -120,7 +129,7 @@ MODELS = {
 }
 
 SOURCES = {"kimi-k3": {**KIMI_K3, **{f"text_config.{k}": v for k, v in KIMI_K3_TEXT.items()}},
-           "kimi-k3-dspark": K3_DSPARK, "deepseek-v4.1-flash": DSV41_FLASH, "smollm2-135m": SMOLLM2}
+           "kimi-k3-dspark": K3_DSPARK, "kimi-k3-dspark-sglang": K3_DSPARK_SGLANG, "deepseek-v4.1-flash": DSV41_FLASH, "smollm2-135m": SMOLLM2}
 
 
 # A tokenizer double: config validation loads the tokenizer only to encode marker strings (a --reasoning-parser's

@@ -39,6 +39,8 @@ NOT_DECIDABLE = {
                        "model directory has config.json only",
     "optional-package": "the release needs an optional package the serving image may or may not carry (e.g. "
                         "arctic-inference for suffix decoding); which image is not known from the command line",
+    "stubbed-package-probe": "the release probes a GPU package that is a stub here (a function signature or version "
+                             "of flashinfer, ...): the answer depends on the image's package, not the command line",
     "oracle-error": "the oracle itself failed (a double or the harness, not the release): see detail",
 }
 
@@ -53,6 +55,20 @@ def _quiet() -> None:
                        "VLLM_CONFIGURE_LOGGING": "0", "TOKENIZERS_PARALLELISM": "false"})
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
+
+
+STUBBED: list[str] = []   # filled in main(): the modules served as stubs in this process
+
+
+def _stub_probe(msg: str) -> bool:
+    """A refusal whose message is about a stubbed package's signature/version (an answer the stub gave)."""
+    import re
+
+    if not STUBBED:
+        return False
+    names = "|".join(re.escape(m.replace("_", "")) for m in STUBBED) + "|" + "|".join(re.escape(m) for m in STUBBED)
+    return re.search(rf"(signature of|upgrade to|version of|newer version of|install)\s+\S*({names})", msg,
+                     re.IGNORECASE) is not None
 
 
 def _frames_in(tb, root: str) -> str | None:
@@ -208,6 +224,8 @@ class VllmJudge:
         msg = str(exc)
         if isinstance(exc, _Launched):
             return {"verdict": "accepted", "stage": str(exc)}
+        if _stub_probe(msg):
+            return {"verdict": "not_decidable", "reason": "stubbed-package-probe", "stage": stage, "detail": msg[:600]}
         if "Couldn't instantiate the backend tokenizer" in msg or "tokenizer" in msg.lower() and "not found" in msg.lower():
             return {"verdict": "not_decidable", "reason": "tokenizer-files", "stage": stage, "detail": msg[:600]}
         if "is required for" in msg and "pip install" in msg:
@@ -258,52 +276,58 @@ def _cause_chain(exc: BaseException) -> str:
 
 
 class SglangJudge:
+    """sglang/launch_server.py: ``prepare_server_args(argv)`` (the parser, --config merge, ServerArgs) then
+    ``server_args.resolve_once()`` (the resolution pipeline: arg_groups hooks, model overrides, validation_hook
+    check_server_args); what it raises is the verdict."""
+
     def __init__(self, cfg: dict) -> None:
         import argparse
 
+        sys.path.insert(0, HERE)
+        import doubles
+
+        doubles.torch_cuda_queries(cfg["hardware"])
         import sglang
         import sglang.srt.server_args as server_args
 
         self.root = os.path.dirname(os.path.dirname(sglang.__file__))
         self.sa = server_args
-        self.argparse = argparse
+
+        def _err(parser, message):
+            raise _ParseError(message)
+
+        argparse.ArgumentParser.error = _err   # this process only: argparse's exit becomes a reported refusal
 
     def judge(self, req: dict) -> dict:
         if "pair" in req:
             return {"verdict": "not_decidable", "reason": "oracle-error", "detail": "pairs are judged on vLLM only"}
         with _Env(req.get("env") or {}, lambda: None):
-            parser = self.argparse.ArgumentParser(prog="sglang serve")
-            self.sa.ServerArgs.add_cli_args(parser)
-
-            def _err(message):
-                raise _ParseError(message)
-
-            parser.error = _err
             try:
-                argv = list(req["argv"])
-                if "--config" in argv:
-                    from sglang.srt.utils.server_args_config_parser import ConfigArgumentMerger
-
-                    argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
-                ns = parser.parse_args(argv)
+                sa = self.sa.prepare_server_args(list(req["argv"]))
             except _ParseError as exc:
                 return {"verdict": "refused", "stage": "parse", "type": "ArgumentError", "message": str(exc)}
+            except SystemExit as exc:
+                return {"verdict": "refused", "stage": "parse", "type": "SystemExit", "message": f"exit {exc.code}"}
             except Exception as exc:  # noqa: BLE001
-                return self._refusal("parse", exc)
+                return self._refusal("prepare_server_args", exc)
             try:
-                sa = self.sa.ServerArgs.from_cli_args(ns)
-                if hasattr(sa, "check_server_args"):
+                if hasattr(sa, "resolve_once"):
+                    sa.resolve_once()
+                elif hasattr(sa, "check_server_args"):
                     sa.check_server_args()
             except Exception as exc:  # noqa: BLE001
-                return self._refusal("ServerArgs", exc)
-            return {"verdict": "accepted", "stage": "ServerArgs"}
+                return self._refusal("resolve_once", exc)
+            return {"verdict": "accepted", "stage": "resolve_once"}
 
     def _refusal(self, stage, exc):
         tb = exc.__traceback__
+        msg = str(exc)
+        if _stub_probe(msg):
+            return {"verdict": "not_decidable", "reason": "stubbed-package-probe", "stage": stage, "detail": msg[:600]}
         if _is_oracle_fault(exc, tb, self.root):
             return {"verdict": "not_decidable", "reason": "oracle-error", "stage": stage,
-                    "detail": f"{type(exc).__name__}: {exc}"[:600], "where": _frames_in(tb, self.root)}
-        return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": str(exc)[:2000],
+                    "detail": f"{type(exc).__name__}: {msg}"[:600], "where": _frames_in(tb, self.root)}
+        return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
                 "where": _frames_in(tb, self.root)}
 
 
@@ -318,6 +342,7 @@ def main() -> int:
     if cfg.get("unpacked"):
         sys.path.insert(0, cfg["unpacked"])
     finder, stubbed = doubles.install_module_stubs(set(cfg.get("extensions") or ()), cfg.get("versions") or {})
+    STUBBED.extend(stubbed)
     if cfg.get("unpacked"):
         doubles.kernel_op_namespaces(set(cfg.get("extensions") or ()))
     try:
