@@ -65,7 +65,13 @@ def seed_lines(release: str) -> list[dict]:
         if data["spec"]["engine"]["name"] != engine:
             continue
         cpu = data["spec"].get("hardware", {}).get("gpuType") == "cpu"
-        if cpu != (version.endswith("-cpu")):
+        if cpu and not version.endswith("-cpu") and engine == "vllm":
+            # the tiny CPU model's line on a GPU release too (B300, one GPU): every release knows Llama, so its
+            # lines reach the config checks where the Kimi-K3 lines stop at an unknown architecture or parser
+            data = copy.deepcopy(data)
+            data["spec"]["hardware"] = {"gpuType": "b300", "gpuCount": 1}
+            name = f"{name}@b300"
+        elif cpu != (version.endswith("-cpu")):
             continue
         try:
             if data["spec"].get("roles"):
@@ -306,6 +312,16 @@ def generate(release: str, n: int, seed: int = 0) -> list[dict]:
         return []
     rnd = random.Random(f"{release}:{seed}")
     mutate = _vllm_mutations if engine == "vllm" else _sglang_mutations
+    # each seed also without the model's chat parsers (older releases lack kimi_k3's: their parser refuses
+    # the line before any config check runs)
+    plain = []
+    for s in seeds:
+        argv = s["argv"]
+        for flags in (("--reasoning-parser",), ("--tool-call-parser",), ("--enable-auto-tool-choice",)):
+            argv = drop_flag(argv, flags)
+        if argv != s["argv"]:
+            plain.append(dict(s, argv=argv, seed=s["seed"] + "/no-parsers"))
+    seeds = seeds + plain
     out = [dict(s, mutations=[]) for s in seeds]
     while len(out) < n:
         base = rnd.choice(seeds)
