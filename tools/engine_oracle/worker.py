@@ -217,7 +217,39 @@ class VllmJudge:
                     if headless else engine_args.create_engine_config(usage_context=self.usage)
             except Exception as exc:  # noqa: BLE001
                 return self._refusal("create_engine_config", exc), None
+            try:
+                self._launch_devices(vc)
+            except Exception as exc:  # noqa: BLE001
+                return self._refusal("launch-devices", exc), None
             return {"verdict": "accepted", "stage": launched or "create_engine_config"}, vc
+
+    def _launch_devices(self, vc) -> None:
+        """The device range each local DP engine gets at launch, by the release's own function
+        (v1/engine/utils.py get_physical_gpu_ids_for_local_dp_rank; 0.11.0 get_device_indices) with
+        CUDA_VISIBLE_DEVICES listing the node's GPUs (the platform double's count): more local DP ranks x world
+        size than GPUs raises there, as the launcher does before any worker starts."""
+        if self.platform is None:
+            return
+        pc = vc.parallel_config
+        n_local = getattr(pc, "data_parallel_size_local", 1) or 1
+        if n_local <= 1:
+            return
+        import vllm.v1.engine.utils as u
+
+        evar = self.platform.device_control_env_var
+        count = type(self.platform).hw["count"]
+        with _Env({evar: ",".join(str(i) for i in range(count))}, lambda: None):
+            for rank in range(n_local):
+                if hasattr(u, "get_physical_gpu_ids_for_local_dp_rank"):
+                    import inspect
+
+                    params = inspect.signature(u.get_physical_gpu_ids_for_local_dp_rank).parameters
+                    args = [evar, rank, pc.world_size]
+                    if "local_world_size" in params:
+                        args.append(getattr(pc, "local_world_size", None))
+                    u.get_physical_gpu_ids_for_local_dp_rank(*args)
+                elif hasattr(u, "get_device_indices"):
+                    u.get_device_indices(evar, rank, pc.world_size)
 
     def _refusal(self, stage: str, exc: BaseException) -> dict:
         tb = exc.__traceback__
