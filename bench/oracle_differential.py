@@ -28,12 +28,36 @@ from tools.engine_oracle.oracle import RELEASES, Oracle, OracleUnavailable  # no
 from tools.engine_oracle.product import check_args, check_pd  # noqa: E402
 
 
+_RUNTIME_ONLY: set[str] | None = None
+
+
+def runtime_only_rules() -> set[str]:
+    """Rule ids the registry marks runtime-only (`explain -o json`: a rule object with a truthy "runtime_only"):
+    the engine checks them after config time (weight load, KV allocation, first request), so the oracle cannot
+    confirm their refusals; a line refused only by such rules is counted apart ("runtime-only"), not as a false
+    refusal."""
+    global _RUNTIME_ONLY
+    if _RUNTIME_ONLY is None:
+        from click.testing import CliRunner
+
+        from gpustack_k3.cli.core_cmds import explain
+
+        res = CliRunner().invoke(explain, ["-o", "json"])
+        try:
+            _RUNTIME_ONLY = {r["rule"] for r in json.loads(res.output) if r.get("runtime_only")}
+        except (ValueError, KeyError, TypeError):
+            _RUNTIME_ONLY = set()
+    return _RUNTIME_ONLY
+
+
 def classify(product: dict, oracle: dict) -> str:
-    """agree-pass | agree-refuse | false-refusal | miss | not-decidable"""
+    """agree-pass | agree-refuse | false-refusal | runtime-only | miss | not-decidable"""
     if oracle["verdict"] == "not_decidable":
         return "not-decidable"
     refused = product["verdict"] != "pass"
     if oracle["verdict"] == "accepted":
+        if refused and product.get("rules") and set(product["rules"]) <= runtime_only_rules():
+            return "runtime-only"
         return "false-refusal" if refused else "agree-pass"
     return "agree-refuse" if refused else "miss"
 
@@ -109,12 +133,13 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
             false_refusals.append(rec)
         elif cls == "miss":
             misses.append(rec)
-    decidable = sum(matrix.values())
+    decidable = sum(v for k, v in matrix.items() if k != "runtime-only")
     return {
         "release": name, "judged": len(rows), "decidable": decidable,
         "matrix": {"engine_accepted": {"product_pass": matrix["agree-pass"], "product_refuse": matrix["false-refusal"]},
                    "engine_refused": {"product_pass": matrix["miss"], "product_refuse": matrix["agree-refuse"]}},
         "not_decidable": dict(nd),
+        "runtime_only": matrix["runtime-only"],
         "false_refusals": len(false_refusals), "misses": len(misses),
         "miss_rate_of_decidable": round(len(misses) / decidable, 4) if decidable else None,
         "per_rule": {r: dict(c) for r, c in sorted(per_rule.items())},

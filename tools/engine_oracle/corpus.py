@@ -322,6 +322,11 @@ def generate(release: str, n: int, seed: int = 0) -> list[dict]:
         if argv != s["argv"]:
             plain.append(dict(s, argv=argv, seed=s["seed"] + "/no-parsers"))
     seeds = seeds + plain
+    # ... and without --served-model-name (a name is platform plumbing; a reader that fails on it would hide every
+    # other verdict of the line)
+    unnamed = [dict(s, argv=drop_flag(s["argv"], ("--served-model-name",)), seed=s["seed"] + "/unnamed")
+               for s in seeds if _find(s["argv"], ("--served-model-name",)) is not None]
+    seeds = seeds + unnamed
     out = [dict(s, mutations=[]) for s in seeds]
     while len(out) < n:
         base = rnd.choice(seeds)
