@@ -80,7 +80,8 @@ def judge_release(release: str, n_lines: int, seed: int, out) -> dict:
     with oracle:
         for line in lines:
             a = time.monotonic()
-            ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300")
+            ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300",
+                                   line["gpus"])
             b = time.monotonic()
             pv = check_args(engine, version, line)
             c = time.monotonic()

@@ -81,7 +81,8 @@ def _records(release: str, oracle: Oracle) -> list[dict]:
     engine, version, _ = RELEASES[release]
     out = []
     for line in generate(release, SAMPLE[release], SEED):
-        ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300")
+        ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300",
+                               line["gpus"])
         pv = check_args(engine, version, line)
         out.append({"release": release, "class": classify(pv, ov), "product": pv, "oracle": ov,
                     "argv": line["argv"], "env": line["env"], "mutations": line["mutations"]})

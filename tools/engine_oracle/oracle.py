@@ -134,13 +134,15 @@ class Oracle:
             raise OracleUnavailable(f"{self.release}: worker died: {''.join(self._stderr)[-3000:]}")
         return json.loads(line)
 
-    def judge_line(self, argv: list[str], env: dict | None = None, hardware: str = "b300") -> dict:
-        return self._request({"argv": self._map(list(argv)), "env": env or {}, "hardware": hardware})
+    def judge_line(self, argv: list[str], env: dict | None = None, hardware: str = "b300",
+                   gpus: int | None = None) -> dict:
+        """``gpus``: the GPUs the process's pod has (the device count it sees; default: the node's)."""
+        return self._request({"argv": self._map(list(argv)), "env": env or {}, "hardware": hardware, "gpus": gpus})
 
     def judge_pair(self, prefill: dict, decode: dict, hardware: str = "b300") -> dict:
-        pair = {s: {"argv": self._map(list(d["argv"])), "env": d.get("env") or {}}
+        pair = {s: {"argv": self._map(list(d["argv"])), "env": d.get("env") or {}, "gpus": d.get("gpus")}
                 for s, d in (("prefill", prefill), ("decode", decode))}
-        return self._request({"pair": pair, "hardware": hardware})
+        return self._request({"pair": {**pair, "hardware": hardware}, "hardware": hardware})
 
     def close(self) -> None:
         if self.proc.poll() is None:

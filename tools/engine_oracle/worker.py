@@ -273,17 +273,26 @@ class VllmJudge:
 
     def judge(self, req: dict) -> dict:
         if self.platform is not None and req.get("hardware") in self.hardware:
-            type(self.platform).set_hardware(self.hardware[req["hardware"]])
+            self._set_hardware(req["hardware"], req.get("gpus"))
         if "pair" in req:
             return self.judge_pair(req["pair"])
         verdict, _ = self.config(req["argv"], req.get("env") or {})
         return verdict
+
+    def _set_hardware(self, name: str, gpus: int | None) -> None:
+        """The device count a process sees is its pod's allocation (CUDA_VISIBLE_DEVICES), at most the node's."""
+        hw = dict(self.hardware[name])
+        if gpus:
+            hw["gpus_per_node"] = min(int(gpus), int(hw["gpus_per_node"]))
+        type(self.platform).set_hardware(hw)
 
     def judge_pair(self, pair: dict) -> dict:
         import nixl_pair  # the NIXL handshake comparison evaluated on two configs
 
         sides = {}
         for side in ("prefill", "decode"):
+            if self.platform is not None and pair.get("hardware") in self.hardware:
+                self._set_hardware(pair["hardware"], pair[side].get("gpus"))
             v, vc = self.config(pair[side]["argv"], pair[side].get("env") or {})
             if v["verdict"] != "accepted":
                 return {**v, "side": side}
