@@ -52,8 +52,14 @@ def _roles(doc_data: dict, version: str):
     data = copy.deepcopy(doc_data)
     data["spec"]["engine"]["version"] = version
     t, _f, _p = build_topology_launch(document_from_data(data, "seed"))
-    return [(role.kind, role.leader.args, dict(role.leader.env), role.leader.gpu_type, role.gpus_per_pod,
-             data["spec"]["model"]["name"]) for role in t.roles]
+    out = []
+    for role in t.roles:
+        env = dict(role.leader.env)
+        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
+        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
+        out.append((role.kind, role.leader.args, env, role.leader.gpu_type, role.gpus_per_pod,
+                    data["spec"]["model"]["name"], role.pods_per_instance))
+    return out
 
 
 def seed_lines(release: str) -> list[dict]:
@@ -75,9 +81,9 @@ def seed_lines(release: str) -> list[dict]:
             continue
         try:
             if data["spec"].get("roles"):
-                for kind, argv, env, gpu_type, gpus, model in _roles(data, version):
+                for kind, argv, env, gpu_type, gpus, model, pods in _roles(data, version):
                     out.append({"seed": f"{name}/{kind}", "argv": list(argv), "env": env, "model": model,
-                                "gpu_type": gpu_type, "gpus": gpus, "role": kind})
+                                "gpu_type": gpu_type, "gpus": gpus, "role": kind, "pods": pods})
             else:
                 argv, env, model, gpu_type, gpus = _single(data, version)
                 out.append({"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type,
@@ -396,7 +402,12 @@ def pair_seeds(release: str = "vllm-0.33.0") -> list[tuple[dict, dict]]:
     by_preset: dict[str, dict] = {}
     for s in lines:
         by_preset.setdefault(s["seed"].split("/")[0], {})[s["role"]] = s
-    return [(d["prefill"], d["decode"]) for d in by_preset.values() if "prefill" in d and "decode" in d]
+    # without --served-model-name, as generate() does for a share of its lines (a name is platform plumbing)
+    def unnamed(side):
+        return dict(side, argv=drop_flag(side["argv"], ("--served-model-name",)))
+
+    pairs = [(d["prefill"], d["decode"]) for d in by_preset.values() if "prefill" in d and "decode" in d]
+    return pairs + [(unnamed(p), unnamed(d)) for p, d in pairs]
 
 
 def generate_pairs(n: int, seed: int = 0, release: str = "vllm-0.33.0") -> list[dict]:

@@ -55,6 +55,7 @@ def check_pd(engine: str, version: str, prefill: dict, decode: dict) -> dict:
 
     args = _common(engine, version, prefill["model"], prefill["gpu_type"])
     args += ["--prefill", shlex.join(prefill["argv"]), "--decode", shlex.join(decode["argv"])]
+    args += ["--prefill-pods", str(prefill.get("pods") or 1), "--decode-pods", str(decode.get("pods") or 1)]
     for side, d in (("prefill", prefill), ("decode", decode)):
         for k, v in sorted(d["env"].items()):
             args += [f"--{side}-env", f"{k}={v}"]
