@@ -5,7 +5,10 @@ rule fired in the differential. Writes gpustack_k3/catalog/data/rule_oracle.yaml
   python3 -m tools.engine_oracle.coverage --from /tmp/diff.jsonl [--summary /tmp/diff.json] [--check]
 
 Per rule and release, ``status`` is one of:
-- ``agrees``: the rule refused lines and the release's own code refused every decidable one of them;
+- ``agrees``: the rule refused lines and the release's own code refused every decidable one of them, at least one
+  where this rule was the product's only error (``engine_message`` is the engine's message on such a line);
+- ``co-refused``: as agrees, but the rule only fired beside other errors of the product (weaker evidence: the
+  engine may have refused for the other reason);
 - ``disagrees``: the rule refused at least one line the release accepts (a false refusal; ``false_refusals``);
 - ``not-decidable``: it fired only on lines the oracle could not decide on CPU (``reasons``);
 - ``not-fired``: the generated corpus never made it fire on this release (no evidence either way);
@@ -40,7 +43,8 @@ def registry() -> list[dict]:
 def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
     releases = sorted({r["release"] for r in records})
     seen: dict[str, dict[str, dict]] = defaultdict(lambda: defaultdict(lambda: {
-        "fired": 0, "engine_refused": 0, "engine_accepted": 0, "not_decidable": 0, "reasons": set(), "example": None,
+        "fired": 0, "engine_refused": 0, "engine_refused_alone": 0, "engine_accepted": 0, "not_decidable": 0,
+        "reasons": set(), "example": None,
         "false_refusal_example": None}))
     for rec in records:
         for rule in rec["product"].get("rules") or []:
@@ -49,7 +53,9 @@ def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
             v = rec["oracle"]["verdict"]
             if v == "refused":
                 s["engine_refused"] += 1
-                s["example"] = s["example"] or (rec["oracle"].get("message") or "")[:200]
+                if len(rec["product"]["rules"]) == 1:   # the only reason the product gave
+                    s["engine_refused_alone"] += 1
+                    s["example"] = s["example"] or (rec["oracle"].get("message") or "")[:200]
             elif v == "accepted":
                 s["engine_accepted"] += 1
                 s["false_refusal_example"] = s["false_refusal_example"] or " ".join(
@@ -70,9 +76,10 @@ def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
             elif not s:
                 per[rel] = {"status": "not-fired"}
             else:
-                status = ("disagrees" if s["engine_accepted"] else "agrees" if s["engine_refused"]
-                          else "not-decidable")
+                status = ("disagrees" if s["engine_accepted"] else "agrees" if s["engine_refused_alone"]
+                          else "co-refused" if s["engine_refused"] else "not-decidable")
                 entry = {"status": status, "fired": s["fired"], "engine_refused": s["engine_refused"],
+                         "engine_refused_alone": s["engine_refused_alone"],
                          "engine_accepted": s["engine_accepted"], "not_decidable": s["not_decidable"]}
                 if s["reasons"]:
                     entry["reasons"] = sorted(x for x in s["reasons"] if x)
@@ -84,9 +91,10 @@ def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
         out_rules[rid] = {"family": r["family"], "severity": r["severity"], "releases": per}
     extra = sorted(set(seen) - {r["rule"] for r in rules})   # input-error, argv-refused pseudo ids of the CLI
     return {"format": 1, "made_by": "tools/engine_oracle/coverage.py", "from": meta, "releases": releases,
-            "statuses": ["agrees", "disagrees", "not-decidable", "not-fired", "advisory", "not-argv"],
+            "statuses": ["agrees", "co-refused", "disagrees", "not-decidable", "not-fired", "advisory", "not-argv"],
             "rules": out_rules,
             "cli_outcomes": {x: {rel: {k: v for k, v in seen[x][rel].items() if k in ("fired", "engine_refused",
+                                                                                      "engine_refused_alone",
                                                                                       "engine_accepted")}
                                  for rel in releases if rel in seen[x]} for x in extra}}
 
