@@ -43,6 +43,15 @@ DIRECT = {
          "VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
         (["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "--max-model-len", "2000000"],
          {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}, "accepted", None),
+        (["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "-dcp", "8", "--max-model-len", "262144",
+          "--speculative-config", '{"method":"dspark","model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7}'],
+         {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "accepted", None),
+    ],
+    "vllm-0.28.0": [
+        # DCP + DSpark: 0.28.0 refuses it (config/speculative.py), 0.33.0 accepts it (the seed's 1P1D preset)
+        (["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "-dcp", "8", "--max-model-len", "262144",
+          "--speculative-config", '{"method":"dspark","model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7}'],
+         {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "refused", "MLA DSpark does not currently support decode context parallelism"),
     ],
     "vllm-0.32.0-cpu": [
         (["/models/smollm2-hf", "--max-model-len", "1024", "--enforce-eager"], {}, "accepted", None),
