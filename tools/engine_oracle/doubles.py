@@ -117,7 +117,7 @@ REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess
 
 
 def doubles_table() -> dict[str, str]:
-    """What is doubled and why (printed by `python3 -m tools.engine_oracle doubles` and in the worker's hello)."""
+    """What is doubled and why (every worker's first answer, ``hello.doubles``, carries it: ``Oracle(r).hello``)."""
     out = {f"module {k}": v for k, v in MISSING.items()}
     out["the wheel's compiled extensions (*.so)"] = EXTENSION_REASON
     out["torch.ops kernel namespaces of the wheel"] = KERNEL_OPS_REASON
