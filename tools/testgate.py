@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 MAY_SKIP = frozenset({"kind", "image_build", "upstream_crds"})
 # Markers of the tiers that need a tool or a service (pyproject.toml lists them); --fast deselects them all.
 PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tools", "wheel", "kind", "image_build",
-                  "upstream_crds", "predict")
+                  "upstream_crds", "predict", "engine_oracle")
 UNIT_ONLY = " and ".join(f"not {m}" for m in PREPARED_TIERS)
 PREPARED_ONLY = " or ".join(PREPARED_TIERS)   # the complement of UNIT_ONLY: every test is in exactly one run
 NO_TESTS = 5   # pytest's exit code when it collected nothing

