@@ -37,9 +37,9 @@ COMMANDS = {
     "crd": "gpustack_k3.cli.crd_cmd:crd",
     "coldstart": "gpustack_k3.cli.coldstart_cmd:coldstart",
     "doctor": "gpustack_k3.cli.coldstart_cmd:doctor",
-    "gpustack": "gpustack_k3.gpustack.cli:gpustack",
-    "run": "gpustack_k3.runtime.cli:run",
-    "operator": "gpustack_k3.operator.cli:operator",
+    "gpustack": "gpustack_k3.cli.gpustack_cmd:gpustack",
+    "run": "gpustack_k3.cli.run_cmd:run",
+    "operator": "gpustack_k3.cli.operator_cmd:operator",
     "probe": "gpustack_k3.cli.probe_cmd:probe",
     "predict": "gpustack_k3.cli.predict_cmd:predict",
 }

@@ -22,8 +22,8 @@ def _layer(module: str) -> str:
 
 
 def _command_boundary(module: str) -> bool:
-    """Click commands: the CLI package and the ``cli`` module of a subsystem."""
-    return _layer(module) in ("cli", "__main__") or module.endswith(".cli") or module.endswith("_cmd")
+    """Click commands: the CLI package (every command module lives there) and ``__main__``."""
+    return _layer(module) in ("cli", "__main__")
 
 
 def test_graph_is_read():
@@ -56,6 +56,21 @@ def test_no_back_edges():
 def test_cli_is_imported_only_at_the_command_boundary():
     bad = [f"{m} imports {t}" for m, es in GRAPH.items() for t in es
            if _layer(t) == "cli" and not _command_boundary(m)]
+    assert bad == []
+
+
+def test_click_commands_live_in_the_cli_package():
+    """Every click command and group is defined under ``gpustack_k3.cli`` (a ``*_cmd`` module): no subsystem
+    keeps a command module of its own."""
+    bad = []
+    for name, path in modules().items():
+        if _command_boundary(name):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for dec in getattr(node, "decorator_list", ()):
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if isinstance(target, ast.Attribute) and target.attr in ("command", "group"):
+                    bad.append(f"{path.relative_to(ROOT.parent)}:{dec.lineno}")
     assert bad == []
 
 
