@@ -14,7 +14,7 @@ from gpustack_k3 import _startup_cache
 # validate data files (a start-up cache miss: _as_dataclasses). Making a dataclass compiles its generated
 # __init__ at every start: for the first fifteen classes that was ~25 M instructions, more than loading the whole
 # validated catalog from the cache (callgrind, 2026-12-01). Instances come from pydantic's validation or from
-# unpickling (which calls no __init__), so no code path needs the dataclass machinery before validation.
+# the start-up cache (which calls no __init__), so no code path needs the dataclass machinery before validation.
 _FORBID = {"extra": "forbid"}
 _TYPES: list[type] = []
 
@@ -46,7 +46,7 @@ def replace(entry: Any, **changes: Any) -> Any:
 
 def _as_dataclasses() -> None:
     """Make the catalog types dataclasses, in place (once; the classes keep their identity, so instances
-    unpickled before stay instances of them)."""
+    read from the start-up cache before stay instances of them)."""
     from dataclasses import dataclass, is_dataclass
 
     for cls in _TYPES:

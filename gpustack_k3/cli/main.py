@@ -5,17 +5,9 @@ import importlib
 import os
 import sys
 
-# pydantic scans every installed distribution's entry points for plugins on first import (~50 ms of a
-# 250 ms budget); the CLI uses none. pydantic honours the variable, but its plugin loader module still
-# imports importlib.metadata (~20 ms): when plugins are off, stand in for that module with one that
-# answers "no plugins", which is what pydantic's own get_plugins() returns in that case.
+# pydantic scans every installed distribution's entry points for plugins on first import; the CLI uses none
+# (PYDANTIC_DISABLE_PLUGINS: pydantic's documented switch; a value the user set wins).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true") and "pydantic.plugin._loader" not in sys.modules:
-    import types
-
-    _no_plugins = types.ModuleType("pydantic.plugin._loader")
-    _no_plugins.get_plugins = lambda: ()  # type: ignore[attr-defined]
-    sys.modules["pydantic.plugin._loader"] = _no_plugins
 
 import click
 
@@ -37,9 +29,9 @@ COMMANDS = {
     "crd": "gpustack_k3.cli.crd_cmd:crd",
     "coldstart": "gpustack_k3.cli.coldstart_cmd:coldstart",
     "doctor": "gpustack_k3.cli.coldstart_cmd:doctor",
-    "gpustack": "gpustack_k3.gpustack.cli:gpustack",
-    "run": "gpustack_k3.runtime.cli:run",
-    "operator": "gpustack_k3.operator.cli:operator",
+    "gpustack": "gpustack_k3.cli.gpustack_cmd:gpustack",
+    "run": "gpustack_k3.cli.run_cmd:run",
+    "operator": "gpustack_k3.cli.operator_cmd:operator",
     "probe": "gpustack_k3.cli.probe_cmd:probe",
     "predict": "gpustack_k3.cli.predict_cmd:predict",
 }

@@ -22,8 +22,8 @@ def _layer(module: str) -> str:
 
 
 def _command_boundary(module: str) -> bool:
-    """Click commands: the CLI package and the ``cli`` module of a subsystem."""
-    return _layer(module) in ("cli", "__main__") or module.endswith(".cli") or module.endswith("_cmd")
+    """Click commands: the CLI package (every command module lives there) and ``__main__``."""
+    return _layer(module) in ("cli", "__main__")
 
 
 def test_graph_is_read():
@@ -56,6 +56,81 @@ def test_no_back_edges():
 def test_cli_is_imported_only_at_the_command_boundary():
     bad = [f"{m} imports {t}" for m, es in GRAPH.items() for t in es
            if _layer(t) == "cli" and not _command_boundary(m)]
+    assert bad == []
+
+
+def test_click_commands_live_in_the_cli_package():
+    """Every click command and group is defined under ``gpustack_k3.cli`` (a ``*_cmd`` module): no subsystem
+    keeps a command module of its own."""
+    bad = []
+    for name, path in modules().items():
+        if _command_boundary(name):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for dec in getattr(node, "decorator_list", ()):
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if isinstance(target, ast.Attribute) and target.attr in ("command", "group"):
+                    bad.append(f"{path.relative_to(ROOT.parent)}:{dec.lineno}")
+    assert bad == []
+
+
+# Libraries whose private names (a leading underscore) the package must not use: their public API only.
+PUBLIC_ONLY = ("pydantic", "pydantic_core", "click", "argparse")
+# Attributes pydantic sets on a model class for its own build (no public contract to read or set them).
+PYDANTIC_CLASS_INTERNALS = {"__pydantic_validator__", "__pydantic_serializer__", "__pydantic_core_schema__",
+                            "__pydantic_complete__", "__pydantic_on_complete__", "__pydantic_decorators__"}
+
+
+def test_no_pickle_and_no_private_names_of_pydantic_click_or_argparse():
+    """Start-up without private APIs or pickles: no module imports pickle (a cache holds plain data), reaches
+    a private name of pydantic/click/argparse, reads or sets pydantic's build attributes on a class, or puts a
+    module of its own making into ``sys.modules``."""
+    bad = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        where = path.relative_to(ROOT.parent)
+        aliases = {}   # local name -> library module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] in ("pickle", "cloudpickle", "dill"):
+                        bad.append(f"{where}:{node.lineno} imports {a.name}")
+                    if a.name.split(".")[0] in PUBLIC_ONLY:
+                        if any(part.startswith("_") for part in a.name.split(".")):
+                            bad.append(f"{where}:{node.lineno} imports {a.name}")
+                        aliases[a.asname or a.name.split(".")[0]] = a.name
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                root = node.module.split(".")[0]
+                if root in ("pickle", "cloudpickle", "dill"):
+                    bad.append(f"{where}:{node.lineno} imports {node.module}")
+                if root in PUBLIC_ONLY:
+                    private = [p for p in node.module.split(".") if p.startswith("_")]
+                    private += [a.name for a in node.names if a.name.startswith("_")]
+                    if private:
+                        bad.append(f"{where}:{node.lineno} imports {node.module}: {private}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                if node.attr in PYDANTIC_CLASS_INTERNALS:
+                    bad.append(f"{where}:{node.lineno} uses {node.attr}")
+                base = node.value
+                while isinstance(base, ast.Attribute):
+                    base = base.value
+                if (isinstance(base, ast.Name) and base.id in aliases and node.attr.startswith("_")
+                        and not node.attr.startswith("__")):
+                    bad.append(f"{where}:{node.lineno} uses {base.id}...{node.attr}")
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+                  and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                  and str(node.args[1].value).startswith("_")):   # getattr(click.parser, "_OptionParser")
+                base = node.args[0]
+                while isinstance(base, ast.Attribute):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in aliases:
+                    bad.append(f"{where}:{node.lineno} uses getattr({base.id}..., {node.args[1].value!r})")
+            elif isinstance(node, ast.Subscript):   # sys.modules[...] = ...
+                v = node.value
+                if (isinstance(node.ctx, ast.Store) and isinstance(v, ast.Attribute) and v.attr == "modules"
+                        and isinstance(v.value, ast.Name) and v.value.id == "sys"):
+                    bad.append(f"{where}:{node.lineno} sets sys.modules[...]")
     assert bad == []
 
 

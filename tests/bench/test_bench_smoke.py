@@ -72,6 +72,9 @@ def test_cli_latency(tmp_path):
     out = run_bench(tmp_path, "cli_latency.py", "--runs", "1", "--no-compile")
     assert out["baselines"]["floor_click_pydantic"]["median_s"] > 0, out
     assert out["own_share_median_s"], out
+    budget = out["own_share_budget"]
+    assert budget["budget_s"] == 0.1 and isinstance(budget["met"], bool), out
+    assert out["baselines"]["floor_click_pydantic_validating"]["median_s"] > 0, out
 
 
 @pytest.mark.tools

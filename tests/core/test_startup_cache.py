@@ -1,5 +1,5 @@
-"""The start-up caches (gpustack_k3._startup_cache): the validated catalog and the deployment document's compiled
-schema. Each process is a fresh interpreter with its own cache directory, as a CLI call would be."""
+"""The start-up caches (gpustack_k3._startup_cache): the validated catalog and the parser dumps, as plain JSON
+keyed by content. Each process is a fresh interpreter with its own cache directory, as a CLI call would be."""
 import json
 import os
 import pathlib
@@ -13,7 +13,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROBE = r"""
 import json, sys
 import gpustack_k3.api.v1alpha1.spec as spec
-complete_at_import = spec.DeploymentDocument.__pydantic_complete__
 from gpustack_k3.catalog import load_catalog
 from pydantic import ValidationError
 cat = load_catalog()
@@ -32,7 +31,8 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
 built = sorted(n for n, c in vars(spec).items()
                if isinstance(c, type) and issubclass(c, spec.BaseModel) and c is not spec.BaseModel
                and c.__module__ == spec.__name__ and c.__pydantic_complete__)
-print(json.dumps({"complete_at_import": complete_at_import, "good": good.model_dump(mode="json"),
+from gpustack_k3 import _startup_cache
+print(json.dumps({"catalog": _startup_cache._encode(cat, "gpustack_k3.catalog.loader"), "good": good.model_dump(mode="json"),
                   "errors": errors, "validate_exit": code, "validate_out": json.loads(out.getvalue()),
                   "built": built}))
 """
@@ -46,16 +46,15 @@ def probe(cache: str) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_first_run_builds_and_stores_later_runs_install(tmp_path):
+def test_first_run_builds_and_stores_later_runs_read(tmp_path):
     first = probe(str(tmp_path))
-    assert sorted(p.name.rsplit("-", 1)[0] for p in tmp_path.iterdir()) == ["catalog", "spec-schema"]
-    assert not first["complete_at_import"]
+    entries = sorted(tmp_path.iterdir())
+    assert [p.name.rsplit("-", 1)[0] for p in entries] == ["catalog"] and entries[0].suffix == ".json"
+    json.loads(entries[0].read_text())                           # plain JSON
     second = probe(str(tmp_path))
-    assert second["complete_at_import"]                         # installed from the cache, nothing built
     off = probe("off")
-    assert not off["complete_at_import"]
-    for key in ("good", "errors", "validate_exit", "validate_out"):
-        assert first[key] == second[key] == off[key], key        # the cached schema behaves exactly as a build
+    for key in ("catalog", "good", "errors", "validate_exit", "validate_out"):
+        assert first[key] == second[key] == off[key], key        # the cached catalog is the built one
     assert {tuple(e[0]) for e in second["errors"]} >= {("spec", "parallel", "tp"), ("spec", "serving", "port"),
                                                          ("spec", "typo")}
     assert second["validate_exit"] == 0 and second["validate_out"]["findings"]
@@ -67,19 +66,17 @@ def test_broken_cache_files_are_rebuilt(tmp_path):
     reference = probe(str(tmp_path))
     files = sorted(tmp_path.iterdir())
     for f in files:
-        f.write_bytes(b"\x80\x05not a pickle")
+        f.write_bytes(b'{"format": "not this')
     again = probe(str(tmp_path))
-    assert not again["complete_at_import"]                      # the broken schema entry was not used
-    assert again["good"] == reference["good"] and again["validate_out"] == reference["validate_out"]
-    assert all(f.read_bytes()[:2] != b"\x80\x05n" for f in files)   # rewritten with valid entries
-    assert probe(str(tmp_path))["complete_at_import"]
+    assert again["catalog"] == reference["catalog"] and again["validate_out"] == reference["validate_out"]
+    assert all(json.loads(f.read_text())["format"] != "not this" for f in files)   # rewritten with valid entries
 
 
 def test_unwritable_cache_dir_is_no_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     out = probe(str(blocker / "sub"))
-    assert out["validate_exit"] == 0 and not out["complete_at_import"]
+    assert out["validate_exit"] == 0
 
 
 def test_constructed_defaults_equal_validated_ones():
@@ -96,7 +93,7 @@ def test_constructed_defaults_equal_validated_ones():
                 assert made == again and made.model_fields_set == again.model_fields_set, f"{model.__name__}.{name}"
 
 
-@pytest.mark.parametrize("name", ["catalog-x.pickle", "spec-schema-y.pickle"])
+@pytest.mark.parametrize("name", ["catalog-x.json", "parser-dump-y.json"])
 def test_cache_location_follows_the_environment(monkeypatch, tmp_path, name):
     from gpustack_k3 import _startup_cache
 
@@ -131,42 +128,14 @@ def test_a_new_entry_keeps_only_the_newest_of_its_kind(monkeypatch, tmp_path):
     from gpustack_k3 import _startup_cache
 
     monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(tmp_path))
-    for i, name in enumerate(["spec-schema-a1.pickle", "spec-schema-a2.pickle", "spec-schema-a3.pickle",
-                              "spec-schema-a4.pickle", "spec-schema-a5.pickle", "catalog-b.pickle", "other.txt"]):
+    for i, name in enumerate(["parser-dump-a1.json", "parser-dump-a2.json", "parser-dump-a3.json",
+                              "parser-dump-a4.json", "parser-dump-a5.json", "catalog-b.json", "other.txt"]):
         (tmp_path / name).write_bytes(b"x")
         os.utime(tmp_path / name, (1000 + i, 1000 + i))
-    _startup_cache.store("spec-schema-new.pickle", 1)
+    _startup_cache.store("parser-dump-new.json", 1)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "catalog-b.pickle", "other.txt", "spec-schema-a3.pickle", "spec-schema-a4.pickle", "spec-schema-a5.pickle",
-        "spec-schema-new.pickle"]
-
-
-def test_the_key_is_that_of_the_classes_in_memory_even_if_the_file_changes(tmp_path):
-    """An upgrade under a running process: the schema built from the classes imported earlier is stored
-    under the key of the bytes they came from, not of the new file."""
-    import shutil
-
-    pkg = tmp_path / "src"
-    shutil.copytree(ROOT / "gpustack_k3", pkg / "gpustack_k3", ignore=shutil.ignore_patterns("__pycache__"))
-    cache = tmp_path / "cache"
-    code = """
-import pathlib
-import gpustack_k3.api.v1alpha1.spec as spec
-name = spec._SCHEMA_CACHE
-p = pathlib.Path(spec.__file__)
-assert p.is_relative_to(pathlib.Path(r"{pkg}")), f"edits {{p}}, not the copy"   # never the checkout's file
-p.write_text(p.read_text() + "\\n# edited\\n")
-from gpustack_k3.catalog import load_catalog
-spec.DeploymentDocument.model_validate(load_catalog().presets["vllm-fixed"].document)
-print(name)
-"""
-    env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
-    # cwd is not the checkout: `python -c` puts the working directory first on sys.path
-    proc = subprocess.run([sys.executable, "-c", code.format(pkg=pkg)], capture_output=True, text=True, env=env,
-                          timeout=120, check=False, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    stored = sorted(p.name for p in cache.glob("spec-schema-*"))
-    assert stored == [proc.stdout.strip()]
+        "catalog-b.json", "other.txt", "parser-dump-a3.json", "parser-dump-a4.json", "parser-dump-a5.json",
+        "parser-dump-new.json"]
 
 
 def _copy_package(tmp_path) -> pathlib.Path:
@@ -186,11 +155,11 @@ def _validate(pkg: pathlib.Path, cache: pathlib.Path) -> subprocess.CompletedPro
 
 def test_a_changed_loader_or_model_module_misses_the_warm_cache(tmp_path):
     """The key covers code as well as data: with a warm cache, a loader that now raises must raise (it used to be
-    skipped because the key hashed the data files only), and an edit of the API constants rebuilds the schema."""
+    skipped because the key hashed the data files only), and the loader restored hits the warm entry again."""
     pkg, cache = _copy_package(tmp_path), tmp_path / "cache"
     assert _validate(pkg, cache).returncode == 0
     warm = sorted(p.name for p in cache.iterdir())
-    assert [n.rsplit("-", 1)[0] for n in warm] == ["catalog", "spec-schema"]
+    assert [n.rsplit("-", 1)[0] for n in warm] == ["catalog"]
     loader = pkg / "gpustack_k3" / "catalog" / "loader.py"
     text = loader.read_text()
     loader.write_text(text.replace("def _load_and_validate(DATA: Path) -> Catalog:\n",
@@ -198,16 +167,13 @@ def test_a_changed_loader_or_model_module_misses_the_warm_cache(tmp_path):
     broken = _validate(pkg, cache)
     assert broken.returncode != 0 and "broken loader" in broken.stderr
     loader.write_text(text)
-    constants = pkg / "gpustack_k3" / "api" / "v1alpha1" / "constants.py"
-    constants.write_text(constants.read_text() + "\n# edited\n")
     assert _validate(pkg, cache).returncode == 0
-    after = sorted(p.name for p in cache.iterdir())
-    assert len([n for n in after if n.startswith("spec-schema-")]) == 2   # a new schema entry beside the old
+    assert sorted(p.name for p in cache.iterdir()) == warm
 
 
-def test_a_changed_data_file_misses_the_warm_cache_even_at_the_same_size(tmp_path):
-    """Data files are keyed by path, size and mtime (not hashed at each start): an edit that keeps the size
-    (one digit of a figure) still rebuilds the catalog, and the rebuilt catalog has the edit."""
+def test_a_changed_data_file_misses_the_warm_cache_even_at_the_same_size_and_mtime(tmp_path):
+    """Data files are keyed by content: an edit that keeps the size (one digit of a figure) and the
+    modification time still rebuilds the catalog, and the rebuilt catalog has the edit."""
     pkg, cache = _copy_package(tmp_path), tmp_path / "cache"
     assert _validate(pkg, cache).returncode == 0
     hw = pkg / "gpustack_k3" / "catalog" / "data" / "hardware.yaml"
@@ -215,7 +181,7 @@ def test_a_changed_data_file_misses_the_warm_cache_even_at_the_same_size(tmp_pat
     assert "visible_gib: 267.69" in text
     before = hw.stat().st_mtime_ns
     hw.write_text(text.replace("visible_gib: 267.69", "visible_gib: 266.69", 1))
-    os.utime(hw, ns=(before + 10**9, before + 10**9))      # a later mtime, whatever the file system's resolution
+    os.utime(hw, ns=(before, before))                      # the same mtime: only the content tells
     assert _validate(pkg, cache).returncode == 0
     assert len(list(cache.glob("catalog-*"))) == 2
     env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(cache), "PYTHONPATH": str(pkg)}
@@ -231,55 +197,86 @@ def cache_env(monkeypatch, tmp_path):
 
     d = tmp_path / "cache"
     monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(d))
-    _startup_cache.store("probe-x.pickle", {"a": 1})
-    assert _startup_cache.load("probe-x.pickle") == {"a": 1}
-    assert oct(d.stat().st_mode & 0o777) == "0o700" and oct((d / "probe-x.pickle").stat().st_mode & 0o777) == "0o600"
+    _startup_cache.store("probe-x.json", {"a": 1})
+    assert _startup_cache.load("probe-x.json") == {"a": 1}
+    assert oct(d.stat().st_mode & 0o777) == "0o700" and oct((d / "probe-x.json").stat().st_mode & 0o777) == "0o600"
     return _startup_cache, d
 
 
 def test_a_directory_others_can_write_is_neither_read_nor_written(cache_env):
     cache, d = cache_env
     d.chmod(0o777)
-    assert cache.load("probe-x.pickle") is None
-    cache.store("probe-y.pickle", 2)
-    assert not (d / "probe-y.pickle").exists()
+    assert cache.load("probe-x.json") is None
+    cache.store("probe-y.json", 2)
+    assert not (d / "probe-y.json").exists()
     d.chmod(0o700)
-    assert cache.load("probe-x.pickle") == {"a": 1}
+    assert cache.load("probe-x.json") == {"a": 1}
 
 
-def test_a_file_others_can_write_or_own_is_not_unpickled(cache_env):
+def test_a_file_others_can_write_or_own_is_not_read(cache_env):
     cache, d = cache_env
-    f = d / "probe-x.pickle"
+    f = d / "probe-x.json"
     f.chmod(0o666)
-    assert cache.load("probe-x.pickle") is None
+    assert cache.load("probe-x.json") is None
     f.chmod(0o600)
     if os.getuid() == 0:   # only root can give a file away
         os.chown(f, 12345, 12345)
-        assert cache.load("probe-x.pickle") is None
+        assert cache.load("probe-x.json") is None
         os.chown(f, 0, 0)
-    assert cache.load("probe-x.pickle") == {"a": 1}
+    assert cache.load("probe-x.json") == {"a": 1}
 
 
 def test_symlinks_are_not_followed(cache_env, tmp_path, monkeypatch):
     cache, d = cache_env
     (tmp_path / "elsewhere").symlink_to(d)
     monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(tmp_path / "elsewhere"))
-    assert cache.load("probe-x.pickle") is None
+    assert cache.load("probe-x.json") is None
     monkeypatch.setenv("GPUSTACK_K3_CATALOG_CACHE", str(d))
-    (d / "link.pickle").symlink_to(d / "probe-x.pickle")
-    assert cache.load("link.pickle") is None
+    (d / "link.json").symlink_to(d / "probe-x.json")
+    assert cache.load("link.json") is None
 
 
-def test_a_torn_or_foreign_file_is_a_miss_not_an_unpickling(cache_env):
+def test_a_torn_or_foreign_file_is_a_miss(cache_env):
     cache, d = cache_env
-    f = d / "probe-x.pickle"
+    f = d / "probe-x.json"
     blob = f.read_bytes()
-    f.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))           # payload no longer matches its checksum
-    assert cache.load("probe-x.pickle") is None
+    f.write_bytes(blob[:-1])                                   # torn: not JSON
+    assert cache.load("probe-x.json") is None
     import pickle
 
-    f.write_bytes(pickle.dumps({"a": 1}))                      # a bare pickle, as the previous format wrote
-    assert cache.load("probe-x.pickle") is None
+    f.write_bytes(pickle.dumps({"a": 1}))                      # a pickle, as an older format wrote
+    assert cache.load("probe-x.json") is None
+    (d / "probe-z.json").write_bytes(blob)                     # another entry's file under this name
+    assert cache.load("probe-z.json") is None
+
+
+def test_an_entry_names_only_classes_of_the_cached_module_and_runs_no_code(cache_env, tmp_path):
+    """A crafted entry can name no callable: a class outside the module, a function or a builtin is a miss."""
+    cache, d = cache_env
+    from gpustack_k3.catalog import loader
+
+    module = loader.__name__
+    f = d / "probe-x.json"
+    marker = tmp_path / "ran"
+    for tag in ("os.system", "system", "Path", "replace", "_dc", "DATA", "CatalogError.__init__"):
+        f.write_text(json.dumps({"format": cache.FORMAT, "name": "probe-x.json",
+                                 "data": {"__k3": tag, "v": {"args": ["touch " + str(marker)]}}}))
+        assert cache.load("probe-x.json", module) is None, tag
+    assert not marker.exists()
+    f.write_text(json.dumps({"format": cache.FORMAT, "name": "probe-x.json",
+                             "data": {"__k3": "ParserRef", "v": {"dump": "x.json"}}}))
+    ref = cache.load("probe-x.json", module)
+    assert type(ref) is loader.ParserRef and ref.dump == "x.json"   # a class of the module: attributes set, no call
+
+
+def test_what_is_not_plain_data_is_not_stored(cache_env):
+    cache, d = cache_env
+    for obj in (b"bytes", pathlib.Path("/x"), object(), {"k": print}):
+        cache.store("probe-n.json", obj)
+        assert not (d / "probe-n.json").exists(), obj
+    value = {"t": (1, "a"), "fs": frozenset({2}), "s": {3}, "m": {(1, 2): "x", "__k3": "y"}, "f": 1.5, "n": None}
+    cache.store("probe-v.json", value)
+    assert cache.load("probe-v.json") == value
 
 
 _CHECK_ARGS = r"""
@@ -301,8 +298,8 @@ def _check_args(pkg: pathlib.Path, cache: str) -> dict:
 
 
 def test_the_parser_dump_is_cached_and_an_edited_dump_misses(tmp_path):
-    """check-args reads a command line with the version's parser dump, unpickled from the cache once warm; the
-    answer is the same built, cached or with caches off, and an edit of the dump (same size, later mtime)
+    """check-args reads a command line with the version's parser dump, read from the cache once warm; the
+    answer is the same built, cached or with caches off, and an edit of the dump (same size, same mtime)
     is read, not the stale entry: here the edit gives the parser the option the command line uses."""
     pkg, cache = _copy_package(tmp_path), tmp_path / "cache"
     cold = _check_args(pkg, str(cache))
@@ -316,15 +313,15 @@ def test_the_parser_dump_is_cached_and_an_edited_dump_misses(tmp_path):
     dump = pkg / "gpustack_k3" / "catalog" / "data" / "engines" / "vllm-0.33.0-options.json"
     text, before = dump.read_text(), dump.stat().st_mtime_ns
     assert text.count('"--max-log-len"') == 1
-    dump.write_text(text.replace('"--max-log-len"', '"--new-log-len"'))     # same size: only the mtime tells
-    os.utime(dump, ns=(before + 10**9, before + 10**9))
+    dump.write_text(text.replace('"--max-log-len"', '"--new-log-len"'))     # same size and mtime: the content tells
+    os.utime(dump, ns=(before, before))
     edited = _check_args(pkg, str(cache))
     assert refused(edited) == [], edited
     assert len(list(cache.glob("parser-dump-vllm-0.33.0-options-*"))) == 2
 
 
 _TYPES_PROBE = r"""
-import dataclasses, json, shutil, sys, pathlib
+import dataclasses, json, shutil, sys, pathlib, uuid
 from gpustack_k3.catalog import loader
 warm = loader.load_catalog()
 before = [dataclasses.is_dataclass(t) for t in loader._TYPES]
@@ -336,7 +333,8 @@ if sys.argv[2] == "replace":   # a warm entry copied with changes, before any va
 copy = pathlib.Path(sys.argv[1])
 shutil.rmtree(copy, ignore_errors=True)
 shutil.copytree(loader.DATA, copy)
-(copy / "hardware.yaml").touch()           # a newer file: the key misses and the copy is validated, here
+with (copy / "hardware.yaml").open("a") as fh:   # another content: the key misses and the copy is validated, here
+    fh.write(f"# copy {uuid.uuid4()}\n")   # new in every run
 fresh = loader.load_catalog(copy)
 after = [dataclasses.is_dataclass(t) for t in loader._TYPES]
 print(json.dumps({"before": before, "after": after, "same_class": type(v) is type(fresh.version("vllm", None)),
@@ -348,7 +346,7 @@ print(json.dumps({"before": before, "after": after, "same_class": type(v) is typ
 def test_catalog_types_become_dataclasses_only_to_validate(tmp_path):
     """With a warm cache no catalog type is made a dataclass (that compiled fifteen __init__s at every start);
     loader.replace copies a warm entry with changes; a validation later in the same process makes the types
-    dataclasses in place, and the entries unpickled before stay instances of the same classes with the same
+    dataclasses in place, and the entries read from the cache before stay instances of the same classes with the same
     fields."""
     env = {**os.environ, "GPUSTACK_K3_CATALOG_CACHE": str(tmp_path / "cache")}
     run = [sys.executable, "-c", _TYPES_PROBE, str(tmp_path / "data"), "validate"]

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpustack_k3.gpustack import apply as A
-from gpustack_k3.gpustack.cli import gpustack
+from gpustack_k3.cli.gpustack_cmd import gpustack
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
 from gpustack_k3.gpustack.status import InstancePhases
 from tests.support.ports import free_port
@@ -360,7 +360,7 @@ def test_watch_follows_states_and_feeds_instance_logs_to_the_tracker():
 @pytest.mark.parametrize("status, needle", [(409, "conflict (HTTP 409)"), (422, "refused POST /v2/inference-backends (HTTP 422)"),
                                             (401, "rejected the API key"), (503, "HTTP 503 after")])
 def test_cli_server_verdicts_are_one_line_exit_2(monkeypatch, status, needle):
-    import gpustack_k3.gpustack.cli as cli_mod
+    import gpustack_k3.cli.gpustack_cmd as cli_mod
 
     fake = FakeGPUStack()
     fake.fail[("POST", "/v2/inference-backends")] = [status] * 5
@@ -375,7 +375,7 @@ def test_cli_server_verdicts_are_one_line_exit_2(monkeypatch, status, needle):
 
 
 def test_cli_apply_text_and_json(monkeypatch):
-    import gpustack_k3.gpustack.cli as cli_mod
+    import gpustack_k3.cli.gpustack_cmd as cli_mod
 
     fake = FakeGPUStack()
     monkeypatch.setattr(cli_mod, "_client", lambda server, env: client_for(fake))

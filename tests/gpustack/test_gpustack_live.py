@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_launch
-from gpustack_k3.gpustack.cli import gpustack
+from gpustack_k3.cli.gpustack_cmd import gpustack
 from gpustack_k3.render import gpustack as R
 
 REPO = Path(__file__).resolve().parents[2]

@@ -119,7 +119,7 @@ def _operator_container(objs):
 @pytest.mark.parametrize("values", [None, *CI_VALUES], ids=["default", *[p.stem for p in CI_VALUES]])
 def test_operator_args_parse_with_the_operator_cli(render, values):
     """The Deployment's command line is accepted by `gpustack-k3 operator run` itself."""
-    from gpustack_k3.operator import cli as op_cli
+    from gpustack_k3.cli import operator_cmd as op_cli
     vals = yaml.safe_load(values.read_text()) if values else {}
     dep, c = _operator_container(render(values_files=[values] if values else []))
     assert c["command"] == ["gpustack-k3"] and c["args"][:2] == ["operator", "run"]

@@ -44,7 +44,7 @@ def test_operator_run_process_with_kubeconfig_and_sigterm(emulator_process, tmp_
     api = client.ApiClient(cfg)
     client.CoreV1Api(api).create_namespace({"metadata": {"name": "llm"}})
     port = free_port()
-    code = ("import sys; from gpustack_k3.operator.cli import operator; "
+    code = ("import sys; from gpustack_k3.cli.operator_cmd import operator; "
             "operator(sys.argv[1:], prog_name='gpustack-k3 operator')")
     proc = subprocess.Popen([sys.executable, "-c", code, "run", "--namespace", "llm", "--metrics-port", str(port),
                              "--metrics-host", "127.0.0.1", "--resync", "30", "--leader-elect",
@@ -73,7 +73,7 @@ def test_operator_run_process_with_kubeconfig_and_sigterm(emulator_process, tmp_
 
 
 def test_cli_without_cluster_config_says_how_to_fix(tmp_path):
-    code = "import sys; from gpustack_k3.operator.cli import operator; operator(sys.argv[1:])"
+    code = "import sys; from gpustack_k3.cli.operator_cmd import operator; operator(sys.argv[1:])"
     proc = subprocess.run([sys.executable, "-c", code, "run", "--kubeconfig", str(tmp_path / "missing")],
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2          # unusable input, as everywhere

@@ -116,7 +116,7 @@ def _gpustack(instances):
 
 
 def test_gpustack_status_probe_measures_each_running_instance(monkeypatch):
-    import gpustack_k3.gpustack.cli as gcli
+    import gpustack_k3.cli.gpustack_cmd as gcli
     from gpustack_k3.gpustack.client import GPUStackClient
 
     with FakeOpenAI(Behaviour(served="kimi")) as srv:

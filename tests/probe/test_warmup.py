@@ -74,7 +74,7 @@ def _launch(port):
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_run_local_warms_up_after_ready(capsys, fail):
-    from gpustack_k3.runtime.cli import _local
+    from gpustack_k3.cli.run_cmd import _local
 
     port = free_port()
     launch = _launch(port)

@@ -17,8 +17,6 @@ from pydantic import (
     model_validator,
 )
 
-from gpustack_k3 import _startup_cache
-from gpustack_k3.api.v1alpha1 import constants as _constants
 from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 
 
@@ -214,7 +212,7 @@ class VolumeSource(_Strict):
 
 
 # Defaults are built with model_construct (no validation: pydantic does not validate defaults either), so a
-# default never forces its class's own lazy schema build; factories are module-level so the schema pickles.
+# default never forces its class's own lazy schema build; factories are module-level functions.
 def _default_model_volume() -> "VolumeSource":
     return VolumeSource.model_construct(kind="pvc", source="kimi-k3-models")
 
@@ -433,50 +431,7 @@ SERVER_METADATA = frozenset({"uid", "resourceVersion", "generation", "creationTi
                              "selfLink", "generateName"})
 
 
-# --- start-up: the document's compiled schema, cached across processes --------------------------------------
-# Every model above is built lazily (defer_build): building DeploymentDocument's schema is pydantic's most
-# expensive step (~30 ms, a large share of a CLI call). Once built, the core schema, validator and serializer are
-# pickled (gpustack_k3._startup_cache; classes and functions travel by reference) under a key made of the source
-# of this module and of the package modules it imports, and the pydantic/pydantic-core/Python versions, and
-# installed as they are by later processes. The nested models keep their own lazy build for the rare direct use.
-
-def _schema_cache_name() -> str | None:
-    """Computed once, at import: the classes in this process are those of the bytes read now, even if
-    the files change before the schema is built (an upgrade under a running process)."""
-    import sys
-    from pathlib import Path
-
-    import pydantic_core
-    from pydantic.version import VERSION
-
-    # None for files that are not plain (a zip import): no cache
-    return _startup_cache.entry_name("spec-schema", (Path(__file__), Path(_constants.__file__)),
-                                     extra=f"{VERSION}|{pydantic_core.__version__}|{sys.version}")
-
-
-_SCHEMA_CACHE = _schema_cache_name()
-
-
-def _store_built_schema(cls: type[BaseModel]) -> None:
-    if cls is not DeploymentDocument or _SCHEMA_CACHE is None:   # a subclass has a schema of its own
-        return
-
-    _startup_cache.store(_SCHEMA_CACHE, (cls.__pydantic_core_schema__, cls.__pydantic_validator__,
-                                         cls.__pydantic_serializer__))
-
-
-def _install_built_schema(cls: type[BaseModel]) -> bool:
-    from pydantic_core import SchemaSerializer, SchemaValidator
-
-    cached = _startup_cache.load(_SCHEMA_CACHE) if _SCHEMA_CACHE else None
-    if not (isinstance(cached, tuple) and len(cached) == 3 and isinstance(cached[0], dict)
-            and isinstance(cached[1], SchemaValidator) and isinstance(cached[2], SchemaSerializer)):
-        return False
-    # what pydantic's own build (complete_model_class) sets on a finished model class
-    cls.__pydantic_core_schema__, cls.__pydantic_validator__, cls.__pydantic_serializer__ = cached
-    cls.__pydantic_complete__ = True
-    return True
-
-
-DeploymentDocument.__pydantic_on_complete__ = classmethod(_store_built_schema)   # a fresh build: remember it
-_install_built_schema(DeploymentDocument)
+# --- start-up --------------------------------------------------------------------------------------------------
+# Every model above is built lazily (defer_build): a process builds DeploymentDocument's schema on its first
+# validation, and only the nested models it actually validates through. Nothing built is kept across processes:
+# pydantic has no public way to store a compiled validator.
