@@ -33,7 +33,7 @@ def _has_roles(t: Topology) -> bool:
     return t.source == "document" and any(not r.prefix == "spec" for r in t.roles)
 
 
-@rule("rack-nvlink-deployment-wide", family="topology", severity="error", engines=BOTH,
+@rule("rack-nvlink-deployment-wide", checked_by="product", family="topology", severity="error", engines=BOTH,
       field="spec.roles[].placement.nvlink",
       title="NVLink domain and rack placement are set for the whole deployment",
       why="One ComputeDomain serves every pod of the deployment (a node joins one domain at a time, and prefill and "
@@ -51,7 +51,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
             yield f"spec.roles[].placement.{f}", f"roles disagree on placement.{f} ({said})"
 
 
-@rule("rack-nvlink-opt-out", family="topology", severity="warning", engines=BOTH, field="spec.placement.nvlink",
+@rule("rack-nvlink-opt-out", checked_by="product", family="topology", severity="warning", engines=BOTH, field="spec.placement.nvlink",
       title="Pods spanning an NVLink rack without a ComputeDomain use the NIC between nodes",
       why="On GB200/GB300 NVL72 a pod reaches another tray's GPUs over NVLink only inside an IMEX domain, which the "
           "NVIDIA DRA driver hands out as a ComputeDomain; without it wide-EP all-to-all and NIXL KV transfer between "
@@ -67,7 +67,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
                                         "(no ComputeDomain is rendered)")
 
 
-@rule("rack-nvlink-unsupported", family="topology", severity="error", engines=BOTH, field="spec.placement.nvlink",
+@rule("rack-nvlink-unsupported", checked_by="product", family="topology", severity="error", engines=BOTH, field="spec.placement.nvlink",
       title="A ComputeDomain needs a GPU type with a multi-node NVLink domain",
       why="IMEX domains exist only on multi-node NVLink systems (GB200/GB300 NVL72); on other GPU types the DRA "
           "driver's ComputeDomain channel cannot be prepared and the pods would never start.",
@@ -82,7 +82,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
         yield "spec.placement.nvlink", f"computeDomain on {gpu}: the catalog has no NVLink domain for this GPU type"
 
 
-@rule("rack-fit", family="topology", severity="error", engines=BOTH, field="spec.placement.rack",
+@rule("rack-fit", checked_by="product", family="topology", severity="error", engines=BOTH, field="spec.placement.rack",
       title="The roles' groups must fit the NVLink domains (racks) the spec names",
       why="colocate puts every pod of the deployment into one NVLink domain (required pod affinity on the domain "
           "label); exclusive gives each LWS group a domain of its own and keeps every other group out of it (LWS pod "
@@ -109,7 +109,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
                                             f"spec names {lay.racks}")
 
 
-@rule("rack-group-spans-domains", family="topology", severity="warning", engines=BOTH, field="spec.roles[].podsPerInstance",
+@rule("rack-group-spans-domains", checked_by="product", family="topology", severity="warning", engines=BOTH, field="spec.roles[].podsPerInstance",
       title="A group larger than one NVLink domain is split into subgroups, one per domain",
       why="A DP/EP group with more GPUs than an NVLink domain holds cannot stay on NVLink: the renderer sets an LWS "
           "subGroupPolicy of the pods one domain holds with subgroup-exclusive topology on the domain label, and the "
@@ -138,7 +138,9 @@ def _(t: Topology) -> Iterator[tuple[str, str] | tuple[str, str, str]]:
                                                f"{-(-r.pods // sub)} NVLink domains (subgroups of {sub} pods)")
 
 
-@rule("rack-nixl-port-range", family="topology", severity="error", engines=VLLM, field="spec.disaggregation.sideChannelPort",
+@rule("rack-nixl-port-range", checked_by="runtime-only",
+       fails_at="engine start: the NIXL side channel of a DP rank cannot bind a port above 65535",
+       family="topology", severity="error", engines=VLLM, field="spec.disaggregation.sideChannelPort",
       title="The NIXL side-channel ports (base + DP rank) must stay inside the port space",
       why="From vLLM 0.28 one NIXL handshake listener per engine serves every TP rank on "
           "VLLM_NIXL_SIDE_CHANNEL_PORT + data_parallel_index (= the global DP rank), so an instance of DP ranks "
@@ -159,7 +161,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
                 f"{r.name}: DP {r.dp} from base {base} reaches port {base + r.dp - 1}")
 
 
-@rule("rack-routing-target", family="topology", severity="error", engines=BOTH, field="spec.routing.target",
+@rule("rack-routing-target", checked_by="product", family="topology", severity="error", engines=BOTH, field="spec.routing.target",
       title="The routing target must be able to route this topology",
       why="The Gateway API Inference Extension v1.6.0 endpoint picker (lwepp) picks one endpoint per request and has "
           "no prefill/decode scheduling, so an InferencePool in front of P/D roles would send requests to prefill "
