@@ -1,7 +1,7 @@
 """`predict` (what a launch will do) and `advise` (which knobs), from the estimator behind gpustack_k3.predict.
 
-With `-o json` or `-o yaml` every exit prints that format on stdout: the prediction, or
-{"ok": false, "error": {...}} (exit 2), or the refusing findings (exit 1). Design: docs/design/003-predict.md.
+With `-o json` or `-o yaml` every exit prints that format on stdout: the prediction, or the common error object
+{"ok": false, "exit_code": 2, "error": {...}} (exit 2), or the refusal object with the findings (exit 1). Design: docs/design/003-predict.md.
 """
 from __future__ import annotations
 
@@ -11,57 +11,17 @@ import sys
 import click
 
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.common import (EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, findings_payload, load_document,
-                                    output_option, print_findings_text, read_text)
+from gpustack_k3.cli.common import (EXIT_OK, EXIT_REFUSED, emit, exit_refused, fail_input, load_document,
+                                    output_option, read_text)
 from gpustack_k3.core.errors import InputError
 
 
-def _wanted_format(args: list[str]) -> str:
-    """The -o/--output value among raw argv (before click parses it), "text" when absent or unknown."""
-    for i, a in enumerate(args):
-        v = None
-        if a in ("-o", "--output") and i + 1 < len(args):
-            v = args[i + 1]
-        elif a.startswith("--output="):
-            v = a[len("--output="):]
-        elif a.startswith("-o") and len(a) > 2:
-            v = a[2:]
-        if v in ("json", "yaml"):
-            return v
-    return "text"
-
-
-class StructuredCommand(Command):
-    """A command whose usage errors are a structured object on stdout too when `-o json|yaml` was asked for."""
-
-    def parse_args(self, ctx, args):
-        wanted = _wanted_format(list(args))
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            if wanted == "text":
-                raise
-            _error(getattr(exc, "param_hint", None) or "arguments", exc.format_message(),
-                   f"see `gpustack-k3 {self.name} --help`", wanted)
-            ctx.exit(EXIT_INPUT)
-
-
-def _error(where, message, hint, output: str) -> None:
-    emit({"ok": False, "error": {"where": str(where), "message": message, "hint": hint}}, output)
-
-
 def _fail(exc: InputError, output: str):
-    if output != "text":
-        _error(exc.where, exc.message, exc.hint, output)
-    click.echo(f"error: {exc.line()}", err=True)
-    sys.exit(EXIT_INPUT)
+    fail_input(exc)   # the common error object on stdout under -o json|yaml, one line on stderr; exit 2
 
 
 def _refused(findings, output: str):
-    if output != "text":
-        emit({**findings_payload(findings), "refused": True}, output)
-    print_findings_text(findings, err=True)
-    sys.exit(EXIT_REFUSED)
+    exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
 
 
 def _estimator():
@@ -70,7 +30,7 @@ def _estimator():
     return AicEstimator()
 
 
-@click.command(cls=StructuredCommand)
+@click.command(cls=Command)
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
 @click.option("--input-len", type=click.IntRange(1), help="Prompt tokens per request.")
@@ -221,7 +181,7 @@ def _text(res: dict) -> None:
                    f"drift {row['drift_pct']:+.1f}%")
 
 
-@click.command(cls=StructuredCommand)
+@click.command(cls=Command)
 @click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
 @click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
 @click.option("--priority", type=click.Choice(["throughput", "latency"]), default=None,

@@ -2,6 +2,10 @@
 not when someone next quotes its figure. Each run is a fresh process from a scratch directory, as a user runs
 it; the check is that it printed its JSON and that the figures in it were computed (not that they are fast).
 
+``bench/oracle_differential.py`` needs the engine releases (the engine_oracle tier): it runs here under that
+marker, on one release and a handful of lines. ``bench/predict_accuracy.py`` needs the ``[predict]`` extra: the
+predict tier computes its whole table (tests/predict/test_bench_readme.py).
+
 ``bench/probe_vs_vllm_bench.py`` needs a real vLLM server: its measurement (``side_by_side``) runs in the
 engine tier (tests/engine/test_probe_engine.py ``test_probe_agrees_with_vllm_bench_serve``), on the server
 that tier starts anyway; a second server here would double that tier's minutes.
@@ -21,7 +25,9 @@ from tests.support import tiers
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 # script -> where else it runs, for the scripts not run here
-ELSEWHERE = {"probe_vs_vllm_bench.py": "tests/engine/test_probe_engine.py"}
+ELSEWHERE = {"probe_vs_vllm_bench.py": "tests/engine/test_probe_engine.py",
+             # its whole run() is computed there (the predict tier) and compared with the README's table
+             "predict_accuracy.py": "tests/predict/test_bench_readme.py"}
 
 
 def run_bench(tmp_path: Path, script: str, *args: str, timeout: float = 300) -> dict:
@@ -83,3 +89,16 @@ def test_cli_instructions(tmp_path):
     out = run_bench(tmp_path, "cli_instructions.py", "--runs", "1", "--case", "validate_preset_vllm_seed", timeout=900)
     assert list(out["this_checkout"]) == ["validate_preset_vllm_seed"], out   # one case: ~35 s under callgrind
     assert out["this_checkout"]["validate_preset_vllm_seed"] > 100_000_000, out
+
+
+@pytest.mark.engine_oracle
+def test_oracle_differential(tmp_path):
+    tiers.engine_wheel("vllm", "0.33.0")
+    out = run_bench(tmp_path, "oracle_differential.py", "--releases", "vllm-0.33.0", "--lines", "6", "--pairs", "2",
+                    "--seed", "0", "--summary-only", timeout=600)
+    releases = [r for r in out["results"] if "matrix" in r]
+    assert len(releases) == 2, out          # the release's lines and the P/D pairs
+    for r in releases:
+        judged = sum(sum(v.values()) for v in r["matrix"].values()) + sum(r["not_decidable"].values()) \
+            + r["runtime_only"]
+        assert judged >= 1, r

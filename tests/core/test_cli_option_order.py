@@ -2,6 +2,7 @@
 "unexpected arguments" while `validate SPEC -o json` worked), through the real entry point."""
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -21,6 +22,7 @@ CASES = {
     ("render",): ["--target", "argv", "-o", "json", "--namespace", "llm"],
     ("run", "start"): ["--dry-run", "--runtime", "local"],
     ("gpustack", "apply"): ["--server", CLOSED, "--dry-run", "-o", "json"],
+    ("predict",): ["--input-len", "1024", "--output-len", "64", "--acceptance-length", "3", "-o", "json"],
 }
 
 
@@ -57,6 +59,9 @@ def test_options_before_and_after_spec_mean_the_same(path, capsys, monkeypatch):
     rc, out, err = after
     if path == ("gpustack", "apply"):
         assert rc == 2 and "127.0.0.1:9" in err, err          # --server reached the client
+        return
+    if path == ("predict",) and importlib.util.find_spec("aiconfigurator_core") is None:
+        assert rc == 2 and "gpustack-k3[predict]" in err, err  # without the extra: the same answer either way
         return
     assert rc == 0, err
     doc = json.loads(out)                                     # -o json / --dry-run took effect

@@ -49,7 +49,7 @@ def test_every_exit_is_structured_on_stdout(capsys, monkeypatch, tmp_path, fmt):
                  "  engine: {name: vllm, version: kimi-k3}\n  parallel: {tp: 8, dcp: 8}\n"
                  "  speculative: {method: dspark, draftModel: Inferact/Kimi-K3-DSpark, numTokens: 7}\n")
     rc, out, _ = _cli(capsys, "predict", str(f), *work, "-o", fmt)
-    assert rc == 1 and _load(out, fmt)["refused"] is True
+    assert rc == 1 and _load(out, fmt)["exit_code"] == 1 and _load(out, fmt)["findings"]
     # advise: the measured lookup (0), its usage error (2), a refused objective (2)
     rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--basis", "measured", "-o", fmt)
     assert rc == 0 and _load(out, fmt)["basis"] == "measured" and _load(out, fmt)["engine"] == "vllm"
@@ -79,7 +79,7 @@ def test_refused_spec_exits_1_with_findings(capsys, tmp_path):
                  "  speculative: {method: dspark, draftModel: Inferact/Kimi-K3-DSpark, numTokens: 7}\n")
     rc, out, _ = _cli(capsys, "predict", str(f), "--input-len", "1000", "--output-len", "10", "-o", "json")
     d = json.loads(out)
-    assert rc == 1 and d["refused"] is True and d["findings"][0]["rule"] == "vllm-dcp-with-dspark"
+    assert rc == 1 and d["exit_code"] == 1 and d["findings"][0]["rule"] == "vllm-dcp-with-dspark"
 
 
 def test_other_commands_never_import_the_estimator():
@@ -110,12 +110,12 @@ def test_missing_extra_names_it(capsys, monkeypatch):
                         "--acceptance-length", "1.5", "-o", "json")
     assert out, (rc, err)
     d = json.loads(out)
-    assert rc == 2 and "gpustack-k3[predict]" in d["error"]["hint"] and "aiconfigurator-core" in err
+    assert rc == 2 and "gpustack-k3[predict]" in d["error"]["fix"] and "aiconfigurator-core" in err
     rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "-o", "json")
     d = json.loads(out)
     assert rc == 0 and d["basis"] == "measured" and d["engine"] == "vllm" and "[predict]" in d["note"]
     rc, out, _ = _cli(capsys, "advise", "--context", "65536", "--concurrency", "10", "--basis", "predicted", "-o", "json")
-    assert rc == 2 and "gpustack-k3[predict]" in json.loads(out)["error"]["hint"]
+    assert rc == 2 and "gpustack-k3[predict]" in json.loads(out)["error"]["fix"]
 
 
 # ---------------------------------------------------------------- with the estimator (tier `predict`)
