@@ -4,7 +4,7 @@
 # is idempotent and caches under $GPUSTACK_K3_CACHE), runs the whole suite through tools/testgate.py, and
 # stops what it started. The gate writes a JUnit report to $GPUSTACK_K3_CACHE/junit.xml and fails the run
 # when pytest collected nothing (exit 5), when a test of a prepared tier was skipped (only the kind,
-# image_build and upstream_crds tiers may skip; the summary lists them), or when the working tree has changes after the run
+# image_build tiers may skip; the summary lists them), or when the working tree has changes after the run
 # that it did not have before. GPUSTACK_K3_FAST=1: the unit tiers only (the other tiers' markers deselected,
 # nothing prepared or started).
 set -euo pipefail
@@ -51,7 +51,7 @@ setup() {
 
 if [ "${GPUSTACK_K3_FAST:-0}" != "1" ]; then
   # Every tier is prepared here, so a tier that cannot run is a failure, not a skip.
-  export CI="${CI:-true}" GPUSTACK_K3_REQUIRE_ENGINE=1 GPUSTACK_K3_REQUIRE_CHECKOV=1
+  export CI="${CI:-true}" GPUSTACK_K3_REQUIRE_ENGINE=1 GPUSTACK_K3_REQUIRE_CHECKOV=1 GPUSTACK_K3_REQUIRE_LWS_CRDS=1
   setup "" setup_tools.sh
   setup GPUSTACK_K3_HELM setup_helm.sh
   setup GPUSTACK_K3_CHECKOV setup_checkov.sh

@@ -101,13 +101,20 @@ def test_a_skip_in_a_prepared_tier_fails_and_names_the_test(checkout, tmp_path):
     assert "tests.x::test_dockerd: no dockerd answers" in out and "tests.x::test_tool: shellcheck" in out
 
 
-@pytest.mark.parametrize("marker", ["kind", "image_build", "upstream_crds"])
+@pytest.mark.parametrize("marker", ["kind", "image_build"])
 def test_kind_and_image_build_may_skip_and_the_summary_lists_them(checkout, tmp_path, marker):
     rc, out, _ = gate(checkout, tmp_path, report=junit(("test_ok", "", None),
                                                       ("test_e2e", f"{marker},parametrize", "kind is not on PATH")))
     assert rc == 0, out
-    assert "1 skipped in the tiers that may skip (image_build, kind, upstream_crds)" in out
+    assert "1 skipped in the tiers that may skip (image_build, kind)" in out
     assert f"tests.x::test_e2e [{marker}]: kind is not on PATH" in out
+
+
+def test_an_upstream_crd_skip_fails_now_that_ci_has_the_files(checkout, tmp_path):
+    """shared/ (with the LWS, DRA-driver and GAIE CRDs) lies beside CI's clone: that tier may no longer skip."""
+    report = junit(("test_ok", "", None), ("test_crds", "upstream_crds", "no upstream CRD files"))
+    rc, out, _ = gate(checkout, tmp_path, report=report)
+    assert rc == 1 and "1 skipped in prepared tiers" in out, out
 
 
 def test_no_tests_collected_fails(checkout, tmp_path):
