@@ -17,7 +17,7 @@ from gpustack_k3.core.argv import sglang as sglang_argv
 from gpustack_k3.core.argv import vllm as vllm_argv
 from gpustack_k3.core.argv.dumps import Option, ParserDump, Refused, version_dump
 from gpustack_k3.core.argv.engine_types import build_type
-from gpustack_k3.core.argv.parser import build_parser
+from gpustack_k3.core.argv.parser import build_parser, reachable
 
 
 class Refusal:
@@ -100,9 +100,12 @@ def _no_file(path: str) -> str:
 
 
 def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
-              read_file: Callable[[str], str] = _no_file, model_optional: bool = True) -> Reading:
+              read_file: Callable[[str], str] = _no_file, model_optional: bool = True,
+              collapse: bool = True) -> Reading:
     """Read ``argv`` (with or without its executable) as ``version``'s parser does.
-    ``model_optional``: a command line pasted without its model is read anyway."""
+    ``model_optional``: a command line pasted without its model is read anyway. ``collapse``: overridden
+    repeats of single-value options are not handed to argparse (:func:`_collapse`: the same reading in linear
+    time); False hands argparse every token (the reference the tests compare the collapsed reading with)."""
     dump = version_dump(version)
     if dump is None:
         raise ValueError(f"{engine.engine} {version.key}: the catalog names no parser dump for this version")
@@ -124,6 +127,9 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
         return reading
     ns = argparse.Namespace(_k3_given=[])
     parser = build_parser(dump, model_optional=model_optional, for_args=args)
+    full_args, full_origins = args, origins     # every token: where an unrecognized one came from
+    if collapse:
+        args, origins = _collapse(dump, args, origins)
     parser._k3_action = None
     try:
         ns, extras = parser.parse_known_args(args, ns)
@@ -141,12 +147,20 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
                                         f"{type(exc).__name__}: {str(exc)[:300]} (the engine would exit with a traceback)"))
         extras = []
     label = f"{engine.engine} {version.key}" + (f" (the {dump.version} parser)" if dump.version != version.key else "")
-    used: set[int] = set()
+    # each unrecognized token is the first not yet claimed occurrence of its text in the whole line (the
+    # occurrences of one text are claimed in order: one pass, not one scan per token)
+    occurrences: dict[str, list[int]] = {}
+    for i, a in enumerate(full_args):
+        occurrences.setdefault(a, []).append(i)
+    claimed: dict[str, int] = {}
     prev: tuple[int, Refusal] | None = None     # an unrecognized flag: the bare token after it is its value
+    args, origins, collapsed_args, collapsed_origins = full_args, full_origins, args, origins
     for tok in extras:
-        i = next((i for i, a in enumerate(args) if a == tok and i not in used), None)
+        k = claimed.get(tok, 0)
+        at = occurrences.get(tok, ())
+        i = at[k] if k < len(at) else None
         if i is not None:
-            used.add(i)
+            claimed[tok] = k + 1
         if prev is not None and i is not None and i == prev[0] + 1 and not tok.startswith("-"):
             r = prev[1]
             reading.refusals[-1] = Refusal(r.where, r.flag, f"{r.message} with its value {tok!r}", r.token)
@@ -162,8 +176,95 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
         reading.refusals.append(r)
         reading.unrecognized.append(tok)
         prev = (i, r) if tok.startswith("-") and "=" not in tok and i is not None else None
-    _collect(reading, ns, args, origins, serve=engine.engine == "vllm" and _serve(engine, version))
+    _collect(reading, ns, collapsed_args, collapsed_origins, serve=engine.engine == "vllm" and _serve(engine, version))
     return reading
+
+
+# argparse actions whose occurrence sets one attribute from its own tokens only, so a later occurrence of the
+# same action replaces it entirely (argparse.py@3.11 _StoreAction, _StoreTrue/FalseAction, _StoreConstAction,
+# BooleanOptionalAction); never append/count/extend (they accumulate), nargs other than a single value, or an
+# engine's own action class
+_COLLAPSIBLE = frozenset({"store", "store_true", "store_false", "store_const", "boolean_optional"})
+_SPANNING = ("...", "A...")      # argparse.REMAINDER, argparse.PARSER: a pattern that swallows option tokens
+
+
+def _collapse(dump: ParserDump, args: list[str], origins: list) -> tuple[list[str], list]:
+    """``args`` without the repeats argparse would overwrite, and their origins (so every refusal still names
+    the token of the whole line). argparse looks for the next option token from the start of the option list
+    at every option (``_parse_known_args``, argparse.py@3.11 line 2091): 20,000 repeated flags cost it 30 s.
+
+    What is dropped: within a run of consecutive *simple* occurrences (each an exact option string of a
+    :data:`_COLLAPSIBLE` action, with its value as ``--flag=value`` or as the next token when that does not
+    start with ``-``; nothing of the line before a ``--``), every occurrence of an action but its first and
+    last one. Why the reading is the same: each simple occurrence was read alone by the same parser without a
+    refusal (its value converts and is a valid choice; conversion is a pure function of the token), so in the
+    run argparse refuses nothing, leaves nothing over and consumes exactly these tokens; a run starts and ends
+    at option tokens, so what precedes and follows it (positionals, the values of other options, unrecognized
+    tokens) is matched as before; no option or positional of the dump swallows option tokens (checked, else
+    nothing is dropped); the last occurrence of each action still sets its value, the first one still fixes
+    the first-given order, and every dropped token has a later kept token of the same action (for the token an
+    argparse error is located at)."""
+    opts = [dump.option(i) for i in reachable(dump, args)]
+    if any(o.nargs in _SPANNING for o in opts) or any(p.get("nargs") in _SPANNING for p in dump.positionals):
+        return args, origins
+    end = args.index("--") if "--" in args else len(args)
+    # (start, stop, option) of each simple occurrence, in order
+    occ: list[tuple[int, int, Any]] = []
+    verified: dict[tuple[str, ...], bool] = {}
+    i = 0
+    while i < end:
+        tok = args[i]
+        o = dump.flag(tok) if tok[:1] == "-" else None
+        if o is not None:
+            if isinstance(o.action_desc, str) and o.action_desc in _COLLAPSIBLE:
+                if o.action_desc != "store":
+                    occ.append((i, i + 1, o))
+                elif o.nargs is None and i + 1 < end and args[i + 1][:1] != "-":
+                    occ.append((i, i + 2, o))
+        elif "=" in tok and tok[:1] == "-":
+            o = dump.flag(tok.split("=", 1)[0])
+            if o is not None and o.action_desc == "store" and o.nargs is None:
+                occ.append((i, i + 1, o))
+        i = occ[-1][1] if occ and occ[-1][0] == i else i + 1
+    if len(occ) < 3:
+        return args, origins
+    drop: set[int] = set()
+    run: list[tuple[int, int, Any]] = []
+    for item in [*occ, None]:
+        if item is not None and _reads_alone(dump, args[item[0]:item[1]], item[2], verified) and (
+                not run or run[-1][1] == item[0]):
+            run.append(item)
+            continue
+        drop |= _middles(run)
+        run = [item] if item is not None and _reads_alone(dump, args[item[0]:item[1]], item[2], verified) else []
+    if not drop:
+        return args, origins
+    keep = [j for j in range(len(args)) if j not in drop]
+    return [args[j] for j in keep], [origins[j] for j in keep]
+
+
+def _middles(run: list[tuple[int, int, Any]]) -> set[int]:
+    """Token indices of every occurrence in ``run`` but each action's first and last."""
+    by_action: dict[int, list[tuple[int, int]]] = {}
+    for start, stop, o in run:
+        by_action.setdefault(id(o), []).append((start, stop))
+    return {j for spans in by_action.values() for start, stop in spans[1:-1] for j in range(start, stop)}
+
+
+def _reads_alone(dump: ParserDump, tokens: list[str], opt: Option, verified: dict[tuple[str, ...], bool]) -> bool:
+    """Whether the parser reads ``tokens`` (one occurrence of ``opt``) alone without a refusal, leaving
+    nothing over and setting ``opt`` once (argparse itself, through its public parse_known_args)."""
+    key = tuple(tokens)
+    if key not in verified:
+        p = build_parser(dump, model_optional=True, for_args=[tokens[0].split("=", 1)[0]])
+        ns = argparse.Namespace(_k3_given=[])
+        try:
+            ns, extras = p.parse_known_args(list(tokens), ns)
+            given = [g for g in ns._k3_given if g[1] is not None]
+            verified[key] = not extras and len(given) == 1 and given[0][0] == opt.dest
+        except Exception:   # noqa: BLE001 - anything the engine would refuse or raise: not collapsed
+            verified[key] = False
+    return verified[key]
 
 
 def _collect(reading: Reading, ns: argparse.Namespace, args: list[str], origins: list, *, serve: bool) -> None:
