@@ -98,6 +98,23 @@ done
 kubectl -n "$NS_LWS" rollout status deploy/lws-controller-manager --timeout=300s >&2 \
   || die "the LWS controller (and its webhooks) did not become ready"
 
+# The rack-scale objects of the GB300 presets (docs/design/004-rack-scale.md): the upstream ComputeDomain (NVIDIA
+# DRA driver v25.12.0) and InferencePool (GAIE v1.6.0) CRDs from shared/crds, unmodified, never committed here.
+UPSTREAM=""
+d="$ROOT"
+while [[ "$d" != "/" ]]; do
+  d="$(dirname "$d")"
+  if [[ -d "$d/shared/crds" ]]; then UPSTREAM="$d/shared/crds"; break; fi
+done
+[[ -n "$UPSTREAM" ]] || die "no shared/crds above $ROOT (the DRA driver and GAIE CRD files)"
+say "installing the ComputeDomain and InferencePool CRDs from $UPSTREAM"
+kubectl apply --server-side -f "$UPSTREAM/nvidia-dra-driver-gpu-v25.12.0/resource.nvidia.com_computedomains.yaml" \
+  -f "$UPSTREAM/gateway-api-inference-extension-v1.6.0/inference.networking.k8s.io_inferencepools.yaml" >&2 \
+  || die "the upstream CRDs were refused"
+for crd in computedomains.resource.nvidia.com inferencepools.inference.networking.k8s.io; do
+  kubectl wait --for=condition=Established "crd/$crd" --timeout=60s >&2 || die "CRD $crd not established"
+done
+
 # The webhooks answer once the controller has written its own serving certificate: until then an apply fails
 # with "failed calling webhook"; any other refusal is the verdict on the object.
 dry_run() { kubectl apply --server-side --dry-run=server -f "$1" 2>&1; }
