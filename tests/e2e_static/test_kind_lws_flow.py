@@ -75,6 +75,10 @@ def test_the_flow_installs_lws_then_dry_runs_every_rendered_file(tmp_path):
     assert install[:2] == ["apply", "--server-side"] and install[-1].endswith("lws-manifests.yaml")
     assert ["-n", "lws-system", "rollout", "status", "deploy/lws-controller-manager", "--timeout=300s"] in kubectl
     assert ["create", "namespace", "kimi-k3"] in kubectl
+    upstream = next(c for c in kubectl if c[:2] == ["apply", "--server-side"] and "--dry-run=server" not in c
+                    and any(a.endswith("resource.nvidia.com_computedomains.yaml") for a in c))
+    assert any(a.endswith("inference.networking.k8s.io_inferencepools.yaml") for a in upstream), upstream
+    assert kubectl.index(upstream) < min(i for i, c in enumerate(kubectl) if "--dry-run=server" in c)
     dry = [c for c in kubectl if "--dry-run=server" in c]
     files = [Path(c[-1]).name for c in dry]
     assert len(dry) == 6 + 2, files                        # two retries while the webhooks were not serving
