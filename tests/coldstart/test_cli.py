@@ -163,9 +163,9 @@ def test_coldstart_spec_errors(run, tmp_path):
     assert missing.exit_code == 2
     unknown = run(coldstart, [log, "--preset", "no-such-preset"])
     assert unknown.exit_code == 2 and "unknown preset" in unknown.output
-    bad = tmp_path / "tp3.yaml"
+    bad = tmp_path / "dcp2.yaml"   # DCP 2 does not divide TP 1: refused (vLLM's own config check, the oracle agrees)
     preset = LOGS.parents[2] / "gpustack_k3" / "catalog" / "data" / "presets" / "vllm-cpu-smollm2.yaml"
-    bad.write_text(preset.read_text().replace("parallel: {tp: 1}", "parallel: {tp: 3}"))
+    bad.write_text(preset.read_text().replace("parallel: {tp: 1}", "parallel: {tp: 1, dcp: 2}"))
     refused = run(coldstart, [log, "--spec", str(bad)])
     assert refused.exit_code == 1, refused.output    # a refused spec: its findings, no timeline
     assert "FAILED" not in refused.output

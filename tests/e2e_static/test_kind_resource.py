@@ -76,7 +76,7 @@ def test_admitted_by_the_crd_schema_and_cel():
     assert failing == [], [(r.path, r.message, r.error) for r in failing]
     # the same evaluation refuses a broken variant: the check above can fail
     bad = copy.deepcopy(cr)
-    bad["spec"]["parallel"]["tp"] = 2   # TP 2 > 1 CPU "GPU"
+    bad["spec"]["parallel"]["dcp"] = 2   # DCP 2 does not divide TP 1 (on a CPU build TP 2 is two CPU workers: allowed)
     assert celeval.evaluate(crd, bad)
 
 
