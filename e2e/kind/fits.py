@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
         return 2
     import yaml
 
-    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.errors import InputError
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.templates import RenderError
 

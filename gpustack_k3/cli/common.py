@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 MAX_INPUT_BYTES = 1 << 20    # 1 MiB: a deployment document is a few KB
 EXIT_OK, EXIT_REFUSED, EXIT_INPUT = 0, 1, 2

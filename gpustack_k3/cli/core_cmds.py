@@ -17,7 +17,7 @@ from gpustack_k3.cli.common import (
     output_option,
     print_findings_text,
 )
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 spec_arg = click.argument("spec", required=False)
 preset_opt = click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
@@ -70,7 +70,7 @@ def _model_arch(model_config: str | None, model_path: str | None):
     try:
         return arch_from_config(json.loads(text), path)
     except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
-        raise InputError(where, f"{path} is not a usable config.json: {exc}",
+        raise InputError(where, f"{path} is not a usable config.json: {getattr(exc, 'message', exc)}",
                          "give the model's Hugging Face config.json") from None
 
 

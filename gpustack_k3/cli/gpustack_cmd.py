@@ -86,7 +86,7 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
               worker: str | None, hub: str | None, dry_run: bool, output: str) -> None:
     """Validate SPEC, then register/update the custom backend and create/update the deployment."""
     from gpustack_k3.cli.common import load_document
-    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.errors import InputError
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.gpustack.apply import apply
     from gpustack_k3.gpustack.client import GPUStackError
@@ -159,7 +159,7 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
     """Show a deployment and its instances (``--watch``: follow them live; ``--probe``: measure them).
 
     With --probe the exit code is the worst probe's: 1 an SLO or invariant failed, 2 an instance unusable."""
-    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.errors import InputError
     from gpustack_k3.gpustack.client import GPUStackError
     from gpustack_k3.gpustack.status import status
     from gpustack_k3.gpustack.status import watch as watch_fn

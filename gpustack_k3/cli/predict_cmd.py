@@ -13,7 +13,7 @@ import click
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (EXIT_OK, EXIT_REFUSED, emit, exit_refused, fail_input, load_document,
                                     output_option, read_text)
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 
 def _fail(exc: InputError, output: str):

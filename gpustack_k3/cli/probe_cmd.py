@@ -13,7 +13,7 @@ import click
 
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import EXIT_INPUT, fail_input
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 MAX_PROMPTS_BYTES = 64 << 20
 

@@ -27,7 +27,7 @@ from gpustack_k3.cli.common import (
     print_findings_text,
     yaml_dump,
 )
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 TARGET_CHOICES = ["launch", "argv", "kubernetes", "gpustack", "docker", "all"]
 # Which file of a target is printed for each --output (no --out). None: every file, with headers.

@@ -49,7 +49,7 @@ def run():
 
 def _build(spec, preset, strict, runtime: str = "docker"):
     """(launch, plan, doc) of what ``runtime`` would start; refusals exit 1 naming the field, unusable input 2."""
-    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.errors import InputError
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import channel_launch
     from gpustack_k3.render.templates import RenderError

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from gpustack_k3.errors import OperationalError
 from gpustack_k3.core.rules.log import log_rule_engines
 
 from .patterns import LinePattern
@@ -169,7 +170,7 @@ class DoctorFile(BaseModel):
     rules: list[DoctorRule]
 
 
-class CatalogError(ValueError):
+class CatalogError(OperationalError, ValueError):
     """The packaged catalog is broken (a developer error, reported with the file and field)."""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion, FlagSpec
 from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 from gpustack_k3.core.resolve import Resolved, get_path
 
 

@@ -5,6 +5,7 @@ import dataclasses
 import math
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.errors import RefusedError
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import compact_json, render_args
 from gpustack_k3.core.launch_topology_types import PerPodArg, RoleLaunch, TopologyLaunch
@@ -21,7 +22,7 @@ GRAPH_CAPTURE_S = {"vllm": 90, "sglang": 330}   # docs/sources.md#cold-start: 85
 COMPILE_S = 120                                  # docs/sources.md#cold-start: JIT units + profile/warm-up, rounded up
 
 
-class Refused(Exception):
+class Refused(RefusedError):
     """The spec has error findings; nothing may be rendered."""
 
     def __init__(self, findings: list[Finding]) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpustack_k3.errors import InputError
+
 # config.json keys per figure, first present wins (HF names; DeepSeek/Kimi MLA and MoE names; Mixtral/Qwen MoE)
 _KEYS = {
     "layers": ("num_hidden_layers", "n_layer", "num_layers"),
@@ -57,8 +59,11 @@ class ModelArch:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(InputError, ValueError):
     """config.json is not a usable model configuration (the message names the key)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("config.json", message)
 
 
 def _int(cfg: dict, key: str) -> int | None:

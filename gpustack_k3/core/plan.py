@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpustack_k3.errors import GpustackK3Error
 from gpustack_k3.core.resolve import Resolved
 
 GIB = 1 << 30
@@ -78,7 +79,7 @@ def _dtype_key(dtype: str, table: dict[str, int]) -> str | None:
     return None
 
 
-class PlanUnavailable(Exception):
+class PlanUnavailable(GpustackK3Error):
     """The catalog has no figures to plan this combination (message says which)."""
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from gpustack_k3.errors import OperationalError
+
 # Keys copied from a pydantic node as they are (OpenAPI 3.0 and JSON Schema agree on them).
 _KEEP = ("description", "enum", "minimum", "maximum", "minLength", "maxLength", "pattern",
          "minItems", "maxItems", "format")
 
 
-class SchemaConversionError(ValueError):
+class SchemaConversionError(OperationalError, ValueError):
     """The pydantic model uses a construct this converter does not map (a bug to fix here)."""
 
 

@@ -14,12 +14,13 @@ from urllib.parse import quote
 import httpx
 
 from gpustack_k3.core import retry
+from gpustack_k3.errors import OperationalError
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 WATCH_TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=30.0, pool=5.0)
 
 
-class GPUStackError(Exception):
+class GPUStackError(OperationalError):
     """A failure talking to GPUStack. ``kind``: auth | unreachable | conflict | invalid | not_found | server."""
 
     def __init__(self, kind: str, message: str, status: int | None = None) -> None:

@@ -6,7 +6,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 EXTRA_HINT = "install the extra: pip install 'gpustack-k3[predict]' (aiconfigurator-core==0.12.0)"
 

@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from gpustack_k3.errors import OperationalError
 from gpustack_k3.core.findings import Finding
 
 DATA = Path(__file__).with_name("data") / "metrics.yaml"
@@ -17,7 +18,7 @@ ROLES = frozenset({"generation_tokens", "preemptions", "kv_usage", "spec_accepte
                    "spec_accept_length", "kv_transfer_failures"})
 
 
-class MetricsCatalogError(ValueError):
+class MetricsCatalogError(OperationalError, ValueError):
     pass
 
 

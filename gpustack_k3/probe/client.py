@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 from gpustack_k3.probe.catalog import load_metrics_catalog
 from gpustack_k3.probe.core import (
     CALIBRATION_WORDS,

@@ -9,7 +9,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 # Bounds: a probe is a check, not a load generator. Beyond these the options are refused (exit 2).
 MAX_REQUESTS = 100_000

@@ -26,11 +26,13 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from gpustack_k3.errors import OperationalError
+
 MAX_EVENT_BYTES = 16 << 20     # one SSE event larger than this is not a token chunk
 _EOL = re.compile(r"[\r\n]")
 
 
-class StreamError(Exception):
+class StreamError(OperationalError):
     pass
 
 

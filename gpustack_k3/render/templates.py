@@ -14,11 +14,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from gpustack_k3.errors import OperationalError
+
 # gpustack_k3/templates (shipped in the wheel); the repository's top-level templates/ is a link to it.
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 
-class RenderError(Exception):
+class RenderError(OperationalError):
     """A target could not be produced from a launch spec (a template or validation failure).
 
     ``where`` names the target/object/field, ``message`` what is wrong, ``hint`` the way out."""

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 
 
 def _check_rel(rel: str) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.coldstart import ColdStartTracker
+from gpustack_k3.errors import OperationalError
 from gpustack_k3.probe.warmup import describe, warm_up
 from gpustack_k3.coldstart.follow import LogFollower
 from gpustack_k3.render.docker import docker_run_params
@@ -52,7 +53,7 @@ EventCallback = Callable[[str], None]
 _LAST_LINES = 40
 
 
-class DockerRuntimeError(Exception):
+class DockerRuntimeError(OperationalError):
     """A failed docker operation or bad input; the message names the field and the way out."""
 
 

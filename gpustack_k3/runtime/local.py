@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from typing import IO, Any, Self
 
 from gpustack_k3.coldstart.follow import LogFollower
+from gpustack_k3.errors import OperationalError
 
 OutputCallback = Callable[[bytes], None]
 
 _READ_CHUNK = 65536
 
 
-class LocalRuntimeError(Exception):
+class LocalRuntimeError(OperationalError):
     """Bad input or a failed operation of the local runtime; the message names the field and the fix."""
 
 

@@ -13,7 +13,7 @@ GRAPH = graph()
 
 # Subpackages from the bottom up: a module may import its own layer or a lower one. A new subpackage must be
 # placed here (the test names it).
-LAYERS = ["_startup_cache", "api", "catalog", "core", "coldstart", "crd", "render", "metrics", "probe",
+LAYERS = ["_startup_cache", "errors", "api", "catalog", "core", "coldstart", "crd", "render", "metrics", "probe",
           "predict", "runtime", "gpustack", "operator", "cli", "__main__"]
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpustack_k3.core.errors import InputError
+from gpustack_k3.errors import InputError
 from gpustack_k3.probe.core import (
     ProbeConfig,
     Slo,

@@ -203,7 +203,7 @@ def test_completions_api_and_a_gateway_without_health_or_metrics():
 
 @pytest.mark.parametrize("url", ["ftp://x", "127.0.0.1:8000", "http://", "http://h:99999", "http://h/?q=1"])
 def test_unusable_urls_are_input_errors(url):
-    from gpustack_k3.core.errors import InputError
+    from gpustack_k3.errors import InputError
     with pytest.raises(InputError):
         base_url(url)
     assert base_url("http://h:8000/v1/") == "http://h:8000" and base_url("https://h/api/v1") == "https://h/api"

@@ -17,6 +17,7 @@ from typing import Any
 
 from gpustack_k3 import _startup_cache
 from gpustack_k3.catalog.loader import DATA, EngineVersion
+from gpustack_k3.errors import RefusedError
 
 # The engines' custom action classes (by module.Class) -> the argparse kind each behaves as (how a setting of
 # it is written back). Their implementations are in engine_types.ACTIONS (same keys, tested).
@@ -37,7 +38,7 @@ CUSTOM_ACTION_KINDS = {
 _NEGATIVE_NUMBER = r"^-\d+$|^-\d*\.\d+$"
 
 
-class Refused(Exception):
+class Refused(RefusedError):
     """The engine's parser would refuse the command line (argparse's error, or the engine's own raise)."""
 
     def __init__(self, message: str, flag: str | None = None, token: str | None = None) -> None:

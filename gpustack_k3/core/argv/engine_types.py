@@ -15,8 +15,10 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.errors import OperationalError
 
-class UnknownEngineCode(Exception):
+
+class UnknownEngineCode(OperationalError):
     """A parser dump names engine code this reader does not implement (by name or by source hash)."""
 
 
