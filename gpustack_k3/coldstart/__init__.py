@@ -1,4 +1,4 @@
-"""Cold-start phase tracker and log doctor for vLLM and SGLang (issue 5). Re-exports only.
+"""Cold-start phase tracker and log doctor for vLLM and SGLang. Re-exports only.
 
     tracker = ColdStartTracker(engine=None, budgets=None, listeners=[on_transition])
     tracker.platform_event("container_start", started_at, running_at)   # operator / runners

@@ -69,7 +69,7 @@ def _one_model(client: GPUStackClient, name: str, cluster_id: int) -> dict | Non
 
 
 def apply(client: GPUStackClient, files: dict[str, str], *, cluster: str, dry_run: bool = False) -> dict:
-    """Apply rendered GPUStack files (``render_gpustack`` output). Returns the JSON result of issue 7."""
+    """Apply rendered GPUStack files (``render_gpustack`` output). Returns the JSON result the `gpustack apply` command prints."""
     desired_backend = json.loads(files["backend.json"])
     desired_model = json.loads(files["model.json"])
     name = desired_backend["backend_name"]

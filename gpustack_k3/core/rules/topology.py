@@ -39,7 +39,7 @@ def _multi(t: Topology) -> Iterator[TopoRole]:
       fix="Use engine version 0.33.0 for roles that span pods or disaggregate prefill and decode.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml (trait topology; engine/arg_utils.py:1244-1292@0.33.0)",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_version_unverified(t: Topology):
     r = t.roles[0].resolved
     if r.trait("topology") is True or (t.source == "argv" and len(t.roles) == 1):
         return   # check-args reads one line as its release's parser does: nothing of ours is rendered from it
@@ -56,7 +56,7 @@ def _(t: Topology):
       fix="Use vLLM 0.33.0 for this topology, or keep SGLang to single-pod serve roles.",
       source="sglang srt/server_args.py (nnodes, node_rank, dist_init_addr, disaggregation_mode)@0.5.23",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_sglang_topology_unsupported(t: Topology):
     for r in t.roles:
         if r.pods > 1:
             yield r.field("podsPerInstance"), f"role {r.name}: {r.pods} pods per instance on SGLang"
@@ -77,7 +77,7 @@ def _(t: Topology):
       fix="Set parallel.dp = podsPerInstance x parallel.dpLocal.",
       source="vllm engine/arg_utils.py:2484-2511@0.33.0",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_dp_layout(t: Topology):
     for r in t.roles:
         if r.dp_local is None:
             continue
@@ -96,7 +96,7 @@ def _(t: Topology):
       fix="Set gpusPerPod = parallel.dpLocal x parallel.tp x parallel.pp (or change dpLocal/tp).",
       source="vllm engine/arg_utils.py:2399-2446@0.33.0 (world size = DP x PP x TP x PCP)",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_gpus_per_pod(t: Topology):
     for r in t.roles:
         if r.gpus_per_pod is None:
             continue
@@ -116,7 +116,7 @@ def _(t: Topology):
       fix="Start pod k at --data-parallel-start-rank k x dpLocal (the renderer computes it per pod).",
       source="vllm engine/arg_utils.py:2503-2507@0.33.0",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_start_rank(t: Topology):
     for r in t.roles:
         if r.start_rank is None:
             continue
@@ -134,7 +134,7 @@ def _(t: Topology):
       fix="Nothing to fix; size the instance so experts / EP leaves room for the KV cache (gpustack-k3 plan).",
       source="vllm config/parallel.py:571-584@0.33.0",
       no_cel=None)
-def _(t: Topology):
+def check_topology_ep_size(t: Topology):
     for r in t.roles:
         if r.ep > 1:
             m = r.resolved.model
@@ -154,7 +154,7 @@ def _(t: Topology):
           "pod serves its local ranks; external: one endpoint per rank) and drop the other flags.",
       source="vllm engine/arg_utils.py:2380-2389,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_lb_exclusive(t: Topology):
     for r in t.roles:
         f = r.field("loadBalancing")
         if r.hybrid_lb and r.external_lb:
@@ -175,7 +175,7 @@ def _(t: Topology):
           "endpoint: vLLM refuses --data-parallel-size-local other than 1.",
       fix="Set parallel.dpLocal 1 (one pod per DP rank, gpusPerPod = TP) or use loadBalancing hybrid.",
       source="vllm engine/arg_utils.py:2467-2482@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_external_lb_rank(t: Topology):
     for r in t.roles:
         if r.external_lb and r.dp_local not in (None, 1):
             yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
@@ -190,7 +190,7 @@ def _(t: Topology):
       fix="Give each process --data-parallel-rank R (or --nnodes/--node-rank); for a dense model drop the "
           "--data-parallel-* flags and run independent instances.",
       source="vllm engine/arg_utils.py:2457-2476@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_external_lb_needs_rank(t: Topology):
     for r in t.roles:
         if not r.external_lb:
             continue
@@ -210,7 +210,7 @@ def _(t: Topology):
           "then its own endpoint and the router, not the pod, must balance.",
       fix="Use loadBalancing external (and route to every pod), or give each pod more than one DP rank.",
       source="vllm engine/arg_utils.py:2493-2501@0.33.0")
-def _(t: Topology):
+def check_topology_hybrid_single_rank(t: Topology):
     for r in t.roles:
         if r.hybrid_lb and r.dp_local == 1:
             yield r.field("loadBalancing"), f"role {r.name}: hybrid LB with dpLocal 1 runs as external LB"
@@ -223,7 +223,7 @@ def _(t: Topology):
           "engines and dials the leader) is that mp form, so a multi-pod role cannot use ray.",
       fix="Set parallel.dpBackend mp (or leave it unset) for roles with more than one pod.",
       source="vllm engine/arg_utils.py:2390-2397@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_nnodes_backend(t: Topology):
     for r in t.roles:
         backend = r.doc_spec.parallel.dpBackend or "mp"
         if backend != "mp" and (r.pods > 1 or (r.nnodes or 1) > 1):
@@ -239,7 +239,7 @@ def _(t: Topology):
       source="vllm engine/arg_utils.py:2398-2413@0.33.0",
       sources={"vllm 0.29.0": "vllm engine/arg_utils.py:2182@0.29.0", "vllm 0.28.0": "vllm engine/arg_utils.py:2086@0.28.0"},
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_topology_nnodes_divide(t: Topology):
     for r in t.roles:
         n = r.nnodes or 1
         pcp = int((r.extra_flags or {}).get("--prefill-context-parallel-size") or 1) if str(
@@ -263,7 +263,7 @@ def _eplb(r: TopoRole):
       sources={"vllm 0.29.0": "vllm config/parallel.py:520-521@0.29.0", "vllm 0.28.0": "vllm config/parallel.py:499-500@0.28.0",
                "vllm 0.11.0": "vllm config/parallel.py:431-433@0.11.0"},
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_eplb_needs_ep(t: Topology):
     for r in t.roles:
         if r.eplb_on and not r.doc_spec.parallel.expertParallel:
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB on without expert parallelism"
@@ -276,7 +276,7 @@ def _(t: Topology):
       why="The EP group spans TP x PCP x DP ranks; with one rank there is nothing to rebalance and vLLM refuses.",
       fix="Use EPLB only where TP x DP > 1, or remove parallel.eplb.",
       source="vllm config/parallel.py:571-584@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_eplb_needs_ranks(t: Topology):
     for r in t.roles:
         if r.eplb_on and r.tp * r.dp <= 1:
             yield r.field("parallel.eplb"), f"role {r.name}: EPLB with TP {r.tp} x DP {r.dp} = 1 rank"
@@ -288,7 +288,7 @@ def _(t: Topology):
       why="num_redundant_experts != 0 with EPLB off is refused at start-up: the redundant replicas are placed by EPLB.",
       fix="Enable EPLB (parallel.eplb.enabled true) or set numRedundantExperts 0.",
       source="vllm config/parallel.py:585-591@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_eplb_redundant_needs_eplb(t: Topology):
     for r in t.roles:
         e = _eplb(r)
         if e is not None and e.enabled is False and e.numRedundantExperts:
@@ -303,7 +303,7 @@ def _(t: Topology):
           "conflict with it and vLLM refuses the combination.",
       fix="Use communicator torch_gloo or nixl (or leave it unset for automatic selection), or set useAsync false.",
       source="vllm config/parallel.py:120-133@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_eplb_async_communicator(t: Topology):
     for r in t.roles:
         e = _eplb(r)
         if e is not None and e.useAsync is not False and e.communicator in ("torch_nccl", "pynccl"):
@@ -318,7 +318,7 @@ def _(t: Topology):
           "out; includeDraft false cannot be honoured.",
       fix="Remove includeDraft (or set it true).",
       source="vllm distributed/eplb/eplb_state.py:595-610@0.33.0; vllm config/parallel.py:63-110@0.33.0")
-def _(t: Topology):
+def check_eplb_draft_always(t: Topology):
     for r in t.roles:
         e = _eplb(r)
         if e is not None and e.includeDraft is False and r.eplb_on:
@@ -334,7 +334,7 @@ def _(t: Topology):
           "instances x DP x that many.",
       fix="Size scheduling.maxNumSeqs per rank (seed 002: 64 per GPU at DEP32).",
       source="vllm engine/arg_utils.py:2940-3006@0.33.0")
-def _(t: Topology):
+def check_topology_max_num_seqs_per_rank(t: Topology):
     for r in _multi(t):
         seqs = r.resolved.value("scheduling.maxNumSeqs")
         if seqs and r.dp > 1:
@@ -354,7 +354,7 @@ def _(t: Topology):
       fix="Give the document one role of each kind prefill and decode and spec.disaggregation (check-pd: "
           "--kv-transfer-config on both command lines), and move serve roles to their own deployment.",
       source="vllm config/kv_transfer.py:55-92@0.33.0; docs/design/002-topologies.md", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_roles(t: Topology):
     kinds = {r.kind for r in t.roles}
     pd = kinds & set(PD_KINDS)
     if t.source == "document":
@@ -470,7 +470,7 @@ def _nixl_pair(p: TopoRole, d: TopoRole) -> bool:
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:103-216@0.33.0; "
              "vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_compat_hash(t: Topology):
     for p, d in _pairs(t):
         if not (_nixl_pair(p, d) and _enforced(p, d)):
             continue
@@ -489,7 +489,7 @@ def _(t: Topology):
       fix="Write the same explicit value on both sides (or leave it auto on both).",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
              "vllm platforms/cuda.py:95-135@0.33.0 (the MLA backend priorities on SM10x)")
-def _(t: Topology):
+def check_pd_compat_hash_undecided(t: Topology):
     for p, d in _pairs(t):
         if not (_nixl_pair(p, d) and _enforced(p, d)):
             continue
@@ -507,7 +507,7 @@ def _(t: Topology):
           "read-slicing arithmetic needs it): the first transfer fails otherwise.",
       fix="Pick DCP sizes where one divides the other (e.g. 1 and 8, 2 and 8; not 4 and 6).",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2705-2713@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_dcp_divide(t: Topology):
     for p, d in _pairs(t):
         if _nixl_pair(p, d) and p.dcp % d.dcp and d.dcp % p.dcp:
             yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} and decode DCP {d.dcp} do not divide one another"
@@ -523,7 +523,7 @@ def _(t: Topology):
       source="vllm distributed/kv_transfer/kv_connector/factory.py:124-128@0.33.0 (create_connector); the names: "
              "gpustack_k3/catalog/data/engines/vllm.yaml (kv_connectors per version, read in each wheel)",
       no_cel=NO_CEL)
-def _(t: Topology):
+def check_kv_connector_unknown(t: Topology):
     known = t.roles[0].resolved.trait("kv_connectors")
     if not known:
         return   # a release whose connector list was not read (kimi-k3, 0.11.0, 0.32.0-cpu): not checked
@@ -543,7 +543,7 @@ def _(t: Topology):
       why="The push (WRITE) NIXL connector refuses decode_context_parallel_size > 1 when it is built.",
       fix="Use NixlConnector (pull) with DCP, or set parallel.dcp 1 on that role.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/connector.py:401-404@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_push_no_dcp(t: Topology):
     for r in t.roles:
         if (r.kv_transfer or {}).get("kv_connector") == "NixlPushConnector" and r.dcp > 1:
             yield r.field("parallel.dcp"), f"{r.name}: DCP {r.dcp} with NixlPushConnector"
@@ -561,7 +561,7 @@ _PRODUCERS, _CONSUMERS = ("kv_producer", "kv_both"), ("kv_consumer", "kv_both")
       fix="Give the prefill line kv_role kv_producer (or kv_both) and the decode line kv_consumer (or kv_both).",
       source="vllm config/kv_transfer.py:14-16,132-138@0.33.0 (KVProducer, KVConsumer; is_kv_producer, "
              "is_kv_consumer)", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_kv_role(t: Topology):
     for r in t.roles:
         role = (r.kv_transfer or {}).get("kv_role")
         if not r.kv_transfer or role is None:
@@ -579,7 +579,7 @@ def _(t: Topology):
           "result is unclear errors or wrong output instead of a refusal.",
       fix="Remove enforceHandshakeCompat (the engine default checks) once pd-compat-hash is quiet.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0")
-def _(t: Topology):
+def check_pd_handshake_check_off(t: Topology):
     for r in t.roles:
         extra = (r.kv_transfer or {}).get("kv_connector_extra_config") or {}
         if extra.get("enforce_handshake_compat") is False:
@@ -599,7 +599,7 @@ def _hybrid_mamba(t: Topology) -> bool:
           "sizes differ: the state is not sharded the way the attention KV is.",
       fix="Set the same parallel.dcp on the prefill and decode roles.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2714-2718@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_hybrid_dcp_equal(t: Topology):
     if not _hybrid_mamba(t):
         return
     for p, d in _pairs(t):
@@ -621,7 +621,7 @@ def _block(r: TopoRole) -> str | None:
       fix="Give both roles the same --block-size (or disable prefix caching).",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2766-2776@0.33.0; "
              "vllm platforms/interface.py:768-791@0.33.0 (hybrid block alignment may override --block-size)")
-def _(t: Topology):
+def check_pd_hybrid_block_size(t: Topology):
     if not _hybrid_mamba(t):
         return
     for p, d in _pairs(t):
@@ -639,7 +639,7 @@ def _(t: Topology):
       fix="Set parallel.dcp to 1 or to parallel.tp on that role (1 for a non-MLA model, and on 0.29.0 for a hybrid one).",
       source="vllm config/vllm.py:1572-1590@0.33.0",
       sources={"vllm 0.29.0": "vllm config/vllm.py:1146-1168@0.29.0"}, no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_dcp_nixl(t: Topology):
     for r in t.roles:
         if (r.kv_transfer or {}).get("kv_connector") not in ("NixlConnector", "NixlPullConnector"):
             continue
@@ -661,7 +661,7 @@ def _(t: Topology):
           "the handshake fails and decode silently recomputes or waits for remote KV.",
       fix="Set VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (status.podIP); the renderer does so for roles.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_side_channel_host(t: Topology):
     for r in t.roles:
         if not r.kv_transfer or r.side_channel_host_from_pod:
             continue
@@ -681,7 +681,7 @@ def _(t: Topology):
       fix="Move spec.disaggregation.sideChannelPort (or VLLM_NIXL_SIDE_CHANNEL_PORT) clear of the serving and RPC "
           "ports by at least DP.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0", no_cel=NO_CEL)
-def _(t: Topology):
+def check_pd_side_channel_ports(t: Topology):
     for r in t.roles:
         if not r.kv_transfer:
             continue
