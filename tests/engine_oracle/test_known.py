@@ -1,4 +1,4 @@
-"""The known-disagreement list (tools/engine_oracle/known.yaml) loads, every entry has its reason, and the matcher
+"""The known-disagreement list (tools/engine_oracle/known/*.yaml) loads, every entry has its reason, and the matcher
 covers exactly what an entry names (unit tier: no engine needed)."""
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ command lines (tools/engine_oracle; the full run is bench/oracle_differential.py
 Per release: SAMPLE lines from tools.engine_oracle.corpus.generate (mutations of the presets' rendered lines),
 each judged by gpustack-k3's check-args (in-process) and by the release's oracle worker. Every disagreement
 (false refusal: the product refuses what the engine accepts; miss: the reverse) must be listed in
-tools/engine_oracle/known.yaml with its reason: a new one fails the tier. The oracle itself must not fail
+tools/engine_oracle/known/*.yaml with its reason: a new one fails the tier. The oracle itself must not fail
 (not_decidable "oracle-error" fails), and a few lines whose verdict is fixed by the release's own code are checked
 directly, so the tier cannot pass with a broken oracle.
 
@@ -123,7 +123,7 @@ def test_sample_has_no_unknown_disagreement(oracles, release):
     # SGLang: the Kimi-K3 DCP lines stop at a FlashInfer signature probe (stubbed-package-probe)
     assert len(decided) >= len(recs) // 4, f"{release}: only {len(decided)} of {len(recs)} lines decidable"
     new = known.unknown(recs)
-    assert not new, (f"{release}: {len(new)} disagreement(s) with the engine not in tools/engine_oracle/known.yaml "
+    assert not new, (f"{release}: {len(new)} disagreement(s) with the engine not in tools/engine_oracle/known/*.yaml "
                      f"(fix the rule, or list it with its reason):\n{_fmt(new)}")
 
 
@@ -142,4 +142,4 @@ def test_pd_pairs_sample_has_no_unknown_disagreement(oracles):
     assert not [r for r in recs if r["oracle"].get("reason") == "oracle-error"]
     assert any(r["oracle"]["verdict"] == "accepted" for r in recs), "no pair accepted: the pair oracle is broken"
     new = known.unknown(recs)
-    assert not new, f"P/D pairs: {len(new)} disagreement(s) not in known.yaml:\n{_fmt(new)}"
+    assert not new, f"P/D pairs: {len(new)} disagreement(s) not in known/*.yaml:\n{_fmt(new)}"

@@ -1,4 +1,5 @@
-"""The committed list of known disagreements between gpustack-k3 and the engine oracle (known.yaml).
+"""The committed list of known disagreements between gpustack-k3 and the engine oracle (``known/*.yaml``: one file
+per engine, vllm.yaml also holding the P/D pairs).
 
 Each entry names one class of disagreement and why it is there (usually: the product fix is on another branch):
 
@@ -20,18 +21,19 @@ from pathlib import Path
 
 import yaml
 
-KNOWN = Path(__file__).resolve().parent / "known.yaml"
+KNOWN = Path(__file__).resolve().parent / "known"
 
 
 def load(path: Path = KNOWN) -> list[dict]:
-    data = yaml.safe_load(path.read_text()) or {}
-    entries = data.get("known") or []
+    """Every entry of ``path`` (a directory of ``*.yaml`` files, read in name order, or one file)."""
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    entries = [e for f in files for e in (yaml.safe_load(f.read_text()) or {}).get("known") or []]
     for e in entries:
         missing = {"id", "class", "releases", "match", "reason"} - set(e)
         if missing:
-            raise ValueError(f"known.yaml entry {e.get('id')!r} lacks {sorted(missing)}")
+            raise ValueError(f"known entry {e.get('id')!r} lacks {sorted(missing)}")
         if e["class"] not in ("miss", "false-refusal"):
-            raise ValueError(f"known.yaml entry {e['id']!r}: class must be miss or false-refusal")
+            raise ValueError(f"known entry {e['id']!r}: class must be miss or false-refusal")
     return entries
 
 
