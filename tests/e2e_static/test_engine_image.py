@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from ._docker import docker
-from ._paths import BUILD_SH, KIND_DIR, REPO
+from ._paths import BUILD_SH, REPO
 
 pytestmark = [
     pytest.mark.image_build,   # not "docker": the docker tier runs in CI, this heavy build is opt-in
@@ -35,9 +35,7 @@ pytestmark = [
 IMAGE = "local/vllm-cpu:0.32.0"
 START_TIMEOUT_S = 300
 
-sys.path.insert(0, str(KIND_DIR))
-from k3status import coldstart_problems
-
+from e2e.kind.k3status import coldstart_problems
 from tests.support.ports import free_port
 
 

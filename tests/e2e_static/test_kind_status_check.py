@@ -13,8 +13,7 @@ import pytest
 
 from ._paths import KIND_DIR, REPO
 
-sys.path.insert(0, str(KIND_DIR))
-from k3status import REQUIRED_PHASES, coldstart_problems
+from e2e.kind.k3status import REQUIRED_PHASES, coldstart_problems
 
 LOGS = REPO / "tests" / "fixtures" / "logs"
 

@@ -11,17 +11,13 @@ Needs the wheels (`bash .ci/setup_engine_wheels.sh`, tier engine_wheels): skips 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from argv_corpus import Corpus
 
 from tests.support import tiers
+from tools.engine_parsers import dump as dump_tool
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
-import dump as dump_tool  # noqa: E402
 
 SEED = 20261202
 SIZE = 400

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import warnings
@@ -23,10 +22,8 @@ from vllm_cpu_harness import real_parse
 from gpustack_k3.core.argv import read_argv
 from tests.core.test_argv_linear import _lines_with_repeats
 from tests.support import tiers
+from tools.engine_parsers import dump as dump_tool
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
-import dump as dump_tool  # noqa: E402
 
 SIZE = 150
 

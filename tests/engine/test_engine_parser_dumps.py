@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import tiers
+from tools.engine_parsers import dump as dump_tool
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
-import dump as dump_tool  # noqa: E402
 
 TARGETS = dump_tool.catalog_targets()
 

@@ -18,6 +18,7 @@ from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_launch
 from gpustack_k3.cli.gpustack_cmd import gpustack
 from gpustack_k3.render import gpustack as R
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,17 +50,6 @@ def launch_of(preset: str):
 def cli(g, *args: str, key: str | None = None):
     env = {"GSK_TEST_KEY": key if key is not None else g.key, "GPUSTACK_K3_HTTP_ATTEMPTS": "2"}
     return CliRunner(env=env).invoke(gpustack, [*args, "--server", g.url, "--api-key-env", "GSK_TEST_KEY"])
-
-
-def wait_for(pred, timeout: float, what: str, step: float = 1.0):
-    end = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < end:
-        last = pred()
-        if last:
-            return last
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
 @pytest.mark.parametrize("preset", SEEDS)
@@ -196,7 +186,7 @@ def fake_worker(gs, tmp_path):
             def ready():
                 ws = [w for w in c.get("/v2/workers").json()["items"] if w["name"] == name]
                 return ws[0] if ws and ws[0]["state"] == "ready" and token.exists() else None
-            w = wait_for(ready, 90, f"fake worker {name} ready")
+            w = wait_for(ready, 90, interval=1.0, what=f"fake worker {name} ready")
         FAKE_WORKER_LOG["path"] = tmp_path / "fake_worker.log"
         yield name, w, token.read_text().strip()
     finally:
@@ -246,7 +236,7 @@ def test_fake_8xb300_worker_gets_all_8_gpus(gs, fake_worker, mode):
     extra = ["--worker", name] if mode == "gpu-ids" else []
     r = cli(gs, "apply", "--preset", "vllm-seed", "--hub", "huggingface", "--cluster", gs.cluster, *extra)
     assert r.exit_code == 0, r.output
-    mi = wait_for(lambda: _scheduled(gs, "kimi-k3-vllm-seed"), 120, "instance scheduled")
+    mi = wait_for(lambda: _scheduled(gs, "kimi-k3-vllm-seed"), 120, interval=1.0, what="instance scheduled")
     assert mi["worker_name"] == name
     assert sorted(mi["gpu_indexes"]) == list(range(8))
 
@@ -277,7 +267,7 @@ def test_instance_log_flows_through_the_real_server_into_the_tracker(gs, fake_wo
     name, _worker, token = fake_worker
     r = cli(gs, "apply", "--preset", "vllm-seed", "--hub", "huggingface", "--cluster", gs.cluster, "--worker", name)
     assert r.exit_code == 0, r.output
-    mi = wait_for(lambda: _scheduled(gs, "kimi-k3-vllm-seed"), 120, "instance scheduled")
+    mi = wait_for(lambda: _scheduled(gs, "kimi-k3-vllm-seed"), 120, interval=1.0, what="instance scheduled")
 
     th, lines, result = _watch_in_background(gs, timeout=120, follow_logs=True)
     with gs.http(token) as wc, gs.http() as c:
@@ -288,8 +278,8 @@ def test_instance_log_flows_through_the_real_server_into_the_tracker(gs, fake_wo
         put("initializing")
         time.sleep(1.5)
         put("starting", port=40000)      # the watcher starts following the log here
-        wait_for(lambda: any("phase server_ready" in ln for ln in lines), 60, "server_ready read from the log",
-                 step=0.5)
+        wait_for(lambda: any("phase server_ready" in ln for ln in lines), 60, interval=0.5,
+                 what="server_ready read from the log")
         put("running")
     th.join(60)
     assert not th.is_alive(), lines

@@ -4,7 +4,6 @@ namespace (operator.leaderElect=true). The unit tier runs the operator under man
 values); these renders need helm."""
 from __future__ import annotations
 
-import contextlib
 import pathlib
 
 import pytest
@@ -14,23 +13,12 @@ from kubernetes import client
 from gpustack_k3.operator import hooks
 from gpustack_k3.operator.controller import new_operator
 from tests.support.k8s_emulator import K8sEmulator
+from tests.support.waiting import wait_for
 from tools.chart import CHART_DIR, helm_template
 
 pytestmark = [pytest.mark.helm, pytest.mark.operator]
 RELEASE_NS = "k3"
 PRESET = pathlib.Path(__file__).resolve().parents[2] / "gpustack_k3/catalog/data/presets/vllm-fixed.yaml"
-
-
-def wait_for(fn, timeout=30.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if value := fn():
-                return value
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def test_operator_runs_under_the_namespace_scoped_rbac_with_leader_election(helm_bin):
@@ -53,7 +41,7 @@ def test_operator_runs_under_the_namespace_scoped_rbac_with_leader_election(helm
                       watch_timeout_s=5)
         op.start()
         try:
-            assert wait_for(lambda: op.leading)
+            assert wait_for(lambda: op.leading, timeout=30.0, what="leadership")
             admin = emu.api_client()
             co = client.CustomObjectsApi(admin)
             doc = yaml.safe_load(PRESET.read_text())
@@ -62,7 +50,8 @@ def test_operator_runs_under_the_namespace_scoped_rbac_with_leader_election(helm
                 co.create_namespaced_custom_object("k3.gpustack.ai", "v1alpha1", ns, "k3deployments", doc)
             for ns in watched:
                 st = wait_for(lambda ns=ns: (co.get_namespaced_custom_object(
-                    "k3.gpustack.ai", "v1alpha1", ns, "k3deployments", "kimi").get("status") or {}).get("phase"))
+                    "k3.gpustack.ai", "v1alpha1", ns, "k3deployments", "kimi").get("status") or {}).get("phase"),
+                    timeout=30.0, what=f"a phase in {ns}")
                 assert st == "Deploying"
                 assert client.AppsV1Api(admin).read_namespaced_deployment("kimi", ns)
             assert op.ready() == (True, "ok")
