@@ -17,10 +17,10 @@ from typing import Any, NoReturn
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import EXIT_INPUT, EXIT_OK, EXIT_REFUSED, MIB
 from gpustack_k3.errors import InputError
 
-MAX_INPUT_BYTES = 1 << 20    # 1 MiB: a deployment document is a few KB
-EXIT_OK, EXIT_REFUSED, EXIT_INPUT = 0, 1, 2
+MAX_INPUT_BYTES = MIB        # 1 MiB: a deployment document is a few KB
 
 
 MACHINE_FORMATS = ("json", "yaml")

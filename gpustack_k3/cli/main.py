@@ -11,7 +11,8 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 import click
 
-from gpustack_k3.api.v1alpha1.constants import PRODUCT
+from gpustack_k3.api.v1alpha1.constants import (EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
+                                               EXIT_REFUSED, PRODUCT)
 from gpustack_k3.cli._click import Group
 
 # name -> "module:attribute", imported only when the command runs.
@@ -80,7 +81,7 @@ def _exit(code: int, argv: list[str], message: str, kind: str) -> int:
     from gpustack_k3.cli.common import emit, emitted, error_object
 
     fmt = _asked_output(argv)
-    if code != 0 and fmt in ("json", "yaml") and not emitted():
+    if code != EXIT_OK and fmt in ("json", "yaml") and not emitted():
         emit(error_object(code, message, kind=kind), fmt)
     return code
 
@@ -95,35 +96,35 @@ def run(argv: list[str] | None = None) -> int:
     reset_state()
     try:
         rv = cli.main(args=argv, prog_name=PRODUCT, standalone_mode=False)
-        code = rv if isinstance(rv, int) else 0   # ctx.exit(n) comes back as a return value here
+        code = rv if isinstance(rv, int) else EXIT_OK   # ctx.exit(n) comes back as a return value here
         return _exit(code, argv, "the command failed; its message is on stderr", "failure")
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_REFUSED)
         return _exit(code, argv, "the command failed; its message is on stderr", "failure")
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except click.UsageError as exc:
         # Unknown flag syntax, missing argument: unusable input.
         where = exc.ctx.command_path if exc.ctx else "gpustack-k3"
         msg = f"{exc.format_message()} (see `{where} --help`)"
         click.echo(f"error: {msg}", err=True)
-        return _exit(2, argv, msg, "usage")
+        return _exit(EXIT_INPUT, argv, msg, "usage")
     except click.ClickException as exc:
         exc.show()
-        return _exit(2, argv, exc.format_message(), "input")
+        return _exit(EXIT_INPUT, argv, exc.format_message(), "input")
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:   # last resort
         if os.environ.get("GPUSTACK_K3_DEBUG"):
             raise
         msg = operational_message(exc)
         if msg is not None:   # a server unreachable or answering with an error: operational, exit 2
             click.echo(f"error: {msg}", err=True)
-            return _exit(2, argv, msg, "operational")
+            return _exit(EXIT_INPUT, argv, msg, "operational")
         click.echo(f"internal error: {type(exc).__name__}: {exc} (please report; GPUSTACK_K3_DEBUG=1 shows details)",
                    err=True)
-        return _exit(3, argv, f"internal error: {type(exc).__name__}: {exc}", "internal")
+        return _exit(EXIT_INTERNAL, argv, f"internal error: {type(exc).__name__}: {exc}", "internal")
 
 
 def main() -> None:

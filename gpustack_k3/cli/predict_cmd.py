@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import ENGINES
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (EXIT_OK, EXIT_REFUSED, emit, exit_refused, fail_input, load_document,
                                     output_option, read_text)
@@ -193,7 +194,7 @@ def _text(res: dict) -> None:
 @click.option("--slo-ttft-ms", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--acceptance-rate", type=click.FloatRange(0, 1), default=None,
               help="Per-draft-token acceptance of your traffic (default: the write-up's measured random-dataset one).")
-@click.option("--engine", type=click.Choice(["vllm", "sglang"]), default=None, help="Only this engine.")
+@click.option("--engine", type=click.Choice(ENGINES), default=None, help="Only this engine.")
 @click.option("--top", type=click.IntRange(1, 50), default=5, show_default=True)
 @click.option("--topology", default=None, metavar="PRESET",
               help="A prefill/decode preset: search the P:D ratio within --gpu-budget instead.")

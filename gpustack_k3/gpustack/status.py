@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINES, EXIT_INPUT
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
 from gpustack_k3.probe.client import run_probe
@@ -185,7 +186,7 @@ def _done(states: dict[int, str]) -> bool:
 
 def _engine_of(model: dict) -> str | None:
     backend = (model.get("backend") or "").lower()
-    return "vllm" if "vllm" in backend else "sglang" if "sglang" in backend else None
+    return next((engine for engine in ENGINES if engine in backend), None)
 
 
 def probe_instances(res: dict, cfg: Any, *, run: Callable[..., Any] | None = None) -> dict:
@@ -199,7 +200,7 @@ def probe_instances(res: dict, cfg: Any, *, run: Callable[..., Any] | None = Non
         if i["state"] != TERMINAL_OK or not i.get("worker_ip") or not i.get("port"):
             out[i["name"]] = {"usable": False, "reason": f"not probed: state {i['state']}"
                               + ("" if i.get("worker_ip") and i.get("port") else ", no worker address/port yet"),
-                              "exit_code": 2}
+                              "exit_code": EXIT_INPUT}
             continue
         host = f"[{i['worker_ip']}]" if ":" in i["worker_ip"] else i["worker_ip"]
         out[i["name"]] = run(f"http://{host}:{i['port']}", cfg.with_(model=cfg.model or res["model"]["name"])).to_dict()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from gpustack_k3.api.v1alpha1.constants import MIB
 from gpustack_k3.errors import InputError
 from gpustack_k3.probe.catalog import load_metrics_catalog
 from gpustack_k3.probe.core import (
@@ -35,7 +36,7 @@ from gpustack_k3.probe.metrics import MetricsTrace, detect_engine, parse_exposit
 from gpustack_k3.probe.report import Collected, ProbeReport, Stage, summarize
 from gpustack_k3.probe.stream import RequestTrace, SSEDecoder, StreamError
 
-MAX_BODY = 8 << 20          # /metrics, /v1/models, a non-streamed completion: bounded reads
+MAX_BODY = 8 * MIB         # /metrics, /v1/models, a non-streamed completion: bounded reads
 STAGE_TIMEOUT_S = 30.0
 COUNTER_SETTLE_S = (0.25, 0.5, 1.0)   # re-read /metrics when the engine's token counter lags the last answer
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpustack_k3.api.v1alpha1.constants import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
 from gpustack_k3.core.findings import Finding, has_errors, sort_findings
 from gpustack_k3.probe.catalog import (
     MetricsCatalog,
@@ -14,7 +15,6 @@ from gpustack_k3.probe.core import SLO_KEYS, ProbeConfig, distribution, min_samp
 from gpustack_k3.probe.metrics import MetricsTrace
 from gpustack_k3.probe.stream import RequestTrace
 
-EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 MULTI_TOKEN_CHUNKS = 1.05       # mean tokens per delta chunk above this: ITL is a chunk gap
 BOUND_SLACK = 1e-6              # relative: float rounding only, the bound itself is exact
 
@@ -97,7 +97,7 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
     if col.unusable is not None:
         data["usable"] = False
         data["reason"] = col.unusable
-        return ProbeReport(data, [], EXIT_UNUSABLE)
+        return ProbeReport(data, [], EXIT_INPUT)
     data["usable"] = True
 
     run, ok = col.run, _ok(col.run)
@@ -233,7 +233,7 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
 
     data["warmup"] = _warmup(col) if col.warmup else None
     findings = sort_findings(findings)
-    return ProbeReport(data, findings, EXIT_FAILED if has_errors(findings) else EXIT_OK)
+    return ProbeReport(data, findings, EXIT_REFUSED if has_errors(findings) else EXIT_OK)
 
 
 def _slo_text(cfg: ProbeConfig) -> str:

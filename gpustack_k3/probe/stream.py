@@ -26,9 +26,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from gpustack_k3.api.v1alpha1.constants import MIB
 from gpustack_k3.errors import OperationalError
 
-MAX_EVENT_BYTES = 16 << 20     # one SSE event larger than this is not a token chunk
+MAX_EVENT_BYTES = 16 * MIB     # one SSE event larger than this is not a token chunk
 _EOL = re.compile(r"[\r\n]")
 
 

@@ -627,7 +627,7 @@ def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool 
     (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
     (KeyboardInterrupt) after the container was removed. ``warmup`` = (spec.startup.warmup, served model name
     or None): after Ready, send its requests (gpustack_k3.probe.warmup) and report the ``warm`` phase."""
-    tracker = ColdStartTracker(engine=launch.engine if launch.engine in ("vllm", "sglang") else None)
+    tracker = ColdStartTracker(engine=launch.engine if launch.engine in api.ENGINES else None)
     runner = DockerRunner(client, host_has_gpus=host_has_gpus,
                           ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)
     progress = ProgressView(stream, label=launch.name)
@@ -648,7 +648,7 @@ def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool 
     result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker, progress=progress, detach=detach,
                         on_ready=warm if warmup is not None else None)
     ok = result.ready and (detach or result.exit_code == 0)
-    return (0 if ok else 1), result, tracker.report()
+    return (api.EXIT_OK if ok else api.EXIT_REFUSED), result, tracker.report()
 
 
 def tracker_phase(tracker: Any) -> str | None:

@@ -159,6 +159,9 @@ NOT_API_ONLY = {
     "LWS_ENV_LEADER_ADDRESS": "also a per-pod variable name the argument rules know (core/rules/args.py)",
     "LWS_ENV_GROUP_SIZE": "an environment variable name of LWS pods, as above",
     "LWS_ENV_WORKER_INDEX": "also a per-pod variable name the argument rules know (core/rules/args.py)",
+    "ENGINE_VLLM": "an engine name: tests/architecture/test_facts.py holds it to one spelling, with its exceptions",
+    "ENGINE_SGLANG": "as ENGINE_VLLM",
+    "ENGINES": "as ENGINE_VLLM",
 }
 # Values of Kubernetes' own core/v1 vocabulary that podstate reads from pods (pod phase Failed, pod condition
 # Ready, PodScheduled reason Unschedulable): they equal some of our names by coincidence.

@@ -197,3 +197,20 @@ PRINTER_COLUMNS: Final = (
     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 )
+
+# ----------------------------------------------------------------------------- facts used across the package
+# Each is spelled here once (tests/architecture/test_facts.py fails on a second spelling: a literal elsewhere).
+# The engines (catalog/data/engines/<name>.yaml holds each one's data: versions, default port, flag tables).
+ENGINE_VLLM: Final = "vllm"
+ENGINE_SGLANG: Final = "sglang"
+ENGINES: Final = (ENGINE_VLLM, ENGINE_SGLANG)
+# Units of memory (binary, as the engines and Kubernetes count them).
+MIB: Final = 1 << 20
+GIB: Final = 1 << 30
+# The CLI's exit codes (README "Commands"): 0 no errors, 1 refused, 2 unusable input or an operational failure,
+# 3 an internal error (a bug: please report), 130 interrupted (Ctrl-C, as a shell reports SIGINT).
+EXIT_OK: Final = 0
+EXIT_REFUSED: Final = 1
+EXIT_INPUT: Final = 2
+EXIT_INTERNAL: Final = 3
+EXIT_INTERRUPTED: Final = 130

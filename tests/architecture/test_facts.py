@@ -1,0 +1,127 @@
+"""Each fact once: the engine names, units of memory and the CLI's exit codes are names in
+``gpustack_k3/api/v1alpha1/constants.py``, the engines' default ports are catalog data
+(``catalog/data/engines/<engine>.yaml`` ``default_port``). A literal of one of them anywhere else in the package is
+a second spelling, and fails here (tests/architecture/facts.py reads the source: docstrings, comments, rule ids
+and ``Literal[...]`` types are not spellings; the ``Literal`` types are checked to list every engine)."""
+from __future__ import annotations
+
+import ast
+from collections import Counter
+
+from gpustack_k3.api.v1alpha1 import constants as api
+from tests.architecture.facts import engine_ports, literal_engine_types, package_spellings, spellings
+from tests.architecture.imports import ROOT, modules
+
+# Literals equal to a fact by coincidence: another vocabulary. (path, fact) -> (count, why).
+PERMANENT = {
+    ("gpustack_k3/core/argv/engine_types.py", "unit"):
+        (2, "SGLang's own size-suffix table (srt/utils/common.py human_readable_int@0.5.23: Ki Mi Gi Ti), transcribed"),
+    ("gpustack_k3/core/argv/read.py", "engine name"):
+        (2, "the `vllm` program name (`vllm serve`, argv[0]'s basename), not the engine's name"),
+    ("gpustack_k3/core/topology.py", "engine name"):
+        (2, "MERGED_SECTIONS: the spec's section names spec.vllm / spec.sglang (DeploymentSpec fields)"),
+    ("gpustack_k3/render/gpustack.py", "engine name"):
+        (2, "BUILT_IN_BACKENDS: GPUStack's BackendEnum values (schemas/models.py:90@2.3.0), GPUStack's vocabulary"),
+    ("gpustack_k3/render/router.py", "engine port"):
+        (1, "ROUTER_PORT: the vLLM router's own listening port, equal to vLLM's default by coincidence"),
+}
+
+# Second spellings left in files another branch owns this session. /work/wt/patches/h-design25-facts.diff replaces
+# each with the constant named (engine name -> api.ENGINE_VLLM / ENGINE_SGLANG or ENGINES; unit -> api.GIB / MIB;
+# exit code -> api.EXIT_*; operator/warmup.py's 8000 -> the engine's catalog default_port). Whoever applies the
+# diff empties this dict: the test then holds the package to PERMANENT alone. (path, fact) -> count.
+PENDING = {
+    ("gpustack_k3/cli/coldstart_cmd.py", "engine name"): 2,     # click.Choice(["auto", *ENGINES])
+    ("gpustack_k3/cli/coldstart_cmd.py", "exit code"): 2,       # sys.exit(EXIT_REFUSED)
+    ("gpustack_k3/cli/coldstart_cmd.py", "unit"): 1,            # CHUNK = MIB
+    ("gpustack_k3/cli/core_cmds.py", "engine name"): 7,         # three click.Choice(ENGINES), d["engine"] == ...
+    ("gpustack_k3/cli/probe_cmd.py", "unit"): 1,                # 64 * MIB
+    ("gpustack_k3/cli/run_cmd.py", "exit code"): 1,             # sys.exit(EXIT_INTERRUPTED)
+    ("gpustack_k3/coldstart/framing.py", "unit"): 1,            # MAX_LINE = MIB
+    ("gpustack_k3/coldstart/plancheck.py", "engine name"): 2,
+    ("gpustack_k3/coldstart/tracker.py", "engine name"): 2,
+    ("gpustack_k3/core/argv/read.py", "engine name"): 4,
+    ("gpustack_k3/core/flags.py", "engine name"): 6,
+    ("gpustack_k3/core/launch.py", "engine name"): 5,
+    ("gpustack_k3/core/plan.py", "engine name"): 4,
+    ("gpustack_k3/core/plan.py", "unit"): 1,                    # GIB = 1 << 30 -> import api GIB
+    ("gpustack_k3/core/plan_moe.py", "unit"): 2,                # GIB = 1024**3, MIB = 1024**2 -> import
+    ("gpustack_k3/core/rules/args.py", "engine name"): 6,
+    ("gpustack_k3/core/rules/log.py", "engine name"): 10,
+    ("gpustack_k3/core/rules/log.py", "unit"): 1,               # GIB = float(1 << 30) -> import (divisor only)
+    ("gpustack_k3/core/rules/rack.py", "engine name"): 4,
+    ("gpustack_k3/core/rules/registry.py", "engine name"): 2,   # ENGINES -> import api.ENGINES
+    ("gpustack_k3/core/rules/render.py", "engine name"): 2,
+    ("gpustack_k3/core/rules/schema.py", "engine name"): 2,
+    ("gpustack_k3/core/rules/sglang.py", "engine name"): 8,
+    ("gpustack_k3/core/rules/spec.py", "engine name"): 51,
+    ("gpustack_k3/core/rules/spec.py", "unit"): 1,              # (1 << 30) -> GIB
+    ("gpustack_k3/core/rules/topology.py", "engine name"): 4,
+    ("gpustack_k3/operator/hooks.py", "engine name"): 1,
+    ("gpustack_k3/operator/warmup.py", "engine port"): 1,       # `or 8000`: SGLang's is 30000 -> catalog default_port
+    ("gpustack_k3/predict/advise.py", "engine name"): 2,
+    ("gpustack_k3/predict/model.py", "engine name"): 7,
+    ("gpustack_k3/predict/scheduler.py", "engine name"): 2,
+    ("gpustack_k3/render/gpustack.py", "engine name"): 2,       # PARAMETER_FORMAT keys
+    ("gpustack_k3/render/gpustack.py", "unit"): 1,              # GIB = 1 << 30 -> import
+    ("gpustack_k3/render/router.py", "engine name"): 1,
+}
+
+
+def test_the_facts_are_named_once():
+    assert api.ENGINES == ("vllm", "sglang") and api.GIB == 1024**3 and api.MIB == 1024**2
+    assert (api.EXIT_OK, api.EXIT_REFUSED, api.EXIT_INPUT) == (0, 1, 2)
+    assert set(engine_ports()) == {8000, 30000}     # read from the catalog, not from this test
+
+
+def test_no_second_spelling_of_a_fact():
+    found = package_spellings(ROOT.parent, modules())
+    have = Counter((path, s.fact) for path, ss in found.items() for s in ss)
+    allowed = Counter({k: n for k, (n, _why) in PERMANENT.items()}) + Counter(PENDING)
+    bad = []
+    for key in sorted(set(have) | set(allowed)):
+        if have[key] > allowed[key]:
+            bad += [f"{key[0]}:{s.line}: {s.fact} {s.text} (use {s.use})" for s in found[key[0]] if s.fact == key[1]]
+        elif have[key] < allowed[key]:
+            bad.append(f"{key[0]}: {allowed[key] - have[key]} fewer {key[1]} spelling(s) than allowed: lower the "
+                       "allow-list in tests/architecture/test_facts.py")
+    assert bad == [], "\n".join(bad)
+
+
+def test_engine_literal_types_list_every_engine():
+    """``Literal["vllm", "sglang"]`` must spell values (a type checker reads no names): each lists every engine."""
+    bad = []
+    for _name, path in modules().items():
+        for line, values in literal_engine_types(ast.parse(path.read_text(encoding="utf-8"))):
+            if not set(api.ENGINES) <= set(values):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{line}: Literal{values} lacks {set(api.ENGINES) - set(values)}")
+    assert bad == []
+
+
+def test_the_check_sees_each_kind_of_second_spelling():
+    """The checks above can fail; docstrings, rule ids, f-string text and Literal types are not spellings."""
+    src = '''"""Runs vllm."""
+import sys
+from typing import Literal
+Engine = Literal["vllm", "sglang"]
+RULE = "sglang-topology-unsupported"
+EXIT_BAD = 2
+GIB = 1 << 30
+MB64 = 64 << 20
+G2 = 1024**3
+
+
+def f(engine, ctx):
+    """vllm"""
+    if engine == "sglang":
+        sys.exit(1)
+    ctx.exit(2)
+    port = 30000
+    print(f"vllm {engine}")
+    return {"exit_code": 2, "port": 8000}
+'''
+    got = [(s.line, s.fact, s.text) for s in spellings(src, ports={8000: "d", 30000: "d"})]
+    assert got == [(6, "exit code", "2"), (7, "unit", "1 << 30"), (8, "unit", "64 << 20"), (9, "unit", "1024 ** 3"),
+                   (14, "engine name", "'sglang'"), (15, "exit code", "1"), (16, "exit code", "2"),
+                   (17, "engine port", "30000"), (19, "exit code", "2"), (19, "engine port", "8000")]
+    assert literal_engine_types(ast.parse(src)) == [(4, ["vllm", "sglang"])]
