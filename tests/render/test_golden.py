@@ -1,4 +1,6 @@
-"""manifests/examples is the one golden tree: every file must equal a fresh render (tools/examples.py).
+"""manifests/examples is the golden tree, one case per target and shape (tools/examples.py GOLDEN): every file must
+equal a fresh render. Every case, golden or not (each preset and fixture spec), is rendered for every target here
+and asserted semantically: only the documented refusals, valid objects, and the launch spec's argv in every file.
 
 Regenerate after an intended change and review the diff:  python3 tools/generate.py
 """
@@ -35,18 +37,101 @@ def test_no_stale_golden_files():
     assert diff_tree(examples.EXAMPLES, FRESH) == [], f"run {REGENERATE}"
 
 
-def test_golden_covers_every_case_and_target():
+def test_golden_covers_every_target_of_its_cases():
+    from gpustack_k3.core.topology import multi_pod
     from gpustack_k3.render.targets import TARGETS
 
+    have = {tuple(rel.split("/")[:2]) for rel in FRESH if rel.count("/") >= 2}
+    all_cases = examples.cases()
+    want = {(c, t) for c in examples.GOLDEN
+            for t in (examples.TOPOLOGY_TARGETS if multi_pod(all_cases[c]) else (*TARGETS, "gpustack-worker"))}
+    assert have == want
+    assert {rel.split("/")[0] for rel in FRESH if rel.endswith("/k3deployment.yaml")} == set(examples.GOLDEN_RESOURCES)
+    assert [rel for rel in FRESH if rel.startswith("invalid-")]
+
+
+def test_each_golden_case_is_the_shape_it_stands_for():
+    """The golden list is short and explicit; each entry is checked against its document, so the tree keeps one
+    case per shape: vLLM and SGLang single-engine, a refusal, a vLLM P/D topology, rack scale."""
     from gpustack_k3.core.topology import multi_pod
 
-    have = {tuple(rel.split("/")[:2]) for rel in FRESH if rel.count("/") >= 2}
-    # a multi-pod/P-D case: argv per role, one LWS per role and the DisaggregatedSet form, docker and gpustack
-    # refusals (tools/examples.py topology_files)
-    topology = ("launch", "argv", "kubernetes", "kubernetes-disaggregatedset", "docker", "gpustack")
-    want = {(c, t) for c, doc in examples.cases().items()
-            for t in (topology if multi_pod(doc) else (*TARGETS, "gpustack-worker"))}
-    assert have == want
+    docs = examples.cases()
+    engine = {c: docs[c].spec.engine.name for c in examples.GOLDEN}
+    single = {c for c in examples.GOLDEN if not multi_pod(docs[c])}
+    assert {engine[c] for c in single} == {"vllm", "sglang"}
+    assert any(examples.documented_refusals(docs[c]) for c in single)
+    assert any("kind: StatefulSet" in FRESH.get(f"{c}/kubernetes/kubernetes.yaml", "") for c in single)
+    topo = set(examples.GOLDEN) - single
+    assert {engine[c] for c in topo} == {"vllm"} and all(docs[c].spec.disaggregation for c in topo)
+    assert any("kind: ComputeDomain" in FRESH[f"{c}/kubernetes/kubernetes.yaml"] for c in topo)
+    assert any("kind: ComputeDomain" not in FRESH[f"{c}/kubernetes/kubernetes.yaml"] for c in topo)
+    assert all("kind: DisaggregatedSet" in FRESH[f"{c}/kubernetes-disaggregatedset/kubernetes.yaml"] for c in topo)
+    assert set(examples.GOLDEN) < set(docs)      # the rest are asserted below, not committed
+
+
+CASES = examples.cases()
+
+
+def _objects(text: str) -> list[dict]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def _engine_container(objs: list[dict], kinds=("Deployment", "StatefulSet")) -> dict:
+    (wl,) = [o for o in objs if o["kind"] in kinds and o["metadata"]["name"] != "router"
+             and "router" not in o["metadata"]["name"]] or [None]
+    return wl["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_case_renders_for_every_target_as_its_launch_spec_says(case):
+    """Golden or not: the targets refuse only as documented (naming a spec field), the Kubernetes objects are
+    valid, and the engine argv in argv.json, the Kubernetes container, the Docker parameters and the GPUStack
+    backend is the launch spec's."""
+    import json
+
+    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.core.topology import multi_pod
+    from gpustack_k3.render.kubernetes import validate_objects
+    from gpustack_k3.render.targets import prepare
+
+    doc = CASES[case]
+    files = {rel.split("/", 1)[1]: text for rel, text in examples.case_files(case, doc).items()}   # raises on an
+    refused = {rel.split("/")[0]: text for rel, text in files.items() if rel.endswith("refused.txt")}  # undocumented refusal
+    assert set(refused) == examples.documented_refusals(doc)
+    assert all(text.startswith("spec.") for text in refused.values()), refused
+    for rel, text in files.items():
+        if rel.endswith(".json"):
+            json.loads(text)
+    if multi_pod(doc):
+        tl = build_topology_launch(doc)[0]
+        assert json.loads(files["launch/launch.json"]) == json.loads(tl.to_json())
+        argv_roles = json.loads(files["argv/argv.json"])["roles"]
+        assert [(r["role"], r["leader"]["command"] + r["leader"]["args"]) for r in argv_roles] == \
+            [(r.role, r.leader.argv) for r in tl.roles]
+        lws = [o for o in _objects(files["kubernetes/kubernetes.yaml"]) if o["kind"] == "LeaderWorkerSet"]
+        assert len(lws) == len(tl.roles)
+        assert validate_objects([o for o in _objects(files["kubernetes/kubernetes.yaml"])
+                                 if o["apiVersion"] in ("v1", "apps/v1")], required=True) == []
+        ds = [o for o in _objects(files["kubernetes-disaggregatedset/kubernetes.yaml"]) if o["kind"] == "DisaggregatedSet"]
+        assert len(ds) == 1
+        return
+    launch, _ = prepare(doc)
+    assert json.loads(files["launch/launch.json"]) == json.loads(launch.to_json())
+    argv = json.loads(files["argv/argv.json"])
+    assert argv["command"] + argv["args"] == launch.argv and argv["image"] == launch.image
+    objs = _objects(files["kubernetes/kubernetes.yaml"])
+    assert validate_objects(objs, required=True) == []
+    c = _engine_container(objs)
+    assert c["command"] + c["args"] == launch.argv and c["image"] == launch.image
+    params = json.loads(files["docker/docker-run-params.json"])
+    assert params["entrypoint"] + params["command"] == launch.argv and params["image"] == launch.image
+    if "gpustack" not in refused:
+        backend = json.loads(files["gpustack/backend.json"])
+        assert backend["default_entrypoint"] == " ".join(launch.command)
+        tokens = " ".join(backend["default_backend_param"]) + " " + backend["default_run_command"]
+        assert all(t.split("=")[0] in tokens for t in launch.engine_args if t.startswith("--")), case
 
 
 def test_regeneration_is_deterministic():
