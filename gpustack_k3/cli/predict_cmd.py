@@ -17,14 +17,6 @@ from gpustack_k3.cli.common import (EXIT_OK, EXIT_REFUSED, emit, exit_refused, f
 from gpustack_k3.errors import InputError
 
 
-def _fail(exc: InputError, output: str):
-    fail_input(exc)   # the common error object on stdout under -o json|yaml, one line on stderr; exit 2
-
-
-def _refused(findings, output: str):
-    exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
-
-
 def _estimator():
     from gpustack_k3.predict.aic import AicEstimator
 
@@ -85,7 +77,7 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
 
         findings = validate(doc)
         if has_errors(findings):
-            _refused(findings, output)
+            exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
         from gpustack_k3.predict.model import predict_document
 
         est = _estimator()
@@ -98,7 +90,7 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
             serve = next((r for r in result["roles"] if r["role"] == "serve"), result["roles"][0])
             result["plan_vs_actual"] = drift(serve, report)
     except InputError as exc:       # PredictError included
-        _fail(exc, output)
+        fail_input(exc)
     _finish(result, output, _text, EXIT_OK)
 
 
@@ -229,7 +221,7 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         else:
             res, text = run(req, _estimator()), _advise_text
     except InputError as exc:       # PredictError included
-        _fail(exc, output)
+        fail_input(exc)
     _finish(res, output, text, EXIT_OK if res.get("preset") else EXIT_REFUSED)
 
 

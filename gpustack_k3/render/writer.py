@@ -14,9 +14,11 @@ Shell files (``*.sh``) are written executable (0755), everything else 0644.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from gpustack_k3.errors import InputError
@@ -46,6 +48,30 @@ def _stage(parent: Path, name: str, files: dict[str, str]) -> Path:
     return stage
 
 
+@contextlib.contextmanager
+def _out_dir(out_dir: Path | str, fix: str) -> Iterator[Path]:
+    """``out_dir`` as a Path (an empty one is unusable input, ``fix`` the way out); an OSError while writing
+    becomes unusable input naming it."""
+    if isinstance(out_dir, str) and not out_dir.strip():
+        raise InputError("--out", "an empty path", fix)
+    path = Path(out_dir)
+    try:
+        yield path
+    except OSError as exc:
+        raise InputError(f"--out {path}", f"cannot write: {exc.strerror or exc}",
+                         "check the path and permissions") from None
+
+
+@contextlib.contextmanager
+def _staged(parent: Path, name: str, files: dict[str, str]) -> Iterator[Path]:
+    """The files written into a temporary sibling directory, removed on the way out (renamed away or not)."""
+    stage = _stage(parent, name or "out", files)
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def _parent(out_dir: Path) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir}", "exists and is not a directory", "name a directory")
@@ -73,25 +99,16 @@ def preflight(out_dir: Path | str, rels: list[str] | set[str] | dict[str, str]) 
 
 def write_files(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
     """Write ``files`` (relative path -> text) under ``out_dir``, all or nothing; returns the written paths."""
-    if isinstance(out_dir, str) and not out_dir.strip():
-        raise InputError("--out", "an empty path", "name a directory (`--out .` for the current one)")
-    out_dir = Path(out_dir)
-    try:
+    with _out_dir(out_dir, "name a directory (`--out .` for the current one)") as out_dir:
         parent = _parent(out_dir)
         preflight(out_dir, files)
-        stage = _stage(parent, out_dir.name or "out", files)
-        try:
+        with _staged(parent, out_dir.name, files) as stage:
             if out_dir.is_dir() and not any(out_dir.iterdir()):
                 out_dir.rmdir()
             if not out_dir.exists():
                 os.rename(stage, out_dir)
             else:
                 _swap_in(parent, out_dir, stage, files)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-    except OSError as exc:
-        raise InputError(f"--out {out_dir}", f"cannot write: {exc.strerror or exc}",
-                         "check the path and permissions") from None
     return [out_dir / rel for rel in sorted(files)]
 
 
@@ -137,12 +154,9 @@ def replace_dir(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
     """Make ``out_dir`` hold exactly ``files`` (plus ``MARKER``): all or nothing, nothing of an earlier render
     left. A new or empty directory is created by one rename; a directory an earlier render wrote is swapped
     for the new one; any other non-empty directory is refused (InputError) before anything is written."""
-    if isinstance(out_dir, str) and not out_dir.strip():
-        raise InputError("--out", "an empty path", "name a directory")
-    out_dir = Path(out_dir)
     if MARKER in files:
         raise ValueError(f"{MARKER} is the render's own marker")
-    try:
+    with _out_dir(out_dir, "name a directory") as out_dir:
         parent = _parent(out_dir)
         real = out_dir.resolve()
         existing = real.is_dir() and any(real.iterdir())
@@ -153,9 +167,8 @@ def replace_dir(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
         if existing and Path.cwd().resolve() in (real, *real.parents):
             raise InputError(f"--out {out_dir}", "is the current directory (or holds it): it cannot be replaced "
                              "while in use", "render into a sub-directory")
-        stage = _stage(parent, real.name or "out", {**files, MARKER: "rendered by gpustack-k3; `render --out` "
-                                                    "replaces this directory as a whole\n"})
-        try:
+        marked = {**files, MARKER: "rendered by gpustack-k3; `render --out` replaces this directory as a whole\n"}
+        with _staged(parent, real.name, marked) as stage:
             if real.is_dir() and not existing:
                 try:
                     real.rmdir()
@@ -174,9 +187,4 @@ def replace_dir(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
                     raise
                 finally:
                     shutil.rmtree(old, ignore_errors=True)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-    except OSError as exc:
-        raise InputError(f"--out {out_dir}", f"cannot write: {exc.strerror or exc}",
-                         "check the path and permissions") from None
     return [out_dir / rel for rel in sorted(files)]

@@ -93,7 +93,7 @@ def test_no_pickle_and_no_private_names_of_pydantic_click_or_argparse():
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if a.name.split(".")[0] in ("pickle", "cloudpickle", "dill"):
+                    if a.name.split(".")[0] in ("pickle", "cloudpickle", "dill", "marshal"):
                         bad.append(f"{where}:{node.lineno} imports {a.name}")
                     if a.name.split(".")[0] in PUBLIC_ONLY:
                         if any(part.startswith("_") for part in a.name.split(".")):
@@ -101,7 +101,7 @@ def test_no_pickle_and_no_private_names_of_pydantic_click_or_argparse():
                         aliases[a.asname or a.name.split(".")[0]] = a.name
             elif isinstance(node, ast.ImportFrom) and node.module:
                 root = node.module.split(".")[0]
-                if root in ("pickle", "cloudpickle", "dill"):
+                if root in ("pickle", "cloudpickle", "dill", "marshal"):
                     bad.append(f"{where}:{node.lineno} imports {node.module}")
                 if root in PUBLIC_ONLY:
                     private = [p for p in node.module.split(".") if p.startswith("_")]

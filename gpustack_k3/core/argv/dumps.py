@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 import functools
 import json
-import marshal
 import re
 import sys
 from pathlib import Path
@@ -91,8 +90,8 @@ class ParserDump:
 
     Lazy: an option's dump entry is decoded and made an :class:`Option` only when asked for. A command line
     of ten flags reaches a few dozen of the ~300 options, and decoding all of them was most of the cost of
-    loading a cached dump. Across processes the dump travels as builtins only (:meth:`__reduce__`): the
-    indexes plus each entry as its own ``marshal`` string (plain: docs/architecture.md, Start-up)."""
+    loading a cached dump. Across processes it travels as plain JSON (gpustack_k3._startup_cache: its
+    attributes, the entries as the file's own dicts; docs/architecture.md, Start-up)."""
 
     __slots__ = ("engine", "version", "path", "positionals", "code", "allow_abbrev", "sorted_flags",
                  "sorted_flag_option", "always_reachable", "short", "dests", "_entries", "_options", "_flag_index",
@@ -106,7 +105,7 @@ class ParserDump:
         self.positionals = positionals
         self.code = code                        # source hashes of the engine's parsing code
         self.allow_abbrev = allow_abbrev
-        self._entries = list(entries)           # each a dump entry (dict), or its marshal string until read
+        self._entries = list(entries)           # each a dump entry, as in the JSON file
         self._options: list[Option | None] = [None] * len(self._entries)
         self._flag_index: dict[str, int] | None = None
         self._dest_first: dict[str, int] | None = None
@@ -114,21 +113,12 @@ class ParserDump:
             index = _index(self._entries)
         self.sorted_flags, self.sorted_flag_option, self.always_reachable, self.short, self.dests = index
 
-    def __reduce__(self):
-        packed = tuple(e if isinstance(e, bytes) else marshal.dumps(e) for e in self._entries)
-        return (ParserDump, (self.engine, self.version, self.path, packed, self.positionals, self.code,
-                             self.allow_abbrev, (self.sorted_flags, self.sorted_flag_option,
-                                                 self.always_reachable, self.short, self.dests)))
-
     def __len__(self) -> int:
         return len(self._entries)
 
     def entry(self, i: int) -> dict:
         """The dump's entry of option ``i`` (as in the JSON file)."""
-        e = self._entries[i]
-        if isinstance(e, bytes):
-            e = self._entries[i] = marshal.loads(e)
-        return e
+        return self._entries[i]
 
     def option(self, i: int) -> Option:
         o = self._options[i]
@@ -227,9 +217,8 @@ def _option(entry: dict) -> Option:
 @functools.lru_cache(maxsize=16)
 def load_dump(rel_path: str) -> ParserDump:
     """The dump at catalog/data/<rel_path>: cached per process, and across processes (gpustack_k3._startup_cache)
-    under a key of the dump file's size and mtime, this module's source and the Python version (the entries
-    are ``marshal`` strings). Loading the dump is the largest single cost of reading a command line; see
-    :class:`ParserDump` for why it is lazy."""
+    as plain JSON under a key of the dump file's content, this module's source and the Python version. Loading
+    the dump is the largest single cost of reading a command line; see :class:`ParserDump` for why it is lazy."""
     name = _startup_cache.entry_name(f"parser-dump-{Path(rel_path).name.removesuffix('.json')}", (Path(__file__),),
                                      DATA, [DATA / rel_path], extra=sys.version)
     return _startup_cache.cached(name, ParserDump, lambda: _read_dump(rel_path))
