@@ -22,6 +22,7 @@ removes the container before re-raising.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from collections import deque
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.catalog import load_catalog
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.errors import OperationalError
 from gpustack_k3.probe.warmup import describe, warm_up
@@ -112,13 +114,21 @@ class DockerLaunch:
                    startup_budget_s=startup_budget_s, gpu_count=gpu_count)
 
 
+@functools.lru_cache(maxsize=1)
+def _port_flags() -> frozenset[str]:
+    """The engines' port flags (the catalog's flag tables: field ``serving.port``)."""
+    return frozenset(f.flag for e in load_catalog().engines.values() for f in e.flags if f.field == "serving.port")
+
+
 def port_from_argv(argv: list[str]) -> int | None:
-    """The value of ``--port N`` / ``--port=N`` in an engine argv, or None."""
+    """The value of ``--port N`` / ``--port=N`` (the engine's port flag) in an engine argv, or None."""
+    flags = _port_flags()
     for i, tok in enumerate(argv):
-        if tok == "--port" and i + 1 < len(argv) and argv[i + 1].isdigit():
+        if tok in flags and i + 1 < len(argv) and argv[i + 1].isdigit():
             return int(argv[i + 1])
-        if tok.startswith("--port=") and tok[7:].isdigit():
-            return int(tok[7:])
+        name, eq, value = tok.partition("=")
+        if eq and name in flags and value.isdigit():
+            return int(value)
     return None
 
 

@@ -1,5 +1,5 @@
 """Second spellings of the facts ``gpustack_k3/api/v1alpha1/constants.py`` names once: engine names, the engines'
-default ports (catalog data), units of memory and the CLI's exit codes. Read from the source (AST), so a
+default ports and flag names (catalog data), units of memory and the CLI's exit codes. Read from the source (AST), so a
 docstring, a comment or a rule id such as ``sglang-topology-unsupported`` is not a spelling. Pure: source in,
 findings out (the test and a codemod use it alike)."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Spelling:
     line: int
     col: int
     end_col: int
-    fact: str        # "engine name" | "engine port" | "unit" | "exit code"
+    fact: str        # "engine name" | "engine port" | "engine flag" | "unit" | "exit code"
     text: str        # what is spelled
     use: str         # the constant to use instead
 
@@ -32,6 +32,29 @@ def engine_ports() -> dict[int, str]:
 
     return {e.default_port: f"catalog engines[{name!r}].default_port (Resolved.port)"
             for name, e in load_catalog().engines.items()}
+
+
+def engine_flags() -> dict[str, str]:
+    """The engine flags the catalog's flag tables map spec fields to (and each engine's model flag)."""
+    from gpustack_k3.catalog import load_catalog
+
+    out: dict[str, str] = {}
+    for name, e in load_catalog().engines.items():
+        out.setdefault(e.model_flag, f"catalog engines[{name!r}].model_flag")
+        for f in e.flags:
+            out.setdefault(f.flag, f"catalog engines[{name!r}].flags (field {f.field})")
+    return out
+
+
+def _click_options(tree: ast.AST) -> set[int]:
+    """Constants in ``click.option(...)``/``click.argument(...)`` arguments: the CLI's own flags."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in ("option", "argument"):
+                out.update(id(a) for a in node.args)
+    return out
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -89,11 +112,13 @@ def _exit_codes() -> dict[int, str]:
     return {v: k for k, v in vars(api).items() if k.startswith("EXIT_")}
 
 
-def spellings(source: str, ports: dict[int, str] | None = None) -> list[Spelling]:
+def spellings(source: str, ports: dict[int, str] | None = None, flags: dict[str, str] | None = None
+              ) -> list[Spelling]:
     """Every second spelling of a fact in ``source``."""
     tree = ast.parse(source)
     ports = engine_ports() if ports is None else ports
-    skip = _docstrings(tree) | _literal_type_members(tree)
+    flags = engine_flags() if flags is None else flags
+    skip = _docstrings(tree) | _literal_type_members(tree) | _click_options(tree)
     fstring_parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
     codes = _exit_codes()
     out: list[Spelling] = []
@@ -109,6 +134,8 @@ def spellings(source: str, ports: dict[int, str] | None = None) -> list[Spelling
         if isinstance(node, ast.Constant) and id(node) not in skip and id(node) not in fstring_parts:
             if isinstance(node.value, str) and node.value in api.ENGINES:
                 add(node, "engine name", repr(node.value), f"api.ENGINE_{node.value.upper()} (or api.ENGINES)")
+            elif isinstance(node.value, str) and node.value in flags:
+                add(node, "engine flag", repr(node.value), flags[node.value])
             elif type(node.value) is int and node.value in ports:
                 add(node, "engine port", str(node.value), ports[node.value])
         unit = _unit(node)
@@ -137,12 +164,12 @@ def spellings(source: str, ports: dict[int, str] | None = None) -> list[Spelling
 
 def package_spellings(root: Path, modules: dict[str, Path]) -> dict[str, list[Spelling]]:
     """Repository-relative path -> its spellings, for every module but the defining one."""
-    ports = engine_ports()
+    ports, flags = engine_ports(), engine_flags()
     out = {}
     for name, path in modules.items():
         if name == DEFINING_MODULE:
             continue
-        found = spellings(path.read_text(encoding="utf-8"), ports)
+        found = spellings(path.read_text(encoding="utf-8"), ports, flags)
         if found:
             out[path.relative_to(root).as_posix()] = found
     return out

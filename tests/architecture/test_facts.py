@@ -1,6 +1,6 @@
 """Each fact once: the engine names, units of memory and the CLI's exit codes are names in
-``gpustack_k3/api/v1alpha1/constants.py``, the engines' default ports are catalog data
-(``catalog/data/engines/<engine>.yaml`` ``default_port``). A literal of one of them anywhere else in the package is
+``gpustack_k3/api/v1alpha1/constants.py``; the engines' default ports and flag names are catalog data
+(``catalog/data/engines/<engine>.yaml``: ``default_port``, the ``flags`` table, ``model_flag``). A literal of one of them anywhere else in the package is
 a second spelling, and fails here (tests/architecture/facts.py reads the source: docstrings, comments, rule ids
 and ``Literal[...]`` types are not spellings; the ``Literal`` types are checked to list every engine)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import ast
 from collections import Counter
 
 from gpustack_k3.api.v1alpha1 import constants as api
-from tests.architecture.facts import engine_ports, literal_engine_types, package_spellings, spellings
+from tests.architecture.facts import engine_flags, engine_ports, literal_engine_types, package_spellings, spellings
 from tests.architecture.imports import ROOT, modules
 
 # Literals equal to a fact by coincidence: another vocabulary. (path, fact) -> (count, why).
@@ -24,6 +24,13 @@ PERMANENT = {
         (2, "BUILT_IN_BACKENDS: GPUStack's BackendEnum values (schemas/models.py:90@2.3.0), GPUStack's vocabulary"),
     ("gpustack_k3/render/router.py", "engine port"):
         (1, "ROUTER_PORT: the vLLM router's own listening port, equal to vLLM's default by coincidence"),
+    ("gpustack_k3/core/argv/vllm.py", "engine flag"):
+        (7, "vLLM's own handling of --model / --served-model-name in `vllm serve` (FlexibleArgumentParser), "
+            "transcribed: the engine's code names these flags, not our flag table"),
+    ("gpustack_k3/render/gpustack.py", "engine flag"):
+        (3, "GPUSTACK_OWNED_FLAGS: the flags GPUStack's run command owns (routes/models.py validate_model_in@2.3.0)"),
+    ("gpustack_k3/render/router.py", "engine flag"):
+        (2, "--host / --port of the vLLM router's own command line, not an engine's"),
 }
 
 # Second spellings left in files another branch owns this session. /work/wt/patches/h-design25-facts.diff replaces
@@ -42,7 +49,9 @@ PENDING = {
     ("gpustack_k3/coldstart/tracker.py", "engine name"): 2,
     ("gpustack_k3/core/argv/read.py", "engine name"): 4,
     ("gpustack_k3/core/flags.py", "engine name"): 6,
+    ("gpustack_k3/core/flags.py", "engine flag"): 2,            # --speculative-config/-algorithm: the table's flag
     ("gpustack_k3/core/launch.py", "engine name"): 5,
+    ("gpustack_k3/core/launch.py", "engine flag"): 1,           # --data-parallel-size-local: parallel.dpLocal's flag
     ("gpustack_k3/core/plan.py", "engine name"): 4,
     ("gpustack_k3/core/plan.py", "unit"): 1,                    # GIB = 1 << 30 -> import api GIB
     ("gpustack_k3/core/plan_moe.py", "unit"): 2,                # GIB = 1024**3, MIB = 1024**2 -> import
@@ -63,6 +72,7 @@ PENDING = {
     ("gpustack_k3/predict/model.py", "engine name"): 7,
     ("gpustack_k3/predict/scheduler.py", "engine name"): 2,
     ("gpustack_k3/render/gpustack.py", "engine name"): 2,       # PARAMETER_FORMAT keys
+    ("gpustack_k3/render/gpustack.py", "engine flag"): 2,       # ("--model", "--model-path"): the engines' model_flag
     ("gpustack_k3/render/gpustack.py", "unit"): 1,              # GIB = 1 << 30 -> import
     ("gpustack_k3/render/router.py", "engine name"): 1,
 }
@@ -72,6 +82,7 @@ def test_the_facts_are_named_once():
     assert api.ENGINES == ("vllm", "sglang") and api.GIB == 1024**3 and api.MIB == 1024**2
     assert (api.EXIT_OK, api.EXIT_REFUSED, api.EXIT_INPUT) == (0, 1, 2)
     assert set(engine_ports()) == {8000, 30000}     # read from the catalog, not from this test
+    assert {"--model", "--model-path", "--tensor-parallel-size", "--tp-size"} <= set(engine_flags())
 
 
 def test_no_second_spelling_of_a_fact():
@@ -119,9 +130,16 @@ def f(engine, ctx):
     port = 30000
     print(f"vllm {engine}")
     return {"exit_code": 2, "port": 8000}
+
+
+@click.option("--model", help="the CLI's own option")
+def g(argv):
+    return argv + ["--tp-size", "8"]
 '''
-    got = [(s.line, s.fact, s.text) for s in spellings(src, ports={8000: "d", 30000: "d"})]
+    got = [(s.line, s.fact, s.text) for s in spellings(src, ports={8000: "d", 30000: "d"},
+                                                         flags={"--model": "d", "--tp-size": "d"})]
     assert got == [(6, "exit code", "2"), (7, "unit", "1 << 30"), (8, "unit", "64 << 20"), (9, "unit", "1024 ** 3"),
                    (14, "engine name", "'sglang'"), (15, "exit code", "1"), (16, "exit code", "2"),
-                   (17, "engine port", "30000"), (19, "exit code", "2"), (19, "engine port", "8000")]
+                   (17, "engine port", "30000"), (19, "exit code", "2"), (19, "engine port", "8000"),
+                   (24, "engine flag", "'--tp-size'")]
     assert literal_engine_types(ast.parse(src)) == [(4, ["vllm", "sglang"])]
