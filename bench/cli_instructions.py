@@ -25,9 +25,9 @@ import subprocess
 import sys
 import tempfile
 
+from cli_latency import BASELINES, CASES   # the same cases as the time benchmark (a script's directory is sys.path[0])
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-from cli_latency import BASELINES, CASES  # noqa: E402 - the same cases as the time benchmark
 
 RUN = {**{"floor_click_pydantic": BASELINES["floor_click_pydantic"]}, **CASES}
 
