@@ -194,3 +194,16 @@ def test_the_catalog_topology_flags_are_the_flag_tables():
     assert topo["a2a_backend_flag"] == table["sglang.moeA2aBackend"]
     assert topo["deepep_mode_flag"] == table["sglang.deepepMode"]
     assert topo["dp_lm_head_flag"] == table["sglang.enableDpLmHead"]
+
+
+def test_the_plan_shards_experts_over_sglangs_ep():
+    """SGLang's EP is --ep-size (runtime_context.py:159-217@0.5.23), not vLLM's TP x DP: DEP32 holds 384 / 32 = 12
+    routed experts per GPU; DP attention is named, and adds no GPUs."""
+    from gpustack_k3.core.plan_topology import plan_topology
+
+    plan = {r.role: r for r in plan_topology(edit(SGD)).roles}
+    dec = plan["decode"]
+    assert (dec.tp, dec.ep, dec.routed_experts_per_rank, dec.gpus) == (32, 32, 12, 32)
+    assert any("attention DP 32 inside TP 32" in n for n in dec.notes)
+    kimi = {r.role: r for r in plan_topology(edit(SGK)).roles}
+    assert kimi["decode"].ep == 1 and kimi["decode"].routed_experts_per_rank is None
