@@ -85,8 +85,11 @@ SGLANG_CASES: dict[str, tuple[Callable, Callable]] = {
     "sglang-topology-version-unverified": (doc_case(SGK, _set("engine.version", "kimi-k3")), doc_case(SGK)),
     "sglang-pd-roles": (doc_case(SGK, _drop_decode), doc_case(SGK)),
     "sglang-pd-transfer-backend": (tweak(SGK, "decode", transfer_backend="mooncake"), doc_case(SGK)),
-    "sglang-pd-page-size": (doc_case(SGK, _set("extraArgs", ["--page-size", "64"], "decode")),
+    "sglang-pd-page-size": (doc_case(SGK, _both(_set("extraArgs", ["--page-size", "64"], "decode"),
+                                                _set("extraArgs", ["--page-size", "32"], "prefill"))),
                             doc_case(SGK, _set("extraArgs", ["--page-size", "64"]))),
+    "sglang-pd-page-size-undecided": (doc_case(SGK, _set("extraArgs", ["--page-size", "64"], "decode")),
+                                      doc_case(SGK, _set("extraArgs", ["--page-size", "64"]))),
     "sglang-pd-kv-dtype": (doc_case(SGK, _set("memory.kvCacheDtype", "auto", "prefill")), doc_case(SGK)),
     "sglang-pd-allocation-policy": (
         doc_case(SGK, _set("extraArgs", ["--disaggregation-decode-allocation-policy", "prefill_complete"], "decode")),

@@ -197,9 +197,23 @@ def check_sglang_pd_page_size(t: Topology):
         a, b = _flags(p).get(flag), _flags(d).get(flag)
         if a is not None and b is not None and _int(a) != _int(b):
             yield d.field("extraArgs"), f"--page-size: prefill {a} != decode {b}"
-        elif (a is None) != (b is None):
-            yield d.field("extraArgs"), (f"--page-size: prefill {a or 'default'} != decode {b or 'default'} (the "
-                                         "default depends on the attention backend: give it on both sides)")
+
+
+@rule("sglang-pd-page-size-undecided", checked_by="runtime-only",
+      fails_at="first request, if the side left at its default resolves to another page size ('Page size mismatch')",
+      family="topology", severity="warning", engines=SGL, field="spec.roles[].extraArgs",
+      title="--page-size given on one side of a P/D pair only",
+      why="The other side takes the page size its attention backend resolves at start-up; the pair matches only if "
+          "that default equals the explicit value, which is decided inside the engine.",
+      fix="Give the same --page-size on both sides (or on neither).",
+      source="sglang srt/disaggregation/common/conn.py:1320-1325@0.5.23",
+      sources={"sglang 0.5.22": "sglang srt/disaggregation/common/conn.py:1184-1190@0.5.22"})
+def check_sglang_pd_page_size_undecided(t: Topology):
+    for p, d in _pd_pairs(t):
+        flag = _topo(p).get("page_size_flag", "--page-size")
+        a, b = _flags(p).get(flag), _flags(d).get(flag)
+        if (a is None) != (b is None):
+            yield d.field("extraArgs"), f"--page-size: prefill {a or 'default'}, decode {b or 'default'}"
 
 
 @rule("sglang-pd-kv-dtype", checked_by="runtime-only",
