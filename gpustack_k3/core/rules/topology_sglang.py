@@ -476,3 +476,36 @@ def check_sglang_ep_size(t: Topology):
             per = f"; {experts} routed experts -> {experts / ep:g} per rank" if experts else ""
             yield r.field("parallel.ep"), (f"role {r.name}: EP {ep} of TP {r.tp}, attention DP {attn_dp(r)}, "
                                            f"MoE all-to-all {a2a(r)}{per}")
+
+
+def _deepep_mode(r: TopoRole) -> str | None:
+    return r.doc_spec.sglang.deepepMode if r.doc_spec.sglang is not None else None
+
+
+@rule("sglang-deepep-mode-ignored", checked_by="product", family="topology", severity="warning", engines=SGL,
+      field="spec.roles[].sglang.deepepMode",
+      title="--deepep-mode without the DeepEP (or Mori) all-to-all has no effect",
+      why="SGLang reads --deepep-mode only when --moe-a2a-backend is deepep or mori; with another backend the mode is "
+          "silently ignored, so the dispatch mode you chose is not the one that runs.",
+      fix="Set sglang.moeA2aBackend deepep (or mori), or drop sglang.deepepMode.",
+      source="sglang srt/arg_groups/fields/exec_.py:898-901@0.5.23; sglang srt/arg_groups/moe_hook.py:362-390@0.5.23")
+def check_sglang_deepep_mode_ignored(t: Topology):
+    for r in t.roles:
+        mode = _deepep_mode(r)
+        if mode not in (None, "auto") and a2a(r) not in ("deepep", "mori"):
+            yield r.field("sglang.deepepMode"), f"{r.name}: --deepep-mode {mode} with --moe-a2a-backend {a2a(r)}"
+
+
+@rule("sglang-deepep-normal-no-graphs", checked_by="runtime-only",
+      fails_at="start-up: logs 'Cuda graph is disabled because deepep_mode=normal' and decodes without CUDA graphs "
+               "(does not fail)",
+      family="topology", severity="warning", engines=SGL, field="spec.roles[].sglang.deepepMode",
+      title="DeepEP normal mode switches decode CUDA graphs off",
+      why="With --moe-a2a-backend deepep and --deepep-mode normal SGLang disables the decode CUDA graphs: every decode "
+          "step runs eagerly, which costs latency on a decode role.",
+      fix="Use deepepMode auto (low_latency for decode batches, normal for prefill) or low_latency on decode roles.",
+      source="sglang srt/arg_groups/moe_hook.py:383-390@0.5.23")
+def check_sglang_deepep_normal_no_graphs(t: Topology):
+    for r in t.roles:
+        if a2a(r) == "deepep" and _deepep_mode(r) == "normal" and r.kind != "prefill" and r.pd_mode != "prefill":
+            yield r.field("sglang.deepepMode"), f"{r.name}: DeepEP normal mode: no decode CUDA graphs"
