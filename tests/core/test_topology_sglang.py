@@ -109,6 +109,7 @@ SGLANG_CASES: dict[str, tuple[Callable, Callable]] = {
                                  doc_case(SGK, _set("parallel.pp", 2, "prefill"))),
     "sglang-nnodes-gpus": (doc_case(SGD, _set("gpusPerPod", 8, "decode")), doc_case(SGD)),
     "sglang-ep-size": (doc_case(SGD), doc_case(SGK)),
+    "sglang-ep-divides-tp": (doc_case(SGD, _set("parallel.ep", 3, "decode")), doc_case(SGD)),
     "sglang-deepep-mode-ignored": (doc_case(SGD, _set("sglang.deepepMode", "low_latency", "decode")),
                                    doc_case(SGD, _set("sglang.deepepMode", "auto", "decode"))),
     "sglang-deepep-normal-no-graphs": (doc_case(SGK, _both(_set("sglang.moeA2aBackend", "deepep", "decode"),

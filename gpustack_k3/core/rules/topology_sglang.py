@@ -509,3 +509,22 @@ def check_sglang_deepep_normal_no_graphs(t: Topology):
     for r in t.roles:
         if a2a(r) == "deepep" and _deepep_mode(r) == "normal" and r.kind != "prefill" and r.pd_mode != "prefill":
             yield r.field("sglang.deepepMode"), f"{r.name}: DeepEP normal mode: no decode CUDA graphs"
+
+
+@rule("sglang-ep-divides-tp", checked_by="runtime-only",
+      fails_at="distributed init: the expert-parallel groups leave TP ranks in no group (config time accepts it)",
+      family="topology", severity="error", engines=SGL, field="spec.roles[].parallel.ep",
+      title="--ep-size must divide --tp-size",
+      why="SGLang derives the MoE TP width as tp // ep (runtime_context.py) and tiles the TP group with expert-parallel "
+          "groups of ep ranks, moe_tp of them; when ep does not divide tp the last tp - ep x (tp // ep) ranks belong "
+          "to no expert-parallel group. ServerArgs resolution does not check it (0.5.23 accepts --ep-size 3 and 16 "
+          "with --tp-size 8 at config time).",
+      fix="Pick parallel.ep among the divisors of parallel.tp (wide EP: ep = tp).",
+      source="sglang srt/runtime_context.py:141-155@0.5.23 (moe_tp_size = tp // ep); "
+             "sglang srt/distributed/parallel_state.py:2891-2908@0.5.23 (the expert-parallel groups)",
+      no_cel=NO_CEL)
+def check_sglang_ep_divides_tp(t: Topology):
+    for r in t.roles:
+        ep = int(r.resolved.value("parallel.ep") or 1)
+        if ep > 1 and (r.tp % ep or ep > r.tp):
+            yield r.field("parallel.ep"), f"{r.name}: EP {ep} does not divide TP {r.tp}"
