@@ -179,8 +179,8 @@ def sglang_role_args(t: TopoRole, topo: dict) -> tuple[list[Arg], list[PerPodArg
     """An SGLang role's topology arguments (sglang.yaml ``topology``; docs/design/007-sglang-topologies.md): the
     P/D mode, transfer backend, bootstrap port and IB device of a prefill/decode role, and for an instance of
     several pods (whose ``--nnodes`` the effective document carries) per pod ``--node-rank`` (the pod's worker
-    index) and ``--dist-init-addr`` (the leader's address and ``dist_init_port``). DP attention and EP are spec fields of the flag table (rendered with
-    the single-engine arguments)."""
+    index) and ``--dist-init-addr`` (the leader's address and ``dist_init_port``). DP attention and EP are spec
+    fields of the flag table (rendered with the single-engine arguments)."""
     args: list[Arg] = []
     per_pod: list[PerPodArg] = []
     ports: dict[str, int] = {}
