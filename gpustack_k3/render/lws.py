@@ -64,9 +64,12 @@ SHELL = "/bin/sh"
 _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
 # RoleLaunch.per_pod sources -> the shell expression of the value (always double-quoted: one argv element)
 PER_POD_SOURCES = {
-    "start_rank": lambda role: f'"$(({api.LWS_ENV_WORKER_INDEX} * {int(role.dp_local)}))"',
-    "leader_address": lambda role: f'"${api.LWS_ENV_LEADER_ADDRESS}"',
-    "group_size": lambda role: f'"${api.LWS_ENV_GROUP_SIZE}"',
+    "start_rank": lambda role, a: f'"$(({api.LWS_ENV_WORKER_INDEX} * {int(role.dp_local)}))"',
+    "leader_address": lambda role, a: f'"${api.LWS_ENV_LEADER_ADDRESS}"',
+    "group_size": lambda role, a: f'"${api.LWS_ENV_GROUP_SIZE}"',
+    # SGLang multi-node (docs/design/007-sglang-topologies.md): --node-rank, --dist-init-addr <leader>:<port>
+    "worker_index": lambda role, a: f'"${api.LWS_ENV_WORKER_INDEX}"',
+    "leader_endpoint": lambda role, a: f'"${{{api.LWS_ENV_LEADER_ADDRESS}}}:{int(a.port)}"',
 }
 DS_MIN_ROLES, DS_MAX_ROLES = 2, 10          # disaggregatedset_types.go:108-109@v0.10.0
 
@@ -87,7 +90,7 @@ def entrypoint(role: RoleLaunch, launch: LaunchSpec, *, leader: bool = False) ->
         if value is None:
             raise RenderError(f"{role.field_prefix}.{a.field}", f"unknown per-pod source {a.source!r}",
                               f"one of: {', '.join(PER_POD_SOURCES)}")
-        parts.append(f"{shlex.quote(a.flag)} {value(role)}")
+        parts.append(f"{shlex.quote(a.flag)} {value(role, a)}")
     return [SHELL, "-c", " ".join(parts)], [*launch.command, *launch.args]
 
 
