@@ -25,6 +25,7 @@ from gpustack_k3.render.lws import (
     render_topology,
     validate_topology_objects,
 )
+from gpustack_k3.render import router as routing
 from gpustack_k3.render.templates import RenderError
 from tests.support import lws_schema
 
@@ -298,11 +299,12 @@ def test_without_disaggregation_the_endpoint_selects_every_api_server_and_no_rou
     assert svc["spec"]["selector"] == {api.LABEL_DEPLOYMENT: doc.metadata.name, api.LABEL_API_SERVER: "true"}
 
 
-def test_sglang_pd_has_no_router_to_render():
+def test_the_vllm_router_routes_vllm_pd_only():
     doc, topo = pd()
-    roles = [dataclasses.replace(r, leader=dataclasses.replace(r.leader, engine="sglang")) for r in topo.roles]
-    with pytest.raises(RenderError, match="no ecosystem router"):
-        render_topology(dataclasses.replace(topo, roles=roles), doc)
+    with pytest.raises(RenderError, match="does not route sglang P/D"):
+        routing.vllm_router(dataclasses.replace(topo, roles=[
+            dataclasses.replace(r, leader=dataclasses.replace(r.leader, engine="sglang")) for r in topo.roles]),
+            "llm", {})
 
 
 def test_disaggregatedset_holds_the_same_lws_specs():
