@@ -421,10 +421,10 @@ def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
 def _phase_word(snap: ColdStartSnapshot) -> str:
     """Where one pod (or the slowest pod of a role) is: ``failed in <phase>``, ``serving``, the phase in progress."""
     if snap.get("verdict"):
-        return f"failed in {snap.get('failedPhase') or 'an unknown phase'}"
+        return f"failed in {coldstart_of(snap).failedPhase or 'an unknown phase'}"
     if snap.get("serving"):
         return "serving"
-    return snap.get("current") or "starting"
+    return coldstart_of(snap).current or "starting"
 
 
 def role_phases(pods: Sequence[Mapping[str, Any]], snaps: Sequence[ColdStartSnapshot]) -> dict[str, str]:
