@@ -26,6 +26,7 @@ pinned in ``catalog/data/routing.yaml``.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
@@ -164,7 +165,9 @@ class SglangRouterPin:
         self.decode_policies: list[str] = raw["decode_policies"]
 
 
+@functools.lru_cache(maxsize=1)
 def sglang_router_pin() -> SglangRouterPin:
+    """Read once per process, as the catalog is."""
     import yaml
 
     with open(CATALOG_DATA / "routing.yaml", encoding="utf-8") as f:
