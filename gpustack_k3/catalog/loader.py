@@ -473,6 +473,11 @@ def _apply_parser_dump(data: Path, eng: EngineEntry, v: EngineVersion) -> None:
             raise CatalogError(f"{where}: defaults.{f.field} restates the parser dump's default of {f.flag} "
                                f"({default!r}, {v.parser.dump}); drop it from the yaml")
         v.defaults[f.field] = default
+    if v.traits.get("topology") is True:
+        # the trait says the topology flags were read in this release: each must be in its parser
+        missing = sorted(f for k, f in eng.topology.items() if k.endswith("_flag") and f not in options)
+        if missing:
+            raise CatalogError(f"{where}: trait topology, but {v.parser.dump} has no {', '.join(missing)}")
     kv = next((f for f in eng.flags if f.field == "memory.kvCacheDtype"), None)
     o = options.get(kv.flag) if kv else None
     values = (o.get("choices") if o.get("choices") is not None else o.get("metavar")) if o else None

@@ -124,86 +124,10 @@ def _read_config_file(path: str) -> str:
 
 
 def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
-    """(document data, what the engine version's parser refuses: core.argv Refusals) for an engine command line."""
-    from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.flags import parse_argv
+    """core.argv.roles.argv_to_data reading ``--config FILE`` from the disk."""
+    from gpustack_k3.core.argv.roles import argv_to_data as from_argv
 
-    env_map = {}
-    for item in env:
-        k, eq, v = item.partition("=")
-        if not eq or not k:
-            raise InputError(f"--env {item!r}", "expected K=V", "e.g. --env VLLM_USE_V2_MODEL_RUNNER=1")
-        env_map[k] = v
-    cat = load_catalog()
-    entry = cat.engine(engine)
-    version = cat.version(engine, engine_version)
-    if version is None:
-        raise InputError("--engine-version", f"{engine} has no catalog version {engine_version!r}",
-                         f"use one of: {', '.join(entry.versions)}")
-    parsed = parse_argv(entry, list(argv), version=version, read_file=_read_config_file)
-    spec = parsed.spec
-    _hub_id_is_a_source(spec.get("model") or {})
-    spec["engine"] = {"name": engine, **({"version": engine_version} if engine_version else {})}
-    # the model: --model, else the catalog model the line's model names, else (a model the catalog does not know)
-    # its path's last part; a line pasted without its model keeps the document's default model
-    name_ = model_name or catalog_model_of(cat, parsed.model_path) or (
-        _model_label(parsed.model_path) if parsed.model_path else None)
-    if name_ is not None:
-        spec.setdefault("model", {})["name"] = name_
-    spec["hardware"] = {"gpuType": gpu_type, "gpuCount": gpus}
-    if env_map:
-        spec["env"] = env_map
-    if parsed.extra_args:
-        spec["extraArgs"] = parsed.extra_args
-    from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
-
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}, parsed.refusals
-
-
-HUB_ID = r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?"
-
-
-def _hub_id_is_a_source(model: dict) -> None:
-    """``vllm serve moonshotai/Kimi-K3``: the engine downloads a hub id; in a document it is ``model.source``, and the
-    served path is where the weights lie inside the mounted volume (``/models/<name>``)."""
-    import re
-
-    path = model.get("path")
-    if isinstance(path, str) and not path.startswith("/") and re.fullmatch(HUB_ID, path) \
-            and path.rsplit("/", 1)[-1] not in (".", "..") and "source" not in model:
-        model["source"] = path
-        model["path"] = f"/models/{path.rsplit('/', 1)[-1]}"
-
-
-def catalog_model_of(cat, model_path: str | None) -> str | None:
-    """The catalog model a command line's model names: its key, hub id or default path, or a path ending in the
-    hub id's or default path's last part (case-insensitive); None when no catalog model matches."""
-    if not model_path:
-        return None
-    want = model_path.rstrip("/").lower()
-    tail = want.rsplit("/", 1)[-1]
-    for key, m in cat.models.items():
-        names = {key.lower(), (m.source_id or "").lower(), (m.default_path or "").rstrip("/").lower()}
-        tails = {n.rsplit("/", 1)[-1] for n in names if n}
-        if want in names or tail in tails:
-            return key
-    return None
-
-
-def _model_label(model_path: str | None) -> str:
-    """spec.model.name for a model the catalog does not know: the last part of its path (for messages only)."""
-    return (model_path or "model").rstrip("/").rsplit("/", 1)[-1] or "model"
-
-
-def _flag_for(engine: str, field: str) -> str:
-    from gpustack_k3.catalog import load_catalog
-
-    prefix = "argv: spec."
-    path = field[len(prefix):] if field.startswith(prefix) else ""
-    for f in load_catalog().engine(engine).flags:
-        if path and (path == f.field or path.startswith(f.field + ".")):
-            return f" ({f.flag})"
-    return ""
+    return from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, read_file=_read_config_file)
 
 
 def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
@@ -214,7 +138,9 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
         data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, argv)
         return data, document_from_data(data, "argv"), refusals
     except InputError as exc:
-        exc.where += _flag_for(engine, exc.where)
+        from gpustack_k3.core.argv.roles import flag_for
+
+        exc.where += flag_for(engine, exc.where)
         fail_input(exc)
 
 
@@ -231,9 +157,11 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     from gpustack_k3.core.rules.runner import CATALOG_RULE
     from gpustack_k3.core.topology import Topology
 
-    try:   # the line is one role (prefill/decode by its kv_role, else serve): the topology rules run on it too
-        _, role, refusals = _line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
-                                       None, None, gpus, name=name, model_config=model_config)
+    from gpustack_k3.core.argv.roles import line_role
+
+    try:   # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
+        _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
+                                      None, None, gpus, name=name, **_argv_io(model_config))
     except InputError as exc:
         fail_input(exc)
     r = role.resolved
@@ -724,146 +652,13 @@ def _render_summary(launch, doc) -> dict[str, str]:
 
 # ------------------------------------------------------------------ check-pd
 
-# Flags of a P/D or multi-pod command line that set launch facts rather than spec fields (vllm.yaml `topology`). The
-# engine's parser reads them like every other flag (they stay in the document's extraArgs, in the parser's canonical
-# spelling: core.flags.read_extra); only a per-pod shell expression as a rank ($((LWS_WORKER_INDEX*4))), which
-# argparse would refuse as an int, is taken out first.
-_PER_POD_RANK_FLAGS = ("start_rank_flag", "rank_flag")
-# kv_role -> the role kind a single command line plays (config/kv_transfer.py:14-16@0.33.0)
-_KIND_OF_KV_ROLE = {"kv_producer": "prefill", "kv_consumer": "decode"}
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _take_per_pod_ranks(engine: str, engine_version, tokens: list[str]) -> tuple[list[str], set[str]]:
-    """The tokens without a rank flag whose value is a per-pod shell expression, and which such flags there were."""
-    from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.flags import read_extra
-
-    cat = load_catalog()
-    topo = cat.engine(engine).topology
-    wanted = {topo[k]: k for k in _PER_POD_RANK_FLAGS if k in topo}
-    if not wanted:
-        return tokens, set()
-    flags, _ = read_extra(tokens, cat.version(engine, engine_version))
-    drop: set[int] = set()
-    seen: set[str] = set()
-    for f in flags:
-        if f.name in wanted and f.value is not None and not _is_int(f.value):
-            seen.add(wanted[f.name])
-            drop.add(f.index)
-            if "=" not in tokens[f.index]:
-                drop.add(f.index + 1)
-    return [t for i, t in enumerate(tokens) if i not in drop], seen
-
-
-def _line_role(label, kind, engine, engine_version, model_name, gpu_type, tokens, env, pods, gpus_per_pod, gpus,
-               name="argv", model_config=None):
-    """One engine command line -> (its document, its TopoRole, what its engine's parser refuses). ``label``: the
-    option it came from (``--prefill``; None for check-args), ``kind``: the role it plays (prefill/decode for
-    check-pd; None: from its kv_role, else serve). ``gpus``: hardware.gpuCount (None: the ranks of one pod, dpLocal x
-    TP x PP). Unusable input raises InputError naming ``label``."""
-    import json
-
-    from gpustack_k3.catalog import load_catalog
+def _argv_io(model_config):
+    """What core.argv.roles needs from the edges: the disk (--config FILE, the model's config.json) and the
+    document check with its input-error messages."""
     from gpustack_k3.cli.common import document_from_data
-    from gpustack_k3.core.argv.read import Refusal
-    from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.core.topology import TopoRole, flag_values
 
-    rest, per_pod = _take_per_pod_ranks(engine, engine_version, tokens)
-    try:
-        data, refusals = argv_to_data(engine, engine_version, model_name, gpu_type, gpus or 8, env, name, rest)
-    except InputError as exc:
-        exc.where = (f"{label} " if label else "") + exc.where + _flag_for(engine, exc.where)
-        raise
-    topo = load_catalog().engine(engine).topology
-    version = load_catalog().version(engine, engine_version)
-    facts = flag_values(list(data["spec"].get("extraArgs", [])), version)
-
-    def fact(key):
-        return facts.get(topo[key]) if key in topo else None
-
-    def on(key):   # a switch: given bare (or =true); its --no- form is off
-        if key not in topo or topo[key] not in facts:
-            return False
-        v = facts[topo[key]]
-        return v is None or str(v).lower() in ("1", "true", "yes")
-
-    def as_int(key):
-        v = fact(key)
-        return int(v) if v is not None and _is_int(v) else None
-
-    par = data["spec"].get("parallel", {})
-    if gpus is None:
-        local = 1 if (on("external_lb_flag") or fact("rank_flag") is not None or "rank_flag" in per_pod) else (
-            par.get("dpLocal") or par.get("dp") or 1)
-        data["spec"]["hardware"]["gpuCount"] = min(64, gpus_per_pod or local * par.get("tp", 1) * par.get("pp", 1))
-    try:
-        doc = document_from_data(data, label or "argv")
-    except InputError as exc:
-        exc.where = (f"{label} " if label else "") + exc.where + _flag_for(engine, exc.where)
-        raise
-    if pods is None:   # check-args: one pod of a group whose size the line implies (DP / dpLocal, else --nnodes)
-        dp, local = doc.spec.parallel.dp or 1, doc.spec.parallel.dpLocal
-        pods = dp // local if local and dp % local == 0 and dp >= local else max(as_int("nnodes_flag") or 1, 1)
-    # the model's architecture: --model-config, else config.json in a local model directory; a model the catalog
-    # does not know is described by it (or by nothing: flags checked, no memory plan)
-    model_path = doc.spec.model.path
-    try:
-        arch = _model_arch(model_config, model_path)
-    except InputError as exc:
-        exc.where = f"{label} {exc.where}" if label else exc.where
-        raise
-    if arch is None and model_name is None and model_path and catalog_model_of(load_catalog(), model_path) is None:
-        from gpustack_k3.core.model_config import ModelArch
-
-        arch = ModelArch("no config.json (give --model-config FILE)")
-    kv = None
-    raw_kv = fact("kv_transfer_flag")
-    if raw_kv is not None:
-        try:
-            kv = json.loads(raw_kv)
-        except (ValueError, RecursionError):
-            kv = None   # the parser refused it already (argv-refused)
-        kv = kv if isinstance(kv, dict) else None
-
-    if kind is None:
-        kind = _KIND_OF_KV_ROLE.get(str((kv or {}).get("kv_role")), "serve")
-    host = doc.spec.env.get(topo.get("side_channel_host_env", ""), "")   # SGLang has no NIXL side channel
-    prefix = label.lstrip("-") if label else "spec"
-    role = TopoRole(
-        name=prefix if label else kind, kind=kind, prefix=prefix, instances=1, pods=pods, gpus_per_pod=gpus_per_pod,
-        resolved=resolve(doc, arch=arch), dp_local=doc.spec.parallel.dpLocal, hybrid_lb=on("hybrid_lb_flag"),
-        external_lb=on("external_lb_flag") or fact("rank_flag") is not None or "rank_flag" in per_pod,
-        headless=on("headless_flag"), api_server_count=as_int("api_server_count_flag"),
-        nnodes=as_int("nnodes_flag"), start_rank=as_int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
-        side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
-        extra_flags=facts, rank_given=fact("rank_flag") is not None or "rank_flag" in per_pod)
-    if label:   # refusals name tokens of the command line: say which side they are from
-        refusals = [Refusal(f"{label} {ref.where}", ref.flag, ref.message, ref.token) for ref in refusals]
-    return doc, role, refusals
-
-
-def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods, gpus_per_pod, model_config=None):
-    """One check-pd command line (shell-quoted) -> (its document, its TopoRole, its parser's refusals)."""
-    import shlex
-
-    opt = f"--{side}"
-    try:
-        tokens = shlex.split(text)
-    except ValueError as exc:
-        raise InputError(opt, f"not a shell-quoted command line: {exc}", f"quote the whole command line: {opt} 'vllm serve ...'") from None
-    if not tokens:
-        raise InputError(opt, "empty command line", f"give {opt} 'vllm serve MODEL ...'")
-    return _line_role(opt, side, engine, engine_version, model_name, gpu_type, tokens, env, pods, gpus_per_pod, None,
-                      name=side, model_config=model_config)
+    return {"document_of": document_from_data, "read_file": _read_config_file,
+            "model_arch": lambda model_path: _model_arch(model_config, model_path)}
 
 
 @click.command("check-pd", cls=Command)
@@ -890,6 +685,7 @@ def _side_role(side, engine, engine_version, model_name, gpu_type, text, env, po
 def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
              decode_pods, gpus_per_pod, prefill_gpus_per_pod, decode_gpus_per_pod, strict, model_config, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
+    from gpustack_k3.core.argv.roles import side_role
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
     from gpustack_k3.core.topology import Topology
@@ -899,8 +695,8 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
         for side, text, env, pods, side_gpus in (
                 ("prefill", prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
                 ("decode", decode, decode_env, decode_pods, decode_gpus_per_pod)):
-            doc, role, refusals = _side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
-                                             side_gpus or gpus_per_pod, model_config)
+            doc, role, refusals = side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
+                                            side_gpus or gpus_per_pod, **_argv_io(model_config))
             roles.append(role)
             ctx = Ctx(role.resolved, argv_refusals=refusals)
             findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]

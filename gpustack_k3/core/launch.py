@@ -119,7 +119,10 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
         raise Refused(findings)
     for view, t in zip(views, topo.roles):
         roles.append(role_launch(t, launches[view.role.name], doc.spec.disaggregation))
-    connector = doc.spec.disaggregation.connector if doc.spec.disaggregation and doc.spec.roles else ""
+    connector = ""
+    if doc.spec.disaggregation and doc.spec.roles:   # vLLM: the KV connector; SGLang: the transfer backend
+        connector = next((t.transfer_backend for t in topo.roles if t.transfer_backend), None) \
+            or doc.spec.disaggregation.connector
     return TopologyLaunch(doc.metadata.name, roles, connector), findings, plans
 
 
@@ -158,6 +161,10 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
         worker_extra = list(common)
         if t.headless:
             worker_extra.append(Arg("loadBalancing", [topo["headless_flag"]]))
+    ports: dict[str, int] = {}
+    if topo and t.resolved.engine.engine == "sglang":
+        leader_extra, per_pod, ports = sglang_role_args(t, topo)
+        worker_extra = list(leader_extra)
     env = dict(sorted(env.items()))
     leader = _with_args(launch, leader_extra, env)
     worker = _with_args(launch, worker_extra, env) if t.pods > 1 else None
@@ -165,7 +172,31 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
         role=t.name, kind=t.kind, field_prefix=t.prefix, instances=t.instances, pods_per_instance=t.pods,
         gpus_per_pod=t.gpus_per_pod or launch.gpu_count, dp=t.dp, dp_local=t.dp_local or t.dp,
         load_balancing="hybrid" if t.hybrid_lb else "external" if t.external_lb else "internal",
-        leader=leader, worker=worker, per_pod=per_pod, env_from_pod=env_from_pod)
+        leader=leader, worker=worker, per_pod=per_pod, env_from_pod=env_from_pod, ports=ports)
+
+
+def sglang_role_args(t: TopoRole, topo: dict) -> tuple[list[Arg], list[PerPodArg], dict[str, int]]:
+    """An SGLang role's topology arguments (sglang.yaml ``topology``; docs/design/007-sglang-topologies.md): the
+    P/D mode, transfer backend, bootstrap port and IB device of a prefill/decode role, and for an instance of
+    several pods (whose ``--nnodes`` the effective document carries) per pod ``--node-rank`` (the pod's worker
+    index) and ``--dist-init-addr`` (the leader's address and ``dist_init_port``). DP attention and EP are spec fields of the flag table (rendered with
+    the single-engine arguments)."""
+    args: list[Arg] = []
+    per_pod: list[PerPodArg] = []
+    ports: dict[str, int] = {}
+    if t.pd_mode is not None:
+        args.append(Arg("disaggregation", [topo["disaggregation_mode_flag"], t.pd_mode]))
+        args.append(Arg("disaggregation.transferBackend", [topo["transfer_backend_flag"], str(t.transfer_backend)]))
+        args.append(Arg("disaggregation.bootstrapPort", [topo["bootstrap_port_flag"], str(t.bootstrap_port)]))
+        if t.ib_device:
+            args.append(Arg("disaggregation.ibDevice", [topo["ib_device_flag"], t.ib_device]))
+        if t.pd_mode == "prefill":
+            ports["bootstrap"] = int(t.bootstrap_port or topo["bootstrap_port"])
+    if t.pods > 1:   # --nnodes is in the role's effective document already (core.topology.effective_document)
+        per_pod.append(PerPodArg(topo["node_rank_flag"], "worker_index", "podsPerInstance"))
+        per_pod.append(PerPodArg(topo["dist_init_addr_flag"], "leader_endpoint", "podsPerInstance",
+                                 port=int(topo["dist_init_port"])))
+    return args, per_pod, ports
 
 
 def _with_args(launch: LaunchSpec, extra: list[Arg], env: dict[str, str]) -> LaunchSpec:

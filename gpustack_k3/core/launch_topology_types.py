@@ -6,7 +6,7 @@ commands (validate, check-args, plan) import that module at every start and need
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from gpustack_k3.core.launch_types import LaunchSpec
 
@@ -15,14 +15,17 @@ class PerPodArg:
     """An engine argument whose value is known only where a pod of an instance starts.
 
     ``source`` says what the value is: ``start_rank`` (the pod's worker index x the role's ``dp_local``),
-    ``leader_address`` (the address of the instance's leader pod). Targets compute it (Kubernetes/LWS: a quoted
-    entrypoint reading ``LWS_WORKER_INDEX`` / ``LWS_LEADER_ADDRESS``); the argv stays a list."""
+    ``leader_address`` (the address of the instance's leader pod), ``worker_index`` (the pod's index in its
+    instance, 0 on the leader: SGLang's ``--node-rank``), ``leader_endpoint`` (``<leader address>:<port>``: SGLang's
+    ``--dist-init-addr``). Targets compute it (Kubernetes/LWS: a quoted entrypoint reading ``LWS_WORKER_INDEX`` /
+    ``LWS_LEADER_ADDRESS``); the argv stays a list."""
 
     flag: str
     source: str
     field: str                    # the spec path that asks for it (findings and explain point there)
     on: str = "all"               # "all" pods of an instance, or "workers" only (pods 1..): with internal LB a
                                   # start rank on the leader would switch it to hybrid LB (arg_utils.py:2489-2491@0.33.0)
+    port: int | None = None       # leader_endpoint: the port after the leader's address
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,14 @@ class RoleLaunch:
     worker: LaunchSpec | None
     per_pod: list[PerPodArg]
     env_from_pod: dict[str, str]
+    ports: dict[str, int] = field(default_factory=dict)   # further ports the engine listens on, by purpose
+                                                          # (SGLang prefill: {"bootstrap": 8998})
 
 
 @dataclass(frozen=True)
 class TopologyLaunch:
-    """Every role of a deployment; ``disaggregation`` is the P/D connector name ("" when not disaggregated)."""
+    """Every role of a deployment; ``disaggregation`` is the P/D connector name (vLLM: the KV connector; SGLang: the
+    transfer backend, e.g. ``nixl``; "" when not disaggregated)."""
 
     name: str
     roles: list[RoleLaunch]

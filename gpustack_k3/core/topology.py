@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Role
+from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.flags import extra_flags
 from gpustack_k3.core.resolve import resolve
 
@@ -79,7 +80,7 @@ def effective_document(doc: DeploymentDocument, role: Role) -> DeploymentDocumen
     update: dict[str, Any] = {name: _merge(getattr(spec, name), getattr(role, name)) for name in MERGED_SECTIONS}
     update["hardware"] = spec.hardware.model_copy(update={"gpuCount": role.gpusPerPod})
     update["env"] = {**spec.env, **role.env}
-    update["extraArgs"] = [*spec.extraArgs, *role.extraArgs]
+    update["extraArgs"] = [*_multi_node_args(doc, role), *spec.extraArgs, *role.extraArgs]
     update["roles"] = []
     # every role serves the deployment's model name (a P/D router sends one name to both roles)
     update["model"] = spec.model.model_copy(update={"servedModelName": spec.model.servedModelName or doc.metadata.name})
@@ -87,6 +88,17 @@ def effective_document(doc: DeploymentDocument, role: Role) -> DeploymentDocumen
         "spec": spec.model_copy(update=update),
         "metadata": doc.metadata.model_copy(update={"name": f"{doc.metadata.name}-{role.name}"}),
     })
+
+
+def _multi_node_args(doc: DeploymentDocument, role: Role) -> list[str]:
+    """What every pod of a multi-pod SGLang instance runs beyond its single-engine flags and before the per-pod ones:
+    ``--nnodes <pods>`` (sglang.yaml ``topology``). It is part of the role's effective document, so the single-engine
+    rules count the ranks of one pod as SGLang does (TP x PP over --nnodes); vLLM's multi-pod layout is spec fields
+    (parallel.dpLocal) instead."""
+    if role.podsPerInstance <= 1 or doc.spec.engine.name != "sglang":
+        return []
+    flag = load_catalog().engine("sglang").topology.get("nnodes_flag")
+    return [flag, str(role.podsPerInstance)] if flag else []
 
 
 def implicit_role(doc: DeploymentDocument) -> Role:
@@ -132,6 +144,13 @@ class TopoRole(NamedTuple):
     side_channel_host_from_pod: bool = False     # VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (pod IP)
     extra_flags: dict[str, str | None] | None = None   # flags outside the flag table: --block-size, HMA switch
     rank_given: bool | None = None   # a command line gave --data-parallel-rank (check-pd/check-args); None: a document
+    # SGLang P/D and multi-node facts (sglang.yaml `topology`; docs/design/007-sglang-topologies.md)
+    pd_mode: str | None = None            # --disaggregation-mode prefill|decode (None: not disaggregated)
+    transfer_backend: str | None = None   # --disaggregation-transfer-backend (the release default when not given)
+    bootstrap_port: int | None = None     # --disaggregation-bootstrap-port (likewise)
+    ib_device: str | None = None          # --disaggregation-ib-device
+    node_rank: int | None = None          # a literal --node-rank on the command line (check-pd); None: per pod
+    dist_init_addr: str | None = None     # a literal --dist-init-addr (check-pd); None: the leader's, per pod
 
     def field(self, path: str) -> str:
         """``parallel.dp`` -> ``spec.roles[1].parallel.dp`` (or ``prefill.parallel.dp``)."""
@@ -219,6 +238,21 @@ def kv_transfer_config(doc: DeploymentDocument, kind: str, kv_roles: dict[str, s
     return cfg
 
 
+def sglang_facts(doc: DeploymentDocument, kind: str, pods: int, topo: dict[str, Any]) -> dict[str, Any]:
+    """The SGLang P/D and multi-node facts of a role of a document, as the launch emits them (empty for vLLM: its
+    catalog topology has no ``disaggregation_modes``). The transfer backend and bootstrap port are the spec's or
+    the release's defaults (sglang.yaml ``topology``)."""
+    if "disaggregation_modes" not in topo:
+        return {}
+    out: dict[str, Any] = {"nnodes": pods if pods > 1 else None}
+    d = doc.spec.disaggregation
+    if d is not None and doc.spec.roles and kind in topo["disaggregation_modes"]:
+        out.update(pd_mode=topo["disaggregation_modes"][kind],
+                   transfer_backend=d.transferBackend or topo["transfer_backend"],
+                   bootstrap_port=d.bootstrapPort or topo["bootstrap_port"], ib_device=d.ibDevice)
+    return out
+
+
 def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = None,
                       resolved: list[Any] | None = None) -> Topology:
     """The topology rules' view of a document: per role, the facts the launch builder emits (and only those).
@@ -242,5 +276,6 @@ def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = No
             external_lb=role.loadBalancing == "external" and dp > 1,
             headless=role.loadBalancing == "internal" and pods > 1,
             api_server_count=role.apiServerCount, kv_transfer=kv, env=env, side_channel_host_from_pod=kv is not None,
-            extra_flags=flag_values(list(view.document.spec.extraArgs), r.version)))
+            extra_flags=flag_values(list(view.document.spec.extraArgs), r.version),
+            **sglang_facts(doc, role.role, pods, topo)))
     return Topology(roles, doc.spec.disaggregation if doc.spec.roles else None, "document")

@@ -62,7 +62,9 @@ def shell_command(launch: LaunchSpec) -> str:
 # ----------------------------------------------------------------------------- topologies (roles)
 
 # How a per-pod value reads where the pod starts (LeaderWorkerSet's env; docs/sources.md#per-pod-env)
-PER_POD_SHELL = {"leader_address": "$LWS_LEADER_ADDRESS", "start_rank": "$((LWS_WORKER_INDEX * {dp_local}))"}
+PER_POD_SHELL = {"leader_address": "$LWS_LEADER_ADDRESS", "start_rank": "$((LWS_WORKER_INDEX * {dp_local}))",
+                 # SGLang multi-node (docs/design/007-sglang-topologies.md): --node-rank, --dist-init-addr <leader>:<port>
+                 "worker_index": "$LWS_WORKER_INDEX", "leader_endpoint": "${{LWS_LEADER_ADDRESS}}:{port}"}
 
 
 def per_pod_tokens(role, *, worker: bool) -> list[str]:
@@ -71,7 +73,7 @@ def per_pod_tokens(role, *, worker: bool) -> list[str]:
     for a in role.per_pod:
         if a.on == "workers" and not worker:
             continue
-        out += [a.flag, PER_POD_SHELL[a.source].format(dp_local=role.dp_local)]
+        out += [a.flag, PER_POD_SHELL[a.source].format(dp_local=role.dp_local, port=a.port)]
     return out
 
 

@@ -105,15 +105,61 @@ def test_a_token_the_engine_refuses_is_an_argv_refused_finding_of_its_side():
     assert res.exit_code == 1 and "[argv-refused] --prefill argv[1]: argument --kv-transfer-config" in res.output
 
 
-def test_check_pd_on_sglang_is_a_clean_refusal_not_a_crash():
-    """check-pd --engine sglang ended in `internal error: KeyError` (issue 22): now a finding naming why, exit 1."""
-    line = "python3 -m sglang.launch_server --model-path /models/Kimi-K3 --tp 8 --trust-remote-code"
-    res = CliRunner().invoke(cli, ["check-pd", "--engine", "sglang", "--prefill", line, "--decode", line, "-o", "json"],
-                             catch_exceptions=False)
-    assert res.exit_code == 1, res.output
-    found = [f for f in json.loads(res.output)["findings"] if f["rule"] == "sglang-topology-unsupported"]
-    assert {f["field"] for f in found} == {"prefill", "decode"}
-    assert all("does not check SGLang P/D pairs yet" in f["message"] for f in found)
+SGL = ("python3 -m sglang.launch_server --model-path /models/Kimi-K3 --trust-remote-code --tp-size 8 "
+       "--kv-cache-dtype fp8_e4m3 --disaggregation-transfer-backend nixl")
+
+
+def sgl(prefill: str, decode: str, *extra: str) -> tuple[int, str]:
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "sglang", "--engine-version", "0.5.23", "--prefill", prefill,
+                                   "--decode", decode, "-o", "json", *extra], catch_exceptions=False)
+    return res.exit_code, res.output
+
+
+def test_check_pd_on_sglang_checks_the_pair():
+    """check-pd --engine sglang reads both lines with the release's parser and runs the SGLang P/D rules (issue 27):
+    a matching pair passes, as the vLLM path does."""
+    code, out = sgl(SGL + " --disaggregation-mode prefill", SGL + " --disaggregation-mode decode")
+    assert code == 0 and rules(out) == set(), out
+    assert json.loads(out)["ok"] is True
+
+
+@pytest.mark.parametrize("rule_id,prefill,decode", [
+    ("sglang-pd-roles", SGL, SGL + " --disaggregation-mode decode"),
+    ("sglang-pd-transfer-backend", SGL.replace("nixl", "mooncake") + " --disaggregation-mode prefill",
+     SGL + " --disaggregation-mode decode"),
+    ("sglang-pd-kv-dtype", SGL + " --disaggregation-mode prefill",
+     SGL.replace("fp8_e4m3", "auto") + " --disaggregation-mode decode"),
+    ("sglang-pd-page-size", SGL + " --disaggregation-mode prefill --page-size 32",
+     SGL + " --disaggregation-mode decode --page-size 64"),
+    ("sglang-pd-allocation-policy", SGL + " --disaggregation-mode prefill",
+     SGL + " --disaggregation-mode decode --disaggregation-decode-allocation-policy prefill_complete"),
+    ("sglang-pd-model", SGL + " --disaggregation-mode prefill",
+     SGL.replace("/models/Kimi-K3", "/models/Kimi-K3-other") + " --disaggregation-mode decode"),
+    # the deprecated DP-attention spelling is read as the release reads it (parallel_hook.py:39-61@0.5.23)
+    ("sglang-attn-dp-divides-tp", SGL + " --disaggregation-mode prefill",
+     SGL.replace("--tp-size 8", "--tp-size 6") + " --dp-size 4 --enable-dp-attention --disaggregation-mode decode"),
+])
+def test_check_pd_on_sglang_refuses_a_mismatch(rule_id, prefill, decode):
+    code, out = sgl(prefill, decode, "--model", "kimi-k3")
+    assert code == 1 and rule_id in rules(out), out
+    assert all(f["field"].startswith(("prefill", "decode")) for f in json.loads(out)["findings"])
+
+
+def test_check_pd_on_sglang_multi_node_decode():
+    """A decode over 2 nodes, its rank and rendezvous given per pod as the LWS renders them: the node rank's shell
+    expression is taken out before the parser reads the int; 2 pods x 8 GPUs hold TP 16."""
+    dec = (SGL.replace("--tp-size 8", "--tp-size 16 --attn-dp-size 16 --ep-size 16 --enable-dp-lm-head")
+           + " --disaggregation-mode decode --nnodes 2 --node-rank $LWS_WORKER_INDEX "
+           "--dist-init-addr $LWS_LEADER_ADDRESS:20000")
+    code, out = sgl(SGL + " --disaggregation-mode prefill", dec, "--decode-pods", "2", "--gpus-per-pod", "8")
+    assert code == 0 and rules(out) == set(), out
+    code, out = sgl(SGL + " --disaggregation-mode prefill", dec, "--decode-pods", "2", "--gpus-per-pod", "4")
+    assert code == 1 and "sglang-nnodes-gpus" in rules(out), out
+
+
+def test_check_pd_on_sglang_unusable_input_is_exit_2():
+    code, out = sgl("python3 -m sglang.launch_server --model-path '/m", SGL + " --disaggregation-mode decode")
+    assert code == 2, out
 
 
 def test_a_pair_differing_only_in_what_nixl_does_not_hash_passes():

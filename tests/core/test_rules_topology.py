@@ -15,6 +15,7 @@ from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import Refused, build_topology_launch
 from gpustack_k3.core.rules import RULES, validate, validate_topology
 from gpustack_k3.core.topology import Topology, document_topology
+from tests.core.test_topology_sglang import SGLANG_CASES
 from tests.render.test_rack import RACK_CASES
 
 DSV = "dsv41-flash-gb300-8p1d"
@@ -74,15 +75,6 @@ def _single_rank_hybrid(d: dict) -> None:
     r["parallel"]["dpLocal"] = 1
 
 
-def _sglang_pd(d: dict) -> None:
-    d["spec"]["engine"] = {"name": "sglang", "version": "0.5.23"}
-    for r in d["spec"]["roles"]:
-        r["parallel"] = {}
-    d["spec"].pop("vllm")
-    d["spec"]["speculative"] = {"method": "none"}
-    d["spec"]["memory"]["kvCacheDtype"] = "fp8_e4m3"
-
-
 def _tp6_prefill(d: dict) -> None:
     """prefill TP 6 / DCP 6, decode TP 8 / DCP 8: DCP 6 and 8 do not divide one another."""
     role(d, "prefill")["parallel"] = {"tp": 6, "dcp": 6}
@@ -92,7 +84,6 @@ def _tp6_prefill(d: dict) -> None:
 # rule id -> (firing case, quiet case); a case returns a document or a Topology
 TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "topology-version-unverified": (doc_case(KIMI, _set("engine.version", "kimi-k3")), doc_case(KIMI)),
-    "sglang-topology-unsupported": (doc_case(KIMI, _sglang_pd), doc_case(KIMI)),
     "topology-dp-layout": (doc_case(DSV, _set("parallel.dp", 30, "decode")), doc_case(DSV)),
     "topology-gpus-per-pod": (doc_case(DSV, _set("gpusPerPod", 8, "decode")), doc_case(DSV)),
     "topology-start-rank": (tweak(DSV, "decode", start_rank=6), tweak(DSV, "decode", start_rank=8)),
@@ -133,6 +124,7 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "pd-side-channel-ports": (doc_case(DSV, _set("disaggregation.sideChannelPort", 7990)), doc_case(DSV)),
 }
 TOPOLOGY_CASES.update(RACK_CASES)   # the rack rules (core/rules/rack.py): their cases live beside their render tests
+TOPOLOGY_CASES.update(SGLANG_CASES)  # the SGLang rules (core/rules/topology_sglang.py): tests/core/test_topology_sglang.py
 
 
 def findings_of(case) -> list:

@@ -183,6 +183,16 @@ class SglangOptions(_Strict):
     linearReplayssmSpec: bool | None = None
     decodeAttentionBackend: str | None = None
     prefillAttentionBackend: str | None = None
+    attnDpSize: int | None = Field(default=None, ge=1, le=1024, description=(
+        "SGLang --attn-dp-size: data-parallel attention groups inside the TP group (DP attention; the FFN/MoE "
+        "stays TP/EP). Must divide parallel.tp; not with parallel.dp > 1 (arg_groups/parallel_hook.py@0.5.23)."))
+    moeA2aBackend: str | None = Field(default=None, description=(
+        "SGLang --moe-a2a-backend (none, deepep, megamoe, mori, ...; choices per release: the parser dump)."))
+    deepepMode: Literal["auto", "normal", "low_latency"] | None = Field(default=None, description=(
+        "SGLang --deepep-mode (with moeA2aBackend deepep)."))
+    enableDpLmHead: bool | None = Field(default=None, description=(
+        "SGLang --enable-dp-lm-head: vocabulary-parallel LM head inside the attention TP group (DSpark with DP "
+        "attention needs it)."))
 
 
 class SecretEnv(_Strict):
@@ -308,7 +318,9 @@ class Role(_Strict):
 
 
 class Disaggregation(_Strict):
-    """Prefill/decode KV transfer (vLLM ``--kv-transfer-config``), shared by the prefill and decode roles."""
+    """Prefill/decode KV transfer, shared by the prefill and decode roles: vLLM ``--kv-transfer-config``
+    (connector, loadFailurePolicy, sideChannelPort, enforceHandshakeCompat, extraConfig); SGLang
+    ``--disaggregation-*`` (transferBackend, bootstrapPort, ibDevice; docs/design/007-sglang-topologies.md)."""
     connector: Literal["NixlConnector", "NixlPushConnector"] = Field(default="NixlConnector", description=(
         "kv_connector: NixlConnector (decode pulls) or NixlPushConnector (prefill pushes; seed 002)."))
     loadFailurePolicy: Literal["recompute", "fail"] | None = Field(default=None, description="kv_load_failure_policy.")
@@ -317,6 +329,13 @@ class Disaggregation(_Strict):
     enforceHandshakeCompat: bool | None = Field(default=None, description=(
         "kv_connector_extra_config.enforce_handshake_compat; false disables the engine's own P/D check."))
     extraConfig: dict[str, Any] = Field(default_factory=dict, description="Further kv_connector_extra_config keys.")
+    transferBackend: Literal["nixl", "mooncake"] | None = Field(default=None, description=(
+        "SGLang --disaggregation-transfer-backend (unset: the release's default, mooncake; "
+        "arg_groups/fields/disagg.py:65-71@0.5.23)."))
+    bootstrapPort: int | None = Field(default=None, ge=1024, le=65535, description=(
+        "SGLang --disaggregation-bootstrap-port: the prefill's bootstrap server (unset: the release's default, 8998)."))
+    ibDevice: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.:,-]+$", description=(
+        "SGLang --disaggregation-ib-device: the RDMA devices for KV transfer (e.g. mlx5_0,mlx5_1)."))
 
 
 class Rdma(_Strict):

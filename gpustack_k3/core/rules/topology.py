@@ -49,22 +49,51 @@ def check_topology_version_unverified(t: Topology):
 
 
 @rule("sglang-topology-unsupported", checked_by="product", family="topology", severity="error", engines=("sglang",), field="spec.roles",
-      title="SGLang roles that span pods or disaggregate are not rendered yet",
-      why="SGLang forms a multi-node group with --nnodes/--node-rank/--dist-init-addr and disaggregates with "
-          "--disaggregation-mode prefill|decode plus its own bootstrap server; this product renders neither yet, "
-          "so it refuses rather than emit pods that would not find each other.",
-      fix="Use vLLM 0.33.0 for this topology, or keep SGLang to single-pod serve roles.",
-      source="sglang srt/server_args.py (nnodes, node_rank, dist_init_addr, disaggregation_mode)@0.5.23",
+      title="vLLM-only topology fields on SGLang roles",
+      why="SGLang forms a multi-node instance with --nnodes/--node-rank/--dist-init-addr, whose node 0 alone serves "
+          "HTTP, and disaggregates with --disaggregation-mode and its bootstrap server; it has no hybrid or external "
+          "DP load balancing, no per-pod DP ranks (dpLocal), no DP backend choice, no EPLB config and no "
+          "--kv-transfer-config. Those fields would be dropped silently, so they are refused.",
+      fix="On SGLang use loadBalancing internal and drop parallel.dpLocal/dpBackend/expertParallel/eplb, apiServerCount "
+          "and the vLLM disaggregation fields (connector, loadFailurePolicy, sideChannelPort, enforceHandshakeCompat, "
+          "extraConfig); use parallel.ep, sglang.attnDpSize/moeA2aBackend and disaggregation.transferBackend/"
+          "bootstrapPort/ibDevice instead (docs/design/007-sglang-topologies.md), or run the topology on vLLM.",
+      source="sglang srt/arg_groups/fields/parallel.py:32-44@0.5.23 (nnodes, node_rank, dist_init_addr); "
+             "sglang srt/arg_groups/fields/disagg.py:55-87@0.5.23 (disaggregation flags)",
       no_cel=NO_CEL)
 def check_sglang_topology_unsupported(t: Topology):
+    if t.source != "document":
+        return   # a command line says only what SGLang's parser reads (argv-refused covers the rest)
     for r in t.roles:
-        if r.pods > 1:
-            yield r.field("podsPerInstance"), f"role {r.name}: {r.pods} pods per instance on SGLang"
-        if r.kind in PD_KINDS and t.source == "argv":
-            yield r.field(""), (f"{r.name}: check-pd does not check SGLang P/D pairs yet (its --disaggregation-mode, "
-                                "bootstrap server and transfer backend are not modelled); nothing was compared")
-        elif r.kind in PD_KINDS:
-            yield r.field("role"), f"role {r.name}: {r.kind} (P/D disaggregation) on SGLang"
+        if r.hybrid_lb or r.external_lb:
+            yield r.field("loadBalancing"), f"role {r.name}: loadBalancing {'hybrid' if r.hybrid_lb else 'external'} on SGLang"
+        p = r.doc_spec.parallel
+        for name in ("dpLocal", "dpBackend", "expertParallel", "eplb"):
+            if name in p.model_fields_set and getattr(p, name) is not None:
+                yield r.field(f"parallel.{name}"), f"role {r.name}: parallel.{name} has no SGLang flag"
+        if r.api_server_count is not None:
+            yield r.field("apiServerCount"), f"role {r.name}: apiServerCount has no SGLang flag"
+    d = t.disaggregation
+    if d is not None:
+        for name in ("connector", "loadFailurePolicy", "sideChannelPort", "enforceHandshakeCompat", "extraConfig"):
+            if name in d.model_fields_set:
+                yield f"spec.disaggregation.{name}", f"spec.disaggregation.{name} is vLLM's (--kv-transfer-config)"
+
+
+@rule("sglang-pd-fields-on-vllm", checked_by="product", family="topology", severity="error", engines=VLLM,
+      field="spec.disaggregation", title="SGLang-only P/D fields on vLLM",
+      why="transferBackend, bootstrapPort and ibDevice are SGLang's --disaggregation-* flags; vLLM's P/D is the KV "
+          "connector (--kv-transfer-config) and would silently ignore them.",
+      fix="Drop spec.disaggregation.transferBackend/bootstrapPort/ibDevice on vLLM (set connector and "
+          "sideChannelPort instead), or use SGLang.",
+      source="sglang srt/arg_groups/fields/disagg.py:65-87@0.5.23; vllm config/kv_transfer.py:55-92@0.33.0",
+      no_cel=NO_CEL)
+def check_sglang_pd_fields_on_vllm(t: Topology):
+    d = t.disaggregation
+    if d is not None and t.source == "document":
+        for name in ("transferBackend", "bootstrapPort", "ibDevice"):
+            if getattr(d, name) is not None:
+                yield f"spec.disaggregation.{name}", f"spec.disaggregation.{name} is SGLang's"
 
 
 # ------------------------------------------------------------------ data-parallel layout
