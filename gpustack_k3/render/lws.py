@@ -62,6 +62,8 @@ if TYPE_CHECKING:  # pragma: no cover
 FORMS = ("leaderworkerset", "disaggregatedset")
 SHELL = "/bin/sh"
 _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
+
+
 def _leader_endpoint(role: RoleLaunch, arg: Any) -> str:
     port = getattr(arg, "port", None)
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
