@@ -16,12 +16,13 @@ from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.flags import Arg
 from gpustack_k3.core.launch import build_topology_launch
-from gpustack_k3.render.lws import render_topology, validate_topology_objects
-from gpustack_k3.render.router import sglang_router_pin
+from gpustack_k3.render.lws import render_document, render_topology, validate_topology_objects
+from gpustack_k3.render.router import bootstrap_port, sglang_router_pin
 from gpustack_k3.render.templates import RenderError
 from tests.support import lws_schema
 
 PORT_FLAG = "--disaggregation-bootstrap-port"
+PRESETS = ("kimi-k3-b300-1p1d-sglang", "dsv41-flash-gb300-8p1d-sglang")
 
 
 @pytest.fixture
@@ -128,3 +129,19 @@ def test_the_pin_is_a_release_and_its_policies_are_the_routers():
     assert pin.image.endswith(":v" + pin.version)
     assert pin.command == ["python3", "-m", "sglang_router.launch_router"]
     assert "bucket" in pin.prefill_policies and "bucket" not in pin.decode_policies
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_sglang_presets_are_fronted_by_the_sglang_router(preset):
+    """The presets as the CLI and the operator render them (validated: kubernetes-validate strict)."""
+    doc = DeploymentDocument.model_validate(copy.deepcopy(load_catalog().presets[preset].document))
+    topo = build_topology_launch(doc)[0]
+    objs = render_document(doc, namespace="llm", topo=topo)
+    _dep, c = _router(objs)
+    prefill = topo.role("prefill")
+    port = bootstrap_port(prefill)
+    assert port == int(load_catalog().engines["sglang"].topology["bootstrap_port"])      # the preset keeps it
+    assert [c["args"][i + 2] for i, a in enumerate(c["args"]) if a == "--prefill"] == [str(port)] * prefill.instances
+    for o in objs:
+        if o["kind"] in lws_schema.SCHEMAS:
+            assert lws_schema.problems(o) == [], o["metadata"]["name"]

@@ -7,6 +7,7 @@ process. The wheel's Rust extension loads on x86-64 Linux; nothing else of the r
 imports aiohttp/fastapi/setproctitle, which the router image has and this tier need not)."""
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -14,8 +15,12 @@ import zipfile
 
 import pytest
 
-from gpustack_k3.render.router import sglang_router_pin
-from tests.render.test_sglang_router import _router, sglang_topology  # noqa: F401  (the fixture)
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.core.launch import build_topology_launch
+from gpustack_k3.render.lws import render_document
+from gpustack_k3.render.router import bootstrap_port, sglang_router_pin
+from tests.render.test_sglang_router import PRESETS, _router
 from tests.support import tiers
 
 pytestmark = pytest.mark.engine_wheels
@@ -45,18 +50,18 @@ def parse(pkg, args: list[str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_the_routers_own_parser_reads_the_rendered_arguments(router_pkg, sglang_topology):  # noqa: F811
-    from gpustack_k3.render.lws import render_topology
-
-    doc, topo = sglang_topology
-    _dep, c = _router(render_topology(topo, doc, namespace="llm"))
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_routers_own_parser_reads_the_rendered_arguments(router_pkg, preset):
+    doc = DeploymentDocument.model_validate(copy.deepcopy(load_catalog().presets[preset].document))
+    topo = build_topology_launch(doc)[0]
+    _dep, c = _router(render_document(doc, namespace="llm", topo=topo))
     out = parse(router_pkg, c["args"])
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     prefill, decode = topo.role("prefill"), topo.role("decode")
     assert got["pd"] is True and got["port"] == 8000
-    assert got["prefill"] == [[f"http://{doc.metadata.name}-prefill-{g}.llm.svc:{prefill.leader.port}", 9100]
-                              for g in range(prefill.instances)]
+    assert got["prefill"] == [[f"http://{doc.metadata.name}-prefill-{g}.llm.svc:{prefill.leader.port}",
+                               bootstrap_port(prefill)] for g in range(prefill.instances)]
     assert got["decode"] == [f"http://{doc.metadata.name}-decode-{g}.llm.svc:{decode.leader.port}"
                              for g in range(decode.instances)]
     assert got["policies"] == ["cache_aware", "power_of_two"]
