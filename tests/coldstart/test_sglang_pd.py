@@ -49,7 +49,7 @@ def test_a_dp_attention_prefill_start_shows_its_mode_ranks_bootstrap_and_transfe
     assert (ps["disaggregation_mode"], ps["dp_attention"], ps["dp_size"], ps["ep_size"]) == ("prefill", "True", 4, 4)
     assert (ps["chunked_prefill_from"], ps["chunked_prefill_to"]) == (16384, 4096)
     assert (ps["bootstrap_host"], ps["bootstrap_port"]) == ("0.0.0.0", 8998)
-    assert ps["dp_rank"] == 3                               # the last "Launch DP3" line of the node
+    assert ps["dp_ranks"] == [0, 1, 2, 3]                   # one "Launch DP<n>" line per rank the node launches
     assert ph["kv_cache"]["details"]["nixl_backend"] == "UCX"
     assert ph["server_ready"]["details"]["dp_ranks"] == 4
     # server_ready follows the KV pool line (the NIXL manager is progress inside kv_cache, it ends nothing)
