@@ -133,16 +133,27 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     r = r or resolve(view.document)
     role = view.role
     tp, pp, dp = r.tp, int(r.value("parallel.pp") or 1), view.dp
-    expert_parallel = bool(r.spec.parallel.expertParallel)
-    ep = tp * dp if expert_parallel else 1
-    m = r.model
     unknown: list[str] = []
     notes: list[str] = []
+    if r.engine.engine == "sglang":
+        # SGLang: the experts are sharded over --ep-size ranks of the TP group (runtime_context.py:159-217@0.5.23);
+        # DP attention splits the attention inside the TP group and adds no GPUs (docs/design/007)
+        ep = int(r.value("parallel.ep") or 1)
+        expert_parallel = ep > 1
+        attn_dp = int(r.value("sglang.attnDpSize") or 1)
+        if attn_dp > 1:
+            notes.append(f"attention DP {attn_dp} inside TP {tp} (--attn-dp-size): {attn_dp} schedulers, "
+                         f"attention TP {max(1, tp // attn_dp)}")
+    else:
+        expert_parallel = bool(r.spec.parallel.expertParallel)
+        ep = tp * dp if expert_parallel else 1
+    m = r.model
     max_len = int(r.value("scheduling.maxModelLen") or 0)
     seqs = r.value("scheduling.maxNumSeqs")
     seqs = int(seqs) if seqs is not None else None
 
-    ep_sharded = expert_parallel and dp > 1
+    # the single-engine (TP-sharded) plan holds unless the experts are sharded over more ranks than TP
+    ep_sharded = expert_parallel and ep != tp
     ep_weights = _ep_weights(r, tp, pp, ep if expert_parallel else tp)
     p, why = _rank_plan(r, ep_sharded, ep_weights)
     if p is not None:
@@ -185,7 +196,9 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     per_instance = per_rank * dp if per_rank is not None else None
     per_role = per_instance * role.instances if per_instance is not None else None
     gpi = role.podsPerInstance * role.gpusPerPod
-    moe = _rank_memory(r, tp, dp, expert_parallel, role.podsPerInstance) if m is not None and m.routed_experts \
+    # rank_memory shards the experts over TP x DP: SGLang's EP as that product (EP >= TP in its layouts)
+    moe_dp = max(1, ep // tp) if r.engine.engine == "sglang" else dp
+    moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if m is not None and m.routed_experts \
         else None
     return RolePlan(
         role=role.name, kind=role.role, field_prefix=view.field_prefix, instances=role.instances,
@@ -213,7 +226,8 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
         redundant_experts=(eplb.numRedundantExperts or 0) if eplb is not None else 0,
         include_draft=bool(eplb.includeDraft) if eplb is not None else False,
         speculative=spec.speculative.method not in (None, "none", "ngram"),
-        all2all_backend=flags.get("--all2all-backend") or spec.env.get("VLLM_ALL2ALL_BACKEND"),
+        all2all_backend=(r.value("sglang.moeA2aBackend") if r.engine.engine == "sglang" else None)
+        or flags.get("--all2all-backend") or spec.env.get("VLLM_ALL2ALL_BACKEND"),
         env=dict(spec.env), visible_gib=r.hardware.visible_gib if r.hardware else None,
         fraction=float(fraction) if fraction is not None else None,
         max_num_batched_tokens=int(tokens) if isinstance(tokens, int) and tokens > 0 else None)

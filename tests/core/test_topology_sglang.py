@@ -85,8 +85,11 @@ SGLANG_CASES: dict[str, tuple[Callable, Callable]] = {
     "sglang-topology-version-unverified": (doc_case(SGK, _set("engine.version", "kimi-k3")), doc_case(SGK)),
     "sglang-pd-roles": (doc_case(SGK, _drop_decode), doc_case(SGK)),
     "sglang-pd-transfer-backend": (tweak(SGK, "decode", transfer_backend="mooncake"), doc_case(SGK)),
-    "sglang-pd-page-size": (doc_case(SGK, _set("extraArgs", ["--page-size", "64"], "decode")),
+    "sglang-pd-page-size": (doc_case(SGK, _both(_set("extraArgs", ["--page-size", "64"], "decode"),
+                                                _set("extraArgs", ["--page-size", "32"], "prefill"))),
                             doc_case(SGK, _set("extraArgs", ["--page-size", "64"]))),
+    "sglang-pd-page-size-undecided": (doc_case(SGK, _set("extraArgs", ["--page-size", "64"], "decode")),
+                                      doc_case(SGK, _set("extraArgs", ["--page-size", "64"]))),
     "sglang-pd-kv-dtype": (doc_case(SGK, _set("memory.kvCacheDtype", "auto", "prefill")), doc_case(SGK)),
     "sglang-pd-allocation-policy": (
         doc_case(SGK, _set("extraArgs", ["--disaggregation-decode-allocation-policy", "prefill_complete"], "decode")),
@@ -106,6 +109,13 @@ SGLANG_CASES: dict[str, tuple[Callable, Callable]] = {
                                  doc_case(SGK, _set("parallel.pp", 2, "prefill"))),
     "sglang-nnodes-gpus": (doc_case(SGD, _set("gpusPerPod", 8, "decode")), doc_case(SGD)),
     "sglang-ep-size": (doc_case(SGD), doc_case(SGK)),
+    "sglang-ep-divides-tp": (doc_case(SGD, _set("parallel.ep", 3, "decode")), doc_case(SGD)),
+    "sglang-deepep-mode-ignored": (doc_case(SGD, _set("sglang.deepepMode", "low_latency", "decode")),
+                                   doc_case(SGD, _set("sglang.deepepMode", "auto", "decode"))),
+    "sglang-deepep-normal-no-graphs": (doc_case(SGK, _both(_set("sglang.moeA2aBackend", "deepep", "decode"),
+                                                           _set("sglang.deepepMode", "normal", "decode"))),
+                                       doc_case(SGK, _both(_set("sglang.moeA2aBackend", "deepep", "prefill"),
+                                                           _set("sglang.deepepMode", "normal", "prefill")))),
 }
 
 
@@ -194,3 +204,16 @@ def test_the_catalog_topology_flags_are_the_flag_tables():
     assert topo["a2a_backend_flag"] == table["sglang.moeA2aBackend"]
     assert topo["deepep_mode_flag"] == table["sglang.deepepMode"]
     assert topo["dp_lm_head_flag"] == table["sglang.enableDpLmHead"]
+
+
+def test_the_plan_shards_experts_over_sglangs_ep():
+    """SGLang's EP is --ep-size (runtime_context.py:159-217@0.5.23), not vLLM's TP x DP: DEP32 holds 384 / 32 = 12
+    routed experts per GPU; DP attention is named, and adds no GPUs."""
+    from gpustack_k3.core.plan_topology import plan_topology
+
+    plan = {r.role: r for r in plan_topology(edit(SGD)).roles}
+    dec = plan["decode"]
+    assert (dec.tp, dec.ep, dec.routed_experts_per_rank, dec.gpus) == (32, 32, 12, 32)
+    assert any("attention DP 32 inside TP 32" in n for n in dec.notes)
+    kimi = {r.role: r for r in plan_topology(edit(SGK)).roles}
+    assert kimi["decode"].ep == 1 and kimi["decode"].routed_experts_per_rank is None

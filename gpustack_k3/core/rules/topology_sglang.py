@@ -197,9 +197,23 @@ def check_sglang_pd_page_size(t: Topology):
         a, b = _flags(p).get(flag), _flags(d).get(flag)
         if a is not None and b is not None and _int(a) != _int(b):
             yield d.field("extraArgs"), f"--page-size: prefill {a} != decode {b}"
-        elif (a is None) != (b is None):
-            yield d.field("extraArgs"), (f"--page-size: prefill {a or 'default'} != decode {b or 'default'} (the "
-                                         "default depends on the attention backend: give it on both sides)")
+
+
+@rule("sglang-pd-page-size-undecided", checked_by="runtime-only",
+      fails_at="first request, if the side left at its default resolves to another page size ('Page size mismatch')",
+      family="topology", severity="warning", engines=SGL, field="spec.roles[].extraArgs",
+      title="--page-size given on one side of a P/D pair only",
+      why="The other side takes the page size its attention backend resolves at start-up; the pair matches only if "
+          "that default equals the explicit value, which is decided inside the engine.",
+      fix="Give the same --page-size on both sides (or on neither).",
+      source="sglang srt/disaggregation/common/conn.py:1320-1325@0.5.23",
+      sources={"sglang 0.5.22": "sglang srt/disaggregation/common/conn.py:1184-1190@0.5.22"})
+def check_sglang_pd_page_size_undecided(t: Topology):
+    for p, d in _pd_pairs(t):
+        flag = _topo(p).get("page_size_flag", "--page-size")
+        a, b = _flags(p).get(flag), _flags(d).get(flag)
+        if (a is None) != (b is None):
+            yield d.field("extraArgs"), f"--page-size: prefill {a or 'default'}, decode {b or 'default'}"
 
 
 @rule("sglang-pd-kv-dtype", checked_by="runtime-only",
@@ -462,3 +476,55 @@ def check_sglang_ep_size(t: Topology):
             per = f"; {experts} routed experts -> {experts / ep:g} per rank" if experts else ""
             yield r.field("parallel.ep"), (f"role {r.name}: EP {ep} of TP {r.tp}, attention DP {attn_dp(r)}, "
                                            f"MoE all-to-all {a2a(r)}{per}")
+
+
+def _deepep_mode(r: TopoRole) -> str | None:
+    return r.doc_spec.sglang.deepepMode if r.doc_spec.sglang is not None else None
+
+
+@rule("sglang-deepep-mode-ignored", checked_by="product", family="topology", severity="warning", engines=SGL,
+      field="spec.roles[].sglang.deepepMode",
+      title="--deepep-mode without the DeepEP (or Mori) all-to-all has no effect",
+      why="SGLang reads --deepep-mode only when --moe-a2a-backend is deepep or mori; with another backend the mode is "
+          "silently ignored, so the dispatch mode you chose is not the one that runs.",
+      fix="Set sglang.moeA2aBackend deepep (or mori), or drop sglang.deepepMode.",
+      source="sglang srt/arg_groups/fields/exec_.py:898-901@0.5.23; sglang srt/arg_groups/moe_hook.py:362-390@0.5.23")
+def check_sglang_deepep_mode_ignored(t: Topology):
+    for r in t.roles:
+        mode = _deepep_mode(r)
+        if mode not in (None, "auto") and a2a(r) not in ("deepep", "mori"):
+            yield r.field("sglang.deepepMode"), f"{r.name}: --deepep-mode {mode} with --moe-a2a-backend {a2a(r)}"
+
+
+@rule("sglang-deepep-normal-no-graphs", checked_by="runtime-only",
+      fails_at="start-up: logs 'Cuda graph is disabled because deepep_mode=normal' and decodes without CUDA graphs "
+               "(does not fail)",
+      family="topology", severity="warning", engines=SGL, field="spec.roles[].sglang.deepepMode",
+      title="DeepEP normal mode switches decode CUDA graphs off",
+      why="With --moe-a2a-backend deepep and --deepep-mode normal SGLang disables the decode CUDA graphs: every decode "
+          "step runs eagerly, which costs latency on a decode role.",
+      fix="Use deepepMode auto (low_latency for decode batches, normal for prefill) or low_latency on decode roles.",
+      source="sglang srt/arg_groups/moe_hook.py:383-390@0.5.23")
+def check_sglang_deepep_normal_no_graphs(t: Topology):
+    for r in t.roles:
+        if a2a(r) == "deepep" and _deepep_mode(r) == "normal" and r.kind != "prefill" and r.pd_mode != "prefill":
+            yield r.field("sglang.deepepMode"), f"{r.name}: DeepEP normal mode: no decode CUDA graphs"
+
+
+@rule("sglang-ep-divides-tp", checked_by="runtime-only",
+      fails_at="distributed init: the expert-parallel groups leave TP ranks in no group (config time accepts it)",
+      family="topology", severity="error", engines=SGL, field="spec.roles[].parallel.ep",
+      title="--ep-size must divide --tp-size",
+      why="SGLang derives the MoE TP width as tp // ep (runtime_context.py) and tiles the TP group with expert-parallel "
+          "groups of ep ranks, moe_tp of them; when ep does not divide tp the last tp - ep x (tp // ep) ranks belong "
+          "to no expert-parallel group. ServerArgs resolution does not check it (0.5.23 accepts --ep-size 3 and 16 "
+          "with --tp-size 8 at config time).",
+      fix="Pick parallel.ep among the divisors of parallel.tp (wide EP: ep = tp).",
+      source="sglang srt/runtime_context.py:141-155@0.5.23 (moe_tp_size = tp // ep); "
+             "sglang srt/distributed/parallel_state.py:2891-2908@0.5.23 (the expert-parallel groups)",
+      no_cel=NO_CEL)
+def check_sglang_ep_divides_tp(t: Topology):
+    for r in t.roles:
+        ep = int(r.resolved.value("parallel.ep") or 1)
+        if ep > 1 and (r.tp % ep or ep > r.tp):
+            yield r.field("parallel.ep"), f"{r.name}: EP {ep} does not divide TP {r.tp}"
