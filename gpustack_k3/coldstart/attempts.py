@@ -373,6 +373,12 @@ class Attempts:
                 continue
             if k in ("sizes", "done", "pct"):
                 continue
+            if k == "dp_rank":   # one "Launch DP<n>" line per DP rank a node launches: the ranks seen, not the last
+                ranks = p.details.setdefault("dp_ranks", [])
+                if isinstance(val, int) and val not in ranks and len(ranks) < 1024:
+                    ranks.append(val)
+                    ranks.sort()
+                continue
             if k in ("gib", "gb", "tokens", "concurrency", "k_gb", "v_gb") and m.phase in ("kv_cache", "cuda_graphs", "weights_load"):
                 rd[k] = val
             if m.id == "sglang-kv-allocated" and k in ("tokens", "gb", "dtype", "k_gb", "v_gb"):

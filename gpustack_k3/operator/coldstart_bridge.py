@@ -188,7 +188,9 @@ class PodLogColdStart:
             self._platform(key, track, pod)
             self._follow(key, track, pod)
             snaps.append(self._snapshot(track))
-        return _combine(snaps)
+        combined = _combine(snaps)
+        roles = role_phases(live, snaps)
+        return {**combined, "roles": roles} if roles else combined
 
     def report_phase(self, key: Key, pod_uid: str, phase: str, start: float | None, end: float | None,
                      details: dict | None = None) -> bool:
@@ -414,6 +416,26 @@ def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
     if starting:
         return min(starting, key=lambda s: PHASE_INDEX.get(s.get("current"), -1))
     return max(snaps, key=lambda s: coldstart_of(s).totalSeconds or 0.0)
+
+
+def _phase_word(snap: ColdStartSnapshot) -> str:
+    """Where one pod (or the slowest pod of a role) is: ``failed in <phase>``, ``serving``, the phase in progress."""
+    if snap.get("verdict"):
+        return f"failed in {coldstart_of(snap).failedPhase or 'an unknown phase'}"
+    if snap.get("serving"):
+        return "serving"
+    return coldstart_of(snap).current or "starting"
+
+
+def role_phases(pods: Sequence[Mapping[str, Any]], snaps: Sequence[ColdStartSnapshot]) -> dict[str, str]:
+    """Per role of a topology (the pods' role label): where its cold start is, read from its own pods' engine
+    logs (a P/D prefill may be serving while its decode still captures graphs). {} for pods without roles."""
+    by_role: dict[str, list[ColdStartSnapshot]] = {}
+    for pod, snap in zip(pods, snaps):
+        role = ((pod.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
+        if role:
+            by_role.setdefault(role, []).append(snap)
+    return {role: _phase_word(_combine(s)) for role, s in sorted(by_role.items()) if not _combine(s).get("syncing")}
 
 
 def coldstart_factory(api_client: Any, enqueue: Callable[[Key], None], metrics: Any = None,

@@ -162,7 +162,8 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
             roles = role_statuses(observed.owned, observed.pods, before.roles)
             if roles:
                 status.roles = roles
-                phase, reason = topology_phase(conds, roles, phase, reason, observed.pods)
+                phase, reason = topology_phase(conds, roles, phase, reason, observed.pods,
+                                               (cs or {}).get("roles"))
             hashes = template_hashes(desired)
             older = on_older_template(observed.pods, hashes) if hashes else []
             rolling = rollout(observed.owned) or (

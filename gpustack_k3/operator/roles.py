@@ -109,10 +109,13 @@ def _ready_groups(role: RoleStatus, pods: Sequence[Mapping[str, Any]]) -> int:
 
 
 def topology_phase(conds: Conditions, roles: list[RoleStatus], phase: str, reason: str,
-                    pods: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+                    pods: Sequence[Mapping[str, Any]], cold_starts: Mapping[str, str] | None = None
+                    ) -> tuple[str, str]:
     """A topology is Ready only when every role counts all its groups ready; a group recreated again and again
     raises the GroupRestartLoop condition and makes the resource Degraded. While a role is short, the Ready
-    condition says which (reason GroupsNotReady), whatever the pod counts do meanwhile: one state, one reason."""
+    condition says which (reason GroupsNotReady), whatever the pod counts do meanwhile: one state, one reason.
+    ``cold_starts``: per role, where its pods' cold start is as their engine logs say (``role_phases`` of the
+    pod-log bridge: vLLM's and SGLang's own lines), named beside the role's count."""
     looping = [f"{r.name} group {g.index} ({g.recreations}x)" for r in roles for g in r.groups
                if g.recreations >= RESTART_LOOP_RECREATIONS and not g.ready]
     total = sum(r.groupRecreations for r in roles)
@@ -124,7 +127,9 @@ def topology_phase(conds: Conditions, roles: list[RoleStatus], phase: str, reaso
         return phase, reason
     conds.set(api.CONDITION_GROUP_RESTART_LOOP, False, api.REASON_GROUPS_STABLE,
               f"{total} group recreation(s) observed, none looping")
-    short = [f"{r.name} {ready}/{r.instances}" for r in roles if (ready := _ready_groups(r, pods)) < r.instances]
+    phases = cold_starts or {}
+    short = [f"{r.name} {ready}/{r.instances}" + (f" ({phases[r.name]})" if phases.get(r.name) else "")
+             for r in roles if (ready := _ready_groups(r, pods)) < r.instances]
     if not short:
         return phase, reason
     text = f"ready groups per role: {', '.join(short)}"

@@ -62,14 +62,23 @@ if TYPE_CHECKING:  # pragma: no cover
 FORMS = ("leaderworkerset", "disaggregatedset")
 SHELL = "/bin/sh"
 _FLAG = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
+
+
+def _leader_endpoint(role: RoleLaunch, arg: Any) -> str:
+    port = getattr(arg, "port", None)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise RenderError(f"{role.field_prefix}.{arg.field}", f"per-pod argument {arg.flag} has no port ({port!r})",
+                          "a leader_endpoint argument names the port after the leader's address")
+    return f'"${{{api.LWS_ENV_LEADER_ADDRESS}}}:{port}"'
+
+
 # RoleLaunch.per_pod sources -> the shell expression of the value (always double-quoted: one argv element)
 PER_POD_SOURCES = {
-    "start_rank": lambda role, a: f'"$(({api.LWS_ENV_WORKER_INDEX} * {int(role.dp_local)}))"',
-    "leader_address": lambda role, a: f'"${api.LWS_ENV_LEADER_ADDRESS}"',
-    "group_size": lambda role, a: f'"${api.LWS_ENV_GROUP_SIZE}"',
-    # SGLang multi-node (docs/design/007-sglang-topologies.md): --node-rank, --dist-init-addr <leader>:<port>
-    "worker_index": lambda role, a: f'"${api.LWS_ENV_WORKER_INDEX}"',
-    "leader_endpoint": lambda role, a: f'"${{{api.LWS_ENV_LEADER_ADDRESS}}}:{int(a.port)}"',
+    "start_rank": lambda role, arg: f'"$(({api.LWS_ENV_WORKER_INDEX} * {int(role.dp_local)}))"',
+    "leader_address": lambda role, arg: f'"${api.LWS_ENV_LEADER_ADDRESS}"',
+    "group_size": lambda role, arg: f'"${api.LWS_ENV_GROUP_SIZE}"',
+    "worker_index": lambda role, arg: f'"${api.LWS_ENV_WORKER_INDEX}"',      # SGLang --node-rank
+    "leader_endpoint": _leader_endpoint,                                     # SGLang --dist-init-addr host:port
 }
 DS_MIN_ROLES, DS_MAX_ROLES = 2, 10          # disaggregatedset_types.go:108-109@v0.10.0
 

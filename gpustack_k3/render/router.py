@@ -1,4 +1,5 @@
-"""What fronts a topology on Kubernetes: the vLLM router (P/D) or an InferencePool with its endpoint picker.
+"""What fronts a topology on Kubernetes: the vLLM router (vLLM P/D), the SGLang router (SGLang P/D) or an
+InferencePool with its endpoint picker.
 
 docs/design/004-rack-scale.md, "Routing". Both come from the ecosystem (never a proxy of ours), their images
 pinned in ``catalog/data/routing.yaml``.
@@ -14,13 +15,23 @@ pinned in ``catalog/data/routing.yaml``.
   --grpc-health-port``, ``pkg/lwepp/server/options.go:60-71@v1.6.0``) with a ServiceAccount and a Role to read
   pods and inferencepools (``conformance/resources/base.yaml@v1.6.0``). The v1.6.0 picker has no prefill/decode
   scheduling: with P/D roles the rule ``rack-routing-target`` refuses before rendering.
+* **SGLang router** (sglang-router / SGLang Model Gateway, the PyPI wheel and image ``sgl-model-gateway`` pinned in
+  ``catalog/data/routing.yaml``): ``python3 -m sglang_router.launch_router --pd-disaggregation --prefill URL
+  BOOTSTRAP_PORT ... --decode URL ... --prefill-policy P --decode-policy D --host H --port N``
+  (``sglang_router/router_args.py:342-366@0.3.2``: ``--prefill`` is ``nargs="+"``, URL then the prefill's
+  bootstrap port; ``--decode`` one URL). The router hands the decode the prefill URL's host and that port
+  (the decode fetches the prefill's ranks from the bootstrap server there), so each prefill instance's Service
+  also exposes the bootstrap port (SGLang's ``--disaggregation-bootstrap-port``; the bootstrap server runs in
+  the instance's leader, ``srt/managers/disagg_service.py:21-49@0.5.23``).
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
+from gpustack_k3.catalog.loader import DATA as CATALOG_DATA
 from gpustack_k3.render import kubernetes as k8s
 from gpustack_k3.render.templates import RenderError
 
@@ -55,18 +66,21 @@ def instance_service_name(topo: TopologyLaunch, role: RoleLaunch, group: int) ->
     return f"{role.leader.name}-{group}"
 
 
-def instance_services(topo: TopologyLaunch, role: RoleLaunch, ns: str, labels: dict[str, str]) -> list[dict]:
-    """One ClusterIP Service per instance (LWS group) of a role, in front of that instance's API servers."""
+def instance_services(topo: TopologyLaunch, role: RoleLaunch, ns: str, labels: dict[str, str],
+                      bootstrap_port: int | None = None) -> list[dict]:
+    """One ClusterIP Service per instance (LWS group) of a role, in front of that instance's API servers (and,
+    for an SGLang prefill, its bootstrap server on ``bootstrap_port``)."""
     launch = role.leader
+    ports = [{"name": "http", "port": launch.port, "targetPort": "http", "protocol": "TCP"}]
+    if bootstrap_port is not None:
+        ports.append({"name": "bootstrap", "port": bootstrap_port, "targetPort": bootstrap_port, "protocol": "TCP"})
     out = []
     for g in range(role.instances):
         selector = {api.LABEL_DEPLOYMENT: topo.name, api.LABEL_ROLE: role.role, api.LABEL_API_SERVER: "true",
                     api.LWS_LABEL_GROUP_INDEX: str(g)}
         out.append({"apiVersion": "v1", "kind": "Service",
                     "metadata": {"name": instance_service_name(topo, role, g), "namespace": ns, "labels": labels},
-                    "spec": {"type": "ClusterIP", "selector": selector,
-                             "ports": [{"name": "http", "port": launch.port, "targetPort": "http",
-                                        "protocol": "TCP"}]}})
+                    "spec": {"type": "ClusterIP", "selector": selector, "ports": [dict(p) for p in ports]}})
     return out
 
 
@@ -85,17 +99,24 @@ def vllm_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image:
     """Per-instance Services, the router's Service (named like the deployment: its endpoint) and Deployment."""
     engine = topo.roles[0].leader.engine
     if engine != "vllm":
-        raise RenderError("spec.disaggregation", f"no ecosystem router is rendered for {engine} P/D",
-                          "route with your own P/D router, or use engine vllm")
+        raise RenderError("spec.disaggregation", f"the vLLM router does not route {engine} P/D",
+                          "drop spec.routing.target: SGLang P/D is fronted by the SGLang router")
     objs: list[dict] = []
     for r in topo.roles:
         if r.kind in ("prefill", "decode"):
             objs += instance_services(topo, r, ns, {**labels, api.LABEL_ROLE: r.role,
                                                    api.LABEL_APP_COMPONENT: "instance"})
+    return [*objs, *_router_deployment(topo, ns, labels, image or router_image(), ["vllm-router"],
+                                       router_args(topo, ns, prefill_policy, decode_policy))]
+
+
+def _router_deployment(topo: TopologyLaunch, ns: str, labels: dict[str, str], image: str, command: list[str],
+                       args: list[str]) -> list[dict]:
+    """The router's Service (named like the deployment: its endpoint) and Deployment."""
     selector = {api.LABEL_APP_INSTANCE: topo.name, api.LABEL_APP_COMPONENT: "router"}
     probe = {"tcpSocket": {"port": "http"}, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5}
-    container = {"name": "router", "image": image or router_image(), "imagePullPolicy": "IfNotPresent",
-                 "command": ["vllm-router"], "args": router_args(topo, ns, prefill_policy, decode_policy),
+    container = {"name": "router", "image": image, "imagePullPolicy": "IfNotPresent",
+                 "command": list(command), "args": args,
                  "ports": [{"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"}],
                  "resources": {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {}},
                  "readinessProbe": probe, "livenessProbe": {**probe, "periodSeconds": 30},
@@ -113,7 +134,113 @@ def vllm_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image:
                "metadata": {"name": topo.name, "namespace": ns, "labels": labels},
                "spec": {"type": "ClusterIP", "selector": selector,
                         "ports": [{"name": "http", "port": ROUTER_PORT, "targetPort": "http", "protocol": "TCP"}]}}
-    return [*objs, service, deployment]
+    return [service, deployment]
+
+
+# ------------------------------------------------------------------------------------------ SGLang router
+
+class SglangRouterPin:
+    """The pinned SGLang router (``sglang_router`` of catalog/data/routing.yaml), checked on read."""
+
+    FIELDS = {"image": str, "version": str, "source": str, "command": list, "prefill_policies": list,
+              "decode_policies": list}
+
+    def __init__(self, raw: Any) -> None:
+        if not isinstance(raw, dict) or set(raw) != set(self.FIELDS):
+            raise RenderError("catalog routing.yaml sglang_router", f"expected exactly the keys "
+                              f"{sorted(self.FIELDS)}", "fix the packaged catalog (a bug, please report)")
+        for k, t in self.FIELDS.items():
+            if not isinstance(raw[k], t) or (t is list and not all(isinstance(x, str) for x in raw[k])):
+                raise RenderError(f"catalog routing.yaml sglang_router.{k}", f"{raw[k]!r} is not a {t.__name__}",
+                                  "fix the packaged catalog (a bug, please report)")
+        tag = raw["image"].rpartition(":")[2] if "@" not in raw["image"] else ""
+        if "@" not in raw["image"] and (tag in ("", "latest", "nightly") or "/" in tag):
+            raise RenderError("catalog routing.yaml sglang_router.image", f"{raw['image']} is not pinned",
+                              "pin a release tag or a digest")
+        self.image: str = raw["image"]
+        self.version: str = raw["version"]
+        self.source: str = raw["source"]
+        self.command: list[str] = raw["command"]
+        self.prefill_policies: list[str] = raw["prefill_policies"]
+        self.decode_policies: list[str] = raw["decode_policies"]
+
+
+@functools.lru_cache(maxsize=1)
+def sglang_router_pin() -> SglangRouterPin:
+    """Read once per process, as the catalog is."""
+    import yaml
+
+    with open(CATALOG_DATA / "routing.yaml", encoding="utf-8") as f:
+        return SglangRouterPin((yaml.safe_load(f) or {}).get("sglang_router"))
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in an argv list (``--flag V`` or ``--flag=V``; the last one wins, as argparse)."""
+    value = None
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif tok.startswith(flag + "="):
+            value = tok.split("=", 1)[1]
+    return value
+
+
+def bootstrap_port(role: RoleLaunch) -> int:
+    """The port of the SGLang bootstrap server a prefill role's leader starts: its argv's bootstrap-port flag, or
+    the release's default (both from the engine's catalog entry, ``topology`` section)."""
+    launch = role.leader
+    topo_cat = load_catalog().engines[launch.engine].topology
+    flag, default = topo_cat.get("bootstrap_port_flag"), topo_cat.get("bootstrap_port")
+    if not flag or default is None:
+        raise RenderError(f"{role.field_prefix}", f"the catalog entry of {launch.engine} names no bootstrap port "
+                          "(topology.bootstrap_port_flag, topology.bootstrap_port)",
+                          "add them to the engine's catalog entry")
+    value = _flag_value(launch.args, flag)
+    try:
+        port = int(value) if value is not None else int(default)
+    except (TypeError, ValueError):
+        port = -1
+    if not 0 < port < 65536:
+        raise RenderError(f"{role.field_prefix}", f"{flag} {value!r} is not a port", "give a port number 1-65535")
+    return port
+
+
+def sglang_router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decode_policy: str,
+                       pin: SglangRouterPin) -> list[str]:
+    """The router's arguments: one ``--prefill URL BOOTSTRAP_PORT`` per prefill instance, one ``--decode URL``
+    per decode instance (router_args.py:342-366@0.3.2), the policies checked against the router's choices."""
+    for field, policy, allowed in (("prefillPolicy", prefill_policy, pin.prefill_policies),
+                                   ("decodePolicy", decode_policy, pin.decode_policies)):
+        if policy not in allowed:
+            raise RenderError(f"spec.routing.{field}", f"the SGLang router {pin.version} has no policy {policy!r}",
+                              f"one of: {', '.join(allowed)}")
+    args = ["--pd-disaggregation"]
+    for kind in ("prefill", "decode"):
+        for r in (r for r in topo.roles if r.kind == kind):
+            port = bootstrap_port(r) if kind == "prefill" else None
+            for g in range(r.instances):
+                url = f"http://{instance_service_name(topo, r, g)}.{ns}.svc:{r.leader.port}"
+                args += [f"--{kind}", url, *([str(port)] if port is not None else [])]
+    return [*args, "--prefill-policy", prefill_policy, "--decode-policy", decode_policy,
+            "--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
+
+
+def sglang_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,
+                  prefill_policy: str = "cache_aware", decode_policy: str = "power_of_two") -> list[dict]:
+    """Per-instance Services (a prefill's with its bootstrap port), the router's Service and Deployment."""
+    engine = topo.roles[0].leader.engine
+    if engine != "sglang":
+        raise RenderError("spec.disaggregation", f"the SGLang router does not route {engine} P/D",
+                          "use the vLLM router for vLLM P/D")
+    pin = sglang_router_pin()
+    args = sglang_router_args(topo, ns, prefill_policy, decode_policy, pin)
+    objs: list[dict] = []
+    for r in topo.roles:
+        if r.kind in ("prefill", "decode"):
+            objs += instance_services(topo, r, ns, {**labels, api.LABEL_ROLE: r.role,
+                                                   api.LABEL_APP_COMPONENT: "instance"},
+                                      bootstrap_port(r) if r.kind == "prefill" else None)
+    return [*objs, *_router_deployment(topo, ns, labels, image or pin.image, pin.command, args)]
 
 
 def inference_pool(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None) -> list[dict]:
@@ -186,5 +313,10 @@ def front(topo: TopologyLaunch, doc: Any, ns: str, labels: dict[str, str], *, ro
         kw: dict[str, Any] = {"image": router_image}
         if routing is not None:
             kw.update(prefill_policy=routing.prefillPolicy, decode_policy=routing.decodePolicy)
+        if topo.roles[0].leader.engine == "sglang":
+            if target == "vllm-router":
+                raise RenderError("spec.routing.target", "the vLLM router does not route SGLang P/D",
+                                  "drop spec.routing.target: SGLang P/D is fronted by the SGLang router")
+            return sglang_router(topo, ns, labels, **kw)
         return vllm_router(topo, ns, labels, **kw)
     return None

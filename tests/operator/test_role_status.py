@@ -58,3 +58,67 @@ def test_disaggregatedset_roles_read_its_role_statuses():
 def test_no_lws_no_roles():
     dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {}}
     assert role_statuses(owned(dep), [], []) == []
+
+
+# ------------------------------------------------------------------------------ per-role cold start (engine logs)
+
+def _snap(lines: list[str]):
+    """The bridge's snapshot of one pod whose engine printed ``lines`` (the tracker reads them as in a pod)."""
+    from gpustack_k3.coldstart import ColdStartTracker
+    from gpustack_k3.operator.coldstart_bridge import snapshot_of
+
+    t = ColdStartTracker(year=2026)
+    t.feed("".join(f"[2026-12-02 05:00:{i:02d}] {m}\n" for i, m in enumerate(lines)).encode())
+    return snapshot_of(t.report(), "pod")
+
+
+# SGLang 0.5.23's own texts (coldstart/data/sglang.yaml names each file:line)
+SG_ARGS = "server_args={'model_path': '/models/Kimi-K3', 'tp_size': 8, 'disaggregation_mode': '%s'}"
+SG_PREFILL_SERVING = [SG_ARGS % "prefill", "CommonKVBootstrapServer started successfully on 0.0.0.0:8998",
+                      "Load weight begin. avail mem=265.42 GB",
+                      "Load weight end. elapsed=141.03 s, type=KimiK3ForConditionalGeneration, avail mem=69.56 GB",
+                      "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 916672, KV size: 11.80 GB",
+                      "Start of pd disaggregation warmup ...", "End of disaggregation warmup",
+                      "The server is fired up and ready to roll!"]
+SG_DECODE_LOADING = [SG_ARGS % "decode", "Radix cache is disabled for decode server",
+                     "Load weight begin. avail mem=265.42 GB"]
+SG_DECODE_FAILED = [*SG_DECODE_LOADING[:1], "Load weight begin. avail mem=265.42 GB",
+                    "Load weight end. elapsed=141.03 s, type=KimiK3ForConditionalGeneration, avail mem=69.56 GB",
+                    "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 916672, KV size: 11.80 GB",
+                    "Start of pd disaggregation warmup ...",
+                    "Disaggregation warmup failed (mode=decode), status codes: [503]"]
+
+
+def _pod(role, group=0, worker=0):
+    return {"metadata": {"name": f"x-{role}-{group}-{worker}", "labels": {
+        api.LABEL_ROLE: role, api.LWS_LABEL_GROUP_INDEX: str(group), api.LWS_LABEL_WORKER_INDEX: str(worker)}}}
+
+
+def test_each_role_s_cold_start_is_read_from_its_own_pods_logs():
+    from gpustack_k3.operator.coldstart_bridge import role_phases
+
+    pods = [_pod("prefill"), _pod("decode"), _pod("decode", worker=1)]
+    snaps = [_snap(SG_PREFILL_SERVING), _snap(SG_DECODE_LOADING), _snap(SG_DECODE_LOADING[:1])]
+    # the decode is as far as its slowest pod: worker 1 has not begun loading
+    assert role_phases(pods, snaps) == {"prefill": "serving", "decode": "process_start"}
+    snaps[1] = snaps[2] = _snap(SG_DECODE_FAILED)
+    assert role_phases(pods, snaps) == {"prefill": "serving", "decode": "failed in server_ready"}
+    assert role_phases([{"metadata": {"name": "plain"}}], snaps[:1]) == {}   # a pod without a role
+
+
+def test_the_ready_condition_names_each_short_role_with_its_cold_start_phase():
+    import datetime as dt
+
+    from gpustack_k3.operator.conditions import Conditions
+    from gpustack_k3.operator.roles import topology_phase
+
+    roles = role_statuses(owned(lws("prefill", replicas=1, size=1, readyReplicas=1),
+                                lws("decode", replicas=1, size=1)),
+                          [leader("prefill", 0, "p", ready=True), leader("decode", 0, "d")], [])
+    conds = Conditions([], dt.datetime(2026, 12, 2, tzinfo=dt.UTC), 1)
+    phase, reason = topology_phase(conds, roles, api.PHASE_READY, "ready",
+                                   [leader("prefill", 0, "p", ready=True), leader("decode", 0, "d")],
+                                   {"prefill": "serving", "decode": "weights_load"})
+    assert phase == api.PHASE_STARTING
+    assert reason.endswith("ready groups per role: decode 0/1 (weights_load)")
+    assert conds.get(api.CONDITION_READY).message == "ready groups per role: decode 0/1 (weights_load)"

@@ -25,6 +25,7 @@ from gpustack_k3.render.lws import (
     render_topology,
     validate_topology_objects,
 )
+from gpustack_k3.render import router as routing
 from gpustack_k3.render.templates import RenderError
 from tests.support import lws_schema
 
@@ -70,7 +71,8 @@ def per_pod_expected(role, worker_index: int, address: str = ADDRESS) -> list[st
     for a in role.per_pod:
         if a.on == "workers" and worker_index == 0:
             continue
-        value = {"start_rank": str(worker_index * role.dp_local), "leader_address": address}[a.source]
+        value = {"start_rank": str(worker_index * role.dp_local), "leader_address": address,
+                 "worker_index": str(worker_index), "leader_endpoint": f"{address}:{getattr(a, 'port', None)}"}[a.source]
         out += [a.flag, value]
     return out
 
@@ -255,6 +257,24 @@ def test_the_entrypoint_refuses_what_it_cannot_quote_or_compute():
         entrypoint(dataclasses.replace(role, per_pod=[PerPodArg("--x", "pod_name", "f")]), role.leader)
 
 
+def test_sglang_node_rank_and_dist_init_addr_are_computed_where_the_pod_starts(fake_engine):
+    """SGLang multi-node: ``--node-rank`` is the pod's worker index, ``--dist-init-addr`` the leader's address and a
+    port (srt/arg_groups/fields/parallel.py:32-44@0.5.23), both computed by the pod's shell from the LWS env."""
+    import types
+    doc, topo = pd()
+    role = topo.role("decode")
+    args = [types.SimpleNamespace(flag="--node-rank", source="worker_index", field="parallel", on="all", port=None),
+            types.SimpleNamespace(flag="--dist-init-addr", source="leader_endpoint", field="parallel", on="all",
+                                  port=20000)]
+    command, argv = entrypoint(dataclasses.replace(role, per_pod=args), role.leader)
+    seen = run_container({"command": command, "args": argv}, fake_engine,
+                         {api.LWS_ENV_WORKER_INDEX: "3", api.LWS_ENV_LEADER_ADDRESS: ADDRESS})
+    assert seen[1:] == [*role.leader.argv[1:], "--node-rank", "3", "--dist-init-addr", f"{ADDRESS}:20000"]
+    args[1].port = None
+    with pytest.raises(RenderError, match="has no port"):
+        entrypoint(dataclasses.replace(role, per_pod=args), role.leader)
+
+
 def test_without_per_pod_arguments_the_container_runs_the_argv_directly():
     doc, topo = pd()
     lws = lws_by_role(render_topology(topo, doc))["prefill"]
@@ -298,11 +318,12 @@ def test_without_disaggregation_the_endpoint_selects_every_api_server_and_no_rou
     assert svc["spec"]["selector"] == {api.LABEL_DEPLOYMENT: doc.metadata.name, api.LABEL_API_SERVER: "true"}
 
 
-def test_sglang_pd_has_no_router_to_render():
+def test_the_vllm_router_routes_vllm_pd_only():
     doc, topo = pd()
-    roles = [dataclasses.replace(r, leader=dataclasses.replace(r.leader, engine="sglang")) for r in topo.roles]
-    with pytest.raises(RenderError, match="no ecosystem router"):
-        render_topology(dataclasses.replace(topo, roles=roles), doc)
+    with pytest.raises(RenderError, match="does not route sglang P/D"):
+        routing.vllm_router(dataclasses.replace(topo, roles=[
+            dataclasses.replace(r, leader=dataclasses.replace(r.leader, engine="sglang")) for r in topo.roles]),
+            "llm", {})
 
 
 def test_disaggregatedset_holds_the_same_lws_specs():
