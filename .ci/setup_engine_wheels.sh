@@ -23,8 +23,11 @@ die() { say "ERROR: $*"; exit 1; }
 mkdir -p "$DEST"
 mapfile -t WANT < <("$PY" "$HERE/tools/engine_parsers/dump.py" --wheels)
 [[ ${#WANT[@]} -gt 0 ]] || die "dump.py --wheels listed no wheel"
+# the pinned SGLang router (catalog/data/routing.yaml sglang_router): its own parser reads our rendered router
+# arguments (tests/render/test_sglang_router_wheel.py)
+WANT+=("sglang-router==$(PYTHONPATH="$HERE" "$PY" -c 'from gpustack_k3.render.router import sglang_router_pin; print(sglang_router_pin().version)')")
 for spec in "${WANT[@]}"; do
-  name="${spec%%==*}"; version="${spec##*==}"
+  name="${spec%%==*}"; name="${name//-/_}"; version="${spec##*==}"
   if compgen -G "$DEST/$name-$version-*.whl" >/dev/null; then
     say "$spec already in $DEST"
     continue

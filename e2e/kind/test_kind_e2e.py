@@ -7,7 +7,6 @@ kubectl, helm or the node image cannot be had (as on the project's CI machines, 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ import pytest
 pytestmark = pytest.mark.kind
 
 SCRIPT = Path(__file__).resolve().parent / "run.sh"
-sys.path.insert(0, str(SCRIPT.parent))
-from kindpreflight import preflight
+from e2e.kind.kindpreflight import preflight
 
 
 def test_invalid_example_refused_by_the_api_server():

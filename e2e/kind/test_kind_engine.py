@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,9 +22,8 @@ pytestmark = pytest.mark.kind
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "run.sh"
 
-sys.path.insert(0, str(HERE))
-from k3status import coldstart_problems
-from kindpreflight import preflight
+from e2e.kind.k3status import coldstart_problems
+from e2e.kind.kindpreflight import preflight
 
 
 def test_cpu_engine_goes_ready_with_coldstart_phases(tmp_path):

@@ -8,7 +8,6 @@ kubectl, the node image or the LWS manifests cannot be had (as on the project's 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ import pytest
 pytestmark = pytest.mark.kind
 
 SCRIPT = Path(__file__).resolve().parent / "lws.sh"
-sys.path.insert(0, str(SCRIPT.parent))
-from kindpreflight import preflight
+from e2e.kind.kindpreflight import preflight
 
 
 def test_every_rendered_topology_object_is_admitted_by_a_real_lws():

@@ -89,10 +89,22 @@ class RouterImage:
 
 
 @_dc
+class SglangRouter:
+    """The pinned SGLang router (sglang-router / SGLang Model Gateway): image, launcher and its policy choices."""
+    image: str
+    version: str
+    source: str
+    command: list[str]
+    prefill_policies: list[str]
+    decode_policies: list[str]
+
+
+@_dc
 class RoutingCatalog:
     """Router and endpoint-picker images (catalog/data/routing.yaml)."""
     vllm_router: RouterImage
     endpoint_picker: RouterImage
+    sglang_router: SglangRouter
 
 
 @_dc
@@ -433,7 +445,7 @@ def _load_and_validate(DATA: Path) -> Catalog:
             if unknown:
                 raise CatalogError(f"models.yaml {mname}.{ename}.calibration.inputs: {unknown} are not figures of "
                                    "this entry")
-    for r in (cat.routing.vllm_router, cat.routing.endpoint_picker):
+    for r in (cat.routing.vllm_router, cat.routing.endpoint_picker, cat.routing.sglang_router):
         tag = r.image.rpartition(":")[2] if "@" not in r.image else ""
         if "@" not in r.image and (tag in ("", "latest", "nightly") or "/" in tag):
             raise CatalogError(f"routing.yaml: image {r.image} is not pinned (a dated tag or a digest)")

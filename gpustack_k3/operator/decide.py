@@ -159,7 +159,7 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
                 actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
             pod_conditions(conds, pods, cs)
             phase, reason = phase_of(pods, cs)
-            roles = role_statuses(observed.owned, observed.pods, before.roles)
+            roles = role_statuses(observed.owned, observed.pods, before.roles, (cs or {}).get("roles"))
             if roles:
                 status.roles = roles
                 phase, reason = topology_phase(conds, roles, phase, reason, observed.pods,

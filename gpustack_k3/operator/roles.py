@@ -44,7 +44,7 @@ def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
 
 
 def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
-                  previous: Sequence[RoleStatus]) -> list[RoleStatus]:
+                  previous: Sequence[RoleStatus], cold_starts: Mapping[str, str] | None = None) -> list[RoleStatus]:
     """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
     kserve#6043), its groups from their leader pods, and group recreations counted against what the last
     status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
@@ -87,7 +87,8 @@ def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Map
             podsPerInstance=int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
             replicas=int(st.get("replicas", 0)), readyReplicas=int(st.get("readyReplicas", 0)),
             updatedReplicas=int(st.get("updatedReplicas", 0)),
-            groupRecreations=sum(g.recreations for g in groups), groups=groups)
+            groupRecreations=sum(g.recreations for g in groups), groups=groups,
+            coldStartPhase=(cold_starts or {}).get(role))
         colds = [c for p in leaders.values() if (c := _leader_cold_start(p)) is not None]
         if colds:
             entry.leaderColdStartSeconds = max(colds)

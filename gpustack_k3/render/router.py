@@ -26,12 +26,10 @@ pinned in ``catalog/data/routing.yaml``.
 """
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.catalog.loader import DATA as CATALOG_DATA
 from gpustack_k3.render import kubernetes as k8s
 from gpustack_k3.render.templates import RenderError
 
@@ -139,39 +137,9 @@ def _router_deployment(topo: TopologyLaunch, ns: str, labels: dict[str, str], im
 
 # ------------------------------------------------------------------------------------------ SGLang router
 
-class SglangRouterPin:
-    """The pinned SGLang router (``sglang_router`` of catalog/data/routing.yaml), checked on read."""
-
-    FIELDS = {"image": str, "version": str, "source": str, "command": list, "prefill_policies": list,
-              "decode_policies": list}
-
-    def __init__(self, raw: Any) -> None:
-        if not isinstance(raw, dict) or set(raw) != set(self.FIELDS):
-            raise RenderError("catalog routing.yaml sglang_router", f"expected exactly the keys "
-                              f"{sorted(self.FIELDS)}", "fix the packaged catalog (a bug, please report)")
-        for k, t in self.FIELDS.items():
-            if not isinstance(raw[k], t) or (t is list and not all(isinstance(x, str) for x in raw[k])):
-                raise RenderError(f"catalog routing.yaml sglang_router.{k}", f"{raw[k]!r} is not a {t.__name__}",
-                                  "fix the packaged catalog (a bug, please report)")
-        tag = raw["image"].rpartition(":")[2] if "@" not in raw["image"] else ""
-        if "@" not in raw["image"] and (tag in ("", "latest", "nightly") or "/" in tag):
-            raise RenderError("catalog routing.yaml sglang_router.image", f"{raw['image']} is not pinned",
-                              "pin a release tag or a digest")
-        self.image: str = raw["image"]
-        self.version: str = raw["version"]
-        self.source: str = raw["source"]
-        self.command: list[str] = raw["command"]
-        self.prefill_policies: list[str] = raw["prefill_policies"]
-        self.decode_policies: list[str] = raw["decode_policies"]
-
-
-@functools.lru_cache(maxsize=1)
-def sglang_router_pin() -> SglangRouterPin:
-    """Read once per process, as the catalog is."""
-    import yaml
-
-    with open(CATALOG_DATA / "routing.yaml", encoding="utf-8") as f:
-        return SglangRouterPin((yaml.safe_load(f) or {}).get("sglang_router"))
+def sglang_router_pin() -> Any:
+    """The pinned SGLang router (``routing.sglang_router`` of catalog/data/routing.yaml)."""
+    return load_catalog().routing.sglang_router
 
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
@@ -206,7 +174,7 @@ def bootstrap_port(role: RoleLaunch) -> int:
 
 
 def sglang_router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decode_policy: str,
-                       pin: SglangRouterPin) -> list[str]:
+                       pin: Any) -> list[str]:
     """The router's arguments: one ``--prefill URL BOOTSTRAP_PORT`` per prefill instance, one ``--decode URL``
     per decode instance (router_args.py:342-366@0.3.2), the policies checked against the router's choices."""
     for field, policy, allowed in (("prefillPolicy", prefill_policy, pin.prefill_policies),

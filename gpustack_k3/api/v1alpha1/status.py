@@ -149,6 +149,9 @@ class RoleStatus(_Status):
     leaderColdStartSeconds: float | None = Field(default=None, description=(
         "The slowest ready leader's cold start: its engine container's start to its Ready condition."))
     groupRecreations: int = Field(default=0, ge=0, description="Group recreations of this role observed in total.")
+    coldStartPhase: str | None = Field(default=None, description=(
+        "Where the role's cold start is, read from its own pods' engine logs (its slowest pod): a phase, "
+        "serving, or failed in <phase>."))
     groups: list[GroupStatus] = Field(default_factory=list, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["index"]})
 
