@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kind check of the rendered topologies against a real LWS (issue 13 item 6): create a kind cluster, install the
 # LeaderWorkerSet v0.10.0 release manifests (CRDs, controller, admission and conversion webhooks) with
-# server-side apply, then `kubectl apply --server-side --dry-run=server` every object the three topology presets
+# server-side apply, then `kubectl apply --server-side --dry-run=server` every object the topology presets
 # render in both forms (one LeaderWorkerSet per role, and one DisaggregatedSet): the API server checks each
 # against the installed CRD schemas, their CEL and LWS's webhooks, and persists nothing. Tears down.
 # The same objects are checked offline against the CRD files by tools/check_lws_crds.py.
@@ -85,7 +85,9 @@ say "rendering the topology presets in both forms"
 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" "$ROOT/tools/check_lws_crds.py" --write-rendered "$WORK/rendered" \
   || die "a topology preset was refused by the renderer"
 mapfile -t FILES < <(find "$WORK/rendered" -name '*.yaml' | sort)
-((${#FILES[@]} == 6)) || die "expected 6 rendered files (3 presets x 2 forms), found ${#FILES[@]}"
+WANT=$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c 'from gpustack_k3.catalog import load_catalog
+print(2 * sum(1 for p in load_catalog().presets.values() if p.document["spec"].get("roles")))')
+((${#FILES[@]} == WANT)) || die "expected $WANT rendered files (each topology preset x 2 forms), found ${#FILES[@]}"
 
 say "creating kind cluster $CLUSTER ($NODE_IMAGE)"
 kind create cluster --name "$CLUSTER" --image "$NODE_IMAGE" --kubeconfig "$KUBECONFIG" --wait 180s >&2

@@ -267,16 +267,26 @@ def structural(t: dict) -> dict:
     return out
 
 
+def _topology_roles() -> dict[str, int]:
+    """Every catalog preset with roles -> its role count: the run renders one LeaderWorkerSet per role and one
+    DisaggregatedSet per preset."""
+    from gpustack_k3.catalog import load_catalog
+
+    return {name: len(pr.document["spec"]["roles"]) for name, pr in load_catalog().presets.items()
+            if pr.document["spec"].get("roles")}
+
+
 def test_the_run_renders_every_topology_preset_in_both_forms_and_passes_against_a_matching_crd(tmp_path):
     d = write_crds(tmp_path / "crds", structural(lws_schema.LEADER_WORKER_SET),
                    structural(lws_schema.DISAGGREGATED_SET))
     r = run(env={tool.ENV: str(d)})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     out = json.loads(r.stdout)
-    assert out["summary"] == {"objects": 9, "passed": 9, "failed": 0, "mismatches": 0, "ok": True}
-    assert {(o["preset"], o["form"]) for o in out["objects"]} == {
-        (p, f) for p in ("dsv41-flash-gb300-8p1d", "dsv41-flash-gb300-7p1d", "kimi-k3-b300-1p1d") for f in tool.FORMS}
-    assert sorted(o["kind"] for o in out["objects"]) == ["DisaggregatedSet"] * 3 + ["LeaderWorkerSet"] * 6
+    roles = _topology_roles()
+    n = len(roles) + sum(roles.values())
+    assert len(roles) >= 5 and out["summary"] == {"objects": n, "passed": n, "failed": 0, "mismatches": 0, "ok": True}
+    assert {(o["preset"], o["form"]) for o in out["objects"]} == {(p, f) for p in roles for f in tool.FORMS}
+    assert sorted(o["kind"] for o in out["objects"]) == ["DisaggregatedSet"] * len(roles) + ["LeaderWorkerSet"] * sum(roles.values())
     assert out["differential"]["paths_checked"] > 60
     assert {f["pinned"] for f in out["crds"]["files"]} == {False} and out["crds"]["source_tag"] is None
 
@@ -290,7 +300,8 @@ def test_a_rendered_field_the_crd_lacks_fails_the_objects_and_the_differential(t
     r = run("--crds", str(write_crds(tmp_path / "crds", lws_crd, ds_crd)))
     assert r.returncode == 1, r.stderr
     out = json.loads(r.stdout)
-    assert out["summary"]["failed"] == 9 and not out["summary"]["ok"]
+    roles = _topology_roles()
+    assert out["summary"]["failed"] == len(roles) + sum(roles.values()) and not out["summary"]["ok"]
     lws_obj = next(o for o in out["objects"] if o["name"] == "kimi-k3-1p1d-decode")
     assert lws_obj["problems"] == ["spec: Additional properties are not allowed ('startupPolicy' was unexpected)"]
     ds_obj = next(o for o in out["objects"] if o["name"] == "kimi-k3-1p1d")
@@ -316,5 +327,6 @@ def test_every_rendered_object_passes_the_upstream_v0_10_0_crds_where_they_are_b
     r = run()
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr
     out = json.loads(r.stdout)
-    assert out["summary"]["ok"] and out["summary"]["objects"] == 9
+    roles = _topology_roles()
+    assert out["summary"]["ok"] and out["summary"]["objects"] == len(roles) + sum(roles.values())
     assert all(f["pinned"] for f in out["crds"]["files"]), out["crds"]
