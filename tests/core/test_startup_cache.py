@@ -352,7 +352,7 @@ def test_catalog_types_become_dataclasses_only_to_validate(tmp_path):
     run = [sys.executable, "-c", _TYPES_PROBE, str(tmp_path / "data"), "validate"]
     subprocess.run(run, env=env, check=True, capture_output=True, timeout=120)    # fills the cache
     out = json.loads(subprocess.run(run, env=env, check=True, capture_output=True, text=True, timeout=120).stdout)
-    assert out["n"] == 19 and not any(out["before"]) and all(out["after"])
+    assert out["n"] == 20 and not any(out["before"]) and all(out["after"])
     assert out["same_class"] and out["equal"]
     replaced = subprocess.run(run[:-1] + ["replace"], env=env, check=True, capture_output=True, text=True, timeout=120)
     assert json.loads(replaced.stdout) == ["next", False, "kimi-k3", True]

@@ -114,7 +114,9 @@ def test_chart_flow_without_engine_is_unchanged(tmp_path, ready_cr):
     assert not any(c[:2] in (["docker", "build"], ["docker", "push"], ["docker", "run"]) for c in calls)
     assert not any(c[:2] == ["kubectl", "exec"] for c in calls)
     applied = int((tmp_path / "state" / "applied").read_text())
-    assert applied == len(list((REPO / "manifests" / "examples").glob("*/k3deployment.yaml")))
+    from gpustack_k3.catalog import load_catalog
+
+    assert applied == len(load_catalog().presets)          # run.sh applies every preset as a K3Deployment
     assert any(c[:2] == ["kubectl", "apply"] and any("/invalid-" in a for a in c) for c in calls)
     assert calls[-1][:3] == ["kind", "delete", "cluster"]
 
