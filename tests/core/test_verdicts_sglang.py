@@ -54,6 +54,17 @@ SGLANG_CASES = {
         ("sglang-no-dcp", {"speculative": {"method": "none", "draftModel": None, "numTokens": None},
                            "extraArgs": ["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4",
                                          "--speculative-num-steps", "3"]})),
+    "sglang-eagle-steps-need-topk": (
+        ("sglang-no-dcp", {"speculative": {"method": "none", "draftModel": None, "numTokens": None},
+                           "extraArgs": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]}),
+        ("sglang-no-dcp", {"speculative": {"method": "none", "draftModel": None, "numTokens": None},
+                           "extraArgs": ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+                                         "--speculative-eagle-topk", "1"]})),
+    "sglang-ngram-dp-attention": (
+        ("sglang-no-dcp", {"speculative": {"method": "ngram", "draftModel": None, "numTokens": None},
+                           "parallel": {"dp": 2}, "extraArgs": ["--enable-dp-attention"]}),
+        ("sglang-no-dcp", {"speculative": {"method": "ngram", "draftModel": None, "numTokens": None},
+                           "parallel": {"dp": 2}})),
 }
 
 
@@ -247,3 +258,22 @@ def test_probed_signatures_set_the_real_signature_or_leave_the_stub(tmp_path, mo
     assert "enable_dcp" in inspect.signature(f).parameters
     with pytest.raises(RuntimeError, match="GPU kernel"):
         f(1)
+
+
+def test_eagle_steps_without_topk_crash_the_resolution():
+    """speculative_hook.py:1271-1276@0.5.23 (1181-1186@0.5.22): `speculative_eagle_topk > 1` with topk None raises
+    TypeError when --speculative-num-steps was given without --speculative-eagle-topk."""
+    for version in ("0.5.22", "0.5.23"):
+        line = (*SEED, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3")
+        assert "sglang-eagle-steps-need-topk" in check_args(*line, version=version)[1]
+        assert "sglang-eagle-steps-need-topk" not in check_args(*line, "--speculative-eagle-topk", "1",
+                                                                version=version)[1]
+    # DSPARK is not of the EAGLE family
+    assert "sglang-eagle-steps-need-topk" not in check_args(*SEED, *DSPARK, "--speculative-num-steps", "3")[1]
+
+
+def test_ngram_refuses_dp_attention():
+    """speculative_hook.py:1367-1371@0.5.23 (1277-1281@0.5.22): attn_dp_enabled_of = attn_dp_size > 1."""
+    ngram = (*SEED, "--speculative-algorithm", "NGRAM", "--dp-size", "2")
+    assert "sglang-ngram-dp-attention" in check_args(*ngram, "--enable-dp-attention")[1]
+    assert "sglang-ngram-dp-attention" not in check_args(*ngram)[1]

@@ -357,6 +357,14 @@ def check_sglang_kimi_k3_mla_kv_cache_dtype(r, c):
 _EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # speculative/spec_info.py:102-109,262-264@0.5.23
 
 
+def speculative_algorithm(r) -> str | None:
+    """SGLang's --speculative-algorithm in upper case: the spec method's name, else the one in extraArgs."""
+    methods = (r.engine.speculative or {}).get("methods", {})
+    algo = methods.get(r.spec.speculative.method) if r.spec.speculative.method != "none" else \
+        _arg_value(r, "--speculative-algorithm")
+    return str(algo).upper() if algo is not None else None
+
+
 @rule("sglang-eagle-draft-tokens-need-steps", checked_by="oracle", family="spec", severity="error",
       engines=["sglang"], field="spec.speculative.numTokens",
       title="SGLang EAGLE/NEXTN: draft tokens or top-k need --speculative-num-steps",
@@ -370,10 +378,8 @@ _EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # speculative/spec_
                "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1159-1163@0.5.23"},
       no_cel="reads the speculative algorithm and step flags from spec.extraArgs (argv tokenising)")
 def check_sglang_eagle_draft_tokens_need_steps(r, c):
-    methods = (r.engine.speculative or {}).get("methods", {})
-    algo = methods.get(r.spec.speculative.method) if r.spec.speculative.method != "none" else \
-        _arg_value(r, "--speculative-algorithm")
-    if algo is None or str(algo).upper() not in _EAGLE_FAMILY:
+    algo = speculative_algorithm(r)
+    if algo not in _EAGLE_FAMILY:
         return
     if _arg_switch(r, "--speculative-adaptive") or _arg_value(r, "--speculative-num-steps") is not None:
         return
@@ -382,3 +388,37 @@ def check_sglang_eagle_draft_tokens_need_steps(r, c):
     given = [f for f in ("--speculative-num-draft-tokens", "--speculative-eagle-topk") if _arg_value(r, f) is not None]
     if given:
         yield None, f"{str(algo).upper()} with {' and '.join(given)} but no --speculative-num-steps"
+
+
+@rule("sglang-eagle-steps-need-topk", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.extraArgs", title="SGLang EAGLE/NEXTN: --speculative-num-steps needs --speculative-eagle-topk",
+      why="With --speculative-num-steps given, the EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE) does not choose "
+          "the top-k; the page-size check then compares speculative_eagle_topk (None) with 1 and the resolution "
+          "crashes (TypeError): the server does not start.",
+      fix="Give --speculative-eagle-topk (e.g. 1) with --speculative-num-steps in spec.extraArgs, or drop "
+          "--speculative-num-steps so SGLang chooses steps, top-k and draft tokens together.",
+      source="sglang arg_groups/speculative_hook.py:1159-1172, 1271-1276@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1068-1081, 1181-1186@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1159-1172, 1271-1276@0.5.23"},
+      no_cel="reads the speculative step flags from spec.extraArgs (argv tokenising)")
+def check_sglang_eagle_steps_need_topk(r, c):
+    algo = speculative_algorithm(r)
+    if algo in _EAGLE_FAMILY and not _arg_switch(r, "--speculative-adaptive") \
+            and _arg_value(r, "--speculative-num-steps") is not None \
+            and _arg_value(r, "--speculative-eagle-topk") is None:
+        yield None, f"{algo} with --speculative-num-steps and no --speculative-eagle-topk"
+
+
+@rule("sglang-ngram-dp-attention", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.speculative.method", title="SGLang NGRAM speculative decoding does not support DP attention",
+      why="SGLang's NGRAM hook raises 'Currently ngram speculative decoding does not support dp attention' when the "
+          "attention DP width is above 1 (--attn-dp-size N, or --dp-size N with --enable-dp-attention).",
+      fix="Run NGRAM without DP attention, or pick another speculative method.",
+      source="sglang arg_groups/speculative_hook.py:1367-1371@0.5.23; runtime_context.py:191-199@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1277-1281@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1367-1371@0.5.23"},
+      no_cel="reads --enable-dp-attention/--attn-dp-size from spec.extraArgs (argv tokenising)")
+def check_sglang_ngram_dp_attention(r, c):
+    width = attn_dp_size(r)
+    if speculative_algorithm(r) == "NGRAM" and width > 1:
+        yield None, f"NGRAM with attention DP width {width}"
