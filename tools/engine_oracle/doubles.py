@@ -20,6 +20,12 @@ nowhere else:
   flags (hybrid, MLA, MoE, supports PP, ...) are read from the release's own model class attributes; no kernel
   runs. A class that cannot be imported on CPU is an error the registry reports as the release would
   ("Model architectures ... failed to be inspected"), and the oracle reports the line not decidable.
+- ``PROBED_SIGNATURES`` (SGLang workers only): a function of a stubbed package whose *signature* the release
+  inspects at config time (SGLang's Kimi-K3 DCP probe of FlashInfer's ``trtllm_batch_decode_with_kv_cache_mla``
+  for ``enable_dcp``) gets the signature of the real function, read (``ast``, nothing imported) from the wheel of
+  the version the SGLang wheel pins (its METADATA ``Requires-Dist``), downloaded by ``.ci/setup_engine_wheels.sh``
+  into the wheel cache. The real package does not import on CPU (its import pulls the CuTe DSL and CUDA
+  bindings). Without the pinned wheel the stub stays and the line is ``not_decidable`` (stubbed-package-probe).
 """
 from __future__ import annotations
 
@@ -116,6 +122,18 @@ REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess
                    "function runs in-process and reads the flags from the release's own model class attributes")
 
 
+# stubbed package -> (its distribution, the functions whose signature a release inspects at config time)
+PROBED_SIGNATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    # sglang arg_groups/model_overrides/kimi_k3.py:21-38@0.5.22 and @0.5.23: "enable_dcp" in the parameters
+    "flashinfer": ("flashinfer_python", ("flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla",)),
+}
+SIGNATURE_REASON = ("a release inspects the signature of a stubbed GPU package's function (SGLang's Kimi-K3 DCP "
+                    "probe of flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla for enable_dcp): the stub "
+                    "function carries the real signature, read with ast from the wheel of the version the release "
+                    "pins (no FlashInfer code runs: its import needs the CuTe DSL and CUDA bindings); calling it "
+                    "raises")
+
+
 def doubles_table() -> dict[str, str]:
     """What is doubled and why (every worker's first answer, ``hello.doubles``, carries it: ``Oracle(r).hello``)."""
     out = {f"module {k}": v for k, v in MISSING.items()}
@@ -130,6 +148,9 @@ def doubles_table() -> dict[str, str]:
         "config/reasoning.py initialize_token_ids); a word-level tokenizer holding the markers stands in for the "
         "checkpoint's tokenizer")
     out["vllm model registry _run_in_subprocess"] = REGISTRY_REASON
+    for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
+        for f in funcs:
+            out[f"signature of {f} (SGLang worker only, from the pinned {dist} wheel)"] = SIGNATURE_REASON
     return out
 
 
@@ -154,7 +175,118 @@ def install_module_stubs(extensions: set[str], versions: dict[str, str]):
     versions = {**{m: "0.0.0" for m in missing}, **versions}
     finder = stubs.install(set(extensions), versions)
     sys.meta_path.remove(finder.report)   # a module that is neither installed nor listed fails as ImportError
+    if importlib.util.find_spec("sglang") is not None:   # the unpacked SGLang wheel is first on sys.path
+        probed_signatures(missing, versions)
     return finder, sorted(missing)
+
+
+def wheels_dir() -> Path:
+    """Where .ci/setup_engine_wheels.sh keeps wheels (GPUSTACK_K3_CACHE/wheels, as tools/engine_parsers/dump.py)."""
+    import os
+
+    return Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3") / "wheels"
+
+
+def probed_signatures(missing: set[str], versions: dict[str, str], wheels: Path | None = None) -> dict[str, str]:
+    """SIGNATURE_REASON: for each stubbed package of PROBED_SIGNATURES whose pinned wheel (``versions``: the
+    release's Requires-Dist pins) is in the wheel cache, set each probed function on the stub module to a function
+    with the real signature. Returns {function: wheel file} for what was set (the rest stays a stub)."""
+    import importlib
+
+    done = {}
+    for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
+        version = versions.get(dist) or versions.get(dist.replace("_", "-"))
+        if pkg not in missing or not version:
+            continue
+        found = sorted((wheels or wheels_dir()).glob(f"{dist}-{version}-*.whl"))
+        if not found:
+            continue
+        for dotted in funcs:
+            mod_name, name = dotted.rsplit(".", 1)
+            sig = wheel_signature(found[0], mod_name, name)
+            setattr(importlib.import_module(mod_name), name, _signature_only(dotted, sig))
+            done[dotted] = found[0].name
+    return done
+
+
+def _signature_only(dotted: str, sig):
+    def kernel(*args, **kwargs):
+        raise RuntimeError(f"{dotted} is a GPU kernel: not run by the engine oracle")
+
+    kernel.__name__ = dotted.rsplit(".", 1)[1]
+    kernel.__qualname__ = kernel.__name__
+    kernel.__module__ = dotted.rsplit(".", 1)[0]
+    kernel.__signature__ = sig
+    return kernel
+
+
+def wheel_signature(wheel: Path, module: str, name: str, _depth: int = 0):
+    """The ``inspect.Signature`` of the top-level function ``module.name`` as defined in ``wheel``'s source: the
+    module's ``def`` (decorators left aside: FlashInfer's ``flashinfer_api`` returns the function or a
+    ``functools.wraps`` wrapper, the same signature), else followed through ``from X import name [as name]``
+    re-exports. Defaults: the literal where the source has one, else the source text. Nothing is imported."""
+    import ast
+    import inspect
+    import zipfile
+
+    if _depth > 8:
+        raise LookupError(f"{module}.{name}: re-export chain too long in {wheel.name}")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        base = module.replace(".", "/")
+        path = next((p for p in (f"{base}.py", f"{base}/__init__.py") if p in names), None)
+        if path is None:
+            raise LookupError(f"{module} is not in {wheel.name}")
+        tree = ast.parse(z.read(path).decode(), filename=path)
+    is_pkg = path.endswith("/__init__.py")
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return _ast_signature(node.args, inspect)
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        star = [a for a in node.names if a.name == "*"]
+        hit = [a for a in node.names if (a.asname or a.name) == name]
+        if not (star or hit):
+            continue
+        if node.level:
+            parts = module.split(".") if is_pkg else module.split(".")[:-1]
+            parts = parts[:len(parts) - (node.level - 1)]
+            target = ".".join(parts + ([node.module] if node.module else []))
+        else:
+            target = node.module
+        try:
+            return wheel_signature(wheel, target, hit[0].name if hit else name, _depth + 1)
+        except LookupError:
+            if hit:
+                raise
+            # a star import that does not define it: keep looking
+    raise LookupError(f"{module}.{name} is not defined in {wheel.name}")
+
+
+def _ast_signature(args, inspect):
+    import ast
+
+    def default(node):
+        try:
+            return ast.literal_eval(node)
+        except ValueError:
+            return ast.unparse(node)
+
+    P = inspect.Parameter
+    params = []
+    pos = list(args.posonlyargs) + list(args.args)
+    defaults = [None] * (len(pos) - len(args.defaults)) + list(args.defaults)
+    for i, (a, d) in enumerate(zip(pos, defaults)):
+        kind = P.POSITIONAL_ONLY if i < len(args.posonlyargs) else P.POSITIONAL_OR_KEYWORD
+        params.append(P(a.arg, kind, default=P.empty if d is None else default(d)))
+    if args.vararg:
+        params.append(P(args.vararg.arg, P.VAR_POSITIONAL))
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        params.append(P(a.arg, P.KEYWORD_ONLY, default=P.empty if d is None else default(d)))
+    if args.kwarg:
+        params.append(P(args.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)
 
 
 def platform_double(hw: dict):

