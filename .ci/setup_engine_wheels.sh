@@ -37,5 +37,35 @@ for spec in "${WANT[@]}"; do
     || die "pip download $spec failed"
   compgen -G "$DEST/$name-$version-*.whl" >/dev/null || die "$spec: no wheel after download"
 done
+# The FlashInfer wheel each SGLang wheel pins (its METADATA Requires-Dist flashinfer_python==X): the engine oracle
+# reads the signature SGLang's Kimi-K3 DCP probe inspects from its source (tools/engine_oracle/doubles.py
+# PROBED_SIGNATURES; nothing of it is installed or imported). ~65 MB each.
+mapfile -t PINS < <("$PY" - "$DEST" "${WANT[@]}" <<'PY'
+import re, sys, zipfile
+from pathlib import Path
+dest, pins = Path(sys.argv[1]), set()
+for spec in sys.argv[2:]:
+    name, _, version = spec.partition("==")
+    if name != "sglang":
+        continue
+    for whl in dest.glob(f"sglang-{version}-*.whl"):
+        with zipfile.ZipFile(whl) as z:
+            meta = z.read(f"sglang-{version}.dist-info/METADATA").decode()
+        pins |= set(re.findall(r"^Requires-Dist: flashinfer[_-]python(?:\[[^\]]*\])?==([^\s;,]+)", meta, re.M))
+print("\n".join(f"flashinfer_python=={v}" for v in sorted(pins)))
+PY
+)
+for spec in "${PINS[@]}"; do
+  [[ -n "$spec" ]] || continue
+  version="${spec##*==}"
+  if compgen -G "$DEST/flashinfer_python-$version-*.whl" >/dev/null; then
+    say "$spec already in $DEST"
+    continue
+  fi
+  say "downloading $spec (the FlashInfer an SGLang wheel pins: its source answers the oracle's signature probe)"
+  "$PY" -m pip download --quiet --disable-pip-version-check --no-deps "flashinfer-python==$version" -d "$DEST" >&2 \
+    || die "pip download flashinfer-python==$version failed"
+  compgen -G "$DEST/flashinfer_python-$version-*.whl" >/dev/null || die "$spec: no wheel after download"
+done
 say "tools venv: $("$PY" "$HERE/tools/engine_parsers/dump.py" --prepare 2>/dev/null | tail -1)"
 echo "$DEST"
