@@ -84,6 +84,10 @@ def test_cel_and_python_refuse_the_same_rules(crd, preset, patch):
         hypothesis.assume(False)
         return
     py = {f.rule for f in validate(model) if f.severity == "error"} & CEL_COVERED
+    if model.spec.roles:
+        # a document with roles is checked per role by the CLI and the operator; the CRD's spec rules stand aside
+        # for it (gpustack_k3/crd/cel.py ROLES_PRESENT): CEL refuses none of them
+        py = set()
     results = evaluate(crd, doc)
     assert not [r for r in results if r.error], [(r.message, r.error) for r in results if r.error]
     assert {r.rule_id for r in results} == py, f"spec={doc['spec']}"
