@@ -102,6 +102,15 @@ CASES = {
                               ("vllm-fixed", {"engine": {"version": "0.33.0"}, "model": {"dtype": "bfloat16"}})),
     "engine-version-pinned": (("vllm-fixed", {"engine": {"version": "0.33.1"}}),
                               ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
+    # the seed-0 vLLM differential's classes (tests/core/test_verdicts.py has the engine lines)
+    "vllm-v1-runner-spec-method": (("vllm-fixed", {"engine": {"version": "0.33.0"}, "env": {"VLLM_USE_V2_MODEL_RUNNER": "0"}}),
+                                   ("vllm-fixed", {"engine": {"version": "0.33.0"}})),
+    "vllm-cpu-v2-runner": (("vllm-cpu-smollm2", {"env": {"VLLM_USE_V2_MODEL_RUNNER": "1"}}), ("vllm-cpu-smollm2", {})),
+    "vllm-cpu-eplb": (("vllm-cpu-smollm2", {"parallel": {"eplb": {"enabled": True}}}), ("vllm-cpu-smollm2", {})),
+    "dp-rank-in-range": (("vllm-seed", {"parallel": {"dp": 2}, "extraArgs": ["--data-parallel-rank", "3"]}),
+                         ("vllm-seed", {"parallel": {"dp": 2}, "extraArgs": ["--data-parallel-rank", "1"]})),
+    "parallel-fits-node-at-launch": (("vllm-seed", {"engine": {"version": "0.11.0"}, "parallel": {"tp": 8, "pp": 2}}),
+                                     ("vllm-seed", {"engine": {"version": "0.11.0"}, "parallel": {"tp": 4, "pp": 2}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 
@@ -115,7 +124,10 @@ def test_every_spec_rule_has_cases():
     # the model-config rules read a config.json: their cases are tests/core/test_verdicts.py MODEL_CASES
     from tests.core.test_verdicts import MODEL_CASES
 
-    assert set(CASES) == {r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
+    # vllm-config-bounds refuses values the spec schema refuses too until its bounds are per release: its cases are
+    # tests/core/test_verdicts.py test_config_bounds_per_release
+    assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused", "vllm-config-bounds"}
+                          - set(MODEL_CASES))
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
