@@ -111,6 +111,7 @@ CASES = {
                          ("vllm-seed", {"parallel": {"dp": 2}, "extraArgs": ["--data-parallel-rank", "1"]})),
     "parallel-fits-node-at-launch": (("vllm-seed", {"engine": {"version": "0.11.0"}, "parallel": {"tp": 8, "pp": 2}}),
                                      ("vllm-seed", {"engine": {"version": "0.11.0"}, "parallel": {"tp": 4, "pp": 2}})),
+    "model-not-in-release": (("vllm-fixed", {"engine": {"version": "0.11.0"}}), ("vllm-fixed", {"engine": {"version": "0.28.0"}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 

@@ -441,3 +441,14 @@ def test_config_bounds_per_release():
 
     assert hits(0.0, 0) == ["spec.memory.fraction", "spec.scheduling.maxNumSeqs"]
     assert hits(0.9, 1) == [] and hits(None, None) == []
+
+
+def test_a_release_older_than_the_model_refuses_it():
+    """0.28.0 and 0.29.0 register no DeepseekV41ForCausalLM (model_executor/models/registry.py; ModelConfig refuses
+    model type deepseek_v41, engine/arg_utils.py:1727@0.28.0); 0.33.0 registers it (registry.py:387@0.33.0). With the
+    topology flags read for 0.28.0/0.29.0 the DeepSeek-V4.1 presets' lines reach those releases."""
+    line = "vllm serve /models/DeepSeek-V4.1-Flash -tp 4 --trust-remote-code --enable-expert-parallel".split()
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+    for version, refused in (("0.28.0", True), ("0.29.0", True), ("0.33.0", False)):
+        code, out = check_args(*line, version=version, opts=opts)
+        assert ("model-not-in-release" in errors(out)) is refused, (version, out)

@@ -127,6 +127,28 @@ def check_dtype_vs_quantization(r, c):
         yield None, f"dtype {d} ({dt}) is not supported for quantization method {q}; supported: {', '.join(table[q])}"
 
 
+@rule("model-not-in-release", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.model.name", title="This release does not know the model's architecture",
+      why="vLLM resolves the checkpoint's architecture in its model registry (and its config class by model_type) when "
+          "it builds the model config; a release older than the model refuses it.",
+      fix="Use an engine version that registers the architecture (the catalog's versions for this model), or another "
+          "model.",
+      source="vllm model_executor/models/registry.py:387@0.33.0 (DeepseekV41ForCausalLM), :488 "
+             "(KimiK3ForConditionalGeneration); the releases lacking them: gpustack_k3/catalog/data/engines/vllm.yaml "
+             "(traits unregistered_architectures / unregistered_models)",
+      sources={"vllm 0.28.0": "vllm engine/arg_utils.py:1727@0.28.0 (ModelConfig: model type deepseek_v41 unknown); "
+                              "model_executor/models/registry.py@0.28.0",
+               "vllm 0.29.0": "vllm model_executor/models/registry.py@0.29.0 (no DeepseekV41ForCausalLM)",
+               "vllm 0.11.0": "vllm model_executor/models/registry.py@0.11.0 (neither Kimi-K3 nor DeepSeek-V4.1)"},
+      no_cel="per-release registry lists; left to validate")
+def check_model_not_in_release(r, c):
+    a = r.arch
+    if a is not None and a.architecture in (r.trait("unregistered_architectures") or ()):
+        yield None, f"vLLM {r.version.key} does not register {a.architecture} ({a.source})"
+    elif a is None and r.model is not None and r.spec.model.name in (r.trait("unregistered_models") or ()):
+        yield None, f"vLLM {r.version.key} does not know model {r.spec.model.name} (its architecture is not registered)"
+
+
 @rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.parallel.tp", title="TP must divide the model's attention heads",
       why="vLLM shards attention heads over the TP ranks and refuses a TP size that does not divide the model's total "
