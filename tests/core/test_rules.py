@@ -112,6 +112,10 @@ CASES = {
     "parallel-fits-node-at-launch": (("vllm-seed", {"engine": {"version": "0.11.0"}, "parallel": {"tp": 8, "pp": 2}}),
                                      ("vllm-seed", {"engine": {"version": "0.11.0"}, "parallel": {"tp": 4, "pp": 2}})),
     "model-not-in-release": (("vllm-fixed", {"engine": {"version": "0.11.0"}}), ("vllm-fixed", {"engine": {"version": "0.28.0"}})),
+    "vllm-v1-env-partial-prefill": (("vllm-cpu-smollm2", {"engine": {"version": "0.11.0"}, "env": {"VLLM_USE_V1": "1"},
+                                                       "extraArgs": ["--max-num-partial-prefills", "2"]}),
+                                    ("vllm-cpu-smollm2", {"engine": {"version": "0.11.0"},
+                                                       "extraArgs": ["--max-num-partial-prefills", "2"]})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 

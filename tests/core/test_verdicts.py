@@ -452,3 +452,14 @@ def test_a_release_older_than_the_model_refuses_it():
     for version, refused in (("0.28.0", True), ("0.29.0", True), ("0.33.0", False)):
         code, out = check_args(*line, version=version, opts=opts)
         assert ("model-not-in-release" in errors(out)) is refused, (version, out)
+
+
+def test_0_11_refuses_partial_prefills_only_when_v1_is_forced():
+    """0.11.0 falls back to V0 for concurrent partial prefills unless VLLM_USE_V1=1 (engine/arg_utils.py:1468-1475,
+    1728-1731@0.11.0). The oracle had refused them without the variable: 0.11.0 writes VLLM_USE_V1 into its own
+    environment (envs.py:1500-1507) and the worker carried it to the next line; each line now starts clean."""
+    line = [*SMOL, "--max-num-partial-prefills", "2"]
+    code, out = check_args(*line, version="0.11.0", opts=SMOL_OPTS)
+    assert "vllm-v1-env-partial-prefill" not in errors(out), out
+    code, out = check_args(*line, version="0.11.0", opts=(*SMOL_OPTS, "--env", "VLLM_USE_V1=1"))
+    assert "vllm-v1-env-partial-prefill" in errors(out), out

@@ -88,23 +88,23 @@ def _is_oracle_fault(exc: BaseException, tb, root: str) -> bool:
 
 
 class _Env:
-    """Set a line's environment for its evaluation and restore it afterwards."""
+    """Set a line's environment for its evaluation and restore the whole environment afterwards: a release may write
+    os.environ itself (0.11.0's create_engine_config sets VLLM_USE_V1 when the user did not, envs.py:1500-1507@0.11.0),
+    and the next line must start from the environment a fresh `vllm serve` process has."""
 
     def __init__(self, env: dict, clear) -> None:
-        self.env, self.clear, self.saved = env or {}, clear, {}
+        self.env, self.clear, self.before = env or {}, clear, {}
 
     def __enter__(self):
+        self.before = dict(os.environ)
         for k, v in self.env.items():
-            self.saved[k] = os.environ.get(k)
             os.environ[k] = str(v)
         self.clear()
 
     def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if dict(os.environ) != self.before:
+            os.environ.clear()
+            os.environ.update(self.before)
         self.clear()
         return False
 

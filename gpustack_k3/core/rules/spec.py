@@ -270,6 +270,27 @@ def check_vllm_v1_runner_spec_method(r, c):
                      "Runner V1, which does not implement it")
 
 
+@rule("vllm-v1-env-partial-prefill", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"v1_engine_env": (True,)}, field="spec.env.VLLM_USE_V1",
+      title="VLLM_USE_V1=1 with concurrent partial prefills",
+      why="vLLM 0.11.0 falls back to the V0 engine for concurrent partial prefills (--max-num-partial-prefills or "
+          "--max-long-partial-prefills other than 1) unless VLLM_USE_V1=1 forces V1, which then refuses them.",
+      fix="Remove VLLM_USE_V1=1, or leave --max-num-partial-prefills / --max-long-partial-prefills at 1.",
+      source="vllm engine/arg_utils.py:1150-1152,1468-1475,1728-1731@0.11.0 (_is_v1_supported_oracle, "
+             "_raise_or_fallback); config/scheduler.py:49,53@0.11.0 (defaults 1)",
+      no_cel="reads an environment variable and pass-through flags; left to validate")
+def check_vllm_v1_env_partial_prefill(r, c):
+    raw = r.spec.env.get("VLLM_USE_V1")
+    try:
+        forced = raw is not None and int(raw) != 0     # envs.py:901@0.11.0 bool(int(...))
+    except ValueError:
+        return
+    partial = {f: _int_arg(r, f) for f in ("--max-num-partial-prefills", "--max-long-partial-prefills")}
+    odd = [f"{f} {v}" for f, v in partial.items() if v is not None and v != 1]
+    if forced and odd:
+        yield None, f"VLLM_USE_V1={raw} with {', '.join(odd)} on vLLM {r.version.key} (concurrent partial prefill)"
+
+
 @rule("vllm-cpu-v2-runner", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"cpu": (True,)},
       field="spec.env.VLLM_USE_V2_MODEL_RUNNER", title="A CPU build cannot run Model Runner V2",
       why="Model Runner V2 needs Triton, which a CPU build lacks: VLLM_USE_V2_MODEL_RUNNER=1 is refused when the config "
