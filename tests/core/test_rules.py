@@ -116,6 +116,10 @@ CASES = {
                                                        "extraArgs": ["--max-num-partial-prefills", "2"]}),
                                     ("vllm-cpu-smollm2", {"engine": {"version": "0.11.0"},
                                                        "extraArgs": ["--max-num-partial-prefills", "2"]})),
+    "dp-node-groups-divide-nnodes": (("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"dp": 32, "dpLocal": 4},
+                                                   "extraArgs": ["--nnodes", "2"]}),
+                                     ("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"dp": 32, "dpLocal": 4},
+                                                   "extraArgs": ["--nnodes", "8"]})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 

@@ -463,3 +463,17 @@ def test_0_11_refuses_partial_prefills_only_when_v1_is_forced():
     assert "vllm-v1-env-partial-prefill" not in errors(out), out
     code, out = check_args(*line, version="0.11.0", opts=(*SMOL_OPTS, "--env", "VLLM_USE_V1=1"))
     assert "vllm-v1-env-partial-prefill" in errors(out), out
+
+
+def test_nnodes_must_be_a_multiple_of_the_dp_node_groups_on_0_33():
+    """config/parallel.py:811-835@0.33.0 (nnodes_within_dp): --nnodes 2 with DP 32 / dpLocal 4 = 8 node groups is
+    refused; 0.29.0 has no such check."""
+    line = ("vllm serve /models/DeepSeek-V4.1-Flash -tp 1 -dp 32 --data-parallel-size-local 4 --enable-expert-parallel "
+            "--trust-remote-code --data-parallel-hybrid-lb").split()
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+    code, out = check_args(*line, "--nnodes", "2", opts=opts)
+    assert "dp-node-groups-divide-nnodes" in errors(out), out
+    code, out = check_args(*line, "--nnodes", "8", opts=opts)
+    assert "dp-node-groups-divide-nnodes" not in errors(out), out
+    code, out = check_args(*line, "--nnodes", "2", version="0.29.0", opts=opts)
+    assert "dp-node-groups-divide-nnodes" not in errors(out), out

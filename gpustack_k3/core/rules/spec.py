@@ -554,6 +554,27 @@ def check_dp_rank_in_range(r, c):
         yield None, f"--data-parallel-rank {rank} is outside [0, {dp}) (data-parallel size {dp})"
 
 
+@rule("dp-node-groups-divide-nnodes", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"dp_node_groups_check": (True,)}, field="spec.parallel.dpLocal",
+      title="--nnodes must be a multiple of the data-parallel node groups",
+      why="vLLM 0.33.0 splits the nodes into data-parallel node groups of data_parallel_size / "
+          "data_parallel_size_local and refuses a --nnodes that they do not divide (external LB excepted).",
+      fix="Set --nnodes to a multiple of parallel.dp / parallel.dpLocal (or adjust dpLocal).",
+      source="vllm config/parallel.py:811-835@0.33.0 (nnodes_within_dp)",
+      no_cel="reads --nnodes, a pass-through flag of spec.extraArgs; left to validate")
+def check_dp_node_groups_divide_nnodes(r, c):
+    topo = r.engine.topology
+    nnodes = _int_arg(r, topo.get("nnodes_flag", "--nnodes")) or 1
+    local, dp = r.spec.parallel.dpLocal, int(r.value("parallel.dp") or 1)
+    external = _switch(r, topo.get("external_lb_flag", "")) or bool(extra_arg(r, topo.get("rank_flag", "")))
+    if nnodes <= 1 or not local or external:
+        return
+    groups = dp // local
+    if groups and nnodes % groups:
+        yield None, (f"--nnodes {nnodes} is not divisible by the {groups} data-parallel node groups "
+                     f"(dp {dp} / dpLocal {local})")
+
+
 def _int_arg(r: Resolved, *names: str) -> int | None:
     found = extra_arg(r, *names)
     try:
