@@ -463,6 +463,12 @@ def test_0_11_refuses_partial_prefills_only_when_v1_is_forced():
     assert "vllm-v1-env-partial-prefill" not in errors(out), out
     code, out = check_args(*line, version="0.11.0", opts=(*SMOL_OPTS, "--env", "VLLM_USE_V1=1"))
     assert "vllm-v1-env-partial-prefill" in errors(out), out
+    # without V1 forced the scheduler check runs: the threshold above max_model_len is refused with partial
+    # prefills only (config/scheduler.py:268-277@0.11.0)
+    code, out = check_args(*line, "--long-prefill-token-threshold", "65536", version="0.11.0", opts=SMOL_OPTS)
+    assert "long-prefill-above-max-len-partial" in errors(out), out
+    code, out = check_args(*SMOL, "--long-prefill-token-threshold", "65536", version="0.11.0", opts=SMOL_OPTS)
+    assert "long-prefill-above-max-len-partial" not in errors(out), out
 
 
 def test_nnodes_must_be_a_multiple_of_the_dp_node_groups_on_0_33():

@@ -901,6 +901,23 @@ def check_long_prefill_above_max_len(r, c):
         yield None, f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m})"
 
 
+@rule("long-prefill-above-max-len-partial", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"long_prefill_check": ("partial_prefills_only",)},
+      field="spec.scheduling.longPrefillTokenThreshold",
+      title="long_prefill_token_threshold cannot exceed max_model_len with concurrent partial prefills",
+      why="vLLM 0.11.0 checks the long-prefill threshold against max_model_len only when --max-num-partial-prefills "
+          "is above 1, and then refuses a threshold above it.",
+      fix="Use a threshold such as 4096, or leave --max-num-partial-prefills at 1.",
+      source="vllm config/scheduler.py:268-277@0.11.0",
+      no_cel="reads --max-num-partial-prefills, a pass-through flag of spec.extraArgs; left to validate")
+def check_long_prefill_above_max_len_partial(r, c):
+    t, m = r.spec.scheduling.longPrefillTokenThreshold, r.value("scheduling.maxModelLen")
+    partial = _int_arg(r, "--max-num-partial-prefills")
+    if partial is not None and partial > 1 and t is not None and m is not None and t > m:
+        yield None, (f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m}) with "
+                     f"--max-num-partial-prefills {partial}")
+
+
 def _kv_dtype_cel(b: Builder) -> str:
     p = "memory.kvCacheDtype"
     ok = b.member(b.ref(p), b.by_catalog(lambda v, m, g: list(b.catalog.engines[b.engine].versions[v].kv_cache_dtypes)))
