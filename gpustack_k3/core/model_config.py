@@ -25,6 +25,9 @@ _KEYS = {
     "experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
     "experts_per_token": ("num_experts_per_tok", "moe_topk", "top_k"),
     "max_positions": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
+    # multi-token-prediction layers the checkpoint carries (DeepSeek/Kimi/GLM/MiMo: num_nextn_predict_layers; the
+    # Transformers backend's num_mtp_layers; Qwen3.5's mtp_num_hidden_layers): vLLM's MTP draft is built from them
+    "mtp_layers": ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_hidden_layers"),
 }
 _DTYPE_KEYS = ("torch_dtype", "dtype")
 

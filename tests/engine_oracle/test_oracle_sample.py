@@ -46,6 +46,14 @@ DIRECT = {
         (["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "-dcp", "8", "--max-model-len", "262144",
           "--speculative-config", '{"method":"dspark","model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7}'],
          {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "accepted", None),
+        # DSpark runs on Model Runner V2 only (config/vllm.py:3111-3113,3332-3337@0.33.0)
+        (["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "--max-model-len", "262144",
+          "--speculative-config", '{"method":"dspark","model":"Inferact/Kimi-K3-DSpark","num_speculative_tokens":7}'],
+         {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "refused", "Model Runner V1 does not support: dspark"),
+    ],
+    "vllm-0.29.0": [
+        # no DeepseekV41ForCausalLM in 0.29.0's registry (0.33.0 registers it)
+        (["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "-tp", "4"], {}, "refused", "deepseek_v41"),
     ],
     "vllm-0.28.0": [
         # DCP + DSpark: 0.28.0 refuses it (config/speculative.py), 0.33.0 accepts it (the seed's 1P1D preset)

@@ -37,8 +37,26 @@ def _invoke(cmd, args: list[str]) -> dict:
             "message": json.dumps(msg)[:400] if msg else (getattr(res, "stderr", "") or out)[-400:]}
 
 
+_MODEL_CONFIGS: dict[str, str] | None = None
+
+
+def model_config(model: str) -> str | None:
+    """The config.json the oracle hands the engine for this catalog model (tools/engine_oracle/models.py), given to
+    the product as a user would (``--model-config FILE``): both sides judge the same architecture figures (heads,
+    KV heads, experts, ...), not the catalog's subset of them."""
+    global _MODEL_CONFIGS
+    if _MODEL_CONFIGS is None:
+        from tools.engine_oracle.models import MODELS, model_root, write_models
+
+        write_models()
+        _MODEL_CONFIGS = {name: str(model_root() / name / "config.json") for name in MODELS}
+    return _MODEL_CONFIGS.get(model)
+
+
 def _common(engine: str, version: str, model: str, gpu_type: str) -> list[str]:
-    return ["--engine", engine, "--engine-version", version, "--model", model, "--gpu-type", gpu_type, "-o", "json"]
+    args = ["--engine", engine, "--engine-version", version, "--model", model, "--gpu-type", gpu_type, "-o", "json"]
+    cfg = model_config(model)
+    return args + (["--model-config", cfg] if cfg else [])
 
 
 def check_args(engine: str, version: str, line: dict) -> dict:

