@@ -290,10 +290,28 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
     order = {d: i for i, d in enumerate(dump.dests)}
     eplb_config_flag = engine.topology.get("eplb_config_flag")
     eplb_on = eplb_config_seen = False
+    # SGLang: --speculative-num-draft-tokens sets numTokens only for a method without a block-size flag of its own
+    # (DSPARK's numTokens is --speculative-dspark-block-size; its --speculative-num-draft-tokens is the verify window
+    # that speculative_hook.py:806-834@0.5.23 checks against block + 1), and a method's block-size flag only for that
+    # method (SGLang ignores DSPARK's block size under NEXTN or EAGLE3); the others stay extra args
+    not_fields = set()
+    if engine.engine == "sglang":
+        sp = engine.speculative
+        algo_flag = next((f.flag for f in engine.flags if f.kind == "speculative"), None)
+        algo_opt = dump.flag(algo_flag) if algo_flag else None
+        algo = reading.given.get(algo_opt.dest) if algo_opt is not None else None
+        method = _sglang_method(engine, algo.value) if algo is not None and algo.value is not None else None
+        own = sp.get("block_size_flag", {})
+        foreign = [flag for m, flag in own.items() if m != method]
+        if method is None or method in own:
+            foreign.append(sp["num_tokens_flag"])
+        not_fields = {o.dest for flag in foreign if (o := dump.flag(flag)) is not None}
     for dest, g in reading.given.items():
         opt = dump.dest(dest)
         where = f"argv[{g.origin}]" if isinstance(g.origin, int) else f"argv {g.origin or opt.canonical}"
-        if dest in sub:
+        if dest in not_fields:
+            extra.append((order[dest], engine_argv.render_given(opt, g)))
+        elif dest in sub:
             if g.value is not None:
                 _set(out.spec, f"speculative.{sub[dest]}", g.value)
         elif dest in fields and fields[dest].kind == "eplb":

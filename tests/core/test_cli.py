@@ -208,8 +208,12 @@ def test_a_fraction_out_of_range_is_unusable_input():
     """The range is a bound of the spec field: exit 2 naming the field and the flag, not a rule finding."""
     p = run("plan", "-o", "json", "--engine", "vllm", "--", "--gpu-memory-utilization=-0.5")
     assert p.returncode == 2 and "spec.memory.fraction (--gpu-memory-utilization)" in p.stderr
-    p = run("check-args", "--engine", "sglang", "--", "--mem-fraction-static", "1.5")
+    p = run("check-args", "--engine", "sglang", "--", "--mem-fraction-static", "-1.5")
     assert p.returncode == 2 and "spec.memory.fraction" in p.stderr
+    # above 1 is a per-engine verdict, not a field bound: SGLang accepts it at config time and fails at KV-pool
+    # sizing (rule sglang-mem-fraction-above-one, runtime-only); vLLM from 0.28.0 refuses it (vllm-config-bounds)
+    p = run("check-args", "--engine", "sglang", "--", "--mem-fraction-static", "1.5")
+    assert p.returncode == 1 and "sglang-mem-fraction-above-one" in p.stderr + p.stdout
 
 
 def test_dry_run_refuses_what_a_target_refuses(tmp_path):

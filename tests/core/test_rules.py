@@ -27,7 +27,7 @@ CASES = {
         ("vllm-seed", {**V33, "parallel": {"dcp": 8}, "vllm": {"attentionConfig": {"backend": "FLASH_ATTN_MLA"}},
                        "extraArgs": ["--cp-kv-cache-interleave-size", "2"]}),
         ("vllm-seed", {**V33, "parallel": {"dcp": 8}, "vllm": {"attentionConfig": {"backend": "FLASH_ATTN_MLA"}}})),
-    "dcp-divides-tp": (("sglang-seed", {"parallel": {"dcp": 3}}), ("sglang-seed", {"parallel": {"dcp": 4}})),
+    "dcp-divides-tp": (("vllm-seed", {"parallel": {"dcp": 3}}), ("vllm-seed", {"parallel": {"dcp": 4}})),
     "parallel-fits-node": (("vllm-seed", {"parallel": {"tp": 8, "pp": 2}}), ("vllm-seed", {"parallel": {"tp": 4, "pp": 2}})),
     "gpu-count-exceeds-node": (("vllm-seed", {"hardware": {"gpuCount": 16}}), ("vllm-seed", {"hardware": {"gpuCount": 8}})),
     "fixed-memory-exceeds-budget": (("vllm-seed", {"memory": {"fraction": 0.7}}), ("vllm-seed", {})),
@@ -136,9 +136,12 @@ def rules_of(preset, patch):
 def test_every_spec_rule_has_cases():
     # argv-refused reads a command line, not a spec: its fire/quiet cases are in tests/core/test_argv_read.py
     # the model-config rules read a config.json: their cases are tests/core/test_verdicts.py MODEL_CASES
+    # the SGLang rules the engine oracle led to: their cases are tests/core/test_verdicts_sglang.py
     from tests.core.test_verdicts import MODEL_CASES
+    from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
 
-    assert set(CASES) == {r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
+    assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
+                          - set(SGLANG_CASES) - SGLANG_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

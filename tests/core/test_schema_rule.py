@@ -15,8 +15,7 @@ from .conftest import preset_doc
 
 # a document the model refuses -> the field the finding names
 SCHEMA_CASES = [
-    ({"memory": {"fraction": 1.2}}, "spec.memory.fraction"),
-    ({"memory": {"fraction": 0}}, "spec.memory.fraction"),
+    ({"memory": {"fraction": -0.5}}, "spec.memory.fraction"),
     ({"memory": {"mambaFullMemoryRatio": 0}}, "spec.memory.mambaFullMemoryRatio"),
     ({"parallel": {"tp": 0}}, "spec.parallel.tp"),
     ({"extraArgs": ["--x", 3]}, "spec.extraArgs[1]"),
@@ -42,7 +41,7 @@ def test_schema_rule_quiet_on_a_valid_document():
 def test_operator_reports_schema_findings():
     from gpustack_k3.operator.hooks import validate
 
-    found = validate(raw({"memory": {"fraction": 1.5}}))
+    found = validate(raw({"memory": {"fraction": -0.5}}))
     assert [(f.rule, f.field) for f in found] == [("spec.schema", "spec.memory.fraction")]
 
 

@@ -111,15 +111,16 @@ def test_an_external_lb_line_counts_one_dp_rank_on_its_node():
 
 def test_sglang_dp_attention_and_nnodes_do_not_multiply_gpus():
     """SGLang puts DP-attention ranks inside the TP group and spreads TP over --nnodes
-    (managers/data_parallel_controller.py:692-712@0.5.23): --tp 8 --dp 8 --enable-dp-attention is 8 GPUs."""
+    (managers/data_parallel_controller.py:692-712@0.5.23): --tp 8 --dp 8 --enable-dp-attention is 8 GPUs. On SGLang
+    the count is sglang-parallel-fits-node (runtime-only: resolve_once checks no device count)."""
     pre = "python3 -m sglang.launch_server --model-path /models/Kimi-K3 --trust-remote-code".split()
     code, out = check_args(*pre, "--tp", "8", "--dp", "8", "--enable-dp-attention", engine="sglang", version="0.5.23")
-    assert "parallel-fits-node" not in errors(out), out
+    assert "sglang-parallel-fits-node" not in errors(out), out
     code, out = check_args(*pre, "--tp", "16", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", "10.0.0.1:5000",
                            engine="sglang", version="0.5.23")
-    assert "parallel-fits-node" not in errors(out), out
+    assert "sglang-parallel-fits-node" not in errors(out), out
     code, out = check_args(*pre, "--tp", "8", "--dp", "2", engine="sglang", version="0.5.23")
-    assert "parallel-fits-node" in errors(out)
+    assert "sglang-parallel-fits-node" in errors(out) and "parallel-fits-node" not in errors(out)
 
 
 def test_versions_and_gpu_types_as_users_type_them():

@@ -161,8 +161,6 @@ BAD = [
     ("secret env name pattern", {"secretEnv": [{"name": "1BAD", "secretName": "s", "key": "k"}]}),
     ("volume kind unknown", {"storage": {"model": {"kind": "nfs"}}}),
     ("env value not a string", {"env": {"A": 1}}),
-    ("memory fraction zero (exclusive minimum)", {"memory": {"fraction": 0}}),
-    ("memory fraction above 1", {"memory": {"fraction": 1.2}}),
     ("memory fraction negative", {"memory": {"fraction": -0.1}}),
     ("mamba ratio zero (exclusive minimum)", {"memory": {"mambaFullMemoryRatio": 0}}),
 ]
@@ -180,11 +178,12 @@ def test_bad_documents_refused_by_pydantic_and_closed_schema(root_schema, label,
 
 
 def test_single_field_ranges_are_schema_bounds_not_cel(root_schema):
-    """The memory fraction's (0, 1] and the Mamba ratio's > 0 are bounds of the model fields: the structural
-    schema carries them and no CEL rule restates them (the fraction's CEL enumerated every version, model and GPU)."""
+    """The memory fraction's [0, 1] and the Mamba ratio's > 0 are bounds of the model fields: the structural
+    schema carries them and no CEL rule restates them (the fraction's CEL enumerated every version, model and GPU).
+    0 itself is refused per release by rule vllm-config-bounds (vLLM 0.11.0 has no bound)."""
     mem = root_schema["properties"]["spec"]["properties"]["memory"]["properties"]
-    assert mem["fraction"].get("exclusiveMinimum") is True or mem["fraction"].get("exclusiveMinimum") == 0
-    assert mem["fraction"]["maximum"] == 1
+    assert mem["fraction"]["minimum"] == 0 and not mem["fraction"].get("exclusiveMinimum")
+    assert "maximum" not in mem["fraction"]        # per engine and release: vllm-config-bounds, sglang-mem-fraction-above-one
     assert mem["mambaFullMemoryRatio"].get("exclusiveMinimum") in (True, 0)
     rules = root_schema["properties"]["spec"]["x-kubernetes-validations"]
     assert not [v for v in rules if "memory.fraction" in v["rule"]]

@@ -89,9 +89,15 @@ DSV41_FLASH = {
     "text_config": ({"vocab_size": 129280, "hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64,
                      "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": 1024,
                      "n_routed_experts": 384, "num_experts_per_tok": 6, "n_shared_experts": 1,
-                     "moe_intermediate_size": 2048, "max_position_embeddings": 1048576, "torch_dtype": "bfloat16"},
+                     "moe_intermediate_size": 2048, "max_position_embeddings": 1048576, "torch_dtype": "bfloat16",
+                     # read by SGLang's DeepseekV4 branch (srt/configs/model_config.py:1418-1428@0.5.23)
+                     "sliding_window": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 512,
+                     "o_groups": 8, "o_lora_rank": 1024, "compress_rope_theta": 160000,
+                     "compress_ratios": [0, 0, *[4, 128] * 20, 4, 0]},
                     "catalog: routed_experts 384, experts_per_token 6, max_context 1048576; assumed: the rest "
-                    "(DeepSeek-V4-Flash family shapes; the V4.1 config is not public)"),
+                    "(DeepSeek-V4-Flash family shapes; the V4.1 config is not public; sliding_window, the indexer, "
+                    "o_groups/o_lora_rank, compress_rope_theta and compress_ratios (43 layers + the MTP slot) as in "
+                    "the public V4-Flash-Base config.json, transcribed in the rtp-llm project's DeepSeek-V4 tests; a vLLM line of this model reads them too: re-run its oracle sample)"),
 }
 SMOLLM2 = {
     "architectures": (["LlamaForCausalLM"], "the converted checkpoint of .ci/setup_vllm_cpu.sh (transformers Llama)"),

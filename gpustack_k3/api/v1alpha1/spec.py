@@ -126,9 +126,11 @@ class Parallel(_Strict):
 
 
 class Memory(_Strict):
-    fraction: float | None = Field(default=None, gt=0, le=1, description=(
-        "vLLM --gpu-memory-utilization / SGLang --mem-fraction-static: a share of GPU memory in (0, 1] "
-        "(vllm config/cache.py:215 @0.33.0 Field(gt=0, le=1))."))
+    fraction: float | None = Field(default=None, ge=0, description=(
+        "vLLM --gpu-memory-utilization / SGLang --mem-fraction-static: a share of GPU memory, >= 0. The engines' own "
+        "bounds are per release: vLLM from 0.28.0 refuses outside (0, 1] at config time (rule vllm-config-bounds; "
+        "vllm config/cache.py:215 @0.33.0 Field(gt=0, le=1)), 0.11.0 declares none (config/cache.py:43 @0.11.0); "
+        "SGLang accepts above 1 and fails at KV-pool sizing (rule sglang-mem-fraction-above-one)."))
     kvCacheBytes: int | None = Field(default=None, ge=1, description="vLLM --kv-cache-memory-bytes (per GPU); ignores fraction.")
     kvCacheDtype: str | None = None
     mambaFullMemoryRatio: float | None = Field(default=None, gt=0, description=(
@@ -139,7 +141,9 @@ class Memory(_Strict):
 
 class Scheduling(_Strict):
     maxModelLen: int | None = Field(default=None, ge=1, description="vLLM --max-model-len / SGLang --context-length.")
-    maxNumSeqs: int | None = Field(default=None, ge=1, description="vLLM --max-num-seqs / SGLang --max-running-requests.")
+    maxNumSeqs: int | None = Field(default=None, ge=0, description=(
+        "vLLM --max-num-seqs / SGLang --max-running-requests; 0 is refused per release by rule vllm-config-bounds "
+        "(vllm config/scheduler.py:62 @0.33.0 Field(ge=1); 0.11.0 has no bound, config/scheduler.py:38 @0.11.0)."))
     maxNumBatchedTokens: int | None = Field(default=None, ge=-1, description="vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size (-1: SGLang without chunking).")
     maxPrefillTokens: int | None = Field(default=None, ge=1, description="SGLang --max-prefill-tokens.")
     chunkedPrefill: bool | None = None

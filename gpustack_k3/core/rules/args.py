@@ -129,8 +129,22 @@ def check_extra_arg_duplicates_field(r, c):
     idx = {n: f.field for n, (f, _) in flag_index(r.engine, r.version).items() if not f.platform}
     idx.update({n: f"speculative.{fld}" for n, fld in speculative_subflags(r.engine).items()})
     for i, name in tokens:
-        if name in idx:
+        # a --speculative-algorithm the spec does not model (SGLang EAGLE, ...) is kept in extraArgs with
+        # spec.speculative.method "none": nothing renders the flag from the field, so there is nothing to duplicate
+        # and SGLang's speculative sub-flags the argv reader keeps in extraArgs because they do not set the
+        # method's numTokens (--speculative-num-draft-tokens next to DSPARK, a DSPARK block size next to NEXTN)
+        if name in idx and not (idx[name] == "speculative" and r.spec.speculative.method == "none") and not (
+                idx[name] == "speculative.numTokens" and name != _num_tokens_flag(r)):
             yield f"spec.extraArgs[{i}]", f"{name} in extraArgs duplicates spec.{idx[name]}; set that field instead"
+
+
+def _num_tokens_flag(r) -> str | None:
+    """The flag that renders spec.speculative.numTokens for the spec's method (SGLang: the method's block-size flag,
+    else --speculative-num-draft-tokens; None without a method)."""
+    sp = r.engine.speculative or {}
+    if r.spec.speculative.method == "none" or "num_tokens_flag" not in sp:
+        return None
+    return sp.get("block_size_flag", {}).get(r.spec.speculative.method, sp["num_tokens_flag"])
 
 
 @rule("extra-arg-platform-owned", checked_by="product", family="args", severity="error", engines=BOTH, field="spec.extraArgs",

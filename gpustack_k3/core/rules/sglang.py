@@ -67,10 +67,10 @@ def _arg_switch(r, name: str) -> bool:
 def attn_dp_size(r) -> int:
     """SGLang's attention DP width: --attn-dp-size, or the deprecated spelling --dp-size N --enable-dp-attention
     (arg_groups/fields/parallel.py:192-193@0.5.23 and @0.5.22: resolves to attn_dp_size = N)."""
-    explicit = _arg_int(r, "--attn-dp-size")
-    if explicit:
-        return explicit
-    return int(r.value("parallel.dp") or 1) if _arg_switch(r, "--enable-dp-attention") else 1
+    n = int(r.value("sglang.attnDpSize") or 1)     # --attn-dp-size is a spec field (sglang.attnDpSize)
+    if n == 1 and _arg_switch(r, "--enable-dp-attention"):
+        return int(r.value("parallel.dp") or 1)
+    return n
 
 
 def _ragged_verify_cel(b: Builder) -> str:
@@ -227,22 +227,6 @@ def check_sglang_dcp_divides_tp(r, c):
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
 
-@rule("sglang-dspark-dp-attention-lm-head", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
-      field="spec.extraArgs", title="DSPARK with DP attention needs --enable-dp-lm-head",
-      why="SGLang's speculative hook raises 'DSpark with dp attention requires --enable-dp-lm-head' when the attention "
-          "DP width is above 1 (--attn-dp-size N, or --dp-size N with --enable-dp-attention) and the LM head is not "
-          "data-parallel.",
-      fix="Add --enable-dp-lm-head to spec.extraArgs, or run DSPARK without DP attention.",
-      source="sglang arg_groups/speculative_hook.py:674-676@0.5.23",
-      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:613-615@0.5.22",
-               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:674-676@0.5.23"},
-      no_cel="reads --enable-dp-attention/--attn-dp-size/--enable-dp-lm-head from spec.extraArgs (argv tokenising)")
-def check_sglang_dspark_dp_attention_lm_head(r, c):
-    width = attn_dp_size(r)
-    if r.spec.speculative.method == "dspark" and width > 1 and not _arg_switch(r, "--enable-dp-lm-head"):
-        yield None, f"DSPARK with attention DP width {width} and no --enable-dp-lm-head"
-
-
 @rule("sglang-replayssm-spec-on-pd-prefill", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
       field="spec.sglang.linearReplayssmSpec", title="ReplaySSM spec verify is refused on a P/D prefill server",
       why="SGLang raises '--enable-linear-replayssm-spec is not supported on a PD prefill server': the ring is "
@@ -383,9 +367,11 @@ def check_sglang_eagle_draft_tokens_need_steps(r, c):
         return
     if _arg_switch(r, "--speculative-adaptive") or _arg_value(r, "--speculative-num-steps") is not None:
         return
-    # only what spec.extraArgs holds: spec.speculative.numTokens of NEXTN/EAGLE3 may come from a DSPARK block-size
-    # flag on the same line (the argv reader reads both into numTokens), which SGLang ignores for these methods
-    given = [f for f in ("--speculative-num-draft-tokens", "--speculative-eagle-topk") if _arg_value(r, f) is not None]
+    # spec.speculative.numTokens of NEXTN/EAGLE3 renders --speculative-num-draft-tokens (the argv reader keeps a
+    # DSPARK block size given beside them in extraArgs); with an algorithm the spec does not model it is an extra arg
+    drafts = r.spec.speculative.numTokens if r.spec.speculative.method != "none" else None
+    given = [f for f in ("--speculative-num-draft-tokens", "--speculative-eagle-topk")
+             if _arg_value(r, f) is not None or (f == "--speculative-num-draft-tokens" and drafts is not None)]
     if given:
         yield None, f"{str(algo).upper()} with {' and '.join(given)} but no --speculative-num-steps"
 

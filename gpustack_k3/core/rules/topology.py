@@ -181,7 +181,7 @@ def check_topology_ep_size(t: Topology):
           "--data-parallel-size-local, and --headless with --api-server-count > 0, each at start-up.",
       fix="Choose one loadBalancing mode per role (internal: headless workers, the leader serves; hybrid: every "
           "pod serves its local ranks; external: one endpoint per rank) and drop the other flags.",
-      source="vllm engine/arg_utils.py:2380-2389,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
+      source="vllm engine/arg_utils.py:2380-2389,2442-2446,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
       no_cel=NO_CEL)
 def check_topology_lb_exclusive(t: Topology):
     for r in t.roles:
@@ -190,7 +190,9 @@ def check_topology_lb_exclusive(t: Topology):
             yield f, f"role {r.name}: --data-parallel-hybrid-lb and --data-parallel-external-lb together"
         if r.hybrid_lb and r.headless:
             yield f, f"role {r.name}: --data-parallel-hybrid-lb on a --headless node"
-        if r.hybrid_lb and r.dp_local is None:
+        if r.hybrid_lb and r.dp_local is None and (r.nnodes or 1) <= 1:
+            # with --nnodes > 1 the engine infers the local DP size from the node's share of the world
+            # (engine/arg_utils.py:2442-2446@0.33.0); the refusal (:2519-2525) is the other branch
             yield f, f"role {r.name}: --data-parallel-hybrid-lb without --data-parallel-size-local"
         if r.headless and r.api_server_count and t.source == "argv":   # a document gives it to the leader only
             yield r.field("apiServerCount"), (f"role {r.name}: --headless with --api-server-count "
