@@ -11,9 +11,10 @@ from typing import BinaryIO
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, EXIT_REFUSED, MIB
 from gpustack_k3.cli._click import Command
 
-CHUNK = 1 << 20
+CHUNK = MIB
 
 
 def _open(path: str) -> BinaryIO:
@@ -76,7 +77,7 @@ def _refuse_binary(path: str, head: bytes, tracker) -> None:
                       "UTF-16? engines write UTF-8); give the container's log as `kubectl logs` prints it"))
 
 
-_engine_opt = click.option("--engine", type=click.Choice(["auto", "vllm", "sglang"]), default="auto",
+_engine_opt = click.option("--engine", type=click.Choice(["auto", ENGINE_VLLM, ENGINE_SGLANG]), default="auto",
                            show_default=True, help="Engine that wrote the log (auto-detected by default).")
 _output_opt = click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text",
                            show_default=True, help="Timeline for people, or JSON/YAML for programs.")
@@ -143,7 +144,7 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
         if "plan_check" in d:
             click.echo(render_plan_check(d["plan_check"]))
     if rep.status == "failed":
-        sys.exit(1)  # SystemExit: survives click's standalone_mode=False
+        sys.exit(EXIT_REFUSED)  # SystemExit: survives click's standalone_mode=False
 
 
 def _engine_warnings(tracker, engine: str | None) -> list[str]:
@@ -174,4 +175,4 @@ def doctor(log: str, engine: str, output: str, year: int | None) -> None:
         from gpustack_k3.coldstart.render import render_findings
         click.echo(render_findings(findings))
     if has_errors(findings):
-        sys.exit(1)  # SystemExit: survives click's standalone_mode=False
+        sys.exit(EXIT_REFUSED)  # SystemExit: survives click's standalone_mode=False

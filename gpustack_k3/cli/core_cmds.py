@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
     EXIT_OK,
@@ -96,7 +97,7 @@ def validate(spec, preset, strict, model_config, output):
 # ------------------------------------------------------------------ argv -> document
 
 def _argv_options(fn):
-    fn = click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of the command line.")(fn)
+    fn = click.option("--engine", type=click.Choice([ENGINE_VLLM, ENGINE_SGLANG]), required=True, help="Engine of the command line.")(fn)
     fn = click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")(fn)
     fn = click.option("--model", "model_name", default=None,
                       help="Catalog model key (default: the catalog model whose path or hub id the command line's "
@@ -194,7 +195,7 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv,
 @click.command("plan", cls=Command, context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
 @click.argument("spec", required=False)
 @preset_opt
-@click.option("--engine", type=click.Choice(["vllm", "sglang"]), help="Plan an engine command line given after --.")
+@click.option("--engine", type=click.Choice([ENGINE_VLLM, ENGINE_SGLANG]), help="Plan an engine command line given after --.")
 @click.option("--engine-version", default=None)
 @click.option("--gpu-type", default="b300", show_default=True)
 @click.option("--gpus", type=int, default=8, show_default=True)
@@ -256,7 +257,7 @@ def _plan_lines(d: dict) -> list[str]:
         ("full-length concurrency", f"{d['max_concurrency']:.2f}"),
         ("headroom", f"{d['headroom_gib']:.2f} GiB per GPU"),
     ]
-    if d["engine"] == "sglang":
+    if d["engine"] == ENGINE_SGLANG:
         rows += [("full-attention pool", f"{d['full_attention_tokens']:,} tokens ({d['full_attention_gib']:.2f} GiB)"),
                  ("draft pool", f"{d['draft_tokens']:,} tokens ({d['draft_kv_gib']:.2f} GiB)"),
                  ("Mamba/KDA state", f"{d['mamba_state_gib']:.2f} GiB"),
@@ -662,7 +663,7 @@ def _argv_io(model_config):
 
 
 @click.command("check-pd", cls=Command)
-@click.option("--engine", type=click.Choice(["vllm", "sglang"]), required=True, help="Engine of both command lines.")
+@click.option("--engine", type=click.Choice([ENGINE_VLLM, ENGINE_SGLANG]), required=True, help="Engine of both command lines.")
 @click.option("--engine-version", default=None, help="Catalog version (default: the catalog default).")
 @click.option("--model", "model_name", default=None,
               help="Catalog model key (default: the catalog model the command lines' model names; none: no memory plan).")

@@ -11,11 +11,12 @@ import sys
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import MIB
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import EXIT_INPUT, fail_input
 from gpustack_k3.errors import InputError
 
-MAX_PROMPTS_BYTES = 64 << 20
+MAX_PROMPTS_BYTES = 64 * MIB
 
 
 def _prompts(path: str) -> tuple[tuple[str, ...], str]:

@@ -17,6 +17,7 @@ import time
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import EXIT_INTERRUPTED
 from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import (
     EXIT_REFUSED,
@@ -116,7 +117,7 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
             _local(launch, plan, exit_when_ready, warmup)
     except KeyboardInterrupt:
         click.echo("interrupted: engine stopped", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(code)
 
 

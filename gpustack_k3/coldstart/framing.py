@@ -14,8 +14,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from .scanner import ANSI_RE, KeywordScanner, epoch, parse_prefix
+from gpustack_k3.api.v1alpha1.constants import MIB
 
-MAX_LINE = 1 << 20          # a "line" longer than this without a separator is dropped (binary noise)
+MAX_LINE = MIB          # a "line" longer than this without a separator is dropped (binary noise)
 LINE_WINDOW = 65536         # a candidate line is cut to this many bytes either side of its key
 HEAD_LINES = 50             # the first stamped line among these starts the stream's clock
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.plan import Plan
 
 # report "memory" figure -> how the plan states it, per engine
 PLANNED: dict[str, dict[str, str]] = {
-    "vllm": {"kv_cache_gib": "kv_cache_allocated_gib", "kv_cache_tokens": "kv_cache_tokens",
+    ENGINE_VLLM: {"kv_cache_gib": "kv_cache_allocated_gib", "kv_cache_tokens": "kv_cache_tokens",
              "max_concurrency": "max_concurrency"},
-    "sglang": {"kv_cache_gib": "full_attention_gib", "kv_cache_tokens": "full_attention_tokens",
+    ENGINE_SGLANG: {"kv_cache_gib": "full_attention_gib", "kv_cache_tokens": "full_attention_tokens",
                "mamba_state_gib": "mamba_state_gib", "max_running_requests": "max_running_requests"},
 }
 

@@ -32,6 +32,7 @@ from .report import (
     timeline,
 )
 from .scanner import TimeLike, iso, to_epoch
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 
 __all__ = ["MAX_ATTEMPTS", "MAX_HITS_PER_RULE", "MAX_LINE", "MAX_RANKS", "AttemptReport", "ColdStartReport",
            "ColdStartTracker", "PhaseReport", "PhaseTransition", "iso"]
@@ -52,7 +53,7 @@ class ColdStartTracker:
                  budgets: dict[str, float] | None = None, year: int | None = None,
                  listeners: Iterable[Listener] = (), catalog: Catalog | None = None,
                  backend: str = "auto"):
-        if engine not in (None, "vllm", "sglang"):
+        if engine not in (None, ENGINE_VLLM, ENGINE_SGLANG):
             raise ValueError(f"engine must be 'vllm', 'sglang' or None (auto), not {engine!r}")
         self.catalog = catalog or load_catalog()
         self.budgets = dict(DEFAULT_BUDGETS if budgets is None else budgets)

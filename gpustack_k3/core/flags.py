@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion, FlagSpec
 from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.errors import InputError
@@ -67,7 +68,7 @@ def _lookup(dump: Any, typed: str) -> Any:
     if dump is None:
         return None
     o = dump.flag(typed)
-    if o is None and dump.engine == "vllm" and "_" in typed:
+    if o is None and dump.engine == ENGINE_VLLM and "_" in typed:
         o = dump.flag(typed.replace("_", "-"))
     if o is None and typed.startswith("--") and dump.allow_abbrev and len(typed) > 2:
         hits = dump.prefixed(typed)
@@ -156,9 +157,10 @@ def _speculative_args(r: Resolved) -> list[str]:
     if s.method == "none":
         return []
     sp = r.engine.speculative
-    if r.engine.engine == "vllm":
-        return ["--speculative-config", compact_json(speculative_json(r))]
-    args = ["--speculative-algorithm", sp["methods"].get(s.method, s.method)]
+    flag = next(f.flag for f in r.engine.flags if f.field == "speculative")   # the catalog's flag table
+    if r.engine.engine == ENGINE_VLLM:
+        return [flag, compact_json(speculative_json(r))]
+    args = [flag, sp["methods"].get(s.method, s.method)]
     if s.draftModel:
         args += [sp["draft_path_flag"], s.draftModel]
     if s.numTokens is not None:
@@ -262,7 +264,7 @@ def flag_index(e: EngineEntry, version: EngineVersion | None = None) -> dict[str
 
 def speculative_subflags(e: EngineEntry) -> dict[str, str]:
     """SGLang's speculative flags besides --speculative-algorithm -> the spec.speculative field they set."""
-    if e.engine != "sglang":
+    if e.engine != ENGINE_SGLANG:
         return {}
     sp = e.speculative
     return {sp["draft_path_flag"]: "draftModel", sp["num_tokens_flag"]: "numTokens",
@@ -295,7 +297,7 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
     # that speculative_hook.py:806-834@0.5.23 checks against block + 1), and a method's block-size flag only for that
     # method (SGLang ignores DSPARK's block size under NEXTN or EAGLE3); the others stay extra args
     not_fields = set()
-    if engine.engine == "sglang":
+    if engine.engine == ENGINE_SGLANG:
         sp = engine.speculative
         algo_flag = next((f.flag for f in engine.flags if f.kind == "speculative"), None)
         algo_opt = dump.flag(algo_flag) if algo_flag else None
@@ -318,7 +320,7 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
             if g.value:
                 _set(out.spec, "parallel.eplb", out.spec.get("parallel", {}).get("eplb", {}))
                 eplb_on = True
-        elif dest in fields and not (fields[dest].kind == "speculative" and engine.engine == "sglang"
+        elif dest in fields and not (fields[dest].kind == "speculative" and engine.engine == ENGINE_SGLANG
                                      and g.value is not None and _sglang_method(engine, g.value) is None):
             problem = _to_spec(engine, fields[dest], g.value, out)
             if problem:
@@ -328,7 +330,7 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
             if problem:   # a key the engine accepts but spec.parallel.eplb cannot hold: unusable input, as before
                 raise InputError(f"argv {opt.canonical}", problem, "give only the EPLB keys the spec models")
             eplb_config_seen = eplb_config_seen or g.value is not None
-        elif dest == "config" and engine.engine == "vllm":
+        elif dest == "config" and engine.engine == ENGINE_VLLM:
             # argparse_utils.py parse_args@0.33.0 pulls the file only for the separate token `--config`
             out.refusals.append(engine_argv.Refusal(where, "--config", f"{g.option}={g.value}: vLLM reads a config file only "
                                         "from the two tokens `--config FILE`; this spelling is accepted and ignored"))
@@ -400,7 +402,7 @@ def _speculative(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
     sp = engine.speculative
     if v is None:
         return None
-    if engine.engine == "sglang":
+    if engine.engine == ENGINE_SGLANG:
         _set(out.spec, "speculative.method", _sglang_method(engine, v))
         return None
     if not isinstance(v, dict):

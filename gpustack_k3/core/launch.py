@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.errors import RefusedError
 from gpustack_k3.core.findings import Finding, has_errors
@@ -18,7 +19,7 @@ from gpustack_k3.core.topology import TopoRole, document_topology, role_views
 # docs/sources.md#cold-start: ~10.6 min container -> serving on the seed's vLLM run; the budget never goes below it.
 SEED_COLD_START_S = 636
 BUDGET_MARGIN = 1.5
-GRAPH_CAPTURE_S = {"vllm": 90, "sglang": 330}   # docs/sources.md#cold-start: 85-88 s (vLLM), ~5.5 min (SGLang)
+GRAPH_CAPTURE_S = {ENGINE_VLLM: 90, ENGINE_SGLANG: 330}   # docs/sources.md#cold-start: 85-88 s (vLLM), ~5.5 min (SGLang)
 COMPILE_S = 120                                  # docs/sources.md#cold-start: JIT units + profile/warm-up, rounded up
 
 
@@ -48,9 +49,9 @@ def production_env(r: Resolved, budget_s: int) -> dict[str, str]:
     cache = r.spec.storage.cachePath.rstrip("/")
     for var, sub in r.engine.cache_env.items():
         env[var] = f"{cache}/{sub}"
-    if r.engine.engine == "vllm":
+    if r.engine.engine == ENGINE_VLLM:
         env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(budget_s)
-    if r.engine.engine == "sglang" and r.dcp > 1 and r.spec.speculative.method == "dspark" \
+    if r.engine.engine == ENGINE_SGLANG and r.dcp > 1 and r.spec.speculative.method == "dspark" \
             and r.trait("dspark_dcp_static_verify"):
         env["SGLANG_RAGGED_VERIFY_MODE"] = "static"   # overrides.py:356-362: the engine forces it; we say so
     return env
@@ -135,10 +136,11 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
     per_pod: list[PerPodArg] = []
     env_from_pod: dict[str, str] = {}
     env = dict(launch.env)
-    if topo and t.resolved.engine.engine == "vllm":
+    if topo and t.resolved.engine.engine == ENGINE_VLLM:
         common: list[Arg] = []
         if t.pods > 1 and launch.arg("parallel.dpLocal") is None:
-            common.append(Arg("parallel.dpLocal", ["--data-parallel-size-local", str(t.dp_local)]))
+            flag = next(f.flag for f in t.resolved.engine.flags if f.field == "parallel.dpLocal")   # the flag table
+            common.append(Arg("parallel.dpLocal", [flag, str(t.dp_local)]))
         if t.hybrid_lb:
             common.append(Arg("loadBalancing", [topo["hybrid_lb_flag"]]))
         elif t.external_lb:
@@ -162,7 +164,7 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
         if t.headless:
             worker_extra.append(Arg("loadBalancing", [topo["headless_flag"]]))
     ports: dict[str, int] = {}
-    if topo and t.resolved.engine.engine == "sglang":
+    if topo and t.resolved.engine.engine == ENGINE_SGLANG:
         leader_extra, per_pod, ports = sglang_role_args(t, topo)
         worker_extra = list(leader_extra)
     env = dict(sorted(env.items()))

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
 from gpustack_k3.errors import GpustackK3Error
 from gpustack_k3.core.resolve import Resolved
 
-GIB = 1 << 30
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Plan:
         for k, v in d.items():
             if isinstance(v, float):
                 d[k] = round(v, 4)
-        if self.engine == "vllm":
+        if self.engine == ENGINE_VLLM:
             for k in ("full_attention_tokens", "draft_tokens", "full_attention_gib", "draft_kv_gib",
                       "mamba_state_gib", "max_running_requests", "requested_running_requests"):
                 d.pop(k)
@@ -89,7 +89,7 @@ def plan(r: Resolved) -> Plan:
     if r.figures.weights_per_gpu_gib is None:
         raise PlanUnavailable(f"the weights of {r.spec.model.name} per GPU are unknown (not public; catalog "
                               "models.yaml): the single-engine memory plan is not computed")
-    return _plan_vllm(r) if r.engine.engine == "vllm" else _plan_sglang(r)
+    return _plan_vllm(r) if r.engine.engine == ENGINE_VLLM else _plan_sglang(r)
 
 
 def _weights_scale(r: Resolved) -> float:
@@ -152,7 +152,7 @@ def _plan_vllm(r: Resolved) -> Plan:
         notes.append(f"DCP {r.dcp} shards the attention KV across ranks: capacity x{r.dcp} (Mamba state is replicated, V9)")
     notes += _calibration_notes(fg)
     return Plan(
-        engine="vllm", engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
+        engine=ENGINE_VLLM, engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
         memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
         kv_cache_dtype=dtype, kv_cache_budget_gib=budget, kv_cache_allocated_gib=allocated,
         overcommit_gib=max(0.0, allocated - budget), kv_cache_tokens=tokens,
@@ -212,7 +212,7 @@ def _plan_sglang(r: Resolved) -> Plan:
     if spec and r.dcp > 1:
         notes.append(f"draft pool addressed in the DCP virtual token space: {full_tokens:,} x {r.dcp} (docs/sources.md#memory-table)")
     return Plan(
-        engine="sglang", engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
+        engine=ENGINE_SGLANG, engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType, visible_gib=visible,
         memory_fraction=frac, requested_gib=requested, weights_gib=weights, max_model_len=max_len,
         kv_cache_dtype=dtype, kv_cache_budget_gib=rest, kv_cache_allocated_gib=allocated,
         overcommit_gib=max(0.0, allocated - rest), kv_cache_tokens=full_tokens,

@@ -25,9 +25,8 @@ Terms, per GPU of a rank of TP GPUs in an EP group of ``ep`` GPUs:
 from __future__ import annotations
 
 from typing import Any
+from gpustack_k3.api.v1alpha1.constants import GIB, MIB
 
-GIB = 1024**3
-MIB = 1024**2
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_ds_mla": 1, "bfloat16": 2, "bf16": 2, "auto": 2,
                   "float16": 2, "half": 2}
 DEEPEP_BUFFER_MB_DEFAULT = 1024                       # vllm envs.py:291@0.33.0 VLLM_DEEPEP_BUFFER_SIZE_MB

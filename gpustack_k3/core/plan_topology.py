@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
@@ -135,7 +136,7 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     tp, pp, dp = r.tp, int(r.value("parallel.pp") or 1), view.dp
     unknown: list[str] = []
     notes: list[str] = []
-    if r.engine.engine == "sglang":
+    if r.engine.engine == ENGINE_SGLANG:
         # SGLang: the experts are sharded over --ep-size ranks of the TP group (runtime_context.py:159-217@0.5.23);
         # DP attention splits the attention inside the TP group and adds no GPUs (docs/design/007)
         ep = int(r.value("parallel.ep") or 1)
@@ -197,7 +198,7 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     per_role = per_instance * role.instances if per_instance is not None else None
     gpi = role.podsPerInstance * role.gpusPerPod
     # rank_memory shards the experts over TP x DP: SGLang's EP as that product (EP >= TP in its layouts)
-    moe_dp = max(1, ep // tp) if r.engine.engine == "sglang" else dp
+    moe_dp = max(1, ep // tp) if r.engine.engine == ENGINE_SGLANG else dp
     moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if m is not None and m.routed_experts \
         else None
     return RolePlan(
@@ -226,7 +227,7 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
         redundant_experts=(eplb.numRedundantExperts or 0) if eplb is not None else 0,
         include_draft=bool(eplb.includeDraft) if eplb is not None else False,
         speculative=spec.speculative.method not in (None, "none", "ngram"),
-        all2all_backend=(r.value("sglang.moeA2aBackend") if r.engine.engine == "sglang" else None)
+        all2all_backend=(r.value("sglang.moeA2aBackend") if r.engine.engine == ENGINE_SGLANG else None)
         or flags.get("--all2all-backend") or spec.env.get("VLLM_ALL2ALL_BACKEND"),
         env=dict(spec.env), visible_gib=r.hardware.visible_gib if r.hardware else None,
         fraction=float(fraction) if fraction is not None else None,

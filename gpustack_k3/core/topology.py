@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Role
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.flags import extra_flags
@@ -95,9 +96,9 @@ def _multi_node_args(doc: DeploymentDocument, role: Role) -> list[str]:
     ``--nnodes <pods>`` (sglang.yaml ``topology``). It is part of the role's effective document, so the single-engine
     rules count the ranks of one pod as SGLang does (TP x PP over --nnodes); vLLM's multi-pod layout is spec fields
     (parallel.dpLocal) instead."""
-    if role.podsPerInstance <= 1 or doc.spec.engine.name != "sglang":
+    if role.podsPerInstance <= 1 or doc.spec.engine.name != ENGINE_SGLANG:
         return []
-    flag = load_catalog().engine("sglang").topology.get("nnodes_flag")
+    flag = load_catalog().engine(ENGINE_SGLANG).topology.get("nnodes_flag")
     return [flag, str(role.podsPerInstance)] if flag else []
 
 

@@ -14,6 +14,7 @@ import functools
 import json
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.api.v1alpha1.status import PlanSummary
 from gpustack_k3.core.findings import Finding
@@ -69,7 +70,7 @@ def plan(doc: dict) -> PlanSummary | None:
     _launch, _findings, p, _model = _build(_key(doc))
     if p is None:
         return None
-    kv_gib = p.full_attention_gib if p.engine == "sglang" and p.full_attention_gib is not None else p.kv_cache_allocated_gib
+    kv_gib = p.full_attention_gib if p.engine == ENGINE_SGLANG and p.full_attention_gib is not None else p.kv_cache_allocated_gib
     return PlanSummary(engine=p.engine, maxModelLen=p.max_model_len, kvTokens=p.kv_cache_tokens,
                        maxConcurrency=round(p.max_concurrency, 2), kvCacheDtype=p.kv_cache_dtype,
                        headroomGiB=round(p.headroom_gib, 2), kvCacheGiB=round(kv_gib, 2),

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator.coldstart_bridge import container_status, engine_container
 from gpustack_k3.operator.seams import Key
 from gpustack_k3.api.v1alpha1.spec import Warmup
@@ -45,6 +46,12 @@ def served_name(cr: Mapping[str, Any]) -> str | None:
     return ((cr.get("spec") or {}).get("model") or {}).get("servedModelName")
 
 
+def _default_port(cr: Mapping[str, Any]) -> int | None:
+    """The engine's own default port (catalog data: vLLM 8000, SGLang 30000) when the spec names none."""
+    engine = load_catalog().engines.get(((cr.get("spec") or {}).get("engine") or {}).get("name"))
+    return engine.default_port if engine is not None else None
+
+
 def pod_url(pod: Mapping[str, Any], cr: Mapping[str, Any]) -> str | None:
     """``http://<podIP>:<port>`` of a pod's engine container (its ``http`` port, else its first, else the
     spec's serving port), or None while the pod has no IP."""
@@ -58,7 +65,7 @@ def pod_url(pod: Mapping[str, Any], cr: Mapping[str, Any]) -> str | None:
             ports = c.get("ports") or []
     port = next((p.get("containerPort") for p in ports if p.get("name") == "http"), None)
     port = port or (ports[0].get("containerPort") if ports else None)
-    port = port or ((cr.get("spec") or {}).get("serving") or {}).get("port") or 8000
+    port = port or ((cr.get("spec") or {}).get("serving") or {}).get("port") or _default_port(cr)
     host = f"[{ip}]" if ":" in ip else ip
     return f"http://{host}:{port}"
 

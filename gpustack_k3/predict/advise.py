@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.findings import has_errors
@@ -24,7 +25,7 @@ from gpustack_k3.predict.types import PredictError, Workload
 
 DCP_SIZES = (1, 2, 4, 8)
 DRAFTS = tuple(range(0, 9))
-FRACTIONS = {"vllm": (0.90, 0.92), "sglang": (0.85, 0.88)}
+FRACTIONS = {ENGINE_VLLM: (0.90, 0.92), ENGINE_SGLANG: (0.85, 0.88)}
 
 
 @dataclass

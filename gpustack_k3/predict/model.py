@@ -8,6 +8,7 @@ import math
 import statistics
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.plan import PlanUnavailable, plan
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.topology import role_views
@@ -30,18 +31,18 @@ def engine_config(r, role: str = "serve", instances: int = 1) -> EngineConfig:
                            "predictions cover DSpark (dspark) or no speculation")
     kv = str(r.value("memory.kvCacheDtype") or "auto")
     ep = 1
-    if engine == "sglang" and spec.parallel.ep:
+    if engine == ENGINE_SGLANG and spec.parallel.ep:
         ep = int(spec.parallel.ep)
-    elif engine == "vllm" and spec.parallel.expertParallel:
+    elif engine == ENGINE_VLLM and spec.parallel.expertParallel:
         ep = r.tp
     budget = r.value("scheduling.maxNumBatchedTokens")
     if budget in (None, -1):
-        budget = 8192 if engine == "vllm" else 16384
-    seqs = r.value("scheduling.maxNumSeqs") or (256 if engine == "vllm" else 48)
+        budget = 8192 if engine == ENGINE_VLLM else 16384
+    seqs = r.value("scheduling.maxNumSeqs") or (256 if engine == ENGINE_VLLM else 48)
     lpt = r.value("scheduling.longPrefillTokenThreshold")
     if lpt is None:
         lpt = r.trait("long_prefill_threshold_default", 0)
-    custom_ar = not (engine == "sglang" and spec.sglang.customAllReduce is False)
+    custom_ar = not (engine == ENGINE_SGLANG and spec.sglang.customAllReduce is False)
     return EngineConfig(
         engine=engine, version=r.version.key if r.version else str(spec.engine.version), gpu=spec.hardware.gpuType,
         model=spec.model.name, tp=r.tp, dcp=r.dcp, ep=ep, drafts=drafts, spec_method=spec.speculative.method,
@@ -135,7 +136,7 @@ class Predictor:
             assumptions["open-loop-batch"] = "open loop: the decode figures' batch = rate x decode time (Little's law)"
         if benchmark and cfg.role == "serve":
             out["benchmark"] = self.benchmark(cfg, w, tps, admission_cap)
-            for k in ("vllm-budget" if cfg.engine == "vllm" else "sglang-prefill-first", "first-delta-after-decode",
+            for k in ("vllm-budget" if cfg.engine == ENGINE_VLLM else "sglang-prefill-first", "first-delta-after-decode",
                       "multi-request-chunk"):
                 assumptions[k] = scheduler.ASSUMPTIONS[k]
         out["bottleneck"] = bottleneck(out)
@@ -206,7 +207,7 @@ def admission_cap(r, plan, w: Workload) -> int | None:
     """Requests of this length the KV pool holds at once (the product's memory plan)."""
     if plan is None:
         return None
-    tokens = plan.kv_cache_tokens * (r.dcp if r.engine.engine == "sglang" else 1)
+    tokens = plan.kv_cache_tokens * (r.dcp if r.engine.engine == ENGINE_SGLANG else 1)
     cap = tokens // max(1, w.input_len + w.output_len)
     if plan.max_running_requests:
         cap = min(cap, plan.max_running_requests)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 
 ASSUMPTIONS = {
     "vllm-budget": "vLLM step (scheduler.py:754-1062@0.33.0): running requests first in admission order (decode: "
@@ -109,7 +110,7 @@ def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency:
             break
         while arrivals and arrivals[0] <= t + 1e-12:
             pending.append(issue(arrivals.pop(0)))
-        if policy.engine == "sglang":
+        if policy.engine == ENGINE_SGLANG:
             while pending and len(running) < policy.max_num_seqs:
                 running.append(pending.pop(0))
         if not running and not pending:
@@ -117,7 +118,7 @@ def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency:
             continue
         chunks: list[tuple[Req, int]] = []
         decoders: list[Req] = []
-        if policy.engine == "sglang":
+        if policy.engine == ENGINE_SGLANG:
             budget = policy.budget
             for r in running:
                 if r.prefilling and budget > 0:

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.render.templates import RenderError, dump_json, dump_yaml_documents
 
@@ -55,10 +56,9 @@ ANY_BRACES = re.compile(r"\{\{(.*?)\}\}")
 DEPLOYMENT_VARIABLES = frozenset({"model_path", "port", "worker_ip", "model_name", "gpu_count", "gpu_ids"})
 BUILT_IN_BACKENDS = frozenset({"vllm", "sglang", "mindie", "voxbox", "custom"})   # schemas/models.py:90 BackendEnum
 PARAMETER_FORMATS = frozenset({"space", "equal"})                                 # ParameterFormatEnum
-PARAMETER_FORMAT = {"vllm": "equal", "sglang": "space"}                           # gpustack.md §7.1
+PARAMETER_FORMAT = {ENGINE_VLLM: "equal", ENGINE_SGLANG: "space"}                           # gpustack.md §7.1
 GPUSTACK_OWNED_FLAGS = ("--host", "--port", "--served-model-name", "--api-key")   # routes/models.py validate_model_in
 FRACTION_ENV = "KIMI_K3_MEMORY_FRACTION"   # {{KIMI_K3_MEMORY_FRACTION}} in the run command, from the model env
-GIB = 1 << 30
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:,+@%=-]+$")
 NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"   # a GPUStack worker or cluster name as the CLI accepts it
 
@@ -333,10 +333,11 @@ def validate_gpustack(backend: dict, model: dict, entry: dict, launch: LaunchSpe
             p.append(f"backend.version_configs.{ver}.custom_framework: must be cuda")
     if model.get("backend") != name:
         p.append(f"model.backend: {model.get('backend')!r} is not the rendered backend {name!r}")
+    model_flags = {e.model_flag for e in load_catalog().engines.values()}   # the engines' model flags
     for where, params in (("model.backend_parameters", model.get("backend_parameters", [])),
                           ("backend.default_backend_param", backend.get("default_backend_param", []))):
         for tok in flatten_elements(params):
-            if tok in GPUSTACK_OWNED_FLAGS or tok in ("--model", "--model-path"):
+            if tok in GPUSTACK_OWNED_FLAGS or tok in model_flags:
                 p.append(f"{where}: {tok} is owned by GPUStack (it comes from the run command)")
     sel = model.get("gpu_selector") or {}
     if launch is not None:

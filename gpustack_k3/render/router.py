@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.render import kubernetes as k8s
@@ -96,7 +97,7 @@ def vllm_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image:
                 prefill_policy: str = "cache_aware", decode_policy: str = "power_of_two") -> list[dict]:
     """Per-instance Services, the router's Service (named like the deployment: its endpoint) and Deployment."""
     engine = topo.roles[0].leader.engine
-    if engine != "vllm":
+    if engine != ENGINE_VLLM:
         raise RenderError("spec.disaggregation", f"the vLLM router does not route {engine} P/D",
                           "drop spec.routing.target: SGLang P/D is fronted by the SGLang router")
     objs: list[dict] = []
@@ -197,7 +198,7 @@ def sglang_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, imag
                   prefill_policy: str = "cache_aware", decode_policy: str = "power_of_two") -> list[dict]:
     """Per-instance Services (a prefill's with its bootstrap port), the router's Service and Deployment."""
     engine = topo.roles[0].leader.engine
-    if engine != "sglang":
+    if engine != ENGINE_SGLANG:
         raise RenderError("spec.disaggregation", f"the SGLang router does not route {engine} P/D",
                           "use the vLLM router for vLLM P/D")
     pin = sglang_router_pin()
@@ -281,7 +282,7 @@ def front(topo: TopologyLaunch, doc: Any, ns: str, labels: dict[str, str], *, ro
         kw: dict[str, Any] = {"image": router_image}
         if routing is not None:
             kw.update(prefill_policy=routing.prefillPolicy, decode_policy=routing.decodePolicy)
-        if topo.roles[0].leader.engine == "sglang":
+        if topo.roles[0].leader.engine == ENGINE_SGLANG:
             if target == "vllm-router":
                 raise RenderError("spec.routing.target", "the vLLM router does not route SGLang P/D",
                                   "drop spec.routing.target: SGLang P/D is fronted by the SGLang router")

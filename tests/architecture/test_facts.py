@@ -30,51 +30,17 @@ PERMANENT = {
     ("gpustack_k3/render/gpustack.py", "engine flag"):
         (3, "GPUSTACK_OWNED_FLAGS: the flags GPUStack's run command owns (routes/models.py validate_model_in@2.3.0)"),
     ("gpustack_k3/render/router.py", "engine flag"):
-        (2, "--host / --port of the vLLM router's own command line, not an engine's"),
+        (4, "--host / --port of the routers' own command lines (vLLM router, sglang-router), not an engine's"),
+    ("gpustack_k3/core/rules/sglang.py", "engine flag"):
+        (2, "SGLang's own --attention-backend, which no SGLang spec field carries (read from extraArgs); the same "
+            "spelling is vLLM's vllm.attentionBackend flag"),
 }
 
 # Second spellings left in files another branch owns this session. /work/wt/patches/h-design25-facts.diff replaces
 # each with the constant named (engine name -> api.ENGINE_VLLM / ENGINE_SGLANG or ENGINES; unit -> api.GIB / MIB;
 # exit code -> api.EXIT_*; operator/warmup.py's 8000 -> the engine's catalog default_port). Whoever applies the
 # diff empties this dict: the test then holds the package to PERMANENT alone. (path, fact) -> count.
-PENDING = {
-    ("gpustack_k3/cli/coldstart_cmd.py", "engine name"): 2,     # click.Choice(["auto", *ENGINES])
-    ("gpustack_k3/cli/coldstart_cmd.py", "exit code"): 2,       # sys.exit(EXIT_REFUSED)
-    ("gpustack_k3/cli/coldstart_cmd.py", "unit"): 1,            # CHUNK = MIB
-    ("gpustack_k3/cli/core_cmds.py", "engine name"): 7,         # three click.Choice(ENGINES), d["engine"] == ...
-    ("gpustack_k3/cli/probe_cmd.py", "unit"): 1,                # 64 * MIB
-    ("gpustack_k3/cli/run_cmd.py", "exit code"): 1,             # sys.exit(EXIT_INTERRUPTED)
-    ("gpustack_k3/coldstart/framing.py", "unit"): 1,            # MAX_LINE = MIB
-    ("gpustack_k3/coldstart/plancheck.py", "engine name"): 2,
-    ("gpustack_k3/coldstart/tracker.py", "engine name"): 2,
-    ("gpustack_k3/core/argv/read.py", "engine name"): 4,
-    ("gpustack_k3/core/flags.py", "engine name"): 6,
-    ("gpustack_k3/core/flags.py", "engine flag"): 2,            # --speculative-config/-algorithm: the table's flag
-    ("gpustack_k3/core/launch.py", "engine name"): 5,
-    ("gpustack_k3/core/launch.py", "engine flag"): 1,           # --data-parallel-size-local: parallel.dpLocal's flag
-    ("gpustack_k3/core/plan.py", "engine name"): 4,
-    ("gpustack_k3/core/plan.py", "unit"): 1,                    # GIB = 1 << 30 -> import api GIB
-    ("gpustack_k3/core/plan_moe.py", "unit"): 2,                # GIB = 1024**3, MIB = 1024**2 -> import
-    ("gpustack_k3/core/rules/args.py", "engine name"): 6,
-    ("gpustack_k3/core/rules/log.py", "engine name"): 10,
-    ("gpustack_k3/core/rules/log.py", "unit"): 1,               # GIB = float(1 << 30) -> import (divisor only)
-    ("gpustack_k3/core/rules/rack.py", "engine name"): 4,
-    ("gpustack_k3/core/rules/registry.py", "engine name"): 2,   # ENGINES -> import api.ENGINES
-    ("gpustack_k3/core/rules/render.py", "engine name"): 2,
-    ("gpustack_k3/core/rules/schema.py", "engine name"): 2,
-    ("gpustack_k3/core/rules/sglang.py", "engine name"): 8,
-    ("gpustack_k3/core/rules/spec.py", "engine name"): 51,
-    ("gpustack_k3/core/rules/spec.py", "unit"): 1,              # (1 << 30) -> GIB
-    ("gpustack_k3/core/rules/topology.py", "engine name"): 4,
-    ("gpustack_k3/operator/hooks.py", "engine name"): 1,
-    ("gpustack_k3/operator/warmup.py", "engine port"): 1,       # `or 8000`: SGLang's is 30000 -> catalog default_port
-    ("gpustack_k3/predict/advise.py", "engine name"): 2,
-    ("gpustack_k3/predict/model.py", "engine name"): 7,
-    ("gpustack_k3/predict/scheduler.py", "engine name"): 2,
-    ("gpustack_k3/render/gpustack.py", "engine name"): 2,       # PARAMETER_FORMAT keys
-    ("gpustack_k3/render/gpustack.py", "engine flag"): 2,       # ("--model", "--model-path"): the engines' model_flag
-    ("gpustack_k3/render/gpustack.py", "unit"): 1,              # GIB = 1 << 30 -> import
-    ("gpustack_k3/render/router.py", "engine name"): 1,
+PENDING: dict[tuple[str, str], int] = {
 }
 
 

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.catalog.loader import EngineEntry, EngineVersion
 from gpustack_k3.core.argv import sglang as sglang_argv
 from gpustack_k3.core.argv import vllm as vllm_argv
@@ -88,7 +89,7 @@ def strip_command(engine: EngineEntry, version: EngineVersion | None, argv: list
 def _serve(engine: EngineEntry, version: EngineVersion | None) -> bool:
     """vLLM versions started as ``vllm serve`` (a subcommand: the model is positional) vs. an entry module."""
     cmd = (version.command if version and version.command else None) or engine.command
-    return engine.engine == "vllm" and cmd[:2] == ["vllm", "serve"]
+    return engine.engine == ENGINE_VLLM and cmd[:2] == ["vllm", "serve"]
 
 
 def _where(origin: Any) -> str:
@@ -112,7 +113,7 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
     toks = strip_command(engine, version, argv)
     reading = Reading(dump=dump)
     try:
-        if engine.engine == "vllm":
+        if engine.engine == ENGINE_VLLM:
             d = vllm_argv.dialect(dump.code)
             serve = _serve(engine, version)
             # the option strings of the parser that reads a config file (vllm serve: the top-level one, empty)
@@ -176,7 +177,7 @@ def read_argv(engine: EngineEntry, version: EngineVersion, argv: list[str], *,
         reading.refusals.append(r)
         reading.unrecognized.append(tok)
         prev = (i, r) if tok.startswith("-") and "=" not in tok and i is not None else None
-    _collect(reading, ns, collapsed_args, collapsed_origins, serve=engine.engine == "vllm" and _serve(engine, version))
+    _collect(reading, ns, collapsed_args, collapsed_origins, serve=engine.engine == ENGINE_VLLM and _serve(engine, version))
     return reading
 
 
@@ -285,7 +286,7 @@ def _collect(reading: Reading, ns: argparse.Namespace, args: list[str], origins:
             reading.given[dest] = Given(dest, option, list(raw), value, origin)
         else:                                   # a later setting overrides: keep the first-given order
             g.option, g.raw, g.value, g.origin = option, list(raw), value, origin
-    model_dest = "model_path" if dump.engine == "sglang" else "model"
+    model_dest = "model_path" if dump.engine == ENGINE_SGLANG else "model"
     if model_dest in reading.given:
         reading.model = reading.given.pop(model_dest).value
     # `vllm serve MODEL`: the positional wins (entrypoints/cli/serve.py cmd@0.33.0); the API-server entry point

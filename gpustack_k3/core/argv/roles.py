@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.constants import API_VERSION, KIND
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.argv.read import Refusal
@@ -199,12 +200,12 @@ def line_role(label: str | None, kind: str | None, engine: str, engine_version: 
     version = cat.version(engine, engine_version)
     facts = flag_values(list(data["spec"].get("extraArgs", [])), version)
     f = _Facts(facts, topo)
-    sglang = engine == "sglang"
+    sglang = engine == ENGINE_SGLANG
     external = f.on("external_lb_flag") or f.get("rank_flag") is not None or "rank_flag" in per_pod
     par = data["spec"].get("parallel", {})
     if gpus is None:
         if sglang:
-            per = _sglang_gpus_per_pod(par, data["spec"].get("sglang", {}), f)
+            per = _sglang_gpus_per_pod(par, data["spec"].get(ENGINE_SGLANG, {}), f)
         else:
             local = 1 if external else (par.get("dpLocal") or par.get("dp") or 1)
             per = local * par.get("tp", 1) * par.get("pp", 1)

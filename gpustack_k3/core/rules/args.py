@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.flags import flag_index, known_flags, read_extra, speculative_subflags
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.registry import RULES, Hit, rule
 
-BOTH = ("vllm", "sglang")
+BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 
 
 def _reading(r: Resolved):
@@ -58,10 +59,10 @@ def _refusal_hits(refusals: Iterable) -> Iterator[Hit]:
           "flag exists in another version.",
       source="gpustack_k3/catalog/data/engines/*-options.json (each version's parser, tools/engine_parsers/dump.py); "
              "gpustack_k3/core/argv",
-      sources={"vllm": "vllm utils/argparse_utils.py:313-672@0.33.0 (FlexibleArgumentParser.parse_args, "
+      sources={ENGINE_VLLM: "vllm utils/argparse_utils.py:313-672@0.33.0 (FlexibleArgumentParser.parse_args, "
                        "_pull_args_from_config, load_config_file; in utils/__init__.py@0.11.0); "
                        "gpustack_k3/catalog/data/engines/vllm-*-options.json",
-               "sglang": "sglang srt/server_args.py:668-689@0.5.23 (prepare_server_args: argparse + "
+               ENGINE_SGLANG: "sglang srt/server_args.py:668-689@0.5.23 (prepare_server_args: argparse + "
                          "ConfigArgumentMerger); gpustack_k3/catalog/data/engines/sglang-*-options.json"},
       no_cel="a property of an engine command line read by check-args, import and plan; a K3Deployment holds a spec, "
              "never a command line")
@@ -178,7 +179,7 @@ def check_extra_arg_unknown(r, c):
 
 
 @rule("env-removed", checked_by="runtime-only", fails_at="never: the engine ignores the variable and logs it at start-up",
-      family="args", severity="warning", engines=["vllm"], field="spec.env",
+      family="args", severity="warning", engines=[ENGINE_VLLM], field="spec.env",
       title="Environment variable removed in this version",
       why="The engine no longer reads it; the setting silently does nothing (vLLM only logs \"Unknown vLLM "
           "environment variable detected\" unless --fail-on-environ-validation).",
@@ -231,7 +232,7 @@ def compile_hashed(r: Resolved, name: str) -> bool:
 
 
 @rule("vllm-compile-cache-env-per-pod", checked_by="runtime-only", fails_at="every start: the persistent compile cache misses (does not fail)",
-      family="args", severity="warning", engines=["vllm"], field="spec.env",
+      family="args", severity="warning", engines=[ENGINE_VLLM], field="spec.env",
       title="A per-pod value in a variable that keys the compile cache",
       why="vLLM hashes its environment variables (all it knows but an ignore list) into the torch.compile cache key; "
           "a value that differs per pod or per start (pod name, IP, rank, timestamp) gives every pod and restart its "

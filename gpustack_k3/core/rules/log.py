@@ -11,13 +11,14 @@ import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
 from gpustack_k3.core.findings import Finding, sort_findings
 from gpustack_k3.core.rules.registry import RULES, Hit, log_evidence, rule
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.coldstart.tracker import ColdStartTracker
 
-GIB = float(1 << 30)
+GIB = float(GIB)
 _PASS_RE = re.compile(r"""['"]?fuse_(norm_quant|act_quant|allreduce_rms)['"]?\s*[:=]\s*(?:True|true)""")
 
 
@@ -159,7 +160,7 @@ def _norm_device(name: str) -> str:
     return n
 
 
-@rule("sglang-device-name-misdetected", family="log", severity="warning", engines=["sglang"], field="process_start",
+@rule("sglang-device-name-misdetected", family="log", severity="warning", engines=[ENGINE_SGLANG], field="process_start",
       title="The log names more than one GPU model",
       why="SGLang picks the DCP communication backend (a2a vs fi_a2a) from a device-name table; a misread device name "
           "picks the wrong table entry.",
@@ -177,7 +178,7 @@ def check_sglang_device_name_misdetected(tr, c: LogCtx):
                                 "The DCP comm backend is chosen from a device-name table.")
 
 
-@rule("deepgemm-scale-fmt", family="log", severity="warning", engines=["vllm", "sglang"], field="weights_load",
+@rule("deepgemm-scale-fmt", family="log", severity="warning", engines=[ENGINE_VLLM, ENGINE_SGLANG], field="weights_load",
       title="DeepGEMM UE8M0 scales on a checkpoint whose scale_fmt is not ue8m0",
       why="DeepGEMM runs with UE8M0 scales while the checkpoint's scale_fmt differs: possible accuracy loss on "
           "Blackwell.",
@@ -190,7 +191,7 @@ def check_deepgemm_scale_fmt(tr, c: LogCtx):
                                "accuracy loss on Blackwell.")
 
 
-@rule("vllm-soft-oom-retries", family="log", severity="warning", engines=["vllm"], field="warm",
+@rule("vllm-soft-oom-retries", family="log", severity="warning", engines=[ENGINE_VLLM], field="warm",
       title="Out-of-memory retries while serving",
       why="The allocator ran out of memory at run time, emptied its cache and retried: the KV pool leaves too little "
           "headroom (the write-up's run had 32 retries over 8 GPUs).",
@@ -202,7 +203,7 @@ def check_vllm_soft_oom_retries(tr, c: LogCtx):
         yield "warm", f"{c.count} out-of-memory retries while serving: the allocator emptied its cache and retried."
 
 
-@rule("jit-after-ready", family="log", severity="warning", engines=["vllm", "sglang"], field="warm",
+@rule("jit-after-ready", family="log", severity="warning", engines=[ENGINE_VLLM, ENGINE_SGLANG], field="warm",
       title="Kernels compiled after the server declared itself ready",
       why="JIT compilation during the first requests lands inside their latency: \"ready\" is not yet \"warm\".",
       fix="Send warm-up requests covering the serving shapes before routing traffic (readiness gate), or persist JIT "
@@ -221,14 +222,14 @@ def check_jit_after_ready(tr, c: LogCtx):
                        f"{c.iso(first) or '?'}): \"ready\" is not yet \"warm\".")
 
 
-@rule("coldstart-failed", family="log", severity="error", engines=["vllm", "sglang"], field="process_start",
+@rule("coldstart-failed", family="log", severity="error", engines=[ENGINE_VLLM, ENGINE_SGLANG], field="process_start",
       title="The engine failed to start",
       why="The log shows a fatal start-up error; the reason is the first causal error the tracker found.",
       fix="Read the engine log around the failure; fix the cause named in the reason and restart.",
       source="gpustack_k3/coldstart/data/vllm.yaml, gpustack_k3/coldstart/data/sglang.yaml (fatal start-up markers, "
              "each with its engine file:line@version)",
-      sources={"vllm": "gpustack_k3/coldstart/data/vllm.yaml (fatal start-up markers, each with its file:line@version)",
-               "sglang": "gpustack_k3/coldstart/data/sglang.yaml (fatal start-up markers, each with its file:line@version)"},
+      sources={ENGINE_VLLM: "gpustack_k3/coldstart/data/vllm.yaml (fatal start-up markers, each with its file:line@version)",
+               ENGINE_SGLANG: "gpustack_k3/coldstart/data/sglang.yaml (fatal start-up markers, each with its file:line@version)"},
       no_cel="a running engine's log, not the spec: nothing the API server could check on admission")
 def check_coldstart_failed(tr, c: LogCtx):
     rep = tr.report()

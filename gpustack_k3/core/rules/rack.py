@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.rack import RackLayout, RoleShape, rack_layout, subgroup_fits
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.topology import Topology
 
-BOTH = ("vllm", "sglang")
-VLLM = ("vllm",)
+BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
+VLLM = (ENGINE_VLLM,)
 NO_CEL = ("reads the GPU type's catalog entry (its NVLink domain) and every role's shape; the CRD's per-object CEL "
           "has neither")
 DESIGN = "docs/design/004-rack-scale.md"
@@ -180,5 +181,5 @@ def check_rack_routing_target(t: Topology) -> Iterator[tuple[str, str]]:
         yield "spec.routing.target", "inferencePool with prefill/decode roles: the v1.6.0 picker has no P/D"
     if target == "vllm-router" and not pd:
         yield "spec.routing.target", "vllm-router without prefill and decode roles (its P/D mode is what we render)"
-    if target == "vllm-router" and t.engine != "vllm":
+    if target == "vllm-router" and t.engine != ENGINE_VLLM:
         yield "spec.routing.target", f"vllm-router in front of {t.engine}"

@@ -24,12 +24,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.errors import OperationalError
 from gpustack_k3.core.findings import Finding, Severity
 
 Family = Literal["spec", "args", "render", "log", "schema", "topology"]
 FAMILIES = ("spec", "args", "render", "log", "schema", "topology")
-ENGINES = ("vllm", "sglang")
+ENGINES = (ENGINE_VLLM, ENGINE_SGLANG)
 CHECKED_BY = ("oracle", "runtime-only", "product")
 # families whose checks are engine verdicts: each definition says who judges it; the others default per family
 _CHECKED_DEFAULT = {"render": "product", "log": "runtime-only", "schema": "product"}

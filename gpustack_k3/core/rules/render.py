@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.rules.registry import Hit, of_family, rule
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpustack_k3.core.launch_types import LaunchSpec, Volume
 
-BOTH = ("vllm", "sglang")
+BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 _FIELD = {"model": "spec.storage.model", "cache": "spec.storage.cache"}
 NO_VOLUMES = ("launch", "argv")
 NOT_CEL = ("a property of the rendered target (its volumes), refused when that target is rendered; the CRD's "

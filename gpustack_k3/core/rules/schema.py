@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.rules.registry import RULES, rule
@@ -21,7 +22,7 @@ def field_path(loc: Sequence[Any]) -> str:
     return out
 
 
-@rule("spec.schema", family="schema", severity="error", engines=["vllm", "sglang"], field="spec",
+@rule("spec.schema", family="schema", severity="error", engines=[ENGINE_VLLM, ENGINE_SGLANG], field="spec",
       title="The document does not match the K3Deployment schema",
       why="A field has the wrong type, a value outside its range or format, or the field does not exist; nothing "
           "else can be checked until the document parses.",

@@ -4,6 +4,7 @@ The rules both engines share, and the vLLM ones, are in ``spec.py``; the registr
 """
 from __future__ import annotations
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.cel import Builder, conj, lit
@@ -26,7 +27,7 @@ def _decode_backend_cel(b: Builder) -> str | None:
                 f"!({b.member(b.ref(p), table)})")
 
 
-@rule("sglang-kimi-k3-dcp-decode-backend", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-kimi-k3-dcp-decode-backend", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.sglang.decodeAttentionBackend", title="Kimi-K3 with DCP needs a decode backend with a DCP path",
       why="SGLang asserts the decode attention backend for Kimi-K3 DCP is one with a DCP decode kernel: 'cutedsl_mla' "
           "or 'aiter' in 0.5.23; 0.5.22 also accepted 'tokenspeed_mla' (and then forced the KV cache to fp8_e4m3).",
@@ -50,6 +51,11 @@ def check_sglang_kimi_k3_dcp_decode_backend(r, c):
 def _arg_value(r, *names: str) -> str | None:
     found = extra_arg(r, *names)
     return found[1] if found else None
+
+
+def _spec_flag(r) -> str:
+    """The flag of the speculative field in this engine's flag table (SGLang: --speculative-algorithm)."""
+    return next(f.flag for f in r.engine.flags if f.field == "speculative")
 
 
 def _arg_int(r, *names: str) -> int | None:
@@ -79,7 +85,7 @@ def _ragged_verify_cel(b: Builder) -> str:
             f"{env} && {k} in self.env && self.env[{k}] != 'static'")
 
 
-@rule("sglang-dcp-dspark-ragged-verify", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-dcp-dspark-ragged-verify", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       when={"dspark_dcp_static_verify": [True]}, field="spec.env.SGLANG_RAGGED_VERIFY_MODE",
       title="Kimi-K3 DCP with DSPARK requires SGLANG_RAGGED_VERIFY_MODE=static",
       why="SGLang raises at start-up when Kimi-K3 runs DSPARK with DCP and the ragged verify mode is not 'static' "
@@ -97,7 +103,7 @@ def check_sglang_dcp_dspark_ragged_verify(r, c):
                      "(compact/cap-accept are not validated under DCP)")
 
 
-@rule("sglang-dcp-static-verify", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-dcp-static-verify", checked_by="oracle", family="spec", severity="warning", engines=[ENGINE_SGLANG],
       when={"dspark_dcp_static_verify": [True]}, field="spec.speculative.method",
       title="SGLang DCP with DSPARK runs static verification only",
       why="Kimi-K3 DSPARK with dcp_size > 1 is accepted only under SGLANG_RAGGED_VERIFY_MODE=static (the default): the "
@@ -115,7 +121,7 @@ def check_sglang_dcp_static_verify(r, c):
                      f"{n + 1}-token window (block {n} + 1); adaptive verification is off")
 
 
-@rule("sglang-dcp-symm-mem-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-dcp-symm-mem-off", checked_by="oracle", family="spec", severity="warning", engines=[ENGINE_SGLANG],
       when={"dcp_forces_symm_mem_off": [True]}, field="spec.sglang.symmMem",
       title="SGLang turns symmetric memory off under Kimi-K3 DCP",
       why="--enable-symm-mem is overridden to off when Kimi-K3 runs with DCP (decode CUDA graph correctness), with "
@@ -129,7 +135,7 @@ def check_sglang_dcp_symm_mem_off(r, c):
 
 
 @rule("sglang-kv-pool-below-context", checked_by="runtime-only", fails_at="a request near the full context length (does not fail at start-up)",
-      family="spec", severity="warning", engines=["sglang"],
+      family="spec", severity="warning", engines=[ENGINE_SGLANG],
       field="spec.scheduling.maxModelLen", title="The full-attention KV pool is smaller than the context length",
       why="A single full-length request does not fit; SGLang only warns and caps max_req_len at the pool.",
       fix="Raise spec.memory.fraction (e.g. 0.88, preset sglang-fixed) or lower spec.memory.mambaFullMemoryRatio, or "
@@ -146,7 +152,7 @@ def check_sglang_kv_pool_below_context(r, c):
 
 
 @rule("sglang-mamba-caps-running-requests", checked_by="runtime-only", fails_at="under load: running requests capped by the Mamba pool (does not fail)",
-      family="spec", severity="warning", engines=["sglang"],
+      family="spec", severity="warning", engines=[ENGINE_SGLANG],
       field="spec.scheduling.maxNumSeqs", title="The Mamba state cache caps running requests",
       why="Each running request needs its KDA/Mamba state (plus speculative intermediates); the state pool is smaller "
           "than max_running_requests.",
@@ -160,7 +166,7 @@ def check_sglang_mamba_caps_running_requests(r, c):
                      f"({p.mamba_state_gib:.2f} GiB of state)")
 
 
-@rule("sglang-custom-all-reduce-off", checked_by="oracle", family="spec", severity="warning", engines=["sglang"],
+@rule("sglang-custom-all-reduce-off", checked_by="oracle", family="spec", severity="warning", engines=[ENGINE_SGLANG],
       field="spec.sglang.customAllReduce", title="Custom all-reduce disabled",
       why="--disable-custom-all-reduce falls back to plain NCCL, costly for small-batch decode.",
       fix="Remove spec.sglang.customAllReduce: false unless a measurement shows NCCL is faster here.",
@@ -171,7 +177,7 @@ def check_sglang_custom_all_reduce_off(r, c):
 
 
 @rule("sglang-kda-verify-triton-fallback", checked_by="runtime-only", fails_at="run time: the Triton verify fallback (does not fail)",
-      family="spec", severity="info", engines=["sglang"],
+      family="spec", severity="info", engines=[ENGINE_SGLANG],
       field="spec.speculative.method", title="The fused KDA verify kernel usually falls back to Triton",
       why="linear_attn_verify_backend=nv_cutedsl is parsed, but the dispatcher points verify_kernel at the Triton "
           "kernel unless strict shape constraints hold.",
@@ -190,7 +196,7 @@ def check_sglang_kda_verify_triton_fallback(r, c):
       fails_at="start-up, after ServerArgs resolution: the DP controller gives each scheduler process the GPU "
                "base_gpu_id + pp/tp offset (managers/data_parallel_controller.py:445-449,747-752@0.5.23, "
                "418-422,693-698@0.5.22); an index beyond the node's GPUs fails when that process selects its device",
-      family="spec", severity="error", engines=["sglang"], field="spec.parallel.tp",
+      family="spec", severity="error", engines=[ENGINE_SGLANG], field="spec.parallel.tp",
       title="SGLang's TP x PP (x DP without DP attention) ranks of one pod must fit its GPUs",
       why="SGLang's resolve_once checks no device count. Each scheduler process takes its own GPU: a DP replica is "
           "TP x PP GPUs, unless DP attention (--enable-dp-attention / --attn-dp-size) puts the DP ranks inside the TP "
@@ -212,7 +218,7 @@ def check_sglang_parallel_fits_node(r, c):
 @rule("sglang-dcp-divides-tp", checked_by="runtime-only",
       fails_at="start-up, at distributed initialisation (initialize_model_parallel raises RuntimeError: "
                "distributed/parallel_state.py:2665-2669@0.5.23, 2660-2664@0.5.22); ServerArgs resolution accepts it",
-      family="spec", severity="error", engines=["sglang"], field="spec.parallel.dcp",
+      family="spec", severity="error", engines=[ENGINE_SGLANG], field="spec.parallel.dcp",
       title="SGLang's DCP must divide TP",
       why="SGLang builds the DCP groups inside each TP group: tensor_model_parallel_size % decode_context_parallel_size "
           "must be 0. resolve_once does not check it on CUDA; the scheduler processes raise when they initialise "
@@ -227,7 +233,7 @@ def check_sglang_dcp_divides_tp(r, c):
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
 
-@rule("sglang-replayssm-spec-on-pd-prefill", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-replayssm-spec-on-pd-prefill", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.sglang.linearReplayssmSpec", title="ReplaySSM spec verify is refused on a P/D prefill server",
       why="SGLang raises '--enable-linear-replayssm-spec is not supported on a PD prefill server': the ring is "
           "spec-verify-only scratch and a prefill server never runs speculative verify.",
@@ -245,7 +251,7 @@ def check_sglang_replayssm_spec_on_pd_prefill(r, c):
       fails_at="KV-pool sizing after the weights load: the headroom pre_model_load_memory x (1 - mem_fraction_static) "
                "turns negative and the pool is sized beyond the free memory "
                "(model_executor/model_runner_components/kv_pool_runtime.py:75-77@0.5.23, :75-77@0.5.22)",
-      family="spec", severity="error", engines=["sglang"], field="spec.memory.fraction",
+      family="spec", severity="error", engines=[ENGINE_SGLANG], field="spec.memory.fraction",
       title="SGLang --mem-fraction-static above 1 over-commits GPU memory",
       why="SGLang's ServerArgs resolution accepts any --mem-fraction-static; above 1 the KV pool is sized for more "
           "memory than the GPU has, and start-up fails at the pool allocation, minutes into the start.",
@@ -261,7 +267,7 @@ def check_sglang_mem_fraction_above_one(r, c):
         yield None, f"--mem-fraction-static {f} > 1"
 
 
-@rule("sglang-dspark-num-draft-tokens", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-dspark-num-draft-tokens", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.extraArgs", title="DSPARK's --speculative-num-draft-tokens must be the block size + 1",
       why="SGLang's DSpark hook derives the verify window from the block size (gamma, --speculative-dspark-block-size) "
           "and raises when --speculative-num-draft-tokens is given with another value than gamma + 1.",
@@ -280,7 +286,7 @@ def check_sglang_dspark_num_draft_tokens(r, c):
                      f"block + 1 = {block + 1}")
 
 
-@rule("sglang-speculative-algorithm-known", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-speculative-algorithm-known", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.extraArgs", title="SGLang does not know this --speculative-algorithm",
       why="SpeculativeAlgorithm.from_string accepts the release's algorithm names (any case), the alias NEXTN and "
           "plugin-registered algorithms; any other name raises 'Unknown speculative algorithm name'.",
@@ -292,7 +298,7 @@ def check_sglang_dspark_num_draft_tokens(r, c):
       no_cel="reads --speculative-algorithm from spec.extraArgs (argv tokenising)")
 def check_sglang_speculative_algorithm_known(r, c):
     known = [str(a).upper() for a in r.trait("speculative_algorithms") or []]
-    algo = _arg_value(r, "--speculative-algorithm")
+    algo = _arg_value(r, _spec_flag(r))
     if known and r.spec.speculative.method == "none" and algo is not None and algo.upper() not in known:
         yield None, f"--speculative-algorithm {algo}: SGLang {r.version.key} knows {', '.join(known)}"
 
@@ -316,7 +322,7 @@ def kimi_k3_mla_backends(r) -> tuple[str | None, str | None, str | None]:
     return att, dec, pre
 
 
-@rule("sglang-kimi-k3-mla-kv-cache-dtype", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-kimi-k3-mla-kv-cache-dtype", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.memory.kvCacheDtype", title="Kimi-K3's MLA backends on SM100/SM103 take fp8_e4m3, bf16 or auto KV",
       why="On SM100/SM103 SGLang gives Kimi-K3 the TRT-LLM MLA backend (no DCP, no backend set) or the CuteDSL MLA "
           "decode backend (DCP); their post-process checks accept the KV-cache dtypes fp8_e4m3, bf16 or auto (CuteDSL "
@@ -345,12 +351,12 @@ def speculative_algorithm(r) -> str | None:
     """SGLang's --speculative-algorithm in upper case: the spec method's name, else the one in extraArgs."""
     methods = (r.engine.speculative or {}).get("methods", {})
     algo = methods.get(r.spec.speculative.method) if r.spec.speculative.method != "none" else \
-        _arg_value(r, "--speculative-algorithm")
+        _arg_value(r, _spec_flag(r))
     return str(algo).upper() if algo is not None else None
 
 
 @rule("sglang-eagle-draft-tokens-need-steps", checked_by="oracle", family="spec", severity="error",
-      engines=["sglang"], field="spec.speculative.numTokens",
+      engines=[ENGINE_SGLANG], field="spec.speculative.numTokens",
       title="SGLang EAGLE/NEXTN: draft tokens or top-k need --speculative-num-steps",
       why="The EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE) chooses steps, top-k and draft tokens together when "
           "--speculative-num-steps is unset (and not adaptive), and asserts that top-k and the draft-token count were "
@@ -376,7 +382,7 @@ def check_sglang_eagle_draft_tokens_need_steps(r, c):
         yield None, f"{str(algo).upper()} with {' and '.join(given)} but no --speculative-num-steps"
 
 
-@rule("sglang-eagle-steps-need-topk", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-eagle-steps-need-topk", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.extraArgs", title="SGLang EAGLE/NEXTN: --speculative-num-steps needs --speculative-eagle-topk",
       why="With --speculative-num-steps given, the EAGLE family (EAGLE, EAGLE3, NEXTN, STANDALONE) does not choose "
           "the top-k; the page-size check then compares speculative_eagle_topk (None) with 1 and the resolution "
@@ -395,7 +401,7 @@ def check_sglang_eagle_steps_need_topk(r, c):
         yield None, f"{algo} with --speculative-num-steps and no --speculative-eagle-topk"
 
 
-@rule("sglang-ngram-dp-attention", checked_by="oracle", family="spec", severity="error", engines=["sglang"],
+@rule("sglang-ngram-dp-attention", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.speculative.method", title="SGLang NGRAM speculative decoding does not support DP attention",
       why="SGLang's NGRAM hook raises 'Currently ngram speculative decoding does not support dp attention' when the "
           "attention DP width is above 1 (--attn-dp-size N, or --dp-size N with --enable-dp-attention).",

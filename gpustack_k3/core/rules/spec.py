@@ -10,13 +10,14 @@ import json
 import re
 from typing import Any
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
 from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.registry import Rule, rule
 
-BOTH = ("vllm", "sglang")
+BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
 SGLANG_CONTEXT_OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 VLLM_CONTEXT_OVERRIDE_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM then only warns (config/model.py:2677-2683@0.33.0)
@@ -103,7 +104,7 @@ _TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16"
                  "float32": "float32"}
 
 
-@rule("dtype-vs-quantization", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("dtype-vs-quantization", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.model.dtype", title="The dtype is not one the checkpoint's quantization method runs in",
       why="vLLM checks the model dtype against the quantization method's supported activation dtypes when it builds "
           "the config (MXFP4 runs in bfloat16 only): --dtype float16 or float32 on an MXFP4 checkpoint is refused.",
@@ -127,7 +128,7 @@ def check_dtype_vs_quantization(r, c):
         yield None, f"dtype {d} ({dt}) is not supported for quantization method {q}; supported: {', '.join(table[q])}"
 
 
-@rule("model-not-in-release", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("model-not-in-release", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.model.name", title="This release does not know the model's architecture",
       why="vLLM resolves the checkpoint's architecture in its model registry (and its config class by model_type) when "
           "it builds the model config; a release older than the model refuses it.",
@@ -149,7 +150,7 @@ def check_model_not_in_release(r, c):
         yield None, f"vLLM {r.version.key} does not know model {r.spec.model.name} (its architecture is not registered)"
 
 
-@rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.parallel.tp", title="TP must divide the model's attention heads",
       why="vLLM shards attention heads over the TP ranks and refuses a TP size that does not divide the model's total "
           "number of attention heads.",
@@ -165,7 +166,7 @@ def check_model_heads_divide_tp(r, c):
         yield None, f"{a.heads} attention heads ({a.source}) are not divisible by tp={r.tp}"
 
 
-@rule("model-ep-needs-moe", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("model-ep-needs-moe", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.parallel.expertParallel", title="Expert parallelism needs a mixture-of-experts model",
       why="vLLM refuses --enable-expert-parallel for a model with no routed experts.",
       fix="Remove spec.parallel.expertParallel (and --enable-expert-parallel) for a dense model.",
@@ -176,7 +177,7 @@ def check_model_ep_needs_moe(r, c):
         yield None, f"{a.architecture or 'the model'} has no routed experts ({a.source})"
 
 
-@rule("model-dcp-gqa", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("model-dcp-gqa", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.parallel.dcp", title="DCP on a non-MLA model needs TP above its KV heads",
       why="For GQA/MQA models vLLM shards decode context over the TP ranks that replicate a KV head: TP must exceed "
           "the model's KV heads and DCP may be at most TP / KV heads.",
@@ -192,7 +193,7 @@ def check_model_dcp_gqa(r, c):
         yield None, f"DCP {r.dcp} exceeds tp {r.tp} // {a.kv_heads} KV heads = {r.tp // a.kv_heads}"
 
 
-@rule("attention-backend-unknown", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("attention-backend-unknown", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.vllm.attentionBackend", title="Attention backend not known to this release",
       why="vLLM reads an attention backend name as AttentionBackendEnum[name.upper()] when it builds the attention "
           "config (the target's and the draft's) and refuses a name the release does not have.",
@@ -215,7 +216,7 @@ def check_attention_backend_unknown(r, c):
             yield field, f"{name!r} is not an attention backend of vLLM {r.version.key}"
 
 
-@rule("vllm-v2-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-v2-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.method", title="Model Runner V2 does not run this speculative method",
       why="With VLLM_USE_V2_MODEL_RUNNER=1 these releases validate the config against the V2 runner and refuse the "
           "ngram speculators it does not implement yet.",
@@ -245,7 +246,7 @@ def v2_runner_env(r: Resolved) -> bool | None:
         return None
 
 
-@rule("vllm-v1-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-v1-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.method", title="Model Runner V1 does not run this speculative method",
       why="DSpark is implemented by the V2 model runner only: the config is refused when the V1 runner is in use, i.e. "
           "with VLLM_USE_V2_MODEL_RUNNER=0, and on a CPU build without that variable (no Triton: V1 is its default).",
@@ -270,7 +271,7 @@ def check_vllm_v1_runner_spec_method(r, c):
                      "Runner V1, which does not implement it")
 
 
-@rule("vllm-v1-env-partial-prefill", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-v1-env-partial-prefill", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"v1_engine_env": (True,)}, field="spec.env.VLLM_USE_V1",
       title="VLLM_USE_V1=1 with concurrent partial prefills",
       why="vLLM 0.11.0 falls back to the V0 engine for concurrent partial prefills (--max-num-partial-prefills or "
@@ -291,7 +292,7 @@ def check_vllm_v1_env_partial_prefill(r, c):
         yield None, f"VLLM_USE_V1={raw} with {', '.join(odd)} on vLLM {r.version.key} (concurrent partial prefill)"
 
 
-@rule("vllm-cpu-v2-runner", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"cpu": (True,)},
+@rule("vllm-cpu-v2-runner", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM], when={"cpu": (True,)},
       field="spec.env.VLLM_USE_V2_MODEL_RUNNER", title="A CPU build cannot run Model Runner V2",
       why="Model Runner V2 needs Triton, which a CPU build lacks: VLLM_USE_V2_MODEL_RUNNER=1 is refused when the config "
           "is built.",
@@ -303,7 +304,7 @@ def check_vllm_cpu_v2_runner(r, c):
         yield None, f"VLLM_USE_V2_MODEL_RUNNER={r.spec.env.get('VLLM_USE_V2_MODEL_RUNNER')} on the CPU build {r.version.key}"
 
 
-@rule("vllm-cpu-eplb", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"cpu": (True,)},
+@rule("vllm-cpu-eplb", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM], when={"cpu": (True,)},
       field="spec.parallel.eplb", title="A CPU build has no expert-parallel load balancing",
       why="EPLB is implemented for CUDA, ROCm and XPU only; the parallel config refuses --enable-eplb elsewhere.",
       fix="Remove parallel.eplb (--enable-eplb) on a CPU build.",
@@ -315,7 +316,7 @@ def check_vllm_cpu_eplb(r, c):
         yield None, f"--enable-eplb on the CPU build {r.version.key}"
 
 
-@rule("spec-mtp-needs-mtp-layers", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("spec-mtp-needs-mtp-layers", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.method", title="MTP speculation needs a checkpoint with MTP layers",
       why="Method mtp builds its draft from the target checkpoint's own multi-token-prediction layers "
           "(num_nextn_predict_layers in config.json). A model without them is refused: a model type with no MTP draft "
@@ -336,7 +337,7 @@ def check_spec_mtp_needs_mtp_layers(r, c):
     yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
 
 
-@rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"config_bounds": (None, True)}, field="spec.memory.fraction",
       title="GPU memory utilization and max-num-seqs outside the config's declared bounds",
       why="From 0.28.0 vLLM's config dataclasses declare the bounds (gpu_memory_utilization in (0, 1], max_num_seqs >= "
@@ -361,7 +362,7 @@ def check_vllm_config_bounds(r, c):
 
 # ------------------------------------------------------------------ DCP and speculative decoding
 
-@rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"dcp_with_spec": ["refuse_dspark"]}, field="spec.parallel.dcp",
       title="vLLM up to 0.28 refuses decode-context-parallel together with DSpark speculative decoding",
       why="decode_context_parallel_size > 1 meeting the DSpark draft (K3DSparkModel) raises at start-up ('MLA DSpark "
@@ -380,7 +381,7 @@ def check_vllm_dcp_with_dspark(r, c):
 
 
 @rule("vllm-dcp-with-spec", checked_by="runtime-only", fails_at="model runner initialisation in each worker",
-      family="spec", severity="error", engines=["vllm"], when={"dcp_with_spec": ["refuse_any"]},
+      family="spec", severity="error", engines=[ENGINE_VLLM], when={"dcp_with_spec": ["refuse_any"]},
       field="spec.parallel.dcp", title="vLLM 0.11 refuses DCP with any speculative method",
       why="Speculative decoding raises reorder_batch_threshold above 1 and DCP asserts it equals 1.",
       fix="Set spec.parallel.dcp to 1 or spec.speculative.method to none, or move to engine version 0.33.0.",
@@ -412,7 +413,7 @@ def _target_backend(r: Resolved) -> str | None:
 
 
 @rule("vllm-dspark-dcp-backend", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
-      family="spec", severity="error", engines=["vllm"],
+      family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.speculative.attentionBackend",
       title="DSpark with DCP needs MLA backends with DSpark DCP support (vLLM 0.29 and later)",
       why="From 0.29.0 each MLA backend declares whether it can run DSpark under decode context parallelism: the "
@@ -446,7 +447,7 @@ def check_vllm_dspark_dcp_backend(r, c):
 
 
 @rule("vllm-dspark-dcp-backend-extra", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
-      family="spec", severity="error", engines=["vllm"],
+      family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"dcp_with_spec": ["dspark_needs_backend"]}, field="spec.vllm.attentionConfig",
       title="DSpark with DCP: a backend or KV interleave set outside the typed fields lacks DSpark DCP support",
       why="The same start-up refusal as vllm-dspark-dcp-backend, for what spec.vllm.attentionConfig (its 'backend' "
@@ -480,13 +481,13 @@ def check_vllm_dspark_dcp_backend_extra(r, c):
                                               "DCP only with an interleave of 1")
 
 
-@rule("dcp-divides-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"], field="spec.parallel.dcp",
+@rule("dcp-divides-tp", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM], field="spec.parallel.dcp",
       title="DCP must divide TP",
       why="DCP reuses TP ranks: without PCP, tp % dcp must be 0 (vLLM raises at config time). SGLang: the "
           "runtime-only rule sglang-dcp-divides-tp (core/rules/sglang.py).",
       fix="Pick spec.parallel.dcp among the divisors of spec.parallel.tp (for TP 8: 1, 2, 4, 8).",
       source="vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0",
-      sources={"vllm": "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0"},
+      sources={ENGINE_VLLM: "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0"},
       cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_tp(b)} % {cel_dcp(b)} != 0")
 def check_dcp_divides_tp(r, c):
     if r.dcp > 1 and r.tp % r.dcp:
@@ -505,7 +506,7 @@ def _local_dp_cel(b: Builder) -> str:
       # nor on a release that checks no device count at config time (world_size_check: launch, vLLM 0.11.0): rule
       # parallel-fits-node-at-launch
       when={"cpu": (None, False), "world_size_check": (None,)},
-      family="spec", severity="error", engines=["vllm"], field="spec.parallel.tp",
+      family="spec", severity="error", engines=[ENGINE_VLLM], field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs",
       why="Each rank needs its own GPU; DCP reuses TP ranks and does not add any. A pod runs dpLocal of the DP ranks "
           "when parallel.dpLocal is set (the others run on the instance's other pods), else all of them.",
@@ -523,7 +524,7 @@ def check_parallel_fits_node(r, c):
 @rule("parallel-fits-node-at-launch", checked_by="runtime-only",
       fails_at="worker launch: with more ranks than local GPUs the config picks the Ray executor, whose placement group "
                "never gets the GPUs (or 'Unable to load Ray' without Ray)",
-      when={"world_size_check": ("launch",)}, family="spec", severity="error", engines=["vllm"], field="spec.parallel.tp",
+      when={"world_size_check": ("launch",)}, family="spec", severity="error", engines=[ENGINE_VLLM], field="spec.parallel.tp",
       title="TP x PP x DP ranks of one pod must fit its GPUs (checked at launch by this release)",
       why="vLLM 0.11.0 does not refuse a world size above the node's GPU count when it builds the config: it switches "
           "to the Ray executor for multi-node inference and fails when the workers are placed.",
@@ -537,7 +538,7 @@ def check_parallel_fits_node_at_launch(r, c):
         yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
 
 
-@rule("dp-rank-in-range", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("dp-rank-in-range", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.extraArgs", title="--data-parallel-rank must be below the data-parallel size",
       why="With DP > 1 the parallel config refuses a data-parallel rank outside [0, data_parallel_size).",
       fix="Give each process a rank from 0 to spec.parallel.dp - 1 (or raise spec.parallel.dp).",
@@ -553,7 +554,7 @@ def check_dp_rank_in_range(r, c):
         yield None, f"--data-parallel-rank {rank} is outside [0, {dp}) (data-parallel size {dp})"
 
 
-@rule("dp-node-groups-divide-nnodes", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("dp-node-groups-divide-nnodes", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"dp_node_groups_check": (True,)}, field="spec.parallel.dpLocal",
       title="--nnodes must be a multiple of the data-parallel node groups",
       why="vLLM 0.33.0 splits the nodes into data-parallel node groups of data_parallel_size / "
@@ -596,7 +597,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
     pp, dp = int(r.value("parallel.pp") or 1), int(r.value("parallel.dp") or 1)
     tp, local = r.tp, r.spec.parallel.dpLocal
     nnodes = max(_int_arg(r, "--nnodes") or 1, 1)
-    if r.engine.engine == "vllm":
+    if r.engine.engine == ENGINE_VLLM:
         topo = r.engine.topology
         pcp = _int_arg(r, "--prefill-context-parallel-size") or 1
         within = tp * pp * pcp
@@ -609,7 +610,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
             per = -(-dp * within // nnodes)
             return per, f"({base} x DP {dp}) / --nnodes {nnodes}"
         return within * dp, f"tp x pp x dp = {tp} x {pp} x {dp}"
-    attn_dp = _switch(r, "--enable-dp-attention") or (_int_arg(r, "--attn-dp-size") or 1) > 1
+    attn_dp = _switch(r, "--enable-dp-attention") or int(r.value("sglang.attnDpSize") or 1) > 1
     total = tp * pp * (1 if attn_dp else dp)
     per_node = -(-total // nnodes)
     how = f"tp x pp{'' if attn_dp else ' x dp'} = {tp} x {pp}{'' if attn_dp else f' x {dp}'}" + (
@@ -646,19 +647,19 @@ def check_fixed_memory_exceeds_budget(r, c):
     p = c.plan
     if p is None:
         return
-    if p.engine == "vllm" and not r.spec.memory.kvCacheBytes and p.kv_cache_allocated_gib <= 0:
+    if p.engine == ENGINE_VLLM and not r.spec.memory.kvCacheBytes and p.kv_cache_allocated_gib <= 0:
         yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB, but weights + "
                      f"non-torch + activations need {p.requested_gib - p.kv_cache_allocated_gib:.2f} GiB: no KV cache left")
-    if p.engine == "vllm" and r.spec.memory.kvCacheBytes and p.headroom_gib < 0:
+    if p.engine == ENGINE_VLLM and r.spec.memory.kvCacheBytes and p.headroom_gib < 0:
         yield "spec.memory.kvCacheBytes", (f"kvCacheBytes {p.kv_cache_allocated_gib:.2f} GiB + fixed memory exceed the GPU "
                                            f"({p.visible_gib} GiB) by {-p.headroom_gib:.2f} GiB")
-    if p.engine == "sglang" and p.kv_cache_budget_gib <= 0:
+    if p.engine == ENGINE_SGLANG and p.kv_cache_budget_gib <= 0:
         yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB does not hold the "
                      f"weights ({p.weights_gib:.2f} GiB): no KV pool")
 
 
 @rule("vllm-max-model-len-exceeds-kv", checked_by="runtime-only", fails_at="KV-cache sizing after the memory-profiling run: max_model_len above the KV capacity",
-      family="spec", severity="error", engines=["vllm"],
+      family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.scheduling.maxModelLen", title="One max-length request does not fit the KV cache",
       why="vLLM refuses to start when the KV cache cannot hold a single request of max_model_len tokens.",
       fix="Lower spec.scheduling.maxModelLen to the business length, or raise the KV pool (fraction, kvCacheBytes, DCP).",
@@ -732,11 +733,11 @@ def check_spec_draft_wrong_engine(r, c):
         if mine and s.draftModel in (mine.modelscope, mine.config_name, mine.path):
             return
         if s.draftModel in (d.modelscope, d.config_name, d.path) or s.draftModel.rstrip("/").endswith(d.modelscope.split("/")[-1]):
-            hint = f"; use {mine.config_name if r.engine.engine == 'vllm' else mine.path} ({mine.modelscope})" if mine else ""
+            hint = f"; use {mine.config_name if r.engine.engine == ENGINE_VLLM else mine.path} ({mine.modelscope})" if mine else ""
             yield None, f"draft model {s.draftModel!r} is the {other} artifact ({d.modelscope}), not {r.engine.engine}'s{hint}"
 
 
-@rule("spec-draft-method-mismatch", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("spec-draft-method-mismatch", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.draftModel", title="The draft checkpoint is a DSpark draft, not an EAGLE3 one",
       why="For method eagle3 vLLM renames the draft's architecture to Eagle3<arch> (K3DSparkModel becomes "
           "Eagle3K3DSparkModel), which no release registers: the speculative config is refused.",
@@ -764,8 +765,8 @@ def check_spec_draft_method_mismatch(r, c):
       why="DSpark and EAGLE3 load a separate draft checkpoint.",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
       source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/fields/spec.py:31-81@0.5.23",
-      sources={"vllm": "vllm config/speculative.py:1236-1244@0.33.0",
-               "sglang": "sglang arg_groups/fields/spec.py:31-81@0.5.23"},
+      sources={ENGINE_VLLM: "vllm config/speculative.py:1236-1244@0.33.0",
+               ENGINE_SGLANG: "sglang arg_groups/fields/spec.py:31-81@0.5.23"},
       cel=lambda b: (f"{cel_method(b)} in ['dspark', 'eagle3'] && "
                      f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
 def check_spec_draft_missing(r, c):
@@ -774,7 +775,7 @@ def check_spec_draft_missing(r, c):
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
-@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=["vllm"], when={"dspark": [False]},
+@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM], when={"dspark": [False]},
       field="spec.speculative.method", title="This engine version has no DSpark",
       why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
       fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
@@ -785,7 +786,7 @@ def check_spec_method_unsupported(r, c):
         yield None, f"vLLM {r.version.key} has no dspark speculative method"
 
 
-@rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.extraConfig.tensor_parallel_size",
       title="tensor_parallel_size is not a speculative-config key",
       why="vLLM rejects 'tensor_parallel_size' in --speculative-config.",
@@ -798,7 +799,7 @@ def check_spec_json_tensor_parallel_size(r, c):
         yield None, "'tensor_parallel_size' is not a valid argument in the speculative_config"
 
 
-@rule("spec-json-key-duplicates-field", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("spec-json-key-duplicates-field", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.extraConfig", title="A speculative-config key duplicates a typed field",
       why="extraConfig is for keys the spec does not model; a duplicate would silently override or contradict the field.",
       fix="Move the key to its spec.speculative field.",
@@ -813,7 +814,7 @@ def check_spec_json_key_duplicates_field(r, c):
             yield f"spec.speculative.extraConfig.{k}", f"extraConfig key {k!r} duplicates spec.speculative.{inv[k]}"
 
 
-@rule("spec-draft-tp", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("spec-draft-tp", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.draftTensorParallelSize", title="Draft tensor parallel size must be 1 or the target TP",
       why="vLLM accepts draft_tensor_parallel_size only as 1 or the target tensor_parallel_size.",
       fix="Set spec.speculative.draftTensorParallelSize to 1 or to spec.parallel.tp.",
@@ -827,7 +828,7 @@ def check_spec_draft_tp(r, c):
         yield None, f"draft_tensor_parallel_size {d} is neither 1 nor tensor_parallel_size {r.tp}"
 
 
-@rule("spec-mtp-multi-token", checked_by="oracle", family="spec", severity="warning", engines=["vllm"], field="spec.speculative.numTokens",
+@rule("spec-mtp-multi-token", checked_by="oracle", family="spec", severity="warning", engines=[ENGINE_VLLM], field="spec.speculative.numTokens",
       title="MTP with more than one speculative token reruns the same MTP layer",
       why="vLLM warns that num_speculative_tokens > 1 runs the single MTP layer several times, which may lower "
           "acceptance.",
@@ -847,7 +848,7 @@ def _batched_below_seqs_cel(b: Builder) -> str:
     return conj(bd, b.present(p), f"{bv} < {b.ref(p)}")
 
 
-@rule("batched-tokens-below-seqs", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("batched-tokens-below-seqs", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.scheduling.maxNumBatchedTokens", title="max_num_batched_tokens must be >= max_num_seqs",
       why="vLLM raises when the per-step token budget is below the number of sequences it was given; a max_num_seqs "
           "left unset is lowered to the token budget first, so only a given one can be refused.",
@@ -870,7 +871,7 @@ def _batched_below_len_cel(b: Builder) -> str:
     return conj(cd, f"{cv} == false", bd, md, f"{bv} < {mv}")
 
 
-@rule("batched-tokens-below-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("batched-tokens-below-max-len", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.scheduling.maxNumBatchedTokens", title="Without chunked prefill the step budget must hold a whole prompt",
       why="With chunked prefill off, max_num_batched_tokens < max_model_len is an error.",
       fix="Enable spec.scheduling.chunkedPrefill or raise maxNumBatchedTokens to at least maxModelLen.",
@@ -888,7 +889,7 @@ def _long_prefill_cel(b: Builder) -> str:
     return conj(b.present(p), md, f"{b.ref(p)} > {mv}")
 
 
-@rule("long-prefill-above-max-len", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("long-prefill-above-max-len", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"long_prefill_check": (None,)},   # 0.11.0 refuses it only with partial prefills (not checked there)
       field="spec.scheduling.longPrefillTokenThreshold", title="long_prefill_token_threshold cannot exceed max_model_len",
       why="vLLM raises when the long-prefill threshold is greater than max_model_len.",
@@ -900,7 +901,7 @@ def check_long_prefill_above_max_len(r, c):
         yield None, f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m})"
 
 
-@rule("long-prefill-above-max-len-partial", checked_by="oracle", family="spec", severity="error", engines=["vllm"],
+@rule("long-prefill-above-max-len-partial", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"long_prefill_check": ("partial_prefills_only",)},
       field="spec.scheduling.longPrefillTokenThreshold",
       title="long_prefill_token_threshold cannot exceed max_model_len with concurrent partial prefills",
@@ -933,7 +934,7 @@ def _kv_dtype_cel(b: Builder) -> str:
                "vllm 0.29.0": "vllm config/cache.py:39-57@0.29.0", "vllm 0.28.0": "vllm config/cache.py:19-37@0.28.0",
                "vllm 0.32.0-cpu": "gpustack_k3/catalog/data/engines/vllm-0.32.0-cpu-options.json (--kv-cache-dtype "
                                   "choices of the real parser)",
-               "sglang": "sglang arg_groups/fields/model.py:185-221@0.5.23",
+               ENGINE_SGLANG: "sglang arg_groups/fields/model.py:185-221@0.5.23",
                "sglang 0.5.22": "sglang arg_groups/fields/model.py:203-212@0.5.22"},
       cel=_kv_dtype_cel)
 def check_kv_cache_dtype_invalid(r, c):
@@ -948,7 +949,7 @@ def _context_cel(b: Builder) -> str:
     limit = b.compile(b.by_catalog(lambda v, m, g: b.catalog.models[m].max_context))
     out = f"{b.present(p)} && {b.ref(p)} > {limit}"
     env = b.present("env")
-    if b.engine == "sglang":
+    if b.engine == ENGINE_SGLANG:
         out += (f" && !({env} && {lit(SGLANG_CONTEXT_OVERRIDE_ENV)} in self.env && "
                 f"self.env[{lit(SGLANG_CONTEXT_OVERRIDE_ENV)}] == '1')")
     else:   # envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN in ("1", "true") after strip().lower(); CEL: the usual spellings
@@ -965,16 +966,16 @@ def _context_cel(b: Builder) -> str:
       fix="Lower spec.scheduling.maxModelLen to the model maximum (or set the engine's override variable, at the "
           "risk the engine warns about).",
       source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2660-2684@0.33.0",
-      sources={"vllm": "vllm config/model.py:2660-2684@0.33.0, envs.py:1115-1118@0.33.0",
-               "sglang": "sglang configs/model_config.py:1291-1316@0.5.23"},
+      sources={ENGINE_VLLM: "vllm config/model.py:2660-2684@0.33.0, envs.py:1115-1118@0.33.0",
+               ENGINE_SGLANG: "sglang configs/model_config.py:1291-1316@0.5.23"},
       cel=_context_cel)
 def check_context_above_model(r, c):
     m = r.spec.scheduling.maxModelLen
     if m is None or r.model is None or m <= r.model.max_context:
         return
-    if r.engine.engine == "sglang" and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
+    if r.engine.engine == ENGINE_SGLANG and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
         return
-    if r.engine.engine == "vllm" and r.spec.env.get(VLLM_CONTEXT_OVERRIDE_ENV, "0").strip().lower() in ("1", "true"):
+    if r.engine.engine == ENGINE_VLLM and r.spec.env.get(VLLM_CONTEXT_OVERRIDE_ENV, "0").strip().lower() in ("1", "true"):
         return
     yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
 
@@ -1053,7 +1054,7 @@ def _specialized_refusals(r: Resolved) -> list[tuple[str | None, str]]:
 
 
 @rule("vllm-kimi-k3-specialized-decode", checked_by="runtime-only", fails_at="model initialisation: the specialized decode runtime's unsupported() check",
-      family="spec", severity="error", engines=["vllm"],
+      family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"kimi_k3_specialized_decode": [True]}, field="spec.vllm.additionalConfig",
       title="The Kimi-K3 specialized decode refuses this deployment",
       why="additional_config {\"decode_backend\": \"latency_specialized\"} switches Kimi-K3 to a CuTe decode executor "
@@ -1141,7 +1142,7 @@ def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, 
       cel_rules=_field_unsupported_cel)
 def check_field_unsupported(r, c):
     mapped = {f.field for f in r.engine.flags}
-    other = "sglang" if r.engine.engine == "vllm" else "vllm"
+    other = ENGINE_SGLANG if r.engine.engine == ENGINE_VLLM else ENGINE_VLLM
     for name in _set_fields(getattr(r.spec, other)):
         yield f"spec.{other}.{name}", f"spec.{other}.{name} is an {other} option; engine is {r.engine.engine}"
     for path, why in r.version.unsupported_fields.items():
@@ -1158,7 +1159,7 @@ def check_field_unsupported(r, c):
 # ------------------------------------------------------------------ degrading combinations
 
 @rule("vllm-kv-overcommit", checked_by="runtime-only", fails_at="under load: the KV pool counted at start-up is not there (OOM or preemption)",
-      family="spec", severity="warning", engines=["vllm"],
+      family="spec", severity="warning", engines=[ENGINE_VLLM],
       when={"kv_subtracts_cudagraph": [False]}, field="spec.memory.fraction",
       title="The KV pool is over-committed (CUDA graphs not subtracted)",
       why="This build sizes the KV pool without subtracting CUDA-graph memory, so the pool exceeds the engine's own "
@@ -1173,14 +1174,14 @@ def check_vllm_kv_overcommit(r, c):
         return
     need = r.figures.runtime_headroom_gib or 0.0
     if p.headroom_gib < need:
-        pin = int(p.kv_cache_budget_gib * (1 << 30))
+        pin = int(p.kv_cache_budget_gib * (GIB))
         yield None, (f"KV pool {p.kv_cache_allocated_gib:.2f} GiB exceeds the engine's budget {p.kv_cache_budget_gib:.2f} GiB "
                      f"by {p.overcommit_gib:.2f} GiB (CUDA graphs); {p.headroom_gib:.2f} GiB left per GPU, "
                      f"{need:.2f} GiB needed at run time. Pin kvCacheBytes: {pin} or use fraction 0.92")
 
 
 @rule("vllm-max-len-caps-concurrency", checked_by="runtime-only", fails_at="under load: concurrency capped by max_model_len (does not fail)",
-      family="spec", severity="warning", engines=["vllm"],
+      family="spec", severity="warning", engines=[ENGINE_VLLM],
       field="spec.scheduling.maxModelLen", title="max_model_len caps concurrency far below max_num_seqs",
       why="scheduler_reserve_full_isl=True (default) reserves a full max_model_len of KV at admission, so at most "
           "pool/max_model_len requests run.",
@@ -1194,7 +1195,7 @@ def check_vllm_max_len_caps_concurrency(r, c):
                      f"concurrent requests, far below max_num_seqs {seqs}")
 
 
-@rule("vllm-long-prefill-disabled", checked_by="oracle", family="spec", severity="warning", engines=["vllm"],
+@rule("vllm-long-prefill-disabled", checked_by="oracle", family="spec", severity="warning", engines=[ENGINE_VLLM],
       field="spec.scheduling.longPrefillTokenThreshold", title="One long prefill can take the whole step budget",
       why="long_prefill_token_threshold=0 (default) lets a single long prompt fill max_num_batched_tokens, so running "
           "requests get no decode step (flat, high TTFT).",
@@ -1208,7 +1209,7 @@ def check_vllm_long_prefill_disabled(r, c):
 
 
 @rule("vllm-flashinfer-autotune-off", checked_by="runtime-only", fails_at="run time: slower kernels (does not fail)",
-      family="spec", severity="warning", engines=["vllm"],
+      family="spec", severity="warning", engines=[ENGINE_VLLM],
       field="spec.vllm.flashinferAutotune", title="FlashInfer autotune disabled",
       why="MoE GEMM runs heuristic tactics only.",
       fix="Remove spec.vllm.flashinferAutotune: false.",
@@ -1226,8 +1227,8 @@ def check_vllm_flashinfer_autotune_off(r, c):
           "(vLLM) or --quantization-param-path (SGLang), or use a bf16 KV cache.",
       source="vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; sglang "
              "model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; docs/sources.md#fp8-kv-scales",
-      sources={"vllm": "vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; docs/sources.md#fp8-kv-scales",
-               "sglang": "sglang model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; "
+      sources={ENGINE_VLLM: "vllm model_executor/layers/quantization/kv_cache.py:113-207@0.33.0; docs/sources.md#fp8-kv-scales",
+               ENGINE_SGLANG: "sglang model_executor/model_runner_components/load_model_utils.py:139-140@0.5.23; "
                          "docs/sources.md#fp8-kv-scales"},
       log=logrules.fp8_kv_no_scales)
 def check_fp8_kv_no_scales(r, c):
@@ -1243,8 +1244,8 @@ def check_fp8_kv_no_scales(r, c):
       fix="Provide a fast tokenizer, and count tokenization in TTFT measurements.",
       source="vllm tokenizers/registry.py:288@0.33.0; sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; "
              "docs/sources.md#slow-tokenizer",
-      sources={"vllm": "vllm tokenizers/registry.py:288@0.33.0; docs/sources.md#slow-tokenizer",
-               "sglang": "sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; docs/sources.md#slow-tokenizer"},
+      sources={ENGINE_VLLM: "vllm tokenizers/registry.py:288@0.33.0; docs/sources.md#slow-tokenizer",
+               ENGINE_SGLANG: "sglang srt/utils/hf_transformers/tokenizer.py:434@0.5.23; docs/sources.md#slow-tokenizer"},
       log=logrules.slow_tokenizer)
 def check_slow_tokenizer(r, c):
     if r.spec.model.name == "kimi-k3":
@@ -1252,7 +1253,7 @@ def check_slow_tokenizer(r, c):
 
 
 @rule("vllm-compile-mode-none", checked_by="runtime-only", fails_at="start-up: Inductor fusions off (does not fail)",
-      family="spec", severity="info", engines=["vllm"], field="spec.env",
+      family="spec", severity="info", engines=[ENGINE_VLLM], field="spec.env",
       title="Breakable CUDA graphs force compile mode NONE for Kimi-K3",
       why="VLLM_USE_BREAKABLE_CUDAGRAPH is auto-on for KimiK3ForConditionalGeneration, which forces compile mode NONE: "
           "the Inductor fusions the log reports as enabled may not apply.",
@@ -1268,7 +1269,7 @@ def check_vllm_compile_mode_none(r, c):
 
 
 @rule("vllm-hybrid-block-1536", checked_by="runtime-only", fails_at="run time: prefix-cache hits in 1536-token units (does not fail)",
-      family="spec", severity="info", engines=["vllm"], field="spec.scheduling.prefixCaching",
+      family="spec", severity="info", engines=[ENGINE_VLLM], field="spec.scheduling.prefixCaching",
       title="Hybrid page alignment raises the attention block to 1536 tokens",
       why="Attention pages must be at least as large as Mamba pages: 32 -> 1536 tokens with ~0.70 % padding; prefix "
           "caching becomes coarser.",

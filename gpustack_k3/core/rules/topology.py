@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.topology import Topology, TopoRole
 
-VLLM = ("vllm",)
-BOTH = ("vllm", "sglang")
+VLLM = (ENGINE_VLLM,)
+BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 TOPO = {"topology": (True,)}
 NO_CEL = ("reads each role's effective values (role sections merged over the shared spec, engine defaults filled "
           "in) or compares roles; the CRD's per-object CEL cannot compute the merge")
@@ -48,7 +49,7 @@ def check_topology_version_unverified(t: Topology):
                                       "version (catalog trait topology)")
 
 
-@rule("sglang-topology-unsupported", checked_by="product", family="topology", severity="error", engines=("sglang",), field="spec.roles",
+@rule("sglang-topology-unsupported", checked_by="product", family="topology", severity="error", engines=(ENGINE_SGLANG,), field="spec.roles",
       title="vLLM-only topology fields on SGLang roles",
       why="SGLang forms a multi-node instance with --nnodes/--node-rank/--dist-init-addr, whose node 0 alone serves "
           "HTTP, and disaggregates with --disaggregation-mode and its bootstrap server; it has no hybrid or external "

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.topology import Topology, TopoRole
 
-SGL = ("sglang",)
+SGL = (ENGINE_SGLANG,)
 NO_CEL = ("compares the two roles of a P/D pair or reads a role's effective values (role sections merged over the "
           "shared spec); the CRD's per-object CEL cannot compute either")
 PD_KINDS = ("prefill", "decode")
