@@ -84,11 +84,19 @@ def instance_services(topo: TopologyLaunch, role: RoleLaunch, ns: str, labels: d
 
 
 def router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decode_policy: str) -> list[str]:
-    args = ["--vllm-pd-disaggregation"]
+    return _pd_router_args("--vllm-pd-disaggregation", topo, ns, prefill_policy, decode_policy)
+
+
+def _pd_router_args(mode: str, topo: TopologyLaunch, ns: str, prefill_policy: str, decode_policy: str,
+                    extra_of=lambda r, kind: []) -> list[str]:
+    """A P/D router's command line: its mode flag, ``--prefill URL [extra]`` per prefill instance and ``--decode
+    URL [extra]`` per decode instance (their Services), the two policies, and where it listens."""
+    args = [mode]
     for kind in ("prefill", "decode"):
         for r in (r for r in topo.roles if r.kind == kind):
             for g in range(r.instances):
-                args += [f"--{kind}", f"http://{instance_service_name(topo, r, g)}.{ns}.svc:{r.leader.port}"]
+                url = f"http://{instance_service_name(topo, r, g)}.{ns}.svc:{r.leader.port}"
+                args += [f"--{kind}", url, *extra_of(r, kind)]
     return [*args, "--prefill-policy", prefill_policy, "--decode-policy", decode_policy,
             "--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
 
@@ -183,15 +191,11 @@ def sglang_router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decod
         if policy not in allowed:
             raise RenderError(f"spec.routing.{field}", f"the SGLang router {pin.version} has no policy {policy!r}",
                               f"one of: {', '.join(allowed)}")
-    args = ["--pd-disaggregation"]
-    for kind in ("prefill", "decode"):
-        for r in (r for r in topo.roles if r.kind == kind):
-            port = bootstrap_port(r) if kind == "prefill" else None
-            for g in range(r.instances):
-                url = f"http://{instance_service_name(topo, r, g)}.{ns}.svc:{r.leader.port}"
-                args += [f"--{kind}", url, *([str(port)] if port is not None else [])]
-    return [*args, "--prefill-policy", prefill_policy, "--decode-policy", decode_policy,
-            "--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
+    def bootstrap(r, kind: str) -> list[str]:   # a prefill instance's bootstrap port follows its URL
+        port = bootstrap_port(r) if kind == "prefill" else None
+        return [str(port)] if port is not None else []
+
+    return _pd_router_args("--pd-disaggregation", topo, ns, prefill_policy, decode_policy, bootstrap)
 
 
 def sglang_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,

@@ -30,7 +30,7 @@ PERMANENT = {
     ("gpustack_k3/render/gpustack.py", "engine flag"):
         (3, "GPUSTACK_OWNED_FLAGS: the flags GPUStack's run command owns (routes/models.py validate_model_in@2.3.0)"),
     ("gpustack_k3/render/router.py", "engine flag"):
-        (4, "--host / --port of the routers' own command lines (vLLM router, sglang-router), not an engine's"),
+        (2, "--host / --port of the P/D routers' own command line (vLLM router, sglang-router), not an engine's"),
     ("gpustack_k3/core/rules/sglang.py", "engine flag"):
         (2, "SGLang's own --attention-backend, which no SGLang spec field carries (read from extraArgs); the same "
             "spelling is vLLM's vllm.attentionBackend flag"),

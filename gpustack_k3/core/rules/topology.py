@@ -377,6 +377,20 @@ def check_topology_max_num_seqs_per_rank(t: Topology):
 
 # ------------------------------------------------------------------ prefill/decode
 
+def document_pd_roles(t: Topology, what: str = ""):
+    """A document's P/D role set: prefill and decode together with spec.disaggregation, no serve role beside them
+    (both engines' pd-roles rules). ``what`` names what spec.disaggregation carries on this engine."""
+    kinds = {r.kind for r in t.roles}
+    pd = kinds & set(PD_KINDS)
+    if t.disaggregation is not None and pd != set(PD_KINDS):
+        missing = " and ".join(k for k in PD_KINDS if k not in kinds)
+        yield "spec.roles", f"spec.disaggregation is set but there is no {missing} role"
+    if pd and t.disaggregation is None:
+        yield "spec.disaggregation", f"{'/'.join(sorted(pd))} role(s) without spec.disaggregation{what}"
+    if pd and "serve" in kinds:
+        yield "spec.roles", "a serve role beside prefill/decode roles"
+
+
 @rule("pd-roles", checked_by="runtime-only", fails_at="first request: no KV is handed over, requests are computed twice or never decoded",
       family="topology", severity="error", engines=VLLM, field="spec.disaggregation",
       title="P/D needs a prefill role, a decode role and the KV connector, and no serve role beside them",
@@ -387,16 +401,8 @@ def check_topology_max_num_seqs_per_rank(t: Topology):
           "--kv-transfer-config on both command lines), and move serve roles to their own deployment.",
       source="vllm config/kv_transfer.py:55-92@0.33.0; docs/design/002-topologies.md", no_cel=NO_CEL)
 def check_pd_roles(t: Topology):
-    kinds = {r.kind for r in t.roles}
-    pd = kinds & set(PD_KINDS)
     if t.source == "document":
-        if t.disaggregation is not None and pd != set(PD_KINDS):
-            missing = " and ".join(k for k in PD_KINDS if k not in kinds)
-            yield "spec.roles", f"spec.disaggregation is set but there is no {missing} role"
-        if pd and t.disaggregation is None:
-            yield "spec.disaggregation", f"{'/'.join(sorted(pd))} role(s) without spec.disaggregation (the KV connector)"
-        if pd and "serve" in kinds:
-            yield "spec.roles", "a serve role beside prefill/decode roles"
+        yield from document_pd_roles(t, " (the KV connector)")
     for r in t.roles:
         if r.kind in PD_KINDS and t.source == "argv" and not r.kv_transfer:
             yield r.field(""), f"{r.name}: no --kv-transfer-config on the command line"

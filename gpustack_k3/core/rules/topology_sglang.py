@@ -21,12 +21,12 @@ from collections.abc import Iterator
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.registry import rule
+from gpustack_k3.core.rules.topology import PD_KINDS, document_pd_roles
 from gpustack_k3.core.topology import Topology, TopoRole
 
 SGL = (ENGINE_SGLANG,)
 NO_CEL = ("compares the two roles of a P/D pair or reads a role's effective values (role sections merged over the "
           "shared spec); the CRD's per-object CEL cannot compute either")
-PD_KINDS = ("prefill", "decode")
 
 
 # ------------------------------------------------------------------ a role's SGLang layout
@@ -147,16 +147,8 @@ def check_sglang_topology_version_unverified(t: Topology):
       source="sglang srt/arg_groups/fields/disagg.py:55-58@0.5.23 (disaggregation_mode); "
              "sglang srt/arg_groups/pd_disaggregation_hook.py:23-196@0.5.23", no_cel=NO_CEL)
 def check_sglang_pd_roles(t: Topology):
-    kinds = {r.kind for r in t.roles}
-    pd = kinds & set(PD_KINDS)
     if t.source == "document":
-        if t.disaggregation is not None and pd != set(PD_KINDS):
-            missing = " and ".join(k for k in PD_KINDS if k not in kinds)
-            yield "spec.roles", f"spec.disaggregation is set but there is no {missing} role"
-        if pd and t.disaggregation is None:
-            yield "spec.disaggregation", f"{'/'.join(sorted(pd))} role(s) without spec.disaggregation"
-        if pd and "serve" in kinds:
-            yield "spec.roles", "a serve role beside prefill/decode roles"
+        yield from document_pd_roles(t)
         return
     if len(t.roles) < 2:
         return   # check-args: one line plays the role its --disaggregation-mode says
