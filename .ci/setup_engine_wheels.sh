@@ -26,17 +26,20 @@ mapfile -t WANT < <("$PY" "$HERE/tools/engine_parsers/dump.py" --wheels)
 # the pinned SGLang router (catalog/data/routing.yaml sglang_router): its own parser reads our rendered router
 # arguments (tests/render/test_sglang_router_wheel.py)
 WANT+=("sglang-router==$(PYTHONPATH="$HERE" "$PY" -c 'from gpustack_k3.render.router import sglang_router_pin; print(sglang_router_pin().version)')")
-for spec in "${WANT[@]}"; do
+# fetch NAME==VERSION [WHY]: the wheel into $DEST unless it is there
+fetch() {
+  local spec="$1" name version
   name="${spec%%==*}"; name="${name//-/_}"; version="${spec##*==}"
   if compgen -G "$DEST/$name-$version-*.whl" >/dev/null; then
     say "$spec already in $DEST"
-    continue
+    return
   fi
-  say "downloading $spec"
+  say "downloading $spec${2:+ ($2)}"
   "$PY" -m pip download --quiet --disable-pip-version-check --no-deps "$spec" -d "$DEST" >&2 \
     || die "pip download $spec failed"
   compgen -G "$DEST/$name-$version-*.whl" >/dev/null || die "$spec: no wheel after download"
-done
+}
+for spec in "${WANT[@]}"; do fetch "$spec"; done
 # The FlashInfer wheel each SGLang wheel pins (its METADATA Requires-Dist flashinfer_python==X): the engine oracle
 # reads the signature SGLang's Kimi-K3 DCP probe inspects from its source (tools/engine_oracle/doubles.py
 # PROBED_SIGNATURES; nothing of it is installed or imported). ~65 MB each.
@@ -52,20 +55,11 @@ for spec in sys.argv[2:]:
         with zipfile.ZipFile(whl) as z:
             meta = z.read(f"sglang-{version}.dist-info/METADATA").decode()
         pins |= set(re.findall(r"^Requires-Dist: flashinfer[_-]python(?:\[[^\]]*\])?==([^\s;,]+)", meta, re.M))
-print("\n".join(f"flashinfer_python=={v}" for v in sorted(pins)))
+print("\n".join(f"flashinfer-python=={v}" for v in sorted(pins)))
 PY
 )
 for spec in "${PINS[@]}"; do
-  [[ -n "$spec" ]] || continue
-  version="${spec##*==}"
-  if compgen -G "$DEST/flashinfer_python-$version-*.whl" >/dev/null; then
-    say "$spec already in $DEST"
-    continue
-  fi
-  say "downloading $spec (the FlashInfer an SGLang wheel pins: its source answers the oracle's signature probe)"
-  "$PY" -m pip download --quiet --disable-pip-version-check --no-deps "flashinfer-python==$version" -d "$DEST" >&2 \
-    || die "pip download flashinfer-python==$version failed"
-  compgen -G "$DEST/flashinfer_python-$version-*.whl" >/dev/null || die "$spec: no wheel after download"
+  [[ -n "$spec" ]] && fetch "$spec" "the FlashInfer an SGLang wheel pins: its source answers the oracle's signature probe"
 done
 say "tools venv: $("$PY" "$HERE/tools/engine_parsers/dump.py" --prepare 2>/dev/null | tail -1)"
 echo "$DEST"
