@@ -103,6 +103,8 @@ SGLANG_CASES: dict[str, tuple[Callable, Callable]] = {
                               doc_case(SGK, _set("disaggregation.bootstrapPort", 9000))),
     "sglang-attn-dp-divides-tp": (doc_case(SGD, _set("sglang.attnDpSize", 3, "decode")), doc_case(SGD)),
     "sglang-attn-dp-with-replicas": (doc_case(SGD, _set("parallel.dp", 2, "prefill")), doc_case(SGD)),
+    "sglang-replayssm-spec-on-pd-prefill": (doc_case(SGK, _set("sglang.linearReplayssmSpec", True, "prefill")),
+                                            doc_case(SGK)),
     "sglang-dspark-attn-dp": (doc_case(SGD, _set("sglang.moeA2aBackend", "deepep", "decode")),
                               doc_case(SGD, _set("sglang.moeA2aBackend", "megamoe", "decode"))),
     "sglang-dspark-pp-prefill": (doc_case(SGK, _set("parallel.pp", 2, "decode")),

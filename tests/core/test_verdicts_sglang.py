@@ -37,9 +37,6 @@ SGLANG_CASES = {
     "sglang-parallel-fits-node": (("sglang-no-dcp", {"parallel": {"dp": 2}}),
                                   ("sglang-no-dcp", {"parallel": {"dp": 2}, "extraArgs": ["--enable-dp-attention"]})),
     "sglang-dcp-divides-tp": (("sglang-seed", {"parallel": {"dcp": 3}}), ("sglang-seed", {"parallel": {"dcp": 4}})),
-    "sglang-replayssm-spec-on-pd-prefill": (
-        ("sglang-seed", {"sglang": {"linearReplayssmSpec": True}, "extraArgs": ["--disaggregation-mode", "prefill"]}),
-        ("sglang-seed", {"sglang": {"linearReplayssmSpec": True}, "extraArgs": ["--disaggregation-mode", "decode"]})),
     "sglang-kimi-k3-mla-kv-cache-dtype": (("sglang-no-dcp", {"memory": {"kvCacheDtype": "fp8_e5m2"}}),
                                           ("sglang-no-dcp", {"memory": {"kvCacheDtype": "bf16"}})),
     "sglang-dspark-num-draft-tokens": (

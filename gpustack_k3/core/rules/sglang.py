@@ -233,20 +233,6 @@ def check_sglang_dcp_divides_tp(r, c):
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
 
-@rule("sglang-replayssm-spec-on-pd-prefill", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
-      field="spec.sglang.linearReplayssmSpec", title="ReplaySSM spec verify is refused on a P/D prefill server",
-      why="SGLang raises '--enable-linear-replayssm-spec is not supported on a PD prefill server': the ring is "
-          "spec-verify-only scratch and a prefill server never runs speculative verify.",
-      fix="Drop spec.sglang.linearReplayssmSpec on the prefill role (keep it on the decode role).",
-      source="sglang arg_groups/attention_hook.py:493-498@0.5.23",
-      sources={"sglang 0.5.22": "sglang arg_groups/attention_hook.py:492-497@0.5.22",
-               "sglang 0.5.23": "sglang arg_groups/attention_hook.py:493-498@0.5.23"},
-      no_cel="--disaggregation-mode is read from spec.extraArgs (argv tokenising)")
-def check_sglang_replayssm_spec_on_pd_prefill(r, c):
-    if r.spec.sglang.linearReplayssmSpec and _arg_value(r, "--disaggregation-mode") == "prefill":
-        yield None, "--enable-linear-replayssm-spec with --disaggregation-mode prefill"
-
-
 @rule("sglang-mem-fraction-above-one", checked_by="runtime-only",
       fails_at="KV-pool sizing after the weights load: the headroom pre_model_load_memory x (1 - mem_fraction_static) "
                "turns negative and the pool is sized beyond the free memory "

@@ -365,6 +365,21 @@ def check_sglang_bootstrap_port(t: Topology):
                 f"{r.name}: bootstrap port {r.bootstrap_port} inside the dist-init port range {base}..{base + 16}")
 
 
+@rule("sglang-replayssm-spec-on-pd-prefill", checked_by="oracle", family="topology", severity="error", engines=SGL,
+      field="spec.roles[].sglang.linearReplayssmSpec", title="ReplaySSM spec verify is refused on a P/D prefill server",
+      why="SGLang raises '--enable-linear-replayssm-spec is not supported on a PD prefill server': the ring is "
+          "spec-verify-only scratch and a prefill server never runs speculative verify.",
+      fix="Set sglang.linearReplayssmSpec on the decode role only (not in the shared spec.sglang); check-args/check-pd: "
+          "drop --enable-linear-replayssm-spec from the --disaggregation-mode prefill line.",
+      source="sglang arg_groups/attention_hook.py:493-498@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/attention_hook.py:492-497@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/attention_hook.py:493-498@0.5.23"}, no_cel=NO_CEL)
+def check_sglang_replayssm_spec_on_pd_prefill(t: Topology):
+    for r in t.roles:
+        if r.kind == "prefill" and r.doc_spec.sglang.linearReplayssmSpec:
+            yield r.field("sglang.linearReplayssmSpec"), f"{r.name}: --enable-linear-replayssm-spec on a prefill server"
+
+
 # ------------------------------------------------------------------ DP attention, EP, PP, multi-node
 
 @rule("sglang-attn-dp-divides-tp", checked_by="oracle", family="topology", severity="error", engines=SGL,
