@@ -64,7 +64,42 @@ SGLANG_CASES = {
 
 # spec rules whose cases are the direct tests below (no preset document reaches them: the schema bounds
 # spec.memory.fraction to 1; the algorithm list is a catalog trait the test sets)
-SGLANG_DIRECT = {"sglang-speculative-algorithm-known", "sglang-mem-fraction-above-one"}
+SGLANG_DIRECT = {"sglang-speculative-algorithm-known", "sglang-mem-fraction-above-one", "sglang-dsv4-speculative-algorithm",
+                 "sglang-dsv4-kv-cache-dtype"}
+
+
+DSV4 = "--model-path /models/DeepSeek-V4.1-Flash --trust-remote-code --tp-size 8".split()
+
+
+def check_dsv4(*argv: str, version: str = "0.5.23") -> set[str]:
+    res = CliRunner().invoke(cli, ["check-args", "--engine", "sglang", "--engine-version", version, "--model",
+                                   "deepseek-v4.1-flash", "-o", "json", "--", *DSV4, *argv], catch_exceptions=False)
+    assert res.exit_code in (0, 1), res.output
+    return {f["rule"] for f in json.loads(res.output)["findings"] if f["severity"] == "error"}
+
+
+def test_deepseek_v4_speculative_algorithms_and_kv_dtypes():
+    """deepseek_v4_hook.py:148-158 and overrides.py:891-913@0.5.23 (102-112, 868-889@0.5.22): the release refuses
+    NEXTN/EAGLE3/NGRAM, EAGLE without top-k 1, and KV dtypes other than fp8_e4m3/bfloat16 on DeepseekV4ForCausalLM
+    (the seed-0 differential's lines); DSPARK, EAGLE with top-k 1 and fp8_e4m3 pass."""
+    draft = ["--speculative-draft-model-path", "/models/DeepSeek-V4.1-Flash-DSpark"]
+    for version in ("0.5.22", "0.5.23"):
+        for algo in ("NEXTN", "EAGLE3", "NGRAM"):
+            assert "sglang-dsv4-speculative-algorithm" in check_dsv4("--speculative-algorithm", algo, *draft,
+                                                                     version=version)
+        assert "sglang-dsv4-speculative-algorithm" in check_dsv4("--speculative-algorithm", "EAGLE", *draft,
+                                                                 version=version)
+        assert "sglang-dsv4-speculative-algorithm" not in check_dsv4(
+            "--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1", *draft, version=version)
+        assert "sglang-dsv4-speculative-algorithm" not in check_dsv4("--speculative-algorithm", "DSPARK", *draft,
+                                                                     version=version)
+        for dtype in ("bf16", "fp8_e5m2"):
+            assert "sglang-dsv4-kv-cache-dtype" in check_dsv4("--kv-cache-dtype", dtype, version=version)
+        for dtype in ("fp8_e4m3", "bfloat16", "auto"):
+            assert "sglang-dsv4-kv-cache-dtype" not in check_dsv4("--kv-cache-dtype", dtype, version=version)
+    # another model with the same flags: not this rule's business
+    _, found = check_args("--kv-cache-dtype", "bf16")
+    assert "sglang-dsv4-kv-cache-dtype" not in found
 
 
 def rules_of(preset: str, patch: dict) -> list[str]:

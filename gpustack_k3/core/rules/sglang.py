@@ -341,6 +341,51 @@ def speculative_algorithm(r) -> str | None:
     return str(algo).upper() if algo is not None else None
 
 
+# DeepSeek-V4.1 is served by SGLang's DeepseekV4ForCausalLM (its config.json architecture); the catalog key names it
+# when no config.json is given
+DSV4_ARCHITECTURE = "DeepseekV4ForCausalLM"
+DSV4_CATALOG_MODELS = ("deepseek-v4.1-flash",)
+
+
+def _deepseek_v4(r) -> bool:
+    arch = getattr(r.arch, "architecture", None)
+    return arch == DSV4_ARCHITECTURE if arch else r.spec.model.name in DSV4_CATALOG_MODELS
+
+
+@rule("sglang-dsv4-speculative-algorithm", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.speculative.method", title="DeepSeek-V4 speculates with EAGLE (top-k 1) or DSPARK only",
+      why="SGLang's DeepSeek-V4 hook asserts the speculative algorithm is EAGLE or DSPARK (NEXTN, EAGLE3, NGRAM, ... are "
+          "refused at start-up), and EAGLE only with --speculative-eagle-topk 1 (unset is refused too).",
+      fix="Use spec.speculative.method dspark (or EAGLE with --speculative-eagle-topk 1 in spec.extraArgs), or none.",
+      source="sglang arg_groups/deepseek_v4_hook.py:148-158@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/deepseek_v4_hook.py:102-112@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/deepseek_v4_hook.py:148-158@0.5.23"},
+      no_cel="reads the model's architecture (config.json) and --speculative-eagle-topk from spec.extraArgs")
+def check_sglang_dsv4_speculative_algorithm(r, c):
+    algo = speculative_algorithm(r)
+    if algo is None or algo == "NONE" or not _deepseek_v4(r):
+        return
+    if algo not in ("EAGLE", "DSPARK"):
+        yield None, f"--speculative-algorithm {algo} on DeepSeek-V4: SGLang allows EAGLE and DSPARK only"
+    elif algo == "EAGLE" and _arg_int(r, "--speculative-eagle-topk") != 1:
+        yield None, "EAGLE on DeepSeek-V4 needs --speculative-eagle-topk 1 (unset or another top-k is refused)"
+
+
+@rule("sglang-dsv4-kv-cache-dtype", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.memory.kvCacheDtype", title="DeepSeek-V4 keeps its KV cache in fp8_e4m3 or bfloat16",
+      why="SGLang's DeepSeek-V4 KV-cache pass turns auto into fp8_e4m3 and asserts the result is fp8_e4m3 or bfloat16 "
+          "(the 'bf16' spelling and fp8_e5m2 are refused at start-up).",
+      fix="Set spec.memory.kvCacheDtype to fp8_e4m3 (or bfloat16), or leave it unset.",
+      source="sglang arg_groups/overrides.py:891-913@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/overrides.py:868-889@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/overrides.py:891-913@0.5.23"},
+      no_cel="reads the model's architecture (config.json)")
+def check_sglang_dsv4_kv_cache_dtype(r, c):
+    dtype = r.spec.memory.kvCacheDtype
+    if dtype not in (None, "auto", "fp8_e4m3", "bfloat16") and _deepseek_v4(r):
+        yield None, f"--kv-cache-dtype {dtype} on DeepSeek-V4: SGLang accepts fp8_e4m3 or bfloat16"
+
+
 @rule("sglang-eagle-draft-tokens-need-steps", checked_by="oracle", family="spec", severity="error",
       engines=[ENGINE_SGLANG], field="spec.speculative.numTokens",
       title="SGLang EAGLE/NEXTN: draft tokens or top-k need --speculative-num-steps",
