@@ -97,6 +97,13 @@ def test_deepseek_v4_speculative_algorithms_and_kv_dtypes():
             assert "sglang-dsv4-kv-cache-dtype" in check_dsv4("--kv-cache-dtype", dtype, version=version)
         for dtype in ("fp8_e4m3", "bfloat16", "auto"):
             assert "sglang-dsv4-kv-cache-dtype" not in check_dsv4("--kv-cache-dtype", dtype, version=version)
+    # the architecture from the model's config.json: V4.1's name is SGLang's V4 class (configs/deepseek_v41.py:38-39)
+    from tools.engine_oracle.product import model_config
+
+    cfg = model_config("deepseek-v4.1-flash")
+    res = CliRunner().invoke(cli, ["check-args", "--engine", "sglang", "--model", "deepseek-v4.1-flash", "--model-config",
+                                   cfg, "-o", "json", "--", *DSV4, "--kv-cache-dtype", "bf16"], catch_exceptions=False)
+    assert "sglang-dsv4-kv-cache-dtype" in {f["rule"] for f in json.loads(res.output)["findings"]}
     # another model with the same flags: not this rule's business
     _, found = check_args("--kv-cache-dtype", "bf16")
     assert "sglang-dsv4-kv-cache-dtype" not in found

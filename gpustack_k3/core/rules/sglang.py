@@ -341,15 +341,16 @@ def speculative_algorithm(r) -> str | None:
     return str(algo).upper() if algo is not None else None
 
 
-# DeepSeek-V4.1 is served by SGLang's DeepseekV4ForCausalLM (its config.json architecture); the catalog key names it
-# when no config.json is given
-DSV4_ARCHITECTURE = "DeepseekV4ForCausalLM"
+# SGLang serves DeepSeek-V4 and V4.1 as DeepseekV4ForCausalLM: a V4.1 config.json's DeepseekV41ForCausalLM is
+# rewritten to it (configs/deepseek_v41.py:38-39@0.5.23 and @0.5.22); the catalog key names the model when no
+# config.json is given
+DSV4_ARCHITECTURES = ("DeepseekV4ForCausalLM", "DeepseekV41ForCausalLM")
 DSV4_CATALOG_MODELS = ("deepseek-v4.1-flash",)
 
 
 def _deepseek_v4(r) -> bool:
     arch = getattr(r.arch, "architecture", None)
-    return arch == DSV4_ARCHITECTURE if arch else r.spec.model.name in DSV4_CATALOG_MODELS
+    return arch in DSV4_ARCHITECTURES if arch else r.spec.model.name in DSV4_CATALOG_MODELS
 
 
 @rule("sglang-dsv4-speculative-algorithm", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
