@@ -429,8 +429,9 @@ def test_lb_modes_are_checked_on_0_28_and_0_29():
 
 def test_config_bounds_per_release():
     """gpu_memory_utilization in (0, 1] and max_num_seqs >= 1 are pydantic bounds from 0.28.0 (config/cache.py:69,
-    config/scheduler.py:63@0.28.0); 0.11.0 declares none (config/cache.py:43, config/scheduler.py:38@0.11.0). The rule
-    decides per release once the spec schema lets 0 through (its bounds are one for all releases)."""
+    config/scheduler.py:63@0.28.0); 0.11.0 declares none (config/cache.py:43, config/scheduler.py:38@0.11.0) but its
+    CacheConfig validator refuses a utilization above 1.0 (config/cache.py:168-171@0.11.0: the seed-0 differential's
+    4 misses once the spec schema let 1.2 through). The rule decides per release (the schema's bound is >= 0 only)."""
     from types import SimpleNamespace as NS
 
     from gpustack_k3.catalog import load_catalog
@@ -438,16 +439,19 @@ def test_config_bounds_per_release():
     from gpustack_k3.core.rules.spec import check_vllm_config_bounds
 
     cat, rule = load_catalog(), RULES["vllm-config-bounds"]
-    assert rule.applies("vllm", cat.version("vllm", "0.28.0").traits)
-    assert rule.applies("vllm", cat.version("vllm", "0.32.0-cpu").traits)
-    assert not rule.applies("vllm", cat.version("vllm", "0.11.0").traits)
+    for key in ("0.11.0", "0.28.0", "0.32.0-cpu", "0.33.0"):
+        assert rule.applies("vllm", cat.version("vllm", key).traits)
 
-    def hits(fraction, seqs):
-        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs)), version=NS(key="0.33.0"))
+    def hits(fraction, seqs, key="0.33.0"):
+        traits = cat.version("vllm", key).traits
+        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs)), version=NS(key=key),
+               trait=lambda name, default=None: traits.get(name, default))
         return [f for f, _m in check_vllm_config_bounds(r, None)]
 
     assert hits(0.0, 0) == ["spec.memory.fraction", "spec.scheduling.maxNumSeqs"]
+    assert hits(1.2, 1) == ["spec.memory.fraction"]
     assert hits(0.9, 1) == [] and hits(None, None) == []
+    assert hits(0.0, 0, "0.11.0") == [] and hits(1.2, 1, "0.11.0") == ["spec.memory.fraction"]
 
 
 def test_a_release_older_than_the_model_refuses_it():

