@@ -30,6 +30,10 @@ class OperatorMetrics:
                                   buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
                                   registry=self.registry)
         self.queue_depth = Gauge(f"{p}_workqueue_depth", "Keys waiting in the work queue", registry=self.registry)
+        self.queue_delayed = Gauge(f"{p}_workqueue_delayed", "Keys waiting for a delayed retry (rate-limited requeue)",
+                                   registry=self.registry)
+        self.queue_idle = Gauge(f"{p}_workqueue_idle", "1 while no key is queued or being reconciled",
+                                registry=self.registry)
         self.writes = Counter(f"{p}_api_writes_total", "Writes sent to the API server", ["verb", "kind"],
                               registry=self.registry)
         self.relists = Counter(f"{p}_informer_relists_total", "Full relists by kind", ["kind"], registry=self.registry)

@@ -244,7 +244,13 @@ class Manager:
     def _enqueue(self, key: Key | None) -> None:
         if key is not None:
             self.queue.add(key)
-            self.metrics.queue_depth.set(len(self.queue))
+            self._queue_metrics()
+
+    def _queue_metrics(self) -> None:
+        """The work queue as client-go's workqueue metrics show it: depth, delayed retries, idle."""
+        self.metrics.queue_depth.set(len(self.queue))
+        self.metrics.queue_delayed.set(self.queue.pending_delayed)
+        self.metrics.queue_idle.set(1 if self.queue.idle else 0)
 
     def _on_cr(self, etype: str, obj: dict) -> None:
         m = obj.get("metadata") or {}
@@ -285,4 +291,4 @@ class Manager:
             finally:
                 self.metrics.duration.observe(time.monotonic() - t0)
                 self.queue.done(key)
-                self.metrics.queue_depth.set(len(self.queue))
+                self._queue_metrics()

@@ -56,6 +56,7 @@ def test_create_makes_owned_workload_and_reports_status(emu, kube, start_operato
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     assert 'gpustack_k3_operator_reconcile_total{result="success"}' in body
     assert "gpustack_k3_operator_workqueue_depth 0.0" in body
+    assert "gpustack_k3_operator_workqueue_delayed 0.0" in body and "gpustack_k3_operator_workqueue_idle 1.0" in body
     assert "# TYPE gpustack_k3_cold_start_phase_seconds histogram" in body  # from gpustack_k3.metrics
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").status == 200
     assert urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read() == b"ok\n"
