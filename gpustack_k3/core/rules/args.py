@@ -43,6 +43,26 @@ def extra_arg(r: Resolved, *names: str) -> tuple[int, str | None] | None:
     return max(found) if found else None
 
 
+def extra_arg_value(r: Resolved, *names: str) -> str | None:
+    """The value of the last of ``names`` in extraArgs (None: absent or a bare flag)."""
+    found = extra_arg(r, *names)
+    return found[1] if found else None
+
+
+def extra_arg_int(r: Resolved, *names: str) -> int | None:
+    """:func:`extra_arg_value` as a whole number (None: absent, bare or not a number)."""
+    try:
+        return int(extra_arg_value(r, *names) or "")
+    except ValueError:
+        return None
+
+
+def extra_arg_switch(r: Resolved, name: str) -> bool:
+    """Whether a switch is on in extraArgs: given bare, or with the value 1/true/yes."""
+    found = extra_arg(r, name)
+    return bool(found) and (found[1] is None or found[1].lower() in ("1", "true", "yes"))
+
+
 def _refusal_hits(refusals: Iterable) -> Iterator[Hit]:
     for ref in refusals:
         msg = f"{ref.flag}: {ref.message}" if ref.flag and ref.flag not in ref.message else ref.message

