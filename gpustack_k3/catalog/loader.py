@@ -296,6 +296,10 @@ class EngineEntry:
                 raise ValueError(f"engine {self.engine}: flag {f.flag} mapped twice ({seen[f.flag]}, {f.field})")
             seen[f.flag] = f.field
 
+    def flag_of(self, field: str) -> str:
+        """The flag the flag table maps to a spec field (``speculative`` -> --speculative-config on vLLM)."""
+        return next(f.flag for f in self.flags if f.field == field)
+
 
 @_dc
 class PresetEntry:

@@ -157,7 +157,7 @@ def _speculative_args(r: Resolved) -> list[str]:
     if s.method == "none":
         return []
     sp = r.engine.speculative
-    flag = next(f.flag for f in r.engine.flags if f.field == "speculative")   # the catalog's flag table
+    flag = r.engine.flag_of("speculative")
     if r.engine.engine == ENGINE_VLLM:
         return [flag, compact_json(speculative_json(r))]
     args = [flag, sp["methods"].get(s.method, s.method)]

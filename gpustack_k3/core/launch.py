@@ -139,8 +139,7 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
     if topo and t.resolved.engine.engine == ENGINE_VLLM:
         common: list[Arg] = []
         if t.pods > 1 and launch.arg("parallel.dpLocal") is None:
-            flag = next(f.flag for f in t.resolved.engine.flags if f.field == "parallel.dpLocal")   # the flag table
-            common.append(Arg("parallel.dpLocal", [flag, str(t.dp_local)]))
+            common.append(Arg("parallel.dpLocal", [t.resolved.engine.flag_of("parallel.dpLocal"), str(t.dp_local)]))
         if t.hybrid_lb:
             common.append(Arg("loadBalancing", [topo["hybrid_lb_flag"]]))
         elif t.external_lb:

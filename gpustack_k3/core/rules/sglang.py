@@ -48,11 +48,6 @@ def check_sglang_kimi_k3_dcp_decode_backend(r, c):
                      f"{r.version.key}, got {b!r}")
 
 
-def _spec_flag(r) -> str:
-    """The flag of the speculative field in this engine's flag table (SGLang: --speculative-algorithm)."""
-    return next(f.flag for f in r.engine.flags if f.field == "speculative")
-
-
 def attn_dp_size(r) -> int:
     """SGLang's attention DP width: --attn-dp-size, or the deprecated spelling --dp-size N --enable-dp-attention
     (arg_groups/fields/parallel.py:192-193@0.5.23 and @0.5.22: resolves to attn_dp_size = N)."""
@@ -267,7 +262,7 @@ def check_sglang_dspark_num_draft_tokens(r, c):
       no_cel="reads --speculative-algorithm from spec.extraArgs (argv tokenising)")
 def check_sglang_speculative_algorithm_known(r, c):
     known = [str(a).upper() for a in r.trait("speculative_algorithms") or []]
-    algo = extra_arg_value(r, _spec_flag(r))
+    algo = extra_arg_value(r, r.engine.flag_of("speculative"))
     if known and r.spec.speculative.method == "none" and algo is not None and algo.upper() not in known:
         yield None, f"--speculative-algorithm {algo}: SGLang {r.version.key} knows {', '.join(known)}"
 
@@ -320,7 +315,7 @@ def speculative_algorithm(r) -> str | None:
     """SGLang's --speculative-algorithm in upper case: the spec method's name, else the one in extraArgs."""
     methods = (r.engine.speculative or {}).get("methods", {})
     algo = methods.get(r.spec.speculative.method) if r.spec.speculative.method != "none" else \
-        extra_arg_value(r, _spec_flag(r))
+        extra_arg_value(r, r.engine.flag_of("speculative"))
     return str(algo).upper() if algo is not None else None
 
 
