@@ -28,6 +28,19 @@ _KEYS = {
     # multi-token-prediction layers the checkpoint carries (DeepSeek/Kimi/GLM/MiMo: num_nextn_predict_layers; the
     # Transformers backend's num_mtp_layers; Qwen3.5's mtp_num_hidden_layers): vLLM's MTP draft is built from them
     "mtp_layers": ("num_nextn_predict_layers", "num_mtp_layers", "mtp_num_hidden_layers"),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner"),
+    "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
+    "shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "first_dense_layers": ("first_k_dense_replace",),
+}
+# non-integer figures read as they are (None when absent): rope scaling as the release reads it is the rules' job
+_RAW_KEYS = {
+    "model_type": ("model_type",),
+    "rope_scaling": ("rope_scaling", "rope_parameters"),
+    "tie_embeddings": ("tie_word_embeddings",),
+    "layer_types": ("layer_types",),
+    "sliding_window": ("sliding_window",),
 }
 _DTYPE_KEYS = ("torch_dtype", "dtype")
 
@@ -35,7 +48,7 @@ _DTYPE_KEYS = ("torch_dtype", "dtype")
 class ModelArch:
     """Architecture figures of one model (plain: docs/architecture.md, Start-up). ``None``: not in the file."""
 
-    __slots__ = ("source", "architecture", "dtype", "quantization", *_KEYS)
+    __slots__ = ("source", "architecture", "dtype", "quantization", *_KEYS, *_RAW_KEYS)
 
     def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None,
                  quantization: str | None = None, **figures: Any) -> None:
@@ -43,7 +56,7 @@ class ModelArch:
         self.architecture = architecture
         self.dtype = dtype
         self.quantization = quantization        # quantization_config.quant_method (mxfp4, fp8, ...)
-        for k in _KEYS:
+        for k in (*_KEYS, *_RAW_KEYS):
             setattr(self, k, figures.get(k))
 
     def __repr__(self) -> str:
@@ -92,6 +105,8 @@ def arch_from_config(cfg: Any, source: str) -> ModelArch:
             for where in (text, cfg):
                 if k in where and figures.get(name) is None:
                     figures[name] = _int(where, k)
+    for name, keys in _RAW_KEYS.items():
+        figures[name] = next((where[k] for k in keys for where in (text, cfg) if where.get(k) is not None), None)
     dtype = next((str(d) for k in _DTYPE_KEYS for d in (text.get(k), cfg.get(k)) if isinstance(d, str)), None)
     if figures.get("kv_heads") is None and figures.get("heads") is not None:
         figures["kv_heads"] = figures["heads"]       # no num_key_value_heads: multi-head attention
