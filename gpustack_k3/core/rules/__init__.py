@@ -3,7 +3,8 @@
 ``validate(doc)`` / ``validate_resolved(r)`` run the spec and args rules; ``render_findings``, ``schema_findings``
 and ``log.diagnose`` run the render, schema and log families. See docs/design/001-rule-registry.md.
 """
-from gpustack_k3.core.rules import args, log, rack, render, schema, sglang, spec, topology, topology_sglang  # noqa: F401 - each module defines its family
+from gpustack_k3.core.rules import args, log, rack, render, schema, sglang, spec  # noqa: F401 - each module defines its family
+from gpustack_k3.core.rules import memory, topology, topology_sglang  # noqa: F401 - memory: the planner's rules (spec family)
 from gpustack_k3.core.rules.registry import RULES, Rule, RuleDefinitionError
 from gpustack_k3.core.rules.render import render_findings
 from gpustack_k3.core.rules.runner import Ctx, in_role, validate, validate_resolved, validate_topology
