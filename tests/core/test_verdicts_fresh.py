@@ -10,6 +10,8 @@ from gpustack_k3.cli.main import cli
 
 KIMI = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code".split()
 SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
+# rules whose fire/quiet cases are the tests of this file (not a preset patch)
+FRESH_DIRECT = {"model-config-disagrees-catalog"}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
          "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
@@ -123,3 +125,39 @@ def test_the_local_config_json_decides_over_the_catalog_length(tmp_path):
                            opts=("--model", "kimi-k3"))
     (f,) = rules(out)["context-above-model"]
     assert "262,144" in f["message"] and "config.json" in f["message"], f
+
+
+def test_without_a_config_json_one_info_finding_names_the_checks_that_could_not_run():
+    """vLLM refuses -tp 2 on a 9-head model (config/model.py:1557-1563@0.33.0); without the model's config.json the
+    check cannot run: one info finding lists the rule ids instead of silence."""
+    code, out = check_args("vllm", "serve", "/models/Some-Model", "-tp", "2")
+    (f,) = rules(out, "info")["model-config-checks-skipped"]
+    for rule_id in ("model-heads-divide-tp", "model-dcp-gqa", "model-ep-needs-moe", "context-above-model"):
+        assert rule_id in f["message"], f
+    code, out = check_args(*KIMI)                   # the catalog model: its length is known, its heads are not
+    (f,) = rules(out, "info")["model-config-checks-skipped"]
+    assert "model-heads-divide-tp" in f["message"] and "context-above-model" not in f["message"], f
+
+
+def test_with_a_config_json_nothing_is_skipped(tmp_path):
+    d = model_dir(tmp_path, {**LLAMA, "num_attention_heads": 9, "num_key_value_heads": 9})
+    code, out = check_args("vllm", "serve", d, "-tp", "2")
+    assert code == 1 and "model-heads-divide-tp" in rules(out), out
+    assert "model-config-checks-skipped" not in rules(out, "info"), out
+
+
+def test_a_disagreement_between_config_json_and_the_catalog_is_a_warning():
+    """The config.json decides; the catalog entry of the same name is named beside it (core/resolve.py
+    Resolved.catalog_disagreements: figure, catalog value, config value)."""
+    from types import SimpleNamespace
+
+    from gpustack_k3.core.rules import RULES
+
+    r = SimpleNamespace(catalog_disagreements=[("max_positions", 1000000, 262144)],
+                        spec=SimpleNamespace(model=SimpleNamespace(name="kimi-k3")),
+                        arch=SimpleNamespace(source="/models/Kimi-K3/config.json"))
+    (hit,) = list(RULES["model-config-disagrees-catalog"].check(r, None))
+    assert "1000000" in hit[1].replace(",", "") and "262144" in hit[1].replace(",", "") and "max_positions" in hit[1]
+    assert RULES["model-config-disagrees-catalog"].severity == "warning"
+    r.catalog_disagreements = []
+    assert not list(RULES["model-config-disagrees-catalog"].check(r, None))

@@ -17,7 +17,7 @@ from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.model_limits import model_max_len
-from gpustack_k3.core.rules.registry import Rule, rule
+from gpustack_k3.core.rules.registry import RULES, Rule, rule
 
 BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
@@ -331,6 +331,44 @@ def check_spec_mtp_needs_mtp_layers(r, c):
         return
     have = "declares 0 MTP layers" if a.mtp_layers == 0 else "declares no MTP layers (num_nextn_predict_layers)"
     yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
+
+
+# the rules that read the model's config.json (r.arch); context-above-model reads it or the catalog's figure
+ARCH_RULES = ("model-heads-divide-tp", "model-dcp-gqa", "model-ep-needs-moe", "spec-mtp-needs-mtp-layers")
+
+
+@rule("model-config-checks-skipped", checked_by="product", family="spec", severity="info", engines=BOTH,
+      field="spec.model.path", title="Checks that need the model's config.json did not run",
+      why="The engine reads the checkpoint's config.json when it builds the config (attention heads against TP, KV "
+          "heads against DCP, routed experts against expert parallelism, MTP layers, the maximum length) and refuses "
+          "what does not fit; without that file (a model path that is not a local directory, no --model-config) "
+          "these checks cannot run here, which is said rather than passed in silence.",
+      fix="Give the model's config.json: --model-config FILE, or a model path that is a local directory holding it.",
+      source="vllm config/model.py:1498-1597,2545-2684@0.33.0 (the checks that read config.json)",
+      sources={ENGINE_SGLANG: "sglang configs/model_config.py:1291-1316@0.5.23 (the length check reads config.json)"})
+def check_model_config_checks_skipped(r, c):
+    if r.arch is not None and r.arch.heads is not None:   # an uncatalogued model without a file has an empty arch
+        return
+    engine, traits = r.engine.engine, r.version.traits
+    skipped = [i for i in ARCH_RULES if RULES[i].applies(engine, traits)]
+    if model_max_len(r) is None:
+        skipped.append("context-above-model")
+    if skipped:
+        yield None, f"no config.json for {r.model_path!r}: not checked: {', '.join(skipped)}"
+
+
+@rule("model-config-disagrees-catalog", checked_by="product", family="spec", severity="warning", engines=BOTH,
+      field="spec.model.name", title="The model's config.json disagrees with the catalog entry of the same name",
+      why="The checkpoint's own config.json decides the architecture and the limits (the engine reads it, not our "
+          "catalog); a catalog entry of the same name with other figures means the directory holds another model or "
+          "another revision, and every figure the catalog would give is in doubt.",
+      fix="Check that the model directory holds the model named (and its revision); the verdicts follow config.json.",
+      source="gpustack_k3/catalog/data/models.yaml; vllm config/model.py:2545-2684@0.33.0 (the engine reads config.json)")
+def check_model_config_disagrees_catalog(r, c):
+    src = getattr(r.arch, "source", "config.json")
+    for figure, catalog_value, config_value in getattr(r, "catalog_disagreements", None) or []:
+        yield None, (f"{figure}: {config_value!r} in {src}, {catalog_value!r} in the catalog's "
+                     f"{r.spec.model.name}: the config.json decides")
 
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
