@@ -51,6 +51,9 @@ CASES = {
                                      ("vllm-fixed", {"scheduling": {"chunkedPrefill": False, "maxModelLen": 32768}})),
     "long-prefill-above-max-len": (("vllm-fixed", {"scheduling": {"longPrefillTokenThreshold": 300000}}), ("vllm-fixed", {})),
     "kv-cache-dtype-invalid": (("sglang-seed", {"memory": {"kvCacheDtype": "fp8"}}), ("sglang-seed", {})),
+    # a preset names a catalog model by no local directory: no config.json; the quiet cases are in
+    # tests/core/test_verdicts_fresh.py (a config.json given)
+    "model-config-checks-skipped": (("vllm-seed", {}), None),
     "context-above-model": (("sglang-seed", {"scheduling": {"maxModelLen": 2000000}}),
                             ("sglang-seed", {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}})),
     "sglang-kimi-k3-dcp-decode-backend": (("sglang-seed", {"sglang": {"decodeAttentionBackend": "trtllm_mla"}}),
@@ -138,10 +141,11 @@ def test_every_spec_rule_has_cases():
     # the model-config rules read a config.json: their cases are tests/core/test_verdicts.py MODEL_CASES
     # the SGLang rules the engine oracle led to: their cases are tests/core/test_verdicts_sglang.py
     from tests.core.test_verdicts import MODEL_CASES
+    from tests.core.test_verdicts_fresh import FRESH_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
-                          - set(SGLANG_CASES) - SGLANG_DIRECT)
+                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

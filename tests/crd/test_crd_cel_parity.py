@@ -138,6 +138,11 @@ CASES = [
     ("unknown engine version", "vllm-fixed", {"engine": {"version": "0.99.0"}}, "unknown-catalog-entry"),
     ("sglang version key of vllm", "sglang-fixed", {"engine": {"version": "0.33.0"}}, "unknown-catalog-entry"),
     ("unknown GPU type", "vllm-fixed", {"hardware": {"gpuType": "a100"}}, "unknown-catalog-entry"),
+    *((f"sglang context override spelled {v!r} is not read as set", "sglang-fixed",
+       {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": v}},
+       "context-above-model") for v in (" 1", "maybe", "0")),
+    ("vllm context override spelled yes is not read as set", "vllm-fixed",
+     {"scheduling": {"maxModelLen": 1048577}, "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "yes"}}, "context-above-model"),
     ("model without sglang figures", "sglang-no-dcp", {"model": {"name": "smollm2-135m"}}, "unknown-catalog-entry"),
 ]
 
@@ -163,6 +168,14 @@ def test_hard_error_refused_by_cel_and_python(crd, label, preset, patch, rule):
 ADMITTED = [
     ("sglang context above model with the override env", "sglang-fixed",
      {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}}),
+    # EnvBool (environ.py:143-150@0.5.23) and vLLM's strip().lower() (envs.py:1115-1118@0.33.0): spellings agree
+    *((f"sglang context override spelled {v!r}", "sglang-fixed",
+       {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": v}})
+      for v in ("true", "YES", "y")),
+    ("sglang context above model in SGLang's CI mode", "sglang-fixed",
+     {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_IS_IN_CI": "True"}}),
+    *((f"vllm context override spelled {v!r}", "vllm-fixed",
+       {"scheduling": {"maxModelLen": 1048577}, "env": {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": v}}) for v in (" TRUE ", "1")),
     ("vllm 0.33 DSpark + DCP with a DCP-capable backend", "vllm-fixed",
      {"engine": {"version": "0.33.0"}, "parallel": {"dcp": 2}}),
     ("vllm 0.29 DSpark + DCP, FLASHINFER_MLA draft, FLASH_ATTN_MLA target", "vllm-fixed",

@@ -12,15 +12,21 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved, get_path
+from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
-from gpustack_k3.core.rules.registry import Rule, rule
+from gpustack_k3.core.rules.model_limits import model_max_len
+from gpustack_k3.core.rules.registry import RULES, Rule, rule
 
 BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
 SGLANG_CONTEXT_OVERRIDE_ENV = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 VLLM_CONTEXT_OVERRIDE_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"   # vLLM then only warns (config/model.py:2677-2683@0.33.0)
+# the variables that turn the refusal into a warning, per engine: SGLang also when it believes it runs in its CI
+# (configs/model_config.py:1302-1304@0.5.23: is_in_ci(), utils.py:424-426@0.5.23, reads SGLANG_IS_IN_CI)
+_CONTEXT_OVERRIDES = {ENGINE_VLLM: (VLLM_CONTEXT_OVERRIDE_ENV,),
+                      ENGINE_SGLANG: (SGLANG_CONTEXT_OVERRIDE_ENV, "SGLANG_IS_IN_CI")}
 
 
 def cel_dcp(b: Builder) -> str:
@@ -227,10 +233,7 @@ def check_attention_backend_unknown(r, c):
       no_cel="reads an environment variable's integer value and a per-release method list; left to validate")
 def check_vllm_v2_runner_spec_method(r, c):
     raw = r.spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
-    try:
-        on = raw is not None and int(raw) != 0   # envs.maybe_convert_bool: bool(int(value))
-    except ValueError:
-        return
+    on = v2_runner_env(r) is True   # envs.maybe_convert_bool: bool(int(value))
     method = r.engine.speculative["methods"].get(r.spec.speculative.method, r.spec.speculative.method)
     if on and r.spec_enabled and method in (r.trait("v2_unsupported_spec_methods") or ()):
         yield None, f"speculative method {method} with VLLM_USE_V2_MODEL_RUNNER={raw} on vLLM {r.version.key}"
@@ -239,11 +242,7 @@ def check_vllm_v2_runner_spec_method(r, c):
 def v2_runner_env(r: Resolved) -> bool | None:
     """VLLM_USE_V2_MODEL_RUNNER as the engine reads it (envs.maybe_convert_bool: bool(int(value))); None when unset
     or unreadable (the engine then decides itself)."""
-    raw = r.spec.env.get("VLLM_USE_V2_MODEL_RUNNER")
-    try:
-        return None if raw is None else int(raw) != 0
-    except ValueError:
-        return None
+    return envs.env_value(r, "VLLM_USE_V2_MODEL_RUNNER")
 
 
 @rule("vllm-v1-runner-spec-method", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -282,10 +281,7 @@ def check_vllm_v1_runner_spec_method(r, c):
       no_cel="reads an environment variable and pass-through flags; left to validate")
 def check_vllm_v1_env_partial_prefill(r, c):
     raw = r.spec.env.get("VLLM_USE_V1")
-    try:
-        forced = raw is not None and int(raw) != 0     # envs.py:901@0.11.0 bool(int(...))
-    except ValueError:
-        return
+    forced = envs.env_on(r, "VLLM_USE_V1")     # envs.py:901@0.11.0 bool(int(...))
     partial = {f: extra_arg_int(r, f) for f in ("--max-num-partial-prefills", "--max-long-partial-prefills")}
     odd = [f"{f} {v}" for f, v in partial.items() if v is not None and v != 1]
     if forced and odd:
@@ -335,6 +331,44 @@ def check_spec_mtp_needs_mtp_layers(r, c):
         return
     have = "declares 0 MTP layers" if a.mtp_layers == 0 else "declares no MTP layers (num_nextn_predict_layers)"
     yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
+
+
+# the rules that read the model's config.json (r.arch); context-above-model reads it or the catalog's figure
+ARCH_RULES = ("model-heads-divide-tp", "model-dcp-gqa", "model-ep-needs-moe", "spec-mtp-needs-mtp-layers")
+
+
+@rule("model-config-checks-skipped", checked_by="product", family="spec", severity="info", engines=BOTH,
+      field="spec.model.path", title="Checks that need the model's config.json did not run",
+      why="The engine reads the checkpoint's config.json when it builds the config (attention heads against TP, KV "
+          "heads against DCP, routed experts against expert parallelism, MTP layers, the maximum length) and refuses "
+          "what does not fit; without that file (a model path that is not a local directory, no --model-config) "
+          "these checks cannot run here, which is said rather than passed in silence.",
+      fix="Give the model's config.json: --model-config FILE, or a model path that is a local directory holding it.",
+      source="vllm config/model.py:1498-1597,2545-2684@0.33.0 (the checks that read config.json)",
+      sources={ENGINE_SGLANG: "sglang configs/model_config.py:1291-1316@0.5.23 (the length check reads config.json)"})
+def check_model_config_checks_skipped(r, c):
+    if r.arch is not None and r.arch.heads is not None:   # an uncatalogued model without a file has an empty arch
+        return
+    engine, traits = r.engine.engine, r.version.traits
+    skipped = [i for i in ARCH_RULES if RULES[i].applies(engine, traits)]
+    if model_max_len(r) is None:
+        skipped.append("context-above-model")
+    if skipped:
+        yield None, f"no config.json for {r.model_path!r}: not checked: {', '.join(skipped)}"
+
+
+@rule("model-config-disagrees-catalog", checked_by="product", family="spec", severity="warning", engines=BOTH,
+      field="spec.model.name", title="The model's config.json disagrees with the catalog entry of the same name",
+      why="The checkpoint's own config.json decides the architecture and the limits (the engine reads it, not our "
+          "catalog); a catalog entry of the same name with other figures means the directory holds another model or "
+          "another revision, and every figure the catalog would give is in doubt.",
+      fix="Check that the model directory holds the model named (and its revision); the verdicts follow config.json.",
+      source="gpustack_k3/catalog/data/models.yaml; vllm config/model.py:2545-2684@0.33.0 (the engine reads config.json)")
+def check_model_config_disagrees_catalog(r, c):
+    src = getattr(r.arch, "source", "config.json")
+    for figure, catalog_value, config_value in getattr(r, "catalog_disagreements", None) or []:
+        yield None, (f"{figure}: {config_value!r} in {src}, {catalog_value!r} in the catalog's "
+                     f"{r.spec.model.name}: the config.json decides")
 
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -880,48 +914,46 @@ def _context_cel(b: Builder) -> str:
     limit = b.compile(b.by_catalog(lambda v, m, g: b.catalog.models[m].max_context))
     out = f"{b.present(p)} && {b.ref(p)} > {limit}"
     env = b.present("env")
-    if b.engine == ENGINE_SGLANG:
-        out += (f" && !({env} && {lit(SGLANG_CONTEXT_OVERRIDE_ENV)} in self.env && "
-                f"self.env[{lit(SGLANG_CONTEXT_OVERRIDE_ENV)}] == '1')")
-    else:   # envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN in ("1", "true") after strip().lower(); CEL: the usual spellings
-        out += (f" && !({env} && {lit(VLLM_CONTEXT_OVERRIDE_ENV)} in self.env && "
-                f"self.env[{lit(VLLM_CONTEXT_OVERRIDE_ENV)}] in ['1', 'true', 'True', 'TRUE'])")
+    # the override variables as each release parses them (core/rules/envs.py; one parser per engine for every
+    # pinned release, as the catalog's env_parsers say): a regular expression matching exactly the values read as on
+    for name in _CONTEXT_OVERRIDES[b.engine]:
+        regex = {envs.parser_of(v, name).on_regex for v in b.catalog.engines[b.engine].versions.values()}
+        (rx,) = regex
+        out += f" && !({env} && {lit(name)} in self.env && self.env[{lit(name)}].matches({lit(rx)}))"
     return out
 
 
 @rule("context-above-model", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.scheduling.maxModelLen",
       title="Context length above what the model supports",
-      why="Both engines refuse a context above the model config's length (SGLang unless "
-          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, vLLM unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: then they "
-          "only warn).",
+      why="Both engines refuse a context above the length they derive from the model's config.json (its "
+          "max_position_embeddings, times the rope scaling factor where the release applies it; the catalog's "
+          "max_context where no config.json is given): SGLang unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is "
+          "read as true (true/1/yes/y in any case), vLLM unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is 1 or true (any case, "
+          "surrounding blanks ignored): then they only warn.",
       fix="Lower spec.scheduling.maxModelLen to the model maximum (or set the engine's override variable, at the "
           "risk the engine warns about).",
-      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2660-2684@0.33.0",
-      sources={ENGINE_VLLM: "vllm config/model.py:2660-2684@0.33.0, envs.py:1115-1118@0.33.0",
-               ENGINE_SGLANG: "sglang configs/model_config.py:1291-1316@0.5.23"},
+      source="sglang configs/model_config.py:1291-1316@0.5.23; vllm config/model.py:2545-2684@0.33.0",
+      sources={ENGINE_VLLM: "vllm config/model.py:2545-2684@0.33.0 (_get_and_verify_max_len), "
+                            "transformers_utils/model_arch_config_convertor.py:374-407@0.33.0, envs.py:1115-1118@0.33.0",
+               ENGINE_SGLANG: "sglang configs/model_config.py:1291-1316@0.5.23, "
+                              "utils/hf_transformers/common.py:668-694@0.5.23, environ.py:143-150,320,385@0.5.23",
+               "sglang 0.5.22": "sglang configs/model_config.py:1182-1207@0.5.22, environ.py:143-150,320,376@0.5.22"},
       cel=_context_cel)
 def check_context_above_model(r, c):
     m = r.spec.scheduling.maxModelLen
-    if m is None or r.model is None or m <= r.model.max_context:
+    limit = model_max_len(r)
+    if m is None or limit is None or m <= limit[0]:
         return
-    if r.engine.engine == ENGINE_SGLANG and r.spec.env.get(SGLANG_CONTEXT_OVERRIDE_ENV) == "1":
-        return
-    if r.engine.engine == ENGINE_VLLM and r.spec.env.get(VLLM_CONTEXT_OVERRIDE_ENV, "0").strip().lower() in ("1", "true"):
-        return
-    yield None, f"context {m:,} > {r.spec.model.name} maximum {r.model.max_context:,}"
+    for name in _CONTEXT_OVERRIDES[r.engine.engine]:
+        if envs.env_on(r, name):
+            return
+    yield None, f"context {m:,} > {r.spec.model.name} maximum {limit[0]:,} ({limit[1]})"
 
 
 # ------------------------------------------------------------------ vLLM Kimi-K3 specialized decode
 
 SPECIALIZED = "latency_specialized"
 SPECIALIZED_SMS = ("SM100", "SM103")
-
-
-def _truthy_int(v: str | None) -> bool:
-    try:
-        return bool(int(v or "0"))
-    except ValueError:
-        return False
 
 
 def _compilation_config(r: Resolved) -> dict[str, Any]:
@@ -979,7 +1011,7 @@ def _specialized_refusals(r: Resolved) -> list[tuple[str | None, str]]:
         out.append((f"spec.extraArgs[{ssm[0]}]", f"KDA cache dtypes other than an FP32 recurrent state ({ssm[1]})"))
     if r.spec_enabled and (s.speculative.numTokens or 0) > 7:
         out.append(("spec.speculative.numTokens", f"more than 7 speculative tokens ({s.speculative.numTokens})"))
-    if r.spec_enabled and _truthy_int(s.env.get("VLLM_KIMI_K3_AUX_ATTN_RES_STREAM")):
+    if r.spec_enabled and envs.env_on(r, "VLLM_KIMI_K3_AUX_ATTN_RES_STREAM"):
         out.append(("spec.env.VLLM_KIMI_K3_AUX_ATTN_RES_STREAM", "the AttnRes aux stream"))
     return out
 

@@ -1,0 +1,163 @@
+"""Verdicts on fresh cases (issue 31): command lines written from the releases' source, not from our corpus. Each
+test names the release's source line it follows."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from gpustack_k3.cli.main import cli
+
+KIMI = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code".split()
+SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
+# rules whose fire/quiet cases are the tests of this file (not a preset patch)
+FRESH_DIRECT = {"model-config-disagrees-catalog"}
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
+         "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+
+
+def run(*args: str) -> tuple[int, dict]:
+    res = CliRunner().invoke(cli, [*args], catch_exceptions=False)
+    assert res.exit_code in (0, 1, 2), res.output
+    return res.exit_code, (json.loads(res.output) if res.output.lstrip().startswith("{") else {"raw": res.output})
+
+
+def check_args(*argv: str, engine: str = "vllm", version: str = "0.33.0", opts: tuple = ()) -> tuple[int, dict]:
+    return run("check-args", "--engine", engine, "--engine-version", version, "-o", "json", *opts, "--", *argv)
+
+
+def rules(out: dict, severity: str = "error") -> dict[str, list[dict]]:
+    found: dict[str, list[dict]] = {}
+    for f in out.get("findings", []):
+        if f["severity"] == severity:
+            found.setdefault(f["rule"], []).append(f)
+    return found
+
+
+def model_dir(tmp_path, cfg: dict, name: str = "Llama-3.1-8B") -> str:
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+# --------------------------------------------------------------------- environment spellings (item 4)
+
+def test_sglang_reads_its_context_override_as_envbool():
+    """environ.py:143-150@0.5.23 (EnvBool: true/1/yes/y, case-insensitive; any other value warns and falls back to
+    the default False), read by configs/model_config.py:1302-1316@0.5.23."""
+    base = [*SG_KIMI, "--context-length", "2000000"]
+    for value in ("1", "true", "yes", "Y", "TRUE"):
+        code, out = check_args(*base, engine="sglang", version="0.5.23",
+                               opts=("--env", f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={value}"))
+        assert "context-above-model" not in rules(out), (value, out)
+    for value in ("0", "no", "maybe", " 1"):
+        code, out = check_args(*base, engine="sglang", version="0.5.23",
+                               opts=("--env", f"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN={value}"))
+        assert code == 1 and "context-above-model" in rules(out), (value, out)
+
+
+def test_env_readers_are_catalog_data_for_every_variable_the_rules_read():
+    """One reader per engine; which parser a variable has is each release's catalog data (envs.py / environ.py)."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules.envs import PARSERS, READ_BY_RULES
+
+    cat = load_catalog()
+    for engine, names in READ_BY_RULES.items():
+        for key, v in cat.engines[engine].versions.items():
+            table = v.traits.get("env_parsers") or {}
+            for name in names:
+                assert name in table, (engine, key, name)
+            assert set(table.values()) <= set(PARSERS), (engine, key)
+
+
+def test_the_env_parsers_read_as_the_releases_do():
+    from gpustack_k3.core.rules.envs import PARSERS
+
+    envbool = PARSERS["sglang_env_bool"].read
+    assert [envbool(v) for v in ("y", "Yes", "1", "n", "FALSE", "x")] == [True, True, True, False, False, None]
+    lower = PARSERS["vllm_strip_lower_1_true"].read
+    assert [lower(v) for v in (" TRUE ", "1", "yes", "0")] == [True, True, False, False]
+    maybe = PARSERS["vllm_int_bool"].read
+    assert [maybe(v) for v in ("1", " 0 ", "2", "true")] == [True, False, True, None]
+
+
+# --------------------------------------------------------------------- the model's own config.json (item 3)
+
+def test_max_model_len_is_checked_against_the_config_json_as_vllm_derives_it(tmp_path):
+    """config/model.py:2545-2684@0.33.0 (_get_and_verify_max_len): max_position_embeddings times the rope factor of
+    a type that is not pre-scaled (linear: x4; yarn: x1), refused above it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN."""
+    cases = [({}, 8192, True), ({}, 4096, False),
+             ({"rope_scaling": {"rope_type": "linear", "factor": 4.0}}, 16384, False),
+             ({"rope_scaling": {"rope_type": "linear", "factor": 4.0}}, 16385, True),
+             ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024}}, 8192, True)]
+    for extra, length, refused in cases:
+        d = model_dir(tmp_path, {**LLAMA, **extra})
+        code, out = check_args("vllm", "serve", d, "-tp", "8", "--max-model-len", str(length))
+        assert ("context-above-model" in rules(out)) is refused, (extra, length, out)
+    code, out = check_args("vllm", "serve", d, "-tp", "8", "--max-model-len", "8192",
+                           opts=("--env", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=True"))
+    assert "context-above-model" not in rules(out), out
+
+
+def test_max_model_len_is_checked_against_the_config_json_as_sglang_derives_it(tmp_path):
+    """utils/hf_transformers/common.py:668-694@0.5.23 (get_context_length): the factor of a linear rope scaling
+    counts, a yarn one (original_max_position_embeddings present) does not."""
+    base = ["--trust-remote-code", "--tp-size", "8"]
+    for extra, length, refused in [({}, 8192, True), ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 8192, False),
+                                   ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                      "original_max_position_embeddings": 1024}}, 8192, True)]:
+        d = model_dir(tmp_path, {**LLAMA, **extra})
+        code, out = check_args("--model-path", d, *base, "--context-length", str(length), engine="sglang", version="0.5.23")
+        assert ("context-above-model" in rules(out)) is refused, (extra, length, out)
+
+
+def test_the_local_config_json_decides_over_the_catalog_length(tmp_path):
+    """A local Kimi-K3 directory whose config.json says 262,144 positions is judged by that, not by the catalog's
+    1,000,000 (config/model.py:2657-2683@0.33.0 reads the checkpoint's config)."""
+    cfg = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+           "text_config": {"num_hidden_layers": 61, "num_attention_heads": 64, "num_key_value_heads": 64,
+                           "hidden_size": 7168, "kv_lora_rank": 512, "n_routed_experts": 384,
+                           "num_experts_per_tok": 8, "max_position_embeddings": 262144}}
+    d = model_dir(tmp_path, cfg, name="Kimi-K3")
+    code, out = check_args("vllm", "serve", d, "-tp", "8", "--trust-remote-code", "--max-model-len", "300000",
+                           opts=("--model", "kimi-k3"))
+    (f,) = rules(out)["context-above-model"]
+    assert "262,144" in f["message"] and "config.json" in f["message"], f
+
+
+def test_without_a_config_json_one_info_finding_names_the_checks_that_could_not_run():
+    """vLLM refuses -tp 2 on a 9-head model (config/model.py:1557-1563@0.33.0); without the model's config.json the
+    check cannot run: one info finding lists the rule ids instead of silence."""
+    code, out = check_args("vllm", "serve", "/models/Some-Model", "-tp", "2")
+    (f,) = rules(out, "info")["model-config-checks-skipped"]
+    for rule_id in ("model-heads-divide-tp", "model-dcp-gqa", "model-ep-needs-moe", "context-above-model"):
+        assert rule_id in f["message"], f
+    code, out = check_args(*KIMI)                   # the catalog model: its length is known, its heads are not
+    (f,) = rules(out, "info")["model-config-checks-skipped"]
+    assert "model-heads-divide-tp" in f["message"] and "context-above-model" not in f["message"], f
+
+
+def test_with_a_config_json_nothing_is_skipped(tmp_path):
+    d = model_dir(tmp_path, {**LLAMA, "num_attention_heads": 9, "num_key_value_heads": 9})
+    code, out = check_args("vllm", "serve", d, "-tp", "2")
+    assert code == 1 and "model-heads-divide-tp" in rules(out), out
+    assert "model-config-checks-skipped" not in rules(out, "info"), out
+
+
+def test_a_disagreement_between_config_json_and_the_catalog_is_a_warning():
+    """The config.json decides; the catalog entry of the same name is named beside it (core/resolve.py
+    Resolved.catalog_disagreements: figure, catalog value, config value)."""
+    from types import SimpleNamespace
+
+    from gpustack_k3.core.rules import RULES
+
+    r = SimpleNamespace(catalog_disagreements=[("max_positions", 1000000, 262144)],
+                        spec=SimpleNamespace(model=SimpleNamespace(name="kimi-k3")),
+                        arch=SimpleNamespace(source="/models/Kimi-K3/config.json"))
+    (hit,) = list(RULES["model-config-disagrees-catalog"].check(r, None))
+    assert "1000000" in hit[1].replace(",", "") and "262144" in hit[1].replace(",", "") and "max_positions" in hit[1]
+    assert RULES["model-config-disagrees-catalog"].severity == "warning"
+    r.catalog_disagreements = []
+    assert not list(RULES["model-config-disagrees-catalog"].check(r, None))
