@@ -16,6 +16,8 @@ Policies (docs/design/003-predict.md#scheduler-model), each assumption named in 
 """
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
@@ -31,6 +33,15 @@ ASSUMPTIONS = {
     "multi-request-chunk": "a prefill forward spanning several requests is priced as one chunk of their tokens at "
                            "their token-weighted mean prefix",
 }
+
+PROGRESS_STEPS = 4096      # simulate() reports progress every this many steps
+
+
+def work(lengths: Sequence[tuple[int, int]], budget: int, tokens_per_step: float) -> int:
+    """Request-steps a run of these requests simulates (each running request is visited once per step it takes
+    part in): its decode steps (output - 1) / tokens per step, plus its prefill chunks of ``budget``. The
+    simulation's time is linear in this figure."""
+    return sum(math.ceil(max(0, o - 1) / tokens_per_step) + math.ceil(i / max(1, budget)) for i, o in lengths)
 
 
 @dataclass
@@ -86,16 +97,16 @@ class _Run:
         self.requests = len(lengths)
         self.t = 0.0
         self.issued = 0
-        self.pending: list[Req] = []          # arrived, not admitted
+        self.pending: deque[Req] = deque()    # arrived, not admitted
         self.running: list[Req] = []
         self.done: list[Req] = []
-        self.arrivals: list[float] = []
+        self.arrivals: deque[float] = deque()
         self.steady: list[float] = []
         if rate is None:
             for _ in range(min(concurrency, self.requests)):
                 self.pending.append(self.issue(0.0))
         else:
-            self.arrivals = [i / rate for i in range(self.requests)]
+            self.arrivals = deque(i / rate for i in range(self.requests))
 
     def issue(self, arrival: float) -> Req:
         r = Req(self.issued, arrival, *self.lengths[self.issued])
@@ -105,7 +116,7 @@ class _Run:
     def arrive(self) -> None:
         """Open loop: requests whose arrival time has come join the queue."""
         while self.arrivals and self.arrivals[0] <= self.t + 1e-12:
-            self.pending.append(self.issue(self.arrivals.pop(0)))
+            self.pending.append(self.issue(self.arrivals.popleft()))
 
     def idle(self) -> bool:
         """Nothing to run: the clock moves to the next arrival (True), else False."""
@@ -117,7 +128,7 @@ class _Run:
     def plan_sglang(self) -> tuple[list[tuple[Req, int]], list[Req]]:
         """SGLang: admit up to max-num-seqs; a prefill batch when a prompt is unfinished, else decode them all."""
         while self.pending and len(self.running) < self.policy.max_num_seqs:
-            self.running.append(self.pending.pop(0))
+            self.running.append(self.pending.popleft())
         chunks: list[tuple[Req, int]] = []
         budget = self.policy.budget
         for r in self.running:
@@ -146,7 +157,7 @@ class _Run:
                 decoders.append(r)
                 budget -= pol.drafts + 1
         while self.pending and len(self.running) < pol.max_num_seqs and budget > 0:
-            r = self.pending.pop(0)
+            r = self.pending.popleft()
             self.running.append(r)
             n = min(r.input_len, cap, budget)
             chunks.append((r, n))
@@ -203,10 +214,13 @@ class _Run:
 
 def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency: int,
              rate: float | None, decode_ms: Callable[[int, int], float],
-             prefill_ms: Callable[[int, int], float], max_steps: int = 2_000_000) -> SimResult:
+             prefill_ms: Callable[[int, int], float], max_steps: int = 2_000_000,
+             on_progress: Callable[[int, int], None] | None = None) -> SimResult:
     """Run the benchmark. ``lengths``: (input, output) tokens of each request, in the order they are issued;
     ``decode_ms(rows_requests, mean_context)``: a decode step of that many requests;
-    ``prefill_ms(tokens, prefix)``: a prefill forward of ``tokens`` new tokens after ``prefix`` cached ones."""
+    ``prefill_ms(tokens, prefix)``: a prefill forward of ``tokens`` new tokens after ``prefix`` cached ones;
+    ``on_progress(done, requests)``: called every ``PROGRESS_STEPS`` steps. The cost is linear in the request-steps
+    (``work``); callers bound it before running."""
     run = _Run(policy, lengths, concurrency, rate)
     plan = run.plan_sglang if policy.engine == ENGINE_SGLANG else run.plan_vllm
     steps = 0
@@ -214,6 +228,8 @@ def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency:
         steps += 1
         if steps > max_steps:
             break
+        if on_progress is not None and steps % PROGRESS_STEPS == 0:
+            on_progress(len(run.done), run.requests)
         run.arrive()
         if run.idle():
             continue
