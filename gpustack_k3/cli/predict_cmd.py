@@ -308,6 +308,8 @@ def _finish_advice(res: dict, output: str, text) -> NoReturn:
     res = {"ok": ok, **res, "findings": res.get("findings", [])}
     if not ok:
         res.update(exit_code=EXIT_REFUSED, message=res["reason"])
+        if output != "text":        # the human message on stderr (text prints it with the result)
+            click.echo(f"refused: {res['reason']}", err=True)
     _finish(res, output, text, EXIT_OK if ok else EXIT_REFUSED)
 
 

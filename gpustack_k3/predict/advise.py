@@ -119,6 +119,12 @@ def refused(doc: DeploymentDocument, counts: dict[str, int], refusals: dict[str,
     return True
 
 
+def slo_miss(f: dict, req: AdviseRequest) -> float:
+    """How far figures are from the SLO: the largest ratio of a figure to its bound (<= 1: met)."""
+    return max(([f["tpot_ms"] / req.slo_tpot_ms] if req.slo_tpot_ms is not None else []) +
+               ([f["ttft_ms"] / req.slo_ttft_ms] if req.slo_ttft_ms is not None else []), default=0.0)
+
+
 def slo_text(req: AdviseRequest) -> str:
     parts = ([f"TPOT <= {req.slo_tpot_ms:g} ms"] if req.slo_tpot_ms is not None else []) + \
         ([f"TTFT <= {req.slo_ttft_ms:g} ms"] if req.slo_ttft_ms is not None else [])
@@ -183,12 +189,13 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
         next((c for c in ranked if (c["knobs"]["dcp"], c["knobs"]["drafts"]) !=
               (win["knobs"]["dcp"], win["knobs"]["drafts"])), None)
     if not win["figures"]["meets_slo"]:
-        f = win["figures"]
+        near = min(ranked, key=lambda c: slo_miss(c["figures"], req))
+        f = near["figures"]
         return {**base, "preset": None, "engine": None, "candidates": counts, "refusals": refusals, "findings": [],
                 "slo": {"tpot_ms": req.slo_tpot_ms, "ttft_ms": req.slo_ttft_ms},
-                "closest": _public(win), "top": [_public(c) for c in distinct[:req.top]],
+                "closest": _public(near), "top": [_public(c) for c in distinct[:req.top]],
                 "reason": f"no candidate meets the SLO ({slo_text(req)}): of {len(ranked)} candidates the rules take "
-                          f"and the KV pool holds, the closest, {win['name']}, runs TPOT {f['tpot_ms']:.1f} ms and "
+                          f"and the KV pool holds, the closest, {near['name']}, runs TPOT {f['tpot_ms']:.1f} ms and "
                           f"unloaded TTFT {f['ttft_ms']:.0f} ms; relax the SLO, lower the concurrency or the context"}
     out = {**base, "preset": win["preset"], "engine": win["engine"],
            "winner": _public(win), "reason": why(win, other, req),

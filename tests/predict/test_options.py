@@ -166,3 +166,27 @@ def test_the_pd_winner_is_the_best_split_of_the_exhaustive_search(capsys, fake):
                 key = (min(min(p, conc) * a, dec[0]["decode_req_s"]), -(8 * p + 8 * dd))
                 best = max(best, key) if best else key
         assert (w["req_s"], -w["gpus"]) == (pytest.approx(best[0], rel=1e-3), best[1])
+
+
+@pytest.mark.parametrize("objective", ["goodput", "throughput", "tpot"])
+def test_no_winner_that_misses_the_slo(capsys, fake, objective):
+    base = ("advise", "--context", "65536", "--concurrency", "10", "--basis", "predicted", "--objective", objective)
+    rc, d, err = _json(capsys, *base, "--slo-tpot-ms", "0.001")
+    assert rc == 1 and d["ok"] is False and d["preset"] is None and "no candidate meets the SLO" in d["message"], d
+    assert d["closest"]["figures"]["meets_slo"] is False and "TPOT <= 0.001 ms" in err
+    rc, d, _ = _json(capsys, *base, "--slo-tpot-ms", "100000")
+    assert rc == 0 and d["ok"] and d["winner"]["figures"]["meets_slo"] is True
+
+
+@pytest.mark.predict
+def test_no_winner_that_misses_the_slo_with_the_tables(capsys):
+    from tests.support import tiers
+
+    tiers.aiconfigurator()
+    rc, d, _ = _json(capsys, "advise", "--context", "65536", "--concurrency", "10", "--objective", "goodput",
+                     "--slo-tpot-ms", "1")
+    assert rc == 1 and d["ok"] is False and "no candidate meets the SLO (TPOT <= 1 ms)" in d["message"]
+    tpot = d["closest"]["figures"]["tpot_ms"]
+    rc, d, _ = _json(capsys, "advise", "--context", "65536", "--concurrency", "10", "--objective", "goodput",
+                     "--slo-tpot-ms", str(tpot * 1.01))
+    assert rc == 0 and d["winner"]["figures"]["tpot_ms"] <= tpot * 1.01 and d["winner"]["figures"]["goodput_req_s"] > 0
