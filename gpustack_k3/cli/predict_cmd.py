@@ -7,20 +7,52 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NoReturn
 
 import click
 
 from gpustack_k3.api.v1alpha1.constants import ENGINES
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.common import (EXIT_OK, EXIT_REFUSED, emit, exit_refused, fail_input, load_document,
-                                    output_option, read_text)
+from gpustack_k3.cli.common import (EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, emit_error, error_object,
+                                    exit_refused, fail_input, load_document, output_option, read_text)
 from gpustack_k3.errors import InputError
+
+
+PROGRESS_AFTER_S = 2.0      # a computation still running after this long shows its progress on stderr
+PROGRESS_EVERY_S = 1.0
 
 
 def _estimator():
     from gpustack_k3.predict.aic import AicEstimator
 
     return AicEstimator()
+
+
+class _Progress:
+    """``(what, done, total)`` reports of a long computation, shown on stderr once it runs past
+    ``PROGRESS_AFTER_S`` (at most one line per ``PROGRESS_EVERY_S``); stdout stays the result."""
+
+    def __init__(self, unit: str) -> None:
+        import time
+
+        self.clock = time.monotonic
+        self.start = self.clock()
+        self.last = None
+        self.unit = unit
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = self.clock()
+        if now - self.start < PROGRESS_AFTER_S or (self.last is not None and now - self.last < PROGRESS_EVERY_S):
+            return
+        self.last = now
+        click.echo(f"{what}: {done:,} of {total:,} {self.unit} ({now - self.start:.0f} s)", err=True)
+
+
+def _fail_environment(exc) -> NoReturn:
+    """The [predict] extra is missing: an environment failure (kind operational, exit 2) with the way out."""
+    click.echo(f"error: {exc}", err=True)
+    emit_error(error_object(EXIT_INPUT, exc.message, where=exc.where, fix=exc.hint, kind="operational"))
+    sys.exit(EXIT_INPUT)
 
 
 @click.command(cls=Command)
@@ -48,8 +80,12 @@ def _estimator():
 def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
             acceptance_length, acceptance_rate, measured, output):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
-    closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core)."""
-    from gpustack_k3.predict.types import Workload
+    closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core).
+
+    The benchmark simulates at most 100,000 requests and 10,000,000 request-steps (requests x output tokens /
+    tokens per step; its time is linear in them, ~1-2 million a second); beyond that the command exits 2 naming
+    --requests or --concurrency. Progress shows on stderr past 2 s."""
+    from gpustack_k3.predict.types import EstimatorMissing, Workload
 
     try:
         report = None
@@ -81,7 +117,7 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
         from gpustack_k3.predict.model import predict_document
 
         est = _estimator()
-        result = predict_document(doc, w, est)
+        result = predict_document(doc, w, est, progress=_Progress("requests done (simulated)"))
         result = {"ok": True, "estimator": {"name": est.name, "version": est.version},
                   "spec": spec or f"preset:{preset}", **result}
         if report is not None:
@@ -89,6 +125,8 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
 
             serve = next((r for r in result["roles"] if r["role"] == "serve"), result["roles"][0])
             result["plan_vs_actual"] = drift(serve, report)
+    except EstimatorMissing as exc:
+        _fail_environment(exc)
     except InputError as exc:       # PredictError included
         fail_input(exc)
     _finish(result, output, _text, EXIT_OK)
@@ -190,39 +228,89 @@ def _text(res: dict) -> None:
 @click.option("--top", type=click.IntRange(1, 50), default=5, show_default=True)
 @click.option("--topology", default=None, metavar="PRESET",
               help="A prefill/decode preset: search the P:D ratio within --gpu-budget instead.")
-@click.option("--gpu-budget", type=click.IntRange(1), default=None, help="GPUs for the P:D search (with --topology).")
+@click.option("--gpu-budget", type=click.IntRange(1), default=None,
+              help="GPUs for the P:D search (with --topology). The search is linear: one judged split per decode-"
+                   "instance count up to min(budget / decode GPUs, concurrency), at most 1,024 (exit 2 beyond).")
 @click.option("--basis", type=click.Choice(["auto", "predicted", "measured"]), default="auto", show_default=True,
               help="predicted needs the [predict] extra; auto uses it when installed, else the measured lookup.")
 @output_option
 def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
            top, topology, gpu_budget, basis, output):
-    """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures."""
+    """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures.
+
+    An option the chosen search does not use is refused (exit 2, naming it): the measured lookup reads only
+    --context, --concurrency and --priority; the P:D search (--topology) no --objective, SLO, --engine or
+    --priority. Nothing recommended (no candidate, or none meeting the SLO) exits 1 with one result object
+    (ok false, findings: the rules' refusals behind it)."""
     from gpustack_k3.predict import aic
+    from gpustack_k3.predict.types import EstimatorMissing
 
-    use_pred = basis == "predicted" or (basis == "auto" and aic.available()) or topology is not None
-    if not use_pred:
-        from gpustack_k3.core.advise import advise as lookup
-
-        a = lookup(context, concurrency, priority or "throughput")
-        d = {**a.to_dict(), "basis": "measured",
-             "note": "from the write-up's two measured points; install the [predict] extra for predictions"}
-        _finish(d, output, _measured_text, EXIT_OK if a.preset else EXIT_REFUSED)
-    from gpustack_k3.predict.advise import AdviseRequest, advise as run
-
-    obj = objective or ("ttft" if priority == "latency" else "throughput")
-    req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine, top)
     try:
+        if topology is None and gpu_budget is not None:
+            raise InputError("--gpu-budget", "not applicable: the GPU budget sizes the P:D search of --topology",
+                             "add --topology PRESET (a prefill/decode preset) or drop --gpu-budget")
+        if topology is not None and basis == "measured":
+            raise InputError("--basis", "not applicable: the P:D search (--topology) is predicted only",
+                             "drop --basis measured")
+        use_pred = basis == "predicted" or (basis == "auto" and aic.available()) or topology is not None
+        _not_applicable(_MEASURED_ONLY if not use_pred else _PD_ONLY if topology is not None else
+                        {"--priority": "give --priority or --objective, not both"} if objective else {})
+        if not use_pred:
+            from gpustack_k3.core.advise import advise as lookup
+
+            a = lookup(context, concurrency, priority or "throughput")
+            res = {**a.to_dict(), "basis": "measured",
+                   "note": "from the write-up's two measured points; install the [predict] extra for predictions"}
+            _finish_advice(res, output, _measured_text)
+        from gpustack_k3.predict.advise import AdviseRequest, advise as run
+
+        obj = objective or ("ttft" if priority == "latency" else "throughput")
+        req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
+                            top)
         if topology is not None:
             from gpustack_k3.predict.advise import advise_pd
 
             if gpu_budget is None:
                 raise InputError("--gpu-budget", "the P:D search needs a GPU budget", "e.g. --gpu-budget 32")
-            res, text = advise_pd(req, topology, gpu_budget, _estimator()), _pd_text
+            res, text = advise_pd(req, topology, gpu_budget, _estimator(), _Progress("decode-instance counts")), \
+                _pd_text
         else:
             res, text = run(req, _estimator()), _advise_text
+    except EstimatorMissing as exc:
+        _fail_environment(exc)
     except InputError as exc:       # PredictError included
         fail_input(exc)
-    _finish(res, output, text, EXIT_OK if res.get("preset") else EXIT_REFUSED)
+    _finish_advice(res, output, text)
+
+
+# options each search does not read, with the way out (the measured lookup reads --context, --concurrency,
+# --priority; the P:D search neither the ranking options nor --engine)
+_MEASURED_ONLY = {o: "install the [predict] extra (pip install 'gpustack-k3[predict]') for predicted advice, or "
+                     f"drop {o}" for o in ("--objective", "--output-len", "--slo-tpot-ms", "--slo-ttft-ms",
+                                           "--acceptance-rate", "--engine", "--top")}
+_PD_ONLY = {o: f"the P:D search ranks by requests/s for the preset's engine: drop {o}"
+            for o in ("--objective", "--slo-tpot-ms", "--slo-ttft-ms", "--engine", "--priority")}
+
+
+def _not_applicable(options: dict[str, str]) -> None:
+    """Refuse (exit 2) the first of ``options`` the user gave: the search at hand does not read it."""
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        name = f"--{param.name.replace('_', '-')}"
+        if name in options and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+            raise InputError(name, "not applicable to this advice (it would be ignored)", options[name])
+
+
+def _finish_advice(res: dict, output: str, text) -> NoReturn:
+    """One result object: ``ok`` and ``findings`` always; a refusal (nothing recommended) exits 1 with
+    ``exit_code`` and ``message`` too."""
+    ok = bool(res.get("preset"))
+    res = {"ok": ok, **res, "findings": res.get("findings", [])}
+    if not ok:
+        res.update(exit_code=EXIT_REFUSED, message=res["reason"])
+        if output != "text":        # the human message on stderr (text prints it with the result)
+            click.echo(f"refused: {res['reason']}", err=True)
+    _finish(res, output, text, EXIT_OK if ok else EXIT_REFUSED)
 
 
 def _measured_text(d: dict) -> None:

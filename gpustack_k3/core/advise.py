@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
@@ -17,9 +17,21 @@ class Advice:
     reason: str
     capacity: dict[str, float]
     source: str
+    findings: list[dict] = field(default_factory=list)   # the rule findings behind a refusal (none: no preset)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def beyond_context(tokens: int) -> list[dict]:
+    """The rules' error findings for a launch of the advice's first preset serving ``tokens`` tokens (the
+    ``context-above-model`` refusal when the model's context is shorter): what an advice beyond it refuses on."""
+    from gpustack_k3.core.rules import validate
+
+    cat = load_catalog()
+    doc = DeploymentDocument.model_validate(cat.presets[next(iter(cat.advice.presets.values()))[0]].document)
+    doc.spec.scheduling.maxModelLen = tokens
+    return [f.to_dict() for f in validate(doc) if f.severity == "error"]
 
 
 def _capacity(preset: str, context: int) -> float:
@@ -39,7 +51,7 @@ def advise(context: int, concurrency: int, priority: str = "throughput") -> Advi
     longest = cat.models["kimi-k3"].max_context
     if context > longest:
         return Advice(None, None, f"{context:,} tokens is beyond Kimi-K3's context of {longest:,}: no preset can "
-                      "serve it; shorten the input", {}, adv.source)
+                      "serve it; shorten the input", {}, adv.source, beyond_context(context))
     # nearest measured context in log space
     ctxs = sorted({m.context for m in adv.measurements})
     near = min(ctxs, key=lambda c: abs(math.log(c) - math.log(context)))

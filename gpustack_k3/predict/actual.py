@@ -31,6 +31,10 @@ def workload_fields(report: dict) -> dict:
     """The workload the probe ran, to predict the same run."""
     if not isinstance(report, dict) or not report.get("usable", True):
         raise PredictError("--measured", "not a usable probe report", "give the JSON of `gpustack-k3 probe -o json`")
+    if not any(isinstance(_get(report, mpath), (int, float)) for _, mpath, _ in PAIRS):
+        raise PredictError("--measured", "the report holds no measured figure (" +
+                           ", ".join(sorted({m[0] for _, m, _ in PAIRS})) + "): nothing to set beside the prediction",
+                           "give the JSON of `gpustack-k3 probe -o json` from a run that completed requests")
     out = {}
     for k in ("input_len", "output_len", "concurrency", "requests"):
         v = report.get(k)

@@ -14,7 +14,8 @@ import yaml
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.core.findings import has_errors
+from gpustack_k3.core.findings import Finding, has_errors
+from gpustack_k3.core.advise import beyond_context
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.rules import validate
 from gpustack_k3.core.topology import role_views
@@ -102,8 +103,10 @@ def candidates(cat, req: AdviseRequest) -> list[dict]:
     return out
 
 
-def refused(doc: DeploymentDocument, counts: dict[str, int], refusals: dict[str, int]) -> bool:
-    """The product's rule engine judges a candidate: refused (errors) is counted, by rule."""
+def refused(doc: DeploymentDocument, counts: dict[str, int], refusals: dict[str, int],
+            examples: dict[str, Finding] | None = None) -> bool:
+    """The product's rule engine judges a candidate: refused (errors) is counted, by rule; ``examples`` keeps
+    each refusing rule's first finding (what a refusal of every candidate shows)."""
     findings = validate(doc)
     if not has_errors(findings):
         return False
@@ -111,7 +114,21 @@ def refused(doc: DeploymentDocument, counts: dict[str, int], refusals: dict[str,
     for f in findings:
         if f.severity == "error":
             refusals[f.rule] = refusals.get(f.rule, 0) + 1
+            if examples is not None:
+                examples.setdefault(f.rule, f)
     return True
+
+
+def slo_miss(f: dict, req: AdviseRequest) -> float:
+    """How far figures are from the SLO: the largest ratio of a figure to its bound (<= 1: met)."""
+    return max(([f["tpot_ms"] / req.slo_tpot_ms] if req.slo_tpot_ms is not None else []) +
+               ([f["ttft_ms"] / req.slo_ttft_ms] if req.slo_ttft_ms is not None else []), default=0.0)
+
+
+def slo_text(req: AdviseRequest) -> str:
+    parts = ([f"TPOT <= {req.slo_tpot_ms:g} ms"] if req.slo_tpot_ms is not None else []) + \
+        ([f"TTFT <= {req.slo_ttft_ms:g} ms"] if req.slo_ttft_ms is not None else [])
+    return " and ".join(parts)
 
 
 def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
@@ -122,18 +139,20 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     if req.context + req.output_len > longest:
         return {**base, "preset": None, "engine": None,
                 "reason": f"no preset: {req.context:,} + {req.output_len:,} tokens is beyond Kimi-K3's context of "
-                          f"{longest:,}; shorten the input"}
+                          f"{longest:,}; shorten the input",
+                "findings": beyond_context(req.context + req.output_len)}
     if req.objective == "goodput" and req.slo_tpot_ms is None and req.slo_ttft_ms is None:
         raise PredictError("--objective", "goodput needs an SLO", "give --slo-tpot-ms and/or --slo-ttft-ms")
     pred = Predictor(estimator)
     rates: dict[str, tuple[float, str]] = {}
     counts = {"total": 0, "refused": 0, "no_room": 0}
     refusals: dict[str, int] = {}
+    examples: dict[str, Finding] = {}
     ranked = []
     for c in candidates(cat, req):
         counts["total"] += 1
         doc = DeploymentDocument.model_validate(c["doc"])
-        if refused(doc, counts, refusals):
+        if refused(doc, counts, refusals, examples):
             continue
         r = resolve(doc)
         cap = admission_cap(r, plan_or_none(r), Workload(req.context, req.output_len, req.concurrency))
@@ -151,7 +170,8 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
         return {**base, "preset": None, "engine": None, "candidates": counts, "refusals": refusals,
                 "reason": f"no preset holds {req.concurrency} concurrent requests of {req.context:,} tokens on one node "
                           f"({counts['refused']} candidates refused by the rules, {counts['no_room']} without KV room); "
-                          "lower the concurrency or the context"}
+                          "lower the concurrency or the context",
+                "findings": [f.to_dict() for f in examples.values()] if not counts["no_room"] else []}
     # ties (memory fraction and max-model-len change room, not speed): more KV room first
     ranked.sort(key=lambda c: (score(c["figures"], req), c["cap"] or 0), reverse=True)
     win = ranked[0]
@@ -168,6 +188,15 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     other = next((c for c in ranked if c["engine"] != win["engine"]), None) or \
         next((c for c in ranked if (c["knobs"]["dcp"], c["knobs"]["drafts"]) !=
               (win["knobs"]["dcp"], win["knobs"]["drafts"])), None)
+    if not win["figures"]["meets_slo"]:
+        near = min(ranked, key=lambda c: slo_miss(c["figures"], req))
+        f = near["figures"]
+        return {**base, "preset": None, "engine": None, "candidates": counts, "refusals": refusals, "findings": [],
+                "slo": {"tpot_ms": req.slo_tpot_ms, "ttft_ms": req.slo_ttft_ms},
+                "closest": _public(near), "top": [_public(c) for c in distinct[:req.top]],
+                "reason": f"no candidate meets the SLO ({slo_text(req)}): of {len(ranked)} candidates the rules take "
+                          f"and the KV pool holds, the closest, {near['name']}, runs TPOT {f['tpot_ms']:.1f} ms and "
+                          f"unloaded TTFT {f['ttft_ms']:.0f} ms; relax the SLO, lower the concurrency or the context"}
     out = {**base, "preset": win["preset"], "engine": win["engine"],
            "winner": _public(win), "reason": why(win, other, req),
            "top": [_public(c) for c in distinct[:req.top]],
@@ -256,63 +285,103 @@ def crossover(pred: Predictor, a: dict, b: dict, req: AdviseRequest, rates: dict
             "text": f"no crossover between 8K and 1M tokens: {lead['name']} decodes faster throughout"}
 
 
-def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Estimator) -> dict[str, Any]:
-    """P:D ratio within a GPU budget for a prefill/decode topology preset: every (prefill instances, decode
-    instances) that fits the budget, judged by the rules (topology rules included), ranked by the requests/s the
-    slower side carries. Assumptions (named in the output): a prefill instance runs one prompt's chunks at a time;
-    the concurrency spreads evenly over the decode instances."""
+MAX_PD_DECODE = 1024   # decode-instance counts the P:D search judges at most (linear: one split per count)
+PD_ASSUMPTIONS = [
+    "a prefill instance runs one prompt's chunks at a time",
+    ("the concurrency spreads evenly over the decode instances (at most one request per instance: more instances "
+     "than requests stay idle, as do more prefill instances than requests)"),
+    ("for a decode-instance count, the split with the fewest prefill instances that keep up with decode wins (more "
+     "prefill instances add GPUs, not requests/s); a split the rules refuse is searched for the largest prefill "
+     "count they take (bisection: refusals assumed monotone in the prefill instances)"),
+]
+
+
+@dataclass
+class _PdSearch:
+    """The P:D search's preset document, its pricing, and what the rules said about the splits judged."""
+    base: dict
+    pred: Predictor
+    counts: dict[str, int]
+    refusals: dict[str, int]
+    examples: dict[str, Finding]
+
+    def judged(self, p: int, d: int) -> bool:
+        """The rules take the split (p prefill, d decode instances)."""
+        doc_d = copy.deepcopy(self.base)
+        for r in doc_d["spec"]["roles"]:
+            r["instances"] = p if r["role"] == "prefill" else d
+        self.counts["judged"] += 1
+        return not refused(DeploymentDocument.model_validate(doc_d), self.counts, self.refusals, self.examples)
+
+    def largest_taken(self, hi: int, d: int) -> int:
+        """The largest p <= hi the rules take with d decode instances (0: none), by bisection."""
+        if self.judged(hi, d):
+            return hi
+        if hi == 1 or not self.judged(1, d):
+            return 0
+        lo = 1                       # taken
+        while hi - lo > 1:           # hi refused
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.judged(mid, d) else (lo, mid)
+        return lo
+
+
+def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Estimator,
+              progress=None) -> dict[str, Any]:
+    """P:D ratio within a GPU budget for a prefill/decode topology preset, ranked by the requests/s the slower side
+    carries, the rules judging every split recommended (topology rules included). Linear in the decode-instance
+    counts searched (min(budget / decode GPUs, concurrency), at most ``MAX_PD_DECODE``): per count, the fewest
+    prefill instances that keep up is the only split worth judging (``PD_ASSUMPTIONS``)."""
     cat = load_catalog()
     if topology not in cat.presets:
         raise PredictError("--topology", f"unknown preset {topology!r}", f"known: {', '.join(cat.presets)}")
     base = cat.presets[topology].document
-    roles = base["spec"].get("roles") or []
-    kinds = {r["role"]: r for r in roles}
+    kinds = {r["role"]: r for r in base["spec"].get("roles") or []}
     if set(kinds) != {"prefill", "decode"}:
         raise PredictError("--topology", f"preset {topology!r} has no prefill and decode roles",
                            "give a P/D preset, e.g. kimi-k3-b300-1p1d")
     per = {k: r["gpusPerPod"] * r.get("podsPerInstance", 1) for k, r in kinds.items()}
-    pred = Predictor(estimator)
-    counts = {"total": 0, "refused": 0}
-    refusals: dict[str, int] = {}
+    d_top = min((gpu_budget - per["prefill"]) // per["decode"], req.concurrency)
+    if d_top > MAX_PD_DECODE:
+        raise PredictError("--gpu-budget", f"{gpu_budget:,} GPUs for {req.concurrency:,} requests allow up to "
+                           f"{d_top:,} decode instances of {per['decode']} GPUs: the search covers at most "
+                           f"{MAX_PD_DECODE:,}", f"give --gpu-budget of at most "
+                           f"{per['prefill'] + MAX_PD_DECODE * per['decode']:,} (or fewer --concurrency)")
+    search = _PdSearch(base, Predictor(estimator),
+                       {"total": sum(max(0, (gpu_budget - d * per["decode"]) // per["prefill"])
+                                     for d in range(1, gpu_budget // per["decode"] + 1)),
+                        "judged": 0, "refused": 0}, {}, {})
+    cfgs = {v.role.role: engine_config(resolve(v.document), v.role.role, v.role.instances) for v in role_views(
+        DeploymentDocument.model_validate(base))}
+    rate, rate_note = acceptance_of(req, cfgs["decode"].engine)
+    prefill_ms = sum(c.ms for _, _, c in search.pred.request_prefill(cfgs["prefill"], req.context))
+    per_prefill_rps = 1000 / max(1e-9, prefill_ms)
     ranked = []
-    rate: float | None = None
-    rate_note = None
-    priced: dict[tuple, dict] = {}
-    for p in range(1, gpu_budget // per["prefill"] + 1):
-        for d in range(1, (gpu_budget - p * per["prefill"]) // per["decode"] + 1):
-            counts["total"] += 1
-            doc_d = copy.deepcopy(base)
-            for r in doc_d["spec"]["roles"]:
-                r["instances"] = p if r["role"] == "prefill" else d
-            doc = DeploymentDocument.model_validate(doc_d)
-            if refused(doc, counts, refusals):
-                continue
-            figs = {}
-            for view in role_views(doc):
-                cfg = engine_config(resolve(view.document), view.role.role, view.role.instances)
-                if rate is None:
-                    rate, rate_note = acceptance_of(req, cfg.engine)
-                batch = max(1, min(cfg.max_num_seqs, math.ceil(req.concurrency / d)))
-                key = (view.role.role, batch)
-                if key not in priced:
-                    priced[key], _ = figures(pred, cfg, AdviseRequest(req.context, batch, req.output_len), rate)
-                figs[view.role.role] = priced[key]
-            pre_rps = p * 1000 / max(1e-9, figs["prefill"]["ttft_ms"] - figs["prefill"]["step_ms"])
-            dec_rps = d * figs["decode"]["decode_tok_s"] / req.output_len
-            ranked.append({"prefill_instances": p, "decode_instances": d,
-                           "gpus": p * per["prefill"] + d * per["decode"],
-                           "prefill_req_s": round(pre_rps, 4), "decode_req_s": round(dec_rps, 4),
-                           "req_s": round(min(pre_rps, dec_rps), 4),
-                           "limited_by": "prefill" if pre_rps < dec_rps else "decode",
-                           "decode_tpot_ms": figs["decode"]["tpot_ms"]})
+    for d in range(1, max(0, d_top) + 1):
+        if progress:
+            progress("P:D search", d - 1, d_top)
+        busy = min(d, req.concurrency)
+        batch = max(1, min(cfgs["decode"].max_num_seqs, math.ceil(req.concurrency / d)))
+        dec, _ = figures(search.pred, cfgs["decode"], AdviseRequest(req.context, batch, req.output_len), rate)
+        dec_rps = busy * dec["decode_tok_s"] / req.output_len
+        p_room = min((gpu_budget - d * per["decode"]) // per["prefill"], req.concurrency)
+        p = search.largest_taken(max(1, min(p_room, math.ceil(dec_rps / per_prefill_rps))), d) if p_room >= 1 else 0
+        if not p:
+            continue
+        pre_rps = min(p, req.concurrency) * per_prefill_rps
+        ranked.append({"prefill_instances": p, "decode_instances": d,
+                       "gpus": p * per["prefill"] + d * per["decode"],
+                       "prefill_req_s": round(pre_rps, 4), "decode_req_s": round(dec_rps, 4),
+                       "req_s": round(min(pre_rps, dec_rps), 4),
+                       "limited_by": "prefill" if pre_rps < dec_rps else "decode",
+                       "decode_tpot_ms": dec["tpot_ms"]})
     base_out = {"basis": "predicted", "topology": topology, "gpu_budget": gpu_budget, "context": req.context,
-                "concurrency": req.concurrency, "output_len": req.output_len, "candidates": counts,
-                "refusals": refusals, "acceptance": rate_note,
-                "assumptions": ["a prefill instance runs one prompt's chunks at a time",
-                                "the concurrency spreads evenly over the decode instances"]}
+                "concurrency": req.concurrency, "output_len": req.output_len, "candidates": search.counts,
+                "refusals": search.refusals, "acceptance": rate_note, "assumptions": PD_ASSUMPTIONS}
     if not ranked:
         return {**base_out, "preset": None, "engine": None,
-                "reason": f"no P:D split of {topology} fits {gpu_budget} GPUs and passes the rules"}
+                "reason": f"no P:D split of {topology} fits {gpu_budget} GPUs and passes the rules",
+                "findings": [f.to_dict() for f in search.examples.values()]}
     ranked.sort(key=lambda c: (c["req_s"], -c["gpus"]), reverse=True)
     w = ranked[0]
     reason = (f"{w['prefill_instances']}P:{w['decode_instances']}D on {w['gpus']} GPUs carries {w['req_s']} req/s "

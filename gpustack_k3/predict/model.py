@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
@@ -15,7 +16,11 @@ from gpustack_k3.core.topology import role_views
 from gpustack_k3.probe.core import percentile
 from gpustack_k3.predict import acceptance, corrections, scheduler
 from gpustack_k3.predict.estimator import Estimator, settings
-from gpustack_k3.predict.types import EngineConfig, PredictError, StepBreakdown, Workload
+from gpustack_k3.predict.types import (MAX_SIM_REQUESTS, MAX_SIM_WORK, EngineConfig, PredictError, StepBreakdown,
+                                       Workload)
+
+# progress of a long computation: (what, done, total); the CLI shows it past ~2 s
+Progress = Callable[[str, int, int], None]
 
 CTX_BUCKET = 2048          # decode steps are priced at the context rounded up to this (cache granularity)
 PREFIX_BUCKET = 2048
@@ -54,8 +59,9 @@ def engine_config(r, role: str = "serve", instances: int = 1) -> EngineConfig:
 
 
 class Predictor:
-    def __init__(self, estimator: Estimator) -> None:
+    def __init__(self, estimator: Estimator, progress: Progress | None = None) -> None:
         self.est = estimator
+        self.progress = progress
         self._graphs: dict[tuple, list[dict]] = {}
         self._decode: dict[tuple, StepBreakdown] = {}
         self._prefill: dict[tuple, StepBreakdown] = {}
@@ -106,7 +112,7 @@ class Predictor:
                 dec_s = w.output_len / tps * self.decode_step(cfg, steady_batch, steady_ctx).ms / 1000
                 steady_batch = max(1, min(limit, math.ceil(w.rate * dec_s)))
         else:
-            steady_batch = max(1, min(w.concurrency, cfg.max_num_seqs, admission_cap or w.concurrency))
+            steady_batch = max(1, min(w.clients, cfg.max_num_seqs, admission_cap or w.clients))
         step = self.decode_step(cfg, steady_batch, steady_ctx)
         step_ms = step.ms
         decode = {
@@ -149,11 +155,16 @@ class Predictor:
             raise PredictError("--input-len", f"the KV pool holds no request of {w.input_len + w.output_len:,} tokens",
                                "shorten the request or raise the KV pool (memory fraction, max-model-len)")
         pol = scheduler.Policy(cfg.engine, cfg.max_batched_tokens, cfg.long_prefill_threshold, seqs, cfg.drafts, tps)
-        lengths = w.request_lengths()
+        lengths = bounded_lengths(w, cfg, tps)
         res = scheduler.simulate(
             pol, lengths=lengths, concurrency=w.concurrency, rate=w.rate,
             decode_ms=lambda b, ctx: self.decode_step(cfg, b, ctx).ms,
-            prefill_ms=lambda n, p: self.prefill_chunk(cfg, n, p).ms)
+            prefill_ms=lambda n, p: self.prefill_chunk(cfg, n, p).ms,
+            on_progress=(lambda done, total: self.progress(f"role {cfg.role}", done, total)) if self.progress else None)
+        if len(res.requests) < len(lengths):
+            raise PredictError(w.requests_option, f"the simulation stopped after {res.steps:,} steps with "
+                               f"{len(res.requests):,} of {len(lengths):,} requests done",
+                               "lower the requests or the output length")
         ttft = [x * 1000 for x in res.ttfts()]
         lat = [x * 1000 for x in res.latencies()]
         tpot = [(lt - tt) / max(1, r.output_len - 1) for lt, tt, r in zip(lat, ttft, res.requests)]
@@ -162,13 +173,30 @@ class Predictor:
             "requests": len(lengths), "concurrency": w.concurrency, "rate": w.rate, "running_cap": seqs,
             "ttft_ms": dist(ttft), "latency_ms": dist(lat), "tpot_ms": dist(tpot),
             "e2e_s": round(res.end_s, 2), "steps": res.steps,
-            "steady_decode_tok_s": round(1000 * tps * min(w.concurrency, seqs) / steady, 1) if steady else None,
+            "steady_decode_tok_s": round(1000 * tps * min(w.clients, seqs) / steady, 1) if steady else None,
             "output_tok_s": round(sum(o for _, o in lengths) / res.end_s, 1) if res.end_s else None,
         }
         if w.varies:
             out["sample"] = {"input_len": dist([float(i) for i, _ in lengths]),
                              "output_len": dist([float(o) for _, o in lengths]), "seed": w.seed}
         return out
+
+
+def bounded_lengths(w: Workload, cfg: EngineConfig, tps: float) -> list[tuple[int, int]]:
+    """The benchmark's per-request lengths, refused (exit 2, naming the option that sized them) beyond the
+    documented bounds: ``MAX_SIM_REQUESTS`` requests, ``MAX_SIM_WORK`` request-steps (the simulation's time is
+    linear in them)."""
+    opt = w.requests_option
+    if w.total_requests > MAX_SIM_REQUESTS:
+        raise PredictError(opt, f"{w.total_requests:,} requests: the benchmark simulates at most "
+                           f"{MAX_SIM_REQUESTS:,}", "give fewer --requests (the figures settle after a few hundred)")
+    lengths = w.request_lengths()
+    steps = scheduler.work(lengths, cfg.max_batched_tokens, tps)
+    if steps > MAX_SIM_WORK:
+        raise PredictError(opt, f"{len(lengths):,} requests of {w.output_len:,} output tokens at {tps:.2f} tokens "
+                           f"per step are {steps:,} request-steps to simulate: over the bound of {MAX_SIM_WORK:,}",
+                           "give fewer --requests or a shorter --output-len")
+    return lengths
 
 
 def dist(xs: list[float]) -> dict[str, float]:
@@ -214,10 +242,11 @@ def admission_cap(r, plan, w: Workload) -> int | None:
     return int(cap)
 
 
-def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_drafts: int | None = None) -> dict:
+def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_drafts: int | None = None,
+                     progress: Progress | None = None) -> dict:
     """Every role of a deployment document predicted under the workload."""
-    p = Predictor(estimator)
-    roles = []
+    p = Predictor(estimator, progress)
+    planned = []
     for view in role_views(doc):
         r = resolve(view.document)
         if not r.complete:
@@ -228,9 +257,14 @@ def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_draf
             where = "--input-len-dist" if w.input.varies else "--output-len-dist" if w.output.varies else "--input-len"
             raise PredictError(where, f"{w.input.max:,} + {w.output.max:,} tokens exceed the max model length "
                                f"{max_len:,}", "shorten the request or raise scheduling.maxModelLen")
-        cfg = engine_config(r, view.role.role, view.role.instances)
-        roles.append(p.predict_role(cfg, w, admission_cap=admission_cap(r, plan_or_none(r), w),
-                                    measured_at_drafts=measured_at_drafts))
+        planned.append((r, engine_config(r, view.role.role, view.role.instances)))
+    given = "--acceptance-length" if w.acceptance_length is not None else \
+        "--acceptance-rate" if w.acceptance_rate is not None else None
+    if given and not any(cfg.drafts for _, cfg in planned):
+        raise PredictError(given, "not applicable: the document runs no speculative decoding (spec.speculative)",
+                           f"drop {given}, or predict a document with speculative decoding")
+    roles = [p.predict_role(cfg, w, admission_cap=admission_cap(r, plan_or_none(r), w),
+                            measured_at_drafts=measured_at_drafts) for r, cfg in planned]
     out = {"workload": w.to_dict(), "roles": roles}
     if len(roles) > 1:
         out["pd"] = pd_balance(roles, w)

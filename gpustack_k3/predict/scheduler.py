@@ -16,6 +16,8 @@ Policies (docs/design/003-predict.md#scheduler-model), each assumption named in 
 """
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
@@ -31,6 +33,15 @@ ASSUMPTIONS = {
     "multi-request-chunk": "a prefill forward spanning several requests is priced as one chunk of their tokens at "
                            "their token-weighted mean prefix",
 }
+
+PROGRESS_STEPS = 4096      # simulate() reports progress every this many steps
+
+
+def work(lengths: Sequence[tuple[int, int]], budget: int, tokens_per_step: float) -> int:
+    """Request-steps a run of these requests simulates (each running request is visited once per step it takes
+    part in): its decode steps (output - 1) / tokens per step, plus its prefill chunks of ``budget``. The
+    simulation's time is linear in this figure."""
+    return sum(math.ceil(max(0, o - 1) / tokens_per_step) + math.ceil(i / max(1, budget)) for i, o in lengths)
 
 
 @dataclass
@@ -77,76 +88,85 @@ class SimResult:
         return [(r.done_at or 0.0) - r.arrival for r in self.requests]
 
 
-def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency: int,
-             rate: float | None, decode_ms: Callable[[int, int], float],
-             prefill_ms: Callable[[int, int], float], max_steps: int = 2_000_000) -> SimResult:
-    """Run the benchmark. ``lengths``: (input, output) tokens of each request, in the order they are issued;
-    ``decode_ms(rows_requests, mean_context)``: a decode step of that many requests;
-    ``prefill_ms(tokens, prefix)``: a prefill forward of ``tokens`` new tokens after ``prefix`` cached ones."""
-    requests = len(lengths)
+class _Run:
+    """One benchmark run's state: the queues, the clock, and the step counters ``simulate`` advances."""
 
-    def issue(arrival: float) -> Req:
-        nonlocal issued
-        r = Req(issued, arrival, *lengths[issued])
-        issued += 1
+    def __init__(self, policy: Policy, lengths: Sequence[tuple[int, int]], concurrency: int,
+                 rate: float | None) -> None:
+        self.policy, self.lengths, self.concurrency, self.rate = policy, lengths, concurrency, rate
+        self.requests = len(lengths)
+        self.t = 0.0
+        self.issued = 0
+        self.pending: deque[Req] = deque()    # arrived, not admitted
+        self.running: list[Req] = []
+        self.done: list[Req] = []
+        self.arrivals: deque[float] = deque()
+        self.steady: list[float] = []
+        if rate is None:
+            for _ in range(min(concurrency, self.requests)):
+                self.pending.append(self.issue(0.0))
+        else:
+            self.arrivals = deque(i / rate for i in range(self.requests))
+
+    def issue(self, arrival: float) -> Req:
+        r = Req(self.issued, arrival, *self.lengths[self.issued])
+        self.issued += 1
         return r
 
-    t = 0.0
-    issued = 0
-    pending: list[Req] = []          # arrived, not admitted
-    running: list[Req] = []
-    done: list[Req] = []
-    arrivals: list[float] = []
-    if rate is None:
-        for _ in range(min(concurrency, requests)):
-            pending.append(issue(0.0))
-    else:
-        arrivals = [i / rate for i in range(requests)]
-    steady: list[float] = []
-    steps = 0
-    while len(done) < requests:
-        steps += 1
-        if steps > max_steps:
-            break
-        while arrivals and arrivals[0] <= t + 1e-12:
-            pending.append(issue(arrivals.pop(0)))
-        if policy.engine == ENGINE_SGLANG:
-            while pending and len(running) < policy.max_num_seqs:
-                running.append(pending.pop(0))
-        if not running and not pending:
-            t = arrivals[0] if arrivals else t     # idle until the next arrival
-            continue
+    def arrive(self) -> None:
+        """Open loop: requests whose arrival time has come join the queue."""
+        while self.arrivals and self.arrivals[0] <= self.t + 1e-12:
+            self.pending.append(self.issue(self.arrivals.popleft()))
+
+    def idle(self) -> bool:
+        """Nothing to run: the clock moves to the next arrival (True), else False."""
+        if self.running or self.pending:
+            return False
+        self.t = self.arrivals[0] if self.arrivals else self.t
+        return True
+
+    def plan_sglang(self) -> tuple[list[tuple[Req, int]], list[Req]]:
+        """SGLang: admit up to max-num-seqs; a prefill batch when a prompt is unfinished, else decode them all."""
+        while self.pending and len(self.running) < self.policy.max_num_seqs:
+            self.running.append(self.pending.popleft())
         chunks: list[tuple[Req, int]] = []
-        decoders: list[Req] = []
-        if policy.engine == ENGINE_SGLANG:
-            budget = policy.budget
-            for r in running:
-                if r.prefilling and budget > 0:
-                    n = min(r.input_len - r.prefilled, budget)
-                    chunks.append((r, n))
-                    budget -= n
-            if not chunks:
-                decoders = [r for r in running if not r.prefilling]
-        else:
-            budget = policy.budget
-            eligible = len(running) + len(pending)
-            cap = policy.long_prefill_threshold if policy.long_prefill_threshold > 0 and eligible > 1 else policy.budget
-            for r in running:
-                if budget <= 0:
-                    break
-                if r.prefilling:
-                    n = min(r.input_len - r.prefilled, cap, budget)
-                    chunks.append((r, n))
-                    budget -= n
-                elif budget >= policy.drafts + 1:
-                    decoders.append(r)
-                    budget -= policy.drafts + 1
-            while pending and len(running) < policy.max_num_seqs and budget > 0:
-                r = pending.pop(0)
-                running.append(r)
-                n = min(r.input_len, cap, budget)
+        budget = self.policy.budget
+        for r in self.running:
+            if r.prefilling and budget > 0:
+                n = min(r.input_len - r.prefilled, budget)
                 chunks.append((r, n))
                 budget -= n
+        return chunks, ([] if chunks else [r for r in self.running if not r.prefilling])
+
+    def plan_vllm(self) -> tuple[list[tuple[Req, int]], list[Req]]:
+        """vLLM: running requests first (prefill chunk or decode rows), then admissions while budget is left."""
+        pol = self.policy
+        budget = pol.budget
+        eligible = len(self.running) + len(self.pending)
+        cap = pol.long_prefill_threshold if pol.long_prefill_threshold > 0 and eligible > 1 else pol.budget
+        chunks: list[tuple[Req, int]] = []
+        decoders: list[Req] = []
+        for r in self.running:
+            if budget <= 0:
+                break
+            if r.prefilling:
+                n = min(r.input_len - r.prefilled, cap, budget)
+                chunks.append((r, n))
+                budget -= n
+            elif budget >= pol.drafts + 1:
+                decoders.append(r)
+                budget -= pol.drafts + 1
+        while self.pending and len(self.running) < pol.max_num_seqs and budget > 0:
+            r = self.pending.popleft()
+            self.running.append(r)
+            n = min(r.input_len, cap, budget)
+            chunks.append((r, n))
+            budget -= n
+        return chunks, decoders
+
+    def price(self, chunks: list[tuple[Req, int]], decoders: list[Req], decode_ms: Callable[[int, int], float],
+              prefill_ms: Callable[[int, int], float]) -> float:
+        """The step's time: its prefill forward plus its decode forward (each chunk records its share)."""
         step_ms = 0.0
         if chunks:
             tokens = sum(n for _, n in chunks)
@@ -159,27 +179,60 @@ def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency:
             ctx = round(sum(r.input_len + r.generated for r in decoders) / len(decoders))
             dms = decode_ms(len(decoders), ctx)
             step_ms += dms
-            if not chunks and len(decoders) == min(concurrency, policy.max_num_seqs, requests):
-                steady.append(dms)
-        t += step_ms / 1000.0
+            if not chunks and len(decoders) == min(self.concurrency, self.policy.max_num_seqs, self.requests):
+                self.steady.append(dms)
+        return step_ms
+
+    def advance(self, chunks: list[tuple[Req, int]], decoders: list[Req], step_ms: float) -> None:
+        """The clock moves by the step; prompts and outputs grow; finished requests leave (closed loop: the
+        client sends its next)."""
+        self.t += step_ms / 1000.0
+        t = self.t
         for r, n in chunks:
             r.prefilled += n
             if not r.prefilling:
                 r.prefill_done_at = t
                 r.generated = 1.0
-                if not policy.first_delta_after_decode:
+                if not self.policy.first_delta_after_decode:
                     r.first_delta_at = t
         for r in decoders:
-            r.generated += policy.tokens_per_step
+            r.generated += self.policy.tokens_per_step
             r.decode_steps += 1
             if r.first_delta_at is None:
                 r.first_delta_at = t
-        finished = [r for r in running if not r.prefilling and r.generated >= r.output_len]
-        for r in finished:
+        for r in [r for r in self.running if not r.prefilling and r.generated >= r.output_len]:
             r.done_at = t
-            running.remove(r)
-            done.append(r)
-            if rate is None and issued < requests:
-                pending.append(issue(t))
-    steady_ms = sorted(steady)[len(steady) // 2] if steady else None
-    return SimResult(sorted(done, key=lambda r: r.idx), t, steps, steady_ms)
+            self.running.remove(r)
+            self.done.append(r)
+            if self.rate is None and self.issued < self.requests:
+                self.pending.append(self.issue(t))
+
+    def result(self, steps: int) -> SimResult:
+        steady_ms = sorted(self.steady)[len(self.steady) // 2] if self.steady else None
+        return SimResult(sorted(self.done, key=lambda r: r.idx), self.t, steps, steady_ms)
+
+
+def simulate(policy: Policy, *, lengths: Sequence[tuple[int, int]], concurrency: int,
+             rate: float | None, decode_ms: Callable[[int, int], float],
+             prefill_ms: Callable[[int, int], float], max_steps: int = 2_000_000,
+             on_progress: Callable[[int, int], None] | None = None) -> SimResult:
+    """Run the benchmark. ``lengths``: (input, output) tokens of each request, in the order they are issued;
+    ``decode_ms(rows_requests, mean_context)``: a decode step of that many requests;
+    ``prefill_ms(tokens, prefix)``: a prefill forward of ``tokens`` new tokens after ``prefix`` cached ones;
+    ``on_progress(done, requests)``: called every ``PROGRESS_STEPS`` steps. The cost is linear in the request-steps
+    (``work``); callers bound it before running."""
+    run = _Run(policy, lengths, concurrency, rate)
+    plan = run.plan_sglang if policy.engine == ENGINE_SGLANG else run.plan_vllm
+    steps = 0
+    while len(run.done) < run.requests:
+        steps += 1
+        if steps > max_steps:
+            break
+        if on_progress is not None and steps % PROGRESS_STEPS == 0:
+            on_progress(len(run.done), run.requests)
+        run.arrive()
+        if run.idle():
+            continue
+        chunks, decoders = plan()
+        run.advance(chunks, decoders, run.price(chunks, decoders, decode_ms, prefill_ms))
+    return run.result(steps)

@@ -6,7 +6,7 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpustack_k3.errors import InputError
+from gpustack_k3.errors import InputError, OperationalError
 
 EXTRA_HINT = "install the extra: pip install 'gpustack-k3[predict]' (aiconfigurator-core==0.12.0)"
 
@@ -18,10 +18,14 @@ class PredictError(InputError):
     """A prediction that cannot be made (exit 2): names the input and the way out."""
 
 
-class EstimatorMissing(PredictError):
+class EstimatorMissing(OperationalError):
+    """The [predict] extra is not installed: the environment, not the input (exit 2, kind operational)."""
+
     def __init__(self, detail: str = "") -> None:
-        super().__init__("aiconfigurator-core", f"the estimator is not installed{': ' + detail if detail else ''}",
-                         EXTRA_HINT)
+        self.where = "aiconfigurator-core"
+        self.message = f"the estimator is not installed{': ' + detail if detail else ''}"
+        self.hint = EXTRA_HINT
+        super().__init__(f"{self.where}: {self.message} ({self.hint})")
 
 
 class NoData(PredictError):
@@ -29,6 +33,9 @@ class NoData(PredictError):
 
 
 DIST_REQUESTS = 64          # requests simulated from a length distribution when --requests is not given
+# bounds of the benchmark simulation (its time is linear in the request-steps: ~1-2 M/s on one core)
+MAX_SIM_REQUESTS = 100_000  # requests in one simulated benchmark (--requests, or --concurrency when it sets them)
+MAX_SIM_WORK = 10_000_000   # request-steps: sum over requests of (output - 1) / tokens per step + prefill chunks
 DIST_HINT = ("give LEN:WEIGHT pairs or observed lengths, comma- or space-separated (e.g. 1024:3,65536:1 or "
              "812,1024,4000), or @FILE holding them")
 
@@ -132,6 +139,16 @@ class Workload:
     @property
     def output_len(self) -> int:
         return round(self.output.mean)
+
+    @property
+    def clients(self) -> int:
+        """Requests in flight at once in the closed loop: the clients, never more than the requests."""
+        return max(1, min(self.concurrency, self.total_requests))
+
+    @property
+    def requests_option(self) -> str:
+        """The option that set the number of requests (for messages)."""
+        return "--requests" if self.requests else "--concurrency"
 
     @property
     def total_requests(self) -> int:
