@@ -42,7 +42,7 @@ from gpustack_k3.catalog import load_catalog
 from gpustack_k3.render.templates import RenderError, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Placement
     from gpustack_k3.core.launch_types import LaunchSpec
 
 RUN_AS = 10001                 # non-root uid/gid (>= 10000: no clash with host users; checkov CKV_K8S_40)
@@ -113,17 +113,19 @@ def pod_resources(launch: LaunchSpec) -> tuple[dict, dict]:
     return requests, limits
 
 
-def placement(launch: LaunchSpec, doc: DeploymentDocument | None) -> tuple[dict[str, str], list[dict]]:
-    """(nodeSelector, tolerations): the GPU type's node labels plus the spec's; the spec's tolerations, else
-    one tolerating the GPU taint on GPU hardware."""
+def placement(launch: LaunchSpec, place: Placement | None) -> tuple[dict[str, str], list[dict]]:
+    """(nodeSelector, tolerations) of a pod: the GPU type's node labels plus ``place``'s (the spec's placement, or a
+    role's merged one: core/topology.py ``effective_document``); the user's tolerations plus, on GPU hardware, one
+    tolerating the GPU taint (merged, never replaced: a user toleration for a node pool's own taint must not cost
+    the pod the GPU nodes)."""
     hw = load_catalog().hardware.get(launch.gpu_type)
     selector = dict(hw.node_selector) if hw else {}
     tolerations: list[dict] = []
-    if doc is not None:
-        selector.update(doc.spec.placement.nodeSelector)
-        tolerations = [t.model_dump(exclude_none=True) for t in doc.spec.placement.tolerations]
-    if not tolerations and launch.gpu_resource:
-        tolerations = [dict(GPU_TOLERATION)]
+    if place is not None:
+        selector.update(place.nodeSelector)
+        tolerations = [t.model_dump(exclude_none=True) for t in place.tolerations]
+    if launch.gpu_resource and GPU_TOLERATION not in tolerations:
+        tolerations.append(dict(GPU_TOLERATION))
     return selector, tolerations
 
 
@@ -170,7 +172,10 @@ def _volume(v) -> dict:
     return {"name": v.name, "emptyDir": {"sizeLimit": f"{v.size_gib}Gi"} if v.size_gib else {}}
 
 
-def _workload(launch: LaunchSpec, doc: DeploymentDocument | None, namespace: str, kind: str, network_policy: bool) -> dict:
+def _workload(launch: LaunchSpec, doc: DeploymentDocument | None, namespace: str, kind: str, network_policy: bool,
+              place: Placement | None = None) -> dict:
+    """The Deployment/StatefulSet; ``place``: the pod's placement (default: ``doc.spec.placement``; a topology
+    passes each role's merged placement)."""
     skips = ["CKV_K8S_11", "CKV_K8S_13", "CKV_K8S_43"]
     if launch.secret_env:
         skips.append("CKV_K8S_35")
@@ -191,7 +196,9 @@ def _workload(launch: LaunchSpec, doc: DeploymentDocument | None, namespace: str
         env.append({"name": "HOME", "value": SCRATCH_PATH})
     env += [{"name": s.name, "valueFrom": {"secretKeyRef": {"name": s.secret_name, "key": s.secret_key}}}
             for s in launch.secret_env]
-    node_selector, tolerations = placement(launch, doc)
+    if place is None and doc is not None:
+        place = doc.spec.placement
+    node_selector, tolerations = placement(launch, place)
     security = {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
                 "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
                 "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}

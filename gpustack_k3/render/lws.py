@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.core.launch import build_topology_launch
 from gpustack_k3.core.rack import RackLayout, document_layout
+from gpustack_k3.core.topology import effective_document
 from gpustack_k3.render import computedomain as cd
 from gpustack_k3.render import kubernetes as k8s
 from gpustack_k3.render import router as routing
@@ -117,7 +118,7 @@ def _pod_template(topo: TopologyLaunch, role: RoleLaunch, launch: LaunchSpec, do
     """(pod template, workload annotations, claim templates) of the leader or the workers of a role: the
     single-node pod (security, resources, volumes, placement) with the topology's command, env and probes."""
     kind = k8s.workload_kind(launch)
-    wl = k8s._workload(launch, doc, ns, kind, False)
+    wl = k8s._workload(launch, doc, ns, kind, False, place=role_placement(doc, role))
     tpl = wl["spec"]["template"]
     labels = role_labels(topo, role, launch)
     if _serves_api(role, leader):
@@ -133,6 +134,24 @@ def _pod_template(topo: TopologyLaunch, role: RoleLaunch, launch: LaunchSpec, do
     if layout is not None:
         cd.patch_pod(tpl, topo.name, layout, doc)
     return tpl, wl["metadata"]["annotations"], wl["spec"].get("volumeClaimTemplates") or []
+
+
+def role_placement(doc: DeploymentDocument | None, role: RoleLaunch) -> Any:
+    """The role's placement: the shared ``spec.placement`` with the role's ``placement`` merged over it field by field
+    (core/topology.py ``effective_document``, the same merge every other section gets). The NVLink domain and the rack
+    policy are the deployment's (one ComputeDomain for all roles: docs/design/004-rack-scale.md), so a role that sets
+    them is refused here, naming the field, rather than ignored."""
+    if doc is None:
+        return None
+    spec_role = next((r for r in doc.spec.roles if r.name == role.role), None)
+    if spec_role is None or spec_role.placement is None:
+        return doc.spec.placement
+    for name in ("nvlink", "rack"):
+        if name in spec_role.placement.model_fields_set:
+            raise RenderError(f"{role.field_prefix}.placement.{name}",
+                              f"the NVLink domain and rack policy are the deployment's, not a role's (one "
+                              f"ComputeDomain serves every role)", f"set spec.placement.{name} instead")
+    return effective_document(doc, spec_role).spec.placement
 
 
 def lws_spec(topo: TopologyLaunch, role: RoleLaunch, doc: DeploymentDocument | None, ns: str,

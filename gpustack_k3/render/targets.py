@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from gpustack_k3.core.findings import has_errors, sort_findings
 from gpustack_k3.core.launch import Refused, build_launch, build_topology_launch
 from gpustack_k3.render import docker, gpustack
+from gpustack_k3.render import gpustack as gpustack_target
 from gpustack_k3.render.argv import argv_document, shell_command, topology_argv_document, topology_shell
 from gpustack_k3.render.checks import render_findings
 from gpustack_k3.render.docker import docker_run_line, docker_run_params
@@ -121,12 +122,14 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
 
 
 def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *, namespace: str | None = None,
-                            form: str = "leaderworkerset", strict: bool = False
+                            form: str = "leaderworkerset", strict: bool = False,
+                            gpustack: dict[str, Any] | None = None
                             ) -> tuple[dict[str, dict[str, str]], dict[str, RenderError], list[Finding]]:
     """A document with ``spec.roles``: (files per target, refusal per target, findings). argv: every role's
     leader and worker command; kubernetes: one LeaderWorkerSet per role (``form="disaggregatedset"``: one
-    DisaggregatedSet), schema-checked; docker and gpustack refuse a topology they cannot run, naming why; launch:
-    the TopologyLaunch as JSON. Raises ``Refused`` on error findings."""
+    DisaggregatedSet), schema-checked; docker and gpustack refuse a topology they cannot run, naming why (a
+    document of one single-pod role renders as that role's engine, ``gpustack``'s ``worker``/``cluster``
+    included); launch: the TopologyLaunch as JSON. Raises ``Refused`` on error findings."""
     tl, findings, _plans = build_topology_launch(doc, strict=strict)
     files: dict[str, dict[str, str]] = {}
     refused: dict[str, RenderError] = {}
@@ -141,8 +144,8 @@ def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *
                 files[t] = {"kubernetes.yaml": kubernetes_yaml(objs)}
             elif t in ("docker", "gpustack"):
                 # refuses naming the field; a document of one single-pod role renders as that role's engine
-                (docker if t == "docker" else gpustack).refuse_topology(tl)
-                files[t] = render_target(tl.roles[0].leader, t, namespace=namespace, doc=doc)
+                (docker if t == "docker" else gpustack_target).refuse_topology(tl)
+                files[t] = render_target(tl.roles[0].leader, t, namespace=namespace, doc=doc, gpustack=gpustack)
             elif t == "launch":
                 files[t] = {"launch.json": tl.to_json()}   # the TopologyLaunch: every role's leader/worker spec
             else:
@@ -154,12 +157,40 @@ def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *
     return files, refused, findings
 
 
+def render_targets(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any
+                   ) -> tuple[dict[str, dict[str, str]], dict[str, RenderError]]:
+    """(files per target, refusal per target) of a single-engine document: each target rendered on its own, a
+    target that cannot express the document (e.g. GPUStack and ``spec.secretEnv``) refused with its RenderError
+    naming the field, the others rendered. The same rule as :func:`render_topology_targets`."""
+    files: dict[str, dict[str, str]] = {}
+    refused: dict[str, RenderError] = {}
+    for t in targets:
+        try:
+            files[t] = render_target(launch, t, **kw)
+        except RenderError as exc:
+            refused[t] = exc
+    return files, refused
+
+
+def refusal_text(exc: RenderError) -> str:
+    """``<target>/refused.txt`` of a multi-target render: the refusal's one line."""
+    return exc.line() + "\n"
+
+
 def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any) -> dict[str, str]:
-    """Files of several targets, one sub-directory per target."""
+    """Files of several targets, one sub-directory per target; a target that cannot express the document writes
+    ``<target>/refused.txt`` naming why (as a topology's docker/gpustack do). Every target refused: the first
+    refusal is raised (there is nothing to render)."""
+    files, refused = render_targets(launch, targets, **kw)
+    if refused and not files:
+        raise next(iter(refused.values()))
     out: dict[str, str] = {}
     for t in targets:
-        for rel, text in render_target(launch, t, **kw).items():
-            out[f"{t}/{rel}"] = text
+        if t in refused:
+            out[f"{t}/refused.txt"] = refusal_text(refused[t])
+        else:
+            for rel, text in files[t].items():
+                out[f"{t}/{rel}"] = text
     return out
 
 
@@ -191,3 +222,34 @@ def channel_launch(doc: DeploymentDocument, channel: str, *, strict: bool = Fals
         role = tl.roles[0]
         return role.leader, findings, plans.get(role.role)
     return build_launch(doc, strict=strict)
+
+
+def summarise_targets(launch: LaunchSpec, doc: DeploymentDocument | None = None) -> dict[str, str]:
+    """What every target makes of a single-engine document, rendered in memory (``dry-run``): one line per target,
+    ``refused: <where>: <why>`` for a target that cannot express the document (the others still render, as for a
+    topology)."""
+    import hashlib
+    import json
+
+    import yaml
+
+    files, refused = render_targets(launch, TARGETS, doc=doc)
+    out: dict[str, str] = {}
+    for t in TARGETS:
+        if t in refused:
+            out[t] = f"refused: {refused[t].line()}"
+        elif t == "launch":
+            out[t] = (f"launch.json, sha256 {hashlib.sha256(launch.to_json().encode()).hexdigest()[:12]} "
+                      "(on the pod template)")
+        elif t == "argv":
+            out[t] = f"{len(launch.argv)} tokens, {len(launch.env)} env vars, {len(launch.secret_env)} secret env"
+        elif t == "kubernetes":
+            kinds = [o["kind"] for o in yaml.safe_load_all(files[t]["kubernetes.yaml"]) if o]
+            out[t] = f"{len(kinds)} objects: " + ", ".join(kinds)
+        elif t == "docker":
+            dk = json.loads(files[t]["docker-run-params.json"])
+            out[t] = (f"image {dk['image']}, {len(dk.get('device_requests') or [])} GPU device request(s), "
+                      f"network {dk.get('network_mode')}")
+        else:
+            out[t] = ", ".join(files[t])
+    return out

@@ -164,7 +164,8 @@ def replace_dir(out_dir: Path | str, files: dict[str, str]) -> list[Path]:
             raise InputError(f"--out {out_dir}", "is a non-empty directory that no render wrote (no "
                              f"{MARKER} in it): its files would be mixed with the render's",
                              "choose a new or empty directory, or remove it first")
-        if existing and Path.cwd().resolve() in (real, *real.parents):
+        cwd = Path.cwd().resolve()
+        if existing and real in (cwd, *cwd.parents):     # out_dir is where we stand, or holds it
             raise InputError(f"--out {out_dir}", "is the current directory (or holds it): it cannot be replaced "
                              "while in use", "render into a sub-directory")
         marked = {**files, MARKER: "rendered by gpustack-k3; `render --out` replaces this directory as a whole\n"}

@@ -126,7 +126,7 @@ def test_gpu_shm_volumes_probes_placement(case):
     assert lp["periodSeconds"] * lp["failureThreshold"] > rp["periodSeconds"] * rp["failureThreshold"]
     assert lp["timeoutSeconds"] >= rp["timeoutSeconds"]
     assert c["ports"] == [{"name": "http", "containerPort": launch.port, "protocol": "TCP"}]
-    assert (pod["nodeSelector"], pod["tolerations"]) == placement(launch, doc_of(CASES[case]))
+    assert (pod["nodeSelector"], pod["tolerations"]) == placement(launch, doc_of(CASES[case]).spec.placement)
     # Service targets the pod's port; selectors match the pod labels.
     svc = next(o for o in by_kind(objs, "Service") if o["spec"].get("clusterIP") != "None")
     assert svc["spec"]["ports"][0]["port"] == launch.port
