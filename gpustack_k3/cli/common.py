@@ -141,18 +141,36 @@ def read_text(path: str, what: str = "file") -> str:
         raise InputError(path, f"not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
 
 
-MAX_YAML_NODES = 100_000   # after alias expansion: a deployment document has a few hundred
+MAX_YAML_NODES = 100_000   # nodes aliases add when expanded: a deployment document has a few hundred in all
+MAX_YAML_DEPTH = 100       # nesting: a deployment document has about ten levels
 
 
 class _AliasError(ValueError):
     pass
 
 
+def _check_depth(text: str, limit: int) -> None:
+    """Refuse nesting deeper than ``limit`` from the parser's events, before anything is composed: libyaml's parser
+    is a state machine (any depth), PyYAML's composer of its nodes recurses in C and overflows the stack (a
+    segmentation fault) on ~30,000 levels, long before Python's recursion limit could catch it."""
+    import yaml
+
+    depth = 0
+    for ev in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(ev, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limit:
+                line = ev.start_mark.line + 1 if ev.start_mark else "?"
+                raise _AliasError(f"nested more than {limit} levels deep (at line {line})")
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _check_nodes(node: Any, limit: int) -> int:
-    """One walk over the composed nodes, before anything is constructed: the node count once aliases are
-    expanded, without expanding them (memoised per node; _AliasError on a recursive alias or past ``limit``),
-    and every mapping checked for a key named twice (PyYAML keeps the last one silently). Before construction,
-    because constructing merge keys (``<<``) rewrites mappings in place."""
+    """One walk over the composed nodes, before anything is constructed: how many nodes aliases add once expanded,
+    without expanding them (memoised per node; _AliasError on a recursive alias or past ``limit`` added nodes: a
+    large document without aliases adds none), and every mapping checked for a key named twice (PyYAML keeps the
+    last one silently). Before construction, because constructing merge keys (``<<``) rewrites mappings in place."""
     from yaml.constructor import ConstructorError
     from yaml.nodes import MappingNode, ScalarNode
 
@@ -179,13 +197,14 @@ def _check_nodes(node: Any, limit: int) -> int:
         if isinstance(n.value, list):
             for item in n.value:
                 total += sum(size(x) for x in item) if isinstance(item, tuple) else size(item)
-                if total > limit:
-                    raise _AliasError(f"aliases expand it to more than {limit} nodes")
         on_path.discard(nid)
         sizes[nid] = total
         return total
 
-    return size(node)
+    expanded = size(node)
+    if expanded - len(sizes) > limit:   # what the aliases add over the nodes written out
+        raise _AliasError(f"aliases expand it to more than {limit} nodes")
+    return expanded
 
 
 def parse_yaml(text: str, where: str) -> Any:
@@ -196,6 +215,7 @@ def parse_yaml(text: str, where: str) -> Any:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     docs = []
     try:
+        _check_depth(text, MAX_YAML_DEPTH)
         while loader.check_node():
             node = loader.get_node()
             if node is None:
@@ -210,9 +230,11 @@ def parse_yaml(text: str, where: str) -> Any:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(where, f"invalid YAML{pos}: {problem}", "fix the YAML syntax") from None
     except RecursionError:
-        raise InputError(where, "YAML nested too deeply", "simplify the document") from None
+        raise InputError(where, f"YAML nested more than {MAX_YAML_DEPTH} levels deep", "simplify the document") from None
     except _AliasError as exc:
-        raise InputError(where, f"unusable YAML: {exc}", "write the values out without anchors/aliases") from None
+        hint = ("a deployment document needs about ten levels" if "nested" in str(exc)
+                else "write the values out without anchors/aliases")
+        raise InputError(where, f"unusable YAML: {exc}", hint) from None
     except ValueError as exc:   # an integer beyond Python's digit limit
         raise InputError(where, f"unusable YAML: {str(exc).split(';')[0]}", "use a realistic number") from None
     finally:
@@ -286,10 +308,6 @@ def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool =
     return launch, findings, plan, doc
 
 
-def use_colour() -> bool:
-    return sys.stdout.isatty()
-
-
 SEV_COLOUR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
@@ -319,16 +337,6 @@ def yaml_dump(obj: Any, **kw) -> str:
             return True
 
     return yaml.dump(obj, Dumper=_NoAliases, sort_keys=False, width=1000, allow_unicode=True, **kw)
-
-
-def yaml_dump_all(objs, **kw) -> str:
-    import yaml
-
-    class _NoAliases(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
-        def ignore_aliases(self, data):
-            return True
-
-    return yaml.dump_all(objs, Dumper=_NoAliases, sort_keys=False, width=1000, allow_unicode=True, **kw)
 
 
 def emit(obj: Any, output: str) -> None:

@@ -1,4 +1,4 @@
-"""Core commands: validate, check-args, import, plan, explain, advise, presets, dry-run."""
+"""Core commands: validate, check-args, import, plan, explain, presets, dry-run, check-pd."""
 from __future__ import annotations
 
 import sys
@@ -192,7 +192,18 @@ def import_(engine, engine_version, model_name, gpu_type, gpus, env, name, argv,
 
 # ------------------------------------------------------------------ plan
 
-@click.command("plan", cls=Command, context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
+class _PlanCommand(Command):
+    """``plan``: what follows ``--`` is the engine command line (ARGV), kept apart from SPEC before it."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta["plan_argv"] = tuple(args[cut + 1:])
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+@click.command("plan", cls=_PlanCommand, context_settings={"ignore_unknown_options": True})   # options after SPEC too; ARGV after --
 @click.argument("spec", required=False)
 @preset_opt
 @click.option("--engine", type=click.Choice([ENGINE_VLLM, ENGINE_SGLANG]), help="Plan an engine command line given after --.")
@@ -206,6 +217,13 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     from gpustack_k3.core.plan import PlanUnavailable, plan
     from gpustack_k3.core.resolve import resolve
 
+    after = click.get_current_context().meta.get("plan_argv")
+    if after is not None and (spec is not None or preset is not None):
+        given = f"SPEC {spec}" if spec is not None else f"--preset {preset}"
+        fail_input(InputError("plan", f"both {given} and an engine command line (ARGV after --) were given",
+                              "plan one: SPEC or --preset NAME, or --engine E -- ARGV"))
+    if after is not None:
+        argv = (*argv, *after)
     if engine:
         if spec is not None:
             argv = (spec, *argv)
@@ -343,7 +361,7 @@ def _plan_roles(doc, output) -> None:
         _plan_refused(exc.findings)
 
 
-# ------------------------------------------------------------------ explain / advise / presets
+# ------------------------------------------------------------------ explain / presets
 
 @click.command(cls=Command)
 @click.argument("rule_id", required=False)
@@ -447,25 +465,6 @@ def _explain_data(r, cat) -> dict:
     if r.hard:
         d["cel"] = f"not expressed: {r.no_cel}" if r.no_cel else "expressed as x-kubernetes-validations (gpustack-k3 crd --rules)"
     return d
-
-
-@click.command(cls=Command)
-@click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
-@click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
-@click.option("--priority", type=click.Choice(["throughput", "latency"]), default="throughput", show_default=True)
-@output_option
-def advise(context, concurrency, priority, output):
-    """Recommend a preset from the write-up's measured crossover (docs/sources.md#measured)."""
-    from gpustack_k3.core.advise import advise as run
-
-    a = run(context, concurrency, priority)
-    if output != "text":
-        emit(a.to_dict(), output)
-    else:
-        click.echo(f"preset: {a.preset or '(none)'}")
-        click.echo(f"reason: {a.reason}")
-        click.echo(f"source: {a.source}")
-    sys.exit(EXIT_OK if a.preset else EXIT_REFUSED)
 
 
 @click.command(cls=Command)
