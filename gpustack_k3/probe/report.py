@@ -87,9 +87,9 @@ def _good(t: RequestTrace, cfg: ProbeConfig) -> dict[str, bool]:
 
 
 def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None = None) -> ProbeReport:
+    """The report of one probe: each part reads its own slice of ``col`` and adds its figures and findings."""
     catalog = catalog or load_metrics_catalog()
     texts = load_findings()
-    findings: list[Finding] = []
     data: dict = {"endpoint": col.endpoint, "engine": col.engine, "model": col.model, "api": cfg.api,
                   "dataset": cfg.dataset, "requests": cfg.requests, "concurrency": cfg.concurrency,
                   "input_len": cfg.input_len if cfg.prompts is None else None, "output_len": cfg.output_len,
@@ -99,112 +99,182 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
         data["reason"] = col.unusable
         return ProbeReport(data, [], EXIT_INPUT)
     data["usable"] = True
+    run = _Run.of(col)
+    findings: list[Finding] = []
+    data.update(_figures(run, data["input_len"]))
+    findings += _goodput(cfg, run, data, texts)
+    findings += _invariants(cfg, col, run, catalog, data, texts)
+    findings += _engine_counters(cfg, col, catalog, data, texts)
+    findings += _checks(cfg, col, run, data, texts)
+    data["warmup"] = _warmup(col) if col.warmup else None
+    findings = sort_findings(findings)
+    return ProbeReport(data, findings, EXIT_REFUSED if has_errors(findings) else EXIT_OK)
 
-    run, ok = col.run, _ok(col.run)
-    failed = [t for t in run if not t.ok]
-    total = len(run)
-    tokens = sum(t.tokens for t in ok)
-    wall = col.wall_s
-    data["completed"] = len(ok)
-    data["errors"] = len(failed)
-    data["error_rate"] = round(len(failed) / total, 4) if total else None
-    data["error_examples"] = [f"request {t.index}: {t.error}" for t in failed[:5]]
-    data["wall_s"] = round(wall, 4)
-    data["output_tokens"] = tokens
+
+@dataclass(frozen=True)
+class _Run:
+    """The measured run's requests split once: all, answered, failed; with the tokens and wall time."""
+    all: list[RequestTrace]
+    ok: list[RequestTrace]
+    failed: list[RequestTrace]
+    tokens: int
+    wall: float
+
+    @classmethod
+    def of(cls, col: Collected) -> _Run:
+        ok = _ok(col.run)
+        return cls(col.run, ok, [t for t in col.run if not t.ok], sum(t.tokens for t in ok), col.wall_s)
+
+    @property
+    def total(self) -> int:
+        return len(self.all)
+
+    @property
+    def tput(self) -> float | None:
+        return self.tokens / self.wall if self.wall > 0 else None
+
+    @property
+    def per_chunk(self) -> float | None:
+        """Mean completion tokens per delta chunk over the streams that carried usage."""
+        chunks = sum(len(t.delta_times) for t in self.ok if not t.usage_missing)
+        usage_tokens = sum(t.tokens for t in self.ok if not t.usage_missing)
+        return usage_tokens / chunks if chunks else None
+
+
+def _figures(run: _Run, input_len: int | None) -> dict:
+    """Counts, latency distributions, throughput."""
+    ok, failed, total, wall = run.ok, run.failed, run.total, run.wall
+    data: dict = {"completed": len(ok), "errors": len(failed),
+                  "error_rate": round(len(failed) / total, 4) if total else None,
+                  "error_examples": [f"request {t.index}: {t.error}" for t in failed[:5]],
+                  "wall_s": round(wall, 4), "output_tokens": run.tokens}
     prompt_toks = _vals(ok, "prompt_tokens")
-    data["input_tokens"] = ({"target": data["input_len"], "mean": round(sum(prompt_toks) / len(prompt_toks), 1),
-                             "min": min(prompt_toks), "max": max(prompt_toks)} if prompt_toks else None)
-    data.update(_phase_stats(run))
+    data["input_tokens"] = None
+    if prompt_toks:
+        data["input_tokens"] = {"target": input_len, "mean": round(sum(prompt_toks) / len(prompt_toks), 1),
+                                "min": min(prompt_toks), "max": max(prompt_toks)}
+    data.update(_phase_stats(run.all))
     data["client_queue_ms"] = distribution([t.queued_s for t in ok])
-    tput = tokens / wall if wall > 0 else None
+    tput = run.tput
     data["output_tokens_per_s"] = None if tput is None else round(tput, 3)
     data["request_throughput"] = round(len(ok) / wall, 4) if wall > 0 else None
-    chunks = sum(len(t.delta_times) for t in ok if not t.usage_missing)
-    usage_tokens = sum(t.tokens for t in ok if not t.usage_missing)
-    per_chunk = usage_tokens / chunks if chunks else None
+    per_chunk = run.per_chunk
     data["tokens_per_chunk"] = None if per_chunk is None else round(per_chunk, 3)
+    return data
 
-    # -- goodput
-    if cfg.slo:
-        verdicts = [(_good(t, cfg) if t.ok else None) for t in run]
-        good = sum(1 for v in verdicts if v is not None and all(v.values()))
-        keys = [k for k in SLO_KEYS if getattr(cfg.slo, k) is not None]
-        misses = {k: sum(1 for v in verdicts if v is not None and not v[k]) for k in keys}
-        ratio = good / total if total else 0.0
-        data["goodput"] = {"slo": cfg.slo.to_dict(), "good": good, "requests": total, "ratio": round(ratio, 4),
-                           "requests_per_s": round(good / wall, 4) if wall > 0 else None,
-                           "min_ratio": cfg.min_goodput, "misses": misses}
-        if ratio < cfg.min_goodput:
-            miss = ", ".join(f"{k} {n}" for k, n in misses.items() if n) or "failed requests"
-            if failed:
-                miss += f", {len(failed)} failed"
-            findings.append(texts["probe.slo"].make(good=good, total=total, ratio=ratio, min=cfg.min_goodput,
-                                                    slo=_slo_text(cfg), misses=miss))
-    else:
+
+def _goodput(cfg: ProbeConfig, run: _Run, data: dict, texts) -> list[Finding]:
+    """Share of requests that met every SLO (``data["goodput"]``); a finding when below the required share."""
+    if not cfg.slo:
         data["goodput"] = None
+        return []
+    total, wall = run.total, run.wall
+    verdicts = [(_good(t, cfg) if t.ok else None) for t in run.all]
+    good = sum(1 for v in verdicts if v is not None and all(v.values()))
+    keys = [k for k in SLO_KEYS if getattr(cfg.slo, k) is not None]
+    misses = {k: sum(1 for v in verdicts if v is not None and not v[k]) for k in keys}
+    ratio = good / total if total else 0.0
+    data["goodput"] = {"slo": cfg.slo.to_dict(), "good": good, "requests": total, "ratio": round(ratio, 4),
+                       "requests_per_s": round(good / wall, 4) if wall > 0 else None,
+                       "min_ratio": cfg.min_goodput, "misses": misses}
+    if ratio >= cfg.min_goodput:
+        return []
+    miss = ", ".join(f"{k} {n}" for k, n in misses.items() if n) or "failed requests"
+    if run.failed:
+        miss += f", {len(run.failed)} failed"
+    return [texts["probe.slo"].make(good=good, total=total, ratio=ratio, min=cfg.min_goodput,
+                                    slo=_slo_text(cfg), misses=miss)]
 
-    # -- invariants
+
+def _invariants(cfg: ProbeConfig, col: Collected, run: _Run, catalog: MetricsCatalog, data: dict,
+                texts) -> list[Finding]:
+    """The bounds a correct count cannot break (``data["invariants"]``), a finding per broken one."""
     invariants: list[dict] = []
-    if tput is not None:
-        # each request asked for output_len tokens at most (max_tokens): requests x output tokens / wall (docs/sources.md#measured)
-        cap = len(ok) * cfg.output_len / wall
-        held = tput <= cap * (1 + BOUND_SLACK)
-        invariants.append({"name": "requested_bound", "ok": held, "output_tokens_per_s": round(tput, 3),
-                           "bound_tokens_per_s": round(cap, 3),
-                           "rule": "sum(completion tokens)/wall <= completed x output_len / wall"})
-        if not held:
-            findings.append(texts["probe.requested-bound"].make(tput=tput, done=len(ok), want=cfg.output_len,
-                                                                wall=wall, bound=cap))
-    tpots = _vals(ok, "tpot_s")
-    conc = min(x for x in (cfg.concurrency, max(total, 1), cfg.planned_concurrency) if x is not None)
-    if tput is not None and tpots and min(tpots) > 0:
-        tpot_min = min(tpots)
-        bound = len(ok) / wall + conc / tpot_min
-        held = tput <= bound * (1 + BOUND_SLACK)
-        invariants.append({"name": "throughput_bound", "ok": held, "output_tokens_per_s": round(tput, 3),
-                           "bound_tokens_per_s": round(bound, 3), "concurrency": conc,
-                           "tpot_min_ms": round(tpot_min * 1000, 3),
-                           "rule": "sum(completion tokens)/wall <= completed/wall + concurrency/min(TPOT)"})
-        if not held:
-            findings.append(texts["probe.throughput-bound"].make(tput=tput, conc=conc, tpot=tpot_min * 1000,
-                                                                 wall=wall, bound=bound))
-    em = catalog.engines.get(col.engine) if col.engine else None
-    mt = col.metrics
-    gen = em.get("generation_tokens") if em else None
-    if mt is not None and gen is not None and (engine_tokens := mt.counter_diff(gen.name)) is not None:
-        held = tokens <= engine_tokens
-        invariants.append({"name": "tokens_vs_engine", "ok": held, "client_tokens": tokens,
-                           "engine_tokens": engine_tokens, "counter": gen.name})
-        if not held:
-            findings.append(texts["probe.tokens-vs-engine"].make(client=tokens, engine=f"{engine_tokens:g}",
-                                                                 counter=gen.name))
+    findings: list[Finding] = []
+    for check in (_requested_bound, _throughput_bound, _tokens_vs_engine):
+        found = check(cfg, col, run, catalog, texts)
+        if found is not None:
+            invariants.append(found[0])
+            findings += found[1]
     data["invariants"] = invariants
+    return findings
 
-    # -- engine counters
+
+def _requested_bound(cfg: ProbeConfig, col: Collected, run: _Run, catalog, texts):
+    tput = run.tput
+    if tput is None:
+        return None
+    ok, wall = run.ok, run.wall
+    # each request asked for output_len tokens at most (max_tokens): requests x output tokens / wall (docs/sources.md#measured)
+    cap = len(ok) * cfg.output_len / wall
+    held = tput <= cap * (1 + BOUND_SLACK)
+    inv = {"name": "requested_bound", "ok": held, "output_tokens_per_s": round(tput, 3),
+           "bound_tokens_per_s": round(cap, 3), "rule": "sum(completion tokens)/wall <= completed x output_len / wall"}
+    return inv, [] if held else [texts["probe.requested-bound"].make(tput=tput, done=len(ok), want=cfg.output_len,
+                                                                     wall=wall, bound=cap)]
+
+
+def _throughput_bound(cfg: ProbeConfig, col: Collected, run: _Run, catalog, texts):
+    tput, tpots = run.tput, _vals(run.ok, "tpot_s")
+    if tput is None or not tpots or min(tpots) <= 0:
+        return None
+    conc = min(x for x in (cfg.concurrency, max(run.total, 1), cfg.planned_concurrency) if x is not None)
+    tpot_min = min(tpots)
+    bound = len(run.ok) / run.wall + conc / tpot_min
+    held = tput <= bound * (1 + BOUND_SLACK)
+    inv = {"name": "throughput_bound", "ok": held, "output_tokens_per_s": round(tput, 3),
+           "bound_tokens_per_s": round(bound, 3), "concurrency": conc, "tpot_min_ms": round(tpot_min * 1000, 3),
+           "rule": "sum(completion tokens)/wall <= completed/wall + concurrency/min(TPOT)"}
+    return inv, [] if held else [texts["probe.throughput-bound"].make(tput=tput, conc=conc, tpot=tpot_min * 1000,
+                                                                      wall=run.wall, bound=bound)]
+
+
+def _tokens_vs_engine(cfg: ProbeConfig, col: Collected, run: _Run, catalog: MetricsCatalog, texts):
+    em = catalog.engines.get(col.engine) if col.engine else None
+    gen = em.get("generation_tokens") if em else None
+    mt = col.metrics
+    if mt is None or gen is None or (engine_tokens := mt.counter_diff(gen.name)) is None:
+        return None
+    held = run.tokens <= engine_tokens
+    inv = {"name": "tokens_vs_engine", "ok": held, "client_tokens": run.tokens, "engine_tokens": engine_tokens,
+           "counter": gen.name}
+    return inv, [] if held else [texts["probe.tokens-vs-engine"].make(client=run.tokens, engine=f"{engine_tokens:g}",
+                                                                      counter=gen.name)]
+
+
+def _engine_counters(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog, data: dict, texts) -> list[Finding]:
+    """The engine's counters over the run (``data["metrics"]``, ``data["spec_acceptance"]``) and their findings."""
     data["spec_acceptance"] = None
     data["metrics"] = None
-    if em is not None and mt is not None and mt.after is not None:
-        m: dict = {}
-        for role in ("preemptions", "kv_transfer_failures", "generation_tokens"):
-            met = em.get(role)
-            m[role] = None if met is None else mt.counter_diff(met.name)
-        kv = em.get("kv_usage")
-        m["kv_usage"] = None if kv is None else mt.gauge(kv.name)
-        m["samples"] = mt.samples
-        data["metrics"] = m
-        data["spec_acceptance"] = _acceptance(em, mt, cfg.dataset)
-        if m["preemptions"]:
-            findings.append(texts["probe.preemptions"].make(n=m["preemptions"]))
-        if m["kv_transfer_failures"]:
-            findings.append(texts["probe.kv-transfer-failures"].make(n=m["kv_transfer_failures"]))
-        acc = data["spec_acceptance"]
-        if acc is not None and acc["length"] is not None and acc["length"] < catalog.acceptance_flag_below:
-            findings.append(texts["probe.acceptance-low"].make(length=acc["length"], flag=catalog.acceptance_flag_below,
-                                                               dataset=cfg.dataset))
-    elif col.metrics_note:
-        findings.append(texts["probe.no-metrics"].make(why=col.metrics_note))
+    em = catalog.engines.get(col.engine) if col.engine else None
+    mt = col.metrics
+    if em is None or mt is None or mt.after is None:
+        return [texts["probe.no-metrics"].make(why=col.metrics_note)] if col.metrics_note else []
+    m: dict = {}
+    for role in ("preemptions", "kv_transfer_failures", "generation_tokens"):
+        met = em.get(role)
+        m[role] = None if met is None else mt.counter_diff(met.name)
+    kv = em.get("kv_usage")
+    m["kv_usage"] = None if kv is None else mt.gauge(kv.name)
+    m["samples"] = mt.samples
+    data["metrics"] = m
+    acc = data["spec_acceptance"] = _acceptance(em, mt, cfg.dataset)
+    findings: list[Finding] = []
+    if m["preemptions"]:
+        findings.append(texts["probe.preemptions"].make(n=m["preemptions"]))
+    if m["kv_transfer_failures"]:
+        findings.append(texts["probe.kv-transfer-failures"].make(n=m["kv_transfer_failures"]))
+    if acc is not None and acc["length"] is not None and acc["length"] < catalog.acceptance_flag_below:
+        findings.append(texts["probe.acceptance-low"].make(length=acc["length"], flag=catalog.acceptance_flag_below,
+                                                           dataset=cfg.dataset))
+    return findings
 
-    # -- the other checks
+
+def _checks(cfg: ProbeConfig, col: Collected, run: _Run, data: dict, texts) -> list[Finding]:
+    """What makes the figures need care: failures, short answers, missing usage, chunked ITL, few samples,
+    reasoning before content, a shared prefix."""
+    ok, failed, total = run.ok, run.failed, run.total
+    findings: list[Finding] = []
     if failed:
         findings.append(texts["probe.errors"].make(failed=len(failed), total=total, rate=len(failed) / total,
                                                    first=failed[0].error))
@@ -216,8 +286,15 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
     missing = [t for t in ok if t.usage_missing]
     if missing:
         findings.append(texts["probe.usage-missing"].make(missing=len(missing), total=len(ok)))
+    per_chunk = run.per_chunk
     if per_chunk is not None and per_chunk > MULTI_TOKEN_CHUNKS:
         findings.append(texts["probe.multi-token-chunks"].make(per_chunk=per_chunk))
+    findings += _sample_checks(cfg, ok, data, texts)
+    return findings
+
+
+def _sample_checks(cfg: ProbeConfig, ok: list[RequestTrace], data: dict, texts) -> list[Finding]:
+    findings: list[Finding] = []
     n = len(ok)
     low = [f"p{p}" for p in (90, 99) if n < min_samples(p)]
     if n and low:
@@ -230,10 +307,7 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
             content="none (no request reached content)" if cont is None else f"{cont:.1f} ms"))
     if cfg.shared_prefix:
         findings.append(texts["probe.shared-prefix"].make())
-
-    data["warmup"] = _warmup(col) if col.warmup else None
-    findings = sort_findings(findings)
-    return ProbeReport(data, findings, EXIT_REFUSED if has_errors(findings) else EXIT_OK)
+    return findings
 
 
 def _slo_text(cfg: ProbeConfig) -> str:
