@@ -153,14 +153,10 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     seqs = r.value("scheduling.maxNumSeqs")
     seqs = int(seqs) if seqs is not None else None
 
-    # the single-engine (TP-sharded) plan holds unless the experts are sharded over more ranks than TP
-    ep_sharded = expert_parallel and ep != tp
-    ep_weights = _ep_weights(r, tp, pp, ep if expert_parallel else tp)
-    p, why = _rank_plan(r, ep_sharded, ep_weights)
-    if p is not None:
-        weights = p.weights_gib
-    else:
-        weights = ep_weights
+    # the rank's plan is the single-engine plan of its document: core.plan shards the experts over TP x DP as vLLM
+    # does (calibrated figures scaled by the config's routed-expert share, or derived from the config alone)
+    p, why = _rank_plan(r, False, None)
+    weights = p.weights_gib if p is not None else None
     if weights is None:
         unknown.append("weights_per_gpu_gib")
     if why:
@@ -199,8 +195,8 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     gpi = role.podsPerInstance * role.gpusPerPod
     # rank_memory shards the experts over TP x DP: SGLang's EP as that product (EP >= TP in its layouts)
     moe_dp = max(1, ep // tp) if r.engine.engine == ENGINE_SGLANG else dp
-    moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if m is not None and m.routed_experts \
-        else None
+    a = r.model_arch
+    moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if a is not None and a.moe else None
     return RolePlan(
         role=role.name, kind=role.role, field_prefix=view.field_prefix, instances=role.instances,
         pods_per_instance=role.podsPerInstance, gpus_per_pod=role.gpusPerPod, gpus_per_instance=gpi,
@@ -221,8 +217,13 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
     flags = flag_values(list(spec.extraArgs))
     fraction = r.value("memory.fraction")
     tokens = r.value("scheduling.maxNumBatchedTokens")
+    m = r.model
+    draft = None if m is None or m.draft_architecture is None else _draft_arch(m)
+    kv = (m.kv_bytes_per_token, f"catalog kv_bytes_per_token ({(m.figure_sources or {}).get('kv_bytes_per_token', 'models.yaml')})") \
+        if m is not None and m.kv_bytes_per_token is not None else None
     return rank_memory(
-        model=r.model, figures=r.figures, tp=tp, dp=dp, expert_parallel=expert_parallel, pods=pods,
+        arch=r.model_arch, draft_arch=draft, mtp=spec.speculative.method == "mtp", kv_bytes_fallback=kv,
+        engine=r.engine.engine, figures=r.figures, tp=tp, dp=dp, expert_parallel=expert_parallel, pods=pods,
         kv_dtype=r.value("memory.kvCacheDtype"), enforce_eager=bool(r.value("vllm.enforceEager")),
         redundant_experts=(eplb.numRedundantExperts or 0) if eplb is not None else 0,
         include_draft=bool(eplb.includeDraft) if eplb is not None else False,
@@ -232,6 +233,12 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
         env=dict(spec.env), visible_gib=r.hardware.visible_gib if r.hardware else None,
         fraction=float(fraction) if fraction is not None else None,
         max_num_batched_tokens=int(tokens) if isinstance(tokens, int) and tokens > 0 else None)
+
+
+def _draft_arch(m) -> Any:
+    from gpustack_k3.core.model_config import arch_from_config
+
+    return arch_from_config(m.draft_architecture.config, f"catalog models.yaml draft: {m.draft_architecture.source}")
 
 
 def plan_topology(doc: DeploymentDocument) -> TopologyPlan:
