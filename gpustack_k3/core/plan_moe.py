@@ -205,6 +205,8 @@ def param_parts(a: Any) -> tuple[dict[str, Any], list[str], list[str]]:
         unknown.append("vocab_size: not in the config")
     kinds, why = layer_kinds(a)
     unknown += why
+    if a.get("block_configs") is not None:
+        unknown.append(f"{a.model_type}: per-layer block_configs (attention / FFN variants per layer) are not modelled")
     if unknown:
         return {}, unknown, notes
     g = _gated(a)
@@ -473,6 +475,8 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
         p["routed_experts"] = (moe_layers * parts["per_expert"] * -(-physical // ep)) if use_ep else routed / moe_devices
         p["embed"] = vocab_rows * a.hidden_size if s == 0 else 0
         p["lm_head"] = vocab_rows * a.hidden_size if s == pp - 1 and parts["lm_head"] else 0
+        if s == pp - 1:
+            p["other"] += a.hidden_size / tp                                   # the final norm
         if mtp_draft and s == pp - 1 and parts["mtp"]:
             mtp = parts["mtp"]
             p["mtp draft"] = mtp / tp
@@ -510,8 +514,8 @@ def kv_bytes_per_token(a: Any, kv_dtype: str | None, tp: int) -> tuple[int | Non
     b = DTYPE_BYTES.get(str(a.dtype or "bfloat16").lower()) if d == "auto" else KV_DTYPE_BYTES.get(d)
     if b is None:
         return None, f"KV dtype {kv_dtype!r} has no byte size here"
-    if a is None or a.layers is None:
-        return None, "num_hidden_layers not in the config"
+    if a is None:
+        return None, "no config.json"
     if a.get("compress_ratios") is not None:
         return None, f"{a.model_type}: compressed attention KV (compress_ratios) is not modelled"
     kinds, why = layer_kinds(a)
