@@ -139,6 +139,11 @@ _COMPARED = ("architecture", "model_type", "layers", "hidden_size", "heads", "kv
              "experts_per_token", "vocab_size", "quantization", "mtp_layers")
 
 
+# figures that say which model a config.json is: where one of them differs, the catalog entry of that name is another
+# model and is not used for this one (no calibrated figures, limits or draft of it); the disagreement stays exposed
+_IDENTITY = ("architecture", "model_type", "layers", "hidden_size", "heads", "experts")
+
+
 def catalog_arch(model: ModelEntry | None, name: str) -> Any:
     """The catalog entry's config.json-shaped block read by the one reader (None: the entry has none)."""
     if model is None or model.architecture is None:
@@ -182,6 +187,9 @@ def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any =
         spec_update["hardware"] = doc.spec.hardware.model_copy(update={"gpuType": gpu_key})
     if spec_update:   # downstream (launch, targets) reads the catalog's keys
         doc = doc.model_copy(update={"spec": doc.spec.model_copy(update=spec_update)})
+    differs = disagreements(model, doc.spec.model.name, arch)
+    if any(f in _IDENTITY for f, _, _ in differs):
+        model, figs = None, None        # the config.json is another model than the catalog entry of this name
     return Resolved(doc, cat, eng, ver, model, figs, hw,
                     typed_version=typed if "engine" in spec_update else None, arch=arch,
-                    catalog_disagreements=disagreements(model, doc.spec.model.name, arch))
+                    catalog_disagreements=differs)

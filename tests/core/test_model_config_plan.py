@@ -87,3 +87,28 @@ def test_a_draft_the_plan_cannot_see_turns_the_memory_refusal_into_a_warning():
     r = resolve(d, arch=arch_from_config(big, "big/config.json"))
     found = validate_resolved(r, ctx=Ctx(r))
     assert any(f.rule == "fixed-memory-exceeds-budget" and "fullest GPU" in f.message for f in found)
+
+
+def test_a_local_directory_named_like_a_catalog_model_follows_its_own_config(tmp_path):
+    """check-args on a local ``.../Kimi-K3`` whose config.json is Qwen3-1.7B: the config decides (no Kimi-K3 memory
+    figures or rules, its 40,960 positions), the catalog entry of that name is set aside."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.main import cli
+
+    d = tmp_path / "Kimi-K3"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(QWEN3_1_7B))
+    res = CliRunner().invoke(cli, ["check-args", "--engine", "vllm", "--engine-version", "0.33.0", "-o", "json",
+                                   "--", str(d), "-tp", "8"],
+                             catch_exceptions=False)
+    found = json.loads(res.output)["findings"]
+    rules = {f["rule"] for f in found}
+    assert res.exit_code == 0, res.output
+    assert "plan-unavailable" not in rules               # planned from the config, not refused with Kimi-K3's figures
+    assert not rules & {"fixed-memory-exceeds-budget", "vllm-kv-overcommit", "vllm-kimi-k3-specialized-decode"}
+    r = resolve(doc(name="kimi-k3", path=str(d)), arch=arch_from_config(QWEN3_1_7B, str(d / "config.json")))
+    assert r.model is None and r.figures is None and r.catalog_disagreements
+    assert r.value("scheduling.maxModelLen") == 40960 and plan(r).basis == "config.json"
