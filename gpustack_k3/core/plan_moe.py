@@ -38,7 +38,6 @@ hidden, ep, experts)`` (``all2all.py:327-352``), transcribed from DeepEP ``csrc/
 from __future__ import annotations
 
 import fnmatch
-import math
 import re
 from typing import Any
 

@@ -5,11 +5,10 @@ routed experts per EP rank, weights per GPU (dense parts replicated, ÷ TP; rout
 DP rank and concurrency per rank, per instance and per role. A figure the catalog does not have (DeepSeek-V4.1-Flash
 publishes no weight sizes: docs/sources.md#dsv41-flash-model) is ``None`` and named in ``unknown``, never invented.
 
-Where the single-engine plan (:mod:`gpustack_k3.core.plan`) holds for one DP rank it is reused as the rank's
-memory plan: a rank is one engine of TP x PP GPUs, and without expert parallelism across DP ranks its weights are
-the single engine's. With expert parallelism over several DP ranks the experts shard over EP instead, which needs
-the model's dense/expert split (catalog ``dense_weights_gib`` / ``expert_weights_gib``); the rank's plan is then
-the single-engine plan with those weights (the other figures are per GPU and do not depend on the sharding).
+The rank's memory plan is the single-engine plan (:mod:`gpustack_k3.core.plan`) of the role's document: a rank is
+one engine of TP x PP GPUs whose fused-MoE layers vLLM shards over TP x DP devices (core.plan scales calibrated
+weights by the routed share the model's config.json gives, or derives them from the config alone). A MoE model's
+memory per GPU is also shown term by term (core.plan_moe ``rank_memory``).
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
 from gpustack_k3.core.plan_moe import rank_memory
 from gpustack_k3.core.resolve import Resolved, resolve
@@ -90,31 +88,8 @@ def _per_rank(count: int | None, ep: int) -> float | None:
     return None if count is None else count / ep
 
 
-def _ep_weights(r: Resolved, tp: int, pp: int, ep: int) -> float | None:
-    """Dense parts ÷ (TP x PP), routed experts ÷ (EP x PP); None when the catalog has no split."""
-    m = r.model
-    if m is None or m.dense_weights_gib is None or m.expert_weights_gib is None:
-        return None
-    return m.dense_weights_gib / (tp * pp) + m.expert_weights_gib / (ep * pp)
-
-
-def _rank_plan(r: Resolved, ep_sharded: bool, weights: float | None) -> tuple[Plan | None, str | None]:
+def _rank_plan(r: Resolved) -> tuple[Plan | None, str | None]:
     """The memory plan of one DP rank, or (None, why not)."""
-    if ep_sharded:
-        if weights is None:
-            return None, ("weights per GPU: experts shard over EP across DP ranks and the catalog has no "
-                          "dense/expert split for this model")
-        fg = r.figures
-        if fg is None or fg.weights_per_gpu_gib is None:
-            return None, "KV per rank: the catalog has no per-GPU memory figures for this model and engine"
-        # the single-engine plan scales weights_per_gpu_gib by calibration_gpus / (tp x pp): give it the
-        # figure that scales to the EP-sharded weights, and keep non-torch memory (non_kv_fixed - weights) as is
-        pp = int(r.value("parallel.pp") or 1)
-        base = weights * max(1, r.tp * pp) / fg.calibration_gpus
-        delta = base - fg.weights_per_gpu_gib
-        fg = catalog_replace(fg, weights_per_gpu_gib=base, non_kv_fixed_gib=(
-            None if fg.non_kv_fixed_gib is None else fg.non_kv_fixed_gib + delta))
-        r = dataclasses.replace(r, figures=fg)
     try:
         return plan(r), None
     except PlanUnavailable as exc:
@@ -155,7 +130,7 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
 
     # the rank's plan is the single-engine plan of its document: core.plan shards the experts over TP x DP as vLLM
     # does (calibrated figures scaled by the config's routed-expert share, or derived from the config alone)
-    p, why = _rank_plan(r, False, None)
+    p, why = _rank_plan(r)
     weights = p.weights_gib if p is not None else None
     if weights is None:
         unknown.append("weights_per_gpu_gib")

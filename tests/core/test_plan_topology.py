@@ -3,12 +3,10 @@ catalog has no figure (never a number), Kimi-K3 1P1D planned fully from its sing
 over EP with dense parts replicated; `plan` / `dry-run` / `render` of documents with roles through the CLI."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
-from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.cli.common import load_document
 from gpustack_k3.core import plan_topology as pt
 from gpustack_k3.core.plan import plan
