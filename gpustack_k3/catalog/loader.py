@@ -163,8 +163,6 @@ class ModelEntry:
     experts_per_token: int | None = None
     draft_routed_experts: int | None = None
     draft_experts_per_token: int | None = None
-    dense_weights_gib: float | None = None     # replicated on every rank (/ TP)
-    expert_weights_gib: float | None = None    # routed experts, sharded over EP
     kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
     quantization: str | None = None            # the checkpoint's quant_method (mxfp4, fp8, ...); None: unquantized/unknown
     figure_sources: dict[str, str] = field(default_factory=dict)

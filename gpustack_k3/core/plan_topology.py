@@ -138,12 +138,16 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
         notes.append(f"memory plan per rank not computed: {why}")
 
     shard = ep if expert_parallel else 1
-    experts = _per_rank(m.routed_experts if m else None, shard) if expert_parallel else None
-    draft_experts = _per_rank(m.draft_routed_experts if m else None, shard) if expert_parallel else None
+    a = r.model_arch
+    routed = (a.experts if a is not None and a.experts else None) or (m.routed_experts if m else None)
+    d = _draft_arch(m) if m is not None and m.draft_architecture is not None else None
+    draft_routed = (d.experts if d is not None and d.experts else None) or (m.draft_routed_experts if m else None)
+    experts = _per_rank(routed, shard) if expert_parallel else None
+    draft_experts = _per_rank(draft_routed, shard) if expert_parallel else None
     if expert_parallel and experts is None:
         unknown.append("routed_experts_per_rank")
     if expert_parallel and experts is not None and not float(experts).is_integer():
-        notes.append(f"{m.routed_experts} routed experts do not divide evenly over EP {ep}")
+        notes.append(f"{routed} routed experts do not divide evenly over EP {ep}")
 
     kv_tokens = p.kv_cache_tokens if p is not None else None
     if kv_tokens is None:
@@ -170,7 +174,6 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     gpi = role.podsPerInstance * role.gpusPerPod
     # rank_memory shards the experts over TP x DP: SGLang's EP as that product (EP >= TP in its layouts)
     moe_dp = max(1, ep // tp) if r.engine.engine == ENGINE_SGLANG else dp
-    a = r.model_arch
     moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if a is not None and a.moe else None
     return RolePlan(
         role=role.name, kind=role.role, field_prefix=view.field_prefix, instances=role.instances,
