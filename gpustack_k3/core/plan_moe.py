@@ -638,7 +638,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
             terms.append(_term(f"{what} weights", None, "no config.json"))
             unknown.append(f"{what} weights: no config.json for it")
             return
-        if a.experts:
+        if a.experts and expert_parallel:
             per = (a.experts + (redundant if expert_parallel else 0)) / ep
             notes.append(f"{what}: {a.experts} routed experts{f' + {redundant} redundant' if redundant else ''} / EP "
                          f"{ep} = {per:g} per GPU")
