@@ -179,7 +179,11 @@ def _plan_config(r: Resolved, a: Any) -> Plan:
         raise PlanUnavailable(f"{who}weights per GPU are not derivable from {a.source}: {'; '.join(w['unknown'])} "
                               "(never another model's figures)")
     dtype = str(r.value("memory.kvCacheDtype") or "auto")
-    bpt, why = kv_bytes_per_token(a, dtype, lay["tp"])
+    if r.model is not None and r.model.kv_bytes_per_token is not None:     # published: wins over a derived figure
+        bpt = r.model.kv_bytes_per_token
+        why = f"catalog kv_bytes_per_token ({(r.model.figure_sources or {}).get('kv_bytes_per_token', 'models.yaml')})"
+    else:
+        bpt, why = kv_bytes_per_token(a, dtype, lay["tp"])
     if bpt is None:
         raise PlanUnavailable(f"{who}KV bytes per token are not derivable from {a.source}: {why}")
     state, state_why = per_request_state(a, dtype, lay["tp"])

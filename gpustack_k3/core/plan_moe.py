@@ -83,7 +83,11 @@ def layer_kinds(a: Any) -> tuple[list[tuple[str, str]], list[str]]:
         return [], ["num_hidden_layers: not in the config"]
     mixers: list[str] = ["mla" if a.mla else "attention"] * n
     lac = a.linear_attn_config
-    if isinstance(lac, dict):
+    ratios = a.get("compress_ratios")
+    if isinstance(ratios, list) and len(ratios) >= n:
+        # DeepSeek-V4: every layer sliding-window attention, most also a KV compressor at its ratio (0: none)
+        mixers = [f"dsv4:{int(r)}" for r in ratios[:n]]
+    elif isinstance(lac, dict):
         kda = {int(i) - 1 for i in lac.get("kda_layers") or []}      # 1-based in Kimi-K3's config
         for i in kda:
             if 0 <= i < n:
@@ -128,8 +132,10 @@ def mixer_params(a: Any, kind: str) -> tuple[int | None, str | None]:
     h = a.hidden_size
     if kind == "none":
         return 0, None
-    if a.get("compress_ratios") is not None or a.get("o_lora_rank") is not None:
-        return None, f"{a.model_type or a.architecture}: compressed attention (o_lora_rank, compress_ratios) is not modelled"
+    if kind.startswith("dsv4:"):
+        return _dsv4_attention(a, int(kind[5:]))
+    if a.get("o_lora_rank") is not None:
+        return None, f"{a.model_type or a.architecture}: grouped output LoRA attention without compress_ratios is not modelled"
     if kind in ("attention", "sliding"):
         d = _head_dim(a)
         heads, kvh = a.heads, a.kv_heads
@@ -180,6 +186,25 @@ def mixer_params(a: Any, kind: str) -> tuple[int | None, str | None]:
         conv = inner + 2 * groups * state
         return h * (2 * inner + 2 * groups * state + heads) + conv * k + inner * h + 3 * heads + inner + h, None
     return None, f"token mixer {kind!r} is not modelled"
+
+
+def _dsv4_attention(a: Any, ratio: int) -> tuple[int | None, str | None]:
+    """One DeepSeek-V4 attention layer as vLLM builds it (models/deepseek_v4/attention.py:252-290@0.33.0: fused
+    wq_a + wkv, wq_b, grouped wo_a, wo_b; compressor.py:262-285: fused wkv + gate, x2 with overlap at ratio 4;
+    attention.py:990-1003: the indexer's wq_b and weights_proj). Assumed: the indexer (and its compressor) sit on the
+    ratio-4 layers; the hyper-connection mixing weights (hc_mult) are not counted."""
+    h, n, d = a.hidden_size, a.heads, a.head_dim
+    ql, ol, g = a.q_lora_rank, a.get("o_lora_rank"), a.get("o_groups", 1)
+    if None in (h, n, d, ql, ol):
+        return None, "DeepSeek-V4 attention: hidden_size / heads / head_dim / q_lora_rank / o_lora_rank not in the config"
+    p = h * (ql + d) + ql + d + ql * n * d + (n * d // g) * (g * ol) + g * ol * h + n + 2 * h
+    if ratio > 1:
+        coff = 2 if ratio == 4 else 1
+        p += h * 2 * coff * d + ratio * coff * d + d
+    ih, idim = a.get("index_n_heads"), a.get("index_head_dim")
+    if ratio == 4 and ih and idim:
+        p += ql * ih * idim + h * ih + h * 2 * 2 * idim + 4 * 2 * idim + idim
+    return p, None
 
 
 def _expert_params(a: Any) -> tuple[int | None, str | None]:
@@ -371,6 +396,10 @@ def part_bytes(a: Any) -> tuple[dict[str, tuple[float | None, str]], list[str]]:
         for p in linear:
             if not _excluded(names(p), skip):
                 out[p] = (bpp, src)
+        if a.get("expert_dtype") == "fp4" and a.get("compress_ratios") is not None:
+            # DeepSeek-V4: expert_dtype fp4 makes the fp8 checkpoint's experts MXFP4
+            # (vllm models/deepseek_v4/quant_config.py:60-109@0.33.0, Mxfp4MoEMethod)
+            out["routed_experts"] = (0.5 + 1 / 32, "expert_dtype fp4: MXFP4 experts (E2M1 + one E8M0 scale per 32)")
         return out, unknown
     if method == "mxfp4":
         # vLLM's Mxfp4Config quantizes the fused-MoE experts only (model_executor/layers/quantization/mxfp4.py)
@@ -515,11 +544,16 @@ def kv_bytes_per_token(a: Any, kv_dtype: str | None, tp: int) -> tuple[int | Non
         return None, f"KV dtype {kv_dtype!r} has no byte size here"
     if a is None:
         return None, "no config.json"
-    if a.get("compress_ratios") is not None:
-        return None, f"{a.model_type}: compressed attention KV (compress_ratios) is not modelled"
     kinds, why = layer_kinds(a)
     if why:
         return None, "; ".join(why)
+    if kinds and kinds[0][0].startswith("dsv4:"):
+        ratios = [int(m[5:]) for m, _ in kinds]
+        d, idim = a.head_dim or 0, a.get("index_head_dim") or 0
+        per = sum(d * b / r for r in ratios if r > 1) + sum(idim / 4 for r in ratios if r == 4)
+        return int(round(per)), (f"DeepSeek-V4 compressed KV: head_dim {d} x {b} B / ratio per compressed layer "
+                                 f"({sum(1 for r in ratios if r > 1)} layers) + the indexer's {idim} fp8 keys / 4 on the "
+                                 "ratio-4 layers (assumed; the sliding window is per request)")
     if a.mla:
         if a.qk_rope_head_dim is None:
             return None, "qk_rope_head_dim not in the config"
@@ -545,6 +579,11 @@ def per_request_state(a: Any, kv_dtype: str | None, tp: int) -> tuple[float | No
     d = (kv_dtype or "auto").lower()
     b = DTYPE_BYTES.get(str(a.dtype or "bfloat16").lower(), 2) if d == "auto" else KV_DTYPE_BYTES.get(d, 2)
     total, parts = 0.0, []
+    n_v4 = sum(1 for m, _ in kinds if m.startswith("dsv4:"))
+    if n_v4:
+        w = a.sliding_window or 128
+        total += n_v4 * w * (a.head_dim or 0) * b
+        parts.append(f"{n_v4} DeepSeek-V4 layers x {w}-token window")
     n_sw = sum(1 for m, _ in kinds if m == "sliding")
     if n_sw:
         w = a.sliding_window or a.get("attention_chunk_size")
@@ -626,7 +665,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
     """The memory of one GPU of one DP rank, term by term (module docstring). ``arch``: the target's ModelArch;
     ``draft_arch``: a separate draft's (DSpark/EAGLE), ``mtp``: the draft is the target's own MTP layers;
     ``figures``: the catalog's calibrated ModelEngineFigures for the engine (CUDA graphs, activations) or None;
-    ``kv_bytes_fallback``: (bytes, source) of a published KV-per-token figure where the config has no geometry."""
+    ``kv_bytes_fallback``: (bytes, source) of a published KV-per-token figure: it wins over the config's geometry."""
     terms: list[dict[str, Any]] = []
     unknown: list[str] = []
     notes: list[str] = []
@@ -656,9 +695,9 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
     if speculative and not mtp:
         weights(draft_arch, "draft", redundant_experts if include_draft else 0, False)
 
-    bpt, why = kv_bytes_per_token(arch, kv_dtype, tp) if arch is not None else (None, "no config.json")
-    if bpt is None and kv_bytes_fallback is not None:
-        bpt, why = kv_bytes_fallback
+    # a published figure (catalog kv_bytes_per_token) over one derived from an assumed config
+    bpt, why = kv_bytes_fallback if kv_bytes_fallback is not None else (
+        kv_bytes_per_token(arch, kv_dtype, tp) if arch is not None else (None, "no config.json"))
     if bpt is None:
         unknown.append(f"KV bytes per token ({why})")
     if speculative and not mtp:

@@ -132,6 +132,13 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     # does (calibrated figures scaled by the config's routed-expert share, or derived from the config alone)
     p, why = _rank_plan(r)
     weights = p.weights_gib if p is not None else None
+    memory = p.to_dict() if p is not None else None
+    if p is not None and p.basis == "config.json":
+        # derived from the config alone: its figures are the rank's (KV an upper bound); the term-by-term view is
+        # rank_memory below, the single-engine table holds calibrated plans only
+        memory = None
+        notes.append(f"rank plan derived from {r.model_arch.source}: weights {p.weights_gib:.2f} GiB per GPU, KV "
+                     f"{p.kv_cache_tokens:,} tokens at most ({'; '.join(p.unknown)})")
     if weights is None:
         unknown.append("weights_per_gpu_gib")
     if why:
@@ -185,7 +192,7 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
         draft_routed_experts_per_rank=draft_experts, weights_per_gpu_gib=weights, kv_tokens_per_rank=kv_tokens,
         kv_bytes_per_token=bpt, kv_gib_per_rank_at_max_seqs=kv_at_max, max_num_seqs_per_rank=seqs,
         concurrency_per_rank=per_rank, concurrency_per_instance=per_instance, concurrency_per_role=per_role,
-        memory=p.to_dict() if p is not None else None, unknown=unknown, notes=notes, rank_memory=moe)
+        memory=memory, unknown=unknown, notes=notes, rank_memory=moe)
 
 
 def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int) -> dict[str, Any]:

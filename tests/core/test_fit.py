@@ -8,11 +8,11 @@ from click.testing import CliRunner
 from gpustack_k3.cli.fit_cmd import fit
 from tests.core.test_model_config_plan import QWEN3_30B_A3B
 
-# a DeepSeek-V4-style config: compressed attention the plan does not model
-DSV4_LIKE = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "hidden_size": 4096,
-             "num_hidden_layers": 43, "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512,
-             "o_lora_rank": 1024, "compress_ratios": [0, 4], "n_routed_experts": 256, "moe_intermediate_size": 2048,
-             "vocab_size": 129280, "max_position_embeddings": 1048576}
+# a DeciLM (Nemotron-NAS) config: per-layer block_configs the plan does not model
+NAS_LIKE = {"architectures": ["DeciLMForCausalLM"], "model_type": "nemotron-nas", "hidden_size": 8192,
+            "num_hidden_layers": 80, "num_attention_heads": 64, "vocab_size": 128256,
+            "max_position_embeddings": 131072, "block_configs": [{"attention": {"n_heads_in_group": 8},
+                                                                  "ffn": {"ffn_mult": 2.625}}] * 80}
 
 
 def _write(tmp_path, cfg, name="m"):
@@ -48,10 +48,10 @@ def test_fit_lists_layouts_with_kv_capacity_and_concurrency(tmp_path):
 
 
 def test_fit_names_what_it_cannot_derive_and_lists_nothing(tmp_path):
-    r = invoke(_write(tmp_path, DSV4_LIKE), "--gpu-type", "gb300", "-o", "json")
+    r = invoke(_write(tmp_path, NAS_LIKE), "--gpu-type", "gb300", "-o", "json")
     assert r.exit_code == 1
     d = json.loads(r.output)
-    assert d["layouts"] == [] and any("compressed attention" in u for u in d["unknown"])
+    assert d["layouts"] == [] and any("block_configs" in u for u in d["unknown"])
 
 
 def test_fit_refuses_unusable_input_naming_the_argument(tmp_path):
