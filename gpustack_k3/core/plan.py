@@ -116,11 +116,16 @@ def _layout(r: Resolved) -> dict[str, Any]:
     """TP, PP, DP, expert parallelism and redundant experts of one engine as the plan reads them."""
     eplb = r.spec.parallel.eplb
     sglang = r.engine.engine == ENGINE_SGLANG
+    redundant = (eplb.numRedundantExperts or 0) if eplb is not None else 0
+    if sglang:   # SGLang: --ep-num-redundant-experts, a pass-through flag (server_args.py ep_num_redundant_experts)
+        from gpustack_k3.core.topology import flag_values
+
+        raw = flag_values(list(r.spec.extraArgs)).get("--ep-num-redundant-experts")
+        redundant = int(raw) if isinstance(raw, str) and raw.isdigit() else 0
     return {"tp": r.tp, "pp": int(r.value("parallel.pp") or 1),
             "dp": 1 if sglang else int(r.value("parallel.dp") or 1),
             "expert_parallel": (int(r.value("parallel.ep") or 1) > 1) if sglang else bool(r.spec.parallel.expertParallel),
-            "redundant": (eplb.numRedundantExperts or 0) if eplb is not None else 0,
-            "engine": r.engine.engine}
+            "redundant": redundant, "engine": r.engine.engine}
 
 
 def _speculative_draft(r: Resolved) -> tuple[bool, bool]:

@@ -112,3 +112,21 @@ def test_a_local_directory_named_like_a_catalog_model_follows_its_own_config(tmp
     r = resolve(doc(name="kimi-k3", path=str(d)), arch=arch_from_config(QWEN3_1_7B, str(d / "config.json")))
     assert r.model is None and r.figures is None and r.catalog_disagreements
     assert r.value("scheduling.maxModelLen") == 40960 and plan(r).basis == "config.json"
+
+
+def test_sglang_redundant_experts_add_to_the_experts_per_gpu():
+    """SGLang --ep-size 8 --ep-num-redundant-experts 8: (128 + 8) physical experts over 8 ranks, 17 on each."""
+    a = arch_from_config(QWEN3_30B_A3B, "Qwen3-30B-A3B/config.json")
+
+    def sglang(extra):
+        d = doc("Qwen3-30B-A3B", "/models/Qwen3-30B-A3B").model_copy(deep=True)
+        d.spec.engine.name, d.spec.engine.version = "sglang", "0.5.23"
+        d.spec.parallel.ep = 8
+        d.spec.extraArgs = extra
+        return plan(resolve(d, arch=a))
+
+    base, red = sglang([]), sglang(["--ep-num-redundant-experts", "8"])
+    routed = {p: next(t for t in x.weight_terms if t["term"].startswith("routed_experts")) for p, x in
+              (("base", base), ("red", red))}
+    assert routed["red"]["params"] == routed["base"]["params"] * 17 // 16
+    assert red.weights_gib > base.weights_gib
