@@ -163,41 +163,28 @@ class ModelEntry:
     experts_per_token: int | None = None
     draft_routed_experts: int | None = None
     draft_experts_per_token: int | None = None
-    dense_weights_gib: float | None = None     # replicated on every rank (/ TP)
-    expert_weights_gib: float | None = None    # routed experts, sharded over EP
     kv_bytes_per_token: int | None = None      # per DP rank, per token (all layers)
     quantization: str | None = None            # the checkpoint's quant_method (mxfp4, fp8, ...); None: unquantized/unknown
     figure_sources: dict[str, str] = field(default_factory=dict)
-    # config.json figures of the target and of its speculative draft (core/plan_moe.py); None where not public
-    architecture: MoeArchitecture | None = None
-    draft_architecture: MoeArchitecture | None = None
+    # config.json figures of the target and of its speculative draft (read by core.model_config, planned by
+    # core/plan_moe.py); None where not public
+    architecture: ConfigFigures | None = None
+    draft_architecture: ConfigFigures | None = None
 
 
 @_dc
-class MoeArchitecture:
-    """A MoE model's ``config.json`` figures (DeepSeek-V3 names) and its weights' bytes per parameter, for the
-    memory plan per rank (core/plan_moe.py). Every figure may be None (not public): the plan then names it."""
+class ConfigFigures:
+    """A model's ``config.json`` as the catalog holds it (the keys the model publishes, config.json-shaped): read by the
+    one reader, core.model_config.arch_from_config, like a local config.json. Not public: the keys are absent."""
     source: str
-    hidden_size: int | None = None
-    num_hidden_layers: int | None = None
-    first_k_dense_replace: int | None = None     # leading dense (non-MoE) layers
-    n_routed_experts: int | None = None
-    n_shared_experts: int | None = None
-    num_experts_per_tok: int | None = None
-    moe_intermediate_size: int | None = None
-    intermediate_size: int | None = None         # FFN of a dense layer
-    vocab_size: int | None = None
-    tie_word_embeddings: bool = False
-    num_attention_heads: int | None = None
-    num_key_value_heads: int | None = None       # GQA (when kv_lora_rank is None)
-    head_dim: int | None = None                  # GQA
-    q_lora_rank: int | None = None               # MLA (None: a full q projection)
-    kv_lora_rank: int | None = None              # MLA
-    qk_nope_head_dim: int | None = None
-    qk_rope_head_dim: int | None = None
-    v_head_dim: int | None = None
-    dense_bytes_per_param: float | None = None   # embeddings, attention, dense FFN, shared experts
-    expert_bytes_per_param: float | None = None  # routed experts (e.g. MXFP4: 0.5 + 1 scale byte / 32)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        """A config key read as an attribute (``kv_lora_rank``): None where the config does not give it. Readers
+        should prefer core.model_config's ModelArch (Resolved.model_arch), which also reads ``text_config``."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return (self.__dict__.get("config") or {}).get(name)
 
 
 @_dc

@@ -23,7 +23,10 @@ _KEYS = {
     "qk_nope_head_dim": ("qk_nope_head_dim",),
     "v_head_dim": ("v_head_dim",),
     "experts": ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts"),
-    "experts_per_token": ("num_experts_per_tok", "moe_topk", "top_k"),
+    # Kimi-K3's text_config spells it num_experts_per_token (its "top_k" is the sampling default, 50); gemma4
+    # top_k_experts; gpt-oss experts_per_token
+    "experts_per_token": ("num_experts_per_tok", "num_experts_per_token", "top_k_experts", "experts_per_token",
+                          "moe_topk", "top_k"),
     "max_positions": ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"),
     # multi-token-prediction layers the checkpoint carries (DeepSeek/Kimi/GLM/MiMo: num_nextn_predict_layers; the
     # Transformers backend's num_mtp_layers; Qwen3.5's mtp_num_hidden_layers): vLLM's MTP draft is built from them
@@ -33,6 +36,11 @@ _KEYS = {
     "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
     "shared_experts": ("n_shared_experts", "num_shared_experts"),
     "first_dense_layers": ("first_k_dense_replace",),
+    # figures the per-rank weight plan reads (core/plan_moe.py); added after the contract above, never renamed
+    "routed_expert_hidden_size": ("routed_expert_hidden_size", "moe_latent_size"),   # latent MoE (Kimi-K3, Nemotron 3)
+    "shared_expert_intermediate_size": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+                                        "shared_intermediate_size", "share_expert_dim"),
+    "dense_intermediate_size": ("intermediate_size_mlp", "dense_intermediate_size"),   # Llama 4, MiniMax-M3
 }
 # non-integer figures read as they are (None when absent): rope scaling as the release reads it is the rules' job
 _RAW_KEYS = {
@@ -41,6 +49,12 @@ _RAW_KEYS = {
     "tie_embeddings": ("tie_word_embeddings",),
     "layer_types": ("layer_types",),
     "sliding_window": ("sliding_window",),
+    # hybrid and MoE layouts the per-rank weight plan reads (core/plan_moe.py) as written
+    "linear_attn_config": ("linear_attn_config",),                   # Kimi-K3 KDA layers
+    "hybrid_override_pattern": ("hybrid_override_pattern", "layers_block_type"),   # Nemotron-H: M mamba, * attention, E MoE, - MLP
+    "moe_layer_freq": ("moe_layer_freq",),
+    "mlp_only_layers": ("mlp_only_layers",),
+    "interleave_moe_layer_step": ("interleave_moe_layer_step",),
 }
 _DTYPE_KEYS = ("torch_dtype", "dtype")
 
@@ -48,16 +62,31 @@ _DTYPE_KEYS = ("torch_dtype", "dtype")
 class ModelArch:
     """Architecture figures of one model (plain: docs/architecture.md, Start-up). ``None``: not in the file."""
 
-    __slots__ = ("source", "architecture", "dtype", "quantization", *_KEYS, *_RAW_KEYS)
+    __slots__ = ("source", "architecture", "dtype", "quantization", "quant_config", "hf_quant", "text",
+                 *_KEYS, *_RAW_KEYS)
 
     def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None,
-                 quantization: str | None = None, **figures: Any) -> None:
+                 quantization: str | None = None, quant_config: dict | None = None, hf_quant: dict | None = None,
+                 text: dict | None = None, **figures: Any) -> None:
         self.source = source                    # where the figures come from (the file), for messages
         self.architecture = architecture
         self.dtype = dtype
         self.quantization = quantization        # quantization_config.quant_method (mxfp4, fp8, ...)
+        self.quant_config = quant_config        # quantization_config as written (None: none)
+        self.hf_quant = hf_quant                # hf_quant_config.json's "quantization" object (ModelOpt), if given
+        self.text = text or {}                  # the language model's config object as written (text_config or top)
         for k in (*_KEYS, *_RAW_KEYS):
             setattr(self, k, figures.get(k))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of the language model's config as written (figures the contract above does not name)."""
+        v = self.text.get(key)
+        return default if v is None else v
+
+    @property
+    def known(self) -> bool:
+        """The file gave figures (False: a stand-in naming where a config.json would come from)."""
+        return self.layers is not None or self.hidden_size is not None
 
     def __repr__(self) -> str:
         return f"ModelArch({self.source!r}, {self.architecture!r})"
@@ -72,7 +101,7 @@ class ModelArch:
         return bool(self.experts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
+        return {k: getattr(self, k) for k in self.__slots__ if k != "text"}
 
 
 class ModelConfigError(InputError, ValueError):
@@ -91,9 +120,10 @@ def _int(cfg: dict, key: str) -> int | None:
     return v
 
 
-def arch_from_config(cfg: Any, source: str) -> ModelArch:
+def arch_from_config(cfg: Any, source: str, hf_quant: Any = None) -> ModelArch:
     """The figures of a parsed config.json. A multimodal model's language figures live in ``text_config`` (Kimi-K3's
-    KimiK3ForConditionalGeneration, vLLM's get_hf_text_config): read from there, the architecture from the top."""
+    KimiK3ForConditionalGeneration, vLLM's get_hf_text_config): read from there, the architecture from the top.
+    ``hf_quant``: a parsed ``hf_quant_config.json`` beside it (ModelOpt checkpoints), when there is one."""
     if not isinstance(cfg, dict):
         raise ModelConfigError("config.json must be a JSON object")
     archs = cfg.get("architectures")
@@ -115,4 +145,9 @@ def arch_from_config(cfg: Any, source: str) -> ModelArch:
     q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else (
         text.get("quantization_config") if isinstance(text.get("quantization_config"), dict) else {})
     quant = q.get("quant_method") if isinstance(q.get("quant_method"), str) else None
-    return ModelArch(source, architecture, dtype, quant, **figures)
+    hq = hf_quant.get("quantization", hf_quant) if isinstance(hf_quant, dict) else None
+    if hq is not None and not isinstance(hq, dict):
+        raise ModelConfigError("hf_quant_config.json: quantization must be a JSON object")
+    if quant is None and hq is not None and isinstance(hq.get("quant_algo"), str):
+        quant = "modelopt"     # vLLM reads hf_quant_config.json as quant_method modelopt (config/model.py)
+    return ModelArch(source, architecture, dtype, quant, quant_config=q or None, hf_quant=hq, text=text, **figures)

@@ -49,13 +49,25 @@ class Plan:
     mamba_state_gib: float | None = None
     max_running_requests: int | None = None
     requested_running_requests: int | None = None
+    # how the figures were obtained: "calibrated" (catalog figures fitted from an engine log, notes say which) or
+    # "config.json" (derived from the model's config: core/plan_moe.py); what could not be derived; the weight terms
+    # of the fullest GPU; layout dimensions the plan could not account for (the memory rules then only warn)
+    basis: str = "calibrated"
+    unknown: list[str] = field(default_factory=list)
+    weight_terms: list[dict[str, Any]] = field(default_factory=list)
+    unaccounted: list[str] = field(default_factory=list)
+    kv_bytes_per_token: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k, v in d.items():
             if isinstance(v, float):
                 d[k] = round(v, 4)
-        if self.engine == ENGINE_VLLM:
+        if self.basis == "config.json":
+            for k in ("full_attention_tokens", "draft_tokens", "full_attention_gib", "draft_kv_gib",
+                      "mamba_state_gib", "max_running_requests", "requested_running_requests"):
+                d.pop(k)
+        elif self.engine == ENGINE_VLLM:
             for k in ("full_attention_tokens", "draft_tokens", "full_attention_gib", "draft_kv_gib",
                       "mamba_state_gib", "max_running_requests", "requested_running_requests"):
                 d.pop(k)
@@ -84,17 +96,140 @@ class PlanUnavailable(GpustackK3Error):
 
 
 def plan(r: Resolved) -> Plan:
-    if not r.complete or r.figures is None:
-        raise PlanUnavailable("no catalog figures for this engine version, model or GPU type")
-    if r.figures.weights_per_gpu_gib is None:
-        raise PlanUnavailable(f"the weights of {r.spec.model.name} per GPU are unknown (not public; catalog "
-                              "models.yaml): the single-engine memory plan is not computed")
-    return _plan_vllm(r) if r.engine.engine == ENGINE_VLLM else _plan_sglang(r)
+    """The single-engine (one DP rank) plan: from the catalog's calibrated figures where they describe the model
+    (``r.calibrated``), else derived from its config.json (``r.model_arch``), else PlanUnavailable naming why."""
+    if r.version is None or r.hardware is None:
+        raise PlanUnavailable("no catalog figures for this engine version or GPU type")
+    if r.calibrated:
+        return _plan_vllm(r) if r.engine.engine == ENGINE_VLLM else _plan_sglang(r)
+    a = r.model_arch
+    if a is not None and a.known:
+        return _plan_config(r, a)
+    if r.model is None:
+        raise PlanUnavailable(f"model {r.spec.model.path or r.spec.model.name!r} is not in the catalog and no "
+                              "config.json was read (give --model-config FILE or a local model directory)")
+    raise PlanUnavailable(f"the weights of {r.spec.model.name} per GPU are unknown (not public; catalog "
+                          "models.yaml): the single-engine memory plan is not computed")
+
+
+def _layout(r: Resolved) -> dict[str, Any]:
+    """TP, PP, DP, expert parallelism and redundant experts of one engine as the plan reads them."""
+    eplb = r.spec.parallel.eplb
+    sglang = r.engine.engine == ENGINE_SGLANG
+    redundant = (eplb.numRedundantExperts or 0) if eplb is not None else 0
+    if sglang:   # SGLang: --ep-num-redundant-experts, a pass-through flag (server_args.py ep_num_redundant_experts)
+        from gpustack_k3.core.topology import flag_values
+
+        raw = flag_values(list(r.spec.extraArgs)).get("--ep-num-redundant-experts")
+        redundant = int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+    return {"tp": r.tp, "pp": int(r.value("parallel.pp") or 1),
+            "dp": 1 if sglang else int(r.value("parallel.dp") or 1),
+            "expert_parallel": (int(r.value("parallel.ep") or 1) > 1) if sglang else bool(r.spec.parallel.expertParallel),
+            "redundant": redundant, "engine": r.engine.engine}
+
+
+def _speculative_draft(r: Resolved) -> tuple[bool, bool]:
+    """(a draft is loaded, it is the target's own MTP layers)."""
+    method = r.spec.speculative.method
+    return method not in (None, "none", "ngram"), method == "mtp"
 
 
 def _weights_scale(r: Resolved) -> float:
     pp = int(r.value("parallel.pp") or 1)
     return r.figures.calibration_gpus / max(1, r.tp * pp)
+
+
+def _calibrated_weights(r: Resolved, notes: list[str]) -> float:
+    """The calibrated weights per GPU at this layout. The calibration layout shards everything over its GPUs; vLLM
+    shards the fused-MoE layers over TP x DP (x PCP) devices (core/plan_moe.py SRC_MOE), so with DP > 1 the routed
+    experts' share (from the model's config.json) is divided by DP as well."""
+    fg = r.figures
+    weights = fg.weights_per_gpu_gib * _weights_scale(r)
+    lay = _layout(r)
+    a = r.model_arch
+    if lay["engine"] != ENGINE_VLLM or lay["dp"] <= 1 or a is None or not a.moe:
+        return weights
+    from gpustack_k3.core.plan_moe import rank_weights
+
+    at_cal = rank_weights(a, tp=fg.calibration_gpus)
+    if at_cal["unknown"]:
+        notes.append("weights per GPU: DP > 1 but the routed experts' share is not derivable "
+                     f"({'; '.join(at_cal['unknown'])}): every weight divided by TP only")
+        return weights
+    st = at_cal["stages"][0]
+    routed = sum(t["gib"] for t in st["terms"] if t["term"].startswith("routed_experts"))
+    share = routed / st["gib"]
+    dp = lay["dp"]
+    out = weights * ((1 - share) + share / dp)
+    notes.append(f"weights per GPU: the calibrated {fg.weights_per_gpu_gib} GiB at TP {fg.calibration_gpus} scaled to "
+                 f"TP {r.tp}; its routed experts ({share:.1%}, from {a.source}) also / DP {dp} (vLLM shards fused MoE "
+                 "over TP x DP)")
+    return out
+
+
+def _plan_config(r: Resolved, a: Any) -> Plan:
+    """The plan derived from the model's config.json alone: weights per GPU of the fullest rank, KV bytes per token
+    and per-request state; what an engine log would calibrate (activations, non-torch memory, CUDA graphs) is
+    named unknown, so the KV capacity is an upper bound."""
+    from gpustack_k3.core.plan_moe import kv_bytes_per_token, per_request_state, rank_weights
+
+    hw = r.hardware
+    lay = _layout(r)
+    spec_on, mtp = _speculative_draft(r)
+    w = rank_weights(a, tp=lay["tp"], pp=lay["pp"], dp=lay["dp"], expert_parallel=lay["expert_parallel"],
+                     engine=lay["engine"], redundant_experts=lay["redundant"], mtp_draft=spec_on and mtp)
+    who = (f"model {r.spec.model.path or r.spec.model.name!r} is not in the catalog and its " if r.model is None
+           else "the ")
+    if w["unknown"]:
+        raise PlanUnavailable(f"{who}weights per GPU are not derivable from {a.source}: {'; '.join(w['unknown'])} "
+                              "(never another model's figures)")
+    dtype = str(r.value("memory.kvCacheDtype") or "auto")
+    if r.model is not None and r.model.kv_bytes_per_token is not None:     # published: wins over a derived figure
+        bpt = r.model.kv_bytes_per_token
+        why = f"catalog kv_bytes_per_token ({(r.model.figure_sources or {}).get('kv_bytes_per_token', 'models.yaml')})"
+    else:
+        bpt, why = kv_bytes_per_token(a, dtype, lay["tp"])
+    if bpt is None:
+        raise PlanUnavailable(f"{who}KV bytes per token are not derivable from {a.source}: {why}")
+    state, state_why = per_request_state(a, dtype, lay["tp"])
+    frac = r.value("memory.fraction")
+    notes = [f"derived from {a.source} (config.json): weights per GPU of the fullest rank and KV bytes per token "
+             f"({why}); nothing calibrated from an engine log", *w["notes"]]
+    unknown = ["activation peak and non-torch memory: no engine log of this model calibrates them",
+               "CUDA graphs: no engine log of this model calibrates them" if not r.spec.vllm.enforceEager else None]
+    unknown = [u for u in unknown if u]
+    unaccounted: list[str] = []
+    if spec_on and not mtp:
+        unaccounted.append(f"the speculative draft ({r.spec.speculative.method}): its config.json was not read")
+    if frac is None:
+        frac = 0.9 if lay["engine"] == ENGINE_VLLM else round((hw.visible_gib - 10.0) / hw.visible_gib, 3)
+        notes.append(f"memory fraction {frac}: the engine's default" if lay["engine"] == ENGINE_VLLM else
+                     f"memory fraction {frac}: SGLang's reserve floor of 10 GB (memory_hook.py:47-70@0.5.23)")
+    frac = float(frac)
+    requested = frac * hw.visible_gib
+    weights = w["gib"]
+    graphs = 0.0 if r.spec.vllm.enforceEager else None
+    pool = requested - weights
+    if r.spec.memory.kvCacheBytes and lay["engine"] == ENGINE_VLLM:
+        pool = r.spec.memory.kvCacheBytes / GIB
+        notes.append("kvCacheBytes pins the pool and ignores the memory fraction (config/cache.py:374-381 @0.33.0)")
+    tokens = max(0, int(pool * GIB // bpt)) * r.dcp if pool > 0 else 0
+    max_len = int(r.value("scheduling.maxModelLen") or 0)
+    per_req = max_len * bpt / max(1, r.dcp) + (state or 0)
+    conc = max(0.0, pool * GIB / per_req) if max_len and pool > 0 else 0.0
+    if state:
+        notes.append(f"per-request state {state / 2**20:.1f} MiB ({state_why}) counted in the concurrency")
+    if state is None:
+        unknown.append(f"per-request state ({state_why})")
+    notes.append("KV capacity is an upper bound: activations, non-torch memory and CUDA graphs are not subtracted")
+    stage = w["stages"][w["worst_stage"]]
+    return Plan(
+        engine=lay["engine"], engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType,
+        visible_gib=hw.visible_gib, memory_fraction=frac, requested_gib=requested, weights_gib=weights,
+        max_model_len=max_len, kv_cache_dtype=dtype, kv_cache_budget_gib=pool, kv_cache_allocated_gib=pool,
+        overcommit_gib=0.0, kv_cache_tokens=tokens, max_concurrency=conc, headroom_gib=hw.visible_gib - requested,
+        notes=notes, activation_gib=None, cudagraph_gib=graphs, basis="config.json", unknown=unknown,
+        weight_terms=stage["terms"], unaccounted=unaccounted, kv_bytes_per_token=bpt)
 
 
 def _calibration_notes(fg) -> list[str]:
@@ -113,15 +248,14 @@ def _plan_vllm(r: Resolved) -> Plan:
     frac = float(r.value("memory.fraction"))
     visible = hw.visible_gib
     requested = frac * visible
-    scale = _weights_scale(r)
-    weights = fg.weights_per_gpu_gib * scale
+    notes: list[str] = []
+    weights = _calibrated_weights(r, notes)
     non_torch = fg.non_kv_fixed_gib - fg.weights_per_gpu_gib
     batched = int(r.value("scheduling.maxNumBatchedTokens"))
     activation = fg.activation_peak_gib * batched / fg.activation_calibration_tokens
     eager = bool(r.spec.vllm.enforceEager)
     graphs = 0.0 if eager else fg.cudagraph_gib
     non_kv = weights + non_torch + activation
-    notes = []
     budget = requested - non_kv - graphs
     cpu_space = r.spec.env.get("VLLM_CPU_KVCACHE_SPACE") if r.trait("cpu") else None
     if cpu_space:
@@ -157,7 +291,7 @@ def _plan_vllm(r: Resolved) -> Plan:
         kv_cache_dtype=dtype, kv_cache_budget_gib=budget, kv_cache_allocated_gib=allocated,
         overcommit_gib=max(0.0, allocated - budget), kv_cache_tokens=tokens,
         max_concurrency=tokens / max_len if max_len else 0.0, headroom_gib=visible - used,
-        activation_gib=activation, cudagraph_gib=graphs, notes=notes,
+        activation_gib=activation, cudagraph_gib=graphs, notes=notes, kv_bytes_per_token=bpt,
     )
 
 
@@ -176,7 +310,7 @@ def _plan_sglang(r: Resolved) -> Plan:
         notes.append(f"memory fraction derived as the engine would: {frac} (memory_hook.py:47-70 @0.5.23)")
     frac = float(frac)
     requested = frac * visible
-    weights = fg.weights_per_gpu_gib * _weights_scale(r)
+    weights = _calibrated_weights(r, notes)
     rest = requested - weights
     ratio_r = float(r.value("memory.mambaFullMemoryRatio") or 0.9)
     mamba_budget = max(0.0, rest) * ratio_r / (1 + ratio_r) if ratio_r > 0 else 0.0

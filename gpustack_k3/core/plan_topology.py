@@ -5,11 +5,10 @@ routed experts per EP rank, weights per GPU (dense parts replicated, ÷ TP; rout
 DP rank and concurrency per rank, per instance and per role. A figure the catalog does not have (DeepSeek-V4.1-Flash
 publishes no weight sizes: docs/sources.md#dsv41-flash-model) is ``None`` and named in ``unknown``, never invented.
 
-Where the single-engine plan (:mod:`gpustack_k3.core.plan`) holds for one DP rank it is reused as the rank's
-memory plan: a rank is one engine of TP x PP GPUs, and without expert parallelism across DP ranks its weights are
-the single engine's. With expert parallelism over several DP ranks the experts shard over EP instead, which needs
-the model's dense/expert split (catalog ``dense_weights_gib`` / ``expert_weights_gib``); the rank's plan is then
-the single-engine plan with those weights (the other figures are per GPU and do not depend on the sharding).
+The rank's memory plan is the single-engine plan (:mod:`gpustack_k3.core.plan`) of the role's document: a rank is
+one engine of TP x PP GPUs whose fused-MoE layers vLLM shards over TP x DP devices (core.plan scales calibrated
+weights by the routed share the model's config.json gives, or derives them from the config alone). A MoE model's
+memory per GPU is also shown term by term (core.plan_moe ``rank_memory``).
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
 from gpustack_k3.core.plan_moe import rank_memory
 from gpustack_k3.core.resolve import Resolved, resolve
@@ -90,31 +88,8 @@ def _per_rank(count: int | None, ep: int) -> float | None:
     return None if count is None else count / ep
 
 
-def _ep_weights(r: Resolved, tp: int, pp: int, ep: int) -> float | None:
-    """Dense parts ÷ (TP x PP), routed experts ÷ (EP x PP); None when the catalog has no split."""
-    m = r.model
-    if m is None or m.dense_weights_gib is None or m.expert_weights_gib is None:
-        return None
-    return m.dense_weights_gib / (tp * pp) + m.expert_weights_gib / (ep * pp)
-
-
-def _rank_plan(r: Resolved, ep_sharded: bool, weights: float | None) -> tuple[Plan | None, str | None]:
+def _rank_plan(r: Resolved) -> tuple[Plan | None, str | None]:
     """The memory plan of one DP rank, or (None, why not)."""
-    if ep_sharded:
-        if weights is None:
-            return None, ("weights per GPU: experts shard over EP across DP ranks and the catalog has no "
-                          "dense/expert split for this model")
-        fg = r.figures
-        if fg is None or fg.weights_per_gpu_gib is None:
-            return None, "KV per rank: the catalog has no per-GPU memory figures for this model and engine"
-        # the single-engine plan scales weights_per_gpu_gib by calibration_gpus / (tp x pp): give it the
-        # figure that scales to the EP-sharded weights, and keep non-torch memory (non_kv_fixed - weights) as is
-        pp = int(r.value("parallel.pp") or 1)
-        base = weights * max(1, r.tp * pp) / fg.calibration_gpus
-        delta = base - fg.weights_per_gpu_gib
-        fg = catalog_replace(fg, weights_per_gpu_gib=base, non_kv_fixed_gib=(
-            None if fg.non_kv_fixed_gib is None else fg.non_kv_fixed_gib + delta))
-        r = dataclasses.replace(r, figures=fg)
     try:
         return plan(r), None
     except PlanUnavailable as exc:
@@ -153,26 +128,33 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     seqs = r.value("scheduling.maxNumSeqs")
     seqs = int(seqs) if seqs is not None else None
 
-    # the single-engine (TP-sharded) plan holds unless the experts are sharded over more ranks than TP
-    ep_sharded = expert_parallel and ep != tp
-    ep_weights = _ep_weights(r, tp, pp, ep if expert_parallel else tp)
-    p, why = _rank_plan(r, ep_sharded, ep_weights)
-    if p is not None:
-        weights = p.weights_gib
-    else:
-        weights = ep_weights
+    # the rank's plan is the single-engine plan of its document: core.plan shards the experts over TP x DP as vLLM
+    # does (calibrated figures scaled by the config's routed-expert share, or derived from the config alone)
+    p, why = _rank_plan(r)
+    weights = p.weights_gib if p is not None else None
+    memory = p.to_dict() if p is not None else None
+    if p is not None and p.basis == "config.json":
+        # derived from the config alone: its figures are the rank's (KV an upper bound); the term-by-term view is
+        # rank_memory below, the single-engine table holds calibrated plans only
+        memory = None
+        notes.append(f"rank plan derived from {r.model_arch.source}: weights {p.weights_gib:.2f} GiB per GPU, KV "
+                     f"{p.kv_cache_tokens:,} tokens at most ({'; '.join(p.unknown)})")
     if weights is None:
         unknown.append("weights_per_gpu_gib")
     if why:
         notes.append(f"memory plan per rank not computed: {why}")
 
     shard = ep if expert_parallel else 1
-    experts = _per_rank(m.routed_experts if m else None, shard) if expert_parallel else None
-    draft_experts = _per_rank(m.draft_routed_experts if m else None, shard) if expert_parallel else None
+    a = r.model_arch
+    routed = (a.experts if a is not None and a.experts else None) or (m.routed_experts if m else None)
+    d = _draft_arch(m) if m is not None and m.draft_architecture is not None else None
+    draft_routed = (d.experts if d is not None and d.experts else None) or (m.draft_routed_experts if m else None)
+    experts = _per_rank(routed, shard) if expert_parallel else None
+    draft_experts = _per_rank(draft_routed, shard) if expert_parallel else None
     if expert_parallel and experts is None:
         unknown.append("routed_experts_per_rank")
     if expert_parallel and experts is not None and not float(experts).is_integer():
-        notes.append(f"{m.routed_experts} routed experts do not divide evenly over EP {ep}")
+        notes.append(f"{routed} routed experts do not divide evenly over EP {ep}")
 
     kv_tokens = p.kv_cache_tokens if p is not None else None
     if kv_tokens is None:
@@ -199,8 +181,7 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
     gpi = role.podsPerInstance * role.gpusPerPod
     # rank_memory shards the experts over TP x DP: SGLang's EP as that product (EP >= TP in its layouts)
     moe_dp = max(1, ep // tp) if r.engine.engine == ENGINE_SGLANG else dp
-    moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if m is not None and m.routed_experts \
-        else None
+    moe = _rank_memory(r, tp, moe_dp, expert_parallel, role.podsPerInstance) if a is not None and a.moe else None
     return RolePlan(
         role=role.name, kind=role.role, field_prefix=view.field_prefix, instances=role.instances,
         pods_per_instance=role.podsPerInstance, gpus_per_pod=role.gpusPerPod, gpus_per_instance=gpi,
@@ -211,7 +192,7 @@ def plan_role(view, r: Resolved | None = None) -> RolePlan:
         draft_routed_experts_per_rank=draft_experts, weights_per_gpu_gib=weights, kv_tokens_per_rank=kv_tokens,
         kv_bytes_per_token=bpt, kv_gib_per_rank_at_max_seqs=kv_at_max, max_num_seqs_per_rank=seqs,
         concurrency_per_rank=per_rank, concurrency_per_instance=per_instance, concurrency_per_role=per_role,
-        memory=p.to_dict() if p is not None else None, unknown=unknown, notes=notes, rank_memory=moe)
+        memory=memory, unknown=unknown, notes=notes, rank_memory=moe)
 
 
 def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int) -> dict[str, Any]:
@@ -221,8 +202,13 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
     flags = flag_values(list(spec.extraArgs))
     fraction = r.value("memory.fraction")
     tokens = r.value("scheduling.maxNumBatchedTokens")
+    m = r.model
+    draft = None if m is None or m.draft_architecture is None else _draft_arch(m)
+    kv = (m.kv_bytes_per_token, f"catalog kv_bytes_per_token ({(m.figure_sources or {}).get('kv_bytes_per_token', 'models.yaml')})") \
+        if m is not None and m.kv_bytes_per_token is not None else None
     return rank_memory(
-        model=r.model, figures=r.figures, tp=tp, dp=dp, expert_parallel=expert_parallel, pods=pods,
+        arch=r.model_arch, draft_arch=draft, mtp=spec.speculative.method == "mtp", kv_bytes_fallback=kv,
+        engine=r.engine.engine, figures=r.figures, tp=tp, dp=dp, expert_parallel=expert_parallel, pods=pods,
         kv_dtype=r.value("memory.kvCacheDtype"), enforce_eager=bool(r.value("vllm.enforceEager")),
         redundant_experts=(eplb.numRedundantExperts or 0) if eplb is not None else 0,
         include_draft=bool(eplb.includeDraft) if eplb is not None else False,
@@ -232,6 +218,12 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
         env=dict(spec.env), visible_gib=r.hardware.visible_gib if r.hardware else None,
         fraction=float(fraction) if fraction is not None else None,
         max_num_batched_tokens=int(tokens) if isinstance(tokens, int) and tokens > 0 else None)
+
+
+def _draft_arch(m) -> Any:
+    from gpustack_k3.core.model_config import arch_from_config
+
+    return arch_from_config(m.draft_architecture.config, f"catalog models.yaml draft: {m.draft_architecture.source}")
 
 
 def plan_topology(doc: DeploymentDocument) -> TopologyPlan:

@@ -1,7 +1,7 @@
 """Bind a deployment document to its catalog entries and answer "what value is in effect"."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, DeploymentSpec
@@ -44,6 +44,30 @@ class Resolved:
     # model directory): with them a model the catalog does not know is checked for flags and parallelism, and its
     # memory plan is unavailable (never another model's figures)
     arch: Any = None
+    # where the model's own config.json (``arch``) and the catalog entry of the same name disagree: (figure name,
+    # catalog value, config value). The config decides (architecture, limits, the memory plan); rule
+    # model-config-disagrees-catalog warns naming both
+    catalog_disagreements: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    @property
+    def config_known(self) -> bool:
+        """A config.json with figures was read for the model (not a stand-in naming where one would come from)."""
+        return self.arch is not None and bool(getattr(self.arch, "known", False))
+
+    @property
+    def model_arch(self) -> Any:
+        """The architecture the plan reads (core.model_config.ModelArch): the model's own config.json where one was
+        read, else the catalog entry's config.json-shaped block, else None."""
+        if self.config_known:
+            return self.arch
+        return catalog_arch(self.model, self.spec.model.name)
+
+    @property
+    def calibrated(self) -> bool:
+        """The catalog's calibrated figures describe this model: a catalog entry with figures whose config.json (if
+        one was read) agrees with it. Otherwise the config decides and the plan is derived from it."""
+        arch_differs = any(f != "max_positions" for f, _, _ in self.catalog_disagreements)
+        return self.figures is not None and self.figures.weights_per_gpu_gib is not None and not arch_differs
 
     @property
     def spec(self) -> DeploymentSpec:
@@ -63,8 +87,13 @@ class Resolved:
             return v
         if self.version and path in self.version.defaults:
             return self.version.defaults[path]
-        if path == "scheduling.maxModelLen" and self.model:
-            return self.model.max_context
+        if path == "scheduling.maxModelLen":
+            # the engines default max_model_len to the config's max_position_embeddings: the config decides
+            a = self.arch if self.config_known else None
+            if a is not None and a.max_positions:
+                return a.max_positions
+            if self.model:
+                return self.model.max_context
         if self.hardware and path.startswith("scheduling."):
             key = path.split(".", 1)[1]
             for row in self.engine.defaults_by_gpu_memory:
@@ -105,6 +134,43 @@ class Resolved:
         return self.spec.engine.image or (self.version.image if self.version else "")
 
 
+# figures a catalog entry's architecture block and a model's config.json both give, compared (ModelArch names)
+_COMPARED = ("architecture", "model_type", "layers", "hidden_size", "heads", "kv_heads", "kv_lora_rank", "experts",
+             "experts_per_token", "vocab_size", "quantization", "mtp_layers")
+
+
+# figures that say which model a config.json is: where one of them differs, the catalog entry of that name is another
+# model and is not used for this one (no calibrated figures, limits or draft of it); the disagreement stays exposed
+_IDENTITY = ("architecture", "model_type", "layers", "hidden_size", "heads", "experts")
+
+
+def catalog_arch(model: ModelEntry | None, name: str) -> Any:
+    """The catalog entry's config.json-shaped block read by the one reader (None: the entry has none)."""
+    if model is None or model.architecture is None:
+        return None
+    from gpustack_k3.core.model_config import arch_from_config
+
+    return arch_from_config(model.architecture.config, f"catalog models.yaml {name}: {model.architecture.source}")
+
+
+def disagreements(model: ModelEntry | None, name: str, arch: Any) -> list[tuple[str, Any, Any]]:
+    """(figure, catalog value, config value) where a read config.json and the catalog entry of the same name differ."""
+    if model is None or arch is None or not getattr(arch, "known", False):
+        return []
+    out: list[tuple[str, Any, Any]] = []
+    cat = catalog_arch(model, name)
+    if cat is not None:
+        for f in _COMPARED:
+            c, v = getattr(cat, f), getattr(arch, f)
+            if f == "experts":              # no routed experts in a config: a dense model
+                c, v = c or 0, v or 0
+            if c is not None and v is not None and c != v:
+                out.append((f, c, v))
+    if arch.max_positions is not None and arch.max_positions != model.max_context:
+        out.append(("max_positions", model.max_context, arch.max_positions))
+    return out
+
+
 def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any = None) -> Resolved:
     cat = catalog or load_catalog()
     eng = cat.engine(doc.spec.engine.name)
@@ -121,5 +187,9 @@ def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any =
         spec_update["hardware"] = doc.spec.hardware.model_copy(update={"gpuType": gpu_key})
     if spec_update:   # downstream (launch, targets) reads the catalog's keys
         doc = doc.model_copy(update={"spec": doc.spec.model_copy(update=spec_update)})
+    differs = disagreements(model, doc.spec.model.name, arch)
+    if any(f in _IDENTITY for f, _, _ in differs):
+        model, figs = None, None        # the config.json is another model than the catalog entry of this name
     return Resolved(doc, cat, eng, ver, model, figs, hw,
-                    typed_version=typed if "engine" in spec_update else None, arch=arch)
+                    typed_version=typed if "engine" in spec_update else None, arch=arch,
+                    catalog_disagreements=differs)

@@ -75,3 +75,21 @@ def test_the_accuracy_bench_reports_only_predictions_as_accuracy():
     assert f"pool {pool['plan']:,} tokens vs the engine's {pool['log']:,} (+{pool['relative_difference']:.1%}" \
         .replace("%", " %") in readme
     assert out["max_prediction_error"] < 0.02
+
+
+def test_kimi_k3_config_derived_plan_is_computed_apart_from_the_calibrated_one():
+    """The calibrated plan stays labelled calibration; the plan derived from Kimi-K3's config.json (the catalog's
+    config.json-shaped block) shares none of the calibrated inputs and is compared, not substituted: its weights are
+    the target's alone (the log's 194.54 GiB also holds the DSpark draft and the vision tower), its KV bytes per token
+    the 24 MLA layers' latent (the log's 17,481 also carries the KDA state in the hybrid pages)."""
+    from gpustack_k3.core.plan import _plan_config
+
+    r = resolve(preset_doc("vllm-seed"))
+    cal = plan(r)
+    assert cal.basis == "calibrated" and cal.weights_gib == 194.54 and cal.kv_bytes_per_token == 17481
+    derived = _plan_config(r, r.model_arch)
+    assert derived.basis == "config.json"
+    assert derived.kv_bytes_per_token == (512 + 64) * 24                   # fp8 MLA latent, 24 full-attention layers
+    assert 170 < derived.weights_gib < cal.weights_gib                     # the target alone
+    assert derived.unaccounted                                             # the DSpark draft is not in the config
+    assert not [n for n in derived.notes if n.startswith("calibrated inputs:")]

@@ -3,12 +3,10 @@ catalog has no figure (never a number), Kimi-K3 1P1D planned fully from its sing
 over EP with dense parts replicated; `plan` / `dry-run` / `render` of documents with roles through the CLI."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
-from gpustack_k3.catalog.loader import replace as catalog_replace
 from gpustack_k3.cli.common import load_document
 from gpustack_k3.core import plan_topology as pt
 from gpustack_k3.core.plan import plan
@@ -45,10 +43,13 @@ def test_rack_totals(preset, prefill_instances, gpus, free):
     assert p.pods == prefill_instances + 8
 
 
-def test_dsv41_weights_and_kv_are_unknown_never_invented():
+def test_dsv41_roles_are_planned_from_the_v4_family_config_the_assumption_named():
+    """V4.1-Flash's own config.json is not public: the catalog's block is the DeepSeek-V4 family config with V4.1's
+    published experts, and says so; the published 890 B/token wins over the derived KV geometry."""
     for r in tplan("dsv41-flash-gb300-8p1d").roles:
-        assert r.weights_per_gpu_gib is None and r.kv_tokens_per_rank is None and r.memory is None
-        assert {"weights_per_gpu_gib", "kv_tokens_per_rank"} <= set(r.unknown)
+        assert r.weights_per_gpu_gib is not None and r.weights_per_gpu_gib > 0 and r.memory is None
+        assert r.kv_bytes_per_token == 890
+        assert any("assumed: the DeepSeek-V4 family config" in n for n in r.notes)
         # what is public is used: 890 B/token x max-num-seqs x max-model-len for one rank
         assert r.kv_gib_per_rank_at_max_seqs == pytest.approx(890 * r.max_num_seqs_per_rank * r.max_model_len / 2**30)
 
@@ -66,25 +67,26 @@ def test_kimi_1p1d_plans_fully_from_single_node_figures():
         assert r.concurrency_per_role == r.concurrency_per_rank
 
 
-def test_experts_shard_over_ep_dense_replicated_when_the_split_is_known():
+def test_experts_shard_over_tp_x_dp_with_the_share_the_config_gives():
+    """vLLM shards the fused-MoE layers over TP x DP devices (fused_moe/config.py:1106-1245@0.33.0): a DP 2 rank holds
+    half the routed experts of a DP 1 rank; the dense parts stay / TP. The routed share comes from Kimi-K3's config
+    (catalog architecture block), the calibrated TP 8 figure is scaled by it."""
+    from gpustack_k3.core.plan_moe import rank_weights
+
     doc = load_document(None, "kimi-k3-b300-1p1d")
     data = doc.model_dump(mode="json", exclude_none=True)
     data["spec"]["roles"][1].update(podsPerInstance=2, parallel={"tp": 8, "dp": 2, "dpLocal": 1, "expertParallel": True,
                                                                     "dcp": 8})
     view = role_views(type(doc).model_validate(data))[1]
     r = resolve(view.document)
-    r = dataclasses.replace(r, model=catalog_replace(r.model, dense_weights_gib=100.0, expert_weights_gib=1400.0))
     rp = pt.plan_role(view, r)
     assert rp.ep == 16
-    assert rp.weights_per_gpu_gib == pytest.approx(100.0 / 8 + 1400.0 / 16)
+    st = rank_weights(r.model_arch, tp=8)["stages"][0]
+    share = sum(t["gib"] for t in st["terms"] if t["term"].startswith("routed_experts")) / st["gib"]
+    assert 0.5 < share < 1
+    assert rp.weights_per_gpu_gib == pytest.approx(194.54 * ((1 - share) + share / 2))
     assert rp.memory["weights_gib"] == pytest.approx(rp.weights_per_gpu_gib)
-    # everything else per GPU is the single-engine plan's: the KV budget moves by the weights difference
-    single = plan(r)
-    assert rp.memory["kv_cache_budget_gib"] == pytest.approx(single.kv_cache_budget_gib + single.weights_gib
-                                                             - rp.weights_per_gpu_gib, abs=1e-3)
-    # the same role without the split: unknown, not the single-engine (÷ TP) figure
-    rp = pt.plan_role(view, resolve(view.document))
-    assert rp.weights_per_gpu_gib is None and "weights_per_gpu_gib" in rp.unknown
+    assert any("/ DP 2" in n for n in rp.memory["notes"])
 
 
 def test_roleless_document_plans_one_serve_role():
@@ -101,10 +103,10 @@ def test_plan_cli_per_role_text_and_json():
     assert p.returncode == 0, p.stderr
     assert "-- role decode (decode, spec.roles[1]): 1 instance(s) x 8 pod(s) x 4 GPU(s) = 32 GPUs" in p.stdout
     assert "64 per rank, 2,048 per instance, 2,048 per role" in p.stdout
-    assert "weights per GPU             unknown" in p.stdout
+    assert "rank plan derived from catalog models.yaml deepseek-v4.1-flash: assumed" in p.stdout
     assert "1 rack(s) of 72 GPUs (18 nodes), 24 GPU(s) free" in p.stdout
     d = json.loads(run("plan", "--preset", "dsv41-flash-gb300-8p1d", "-o", "json").stdout)
-    assert [r["role"] for r in d["roles"]] == ["prefill", "decode"] and d["roles"][1]["weights_per_gpu_gib"] is None
+    assert [r["role"] for r in d["roles"]] == ["prefill", "decode"] and d["roles"][1]["weights_per_gpu_gib"] > 0
     k = json.loads(run("plan", "--preset", "kimi-k3-b300-1p1d", "-o", "json").stdout)
     assert all(r["memory"]["kv_cache_tokens"] > 0 and r["unknown"] == [] for r in k["roles"])
 
@@ -178,26 +180,27 @@ def test_one_single_pod_role_renders_for_docker_as_that_role():
 from types import SimpleNamespace  # noqa: E402
 
 from gpustack_k3.core import plan_moe  # noqa: E402
+from gpustack_k3.core.model_config import arch_from_config  # noqa: E402
 
-# DeepSeek-V3's config.json figures (deepseek-ai/DeepSeek-V3 config.json): a public MoE with MLA to check the
-# arithmetic against its published totals (671B parameters, 37B activated per token; the MTP module excluded).
-DSV3 = dict(source="deepseek-ai/DeepSeek-V3 config.json", hidden_size=7168, num_hidden_layers=61,
-            first_k_dense_replace=3, n_routed_experts=256, n_shared_experts=1, num_experts_per_tok=8,
-            moe_intermediate_size=2048, intermediate_size=18432, vocab_size=129280, tie_word_embeddings=False,
-            num_attention_heads=128, num_key_value_heads=128, head_dim=None, q_lora_rank=1536, kv_lora_rank=512,
-            qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, dense_bytes_per_param=1.0,
-            expert_bytes_per_param=1.0)
+# DeepSeek-V3's config.json figures (deepseek-ai/DeepSeek-V3 config.json, unquantized here): a public MoE with MLA to
+# check the arithmetic against its published totals (671B parameters, 37B activated per token; the MTP module excluded).
+DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168, "num_hidden_layers": 61,
+        "first_k_dense_replace": 3, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048, "intermediate_size": 18432, "vocab_size": 129280, "tie_word_embeddings": False,
+        "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "torch_dtype": "bfloat16",
+        "num_nextn_predict_layers": 1}
 
 
 def arch(**over):
-    return SimpleNamespace(**{**DSV3, **over})
+    return arch_from_config({**DSV3, **over}, "deepseek-ai/DeepSeek-V3 config.json")
 
 
-def test_param_split_reproduces_deepseek_v3_published_totals():
-    split, missing = plan_moe.param_split(arch())
-    assert missing == []
-    total = sum(split.values())
-    active = split["dense"] + split["shared_experts"] + split["routed_experts"] * 8 / 256
+def test_param_parts_reproduce_deepseek_v3_published_totals():
+    parts, unknown, _ = plan_moe.param_parts(arch())
+    assert unknown == []
+    total = plan_moe.total_params(arch())
+    active = total - parts["routed_experts"] + parts["routed_experts"] * 8 / 256
     assert abs(total / 671e9 - 1) < 0.002          # published: 671B
     assert abs(active / 37e9 - 1) < 0.02           # published: 37B activated
 
@@ -211,9 +214,7 @@ def test_mla_kv_bytes_come_from_the_latent_and_gqa_from_the_heads():
 
 
 def _rank(model_arch, **kw):
-    model = SimpleNamespace(architecture=model_arch, draft_architecture=None, routed_experts=None,
-                            draft_routed_experts=None, kv_bytes_per_token=None, figure_sources={})
-    args = dict(model=model, figures=None, tp=1, dp=32, expert_parallel=True, pods=8, kv_dtype="fp8",
+    args = dict(arch=model_arch, figures=None, tp=1, dp=32, expert_parallel=True, pods=8, kv_dtype="fp8",
                 enforce_eager=True, redundant_experts=0, include_draft=False, speculative=False,
                 all2all_backend=None, env={}, visible_gib=267.69, fraction=0.9)
     args.update(kw)
@@ -223,13 +224,14 @@ def _rank(model_arch, **kw):
 def test_experts_shard_over_ep_and_dense_parts_replicate():
     m = _rank(arch(), redundant_experts=32)
     terms = {t["term"]: t["gib"] for t in m["terms"]}
-    split, _ = plan_moe.param_split(arch())
-    per_expert = split["routed_experts"] / 256
-    assert terms["target routed experts (/ EP 32)"] == round(per_expert * (256 + 32) / 32 / 2**30, 4)
-    assert terms["target dense weights (/ TP 1)"] == round(split["dense"] / 2**30, 4)
-    assert terms["target shared experts (/ TP 1)"] == round(split["shared_experts"] / 2**30, 4)
+    parts, _, _ = plan_moe.param_parts(arch())
+    # (256 + 32) physical experts / EP 32 = 9 per rank, 58 MoE layers, 2 bytes per parameter
+    assert terms["target routed_experts (/ EP 32)"] == round(parts["per_expert"] * 58 * 9 * 2 / 2**30, 4)
+    assert terms["target attention (/ TP 1)"] == round(parts["attention"] * 2 / 2**30, 4)
+    assert terms["target shared_experts (/ TP 1)"] == round(parts["shared_experts"] * 2 / 2**30, 4)
     tp2 = {t["term"]: t["gib"] for t in _rank(arch(), tp=2, dp=16)["terms"]}
-    assert tp2["target dense weights (/ TP 2)"] == round(split["dense"] / 2 / 2**30, 4)
+    assert tp2["target attention (/ TP 2)"] == round(parts["attention"] / 2 * 2 / 2**30, 4)
+    assert "target: 256 routed experts + 32 redundant / EP 32 = 9 per GPU" in m["notes"]
 
 
 def test_buffers_follow_the_all2all_backend_as_vllm_sizes_them():
@@ -275,8 +277,9 @@ def test_dsv41_presets_plan_per_rank_for_both_roles_and_name_what_is_unknown():
     assert "draft: 128 routed experts / EP 32 = 4 per GPU" in by["decode"]["notes"]
     for m in by.values():
         assert m["kv_bytes_per_token"] == 890 and m["kv_pool_gib"] is None
-        assert any(u.startswith("target dense weights") for u in m["unknown"])
-        assert all(t["gib"] is None for t in m["terms"] if "weights" in t["term"] or "experts" in t["term"])
+        assert any(u.startswith("draft weights: hidden_size: not in the config") for u in m["unknown"])
+        assert all(t["gib"] is None for t in m["terms"] if t["term"].startswith("draft"))
+        assert any(t["term"].startswith("target routed_experts") and t["gib"] > 0 for t in m["terms"])
     terms = {t["term"]: t for t in by["prefill"]["terms"]}
     assert terms["CUDA graphs"]["gib"] == 0.0            # prefill runs enforceEager
     assert next(t for t in by["decode"]["terms"] if t["term"] == "CUDA graphs")["gib"] is None
@@ -286,7 +289,7 @@ def test_plan_cli_shows_the_memory_per_rank_of_both_roles():
     p = run("plan", "--preset", "dsv41-flash-gb300-8p1d")
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("memory per GPU of one DP rank") == 2
-    assert "unknown: target dense weights" in p.stdout and "890" in p.stdout
+    assert "unknown: draft weights: hidden_size" in p.stdout and "890" in p.stdout
     j = run("plan", "--preset", "dsv41-flash-gb300-8p1d", "-o", "json")
     out = json.loads(j.stdout)
     assert [r["rank_memory"]["ep"] for r in out["roles"]] == [2, 32]

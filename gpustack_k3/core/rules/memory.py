@@ -25,7 +25,7 @@ BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
              "not a schema-level check")
 def check_fixed_memory_exceeds_budget(r, c):
     p = c.plan
-    if p is None:
+    if p is None or p.unaccounted:      # a dimension the plan does not account for: plan-unavailable warns instead
         return
     if p.engine == ENGINE_VLLM and not r.spec.memory.kvCacheBytes and p.kv_cache_allocated_gib <= 0:
         yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB, but weights + "
@@ -33,6 +33,14 @@ def check_fixed_memory_exceeds_budget(r, c):
     if p.engine == ENGINE_VLLM and r.spec.memory.kvCacheBytes and p.headroom_gib < 0:
         yield "spec.memory.kvCacheBytes", (f"kvCacheBytes {p.kv_cache_allocated_gib:.2f} GiB + fixed memory exceed the GPU "
                                            f"({p.visible_gib} GiB) by {-p.headroom_gib:.2f} GiB")
+    if p.basis == "config.json":
+        if not r.spec.memory.kvCacheBytes and p.kv_cache_allocated_gib <= 0:
+            big = max(p.weight_terms, key=lambda t: t["gib"]) if p.weight_terms else None
+            yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB, but the "
+                         f"weights of the fullest GPU alone need {p.weights_gib:.2f} GiB (derived from the model's "
+                         "config.json" + (f"; the largest term: {big['term']} {big['gib']:.2f} GiB" if big else "")
+                         + "): no KV cache left")
+        return
     if p.engine == ENGINE_SGLANG and p.kv_cache_budget_gib <= 0:
         yield None, (f"fraction {p.memory_fraction} x {p.visible_gib} GiB = {p.requested_gib:.2f} GiB does not hold the "
                      f"weights ({p.weights_gib:.2f} GiB): no KV pool")
@@ -47,28 +55,27 @@ def check_fixed_memory_exceeds_budget(r, c):
       no_cel="needs the planner's KV capacity in tokens (same as fixed-memory-exceeds-budget)")
 def check_vllm_max_model_len_exceeds_kv(r, c):
     p = c.plan
-    if p and p.kv_cache_tokens > 0 and p.kv_cache_tokens < p.max_model_len:
+    if p and not p.unaccounted and p.kv_cache_tokens > 0 and p.kv_cache_tokens < p.max_model_len:
         yield None, (f"max_model_len {p.max_model_len:,} tokens > KV capacity {p.kv_cache_tokens:,} tokens "
                      f"({p.kv_cache_allocated_gib:.2f} GiB): the engine refuses to start")
 
 
 @rule("plan-unavailable", checked_by="product", family="spec", severity="warning", engines=BOTH, field="spec.memory",
-      title="The memory rules could not run: the catalog has no figures for this combination",
-      why="The planner needs the model's per-engine figures (KV bytes per token for the KV cache dtype, weights, "
-          "activations); without them the memory rules (fixed memory, KV capacity, over-commit, concurrency) are "
-          "not checked.",
-      fix="Use a KV cache dtype the catalog has figures for (see the message), or add the figures to "
-          "gpustack_k3/catalog/data/models.yaml from an engine log.",
+      title="The memory rules could not run: no figures for this combination, or a dimension the plan does not account for",
+      why="The planner needs the model's figures (calibrated from an engine log, or derived from its config.json: "
+          "weights per rank, KV bytes per token); without them, or where the layout has a dimension the plan cannot "
+          "account for (a draft model whose config.json was not read), the memory rules (fixed memory, KV capacity, "
+          "over-commit, concurrency) do not refuse.",
+      fix="Give the model's config.json (--model-config FILE or a local model directory), use a KV cache dtype with "
+          "figures (see the message), or add the figures to gpustack_k3/catalog/data/models.yaml from an engine log.",
       source="gpustack_k3/core/plan.py (PlanUnavailable); gpustack_k3/catalog/data/models.yaml")
 def check_plan_unavailable(r, c):
-    if r.model is None and r.arch is not None and r.version is not None and r.hardware is not None:
-        yield None, (f"memory not planned: model {r.spec.model.path or r.spec.model.name!r} is not in the catalog; its "
-                     f"architecture comes from {r.arch.source}, but the memory figures (weights per GPU, activations, "
-                     "KV bytes per token as the engine counts them) are catalog entries: the plan is unavailable "
-                     "rather than another model's"), ("Add the model's figures to gpustack_k3/catalog/data/models.yaml "
-                                                     "from an engine start-up log to plan it")
-    elif c.plan is None and c.plan_error:
+    p = c.plan
+    if p is None and c.plan_error:
         yield None, f"memory not planned: {c.plan_error}"
+    elif p is not None and p.unaccounted:
+        yield None, ("memory rules not decisive: the plan does not account for " + "; ".join(p.unaccounted)
+                     + f" (weights {p.weights_gib:.2f} GiB per GPU without it)")
 
 
 # ------------------------------------------------------------------ degrading combinations
