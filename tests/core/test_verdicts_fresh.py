@@ -11,7 +11,8 @@ from gpustack_k3.cli.main import cli
 KIMI = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code".split()
 SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
 # rules whose fire/quiet cases are the tests of this file (not a preset patch)
-FRESH_DIRECT = {"model-config-disagrees-catalog"}
+FRESH_DIRECT = {"model-config-disagrees-catalog", "sglang-ngram-topk-page-size", "sglang-dcp-prefill-cp",
+                "sglang-dcp-comm-backend-needs-dcp", "sglang-dcp-replicate-q-proj", "sglang-prefill-cp-needs-strategy"}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
          "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
@@ -161,3 +162,52 @@ def test_a_disagreement_between_config_json_and_the_catalog_is_a_warning():
     assert RULES["model-config-disagrees-catalog"].severity == "warning"
     r.catalog_disagreements = []
     assert not list(RULES["model-config-disagrees-catalog"].check(r, None))
+
+
+# --------------------------------------------------------------------- validation the corpus never reached (item 3)
+
+def sglang_errors(*argv: str, version: str = "0.5.23", gpu: str = "b300") -> tuple[int, dict]:
+    code, out = check_args(*argv, engine="sglang", version=version, opts=("--model", "kimi-k3", "--gpu-type", gpu))
+    return code, rules(out)
+
+
+def test_sglang_ngram_top_k_with_paged_mla_is_refused_on_kimi_k3():
+    """speculative_hook.py:1355-1366@0.5.23 (1265-1276@0.5.22): NGRAM's top-k (= --speculative-ngram-max-bfs-breadth,
+    default 10, :1312) above 1 with page size above 1 on a backend other than flashinfer; Kimi-K3 on SM100/SM103
+    without DCP and without a backend gets trtllm_mla (model_overrides/kimi_k3.py:122-137@0.5.23), page size 64.
+    Oracle (sglang-0.5.23): refused as given; accepted with breadth 1, --attention-backend flashinfer, --dcp-size 8."""
+    ngram = [*SG_KIMI, "--speculative-algorithm", "NGRAM"]
+    for version in ("0.5.23", "0.5.22"):
+        code, errs = sglang_errors(*ngram, version=version)
+        assert code == 1 and "sglang-ngram-topk-page-size" in errs, (version, errs)
+        assert "speculative_eagle_topk(10)" in errs["sglang-ngram-topk-page-size"][0]["message"]
+    code, errs = sglang_errors(*ngram, "--page-size", "1")        # trtllm_mla raises the page size to 64
+    assert "sglang-ngram-topk-page-size" in errs
+    for quiet in (["--speculative-ngram-max-bfs-breadth", "1"], ["--attention-backend", "flashinfer"], ["--dcp-size", "8"]):
+        code, errs = sglang_errors(*ngram, *quiet)
+        assert "sglang-ngram-topk-page-size" not in errs, (quiet, errs)
+    code, errs = sglang_errors(*ngram, gpu="h200")                 # not SM100/SM103: no trtllm_mla default
+    assert "sglang-ngram-topk-page-size" not in errs, errs
+
+
+def test_sglang_decode_context_parallel_hook():
+    """handle_decode_context_parallelism (arg_groups/parallel_hook.py:240-275@0.5.23, 234-270@0.5.22)."""
+    code, errs = sglang_errors(*SG_KIMI, "--dcp-size", "8", "--enable-prefill-cp")
+    assert code == 1 and "sglang-dcp-prefill-cp" in errs, errs
+    code, errs = sglang_errors(*SG_KIMI, "--enable-prefill-cp")
+    assert "sglang-dcp-prefill-cp" not in errs, errs
+    # handle_context_parallelism (parallel_hook.py:152-155@0.5.23): a prefill CP needs its strategy
+    assert code == 1 and "sglang-prefill-cp-needs-strategy" in errs, errs
+    for backend in ("a2a", "fi_a2a"):
+        code, errs = sglang_errors(*SG_KIMI, "--dcp-comm-backend", backend)
+        assert code == 1 and "sglang-dcp-comm-backend-needs-dcp" in errs, (backend, errs)
+        code, errs = sglang_errors(*SG_KIMI, "--dcp-size", "8", "--dcp-comm-backend", backend)
+        assert "sglang-dcp-comm-backend-needs-dcp" not in errs, (backend, errs)
+    code, errs = sglang_errors(*SG_KIMI, "--dcp-comm-backend", "ag_rs")
+    assert "sglang-dcp-comm-backend-needs-dcp" not in errs, errs
+    code, errs = sglang_errors(*SG_KIMI, "--dcp-replicate-q-proj")
+    assert code == 1 and "sglang-dcp-replicate-q-proj" in errs, errs
+    code, errs = sglang_errors(*SG_KIMI, "--dcp-size", "8", "--dcp-comm-backend", "ag_rs", "--dcp-replicate-q-proj")
+    assert "sglang-dcp-replicate-q-proj" in errs, errs
+    code, errs = sglang_errors(*SG_KIMI, "--dcp-size", "8", "--dcp-replicate-q-proj")
+    assert "sglang-dcp-replicate-q-proj" not in errs, errs
