@@ -12,7 +12,8 @@ KIMI = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code"
 SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
 # rules whose fire/quiet cases are the tests of this file (not a preset patch)
 FRESH_DIRECT = {"model-config-disagrees-catalog", "sglang-ngram-topk-page-size", "sglang-dcp-prefill-cp",
-                "sglang-dcp-comm-backend-needs-dcp", "sglang-dcp-replicate-q-proj", "sglang-prefill-cp-needs-strategy"}
+                "sglang-dcp-comm-backend-needs-dcp", "sglang-dcp-replicate-q-proj", "sglang-prefill-cp-needs-strategy",
+                "topology-multi-port-lb"}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
          "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
@@ -211,3 +212,67 @@ def test_sglang_decode_context_parallel_hook():
     assert "sglang-dcp-replicate-q-proj" in errs, errs
     code, errs = sglang_errors(*SG_KIMI, "--dcp-size", "8", "--dcp-replicate-q-proj")
     assert "sglang-dcp-replicate-q-proj" not in errs, errs
+
+
+DSV4 = "vllm serve /models/DeepSeek-V4.1-Flash -tp 4 -dp 8 --enable-expert-parallel --trust-remote-code".split()
+DSV4_OPTS = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+
+
+def test_vllm_serve_allows_one_load_balancing_mode():
+    """ServeSubcommand.cmd (entrypoints/cli/serve.py:79-105@0.33.0, 79-101@0.28.0): --data-parallel-rank counts as
+    external LB, --data-parallel-start-rank as hybrid unless a hybrid or multi-port flag is given; more than one mode
+    is refused. Oracle (vllm-0.33.0): the two lines below refused at serve.py:100."""
+    for extra in (["--data-parallel-rank", "1", "--data-parallel-start-rank", "0"],
+                  ["--data-parallel-rank", "1", "--data-parallel-hybrid-lb", "--data-parallel-size-local", "2"]):
+        for version in ("0.33.0", "0.28.0"):
+            code, out = check_args(*DSV4, *extra, version=version, opts=DSV4_OPTS)
+            assert code == 1 and "topology-lb-exclusive" in rules(out), (extra, version, out)
+            assert any("load balancing mode" in f["message"] for f in rules(out)["topology-lb-exclusive"]), out
+    code, out = check_args(*DSV4, "--data-parallel-rank", "1", opts=DSV4_OPTS)
+    assert "topology-lb-exclusive" not in rules(out), out
+
+
+def test_an_external_rank_with_an_inferred_local_dp_size_is_refused():
+    """engine/arg_utils.py:2398-2446,2466-2480@0.33.0: with --nnodes > 1 and no --data-parallel-external-lb flag the
+    release infers --data-parallel-size-local (local world size // TP x PP), then refuses an external rank
+    (--data-parallel-rank) with a local size other than 1. Oracle (vllm-0.33.0): refused with --nnodes 2; accepted
+    with --data-parallel-size-local 1, with the external-lb flag, and with --nnodes 8 (one rank per node)."""
+    base = [*DSV4, "--nnodes", "2", "--node-rank", "0"]
+    code, out = check_args(*base, "--data-parallel-rank", "0", opts=DSV4_OPTS)
+    assert code == 1 and "topology-external-lb-rank" in rules(out), out
+    assert "inferred" in rules(out)["topology-external-lb-rank"][0]["message"]
+    for quiet in (["--data-parallel-rank", "0", "--data-parallel-size-local", "1"], ["--data-parallel-external-lb"]):
+        code, out = check_args(*base, *quiet, opts=DSV4_OPTS)
+        assert "topology-external-lb-rank" not in rules(out), (quiet, out)
+    code, out = check_args(*DSV4, "--nnodes", "8", "--node-rank", "0", "--data-parallel-rank", "0", opts=DSV4_OPTS)
+    assert "topology-external-lb-rank" not in rules(out), out
+
+
+def test_multi_port_external_lb_is_judged_as_its_supervisor_judges_it():
+    """validate_multi_port_external_lb_args (entrypoints/launchers/dp_supervisor.py:52-107@0.33.0), run by
+    validate_parsed_serve_args before serve's LB-mode check. Oracle (vllm-0.33.0): refused with --data-parallel-rank
+    (dp_supervisor.py:71) and without --data-parallel-size-local >= 2 (:88)."""
+    multi = [*DSV4, "--data-parallel-multi-port-external-lb"]
+    for extra, words in ((["--data-parallel-rank", "1"], "--data-parallel-rank"),
+                         (["--data-parallel-start-rank", "0", "--data-parallel-size-local", "1"], ">= 2"),
+                         (["--data-parallel-size-local", "3"], "not divisible"),
+                         (["--data-parallel-size-local", "4", "--data-parallel-start-rank", "6"], "past DP")):
+        code, out = check_args(*multi, *extra, opts=DSV4_OPTS)
+        assert code == 1 and "topology-multi-port-lb" in rules(out), (extra, out)
+        assert words in rules(out)["topology-multi-port-lb"][0]["message"], out
+        assert "topology-lb-exclusive" not in rules(out), out
+    code, out = check_args(*multi, "--data-parallel-size-local", "4", "--data-parallel-start-rank", "4", opts=DSV4_OPTS)
+    assert "topology-multi-port-lb" not in rules(out), out
+
+
+def test_external_lb_ranks_inferred_from_node_ranks_need_nnodes_divisible_by_dp():
+    """engine/arg_utils.py:2425-2434@0.33.0 (not in 0.28.0/0.29.0, which infer the rank anyway): --data-parallel-
+    external-lb without a rank, --nnodes not divisible by DP. Oracle (vllm-0.33.0): `-dp 8 --nnodes 2 --node-rank 0
+    --data-parallel-external-lb` refused at arg_utils.py:2428."""
+    line = [*DSV4, "--nnodes", "2", "--node-rank", "0", "--data-parallel-external-lb"]
+    code, out = check_args(*line, opts=DSV4_OPTS)
+    assert code == 1 and "topology-external-lb-needs-rank" in rules(out), out
+    code, out = check_args(*line, version="0.29.0", opts=DSV4_OPTS)
+    assert "topology-external-lb-needs-rank" not in rules(out), out
+    code, out = check_args(*DSV4, "--nnodes", "8", "--node-rank", "0", "--data-parallel-external-lb", opts=DSV4_OPTS)
+    assert "topology-external-lb-needs-rank" not in rules(out), out

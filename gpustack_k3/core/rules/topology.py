@@ -175,20 +175,103 @@ def check_topology_ep_size(t: Topology):
 
 # ------------------------------------------------------------------ load balancing
 
+MULTI_PORT_FLAG = "--data-parallel-multi-port-external-lb"
+EXTERNAL_LB_FLAG = "--data-parallel-external-lb"
+
+
+def _on(flags: dict, flag: str) -> bool:
+    return flag in flags and flags.get(flag) in (None, "true", "True", "1")
+
+
+def lb_modes(r) -> list[str]:
+    """The load-balancing modes vllm serve reads from a role's flags (entrypoints/cli/serve.py:79-98@0.33.0): a
+    rank means external, a start rank means hybrid unless the hybrid flag decides. A multi-port line is judged
+    before (topology-multi-port-lb: validate_parsed_serve_args refuses every other mode beside it first)."""
+    if _on(r.extra_flags or {}, MULTI_PORT_FLAG):
+        return []
+    out = []
+    if r.external_lb:
+        out.append("external (--data-parallel-rank)" if r.rank_given else "external")
+    if r.hybrid_lb or r.start_rank is not None:
+        out.append("hybrid" if r.hybrid_lb else "hybrid (--data-parallel-start-rank)")
+    return out
+
+
+@rule("topology-multi-port-lb", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      when={**TOPO, "cpu": (None, False)}, field="spec.extraArgs",
+      title="Multi-port external load balancing: its own ranks, at least two per node",
+      why="--data-parallel-multi-port-external-lb runs one supervisor that starts one API server per local DP rank: "
+          "vLLM refuses it (before anything else is built) with --api-server-count other than 1, with "
+          "--data-parallel-rank (it numbers the children itself), with --data-parallel-external-lb or "
+          "--data-parallel-hybrid-lb, with DP below 2, without --data-parallel-size-local of at least 2, with a "
+          "local size above DP or not dividing it, and when the node's ranks would run past DP.",
+      fix="Give --data-parallel-size-local N (2 <= N, dividing DP) and --data-parallel-start-rank (or --node-rank), "
+          "and drop --data-parallel-rank and the other load-balancing flags.",
+      source="vllm entrypoints/launchers/dp_supervisor.py:42-107@0.33.0; entrypoints/common/cli_args.py:573-578@0.33.0",
+      sources={"vllm 0.29.0": "vllm entrypoints/launchers/dp_supervisor.py:42-107@0.29.0; "
+                              "entrypoints/launchers/cli_args.py:456@0.29.0",
+               "vllm 0.28.0": "vllm entrypoints/openai/dp_supervisor.py:39-104@0.28.0; "
+                              "entrypoints/openai/cli_args.py:440@0.28.0"},
+      no_cel=NO_CEL)
+def check_topology_multi_port_lb(t: Topology):
+    for r in t.roles:
+        flags = r.extra_flags or {}
+        if not _on(flags, MULTI_PORT_FLAG):
+            continue
+        why = _multi_port_refusal(r, flags)
+        if why:
+            yield r.field("extraArgs"), f"role {r.name}: {MULTI_PORT_FLAG} {why}"
+
+
+def _multi_port_refusal(r, flags: dict) -> str | None:
+    """The first reason validate_multi_port_external_lb_args (dp_supervisor.py:52-107@0.33.0) refuses, or None."""
+    local = r.dp_local
+    if r.api_server_count not in (None, 1):
+        return f"with --api-server-count {r.api_server_count} (needs 1)"
+    if r.rank_given:
+        return "with --data-parallel-rank (it manages the children's ranks)"
+    if r.hybrid_lb or _on(flags, EXTERNAL_LB_FLAG):
+        return "combined with --data-parallel-external-lb or --data-parallel-hybrid-lb"
+    if r.dp < 2:
+        return f"with DP {r.dp} (needs > 1)"
+    if local is None or local < 2:
+        return f"needs --data-parallel-size-local >= 2 (got {local})"
+    if local > r.dp:
+        return f"with --data-parallel-size-local {local} above DP {r.dp}"
+    if r.dp % local:
+        return f"with DP {r.dp} not divisible by --data-parallel-size-local {local}"
+    start = r.start_rank
+    if start is None:
+        try:
+            start = int(flags.get("--node-rank") or 0) * local
+        except ValueError:
+            return None
+    if start + local > r.dp:
+        return f"ranks {start}..{start + local - 1} run past DP {r.dp}"
+    return None
+
+
 @rule("topology-lb-exclusive", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Data-parallel load-balancing modes exclude each other",
-      why="vLLM refuses hybrid together with external LB, hybrid on a headless node, hybrid without "
-          "--data-parallel-size-local, and --headless with --api-server-count > 0, each at start-up.",
+      why="vLLM serve allows one data-parallel load-balancing mode: external (--data-parallel-external-lb or "
+          "--data-parallel-rank), hybrid (--data-parallel-hybrid-lb, or --data-parallel-start-rank when neither the "
+          "hybrid nor the multi-port flag is given) or multi-port (--data-parallel-multi-port-external-lb); it also "
+          "refuses hybrid on a headless node, hybrid without --data-parallel-size-local, and --headless with "
+          "--api-server-count > 0, each at start-up.",
       fix="Choose one loadBalancing mode per role (internal: headless workers, the leader serves; hybrid: every "
           "pod serves its local ranks; external: one endpoint per rank) and drop the other flags.",
       source="vllm engine/arg_utils.py:2380-2389,2442-2446,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
+      sources={"vllm 0.29.0": "vllm entrypoints/cli/serve.py:80-102@0.29.0; engine/arg_utils.py@0.29.0",
+               "vllm 0.28.0": "vllm entrypoints/cli/serve.py:79-101@0.28.0; engine/arg_utils.py@0.28.0"},
       no_cel=NO_CEL)
 def check_topology_lb_exclusive(t: Topology):
     for r in t.roles:
         f = r.field("loadBalancing")
-        if r.hybrid_lb and r.external_lb:
-            yield f, f"role {r.name}: --data-parallel-hybrid-lb and --data-parallel-external-lb together"
+        modes = lb_modes(r)
+        if len(modes) > 1:
+            yield f, (f"role {r.name}: more than one data parallel load balancing mode ({' and '.join(modes)}); "
+                      "vllm serve allows one")
         if r.hybrid_lb and r.headless:
             yield f, f"role {r.name}: --data-parallel-hybrid-lb on a --headless node"
         if r.hybrid_lb and r.dp_local is None and (r.nnodes or 1) <= 1:
@@ -204,30 +287,62 @@ def check_topology_lb_exclusive(t: Topology):
       field="spec.roles[].parallel.dpLocal",
       title="External load balancing runs one DP rank per process",
       why="With --data-parallel-external-lb (or --data-parallel-rank) every process is one DP rank behind its own "
-          "endpoint: vLLM refuses --data-parallel-size-local other than 1.",
-      fix="Set parallel.dpLocal 1 (one pod per DP rank, gpusPerPod = TP) or use loadBalancing hybrid.",
-      source="vllm engine/arg_utils.py:2467-2482@0.33.0", no_cel=NO_CEL)
+          "endpoint: vLLM refuses --data-parallel-size-local other than 1. With --nnodes > 1 and no "
+          "--data-parallel-external-lb flag it infers the local size itself (the node's share of the world over "
+          "TP x PP) before that check: a --data-parallel-rank line whose nodes hold several DP ranks is refused too.",
+      fix="Set parallel.dpLocal 1 (one pod per DP rank, gpusPerPod = TP) or use loadBalancing hybrid; on a command "
+          "line, give --data-parallel-size-local 1 (or --data-parallel-external-lb) with --data-parallel-rank.",
+      source="vllm engine/arg_utils.py:2398-2446,2466-2480@0.33.0",
+      sources={"vllm 0.29.0": "vllm engine/arg_utils.py:2205-2209,2239-2246@0.29.0",
+               "vllm 0.28.0": "vllm engine/arg_utils.py:2098-2113,2143-2150@0.28.0"},
+      no_cel=NO_CEL)
 def check_topology_external_lb_rank(t: Topology):
     for r in t.roles:
-        if r.external_lb and r.dp_local not in (None, 1):
-            yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
+        if not r.external_lb:
+            continue
+        local, how = effective_dp_local(r)
+        if local not in (None, 1):
+            yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {local}{how}"
+
+
+def effective_dp_local(r) -> tuple[int | None, str]:
+    """(the local DP size the release uses before its external-LB check, how it was obtained): the one given, else
+    with --nnodes > 1 and no --data-parallel-external-lb flag (with DP > 1) the inferred one,
+    max(world / nnodes // (TP x PP), 1) (engine/arg_utils.py:2398-2446@0.33.0)."""
+    if r.dp_local is not None or (r.nnodes or 1) <= 1:
+        return r.dp_local, ""
+    if r.dp > 1 and EXTERNAL_LB_FLAG in (r.extra_flags or {}):
+        return None, ""
+    within = r.tp * r.pp
+    world = r.dp * within
+    if world % r.nnodes:
+        return None, ""   # refused earlier for --nnodes not dividing the world size
+    local = max((world // r.nnodes) // within, 1)
+    return local, (f" (inferred: world {world} / --nnodes {r.nnodes} // TP x PP {within}; no "
+                   f"--data-parallel-size-local)")
 
 
 @rule("topology-external-lb-needs-rank", checked_by="oracle", family="topology", severity="error", engines=VLLM,
       when=TOPO, field="spec.roles[].loadBalancing",
       title="External load balancing needs this process's DP rank, and a MoE model",
       why="vLLM refuses --data-parallel-external-lb without --data-parallel-rank (unless --nnodes > 1 lets it infer "
-          "the rank from --node-rank), and refuses external data parallelism for a model without experts: dense "
+          "the rank from --node-rank; from 0.33.0 only when --nnodes is a multiple of DP), and refuses external data "
+          "parallelism for a model without experts: dense "
           "models are run as independent instances without --data-parallel-* flags.",
       fix="Give each process --data-parallel-rank R (or --nnodes/--node-rank); for a dense model drop the "
           "--data-parallel-* flags and run independent instances.",
-      source="vllm engine/arg_utils.py:2457-2476@0.33.0", no_cel=NO_CEL)
+      source="vllm engine/arg_utils.py:2425-2434,2457-2476@0.33.0", no_cel=NO_CEL)
 def check_topology_external_lb_needs_rank(t: Topology):
     for r in t.roles:
         if not r.external_lb:
             continue
         if r.rank_given is False and (r.nnodes or 1) <= 1:
             yield r.field("loadBalancing"), f"{r.name}: --data-parallel-external-lb without --data-parallel-rank"
+        elif r.rank_given is False and r.dp > 1 and r.nnodes % r.dp \
+                and r.resolved.trait("external_lb_rank_needs_nnodes_multiple"):
+            yield r.field("loadBalancing"), (f"{r.name}: --data-parallel-external-lb without --data-parallel-rank: "
+                                             f"--nnodes {r.nnodes} is not divisible by DP {r.dp}, so --node-rank "
+                                             "cannot identify the rank")
         m, arch = r.resolved.model, r.resolved.arch
         experts = (m.routed_experts if m is not None else None) or (arch.experts if arch is not None else None)
         known = (m is not None and m.routed_experts is not None) or (arch is not None and arch.heads is not None)
