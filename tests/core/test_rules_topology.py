@@ -135,7 +135,8 @@ def findings_of(case) -> list:
 def test_every_topology_rule_has_a_case():
     from tests.core.test_verdicts_fresh import FRESH_DIRECT   # command-line cases (tests/core/test_verdicts_fresh.py)
 
-    assert set(TOPOLOGY_CASES) | (FRESH_DIRECT & set(RULES)) == {r.id for r in RULES.values() if r.family == "topology"}
+    topology = {r.id for r in RULES.values() if r.family == "topology"}
+    assert set(TOPOLOGY_CASES) | (FRESH_DIRECT & topology) == topology
 
 
 @pytest.mark.parametrize("rule_id", sorted(TOPOLOGY_CASES))
