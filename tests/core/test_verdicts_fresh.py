@@ -13,7 +13,7 @@ SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
 # rules whose fire/quiet cases are the tests of this file (not a preset patch)
 FRESH_DIRECT = {"model-config-disagrees-catalog", "sglang-ngram-topk-page-size", "sglang-dcp-prefill-cp",
                 "sglang-dcp-comm-backend-needs-dcp", "sglang-dcp-replicate-q-proj", "sglang-prefill-cp-needs-strategy",
-                "topology-multi-port-lb"}
+                "topology-multi-port-lb", "pd-side-channel-host-unstated"}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
          "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
@@ -276,3 +276,21 @@ def test_external_lb_ranks_inferred_from_node_ranks_need_nnodes_divisible_by_dp(
     assert "topology-external-lb-needs-rank" not in rules(out), out
     code, out = check_args(*DSV4, "--nnodes", "8", "--node-rank", "0", "--data-parallel-external-lb", opts=DSV4_OPTS)
     assert "topology-external-lb-needs-rank" not in rules(out), out
+
+
+def test_check_pd_on_one_host_keeps_the_engines_side_channel_default():
+    """nixl/base_scheduler.py:76-79@0.33.0: the side channel listens on VLLM_NIXL_SIDE_CHANNEL_HOST, default
+    localhost, which is right when prefill and decode run on one host: check-pd cannot know where two one-pod lines
+    run, so it warns; a side spanning several pods cannot be reached at localhost, and that stays refused."""
+    kv = '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''
+    line = f"vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code --kv-transfer-config {kv}"
+    base = ["check-pd", "--engine", "vllm", "--engine-version", "0.33.0", "--model", "kimi-k3", "--prefill", line,
+            "--decode", line, "-o", "json"]
+    code, out = run(*base)
+    assert "pd-side-channel-host" not in rules(out), out
+    assert "pd-side-channel-host-unstated" in rules(out, "warning"), out
+    code, out = run(*base, "--prefill-env", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1",
+                    "--decode-env", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2")
+    assert "pd-side-channel-host-unstated" not in rules(out, "warning"), out
+    code, out = run(*base, "--decode-pods", "2")
+    assert code == 1 and "pd-side-channel-host" in rules(out), out

@@ -815,14 +815,39 @@ def check_pd_dcp_nixl(t: Topology):
       fix="Set VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (status.podIP); the renderer does so for roles.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0", no_cel=NO_CEL)
 def check_pd_side_channel_host(t: Topology):
+    for r, host in _loopback_side_channels(t):
+        # pods we render run on their own hosts; command lines (check-pd) are only known to span hosts when a side
+        # has several pods; check-args' one line does not say where its peer runs (localhost may be right)
+        if t.source == "document" or (len(t.roles) > 1 and any(x.pods > 1 for x in t.roles if x.kv_transfer)):
+            yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
+                f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
+
+
+def _loopback_side_channels(t: Topology):
+    """(role, host) of every P/D role whose NIXL side channel listens on loopback (unset: the default localhost)."""
     for r in t.roles:
         if not r.kv_transfer or r.side_channel_host_from_pod:
             continue
         host = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
-        # one command line alone (check-args) does not say where its peer runs: localhost may be right
-        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or len(t.roles) > 1):
-            yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
-                f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
+        if host in (None, "", "localhost", "127.0.0.1"):
+            yield r, host
+
+
+@rule("pd-side-channel-host-unstated", checked_by="product", family="topology", severity="warning", engines=VLLM,
+      when=TOPO, field="spec.roles[].env.VLLM_NIXL_SIDE_CHANNEL_HOST",
+      title="Prefill and decode command lines with loopback side channels must run on one host",
+      why="The NIXL side channel listens on VLLM_NIXL_SIDE_CHANNEL_HOST (default localhost), which is right when "
+          "prefill and decode run on one host and unreachable when they do not; two one-pod command lines do not say "
+          "where they run.",
+      fix="Run both on one host, or set VLLM_NIXL_SIDE_CHANNEL_HOST to each side's reachable address "
+          "(--prefill-env / --decode-env).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0")
+def check_pd_side_channel_host_unstated(t: Topology):
+    if t.source == "document" or len(t.roles) < 2 or any(x.pods > 1 for x in t.roles if x.kv_transfer):
+        return
+    for r, host in _loopback_side_channels(t):
+        yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
+            f"{r.name}: side-channel host {host or 'unset (localhost)'}: reachable only from the same host")
 
 
 @rule("pd-side-channel-ports", checked_by="runtime-only", fails_at="start-up: a side-channel, API or RPC port fails to bind",
