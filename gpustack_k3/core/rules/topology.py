@@ -580,7 +580,8 @@ def _hash_factors(r: TopoRole) -> dict[str, str]:
     dtype = _DTYPES.get(dtype, dtype) if dtype != "auto" else (_model_dtype(r) or UNDECIDED)
     kv = r.kv_transfer or {}
     return {
-        "engine version": r.resolved.version.key if r.resolved.version else str(s.engine.version),
+        # vllm_version and NIXL_CONNECTOR_VERSION (metadata.py:188-189@0.33.0; the latter per release in the catalog)
+        "engine version (NIXL connector version)": _release(r),
         "model": s.model.path or s.model.name,
         "dtype": dtype,
         "KV cache dtype": cache_dtype,
@@ -591,6 +592,13 @@ def _hash_factors(r: TopoRole) -> dict[str, str]:
         "transfer mode (push or pull)": str(_transfer_mode(str(kv.get("kv_connector", ""))) or
                                             kv.get("kv_connector", "")),
     }
+
+
+def _release(r: TopoRole) -> str:
+    """The release key with its NIXL connector version where the catalog knows it: ``0.33.0 (connector 15)``."""
+    key = r.resolved.version.key if r.resolved.version else str(r.doc_spec.engine.version)
+    connector = r.resolved.trait("nixl_connector_version")
+    return f"{key} (connector {connector})" if connector else key
 
 
 def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
@@ -640,11 +648,8 @@ def _identity(r: TopoRole) -> dict[str, object]:
 
     res, s = r.resolved, r.doc_spec
     engine = res.engine.engine
-    connector = res.trait("nixl_connector_version")
-    release = f"{engine} {res.version.key if res.version else s.engine.version}"
     out: dict[str, object] = {
-        "engine release" + (" (NIXL connector version)" if engine == ENGINE_VLLM else ""):
-            f"{release} ({connector})" if connector else release,
+        "engine version (NIXL connector version)" if engine == ENGINE_VLLM else "engine version": _release(r),
         "model": s.model.path or s.model.name,
         "model revision": s.model.revision or extra_arg_value(res, "--revision"),
     }
@@ -668,7 +673,7 @@ def _compared_elsewhere(p: TopoRole, d: TopoRole) -> set[str]:
     if engine == ENGINE_SGLANG:
         return {"model"}
     if _nixl_pair(p, d) and _enforced(p, d):
-        out = {"engine release (NIXL connector version)", "model"}
+        out = {"engine version (NIXL connector version)", "model"}
         methods = {x.resolved.engine.speculative["methods"].get(x.doc_spec.speculative.method) for x in (p, d)}
         if methods <= set(_EAGLE_METHODS):
             out.add("draft (method, model, revision)")
