@@ -138,6 +138,9 @@ CASES = [
     ("unknown engine version", "vllm-fixed", {"engine": {"version": "0.99.0"}}, "unknown-catalog-entry"),
     ("sglang version key of vllm", "sglang-fixed", {"engine": {"version": "0.33.0"}}, "unknown-catalog-entry"),
     ("unknown GPU type", "vllm-fixed", {"hardware": {"gpuType": "a100"}}, "unknown-catalog-entry"),
+    # handle_decode_context_parallelism (arg_groups/parallel_hook.py:251-257@0.5.23)
+    ("sglang a2a DCP reduction without DCP", "sglang-no-dcp", {"parallel": {"dcpCommBackend": "a2a"}},
+     "sglang-dcp-comm-backend-needs-dcp"),
     *((f"sglang context override spelled {v!r} is not read as set", "sglang-fixed",
        {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": v}},
        "context-above-model") for v in (" 1", "maybe", "0")),
@@ -172,6 +175,8 @@ ADMITTED = [
     *((f"sglang context override spelled {v!r}", "sglang-fixed",
        {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": v}})
       for v in ("true", "YES", "y")),
+    ("sglang ag_rs DCP reduction without DCP", "sglang-no-dcp", {"parallel": {"dcpCommBackend": "ag_rs"}}),
+    ("sglang fi_a2a DCP reduction with DCP", "sglang-fixed", {"parallel": {"dcpCommBackend": "fi_a2a"}}),
     ("sglang context above model in SGLang's CI mode", "sglang-fixed",
      {"scheduling": {"maxModelLen": 2000000}, "env": {"SGLANG_IS_IN_CI": "True"}}),
     *((f"vllm context override spelled {v!r}", "vllm-fixed",

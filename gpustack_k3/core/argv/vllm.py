@@ -136,120 +136,149 @@ def _matches(token: str, flag: str) -> bool:
     return rest in ("", "\n") or (len(rest) > 1 and rest[0] == "=" and rest[1] != "\n")
 
 
+Tokens = tuple[list[str], list[Origin]]   # tokens and, for each, where it came from
+
+
 def preprocess(d: Dialect, argv: list[str], *, serve: bool, read_file: Callable[[str], str],
                registered: set[str], model_optional: bool) -> tuple[list[str], list[Origin]]:
-    """The tokens argparse receives (after ``serve``, i.e. for the serve subparser) and where each came from."""
+    """The tokens argparse receives (after ``serve``, i.e. for the serve subparser) and where each came from: the
+    steps of the module docstring, in order."""
     args: list[str] = (["serve"] if serve else []) + list(argv)
     origins: list[Origin] = ([-1] if serve else []) + list(range(len(argv)))
     if serve:
-        model_idx = next((i for i, a in enumerate(args) if _matches(a, "--model")), None)
-        if model_idx is not None:
-            if d.serve_model_flag == "refuse" and args[model_idx] == "--model":
-                raise Refused("With `vllm serve`, you should provide the model as a positional argument or in a "
-                              "config file instead of via the `--model` option.", flag="--model")
-            if d.serve_model_flag == "move":
-                if args[model_idx] == "--model":
-                    if model_idx + 1 >= len(args):
-                        raise Refused("IndexError: --model without a value", flag="--model")
-                    tag, rest = args[model_idx + 1], model_idx + 2
-                else:
-                    tag, rest = args[model_idx].removeprefix("--model="), model_idx + 1
-                args = ["serve", tag, *args[1:model_idx], *args[rest:]]
-                origins = [-1, origins[model_idx], *origins[1:model_idx], *origins[rest:]]
-        if (d.serve_model_flag == "move" and len(args) > 1 and args[1].startswith("-")
-                and not any(_matches(a, "--config") for a in args)
-                and any(_matches(a, f"--served{s1}model{s2}name") for a in args for s1 in "-_" for s2 in "-_")
-                and not model_optional):
-            raise Refused("`model` should be provided as the first positional argument when using `vllm serve`.",
-                          flag="--served-model-name")
+        args, origins = _serve_model(d, args, origins, model_optional)
     if "--config" in args:
-        if args.count("--config") > 1:
-            raise Refused("More than one config file specified!", flag="--config")
-        index = args.index("--config")
-        if index == len(args) - 1:
-            raise Refused("No config file specified! Please check your command-line arguments.", flag="--config")
-        path = args[index + 1]
-        # for `vllm serve` the file is read by the top-level `vllm` parser (cli/main.py), which registers no
-        # --no-X: the caller passes no registered strings then
-        config = _config_args(d, path, read_file, registered)
-        corig = [f"--config {path}"] * len(config)
-        if args[0].startswith("-"):
-            args, origins = config + args[:index] + args[index + 2:], corig + origins[:index] + origins[index + 2:]
-        elif serve:
-            model_in_cli = len(args) > 1 and not args[1].startswith("-")
-            if not model_in_cli and "--model" not in config and not model_optional:
-                raise Refused("No model specified! Please specify model either as a positional argument or in a "
-                              "config file.", flag="--config")
-            head = 2 if model_in_cli else 1
-            args = args[:head] + config + args[head:index] + args[index + 2:]
-            origins = origins[:head] + corig + origins[head:index] + origins[index + 2:]
-        else:
-            args = [args[0]] + config + args[1:index] + args[index + 2:]
-            origins = [origins[0]] + corig + origins[1:index] + origins[index + 2:]
+        args, origins = _splice_config(d, args, origins, serve=serve, read_file=read_file, registered=registered,
+                                       model_optional=model_optional)
     if serve:
         args, origins = args[1:], origins[1:]
+    return _collect_dotted(d, *_respell(d, args, origins))
 
+
+def _serve_model(d: Dialect, args: list[str], origins: list[Origin], model_optional: bool) -> Tokens:
+    """Step 1 (``vllm serve``): ``--model X`` moved to the positional model (or refused), and a
+    ``--served-model-name`` without a model refused."""
+    model_idx = next((i for i, a in enumerate(args) if _matches(a, "--model")), None)
+    if model_idx is not None:
+        if d.serve_model_flag == "refuse" and args[model_idx] == "--model":
+            raise Refused("With `vllm serve`, you should provide the model as a positional argument or in a "
+                          "config file instead of via the `--model` option.", flag="--model")
+        if d.serve_model_flag == "move":
+            if args[model_idx] == "--model":
+                if model_idx + 1 >= len(args):
+                    raise Refused("IndexError: --model without a value", flag="--model")
+                tag, rest = args[model_idx + 1], model_idx + 2
+            else:
+                tag, rest = args[model_idx].removeprefix("--model="), model_idx + 1
+            args = ["serve", tag, *args[1:model_idx], *args[rest:]]
+            origins = [-1, origins[model_idx], *origins[1:model_idx], *origins[rest:]]
+    if (d.serve_model_flag == "move" and len(args) > 1 and args[1].startswith("-")
+            and not any(_matches(a, "--config") for a in args)
+            and any(_matches(a, f"--served{s1}model{s2}name") for a in args for s1 in "-_" for s2 in "-_")
+            and not model_optional):
+        raise Refused("`model` should be provided as the first positional argument when using `vllm serve`.",
+                      flag="--served-model-name")
+    return args, origins
+
+
+def _splice_config(d: Dialect, args: list[str], origins: list[Origin], *, serve: bool,
+                   read_file: Callable[[str], str], registered: set[str], model_optional: bool) -> Tokens:
+    """Step 2: the ``--config FILE`` tokens replaced by the file's, after the model (first for the API server)."""
+    if args.count("--config") > 1:
+        raise Refused("More than one config file specified!", flag="--config")
+    index = args.index("--config")
+    if index == len(args) - 1:
+        raise Refused("No config file specified! Please check your command-line arguments.", flag="--config")
+    path = args[index + 1]
+    # for `vllm serve` the file is read by the top-level `vllm` parser (cli/main.py), which registers no
+    # --no-X: the caller passes no registered strings then
+    config = _config_args(d, path, read_file, registered)
+    corig: list[Origin] = [f"--config {path}"] * len(config)
+    if args[0].startswith("-"):
+        head = 0
+    elif serve:
+        model_in_cli = len(args) > 1 and not args[1].startswith("-")
+        if not model_in_cli and "--model" not in config and not model_optional:
+            raise Refused("No model specified! Please specify model either as a positional argument or in a "
+                          "config file.", flag="--config")
+        head = 2 if model_in_cli else 1
+    else:
+        head = 1
+    return (args[:head] + config + args[head:index] + args[index + 2:],
+            origins[:head] + corig + origins[head:index] + origins[index + 2:])
+
+
+def _respell(d: Dialect, args: list[str], origins: list[Origin]) -> Tokens:
+    """Steps 3 and 4: underscores to dashes in ``--`` names; ``-O3`` / ``-O=3`` / ``-O 3`` as the release writes
+    the optimization level."""
     processed: list[str] = []
     porig: list[Origin] = []
     for i, arg in enumerate(args):
-        if arg.startswith("--"):
-            if "=" in arg:
-                key, value = arg.split("=", 1)
-                processed.append(_dashed(key) + "=" + value)
-            else:
-                processed.append(_dashed(arg))
-            porig.append(origins[i])
-        elif d.optimization == "--optimization-level" and arg.startswith("-O") and arg != "-O":
-            processed += ["--optimization-level", arg[3:] if arg[2] == "=" else arg[2:]]
-            porig += [origins[i], origins[i]]
-        elif d.optimization == "-O.level" and arg.startswith("-O") and arg != "-O" and arg[2] != ".":
-            level = arg[3:] if arg[2] == "=" else arg[2:]
-            processed.append(f"-O.level={level}")
-            porig.append(origins[i])
-        elif arg == "-O" and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
-            processed.append(d.optimization)
-            porig.append(origins[i])
-        else:
-            processed.append(arg)
-            porig.append(origins[i])
+        toks = _respelled(d, arg, args[i + 1] if i + 1 < len(args) else None)
+        processed += toks
+        porig += [origins[i]] * len(toks)
+    return processed, porig
 
+
+def _respelled(d: Dialect, arg: str, following: str | None) -> list[str]:
+    if arg.startswith("--"):
+        if "=" in arg:
+            key, value = arg.split("=", 1)
+            return [_dashed(key) + "=" + value]
+        return [_dashed(arg)]
+    if d.optimization == "--optimization-level" and arg.startswith("-O") and arg != "-O":
+        return ["--optimization-level", arg[3:] if arg[2] == "=" else arg[2:]]
+    if d.optimization == "-O.level" and arg.startswith("-O") and arg != "-O" and arg[2] != ".":
+        return [f"-O.level={arg[3:] if arg[2] == '=' else arg[2:]}"]
+    if arg == "-O" and following in {"0", "1", "2", "3"}:
+        return [d.optimization]
+    return [arg]
+
+
+def _collect_dotted(d: Dialect, processed: list[str], porig: list[Origin]) -> Tokens:
+    """Step 5: every dotted option (``--a.b v``, ``--a.b=v``, ``--a.b+ v1,v2``) collected into one JSON object per
+    option, appended at the end."""
     delete: set[int] = set()
     dict_args: dict[str, dict[str, Any]] = {}
     dict_orig: dict[str, Origin] = {}
     for i, parg in enumerate(processed):
-        if i in delete:
+        if i in delete or not parg.startswith("-") or "." not in parg:
             continue
-        if parg.startswith("--") and "." not in parg:
+        read = _dotted_option(parg, processed, i)
+        if read is None:
             continue
-        if parg.startswith("-") and "." in parg:
-            if _NEGATIVE_DECIMAL.match(parg):
-                raise Refused(_negative_decimal(parg, processed[i - 1] if i else None), flag=parg)
-            if "=" in parg:
-                parg, value_str = parg.split("=", 1)
-                if "." not in parg:
-                    continue
-            else:
-                if i + 1 >= len(processed):
-                    raise Refused(f"IndexError: {parg} has no value (list index out of range)", flag=parg)
-                value_str = processed[i + 1]
-                delete.add(i + 1)
-            if parg.endswith("+"):
-                parg = parg[:-1]
-                value_str = json.dumps(list(value_str.split(",")))
-            key, *keys = parg.split(".")
-            value = _dotted_value(d, value_str)
-            nested: Any = value
-            for k in reversed(keys):
-                nested = {k: nested}
-            _merge(dict_args.setdefault(key, {}), nested)
-            dict_orig.setdefault(key, porig[i])
-            delete.add(i)
+        parg, value_str, consumed = read
+        if consumed:
+            delete.add(i + 1)
+        if parg.endswith("+"):
+            parg = parg[:-1]
+            value_str = json.dumps(list(value_str.split(",")))
+        key, *keys = parg.split(".")
+        nested: Any = _dotted_value(d, value_str)
+        for k in reversed(keys):
+            nested = {k: nested}
+        _merge(dict_args.setdefault(key, {}), nested)
+        dict_orig.setdefault(key, porig[i])
+        delete.add(i)
     out = [a for i, a in enumerate(processed) if i not in delete]
     oorig = [o for i, o in enumerate(porig) if i not in delete]
     for key, value in dict_args.items():
         out += [key, json.dumps(value)]
         oorig += [dict_orig[key], dict_orig[key]]
     return out, oorig
+
+
+def _dotted_option(parg: str, processed: list[str], i: int) -> tuple[str, str, bool] | None:
+    """(option, value text, whether the value is the next token) of a dotted token; None when the dot is only in
+    its ``=`` value. Refuses what the release cannot read (a negative decimal, a last token without a value)."""
+    if _NEGATIVE_DECIMAL.match(parg):
+        raise Refused(_negative_decimal(parg, processed[i - 1] if i else None), flag=parg)
+    if "=" in parg:
+        opt, value_str = parg.split("=", 1)
+        return (opt, value_str, False) if "." in opt else None
+    if i + 1 >= len(processed):
+        raise Refused(f"IndexError: {parg} has no value (list index out of range)", flag=parg)
+    return parg, processed[i + 1], True
 
 
 _NEGATIVE_DECIMAL = re.compile(r"^-\d*\.\d*(?:[eE][-+]?\d+)?$")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules import log as logrules
-from gpustack_k3.core.rules.args import extra_arg_int, extra_arg_switch, extra_arg_value
+from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch, extra_arg_value, extra_tokens
 from gpustack_k3.core.rules.cel import Builder, conj, lit
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_on_one_node
@@ -424,3 +424,119 @@ def check_sglang_ngram_dp_attention(r, c):
     width = attn_dp_size(r)
     if speculative_algorithm(r) == "NGRAM" and width > 1:
         yield None, f"NGRAM with attention DP width {width}"
+
+
+def parser_default(r, flag: str):
+    """The release parser's default for a flag (its options dump), None when the flag is unknown to it."""
+    from gpustack_k3.core import argv as engine_argv
+
+    dump = engine_argv.version_dump(r.version) if r.version is not None else None
+    opt = dump.flag(flag) if dump is not None else None
+    return opt.default if opt is not None else None
+
+
+_NGRAM_BREADTH = "--speculative-ngram-max-bfs-breadth"
+
+
+@rule("sglang-ngram-topk-page-size", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.speculative.method", title="SGLang NGRAM: top-k above 1 with a paged MLA backend",
+      why="The NGRAM hook sets speculative_eagle_topk to --speculative-ngram-max-bfs-breadth (default 10) and refuses "
+          "a top-k above 1 with a page size above 1 on any attention backend but flashinfer. Kimi-K3 on SM100/SM103 "
+          "without DCP and without an attention backend given gets trtllm_mla for prefill and decode, which pages at "
+          "64 tokens (a --page-size 1 is raised to 64): NGRAM as given is refused.",
+      fix="Give --speculative-ngram-max-bfs-breadth 1, or --attention-backend flashinfer, in spec.extraArgs; or use "
+          "another speculative method.",
+      source="sglang arg_groups/speculative_hook.py:1310-1313,1355-1366@0.5.23; model_overrides/kimi_k3.py:122-137"
+             "@0.5.23; arg_groups/overrides.py:1143-1199@0.5.23 (trtllm_mla page size 32/64)",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1220-1223,1265-1276@0.5.22; "
+                                "model_overrides/kimi_k3.py:137-150@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1310-1313,1355-1366@0.5.23; "
+                                "model_overrides/kimi_k3.py:122-137@0.5.23; arg_groups/overrides.py:1143-1199@0.5.23"},
+      no_cel="reads the NGRAM breadth and the attention backends from spec.extraArgs (argv tokenising)")
+def check_sglang_ngram_topk_page_size(r, c):
+    if speculative_algorithm(r) != "NGRAM" or r.spec.model.name != "kimi-k3" or r.hardware is None \
+            or str(r.hardware.sm).upper() not in ("SM100", "SM103") or r.dcp > 1:
+        return
+    att, dec, pre = kimi_k3_mla_backends(r)
+    if (att, dec, pre) != (None, "trtllm_mla", "trtllm_mla"):
+        return   # a backend was given: its page size is not modelled here (flashinfer and triton at 1 pass)
+    topk = extra_arg_int(r, _NGRAM_BREADTH)
+    if topk is None:
+        topk = parser_default(r, _NGRAM_BREADTH)
+    if isinstance(topk, int) and topk > 1:
+        yield None, (f"NGRAM on Kimi-K3: speculative_eagle_topk({topk}) > 1 (--speculative-ngram-max-bfs-breadth) with "
+                     "page_size(64) > 1 on the trtllm_mla backend SGLang picks on SM100/SM103")
+
+
+@rule("sglang-dcp-prefill-cp", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.parallel.dcp", title="SGLang: decode context parallelism does not support --enable-prefill-cp",
+      why="SGLang's decode-context-parallel hook refuses --dcp-size above 1 together with --enable-prefill-cp.",
+      fix="Drop --enable-prefill-cp from spec.extraArgs, or set spec.parallel.dcp to 1.",
+      source="sglang arg_groups/parallel_hook.py:249-250@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/parallel_hook.py:243-244@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/parallel_hook.py:249-250@0.5.23"},
+      no_cel="reads --enable-prefill-cp from spec.extraArgs (argv tokenising)")
+def check_sglang_dcp_prefill_cp(r, c):
+    if r.dcp > 1 and extra_arg_switch(r, "--enable-prefill-cp"):
+        yield None, f"--dcp-size {r.dcp} with --enable-prefill-cp"
+
+
+@rule("sglang-prefill-cp-needs-strategy", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.extraArgs", title="SGLang: --enable-prefill-cp needs --cp-strategy",
+      why="SGLang's context-parallel hook refuses --enable-prefill-cp without a --cp-strategy (it has no default).",
+      fix="Give --cp-strategy with --enable-prefill-cp in spec.extraArgs (see the release's --help for its choices), "
+          "or drop --enable-prefill-cp.",
+      source="sglang arg_groups/parallel_hook.py:152-155@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/parallel_hook.py:145-148@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/parallel_hook.py:152-155@0.5.23"},
+      no_cel="reads --enable-prefill-cp and --cp-strategy from spec.extraArgs (argv tokenising)")
+def check_sglang_prefill_cp_needs_strategy(r, c):
+    if extra_arg_switch(r, "--enable-prefill-cp") and extra_arg_value(r, "--cp-strategy") is None:
+        yield None, "--enable-prefill-cp without --cp-strategy"
+
+
+def _dcp_comm_backend(r) -> str | None:
+    return r.spec.parallel.dcpCommBackend or extra_arg_value(r, "--dcp-comm-backend")
+
+
+@rule("sglang-dcp-comm-backend-needs-dcp", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.parallel.dcpCommBackend",
+      title="SGLang: --dcp-comm-backend a2a / fi_a2a needs decode context parallelism",
+      why="The a2a and fi_a2a backends only change the decode-context-parallel attention reduction; SGLang refuses "
+          "them with --dcp-size 1 (ag_rs, the default without DCP, is accepted).",
+      fix="Set spec.parallel.dcp above 1, or drop spec.parallel.dcpCommBackend (or set it to ag_rs).",
+      source="sglang arg_groups/parallel_hook.py:251-257@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/parallel_hook.py:245-251@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/parallel_hook.py:251-257@0.5.23"},
+      cel=lambda b: (f"{cel_dcp(b)} <= 1 && {b.present('parallel.dcpCommBackend')} && "
+                     f"{b.ref('parallel.dcpCommBackend')} in ['a2a', 'fi_a2a']"))
+def check_sglang_dcp_comm_backend_needs_dcp(r, c):
+    backend = _dcp_comm_backend(r)
+    if r.dcp <= 1 and backend in ("a2a", "fi_a2a"):
+        yield None, f"--dcp-comm-backend {backend} with dcp_size={r.dcp}"
+
+
+@rule("sglang-dcp-replicate-q-proj", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.extraArgs", title="SGLang: --dcp-replicate-q-proj needs DCP with the a2a/fi_a2a backend",
+      why="--dcp-replicate-q-proj removes the head-dim Q all-gather of the a2a/fi_a2a DCP reduction: SGLang refuses it "
+          "with --dcp-size 1 and with --dcp-comm-backend ag_rs (with DCP on a GPU the backend left unset resolves to "
+          "fi_a2a or a2a).",
+      fix="Drop --dcp-replicate-q-proj, or run it with spec.parallel.dcp above 1 and dcpCommBackend a2a/fi_a2a (or "
+          "unset).",
+      source="sglang arg_groups/parallel_hook.py:265-275@0.5.23; arg_groups/overrides.py:1374-1396@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/parallel_hook.py:259-270@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/parallel_hook.py:265-275@0.5.23; "
+                                "arg_groups/overrides.py:1374-1396@0.5.23"},
+      no_cel="reads --dcp-replicate-q-proj from spec.extraArgs (argv tokenising)")
+def check_sglang_dcp_replicate_q_proj(r, c):
+    found = extra_arg(r, "--dcp-replicate-q-proj", "--no-dcp-replicate-q-proj")
+    if not found or found[1] is not None:
+        return
+    flag = next((f for i, f in extra_tokens(r) if i == found[0]), "--dcp-replicate-q-proj")
+    if flag == "--no-dcp-replicate-q-proj":
+        return
+    backend = _dcp_comm_backend(r)
+    if r.dcp <= 1:
+        yield None, f"--dcp-replicate-q-proj with dcp_size={r.dcp}"
+    elif backend not in (None, "a2a", "fi_a2a"):
+        yield None, f"--dcp-replicate-q-proj with --dcp-comm-backend {backend}"

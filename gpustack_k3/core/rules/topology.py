@@ -175,20 +175,103 @@ def check_topology_ep_size(t: Topology):
 
 # ------------------------------------------------------------------ load balancing
 
+MULTI_PORT_FLAG = "--data-parallel-multi-port-external-lb"
+EXTERNAL_LB_FLAG = "--data-parallel-external-lb"
+
+
+def _on(flags: dict, flag: str) -> bool:
+    return flag in flags and flags.get(flag) in (None, "true", "True", "1")
+
+
+def lb_modes(r) -> list[str]:
+    """The load-balancing modes vllm serve reads from a role's flags (entrypoints/cli/serve.py:79-98@0.33.0): a
+    rank means external, a start rank means hybrid unless the hybrid flag decides. A multi-port line is judged
+    before (topology-multi-port-lb: validate_parsed_serve_args refuses every other mode beside it first)."""
+    if _on(r.extra_flags or {}, MULTI_PORT_FLAG):
+        return []
+    out = []
+    if r.external_lb:
+        out.append("external (--data-parallel-rank)" if r.rank_given else "external")
+    if r.hybrid_lb or r.start_rank is not None:
+        out.append("hybrid" if r.hybrid_lb else "hybrid (--data-parallel-start-rank)")
+    return out
+
+
+@rule("topology-multi-port-lb", checked_by="oracle", family="topology", severity="error", engines=VLLM,
+      when={**TOPO, "cpu": (None, False)}, field="spec.extraArgs",
+      title="Multi-port external load balancing: its own ranks, at least two per node",
+      why="--data-parallel-multi-port-external-lb runs one supervisor that starts one API server per local DP rank: "
+          "vLLM refuses it (before anything else is built) with --api-server-count other than 1, with "
+          "--data-parallel-rank (it numbers the children itself), with --data-parallel-external-lb or "
+          "--data-parallel-hybrid-lb, with DP below 2, without --data-parallel-size-local of at least 2, with a "
+          "local size above DP or not dividing it, and when the node's ranks would run past DP.",
+      fix="Give --data-parallel-size-local N (2 <= N, dividing DP) and --data-parallel-start-rank (or --node-rank), "
+          "and drop --data-parallel-rank and the other load-balancing flags.",
+      source="vllm entrypoints/launchers/dp_supervisor.py:42-107@0.33.0; entrypoints/common/cli_args.py:573-578@0.33.0",
+      sources={"vllm 0.29.0": "vllm entrypoints/launchers/dp_supervisor.py:42-107@0.29.0; "
+                              "entrypoints/launchers/cli_args.py:456@0.29.0",
+               "vllm 0.28.0": "vllm entrypoints/openai/dp_supervisor.py:39-104@0.28.0; "
+                              "entrypoints/openai/cli_args.py:440@0.28.0"},
+      no_cel=NO_CEL)
+def check_topology_multi_port_lb(t: Topology):
+    for r in t.roles:
+        flags = r.extra_flags or {}
+        if not _on(flags, MULTI_PORT_FLAG):
+            continue
+        why = _multi_port_refusal(r, flags)
+        if why:
+            yield r.field("extraArgs"), f"role {r.name}: {MULTI_PORT_FLAG} {why}"
+
+
+def _multi_port_refusal(r, flags: dict) -> str | None:
+    """The first reason validate_multi_port_external_lb_args (dp_supervisor.py:52-107@0.33.0) refuses, or None."""
+    local = r.dp_local
+    if r.api_server_count not in (None, 1):
+        return f"with --api-server-count {r.api_server_count} (needs 1)"
+    if r.rank_given:
+        return "with --data-parallel-rank (it manages the children's ranks)"
+    if r.hybrid_lb or _on(flags, EXTERNAL_LB_FLAG):
+        return "combined with --data-parallel-external-lb or --data-parallel-hybrid-lb"
+    if r.dp < 2:
+        return f"with DP {r.dp} (needs > 1)"
+    if local is None or local < 2:
+        return f"needs --data-parallel-size-local >= 2 (got {local})"
+    if local > r.dp:
+        return f"with --data-parallel-size-local {local} above DP {r.dp}"
+    if r.dp % local:
+        return f"with DP {r.dp} not divisible by --data-parallel-size-local {local}"
+    start = r.start_rank
+    if start is None:
+        try:
+            start = int(flags.get("--node-rank") or 0) * local
+        except ValueError:
+            return None
+    if start + local > r.dp:
+        return f"ranks {start}..{start + local - 1} run past DP {r.dp}"
+    return None
+
+
 @rule("topology-lb-exclusive", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].loadBalancing",
       title="Data-parallel load-balancing modes exclude each other",
-      why="vLLM refuses hybrid together with external LB, hybrid on a headless node, hybrid without "
-          "--data-parallel-size-local, and --headless with --api-server-count > 0, each at start-up.",
+      why="vLLM serve allows one data-parallel load-balancing mode: external (--data-parallel-external-lb or "
+          "--data-parallel-rank), hybrid (--data-parallel-hybrid-lb, or --data-parallel-start-rank when neither the "
+          "hybrid nor the multi-port flag is given) or multi-port (--data-parallel-multi-port-external-lb); it also "
+          "refuses hybrid on a headless node, hybrid without --data-parallel-size-local, and --headless with "
+          "--api-server-count > 0, each at start-up.",
       fix="Choose one loadBalancing mode per role (internal: headless workers, the leader serves; hybrid: every "
           "pod serves its local ranks; external: one endpoint per rank) and drop the other flags.",
       source="vllm engine/arg_utils.py:2380-2389,2442-2446,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
+      sources={"vllm 0.29.0": "vllm entrypoints/cli/serve.py:80-102@0.29.0; engine/arg_utils.py@0.29.0",
+               "vllm 0.28.0": "vllm entrypoints/cli/serve.py:79-101@0.28.0; engine/arg_utils.py@0.28.0"},
       no_cel=NO_CEL)
 def check_topology_lb_exclusive(t: Topology):
     for r in t.roles:
         f = r.field("loadBalancing")
-        if r.hybrid_lb and r.external_lb:
-            yield f, f"role {r.name}: --data-parallel-hybrid-lb and --data-parallel-external-lb together"
+        modes = lb_modes(r)
+        if len(modes) > 1:
+            yield f, (f"role {r.name}: more than one data parallel load balancing mode ({' and '.join(modes)}); "
+                      "vllm serve allows one")
         if r.hybrid_lb and r.headless:
             yield f, f"role {r.name}: --data-parallel-hybrid-lb on a --headless node"
         if r.hybrid_lb and r.dp_local is None and (r.nnodes or 1) <= 1:
@@ -204,30 +287,62 @@ def check_topology_lb_exclusive(t: Topology):
       field="spec.roles[].parallel.dpLocal",
       title="External load balancing runs one DP rank per process",
       why="With --data-parallel-external-lb (or --data-parallel-rank) every process is one DP rank behind its own "
-          "endpoint: vLLM refuses --data-parallel-size-local other than 1.",
-      fix="Set parallel.dpLocal 1 (one pod per DP rank, gpusPerPod = TP) or use loadBalancing hybrid.",
-      source="vllm engine/arg_utils.py:2467-2482@0.33.0", no_cel=NO_CEL)
+          "endpoint: vLLM refuses --data-parallel-size-local other than 1. With --nnodes > 1 and no "
+          "--data-parallel-external-lb flag it infers the local size itself (the node's share of the world over "
+          "TP x PP) before that check: a --data-parallel-rank line whose nodes hold several DP ranks is refused too.",
+      fix="Set parallel.dpLocal 1 (one pod per DP rank, gpusPerPod = TP) or use loadBalancing hybrid; on a command "
+          "line, give --data-parallel-size-local 1 (or --data-parallel-external-lb) with --data-parallel-rank.",
+      source="vllm engine/arg_utils.py:2398-2446,2466-2480@0.33.0",
+      sources={"vllm 0.29.0": "vllm engine/arg_utils.py:2205-2209,2239-2246@0.29.0",
+               "vllm 0.28.0": "vllm engine/arg_utils.py:2098-2113,2143-2150@0.28.0"},
+      no_cel=NO_CEL)
 def check_topology_external_lb_rank(t: Topology):
     for r in t.roles:
-        if r.external_lb and r.dp_local not in (None, 1):
-            yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {r.dp_local}"
+        if not r.external_lb:
+            continue
+        local, how = effective_dp_local(r)
+        if local not in (None, 1):
+            yield r.field("parallel.dpLocal"), f"role {r.name}: external LB with dpLocal {local}{how}"
+
+
+def effective_dp_local(r) -> tuple[int | None, str]:
+    """(the local DP size the release uses before its external-LB check, how it was obtained): the one given, else
+    with --nnodes > 1 and no --data-parallel-external-lb flag (with DP > 1) the inferred one,
+    max(world / nnodes // (TP x PP), 1) (engine/arg_utils.py:2398-2446@0.33.0)."""
+    if r.dp_local is not None or (r.nnodes or 1) <= 1:
+        return r.dp_local, ""
+    if r.dp > 1 and EXTERNAL_LB_FLAG in (r.extra_flags or {}):
+        return None, ""
+    within = r.tp * r.pp
+    world = r.dp * within
+    if world % r.nnodes:
+        return None, ""   # refused earlier for --nnodes not dividing the world size
+    local = max((world // r.nnodes) // within, 1)
+    return local, (f" (inferred: world {world} / --nnodes {r.nnodes} // TP x PP {within}; no "
+                   f"--data-parallel-size-local)")
 
 
 @rule("topology-external-lb-needs-rank", checked_by="oracle", family="topology", severity="error", engines=VLLM,
       when=TOPO, field="spec.roles[].loadBalancing",
       title="External load balancing needs this process's DP rank, and a MoE model",
       why="vLLM refuses --data-parallel-external-lb without --data-parallel-rank (unless --nnodes > 1 lets it infer "
-          "the rank from --node-rank), and refuses external data parallelism for a model without experts: dense "
+          "the rank from --node-rank; from 0.33.0 only when --nnodes is a multiple of DP), and refuses external data "
+          "parallelism for a model without experts: dense "
           "models are run as independent instances without --data-parallel-* flags.",
       fix="Give each process --data-parallel-rank R (or --nnodes/--node-rank); for a dense model drop the "
           "--data-parallel-* flags and run independent instances.",
-      source="vllm engine/arg_utils.py:2457-2476@0.33.0", no_cel=NO_CEL)
+      source="vllm engine/arg_utils.py:2425-2434,2457-2476@0.33.0", no_cel=NO_CEL)
 def check_topology_external_lb_needs_rank(t: Topology):
     for r in t.roles:
         if not r.external_lb:
             continue
         if r.rank_given is False and (r.nnodes or 1) <= 1:
             yield r.field("loadBalancing"), f"{r.name}: --data-parallel-external-lb without --data-parallel-rank"
+        elif r.rank_given is False and r.dp > 1 and r.nnodes % r.dp \
+                and r.resolved.trait("external_lb_rank_needs_nnodes_multiple"):
+            yield r.field("loadBalancing"), (f"{r.name}: --data-parallel-external-lb without --data-parallel-rank: "
+                                             f"--nnodes {r.nnodes} is not divisible by DP {r.dp}, so --node-rank "
+                                             "cannot identify the rank")
         m, arch = r.resolved.model, r.resolved.arch
         experts = (m.routed_experts if m is not None else None) or (arch.experts if arch is not None else None)
         known = (m is not None and m.routed_experts is not None) or (arch is not None and arch.heads is not None)
@@ -465,7 +580,8 @@ def _hash_factors(r: TopoRole) -> dict[str, str]:
     dtype = _DTYPES.get(dtype, dtype) if dtype != "auto" else (_model_dtype(r) or UNDECIDED)
     kv = r.kv_transfer or {}
     return {
-        "engine version": r.resolved.version.key if r.resolved.version else str(s.engine.version),
+        # vllm_version and NIXL_CONNECTOR_VERSION (metadata.py:188-189@0.33.0; the latter per release in the catalog)
+        "engine version (NIXL connector version)": _release(r),
         "model": s.model.path or s.model.name,
         "dtype": dtype,
         "KV cache dtype": cache_dtype,
@@ -476,6 +592,13 @@ def _hash_factors(r: TopoRole) -> dict[str, str]:
         "transfer mode (push or pull)": str(_transfer_mode(str(kv.get("kv_connector", ""))) or
                                             kv.get("kv_connector", "")),
     }
+
+
+def _release(r: TopoRole) -> str:
+    """The release key with its NIXL connector version where the catalog knows it: ``0.33.0 (connector 15)``."""
+    key = r.resolved.version.key if r.resolved.version else str(r.doc_spec.engine.version)
+    connector = r.resolved.trait("nixl_connector_version")
+    return f"{key} (connector {connector})" if connector else key
 
 
 def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
@@ -515,6 +638,70 @@ def check_pd_compat_hash(t: Topology):
         fp, fd = _hash_factors(p), _hash_factors(d)
         for k, v in fp.items():
             if UNDECIDED not in (v, fd[k]) and fd[k] != v:
+                yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
+
+
+def _identity(r: TopoRole) -> dict[str, object]:
+    """What decides whether KV from one side is valid on the other, beyond the KV geometry: the engine release (and
+    its NIXL connector version), the model and its revisions (weights, code, tokenizer), the draft and its revision."""
+    from gpustack_k3.core.rules.args import extra_arg_value
+
+    res, s = r.resolved, r.doc_spec
+    engine = res.engine.engine
+    out: dict[str, object] = {
+        "engine version (NIXL connector version)" if engine == ENGINE_VLLM else "engine version": _release(r),
+        "model": s.model.path or s.model.name,
+        "model revision": s.model.revision or extra_arg_value(res, "--revision"),
+    }
+    spec = s.speculative
+    method = res.engine.speculative["methods"].get(spec.method, spec.method) if spec.method != "none" else None
+    if engine == ENGINE_VLLM:
+        out["code revision"] = extra_arg_value(res, "--code-revision")
+        out["tokenizer revision"] = extra_arg_value(res, "--tokenizer-revision")
+        extra = spec.extraConfig or {}
+        draft = (method, spec.draftModel, extra.get("revision"), extra.get("code_revision")) if method else None
+    else:
+        draft = (method, spec.draftModel, extra_arg_value(res, "--speculative-draft-model-revision")) if method else None
+    out["draft (method, model, revision)"] = json.dumps(draft)
+    return out
+
+
+def _compared_elsewhere(p: TopoRole, d: TopoRole) -> set[str]:
+    """Identity factors another rule already compares for this pair: the NIXL hash (pd-compat-hash: release, model,
+    an EAGLE-family draft) when the handshake checks it; the model for SGLang (sglang-pd-model)."""
+    engine = p.resolved.engine.engine
+    if engine == ENGINE_SGLANG:
+        return {"model"}
+    if _nixl_pair(p, d) and _enforced(p, d):
+        out = {"engine version (NIXL connector version)", "model"}
+        methods = {x.resolved.engine.speculative["methods"].get(x.doc_spec.speculative.method) for x in (p, d)}
+        if methods <= set(_EAGLE_METHODS):
+            out.add("draft (method, model, revision)")
+        return out
+    return set()
+
+
+@rule("pd-pair-identity", checked_by="product", family="topology", severity="error", engines=BOTH,
+      field="spec.roles[]", title="Prefill and decode must run the same release, model revision and draft",
+      why="KV computed by one engine is valid on the other only for the same weights: the same model and revision "
+          "(weights, remote code, tokenizer), the same draft and its revision, the same release (vLLM also compares "
+          "the NIXL connector version). vLLM's NIXL compatibility hash covers the release, the model path and an "
+          "EAGLE-family draft, not the model's --revision, --code-revision or --tokenizer-revision, and nothing when "
+          "enforce_handshake_compat is false or another connector moves the KV; SGLang's bootstrap compares the KV "
+          "geometry only. A pair that differs passes every handshake and decodes from KV of other weights.",
+      fix="Run prefill and decode from the same release, model path and revisions, and the same draft and revision.",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:55,103-216@0.33.0 (what the hash "
+             "covers), nixl/base_worker.py:1191-1207@0.33.0; sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23",
+      sources={"vllm 0.29.0": "vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:49@0.29.0",
+               "vllm 0.28.0": "vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:47@0.28.0",
+               ENGINE_SGLANG: "sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23 (what the bootstrap compares)"},
+      no_cel=NO_CEL)
+def check_pd_pair_identity(t: Topology):
+    for p, d in _pairs(t):
+        fp, fd = _identity(p), _identity(d)
+        skip = _compared_elsewhere(p, d)
+        for k, v in fp.items():
+            if k not in skip and fd[k] != v:
                 yield d.field(""), f"{k}: prefill {v!r} != decode {fd[k]!r}"
 
 
@@ -700,14 +887,39 @@ def check_pd_dcp_nixl(t: Topology):
       fix="Set VLLM_NIXL_SIDE_CHANNEL_HOST from the downward API (status.podIP); the renderer does so for roles.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0", no_cel=NO_CEL)
 def check_pd_side_channel_host(t: Topology):
+    for r, host in _loopback_side_channels(t):
+        # pods we render run on their own hosts; command lines (check-pd) are only known to span hosts when a side
+        # has several pods; check-args' one line does not say where its peer runs (localhost may be right)
+        if t.source == "document" or (len(t.roles) > 1 and any(x.pods > 1 for x in t.roles if x.kv_transfer)):
+            yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
+                f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
+
+
+def _loopback_side_channels(t: Topology):
+    """(role, host) of every P/D role whose NIXL side channel listens on loopback (unset: the default localhost)."""
     for r in t.roles:
         if not r.kv_transfer or r.side_channel_host_from_pod:
             continue
         host = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_HOST")
-        # one command line alone (check-args) does not say where its peer runs: localhost may be right
-        if host in (None, "", "localhost", "127.0.0.1") and (t.source == "document" or len(t.roles) > 1):
-            yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
-                f"{r.name}: side-channel host {host or 'unset (localhost)'}: the peer cannot reach it")
+        if host in (None, "", "localhost", "127.0.0.1"):
+            yield r, host
+
+
+@rule("pd-side-channel-host-unstated", checked_by="product", family="topology", severity="warning", engines=VLLM,
+      when=TOPO, field="spec.roles[].env.VLLM_NIXL_SIDE_CHANNEL_HOST",
+      title="Prefill and decode command lines with loopback side channels must run on one host",
+      why="The NIXL side channel listens on VLLM_NIXL_SIDE_CHANNEL_HOST (default localhost), which is right when "
+          "prefill and decode run on one host and unreachable when they do not; two one-pod command lines do not say "
+          "where they run.",
+      fix="Run both on one host, or set VLLM_NIXL_SIDE_CHANNEL_HOST to each side's reachable address "
+          "(--prefill-env / --decode-env).",
+      source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py:76-79@0.33.0")
+def check_pd_side_channel_host_unstated(t: Topology):
+    if t.source == "document" or len(t.roles) < 2 or any(x.pods > 1 for x in t.roles if x.kv_transfer):
+        return
+    for r, host in _loopback_side_channels(t):
+        yield r.field("env.VLLM_NIXL_SIDE_CHANNEL_HOST"), (
+            f"{r.name}: side-channel host {host or 'unset (localhost)'}: reachable only from the same host")
 
 
 @rule("pd-side-channel-ports", checked_by="runtime-only", fails_at="start-up: a side-channel, API or RPC port fails to bind",
