@@ -92,7 +92,7 @@ def worker_config(release: str) -> dict:
 class Oracle:
     """A running worker for one release. ``judge(lines)``: one verdict per line, in order."""
 
-    def __init__(self, release: str, timeout: float = 600.0) -> None:
+    def __init__(self, release: str, timeout: float = 600.0, coverage: dict | None = None) -> None:
         if release not in RELEASES:
             raise OracleUnavailable(f"unknown release {release!r}: one of {', '.join(RELEASES)}")
         self.release = release
@@ -101,6 +101,9 @@ class Oracle:
         self.aliases = write_models()
         cfg = worker_config(release)
         cfg["warmup"] = self._warmup()
+        if coverage:   # {"dir", "include"}: coverage.py in each line's child (tools/engine_oracle/raise_sites.py)
+            cfg["coverage"] = coverage
+        self.config = cfg
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SGLANG_", "PYTHONPATH"))}
         env.update({"PYTHONHASHSEED": "0", "VLLM_CACHE_ROOT": str(cache_dir() / "engine-oracle" / "vllm-cache" / release),
                     "HF_HOME": str(cache_dir() / "engine-oracle" / "hf-home")})

@@ -600,6 +600,7 @@ def main() -> int:
         out.flush()
         return 3
     preloaded = preload(judge, cfg.get("warmup") or [])
+    COVERAGE.update(cfg.get("coverage") or {})
     out.write(json.dumps({"hello": {"ok": True, "preloaded_modules": len(preloaded), "command": cfg.get("command"), "stubbed_modules": stubbed, "root": judge.root,
                                     "doubles": {**doubles.doubles_table(), **getattr(judge, "worker_doubles", {})}}})
               + "\n")
@@ -620,6 +621,22 @@ def _judge_here(judge, req: dict) -> dict:
             return judge.judge(req)
     except BaseException as exc:  # noqa: BLE001
         return {"verdict": "not_decidable", "reason": "oracle-error", "detail": _cause_chain(exc)[-600:]}
+
+
+COVERAGE: dict = {}   # {"dir": DIR, "include": [files]} when the oracle measures coverage (raise_sites.py)
+
+
+def _coverage_start():
+    """coverage.py in branch mode over the release's validation files, for this line's child only (its data file
+    gets a unique suffix; raise_sites.py combines them)."""
+    if not COVERAGE:
+        return None
+    import coverage
+
+    cov = coverage.Coverage(data_file=os.path.join(COVERAGE["dir"], ".coverage"), data_suffix=True, branch=True,
+                            include=COVERAGE["include"], config_file=False)
+    cov.start()
+    return cov
 
 
 def preload(judge, warmup: list[dict]) -> list[str]:
@@ -660,10 +677,14 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
         try:
             os.close(r)
             before = set(sys.modules)
+            cov = _coverage_start() if "warmup" not in req else None
             if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
                 ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
             else:
                 ans = _judge_here(judge, req)
+            if cov is not None:
+                cov.stop()
+                cov.save()
             if report_modules:
                 ans["imported_modules"] = [m for m in sys.modules if m not in before]
             data = json.dumps(ans, default=str).encode()
