@@ -49,8 +49,60 @@ def runtime_only_rules() -> set[str]:
     return _RUNTIME_ONLY
 
 
+_RULE_INFO: dict[str, dict] | None = None
+
+
+def rule_info() -> dict[str, dict]:
+    """rule id -> {"family", "files"}: the source files the rule cites (explain RULE -o json "sources"/"source":
+    ``file.py:lines@version``), which is how a refusal's reason is compared with the engine's."""
+    global _RULE_INFO
+    if _RULE_INFO is None:
+        import re
+
+        from click.testing import CliRunner
+
+        from gpustack_k3.cli.core_cmds import explain
+
+        _RULE_INFO = {}
+        for r in json.loads(CliRunner().invoke(explain, ["-o", "json"]).output):
+            d = json.loads(CliRunner().invoke(explain, [r["rule"], "-o", "json"]).output)
+            text = " ".join([str(d.get("source") or "")] + [str(x.get("source") or "") for x in d.get("sources") or []])
+            _RULE_INFO[r["rule"]] = {"family": d.get("family"),
+                                     "files": sorted(set(re.findall(r"([A-Za-z0-9_./-]+\.py)", text)))}
+    return _RULE_INFO
+
+
+def _engine_file(where: str | None) -> str | None:
+    if not where:
+        return None
+    f = where.split(":", 1)[0].split(" ", 1)[0]
+    for prefix in ("vllm/", "sglang/srt/", "sglang/"):
+        if f.startswith(prefix):
+            return f[len(prefix):]
+    return f
+
+
+def right_reason(product: dict, oracle: dict) -> bool:
+    """A co-refusal is for the engine's reason when one of the product's refusing rules cites the file the release
+    raised in (the innermost frame of the release's own code, ``where``); a parser refusal (stage parse, no file) by
+    a rule of the args family. Otherwise the product refused for another reason: counted apart."""
+    info = rule_info()
+    rules = product.get("rules") or []
+    if oracle.get("stage") == "parse":
+        return any((info.get(r) or {}).get("family") == "args" for r in rules) or "input-error" in rules
+    f = _engine_file(oracle.get("where"))
+    if f is None:
+        return False
+    for r in rules:
+        for cited in (info.get(r) or {}).get("files") or []:
+            c = cited.removeprefix("vllm/").removeprefix("sglang/srt/").removeprefix("sglang/")
+            if f == c or f.endswith("/" + c) or c.endswith("/" + f):
+                return True
+    return False
+
+
 def classify(product: dict, oracle: dict) -> str:
-    """agree-pass | agree-refuse | false-refusal | runtime-only | miss | not-decidable"""
+    """agree-pass | agree-refuse | agree-refuse-other-reason | false-refusal | runtime-only | miss | not-decidable"""
     if oracle["verdict"] == "not_decidable":
         return "not-decidable"
     refused = product["verdict"] != "pass"
@@ -58,7 +110,9 @@ def classify(product: dict, oracle: dict) -> str:
         if refused and product.get("rules") and set(product["rules"]) <= runtime_only_rules():
             return "runtime-only"
         return "false-refusal" if refused else "agree-pass"
-    return "agree-refuse" if refused else "miss"
+    if not refused:
+        return "miss"
+    return "agree-refuse" if right_reason(product, oracle) else "agree-refuse-other-reason"
 
 
 def _short(d: dict) -> dict:
@@ -113,8 +167,11 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
     nd = Counter()
     per_rule: dict[str, Counter] = defaultdict(Counter)
     false_refusals, misses = [], []
+    stand_in = 0
+    other_reason: list[dict] = []
     for line, pv, ov in rows:
         cls = classify(pv, ov)
+        stand_in += bool(ov.get("stand_in"))
         if cls == "not-decidable":
             nd[ov.get("reason", "?")] += 1
         else:
@@ -129,6 +186,8 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
             rec.update(prefill=line["prefill"]["argv"], decode=line["decode"]["argv"])
         if out is not None:
             out.write(json.dumps({"release": name, **rec}) + "\n")
+        if cls == "agree-refuse-other-reason":
+            other_reason.append(rec)
         if cls == "false-refusal":
             false_refusals.append(rec)
         elif cls == "miss":
@@ -137,13 +196,17 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
     return {
         "release": name, "judged": len(rows), "decidable": decidable,
         "matrix": {"engine_accepted": {"product_pass": matrix["agree-pass"], "product_refuse": matrix["false-refusal"]},
-                   "engine_refused": {"product_pass": matrix["miss"], "product_refuse": matrix["agree-refuse"]}},
+                   "engine_refused": {"product_pass": matrix["miss"], "product_refuse": matrix["agree-refuse"],
+                                      "product_refuse_other_reason": matrix["agree-refuse-other-reason"]}},
+        "stand_in_verdicts": stand_in,
         "not_decidable": dict(nd),
         "runtime_only": matrix["runtime-only"],
         "false_refusals": len(false_refusals), "misses": len(misses),
         "miss_rate_of_decidable": round(len(misses) / decidable, 4) if decidable else None,
         "per_rule": {r: dict(c) for r, c in sorted(per_rule.items())},
-        "false_refusal_list": false_refusals, "miss_list": misses, **(extra or {}),
+        "refused_for_another_reason": len(other_reason),
+        "false_refusal_list": false_refusals, "miss_list": misses, "other_reason_list": other_reason,
+        **(extra or {}),
     }
 
 
@@ -170,6 +233,7 @@ def main(argv=None) -> int:
         for r in results:
             r.pop("false_refusal_list", None)
             r.pop("miss_list", None)
+            r.pop("other_reason_list", None)
     print(json.dumps({"seed": a.seed, "lines_per_release": a.lines, "pairs": a.pairs,
                       "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results}, indent=1))
     return 0

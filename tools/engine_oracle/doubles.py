@@ -118,6 +118,14 @@ TORCH_CUDA_REASON = ("SGLang asks torch.cuda directly (is_available, capability,
                      "GiB); nothing is allocated on a device during ServerArgs resolution")
 PLATFORM_REASON = ("the CPU box has no GPU: the release's own CUDA platform class answers device queries as the "
                    "catalog's hardware (SM, visible memory, GPUs per node)")
+HOST_MEMORY_REASON = ("the host RAM a release compares with (0.11.0's swap-space check, config/cache.py:204-218@0.11.0: "
+                      "swap_space x TP against 0.7 x get_cpu_memory()) is the line's node's, not the oracle box's: "
+                      "get_cpu_memory answers host_ram_gib of the line's hardware (catalog/data/hardware.yaml); a "
+                      "hardware without that figure makes such a line not_decidable (device-query)")
+DEVICE_COUNT_REASON = ("vllm.utils.cuda_device_count_stateless (0.11.0: utils/__init__.py:1580-1610) asks the CUDA "
+                       "driver, which CPU torch answers 0 (every world > 1 would pick the Ray executor there): it "
+                       "answers the platform double's device count (the line's GPUs), as the release's own "
+                       "CudaPlatform.device_count does from 0.28.0 on (platforms/cuda.py:634-635@0.33.0)")
 REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess that needs kernels: the same "
                    "function runs in-process and reads the flags from the release's own model class attributes")
 
@@ -148,6 +156,8 @@ def doubles_table() -> dict[str, str]:
         "config/reasoning.py initialize_token_ids); a word-level tokenizer holding the markers stands in for the "
         "checkpoint's tokenizer")
     out["vllm model registry _run_in_subprocess"] = REGISTRY_REASON
+    out["vllm get_cpu_memory (host RAM)"] = HOST_MEMORY_REASON
+    out["vllm cuda_device_count_stateless"] = DEVICE_COUNT_REASON
     for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
         for f in funcs:
             out[f"signature of {f} (SGLang worker only, from the pinned {dist} wheel)"] = SIGNATURE_REASON
@@ -176,8 +186,14 @@ def install_module_stubs(extensions: set[str], versions: dict[str, str]):
     finder = stubs.install(set(extensions), versions)
     sys.meta_path.remove(finder.report)   # a module that is neither installed nor listed fails as ImportError
     if importlib.util.find_spec("sglang") is not None:   # the unpacked SGLang wheel is first on sys.path
-        probed_signatures(missing, versions)
+        PROBED.update(probed_signatures(missing, versions))
+        PROBED_MISSING.extend(f for pkg, (_d, funcs) in PROBED_SIGNATURES.items() if pkg in missing
+                              for f in funcs if f not in PROBED)
     return finder, sorted(missing)
+
+
+PROBED: dict[str, str] = {}          # probed function -> the pinned wheel its signature was read from
+PROBED_MISSING: list[str] = []        # probed functions left a stub (the pinned wheel is not in the cache)
 
 
 def wheels_dir() -> Path:
@@ -305,9 +321,12 @@ def platform_double(hw: dict):
         @classmethod
         def set_hardware(cls, hw: dict) -> None:
             sm = int(str(hw["sm"]).upper().removeprefix("SM"))
+            host = hw.get("host_ram_gib")
             cls.hw = {"cap": DeviceCapability(major=sm // 10, minor=sm % 10),
                       "total": int(float(hw["visible_gib"]) * (1 << 30)), "count": int(hw["gpus_per_node"]),
-                      "name": hw.get("description") or "NVIDIA GPU"}
+                      "name": hw.get("description") or "NVIDIA GPU",
+                      "host_ram": int(float(host) * (1 << 30)) if host else None,
+                      "hardware": hw.get("key") or hw.get("description") or "?"}
 
         @classmethod
         def get_device_capability(cls, device_id: int = 0):
@@ -345,7 +364,17 @@ def registry_in_process() -> None:
     """vLLM's registry: run the inspection function in this process instead of a kernel-needing subprocess."""
     import vllm.model_executor.models.registry as registry
 
-    registry._run_in_subprocess = lambda fn: fn()
+    def run(fn):
+        try:
+            return fn()
+        except Exception as exc:
+            INSPECT_ERRORS.append(exc)   # the registry logs and drops it; the worker reads where it came from
+            raise
+
+    registry._run_in_subprocess = run
+
+
+INSPECT_ERRORS: list[BaseException] = []
 
 
 class _KernelOp:
@@ -449,3 +478,37 @@ def torch_cuda_queries(hw: dict) -> None:
     c.is_initialized = lambda: False
     if getattr(torch.version, "cuda", None) is None:
         torch.version.cuda = "12.9"
+
+
+class HostMemoryUnknown(Exception):
+    """The line's hardware has no host_ram_gib in catalog/data/hardware.yaml: a check comparing with the host's RAM
+    cannot be answered as that hardware (never with the oracle box's RAM)."""
+
+
+def host_memory_and_device_count(platform_cls) -> None:
+    """HOST_MEMORY_REASON and DEVICE_COUNT_REASON: every vllm module's binding of ``get_cpu_memory`` /
+    ``cuda_device_count_stateless`` answers as the line's hardware (``platform_cls.hw``, set per line)."""
+
+    def get_cpu_memory() -> int:
+        ram = platform_cls.hw.get("host_ram")
+        if not ram:
+            raise HostMemoryUnknown(f"host RAM of hardware {platform_cls.hw.get('hardware')!r} is not in "
+                                    "catalog/data/hardware.yaml (host_ram_gib)")
+        return ram
+
+    def cuda_device_count_stateless() -> int:
+        return platform_cls.device_count()
+
+    doubles = {"get_cpu_memory": get_cpu_memory, "cuda_device_count_stateless": cuda_device_count_stateless}
+    originals = {}
+    for mod_name in ("vllm.utils", "vllm.utils.mem_utils", "vllm.utils.torch_utils"):
+        mod = sys.modules.get(mod_name)
+        for name in doubles:
+            if mod is not None and callable(getattr(mod, name, None)):
+                originals.setdefault(name, set()).add(id(getattr(mod, name)))
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("vllm") or mod is None:
+            continue
+        for fname, double in doubles.items():
+            if id(getattr(mod, fname, None)) in originals.get(fname, ()):
+                setattr(mod, fname, double)

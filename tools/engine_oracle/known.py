@@ -1,17 +1,23 @@
 """The committed list of known disagreements between gpustack-k3 and the engine oracle (``known/*.yaml``: one file
 per engine, vllm.yaml also holding the P/D pairs).
 
-Each entry names one class of disagreement and why it is there (usually: the product fix is on another branch):
+The list holds ONLY what the oracle cannot judge (issue 31 item 5): a disagreement whose engine verdict rests on
+the oracle's own artefacts (a stand-in file: an assumed config.json figure, the stand-in preprocessor config or
+tokenizer; a double). A disagreement where the engine refuses and the product passes is a miss of the product, and a
+false refusal is a product error: both are fixed in the rules, never listed here. ``load`` refuses an entry without a
+``cause`` from CAUSES, so the CI tier (tests/engine_oracle) fails on a product error written down as known.
 
-  - id: kv-role-missing
+  - id: kimi-k3-assumed-heads
     class: miss                       # miss (engine refuses, product passes) | false-refusal (the reverse)
+    cause: stand-in                   # stand-in | oracle-artefact (CAUSES)
+    stand_in: "kimi-k3/config.json text_config.num_attention_heads (assumed)"   # what the verdict rests on
     releases: ["vllm-*"]              # fnmatch patterns of oracle release keys
     product_rules: []                 # false-refusal: the product's error rule ids (any one matches); miss: []
-    match: "Please specify kv_role"   # regex searched in the engine's message (miss) or the product's (false-refusal)
-    reason: "..."                     # why it is known, and what removes it
+    match: "..."                      # regex searched in the engine's message (miss) or the product's (false-refusal)
+    reason: "..."                     # why the oracle cannot judge it, and what would let it
 
 ``unknown(records)`` returns the disagreements no entry covers: the CI tier fails on any. An entry nothing
-matched any more is reported by ``unused(records)`` (the lead shrinks the list after merging the fixes).
+matched any more is reported by ``unused(records)``.
 """
 from __future__ import annotations
 
@@ -29,12 +35,26 @@ def load(path: Path = KNOWN) -> list[dict]:
     files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
     entries = [e for f in files for e in (yaml.safe_load(f.read_text()) or {}).get("known") or []]
     for e in entries:
-        missing = {"id", "class", "releases", "match", "reason"} - set(e)
+        missing = {"id", "class", "cause", "stand_in", "releases", "match", "reason"} - set(e)
         if missing:
-            raise ValueError(f"known entry {e.get('id')!r} lacks {sorted(missing)}")
+            raise ValueError(f"known entry {e.get('id')!r} lacks {sorted(missing)}: known/*.yaml holds only what the "
+                             "oracle cannot judge (cause and the stand-in it rests on); a product error is fixed, "
+                             "not listed")
         if e["class"] not in ("miss", "false-refusal"):
             raise ValueError(f"known entry {e['id']!r}: class must be miss or false-refusal")
+        if e["cause"] not in CAUSES:
+            raise ValueError(f"known entry {e['id']!r}: cause must be one of {sorted(CAUSES)} (a product error is "
+                             "fixed in the rules, not listed)")
     return entries
+
+
+# why the oracle cannot judge a disagreement (the only admissible reasons for a known entry)
+CAUSES = {
+    "stand-in": "the engine's verdict rests on a stand-in file of the oracle's model directory (an assumed "
+                "config.json figure, the stand-in preprocessor config or tokenizer: tools/engine_oracle/models.py)",
+    "oracle-artefact": "the engine's verdict rests on a double (tools/engine_oracle/doubles.py) answering "
+                       "differently from the serving node",
+}
 
 
 def _text(rec: dict) -> str:

@@ -169,6 +169,34 @@ PREPROCESSOR = {"kimi-k3": {"media_proc_cfg": {
     "image_std": [0.5, 0.5, 0.5]}}}
 
 
+# Model shapes beyond the catalogued three (issue 31 item 1), each the public config.json of a model family as
+# aiconfigurator-core ships it (aiconfigurator_core/model_configs/, installed by .ci/setup_predict.sh): read from the
+# installed package at run time, never copied into the repository. shape -> (file stem, command-line path).
+SHAPES = {
+    "mla-moe": ("deepseek-ai--DeepSeek-V3", "/models/shape-mla-moe"),           # DeepseekV3: MLA, 256 routed experts
+    "gqa-dense": ("meta-llama--Meta-Llama-3.1-8B", "/models/shape-gqa-dense"),  # Llama: 32 heads, 8 KV heads
+    "gqa-yarn": ("openai--gpt-oss-20b", "/models/shape-gqa-yarn"),              # GptOss: GQA 64/8, YaRN rope, MoE
+    "hybrid": ("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "/models/shape-hybrid"),   # NemotronH: Mamba + attn
+}
+
+
+def shape_configs() -> dict[str, dict]:
+    """shape -> its config.json (dict) from the installed aiconfigurator-core; {} when the package is absent (the
+    corpus then has the catalogued models only, and says so)."""
+    try:
+        from importlib.resources import files
+
+        root = files("aiconfigurator_core") / "model_configs"
+    except (ImportError, ModuleNotFoundError):
+        return {}
+    out = {}
+    for shape, (stem, _path) in SHAPES.items():
+        f = root / f"{stem}_config.json"
+        if f.is_file():
+            out[shape] = json.loads(f.read_text())
+    return out
+
+
 def model_root() -> Path:
     cache = Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3")
     return cache / "engine-oracle" / "models"
@@ -192,6 +220,15 @@ def write_models(root: Path | None = None) -> dict[str, str]:
                 tmp.replace(p)
         for n in names:
             aliases[n] = str(d)
+    for shape, config in shape_configs().items():
+        d = root / f"shape-{shape}"
+        d.mkdir(parents=True, exist_ok=True)
+        for fname, text in {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n",
+                            **tokenizer_files()}.items():
+            p = d / fname
+            if not p.is_file() or p.read_text() != text:
+                p.write_text(text)
+        aliases[SHAPES[shape][1]] = str(d)
     return aliases
 
 

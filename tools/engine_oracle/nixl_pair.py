@@ -48,6 +48,20 @@ def _layout_inputs(vc) -> dict:
 
 
 def compare(judge, prefill, decode) -> dict:
+    """The pair's verdict, with both sides' kv_role as each config resolved it (``kv_roles``): the roles are not in
+    the NIXL hash (metadata.py@0.33.0) and the transfer direction follows each request's kv_transfer_params
+    (do_remote_prefill / do_remote_decode: nixl/base_scheduler.py:205-210@0.33.0), so a role pair is accepted here
+    unless the release's config code refused a side; the roles are reported so a product rule on them is compared
+    with what the release did (accepted) rather than passed over."""
+    ans = _compare(judge, prefill, decode)
+    roles = {}
+    for side, (vc, _env) in (("prefill", prefill), ("decode", decode)):
+        ktc = vc.kv_transfer_config
+        roles[side] = getattr(ktc, "kv_role", None) if ktc is not None else None
+    return {**ans, "kv_roles": roles}
+
+
+def _compare(judge, prefill, decode) -> dict:
     from vllm.distributed.kv_transfer.kv_connector.v1.nixl import metadata
 
     (pvc, _penv), (dvc, _denv) = prefill, decode

@@ -62,11 +62,22 @@ def hardware_table() -> dict:
     return yaml.safe_load((REPO / "gpustack_k3" / "catalog" / "data" / "hardware.yaml").read_text())["hardware"]
 
 
+def rendered_command(engine: str, version: str) -> list[str]:
+    """The command the catalog renders for the release (gpustack_k3/catalog/data/engines/<engine>.yaml: the version's
+    ``command``, else the engine's): the program the oracle judges is the one the product starts."""
+    from gpustack_k3.catalog import load_catalog
+
+    e = load_catalog().engines[engine]
+    v = e.versions.get(version)
+    return list((v.command if v is not None and v.command else None) or e.command)
+
+
 def worker_config(release: str) -> dict:
     engine, version, wheel = RELEASES[release]
     hw = hardware_table()
     cfg = {"engine": engine, "release": release, "unpacked": None, "extensions": [], "versions": {},
-           "hardware": None, "hardware_all": {k: v for k, v in hw.items() if str(v.get("sm", "")).startswith("SM")}}
+           "command": rendered_command(engine, version),
+           "hardware": None, "hardware_all": {k: {**v, "key": k} for k, v in hw.items() if str(v.get("sm", "")).startswith("SM")}}
     if wheel is not None:
         try:
             w = _dump.find_wheel(engine, wheel)
@@ -74,14 +85,14 @@ def worker_config(release: str) -> dict:
             raise OracleUnavailable(str(exc)) from None
         unpacked, extensions = _dump.unpack(w)
         cfg.update(unpacked=str(unpacked), extensions=extensions, versions=_dump.required_versions(w),
-                   hardware=hw["b300"])
+                   hardware={**hw["b300"], "key": "b300"})
     return cfg
 
 
 class Oracle:
     """A running worker for one release. ``judge(lines)``: one verdict per line, in order."""
 
-    def __init__(self, release: str, timeout: float = 600.0) -> None:
+    def __init__(self, release: str, timeout: float = 600.0, coverage: dict | None = None) -> None:
         if release not in RELEASES:
             raise OracleUnavailable(f"unknown release {release!r}: one of {', '.join(RELEASES)}")
         self.release = release
@@ -89,6 +100,10 @@ class Oracle:
 
         self.aliases = write_models()
         cfg = worker_config(release)
+        cfg["warmup"] = self._warmup()
+        if coverage:   # {"dir", "include"}: coverage.py in each line's child (tools/engine_oracle/raise_sites.py)
+            cfg["coverage"] = coverage
+        self.config = cfg
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SGLANG_", "PYTHONPATH"))}
         env.update({"PYTHONHASHSEED": "0", "VLLM_CACHE_ROOT": str(cache_dir() / "engine-oracle" / "vllm-cache" / release),
                     "HF_HOME": str(cache_dir() / "engine-oracle" / "hf-home")})
@@ -107,6 +122,20 @@ class Oracle:
             raise OracleUnavailable(f"{release}: the release does not import on this box: {self.hello.get('error')}")
         self._n = 0
 
+    def _warmup(self) -> list[dict]:
+        """The catalog presets' lines for this release (tools/engine_oracle/corpus.py seed_lines), mapped to the model
+        directories: the worker judges them once in throw-away children to learn which modules a line imports, and
+        imports those before the first request (worker.preload). A fixed set: the parent's state never depends on
+        the lines judged."""
+        from tools.engine_oracle.corpus import seed_lines
+
+        out = []
+        for s in seed_lines(self.release):
+            if "argv" in s:
+                out.append({"argv": self._map(list(s["argv"])), "env": s.get("env") or {},
+                            "hardware": s["gpu_type"] if s["gpu_type"] != "cpu" else "b300", "gpus": s.get("gpus")})
+        return out
+
     def _drain(self) -> None:
         for line in self.proc.stderr:
             self._stderr.append(line)
@@ -124,6 +153,32 @@ class Oracle:
             out.append(tok)
         return out
 
+    def _stand_ins(self, argvs: list[list[str]]) -> list[dict]:
+        """The oracle's model directories a line names (after _map), each with what in it is a stand-in rather than
+        the checkpoint's own file: config.json fields whose source is "assumed" (tools/engine_oracle/models.py
+        SOURCES, e.g. Kimi-K3's heads, MTP layers, KDA layout), the preprocessor config (Kimi-K3's multimodal
+        processor, assumed from Kimi-K2.5), the word-level tokenizer (every directory). A verdict on such a line
+        rests on them and says so (``stand_in``)."""
+        from tools.engine_oracle import models
+
+        dirs = {}
+        for argv in argvs:
+            for tok in argv:
+                for name, d in self.aliases.items():
+                    if d in tok:
+                        dirs[Path(d).name] = d
+        out = []
+        for name in sorted(dirs):
+            assumed = sorted(k for k, (_v, src) in models.SOURCES.get(name, {}).items()
+                             if str(src).startswith("assumed") or "; assumed" in str(src))
+            files = ["tokenizer.json (word-level double)"]
+            if name in models.PREPROCESSOR:
+                files.append("preprocessor_config.json (assumed)")
+            if assumed:
+                files.insert(0, f"config.json ({len(assumed)} assumed field(s))")
+            out.append({"model": name, "files": files, "assumed_fields": assumed})
+        return out
+
     def _request(self, req: dict) -> dict:
         self._n += 1
         req = {**req, "id": self._n}
@@ -137,12 +192,17 @@ class Oracle:
     def judge_line(self, argv: list[str], env: dict | None = None, hardware: str = "b300",
                    gpus: int | None = None) -> dict:
         """``gpus``: the GPUs the process's pod has (the device count it sees; default: the node's)."""
-        return self._request({"argv": self._map(list(argv)), "env": env or {}, "hardware": hardware, "gpus": gpus})
+        mapped = self._map(list(argv))
+        ans = self._request({"argv": mapped, "env": env or {}, "hardware": hardware, "gpus": gpus})
+        stand = self._stand_ins([mapped])
+        return {**ans, "stand_in": stand} if stand else ans
 
     def judge_pair(self, prefill: dict, decode: dict, hardware: str = "b300") -> dict:
         pair = {s: {"argv": self._map(list(d["argv"])), "env": d.get("env") or {}, "gpus": d.get("gpus")}
                 for s, d in (("prefill", prefill), ("decode", decode))}
-        return self._request({"pair": {**pair, "hardware": hardware}, "hardware": hardware})
+        ans = self._request({"pair": {**pair, "hardware": hardware}, "hardware": hardware})
+        stand = self._stand_ins([pair["prefill"]["argv"], pair["decode"]["argv"]])
+        return {**ans, "stand_in": stand} if stand else ans
 
     def close(self) -> None:
         if self.proc.poll() is None:

