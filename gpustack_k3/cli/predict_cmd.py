@@ -76,9 +76,13 @@ def _fail_environment(exc) -> NoReturn:
 @click.option("--acceptance-rate", type=float, default=None, help="Per-draft-token acceptance probability (0-1).")
 @click.option("--measured", "measured", default=None, metavar="PROBE_JSON",
               help="A `probe -o json` report: predict its run and show measured beside predicted (drift %).")
+@click.option("--model-config", "model_config", metavar="FILE", default=None,
+              help="The model's config.json: its op graph and figures for a model the catalog lacks (any family "
+                   "aiconfigurator-core models; default: config.json in spec.model.path when it is a local "
+                   "directory).")
 @output_option
 def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
-            acceptance_length, acceptance_rate, measured, output):
+            acceptance_length, acceptance_rate, measured, model_config, output):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
     closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core).
 
@@ -108,16 +112,18 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
             raise InputError("--acceptance-length", "give an acceptance length or a rate, not both", "drop one")
         w = Workload(inp, out, concurrency or 1, requests, rate, acceptance_length, acceptance_rate, seed)
         doc = load_document(spec, preset)
+        from gpustack_k3.cli.core_cmds import _model_arch
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
 
-        findings = validate(doc)
+        arch = _model_arch(model_config, doc.spec.model.path)
+        findings = validate(doc, arch=arch)
         if has_errors(findings):
             exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
         from gpustack_k3.predict.model import predict_document
 
         est = _estimator()
-        result = predict_document(doc, w, est, progress=_Progress("requests done (simulated)"))
+        result = predict_document(doc, w, est, progress=_Progress("requests done (simulated)"), arch=arch)
         result = {"ok": True, "estimator": {"name": est.name, "version": est.version},
                   "spec": spec or f"preset:{preset}", **result}
         if report is not None:

@@ -21,7 +21,7 @@ from gpustack_k3.core.rules import validate
 from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance
 from gpustack_k3.predict.estimator import Estimator
-from gpustack_k3.predict.model import Predictor, admission_cap, engine_config, plan_or_none
+from gpustack_k3.predict.model import Predictor, admission_cap, engine_config, plan_or_none, role_arch
 from gpustack_k3.predict.types import PredictError, Workload
 
 DCP_SIZES = (1, 2, 4, 8)
@@ -156,7 +156,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
             continue
         r = resolve(doc)
         cap = admission_cap(r, plan_or_none(r), Workload(req.context, req.output_len, req.concurrency))
-        cfg = engine_config(r)
+        cfg = engine_config(r, arch=role_arch(r, estimator))
         if cap is not None and min(cap, cfg.max_num_seqs) < req.concurrency:
             counts["no_room"] += 1
             continue
@@ -351,8 +351,10 @@ def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Est
                        {"total": sum(max(0, (gpu_budget - d * per["decode"]) // per["prefill"])
                                      for d in range(1, gpu_budget // per["decode"] + 1)),
                         "judged": 0, "refused": 0}, {}, {})
-    cfgs = {v.role.role: engine_config(resolve(v.document), v.role.role, v.role.instances) for v in role_views(
-        DeploymentDocument.model_validate(base))}
+    cfgs = {}
+    for v in role_views(DeploymentDocument.model_validate(base)):
+        r = resolve(v.document)
+        cfgs[v.role.role] = engine_config(r, v.role.role, v.role.instances, role_arch(r, estimator))
     rate, rate_note = acceptance_of(req, cfgs["decode"].engine)
     prefill_ms = sum(c.ms for _, _, c in search.pred.request_prefill(cfgs["prefill"], req.context))
     per_prefill_rps = 1000 / max(1e-9, prefill_ms)

@@ -95,3 +95,9 @@ class Estimator(Protocol):
 
     def price(self, cfg: EngineConfig, ops: list[PlannedOp]) -> list[OpCost]:
         """Each planned op priced (ms per step), with the estimator's source of the figure."""
+
+    def catalog_arch(self, model: str):
+        """A catalog model's figures (core.model_config.ModelArch) from the config the estimator has of it."""
+
+    def family(self, cfg: EngineConfig, arch) -> str:
+        """The estimator's model family of the model; NoData ("not modelled", naming it) when it has none."""

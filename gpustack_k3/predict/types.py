@@ -192,6 +192,11 @@ class EngineConfig:
     static_verify: bool                  # DSpark + DCP: the full window verified every step (catalog trait)
     role: str = "serve"
     instances: int = 1
+    # the config.json the model's op graph is built from (None: the estimator's own config of the catalog model)
+    model_config: str | None = None
+    # MLA geometry the DCP correction reshapes (core.model_config.ModelArch): heads, kv_lora_rank, qk_rope_head_dim,
+    # q head dim (nope + rope); None: the model has no MLA
+    mla: tuple[int, int, int, int] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
