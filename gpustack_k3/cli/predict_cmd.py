@@ -71,9 +71,11 @@ def _fail_environment(exc) -> NoReturn:
               help="Requests in total (default: one per client; with a length distribution at least 64).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Open loop: requests per second instead of closed-loop clients.")
-@click.option("--acceptance-length", type=float, default=None,
-              help="Mean tokens committed per verify step (engine log/metrics), at the spec's draft count.")
-@click.option("--acceptance-rate", type=float, default=None, help="Per-draft-token acceptance probability (0-1).")
+@click.option("--acceptance-length", default=None, metavar="L|LOW-HIGH",
+              help="Mean tokens committed per verify step (engine log/metrics), at the spec's draft count; a range "
+                   "LOW-HIGH is predicted at its middle with TPOT and decode throughput over the range (the band).")
+@click.option("--acceptance-rate", default=None, metavar="A|LOW-HIGH",
+              help="Per-draft-token acceptance probability (0-1), or a range LOW-HIGH.")
 @click.option("--measured", "measured", default=None, metavar="PROBE_JSON",
               help="A `probe -o json` report: predict its run and show measured beside predicted (drift %).")
 @click.option("--model-config", "model_config", metavar="FILE", default=None,
@@ -110,7 +112,10 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
         out = _lengths("--output-len", output_len, output_len_dist)
         if acceptance_length is not None and acceptance_rate is not None:
             raise InputError("--acceptance-length", "give an acceptance length or a rate, not both", "drop one")
-        w = Workload(inp, out, concurrency or 1, requests, rate, acceptance_length, acceptance_rate, seed)
+        length, span = _acceptance("--acceptance-length", acceptance_length)
+        arate, span = _acceptance("--acceptance-rate", acceptance_rate) if acceptance_rate is not None else \
+            (None, span)
+        w = Workload(inp, out, concurrency or 1, requests, rate, length, arate, seed, acceptance_range=span)
         doc = load_document(spec, preset)
         from gpustack_k3.cli.core_cmds import _model_arch
         from gpustack_k3.core.findings import has_errors
@@ -145,6 +150,25 @@ def _finish(result: dict, output: str, text, code: int):
     else:
         text(result)
     sys.exit(code)
+
+
+def _acceptance(option: str, text: str | None) -> tuple[float | None, tuple[float, float] | None]:
+    """An acceptance figure ``X`` or a range ``LOW-HIGH`` (its middle is the point figure)."""
+    import math
+
+    if text is None:
+        return None, None
+    low, sep, high = text.strip().partition("-")
+    try:
+        lo = float(low)
+        hi = float(high) if sep else lo
+    except ValueError:
+        raise InputError(option, f"{text[:40]!r} is not a number or a range LOW-HIGH",
+                         "e.g. 2.39, or 2.27-2.51 for the spread of a measured range") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        raise InputError(option, f"{text[:40]!r}: a range runs from LOW to a HIGH not below it",
+                         "e.g. 2.27-2.51")
+    return (lo + hi) / 2, ((lo, hi) if sep else None)
 
 
 def _lengths(option: str, fixed: int | None, dist: str | None):
@@ -186,13 +210,22 @@ def _text(res: dict) -> None:
     for r in res["roles"]:
         e, d, p = r["engine"], r["decode"], r["prefill"]
         click.echo(f"\nrole {r['role']} (x{r['instances']}): {e['engine']} {e['version']} TP{e['tp']} DCP{e['dcp']} "
-                   f"EP{e['ep']} drafts {e['drafts']} KV {e['kv_dtype']} on {e['gpu']}")
+                   f"EP{e['ep']} drafts {e['drafts']} KV {e['kv_dtype']} on {e['gpu']}; model {r['model']['name']} "
+                   f"(family {r['model']['family']}, from {r['model']['config']})")
         parts = " + ".join(f"{k} {v:.1f}" for k, v in d["breakdown_ms"].items() if v > 0.05)
-        click.echo(f"  decode step ({d['batch']} requests at {d['context']:,} tokens): {d['step_ms']:.1f} ms = {parts}")
-        click.echo(f"  tokens/step {d['tokens_per_step']:.2f} -> TPOT {d['tpot_ms']:.1f} ms, ITL {d['itl_ms']:.1f} ms, "
-                   f"{d['per_request_tok_s']:.1f} tok/s per request, {d['decode_tok_s']:.0f} tok/s decode")
+        bd = r["band"]
+        click.echo(f"  decode step ({d['batch']} requests at {d['context']:,} tokens): {d['step_ms']:.1f} ms = {parts}"
+                   f"  [{bd['decode_step_measured_share']:.0%} from measured rows]")
+        spread = bd["acceptance"]["spread"]
+        click.echo(f"  tokens/step {d['tokens_per_step']:.2f} -> TPOT {d['tpot_ms']:.1f} ms"
+                   + (f" [{spread['tpot_ms'][0]:.1f}-{spread['tpot_ms'][1]:.1f} over the acceptance range]"
+                      if spread else "") +
+                   f", ITL {d['itl_ms']:.1f} ms, {d['per_request_tok_s']:.1f} tok/s per request, "
+                   f"{d['decode_tok_s']:.0f} tok/s decode"
+                   + (f" [{spread['decode_tok_s'][0]:.0f}-{spread['decode_tok_s'][1]:.0f}]" if spread else ""))
         series = " -> ".join(f"{c['tok_s']:,.0f}" for c in p["chunks"][:8])
-        click.echo(f"  prefill chunks of {p['chunk_budget']:,}: {series} tok/s; one request {_ms(p['request_prefill_ms'])}")
+        click.echo(f"  prefill chunks of {p['chunk_budget']:,}: {series} tok/s; one request {_ms(p['request_prefill_ms'])}"
+                   f"  [{bd['prefill_measured_share']:.0%} from measured rows]")
         b = r.get("benchmark")
         if b:
             tp = b["tpot_ms"]

@@ -164,11 +164,17 @@ class AicEstimator:
         return json.loads(build_ops_json(list(ops)))
 
     def price(self, cfg: EngineConfig, ops: list[PlannedOp]) -> list[OpCost]:
+        # one evaluation per shape; AIC sums the ops of one answer that share a name (gpt-oss's sliding and full
+        # attention layers are both "generation_attention"), so a name repeated goes to the next round
         groups: dict[tuple, list[int]] = {}
         for i, op in enumerate(ops):
-            groups.setdefault((op.table, op.phase, op.batch, op.s, op.prefix), []).append(i)
+            rnd = 0
+            while any(ops[j].name == op.name for j in groups.get((op.table, op.phase, op.batch, op.s, op.prefix, rnd),
+                                                                  [])):
+                rnd += 1
+            groups.setdefault((op.table, op.phase, op.batch, op.s, op.prefix, rnd), []).append(i)
         out: list[OpCost | None] = [None] * len(ops)
-        for (table, phase, batch, s, prefix), idx in groups.items():
+        for (table, phase, batch, s, prefix, _round), idx in groups.items():
             handle = self._handle(cfg.gpu, table)
             specs = json.dumps([ops[i].spec for i in idx])
             try:

@@ -147,7 +147,8 @@ class Predictor:
                    "tok_s": round(1000 * w.input_len / pf_ms, 0) if pf_ms else None,
                    "assumptions": priced[0][2].assumptions if priced else []}
         out: dict[str, Any] = {"role": cfg.role, "instances": cfg.instances, "engine": cfg.to_dict(),
-                               "decode": decode, "prefill": prefill}
+                               "decode": decode, "prefill": prefill,
+                               "band": band(cfg, w, step, [c for _, _, c in priced], steady_batch, measured_at_drafts)}
         assumptions = {n: corrections.ASSUMPTIONS[n] for n in step.assumptions + prefill["assumptions"]}
         if cfg.drafts:
             assumptions["acceptance"] = acceptance.ASSUMPTION
@@ -197,6 +198,40 @@ class Predictor:
             out["sample"] = {"input_len": dist([float(i) for i, _ in lengths]),
                              "output_len": dist([float(o) for _, o in lengths]), "seed": w.seed}
         return out
+
+
+def _shares(steps: list[StepBreakdown]) -> dict[str, float]:
+    total = sum(s.ms for s in steps)
+    out: dict[str, float] = {}
+    for s in steps:
+        for k, v in s.source_shares().items():
+            out[k] = out.get(k, 0.0) + v * s.ms
+    return {k: round(v / total, 4) if total else 0.0 for k, v in sorted(out.items())}
+
+
+def band(cfg: EngineConfig, w: Workload, step: StepBreakdown, chunks: list[StepBreakdown], batch: int,
+         measured_at_drafts: int | None) -> dict[str, Any]:
+    """How firm the point figures are: the share of the decode step's and the prefill's time priced from measured
+    table rows (``silicon``) against the estimator's empirical / speed-of-light models, and the spread of TPOT and
+    decode throughput over the acceptance range (a range given as LOW-HIGH; the point is its middle)."""
+    out: dict[str, Any] = {"decode_step_sources": step.source_shares(), "prefill_sources": _shares(chunks)}
+    out["decode_step_measured_share"] = out["decode_step_sources"].get("silicon", 0.0)
+    out["prefill_measured_share"] = out["prefill_sources"].get("silicon", 0.0)
+    if not cfg.drafts:
+        out["acceptance"] = {"spread": None, "why": "no speculative decoding: one token per step"}
+        return out
+    if w.acceptance_range is None:
+        out["acceptance"] = {"spread": None, "why": "a point acceptance figure: give LOW-HIGH for its spread"}
+        return out
+    kind = "length" if w.acceptance_length is not None else "rate"
+    tps = [acceptance.tokens_per_step(cfg.drafts, at_drafts=measured_at_drafts, **{kind: x})
+           for x in w.acceptance_range]
+    lo, hi = min(tps), max(tps)
+    out["acceptance"] = {"spread": {kind: list(w.acceptance_range), "tokens_per_step": [round(lo, 4), round(hi, 4)],
+                                    "tpot_ms": [round(step.ms / hi, 3), round(step.ms / lo, 3)],
+                                    "decode_tok_s": [round(1000 * lo * batch / step.ms, 1),
+                                                     round(1000 * hi * batch / step.ms, 1)]}}
+    return out
 
 
 def bounded_lengths(w: Workload, cfg: EngineConfig, tps: float) -> list[tuple[int, int]]:
@@ -279,18 +314,17 @@ def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_draf
         model_arch = role_arch(r, estimator, arch)
         cfg = engine_config(r, view.role.role, view.role.instances, model_arch, arch.source if arch else None)
         family = estimator.family(cfg, model_arch)
-        planned.append((r, cfg, family))
+        planned.append((r, cfg, family, model_arch.source if model_arch is not None else None))
     given = "--acceptance-length" if w.acceptance_length is not None else \
         "--acceptance-rate" if w.acceptance_rate is not None else None
-    if given and not any(cfg.drafts for _, cfg, _ in planned):
+    if given and not any(cfg.drafts for _, cfg, _, _ in planned):
         raise PredictError(given, "not applicable: the document runs no speculative decoding (spec.speculative)",
                            f"drop {given}, or predict a document with speculative decoding")
     roles = []
-    for r, cfg, family in planned:
+    for r, cfg, family, source in planned:
         role = p.predict_role(cfg, w, admission_cap=admission_cap(r, plan_or_none(r), w),
                               measured_at_drafts=measured_at_drafts)
-        role["model"] = {"name": cfg.model, "family": family,
-                         "config": cfg.model_config or f"aiconfigurator-core's {cfg.model} config"}
+        role["model"] = {"name": cfg.model, "family": family, "config": source}
         roles.append(role)
     out = {"workload": w.to_dict(), "roles": roles}
     if len(roles) > 1:
