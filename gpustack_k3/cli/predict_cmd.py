@@ -55,9 +55,14 @@ def _fail_environment(exc) -> NoReturn:
     sys.exit(EXIT_INPUT)
 
 
-@click.command(cls=Command)
+@click.command(cls=Command, context_settings={"ignore_unknown_options": True})   # options after SPEC; ARGV after --
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Predict an engine command line given after -- (its model: --model-config or a local directory).")
+@click.option("--engine-version", default=None, help="With --engine: the catalog version (default: the catalog's).")
+@click.option("--gpu-type", default=None, help="With --engine: the GPU type [default: b300].")
+@click.option("--gpus", type=click.IntRange(1), default=None, help="With --engine: GPUs of the node [default: 8].")
 @click.option("--input-len", type=click.IntRange(1), help="Prompt tokens per request.")
 @click.option("--output-len", type=click.IntRange(1), help="Generated tokens per request.")
 @click.option("--input-len-dist", metavar="DIST",
@@ -83,8 +88,10 @@ def _fail_environment(exc) -> NoReturn:
                    "aiconfigurator-core models; default: config.json in spec.model.path when it is a local "
                    "directory).")
 @output_option
-def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
-            acceptance_length, acceptance_rate, measured, model_config, output):
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def predict(spec, preset, engine, engine_version, gpu_type, gpus, input_len, output_len, input_len_dist,
+            output_len_dist, seed, concurrency, requests, rate, acceptance_length, acceptance_rate, measured,
+            model_config, output, argv):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
     closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core).
 
@@ -116,7 +123,7 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
         arate, span = _acceptance("--acceptance-rate", acceptance_rate) if acceptance_rate is not None else \
             (None, span)
         w = Workload(inp, out, concurrency or 1, requests, rate, length, arate, seed, acceptance_range=span)
-        doc = load_document(spec, preset)
+        doc = _document(spec, preset, engine, engine_version, gpu_type, gpus, argv)
         from gpustack_k3.cli.core_cmds import _model_arch
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
@@ -141,6 +148,31 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
     except InputError as exc:       # PredictError included
         fail_input(exc)
     _finish(result, output, _text, EXIT_OK)
+
+
+def _document(spec, preset, engine, engine_version, gpu_type, gpus, argv):
+    """The deployment document to predict: SPEC / --preset, or (--engine) the command line after --."""
+    if engine is None:
+        for opt, v in (("--engine-version", engine_version), ("--gpu-type", gpu_type), ("--gpus", gpus)):
+            if v is not None:
+                raise InputError(opt, "not applicable: it describes a command line (--engine E -- ARGV)",
+                                 f"add --engine and the command line, or drop {opt}")
+        if spec is not None and spec.startswith("-") and spec != "-":    # an unknown option, kept for a command line
+            argv = (spec, *argv)
+        if argv:
+            raise InputError("predict", f"unexpected arguments {' '.join(argv)[:200]!r}",
+                             "give SPEC or --preset, or --engine E -- ARGV to predict a command line")
+        return load_document(spec, preset)
+    if preset is not None:
+        raise InputError("--preset", "give a preset or a command line (--engine), not both", "drop one")
+    from gpustack_k3.cli.common import document_from_data
+    from gpustack_k3.cli.core_cmds import argv_to_data
+
+    argv = (spec, *argv) if spec is not None else argv
+    if not argv:
+        raise InputError("--engine", "no command line after --", "e.g. --engine vllm -- vllm serve /models/m -tp 8")
+    data, _refusals = argv_to_data(engine, engine_version, None, gpu_type or "b300", gpus or 8, (), "argv", argv)
+    return document_from_data(data, "argv")
 
 
 def _finish(result: dict, output: str, text, code: int):

@@ -47,6 +47,9 @@ def category(spec: dict) -> str:
         return "draft"
     if k == "Moe":
         return "moe_weights"
+    if k == "Overlap":       # ops run concurrently (DeepSeek: routed MoE beside the shared expert): the MoE's bucket
+        parts = [kind(x) for g in ("group_a", "group_b") for x in fields(spec).get(g, [])]
+        return "moe_weights" if "Moe" in parts else "other"
     if k in COMM_KINDS:
         return "communication"
     if k == "Fallback":

@@ -48,6 +48,15 @@ def _predict(capsys, *args):
     return rc, json.loads(out), err
 
 
+def _predict_line(capsys, *args):
+    """predict with -o json before the command line after --."""
+    cut = args.index("--")
+    rc = run(["predict", *args[:cut], "-o", "json", *args[cut:]])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return rc, json.loads(out), err
+
+
 def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
@@ -149,3 +158,30 @@ def test_the_acceptance_range_is_the_band_of_tpot(capsys):
     assert rc == 0 and d["roles"][0]["band"]["acceptance"]["spread"] is None
     rc, d, _ = _predict(capsys, *base, "--acceptance-length", "2.5-2.3")
     assert rc == 2 and d["error"]["where"] == "--acceptance-length"
+
+
+def test_a_command_line_whose_model_is_any_config(capsys, tmp_path):
+    """predict --engine E -- ARGV: the command line's model directory holds config.json (DeepSeek-V3: MLA + MoE)."""
+    model = tmp_path / "dsv3"
+    model.mkdir()
+    shutil.copyfile(_config("deepseek-ai/DeepSeek-V3"), model / "config.json")
+    rc, d, err = _predict_line(capsys, "--engine", "vllm", "--engine-version", "0.33.0", "--input-len", "4096",
+                               "--output-len", "64", "--concurrency", "4", "--", "vllm", "serve", str(model), "-tp", "8")
+    assert rc == 0, err
+    r = d["roles"][0]
+    assert r["engine"]["tp"] == 8 and r["model"]["family"] == "DEEPSEEK"
+    assert r["model"]["config"] == str(model / "config.json")
+    # DeepSeek's routed MoE runs beside its shared expert (an Overlap op): it is the MoE's time, not "other"
+    assert r["bottleneck"]["decode_step"] == "moe_weights"
+    # a model neither the catalog nor a config.json describes: the rules refuse it, naming the way out
+    rc, d, _ = _predict_line(capsys, "--engine", "vllm", "--input-len", "100", "--output-len", "10", "--", "vllm",
+                             "serve", str(tmp_path / "nothing-here"), "-tp", "8")
+    assert rc == 1 and d["findings"][0]["rule"] == "unknown-catalog-entry" and "config.json" in d["findings"][0]["fix"]
+
+
+def test_command_line_options_without_a_command_line_are_refused(capsys):
+    for args, where in ((("--gpu-type", "gb300"), "--gpu-type"), (("--engine-version", "0.33.0"), "--engine-version"),
+                        (("--bogus",), "predict")):
+        rc = run(["predict", "--preset", "vllm-seed", "--input-len", "100", "--output-len", "10", *args, "-o", "json"])
+        d = json.loads(capsys.readouterr().out)
+        assert rc == 2 and d["error"]["where"] == where, (args, d)
