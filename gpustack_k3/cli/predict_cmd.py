@@ -284,6 +284,10 @@ def _text(res: dict) -> None:
 
 
 @click.command(cls=Command)
+@click.argument("spec", required=False)
+@click.option("--model-config", "model_config", metavar="FILE", default=None,
+              help="With SPEC: the model's config.json (default: config.json in spec.model.path when it is a local "
+                   "directory).")
 @click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
 @click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
 @click.option("--priority", type=click.Choice(["throughput", "latency"]), default=None,
@@ -305,9 +309,13 @@ def _text(res: dict) -> None:
 @click.option("--basis", type=click.Choice(["auto", "predicted", "measured"]), default="auto", show_default=True,
               help="predicted needs the [predict] extra; auto uses it when installed, else the measured lookup.")
 @output_option
-def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
-           top, topology, gpu_budget, basis, output):
+def advise(spec, model_config, context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms,
+           acceptance_rate, engine, top, topology, gpu_budget, basis, output):
     """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures.
+
+    Without SPEC the candidates vary the catalog's Kimi-K3 presets; with SPEC (a document whose model is any
+    config aiconfigurator-core models: --model-config or a local model directory) they vary that document's
+    release, DCP (MLA models only), drafts (when it speculates), memory fraction and max-model-len.
 
     An option the chosen search does not use is refused (exit 2, naming it): the measured lookup reads only
     --context, --concurrency and --priority; the P:D search (--topology) no --objective, SLO, --engine or
@@ -320,6 +328,12 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         if topology is None and gpu_budget is not None:
             raise InputError("--gpu-budget", "not applicable: the GPU budget sizes the P:D search of --topology",
                              "add --topology PRESET (a prefill/decode preset) or drop --gpu-budget")
+        if spec is not None and (topology is not None or basis == "measured"):
+            raise InputError("SPEC", "not applicable: a document's candidates are predicted on one node "
+                             "(not with --topology or --basis measured)", "drop SPEC or those options")
+        if model_config is not None and spec is None:
+            raise InputError("--model-config", "not applicable without SPEC (the catalog's presets are Kimi-K3)",
+                             "give the document SPEC whose model the config.json describes")
         if topology is not None and basis == "measured":
             raise InputError("--basis", "not applicable: the P:D search (--topology) is predicted only",
                              "drop --basis measured")
@@ -338,6 +352,14 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         obj = objective or ("ttft" if priority == "latency" else "throughput")
         req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
                             top)
+        if spec is not None:
+            from gpustack_k3.cli.core_cmds import _model_arch
+
+            if engine is not None:
+                raise InputError("--engine", "not applicable with SPEC: the document names its engine", "drop it")
+            doc = load_document(spec, None)
+            req.base = doc.model_dump(mode="json", exclude_none=True, by_alias=True)
+            req.arch = _model_arch(model_config, doc.spec.model.path)
         if topology is not None:
             from gpustack_k3.predict.advise import advise_pd
 

@@ -185,3 +185,27 @@ def test_command_line_options_without_a_command_line_are_refused(capsys):
         rc = run(["predict", "--preset", "vllm-seed", "--input-len", "100", "--output-len", "10", *args, "-o", "json"])
         d = json.loads(capsys.readouterr().out)
         assert rc == 2 and d["error"]["where"] == where, (args, d)
+
+
+def test_advise_varies_a_document_of_any_model(capsys, tmp_path):
+    """advise SPEC --model-config: the candidates are that document's (no DCP for a model without MLA), priced
+    from its config; a family not modelled is exit 2 naming it; SPEC with the measured basis is refused."""
+    doc = _doc(tmp_path)
+    cfg = str(_config("mistralai/Mixtral-8x7B-v0.1"))
+    base = ("advise", doc, "--model-config", cfg, "--context", "8192", "--concurrency", "8", "--output-len", "500")
+    rc = run([*base, "--top", "50", "-o", "json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["ok"] and d["preset"] == "SPEC" and d["engine"] == "vllm"
+    assert {c["knobs"]["dcp"] for c in d["top"]} == {1} and {c["knobs"]["drafts"] for c in d["top"]} == {0}
+    rc, p, _ = _predict(capsys, doc, "--model-config", cfg, "--input-len", "8192", "--output-len", "500",
+                        "--concurrency", "8")
+    assert rc == 0 and d["winner"]["figures"]["step_ms"] == pytest.approx(p["roles"][0]["decode"]["step_ms"], rel=0.05)
+    bad = json.loads(_config("Qwen/Qwen3-8B").read_text())
+    bad["architectures"] = ["FalconForCausalLM"]
+    f = tmp_path / "falcon.json"
+    f.write_text(json.dumps(bad))
+    rc = run(["advise", doc, "--model-config", str(f), "--context", "1000", "--concurrency", "1", "-o", "json"])
+    e = json.loads(capsys.readouterr().out)["error"]
+    assert rc == 2 and "not modelled" in e["message"] and "FalconForCausalLM" in e["message"]
+    rc = run([*base, "--basis", "measured", "-o", "json"])
+    assert rc == 2 and json.loads(capsys.readouterr().out)["error"]["where"] == "SPEC"
