@@ -32,7 +32,8 @@ from gpustack_k3.api.v1alpha1.spec import DeploymentDocument  # noqa: E402
 from gpustack_k3.catalog import load_catalog  # noqa: E402
 from gpustack_k3.predict.advise import measured  # noqa: E402
 from gpustack_k3.predict.model import predict_document  # noqa: E402
-from gpustack_k3.predict.types import PredictError, Workload  # noqa: E402
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM  # noqa: E402
+from gpustack_k3.predict.types import EngineConfig, PredictError, Workload  # noqa: E402
 
 PRESET = {"vllm": "vllm-seed", "sglang": "sglang-seed"}
 BARS = {"decode_ms_per_token": 20.0, "ttft_mean_ms": 30.0, "sglang_chunk_tok_s": 10.0}
@@ -105,7 +106,8 @@ def run() -> dict:
                      "bar_pct": BARS["sglang_chunk_tok_s"], "basis": "prediction"})
     gb = m["gb300_decode_scaling"]
     try:
-        est.model_path(gb["model"])
+        est.model_path(EngineConfig(ENGINE_VLLM, "-", "gb300", gb["model"], 1, 1, 1, 0, "none", "fp8", 1, 1, 0, "ag_rs",
+                                    True, False))
         seed002 = {"figure": "gb300_target_forward_ms", "model": gb["model"], "predicted": None,
                    "measured": gb["target_forward_ms"], "not_predicted": "graph present but not wired in this bench"}
     except PredictError as exc:   # NoData: the estimator has no graph for the model (never a stand-in model)
@@ -122,10 +124,11 @@ def black_box(est, doc, ctx: int, length: float, meas_ms: float) -> dict:
     """The estimator as a black box: its own graph, every op at batch x (drafts+1), its own MoE rows, no DCP."""
     from gpustack_k3.core.resolve import resolve
     from gpustack_k3.predict import corrections
-    from gpustack_k3.predict.model import engine_config
+    from gpustack_k3.predict.model import engine_config, role_arch
     from gpustack_k3.predict.types import StepBreakdown
 
-    cfg = engine_config(resolve(doc))
+    r = resolve(doc)
+    cfg = engine_config(r, arch=role_arch(r, est))
     cfg.dcp = 1      # the estimator raises NotImplementedError for context parallelism; priced without it
     try:
         ops = corrections.baseline_decode(est.graph(cfg, "generation"), cfg, 10, ctx)
@@ -137,9 +140,10 @@ def black_box(est, doc, ctx: int, length: float, meas_ms: float) -> dict:
 
 def predict_document_decode_only(doc, w, est) -> float:
     from gpustack_k3.core.resolve import resolve
-    from gpustack_k3.predict.model import Predictor, engine_config
+    from gpustack_k3.predict.model import Predictor, engine_config, role_arch
 
-    cfg = engine_config(resolve(doc))
+    r = resolve(doc)
+    cfg = engine_config(r, arch=role_arch(r, est))
     r = Predictor(est).predict_role(cfg, w, benchmark=False)
     return r["decode"]["tpot_ms"]
 

@@ -55,9 +55,14 @@ def _fail_environment(exc) -> NoReturn:
     sys.exit(EXIT_INPUT)
 
 
-@click.command(cls=Command)
+@click.command(cls=Command, context_settings={"ignore_unknown_options": True})   # options after SPEC; ARGV after --
 @click.argument("spec", required=False)
 @click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
+@click.option("--engine", type=click.Choice(ENGINES), default=None,
+              help="Predict an engine command line given after -- (its model: --model-config or a local directory).")
+@click.option("--engine-version", default=None, help="With --engine: the catalog version (default: the catalog's).")
+@click.option("--gpu-type", default=None, help="With --engine: the GPU type [default: b300].")
+@click.option("--gpus", type=click.IntRange(1), default=None, help="With --engine: GPUs of the node [default: 8].")
 @click.option("--input-len", type=click.IntRange(1), help="Prompt tokens per request.")
 @click.option("--output-len", type=click.IntRange(1), help="Generated tokens per request.")
 @click.option("--input-len-dist", metavar="DIST",
@@ -71,14 +76,22 @@ def _fail_environment(exc) -> NoReturn:
               help="Requests in total (default: one per client; with a length distribution at least 64).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Open loop: requests per second instead of closed-loop clients.")
-@click.option("--acceptance-length", type=float, default=None,
-              help="Mean tokens committed per verify step (engine log/metrics), at the spec's draft count.")
-@click.option("--acceptance-rate", type=float, default=None, help="Per-draft-token acceptance probability (0-1).")
+@click.option("--acceptance-length", default=None, metavar="L|LOW-HIGH",
+              help="Mean tokens committed per verify step (engine log/metrics), at the spec's draft count; a range "
+                   "LOW-HIGH is predicted at its middle with TPOT and decode throughput over the range (the band).")
+@click.option("--acceptance-rate", default=None, metavar="A|LOW-HIGH",
+              help="Per-draft-token acceptance probability (0-1), or a range LOW-HIGH.")
 @click.option("--measured", "measured", default=None, metavar="PROBE_JSON",
               help="A `probe -o json` report: predict its run and show measured beside predicted (drift %).")
+@click.option("--model-config", "model_config", metavar="FILE", default=None,
+              help="The model's config.json: its op graph and figures for a model the catalog lacks (any family "
+                   "aiconfigurator-core models; default: config.json in spec.model.path when it is a local "
+                   "directory).")
 @output_option
-def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist, seed, concurrency, requests, rate,
-            acceptance_length, acceptance_rate, measured, output):
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def predict(spec, preset, engine, engine_version, gpu_type, gpus, input_len, output_len, input_len_dist,
+            output_len_dist, seed, concurrency, requests, rate, acceptance_length, acceptance_rate, measured,
+            model_config, output, argv):
     """Predict a launch: decode step and its breakdown, TPOT/ITL, prefill chunks, TTFT and end-to-end time of a
     closed-loop benchmark, per role. Needs the [predict] extra (aiconfigurator-core).
 
@@ -106,18 +119,23 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
         out = _lengths("--output-len", output_len, output_len_dist)
         if acceptance_length is not None and acceptance_rate is not None:
             raise InputError("--acceptance-length", "give an acceptance length or a rate, not both", "drop one")
-        w = Workload(inp, out, concurrency or 1, requests, rate, acceptance_length, acceptance_rate, seed)
-        doc = load_document(spec, preset)
+        length, span = _acceptance("--acceptance-length", acceptance_length)
+        arate, span = _acceptance("--acceptance-rate", acceptance_rate) if acceptance_rate is not None else \
+            (None, span)
+        w = Workload(inp, out, concurrency or 1, requests, rate, length, arate, seed, acceptance_range=span)
+        doc = _document(spec, preset, engine, engine_version, gpu_type, gpus, argv)
+        from gpustack_k3.cli.core_cmds import _model_arch
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
 
-        findings = validate(doc)
+        arch = _model_arch(model_config, doc.spec.model.path)
+        findings = validate(doc, arch=arch)
         if has_errors(findings):
             exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
         from gpustack_k3.predict.model import predict_document
 
         est = _estimator()
-        result = predict_document(doc, w, est, progress=_Progress("requests done (simulated)"))
+        result = predict_document(doc, w, est, progress=_Progress("requests done (simulated)"), arch=arch)
         result = {"ok": True, "estimator": {"name": est.name, "version": est.version},
                   "spec": spec or f"preset:{preset}", **result}
         if report is not None:
@@ -132,6 +150,31 @@ def predict(spec, preset, input_len, output_len, input_len_dist, output_len_dist
     _finish(result, output, _text, EXIT_OK)
 
 
+def _document(spec, preset, engine, engine_version, gpu_type, gpus, argv):
+    """The deployment document to predict: SPEC / --preset, or (--engine) the command line after --."""
+    if engine is None:
+        for opt, v in (("--engine-version", engine_version), ("--gpu-type", gpu_type), ("--gpus", gpus)):
+            if v is not None:
+                raise InputError(opt, "not applicable: it describes a command line (--engine E -- ARGV)",
+                                 f"add --engine and the command line, or drop {opt}")
+        if spec is not None and spec.startswith("-") and spec != "-":    # an unknown option, kept for a command line
+            argv = (spec, *argv)
+        if argv:
+            raise InputError("predict", f"unexpected arguments {' '.join(argv)[:200]!r}",
+                             "give SPEC or --preset, or --engine E -- ARGV to predict a command line")
+        return load_document(spec, preset)
+    if preset is not None:
+        raise InputError("--preset", "give a preset or a command line (--engine), not both", "drop one")
+    from gpustack_k3.cli.common import document_from_data
+    from gpustack_k3.cli.core_cmds import argv_to_data
+
+    argv = (spec, *argv) if spec is not None else argv
+    if not argv:
+        raise InputError("--engine", "no command line after --", "e.g. --engine vllm -- vllm serve /models/m -tp 8")
+    data, _refusals = argv_to_data(engine, engine_version, None, gpu_type or "b300", gpus or 8, (), "argv", argv)
+    return document_from_data(data, "argv")
+
+
 def _finish(result: dict, output: str, text, code: int):
     """The result in the asked format (``text(result)`` for text) and the exit code."""
     if output != "text":
@@ -139,6 +182,25 @@ def _finish(result: dict, output: str, text, code: int):
     else:
         text(result)
     sys.exit(code)
+
+
+def _acceptance(option: str, text: str | None) -> tuple[float | None, tuple[float, float] | None]:
+    """An acceptance figure ``X`` or a range ``LOW-HIGH`` (its middle is the point figure)."""
+    import math
+
+    if text is None:
+        return None, None
+    low, sep, high = text.strip().partition("-")
+    try:
+        lo = float(low)
+        hi = float(high) if sep else lo
+    except ValueError:
+        raise InputError(option, f"{text[:40]!r} is not a number or a range LOW-HIGH",
+                         "e.g. 2.39, or 2.27-2.51 for the spread of a measured range") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo:
+        raise InputError(option, f"{text[:40]!r}: a range runs from LOW to a HIGH not below it",
+                         "e.g. 2.27-2.51")
+    return (lo + hi) / 2, ((lo, hi) if sep else None)
 
 
 def _lengths(option: str, fixed: int | None, dist: str | None):
@@ -180,13 +242,22 @@ def _text(res: dict) -> None:
     for r in res["roles"]:
         e, d, p = r["engine"], r["decode"], r["prefill"]
         click.echo(f"\nrole {r['role']} (x{r['instances']}): {e['engine']} {e['version']} TP{e['tp']} DCP{e['dcp']} "
-                   f"EP{e['ep']} drafts {e['drafts']} KV {e['kv_dtype']} on {e['gpu']}")
+                   f"EP{e['ep']} drafts {e['drafts']} KV {e['kv_dtype']} on {e['gpu']}; model {r['model']['name']} "
+                   f"(family {r['model']['family']}, from {r['model']['config']})")
         parts = " + ".join(f"{k} {v:.1f}" for k, v in d["breakdown_ms"].items() if v > 0.05)
-        click.echo(f"  decode step ({d['batch']} requests at {d['context']:,} tokens): {d['step_ms']:.1f} ms = {parts}")
-        click.echo(f"  tokens/step {d['tokens_per_step']:.2f} -> TPOT {d['tpot_ms']:.1f} ms, ITL {d['itl_ms']:.1f} ms, "
-                   f"{d['per_request_tok_s']:.1f} tok/s per request, {d['decode_tok_s']:.0f} tok/s decode")
+        bd = r["band"]
+        click.echo(f"  decode step ({d['batch']} requests at {d['context']:,} tokens): {d['step_ms']:.1f} ms = {parts}"
+                   f"  [{bd['decode_step_measured_share']:.0%} from measured rows]")
+        spread = bd["acceptance"]["spread"]
+        click.echo(f"  tokens/step {d['tokens_per_step']:.2f} -> TPOT {d['tpot_ms']:.1f} ms"
+                   + (f" [{spread['tpot_ms'][0]:.1f}-{spread['tpot_ms'][1]:.1f} over the acceptance range]"
+                      if spread else "") +
+                   f", ITL {d['itl_ms']:.1f} ms, {d['per_request_tok_s']:.1f} tok/s per request, "
+                   f"{d['decode_tok_s']:.0f} tok/s decode"
+                   + (f" [{spread['decode_tok_s'][0]:.0f}-{spread['decode_tok_s'][1]:.0f}]" if spread else ""))
         series = " -> ".join(f"{c['tok_s']:,.0f}" for c in p["chunks"][:8])
-        click.echo(f"  prefill chunks of {p['chunk_budget']:,}: {series} tok/s; one request {_ms(p['request_prefill_ms'])}")
+        click.echo(f"  prefill chunks of {p['chunk_budget']:,}: {series} tok/s; one request {_ms(p['request_prefill_ms'])}"
+                   f"  [{bd['prefill_measured_share']:.0%} from measured rows]")
         b = r.get("benchmark")
         if b:
             tp = b["tpot_ms"]
@@ -213,6 +284,10 @@ def _text(res: dict) -> None:
 
 
 @click.command(cls=Command)
+@click.argument("spec", required=False)
+@click.option("--model-config", "model_config", metavar="FILE", default=None,
+              help="With SPEC: the model's config.json (default: config.json in spec.model.path when it is a local "
+                   "directory).")
 @click.option("--context", type=click.IntRange(1), required=True, help="Input context length in tokens.")
 @click.option("--concurrency", type=click.IntRange(1), required=True, help="Concurrent requests at that length.")
 @click.option("--priority", type=click.Choice(["throughput", "latency"]), default=None,
@@ -234,9 +309,13 @@ def _text(res: dict) -> None:
 @click.option("--basis", type=click.Choice(["auto", "predicted", "measured"]), default="auto", show_default=True,
               help="predicted needs the [predict] extra; auto uses it when installed, else the measured lookup.")
 @output_option
-def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
-           top, topology, gpu_budget, basis, output):
+def advise(spec, model_config, context, concurrency, priority, objective, output_len, slo_tpot_ms, slo_ttft_ms,
+           acceptance_rate, engine, top, topology, gpu_budget, basis, output):
     """Recommend a launch: enumerate candidates, drop what the rules refuse, rank by predicted figures.
+
+    Without SPEC the candidates vary the catalog's Kimi-K3 presets; with SPEC (a document whose model is any
+    config aiconfigurator-core models: --model-config or a local model directory) they vary that document's
+    release, DCP (MLA models only), drafts (when it speculates), memory fraction and max-model-len.
 
     An option the chosen search does not use is refused (exit 2, naming it): the measured lookup reads only
     --context, --concurrency and --priority; the P:D search (--topology) no --objective, SLO, --engine or
@@ -249,6 +328,12 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         if topology is None and gpu_budget is not None:
             raise InputError("--gpu-budget", "not applicable: the GPU budget sizes the P:D search of --topology",
                              "add --topology PRESET (a prefill/decode preset) or drop --gpu-budget")
+        if spec is not None and (topology is not None or basis == "measured"):
+            raise InputError("SPEC", "not applicable: a document's candidates are predicted on one node "
+                             "(not with --topology or --basis measured)", "drop SPEC or those options")
+        if model_config is not None and spec is None:
+            raise InputError("--model-config", "not applicable without SPEC (the catalog's presets are Kimi-K3)",
+                             "give the document SPEC whose model the config.json describes")
         if topology is not None and basis == "measured":
             raise InputError("--basis", "not applicable: the P:D search (--topology) is predicted only",
                              "drop --basis measured")
@@ -267,6 +352,14 @@ def advise(context, concurrency, priority, objective, output_len, slo_tpot_ms, s
         obj = objective or ("ttft" if priority == "latency" else "throughput")
         req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
                             top)
+        if spec is not None:
+            from gpustack_k3.cli.core_cmds import _model_arch
+
+            if engine is not None:
+                raise InputError("--engine", "not applicable with SPEC: the document names its engine", "drop it")
+            doc = load_document(spec, None)
+            req.base = doc.model_dump(mode="json", exclude_none=True, by_alias=True)
+            req.arch = _model_arch(model_config, doc.spec.model.path)
         if topology is not None:
             from gpustack_k3.predict.advise import advise_pd
 

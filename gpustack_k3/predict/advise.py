@@ -21,8 +21,8 @@ from gpustack_k3.core.rules import validate
 from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance
 from gpustack_k3.predict.estimator import Estimator
-from gpustack_k3.predict.model import Predictor, admission_cap, engine_config, plan_or_none
-from gpustack_k3.predict.types import PredictError, Workload
+from gpustack_k3.predict.model import Predictor, admission_cap, engine_config, plan_or_none, role_arch
+from gpustack_k3.predict.types import NoData, PredictError, Workload
 
 DCP_SIZES = (1, 2, 4, 8)
 DRAFTS = tuple(range(0, 9))
@@ -40,6 +40,10 @@ class AdviseRequest:
     acceptance_rate: float | None = None
     engine: str | None = None
     top: int = 5
+    # the user's document (SPEC) the candidates vary, and its model's figures (core.model_config.ModelArch) from
+    # its config.json; None: the catalog's Kimi-K3 presets
+    base: dict | None = None
+    arch: Any = None
 
 
 @cache
@@ -72,18 +76,26 @@ def _fit_len(n: int) -> int:
 def candidates(cat, req: AdviseRequest) -> list[dict]:
     """(engine, base preset, knobs, document) for every combination; the rules judge them later."""
     out = []
-    engines = [req.engine] if req.engine else list(cat.advice.presets)
+    engines = [req.base["spec"]["engine"]["name"]] if req.base else [req.engine] if req.engine else \
+        list(cat.advice.presets)
     for eng in engines:
-        base_name = cat.advice.presets[eng][0]
-        base = cat.presets[base_name].document
-        spec_base = next((cat.presets[n].document["spec"]["speculative"] for n in cat.advice.presets[eng]
-                          if cat.presets[n].document["spec"].get("speculative", {}).get("method", "none") != "none"),
-                         None)
+        if req.base is not None:
+            base_name, base = "SPEC", req.base
+            sp = base["spec"].get("speculative") or {}
+            spec_base = sp if sp.get("method", "none") != "none" else None
+        else:
+            base_name = cat.advice.presets[eng][0]
+            base = cat.presets[base_name].document
+            spec_base = next((cat.presets[n].document["spec"]["speculative"] for n in cat.advice.presets[eng]
+                              if cat.presets[n].document["spec"].get("speculative", {}).get("method", "none")
+                              != "none"), None)
+        # DCP shards the MLA latent KV (the dcp correction): a model without MLA runs DCP 1 only
+        dcps = DCP_SIZES if req.arch is None or req.arch.mla else (1,)
         # GPU releases of the engine (a CPU build serves no Kimi-K3); the rules decide which combinations each takes
         versions = [v for v, entry in cat.engines[eng].versions.items() if not entry.traits.get("cpu")]
         mml = _fit_len(req.context + req.output_len)   # the smallest length that serves the request
         for version in versions:
-            for dcp in DCP_SIZES:
+            for dcp in dcps:
                 for drafts in DRAFTS:
                     if drafts and spec_base is None:
                         continue
@@ -104,10 +116,10 @@ def candidates(cat, req: AdviseRequest) -> list[dict]:
 
 
 def refused(doc: DeploymentDocument, counts: dict[str, int], refusals: dict[str, int],
-            examples: dict[str, Finding] | None = None) -> bool:
+            examples: dict[str, Finding] | None = None, arch: Any = None) -> bool:
     """The product's rule engine judges a candidate: refused (errors) is counted, by rule; ``examples`` keeps
     each refusing rule's first finding (what a refusal of every candidate shows)."""
-    findings = validate(doc)
+    findings = validate(doc, arch=arch)
     if not has_errors(findings):
         return False
     counts["refused"] += 1
@@ -133,44 +145,57 @@ def slo_text(req: AdviseRequest) -> str:
 
 def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     cat = load_catalog()
-    longest = cat.models["kimi-k3"].max_context
+    model = req.base["spec"]["model"]["name"] if req.base else "kimi-k3"
+    longest = (req.arch.max_positions if req.arch is not None else None) or \
+        (cat.models[model].max_context if model in cat.models else None)
     base = {"basis": "predicted", "objective": req.objective, "context": req.context,
             "concurrency": req.concurrency, "output_len": req.output_len}
-    if req.context + req.output_len > longest:
+    if longest and req.context + req.output_len > longest:
         return {**base, "preset": None, "engine": None,
-                "reason": f"no preset: {req.context:,} + {req.output_len:,} tokens is beyond Kimi-K3's context of "
+                "reason": f"no preset: {req.context:,} + {req.output_len:,} tokens is beyond {model}'s context of "
                           f"{longest:,}; shorten the input",
-                "findings": beyond_context(req.context + req.output_len)}
+                "findings": beyond_context(req.context + req.output_len) if req.base is None else []}
     if req.objective == "goodput" and req.slo_tpot_ms is None and req.slo_ttft_ms is None:
         raise PredictError("--objective", "goodput needs an SLO", "give --slo-tpot-ms and/or --slo-ttft-ms")
     pred = Predictor(estimator)
     rates: dict[str, tuple[float, str]] = {}
-    counts = {"total": 0, "refused": 0, "no_room": 0}
+    counts = {"total": 0, "refused": 0, "no_room": 0, "no_data": 0}
+    no_data: dict[str, str] = {}      # what the estimator could not price, one message per kind
+    family = None
     refusals: dict[str, int] = {}
     examples: dict[str, Finding] = {}
     ranked = []
     for c in candidates(cat, req):
         counts["total"] += 1
         doc = DeploymentDocument.model_validate(c["doc"])
-        if refused(doc, counts, refusals, examples):
+        if refused(doc, counts, refusals, examples, req.arch):
             continue
-        r = resolve(doc)
+        r = resolve(doc, arch=req.arch)
         cap = admission_cap(r, plan_or_none(r), Workload(req.context, req.output_len, req.concurrency))
-        cfg = engine_config(r)
+        cfg = engine_config(r, arch=role_arch(r, estimator, req.arch),
+                            model_config=req.arch.source if req.arch is not None else None)
         if cap is not None and min(cap, cfg.max_num_seqs) < req.concurrency:
             counts["no_room"] += 1
             continue
+        if family is None:            # a family the estimator does not model: exit 2 naming it, before pricing
+            family = estimator.family(cfg, role_arch(r, estimator, req.arch))
         if c["engine"] not in rates:
             rates[c["engine"]] = acceptance_of(req, c["engine"])
         rate = rates[c["engine"]][0]
-        c["figures"], c["breakdown"] = figures(pred, cfg, req, rate)
+        try:
+            c["figures"], c["breakdown"] = figures(pred, cfg, req, rate)
+        except NoData as exc:         # the estimator has no rows for this candidate: said, not guessed
+            counts["no_data"] += 1
+            no_data.setdefault(exc.message[:120], exc.line())
+            continue
         c["cap"], c["cfg"] = cap, cfg
         ranked.append(c)
     if not ranked:
         return {**base, "preset": None, "engine": None, "candidates": counts, "refusals": refusals,
+                "no_data": list(no_data.values()),
                 "reason": f"no preset holds {req.concurrency} concurrent requests of {req.context:,} tokens on one node "
-                          f"({counts['refused']} candidates refused by the rules, {counts['no_room']} without KV room); "
-                          "lower the concurrency or the context",
+                          f"({counts['refused']} candidates refused by the rules, {counts['no_room']} without KV room, "
+                          f"{counts['no_data']} without the estimator's data); lower the concurrency or the context",
                 "findings": [f.to_dict() for f in examples.values()] if not counts["no_room"] else []}
     # ties (memory fraction and max-model-len change room, not speed): more KV room first
     ranked.sort(key=lambda c: (score(c["figures"], req), c["cap"] or 0), reverse=True)
@@ -200,7 +225,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
     out = {**base, "preset": win["preset"], "engine": win["engine"],
            "winner": _public(win), "reason": why(win, other, req),
            "top": [_public(c) for c in distinct[:req.top]],
-           "candidates": counts, "refusals": refusals,
+           "candidates": counts, "refusals": refusals, "no_data": list(no_data.values()),
            "acceptance": {e: {"rate": round(v[0], 4), "basis": v[1]} for e, v in rates.items()}}
     if other is not None:
         out["crossover"] = crossover(pred, win, other, req, rates)
@@ -351,8 +376,10 @@ def advise_pd(req: AdviseRequest, topology: str, gpu_budget: int, estimator: Est
                        {"total": sum(max(0, (gpu_budget - d * per["decode"]) // per["prefill"])
                                      for d in range(1, gpu_budget // per["decode"] + 1)),
                         "judged": 0, "refused": 0}, {}, {})
-    cfgs = {v.role.role: engine_config(resolve(v.document), v.role.role, v.role.instances) for v in role_views(
-        DeploymentDocument.model_validate(base))}
+    cfgs = {}
+    for v in role_views(DeploymentDocument.model_validate(base)):
+        r = resolve(v.document)
+        cfgs[v.role.role] = engine_config(r, v.role.role, v.role.instances, role_arch(r, estimator))
     rate, rate_note = acceptance_of(req, cfgs["decode"].engine)
     prefill_ms = sum(c.ms for _, _, c in search.pred.request_prefill(cfgs["prefill"], req.context))
     per_prefill_rps = 1000 / max(1e-9, prefill_ms)

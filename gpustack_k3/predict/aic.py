@@ -51,6 +51,8 @@ class AicEstimator:
         self._sdk = _sdk()
         _quiet()
         self._handles: dict[tuple[str, str], object] = {}
+        self._paths: dict[str, str] = {}
+        self._tmp = None            # copies of config.json files not named so (removed with the estimator)
         self.version = _dist_version()
 
     # ------------------------------------------------------------------ lookups
@@ -61,9 +63,68 @@ class AicEstimator:
         b = _lookup("backends", engine, "spec.engine.name", f"no estimator backend for engine {engine!r}")
         return b["backend"], b["version"]
 
-    def model_path(self, model: str) -> str:
-        return _lookup("models", model, "spec.model.name",
-                       f"aiconfigurator-core has no op graph for model {model!r}")
+    def model_path(self, cfg: EngineConfig) -> str:
+        """What AIC builds the op graph from: the catalog model's AIC id, or the model's own config.json (a local
+        directory AIC reads, or the id of AIC's cached copy of that very file). Never a name AIC would download."""
+        if cfg.model_config is None:
+            return _lookup("models", cfg.model, "spec.model.name",
+                           f"aiconfigurator-core has no op graph for model {cfg.model!r}; give its config.json "
+                           "(--model-config FILE, or a local model directory as spec.model.path)")
+        if cfg.model_config not in self._paths:
+            self._paths[cfg.model_config] = self._config_dir(cfg.model_config)
+        return self._paths[cfg.model_config]
+
+    def _config_dir(self, path: str) -> str:
+        from pathlib import Path
+
+        common = self._sdk[1]
+        src = Path(path)
+        if src.parent.resolve() == self.configs_dir().resolve() and src.name.endswith("_config.json"):
+            hf_id = src.name[:-len("_config.json")].replace("--", "/", 1)
+            if hf_id in common.DefaultHFModels:       # AIC's own cached config (with its hf_quant_config.json)
+                return hf_id
+        if src.name == "config.json":
+            return str(src.parent)
+        if self._tmp is None:                         # AIC reads <dir>/config.json: a copy under that name
+            import tempfile
+
+            self._tmp = tempfile.TemporaryDirectory(prefix="gpustack-k3-aic-")
+        d = Path(self._tmp.name) / str(len(self._paths))
+        d.mkdir()
+        (d / "config.json").write_bytes(src.read_bytes())
+        return str(d)
+
+    def configs_dir(self):
+        """The directory of config.json files AIC ships (its model_configs/)."""
+        from importlib import resources
+
+        return resources.files("aiconfigurator_core").joinpath("model_configs")
+
+    def catalog_arch(self, model: str):
+        """A catalog model's architecture figures from the config.json AIC ships for it (core.model_config reads
+        it), None when AIC has no config of it."""
+        import json
+
+        from gpustack_k3.core.model_config import arch_from_config
+
+        hf_id = settings()["models"].get(model)
+        if hf_id is None:
+            return None
+        f = self.configs_dir().joinpath(f"{hf_id.replace('/', '--')}_config.json")
+        return arch_from_config(json.loads(f.read_text()), f"aiconfigurator-core model_configs/{f.name}")
+
+    def family(self, cfg: EngineConfig, arch) -> str:
+        """AIC's model family of the model (its own architecture map), or NoData: "not modelled", naming it."""
+        common = self._sdk[1]
+        family = common.ARCHITECTURE_TO_MODEL_FAMILY.get(arch.architecture) if arch is not None else None
+        if family is None:
+            what = f"architecture {arch.architecture!r}" if arch is not None and arch.architecture else \
+                "a config.json without architectures"
+            kind = f" (model_type {arch.model_type!r})" if arch is not None and arch.model_type else ""
+            raise NoData("spec.model", f"not modelled: aiconfigurator-core {self.version or ''} has no model family "
+                         f"for {what}{kind} of {cfg.model!r}",
+                         "modelled architectures: " + ", ".join(sorted(common.ARCHITECTURE_TO_MODEL_FAMILY)))
+        return family
 
     def _database(self, gpu: str, table: str):
         _, _, _, perf_database, _, _ = self._sdk
@@ -95,19 +156,25 @@ class AicEstimator:
                                 kvcache_quant_mode=common.KVCacheQuantMode[cfg.kv_dtype])
         backend, _ = self.backend(cfg.engine)
         try:
-            model = get_model(self.model_path(cfg.model), mc, backend)
-        except (AssertionError, ValueError, NotImplementedError) as exc:
+            model = get_model(self.model_path(cfg), mc, backend)
+        except (AssertionError, ValueError, NotImplementedError, KeyError, TypeError) as exc:
             raise NoData("aiconfigurator-core", f"cannot build the {cfg.model} op graph for {cfg.engine} TP{cfg.tp} "
                          f"EP{cfg.ep}: {exc}", "change the parallel layout") from None
         ops = model.generation_ops if phase == "generation" else model.context_ops
         return json.loads(build_ops_json(list(ops)))
 
     def price(self, cfg: EngineConfig, ops: list[PlannedOp]) -> list[OpCost]:
+        # one evaluation per shape; AIC sums the ops of one answer that share a name (gpt-oss's sliding and full
+        # attention layers are both "generation_attention"), so a name repeated goes to the next round
         groups: dict[tuple, list[int]] = {}
         for i, op in enumerate(ops):
-            groups.setdefault((op.table, op.phase, op.batch, op.s, op.prefix), []).append(i)
+            rnd = 0
+            while any(ops[j].name == op.name for j in groups.get((op.table, op.phase, op.batch, op.s, op.prefix, rnd),
+                                                                  [])):
+                rnd += 1
+            groups.setdefault((op.table, op.phase, op.batch, op.s, op.prefix, rnd), []).append(i)
         out: list[OpCost | None] = [None] * len(ops)
-        for (table, phase, batch, s, prefix), idx in groups.items():
+        for (table, phase, batch, s, prefix, _round), idx in groups.items():
             handle = self._handle(cfg.gpu, table)
             specs = json.dumps([ops[i].spec for i in idx])
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from gpustack_k3.predict.estimator import PlannedOp, fields, kind, settings
-from gpustack_k3.predict.types import EngineConfig
+from gpustack_k3.predict.types import EngineConfig, PredictError
 
 ASSUMPTIONS = {
     "baseline": "the estimator's convention: every decode op priced at batch x (drafts+1) rows, KV length = context",
@@ -73,7 +73,7 @@ def draft_block_forward(ops: list[PlannedOp], cfg: EngineConfig, batch: int) -> 
 
 
 def moe_kernel(ops: list[PlannedOp], cfg: EngineConfig) -> list[PlannedOp]:
-    k = settings()["moe_kernel"].get(cfg.engine)
+    k = settings()["moe_kernel"].get(cfg.engine) if cfg.model in settings()["moe_kernel_models"] else None
     if not k:
         return ops
     out = []
@@ -91,14 +91,14 @@ def moe_kernel(ops: list[PlannedOp], cfg: EngineConfig) -> list[PlannedOp]:
     return out
 
 
-def _all_heads(spec: dict, heads: int) -> None:
+def _all_heads(spec: dict, heads: int, qk_head_dim: int) -> None:
     """Set every head count of an attention op spec (and its fallback parts) to ``heads``."""
     k = kind(spec)
     f = spec[k]
     if k == "Fallback":
-        _all_heads(f["primary"], heads)
+        _all_heads(f["primary"], heads, qk_head_dim)
         for part in f.get("fallback", []):
-            _all_heads(part, heads)
+            _all_heads(part, heads, qk_head_dim)
         return
     if "num_heads" in f:
         f["num_heads"] = heads
@@ -106,7 +106,7 @@ def _all_heads(spec: dict, heads: int) -> None:
         f["n"] = heads
         f["n_kv"] = heads
     if k == "Gemm" and f.get("name", "").endswith("q_b_gemm"):
-        f["n"] = heads * settings()["mla"]["qk_head_dim"]
+        f["n"] = heads * qk_head_dim
 
 
 def _count(spec: dict) -> float:
@@ -119,20 +119,23 @@ def dcp(ops: list[PlannedOp], cfg: EngineConfig, batch: int) -> list[PlannedOp]:
     d = cfg.dcp
     if d <= 1:
         return ops
-    mla = settings()["mla"]
-    heads = mla["heads"]
+    if cfg.mla is None:
+        raise PredictError("spec.parallel.dcp", f"DCP {d} is modelled for multi-head latent attention only; "
+                           f"{cfg.model} has none in its config.json (no kv_lora_rank)",
+                           "predict without DCP (parallel.dcp 1)")
+    heads, kv_lora_rank, rope_dim, qk_head_dim = cfg.mla
     rows = batch * (cfg.drafts + 1)
     out: list[PlannedOp] = []
     layers = None
     for op in ops:
         if _is_target_attention(op):
             op = op.clone(s=math.ceil(op.s / d))
-            _all_heads(op.spec, heads)
+            _all_heads(op.spec, heads, qk_head_dim)
             layers = _count(op.spec)
             op.corrections.append("dcp")
         elif cfg.dcp_comm == "a2a" and kind(op.spec) == "Gemm" and op.name.endswith("mla_q_b_gemm"):
             op = op.clone()
-            fields(op.spec)["n"] = heads * mla["qk_head_dim"]          # replicated q projection
+            fields(op.spec)["n"] = heads * qk_head_dim                 # replicated q projection
             op.corrections.append("dcp")
         elif cfg.dcp_comm == "a2a" and kind(op.spec) == "MlaBmm" and fields(op.spec).get("is_pre"):
             op = op.clone()
@@ -141,8 +144,8 @@ def dcp(ops: list[PlannedOp], cfg: EngineConfig, batch: int) -> list[PlannedOp]:
         out.append(op)
     if layers is None:
         return out
-    out_elems = heads * (mla["kv_lora_rank"] + 2)                      # latent partial output + fp32 LSE per head
-    q_elems = heads * (mla["kv_lora_rank"] + mla["rope_dim"])
+    out_elems = heads * (kv_lora_rank + 2)                             # latent partial output + fp32 LSE per head
+    q_elems = heads * (kv_lora_rank + rope_dim)
     comm = [("dcp_q_all_gather", "all_gather", q_elems), ("dcp_out_reduce_scatter", "reduce_scatter", out_elems)] \
         if cfg.dcp_comm != "a2a" else [("dcp_out_all_to_all", "alltoall", out_elems)]
     for name, operation, elems in comm:

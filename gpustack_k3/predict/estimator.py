@@ -47,6 +47,9 @@ def category(spec: dict) -> str:
         return "draft"
     if k == "Moe":
         return "moe_weights"
+    if k == "Overlap":       # ops run concurrently (DeepSeek: routed MoE beside the shared expert): the MoE's bucket
+        parts = [kind(x) for g in ("group_a", "group_b") for x in fields(spec).get(g, [])]
+        return "moe_weights" if "Moe" in parts else "other"
     if k in COMM_KINDS:
         return "communication"
     if k == "Fallback":
@@ -95,3 +98,9 @@ class Estimator(Protocol):
 
     def price(self, cfg: EngineConfig, ops: list[PlannedOp]) -> list[OpCost]:
         """Each planned op priced (ms per step), with the estimator's source of the figure."""
+
+    def catalog_arch(self, model: str):
+        """A catalog model's figures (core.model_config.ModelArch) from the config the estimator has of it."""
+
+    def family(self, cfg: EngineConfig, arch) -> str:
+        """The estimator's model family of the model; NoData ("not modelled", naming it) when it has none."""

@@ -26,8 +26,24 @@ CTX_BUCKET = 2048          # decode steps are priced at the context rounded up t
 PREFIX_BUCKET = 2048
 
 
-def engine_config(r, role: str = "serve", instances: int = 1) -> EngineConfig:
-    """What the engine of one resolved (effective, single-engine) document runs."""
+def mla_geometry(arch) -> tuple[int, int, int, int] | None:
+    """(heads, kv_lora_rank, qk_rope_head_dim, q head dim) of a multi-head-latent-attention model, from its
+    config.json figures (core.model_config.ModelArch); None without MLA or without those figures."""
+    if arch is None or not arch.mla or None in (arch.heads, arch.qk_rope_head_dim, arch.qk_nope_head_dim):
+        return None
+    return (arch.heads, arch.kv_lora_rank, arch.qk_rope_head_dim, arch.qk_nope_head_dim + arch.qk_rope_head_dim)
+
+
+def role_arch(r, estimator: Estimator, arch=None):
+    """The model's figures: the user's config.json (``arch``), else the estimator's config of the catalog model."""
+    return arch if arch is not None else estimator.catalog_arch(r.spec.model.name)
+
+
+def engine_config(r, role: str = "serve", instances: int = 1, arch=None, model_config: str | None = None
+                  ) -> EngineConfig:
+    """What the engine of one resolved (effective, single-engine) document runs. ``arch``: the model's figures
+    (core.model_config.ModelArch); ``model_config``: the user's config.json the op graph is built from (None: the
+    estimator's config of the catalog model)."""
     spec = r.spec
     engine = r.engine.engine
     drafts = int(spec.speculative.numTokens or 0) if spec.speculative.method != "none" else 0
@@ -55,7 +71,8 @@ def engine_config(r, role: str = "serve", instances: int = 1) -> EngineConfig:
         long_prefill_threshold=int(lpt), dcp_comm=spec.parallel.dcpCommBackend or settings()["dcp_comm_default"][engine],
         custom_allreduce=custom_ar,
         static_verify=bool(r.trait("dspark_dcp_static_verify", False)) and r.dcp > 1 and drafts > 0,
-        role=role, instances=instances)
+        role=role, instances=instances,
+        model_config=model_config, mla=mla_geometry(arch))
 
 
 class Predictor:
@@ -130,7 +147,8 @@ class Predictor:
                    "tok_s": round(1000 * w.input_len / pf_ms, 0) if pf_ms else None,
                    "assumptions": priced[0][2].assumptions if priced else []}
         out: dict[str, Any] = {"role": cfg.role, "instances": cfg.instances, "engine": cfg.to_dict(),
-                               "decode": decode, "prefill": prefill}
+                               "decode": decode, "prefill": prefill,
+                               "band": band(cfg, w, step, [c for _, _, c in priced], steady_batch, measured_at_drafts)}
         assumptions = {n: corrections.ASSUMPTIONS[n] for n in step.assumptions + prefill["assumptions"]}
         if cfg.drafts:
             assumptions["acceptance"] = acceptance.ASSUMPTION
@@ -180,6 +198,40 @@ class Predictor:
             out["sample"] = {"input_len": dist([float(i) for i, _ in lengths]),
                              "output_len": dist([float(o) for _, o in lengths]), "seed": w.seed}
         return out
+
+
+def _shares(steps: list[StepBreakdown]) -> dict[str, float]:
+    total = sum(s.ms for s in steps)
+    out: dict[str, float] = {}
+    for s in steps:
+        for k, v in s.source_shares().items():
+            out[k] = out.get(k, 0.0) + v * s.ms
+    return {k: round(v / total, 4) if total else 0.0 for k, v in sorted(out.items())}
+
+
+def band(cfg: EngineConfig, w: Workload, step: StepBreakdown, chunks: list[StepBreakdown], batch: int,
+         measured_at_drafts: int | None) -> dict[str, Any]:
+    """How firm the point figures are: the share of the decode step's and the prefill's time priced from measured
+    table rows (``silicon``) against the estimator's empirical / speed-of-light models, and the spread of TPOT and
+    decode throughput over the acceptance range (a range given as LOW-HIGH; the point is its middle)."""
+    out: dict[str, Any] = {"decode_step_sources": step.source_shares(), "prefill_sources": _shares(chunks)}
+    out["decode_step_measured_share"] = out["decode_step_sources"].get("silicon", 0.0)
+    out["prefill_measured_share"] = out["prefill_sources"].get("silicon", 0.0)
+    if not cfg.drafts:
+        out["acceptance"] = {"spread": None, "why": "no speculative decoding: one token per step"}
+        return out
+    if w.acceptance_range is None:
+        out["acceptance"] = {"spread": None, "why": "a point acceptance figure: give LOW-HIGH for its spread"}
+        return out
+    kind = "length" if w.acceptance_length is not None else "rate"
+    tps = [acceptance.tokens_per_step(cfg.drafts, at_drafts=measured_at_drafts, **{kind: x})
+           for x in w.acceptance_range]
+    lo, hi = min(tps), max(tps)
+    out["acceptance"] = {"spread": {kind: list(w.acceptance_range), "tokens_per_step": [round(lo, 4), round(hi, 4)],
+                                    "tpot_ms": [round(step.ms / hi, 3), round(step.ms / lo, 3)],
+                                    "decode_tok_s": [round(1000 * lo * batch / step.ms, 1),
+                                                     round(1000 * hi * batch / step.ms, 1)]}}
+    return out
 
 
 def bounded_lengths(w: Workload, cfg: EngineConfig, tps: float) -> list[tuple[int, int]]:
@@ -243,28 +295,37 @@ def admission_cap(r, plan, w: Workload) -> int | None:
 
 
 def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_drafts: int | None = None,
-                     progress: Progress | None = None) -> dict:
-    """Every role of a deployment document predicted under the workload."""
+                     progress: Progress | None = None, arch=None) -> dict:
+    """Every role of a deployment document predicted under the workload. ``arch``: the model's figures from its
+    config.json (core.model_config.ModelArch), which also builds the op graph of a model the catalog lacks."""
     p = Predictor(estimator, progress)
     planned = []
     for view in role_views(doc):
-        r = resolve(view.document)
-        if not r.complete:
+        r = resolve(view.document, arch=arch)
+        if r.version is None or r.hardware is None or (r.model is None and arch is None):
             raise PredictError("spec", "the document names an engine version, model or GPU the catalog lacks",
-                               "run `gpustack-k3 validate` first")
+                               "run `gpustack-k3 validate` first; a model the catalog lacks needs its config.json "
+                               "(--model-config FILE, or a local model directory as spec.model.path)")
         max_len = int(r.value("scheduling.maxModelLen") or 0)
         if max_len and w.input.max + w.output.max > max_len:
             where = "--input-len-dist" if w.input.varies else "--output-len-dist" if w.output.varies else "--input-len"
             raise PredictError(where, f"{w.input.max:,} + {w.output.max:,} tokens exceed the max model length "
                                f"{max_len:,}", "shorten the request or raise scheduling.maxModelLen")
-        planned.append((r, engine_config(r, view.role.role, view.role.instances)))
+        model_arch = role_arch(r, estimator, arch)
+        cfg = engine_config(r, view.role.role, view.role.instances, model_arch, arch.source if arch else None)
+        family = estimator.family(cfg, model_arch)
+        planned.append((r, cfg, family, model_arch.source if model_arch is not None else None))
     given = "--acceptance-length" if w.acceptance_length is not None else \
         "--acceptance-rate" if w.acceptance_rate is not None else None
-    if given and not any(cfg.drafts for _, cfg in planned):
+    if given and not any(cfg.drafts for _, cfg, _, _ in planned):
         raise PredictError(given, "not applicable: the document runs no speculative decoding (spec.speculative)",
                            f"drop {given}, or predict a document with speculative decoding")
-    roles = [p.predict_role(cfg, w, admission_cap=admission_cap(r, plan_or_none(r), w),
-                            measured_at_drafts=measured_at_drafts) for r, cfg in planned]
+    roles = []
+    for r, cfg, family, source in planned:
+        role = p.predict_role(cfg, w, admission_cap=admission_cap(r, plan_or_none(r), w),
+                              measured_at_drafts=measured_at_drafts)
+        role["model"] = {"name": cfg.model, "family": family, "config": source}
+        roles.append(role)
     out = {"workload": w.to_dict(), "roles": roles}
     if len(roles) > 1:
         out["pd"] = pd_balance(roles, w)

@@ -120,6 +120,9 @@ class Workload:
     acceptance_length: float | None = None   # mean tokens committed per verify step
     acceptance_rate: float | None = None     # per-draft-token acceptance probability
     seed: int = 0                       # the sample of per-request lengths from a distribution
+    # the acceptance figure's range (LOW, HIGH) when one was given (of the kind given: length or rate); the point
+    # figure above is its middle
+    acceptance_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.input, int):
@@ -165,6 +168,8 @@ class Workload:
         out = {"input_len": self.input_len, "output_len": self.output_len, "concurrency": self.concurrency,
                "requests": self.total_requests, "rate": self.rate, "acceptance_length": self.acceptance_length,
                "acceptance_rate": self.acceptance_rate}
+        if self.acceptance_range is not None:
+            out["acceptance_range"] = list(self.acceptance_range)
         if self.varies:
             out.update({"input_len_dist": self.input.to_dict(), "output_len_dist": self.output.to_dict(),
                         "seed": self.seed})
@@ -192,6 +197,11 @@ class EngineConfig:
     static_verify: bool                  # DSpark + DCP: the full window verified every step (catalog trait)
     role: str = "serve"
     instances: int = 1
+    # the config.json the model's op graph is built from (None: the estimator's own config of the catalog model)
+    model_config: str | None = None
+    # MLA geometry the DCP correction reshapes (core.model_config.ModelArch): heads, kv_lora_rank, qk_rope_head_dim,
+    # q head dim (nope + rope); None: the model has no MLA
+    mla: tuple[int, int, int, int] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -227,6 +237,15 @@ class StepBreakdown:
         for o in self.ops:
             out[o.category] = out.get(o.category, 0.0) + o.ms
         return out
+
+    def source_shares(self) -> dict[str, float]:
+        """The share of the step time by where its figures come from (silicon: measured table rows; empirical /
+        sol: the estimator's model where it has no row)."""
+        total = self.ms
+        out: dict[str, float] = {}
+        for o in self.ops:
+            out[o.source] = out.get(o.source, 0.0) + o.ms
+        return {k: round(v / total, 4) if total else 0.0 for k, v in sorted(out.items())}
 
     def not_measured(self) -> list[dict[str, Any]]:
         return [{"op": o.name, "ms": round(o.ms, 4), "source": o.source} for o in self.ops if o.source != "silicon"]

@@ -8,9 +8,12 @@ from gpustack_k3.predict.types import EngineConfig, OpCost
 US = 1e-3   # ms per unit
 
 
+KIMI_MLA = (96, 512, 64, 192)   # Kimi-K3's config.json: heads, kv_lora_rank, qk_rope_head_dim, nope + rope
+
+
 def cfg(engine="vllm", dcp=1, drafts=7, custom=True, comm="ag_rs", tp=8, seqs=32, budget=32768, lpt=0):
     return EngineConfig(engine, "x", "b300", "kimi-k3", tp, dcp, 1, drafts, "dspark" if drafts else "none", "fp8",
-                        seqs, budget, lpt, comm, custom, engine == "sglang" and dcp > 1)
+                        seqs, budget, lpt, comm, custom, engine == "sglang" and dcp > 1, mla=KIMI_MLA)
 
 
 def graph() -> list[dict]:
@@ -37,6 +40,16 @@ class FakeEstimator:
 
     def graph(self, cfg, phase):
         return graph()
+
+    def catalog_arch(self, model):
+        from gpustack_k3.core.model_config import ModelArch
+
+        heads, kv_lora, rope, qk = KIMI_MLA
+        return ModelArch("fake", "KimiK3ForConditionalGeneration", heads=heads, kv_lora_rank=kv_lora,
+                         qk_rope_head_dim=rope, qk_nope_head_dim=qk - rope)
+
+    def family(self, cfg, arch):
+        return "FAKE"
 
     def price(self, cfg, ops: list[PlannedOp]) -> list[OpCost]:
         self.calls += 1

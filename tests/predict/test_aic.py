@@ -72,5 +72,8 @@ def test_no_data_is_said_not_substituted(est):
                                           "dtype": "half", "operation": "all_gather", "seq_split": 1}},
                                 "generation", 1, 1, "vllm")])
     assert "h200" in e.value.message
-    with pytest.raises(NoData):
-        est.model_path("deepseek-v4.1-flash")
+    c = cfg()
+    c.model = "deepseek-v4.1-flash"       # a catalog model without a config the estimator has, none given
+    with pytest.raises(NoData) as e:
+        est.model_path(c)
+    assert "--model-config" in e.value.message
