@@ -361,3 +361,41 @@ def test_a_role_may_repeat_the_shared_nvlink_but_not_contradict_it():
         assert exc.where.endswith(".placement.nvlink")
     else:
         raise AssertionError("every role saying nvlink none while the layout uses a ComputeDomain must not render")
+
+
+# ---------------------------------------------------------------- minors: argv.json, secretEnv keys, no roles
+
+def test_argv_json_names_secret_env_by_reference():
+    from gpustack_k3.render.argv import argv_document
+    from tests.render.conftest import launch_of
+
+    out = argv_document(launch_of(readme_example()))
+    assert out["secret_env"] == [{"name": "HF_TOKEN", "secret": "hub", "key": "token"}]
+    assert "HF_TOKEN" not in out["env"]
+
+
+def test_secret_env_keys_kubernetes_refuses_are_unusable_input():
+    import pydantic
+
+    from gpustack_k3.api.v1alpha1.spec import SecretEnv
+
+    for key in ("token", "a.b_c-1", "." + "x", "A" * 253):
+        SecretEnv(name="T", secretName="hub", key=key)
+    for key in ("", "has space", "a/b", ".", "..", "..x", "A" * 254):
+        try:
+            SecretEnv(name="T", secretName="hub", key=key)
+        except pydantic.ValidationError:
+            pass
+        else:
+            raise AssertionError(f"secretEnv key {key!r} passes but Kubernetes refuses it")
+
+
+def test_disaggregation_routing_network_without_roles_are_refused_naming_the_field():
+    from gpustack_k3.core.rules import validate
+
+    d = preset_data("vllm-fixed")
+    d["spec"]["disaggregation"] = {"connector": "NixlConnector"}
+    d["spec"]["routing"] = {"target": "vllm-router"}
+    d["spec"]["network"] = {"ucx": {"transports": "rc"}}
+    found = {f.field for f in validate(doc_of(d)) if f.rule == "topology-fields-need-roles"}
+    assert found == {"spec.disaggregation", "spec.routing", "spec.network"}

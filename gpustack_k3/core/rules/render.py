@@ -163,3 +163,30 @@ def check_k8s_name_length(t) -> Iterator[Hit]:
         elif not kn.DNS1035_LABEL.fullmatch(name):
             yield (field, f"{shown} = {name!r} names a Service, which must be a DNS-1035 label (a-z first)",
                    "begin the name with a letter")
+
+
+# ----------------------------------------------------------------------------- topology fields without roles
+
+_TOPOLOGY_ONLY = ("disaggregation", "routing", "network")
+
+
+@rule("topology-fields-need-roles", checked_by="product", family="topology", severity="error", engines=BOTH,
+      field="spec.disaggregation",
+      title="A topology field in a document without roles",
+      why="spec.disaggregation (the P/D KV transfer), spec.routing (the router or InferencePool in front of the "
+          "roles) and spec.network (RDMA and UCX between the pods of a topology) describe how roles work together; "
+          "a document without spec.roles is one engine, which no channel renders them for, so they would be "
+          "silently dropped.",
+      fix="Add spec.roles (prefill and decode for P/D), or remove the field.",
+      source="gpustack_k3/core/topology.py (document_topology: the P/D facts of a roleless document); "
+             "docs/design/002-topologies.md",
+      no_cel="a cross-section condition the operator's validate refuses before it renders")
+def check_topology_fields_need_roles(t) -> Iterator[Hit]:
+    if t.source != "document" or not t.roles or any(r.prefix != "spec" for r in t.roles):
+        return
+    spec = t.roles[0].resolved.doc.spec
+    for name in _TOPOLOGY_ONLY:
+        if getattr(spec, name) is not None:
+            yield (f"spec.{name}", f"spec.{name} is set but the document has no spec.roles: one engine, nothing to "
+                   f"{'hand KV between' if name == 'disaggregation' else 'route between' if name == 'routing' else 'connect'}",
+                   f"add spec.roles, or remove spec.{name}")
