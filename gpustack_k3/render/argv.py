@@ -1,7 +1,7 @@
 """argv target: the engine command as data (JSON) and as a copy-pasteable shell line.
 
-``argv_document`` is ``{"image", "command", "args", "env"}`` straight from the launch spec (argv is
-always a list). ``shell_command`` quotes every token with :func:`shlex.quote` and passes the
+``argv_document`` is ``{"image", "command", "args", "env", "secret_env"}`` straight from the launch spec (argv is
+always a list; ``secret_env`` names each secret variable's Secret and key, never its value). ``shell_command`` quotes every token with :func:`shlex.quote` and passes the
 environment through ``env K=V ... cmd``; secret env values are never printed: the line inherits them
 from the caller's environment and a comment names them.
 """
@@ -21,6 +21,8 @@ def argv_document(launch: LaunchSpec) -> dict:
         "command": list(launch.command),
         "args": list(launch.args),
         "env": dict(launch.env),
+        # secrets by reference only: where each value comes from, never the value (spec.secretEnv)
+        "secret_env": [{"name": s.name, "secret": s.secret_name, "key": s.secret_key} for s in launch.secret_env],
     }
 
 

@@ -18,15 +18,16 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.core.rack import RackLayout
+from gpustack_k3.render.k8s_names import derived_name
 
 
 def domain_name(name: str) -> str:
-    return f"{name}-nvlink"
+    return derived_name(name, "-nvlink")
 
 
 def claim_template_name(name: str) -> str:
     """The ResourceClaimTemplate the DRA driver creates for the domain's channel (spec.channel.resourceClaimTemplate)."""
-    return f"{name}-nvlink-channel"
+    return derived_name(name, "-nvlink-channel")
 
 
 def compute_domain(name: str, ns: str, labels: dict[str, str]) -> dict:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
+from gpustack_k3.render.k8s_names import derived_name, object_problems
 from gpustack_k3.render.templates import RenderError, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -185,7 +186,7 @@ def _workload(launch: LaunchSpec, doc: DeploymentDocument | None, namespace: str
     annotations = {f"checkov.io/skip{numbered[c]}": f"{c}={CHECKOV_SKIPS[c]}" for c in skips}
     spec: dict[str, Any] = {"replicas": 1, "revisionHistoryLimit": 3}
     if kind == "StatefulSet":
-        spec.update({"serviceName": f"{launch.name}-headless", "podManagementPolicy": "OrderedReady",
+        spec.update({"serviceName": headless_name(launch), "podManagementPolicy": "OrderedReady",
                      "updateStrategy": {"type": "RollingUpdate"},
                      "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"}})
     else:
@@ -248,12 +249,69 @@ def render_kubernetes(launch: LaunchSpec, doc: DeploymentDocument | None = None,
     network_policy = bool(doc is not None and doc.spec.serving.networkPolicy)
     objs = [_service(launch, launch.name, ns)]
     if kind == "StatefulSet":
-        objs.append(_service(launch, f"{launch.name}-headless", ns, headless=True))
+        objs.append(_service(launch, headless_name(launch), ns, headless=True))
     if network_policy:
         objs.append(_network_policy(launch, ns))
     objs.append(_workload(launch, doc, ns, kind, network_policy))
     _check_consistency(launch, objs)
+    carry_metadata(objs, doc)
+    check_names(objs)
     return objs
+
+
+# annotation domains the cluster's own tools write on the resource (kubectl's last-applied-configuration, ...):
+# they describe that resource, not its objects, so they are not copied
+SYSTEM_ANNOTATION_DOMAINS = ("kubernetes.io", "k8s.io")
+
+
+def carry_metadata(objs: list[dict], doc: DeploymentDocument | None) -> None:
+    """The document's ``metadata.labels`` on every object and pod template, and its ``metadata.annotations`` on
+    every object (not those of the ``kubernetes.io``/``k8s.io`` domains), the product's own keys winning a clash."""
+    if doc is None:
+        return
+    user_labels = dict(doc.metadata.labels)
+    user_ann = {k: v for k, v in doc.metadata.annotations.items()
+                if not any(k.partition("/")[0] == d or k.partition("/")[0].endswith("." + d)
+                           for d in SYSTEM_ANNOTATION_DOMAINS)}
+    if not user_labels and not user_ann:
+        return
+    for o in objs:
+        md = o.setdefault("metadata", {})
+        if user_labels:
+            md["labels"] = {**user_labels, **(md.get("labels") or {})}
+        if user_ann:
+            md["annotations"] = {**user_ann, **(md.get("annotations") or {})}
+        if user_labels:
+            for tmd in _template_metas(o):
+                tmd["labels"] = {**user_labels, **(tmd.get("labels") or {})}
+
+
+def _template_metas(o: dict) -> list[dict]:
+    """The metadata of every pod template inside an object (workload, LWS, DisaggregatedSet roles)."""
+    spec = o.get("spec") or {}
+    specs = [spec, *(r.get("spec") or {} for r in spec.get("roles") or [] if isinstance(r, dict))]
+    out = []
+    for s in specs:
+        if isinstance(s.get("template"), dict):
+            out.append(s["template"].setdefault("metadata", {}))
+        lwt = s.get("leaderWorkerTemplate") or {}
+        out += [lwt[k].setdefault("metadata", {}) for k in ("leaderTemplate", "workerTemplate") if k in lwt]
+    return out
+
+
+def headless_name(launch: LaunchSpec) -> str:
+    """The StatefulSet's governing Service (a name the user did not choose: shortened with a hash if too long)."""
+    return derived_name(launch.name, "-headless")
+
+
+def check_names(objs: list[dict]) -> None:
+    """Every name, label and annotation within Kubernetes' own limits (render/k8s_names.py), else RenderError:
+    nothing the API server refuses is printed or applied. ``validate`` (rule k8s-name-length) names the field
+    first; this is the check of what was actually rendered."""
+    problems = object_problems(objs)
+    if problems:
+        raise RenderError("metadata.name", "Kubernetes would refuse: " + "; ".join(problems),
+                          "shorten metadata.name (or the role's name); `gpustack-k3 explain k8s-name-length`")
 
 
 def _check_consistency(launch: LaunchSpec, objs: list[dict]) -> None:

@@ -47,12 +47,14 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_topology_launch
-from gpustack_k3.core.rack import RackLayout, document_layout
+from gpustack_k3.core.rack import RackLayout, document_layout, rack_layout
 from gpustack_k3.core.topology import effective_document
 from gpustack_k3.render import computedomain as cd
 from gpustack_k3.render import kubernetes as k8s
 from gpustack_k3.render import router as routing
+from gpustack_k3.render.k8s_names import derived_name
 from gpustack_k3.render.templates import RenderError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,18 +142,24 @@ def role_placement(doc: DeploymentDocument | None, role: RoleLaunch) -> Any:
     """The role's placement: the shared ``spec.placement`` with the role's ``placement`` merged over it field by field
     (core/topology.py ``effective_document``, the same merge every other section gets). The NVLink domain and the rack
     policy are the deployment's (one ComputeDomain for all roles: docs/design/004-rack-scale.md), so a role that sets
-    them is refused here, naming the field, rather than ignored."""
+    them differently from ``spec.placement`` is refused here, naming the field, rather than ignored (rule
+    rack-nvlink-deployment-wide refuses roles that disagree with each other)."""
     if doc is None:
         return None
     spec_role = next((r for r in doc.spec.roles if r.name == role.role), None)
     if spec_role is None or spec_role.placement is None:
         return doc.spec.placement
+    merged = effective_document(doc, spec_role).spec.placement
+    shared = document_layout(doc)
+    mine = rack_layout(merged, load_catalog().hardware.get(doc.spec.hardware.gpuType), shared.roles)
     for name in ("nvlink", "rack"):
-        if name in spec_role.placement.model_fields_set:
+        if name in spec_role.placement.model_fields_set and (
+                (mine.compute_domain, mine.policy, mine.topology_key, mine.racks)
+                != (shared.compute_domain, shared.policy, shared.topology_key, shared.racks)):
             raise RenderError(f"{role.field_prefix}.placement.{name}",
-                              f"the NVLink domain and rack policy are the deployment's, not a role's (one "
-                              f"ComputeDomain serves every role)", f"set spec.placement.{name} instead")
-    return effective_document(doc, spec_role).spec.placement
+                              "the NVLink domain and rack policy are the deployment's, not a role's (one "
+                              "ComputeDomain serves every role)", f"set spec.placement.{name} instead")
+    return merged
 
 
 def lws_spec(topo: TopologyLaunch, role: RoleLaunch, doc: DeploymentDocument | None, ns: str,
@@ -189,7 +197,7 @@ def _service(name: str, ns: str, labels: dict[str, str], selector: dict[str, str
 
 
 def role_service_name(topo: TopologyLaunch, role: RoleLaunch) -> str:
-    return f"{role.leader.name}-api"
+    return derived_name(role.leader.name, "-api")
 
 
 def _role_service(topo: TopologyLaunch, role: RoleLaunch, ns: str) -> dict:
@@ -245,6 +253,8 @@ def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None,
                      "spec": {"roles": [{"name": r.role, "metadata": _ds_role_metadata(topo, r, a),
                                          "spec": spec} for r, spec, a in sets]}})
     _check_consistency(topo, objs)
+    k8s.carry_metadata(objs, doc)
+    k8s.check_names(objs)
     return objs
 
 

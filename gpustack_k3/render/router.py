@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.render import kubernetes as k8s
+from gpustack_k3.render.k8s_names import derived_name
 from gpustack_k3.render.templates import RenderError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +63,7 @@ def _pod_security() -> dict:
 
 
 def instance_service_name(topo: TopologyLaunch, role: RoleLaunch, group: int) -> str:
-    return f"{role.leader.name}-{group}"
+    return derived_name(role.leader.name, f"-{group}")
 
 
 def instance_services(topo: TopologyLaunch, role: RoleLaunch, ns: str, labels: dict[str, str],
@@ -132,7 +133,7 @@ def _router_deployment(topo: TopologyLaunch, ns: str, labels: dict[str, str], im
                    for i, c in enumerate(("CKV_K8S_11", "CKV_K8S_13", "CKV_K8S_43", "CKV2_K8S_6"), 1)}
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": f"{topo.name}-router", "namespace": ns, "labels": labels, "annotations": annotations},
+        "metadata": {"name": derived_name(topo.name, "-router"), "namespace": ns, "labels": labels, "annotations": annotations},
         "spec": {"replicas": 1, "revisionHistoryLimit": 3, "selector": {"matchLabels": selector},
                  "template": {"metadata": {"labels": labels}, "spec": {
                      "automountServiceAccountToken": False, "enableServiceLinks": False,
@@ -223,7 +224,7 @@ def inference_pool(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, ima
         raise RenderError("spec.routing.target", "the v1.6.0 endpoint picker has no prefill/decode scheduling",
                           "use routing.target vllm-router with prefill/decode roles")
     ports = sorted({r.leader.port for r in topo.roles})
-    epp = f"{topo.name}-epp"
+    epp = derived_name(topo.name, "-epp")
     epp_labels = {**labels, api.LABEL_APP_COMPONENT: "endpoint-picker"}
     selector = {api.LABEL_APP_INSTANCE: topo.name, api.LABEL_APP_COMPONENT: "endpoint-picker"}
     pool = {"apiVersion": api.INFERENCE_POOL_API_VERSION, "kind": api.INFERENCE_POOL_KIND,

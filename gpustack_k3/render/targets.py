@@ -21,7 +21,12 @@ from gpustack_k3.core.findings import has_errors, sort_findings
 from gpustack_k3.core.launch import Refused, build_launch, build_topology_launch
 from gpustack_k3.render import docker, gpustack
 from gpustack_k3.render import gpustack as gpustack_target
-from gpustack_k3.render.argv import argv_document, shell_command, topology_argv_document, topology_shell
+from gpustack_k3.render.argv import (
+    argv_document,
+    shell_command,
+    topology_argv_document,
+    topology_shell,
+)
 from gpustack_k3.render.checks import render_findings
 from gpustack_k3.render.docker import docker_run_line, docker_run_params
 from gpustack_k3.render.gpustack import model_source_for, render_gpustack

@@ -106,7 +106,7 @@ def test_cli_argv_json_shape():
     res = CliRunner().invoke(render, ["--preset", "vllm-seed", "--target", "argv", "--output", "json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert list(out) == ["image", "command", "args", "env"]
+    assert list(out) == ["image", "command", "args", "env", "secret_env"]
     assert out["image"] == "vllm/vllm-openai:kimi-k3"
     assert all(isinstance(a, str) for a in out["command"] + out["args"])
 
@@ -206,7 +206,8 @@ def test_cli_shell_output_of_a_hostile_spec(tmp_path):
     d["spec"]["env"]["EVIL"] = evil
     d["spec"]["vllm"]["attentionConfig"]["note"] = evil
     d["spec"]["speculative"]["draftModel"] = f"/models/{evil}"
-    d["spec"]["secretEnv"] = [{"name": "HF_TOKEN", "secretName": "hub", "key": f"k\n$(touch {tmp_path}/PWNED)"}]
+    # a Secret key is refused unless Kubernetes accepts it (spec.py SecretEnv.key), so no newline reaches the comment
+    d["spec"]["secretEnv"] = [{"name": "HF_TOKEN", "secretName": "hub", "key": "hf.token"}]
     spec = tmp_path / "evil.yaml"
     spec.write_text(yaml.safe_dump(d, sort_keys=False))
     res = CliRunner().invoke(render, [str(spec), "--target", "argv", "--output", "shell"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -28,7 +27,7 @@ def readme_example() -> dict:
     """The first document of the README's "The deployment spec" section, as a user copies it."""
     text = (REPO / "README.md").read_text()
     section = text.split("## The deployment spec", 1)[1]
-    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    block = re.search(r"```yaml\n(.*?)```", section, re.DOTALL).group(1)
     return yaml.safe_load(block)
 
 
@@ -211,3 +210,192 @@ def test_render_topology_targets_passes_the_gpustack_options():
                                                 gpustack={"worker": "node-7", "cluster": "c2"})
     assert not refused
     assert "node-7" in files["gpustack"]["model.json"] and "c2" in files["gpustack"]["import.yaml"]
+
+
+# ---------------------------------------------------------------- item 4: Kubernetes' own name limits
+
+def _name_findings(data):
+    from gpustack_k3.core.rules import validate
+
+    return [f for f in validate(doc_of(data)) if f.rule == "k8s-name-length"]
+
+
+def test_validate_names_the_role_whose_lws_name_kubernetes_refuses():
+    d = preset_data("kimi-k3-b300-1p1d")
+    d["metadata"]["name"] = "k" * 53                       # the schema's maximum
+    found = _name_findings(d)
+    assert {f.field for f in found} == {"spec.roles[0].name", "spec.roles[1].name"}
+    assert all(f.severity == "error" and "at most 52" in f.message for f in found)
+
+
+def test_validate_counts_the_group_suffix_of_multi_pod_roles():
+    d = preset_data("dsv41-flash-gb300-8p1d")
+    decode = next(i for i, r in enumerate(d["spec"]["roles"]) if r.get("podsPerInstance", 1) > 1)
+    name = d["spec"]["roles"][decode]["name"] = "decodewide"     # the longest role name
+    d["metadata"]["name"] = "d" * (52 - 1 - len(name))   # <name>-<role> = 52: fits a leader set, not <lws>-0
+    assert [f.field for f in _name_findings(d)] == [f"spec.roles[{decode}].name"]
+    d["metadata"]["name"] = "d" * (52 - 3 - len(name))
+    assert _name_findings(d) == []
+
+
+def test_validate_refuses_a_statefulset_name_past_52_and_a_service_name_beginning_with_a_digit():
+    d = preset_data("vllm-fixed")
+    d["metadata"]["name"] = "s" * 53
+    assert _name_findings(d) == []                         # a Deployment: 53 is fine
+    d["spec"]["storage"] = {"model": {"kind": "pvc", "source": "m"}, "cache": {"kind": "pvc", "sizeGiB": 10}}
+    (f,) = _name_findings(d)
+    assert f.field == "metadata.name" and "StatefulSet" in f.message
+    d = preset_data("vllm-fixed")
+    d["metadata"]["name"] = "1k3"
+    (f,) = _name_findings(d)
+    assert f.field == "metadata.name" and "DNS-1035" in f.message
+
+
+def test_the_longest_accepted_names_render_objects_kubernetes_accepts():
+    from gpustack_k3.render.k8s_names import object_problems
+    from gpustack_k3.render.lws import render_document
+
+    for preset in ("kimi-k3-b300-1p1d", "dsv41-flash-gb300-8p1d"):
+        d = preset_data(preset)
+        longest = max(len(r["name"]) for r in d["spec"]["roles"])
+        d["metadata"]["name"] = "n" * (52 - 5 - longest)
+        assert _name_findings(d) == []
+        for form in ("leaderworkerset", "disaggregatedset"):
+            objs = render_document(doc_of(d), form=form, validate=False)
+            assert object_problems(objs) == []
+
+
+def test_every_preset_renders_within_kubernetes_limits():
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.render.k8s_names import object_problems
+    from gpustack_k3.render.kubernetes import render_kubernetes
+    from gpustack_k3.render.lws import render_document
+    from gpustack_k3.render.targets import prepare
+
+    for name, p in load_catalog().presets.items():
+        doc = doc_of(p.document)
+        objs = render_document(doc, validate=False) if doc.spec.roles else render_kubernetes(prepare(doc)[0], doc)
+        assert object_problems(objs) == [], name
+
+
+def test_object_problems_sees_what_the_api_server_refuses():
+    from gpustack_k3.render.k8s_names import object_problems
+
+    ok = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a" * 63, "labels": {"x": "y"}}, "spec": {}}
+    assert object_problems([ok]) == []
+    bad = [
+        {"kind": "Service", "metadata": {"name": "a" * 64}},
+        {"kind": "Service", "metadata": {"name": "1abc"}},
+        {"kind": "StatefulSet", "metadata": {"name": "s" * 53}},
+        {"kind": "Deployment", "metadata": {"name": "d", "labels": {"app.kubernetes.io/instance": "v" * 64}}},
+        {"kind": "Deployment", "metadata": {"name": "d"}, "spec": {"template": {"metadata": {"labels": {"k": "-x"}}}}},
+        {"kind": "Deployment", "metadata": {"name": "d", "annotations": {"a" * 64: "v"}}},
+        {"kind": "Deployment", "metadata": {"name": "d", "annotations": {"a": "v" * (256 * 1024)}}},
+        {"kind": "LeaderWorkerSet", "metadata": {"name": "l"}, "spec": {"leaderWorkerTemplate": {
+            "workerTemplate": {"metadata": {"labels": {"k": "v" * 64}}}}}},
+    ]
+    for o in bad:
+        assert object_problems([o]), o
+
+
+def test_derived_names_get_a_stable_hash_suffix_only_past_the_limit():
+    from gpustack_k3.render.k8s_names import derived_name
+
+    assert derived_name("kimi", "-api") == "kimi-api"
+    long_a, long_b = "a" * 60 + "-prefill", "a" * 60 + "-prefilm"
+    na, nb = derived_name(long_a, "-api"), derived_name(long_b, "-api")
+    assert len(na) == 63 and na.endswith("-api") and na == derived_name(long_a, "-api") and na != nb
+
+
+def test_a_render_past_the_limits_is_refused_not_printed():
+    from gpustack_k3.render.kubernetes import render_kubernetes
+    from gpustack_k3.render.targets import prepare
+    from gpustack_k3.render.templates import RenderError
+
+    d = preset_data("vllm-fixed")
+    d["metadata"]["labels"] = {"team": "x"}
+    launch, _ = prepare(doc_of(d))
+    import dataclasses
+
+    try:
+        render_kubernetes(dataclasses.replace(launch, name="x" * 70), doc_of(d))
+    except RenderError as exc:
+        assert "Kubernetes would refuse" in exc.message
+    else:
+        raise AssertionError("a 70-character Service name must not render")
+
+
+# ---------------------------------------------------------------- metadata.labels / annotations are carried
+
+def test_document_labels_and_annotations_reach_every_object():
+    from gpustack_k3.render.kubernetes import render_kubernetes
+    from gpustack_k3.render.lws import render_document
+    from gpustack_k3.render.targets import prepare
+
+    for preset in ("vllm-fixed", "kimi-k3-b300-1p1d"):
+        d = preset_data(preset)
+        d["metadata"]["labels"] = {"team": "inference"}
+        d["metadata"]["annotations"] = {"example.com/owner": "me",
+                                        "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+        doc = doc_of(d)
+        objs = render_document(doc, validate=False) if doc.spec.roles else render_kubernetes(prepare(doc)[0], doc)
+        for o in objs:
+            assert o["metadata"]["labels"]["team"] == "inference", o["kind"]
+            assert o["metadata"]["annotations"]["example.com/owner"] == "me"
+            assert "kubectl.kubernetes.io/last-applied-configuration" not in o["metadata"]["annotations"]
+
+
+def test_a_role_may_repeat_the_shared_nvlink_but_not_contradict_it():
+    from gpustack_k3.render.lws import render_document
+    from gpustack_k3.render.templates import RenderError
+
+    d = preset_data("dsv41-flash-gb300-8p1d")
+    for r in d["spec"]["roles"]:
+        r["placement"] = {"nvlink": "computeDomain"}
+    render_document(doc_of(d), validate=False)
+    for r in d["spec"]["roles"]:
+        r["placement"] = {"nvlink": "none"}
+    try:
+        render_document(doc_of(d), validate=False)
+    except RenderError as exc:
+        assert exc.where.endswith(".placement.nvlink")
+    else:
+        raise AssertionError("every role saying nvlink none while the layout uses a ComputeDomain must not render")
+
+
+# ---------------------------------------------------------------- minors: argv.json, secretEnv keys, no roles
+
+def test_argv_json_names_secret_env_by_reference():
+    from gpustack_k3.render.argv import argv_document
+    from tests.render.conftest import launch_of
+
+    out = argv_document(launch_of(readme_example()))
+    assert out["secret_env"] == [{"name": "HF_TOKEN", "secret": "hub", "key": "token"}]
+    assert "HF_TOKEN" not in out["env"]
+
+
+def test_secret_env_keys_kubernetes_refuses_are_unusable_input():
+    import pydantic
+
+    from gpustack_k3.api.v1alpha1.spec import SecretEnv
+
+    for key in ("token", "a.b_c-1", "." + "x", "A" * 253):
+        SecretEnv(name="T", secretName="hub", key=key)
+    for key in ("", "has space", "a/b", ".", "..", "..x", "A" * 254):
+        try:
+            SecretEnv(name="T", secretName="hub", key=key)
+        except pydantic.ValidationError:
+            pass
+        else:
+            raise AssertionError(f"secretEnv key {key!r} passes but Kubernetes refuses it")
+
+
+def test_disaggregation_routing_network_without_roles_are_refused_naming_the_field():
+    from gpustack_k3.core.rules import validate
+
+    d = preset_data("vllm-fixed")
+    d["spec"]["disaggregation"] = {"connector": "NixlConnector"}
+    d["spec"]["routing"] = {"target": "vllm-router"}
+    d["spec"]["network"] = {"ucx": {"transports": "rc"}}
+    found = {f.field for f in validate(doc_of(d)) if f.rule == "topology-fields-need-roles"}
+    assert found == {"spec.disaggregation", "spec.routing", "spec.network"}

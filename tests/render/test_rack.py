@@ -281,3 +281,21 @@ RACK_CASES = {
     "rack-nixl-port-range": (_case(DSV, _put("disaggregation.sideChannelPort", 65530)), _case(DSV)),
     "rack-routing-target": (_case(DSV, _put("routing", {"target": "inferencePool"})), _case(DSV)),
 }
+
+
+def _long_name(n: int):
+    def fn(d: dict) -> None:
+        d["metadata"]["name"] = "k" * n
+    return fn
+
+
+# rule k8s-name-length (core/rules/render.py, a topology-family check of every role's Kubernetes names): its cases
+# join the topology rules' table here, beside the other rules whose objects the Kubernetes render builds
+RACK_CASES["k8s-name-length"] = (_case(KIMI, _long_name(53)), _case(KIMI, _long_name(52 - 1 - len("prefill"))))
+
+
+def _single_with_disaggregation(d: dict) -> None:
+    d["spec"]["disaggregation"] = {"connector": "NixlConnector"}
+
+
+RACK_CASES["topology-fields-need-roles"] = (_case("vllm-fixed", _single_with_disaggregation), _case("vllm-fixed"))

@@ -202,7 +202,16 @@ class SglangOptions(_Strict):
 class SecretEnv(_Strict):
     name: str = Field(pattern=ENV_NAME)
     secretName: str = Field(pattern=DNS_LABEL)
-    key: str
+    # a Secret's data key (k8s.io/apimachinery pkg/util/validation/validation.go IsConfigMapKey: at most 253 of
+    # -._a-zA-Z0-9, not "." or "..", not starting with "..")
+    key: str = Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253, description="Key in the Secret's data.")
+
+    @field_validator("key")
+    @classmethod
+    def _key_not_dots(cls, v: str) -> str:
+        if v in (".", "..") or v.startswith(".."):
+            raise ValueError("a Secret key must not be '.' or '..' nor start with '..' (IsConfigMapKey)")
+        return v
 
 
 class VolumeSource(_Strict):

@@ -111,3 +111,82 @@ def check_render_hostpath_cache_owner(launch, target):
             yield (f"{field}.source",
                    f"the pod runs as uid/gid 10001; fsGroup does not change hostPath ownership, so {v.source} must be "
                    "writable by 10001 on every GPU node", f"on each node: install -d -o 10001 -g 10001 {v.source}")
+
+
+# ----------------------------------------------------------------------------- Kubernetes' own name limits
+
+def _role_workload_name(t_role) -> tuple[str, int, str]:
+    """(name, longest allowed, what) of the workload one role of a document becomes on Kubernetes."""
+    from gpustack_k3.render import k8s_names as kn
+
+    doc = t_role.resolved.doc
+    name = doc.metadata.name
+    if t_role.prefix == "spec":    # a roleless document: a Deployment, or a StatefulSet for a per-pod claim
+        storage = doc.spec.storage
+        per_pod_claim = any(v.kind == "pvc" and not v.source for v in (storage.model, storage.cache))
+        if per_pod_claim:
+            return name, kn.STATEFULSET_NAME_MAX, "StatefulSet (its pods' controller-revision-hash label)"
+        return name, kn.LABEL_VALUE_MAX, "Service and the app.kubernetes.io/instance label"
+    return (name, kn.lws_name_max(t_role.instances, t_role.pods),
+            f"LeaderWorkerSet (its StatefulSets{' <lws>-<group>' if t_role.pods > 1 else ''} and their "
+            "controller-revision-hash labels)")
+
+
+@rule("k8s-name-length", checked_by="product", family="topology", severity="error", engines=BOTH,
+      field="metadata.name",
+      title="A name Kubernetes refuses",
+      why="The deployment's name (and with roles, <name>-<role>) becomes the names and labels of the Kubernetes "
+          "objects: a Service name is a DNS-1035 label of at most 63 characters, a label value at most 63, and a "
+          "StatefulSet's pods carry <statefulset>-<10-character hash> as a label, so a StatefulSet (and a "
+          "LeaderWorkerSet, whose leaders are one and whose worker groups are <lws>-<group>) is named in at most 52 "
+          "characters less its group suffix. The API server (or the controller, at pod creation) refuses longer "
+          "ones, after the apply has started.",
+      fix="Shorten metadata.name (or the role's name) to the length the message names; begin it with a letter.",
+      source="k8s.io/apimachinery pkg/util/validation/validation.go (DNS1035LabelMaxLength, LabelValueMaxLength); "
+             "k8s.io/kubernetes pkg/controller/history/controller_history.go (ControllerRevisionName); "
+             "kubernetes-sigs/lws pkg/controllers/pod_controller.go@v0.10.0 (worker StatefulSet <lws>-<group>); "
+             "gpustack_k3/render/k8s_names.py",
+      no_cel="the limit depends on the storage (StatefulSet or Deployment) and on each role's instances and pods; "
+             "validate checks it and the operator's render refuses the object before it is applied")
+def check_k8s_name_length(t) -> Iterator[Hit]:
+    from gpustack_k3.render import k8s_names as kn
+
+    if t.source != "document":
+        return
+    for r in t.roles:
+        name, limit, what = _role_workload_name(r)
+        field = "metadata.name" if r.prefix == "spec" else f"{r.prefix}.name"
+        shown = "metadata.name" if r.prefix == "spec" else f"<metadata.name>-<{r.prefix}.name>"
+        if len(name) > limit:
+            yield (field, f"{shown} = {name!r} has {len(name)} characters; the {what} allows at most {limit}",
+                   f"shorten it by {len(name) - limit} character(s)")
+        elif not kn.DNS1035_LABEL.fullmatch(name):
+            yield (field, f"{shown} = {name!r} names a Service, which must be a DNS-1035 label (a-z first)",
+                   "begin the name with a letter")
+
+
+# ----------------------------------------------------------------------------- topology fields without roles
+
+_TOPOLOGY_ONLY = ("disaggregation", "routing", "network")
+
+
+@rule("topology-fields-need-roles", checked_by="product", family="topology", severity="error", engines=BOTH,
+      field="spec.disaggregation",
+      title="A topology field in a document without roles",
+      why="spec.disaggregation (the P/D KV transfer), spec.routing (the router or InferencePool in front of the "
+          "roles) and spec.network (RDMA and UCX between the pods of a topology) describe how roles work together; "
+          "a document without spec.roles is one engine, which no channel renders them for, so they would be "
+          "silently dropped.",
+      fix="Add spec.roles (prefill and decode for P/D), or remove the field.",
+      source="gpustack_k3/core/topology.py (document_topology: the P/D facts of a roleless document); "
+             "docs/design/002-topologies.md",
+      no_cel="a cross-section condition the operator's validate refuses before it renders")
+def check_topology_fields_need_roles(t) -> Iterator[Hit]:
+    if t.source != "document" or not t.roles or any(r.prefix != "spec" for r in t.roles):
+        return
+    spec = t.roles[0].resolved.doc.spec
+    for name in _TOPOLOGY_ONLY:
+        if getattr(spec, name) is not None:
+            yield (f"spec.{name}", f"spec.{name} is set but the document has no spec.roles: one engine, nothing to "
+                   f"{'hand KV between' if name == 'disaggregation' else 'route between' if name == 'routing' else 'connect'}",
+                   f"add spec.roles, or remove spec.{name}")
