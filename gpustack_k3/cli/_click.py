@@ -1,15 +1,8 @@
 """The click command and group classes every gpustack-k3 command uses (``cls=``): click's own, through its public
-API only. A group's subcommands and subgroups are of these classes too (``command_class``/``group_class``), so a
-behaviour every command must share has one place to go."""
+API only, defined in cli/main.py beside the one handler that ends every command (a group's subcommands and subgroups
+are of these classes too, so a behaviour every command must share has one place to go)."""
 from __future__ import annotations
 
-import click
+from gpustack_k3.cli.main import Command, Group
 
-
-class Command(click.Command):
-    pass
-
-
-class Group(click.Group):
-    command_class = Command
-    group_class = type      # a subgroup is of this group's class
+__all__ = ["Command", "Group"]

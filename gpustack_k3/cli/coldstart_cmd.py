@@ -1,18 +1,19 @@
 """CLI: ``coldstart LOG|- [--spec FILE | --preset N]`` (phase timeline, engine memory figures, plan check)
 and ``doctor LOG|-`` (known problems in a log).
 
-Exit codes: 0 ok; 1 status failed (coldstart), an error finding (doctor) or a refused spec; 2 unusable input.
-The lead registers ``coldstart`` and ``doctor`` on the main group.
+Exit codes: 0 ok; 1 status failed (coldstart), an error finding (doctor) or a refused spec; 2 unusable input
+(no such log, a binary or empty one, a log without a line of either engine: both commands alike).
 """
 from __future__ import annotations
 
-import sys
+import sys   # stdin.buffer
 from typing import BinaryIO
 
 import click
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, EXIT_REFUSED, MIB
 from gpustack_k3.cli._click import Command
+from gpustack_k3.errors import InputError, Refused
 
 CHUNK = MIB
 
@@ -23,23 +24,19 @@ def _open(path: str) -> BinaryIO:
     try:
         return open(path, "rb")
     except FileNotFoundError:
-        sys.exit(_bad(f"LOG: no such file {path!r}; give a log file path or '-' for stdin"))
+        raise _bad(f"LOG: no such file {path!r}; give a log file path or '-' for stdin")
     except IsADirectoryError:
-        sys.exit(_bad(f"LOG: {path!r} is a directory; give a log file path or '-' for stdin"))
+        raise _bad(f"LOG: {path!r} is a directory; give a log file path or '-' for stdin")
     except PermissionError:
-        sys.exit(_bad(f"LOG: cannot read {path!r} (permission denied)"))
+        raise _bad(f"LOG: cannot read {path!r} (permission denied)")
     except OSError as exc:
-        sys.exit(_bad(f"LOG: cannot read {path!r}: {exc.strerror or exc}"))
+        raise _bad(f"LOG: cannot read {path!r}: {exc.strerror or exc}")
 
 
-def _bad(msg: str) -> int:
-    from gpustack_k3.cli.common import EXIT_INPUT, emit_error, error_object
-
-    click.echo(f"error: {msg}", err=True)
+def _bad(msg: str) -> InputError:
+    """Unusable input (exit 2): ``WHERE: message`` when the message starts with a one-word place."""
     where, sep, rest = msg.partition(": ")
-    emit_error(error_object(EXIT_INPUT, rest if sep and " " not in where else msg,
-                            where=where if sep and " " not in where else None))
-    return EXIT_INPUT
+    return InputError(where, rest) if sep and " " not in where else InputError("", msg)
 
 
 def _track(path: str, engine: str | None, year: int | None):
@@ -53,7 +50,7 @@ def _track(path: str, engine: str | None, year: int | None):
             try:
                 chunk = f.read(CHUNK)
             except OSError as exc:
-                sys.exit(_bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}"))
+                raise _bad(f"LOG: read failed for {path!r}: {exc.strerror or exc}")
             if not chunk:
                 break
             tracker.feed(chunk)
@@ -66,15 +63,15 @@ def _track(path: str, engine: str | None, year: int | None):
             f.close()
     tracker.finish()
     if tracker.bytes_seen == 0:
-        sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read"))
+        raise _bad(f"LOG: {'stdin' if path == '-' else repr(path)} is empty; nothing to read")
     _refuse_binary(path, head, tracker)
     return tracker
 
 
 def _refuse_binary(path: str, head: bytes, tracker) -> None:
     if b"\x00" in head and not tracker.report().last.phases:
-        sys.exit(_bad(f"LOG: {'stdin' if path == '-' else repr(path)} is not a text log (NUL bytes: binary, or "
-                      "UTF-16? engines write UTF-8); give the container's log as `kubectl logs` prints it"))
+        raise _bad(f"LOG: {'stdin' if path == '-' else repr(path)} is not a text log (NUL bytes: binary, or "
+                      "UTF-16? engines write UTF-8); give the container's log as `kubectl logs` prints it")
 
 
 _engine_opt = click.option("--engine", type=click.Choice(["auto", ENGINE_VLLM, ENGINE_SGLANG]), default="auto",
@@ -110,15 +107,11 @@ def _planned(spec: str | None, preset: str | None) -> dict | None:
 def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | None, preset: str | None) -> None:
     """Read an engine log (file or '-') and show cold-start phases with timings."""
     if spec is not None and preset is not None:
-        sys.exit(_bad("--spec and --preset: give one of them, not both"))
+        raise _bad("--spec and --preset: give one of them, not both")
     planned = _planned(spec, preset)   # refuse a bad spec before reading a long log
     tracker = _track(log, engine, year)
     warnings = _engine_warnings(tracker, engine)
-    if tracker.state.engine_lines == 0:
-        what = f"no line of {engine}" if engine not in (None, "auto") else "no line of a vLLM or SGLang engine"
-        hint = (" (" + warnings[0] + ")") if warnings else \
-            "; give the engine container's log as `kubectl logs`/`docker logs` prints it"
-        sys.exit(_bad(f"LOG: {what} in {'stdin' if log == '-' else repr(log)}{hint}"))
+    _refuse_no_engine(tracker, log, engine, warnings)
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     rep = tracker.report()
@@ -143,8 +136,17 @@ def coldstart(log: str, engine: str, output: str, year: int | None, spec: str | 
         click.echo(render_report(rep))
         if "plan_check" in d:
             click.echo(render_plan_check(d["plan_check"]))
-    if rep.status == "failed":
-        sys.exit(EXIT_REFUSED)  # SystemExit: survives click's standalone_mode=False
+    return EXIT_REFUSED if rep.status == "failed" else 0   # the report is shown: only the exit code is left
+
+
+def _refuse_no_engine(tracker, log: str, engine: str | None, warnings: list[str]) -> None:
+    """A log without one line of the engine (or of either engine) is not an engine log: unusable input for
+    ``coldstart`` and ``doctor`` alike."""
+    if tracker.state.engine_lines == 0:
+        what = f"no line of {engine}" if engine not in (None, "auto") else "no line of a vLLM or SGLang engine"
+        hint = (" (" + warnings[0] + ")") if warnings else \
+            "; give the engine container's log as `kubectl logs`/`docker logs` prints it"
+        raise _bad(f"LOG: {what} in {'stdin' if log == '-' else repr(log)}{hint}")
 
 
 def _engine_warnings(tracker, engine: str | None) -> list[str]:
@@ -166,13 +168,14 @@ def doctor(log: str, engine: str, output: str, year: int | None) -> None:
     from gpustack_k3.core.findings import has_errors
 
     tracker = _track(log, engine, year)
+    _refuse_no_engine(tracker, log, engine, _engine_warnings(tracker, engine))
     findings = tracker.findings()
     if output != "text":
-        from gpustack_k3.cli.common import emit
+        from gpustack_k3.cli.common import emit, findings_payload
 
-        emit([f.to_dict() for f in findings], output)
+        emit(findings_payload(findings), output)   # one result object: {"ok", "findings"}
     else:
         from gpustack_k3.coldstart.render import render_findings
         click.echo(render_findings(findings))
     if has_errors(findings):
-        sys.exit(EXIT_REFUSED)  # SystemExit: survives click's standalone_mode=False
+        raise Refused(findings, shown=True)

@@ -7,18 +7,23 @@ Under ``-o json`` (or ``yaml``) every exit prints one object on stdout: the comm
 command's data carries the verdict, e.g. findings), else ``{"ok": false, "exit_code", "error": {"kind", "where",
 "message", "fix"}}`` (exit 2) or ``{"ok": false, "exit_code": 1, "message", "findings"}`` (exit 1). The human
 message always goes to stderr.
+
+A command stops by raising (gpustack_k3/errors.py: each class carries its exit code) or by returning an exit code;
+``gpustack_k3/cli/main.py`` is the one place that shows an error and exits.
 """
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import click
 
-from gpustack_k3.api.v1alpha1.constants import EXIT_INPUT, EXIT_OK, EXIT_REFUSED, MIB
-from gpustack_k3.errors import InputError
+from gpustack_k3.api.v1alpha1.constants import EXIT_INPUT, EXIT_OK, EXIT_REFUSED, MIB  # noqa: F401 (the commands')
+from gpustack_k3.errors import GpustackK3Error, InputError, OperationalError, Refused
 
 MAX_INPUT_BYTES = MIB        # 1 MiB: a deployment document is a few KB
 
@@ -62,40 +67,33 @@ def error_object(code: int, message: str, *, where: str | None = None, fix: str 
             "error": {"kind": kind, "where": where, "message": message, "fix": fix}}
 
 
-def emit_error(obj: dict, output: str | None = None) -> None:
-    """Print an error/refusal object on stdout when a machine format was asked for (once per run)."""
-    output = output or requested_output()
-    if output in MACHINE_FORMATS and not _state()["emitted"]:
-        emit(obj, output)
-
-
 def fail_input(err: InputError | str) -> NoReturn:
-    """Unusable input: one line on stderr (and the error object on stdout under -o json|yaml); exit 2."""
-    click.echo(f"error: {err.line() if isinstance(err, InputError) else err}", err=True)
-    if isinstance(err, InputError):
-        emit_error(error_object(EXIT_INPUT, err.message, where=err.where, fix=err.hint or None))
-    else:
-        emit_error(error_object(EXIT_INPUT, str(err)))
-    sys.exit(EXIT_INPUT)
+    """Unusable input (exit 2): raised, and shown by the one handler in cli/main.py (one line on stderr, the error
+    object on stdout under -o json|yaml)."""
+    raise err if isinstance(err, InputError) else InputError("", str(err))
 
 
-def fail_operational(message: str, code: int = EXIT_INPUT) -> NoReturn:
+def fail_operational(message: str) -> NoReturn:
     """A failure of something outside the input (a server unreachable or answering with an error, a runtime that
-    is missing): one line, the documented exit code (2 unless the command documents another)."""
-    click.echo(f"error: {message}", err=True)
-    emit_error(error_object(code, message, kind="operational"))
-    sys.exit(code)
+    is missing): exit 2, shown by cli/main.py."""
+    raise OperationalError(message)
 
 
 def exit_refused(findings, message: str) -> NoReturn:
-    """Refused: the error findings and ``message`` on stderr (the refusal object on stdout under -o json|yaml);
-    exit 1."""
-    errors = [f for f in findings if f.severity == "error"] or list(findings)
-    print_findings_text(errors, err=True)
-    click.echo(message, err=True)
-    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": message,
-                "findings": [f.to_dict() for f in findings]})
-    sys.exit(EXIT_REFUSED)
+    """Refused (exit 1): cli/main.py shows the error findings and ``message`` on stderr (the refusal object on
+    stdout under -o json|yaml)."""
+    raise Refused(findings, note=message)
+
+
+@contextmanager
+def outcome(what: str) -> Iterator[None]:
+    """An error leaving this block says what the command did not do ("nothing was written")."""
+    try:
+        yield
+    except GpustackK3Error as exc:
+        if not exc.outcome:
+            exc.outcome = what
+        raise
 
 
 def operational_message(exc: BaseException) -> str | None:
@@ -290,14 +288,11 @@ def load_document(path: str | None, preset: str | None):
 
 
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
-    """``build_launch`` for SPEC or --preset: an unusable document exits 2, a refused spec prints its
-    findings and exits 1; ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
-    from gpustack_k3.core.launch import Refused, build_launch
+    """``build_launch`` for SPEC or --preset: an unusable document raises InputError (exit 2), a refused spec
+    Refused (exit 1); ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
+    from gpustack_k3.core.launch import build_launch
 
-    try:
-        doc = load_document(path, preset)
-    except InputError as exc:
-        fail_input(exc)
+    doc = load_document(path, preset)
     try:
         launch, findings, plan = build_launch(doc, strict=strict)
     except Refused as exc:
@@ -359,7 +354,8 @@ def gate_or_exit(findings, what: str = "nothing was written") -> None:
     if fail_on_level() == "warning":
         warned = [f for f in findings if f.severity == "warning"]
         if warned:
-            exit_refused(warned, f"refused by --fail-on warning: {len(warned)} warning(s); {what}")
+            raise Refused(warned, note=f"refused by --fail-on warning: {len(warned)} warning(s); {what}",
+                          shown=True)   # the warnings were printed as they were found
 
 
 def findings_payload(findings) -> dict:
@@ -406,18 +402,13 @@ def fail_on_option(fn):
 
     @functools.wraps(fn)
     def gated(*args, **kwargs):
-        try:
-            rv = fn(*args, **kwargs)
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                raise
-            rv = None
-        if fail_on_level() == "warning":
+        rv = fn(*args, **kwargs)
+        if fail_on_level() == "warning" and not rv:
             warned = [f for f in _state()["findings"] if f.severity == "warning"]
             if warned:
                 ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in warned))
-                click.echo(f"refused by --fail-on warning: {len(warned)} warning(s): {ids}", err=True)
-                sys.exit(EXIT_REFUSED)
+                raise Refused(warned, note=f"refused by --fail-on warning: {len(warned)} warning(s): {ids}",
+                              shown=True)
         return rv
 
     return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="error", show_default=True,

@@ -1,24 +1,21 @@
 """Core commands: validate, check-args, import, plan, explain, presets, dry-run, check-pd."""
 from __future__ import annotations
 
-import sys
-
 import click
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
-    EXIT_OK,
-    EXIT_REFUSED,
     emit,
     fail_input,
     fail_on_option,
     findings_payload,
     load_document,
+    outcome,
     output_option,
     print_findings_text,
 )
-from gpustack_k3.errors import InputError
+from gpustack_k3.errors import InputError, Refused
 
 spec_arg = click.argument("spec", required=False)
 preset_opt = click.option("--preset", help="Use a catalog preset instead of a SPEC file (see `presets`).")
@@ -26,20 +23,19 @@ strict_opt = click.option("--strict", is_flag=True, help="Unknown flags refuse i
 
 
 def _load(spec, preset):
-    try:
-        return load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
+    return load_document(spec, preset)
 
 
 def _report(findings, output: str) -> None:
+    """The findings (text, or the result object); refused (exit 1) when one is an error."""
     from gpustack_k3.core.findings import has_errors
 
     if output == "text":
         print_findings_text(findings)
     else:
         emit(findings_payload(findings), output)
-    sys.exit(EXIT_REFUSED if has_errors(findings) else EXIT_OK)
+    if has_errors(findings):
+        raise Refused(findings, shown=True)
 
 
 model_config_opt = click.option("--model-config", "model_config", metavar="FILE", default=None,
@@ -87,11 +83,7 @@ def validate(spec, preset, strict, model_config, output):
     from gpustack_k3.core.rules import validate as run
 
     doc = _load(spec, preset)
-    try:
-        arch = _model_arch(model_config, doc.spec.model.path)
-    except InputError as exc:
-        fail_input(exc)
-    _report(run(doc, strict=strict, arch=arch), output)
+    _report(run(doc, strict=strict, arch=_model_arch(model_config, doc.spec.model.path)), output)
 
 
 # ------------------------------------------------------------------ argv -> document
@@ -142,7 +134,7 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
         from gpustack_k3.core.argv.roles import flag_for
 
         exc.where += flag_for(engine, exc.where)
-        fail_input(exc)
+        raise
 
 
 @click.command("check-args", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -160,11 +152,9 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
     from gpustack_k3.core.argv.roles import line_role
 
-    try:   # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
-        _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
-                                      None, None, gpus, name=name, **_argv_io(model_config))
-    except InputError as exc:
-        fail_input(exc)
+    # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
+    _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
+                                  None, None, gpus, name=name, **_argv_io(model_config))
     r = role.resolved
     findings = validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals))
     if not any(f.rule == CATALOG_RULE for f in findings):
@@ -240,26 +230,32 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     try:
         p = plan(r)
     except PlanUnavailable as exc:
-        fail_input(InputError("plan", str(exc), "use catalog engine versions, models and GPU types"))
+        raise InputError("plan", str(exc), "use catalog engine versions, models and GPU types") from None
     except (TypeError, ValueError, ZeroDivisionError) as exc:
-        fail_input(InputError("plan", f"cannot plan this spec: {exc}", "run `validate` first"))
-    d = p.to_dict()
-    if output != "text":
-        emit(d, output)
-    else:
-        _plan_text(d)
+        raise InputError("plan", f"cannot plan this spec: {exc}", "run `validate` first") from None
     from gpustack_k3.core.rules import Ctx, validate_resolved
 
     # the arithmetic is shown, but a spec with errors would not start: say so and exit as refused
-    _plan_refused(validate_resolved(r, ctx=Ctx(r, plan=p, argv_refusals=refusals)))
+    findings = validate_resolved(r, ctx=Ctx(r, plan=p, argv_refusals=refusals))
+    d = p.to_dict()
+    if output != "text":
+        emit(_plan_result(findings, d), output)
+    else:
+        _plan_text(d)
+    _plan_refused(findings)
+
+
+def _plan_result(findings, plan: dict) -> dict:
+    """plan's one result object: ``ok`` and the error findings that refuse the spec, then the plan."""
+    errors = [f for f in findings if f.severity == "error"]
+    return {"ok": not errors, "findings": [f.to_dict() for f in errors], **plan}
 
 
 def _plan_refused(findings) -> None:
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in errors))
-        click.echo(f"refused: {len(errors)} error(s): {ids}; `validate` explains them", err=True)
-        sys.exit(EXIT_REFUSED)
+        raise Refused(errors, note=f"refused: {len(errors)} error(s): {ids}; `validate` explains them", shown=True)
 
 
 def _plan_lines(d: dict) -> list[str]:
@@ -347,18 +343,20 @@ def _topology_plan_text(d: dict) -> None:
 
 def _plan_roles(doc, output) -> None:
     """``plan`` of a document with roles; exit 1 when the topology would be refused (the plan is still shown)."""
-    from gpustack_k3.core.launch import Refused, build_topology_launch
+    from gpustack_k3.core.launch import build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
 
     d = plan_topology(doc).to_dict()
-    if output != "text":
-        emit(d, output)
-    else:
-        _topology_plan_text(d)
     try:
         build_topology_launch(doc)
+        findings = []
     except Refused as exc:
-        _plan_refused(exc.findings)
+        findings = exc.findings
+    if output != "text":
+        emit(_plan_result(findings, d), output)
+    else:
+        _topology_plan_text(d)
+    _plan_refused(findings)
 
 
 # ------------------------------------------------------------------ explain / presets
@@ -386,8 +384,8 @@ def explain(rule_id, output):
         import difflib
 
         close = difflib.get_close_matches(rule_id, list(RULES), n=3)
-        fail_input(InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
-                              else "`gpustack-k3 explain` lists all rules"))
+        raise InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
+                         else "`gpustack-k3 explain` lists all rules")
     d = _explain_data(r, load_catalog())
     from gpustack_k3.catalog.rule_oracle import coverage, summary   # lazily: only explain RULE reads the record
 
@@ -477,7 +475,7 @@ def presets(show, output):
     cat = load_catalog()
     if show is not None:
         if show not in cat.presets:
-            fail_input(InputError("--show", f"unknown preset {show!r}", f"known: {', '.join(cat.presets)}"))
+            raise InputError("--show", f"unknown preset {show!r}", f"known: {', '.join(cat.presets)}")
         emit(cat.presets[show].document, "json" if output == "json" else "yaml")
         return
     items = [{"name": p.name, "default": p.name == cat.default_preset, "engine": p.document["spec"]["engine"]["name"],
@@ -499,7 +497,7 @@ def presets(show, output):
 def dry_run(spec, preset, strict, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.launch import Refused, build_launch
+    from gpustack_k3.core.launch import build_launch
 
     if spec is None and preset is None:
         preset = load_catalog().default_preset
@@ -509,7 +507,6 @@ def dry_run(spec, preset, strict, output):
         return
     from gpustack_k3.core.findings import has_errors
     from gpustack_k3.render.targets import with_render_findings
-    from gpustack_k3.render.templates import RenderError
 
     try:
         launch, findings, p = build_launch(doc, strict=strict)
@@ -518,10 +515,8 @@ def dry_run(spec, preset, strict, output):
             raise Refused(findings)
     except Refused as exc:
         _dry_run_refused(exc.findings, output)
-    try:
+    with outcome("nothing was rendered"):
         targets = _render_summary(launch, doc)
-    except RenderError as exc:
-        _dry_run_render_failed(exc)
     summary = {
         "name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
         "plan": p.to_dict() if p else None,
@@ -561,22 +556,12 @@ def _dry_run_summary(summary, findings, output) -> bool:
     return False
 
 
-def _dry_run_render_failed(exc) -> None:
-    from gpustack_k3.cli.common import emit_error
-
-    click.echo(f"refused: {exc.line()}", err=True)
-    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": f"refused: {exc.line()}",
-                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
-                "findings": []})
-    sys.exit(EXIT_REFUSED)
-
-
 def _dry_run_refused(findings, output) -> None:
     if output == "text":
         print_findings_text(findings)
     else:
         emit({"ok": False, **findings_payload(findings)}, output)
-    sys.exit(EXIT_REFUSED)
+    raise Refused(findings, shown=True)
 
 
 def _dry_run_roles(doc, strict, output) -> None:
@@ -584,20 +569,18 @@ def _dry_run_roles(doc, strict, output) -> None:
     what each target makes of it (rendered in memory, nothing written)."""
     import shlex
 
-    from gpustack_k3.core.launch import Refused, build_topology_launch
+    from gpustack_k3.core.launch import build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
     from gpustack_k3.render.argv import per_pod_tokens
     from gpustack_k3.render.targets import TARGETS, render_topology_targets
-    from gpustack_k3.render.templates import RenderError
 
     try:
-        tl = build_topology_launch(doc, strict=strict)[0]
-        files, refused, findings = render_topology_targets(doc, TARGETS, namespace=doc.metadata.namespace,
-                                                           strict=strict)
+        with outcome("nothing was rendered"):
+            tl = build_topology_launch(doc, strict=strict)[0]
+            files, refused, findings = render_topology_targets(doc, TARGETS, namespace=doc.metadata.namespace,
+                                                               strict=strict)
     except Refused as exc:
         _dry_run_refused(exc.findings, output)
-    except RenderError as exc:
-        _dry_run_render_failed(exc)
     targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
     roles = []
     for r in tl.roles:
@@ -691,17 +674,14 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
     from gpustack_k3.core.topology import Topology
 
     roles, findings = [], []
-    try:
-        for side, text, env, pods, side_gpus in (
-                ("prefill", prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
-                ("decode", decode, decode_env, decode_pods, decode_gpus_per_pod)):
-            doc, role, refusals = side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
-                                            side_gpus or gpus_per_pod, **_argv_io(model_config))
-            roles.append(role)
-            ctx = Ctx(role.resolved, argv_refusals=refusals)
-            findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]
-    except InputError as exc:
-        fail_input(exc)
+    for side, text, env, pods, side_gpus in (
+            ("prefill", prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
+            ("decode", decode, decode_env, decode_pods, decode_gpus_per_pod)):
+        doc, role, refusals = side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
+                                        side_gpus or gpus_per_pod, **_argv_io(model_config))
+        roles.append(role)
+        ctx = Ctx(role.resolved, argv_refusals=refusals)
+        findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]
     if not any(f.rule == "unknown-catalog-entry" for f in findings):
         findings += validate_topology(Topology(roles, None, "argv"), strict=strict)
     _report(sort_findings(findings), output)

@@ -9,7 +9,8 @@ Heavy modules (httpx, tenacity, jinja2) are imported inside the commands.
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
@@ -18,10 +19,9 @@ from gpustack_k3.cli.common import (
     EXIT_INPUT,
     EXIT_REFUSED,
     emit,
-    emit_error,
     exit_refused,
-    fail_input,
     fail_operational,
+    outcome,
     print_findings_text,
 )
 
@@ -34,35 +34,39 @@ output_option = click.option("--output", "-o", type=click.Choice(["text", "json"
                              show_default=True)
 
 
-def _fail(msg: str) -> None:
-    fail_operational(msg)
-
-
 def _client(server: str, key_env: str):
-    from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
+    from gpustack_k3.gpustack.client import GPUStackClient
 
     key = os.environ.get(key_env, "").strip()
     if not key:
-        _fail(f"no API key: environment variable {key_env} is empty or unset "
-              f"(create a key in GPUStack under API Keys and export {key_env}=...)")
+        fail_operational(f"no API key: environment variable {key_env} is empty or unset "
+                         f"(create a key in GPUStack under API Keys and export {key_env}=...)")
     try:
         attempts = int(os.environ.get("GPUSTACK_K3_HTTP_ATTEMPTS", "4"))
     except ValueError:
-        _fail("GPUSTACK_K3_HTTP_ATTEMPTS must be an integer")
+        fail_operational("GPUSTACK_K3_HTTP_ATTEMPTS must be an integer")
+    return GPUStackClient(server, key, attempts=attempts)   # GPUStackError: an OperationalError (exit 2)
+
+
+# What a server that is not GPUStack's API (or not the release's) makes of the package's reading of its answers:
+# a page of HTML for JSON, a number where an object was expected, a missing key.
+_NOT_THE_API = (AttributeError, KeyError, TypeError, ValueError, IndexError)
+
+
+@contextmanager
+def _answers(server: str) -> Iterator[None]:
+    """A server answer the client cannot read as GPUStack 2.3.0's API (HTML, truncated JSON, wrong types) is an
+    operational failure naming the server (exit 2), never an internal error."""
+    from gpustack_k3.errors import GpustackK3Error, OperationalError
+
     try:
-        return GPUStackClient(server, key, attempts=attempts)
-    except GPUStackError as exc:
-        _fail(str(exc))
-
-
-def _render_refused(exc) -> None:
-    """What ``render --target gpustack`` refuses (a RenderError naming the field): exit 1, nothing sent."""
-    msg = f"refused: {exc.line()}; nothing was sent"
-    click.echo(msg, err=True)
-    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": msg,
-                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
-                "findings": []})
-    sys.exit(EXIT_REFUSED)
+        yield
+    except GpustackK3Error:
+        raise
+    except _NOT_THE_API as exc:
+        raise OperationalError(f"{server} answered something that is not GPUStack 2.3.0's API "
+                               f"({type(exc).__name__}: {str(exc)[:200]}); check --server (it must be the GPUStack "
+                               "server's URL, not a proxy's login page or another service)") from None
 
 
 @click.group("gpustack", cls=Group)
@@ -86,56 +90,45 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
               worker: str | None, hub: str | None, dry_run: bool, output: str) -> None:
     """Validate SPEC, then register/update the custom backend and create/update the deployment."""
     from gpustack_k3.cli.common import load_document
-    from gpustack_k3.errors import InputError
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.gpustack.apply import apply
-    from gpustack_k3.gpustack.client import GPUStackError
     from gpustack_k3.render.gpustack import (
         ModelSource,
         model_source_for,
         render_gpustack,
     )
-    from gpustack_k3.render.templates import RenderError
 
-    try:
-        doc = load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
+    doc = load_document(spec, preset)
     from gpustack_k3.render.targets import channel_launch
 
     try:
-        launch, findings, _ = channel_launch(doc, "gpustack")
+        with outcome("nothing was sent"):
+            launch, findings, _ = channel_launch(doc, "gpustack")
     except Refused as exc:
         exit_refused(exc.findings, f"refused: {sum(f.severity == 'error' for f in exc.findings)} error(s); "
                                    "nothing was sent")
-    except RenderError as exc:
-        _render_refused(exc)
     warnings = [f for f in findings if f.severity == "warning"]
     if warnings and output == "text":
         print_findings_text(warnings, err=True)
     elif warnings:
         click.echo(f"{len(warnings)} warning(s); see `gpustack-k3 validate`", err=True)
-    try:
+    with outcome("nothing was sent"):
         source = model_source_for(doc)
         if hub and source.source != "local_path":
             source = ModelSource(hub, source.ref)
         files = render_gpustack(launch, worker=worker, cluster=cluster, source=source)
-    except RenderError as exc:
-        _render_refused(exc)
     client = _client(server, api_key_env)
-    try:
-        with client:
-            result = apply(client, files, cluster=cluster, dry_run=dry_run)
-    except GPUStackError as exc:
-        _fail(str(exc))
+    with client, _answers(server):
+        result = apply(client, files, cluster=cluster, dry_run=dry_run)
+        pre = "dry run: " if dry_run else ""
+        b, m = result["backend"], result["model"]
+        lines = [f"{pre}backend {b['name']}: {b['action']}",
+                 f"{pre}model {m['name']}" + (f" (id {m['id']})" if m.get("id") is not None else "") + f": {m['action']}"]
     if output != "text":
         emit(result, output)
     else:
-        pre = "dry run: " if dry_run else ""
-        b, m = result["backend"], result["model"]
-        click.echo(f"{pre}backend {b['name']}: {b['action']}")
-        click.echo(f"{pre}model {m['name']}" + (f" (id {m['id']})" if m.get("id") is not None else "")
-                   + f": {m['action']}")
+        for line in lines:
+            click.echo(line)
 
 
 @gpustack.command("status")
@@ -159,33 +152,26 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
     """Show a deployment and its instances (``--watch``: follow them live; ``--probe``: measure them).
 
     With --probe the exit code is the worst probe's: 1 an SLO or invariant failed, 2 an instance unusable."""
-    from gpustack_k3.errors import InputError
-    from gpustack_k3.gpustack.client import GPUStackError
     from gpustack_k3.gpustack.status import status
     from gpustack_k3.gpustack.status import watch as watch_fn
 
     cfg = None
     if do_probe:
         from gpustack_k3.probe.core import ProbeConfig, parse_slo
-        try:
-            cfg = ProbeConfig(requests=probe_requests, concurrency=probe_concurrency, input_len=probe_input_len,
-                              output_len=probe_output_len, slo=parse_slo(slo)).check()
-        except InputError as exc:
-            fail_input(exc)
+        cfg = ProbeConfig(requests=probe_requests, concurrency=probe_concurrency, input_len=probe_input_len,
+                          output_len=probe_output_len, slo=parse_slo(slo)).check()
     client = _client(server, api_key_env)
-    try:
-        with client:
-            if watch:
-                res = watch_fn(client, name, cluster=cluster, timeout=timeout,
-                               echo=(lambda s: click.echo(s, err=True)) if output != "text" else click.echo)
-                if cfg is None or not res["ok"]:
-                    if output != "text":
-                        emit(res, output)
-                    sys.exit(0 if res["ok"] else 1)
-                click.echo("every instance runs: probing them", err=True)   # --watch --probe: then measure
-            res = status(client, name, cluster)
-    except GPUStackError as exc:
-        _fail(str(exc))
+    with client, _answers(server):
+        if watch:
+            res = watch_fn(client, name, cluster=cluster, timeout=timeout,
+                           echo=(lambda s: click.echo(s, err=True)) if output != "text" else click.echo)
+            if cfg is None or not res["ok"]:
+                if output != "text":
+                    emit(res, output)
+                return 0 if res["ok"] else EXIT_REFUSED
+            click.echo("every instance runs: probing them", err=True)   # --watch --probe: then measure
+        res = status(client, name, cluster)
+        _summary(res)   # the shape the text below reads: a server that is not the API fails here, exit 2
     code = 0
     if cfg is not None:
         from gpustack_k3.gpustack.status import probe_instances
@@ -194,20 +180,27 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
         code = max((p["exit_code"] for p in res["probe"].values()), default=EXIT_INPUT)
     if output != "text":
         emit(res, output)
-        sys.exit(code)
-    m = res["model"]
-    click.echo(f"model {m['name']} (id {m['id']}): {m['state'] or 'unknown'}, "
-               f"{m['ready_replicas'] or 0}/{m['replicas']} ready" + (f" - {m['state_message']}" if m["state_message"] else ""))
-    for i in res["instances"]:
-        where = f" on {i['worker']} GPUs {i['gpu_indexes']}" if i["worker"] else ""
-        click.echo(f"  {i['name']}: {i['state']}{where}" + (f" - {i['state_message']}" if i["state_message"] else ""))
+        return code
+    for line in _summary(res):
+        click.echo(line)
     if cfg is not None:
         from gpustack_k3.cli.probe_cmd import render_text
 
         for iname, rep in res["probe"].items():
             click.echo(f"--- probe of {iname}")
             click.echo(render_text(rep) if "stages" in rep else f"unusable: {rep['reason']}")
-    sys.exit(code)
+    return code
+
+
+def _summary(res: dict) -> list[str]:
+    """The deployment and its instances, a line each."""
+    m = res["model"]
+    out = [f"model {m['name']} (id {m['id']}): {m['state'] or 'unknown'}, {m['ready_replicas'] or 0}/{m['replicas']} "
+           "ready" + (f" - {m['state_message']}" if m["state_message"] else "")]
+    for i in res["instances"]:
+        where = f" on {i['worker']} GPUs {i['gpu_indexes']}" if i["worker"] else ""
+        out.append(f"  {i['name']}: {i['state']}{where}" + (f" - {i['state_message']}" if i["state_message"] else ""))
+    return out
 
 
 @gpustack.command("delete")
@@ -219,15 +212,12 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
 def delete_cmd(name: str, server: str, api_key_env: str, cluster: str | None, output: str) -> None:
     """Delete a deployment (the custom backend stays: other deployments may use it)."""
     from gpustack_k3.gpustack.apply import delete
-    from gpustack_k3.gpustack.client import GPUStackError
 
     client = _client(server, api_key_env)
-    try:
-        with client:
-            res = delete(client, name, cluster=cluster)
-    except GPUStackError as exc:
-        _fail(str(exc))
+    with client, _answers(server):
+        res = delete(client, name, cluster=cluster)
+        line = f"model {name} (id {res['model']['id']}): deleted"
     if output != "text":
         emit(res, output)
     else:
-        click.echo(f"model {name} (id {res['model']['id']}): deleted")
+        click.echo(line)

@@ -36,20 +36,16 @@ def run_cmd(namespaces: tuple[str, ...], metrics_port: int, metrics_host: str, r
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from gpustack_k3.operator.controller import run
 
+    from gpustack_k3.errors import InputError
+
     try:
-        code = run(list(namespaces), metrics_port, resync_s, leader_elect, kubeconfig,
-                   metrics_host=metrics_host, workers=workers)
+        return run(list(namespaces), metrics_port, resync_s, leader_elect, kubeconfig,
+                   metrics_host=metrics_host, workers=workers)   # its exit code: cli/main.py exits with it
     except RuntimeError as e:  # missing hooks, unusable kubeconfig: say so, no traceback
-        raise _Unusable(str(e)) from None
+        raise InputError("operator run", str(e)) from None
     except Exception as e:
         from kubernetes.config import ConfigException
         if isinstance(e, (ConfigException, UnicodeError)) or type(e).__module__.startswith("yaml"):
-            raise _Unusable(f"no usable cluster configuration: {e}. Pass --kubeconfig FILE or run "
-                                       "in a pod with a service account.") from None
+            raise InputError("--kubeconfig", f"no usable cluster configuration: {e}",
+                             "pass --kubeconfig FILE or run in a pod with a service account") from None
         raise
-    raise SystemExit(code)
-
-
-class _Unusable(click.ClickException):
-    """Unusable input (configuration the operator cannot start with): exit 2, like every command."""
-    exit_code = 2

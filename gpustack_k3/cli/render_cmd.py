@@ -9,21 +9,17 @@ error/refusal object of cli/common.py.
 """
 from __future__ import annotations
 
-import sys
-
 import click
 
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
-    EXIT_REFUSED,
     emit,
-    emit_error,
     exit_refused,
-    fail_input,
     fail_on_option,
     gate_or_exit,
     note_emitted,
     load_document,
+    outcome,
     print_findings_text,
     yaml_dump,
 )
@@ -42,14 +38,6 @@ DEFAULT_OUTPUT = {"launch": "json", "argv": "json", "kubernetes": "yaml", "docke
 
 def _refused(findings) -> None:
     exit_refused(findings, "refused: the spec has errors; nothing was rendered")
-
-
-def _render_failed(exc) -> None:
-    click.echo(f"error: {exc.line()}; nothing was written", err=True)
-    emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": f"{exc.line()}; nothing was written",
-                "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
-                "findings": []})
-    sys.exit(EXIT_REFUSED)
 
 
 def _checked_name(pattern_of, what: str, max_len: int | None = 63):
@@ -143,7 +131,7 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
     _warn(findings)
     gate_or_exit(findings, "nothing was rendered")
     if target != "all" and target in refused:
-        _render_failed(refused[target])
+        raise refused[target]
     if target == "all":
         files = {f"{t}/{rel}": text for t, texts in per_target.items() for rel, text in texts.items()}
         files.update({f"{t}/refused.txt": exc.line() + "\n" for t, exc in refused.items()})
@@ -176,14 +164,10 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
-    from gpustack_k3.render.templates import RenderError
 
-    try:
-        if out_dir is None:
-            _check_output(target, output or DEFAULT_OUTPUT[target])   # before any work: a usage mistake
-        doc = load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
+    if out_dir is None:
+        _check_output(target, output or DEFAULT_OUTPUT[target])   # before any work: a usage mistake
+    doc = load_document(spec, preset)
     targets = TARGETS if target == "all" else (target,)
     from gpustack_k3.render.targets import schema_validator_available
 
@@ -191,7 +175,9 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
         click.echo("note: kubernetes-validate is not installed: Kubernetes objects are not schema-checked "
                    "(pip install 'gpustack-k3[validate]')", err=True)
     if doc.spec.roles:
-        _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict, lws_form)
+        with outcome("nothing was written"):
+            _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict,
+                             lws_form)
         return
     try:
         launch, findings = prepare(doc, targets=targets, strict=strict)
@@ -201,10 +187,8 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     gate_or_exit(findings, "nothing was rendered")
     ns = namespace or doc.metadata.namespace
     kw = {"namespace": ns, "doc": doc, "gpustack": {"worker": worker, "cluster": cluster}}
-    try:
+    with outcome("nothing was written"):
         files = (render_all(launch, targets, **kw) if target == "all" else render_target(launch, target, **kw))
-    except RenderError as exc:
-        _render_failed(exc)
     _emit_files(target, out_dir, output, files)
 
 
@@ -212,17 +196,14 @@ def _emit_files(target, out_dir, output, files) -> None:
     """Write ``files`` into ``out_dir`` (replacing it as a whole), or print the target's file for ``output``."""
     from gpustack_k3.render.writer import replace_dir
 
-    try:
-        if out_dir is not None:
-            written = replace_dir(out_dir, files)
-            for p in written:
-                click.echo(f"wrote {p}", err=True)
-            if output in ("json", "yaml"):
-                emit({"ok": True, "out": str(out_dir), "files": [str(p) for p in written]}, output)
-            return
-        fmt = output or DEFAULT_OUTPUT[target]
-        click.echo(_stdout_text(target, fmt, files), nl=False)
-        if fmt in ("json", "yaml"):
-            note_emitted()
-    except InputError as exc:
-        fail_input(exc)
+    if out_dir is not None:
+        written = replace_dir(out_dir, files)
+        for p in written:
+            click.echo(f"wrote {p}", err=True)
+        if output in ("json", "yaml"):
+            emit({"ok": True, "out": str(out_dir), "files": [str(p) for p in written]}, output)
+        return
+    fmt = output or DEFAULT_OUTPUT[target]
+    click.echo(_stdout_text(target, fmt, files), nl=False)
+    if fmt in ("json", "yaml"):
+        note_emitted()

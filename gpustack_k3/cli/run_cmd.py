@@ -12,7 +12,7 @@ anything starts; one single-pod role runs as that role's engine.
 """
 from __future__ import annotations
 
-import sys
+import sys   # stdout.buffer (run logs)
 import time
 
 import click
@@ -22,11 +22,9 @@ from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import (
     EXIT_REFUSED,
     emit,
-    emit_error,
     exit_refused,
-    fail_input,
-    fail_operational,
     load_document,
+    outcome,
     output_option_of,
     print_findings_text,
 )
@@ -50,26 +48,15 @@ def run():
 
 def _build(spec, preset, strict, runtime: str = "docker"):
     """(launch, plan, doc) of what ``runtime`` would start; refusals exit 1 naming the field, unusable input 2."""
-    from gpustack_k3.errors import InputError
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import channel_launch
-    from gpustack_k3.render.templates import RenderError
 
+    doc = load_document(spec, preset)
     try:
-        doc = load_document(spec, preset)
-    except InputError as exc:
-        fail_input(exc)
-    try:
-        launch, findings, plan = channel_launch(doc, runtime, strict=strict)
+        with outcome("nothing was started"):
+            launch, findings, plan = channel_launch(doc, runtime, strict=strict)
     except Refused as exc:
         exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
-    except RenderError as exc:
-        msg = f"refused: {exc.line()}; nothing was started"
-        click.echo(msg, err=True)
-        emit_error({"ok": False, "exit_code": EXIT_REFUSED, "message": msg,
-                    "error": {"kind": "render", "where": exc.where, "message": exc.message, "fix": exc.hint or None},
-                    "findings": []})
-        sys.exit(EXIT_REFUSED)
     warn = [f for f in findings if f.severity == "warning"]
     if warn:
         print_findings_text(warn, err=True)
@@ -113,12 +100,11 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
         return
     _OUT["format"] = output or "text"
     try:
-        code = _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
+        return _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
             _local(launch, plan, exit_when_ready, warmup)
     except KeyboardInterrupt:
         click.echo("interrupted: engine stopped", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    sys.exit(code)
+        return EXIT_INTERRUPTED
 
 
 _OUT = {"format": "text"}
@@ -153,13 +139,10 @@ def _print_plan_check(report: dict, plan) -> None:
 
 
 def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
-    from gpustack_k3.runtime.docker import DockerRuntimeError, run_launch
+    from gpustack_k3.runtime.docker import run_launch
 
-    try:
-        code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
-                                          warmup=warmup)
-    except DockerRuntimeError as exc:
-        fail_operational(str(exc))
+    code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
+                                      warmup=warmup)   # DockerRuntimeError: an OperationalError (exit 2)
     d = report.to_dict()
     if not result.ready:
         _print_outcome(d)
@@ -179,7 +162,8 @@ def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
 def _local(launch, plan, exit_when_ready: bool, warmup=None) -> int:
     from gpustack_k3.coldstart import ColdStartTracker
     from gpustack_k3.runtime.docker import LineTail, tracker_phase
-    from gpustack_k3.runtime.local import LocalProcess, LocalRuntimeError
+    from gpustack_k3.errors import OperationalError
+    from gpustack_k3.runtime.local import LocalProcess
     from gpustack_k3.runtime.progress import ProgressView
 
     tracker = ColdStartTracker(engine=launch.engine)
@@ -189,8 +173,8 @@ def _local(launch, plan, exit_when_ready: bool, warmup=None) -> int:
         proc = LocalProcess(launch.argv, host=launch.host, port=launch.port, env=launch.env, on_output=tail.feed,
                             health_path="/health", tracker=tracker)
         proc.start()
-    except (LocalRuntimeError, OSError) as exc:
-        fail_operational(str(exc))
+    except OSError as exc:   # LocalRuntimeError is an OperationalError already (exit 2)
+        raise OperationalError(f"cannot start {launch.argv[0]}: {exc.strerror or exc}") from None
     t0 = time.monotonic()
     follower = proc.follower
     try:
@@ -256,12 +240,9 @@ def _warm(launch, url: str, tracker, warmup, lock) -> bool:
 @output_option_of("text", "json", "yaml")
 def status(name, output):
     """Status of a detached Docker run: container state, health, cold-start phase."""
-    from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
+    from gpustack_k3.runtime.docker import DockerRunner
 
-    try:
-        st = DockerRunner().status(name, tracker_factory=_tracker_factory)
-    except DockerRuntimeError as exc:
-        fail_operational(str(exc))
+    st = DockerRunner().status(name, tracker_factory=_tracker_factory)   # DockerRuntimeError: exit 2
     d = st.to_dict()
     if output != "text":
         emit(d, output)
@@ -281,14 +262,11 @@ def _tracker_factory():
 @click.option("--follow", "-f", is_flag=True)
 def logs(name, follow):
     """Print the engine log of a detached Docker run."""
-    from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
+    from gpustack_k3.runtime.docker import DockerRunner
 
-    try:
-        for chunk in DockerRunner().logs(name, follow=follow):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-    except DockerRuntimeError as exc:
-        fail_operational(str(exc))
+    for chunk in DockerRunner().logs(name, follow=follow):   # DockerRuntimeError: exit 2
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
 
 
 @run.command("stop")
@@ -296,12 +274,9 @@ def logs(name, follow):
 @output_option_of("text", "json", "yaml")
 def stop(name, output):
     """Stop and remove a detached Docker run."""
-    from gpustack_k3.runtime.docker import DockerRunner, DockerRuntimeError
+    from gpustack_k3.runtime.docker import DockerRunner
 
-    try:
-        st = DockerRunner().stop(name)
-    except DockerRuntimeError as exc:
-        fail_operational(str(exc))
+    st = DockerRunner().stop(name)   # DockerRuntimeError: exit 2
     if output != "text":
         emit(st.to_dict(), output)
     else:

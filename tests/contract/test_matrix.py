@@ -296,3 +296,100 @@ def test_operator_with_an_unreachable_api_server_is_one_line_exit_2(tmp_path):
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "cannot reach the server" in errors[0], p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "internal error" not in p.stderr
+
+
+# ------------------------------------------------------------------------------------- what a server may answer
+
+class _Answers:
+    """A loopback HTTP server answering every request with one (status, content type, body): what a GPUStack URL
+    may give when it is not GPUStack's API (a login page, a truncated answer, JSON of the wrong shape)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.answer = (200, "application/json", b"{}")
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                status, ctype, body = outer.answer
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    srv = _Answers()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(
+                         st.sampled_from(["items", "pagination", "totalPage", "id", "name", "state", "replicas",
+                                          "ready_replicas", "message", "detail", "model_id", "worker_name"]) |
+                         st.text(max_size=6), c, max_size=4),
+                     max_leaves=14)
+_BODIES = st.one_of(
+    st.just(b"<!doctype html><html><body><form action=/login>sign in</form></body></html>"),
+    _JSON.map(lambda v: json.dumps(v).encode()),
+    _JSON.map(lambda v: json.dumps(v).encode()).flatmap(
+        lambda b: st.integers(0, max(0, len(b) - 1)).map(lambda n: b[:n])),          # truncated JSON
+    _JSON.map(lambda v: json.dumps({"items": [v], "pagination": {"totalPage": 1}}).encode()),   # wrong item types
+    st.binary(max_size=60),
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(status=st.sampled_from([200, 200, 200, 201, 204, 302, 400, 401, 404, 409, 422, 500]),
+       ctype=st.sampled_from(["application/json", "text/html; charset=utf-8"]), body=_BODIES,
+       fmt=st.sampled_from(FORMATS),
+       cmd=st.sampled_from([["gpustack", "status", "kimi"], ["gpustack", "status", "kimi", "--cluster", "c"],
+                            ["gpustack", "delete", "kimi"],
+                            ["gpustack", "apply", "--preset", "vllm-fixed", "--dry-run"],
+                            ["gpustack", "apply", "--preset", "vllm-fixed"]]))
+def test_any_server_answer_never_breaks_the_contract(capsysbinary, answers, status, ctype, body, fmt, cmd):
+    """Issue 33 item 6: whatever a GPUStack URL answers, the command ends as 0, 1 or 2 with one ``error:`` line on a
+    failure (never exit 3 or "internal error"), and one JSON object under -o json."""
+    answers.answer = (status, ctype, body)
+    full = [*cmd, "--server", answers.url, "-o", fmt]
+    code, out, err = invoke(full, capsysbinary)
+    check(full, code, out, err, fmt)
+    if code == 2:
+        assert len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1, err
+
+
+def test_a_login_page_for_an_api_is_exit_2_naming_the_server(capsysbinary, answers):
+    answers.answer = (200, "text/html", b"<html><body>Please sign in</body></html>")
+    for cmd in (["gpustack", "status", "kimi"], ["gpustack", "apply", "--preset", "vllm-fixed", "--dry-run"]):
+        code, out, err = invoke([*cmd, "--server", answers.url, "-o", "json"], capsysbinary)
+        assert code == 2, err
+        obj = json.loads(out)
+        assert obj["exit_code"] == 2 and obj["error"]["kind"] == "operational", obj
+        assert answers.url in obj["error"]["message"] and "internal error" not in err, obj

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from gpustack_k3.errors import (EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,  # noqa: F401 (re-exported)
+                                EXIT_REFUSED)
+
 # ----------------------------------------------------------------------------- the resource
 PRODUCT: Final = "gpustack-k3"                 # CLI name, field manager, app.kubernetes.io/managed-by value
 GROUP: Final = "k3.gpustack.ai"
@@ -207,10 +210,7 @@ ENGINES: Final = (ENGINE_VLLM, ENGINE_SGLANG)
 # Units of memory (binary, as the engines and Kubernetes count them).
 MIB: Final = 1 << 20
 GIB: Final = 1 << 30
-# The CLI's exit codes (README "Commands"): 0 no errors, 1 refused, 2 unusable input or an operational failure,
-# 3 an internal error (a bug: please report), 130 interrupted (Ctrl-C, as a shell reports SIGINT).
-EXIT_OK: Final = 0
-EXIT_REFUSED: Final = 1
-EXIT_INPUT: Final = 2
-EXIT_INTERNAL: Final = 3
-EXIT_INTERRUPTED: Final = 130
+# The CLI's exit codes (README "Commands"): defined beside the exception classes that carry them
+# (gpustack_k3/errors.py: 0 no errors, 1 refused, 2 unusable input or an operational failure, 3 an internal error,
+# 130 interrupted), named here too for the package's readers of the contract.
+# from gpustack_k3.errors (imported at the top).
