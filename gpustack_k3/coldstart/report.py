@@ -6,9 +6,13 @@ Timing rules:
   ``end - engine_seconds``; it never starts before the previous phase ended (no overlap);
 * a phase that started but printed no end ends where the next observed phase starts;
 * ``PhaseReport.seconds`` is the engine's own printed duration when there is one, else end − start (what the
-  operator's status and metrics carry); the JSON of ``coldstart`` gives wall-clock ``seconds`` (end − start, the
-  engine's figure as ``details.reported_seconds``), so that the phases inside the attempt's span plus
-  ``unaccounted_seconds`` (time no phase covers: the log says nothing about it) add up to ``total_seconds``.
+  operator's status and metrics carry); the JSON of ``coldstart`` gives ``seconds`` = the engine's figure where it
+  is finer than the whole-second stamps (within one stamp of the span), else end − start, with the engine's
+  figure as ``details.reported_seconds`` and the span as ``details.elapsed_seconds``: the spans inside the
+  attempt's span plus ``unaccounted_seconds`` (time no phase covers: the log says nothing about it) add up to
+  ``total_seconds``;
+* a phase printed inside the previous one's span (vLLM CPU: the profiling run inside "Warming up model") ends
+  that one where it began, and the next phase begins at its end (the KV cache is sized after the profiling run).
 
 Pure: reads attempt state, changes nothing.
 """
@@ -38,10 +42,20 @@ class PhaseReport:
     def wall_seconds(self) -> float | None:
         return (self.end - self.start) if self.start is not None and self.end is not None else None
 
+    @property
+    def shown_seconds(self) -> float | None:
+        """What the JSON says the phase took: the engine's own figure when it is finer than the stamps (the span
+        is within one stamp of it: "Loading weights took 0.44 seconds" stamped at both ends of one second), else
+        the span; the span is always in ``details.elapsed_seconds``."""
+        wall, eng = self.wall_seconds, self.details.get("reported_seconds")
+        if wall is not None and eng is not None and abs(wall - eng) < STAMP_RESOLUTION_S:
+            return eng
+        return wall
+
     def to_dict(self) -> dict:
-        wall = self.wall_seconds
+        shown = self.shown_seconds
         return {"name": self.name, "start": iso(self.start), "end": iso(self.end),
-                "seconds": None if wall is None else round(wall, 3),
+                "seconds": None if shown is None else round(shown, 3),
                 "details": self.details}
 
 
@@ -60,6 +74,7 @@ class AttemptReport:
     failure: dict | None = None      # root cause: {reason, error, rank, at, context}
     memory: dict | None = None       # the engine's own memory figures (catalog FIGURES)
     compile_cache: dict | None = None   # {state: hit|miss|partial, hits, misses, compile_seconds, evidence}
+    stalled: bool = False            # failed because a phase ran over its budget (not a crash)
 
     @property
     def unaccounted_seconds(self) -> float | None:
@@ -196,6 +211,7 @@ def timeline(att: Attempt) -> list[PhaseReport]:
                     if m not in PLATFORM_PHASES and ends[m] is not None and ends[m] > s:
                         ends[m] = max(s, starts[m] if starts[m] is not None else s)
                     break
+                prev_end = s   # the phase before now ends here: the next one begins after this one's end
         starts[n] = s
         ends[n] = end
         prev_had_end = end is not None
@@ -283,7 +299,8 @@ def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> A
             engine_init = max(tail) - wl.end
     cur = None if status != "in-progress" else att.current_phase()
     return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur, failure,
-                         memory(att), compile_cache(att, rows))
+                         memory(att), compile_cache(att, rows),
+                         stalled=att.failure is not None and att.failure.stalled)
 
 
 def memory(att: Attempt) -> dict | None:

@@ -27,6 +27,7 @@ from the snapshot, never from the event. Phase budgets are checked in ``observe`
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -42,7 +43,8 @@ from gpustack_k3.coldstart.follow import LogFollower, ceil_seconds_since
 from gpustack_k3.coldstart.phases import PHASE_INDEX
 from gpustack_k3.coldstart.scanner import iso
 from gpustack_k3.operator.podstate import parse_time
-from gpustack_k3.operator.seams import ColdStartSnapshot, Key, coldstart_of
+from gpustack_k3.operator.observation import ColdStartObservation, Verdict, coldstart_model
+from gpustack_k3.operator.seams import Key
 
 log = logging.getLogger("gpustack_k3.operator.coldstart")
 
@@ -163,7 +165,7 @@ class PodLogColdStart:
         self._closed = False
 
     # ------------------------------------------------------------------ the seam
-    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartSnapshot | None:
+    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartObservation | None:
         if self._closed:
             return None
         live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")
@@ -188,9 +190,8 @@ class PodLogColdStart:
             self._platform(key, track, pod)
             self._follow(key, track, pod)
             snaps.append(self._snapshot(track))
-        combined = _combine(snaps)
         roles = role_phases(live, snaps)
-        return {**combined, "roles": roles} if roles else combined
+        return dataclasses.replace(combine(snaps), roles=roles)
 
     def report_phase(self, key: Key, pod_uid: str, phase: str, start: float | None, end: float | None,
                      details: dict | None = None) -> bool:
@@ -342,13 +343,13 @@ class PodLogColdStart:
             track.shown = shown
         self.enqueue(key)
 
-    def _snapshot(self, track: _PodTrack) -> ColdStartSnapshot:
+    def _snapshot(self, track: _PodTrack) -> ColdStartObservation:
         with track.lock:
             if track.follower is not None:
                 track.follower.check_stall(self.clock())
             snap = snapshot_of(track.tracker.report(), track.name)
             if track.follower is not None and not track.follower.caught_up.is_set():
-                snap["syncing"] = True
+                return dataclasses.replace(snap, syncing=True)
             return snap
 
 
@@ -357,35 +358,41 @@ def _iso_z(v: Any) -> str | None:
     return f"{s}Z" if s and not s.endswith("Z") else s
 
 
-def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
-    """A tracker report → the snapshot ``decide`` reads (pure). Times are RFC 3339 UTC strings;
+def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartObservation:
+    """A tracker report → the observation ``decide`` reads (pure). Times are RFC 3339 UTC strings;
     ``totalSeconds`` is container start → serving of the current attempt (null until serving);
     ``compileCacheWarm`` is True when compiled graphs came from the cache only, False when the engine compiled."""
     last = rep.last
     by = {p.name: p for p in last.phases}
-    phases = [ColdStartPhase(name=p.name, start=_iso_z(p.start), end=_iso_z(p.end),
-                             seconds=None if p.seconds is None else round(p.seconds, 3)) for p in last.phases]
     ready = by.get("server_ready")
     serving = last.status == "ready" or (ready is not None and ready.end is not None)
+    failed = last.status == "failed"
+    done = {p.name for p in last.phases if p.end is not None and not (p.details or {}).get("failed")}
+    warm = by.get("warm")
+    return ColdStartObservation(
+        status=_status_of(rep, pod, serving),
+        weights_loaded="weights_load" in done, graphs_captured="cuda_graphs" in done,
+        graphs_skipped=serving and "cuda_graphs" not in by,  # eager engines capture no graphs
+        serving=serving, warm=warm is not None and warm.end is not None,
+        verdict=Verdict.of_attempt(stalled=last.stalled, index=last.index, failed_phase=last.failed_phase,
+                                   reason=last.reason) if failed else None)
+
+
+def _status_of(rep: Any, pod: str | None, serving: bool) -> ColdStart:
+    last = rep.last
+    by = {p.name: p for p in last.phases}
+    ready = by.get("server_ready")
     total = None
     if serving and ready is not None and ready.end is not None:
         origin = by.get("container_start")
         start = origin.start if origin is not None and origin.start is not None else last.start
         total = round(ready.end - start, 3) if start is not None else None
-    warm = by.get("warm")
-    verdict = None
-    if last.status == "failed":
-        stalled = (last.reason or "").startswith("stalled in ")
-        verdict = {"phase": api.PHASE_DEGRADED if stalled else api.PHASE_FAILED,
-                   "reason": api.REASON_PHASE_OVER_BUDGET if stalled else api.REASON_ENGINE_CRASHED,
-                   "message": f"attempt {last.index}: cold start failed in {last.failed_phase or 'an unknown phase'}: "
-                              f"{last.reason or 'no reason printed'}"}
-    done = {p.name for p in last.phases if p.end is not None and not (p.details or {}).get("failed")}
     cache = last.compile_cache
     failed = last.status == "failed"
     status = ColdStart(
         attempt=last.index, compileCacheWarm=None if cache is None else cache["state"] == "hit",
-        phases=phases,
+        phases=[ColdStartPhase(name=p.name, start=_iso_z(p.start), end=_iso_z(p.end),
+                               seconds=None if p.seconds is None else round(p.seconds, 3)) for p in last.phases],
         current=last.current_phase if last.status == "in-progress" else None, totalSeconds=total,
         failedPhase=last.failed_phase if failed else None, reason=last.reason if failed else None,
         compileCache=None if cache is None else CompileCache(state=cache["state"], hits=cache["hits"],
@@ -393,49 +400,36 @@ def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
                                                              compileSeconds=cache["compile_seconds"]),
         memory=EngineMemory.model_validate(last.memory) if last.memory else None,
         engine=rep.engine or None, pod=pod or None)
-    snap: ColdStartSnapshot = status.model_dump(by_alias=True, exclude_none=True)
-    snap.update(weightsLoaded="weights_load" in done, graphsCaptured="cuda_graphs" in done,
-                graphsSkipped=serving and "cuda_graphs" not in by,  # eager engines capture no graphs
-                serving=serving, warm=warm is not None and warm.end is not None, verdict=verdict)
-    return snap
+    # under its status names with the unknowns left out: what the status writes (and compares) is what was known
+    return coldstart_model(status.model_dump(by_alias=True, exclude_none=True))
 
 
-
-
-def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
+def combine(snaps: list[ColdStartObservation]) -> ColdStartObservation:
     """One resource, several engine pods: a failed pod speaks first, then the least advanced one
     (the resource is as far as its slowest pod); among serving pods the slowest cold start."""
     if len(snaps) == 1:
         return snaps[0]
-    if any(s.get("syncing") for s in snaps):
-        return {**snaps[0], "syncing": True}
-    failed = [s for s in snaps if s.get("verdict")]
+    if any(s.syncing for s in snaps):
+        return dataclasses.replace(snaps[0], syncing=True)
+    failed = [s for s in snaps if s.verdict is not None]
     if failed:
         return failed[0]
-    starting = [s for s in snaps if not s.get("serving")]
+    starting = [s for s in snaps if not s.serving]
     if starting:
-        return min(starting, key=lambda s: PHASE_INDEX.get(s.get("current"), -1))
-    return max(snaps, key=lambda s: coldstart_of(s).totalSeconds or 0.0)
+        return min(starting, key=lambda s: PHASE_INDEX.get(s.status.current, -1))
+    return max(snaps, key=lambda s: s.status.totalSeconds or 0.0)
 
 
-def _phase_word(snap: ColdStartSnapshot) -> str:
-    """Where one pod (or the slowest pod of a role) is: ``failed in <phase>``, ``serving``, the phase in progress."""
-    if snap.get("verdict"):
-        return f"failed in {coldstart_of(snap).failedPhase or 'an unknown phase'}"
-    if snap.get("serving"):
-        return "serving"
-    return coldstart_of(snap).current or "starting"
-
-
-def role_phases(pods: Sequence[Mapping[str, Any]], snaps: Sequence[ColdStartSnapshot]) -> dict[str, str]:
+def role_phases(pods: Sequence[Mapping[str, Any]], snaps: Sequence[ColdStartObservation]) -> dict[str, str]:
     """Per role of a topology (the pods' role label): where its cold start is, read from its own pods' engine
     logs (a P/D prefill may be serving while its decode still captures graphs). {} for pods without roles."""
-    by_role: dict[str, list[ColdStartSnapshot]] = {}
+    by_role: dict[str, list[ColdStartObservation]] = {}
     for pod, snap in zip(pods, snaps):
         role = ((pod.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
         if role:
             by_role.setdefault(role, []).append(snap)
-    return {role: _phase_word(_combine(s)) for role, s in sorted(by_role.items()) if not _combine(s).get("syncing")}
+    combined = {role: combine(s) for role, s in sorted(by_role.items())}
+    return {role: c.phase_word for role, c in combined.items() if not c.syncing}
 
 
 def coldstart_factory(api_client: Any, enqueue: Callable[[Key], None], metrics: Any = None,

@@ -127,7 +127,8 @@ class Reconciler:
         if self.warmup is not None and coldstart is not None:
             warm = self.warmup.observe(key, cr, pods)
             if warm is not None:
-                coldstart = {**coldstart, **ColdStart(warmup=warm).model_dump(exclude_unset=True)}
+                coldstart = dataclasses.replace(coldstart, status=coldstart.status.model_copy(
+                    update={"warmup": ColdStart(warmup=warm).warmup}))
         return d.Observed(owned=owned, pods=pods, coldstart=coldstart)
 
     def _decide(self, cr: dict, observed: d.Observed) -> d.Decision:

@@ -10,7 +10,6 @@ from gpustack_k3.coldstart.catalog import FIGURES
 from gpustack_k3.metrics import ColdStartMetrics, ColdStartStatusFigures
 from gpustack_k3.operator.coldstart_bridge import snapshot_of
 from gpustack_k3.operator.conditions import plan_check_of
-from gpustack_k3.operator.seams import coldstart_of
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
@@ -29,10 +28,11 @@ def test_every_engine_figure_has_a_status_field():
 
 def test_snapshot_of_a_compiled_cpu_start_is_valid_status():
     snap = snapshot_of(tracked("vllm-0.32.0-cpu-compile-cache-hit.log").report(), "pod-0")
-    assert snap["compileCacheWarm"] is True
-    assert snap["compileCache"]["state"] == "hit" and snap["compileCache"]["compileSeconds"] == 279.0
-    assert snap["memory"] == {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
-    assert coldstart_of(snap).memory == EngineMemory(kv_cache_gib=1.0, kv_cache_tokens=46592, max_concurrency=45.5,
+    cold = snap.status.model_dump(by_alias=True, exclude_none=True)
+    assert cold["compileCacheWarm"] is True
+    assert cold["compileCache"]["state"] == "hit" and cold["compileCache"]["compileSeconds"] == 279.0
+    assert cold["memory"] == {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
+    assert snap.status.memory == EngineMemory(kv_cache_gib=1.0, kv_cache_tokens=46592, max_concurrency=45.5,
                                                       concurrency_len=1024)
 
 
@@ -97,12 +97,16 @@ def test_several_pods_report_the_least_advanced_phase_in_the_canonical_order():
     """A pod in vLLM's profiling run is behind one allocating its KV cache and ahead of one loading weights: the
     resource is as far as its slowest pod, in the phase order of ``coldstart/phases.py`` (the operator keeps no
     order of its own)."""
-    from gpustack_k3.operator.coldstart_bridge import _combine
+    from gpustack_k3.api.v1alpha1.status import ColdStart
+    from gpustack_k3.operator.coldstart_bridge import combine
+    from gpustack_k3.operator.observation import ColdStartObservation
 
-    snaps = [{"current": "kv_cache", "serving": False}, {"current": "profile_run", "serving": False},
-             {"current": "cuda_graphs", "serving": False}]
-    assert _combine(snaps)["current"] == "profile_run"
-    assert _combine(snaps[::-1])["current"] == "profile_run"
-    behind = [{"current": "profile_run", "serving": False}, {"current": "weights_load", "serving": False}]
-    assert _combine(behind)["current"] == "weights_load"
-    assert _combine(behind[::-1])["current"] == "weights_load"
+    def at(phase):
+        return ColdStartObservation(ColdStart(current=phase))
+
+    snaps = [at("kv_cache"), at("profile_run"), at("cuda_graphs")]
+    assert combine(snaps).status.current == "profile_run"
+    assert combine(snaps[::-1]).status.current == "profile_run"
+    behind = [at("profile_run"), at("weights_load")]
+    assert combine(behind).status.current == "weights_load"
+    assert combine(behind[::-1]).status.current == "weights_load"
