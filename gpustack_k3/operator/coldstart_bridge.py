@@ -226,10 +226,6 @@ class PodLogColdStart:
                 t.follower.join(5)
 
     # ------------------------------------------------------------------ internals
-    def followers(self) -> list[LogFollower]:
-        with self._lock:
-            return [t.follower for ts in self._tracks.values() for t in ts.values() if t.follower is not None]
-
     def _new_track(self, key: Key, pod: Mapping[str, Any]) -> _PodTrack:
         m = pod.get("metadata") or {}
         created = parse_time(m.get("creationTimestamp")) or self.clock()

@@ -16,7 +16,6 @@ from typing import Any
 from gpustack_k3.operator import hooks
 from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
 from gpustack_k3.operator.decide import Plan, Render, Validate
-from gpustack_k3.operator.kinds import CHILD_KINDS
 from gpustack_k3.operator.kube import api_client_from
 from gpustack_k3.operator.manager import LeaderElection, Manager
 from gpustack_k3.operator.reconciler import Hooks, Reconciler
@@ -26,8 +25,6 @@ from gpustack_k3.probe.warmup import warm_up
 
 log = logging.getLogger("gpustack_k3.operator")
 
-# (apiVersion, kind) of every child kind (kinds.CHILD_KINDS), for readers that want the pairs (the chart's RBAC test)
-OWNED_KINDS: tuple[tuple[str, str], ...] = tuple(k.key for k in CHILD_KINDS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,7 +38,6 @@ class PodSummary:
     unschedulable: str = ""   # message of the first Unschedulable PodScheduled condition
     failed: str = ""          # "Reason: message" making the workload Failed
     crashing: str = ""        # "Reason: message" making the workload Degraded
-    per_pod_restarts: tuple[tuple[str, int], ...] = ()
     restarted_after_crash: str = ""   # "pod/container" restarted after a crash during its cold start, if any
 
     @property
@@ -81,7 +80,6 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
     a crash loop."""
     total = scheduled = ready = running = restarts = 0
     unschedulable = failed = crashing = restarted_after_crash = ""
-    per_pod = []
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp"):
@@ -131,8 +129,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
                     and not restarted_after_crash and _in_cold_start(pod, c, now)):
                 restarted_after_crash = who
         restarts += pod_restarts
-        per_pod.append((meta.get("name", ""), pod_restarts))
-    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod),
+    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing,
                       restarted_after_crash)
 
 

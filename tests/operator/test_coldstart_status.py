@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gpustack_k3.api.v1alpha1.status import EngineMemory, PlanCheck, PlanSummary
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.coldstart.catalog import FIGURES
-from gpustack_k3.metrics import ColdStartMetrics, ColdStartStatusFigures
+from gpustack_k3.metrics import ColdStartStatusFigures
 from gpustack_k3.operator.coldstart_bridge import snapshot_of
 from gpustack_k3.operator.conditions import plan_check_of
 
@@ -79,18 +79,6 @@ def test_status_figures_collector():
     assert 'gpustack_k3_cold_start_plan_drift_percent{figure="kvCacheTokens",name="a",namespace="llm"} -0.02' in body
     assert 'gpustack_k3_cold_start_compile_cache{name="a",namespace="llm",state="hit"} 1.0' in body
     assert 'name="b"' not in body
-
-
-def test_runner_metrics_observe_figures():
-    reg = CollectorRegistry()
-    m = ColdStartMetrics(registry=reg)
-    rep = tracked("vllm-0.32.0-cpu-compile-cache-miss.log").report()
-    m.observe_figures(rep, {"figures": [{"figure": "kv_cache_tokens", "planned": 46603, "engine": 46592,
-                                         "drift_pct": -0.02}]})
-    body = generate_latest(reg).decode()
-    assert 'gpustack_k3_cold_start_engine_figure{engine="vllm",figure="kv_cache_tokens"} 46592.0' in body
-    assert 'gpustack_k3_cold_start_plan_drift{engine="vllm",figure="kv_cache_tokens"} -0.02' in body
-    assert 'gpustack_k3_cold_start_compile_cache_total{engine="vllm",state="miss"} 1.0' in body
 
 
 def test_several_pods_report_the_least_advanced_phase_in_the_canonical_order():
