@@ -71,6 +71,8 @@ class Marker(BaseModel):
     figures: dict[str, str] = Field(default_factory=dict)
     cache: Literal["hit", "miss"] | None = None   # compile cache: compiled graphs loaded, or compiled
     sum_per_rank: bool = False   # engine seconds add up per rank (several captures per rank)
+    draft: bool = False          # after this line the loader's lines describe the draft model (their seconds are its)
+    pool: bool = False           # a KV pool line: the first pool's figures stand, each labelled pool in details.pools
 
     @field_validator("phase")
     @classmethod

@@ -21,7 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOWN_RUFF = {
     ("gpustack_k3/core/argv/vllm.py", "C901"): "h-rules (preprocess)",
     ("gpustack_k3/cli/common.py", "F401"): "h-cli (EXIT_OK unused)",
-    ("gpustack_k3/coldstart/attempts.py", "C901"): "h-opdesign (Attempts.marker, split along its data next)",
 }
 # vulture reports in files other helpers own (path, name) -> owner
 KNOWN_VULTURE: dict[tuple[str, str], str] = {}
