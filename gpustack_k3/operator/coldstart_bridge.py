@@ -85,6 +85,18 @@ class _PodTrack:
         self.previous_read = False
         self.shown: tuple | None = None     # what the last snapshot was built from (enqueue on change)
 
+    def once(self, tag: tuple[str, str], fn: Callable[[], None]) -> None:
+        """Report a platform event once per (event, pod/container) tag (the caller holds ``lock``)."""
+        if tag not in self.emitted:
+            self.emitted.add(tag)
+            fn()
+
+    def exited(self, term: Mapping[str, Any], container_id: str) -> None:
+        """A terminated container's exit, once per container id."""
+        if container_id and isinstance(term.get("exitCode"), int):
+            self.once(("exited", container_id), lambda: self.tracker.process_exited(
+                term["exitCode"], parse_time(term.get("finishedAt"))))
+
 
 class PodLogSource:
     """One engine container's log through the pod log API (``LogSource`` of the follow supervisor)."""
@@ -245,50 +257,50 @@ class PodLogColdStart:
         """Report platform phases once each, in order, from what the kubelet says."""
         m, status = pod.get("metadata") or {}, pod.get("status") or {}
         conds = {c.get("type"): c for c in status.get("conditions") or []}
-        created = parse_time(m.get("creationTimestamp"))
         sched = conds.get("PodScheduled") or {}
         scheduled_at = parse_time(sched.get("lastTransitionTime")) if sched.get("status") == "True" else None
         cs = container_status(pod, track.container)
-        state = cs.get("state") or {}
         cid = cs.get("containerID") or ""
         started = _started_at(cs)
-        t = track.tracker
         with track.lock:
-            def once(tag: tuple[str, str], fn: Callable[[], None]) -> None:
-                if tag not in track.emitted:
-                    track.emitted.add(tag)
-                    fn()
-
-            def exited(term: Mapping[str, Any], container_id: str) -> None:
-                if container_id and isinstance(term.get("exitCode"), int):
-                    once(("exited", container_id), lambda: t.process_exited(
-                        term["exitCode"], parse_time(term.get("finishedAt"))))
-            if created is not None and ("scheduled", "end") not in track.emitted:
-                once(("scheduled", "start"), lambda: t.platform_event("scheduled", created))
-            if scheduled_at is not None:
-                once(("scheduled", "end"), lambda: t.platform_event("scheduled", created or scheduled_at, scheduled_at))
-                waiting = (state.get("waiting") or {}).get("reason")
-                if started is None and ("image_pull", "end") not in track.emitted:
-                    once(("image_pull", "start"), lambda: t.platform_event(
-                        "image_pull", scheduled_at, None, {"waiting": waiting} if waiting else None))
+            self._scheduling(track, parse_time(m.get("creationTimestamp")), scheduled_at, started,
+                             ((cs.get("state") or {}).get("waiting") or {}).get("reason"))
             if started is not None and cid:
-                first_container = int(cs.get("restartCount") or 0) == 0
-                if (scheduled_at is not None and first_container) or ("image_pull", "start") in track.emitted:
-                    # pulled and created by the first start (a restart's startedAt says nothing of the pull)
-                    first_start = started
-                    once(("image_pull", "end"), lambda: t.platform_event(
-                        "image_pull", scheduled_at or first_start, first_start))
-                if not track.previous_read and int(cs.get("restartCount") or 0) > 0 and not track.emitted - {
-                        ("scheduled", "start"), ("scheduled", "end")}:
-                    track.previous_read = True
-                    self._read_previous(key, track)  # an operator restart: recover the earlier attempt
-                track.previous_read = True
-                last = (cs.get("lastState") or {}).get("terminated") or {}
-                exited(last, last.get("containerID") or "")   # the previous container's end, before the new start
-                once(("container_start", cid), lambda: t.platform_event(
-                    "container_start", started, started,
-                    {"containerID": cid, "restartCount": int(cs.get("restartCount") or 0)}))
-            exited(state.get("terminated") or {}, cid)
+                self._container_start(key, track, cs, cid, started, scheduled_at)
+            track.exited((cs.get("state") or {}).get("terminated") or {}, cid)
+
+    @staticmethod
+    def _scheduling(track: _PodTrack, created: float | None, scheduled_at: float | None, started: float | None,
+                    waiting: str | None) -> None:
+        """``scheduled`` = creation → PodScheduled; ``image_pull`` begins when scheduled (while it waits)."""
+        t = track.tracker
+        if created is not None and ("scheduled", "end") not in track.emitted:
+            track.once(("scheduled", "start"), lambda: t.platform_event("scheduled", created))
+        if scheduled_at is None:
+            return
+        track.once(("scheduled", "end"), lambda: t.platform_event("scheduled", created or scheduled_at, scheduled_at))
+        if started is None and ("image_pull", "end") not in track.emitted:
+            track.once(("image_pull", "start"), lambda: t.platform_event(
+                "image_pull", scheduled_at, None, {"waiting": waiting} if waiting else None))
+
+    def _container_start(self, key: Key, track: _PodTrack, cs: Mapping[str, Any], cid: str, started: float,
+                         scheduled_at: float | None) -> None:
+        """The pull ends at the first start; a restart's start (a new container id) begins a new attempt, after the
+        previous container's exit."""
+        t = track.tracker
+        restarts = int(cs.get("restartCount") or 0)
+        if (scheduled_at is not None and restarts == 0) or ("image_pull", "start") in track.emitted:
+            # pulled and created by the first start (a restart's startedAt says nothing of the pull)
+            track.once(("image_pull", "end"), lambda: t.platform_event("image_pull", scheduled_at or started, started))
+        if not track.previous_read and restarts > 0 and not track.emitted - {
+                ("scheduled", "start"), ("scheduled", "end")}:
+            track.previous_read = True
+            self._read_previous(key, track)  # an operator restart: recover the earlier attempt
+        track.previous_read = True
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        track.exited(last, last.get("containerID") or "")   # the previous container's end, before the new start
+        track.once(("container_start", cid), lambda: t.platform_event(
+            "container_start", started, started, {"containerID": cid, "restartCount": restarts}))
 
     def _read_previous(self, key: Key, track: _PodTrack) -> None:
         from kubernetes.client.rest import ApiException

@@ -27,7 +27,8 @@ from gpustack_k3.operator.observation import ColdStartObservation, Verdict, cold
 from gpustack_k3.operator.status_table import Ready
 
 
-def _iso(t: dt.datetime) -> str:
+def kube_time(t: dt.datetime) -> str:
+    """metav1.Time as the API serialises it: RFC 3339 in UTC, whole seconds (conditions, Events)."""
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -50,7 +51,7 @@ def status_model(status: Mapping[str, Any] | None) -> K3DeploymentStatus | None:
 class Conditions:
     def __init__(self, previous: Sequence[Condition], now: dt.datetime, generation: int):
         self.prev = {c.type: c for c in previous}
-        self.now, self.generation = _iso(now), generation
+        self.now, self.generation = kube_time(now), generation
         self.items: dict[str, Condition] = {}
 
     def set(self, ctype: str, status: bool | None, reason: str, message: str) -> None:

@@ -3,6 +3,7 @@ now, its groups from their leader pods, group recreations, and what they mean fo
 phase (a role short of ready groups, a group recreated again and again)."""
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,12 +35,9 @@ def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
     return round(max(0.0, ready - max(started)), 1)
 
 
-def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
-                  previous: Sequence[RoleStatus], cold_starts: Mapping[str, str] | None = None) -> list[RoleStatus]:
-    """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
-    kserve#6043), its groups from their leader pods, and group recreations counted against what the last
-    status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
-    sets: list[tuple[str, str, dict, dict]] = []   # (role, kind, lws spec, lws status)
+def _role_sets(owned: Mapping[tuple[str, str, str], dict]) -> list[tuple[str, str, dict, dict]]:
+    """(role, kind, its spec, its status) of each LeaderWorkerSet role and each DisaggregatedSet role."""
+    sets: list[tuple[str, str, dict, dict]] = []
     for (_av, kind, _name), obj in sorted(owned.items()):
         if kind == api.LWS_KIND:
             role = ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
@@ -49,30 +47,49 @@ def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Map
             by_name = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
             for r in (obj.get("spec") or {}).get("roles") or []:
                 sets.append((r.get("name"), kind, r.get("spec") or {}, by_name.get(r.get("name")) or {}))
+    return sorted(sets, key=lambda s: s[0])
+
+
+def _leaders(role: str, pods: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """The role's group leader pods (worker index 0) by group index."""
+    leaders = {}
+    for p in pods:
+        labels = (p.get("metadata") or {}).get("labels") or {}
+        if labels.get(api.LABEL_ROLE) == role and labels.get(api.LWS_LABEL_WORKER_INDEX) == "0":
+            with contextlib.suppress(ValueError):
+                leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
+    return leaders
+
+
+def _groups(leaders: Mapping[int, Mapping[str, Any]], prev_groups: Mapping[int, GroupStatus],
+            want: int) -> list[GroupStatus]:
+    """Each group from its leader pod; a leader with a new uid was recreated by LWS (counted against the last
+    status); a group between LWS deleting its pods and creating them again keeps its last entry, not ready."""
+    groups = []
+    for idx in sorted(set(leaders) | {i for i in prev_groups if i < want}):
+        pod, old = leaders.get(idx), prev_groups.get(idx)
+        if pod is None:
+            groups.append(old.model_copy(update={"ready": False}))
+            continue
+        uid = (pod.get("metadata") or {}).get("uid") or ""
+        recreated = old is not None and old.leaderUid != uid
+        groups.append(GroupStatus(index=idx, leader=pod["metadata"]["name"], leaderUid=uid,
+                                  ready=pod_ready_at(pod) is not None,
+                                  recreations=(old.recreations if old else 0) + (1 if recreated else 0)))
+    return groups
+
+
+def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
+                  previous: Sequence[RoleStatus], cold_starts: Mapping[str, str] | None = None) -> list[RoleStatus]:
+    """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
+    kserve#6043), its groups from their leader pods, and group recreations counted against what the last
+    status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
     before = {r.name: r for r in previous}
     out = []
-    for role, kind, spec, st in sorted(sets, key=lambda s: s[0]):
-        leaders = {}
-        for p in pods:
-            labels = (p.get("metadata") or {}).get("labels") or {}
-            if labels.get(api.LABEL_ROLE) == role and labels.get(api.LWS_LABEL_WORKER_INDEX) == "0":
-                try:
-                    leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
-                except ValueError:
-                    continue
-        prev_groups = {g.index: g for g in before[role].groups} if role in before else {}
+    for role, kind, spec, st in _role_sets(owned):
+        leaders = _leaders(role, pods)
         want = int(spec.get("replicas", 1) or 0)
-        groups = []
-        for idx in sorted(set(leaders) | {i for i in prev_groups if i < want}):
-            pod, old = leaders.get(idx), prev_groups.get(idx)
-            if pod is None:     # between LWS deleting a group's pods and creating them again
-                groups.append(old.model_copy(update={"ready": False}))
-                continue
-            uid = (pod.get("metadata") or {}).get("uid") or ""
-            recreated = old is not None and old.leaderUid != uid
-            groups.append(GroupStatus(index=idx, leader=pod["metadata"]["name"], leaderUid=uid,
-                                      ready=pod_ready_at(pod) is not None,
-                                      recreations=(old.recreations if old else 0) + (1 if recreated else 0)))
+        groups = _groups(leaders, {g.index: g for g in before[role].groups} if role in before else {}, want)
         entry = RoleStatus(
             name=role, kind=kind, instances=want,
             podsPerInstance=int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
