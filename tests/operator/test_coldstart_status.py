@@ -98,3 +98,15 @@ def test_several_pods_report_the_least_advanced_phase_in_the_canonical_order():
     behind = [at("profile_run"), at("weights_load")]
     assert combine(behind).status.current == "weights_load"
     assert combine(behind[::-1]).status.current == "weights_load"
+
+
+def test_status_phases_add_up_to_the_engine_s_own_init_figure():
+    """issue 33: the operator's kv_cache phase showed 0.0 s where the log spends 6 s between the profiling run's end
+    (18:24:41) and the KV figure (18:24:47); weights_load carries the engine's 1.71 s, not the 2 s stamp span."""
+    rep = tracked("vllm-0.32.0-cpu-compiled.log").report()
+    phases = {p.name: p for p in snapshot_of(rep, "pod-0").status.phases}
+    assert phases["weights_load"].seconds == 1.71
+    assert (phases["kv_cache"].start, phases["kv_cache"].end, phases["kv_cache"].seconds) == (
+        "2026-11-29T18:24:41Z", "2026-11-29T18:24:47Z", 6.0)
+    init = sum(phases[n].seconds for n in ("compile", "profile_run", "kv_cache"))
+    assert abs(init - rep.last.engine_init_seconds) < 1.0     # "init engine ... took 244.55 s", stamps of 1 s
