@@ -1,8 +1,8 @@
 """Prometheus metrics for cold start, shared by the CLI runners and the operator.
 
-Per start (runners, ``observe_report`` / ``observe_figures``): phase durations, failures, the engine's
-memory figures, the compile-cache state, the drift from the plan. The operator also exports the figures
-its status holds per resource (``ColdStartStatusFigures``, read at scrape time).
+Per start, fed live by the tracker (``listener``): phase durations, the phase in progress, failures. The
+operator also exports the figures its status holds per resource (``ColdStartStatusFigures``, read at scrape
+time): the engine's memory figures, the drift from the plan, the compile-cache state.
 
 ``ColdStartMetrics(registry=CollectorRegistry())`` keeps tests isolated; the operator passes
 nothing and gets the process-wide default registry. ``metrics.listener`` plugs into
@@ -18,7 +18,7 @@ from gpustack_k3.api.v1alpha1.status import K3DeploymentStatus
 from gpustack_k3.coldstart.phases import PHASES
 
 if TYPE_CHECKING:
-    from gpustack_k3.coldstart.tracker import ColdStartReport, PhaseTransition
+    from gpustack_k3.coldstart.tracker import PhaseTransition
 
 # Cold-start phases run from seconds (server_ready) to an hour (weights_download).
 PHASE_BUCKETS = (1, 5, 10, 30, 60, 120, 180, 300, 450, 600, 900, 1200, 1800, 3600, 7200)
@@ -37,15 +37,6 @@ class ColdStartMetrics:
         self.failures = Counter(
             "gpustack_k3_cold_start_failures", "Cold starts that failed, by the phase they failed in",
             ["engine", "phase"], registry=reg)
-        self.engine_memory = Gauge(
-            "gpustack_k3_cold_start_engine_figure", "The engine's own memory figure of the last start (its log)",
-            ["engine", "figure"], registry=reg)
-        self.plan_drift = Gauge(
-            "gpustack_k3_cold_start_plan_drift", "Engine figure vs plan of the last start, percent",
-            ["engine", "figure"], registry=reg)
-        self.compile_cache = Counter(
-            "gpustack_k3_cold_start_compile_cache", "Starts by compile-cache state (hit, miss, partial)",
-            ["engine", "state"], registry=reg)
 
     def _set_current(self, engine: str, phase: str | None) -> None:
         for p in PHASES:
@@ -64,28 +55,6 @@ class ColdStartMetrics:
         elif ev.event == "failed":
             self.failures.labels(engine=engine, phase=ev.phase or "unknown").inc()
             self._set_current(engine, None)
-
-    def observe_report(self, rep: ColdStartReport) -> None:
-        """Record a finished report in one go (for runners that parse a whole log afterwards)."""
-        engine = rep.engine or "unknown"
-        for p in rep.phases:
-            if p.end is not None and p.seconds is not None and p.seconds >= 0:
-                self.phase_seconds.labels(engine=engine, phase=p.name).observe(p.seconds)
-        if rep.status == "failed":
-            self.failures.labels(engine=engine, phase=rep.last.failed_phase or "unknown").inc()
-        self._set_current(engine, rep.last.current_phase if rep.status == "in-progress" else None)
-
-    def observe_figures(self, rep: ColdStartReport, plan_check: dict | None = None) -> None:
-        """The engine's memory figures, compile-cache state and (``plan_check`` of ``coldstart.plancheck``)
-        the drift from the plan, for runners that hold a report (``run``)."""
-        engine = rep.engine or "unknown"
-        for figure, value in (rep.last.memory or {}).items():
-            self.engine_memory.labels(engine=engine, figure=figure).set(value)
-        if rep.last.compile_cache:
-            self.compile_cache.labels(engine=engine, state=rep.last.compile_cache["state"]).inc()
-        for row in (plan_check or {}).get("figures", []):
-            if row["drift_pct"] is not None:
-                self.plan_drift.labels(engine=engine, figure=row["figure"]).set(row["drift_pct"])
 
 
 class ColdStartStatusFigures:

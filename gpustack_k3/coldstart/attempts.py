@@ -10,6 +10,7 @@ Times come in already parsed (``framing.Clock``); derived timings are the report
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -26,6 +27,10 @@ MAX_ATTEMPTS = 64           # older attempts are summarised away beyond this
 MAX_HITS_PER_RULE = 32      # doctor keeps this many examples per rule (counts stay exact)
 MAX_RANKS = 1024            # per phase; more distinct rank prefixes than this is noise
 REASON_CHARS = 240
+# groups kept per rank as well (memory figures of the phases that state them)
+RANK_FIGURES = frozenset({"gib", "gb", "tokens", "concurrency", "k_gb", "v_gb"})
+# a ``pool`` marker's groups whose first value stands (the first pool the engine allocates is the full-attention one)
+POOL_FIRST = frozenset({"tokens", "gb", "dtype", "k_gb", "v_gb"})
 MAX_CACHE_LINES = 4         # compile-cache lines kept as evidence per attempt
 STAMP_RESOLUTION_S = 1.0    # engines stamp whole seconds
 
@@ -257,27 +262,51 @@ class Attempts:
 
     def marker(self, m: Marker, rx, text: str, ts: float | None, rank: str | None,
                fallback_ts: float | None) -> None:
+        """One catalog marker's line: read it (engine, regex), find its attempt, then what its kind says."""
+        groups = self._read(m, rx, text)
+        if groups is None:
+            return
+        att, ts = self._attempt_at(m, ts, fallback_ts)
+        self._identity(att, groups)
+        if m.kind in ("fail", "cause"):
+            self._cause(m, att, text, ts, rank, groups)
+        elif m.kind == "request":
+            self._request(att, text, ts)
+        elif m.kind != "traceback":   # a traceback: the tracker follows it (causes.Tracebacks), calls exception()
+            self._progress(m, att, text, ts, rank, groups)
+
+    def _read(self, m: Marker, rx, text: str) -> dict[str, str] | None:
+        """The line's regex groups, or None when it is not this marker's line (another engine's, no match)."""
         engine = m.engine
         if engine != "any" and self.engine is not None and engine != self.engine:
             if m.detect and (rx is None or rx.search(text)):   # a line that names the other engine: counted
                 self.other_engine_lines[engine] = self.other_engine_lines.get(engine, 0) + 1
-            return   # the other engine's line: no need to read it further
+            return None   # the other engine's line: no need to read it further
         groups: dict[str, str] = {}
         if rx is not None:
             match = rx.search(text)
             if match is None:
-                return
+                return None
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
         if engine != "any":
             if engine != self.engine and not self.engine_ok(engine, m.detect):
-                return
+                return None
             self.engine_lines += 1
-            if m.id not in self._forms_seen:   # the version range its form implies, once per marker
-                self._forms_seen.add(m.id)
-                if m.since and (self.since is None or version_key(m.since) > version_key(self.since)):
-                    self.since = m.since
-                if m.until and (self.until is None or version_key(m.until) < version_key(self.until)):
-                    self.until = m.until
+            self._form_seen(m)
+        return groups
+
+    def _form_seen(self, m: Marker) -> None:
+        """The version range a marker's form implies, once per marker."""
+        if m.id in self._forms_seen:
+            return
+        self._forms_seen.add(m.id)
+        if m.since and (self.since is None or version_key(m.since) > version_key(self.since)):
+            self.since = m.since
+        if m.until and (self.until is None or version_key(m.until) < version_key(self.until)):
+            self.until = m.until
+
+    def _attempt_at(self, m: Marker, ts: float | None, fallback_ts: float | None) -> tuple[Attempt, float | None]:
+        """The attempt the line belongs to (a process start after progress begins a new one) and its time."""
         att = self.attempts[-1]
         if m.kind == "start" and m.phase == "process_start" and att.progressed():
             att = self.new_attempt(ts)
@@ -287,42 +316,43 @@ class Attempts:
             att.touch(ts)
         if att.first_ts is None and ts is not None:
             att.first_ts = ts
+        return att, ts
+
+    def _identity(self, att: Attempt, groups: dict[str, str]) -> None:
         if "version" in groups and not self.version_given:
             self.version_seen = groups["version"]
         if "tp" in groups:
-            try:
+            with contextlib.suppress(ValueError):
                 att.tp = int(groups["tp"])
-            except ValueError:
-                pass
-        if m.kind in ("fail", "cause"):
-            # "fail": the engine gave up (the first one declares the attempt failed); "cause": an error
-            # message that names why, should the attempt fail (the process ending says so)
-            reason = groups.get("reason") or text.strip()
-            att.add_cause(Cause(self.seq, ts, rank, " ".join(reason.split())[:TEXT_CHARS], error=groups.get("error"),
-                                wrapper=m.wrapper, phase=m.phase, marker=m.id))
-            if m.kind == "fail":
-                self.fail(att, ts, m.phase, reason)
-            return
-        if m.kind == "traceback":
-            return   # the tracker follows it (causes.Tracebacks) and calls exception()
-        if m.kind == "request":
-            ready = att.ready_at
-            if ready is not None and ts is not None and ts >= ready:
-                w = att.phase("warm")
-                if not w.seen:
-                    w.seen, w.start, w.end = True, ready, ts
-                    w.details["first_request"] = text.strip()[-160:]
-                    self._changed(att)
-            return
+
+    def _cause(self, m: Marker, att: Attempt, text: str, ts: float | None, rank: str | None,
+               groups: dict[str, str]) -> None:
+        """"fail": the engine gave up (the first one declares the attempt failed); "cause": an error message that
+        names why, should the attempt fail (the process ending says so)."""
+        reason = groups.get("reason") or text.strip()
+        att.add_cause(Cause(self.seq, ts, rank, " ".join(reason.split())[:TEXT_CHARS], error=groups.get("error"),
+                            wrapper=m.wrapper, phase=m.phase, marker=m.id))
+        if m.kind == "fail":
+            self.fail(att, ts, m.phase, reason)
+
+    def _request(self, att: Attempt, text: str, ts: float | None) -> None:
+        """A served request: the first one after Ready ends the warm phase."""
+        ready = att.ready_at
+        if ready is not None and ts is not None and ts >= ready:
+            w = att.phase("warm")
+            if not w.seen:
+                w.seen, w.start, w.end = True, ready, ts
+                w.details["first_request"] = text.strip()[-160:]
+                self._changed(att)
+
+    def _progress(self, m: Marker, att: Attempt, text: str, ts: float | None, rank: str | None,
+                  groups: dict[str, str]) -> None:
+        """A phase line (start, progress, end, info): the phase, its rank's figures and details."""
         assert m.phase is not None
         if att.failure is not None:
             return
         p = att.phase(m.phase)
-        ready = att.ready_at
-        if (m.phase == "compile" and ready is not None and ts is not None and ts > ready):
-            att.late_compile_count += 1
-            if att.late_compile_first is None or ts < att.late_compile_first:
-                att.late_compile_first = ts
+        if self._late_compile(att, m, ts):
             return
         p.seen = True
         att.progress_seq = self.seq
@@ -334,60 +364,14 @@ class Attempts:
                 att.cache_lines.append(f"{m.id}: {text.strip()[:200]}")
         if ts is not None and m.kind != "info" and (p.first is None or ts < p.first):
             p.first = ts
-        r = rank or "main"
-        rd = p.rank(r)
-        if m.id == "vllm-drafter":
-            # gpu_model_runner.py:5010@0.33.0: after this line the same loader lines describe the draft model;
-            # they must not replace the main model's figures (its 163.8 s vs the draft's 6.4 s: docs/sources.md#cold-start).
-            rd["_draft"] = True
-        elif m.phase == "weights_load" and rd.get("_draft"):
-            # only the loader's own duration is per model; "Model loading took" sums main + draft
-            groups = {("draft_" + k if k == "seconds" else k): v for k, v in groups.items()}
-        if m.kind == "start":
-            if ts is not None and (p.start is None or ts < p.start):
-                p.start = ts
-        elif m.kind == "end":
-            if ts is not None:
-                p.end = ts if p.end is None else max(p.end, ts)
-                rd["end"] = ts
-        if "engine_init" in groups:
-            try:
-                att.engine_init = float(groups["engine_init"])
-            except ValueError:
-                pass
-        if "seconds" in groups:
-            try:
-                sec = float(groups["seconds"])
-            except ValueError:
-                sec = None
-            if sec is not None:
-                if m.sum_per_rank:
-                    rd["seconds"] = round(rd.get("seconds", 0.0) + sec, 3)
-                    rd["captures"] = rd.get("captures", 0) + 1
-                else:
-                    rd["seconds"] = sec
-        for k, val in ((k, number(v)) for k, v in groups.items() if k not in SPECIAL_GROUPS):
-            if k == "bs":
-                sizes = [x for x in groups[k].split(",") if x.strip()]
-                rd["bs_sizes"] = rd.get("bs_sizes", 0) + len(sizes)
-                continue
-            if k in ("sizes", "done", "pct"):
-                continue
-            if k == "dp_rank":   # one "Launch DP<n>" line per DP rank a node launches: the ranks seen, not the last
-                ranks = p.details.setdefault("dp_ranks", [])
-                if isinstance(val, int) and val not in ranks and len(ranks) < 1024:
-                    ranks.append(val)
-                    ranks.sort()
-                continue
-            if k in ("gib", "gb", "tokens", "concurrency", "k_gb", "v_gb") and m.phase in ("kv_cache", "cuda_graphs", "weights_load"):
-                rd[k] = val
-            if m.id == "sglang-kv-allocated" and k in ("tokens", "gb", "dtype", "k_gb", "v_gb"):
-                p.details.setdefault(k, val)   # the first pool is the full-attention pool
-            else:
-                p.details[k] = val
+        rd = p.rank(rank or "main")
+        groups = self._model_of(m, rd, groups)
+        self._times(m, p, rd, ts)
+        self._seconds(att, m, rd, groups)
+        self._details(m, p, rd, groups)
         if "sizes" in groups:
             self._bar(att, groups.get("mode") or groups.get("what") or "", groups.get("done"), groups["sizes"])
-        if m.phase == "kv_cache" and m.id == "sglang-kv-allocated":
+        if m.pool:
             pools = p.details.setdefault("pools", {})
             label = (groups.get("pool") or "kv").strip()
             if label in pools or len(pools) < 16:
@@ -395,8 +379,78 @@ class Attempts:
         self._changed(att)
 
     @staticmethod
+    def _late_compile(att: Attempt, m: Marker, ts: float | None) -> bool:
+        """A compile line after Ready (JIT after ready): counted, not a phase."""
+        ready = att.ready_at
+        if m.phase == "compile" and ready is not None and ts is not None and ts > ready:
+            att.late_compile_count += 1
+            if att.late_compile_first is None or ts < att.late_compile_first:
+                att.late_compile_first = ts
+            return True
+        return False
+
+    @staticmethod
+    def _model_of(m: Marker, rd: dict, groups: dict[str, str]) -> dict[str, str]:
+        """After a ``draft`` marker the loader lines describe the draft model: their own duration is the draft's
+        (they must not replace the main model's figures; "Model loading took" sums main + draft)."""
+        if m.draft:
+            rd["_draft"] = True
+        elif m.phase == "weights_load" and rd.get("_draft"):
+            return {("draft_" + k if k == "seconds" else k): v for k, v in groups.items()}
+        return groups
+
+    @staticmethod
+    def _times(m: Marker, p: Phase, rd: dict, ts: float | None) -> None:
+        if ts is None:
+            return
+        if m.kind == "start" and (p.start is None or ts < p.start):
+            p.start = ts
+        elif m.kind == "end":
+            p.end = ts if p.end is None else max(p.end, ts)
+            rd["end"] = ts
+
+    @staticmethod
+    def _seconds(att: Attempt, m: Marker, rd: dict, groups: dict[str, str]) -> None:
+        """The engine's own durations: its init figure, and the phase's seconds per rank (summed per rank for
+        markers printed once per capture)."""
+        if "engine_init" in groups:
+            with contextlib.suppress(ValueError):
+                att.engine_init = float(groups["engine_init"])
+        try:
+            sec = float(groups["seconds"]) if "seconds" in groups else None
+        except ValueError:
+            sec = None
+        if sec is None:
+            return
+        if m.sum_per_rank:
+            rd["seconds"] = round(rd.get("seconds", 0.0) + sec, 3)
+            rd["captures"] = rd.get("captures", 0) + 1
+        else:
+            rd["seconds"] = sec
+
+    @staticmethod
+    def _details(m: Marker, p: Phase, rd: dict, groups: dict[str, str]) -> None:
+        """The line's other groups: per-rank memory figures and the phase's details (a ``pool`` marker keeps the
+        first pool's, the full-attention pool; DP ranks accumulate; batch sizes count)."""
+        for k, val in ((k, number(v)) for k, v in groups.items() if k not in SPECIAL_GROUPS):
+            if k == "bs":
+                rd["bs_sizes"] = rd.get("bs_sizes", 0) + len([x for x in groups[k].split(",") if x.strip()])
+            elif k == "dp_rank":   # one "Launch DP<n>" line per DP rank a node launches: the ranks seen
+                ranks = p.details.setdefault("dp_ranks", [])
+                if isinstance(val, int) and val not in ranks and len(ranks) < 1024:
+                    ranks.append(val)
+                    ranks.sort()
+            elif k not in ("sizes", "done", "pct"):
+                if k in RANK_FIGURES and m.phase in ("kv_cache", "cuda_graphs", "weights_load"):
+                    rd[k] = val
+                if m.pool and k in POOL_FIRST:
+                    p.details.setdefault(k, val)   # the first pool is the full-attention pool
+                else:
+                    p.details[k] = val
+
+    @staticmethod
     def _figures(att: Attempt, m: Marker, vals: dict[str, Any], groups: dict[str, str], rank: str) -> None:
-        if m.id == "sglang-kv-allocated" and groups.get("pool"):
+        if m.pool and groups.get("pool"):
             return   # a labelled pool (draft, hybrid) is not the KV pool: it stays in details.pools
         found: dict[str, float | int] = {}
         for group, figure in m.figures.items():

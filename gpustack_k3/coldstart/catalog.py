@@ -71,6 +71,8 @@ class Marker(BaseModel):
     figures: dict[str, str] = Field(default_factory=dict)
     cache: Literal["hit", "miss"] | None = None   # compile cache: compiled graphs loaded, or compiled
     sum_per_rank: bool = False   # engine seconds add up per rank (several captures per rank)
+    draft: bool = False          # after this line the loader's lines describe the draft model (their seconds are its)
+    pool: bool = False           # a KV pool line: the first pool's figures stand, each labelled pool in details.pools
 
     @field_validator("phase")
     @classmethod
@@ -118,16 +120,6 @@ class Marker(BaseModel):
     def compiled(self) -> LinePattern | None:
         return LinePattern(self.regex) if self.regex is not None else None
 
-    def covers(self, version: str) -> bool:
-        try:
-            v = Version(version)
-        except InvalidVersion:
-            return True
-        if self.since is not None and v < Version(self.since):
-            return False
-        if self.until is not None and v > Version(self.until):
-            return False
-        return True
 
 
 class DoctorPattern(BaseModel):
@@ -192,7 +184,6 @@ class Catalog:
                     ("doctor", r, p, LinePattern(p.regex) if p.regex else None, log_rule_engines(r.id)))
         self.keys: list[str] = sorted(index)
         self.consumers: list[list[tuple]] = [index[k] for k in self.keys]
-        self.rule_by_id = {r.id: r for r in rules}
         self.request_keys: list[str] = [k for k, cs in zip(self.keys, self.consumers)
                                          if all(c[0] == "marker" and c[1].kind == "request" for c in cs)]
 

@@ -128,7 +128,6 @@ class LogFollower(threading.Thread):
         self.reconnects = 0
         self.activity = threading.Event()       # set when a chunk was fed (cleared by wait_activity)
         self.chunks = 0                         # chunks fed so far (to wait for a quiet stream)
-        self.last_fed: float | None = None      # time.monotonic() of the last chunk
         self.offset: float | None = None        # engine stamp - arrival time of the latest stamped line
         self.errors: list[BaseException] = []
 
@@ -239,7 +238,6 @@ class LogFollower(threading.Thread):
                         arrived = self.dedup.last_ts if self.dedup is not None and self.dedup.last_ts else self.clock()
                         self.offset = line_ts - arrived
         self.chunks += 1
-        self.last_fed = time.monotonic()
         self.activity.set()
         for fn in list(self._on_text):
             if not self._call(fn, text):

@@ -8,6 +8,7 @@ import click
 
 from gpustack_k3.core.findings import Finding
 
+from .report import AttemptReport, PhaseReport
 from .tracker import ColdStartReport
 
 _STATUS_COLOUR = {"ready": "green", "failed": "red", "in-progress": "yellow"}
@@ -48,46 +49,61 @@ def _details(d: dict[str, Any]) -> str:
 
 def render_report(rep: ColdStartReport, width: int = 30) -> str:
     a = rep.last
-    lines = []
-    head = f"{rep.engine or 'unknown engine'} {rep.version or ''}".strip()
-    status = click.style(a.status.upper(), fg=_STATUS_COLOUR.get(a.status), bold=True)
-    lines.append(f"{head}: {status}  total {_dur(a.total_seconds)}"
-                 + (f"  engine init {_dur(a.engine_init_seconds)}" if a.engine_init_seconds is not None else "")
-                 + (f"  (attempt {a.index} of {len(rep.attempts)})" if len(rep.attempts) > 1 else ""))
-    # wall-clock intervals: inside the attempt's span they and "unaccounted" add up to the total
+    lines = [_head(rep)]
+    # the bars are wall-clock intervals: inside the attempt's span they and "unaccounted" add up to the total; the
+    # figure beside each is the engine's own where it is finer than the stamps (``PhaseReport.shown_seconds``)
     longest = max((p.wall_seconds or 0.0 for p in a.phases), default=0.0) or 1.0
-    for p in a.phases:
-        secs = p.wall_seconds
-        n = 0 if secs is None else max(1, round(width * secs / longest))
-        bar = "█" * n
-        colour = "red" if a.failed_phase == p.name else ("yellow" if p.end is None else "cyan")
-        after = a.status == "ready" and a.end is not None and p.start is not None and p.start >= a.end \
-            and p.name != "server_ready"
-        lines.append(f"  {_hms(p.start)}  {p.name:<16} {_dur(secs):>9}  "
-                     f"{click.style(bar.ljust(width), fg=colour)}  {_details(p.details)}"
-                     f"{'  (after ready: not in the total)' if after else ''}".rstrip())
+    lines += [_phase_line(a, p, width, longest) for p in a.phases]
     if a.unaccounted_seconds is not None:
         lines.append(f"  {'':8}  {'unaccounted':<16} {_dur(a.unaccounted_seconds):>9}  "
                      "(no phase covers it: the log says nothing about this time)")
+    lines += _outcome_lines(a) + _figure_lines(a)
+    for prev in rep.attempts[:-1]:
+        lines.append(f"  earlier attempt {prev.index}: {prev.status}"
+                     + (f" in {prev.failed_phase}: {prev.reason}" if prev.failed_phase else ""))
+    return "\n".join(lines)
+
+
+def _head(rep: ColdStartReport) -> str:
+    a = rep.last
+    head = f"{rep.engine or 'unknown engine'} {rep.version or ''}".strip()
+    status = click.style(a.status.upper(), fg=_STATUS_COLOUR.get(a.status), bold=True)
+    return (f"{head}: {status}  total {_dur(a.total_seconds)}"
+            + (f"  engine init {_dur(a.engine_init_seconds)}" if a.engine_init_seconds is not None else "")
+            + (f"  (attempt {a.index} of {len(rep.attempts)})" if len(rep.attempts) > 1 else ""))
+
+
+def _phase_line(a: AttemptReport, p: PhaseReport, width: int, longest: float) -> str:
+    secs = p.wall_seconds
+    bar = "█" * (0 if secs is None else max(1, round(width * secs / longest)))
+    colour = "red" if a.failed_phase == p.name else ("yellow" if p.end is None else "cyan")
+    after = a.status == "ready" and a.end is not None and p.start is not None and p.start >= a.end \
+        and p.name != "server_ready"
+    return (f"  {_hms(p.start)}  {p.name:<16} {_dur(p.shown_seconds):>9}  "
+            f"{click.style(bar.ljust(width), fg=colour)}  {_details(p.details)}"
+            f"{'  (after ready: not in the total)' if after else ''}").rstrip()
+
+
+def _outcome_lines(a: AttemptReport) -> list[str]:
     if a.status == "failed":
         f = a.failure or {}
         who = " ".join(x for x in (f.get("rank") and f"[{f['rank']}]", f.get("error")) if x)
-        lines.append(click.style(f"  failed in {a.failed_phase or 'an unknown phase'}: {who + ': ' if who else ''}"
-                                 f"{a.reason}", fg="red"))
-        for c in f.get("context") or []:
-            lines.append(f"    after: {c}")
-    elif a.status == "in-progress" and a.current_phase:
-        lines.append(click.style(f"  in progress: {a.current_phase}", fg="yellow"))
+        return [click.style(f"  failed in {a.failed_phase or 'an unknown phase'}: {who + ': ' if who else ''}"
+                            f"{a.reason}", fg="red")] + [f"    after: {c}" for c in f.get("context") or []]
+    if a.status == "in-progress" and a.current_phase:
+        return [click.style(f"  in progress: {a.current_phase}", fg="yellow")]
+    return []
+
+
+def _figure_lines(a: AttemptReport) -> list[str]:
+    lines = []
     if a.memory:
         lines.append("  engine memory: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a.memory.items()))
     if a.compile_cache:
         c = a.compile_cache
         secs = f", compile {_dur(c['compile_seconds'])}" if c.get("compile_seconds") is not None else ""
         lines.append(f"  compile cache: {c['state']} ({c['hits']} hit, {c['misses']} miss line(s){secs})")
-    for prev in rep.attempts[:-1]:
-        lines.append(f"  earlier attempt {prev.index}: {prev.status}"
-                     + (f" in {prev.failed_phase}: {prev.reason}" if prev.failed_phase else ""))
-    return "\n".join(lines)
+    return lines
 
 
 def _fmt(v: Any) -> str:

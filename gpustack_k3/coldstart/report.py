@@ -6,9 +6,13 @@ Timing rules:
   ``end - engine_seconds``; it never starts before the previous phase ended (no overlap);
 * a phase that started but printed no end ends where the next observed phase starts;
 * ``PhaseReport.seconds`` is the engine's own printed duration when there is one, else end − start (what the
-  operator's status and metrics carry); the JSON of ``coldstart`` gives wall-clock ``seconds`` (end − start, the
-  engine's figure as ``details.reported_seconds``), so that the phases inside the attempt's span plus
-  ``unaccounted_seconds`` (time no phase covers: the log says nothing about it) add up to ``total_seconds``.
+  operator's status and metrics carry); the JSON of ``coldstart`` gives ``seconds`` = the engine's figure where it
+  is finer than the whole-second stamps (within one stamp of the span), else end − start, with the engine's
+  figure as ``details.reported_seconds`` and the span as ``details.elapsed_seconds``: the spans inside the
+  attempt's span plus ``unaccounted_seconds`` (time no phase covers: the log says nothing about it) add up to
+  ``total_seconds``;
+* a phase printed inside the previous one's span (vLLM CPU: the profiling run inside "Warming up model") ends
+  that one where it began, and the next phase begins at its end (the KV cache is sized after the profiling run).
 
 Pure: reads attempt state, changes nothing.
 """
@@ -38,10 +42,20 @@ class PhaseReport:
     def wall_seconds(self) -> float | None:
         return (self.end - self.start) if self.start is not None and self.end is not None else None
 
+    @property
+    def shown_seconds(self) -> float | None:
+        """What the JSON says the phase took: the engine's own figure when it is finer than the stamps (the span
+        is within one stamp of it: "Loading weights took 0.44 seconds" stamped at both ends of one second), else
+        the span; the span is always in ``details.elapsed_seconds``."""
+        wall, eng = self.wall_seconds, self.details.get("reported_seconds")
+        if wall is not None and eng is not None and abs(wall - eng) < STAMP_RESOLUTION_S:
+            return eng
+        return wall
+
     def to_dict(self) -> dict:
-        wall = self.wall_seconds
+        shown = self.shown_seconds
         return {"name": self.name, "start": iso(self.start), "end": iso(self.end),
-                "seconds": None if wall is None else round(wall, 3),
+                "seconds": None if shown is None else round(shown, 3),
                 "details": self.details}
 
 
@@ -60,6 +74,7 @@ class AttemptReport:
     failure: dict | None = None      # root cause: {reason, error, rank, at, context}
     memory: dict | None = None       # the engine's own memory figures (catalog FIGURES)
     compile_cache: dict | None = None   # {state: hit|miss|partial, hits, misses, compile_seconds, evidence}
+    stalled: bool = False            # failed because a phase ran over its budget (not a crash)
 
     @property
     def unaccounted_seconds(self) -> float | None:
@@ -155,93 +170,125 @@ def _within_second(t: float | None, floor: float) -> float | None:
     return floor if t is not None and floor - STAMP_RESOLUTION_S < t < floor else t
 
 
-def timeline(att: Attempt) -> list[PhaseReport]:
-    seen = [n for n in PHASES if n in att.phases and att.phases[n].seen]
-    starts: dict[str, float | None] = {}
-    ends: dict[str, float | None] = {}
-    inferred_end: dict[str, bool] = {}
-    prev_end: float | None = None
-    prev_had_end = False
-    # Engines stamp whole seconds (vLLM "HH:MM:SS" is the second the line was printed in, truncated);
-    # the platform's container start is exact. A line stamped in the second the container was created
-    # was printed after it: a log phase stamped less than a second before the container started starts
-    # (or ends) when it started. (A larger gap is a clock difference, e.g. a container time zone: kept.)
-    cs = att.phases.get("container_start")
-    floor = cs.start if cs is not None and cs.seen else None
-    for n in seen:
-        p = att.phases[n]
-        eng = engine_seconds(p)
+class _Spans:
+    """Each observed phase's start and end, in phase order (the timing rules of the module docstring)."""
+
+    def __init__(self, att: Attempt) -> None:
+        self.att = att
+        self.starts: dict[str, float | None] = {}
+        self.ends: dict[str, float | None] = {}
+        self.inferred_end: dict[str, bool] = {}
+        self.prev_end: float | None = None
+        self.prev_had_end = False
+        # Engines stamp whole seconds (vLLM "HH:MM:SS" is the second the line was printed in, truncated);
+        # the platform's container start is exact. A line stamped in the second the container was created
+        # was printed after it: a log phase stamped less than a second before the container started starts
+        # (or ends) when it started. (A larger gap is a clock difference, e.g. a container time zone: kept.)
+        cs = att.phases.get("container_start")
+        self.floor = cs.start if cs is not None and cs.seen else None
+
+    def _own_start(self, n: str, p: Phase, eng: float | None) -> float | None:
+        """Its start marker, else where the previous phase ended, else ``end - engine seconds``, else first line."""
         s = p.start
         if s is None and n == "process_start":
-            s = att.first_ts if att.first_ts is not None else p.first
+            s = self.att.first_ts if self.att.first_ts is not None else p.first
         if s is None and n not in PLATFORM_PHASES:
-            if prev_had_end and prev_end is not None:
-                s = prev_end
+            if self.prev_had_end and self.prev_end is not None:
+                s = self.prev_end
             elif p.end is not None and eng is not None:
                 s = p.end - eng
             else:
                 s = p.first
-        end = p.end
-        if floor is not None and n not in PLATFORM_PHASES:
-            s = _within_second(s, floor)
-            end = _within_second(end, floor)
-        if s is not None and prev_end is not None and n not in PLATFORM_PHASES:
-            if end is None or prev_end <= end:
-                s = max(s, prev_end)
-            elif eng is not None and end is not None and s > end:
-                # printed inside the previous phase's span (vLLM CPU: the profiling run inside "Warming up
-                # model"): it ran for its own figure up to its end line, and the phase before ended where it began
-                s = end - eng
-                for m in reversed(list(starts)):
-                    if m not in PLATFORM_PHASES and ends[m] is not None and ends[m] > s:
-                        ends[m] = max(s, starts[m] if starts[m] is not None else s)
-                    break
-        starts[n] = s
-        ends[n] = end
-        prev_had_end = end is not None
-        if end is not None:
-            prev_end = end if prev_end is None else max(prev_end, end)
-    # a phase that never printed its end ends where the next one starts (or where it failed)
-    fail = att.failure
-    failed_phase = att.failed_phase()
-    for i, n in enumerate(seen):
-        if ends[n] is None and fail is not None and failed_phase == n and fail.at is not None:
-            ends[n] = fail.at
-            continue
-        if ends[n] is None:
-            later = [starts[m] for m in seen[i + 1:] if starts[m] is not None]
-            if later:
-                ends[n] = min(later)
-                inferred_end[n] = True
-    rows: list[PhaseReport] = []
-    for n in seen:
-        p = att.phases[n]
+        return s
+
+    def _after_previous(self, s: float, end: float | None, eng: float | None) -> float:
+        """No overlap with the phase before; a phase printed inside the previous one's span (vLLM CPU: the
+        profiling run inside "Warming up model") ran for its own figure up to its end line, and the phase before
+        ended where it began."""
+        prev_end = self.prev_end
+        assert prev_end is not None
+        if end is None or prev_end <= end:
+            return max(s, prev_end)
+        if eng is not None and s > end:
+            s = end - eng
+            for m in reversed(list(self.starts)):
+                if m not in PLATFORM_PHASES and self.ends[m] is not None and self.ends[m] > s:
+                    self.ends[m] = max(s, self.starts[m] if self.starts[m] is not None else s)
+                break
+            self.prev_end = s   # the phase before now ends here: the next one begins after this one's end
+        return s
+
+    def add(self, n: str) -> None:
+        p = self.att.phases[n]
         eng = engine_seconds(p)
-        s, e = starts[n], ends[n]
-        elapsed = (e - s) if (s is not None and e is not None) else None
-        details: dict[str, Any] = {k: v for k, v in p.details.items() if not k.startswith("_")}
-        if eng is not None:
-            details["reported_seconds"] = round(eng, 3)
-        if elapsed is not None:
-            details["elapsed_seconds"] = round(elapsed, 3)
-        if inferred_end.get(n):
-            details["end_inferred"] = True
-        if fail is not None and failed_phase == n:
-            details["failed"] = True
-        _rank_details(att, p, details)
-        if n == "cuda_graphs":
-            sizes = _sizes(att, p)
-            if sizes:
-                details["sizes"] = sizes
-        rows.append(PhaseReport(n, s, e, eng if eng is not None else elapsed, details))
-    # the phase in progress, if it has no evidence yet, is shown open
+        s, end = self._own_start(n, p, eng), p.end
+        if self.floor is not None and n not in PLATFORM_PHASES:
+            s, end = _within_second(s, self.floor), _within_second(end, self.floor)
+        if s is not None and self.prev_end is not None and n not in PLATFORM_PHASES:
+            s = self._after_previous(s, end, eng)
+        self.starts[n], self.ends[n] = s, end
+        self.prev_had_end = end is not None
+        if end is not None:
+            self.prev_end = end if self.prev_end is None else max(self.prev_end, end)
+
+    def close_open(self, seen: list[str], failed_phase: str | None) -> None:
+        """A phase that never printed its end ends where the next one starts (or where it failed)."""
+        fail = self.att.failure
+        for i, n in enumerate(seen):
+            if self.ends[n] is not None:
+                continue
+            if fail is not None and failed_phase == n and fail.at is not None:
+                self.ends[n] = fail.at
+                continue
+            later = [self.starts[m] for m in seen[i + 1:] if self.starts[m] is not None]
+            if later:
+                self.ends[n] = min(later)
+                self.inferred_end[n] = True
+
+
+def _row(att: Attempt, n: str, spans: _Spans, failed_phase: str | None) -> PhaseReport:
+    p = att.phases[n]
+    eng = engine_seconds(p)
+    s, e = spans.starts[n], spans.ends[n]
+    elapsed = (e - s) if (s is not None and e is not None) else None
+    details: dict[str, Any] = {k: v for k, v in p.details.items() if not k.startswith("_")}
+    if eng is not None:
+        details["reported_seconds"] = round(eng, 3)
+    if elapsed is not None:
+        details["elapsed_seconds"] = round(elapsed, 3)
+    if spans.inferred_end.get(n):
+        details["end_inferred"] = True
+    if att.failure is not None and failed_phase == n:
+        details["failed"] = True
+    _rank_details(att, p, details)
+    if n == "cuda_graphs" and (sizes := _sizes(att, p)):
+        details["sizes"] = sizes
+    return PhaseReport(n, s, e, eng if eng is not None else elapsed, details)
+
+
+def _open_row(att: Attempt, failed_phase: str | None, since: float | None) -> PhaseReport | None:
+    """The phase in progress (or failed in) when it has no evidence of its own yet: shown open from ``since``."""
     cur = att.current_phase()
-    if att.failure is None and cur is not None and cur not in att.phases and rows:
-        rows.append(PhaseReport(cur, prev_end, None, None, {}))
-    elif att.failure is not None and failed_phase and failed_phase not in att.phases:
-        rows.append(PhaseReport(failed_phase, prev_end, att.failure.at,
-                                None if prev_end is None or att.failure.at is None else att.failure.at - prev_end,
-                                {"failed": True}))
+    if att.failure is None and cur is not None and cur not in att.phases:
+        return PhaseReport(cur, since, None, None, {})
+    if att.failure is not None and failed_phase and failed_phase not in att.phases:
+        at = att.failure.at
+        return PhaseReport(failed_phase, since, at, None if since is None or at is None else at - since,
+                           {"failed": True})
+    return None
+
+
+def timeline(att: Attempt) -> list[PhaseReport]:
+    seen = [n for n in PHASES if n in att.phases and att.phases[n].seen]
+    spans = _Spans(att)
+    for n in seen:
+        spans.add(n)
+    failed_phase = att.failed_phase()
+    spans.close_open(seen, failed_phase)
+    rows = [_row(att, n, spans, failed_phase) for n in seen]
+    extra = _open_row(att, failed_phase, spans.prev_end)
+    if extra is not None and (rows or att.failure is not None):
+        rows.append(extra)
     rows.sort(key=lambda r: PHASE_INDEX[r.name])
     return rows
 
@@ -283,7 +330,8 @@ def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> A
             engine_init = max(tail) - wl.end
     cur = None if status != "in-progress" else att.current_phase()
     return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur, failure,
-                         memory(att), compile_cache(att, rows))
+                         memory(att), compile_cache(att, rows),
+                         stalled=att.failure is not None and att.failure.stalled)
 
 
 def memory(att: Attempt) -> dict | None:

@@ -27,6 +27,7 @@ from the snapshot, never from the event. Phase budgets are checked in ``observe`
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -42,7 +43,8 @@ from gpustack_k3.coldstart.follow import LogFollower, ceil_seconds_since
 from gpustack_k3.coldstart.phases import PHASE_INDEX
 from gpustack_k3.coldstart.scanner import iso
 from gpustack_k3.operator.podstate import parse_time
-from gpustack_k3.operator.seams import ColdStartSnapshot, Key, coldstart_of
+from gpustack_k3.operator.observation import ColdStartObservation, Verdict, coldstart_model
+from gpustack_k3.operator.seams import Key
 
 log = logging.getLogger("gpustack_k3.operator.coldstart")
 
@@ -82,6 +84,18 @@ class _PodTrack:
         self.followed_id: str | None = None
         self.previous_read = False
         self.shown: tuple | None = None     # what the last snapshot was built from (enqueue on change)
+
+    def once(self, tag: tuple[str, str], fn: Callable[[], None]) -> None:
+        """Report a platform event once per (event, pod/container) tag (the caller holds ``lock``)."""
+        if tag not in self.emitted:
+            self.emitted.add(tag)
+            fn()
+
+    def exited(self, term: Mapping[str, Any], container_id: str) -> None:
+        """A terminated container's exit, once per container id."""
+        if container_id and isinstance(term.get("exitCode"), int):
+            self.once(("exited", container_id), lambda: self.tracker.process_exited(
+                term["exitCode"], parse_time(term.get("finishedAt"))))
 
 
 class PodLogSource:
@@ -163,7 +177,7 @@ class PodLogColdStart:
         self._closed = False
 
     # ------------------------------------------------------------------ the seam
-    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartSnapshot | None:
+    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartObservation | None:
         if self._closed:
             return None
         live = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")
@@ -188,9 +202,8 @@ class PodLogColdStart:
             self._platform(key, track, pod)
             self._follow(key, track, pod)
             snaps.append(self._snapshot(track))
-        combined = _combine(snaps)
         roles = role_phases(live, snaps)
-        return {**combined, "roles": roles} if roles else combined
+        return dataclasses.replace(combine(snaps), roles=roles)
 
     def report_phase(self, key: Key, pod_uid: str, phase: str, start: float | None, end: float | None,
                      details: dict | None = None) -> bool:
@@ -225,10 +238,6 @@ class PodLogColdStart:
                 t.follower.join(5)
 
     # ------------------------------------------------------------------ internals
-    def followers(self) -> list[LogFollower]:
-        with self._lock:
-            return [t.follower for ts in self._tracks.values() for t in ts.values() if t.follower is not None]
-
     def _new_track(self, key: Key, pod: Mapping[str, Any]) -> _PodTrack:
         m = pod.get("metadata") or {}
         created = parse_time(m.get("creationTimestamp")) or self.clock()
@@ -248,50 +257,50 @@ class PodLogColdStart:
         """Report platform phases once each, in order, from what the kubelet says."""
         m, status = pod.get("metadata") or {}, pod.get("status") or {}
         conds = {c.get("type"): c for c in status.get("conditions") or []}
-        created = parse_time(m.get("creationTimestamp"))
         sched = conds.get("PodScheduled") or {}
         scheduled_at = parse_time(sched.get("lastTransitionTime")) if sched.get("status") == "True" else None
         cs = container_status(pod, track.container)
-        state = cs.get("state") or {}
         cid = cs.get("containerID") or ""
         started = _started_at(cs)
-        t = track.tracker
         with track.lock:
-            def once(tag: tuple[str, str], fn: Callable[[], None]) -> None:
-                if tag not in track.emitted:
-                    track.emitted.add(tag)
-                    fn()
-
-            def exited(term: Mapping[str, Any], container_id: str) -> None:
-                if container_id and isinstance(term.get("exitCode"), int):
-                    once(("exited", container_id), lambda: t.process_exited(
-                        term["exitCode"], parse_time(term.get("finishedAt"))))
-            if created is not None and ("scheduled", "end") not in track.emitted:
-                once(("scheduled", "start"), lambda: t.platform_event("scheduled", created))
-            if scheduled_at is not None:
-                once(("scheduled", "end"), lambda: t.platform_event("scheduled", created or scheduled_at, scheduled_at))
-                waiting = (state.get("waiting") or {}).get("reason")
-                if started is None and ("image_pull", "end") not in track.emitted:
-                    once(("image_pull", "start"), lambda: t.platform_event(
-                        "image_pull", scheduled_at, None, {"waiting": waiting} if waiting else None))
+            self._scheduling(track, parse_time(m.get("creationTimestamp")), scheduled_at, started,
+                             ((cs.get("state") or {}).get("waiting") or {}).get("reason"))
             if started is not None and cid:
-                first_container = int(cs.get("restartCount") or 0) == 0
-                if (scheduled_at is not None and first_container) or ("image_pull", "start") in track.emitted:
-                    # pulled and created by the first start (a restart's startedAt says nothing of the pull)
-                    first_start = started
-                    once(("image_pull", "end"), lambda: t.platform_event(
-                        "image_pull", scheduled_at or first_start, first_start))
-                if not track.previous_read and int(cs.get("restartCount") or 0) > 0 and not track.emitted - {
-                        ("scheduled", "start"), ("scheduled", "end")}:
-                    track.previous_read = True
-                    self._read_previous(key, track)  # an operator restart: recover the earlier attempt
-                track.previous_read = True
-                last = (cs.get("lastState") or {}).get("terminated") or {}
-                exited(last, last.get("containerID") or "")   # the previous container's end, before the new start
-                once(("container_start", cid), lambda: t.platform_event(
-                    "container_start", started, started,
-                    {"containerID": cid, "restartCount": int(cs.get("restartCount") or 0)}))
-            exited(state.get("terminated") or {}, cid)
+                self._container_start(key, track, cs, cid, started, scheduled_at)
+            track.exited((cs.get("state") or {}).get("terminated") or {}, cid)
+
+    @staticmethod
+    def _scheduling(track: _PodTrack, created: float | None, scheduled_at: float | None, started: float | None,
+                    waiting: str | None) -> None:
+        """``scheduled`` = creation → PodScheduled; ``image_pull`` begins when scheduled (while it waits)."""
+        t = track.tracker
+        if created is not None and ("scheduled", "end") not in track.emitted:
+            track.once(("scheduled", "start"), lambda: t.platform_event("scheduled", created))
+        if scheduled_at is None:
+            return
+        track.once(("scheduled", "end"), lambda: t.platform_event("scheduled", created or scheduled_at, scheduled_at))
+        if started is None and ("image_pull", "end") not in track.emitted:
+            track.once(("image_pull", "start"), lambda: t.platform_event(
+                "image_pull", scheduled_at, None, {"waiting": waiting} if waiting else None))
+
+    def _container_start(self, key: Key, track: _PodTrack, cs: Mapping[str, Any], cid: str, started: float,
+                         scheduled_at: float | None) -> None:
+        """The pull ends at the first start; a restart's start (a new container id) begins a new attempt, after the
+        previous container's exit."""
+        t = track.tracker
+        restarts = int(cs.get("restartCount") or 0)
+        if (scheduled_at is not None and restarts == 0) or ("image_pull", "start") in track.emitted:
+            # pulled and created by the first start (a restart's startedAt says nothing of the pull)
+            track.once(("image_pull", "end"), lambda: t.platform_event("image_pull", scheduled_at or started, started))
+        if not track.previous_read and restarts > 0 and not track.emitted - {
+                ("scheduled", "start"), ("scheduled", "end")}:
+            track.previous_read = True
+            self._read_previous(key, track)  # an operator restart: recover the earlier attempt
+        track.previous_read = True
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        track.exited(last, last.get("containerID") or "")   # the previous container's end, before the new start
+        track.once(("container_start", cid), lambda: t.platform_event(
+            "container_start", started, started, {"containerID": cid, "restartCount": restarts}))
 
     def _read_previous(self, key: Key, track: _PodTrack) -> None:
         from kubernetes.client.rest import ApiException
@@ -342,13 +351,13 @@ class PodLogColdStart:
             track.shown = shown
         self.enqueue(key)
 
-    def _snapshot(self, track: _PodTrack) -> ColdStartSnapshot:
+    def _snapshot(self, track: _PodTrack) -> ColdStartObservation:
         with track.lock:
             if track.follower is not None:
                 track.follower.check_stall(self.clock())
             snap = snapshot_of(track.tracker.report(), track.name)
             if track.follower is not None and not track.follower.caught_up.is_set():
-                snap["syncing"] = True
+                return dataclasses.replace(snap, syncing=True)
             return snap
 
 
@@ -357,35 +366,41 @@ def _iso_z(v: Any) -> str | None:
     return f"{s}Z" if s and not s.endswith("Z") else s
 
 
-def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
-    """A tracker report → the snapshot ``decide`` reads (pure). Times are RFC 3339 UTC strings;
+def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartObservation:
+    """A tracker report → the observation ``decide`` reads (pure). Times are RFC 3339 UTC strings;
     ``totalSeconds`` is container start → serving of the current attempt (null until serving);
     ``compileCacheWarm`` is True when compiled graphs came from the cache only, False when the engine compiled."""
     last = rep.last
     by = {p.name: p for p in last.phases}
-    phases = [ColdStartPhase(name=p.name, start=_iso_z(p.start), end=_iso_z(p.end),
-                             seconds=None if p.seconds is None else round(p.seconds, 3)) for p in last.phases]
     ready = by.get("server_ready")
     serving = last.status == "ready" or (ready is not None and ready.end is not None)
+    failed = last.status == "failed"
+    done = {p.name for p in last.phases if p.end is not None and not (p.details or {}).get("failed")}
+    warm = by.get("warm")
+    return ColdStartObservation(
+        status=_status_of(rep, pod, serving),
+        weights_loaded="weights_load" in done, graphs_captured="cuda_graphs" in done,
+        graphs_skipped=serving and "cuda_graphs" not in by,  # eager engines capture no graphs
+        serving=serving, warm=warm is not None and warm.end is not None,
+        verdict=Verdict.of_attempt(stalled=last.stalled, index=last.index, failed_phase=last.failed_phase,
+                                   reason=last.reason) if failed else None)
+
+
+def _status_of(rep: Any, pod: str | None, serving: bool) -> ColdStart:
+    last = rep.last
+    by = {p.name: p for p in last.phases}
+    ready = by.get("server_ready")
     total = None
     if serving and ready is not None and ready.end is not None:
         origin = by.get("container_start")
         start = origin.start if origin is not None and origin.start is not None else last.start
         total = round(ready.end - start, 3) if start is not None else None
-    warm = by.get("warm")
-    verdict = None
-    if last.status == "failed":
-        stalled = (last.reason or "").startswith("stalled in ")
-        verdict = {"phase": api.PHASE_DEGRADED if stalled else api.PHASE_FAILED,
-                   "reason": api.REASON_PHASE_OVER_BUDGET if stalled else api.REASON_ENGINE_CRASHED,
-                   "message": f"attempt {last.index}: cold start failed in {last.failed_phase or 'an unknown phase'}: "
-                              f"{last.reason or 'no reason printed'}"}
-    done = {p.name for p in last.phases if p.end is not None and not (p.details or {}).get("failed")}
     cache = last.compile_cache
     failed = last.status == "failed"
     status = ColdStart(
         attempt=last.index, compileCacheWarm=None if cache is None else cache["state"] == "hit",
-        phases=phases,
+        phases=[ColdStartPhase(name=p.name, start=_iso_z(p.start), end=_iso_z(p.end),
+                               seconds=None if p.seconds is None else round(p.seconds, 3)) for p in last.phases],
         current=last.current_phase if last.status == "in-progress" else None, totalSeconds=total,
         failedPhase=last.failed_phase if failed else None, reason=last.reason if failed else None,
         compileCache=None if cache is None else CompileCache(state=cache["state"], hits=cache["hits"],
@@ -393,49 +408,36 @@ def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartSnapshot:
                                                              compileSeconds=cache["compile_seconds"]),
         memory=EngineMemory.model_validate(last.memory) if last.memory else None,
         engine=rep.engine or None, pod=pod or None)
-    snap: ColdStartSnapshot = status.model_dump(by_alias=True, exclude_none=True)
-    snap.update(weightsLoaded="weights_load" in done, graphsCaptured="cuda_graphs" in done,
-                graphsSkipped=serving and "cuda_graphs" not in by,  # eager engines capture no graphs
-                serving=serving, warm=warm is not None and warm.end is not None, verdict=verdict)
-    return snap
+    # under its status names with the unknowns left out: what the status writes (and compares) is what was known
+    return coldstart_model(status.model_dump(by_alias=True, exclude_none=True))
 
 
-
-
-def _combine(snaps: list[ColdStartSnapshot]) -> ColdStartSnapshot:
+def combine(snaps: list[ColdStartObservation]) -> ColdStartObservation:
     """One resource, several engine pods: a failed pod speaks first, then the least advanced one
     (the resource is as far as its slowest pod); among serving pods the slowest cold start."""
     if len(snaps) == 1:
         return snaps[0]
-    if any(s.get("syncing") for s in snaps):
-        return {**snaps[0], "syncing": True}
-    failed = [s for s in snaps if s.get("verdict")]
+    if any(s.syncing for s in snaps):
+        return dataclasses.replace(snaps[0], syncing=True)
+    failed = [s for s in snaps if s.verdict is not None]
     if failed:
         return failed[0]
-    starting = [s for s in snaps if not s.get("serving")]
+    starting = [s for s in snaps if not s.serving]
     if starting:
-        return min(starting, key=lambda s: PHASE_INDEX.get(s.get("current"), -1))
-    return max(snaps, key=lambda s: coldstart_of(s).totalSeconds or 0.0)
+        return min(starting, key=lambda s: PHASE_INDEX.get(s.status.current, -1))
+    return max(snaps, key=lambda s: s.status.totalSeconds or 0.0)
 
 
-def _phase_word(snap: ColdStartSnapshot) -> str:
-    """Where one pod (or the slowest pod of a role) is: ``failed in <phase>``, ``serving``, the phase in progress."""
-    if snap.get("verdict"):
-        return f"failed in {coldstart_of(snap).failedPhase or 'an unknown phase'}"
-    if snap.get("serving"):
-        return "serving"
-    return coldstart_of(snap).current or "starting"
-
-
-def role_phases(pods: Sequence[Mapping[str, Any]], snaps: Sequence[ColdStartSnapshot]) -> dict[str, str]:
+def role_phases(pods: Sequence[Mapping[str, Any]], snaps: Sequence[ColdStartObservation]) -> dict[str, str]:
     """Per role of a topology (the pods' role label): where its cold start is, read from its own pods' engine
     logs (a P/D prefill may be serving while its decode still captures graphs). {} for pods without roles."""
-    by_role: dict[str, list[ColdStartSnapshot]] = {}
+    by_role: dict[str, list[ColdStartObservation]] = {}
     for pod, snap in zip(pods, snaps):
         role = ((pod.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
         if role:
             by_role.setdefault(role, []).append(snap)
-    return {role: _phase_word(_combine(s)) for role, s in sorted(by_role.items()) if not _combine(s).get("syncing")}
+    combined = {role: combine(s) for role, s in sorted(by_role.items())}
+    return {role: c.phase_word for role, c in combined.items() if not c.syncing}
 
 
 def coldstart_factory(api_client: Any, enqueue: Callable[[Key], None], metrics: Any = None,

@@ -23,10 +23,12 @@ from gpustack_k3.api.v1alpha1.status import (
 )
 from gpustack_k3.coldstart.plancheck import plan_check
 from gpustack_k3.operator.podstate import PodSummary
-from gpustack_k3.operator.seams import coldstart_of
+from gpustack_k3.operator.observation import ColdStartObservation, Verdict, coldstart_model
+from gpustack_k3.operator.status_table import Ready
 
 
-def _iso(t: dt.datetime) -> str:
+def kube_time(t: dt.datetime) -> str:
+    """metav1.Time as the API serialises it: RFC 3339 in UTC, whole seconds (conditions, Events)."""
     return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -49,7 +51,7 @@ def status_model(status: Mapping[str, Any] | None) -> K3DeploymentStatus | None:
 class Conditions:
     def __init__(self, previous: Sequence[Condition], now: dt.datetime, generation: int):
         self.prev = {c.type: c for c in previous}
-        self.now, self.generation = _iso(now), generation
+        self.now, self.generation = kube_time(now), generation
         self.items: dict[str, Condition] = {}
 
     def set(self, ctype: str, status: bool | None, reason: str, message: str) -> None:
@@ -72,7 +74,9 @@ def finding_text(f: Any) -> str:
     return f"[{f.rule}] {f.field}: {f.message}{fix}"
 
 
-def pod_conditions(conds: Conditions, pods: PodSummary, cs: Mapping[str, Any] | None) -> None:
+def pod_conditions(conds: Conditions, pods: PodSummary, cs: ColdStartObservation | None) -> None:
+    """The conditions beside Ready that the pods and the cold start decide: Scheduled, WeightsLoaded,
+    GraphsCaptured, Warm (Ready is the status table's: ``gpustack_k3.operator.status_table``)."""
     if pods.total == 0:
         conds.set(api.CONDITION_SCHEDULED, None, api.REASON_NO_PODS, "no pods observed yet")
     elif pods.unschedulable:
@@ -81,90 +85,62 @@ def pod_conditions(conds: Conditions, pods: PodSummary, cs: Mapping[str, Any] | 
         conds.set(api.CONDITION_SCHEDULED, True, api.REASON_SCHEDULED, f"{pods.scheduled}/{pods.total} pod(s) scheduled")
     else:
         conds.set(api.CONDITION_SCHEDULED, False, api.REASON_SCHEDULING, f"{pods.scheduled}/{pods.total} pod(s) scheduled")
-    milestones = ((api.CONDITION_WEIGHTS_LOADED, "weightsLoaded", "weights_load", "weights loaded"),
-                  (api.CONDITION_GRAPHS_CAPTURED, "graphsCaptured", "cuda_graphs", "CUDA graphs captured"))
-    verdict = (cs or {}).get("verdict") or {}
-    cold = coldstart_status(cs) if cs else ColdStart()
-    for ctype, key, phase_name, what in milestones:
-        attempt = cold.attempt or 1
-        if not cs:
+    if cs is None:
+        for ctype in (api.CONDITION_WEIGHTS_LOADED, api.CONDITION_GRAPHS_CAPTURED, api.CONDITION_WARM):
             conds.set(ctype, None, api.REASON_NO_COLDSTART_DATA, "no engine log observed yet")
-        elif cs.get(key):
-            secs = _phase_seconds(cold, phase_name)
-            took = f" in {secs:g} s" if secs is not None else ""
-            conds.set(ctype, True, api.REASON_DONE, f"{what}{took} (attempt {attempt})")
-        elif ctype == api.CONDITION_GRAPHS_CAPTURED and cs.get("graphsSkipped"):
-            conds.set(ctype, True, api.REASON_NOT_USED, f"the engine serves without CUDA graphs (attempt {attempt})")
-        elif verdict and cold.failedPhase == phase_name:
-            conds.set(ctype, False, verdict.get("reason") or api.REASON_FAILED, verdict.get("message") or "failed")
-        else:
-            conds.set(ctype, False, api.REASON_IN_PROGRESS, f"attempt {attempt}, current phase: {cold.current or 'unknown'}")
-    if pods.total and pods.ready == pods.total:
-        conds.set(api.CONDITION_READY, True, api.REASON_PODS_READY, f"{pods.ready}/{pods.total} pod(s) ready")
-    elif pods.total and verdict and not pods.failed:
-        conds.set(api.CONDITION_READY, False, verdict.get("reason") or api.REASON_COLDSTART_FAILED, verdict.get("message") or "")
-    elif pods.total:
-        conds.set(api.CONDITION_READY, False, pods.problem_reason or api.REASON_PODS_NOT_READY,
-                  pods.problem or f"{pods.ready}/{pods.total} pod(s) ready")
+        return
+    _milestone(conds, cs, api.CONDITION_WEIGHTS_LOADED, cs.weights_loaded, "weights_load", "weights loaded")
+    if not cs.graphs_captured and cs.graphs_skipped:
+        conds.set(api.CONDITION_GRAPHS_CAPTURED, True, api.REASON_NOT_USED,
+                  f"the engine serves without CUDA graphs (attempt {cs.status.attempt or 1})")
     else:
-        conds.set(api.CONDITION_READY, False, api.REASON_NO_PODS, "no pods observed yet")
-    if cs and cs.get("warm"):
+        _milestone(conds, cs, api.CONDITION_GRAPHS_CAPTURED, cs.graphs_captured, "cuda_graphs", "CUDA graphs captured")
+    if cs.warm:
         conds.set(api.CONDITION_WARM, True, api.REASON_WARM, "the engine has served its first requests (JIT warm-up done)")
-    elif cs and cold.warmup is not None and cold.warmup.ok is False:
+    elif cs.status.warmup is not None and cs.status.warmup.ok is False:
         conds.set(api.CONDITION_WARM, False, api.REASON_WARMUP_FAILED,
-                  f"the warm-up requests (spec.startup.warmup) failed: {cold.warmup.reason or 'see status.coldStart.warmup'}")
-    elif cs:
-        conds.set(api.CONDITION_WARM, False, api.REASON_NOT_WARM, "first requests not served yet: ready is not yet warm")
+                  f"the warm-up requests (spec.startup.warmup) failed: {cs.status.warmup.reason or 'see status.coldStart.warmup'}")
     else:
-        conds.set(api.CONDITION_WARM, None, api.REASON_NO_COLDSTART_DATA, "no engine log observed yet")
+        conds.set(api.CONDITION_WARM, False, api.REASON_NOT_WARM, "first requests not served yet: ready is not yet warm")
 
 
-def phase_of(pods: PodSummary, cs: Mapping[str, Any] | None) -> tuple[str, str]:
-    """The phase and its reason. A crash loop is one Degraded phase: the kubelet's restarts come before the
-    verdict of each attempt (which clears when the next attempt starts and fails again when it dies), so a
-    looping engine does not flip Failed -> Degraded -> Failed with an Event each time."""
-    verdict = (cs or {}).get("verdict") or None
-    failed_attempt = verdict and verdict.get("phase") in (api.PHASE_FAILED, api.PHASE_DEGRADED)
-    said = f"{verdict.get('reason', '')}: {verdict.get('message', '')}".strip(": ") if failed_attempt else ""
-    if pods.failed:
-        return api.PHASE_FAILED, pods.failed
-    if pods.crashing:
-        return api.PHASE_DEGRADED, f"{pods.crashing}; {said}" if said else pods.crashing
-    if failed_attempt and pods.restarted_after_crash:
-        # an attempt that failed after a restart that followed a crash: the loop has begun
-        return api.PHASE_DEGRADED, f"{said} (again after a restart: {pods.restarted_after_crash})"
-    if failed_attempt:
-        return verdict["phase"], said
-    if pods.total and pods.ready == pods.total:
-        return (api.PHASE_WARM, api.PHASE_WARM) if cs and cs.get("warm") else (api.PHASE_READY, api.PHASE_READY)
-    if pods.unschedulable:
-        return api.PHASE_PENDING, f"{api.REASON_UNSCHEDULABLE}: {pods.unschedulable}"
-    if pods.scheduled:
-        current = coldstart_status(cs).current if cs else None
-        return api.PHASE_STARTING, f"engine starting{f' ({current})' if current else ''}"
-    return api.PHASE_DEPLOYING, "workload applied, waiting for pods"
+def _milestone(conds: Conditions, cs: ColdStartObservation, ctype: str, done: bool, phase_name: str, what: str) -> None:
+    cold, attempt = cs.status, cs.status.attempt or 1
+    if done:
+        secs = _phase_seconds(cold, phase_name)
+        took = f" in {secs:g} s" if secs is not None else ""
+        conds.set(ctype, True, api.REASON_DONE, f"{what}{took} (attempt {attempt})")
+    elif cs.verdict is not None and cold.failedPhase == phase_name:
+        conds.set(ctype, False, cs.verdict.reason or api.REASON_FAILED, cs.verdict.message or "failed")
+    else:
+        conds.set(ctype, False, api.REASON_IN_PROGRESS, f"attempt {attempt}, current phase: {cold.current or 'unknown'}")
 
 
-def snapshot_from_status(status: K3DeploymentStatus) -> dict | None:
-    """The cold-start snapshot a status was written from (inverse of what ``decide`` writes)."""
+def set_ready(conds: Conditions, ready: Ready) -> None:
+    conds.set(api.CONDITION_READY, ready.status, ready.reason, ready.message)
+
+
+def observation_from_status(status: K3DeploymentStatus) -> ColdStartObservation | None:
+    """The cold-start observation a status was written from (inverse of what ``decide`` writes)."""
     if status.coldStart is None:
         return None
-    cs: dict[str, Any] = status.coldStart.model_dump(by_alias=True, exclude_none=True)
     conds = {c.type: c for c in status.conditions}
 
     def true(ctype: str) -> bool:
         return ctype in conds and conds[ctype].status == "True"
 
     graphs_not_used = api.CONDITION_GRAPHS_CAPTURED in conds and conds[api.CONDITION_GRAPHS_CAPTURED].reason == api.REASON_NOT_USED
-    cs.update(weightsLoaded=true(api.CONDITION_WEIGHTS_LOADED), warm=true(api.CONDITION_WARM),
-              graphsCaptured=true(api.CONDITION_GRAPHS_CAPTURED) and not graphs_not_used,
-              graphsSkipped=graphs_not_used, serving=status.coldStart.totalSeconds is not None)
+    verdict = None
     if status.coldStart.failedPhase:
         ready = conds.get(api.CONDITION_READY)
-        cs["verdict"] = {"phase": status.phase if status.phase in (api.PHASE_FAILED, api.PHASE_DEGRADED) else api.PHASE_FAILED,
-                         "reason": (ready.reason if ready else "") or api.REASON_COLDSTART_FAILED,
-                         "message": ready.message if ready else ""}
-    return cs
+        verdict = Verdict(phase=status.phase if status.phase in (api.PHASE_FAILED, api.PHASE_DEGRADED) else api.PHASE_FAILED,
+                          reason=(ready.reason if ready else "") or api.REASON_COLDSTART_FAILED,
+                          message=ready.message if ready else "")
+    return ColdStartObservation(
+        status=coldstart_model(status.coldStart.model_dump(by_alias=True, exclude_none=True)),
+        weights_loaded=true(api.CONDITION_WEIGHTS_LOADED), warm=true(api.CONDITION_WARM),
+        graphs_captured=true(api.CONDITION_GRAPHS_CAPTURED) and not graphs_not_used,
+        graphs_skipped=graphs_not_used, serving=status.coldStart.totalSeconds is not None, verdict=verdict)
 
 
 def _phase_seconds(cold: ColdStart, name: str) -> float | None:
@@ -191,9 +167,6 @@ def rollout(owned: Mapping[tuple[str, str, str], dict]) -> str:
         if isinstance(updated, int) and isinstance(want, int) and updated < want:
             return f"{kind}/{name}: {updated}/{want} pod(s) on the new template"
     return ""
-
-
-coldstart_status = coldstart_of   # status.coldStart from a tracker snapshot
 
 
 def plan_check_of(plan: PlanSummary, memory: EngineMemory | None) -> PlanCheck | None:

@@ -20,34 +20,24 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import ColdStart, K3DeploymentStatus, PlanSummary
+from gpustack_k3.operator import status_table
 from gpustack_k3.operator.conditions import (
     Conditions,
-    coldstart_status,
     finding_text,
-    phase_of,
+    observation_from_status,
     plan_check_of,
     pod_conditions,
     rollout,
-    snapshot_from_status,
+    set_ready,
     status_document,
     status_model,
 )
 from gpustack_k3.operator.desired import apply_reason, document_of, endpoint, object_key, prepare, template_hashes
+from gpustack_k3.operator.observation import ColdStartObservation, Observed
 from gpustack_k3.operator.podstate import on_older_template, summarize_pods
-from gpustack_k3.operator.roles import role_statuses, topology_phase
+from gpustack_k3.operator.roles import restart_loop, restart_loop_condition, role_statuses, short_roles
 
-
-@dataclasses.dataclass(frozen=True)
-class Observed:
-    """What the cluster shows for one resource. ``owned`` maps (apiVersion, kind, name) to the live
-    objects controlled by it; ``pods`` are the pods labelled ``api.LABEL_DEPLOYMENT=<name>``;
-    ``coldstart`` is the snapshot of the log tracker (see ``gpustack_k3.operator.seams``) or None;
-    ``apply_error`` is the API server's refusal of one of the desired objects in this reconcile (a 4xx that
-    retrying cannot fix: invalid, forbidden, immutable field), or None."""
-    owned: Mapping[tuple[str, str, str], dict] = dataclasses.field(default_factory=dict)
-    pods: Sequence[dict] = ()
-    coldstart: Mapping[str, Any] | None = None
-    apply_error: str | None = None
+__all__ = ["Action", "Apply", "Decision", "Delete", "Emit", "Observed", "Plan", "Render", "Validate", "decide"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,111 +94,133 @@ Plan = Callable[[dict], PlanSummary | Mapping[str, Any] | None]  # doc -> plan s
 
 def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, render: Render,
            now: dt.datetime, plan: Plan | None = None) -> Decision:
+    """validate → render → desired actions → facts → the status table (``status_table``) → the conditions
+    beside Ready → status → Events."""
     meta = cr.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return Decision((), None, False)  # going away: garbage collection removes what we own
     prev = status_model(cr.get("status"))
     before = prev or K3DeploymentStatus()
     generation = int(meta.get("generation") or 1)
-    if meta.get("deletionTimestamp"):
-        return Decision((), None, False)  # going away: garbage collection removes what we own
     doc = document_of(cr)
     conds = Conditions(before.conditions, now, generation)
-    actions: list[Action] = []
     status = K3DeploymentStatus(observedGeneration=generation)
-    warnings: list[str] = []
-
-    findings = list(validate(doc))
-    errors = [f for f in findings if getattr(f, "severity", "error") == "error"]
-    warnings += [finding_text(f) for f in findings if getattr(f, "severity", "") == "warning"]
-    pods = summarize_pods(observed.pods, now=now.timestamp())
     cs = observed.coldstart
-    if cs is not None and cs.get("syncing"):
+    if cs is not None and cs.syncing:
         # the tracker is still reading the log backlog (an operator restart): what we wrote last
         # stands until it has caught up, so a replay neither rewrites the status nor repeats Events
-        cs = snapshot_from_status(before)
-
+        cs = observation_from_status(before)
+    findings = list(validate(doc))
+    errors = [f for f in findings if getattr(f, "severity", "error") == "error"]
+    warnings = [finding_text(f) for f in findings if getattr(f, "severity", "") == "warning"]
+    facts = status_table.Facts(pods=summarize_pods(observed.pods, now=now.timestamp()), coldstart=cs)
+    actions: list[Action] = []
+    desired: list[dict] = []
     if errors:
-        text = "; ".join(finding_text(f) for f in errors)
-        conds.set(api.CONDITION_VALID, False, api.REASON_VALIDATION_FAILED, text)
-        conds.set(api.CONDITION_RENDERED, False, api.REASON_INVALID_SPEC, "not rendered: the spec is invalid (see the Valid condition)")
-        phase, reason = api.PHASE_INVALID, api.REASON_VALIDATION_FAILED
-        if before.phase != api.PHASE_INVALID or before.observedGeneration != generation:
-            actions.append(Emit("Warning", api.REASON_VALIDATION_FAILED,
-                                f"{len(errors)} error(s) in generation {generation}: {text}"[:1024]))
-        desired: list[dict] = []
-        pod_conditions(conds, pods, cs)
+        facts = _invalid(conds, facts, errors, before, generation, actions)
     else:
         conds.set(api.CONDITION_VALID, True, api.REASON_VALIDATED, f"valid with {len(warnings)} warning(s)" if warnings else "valid")
-        try:
-            rendered = list(render(doc))
-        except Exception as e:  # a valid spec that does not render is a bug to surface, not to crash on
-            conds.set(api.CONDITION_RENDERED, False, api.REASON_RENDER_FAILED, f"{type(e).__name__}: {e}")
-            pod_conditions(conds, pods, cs)
-            phase, reason = api.PHASE_FAILED, api.REASON_RENDER_FAILED
-            desired = []
-        else:
-            desired, prep_warnings = prepare(rendered, cr)
-            warnings += prep_warnings
-            kinds = ", ".join(sorted({f"{o['kind']}/{o['metadata']['name']}" for o in desired}))
-            conds.set(api.CONDITION_RENDERED, True, api.REASON_RENDERED, f"{len(desired)} object(s): {kinds}")
-            want = {object_key(o): o for o in desired}
-            for key, obj in want.items():
-                why = apply_reason(obj, observed.owned.get(key))
-                if why:
-                    actions.append(Apply(obj, why))
-            for key in sorted(set(observed.owned) - set(want)):
-                actions.append(Delete(key[0], key[1], key[2], meta.get("namespace", "")))
-            pod_conditions(conds, pods, cs)
-            phase, reason = phase_of(pods, cs)
-            roles = role_statuses(observed.owned, observed.pods, before.roles, (cs or {}).get("roles"))
-            if roles:
-                status.roles = roles
-                phase, reason = topology_phase(conds, roles, phase, reason, observed.pods,
-                                               (cs or {}).get("roles"))
-            hashes = template_hashes(desired)
-            older = on_older_template(observed.pods, hashes) if hashes else []
-            rolling = rollout(observed.owned) or (
-                f"{len(older)}/{pods.total} pod(s) still on an older template: {', '.join(older[:3])}"
-                if older else "") or next(
-                (f"{a.obj['kind']}/{a.obj['metadata']['name']}: new template being applied" for a in actions
-                 if isinstance(a, Apply) and a.why == "update" and a.obj.get("kind") in ("Deployment", "StatefulSet")),
-                "")
-            if rolling and phase in (api.PHASE_READY, api.PHASE_WARM):
-                # ready pods, but not yet of this generation: the old spec is still what serves
-                conds.set(api.CONDITION_READY, False, api.REASON_ROLLING_OUT, rolling)
-                phase, reason = api.PHASE_DEPLOYING, f"{api.REASON_ROLLING_OUT}: {rolling}"
-            if observed.apply_error:
-                # the server refused an object: say so instead of retrying forever; a resync or a spec
-                # change tries again
-                actions = [a for a in actions if not isinstance(a, (Apply, Delete))]
-                conds.set(api.CONDITION_RENDERED, False, api.REASON_APPLY_FAILED, observed.apply_error[:1024])
-                phase, reason = api.PHASE_FAILED, f"{api.REASON_APPLY_FAILED}: {observed.apply_error}"
-
-    status.phase = phase
+        facts, desired = _rendered(cr, observed, render, conds, facts, before, status, actions, warnings)
+    outcome = status_table.decide(facts)
+    set_ready(conds, outcome.ready)
+    pod_conditions(conds, facts.pods, cs)
+    status.phase = outcome.phase
     status.conditions = conds.as_list()
     if desired and (ep := endpoint(desired, meta.get("name"))):
         status.endpoint = ep
     elif errors and observed.owned and before.endpoint:
         status.endpoint = before.endpoint  # the last valid generation keeps serving there
     if plan is not None and not errors:
-        try:
-            summary = plan(doc)
-        except Exception as e:
-            warnings.append(f"plan unavailable: {type(e).__name__}: {e}")
-        else:
-            if summary:
-                status.plan = PlanSummary.model_validate(summary)
+        _plan_summary(plan, doc, status, warnings)
     if warnings:
         status.warnings = warnings
-    coldstart = coldstart_status(cs) if cs else None
-    if coldstart is not None and status.plan is not None and (check := plan_check_of(status.plan, coldstart.memory)):
-        status.planCheck = check
-    if coldstart is not None:
-        status.coldStart = coldstart
-        actions += coldstart_events(before.coldStart, coldstart)
-    if phase != before.phase:
-        actions.append(Emit("Warning" if phase in api.WARNING_PHASES else "Normal", phase,
-                            f"phase {before.phase or 'None'} -> {phase}: {reason}"[:1024]))
+    if cs is not None:
+        _coldstart_status(cs, status, before, actions)
+    if outcome.phase != before.phase:
+        actions.append(Emit("Warning" if outcome.phase in api.WARNING_PHASES else "Normal", outcome.phase,
+                            f"phase {before.phase or 'None'} -> {outcome.phase}: {outcome.reason}"[:1024]))
     return Decision(tuple(actions), status, status != prev)
+
+
+def _invalid(conds: Conditions, facts: status_table.Facts, errors: list, before: K3DeploymentStatus,
+             generation: int, actions: list[Action]) -> status_table.Facts:
+    text = "; ".join(finding_text(f) for f in errors)
+    conds.set(api.CONDITION_VALID, False, api.REASON_VALIDATION_FAILED, text)
+    conds.set(api.CONDITION_RENDERED, False, api.REASON_INVALID_SPEC, "not rendered: the spec is invalid (see the Valid condition)")
+    if before.phase != api.PHASE_INVALID or before.observedGeneration != generation:
+        actions.append(Emit("Warning", api.REASON_VALIDATION_FAILED,
+                            f"{len(errors)} error(s) in generation {generation}: {text}"[:1024]))
+    return dataclasses.replace(facts, invalid=text)
+
+
+def _rendered(cr: Mapping[str, Any], observed: Observed, render: Render, conds: Conditions,
+              facts: status_table.Facts, before: K3DeploymentStatus, status: K3DeploymentStatus,
+              actions: list[Action], warnings: list[str]) -> tuple[status_table.Facts, list[dict]]:
+    """Render, say what to apply and delete, and the facts the rendered world adds (roles, rollout, refusal)."""
+    try:
+        rendered = list(render(document_of(cr)))
+    except Exception as e:  # a valid spec that does not render is a bug to surface, not to crash on
+        conds.set(api.CONDITION_RENDERED, False, api.REASON_RENDER_FAILED, f"{type(e).__name__}: {e}")
+        return dataclasses.replace(facts, render_error=f"{type(e).__name__}: {e}"), []
+    desired, prep_warnings = prepare(rendered, cr)
+    warnings += prep_warnings
+    kinds = ", ".join(sorted({f"{o['kind']}/{o['metadata']['name']}" for o in desired}))
+    conds.set(api.CONDITION_RENDERED, True, api.REASON_RENDERED, f"{len(desired)} object(s): {kinds}")
+    actions += _writes(desired, observed, (cr.get("metadata") or {}).get("namespace", ""))
+    cs = facts.coldstart
+    role_phases = cs.roles if cs is not None else None
+    roles = role_statuses(observed.owned, observed.pods, before.roles, role_phases)
+    if roles:
+        status.roles = roles
+        looping = restart_loop(roles)
+        restart_loop_condition(conds, roles, looping)
+        facts = dataclasses.replace(facts, restart_loop=looping,
+                                    short_roles="" if looping else short_roles(roles, observed.pods, role_phases))
+    facts = dataclasses.replace(facts, rolling=_rolling(observed, desired, actions, facts.pods.total))
+    if observed.apply_error:
+        # the server refused an object: say so instead of retrying forever; a resync or a spec change tries again
+        actions[:] = [a for a in actions if not isinstance(a, (Apply, Delete))]
+        conds.set(api.CONDITION_RENDERED, False, api.REASON_APPLY_FAILED, observed.apply_error[:1024])
+        facts = dataclasses.replace(facts, apply_error=observed.apply_error)
+    return facts, desired
+
+
+def _writes(desired: list[dict], observed: Observed, namespace: str) -> list[Action]:
+    want = {object_key(o): o for o in desired}
+    out: list[Action] = [Apply(obj, why) for key, obj in want.items()
+                         if (why := apply_reason(obj, observed.owned.get(key)))]
+    out += [Delete(key[0], key[1], key[2], namespace) for key in sorted(set(observed.owned) - set(want))]
+    return out
+
+
+def _rolling(observed: Observed, desired: list[dict], actions: list[Action], total: int) -> str:
+    """Why the workload is still rolling out ("" when it is not): its controller's status, pods on an older
+    template, or a new template being applied now."""
+    hashes = template_hashes(desired)
+    older = on_older_template(observed.pods, hashes) if hashes else []
+    return rollout(observed.owned) or (
+        f"{len(older)}/{total} pod(s) still on an older template: {', '.join(older[:3])}" if older else "") or next(
+        (f"{a.obj['kind']}/{a.obj['metadata']['name']}: new template being applied" for a in actions
+         if isinstance(a, Apply) and a.why == "update" and a.obj.get("kind") in ("Deployment", "StatefulSet")), "")
+
+
+def _plan_summary(plan: Plan, doc: dict, status: K3DeploymentStatus, warnings: list[str]) -> None:
+    try:
+        summary = plan(doc)
+    except Exception as e:
+        warnings.append(f"plan unavailable: {type(e).__name__}: {e}")
+        return
+    if summary:
+        status.plan = PlanSummary.model_validate(summary)
+
+
+def _coldstart_status(cs: ColdStartObservation, status: K3DeploymentStatus, before: K3DeploymentStatus,
+                      actions: list[Action]) -> None:
+    if status.plan is not None and (check := plan_check_of(status.plan, cs.status.memory)):
+        status.planCheck = check
+    status.coldStart = cs.status
+    actions += coldstart_events(before.coldStart, cs.status)
+
 
 def coldstart_events(prev: ColdStart | None, now: ColdStart) -> list[Emit]:
     """One Event per cold-start phase transition, found by comparing the status we wrote last with

@@ -4,14 +4,12 @@ The resource *is* a deployment document (``gpustack_k3.api.v1alpha1.spec.Deploym
 ``validate(doc)`` = schema errors as findings of rule ``spec.schema``, else the rule registry (``core.rules.validate``);
 ``render(doc)`` = ``core.launch.build_launch`` → ``render.kubernetes.render_kubernetes`` in the
 resource's namespace (a document with ``spec.roles``: ``render.lws.render_document``, one LeaderWorkerSet per
-role, schema-checked); ``plan(doc)`` = the KV/concurrency summary of the same build. The build is
-cached per document, so one reconcile builds once.
+role, schema-checked); ``plan(doc)`` = the KV/concurrency summary of the same build. Results are cached in one
+place, by the reconciler (``reconciler.memoized``: per document, so a generation is validated, rendered and
+planned once).
 """
 from __future__ import annotations
 
-import copy
-import functools
-import json
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
@@ -29,14 +27,9 @@ from gpustack_k3.render.lws import render_document
 TOPOLOGY_FORM = "leaderworkerset"
 
 
-@functools.lru_cache(maxsize=256)
-def _build(doc_json: str) -> tuple[Any, list[Finding], Any, DeploymentDocument]:
-    model = DeploymentDocument.model_validate(json.loads(doc_json))
+def _build(doc: dict) -> tuple[Any, list[Finding], Any, DeploymentDocument]:
+    model = DeploymentDocument.model_validate(doc)
     return (*build_launch(model), model)
-
-
-def _key(doc: dict) -> str:
-    return json.dumps(doc, sort_keys=True)
 
 
 def validate(doc: dict) -> list[Finding]:
@@ -46,12 +39,6 @@ def validate(doc: dict) -> list[Finding]:
     return list(rules_validate(DeploymentDocument.model_validate(doc)))
 
 
-@functools.lru_cache(maxsize=64)
-def _render_topology(doc_json: str, namespace: str | None) -> list[dict]:
-    return render_document(DeploymentDocument.model_validate(json.loads(doc_json)), namespace=namespace,
-                           form=TOPOLOGY_FORM)
-
-
 def _has_roles(doc: dict) -> bool:
     return bool((doc.get("spec") or {}).get("roles"))
 
@@ -59,15 +46,15 @@ def _has_roles(doc: dict) -> bool:
 def render(doc: dict) -> list[dict]:
     ns = (doc.get("metadata") or {}).get("namespace")
     if _has_roles(doc):
-        return copy.deepcopy(_render_topology(_key(doc), ns))
-    launch, _findings, _plan, model = _build(_key(doc))
+        return render_document(DeploymentDocument.model_validate(doc), namespace=ns, form=TOPOLOGY_FORM)
+    launch, _findings, _plan, model = _build(doc)
     return render_kubernetes(launch, model, namespace=ns)
 
 
 def plan(doc: dict) -> PlanSummary | None:
     if _has_roles(doc):
         return None       # plans are per role (status.roles); the single summary does not apply
-    _launch, _findings, p, _model = _build(_key(doc))
+    _launch, _findings, p, _model = _build(doc)
     if p is None:
         return None
     kv_gib = p.full_attention_gib if p.engine == ENGINE_SGLANG and p.full_attention_gib is not None else p.kv_cache_allocated_gib

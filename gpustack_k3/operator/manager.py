@@ -120,19 +120,6 @@ class Manager:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    # the caches, by name
-    @property
-    def crs(self) -> Store:
-        return self.caches.crs
-
-    @property
-    def pods(self) -> Store:
-        return self.caches.pods
-
-    @property
-    def coldstart(self) -> Any:
-        return self.reconciler.coldstart if self.reconciler is not None else None
-
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Manager:
         if self.reconciler is None:

@@ -38,7 +38,6 @@ class PodSummary:
     unschedulable: str = ""   # message of the first Unschedulable PodScheduled condition
     failed: str = ""          # "Reason: message" making the workload Failed
     crashing: str = ""        # "Reason: message" making the workload Degraded
-    per_pod_restarts: tuple[tuple[str, int], ...] = ()
     restarted_after_crash: str = ""   # "pod/container" restarted after a crash during its cold start, if any
 
     @property
@@ -76,64 +75,81 @@ def _in_cold_start(pod: Mapping[str, Any], c: Mapping[str, Any], now: float | No
     return now - t0 <= budget
 
 
-def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) -> PodSummary:
-    """``now`` (epoch seconds) lets an old crash (before a run longer than the startup budget) be told from
-    a crash loop."""
-    total = scheduled = ready = running = restarts = 0
-    unschedulable = failed = crashing = restarted_after_crash = ""
-    per_pod = []
-    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        total += 1
-        status = pod.get("status") or {}
+@dataclasses.dataclass
+class _Tally:
+    """What ``summarize_pods`` accumulates; the first problem of each kind stands (pods in name order)."""
+    total: int = 0
+    scheduled: int = 0
+    ready: int = 0
+    running: int = 0
+    restarts: int = 0
+    unschedulable: str = ""
+    failed: str = ""
+    crashing: str = ""
+    restarted_after_crash: str = ""
+
+    def pod(self, pod: Mapping[str, Any], now: float | None) -> None:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        self.total += 1
         conds = {c.get("type"): c for c in status.get("conditions") or []}
         sched = conds.get("PodScheduled") or {}
         if sched.get("status") == "True" or status.get("phase") in ("Running", "Succeeded"):
-            scheduled += 1
-        elif sched.get("reason") == "Unschedulable" and not unschedulable:
-            unschedulable = f"{meta.get('name')}: {sched.get('message') or 'no node fits'}"
-        if (conds.get("Ready") or {}).get("status") == "True":
-            ready += 1
-            is_ready = True
-        else:
-            is_ready = False
-        if status.get("phase") == "Running":
-            running += 1
-        if status.get("phase") == "Failed" and not failed:
-            failed = f"{status.get('reason') or REASON_POD_FAILED}: {meta.get('name')}: {status.get('message') or 'pod failed'}"
-        pod_restarts = 0
+            self.scheduled += 1
+        elif sched.get("reason") == "Unschedulable" and not self.unschedulable:
+            self.unschedulable = f"{meta.get('name')}: {sched.get('message') or 'no node fits'}"
+        is_ready = (conds.get("Ready") or {}).get("status") == "True"
+        self.ready += is_ready
+        self.running += status.get("phase") == "Running"
+        if status.get("phase") == "Failed" and not self.failed:
+            self.failed = (f"{status.get('reason') or REASON_POD_FAILED}: {meta.get('name')}: "
+                           f"{status.get('message') or 'pod failed'}")
         for c in _container_statuses(status):
-            pod_restarts += int(c.get("restartCount") or 0)
-            state = c.get("state") or {}
-            waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
-            last = (c.get("lastState") or {}).get("terminated") or {}
-            who = f"{meta.get('name')}/{c.get('name')}"
-            if waiting.get("reason") in FATAL_WAITING and not failed:
-                failed = f"{waiting['reason']}: {who}: {waiting.get('message') or ''}".rstrip(": ")
-            elif waiting.get("reason") in CRASH_WAITING and not crashing:
-                cause = f" (last exit: {last.get('reason')}, code {last.get('exitCode')})" if last else ""
-                crashing = f"CrashLoopBackOff: {who}{cause}"
-            elif (terminated.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
-                  and int(c.get("restartCount") or 0) >= 1):
-                # terminated again after a restart: the loop; a first termination is a failed attempt (its
-                # cold-start verdict says why) that the kubelet is about to restart
-                crashing = f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
-            elif (last.get("reason") in CRASH_TERMINATED and not is_ready and not crashing
-                  and (last.get("reason") == KUBELET_OOM_KILLED or int(c.get("restartCount") or 0) >= 2)
-                  and _in_cold_start(pod, c, now)):
-                # a first restart is a new cold-start attempt (Starting); from the second on it is a crash
-                # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time
-                crashing = (f"{last['reason']}: {who}: restarted {c.get('restartCount', 0)} time(s), "
-                            f"last exit code {last.get('exitCode')}")
-            if (last.get("reason") in CRASH_TERMINATED and int(c.get("restartCount") or 0) >= 1
-                    and not restarted_after_crash and _in_cold_start(pod, c, now)):
-                restarted_after_crash = who
-        restarts += pod_restarts
-        per_pod.append((meta.get("name", ""), pod_restarts))
-    return PodSummary(total, scheduled, ready, running, restarts, unschedulable, failed, crashing, tuple(per_pod),
-                      restarted_after_crash)
+            self.container(pod, c, is_ready, now)
+
+    def container(self, pod: Mapping[str, Any], c: Mapping[str, Any], is_ready: bool, now: float | None) -> None:
+        restarts = int(c.get("restartCount") or 0)
+        self.restarts += restarts
+        state = c.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        last = (c.get("lastState") or {}).get("terminated") or {}
+        who = f"{(pod.get('metadata') or {}).get('name')}/{c.get('name')}"
+        if waiting.get("reason") in FATAL_WAITING and not self.failed:
+            self.failed = f"{waiting['reason']}: {who}: {waiting.get('message') or ''}".rstrip(": ")
+        elif not self.crashing:
+            self.crashing = _crash(pod, c, who, waiting, terminated, last, restarts, is_ready, now)
+        if (last.get("reason") in CRASH_TERMINATED and restarts >= 1 and not self.restarted_after_crash
+                and _in_cold_start(pod, c, now)):
+            self.restarted_after_crash = who
+
+
+def _crash(pod: Mapping[str, Any], c: Mapping[str, Any], who: str, waiting: Mapping[str, Any],
+           terminated: Mapping[str, Any], last: Mapping[str, Any], restarts: int, is_ready: bool,
+           now: float | None) -> str:
+    """The container's crash loop, as the kubelet shows it ("" when it is not looping)."""
+    if waiting.get("reason") in CRASH_WAITING:
+        cause = f" (last exit: {last.get('reason')}, code {last.get('exitCode')})" if last else ""
+        return f"CrashLoopBackOff: {who}{cause}"
+    if terminated.get("reason") in CRASH_TERMINATED and not is_ready and restarts >= 1:
+        # terminated again after a restart: the loop; a first termination is a failed attempt (its
+        # cold-start verdict says why) that the kubelet is about to restart
+        return f"{terminated['reason']}: {who}: exit code {terminated.get('exitCode')}"
+    if (last.get("reason") in CRASH_TERMINATED and not is_ready
+            and (last.get("reason") == KUBELET_OOM_KILLED or restarts >= 2) and _in_cold_start(pod, c, now)):
+        # a first restart is a new cold-start attempt (Starting); from the second on it is a crash
+        # loop: Degraded between the restarts too, not a Degraded/Starting flip with Events each time
+        return (f"{last['reason']}: {who}: restarted {c.get('restartCount', 0)} time(s), "
+                f"last exit code {last.get('exitCode')}")
+    return ""
+
+
+def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) -> PodSummary:
+    """``now`` (epoch seconds) lets an old crash (before a run longer than the startup budget) be told from
+    a crash loop."""
+    tally = _Tally()
+    for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
+        if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            tally.pod(pod, now)
+    return PodSummary(**dataclasses.asdict(tally))
 
 
 def on_older_template(pods: Sequence[Mapping[str, Any]], current: Collection[str]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import ColdStart
 from gpustack_k3.operator import decide as d
+from gpustack_k3.operator.conditions import kube_time
 from gpustack_k3.operator.desired import apply_reason, object_key
 from gpustack_k3.operator.informer import Store
 from gpustack_k3.operator.seams import ColdStartObserver, Key
@@ -127,7 +128,8 @@ class Reconciler:
         if self.warmup is not None and coldstart is not None:
             warm = self.warmup.observe(key, cr, pods)
             if warm is not None:
-                coldstart = {**coldstart, **ColdStart(warmup=warm).model_dump(exclude_unset=True)}
+                coldstart = dataclasses.replace(coldstart, status=coldstart.status.model_copy(
+                    update={"warmup": ColdStart(warmup=warm).warmup}))
         return d.Observed(owned=owned, pods=pods, coldstart=coldstart)
 
     def _decide(self, cr: dict, observed: d.Observed) -> d.Decision:
@@ -214,7 +216,7 @@ class Reconciler:
 
     def _post_event(self, cr: dict, ev: d.Emit) -> None:
         meta = cr["metadata"]
-        now = self.clock().astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = kube_time(self.clock())
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": meta.get("namespace")},
                 "involvedObject": {"apiVersion": cr.get("apiVersion", api.API_VERSION), "kind": cr.get("kind", api.KIND),

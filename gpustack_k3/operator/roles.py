@@ -3,39 +3,31 @@ now, its groups from their leader pods, group recreations, and what they mean fo
 phase (a role short of ready groups, a group recreated again and again)."""
 from __future__ import annotations
 
-import datetime as dt
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import GroupStatus, RoleStatus
 from gpustack_k3.operator.conditions import Conditions
+from gpustack_k3.operator.podstate import parse_time
 
 
 # A group recreated this many times and still not ready is a restart loop (LWS itself has no bound: lws#877)
 RESTART_LOOP_RECREATIONS = 3
 
 
-def _rfc3339(v: Any) -> float | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def pod_ready_at(pod: Mapping[str, Any]) -> float | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready" and c.get("status") == "True":
-            return _rfc3339(c.get("lastTransitionTime"))
+            return parse_time(c.get("lastTransitionTime"))
     return None
 
 
 def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
     """Seconds from the leader's engine container start to its Ready condition (None while not ready)."""
     ready = pod_ready_at(pod)
-    started = [_rfc3339(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+    started = [parse_time(((c.get("state") or {}).get("running") or {}).get("startedAt"))
                for c in (pod.get("status") or {}).get("containerStatuses") or []]
     started = [t for t in started if t is not None]
     if ready is None or not started:
@@ -43,12 +35,9 @@ def _leader_cold_start(pod: Mapping[str, Any]) -> float | None:
     return round(max(0.0, ready - max(started)), 1)
 
 
-def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
-                  previous: Sequence[RoleStatus], cold_starts: Mapping[str, str] | None = None) -> list[RoleStatus]:
-    """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
-    kserve#6043), its groups from their leader pods, and group recreations counted against what the last
-    status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
-    sets: list[tuple[str, str, dict, dict]] = []   # (role, kind, lws spec, lws status)
+def _role_sets(owned: Mapping[tuple[str, str, str], dict]) -> list[tuple[str, str, dict, dict]]:
+    """(role, kind, its spec, its status) of each LeaderWorkerSet role and each DisaggregatedSet role."""
+    sets: list[tuple[str, str, dict, dict]] = []
     for (_av, kind, _name), obj in sorted(owned.items()):
         if kind == api.LWS_KIND:
             role = ((obj.get("metadata") or {}).get("labels") or {}).get(api.LABEL_ROLE)
@@ -58,30 +47,49 @@ def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Map
             by_name = {r.get("name"): r for r in (obj.get("status") or {}).get("roleStatuses") or []}
             for r in (obj.get("spec") or {}).get("roles") or []:
                 sets.append((r.get("name"), kind, r.get("spec") or {}, by_name.get(r.get("name")) or {}))
+    return sorted(sets, key=lambda s: s[0])
+
+
+def _leaders(role: str, pods: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """The role's group leader pods (worker index 0) by group index."""
+    leaders = {}
+    for p in pods:
+        labels = (p.get("metadata") or {}).get("labels") or {}
+        if labels.get(api.LABEL_ROLE) == role and labels.get(api.LWS_LABEL_WORKER_INDEX) == "0":
+            with contextlib.suppress(ValueError):
+                leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
+    return leaders
+
+
+def _groups(leaders: Mapping[int, Mapping[str, Any]], prev_groups: Mapping[int, GroupStatus],
+            want: int) -> list[GroupStatus]:
+    """Each group from its leader pod; a leader with a new uid was recreated by LWS (counted against the last
+    status); a group between LWS deleting its pods and creating them again keeps its last entry, not ready."""
+    groups = []
+    for idx in sorted(set(leaders) | {i for i in prev_groups if i < want}):
+        pod, old = leaders.get(idx), prev_groups.get(idx)
+        if pod is None:
+            groups.append(old.model_copy(update={"ready": False}))
+            continue
+        uid = (pod.get("metadata") or {}).get("uid") or ""
+        recreated = old is not None and old.leaderUid != uid
+        groups.append(GroupStatus(index=idx, leader=pod["metadata"]["name"], leaderUid=uid,
+                                  ready=pod_ready_at(pod) is not None,
+                                  recreations=(old.recreations if old else 0) + (1 if recreated else 0)))
+    return groups
+
+
+def role_statuses(owned: Mapping[tuple[str, str, str], dict], pods: Sequence[Mapping[str, Any]],
+                  previous: Sequence[RoleStatus], cold_starts: Mapping[str, str] | None = None) -> list[RoleStatus]:
+    """Per role: its LeaderWorkerSet's status as read now (never a copy kept from an earlier reconcile:
+    kserve#6043), its groups from their leader pods, and group recreations counted against what the last
+    status saw (a group's leader pod with a new uid was recreated by LWS). [] when nothing is an LWS."""
     before = {r.name: r for r in previous}
     out = []
-    for role, kind, spec, st in sorted(sets, key=lambda s: s[0]):
-        leaders = {}
-        for p in pods:
-            labels = (p.get("metadata") or {}).get("labels") or {}
-            if labels.get(api.LABEL_ROLE) == role and labels.get(api.LWS_LABEL_WORKER_INDEX) == "0":
-                try:
-                    leaders[int(labels.get(api.LWS_LABEL_GROUP_INDEX, ""))] = p
-                except ValueError:
-                    continue
-        prev_groups = {g.index: g for g in before[role].groups} if role in before else {}
+    for role, kind, spec, st in _role_sets(owned):
+        leaders = _leaders(role, pods)
         want = int(spec.get("replicas", 1) or 0)
-        groups = []
-        for idx in sorted(set(leaders) | {i for i in prev_groups if i < want}):
-            pod, old = leaders.get(idx), prev_groups.get(idx)
-            if pod is None:     # between LWS deleting a group's pods and creating them again
-                groups.append(old.model_copy(update={"ready": False}))
-                continue
-            uid = (pod.get("metadata") or {}).get("uid") or ""
-            recreated = old is not None and old.leaderUid != uid
-            groups.append(GroupStatus(index=idx, leader=pod["metadata"]["name"], leaderUid=uid,
-                                      ready=pod_ready_at(pod) is not None,
-                                      recreations=(old.recreations if old else 0) + (1 if recreated else 0)))
+        groups = _groups(leaders, {g.index: g for g in before[role].groups} if role in before else {}, want)
         entry = RoleStatus(
             name=role, kind=kind, instances=want,
             podsPerInstance=int((spec.get("leaderWorkerTemplate") or {}).get("size", 1) or 1),
@@ -109,36 +117,28 @@ def _ready_groups(role: RoleStatus, pods: Sequence[Mapping[str, Any]]) -> int:
     return min(role.readyReplicas, by_pods)
 
 
-def topology_phase(conds: Conditions, roles: list[RoleStatus], phase: str, reason: str,
-                    pods: Sequence[Mapping[str, Any]], cold_starts: Mapping[str, str] | None = None
-                    ) -> tuple[str, str]:
-    """A topology is Ready only when every role counts all its groups ready; a group recreated again and again
-    raises the GroupRestartLoop condition and makes the resource Degraded. While a role is short, the Ready
-    condition says which (reason GroupsNotReady), whatever the pod counts do meanwhile: one state, one reason.
-    ``cold_starts``: per role, where its pods' cold start is as their engine logs say (``role_phases`` of the
-    pod-log bridge: vLLM's and SGLang's own lines), named beside the role's count."""
+def restart_loop(roles: Sequence[RoleStatus]) -> str:
+    """Groups recreated ``RESTART_LOOP_RECREATIONS``+ times and still not ready ("" when none)."""
     looping = [f"{r.name} group {g.index} ({g.recreations}x)" for r in roles for g in r.groups
                if g.recreations >= RESTART_LOOP_RECREATIONS and not g.ready]
-    total = sum(r.groupRecreations for r in roles)
-    if looping:
-        text = f"group(s) recreated {RESTART_LOOP_RECREATIONS}+ times and not ready: {', '.join(looping)}"
-        conds.set(api.CONDITION_GROUP_RESTART_LOOP, True, api.REASON_GROUPS_RECREATED, text)
-        if phase != api.PHASE_FAILED:
-            return api.PHASE_DEGRADED, f"{api.REASON_GROUPS_RECREATED}: {text}"
-        return phase, reason
-    conds.set(api.CONDITION_GROUP_RESTART_LOOP, False, api.REASON_GROUPS_STABLE,
-              f"{total} group recreation(s) observed, none looping")
+    return f"group(s) recreated {RESTART_LOOP_RECREATIONS}+ times and not ready: {', '.join(looping)}" if looping else ""
+
+
+def short_roles(roles: Sequence[RoleStatus], pods: Sequence[Mapping[str, Any]],
+                cold_starts: Mapping[str, str] | None = None) -> str:
+    """The roles short of ready groups, each with its count and where its pods' cold start is as their engine
+    logs say (``cold_starts``: ``role_phases`` of the pod-log bridge); "" when every role counts all its groups
+    ready. A topology is Ready only then."""
     phases = cold_starts or {}
     short = [f"{r.name} {ready}/{r.instances}" + (f" ({phases[r.name]})" if phases.get(r.name) else "")
              for r in roles if (ready := _ready_groups(r, pods)) < r.instances]
-    if not short:
-        return phase, reason
-    text = f"ready groups per role: {', '.join(short)}"
-    ready = conds.get(api.CONDITION_READY)
-    if phase in (api.PHASE_READY, api.PHASE_WARM) or (ready is not None and ready.reason == api.REASON_PODS_NOT_READY):
-        # the pods' count is replaced by the roles': it names the role, and it does not flip with the order in
-        # which the kubelet and the LWS controller report
-        conds.set(api.CONDITION_READY, False, api.REASON_GROUPS_NOT_READY, text)
-    if phase in (api.PHASE_READY, api.PHASE_WARM):
-        return api.PHASE_STARTING, f"{api.REASON_GROUPS_NOT_READY}: {text}"
-    return phase, reason
+    return f"ready groups per role: {', '.join(short)}" if short else ""
+
+
+def restart_loop_condition(conds: Conditions, roles: Sequence[RoleStatus], looping: str) -> None:
+    """GroupRestartLoop: a group recreated again and again (LWS itself has no bound)."""
+    if looping:
+        conds.set(api.CONDITION_GROUP_RESTART_LOOP, True, api.REASON_GROUPS_RECREATED, looping)
+    else:
+        conds.set(api.CONDITION_GROUP_RESTART_LOOP, False, api.REASON_GROUPS_STABLE,
+                  f"{sum(r.groupRecreations for r in roles)} group recreation(s) observed, none looping")

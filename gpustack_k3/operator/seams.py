@@ -13,35 +13,26 @@ default). Cold-start histograms: the factory receives the operator's
 ``gpustack_k3.metrics.ColdStartMetrics`` (on the operator registry, served at ``/metrics``) and
 passes its ``listener`` to each tracker.
 
-The snapshot is a plain mapping (``ColdStartSnapshot``): a ``ColdStart`` status model dumped under its
-status names (``coldstart_bridge.snapshot_of`` builds it as the model; ``decide`` reads it back as the model),
-and beside it what only ``decide`` reads: ``weightsLoaded`` / ``graphsCaptured`` / ``graphsSkipped`` /
-``serving`` / ``warm`` (bool milestones), ``verdict`` (None or {phase: Degraded|Failed, reason, message}: a
-phase over its budget → Degraded, a crash → Failed) and ``syncing`` (True while the log backlog is still being
-read after an operator restart: ``decide`` then keeps the cold-start status it wrote last). The post-Ready
-warm-up's summary (``gpustack_k3.operator.warmup``) is put in as the model's ``warmup``.
+The observation is typed (``gpustack_k3.operator.observation.ColdStartObservation``): the ``ColdStart`` status
+model and beside it what only ``decide`` reads (milestones, a typed ``Verdict``, ``syncing`` while the log
+backlog is still being read after an operator restart, per-role phases). The post-Ready warm-up's summary
+(``gpustack_k3.operator.warmup``) is put in as the model's ``warmup``.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gpustack_k3.api.v1alpha1.status import ColdStart
+from gpustack_k3.operator.observation import ColdStartObservation
 
 Key = tuple[str, str]
 
-# The snapshot: the fields of ``gpustack_k3.api.v1alpha1.status.ColdStart`` under their status names (what
-# ``decide`` writes to status.coldStart) and the tracker's milestones and verdict beside them.
-ColdStartSnapshot = dict[str, Any]
-
-
-def coldstart_of(snapshot: Mapping[str, Any]) -> ColdStart:
-    """The status part of a snapshot as the model (null = unknown: left out)."""
-    return ColdStart.model_validate({k: v for k, v in snapshot.items() if k in ColdStart.model_fields and v is not None})
-
 
 class ColdStartObserver(Protocol):
-    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartSnapshot | None: ...
+    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartObservation | None: ...
+
+    def report_phase(self, key: Key, pod_uid: str, phase: str, start: float | None, end: float | None,
+                     details: dict | None = None) -> bool: ...
 
     def forget(self, key: Key) -> None: ...
 
@@ -56,8 +47,12 @@ ColdStartFactory = Callable[[Any, Callable[[Key], None], Any], ColdStartObserver
 class NoColdStart:
     """No log tracking: conditions WeightsLoaded/GraphsCaptured/Warm stay Unknown."""
 
-    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartSnapshot | None:
+    def observe(self, key: Key, pods: Sequence[Mapping[str, Any]]) -> ColdStartObservation | None:
         return None
+
+    def report_phase(self, key: Key, pod_uid: str, phase: str, start: float | None, end: float | None,
+                     details: dict | None = None) -> bool:
+        return False
 
     def forget(self, key: Key) -> None:
         return None

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator.coldstart_bridge import container_status, engine_container
-from gpustack_k3.operator.seams import Key
+from gpustack_k3.operator.seams import ColdStartObserver, Key
 from gpustack_k3.api.v1alpha1.spec import Warmup
 from gpustack_k3.api.v1alpha1.status import Warmup as WarmupStatus
 from gpustack_k3.probe.warmup import warm_up
@@ -85,10 +85,8 @@ class _Warm:
 class PodWarmup:
     """See the module docstring. ``warm_fn`` is ``gpustack_k3.probe.warmup.warm_up`` (tests may wrap it)."""
 
-    def __init__(self, observer: Any, enqueue: Callable[[Key], None], *, warm_fn: WarmFn | None = None,
+    def __init__(self, observer: ColdStartObserver, enqueue: Callable[[Key], None], *, warm_fn: WarmFn = warm_up,
                  max_pods: int = 16) -> None:
-        if warm_fn is None:
-            warm_fn = warm_up
         self.observer, self.enqueue, self.warm_fn, self.max_pods = observer, enqueue, warm_fn, max_pods
         self._lock = threading.Lock()
         self._state: dict[Key, dict[tuple[str, str], _Warm]] = {}

@@ -1,5 +1,6 @@
-"""The package's shape: no import cycles, lower layers never import higher ones, imports of our own modules
-stay at module level except at the command boundary, and the API's names are spelled only in api/."""
+"""The package's shape: no import cycles, imports of our own modules stay at module level except at the command
+boundary, and the API's names are spelled only in api/. (Lower layers never import higher ones: .importlinter,
+checked by test_tools.py.)"""
 from __future__ import annotations
 
 import ast
@@ -11,10 +12,9 @@ from tests.architecture.imports import ROOT, _imports, cycles, graph, modules
 
 GRAPH = graph()
 
-# Subpackages from the bottom up: a module may import its own layer or a lower one. A new subpackage must be
-# placed here (the test names it).
-LAYERS = ["_startup_cache", "errors", "api", "catalog", "core", "coldstart", "crd", "render", "metrics", "probe",
-          "predict", "runtime", "gpustack", "operator", "cli", "__main__"]
+# The layers and the independence of sibling subsystems are import-linter's contracts (.importlinter, run by
+# tests/architecture/test_tools.py; TYPE_CHECKING imports count). A new subpackage must be placed there
+# (the contract is exhaustive).
 
 
 def _layer(module: str) -> str:
@@ -34,29 +34,6 @@ def test_no_import_cycles():
     found = cycles(GRAPH)
     assert found == [], "import cycles (module -> imported:line): " + "; ".join(
         " / ".join(f"{m} -> {', '.join(f'{t}:{GRAPH[m][t]}' for t in GRAPH[m] if t in c)}" for m in c) for c in found)
-
-
-def test_every_subpackage_has_a_layer():
-    unknown = sorted({_layer(m) for m in GRAPH if "." in m} - set(LAYERS))
-    assert unknown == [], f"place these subpackages in LAYERS: {unknown}"
-
-
-def test_no_back_edges():
-    order = {name: i for i, name in enumerate(LAYERS)}
-    bad = []
-    for mod, edges in GRAPH.items():
-        if "." not in mod or _command_boundary(mod):
-            continue
-        for target, line in edges.items():
-            if order.get(_layer(target), -1) > order.get(_layer(mod), -1):
-                bad.append(f"{mod}:{line} imports {target}")
-    assert bad == []
-
-
-def test_cli_is_imported_only_at_the_command_boundary():
-    bad = [f"{m} imports {t}" for m, es in GRAPH.items() for t in es
-           if _layer(t) == "cli" and not _command_boundary(m)]
-    assert bad == []
 
 
 def test_click_commands_live_in_the_cli_package():

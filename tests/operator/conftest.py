@@ -1,3 +1,4 @@
+import dataclasses
 import contextlib
 import pathlib
 
@@ -7,7 +8,7 @@ from kubernetes import client
 from operator_fakes import fake_plan, fake_render, fake_validate
 from operator_helpers import NS
 
-from gpustack_k3.operator.controller import new_operator
+from gpustack_k3.operator.controller import Options, new_operator
 from tests.support.k8s_emulator import K8sEmulator
 
 INSTALL = pathlib.Path(__file__).resolve().parents[2] / "manifests" / "install.yaml"
@@ -56,8 +57,9 @@ def start_operator(emu, operator_token):
         kw.setdefault("resync_s", 60)
         kw.setdefault("watch_timeout_s", 5)
         kw.setdefault("workers", 2)
-        kw.setdefault("coldstart_factory", None)  # log following is tested in test_coldstart_http.py
-        op = new_operator(emu.api_client(token=operator_token if rbac else None), **kw).start()
+        kw.setdefault("coldstart", None)  # log following is tested in test_coldstart_http.py
+        options = Options(**{f.name: kw.pop(f.name) for f in dataclasses.fields(Options) if f.name in kw})
+        op = new_operator(emu.api_client(token=operator_token if rbac else None), options, **kw).start()
         started.append(op)
         return op
 

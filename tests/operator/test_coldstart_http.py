@@ -15,12 +15,15 @@ vllm-0.33-kimi-k3-cuda-graph-oom.tail.log: "WorkerProc hit an exception" 17:15:5
   "Compile and warming up model for size 8192" (17:15:09, cuda_graphs), "EngineCore failed to start."
 """
 import datetime as dt
+import threading
 import urllib.request
 
 import pytest
 from coldstart_kubelet import CPU_LOG, GPU_CRASH_TAIL, GPU_LOG, Kubelet, parse, retime
 from operator_helpers import NS, G, P, V, k3, wait_for
 
+from gpustack_k3.coldstart.follow import LogFollower
+from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
 from gpustack_k3.operator.podstate import parse_time
 from tests.support.waiting import consistently, reconciles, wait_idle
 
@@ -55,10 +58,15 @@ def wait_status(co, name, pred, what, timeout=20):
     return wait_for(lambda: (s := status_of(co, name)) and pred(s) and s, timeout=timeout, what=what)
 
 
+def followers():
+    """The pod-log followers running now (their threads: the public surface, no member of the observer)."""
+    return [t for t in threading.enumerate() if isinstance(t, LogFollower) and t.is_alive()]
+
+
 @pytest.fixture
 def cold_operator(start_operator):
     def start(**kw):
-        kw["coldstart_factory"] = "pod-logs"   # the operator's default: follow the engine logs
+        kw["coldstart"] = pod_logs   # the operator's default: follow the engine logs
         return start_operator(**kw)
     return start
 
@@ -221,7 +229,7 @@ def test_phase_over_budget_is_degraded_naming_the_phase(emu, kube, start_operato
 
     from gpustack_k3.operator.coldstart_bridge import coldstart_factory
     co, _, core = kube
-    start_operator(coldstart_factory=functools.partial(coldstart_factory, budgets={"weights_load": 2}),
+    start_operator(coldstart=functools.partial(coldstart_factory, budgets={"weights_load": 2}),
                    resync_s=0.5)
     kl = deploy(co, core, emu)
     started = kl.created + dt.timedelta(seconds=5)
@@ -239,37 +247,37 @@ def test_phase_over_budget_is_degraded_naming_the_phase(emu, kube, start_operato
 
 def test_deletion_stops_following(emu, kube, cold_operator):
     co, _, core = kube
-    op = cold_operator()
+    cold_operator()
     kl = deploy(co, core, emu)
     kl.start_container(kl.created + dt.timedelta(seconds=3), scheduled=kl.created)
-    followers = wait_for(lambda: op.coldstart.followers(), what="a follower")
-    assert [f.source.track.container for f in followers] == ["engine"]
+    running = wait_for(lambda: followers(), what="a follower")
+    assert [f.source.track.container for f in running] == ["engine"]
     co.delete_namespaced_custom_object(G, V, NS, P, "kimi")
-    wait_for(lambda: not op.coldstart.followers(), what="followers dropped")
-    wait_for(lambda: not followers[0].is_alive(), what="follower thread ended")
+    wait_for(lambda: not followers(), what="followers dropped")
+    wait_for(lambda: not running[0].is_alive(), what="follower thread ended")
 
 
 def test_pod_deletion_ends_the_follower(emu, kube, cold_operator):
     co, _, core = kube
-    op = cold_operator()
+    cold_operator()
     kl = deploy(co, core, emu)
     kl.start_container(kl.created + dt.timedelta(seconds=3), scheduled=kl.created)
-    f = wait_for(lambda: op.coldstart.followers(), what="a follower")[0]
+    f = wait_for(lambda: followers(), what="a follower")[0]
     core.delete_namespaced_pod(kl.pod, NS)
     wait_for(lambda: not f.is_alive(), what="follower ended with its pod")
-    wait_for(lambda: not op.coldstart.followers(), what="track dropped")
+    wait_for(lambda: not followers(), what="track dropped")
 
 
 def test_dropped_log_connection_resumes_without_duplicates(emu, kube, cold_operator):
     co, _, core = kube
-    op = cold_operator()
+    cold_operator()
     kl = deploy(co, core, emu)
     started = kl.created + dt.timedelta(seconds=5)
     kl.start_container(started, scheduled=kl.created)
     lines = gpu_log(started)
     half = len(lines) // 2
     kl.log("".join(lines[:half]))
-    f = wait_for(lambda: op.coldstart.followers(), what="a follower")[0]
+    f = wait_for(lambda: followers(), what="a follower")[0]
     fed = "".join(lines[:half]).encode()
     wait_for(lambda: f.tracker.bytes_seen == len(fed), what="first half fed")
     emu.inject(500, times=2, path=f"/pods/{kl.pod}/log$")   # the reconnects meet API errors first

@@ -7,10 +7,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gpustack_k3.api.v1alpha1.status import EngineMemory, PlanCheck, PlanSummary
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.coldstart.catalog import FIGURES
-from gpustack_k3.metrics import ColdStartMetrics, ColdStartStatusFigures
+from gpustack_k3.metrics import ColdStartStatusFigures
 from gpustack_k3.operator.coldstart_bridge import snapshot_of
 from gpustack_k3.operator.conditions import plan_check_of
-from gpustack_k3.operator.seams import coldstart_of
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
@@ -29,10 +28,11 @@ def test_every_engine_figure_has_a_status_field():
 
 def test_snapshot_of_a_compiled_cpu_start_is_valid_status():
     snap = snapshot_of(tracked("vllm-0.32.0-cpu-compile-cache-hit.log").report(), "pod-0")
-    assert snap["compileCacheWarm"] is True
-    assert snap["compileCache"]["state"] == "hit" and snap["compileCache"]["compileSeconds"] == 279.0
-    assert snap["memory"] == {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
-    assert coldstart_of(snap).memory == EngineMemory(kv_cache_gib=1.0, kv_cache_tokens=46592, max_concurrency=45.5,
+    cold = snap.status.model_dump(by_alias=True, exclude_none=True)
+    assert cold["compileCacheWarm"] is True
+    assert cold["compileCache"]["state"] == "hit" and cold["compileCache"]["compileSeconds"] == 279.0
+    assert cold["memory"] == {"kvCacheGiB": 1.0, "kvCacheTokens": 46592, "maxConcurrency": 45.5, "concurrencyLen": 1024}
+    assert snap.status.memory == EngineMemory(kv_cache_gib=1.0, kv_cache_tokens=46592, max_concurrency=45.5,
                                                       concurrency_len=1024)
 
 
@@ -81,28 +81,32 @@ def test_status_figures_collector():
     assert 'name="b"' not in body
 
 
-def test_runner_metrics_observe_figures():
-    reg = CollectorRegistry()
-    m = ColdStartMetrics(registry=reg)
-    rep = tracked("vllm-0.32.0-cpu-compile-cache-miss.log").report()
-    m.observe_figures(rep, {"figures": [{"figure": "kv_cache_tokens", "planned": 46603, "engine": 46592,
-                                         "drift_pct": -0.02}]})
-    body = generate_latest(reg).decode()
-    assert 'gpustack_k3_cold_start_engine_figure{engine="vllm",figure="kv_cache_tokens"} 46592.0' in body
-    assert 'gpustack_k3_cold_start_plan_drift{engine="vllm",figure="kv_cache_tokens"} -0.02' in body
-    assert 'gpustack_k3_cold_start_compile_cache_total{engine="vllm",state="miss"} 1.0' in body
-
-
 def test_several_pods_report_the_least_advanced_phase_in_the_canonical_order():
     """A pod in vLLM's profiling run is behind one allocating its KV cache and ahead of one loading weights: the
     resource is as far as its slowest pod, in the phase order of ``coldstart/phases.py`` (the operator keeps no
     order of its own)."""
-    from gpustack_k3.operator.coldstart_bridge import _combine
+    from gpustack_k3.api.v1alpha1.status import ColdStart
+    from gpustack_k3.operator.coldstart_bridge import combine
+    from gpustack_k3.operator.observation import ColdStartObservation
 
-    snaps = [{"current": "kv_cache", "serving": False}, {"current": "profile_run", "serving": False},
-             {"current": "cuda_graphs", "serving": False}]
-    assert _combine(snaps)["current"] == "profile_run"
-    assert _combine(snaps[::-1])["current"] == "profile_run"
-    behind = [{"current": "profile_run", "serving": False}, {"current": "weights_load", "serving": False}]
-    assert _combine(behind)["current"] == "weights_load"
-    assert _combine(behind[::-1])["current"] == "weights_load"
+    def at(phase):
+        return ColdStartObservation(ColdStart(current=phase))
+
+    snaps = [at("kv_cache"), at("profile_run"), at("cuda_graphs")]
+    assert combine(snaps).status.current == "profile_run"
+    assert combine(snaps[::-1]).status.current == "profile_run"
+    behind = [at("profile_run"), at("weights_load")]
+    assert combine(behind).status.current == "weights_load"
+    assert combine(behind[::-1]).status.current == "weights_load"
+
+
+def test_status_phases_add_up_to_the_engine_s_own_init_figure():
+    """issue 33: the operator's kv_cache phase showed 0.0 s where the log spends 6 s between the profiling run's end
+    (18:24:41) and the KV figure (18:24:47); weights_load carries the engine's 1.71 s, not the 2 s stamp span."""
+    rep = tracked("vllm-0.32.0-cpu-compiled.log").report()
+    phases = {p.name: p for p in snapshot_of(rep, "pod-0").status.phases}
+    assert phases["weights_load"].seconds == 1.71
+    assert (phases["kv_cache"].start, phases["kv_cache"].end, phases["kv_cache"].seconds) == (
+        "2026-11-29T18:24:41Z", "2026-11-29T18:24:47Z", 6.0)
+    init = sum(phases[n].seconds for n in ("compile", "profile_run", "kv_cache"))
+    assert abs(init - rep.last.engine_init_seconds) < 1.0     # "init engine ... took 244.55 s", stamps of 1 s

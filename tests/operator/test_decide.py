@@ -6,8 +6,11 @@ import pytest
 from operator_fakes import FAKE_PLAN, fake_plan, fake_render, fake_validate
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.status import ColdStart
 from gpustack_k3.operator import decide as d
 from gpustack_k3.operator import desired
+from gpustack_k3.operator.observation import ColdStartObservation as Cold
+from gpustack_k3.operator.observation import Verdict, coldstart_model
 
 pytestmark = pytest.mark.operator
 
@@ -198,12 +201,12 @@ def test_render_failure_is_failed_not_a_crash():
     ([pod(unschedulable="0/3 nodes: insufficient nvidia.com/gpu")], None, "Pending", "insufficient nvidia.com/gpu"),
     ([pod()], None, "Starting", "engine starting"),
     ([pod(ready=True)], None, "Ready", "Ready"),
-    ([pod(ready=True)], {"attempt": 1, "warm": True, "weightsLoaded": True, "graphsCaptured": True}, "Warm", "Warm"),
+    ([pod(ready=True)], Cold(ColdStart(attempt=1), warm=True, weights_loaded=True, graphs_captured=True), "Warm", "Warm"),
     ([pod(waiting={"reason": "CrashLoopBackOff"}, restarts=3,
           last_terminated={"reason": "OOMKilled", "exitCode": 137})], None, "Degraded", "OOMKilled"),
     ([pod(waiting={"reason": "ImagePullBackOff", "message": "pull access denied"})], None, "Failed", "ImagePullBackOff"),
-    ([pod()], {"attempt": 2, "current": "cuda_graphs",
-               "verdict": {"phase": "Failed", "reason": "PhaseBudgetExceeded", "message": "cuda_graphs over 900s"}},
+    ([pod()], Cold(ColdStart(attempt=2, current="cuda_graphs"),
+                   verdict=Verdict(phase="Failed", reason="PhaseBudgetExceeded", message="cuda_graphs over 900s")),
      "Failed", "cuda_graphs over 900s"),
     ([pod(phase="Failed")], None, "Failed", "PodFailed"),
 ])
@@ -217,55 +220,54 @@ def test_phase_from_pods_and_cold_start(pods, coldstart, phase, reason_part):
 
 
 def test_cold_start_snapshot_drives_conditions_and_status():
-    cs = {"attempt": 2, "compileCacheWarm": True, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
-          "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": "2026-11-29T12:02:43Z",
-                      "seconds": 163.8}]}
+    phases = [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": "2026-11-29T12:02:43Z", "seconds": 163.8}]
+    cs = Cold(ColdStart(attempt=2, compileCacheWarm=True, current="cuda_graphs", phases=phases), weights_loaded=True)
     first = run(make_cr())
     dec = run(make_cr(status=first.status), observed_after(first, [pod()], cs))
     conds = {c["type"]: c for c in dec.status["conditions"]}
     assert conds["WeightsLoaded"]["status"] == "True" and "attempt 2" in conds["WeightsLoaded"]["message"]
     assert conds["GraphsCaptured"]["status"] == "False" and "cuda_graphs" in conds["GraphsCaptured"]["message"]
     assert dec.status["coldStart"] == {"attempt": 2, "compileCacheWarm": True, "current": "cuda_graphs",
-                                       "phases": cs["phases"]}
+                                       "phases": phases}
     assert dec.status["phase"] == "Starting"
 
 
 def test_cold_start_events_one_per_phase_transition_and_none_on_resync():
     p1 = {"name": "weights_load", "start": "2026-11-29T12:00:00Z", "end": None, "seconds": None}
-    cs = {"attempt": 1, "current": "weights_load", "phases": [p1]}
+    cs = Cold(ColdStart(attempt=1, current="weights_load", phases=[p1]))
     first = run(make_cr())
     a = run(make_cr(status=first.status), observed_after(first, [pod()], cs))
     done = {**p1, "end": "2026-11-29T12:02:43Z", "seconds": 163.8}
     kv = {"name": "kv_cache", "start": "2026-11-29T12:02:43Z", "end": "2026-11-29T12:03:00Z", "seconds": 17.0}
-    cs2 = {"attempt": 1, "current": "cuda_graphs", "weightsLoaded": True, "phases": [done, kv]}
+    cs2 = Cold(ColdStart(attempt=1, current="cuda_graphs", phases=[done, kv]), weights_loaded=True)
     b = run(make_cr(status=a.status), observed_after(first, [pod()], cs2))
     msgs = [e.message for e in b.events if e.reason == "ColdStartPhase"]
     assert msgs == ["attempt 1: weights_load done in 163.8 s", "attempt 1: kv_cache done in 17 s"]
     again = run(make_cr(status=b.status), observed_after(first, [pod()], cs2))
     assert again.events == () and not again.status_changed
-    cs3 = {"attempt": 2, "current": "process_start", "phases": []}
+    cs3 = Cold(ColdStart(attempt=2, current="process_start", phases=[]))
     c = run(make_cr(status=b.status), observed_after(first, [pod()], cs3))
     assert [e.reason for e in c.events] == ["ColdStartAttempt"] and c.status["coldStart"]["attempt"] == 2
 
 
 @pytest.mark.parametrize("verdict,phase", [
-    ({"phase": "Failed", "reason": "EngineCrashed", "message": "attempt 1: cold start failed in cuda_graphs: OOM"},
+    (Verdict(phase="Failed", reason="EngineCrashed", message="attempt 1: cold start failed in cuda_graphs: OOM"),
      "Failed"),
-    ({"phase": "Degraded", "reason": "PhaseOverBudget", "message": "attempt 1: cold start failed in weights_load: "
-                                                                     "stalled"}, "Degraded")])
+    (Verdict(phase="Degraded", reason="PhaseOverBudget", message="attempt 1: cold start failed in weights_load: "
+                                                                  "stalled"), "Degraded")])
 def test_cold_start_verdict_names_phase_and_reason(verdict, phase):
-    failed_in = verdict["message"].split(" in ")[1].split(":")[0]
-    cs = {"attempt": 1, "verdict": verdict, "failedPhase": failed_in, "reason": "x", "phases": [],
-          "weightsLoaded": failed_in != "weights_load"}
+    failed_in = verdict.message.split(" in ")[1].split(":")[0]
+    cs = Cold(ColdStart(attempt=1, failedPhase=failed_in, reason="x", phases=[]), verdict=verdict,
+              weights_loaded=failed_in != "weights_load")
     first = run(make_cr())
     dec = run(make_cr(status=first.status), observed_after(first, [pod()], cs))
     assert dec.status["phase"] == phase and dec.status["coldStart"]["failedPhase"] == failed_in
     conds = {c["type"]: c for c in dec.status["conditions"]}
-    assert conds["Ready"]["reason"] == verdict["reason"] and failed_in in conds["Ready"]["message"]
+    assert conds["Ready"]["reason"] == verdict.reason and failed_in in conds["Ready"]["message"]
     ctype = "GraphsCaptured" if failed_in == "cuda_graphs" else "WeightsLoaded"
-    assert conds[ctype]["status"] == "False" and conds[ctype]["reason"] == verdict["reason"]
+    assert conds[ctype]["status"] == "False" and conds[ctype]["reason"] == verdict.reason
     ev = [e for e in dec.events if e.reason == phase]
-    assert len(ev) == 1 and failed_in in ev[0].message and verdict["reason"] in ev[0].message
+    assert len(ev) == 1 and failed_in in ev[0].message and verdict.reason in ev[0].message
 
 
 def test_transition_time_moves_only_when_the_condition_flips():
@@ -313,8 +315,9 @@ def test_status_fits_the_crd_status_schema():
     crd = crd_manifest()
     status_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     schema = _openapi_to_jsonschema(status_schema)
-    cs = {"attempt": 1, "compileCacheWarm": False, "current": "cuda_graphs", "totalSeconds": None, "weightsLoaded": True,
-          "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": None, "seconds": None}]}
+    cs = Cold(coldstart_model({"attempt": 1, "compileCacheWarm": False, "current": "cuda_graphs", "totalSeconds": None,
+                               "phases": [{"name": "weights", "start": "2026-11-29T12:00:00Z", "end": None,
+                                           "seconds": None}]}), weights_loaded=True)
     first = run(make_cr(), plan=fake_plan)
     statuses = [first.status, run(make_cr(parallel={"tp": 3})).status,
                 run(make_cr(status=first.status), observed_after(first, [pod()], cs), plan=fake_plan).status]
@@ -440,10 +443,10 @@ def test_a_crash_looping_engine_with_cold_start_verdicts_is_one_degraded_phase()
 
     def attempt(n, failed):
         if not failed:
-            return {"attempt": n, "current": "weights_load", "phases": []}
-        return {"attempt": n, "failedPhase": "cuda_graphs", "reason": "CUDA out of memory", "phases": [],
-                "verdict": {"phase": "Failed", "reason": "EngineCrashed",
-                            "message": f"attempt {n}: cold start failed in cuda_graphs: CUDA out of memory"}}
+            return Cold(ColdStart(attempt=n, current="weights_load", phases=[]))
+        return Cold(ColdStart(attempt=n, failedPhase="cuda_graphs", reason="CUDA out of memory", phases=[]),
+                    verdict=Verdict(phase="Failed", reason="EngineCrashed",
+                                    message=f"attempt {n}: cold start failed in cuda_graphs: CUDA out of memory"))
     steps = [(pod(), attempt(1, False)), (pod(), attempt(1, True)),
              (pod(terminated=err), attempt(1, True))]                      # the first attempt fails: Failed
     for n in range(1, 5):                                                    # then the kubelet restarts it

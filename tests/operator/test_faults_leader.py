@@ -6,6 +6,7 @@ import pytest
 from operator_helpers import NS, G, P, V, k3, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.operator.manager import LeaderElection
 from tests.support.waiting import consistently, reconciles, wait_idle
 
 pytestmark = pytest.mark.operator
@@ -118,7 +119,8 @@ def test_operator_restart_mid_reconcile(emu, kube, start_operator):
 
 def test_leader_election_two_replicas_never_both_act(emu, kube, start_operator):
     co, _, _ = kube
-    timing = dict(rbac=False, leader_elect=True, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+    timing = dict(rbac=False, leader_election=LeaderElection(lease_duration=1.5, renew_deadline=1.0,
+                                                             retry_period=0.2))
     a = start_operator(identity="replica-a", **timing)
     b = start_operator(identity="replica-b", **timing)
     both = []
@@ -156,8 +158,8 @@ def test_leader_election_two_replicas_never_both_act(emu, kube, start_operator):
 
 def test_leader_that_cannot_renew_steps_down_before_the_lease_expires(emu, kube, start_operator):
     co, _, _ = kube
-    op = start_operator(identity="solo", rbac=False, leader_elect=True, lease_duration=3.0, renew_deadline=1.0,
-                        retry_period=0.2, metrics_port=0, metrics_host="127.0.0.1")
+    op = start_operator(identity="solo", rbac=False, metrics_port=0, metrics_host="127.0.0.1",
+                        leader_election=LeaderElection(lease_duration=3.0, renew_deadline=1.0, retry_period=0.2))
     wait_for(lambda: op.leading, what="leading")
     emu.inject(500, times=None, path="/leases")
     t0 = time.monotonic()
@@ -188,7 +190,8 @@ def test_a_slow_cache_sync_does_not_stop_the_renewals(emu, kube, start_operator)
     """The new leader's first list is slow (3 s > lease 1.5 s): it keeps renewing meanwhile, so the
     standby never takes the lease and the two never act together."""
     co, _, _ = kube
-    timing = dict(rbac=False, leader_elect=True, lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+    timing = dict(rbac=False, leader_election=LeaderElection(lease_duration=1.5, renew_deadline=1.0,
+                                                             retry_period=0.2))
     emu.inject(None, times=1, delay=3.0, verb="list", path="/pods$")
     a = start_operator(identity="replica-a", **timing)
     wait_for(lambda: a.leading, what="a leads")
@@ -203,8 +206,8 @@ def test_a_slow_cache_sync_does_not_stop_the_renewals(emu, kube, start_operator)
 def test_a_hanging_renewal_still_steps_down_before_the_lease_expires(emu, kube, start_operator):
     """Lease calls that hang (no answer for 5 s) are cut at the renew deadline: no transport retries
     stretch one attempt past the lease."""
-    op = start_operator(identity="solo", rbac=False, leader_elect=True, lease_duration=3.0, renew_deadline=1.0,
-                        retry_period=0.2)
+    op = start_operator(identity="solo", rbac=False,
+                        leader_election=LeaderElection(lease_duration=3.0, renew_deadline=1.0, retry_period=0.2))
     wait_for(lambda: op.leading, what="leading")
     emu.inject(None, times=None, delay=5.0, path="/leases")
     t0 = time.monotonic()

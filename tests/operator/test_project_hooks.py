@@ -50,7 +50,7 @@ def test_preset_deploys_every_rendered_object_owned(emu, kube, project_operator)
     assert any("fp8-kv-no-scales" in w for w in st.get("warnings", []))
     assert wait_idle(op, 15)
     emu.reset_counters()
-    for key in op.crs.list_keys():
+    for key in op.caches.crs.list_keys():
         op.queue.add(key)
     assert wait_idle(op, 15)
     assert emu.writes(agent="gpustack-k3-operator/") == 0  # the project's objects compare equal after apply

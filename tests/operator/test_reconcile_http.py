@@ -8,7 +8,9 @@ from kubernetes import client
 from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
-from gpustack_k3.operator.controller import run
+from gpustack_k3.api.v1alpha1.status import ColdStart
+from gpustack_k3.operator.controller import Options, run
+from gpustack_k3.operator.observation import ColdStartObservation
 from tests.support.waiting import consistently, reconciles, wait_idle
 
 pytestmark = pytest.mark.operator
@@ -188,14 +190,15 @@ def test_cold_start_seam_feeds_conditions(emu, kube, start_operator):
     def factory(api, enqueue, metrics):
         holder["obs"] = RecordingColdStart(api, enqueue, metrics)
         return holder["obs"]
-    start_operator(coldstart_factory=factory)
+    start_operator(coldstart=factory)
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
     core.create_namespaced_pod(NS, pod_from_deployment(emu, "kimi", "kimi-0", [{"name": "engine", "image": "vllm"}]))
     obs = holder["obs"]
     wait_for(lambda: obs.seen_pods.get((NS, "kimi")) == ["kimi-0"], what="pods at the seam")
-    obs.snapshot = {"attempt": 1, "current": "cuda_graphs", "weightsLoaded": True, "graphsCaptured": False,
-                    "phases": [{"name": "weights", "start": "2026-11-29T00:00:00Z", "end": "2026-11-29T00:02:44Z",
-                                "seconds": 163.8}]}
+    obs.snapshot = ColdStartObservation(
+        ColdStart(attempt=1, current="cuda_graphs",
+                  phases=[{"name": "weights", "start": "2026-11-29T00:00:00Z", "end": "2026-11-29T00:02:44Z",
+                           "seconds": 163.8}]), weights_loaded=True)
     obs.enqueue((NS, "kimi"))
     st = wait_for(lambda: (s := status_of(co, "kimi")).get("coldStart") and s, what="coldStart in status")
     assert cond(st, "WeightsLoaded")["status"] == "True" and cond(st, "GraphsCaptured")["status"] == "False"
@@ -211,7 +214,8 @@ def test_run_entry_point_with_kubeconfig(emu, kube, tmp_path):
     stop = threading.Event()
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("code", run(
-        [NS], 0, 60, False, cfg, metrics_host="127.0.0.1", stop=stop, validate=fake_validate, render=fake_render,
+        [NS], 0, 60, False, cfg, metrics_host="127.0.0.1", stop=stop,
+        options=Options(validate=fake_validate, render=fake_render, plan=None),
         watch_timeout_s=5)))
     t.start()
     co.create_namespaced_custom_object(G, V, NS, P, k3("kimi"))
@@ -325,15 +329,16 @@ def test_a_rule_missing_from_the_install_rbac_fails_the_operator(emu, kube, oper
     that lets it watch pods and it never gets a complete picture (not ready, nothing reconciled)."""
     from operator_fakes import fake_render, fake_validate
 
-    from gpustack_k3.operator.controller import new_operator
+    from gpustack_k3.operator.controller import Options, new_operator
 
     co, _, _ = kube
     role = emu.get("rbac.authorization.k8s.io/v1/clusterroles", None, "gpustack-k3")
     rules = [r for r in role["rules"] if r["resources"] != ["pods"]]
     assert len(rules) == len(role["rules"]) - 1
     client.RbacAuthorizationV1Api(emu.api_client()).patch_cluster_role("gpustack-k3", {"rules": rules})
-    op = new_operator(emu.api_client(token=operator_token), namespaces=[NS], validate=fake_validate, render=fake_render,
-                  coldstart_factory=None, watch_timeout_s=5)
+    op = new_operator(emu.api_client(token=operator_token),
+                      Options(validate=fake_validate, render=fake_render, plan=None, coldstart=None),
+                      namespaces=[NS], watch_timeout_s=5)
     starter = threading.Thread(target=op.start, daemon=True)   # start() waits for the caches to sync
     starter.start()
     try:

@@ -107,18 +107,19 @@ def test_each_role_s_cold_start_is_read_from_its_own_pods_logs():
 
 
 def test_the_ready_condition_names_each_short_role_with_its_cold_start_phase():
-    import datetime as dt
+    from gpustack_k3.operator import status_table
+    from gpustack_k3.operator.podstate import summarize_pods
+    from gpustack_k3.operator.roles import short_roles
 
-    from gpustack_k3.operator.conditions import Conditions
-    from gpustack_k3.operator.roles import topology_phase
-
+    pods = [leader("prefill", 0, "p", ready=True), leader("decode", 0, "d")]
     roles = role_statuses(owned(lws("prefill", replicas=1, size=1, readyReplicas=1),
-                                lws("decode", replicas=1, size=1)),
-                          [leader("prefill", 0, "p", ready=True), leader("decode", 0, "d")], [])
-    conds = Conditions([], dt.datetime(2026, 12, 2, tzinfo=dt.UTC), 1)
-    phase, reason = topology_phase(conds, roles, api.PHASE_READY, "ready",
-                                   [leader("prefill", 0, "p", ready=True), leader("decode", 0, "d")],
-                                   {"prefill": "serving", "decode": "weights_load"})
-    assert phase == api.PHASE_STARTING
-    assert reason.endswith("ready groups per role: decode 0/1 (weights_load)")
-    assert conds.get(api.CONDITION_READY).message == "ready groups per role: decode 0/1 (weights_load)"
+                                lws("decode", replicas=1, size=1)), pods, [])
+    short = short_roles(roles, pods, {"prefill": "serving", "decode": "weights_load"})
+    assert short == "ready groups per role: decode 0/1 (weights_load)"
+    # the pods all ready (the decode's pod counted ready by the kubelet), the role short: Starting, named
+    facts = status_table.Facts(pods=summarize_pods([leader("prefill", 0, "p", ready=True),
+                                                    leader("decode", 0, "d", ready=True)]), short_roles=short)
+    out = status_table.decide(facts)
+    assert out.phase == api.PHASE_STARTING
+    assert out.reason.endswith("ready groups per role: decode 0/1 (weights_load)")
+    assert out.ready.message == "ready groups per role: decode 0/1 (weights_load)"

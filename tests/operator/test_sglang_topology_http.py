@@ -14,6 +14,7 @@ from operator_helpers import NS, G, P, V, wait_for
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator import hooks
+from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
 from gpustack_k3.render.router import sglang_router_pin
 
 pytestmark = pytest.mark.operator
@@ -60,7 +61,7 @@ def sglang_pd(emu, kube, start_operator):
     def make(preset: str, name: str):
         co, _apps, core = kube
         op = start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, resync_s=0.5,
-                            coldstart_factory="pod-logs")
+                            coldstart=pod_logs)
         doc = copy.deepcopy(load_catalog().presets[preset].document)
         doc["metadata"] = {"name": name, "namespace": NS}
         co.create_namespaced_custom_object(G, V, NS, P, doc)

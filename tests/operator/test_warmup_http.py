@@ -9,6 +9,7 @@ from coldstart_kubelet import CPU_LOG, retime, rfc3339
 from operator_helpers import NS, G, P, V, k3, pod_from_deployment, wait_for
 
 from tests.probe.fake_openai import Behaviour, FakeOpenAI
+from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
 from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
@@ -26,7 +27,7 @@ def cond(status, ctype):
 @pytest.fixture
 def cold_operator(start_operator):
     def start(**kw):
-        kw["coldstart_factory"] = "pod-logs"
+        kw["coldstart"] = pod_logs
         return start_operator(**kw)
     return start
 

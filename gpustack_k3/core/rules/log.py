@@ -8,18 +8,27 @@ Log checks apply by engine only: a log names an engine release, not a catalog ve
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
 from gpustack_k3.core.findings import Finding, sort_findings
 from gpustack_k3.core.rules.registry import RULES, Hit, log_evidence, rule
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gpustack_k3.coldstart.tracker import ColdStartTracker
-
 GIB = float(GIB)
 _PASS_RE = re.compile(r"""['"]?fuse_(norm_quant|act_quant|allreduce_rms)['"]?\s*[:=]\s*(?:True|true)""")
+
+
+class LogEvidence(Protocol):
+    """What the log checks read of one engine log: ``gpustack_k3.coldstart.tracker.ColdStartTracker`` is one. The
+    core names only this shape (the cold-start package is a higher layer: .importlinter)."""
+    engine: str | None
+    attempts: Sequence[Any]
+    doctor_hits: Mapping[str, list[dict]]
+    doctor_counts: Mapping[str, int]
+    doctor_after_ready: Mapping[str, int]
+
+    def report(self) -> Any: ...
 
 
 class LogCtx:
@@ -52,7 +61,7 @@ def log_rule_engines(rule_id: str) -> tuple[str, ...]:
     return r.engines
 
 
-def diagnose(tr: ColdStartTracker, iso: Callable[[float | None], str | None]) -> list[Finding]:
+def diagnose(tr: LogEvidence, iso: Callable[[float | None], str | None]) -> list[Finding]:
     """Every log check of the registry over one tracker (``coldstart.doctor.diagnose`` calls this)."""
     out: list[Finding] = []
     for r in log_evidence():
