@@ -74,7 +74,11 @@ def engine_procs(tl, store: Path) -> tuple[ProcSpec, ...]:
 
 def router_argv(tl, router: Path, urls: dict[str, str], port: int, decode_policy: str) -> list[str]:
     """The rendered router arguments on loopback: Service URLs -> the engines', 0.0.0.0 -> 127.0.0.1."""
-    from gpustack_k3.render.router import ROUTER_PORT, instance_service_name, router_args
+    from gpustack_k3.render.router import (
+        ROUTER_PORT,
+        instance_service_name,
+        router_args,
+    )
 
     args = router_args(tl, NS, "cache_aware", decode_policy)
     for role in tl.roles:
