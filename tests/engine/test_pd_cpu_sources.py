@@ -62,4 +62,4 @@ def test_the_block_size_comes_from_vllms_cache_config_info():
         loggers = z.read("vllm/v1/metrics/loggers.py").decode()
         cache = z.read("vllm/config/cache.py").decode()
     assert f'name = "{name}"' in loggers
-    assert re.search(rf"^\s+{label}: ", cache, re.M), f"CacheConfig has no field {label}"
+    assert re.search(rf"^\s+{label}: ", cache, re.MULTILINE), f"CacheConfig has no field {label}"
