@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpustack_k3.probe.catalog import MetricsCatalogError
 
 DATA = Path(__file__).with_name("data") / "kvtransfer.yaml"
-SIGNALS = ("arrived", "recomputed", "local_hits", "prefilled", "failures")
+SIGNALS = ("arrived", "recomputed", "local_hits", "prefilled", "failures", "answered")
 SIDES = ("prefill", "decode", "both")
 STATUSES = ("True", "False", "Unknown")
 ROLES = ("prefill", "decode")
@@ -56,7 +56,7 @@ class Series:
 class Signal:
     key: str
     side: Literal["prefill", "decode", "both"]
-    unit: Literal["tokens", "transfers"]
+    unit: Literal["tokens", "transfers", "requests"]
     absent: Literal["unknown", "zero"]
     series: tuple[Series, ...]
     source: str
@@ -113,7 +113,7 @@ def _signal(key: str, s: Any, where: str, prefix: str) -> Signal:
     _need(isinstance(s, dict) and set(s) == {"side", "unit", "absent", "series", "source"}, where,
           "expected side, unit, absent, series, source")
     _need(s["side"] in SIDES, f"{where}.side", " | ".join(SIDES))
-    _need(s["unit"] in ("tokens", "transfers"), f"{where}.unit", "tokens | transfers")
+    _need(s["unit"] in ("tokens", "transfers", "requests"), f"{where}.unit", "tokens | transfers | requests")
     _need(s["absent"] in ("unknown", "zero"), f"{where}.absent", "unknown | zero")
     _need(isinstance(s["source"], str) and len(s["source"]) > 10, f"{where}.source", "cite where the engine defines it")
     return Signal(key, s["side"], s["unit"], s["absent"], _series(s["series"], f"{where}.series", prefix), s["source"])
@@ -391,6 +391,24 @@ def _judge(ev: EngineEvidence, scrapes: list[Scrape], traffic: Traffic, evidence
     if unit == "transfers" and arrived < traffic.ok:
         return "TransfersBelowTraffic", text
     return "KVTransferred", text
+
+
+def engine_traffic(scrapes: list[Scrape], catalog: KVCatalog | None = None) -> Traffic | None:
+    """The traffic between two scrapes as the decode engines counted it (signal ``answered``), for a caller that
+    sent none itself (the operator's interval check); None when the scrapes cannot say (unread, unknown engine,
+    no such series, a counter that went backwards)."""
+    cat = catalog or load_kv_catalog()
+    try:
+        if any(s.before is None or s.after is None for s in scrapes) or not scrapes:
+            return None
+        ev = _engine(scrapes, cat)
+        sig = ev.signals.get("answered")
+        if sig is None:
+            return None
+        n = _delta(sig, scrapes).value
+    except _Stop:
+        return None
+    return None if n is None else Traffic(requests=int(n), ok=int(n))
 
 
 def _nothing_arrived(ev: EngineEvidence, traffic: Traffic, value: dict, block: int | None,

@@ -23,6 +23,7 @@ kind of traffic straight to the decode: the verdict must turn False, naming the 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -176,9 +177,11 @@ def test_kv_moves_from_prefill_to_decode_through_the_rendered_router(pd):
     assert s["arrived"]["delta"] >= 3 * 128 * ((min(prompts) - 2) // 128), kv
     assert s["recomputed"]["delta"] <= 3 * 129 and s["prefilled"]["delta"] >= 3 * min(prompts), kv
     assert rep.exit_code == 0, d["findings"]
+    print(f"engines serving after {pd['started_s']:.1f} s; {kv['message']}")   # the figures, with -rP
     # the engines' own logs agree: D found P's KV and injected it (example_connector.py:171,292@0.32.0-cpu)
     log_d = pd["group"].log("decode")
     assert "External Cache Hit!" in log_d and "Inject KV cache of" in log_d
+    print("decode log:", sorted(set(re.findall(r"Inject KV cache of \d+ tokens", log_d))))
     assert any(pd["store"].iterdir()), "P wrote no KV into the shared directory"
 
 

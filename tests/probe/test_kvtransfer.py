@@ -252,3 +252,19 @@ def test_probe_without_prefill_and_decode_has_no_verdict():
         r = cli("probe", pd.router.url, *SMALL, "-o", "json")
     assert r.exit_code == 0, r.output
     assert "kv_transfer" not in json.loads(r.stdout)
+
+
+# -- the traffic as the engines counted it (the operator's interval check) ---------------------------------
+
+def test_engine_traffic_reads_the_decodes_finished_requests():
+    from gpustack_k3.probe.kvtransfer import engine_traffic
+
+    lab = 'engine="0",finished_reason="length",model_name="smollm2"'
+    def expo(n: int) -> Exposition:
+        return parse_samples(f"# TYPE vllm:request_success_total counter\nvllm:request_success_total{{{lab}}} {n}.0\n")
+    scrapes = [Scrape("prefill", "p", expo(0), expo(5)), Scrape("decode", "d", expo(2), expo(9))]
+    assert engine_traffic(scrapes) == Traffic(requests=7, ok=7)
+    assert engine_traffic([Scrape("decode", "d", expo(9), expo(2))]) is None                 # a restart
+    assert engine_traffic([Scrape("decode", "d", None, None, "down")]) is None
+    gw = parse_samples("router_requests_total 3.0\n")
+    assert engine_traffic([Scrape("decode", "gw", gw, gw)]) is None
