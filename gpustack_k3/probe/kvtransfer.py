@@ -7,7 +7,7 @@ packaged catalog ``data/kvtransfer.yaml`` once, which names every series and cit
     verdict.reason      # the KVTransfer condition's reason, e.g. DecodeRecomputedPrompts
     verdict.message     # the figures that decided it
 
-The rules, first match wins: nothing answered, a side without both scrapes, engines not told apart, a counter
+The rules, first match wins: a side without both scrapes, nothing answered, engines not told apart, a counter
 that went backwards -> Unknown; failed transfers counted -> False; the "arrived" series missing -> Unknown;
 nothing arrived -> False when decode computed the prompts itself (or, SGLang, no transfer completed), else
 Unknown (prompts shorter than a block, decode's own cache, traffic that missed the decode); something arrived
@@ -344,10 +344,8 @@ def decide(scrapes: list[Scrape], traffic: Traffic, catalog: KVCatalog | None = 
 
 
 def _gate(scrapes: list[Scrape], traffic: Traffic, cat: KVCatalog) -> EngineEvidence:
-    """What must hold before any figure means something: answered traffic, both scrapes of every engine, one
+    """What must hold before any figure means something: both scrapes of every engine, answered traffic, one
     engine the catalog knows."""
-    if traffic.ok == 0:
-        raise _Stop("NoTraffic", requests=traffic.requests)
     roles = {s.role for s in scrapes}
     if not {"prefill", "decode"} <= roles:
         missing = " and ".join(r for r in ROLES if r not in roles)
@@ -355,6 +353,8 @@ def _gate(scrapes: list[Scrape], traffic: Traffic, cat: KVCatalog) -> EngineEvid
     unread = [s for s in scrapes if s.before is None or s.after is None]
     if unread:
         raise _Stop("NoMetrics", why="; ".join(f"{s.role} {s.url}: {s.why or 'not read'}" for s in unread))
+    if traffic.ok == 0:
+        raise _Stop("NoTraffic", requests=traffic.requests)
     return _engine(scrapes, cat)
 
 

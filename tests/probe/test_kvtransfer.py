@@ -268,3 +268,10 @@ def test_engine_traffic_reads_the_decodes_finished_requests():
     assert engine_traffic([Scrape("decode", "d", None, None, "down")]) is None
     gw = parse_samples("router_requests_total 3.0\n")
     assert engine_traffic([Scrape("decode", "gw", gw, gw)]) is None
+
+
+def test_a_missing_scrape_is_named_before_missing_traffic():
+    """The operator's interval check counts the traffic from the scrapes: when one is missing, that is the reason."""
+    scrapes, _ = run(FakePD("moving"), [300])
+    v = decide([scrapes[0], Scrape("decode", "http://d", None, None, "ConnectError")], Traffic(0, 0))
+    assert (v.status, v.reason) == ("Unknown", "NoMetrics")
