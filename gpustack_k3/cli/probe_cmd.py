@@ -1,7 +1,8 @@
 """``gpustack-k3 probe URL``: measure a live OpenAI-compatible endpoint (gpustack_k3/probe).
 
-Exit codes: 0 the run met its SLOs and invariants, 1 an SLO or an invariant failed (or requests failed),
-2 unusable input or an unusable endpoint (a stage failed: /health, /v1/models, the first completion).
+Exit codes: 0 the run met its SLOs and invariants, 1 an SLO or an invariant failed (or requests failed, or, with
+--prefill/--decode, KV does not move from prefill to decode), 2 unusable input or an unusable endpoint (a stage
+failed: /health, /v1/models, the first completion).
 """
 from __future__ import annotations
 
@@ -99,11 +100,17 @@ def api_key_from_env(var: str | None) -> str | None:
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds one request may take.")
 @click.option("--metrics-interval", type=float, default=1.0, show_default=True,
               help="Read /metrics this often during the run (KV usage peak); 0: only before and after.")
+@click.option("--prefill", "prefill", multiple=True, metavar="URL",
+              help="P/D: a prefill engine behind the router URL (repeat per instance); with --decode, the probe "
+                   "reads their /metrics around the run and tells whether KV moves (KVTransfer).")
+@click.option("--decode", "decode", multiple=True, metavar="URL", help="P/D: a decode engine behind the router URL "
+              "(repeat per instance).")
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 def probe(url, spec, preset, model, requests_, concurrency, input_len, output_len, warmup, slo, min_goodput,
-          api_key_env, api, prompts, shared_prefix, timeout, metrics_interval, output):
+          api_key_env, api, prompts, shared_prefix, timeout, metrics_interval, prefill, decode, output):
     """Probe a live OpenAI-compatible endpoint: stages, TTFT/TPOT/ITL/e2e percentiles, goodput, invariants,
-    engine counters (README: gpustack-k3 probe)."""
+    engine counters (README: gpustack-k3 probe). URL a P/D router with --prefill and --decode: also whether KV
+    moves from prefill to decode (exit 1 when it does not)."""
     from gpustack_k3.probe.client import base_url, run_probe
     from gpustack_k3.probe.core import ProbeConfig, parse_slo
 
@@ -117,10 +124,16 @@ def probe(url, spec, preset, model, requests_, concurrency, input_len, output_le
                           shared_prefix=shared_prefix, prompts=data, dataset=dataset, planned_concurrency=seqs,
                           request_timeout_s=timeout, metrics_interval_s=metrics_interval).check()
         key = api_key_from_env(api_key_env)
+        if bool(prefill) != bool(decode):
+            given, other = ("--prefill", "--decode") if prefill else ("--decode", "--prefill")
+            raise InputError(other, f"{given} was given without {other}",
+                             f"give both the prefill and the decode engines behind the router ({other} URL)")
+        sides = {"prefill": tuple(base_url(u, "--prefill") for u in prefill),
+                 "decode": tuple(base_url(u, "--decode") for u in decode)}
     except InputError as exc:
         fail_input(exc)
     say = (lambda m: click.echo(f"  {m}", err=True)) if output == "text" and sys.stderr.isatty() else None
-    rep = run_probe(base, cfg, api_key=key, on_progress=say)
+    rep = run_probe(base, cfg, api_key=key, on_progress=say, **sides)
     d = rep.to_dict()
     if output != "text":
         from gpustack_k3.cli.common import emit
@@ -139,6 +152,21 @@ def _row(label: str, dist: dict | None) -> str:
     low = set(dist.get("unsupported") or ())
     cells = [f"{dist[k]:>9.1f}{'*' if k in low else ' '}" for k in ("p50", "p90", "p99")]
     return f"  {label:<14} {' '.join(cells)} {dist['max']:>10.1f} {dist['n']:>6}"
+
+
+def _engine_lines(d: dict) -> list[str]:
+    """The engine counters over the run, one line (none without counters)."""
+    m = d.get("metrics")
+    if not m:
+        return []
+    kv = m.get("kv_usage") or {}
+    parts = [f"preemptions {m['preemptions']:g}" if m.get("preemptions") is not None else None,
+             f"KV usage peak {kv['peak']:.0%}" if kv.get("peak") is not None else None,
+             f"KV transfer failures {m['kv_transfer_failures']:g}" if m.get("kv_transfer_failures") is not None else None]
+    acc = d.get("spec_acceptance")
+    if acc:
+        parts.append(f"spec acceptance length {acc['length']:.2f} on {acc['dataset']}")
+    return ["engine counters over the run: " + ", ".join(p for p in parts if p)]
 
 
 def render_text(d: dict) -> str:
@@ -173,16 +201,11 @@ def render_text(d: dict) -> str:
         extra = (f" {inv['output_tokens_per_s']:.1f} <= {inv['bound_tokens_per_s']:.1f} tok/s" if "bound_tokens_per_s" in inv
                  else f" client {inv['client_tokens']} <= engine {inv['engine_tokens']:g} tokens")
         out.append(f"invariant {inv['name']}: {'ok' if inv['ok'] else 'FAILED'}{extra}")
-    m = d.get("metrics")
-    if m:
-        kv = m.get("kv_usage") or {}
-        parts = [f"preemptions {m['preemptions']:g}" if m.get("preemptions") is not None else None,
-                 f"KV usage peak {kv['peak']:.0%}" if kv.get("peak") is not None else None,
-                 f"KV transfer failures {m['kv_transfer_failures']:g}" if m.get("kv_transfer_failures") is not None else None]
-        acc = d.get("spec_acceptance")
-        if acc:
-            parts.append(f"spec acceptance length {acc['length']:.2f} on {acc['dataset']}")
-        out.append("engine counters over the run: " + ", ".join(p for p in parts if p))
+    out += _engine_lines(d)
+    if d.get("kv_transfer"):
+        from gpustack_k3.probe.kvtransfer import render_text as kv_text
+
+        out += kv_text(d["kv_transfer"])
     for f in d.get("findings") or []:
         out.append(f"{f['severity'].upper()} [{f['rule']}] {f['message']}")
         out.append(f"    fix: {f['fix']}")

@@ -9,8 +9,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from gpustack_k3.errors import OperationalError
+
 from gpustack_k3.core.findings import Finding
+from gpustack_k3.errors import OperationalError
 
 DATA = Path(__file__).with_name("data") / "metrics.yaml"
 # the roles the report knows how to use (report.py); a role of the file outside this set is a typo

@@ -124,6 +124,20 @@ class _Session:
         self.say(f"{name}: {detail}")
         return detail
 
+    async def scrape_text(self, base: str) -> tuple[str | None, str]:
+        """``base``'s /metrics as text, or (None, why)."""
+        import httpx
+
+        try:
+            async with self.http.stream("GET", base + "/metrics", timeout=STAGE_TIMEOUT_S) as resp:
+                body = await _read_limited(resp, MAX_BODY)
+                code = resp.status_code
+        except (httpx.HTTPError, OSError) as exc:
+            return None, f"GET {base}/metrics: {type(exc).__name__}: {exc or 'connection failed'}"
+        if code != 200:
+            return None, f"GET {base}/metrics answered {code}"
+        return body.decode("utf-8", "replace"), ""
+
     async def scrape(self) -> dict[str, float] | None:
         import httpx
 
@@ -218,7 +232,7 @@ def _json(body: bytes, what: str, stage: str) -> object:
 
 
 async def _collect(url: str, cfg: ProbeConfig, api_key: str | None, paths: Paths, transport,
-                   on_progress, run_id: str) -> Collected:
+                   on_progress, run_id: str, sides: tuple[tuple[str, str], ...] = ()) -> Collected:
     s = _Session(url, cfg, api_key, paths, transport, on_progress)
     s.run_id = run_id
     col = Collected(endpoint=url, model=cfg.model)
@@ -240,8 +254,11 @@ async def _collect(url: str, cfg: ProbeConfig, api_key: str | None, paths: Paths
             plan = plan_requests(cfg, run_id, words, "run", cfg.requests)
             bodies = [payload(cfg, model, p.prompt, max_tokens=cfg.output_len, stream=True,
                               ignore_eos=col.ignore_eos) for p in plan]
+            before = [(role, url, *(await s.scrape_text(url))) for role, url in sides]
             col.run, col.wall_s = await s.run_phase("run", bodies, cfg.concurrency, sampler=mt)
             s.say(f"run: {sum(t.ok for t in col.run)}/{cfg.requests} requests in {col.wall_s:.2f} s")
+            if sides:
+                col.kv_scrapes = await _kv_scrapes(s, col, before)
             if mt is not None and mt.before is not None:
                 mt.after = await s.scrape()
                 await _settle_counter(s, col, mt)
@@ -249,6 +266,34 @@ async def _collect(url: str, cfg: ProbeConfig, api_key: str | None, paths: Paths
     except _Unusable as exc:
         col.unusable = f"stage {exc.stage}: {exc.message}"
     return col
+
+
+async def _kv_scrapes(s: _Session, col: Collected, before: list[tuple[str, str, str | None, str]]) -> list:
+    """Every prefill's and decode's /metrics after the run, paired with the one before (kvtransfer.Scrape). The
+    engines count a request's KV as they hand out its answer: re-read a few times while the verdict is not
+    True, so a counter that lags the last answer is not read as KV that did not move."""
+    from gpustack_k3.probe.kvtransfer import Scrape, decide, parse_samples
+    from gpustack_k3.probe.report import kv_traffic
+
+    async def read() -> list:
+        out = []
+        for role, url, text0, why0 in before:
+            text1, why1 = await s.scrape_text(url)
+            both = text0 is not None and text1 is not None
+            out.append(Scrape(role, url, parse_samples(text0) if both else None,  # type: ignore[arg-type]
+                              parse_samples(text1) if both else None,  # type: ignore[arg-type]
+                              "" if both else (why0 or why1)))
+        return out
+
+    scrapes = await read()
+    traffic = kv_traffic(col.run)
+    for pause in COUNTER_SETTLE_S:
+        if decide(scrapes, traffic).status == "True" or any(sc.before is None for sc in scrapes):
+            break
+        await asyncio.sleep(pause)
+        scrapes = await read()
+    s.say(f"kv transfer: read /metrics of {len(scrapes)} engine(s) before and after the run")
+    return scrapes
 
 
 async def _settle_counter(s: _Session, col: Collected, mt: MetricsTrace) -> None:
@@ -352,12 +397,17 @@ async def _stages(s: _Session, col: Collected, state: dict) -> None:
 
 
 def collect(url: str, cfg: ProbeConfig, *, api_key: str | None = None, paths: Paths = Paths(),
-            transport=None, on_progress: Callable[[str], None] | None = None, run_id: str | None = None) -> Collected:
+            transport=None, on_progress: Callable[[str], None] | None = None, run_id: str | None = None,
+            prefill: tuple[str, ...] = (), decode: tuple[str, ...] = ()) -> Collected:
     """The raw results of probing ``url`` (blocking; runs its own event loop, so call it from a thread that has
-    none). Requests carry ``x-request-id: probe-<run id>-<warmup|run>-<index>``."""
+    none). Requests carry ``x-request-id: probe-<run id>-<warmup|run>-<index>``. ``url`` a P/D router: the
+    ``prefill`` and ``decode`` engines' /metrics are read right before and after the run (the KV-transfer
+    verdict, probe/kvtransfer.py)."""
     cfg.check()
+    sides = tuple([("prefill", base_url(u, "--prefill")) for u in prefill]
+                  + [("decode", base_url(u, "--decode")) for u in decode])
     return asyncio.run(_collect(base_url(url), cfg, api_key, paths, transport, on_progress,
-                                run_id or uuid.uuid4().hex[:8]))
+                                run_id or uuid.uuid4().hex[:8], sides))
 
 
 def run_probe(url: str, cfg: ProbeConfig, **kw) -> ProbeReport:

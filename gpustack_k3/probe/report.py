@@ -46,6 +46,7 @@ class Collected:
     metrics_note: str | None = None       # why there are no engine counters
     ignore_eos: bool = False
     unusable: str | None = None           # the failed stage's message: nothing after it ran
+    kv_scrapes: list | None = None        # P/D: every prefill's and decode's /metrics around the run (kvtransfer.Scrape)
 
 
 @dataclass
@@ -106,6 +107,7 @@ def summarize(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog | None =
     findings += _invariants(cfg, col, run, catalog, data, texts)
     findings += _engine_counters(cfg, col, catalog, data, texts)
     findings += _checks(cfg, col, run, data, texts)
+    findings += _kv_transfer(col, data, texts)
     data["warmup"] = _warmup(col) if col.warmup else None
     findings = sort_findings(findings)
     return ProbeReport(data, findings, EXIT_REFUSED if has_errors(findings) else EXIT_OK)
@@ -268,6 +270,30 @@ def _engine_counters(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog, 
         findings.append(texts["probe.acceptance-low"].make(length=acc["length"], flag=catalog.acceptance_flag_below,
                                                            dataset=cfg.dataset))
     return findings
+
+
+def kv_traffic(run: list[RequestTrace]):
+    """The run's traffic as the KV-transfer verdict counts it (kvtransfer.Traffic)."""
+    from gpustack_k3.probe.kvtransfer import Traffic
+
+    ok = _ok(run)
+    return Traffic(requests=len(run), ok=len(ok), prompt_tokens=tuple(int(v) for v in _vals(ok, "prompt_tokens")))
+
+
+def _kv_transfer(col: Collected, data: dict, texts) -> list[Finding]:
+    """P/D: does KV move from prefill to decode (``data["kv_transfer"]``, probe/kvtransfer.py); an error when it
+    does not, a warning when the metrics cannot tell."""
+    if col.kv_scrapes is None:
+        return []
+    from gpustack_k3.probe.kvtransfer import decide
+
+    v = decide(col.kv_scrapes, kv_traffic(col.run))
+    data["kv_transfer"] = v.to_dict()
+    if v.status == "True":
+        return []
+    f = texts["probe.kv-not-moving" if v.status == "False" else "probe.kv-unknown"].make(reason=v.reason,
+                                                                                         message=v.message)
+    return [Finding(f.rule, f.severity, f.field, f.message, v.fix, f.source)]
 
 
 def _checks(cfg: ProbeConfig, col: Collected, run: _Run, data: dict, texts) -> list[Finding]:

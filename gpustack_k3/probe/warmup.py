@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.status import Warmup
-from gpustack_k3.probe.core import ProbeConfig
 from gpustack_k3.probe.client import run_probe
+from gpustack_k3.probe.core import ProbeConfig
 
 PhaseReporter = Callable[[float | None, float | None, dict | None], None]
 WARMUP_TIMEOUT_S = 900.0     # one warm-up request may take this long (JIT of large kernels on first use)

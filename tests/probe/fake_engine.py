@@ -6,7 +6,7 @@ import datetime as dt
 import sys
 import time
 
-from fake_openai import Behaviour, FakeOpenAI   # a script's own directory is sys.path[0]
+from fake_openai import Behaviour, FakeOpenAI  # a script's own directory is sys.path[0]
 
 port = int(sys.argv[1])
 failing = sys.argv[2:] == ["fail"]      # every streamed request answers 500

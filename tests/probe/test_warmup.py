@@ -11,10 +11,10 @@ import pytest
 from fake_openai import Behaviour, FakeOpenAI
 
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Warmup
-from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.coldstart import ColdStartTracker
 from gpustack_k3.core.launch import build_launch
+from gpustack_k3.core.launch_types import Arg
 from gpustack_k3.probe.warmup import describe, warm_up, warmup_config
 from tests.support.ports import free_port
 
