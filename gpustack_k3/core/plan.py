@@ -223,6 +223,11 @@ def _plan_config(r: Resolved, a: Any) -> Plan:
         unknown.append(f"per-request state ({state_why})")
     notes.append("KV capacity is an upper bound: activations, non-torch memory and CUDA graphs are not subtracted")
     stage = w["stages"][w["worst_stage"]]
+    if lay["pp"] > 1:
+        notes.append(f"the fullest GPU is on PP stage {stage['stage']} (layers {stage['layers'][0]}-{stage['layers'][-1]}"
+                     f"{', the embeddings' if stage['stage'] == 0 else ''}"
+                     f"{', the LM head' if stage['stage'] == lay['pp'] - 1 else ''}): "
+                     + ", ".join(f"stage {st['stage']} {st['gib']:.2f} GiB" for st in w["stages"]))
     return Plan(
         engine=lay["engine"], engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType,
         visible_gib=hw.visible_gib, memory_fraction=frac, requested_gib=requested, weights_gib=weights,
