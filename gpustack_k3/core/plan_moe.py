@@ -239,6 +239,8 @@ def param_parts(a: Any) -> tuple[dict[str, Any], list[str], list[str]]:
         unknown.append(ewhy)
     shared_inter = a.shared_expert_intermediate_size or a.moe_intermediate_size or a.intermediate_size
     shared_n = a.shared_experts if a.shared_experts is not None else (1 if a.shared_expert_intermediate_size else 0)
+    if a.shared_experts is None and str(a.model_type or "").startswith("llama4"):
+        shared_n = 1        # Llama 4: one shared expert of intermediate_size in every MoE layer (no config key)
     dense_inter = (a.dense_intermediate_size or a.intermediate_size) if a.moe else a.intermediate_size
     layers: list[dict[str, int]] = []
     mixer_cache: dict[str, int | None] = {}
@@ -560,13 +562,14 @@ def kv_bytes_per_token(a: Any, kv_dtype: str | None, tp: int) -> tuple[int | Non
         n = sum(1 for m, _ in kinds if m == "mla")
         return (a.kv_lora_rank + a.qk_rope_head_dim) * n * b, \
             f"MLA latent (kv_lora_rank + qk_rope_head_dim) x {n} MLA layers x {b} B (not split over TP)"
-    dh = _head_dim(a)
-    if a.kv_heads is None or dh is None:
+    dh = a.get("global_head_dim", _head_dim(a))                       # Gemma 4: the full-attention layers' own
+    kvh = a.get("num_global_key_value_heads", a.kv_heads)
+    if kvh is None or dh is None:
         return None, "num_key_value_heads / head_dim not in the config"
     n = sum(1 for m, _ in kinds if m == "attention")
-    heads = max(1, a.kv_heads // max(1, tp))
+    heads = max(1, kvh // max(1, tp))
     v = a.get("v_head_dim", dh)
-    return heads * (dh + v) * n * b, (f"(K + V) x max(1, {a.kv_heads} KV heads / TP {tp}) x head_dim x {n} "
+    return heads * (dh + v) * n * b, (f"(K + V) x max(1, {kvh} KV heads / TP {tp}) x head_dim x {n} "
                                      f"full-attention layers x {b} B")
 
 
