@@ -41,8 +41,8 @@ class Resolved:
     # document above carries the catalog's key; rule engine-version-pinned warns naming both
     typed_version: str | None = None
     # the model's architecture figures from its config.json (core.model_config.ModelArch; --model-config or a local
-    # model directory): with them a model the catalog does not know is checked for flags and parallelism, and its
-    # memory plan is unavailable (never another model's figures)
+    # model directory): with them a model the catalog does not know is checked for flags and parallelism and planned
+    # from its config (core/plan.py; never another model's figures)
     arch: Any = None
     # where the model's own config.json (``arch``) and the catalog entry of the same name disagree: (figure name,
     # catalog value, config value). The config decides (architecture, limits, the memory plan); rule
