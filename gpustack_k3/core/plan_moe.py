@@ -41,7 +41,7 @@ import fnmatch
 import re
 from typing import Any
 
-from gpustack_k3.api.v1alpha1.constants import GIB, MIB
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM, GIB, MIB
 
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_ds_mla": 1, "fp8_inc": 1, "bfloat16": 2, "bf16": 2,
                   "float16": 2, "half": 2, "float32": 4, "float": 4}
@@ -467,7 +467,7 @@ def _vocab_rows(vocab: int, tp: int) -> int:
 
 
 def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, expert_parallel: bool = False,
-                 engine: str = "vllm", redundant_experts: int = 0, mtp_draft: bool = False) -> dict[str, Any]:
+                 engine: str = ENGINE_VLLM, redundant_experts: int = 0, mtp_draft: bool = False) -> dict[str, Any]:
     """Weights of the fullest GPU of each PP stage, term by term, from the config alone. ``unknown`` names a term that
     cannot be derived (then ``gib`` is None). ``params_per_gpu`` (per stage, the fullest rank) and ``params_all_gpus``
     (summed over every GPU of the instance: TP x PP x DP x PCP) let a caller check the sharding."""
@@ -479,8 +479,8 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
                            "params_all_gpus": None, "ep": 1}
     if unknown:
         return out
-    moe_devices = tp * dp * pcp if engine == "vllm" else tp
-    use_ep = expert_parallel and moe_devices > 1 if engine == "vllm" else expert_parallel
+    moe_devices = tp * dp * pcp if engine == ENGINE_VLLM else tp
+    use_ep = expert_parallel and moe_devices > 1 if engine == ENGINE_VLLM else expert_parallel
     ep = moe_devices if use_ep else 1
     out["ep"] = ep
     experts = parts["experts"]
@@ -492,7 +492,7 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
                          f" / EP {ep}: {local} on the fullest rank ({SRC_EXPERT_MAP})")
         else:
             notes.append(f"routed experts sliced over {moe_devices} devices (TP {tp} x DP {dp} x PCP {pcp}: {SRC_MOE})"
-                         if engine == "vllm" else f"routed experts / TP {tp} (SGLang EP inside the TP group)")
+                         if engine == ENGINE_VLLM else f"routed experts / TP {tp} (SGLang EP inside the TP group)")
     vocab_rows = _vocab_rows(a.vocab_size, tp)
     all_params = 0.0
     worst = None
@@ -512,7 +512,7 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
             p["mtp draft"] = mtp / tp
         # every GPU of the stage: the dense parts once per TP shard of every DP / PCP replica; the routed experts
         # once per physical expert (EP) or once in slices over the MoE devices
-        replicas = dp * pcp if engine == "vllm" else 1
+        replicas = dp * pcp if engine == ENGINE_VLLM else 1
         all_params += (sum(v for k, v in p.items() if k != "routed_experts") * tp * replicas
                        + (moe_layers * parts["per_expert"] * physical if use_ep else routed))
         terms = []
@@ -663,7 +663,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
                 kv_dtype: str | None, enforce_eager: bool, redundant_experts: int, include_draft: bool,
                 speculative: bool, all2all_backend: str | None, env: dict[str, str], visible_gib: float | None,
                 fraction: float | None, max_num_batched_tokens: int | None = None, draft_arch: Any = None,
-                mtp: bool = False, engine: str = "vllm", pp: int = 1, kv_bytes_fallback: tuple[int, str] | None = None,
+                mtp: bool = False, engine: str = ENGINE_VLLM, pp: int = 1, kv_bytes_fallback: tuple[int, str] | None = None,
                 ) -> dict[str, Any]:
     """The memory of one GPU of one DP rank, term by term (module docstring). ``arch``: the target's ModelArch;
     ``draft_arch``: a separate draft's (DSpark/EAGLE), ``mtp``: the draft is the target's own MTP layers;
@@ -672,7 +672,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
     terms: list[dict[str, Any]] = []
     unknown: list[str] = []
     notes: list[str] = []
-    moe_devices = tp * dp if engine == "vllm" else tp
+    moe_devices = tp * dp if engine == ENGINE_VLLM else tp
     ep = moe_devices if expert_parallel else tp
 
     def weights(a: Any, what: str, redundant: int, with_mtp: bool) -> None:
@@ -684,7 +684,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
             per = (a.experts + (redundant if expert_parallel else 0)) / ep
             notes.append(f"{what}: {a.experts} routed experts{f' + {redundant} redundant' if redundant else ''} / EP "
                          f"{ep} = {per:g} per GPU")
-        w = rank_weights(a, tp=tp, pp=pp, dp=dp if engine == "vllm" else 1, expert_parallel=expert_parallel,
+        w = rank_weights(a, tp=tp, pp=pp, dp=dp if engine == ENGINE_VLLM else 1, expert_parallel=expert_parallel,
                          engine=engine, redundant_experts=redundant, mtp_draft=with_mtp)
         if w["unknown"]:
             terms.append(_term(f"{what} weights", None, a.source))

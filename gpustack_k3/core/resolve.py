@@ -14,6 +14,7 @@ from gpustack_k3.catalog.loader import (
     ModelEntry,
     load_catalog,
 )
+from gpustack_k3.core.model_config import arch_from_config
 
 _UNSET = object()
 
@@ -148,8 +149,6 @@ def catalog_arch(model: ModelEntry | None, name: str) -> Any:
     """The catalog entry's config.json-shaped block read by the one reader (None: the entry has none)."""
     if model is None or model.architecture is None:
         return None
-    from gpustack_k3.core.model_config import arch_from_config
-
     return arch_from_config(model.architecture.config, f"catalog models.yaml {name}: {model.architecture.source}")
 
 
