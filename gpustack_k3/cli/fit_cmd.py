@@ -64,7 +64,8 @@ def _table(d: dict) -> None:
 @click.option("--gpus", type=click.IntRange(1, 1024), default=None, help="GPUs (default: one node of the GPU type).")
 @click.option("--max-model-len", type=click.IntRange(1), default=None,
               help="Context per request (default: the config's max_position_embeddings).")
-@click.option("--kv-cache-dtype", default="auto", show_default=True)
+@click.option("--kv-dtype", "kv_cache_dtype", default="auto", show_default=True,
+              help="KV cache dtype (auto: the checkpoint dtype; fp8, bfloat16, ...).")
 @click.option("--memory-fraction", type=click.FloatRange(0, 1, min_open=True), default=0.9, show_default=True)
 @click.option("--all", "all_rows", is_flag=True, help="Also list the layouts that do not fit, with why.")
 @output_option
@@ -79,7 +80,7 @@ def fit(model_config, gpu_type, gpus, max_model_len, kv_cache_dtype, memory_frac
     if hw is None:
         fail_input(InputError("--gpu-type", f"unknown GPU type {gpu_type!r}", f"use one of: {', '.join(cat.hardware)}"))
     if kv_cache_dtype != "auto" and kv_cache_dtype.lower() not in KV_DTYPE_BYTES:
-        fail_input(InputError("--kv-cache-dtype", f"{kv_cache_dtype!r} has no byte size here",
+        fail_input(InputError("--kv-dtype", f"{kv_cache_dtype!r} has no byte size here",
                               f"use auto or one of: {', '.join(KV_DTYPE_BYTES)}"))
     try:
         a = read_model_config(model_config)

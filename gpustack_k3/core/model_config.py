@@ -1,8 +1,10 @@
 """A model's architecture figures from its ``config.json`` (``--model-config FILE`` or a local model directory).
 
-Pure: the caller reads the file (the CLI edge) and passes the parsed object. The figures are what the flag and
-divisibility rules need (layers, attention heads, KV heads, head sizes, MLA ranks, routed experts, dtype, maximum
-positions); they are never memory figures: a model without catalog figures has no memory plan.
+Pure: the caller reads the file (the CLI edge) and passes the parsed object. The one reader of a model's architecture:
+the flag and divisibility rules read its figures (layers, attention heads, KV heads, head sizes, MLA ranks, routed
+experts, dtype, maximum positions), and the memory plan derives weights per rank and KV bytes per token from them
+(core/plan_moe.py, which also reads the layer layout and quantization keys kept as written). The catalog's
+architecture blocks are config.json-shaped and read here too.
 """
 from __future__ import annotations
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM, GIB, MIB
 from gpustack_k3.errors import GpustackK3Error
 from gpustack_k3.core.resolve import Resolved
+from gpustack_k3.core.plan_moe import kv_bytes_per_token, per_request_state, rank_weights
+from gpustack_k3.core.topology import flag_values
 
 
 
@@ -118,8 +120,6 @@ def _layout(r: Resolved) -> dict[str, Any]:
     sglang = r.engine.engine == ENGINE_SGLANG
     redundant = (eplb.numRedundantExperts or 0) if eplb is not None else 0
     if sglang:   # SGLang: --ep-num-redundant-experts, a pass-through flag (server_args.py ep_num_redundant_experts)
-        from gpustack_k3.core.topology import flag_values
-
         raw = flag_values(list(r.spec.extraArgs)).get("--ep-num-redundant-experts")
         redundant = int(raw) if isinstance(raw, str) and raw.isdigit() else 0
     return {"tp": r.tp, "pp": int(r.value("parallel.pp") or 1),
@@ -149,8 +149,6 @@ def _calibrated_weights(r: Resolved, notes: list[str]) -> float:
     a = r.model_arch
     if lay["engine"] != ENGINE_VLLM or lay["dp"] <= 1 or a is None or not a.moe:
         return weights
-    from gpustack_k3.core.plan_moe import rank_weights
-
     at_cal = rank_weights(a, tp=fg.calibration_gpus)
     if at_cal["unknown"]:
         notes.append("weights per GPU: DP > 1 but the routed experts' share is not derivable "
@@ -171,8 +169,6 @@ def _plan_config(r: Resolved, a: Any) -> Plan:
     """The plan derived from the model's config.json alone: weights per GPU of the fullest rank, KV bytes per token
     and per-request state; what an engine log would calibrate (activations, non-torch memory, CUDA graphs) is
     named unknown, so the KV capacity is an upper bound."""
-    from gpustack_k3.core.plan_moe import kv_bytes_per_token, per_request_state, rank_weights
-
     hw = r.hardware
     lay = _layout(r)
     spec_on, mtp = _speculative_draft(r)
@@ -218,11 +214,16 @@ def _plan_config(r: Resolved, a: Any) -> Plan:
     per_req = max_len * bpt / max(1, r.dcp) + (state or 0)
     conc = max(0.0, pool * GIB / per_req) if max_len and pool > 0 else 0.0
     if state:
-        notes.append(f"per-request state {state / 2**20:.1f} MiB ({state_why}) counted in the concurrency")
+        notes.append(f"per-request state {state / MIB:.1f} MiB ({state_why}) counted in the concurrency")
     if state is None:
         unknown.append(f"per-request state ({state_why})")
     notes.append("KV capacity is an upper bound: activations, non-torch memory and CUDA graphs are not subtracted")
     stage = w["stages"][w["worst_stage"]]
+    if lay["pp"] > 1:
+        notes.append(f"the fullest GPU is on PP stage {stage['stage']} (layers {stage['layers'][0]}-{stage['layers'][-1]}"
+                     f"{', the embeddings' if stage['stage'] == 0 else ''}"
+                     f"{', the LM head' if stage['stage'] == lay['pp'] - 1 else ''}): "
+                     + ", ".join(f"stage {st['stage']} {st['gib']:.2f} GiB" for st in w["stages"]))
     return Plan(
         engine=lay["engine"], engine_version=r.version.key, gpu_type=r.spec.hardware.gpuType,
         visible_gib=hw.visible_gib, memory_fraction=frac, requested_gib=requested, weights_gib=weights,

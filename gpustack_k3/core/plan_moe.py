@@ -41,7 +41,7 @@ import fnmatch
 import re
 from typing import Any
 
-from gpustack_k3.api.v1alpha1.constants import GIB, MIB
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM, GIB, MIB
 
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_ds_mla": 1, "fp8_inc": 1, "bfloat16": 2, "bf16": 2,
                   "float16": 2, "half": 2, "float32": 4, "float": 4}
@@ -239,6 +239,8 @@ def param_parts(a: Any) -> tuple[dict[str, Any], list[str], list[str]]:
         unknown.append(ewhy)
     shared_inter = a.shared_expert_intermediate_size or a.moe_intermediate_size or a.intermediate_size
     shared_n = a.shared_experts if a.shared_experts is not None else (1 if a.shared_expert_intermediate_size else 0)
+    if a.shared_experts is None and str(a.model_type or "").startswith("llama4"):
+        shared_n = 1        # Llama 4: one shared expert of intermediate_size in every MoE layer (no config key)
     dense_inter = (a.dense_intermediate_size or a.intermediate_size) if a.moe else a.intermediate_size
     layers: list[dict[str, int]] = []
     mixer_cache: dict[str, int | None] = {}
@@ -465,7 +467,7 @@ def _vocab_rows(vocab: int, tp: int) -> int:
 
 
 def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, expert_parallel: bool = False,
-                 engine: str = "vllm", redundant_experts: int = 0, mtp_draft: bool = False) -> dict[str, Any]:
+                 engine: str = ENGINE_VLLM, redundant_experts: int = 0, mtp_draft: bool = False) -> dict[str, Any]:
     """Weights of the fullest GPU of each PP stage, term by term, from the config alone. ``unknown`` names a term that
     cannot be derived (then ``gib`` is None). ``params_per_gpu`` (per stage, the fullest rank) and ``params_all_gpus``
     (summed over every GPU of the instance: TP x PP x DP x PCP) let a caller check the sharding."""
@@ -477,8 +479,8 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
                            "params_all_gpus": None, "ep": 1}
     if unknown:
         return out
-    moe_devices = tp * dp * pcp if engine == "vllm" else tp
-    use_ep = expert_parallel and moe_devices > 1 if engine == "vllm" else expert_parallel
+    moe_devices = tp * dp * pcp if engine == ENGINE_VLLM else tp
+    use_ep = expert_parallel and moe_devices > 1 if engine == ENGINE_VLLM else expert_parallel
     ep = moe_devices if use_ep else 1
     out["ep"] = ep
     experts = parts["experts"]
@@ -490,7 +492,7 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
                          f" / EP {ep}: {local} on the fullest rank ({SRC_EXPERT_MAP})")
         else:
             notes.append(f"routed experts sliced over {moe_devices} devices (TP {tp} x DP {dp} x PCP {pcp}: {SRC_MOE})"
-                         if engine == "vllm" else f"routed experts / TP {tp} (SGLang EP inside the TP group)")
+                         if engine == ENGINE_VLLM else f"routed experts / TP {tp} (SGLang EP inside the TP group)")
     vocab_rows = _vocab_rows(a.vocab_size, tp)
     all_params = 0.0
     worst = None
@@ -510,7 +512,7 @@ def rank_weights(a: Any, *, tp: int, pp: int = 1, dp: int = 1, pcp: int = 1, exp
             p["mtp draft"] = mtp / tp
         # every GPU of the stage: the dense parts once per TP shard of every DP / PCP replica; the routed experts
         # once per physical expert (EP) or once in slices over the MoE devices
-        replicas = dp * pcp if engine == "vllm" else 1
+        replicas = dp * pcp if engine == ENGINE_VLLM else 1
         all_params += (sum(v for k, v in p.items() if k != "routed_experts") * tp * replicas
                        + (moe_layers * parts["per_expert"] * physical if use_ep else routed))
         terms = []
@@ -560,13 +562,14 @@ def kv_bytes_per_token(a: Any, kv_dtype: str | None, tp: int) -> tuple[int | Non
         n = sum(1 for m, _ in kinds if m == "mla")
         return (a.kv_lora_rank + a.qk_rope_head_dim) * n * b, \
             f"MLA latent (kv_lora_rank + qk_rope_head_dim) x {n} MLA layers x {b} B (not split over TP)"
-    dh = _head_dim(a)
-    if a.kv_heads is None or dh is None:
+    dh = a.get("global_head_dim", _head_dim(a))                       # Gemma 4: the full-attention layers' own
+    kvh = a.get("num_global_key_value_heads", a.kv_heads)
+    if kvh is None or dh is None:
         return None, "num_key_value_heads / head_dim not in the config"
     n = sum(1 for m, _ in kinds if m == "attention")
-    heads = max(1, a.kv_heads // max(1, tp))
+    heads = max(1, kvh // max(1, tp))
     v = a.get("v_head_dim", dh)
-    return heads * (dh + v) * n * b, (f"(K + V) x max(1, {a.kv_heads} KV heads / TP {tp}) x head_dim x {n} "
+    return heads * (dh + v) * n * b, (f"(K + V) x max(1, {kvh} KV heads / TP {tp}) x head_dim x {n} "
                                      f"full-attention layers x {b} B")
 
 
@@ -660,7 +663,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
                 kv_dtype: str | None, enforce_eager: bool, redundant_experts: int, include_draft: bool,
                 speculative: bool, all2all_backend: str | None, env: dict[str, str], visible_gib: float | None,
                 fraction: float | None, max_num_batched_tokens: int | None = None, draft_arch: Any = None,
-                mtp: bool = False, engine: str = "vllm", pp: int = 1, kv_bytes_fallback: tuple[int, str] | None = None,
+                mtp: bool = False, engine: str = ENGINE_VLLM, pp: int = 1, kv_bytes_fallback: tuple[int, str] | None = None,
                 ) -> dict[str, Any]:
     """The memory of one GPU of one DP rank, term by term (module docstring). ``arch``: the target's ModelArch;
     ``draft_arch``: a separate draft's (DSpark/EAGLE), ``mtp``: the draft is the target's own MTP layers;
@@ -669,7 +672,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
     terms: list[dict[str, Any]] = []
     unknown: list[str] = []
     notes: list[str] = []
-    moe_devices = tp * dp if engine == "vllm" else tp
+    moe_devices = tp * dp if engine == ENGINE_VLLM else tp
     ep = moe_devices if expert_parallel else tp
 
     def weights(a: Any, what: str, redundant: int, with_mtp: bool) -> None:
@@ -681,7 +684,7 @@ def rank_memory(*, arch: Any, figures: Any, tp: int, dp: int, expert_parallel: b
             per = (a.experts + (redundant if expert_parallel else 0)) / ep
             notes.append(f"{what}: {a.experts} routed experts{f' + {redundant} redundant' if redundant else ''} / EP "
                          f"{ep} = {per:g} per GPU")
-        w = rank_weights(a, tp=tp, pp=pp, dp=dp if engine == "vllm" else 1, expert_parallel=expert_parallel,
+        w = rank_weights(a, tp=tp, pp=pp, dp=dp if engine == ENGINE_VLLM else 1, expert_parallel=expert_parallel,
                          engine=engine, redundant_experts=redundant, mtp_draft=with_mtp)
         if w["unknown"]:
             terms.append(_term(f"{what} weights", None, a.source))

@@ -19,6 +19,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.core.model_config import arch_from_config
 from gpustack_k3.core.plan import GIB, Plan, PlanUnavailable, plan
 from gpustack_k3.core.plan_moe import rank_memory
 from gpustack_k3.core.resolve import Resolved, resolve
@@ -221,8 +222,6 @@ def _rank_memory(r: Resolved, tp: int, dp: int, expert_parallel: bool, pods: int
 
 
 def _draft_arch(m) -> Any:
-    from gpustack_k3.core.model_config import arch_from_config
-
     return arch_from_config(m.draft_architecture.config, f"catalog models.yaml draft: {m.draft_architecture.source}")
 
 

@@ -14,6 +14,7 @@ from gpustack_k3.catalog.loader import (
     ModelEntry,
     load_catalog,
 )
+from gpustack_k3.core.model_config import arch_from_config
 
 _UNSET = object()
 
@@ -41,8 +42,8 @@ class Resolved:
     # document above carries the catalog's key; rule engine-version-pinned warns naming both
     typed_version: str | None = None
     # the model's architecture figures from its config.json (core.model_config.ModelArch; --model-config or a local
-    # model directory): with them a model the catalog does not know is checked for flags and parallelism, and its
-    # memory plan is unavailable (never another model's figures)
+    # model directory): with them a model the catalog does not know is checked for flags and parallelism and planned
+    # from its config (core/plan.py; never another model's figures)
     arch: Any = None
     # where the model's own config.json (``arch``) and the catalog entry of the same name disagree: (figure name,
     # catalog value, config value). The config decides (architecture, limits, the memory plan); rule
@@ -148,8 +149,6 @@ def catalog_arch(model: ModelEntry | None, name: str) -> Any:
     """The catalog entry's config.json-shaped block read by the one reader (None: the entry has none)."""
     if model is None or model.architecture is None:
         return None
-    from gpustack_k3.core.model_config import arch_from_config
-
     return arch_from_config(model.architecture.config, f"catalog models.yaml {name}: {model.architecture.source}")
 
 

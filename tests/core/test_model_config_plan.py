@@ -130,3 +130,12 @@ def test_sglang_redundant_experts_add_to_the_experts_per_gpu():
               (("base", base), ("red", red))}
     assert routed["red"]["params"] == routed["base"]["params"] * 17 // 16
     assert red.weights_gib > base.weights_gib
+
+
+def test_pipeline_stages_name_the_fullest_one():
+    a = arch_from_config(QWEN3_1_7B, "Qwen3-1.7B/config.json")   # tied embeddings: the embedding on stage 0 only
+    p = plan(resolve(doc(tp=1, pp=2), arch=a))
+    (note,) = [n for n in p.notes if n.startswith("the fullest GPU is on PP stage")]
+    assert "PP stage 0 (layers 0-13, the embeddings)" in note
+    one = plan(resolve(doc(tp=1), arch=a))
+    assert one.weights_gib / 2 < p.weights_gib < one.weights_gib
