@@ -64,8 +64,12 @@ def _model_arch(model_config: str | None, model_path: str | None):
         text = read_text(path, "model config")
     except InputError as exc:
         raise InputError(where, exc.message, "give the model's config.json (a JSON file)") from None
+    hq_path = os.path.join(os.path.dirname(path) or ".", "hf_quant_config.json")   # ModelOpt checkpoints
     try:
-        return arch_from_config(json.loads(text), path)
+        hq = json.loads(read_text(hq_path, "hf_quant_config.json")) if os.path.isfile(hq_path) else None
+        return arch_from_config(json.loads(text), path, hq)
+    except InputError as exc:
+        raise InputError(where, exc.message, "give the model's hf_quant_config.json as a JSON file") from None
     except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
         raise InputError(where, f"{path} is not a usable config.json: {getattr(exc, 'message', exc)}",
                          "give the model's Hugging Face config.json") from None
@@ -200,9 +204,10 @@ class _PlanCommand(Command):
 @click.option("--engine-version", default=None)
 @click.option("--gpu-type", default="b300", show_default=True)
 @click.option("--gpus", type=int, default=8, show_default=True)
+@model_config_opt
 @click.option("--output", "-o", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv):
+def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, model_config, output, argv):
     """Memory / KV plan: budget, allocation, over-commit, capacity, concurrency."""
     from gpustack_k3.core.plan import PlanUnavailable, plan
     from gpustack_k3.core.resolve import resolve
@@ -217,7 +222,8 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
     if engine:
         if spec is not None:
             argv = (spec, *argv)
-        _, doc, refusals = _doc_from_argv(engine, engine_version, "kimi-k3", gpu_type, gpus, (), "argv", argv)
+        # the line's model decides (its catalog entry, else its config.json): never a default model's figures
+        _, doc, refusals = _doc_from_argv(engine, engine_version, None, gpu_type, gpus, (), "argv", argv)
     else:
         refusals = []
         if argv:
@@ -226,7 +232,11 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
         if doc.spec.roles:
             _plan_roles(doc, output)
             return
-    r = resolve(doc)
+    try:   # the model's config.json decides where there is one (--model-config, a local model directory)
+        arch = _model_arch(model_config, doc.spec.model.path)
+    except InputError as exc:
+        fail_input(exc)
+    r = resolve(doc, arch=arch)
     try:
         p = plan(r)
     except PlanUnavailable as exc:
@@ -259,7 +269,12 @@ def _plan_refused(findings) -> None:
 
 
 def _plan_lines(d: dict) -> list[str]:
+    def gib(v) -> str:
+        return "unknown" if v is None else f"{v:.2f} GiB"
+
     rows = [
+        ("basis", "derived from the model's config.json" if d.get("basis") == "config.json" else
+         "catalog figures calibrated from an engine log"),
         ("engine", f"{d['engine']} {d['engine_version']} on {d['gpu_type']} ({d['visible_gib']} GiB visible)"),
         ("memory fraction", f"{d['memory_fraction']} -> {d['requested_gib']:.2f} GiB requested per GPU"),
         ("weights", f"{d['weights_gib']:.2f} GiB per GPU"),
@@ -271,15 +286,17 @@ def _plan_lines(d: dict) -> list[str]:
         ("full-length concurrency", f"{d['max_concurrency']:.2f}"),
         ("headroom", f"{d['headroom_gib']:.2f} GiB per GPU"),
     ]
-    if d["engine"] == ENGINE_SGLANG:
+    if d["engine"] == ENGINE_SGLANG and d.get("basis") != "config.json":
         rows += [("full-attention pool", f"{d['full_attention_tokens']:,} tokens ({d['full_attention_gib']:.2f} GiB)"),
                  ("draft pool", f"{d['draft_tokens']:,} tokens ({d['draft_kv_gib']:.2f} GiB)"),
                  ("Mamba/KDA state", f"{d['mamba_state_gib']:.2f} GiB"),
                  ("max running requests", f"{d['max_running_requests']}")]
     else:
-        rows += [("activations", f"{d['activation_gib']:.2f} GiB"), ("CUDA graphs", f"{d['cudagraph_gib']:.2f} GiB")]
+        rows += [("activations", gib(d.get("activation_gib"))), ("CUDA graphs", gib(d.get("cudagraph_gib")))]
     w = max(len(k) for k, _ in rows)
-    return [f"{k:<{w}}  {v}" for k, v in rows] + [f"note: {n}" for n in d["notes"]]
+    return ([f"{k:<{w}}  {v}" for k, v in rows] + [f"note: {n}" for n in d["notes"]]
+            + [f"unknown: {u}" for u in d.get("unknown") or []]
+            + [f"not accounted for: {u}" for u in d.get("unaccounted") or []])
 
 
 def _plan_text(d: dict) -> None:

@@ -38,6 +38,7 @@ COMMANDS = {
     "check-pd": "gpustack_k3.cli.core_cmds:check_pd",
     "import": "gpustack_k3.cli.core_cmds:import_",
     "plan": "gpustack_k3.cli.core_cmds:plan_cmd",
+    "fit": "gpustack_k3.cli.fit_cmd:fit",
     "explain": "gpustack_k3.cli.core_cmds:explain",
     "advise": "gpustack_k3.cli.predict_cmd:advise",
     "presets": "gpustack_k3.cli.core_cmds:presets",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
@@ -57,8 +58,11 @@ def production_env(r: Resolved, budget_s: int) -> dict[str, str]:
     return env
 
 
-def build_launch(doc: DeploymentDocument, *, strict: bool = False) -> tuple[LaunchSpec, list[Finding], Plan | None]:
-    return launch_of(resolve(doc), strict=strict)
+def build_launch(doc: DeploymentDocument, *, strict: bool = False, arch: Any = None
+                 ) -> tuple[LaunchSpec, list[Finding], Plan | None]:
+    """``arch``: the model's config.json figures (core.model_config.ModelArch) where the caller read one: it decides
+    over a catalog entry of the same name (limits, the plan), as for validate and check-args."""
+    return launch_of(resolve(doc, arch=arch), strict=strict)
 
 
 def launch_of(r: Resolved, *, strict: bool = False) -> tuple[LaunchSpec, list[Finding], Plan | None]:
@@ -91,7 +95,7 @@ def launch_of(r: Resolved, *, strict: bool = False) -> tuple[LaunchSpec, list[Fi
     return launch, findings, p
 
 
-def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
+def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False, arch: Any = None
                           ) -> tuple[TopologyLaunch, list[Finding], dict[str, Plan | None]]:
     """Every role's launch (a roleless document: one serve role whose leader is exactly :func:`build_launch`'s
     spec). Findings of a role's effective document carry the role's field prefix; the topology rules run across
@@ -102,7 +106,7 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False
     refused: list[Finding] = []
     launches: dict[str, LaunchSpec] = {}
     views = role_views(doc)
-    resolved = [resolve(view.document) for view in views]
+    resolved = [resolve(view.document, arch=arch) for view in views]
     for view, r in zip(views, resolved):
         try:
             launch, fs, plan = launch_of(r, strict=strict)

@@ -92,13 +92,10 @@ def _pd_pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
 
 def _mla(r: TopoRole) -> bool | None:
     """Whether the model's KV pool is MLA (None: not known)."""
-    arch = r.resolved.arch
+    arch = r.resolved.model_arch     # the model's config.json, else the catalog entry's (one reader)
     if arch is not None and getattr(arch, "kv_lora_rank", None) is not None:
         return bool(arch.mla)
     m = r.resolved.model
-    a = m.architecture if m is not None else None
-    if a is not None and a.kv_lora_rank is not None:
-        return bool(a.kv_lora_rank)
     if m is not None and m.hybrid_mamba:
         return True   # hybrid MLA + Mamba-style state (catalog: hybrid_mamba)
     return None
