@@ -32,8 +32,15 @@ from gpustack_k3.probe.core import (
     prompt_text,
     request_prefix,
 )
+from gpustack_k3.probe.kvtransfer import Scrape, decide, parse_samples
 from gpustack_k3.probe.metrics import MetricsTrace, detect_engine, parse_exposition
-from gpustack_k3.probe.report import Collected, ProbeReport, Stage, summarize
+from gpustack_k3.probe.report import (
+    Collected,
+    ProbeReport,
+    Stage,
+    kv_traffic,
+    summarize,
+)
 from gpustack_k3.probe.stream import RequestTrace, SSEDecoder, StreamError
 
 MAX_BODY = 8 * MIB         # /metrics, /v1/models, a non-streamed completion: bounded reads
@@ -272,9 +279,6 @@ async def _kv_scrapes(s: _Session, col: Collected, before: list[tuple[str, str, 
     """Every prefill's and decode's /metrics after the run, paired with the one before (kvtransfer.Scrape). The
     engines count a request's KV as they hand out its answer: re-read a few times while the verdict is not
     True, so a counter that lags the last answer is not read as KV that did not move."""
-    from gpustack_k3.probe.kvtransfer import Scrape, decide, parse_samples
-    from gpustack_k3.probe.report import kv_traffic
-
     async def read() -> list:
         out = []
         for role, url, text0, why0 in before:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpustack_k3.probe.catalog import MetricsCatalogError
+from gpustack_k3.probe.catalog import MetricsCatalogError, load_metrics_catalog
 
 DATA = Path(__file__).with_name("data") / "kvtransfer.yaml"
 SIGNALS = ("arrived", "recomputed", "local_hits", "prefilled", "failures", "answered")
@@ -164,8 +164,6 @@ _REASONS_USED = ("KVTransferred", "TransferFailures", "DecodeRecomputedPrompts",
 @functools.lru_cache(maxsize=1)
 def load_kv_catalog() -> KVCatalog:
     import yaml
-
-    from gpustack_k3.probe.catalog import load_metrics_catalog
 
     prefixes = {e: m.prefix for e, m in load_metrics_catalog().engines.items()}
     return parse_catalog(yaml.safe_load(DATA.read_text(encoding="utf-8")), prefixes)

@@ -12,6 +12,7 @@ from gpustack_k3.probe.catalog import (
     load_metrics_catalog,
 )
 from gpustack_k3.probe.core import SLO_KEYS, ProbeConfig, distribution, min_samples
+from gpustack_k3.probe.kvtransfer import Traffic, decide
 from gpustack_k3.probe.metrics import MetricsTrace
 from gpustack_k3.probe.stream import RequestTrace
 
@@ -274,8 +275,6 @@ def _engine_counters(cfg: ProbeConfig, col: Collected, catalog: MetricsCatalog, 
 
 def kv_traffic(run: list[RequestTrace]):
     """The run's traffic as the KV-transfer verdict counts it (kvtransfer.Traffic)."""
-    from gpustack_k3.probe.kvtransfer import Traffic
-
     ok = _ok(run)
     return Traffic(requests=len(run), ok=len(ok), prompt_tokens=tuple(int(v) for v in _vals(ok, "prompt_tokens")))
 
@@ -285,8 +284,6 @@ def _kv_transfer(col: Collected, data: dict, texts) -> list[Finding]:
     does not, a warning when the metrics cannot tell."""
     if col.kv_scrapes is None:
         return []
-    from gpustack_k3.probe.kvtransfer import decide
-
     v = decide(col.kv_scrapes, kv_traffic(col.run))
     data["kv_transfer"] = v.to_dict()
     if v.status == "True":
