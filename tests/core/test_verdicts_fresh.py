@@ -14,7 +14,8 @@ SG_KIMI = "--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8".split()
 FRESH_DIRECT = {"model-config-disagrees-catalog", "sglang-ngram-topk-page-size", "sglang-dcp-prefill-cp",
                 "sglang-dcp-comm-backend-needs-dcp", "sglang-dcp-replicate-q-proj", "sglang-prefill-cp-needs-strategy",
                 "topology-multi-port-lb", "pd-side-channel-host-unstated",
-                "pd-pair-identity", "engine-version-pinned"}
+                "pd-pair-identity", "engine-version-pinned",
+                "sglang-dsv41-spec-pd"}
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
          "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "head_dim": 128,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
@@ -402,3 +403,23 @@ def test_every_verdict_states_the_image_that_will_run():
     code, out = validate_preset("vllm-seed", {"engine": {"version": "0.33.0", "image": "example.com/vllm:mine"}})
     (f,) = rules(out, "info")["engine-image"]
     assert "example.com/vllm:mine" in f["message"] and "spec.engine.image" in f["message"], f
+
+
+def test_deepseek_v41_speculative_pd_servers_as_sglang_refuses_them():
+    """deepseek_v4_hook.py:355-382@0.5.23: a DeepSeek-V4.1 P/D server with a speculative algorithm needs static
+    ragged verify, mooncake/nixl, DCP 1 and CP only as the prefill's interleaved prefill CP (was a 'known' miss)."""
+    base = ["--model-path", "/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--tp-size", "4",
+            "--speculative-algorithm", "DSPARK", "--disaggregation-transfer-backend", "nixl", "--disaggregation-mode"]
+    opts = ("--model", "deepseek-v4.1-flash", "--gpu-type", "gb300", "--gpus", "4")
+
+    def errs(*extra, env=()):
+        code, out = check_args(*base, *extra, engine="sglang", version="0.5.23",
+                               opts=(*opts, *(x for e in env for x in ("--env", e))))
+        return rules(out)
+
+    assert "sglang-dsv41-spec-pd" not in errs("decode")
+    assert "sglang-dsv41-spec-pd" in errs("decode", "--dcp-size", "2")
+    assert "sglang-dsv41-spec-pd" in errs("decode", env=("SGLANG_RAGGED_VERIFY_MODE=compact",))
+    assert "sglang-dsv41-spec-pd" in errs("prefill", "--enable-prefill-cp", "--cp-strategy", "zigzag")
+    assert "sglang-dsv41-spec-pd" not in errs("prefill", "--enable-prefill-cp", "--cp-strategy", "interleave")
+    assert "sglang-dsv41-spec-pd" in errs("decode", "--attn-cp-size", "2")
