@@ -138,6 +138,9 @@ CASES = [
     ("unknown engine version", "vllm-fixed", {"engine": {"version": "0.99.0"}}, "unknown-catalog-entry"),
     ("sglang version key of vllm", "sglang-fixed", {"engine": {"version": "0.33.0"}}, "unknown-catalog-entry"),
     ("unknown GPU type", "vllm-fixed", {"hardware": {"gpuType": "a100"}}, "unknown-catalog-entry"),
+    # one judge of spellings: a document names the catalog's keys, in the CLI as in the CRD
+    *((f"version spelled {v}", "vllm-fixed", {"engine": {"version": v}}, "unknown-catalog-entry")
+      for v in ("0.33.1", "v0.33.0", "0.33")),
     # handle_decode_context_parallelism (arg_groups/parallel_hook.py:251-257@0.5.23)
     ("sglang a2a DCP reduction without DCP", "sglang-no-dcp", {"parallel": {"dcpCommBackend": "a2a"}},
      "sglang-dcp-comm-backend-needs-dcp"),

@@ -23,14 +23,17 @@ class Ctx:
     else the planner raises is a bug and propagates: swallowing it would silently switch off every memory rule.
     """
 
-    def __init__(self, r: Resolved, plan: Plan | None = None, argv_refusals: Sequence[Any] = ()) -> None:
+    def __init__(self, r: Resolved, plan: Plan | None = None, argv_refusals: Sequence[Any] | None = None) -> None:
         """``plan``: one the caller already computed for ``r`` (then it is not computed again).
-        ``argv_refusals``: when the document was read from an engine command line (check-args, plan --engine), what
-        the engine version's parser refuses in it (core.argv ``Refusal``s; rule argv-refused reports them)."""
+        ``argv_refusals``: when the document was read from an engine command line (check-args, check-pd, plan
+        --engine), what the engine version's parser refuses in it (core.argv ``Refusal``s; rule argv-refused reports
+        them); given (even empty), the document is a command line's, not one a user wrote (``from_argv``): a spelling
+        of a CLI option is read as typed there, while a document must name the catalog's keys as the CRD does."""
         self.r = r
         self._plan: object = plan if plan is not None else _UNSET
         self.plan_error: str | None = None
-        self.argv_refusals = list(argv_refusals)
+        self.from_argv = argv_refusals is not None
+        self.argv_refusals = list(argv_refusals or ())
 
     @property
     def plan(self) -> Plan | None:

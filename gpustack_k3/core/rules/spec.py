@@ -74,6 +74,7 @@ def check_unknown_catalog_entry(r: Resolved, c):
     if r.version is None:
         yield "spec.engine.version", (f"engine version {r.spec.engine.version!r} is not in the catalog for {e}; "
                                       f"known: {', '.join(r.engine.versions)}")
+    yield from _spelling_refusals(r, c)
     if r.model is None and r.arch is not None:
         pass   # described by its config.json, not by the catalog: flags and parallelism are checked, no memory plan
     elif r.model is None:
@@ -88,17 +89,57 @@ def check_unknown_catalog_entry(r: Resolved, c):
                                         f"{', '.join(cat.hardware)}")
 
 
+def _from_argv(c) -> bool:
+    return bool(getattr(c, "from_argv", False))
+
+
+def _spelling_refusals(r: Resolved, c):
+    """One judge of spellings (gpustack_k3/catalog/loader.py Catalog.version / gpu read them; the CRD's CEL admits
+    the keys only): in a document a spelling other than the catalog's key is refused as the CRD refuses it, naming
+    the key it reads as and the image that is; a command line's CLI option (check-args --engine-version) is read as
+    typed (engine-version-pinned says so)."""
+    if _from_argv(c):
+        return
+    if r.typed_version is not None and r.version is not None:
+        yield ("spec.engine.version",
+               f"engine version {r.typed_version!r} is not a catalog key for {r.engine.engine} (the CRD admits the keys "
+               f"only): write {r.version.key!r}, the nearest pinned release, image {r.version.image}",
+               f"Write spec.engine.version: {r.version.key} (or pin the engine image you run with spec.engine.image).")
+    typed_gpu = getattr(r, "typed_gpu_type", None)   # core/resolve.py: the spelling the document gave
+    if typed_gpu is not None and r.hardware is not None:
+        yield ("spec.hardware.gpuType",
+               f"GPU type {typed_gpu!r} is not a catalog key (the CRD admits the keys only): write "
+               f"{r.spec.hardware.gpuType!r}", f"Write spec.hardware.gpuType: {r.spec.hardware.gpuType}.")
+
+
 @rule("engine-version-pinned", checked_by="product", family="spec", severity="warning", engines=BOTH, field="spec.engine.version",
       title="The engine version was read as the nearest pinned release",
-      why="The rules, flag tables and parser dumps are pinned per release; a version typed as 'v0.33.0', in another "
-          "case, or a release that is not pinned (0.33.1) is checked against the nearest pinned release at or below "
-          "it, whose flags and rules can differ from the one that will run.",
-      fix="Write the pinned release's key (gpustack-k3 explain lists them per rule), or pin the image to it.",
+      why="The rules, flag tables and parser dumps are pinned per release; a version given to a command (check-args, "
+          "check-pd, plan --engine) as 'v0.33.0', in another case, or as a release that is not pinned (0.33.1) is "
+          "checked against the nearest pinned release at or below it, whose flags and rules can differ from the one "
+          "that will run. (In a document the key is required, as the CRD requires it: unknown-catalog-entry.)",
+      fix="Give the pinned release's key (gpustack-k3 explain lists them per rule), or pin the image to it.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (versions: the pinned releases)")
 def check_engine_version_pinned(r, c):
-    if r.typed_version is not None and r.version is not None:
+    if r.typed_version is not None and r.version is not None and _from_argv(c):
         yield None, (f"{r.typed_version!r} is not a pinned {r.engine.engine} release: checked as {r.version.key}, the "
-                     "nearest pinned release at or below it in its X.Y series")
+                     f"nearest pinned release at or below it in its X.Y series (image {r.version.image})")
+
+
+@rule("engine-image", checked_by="product", family="spec", severity="info", engines=BOTH, field="spec.engine.image",
+      title="The engine image that will run",
+      why="The verdicts are those of one pinned release; the image is what runs. It is the release's image from the "
+          "catalog unless spec.engine.image names another, whose code the verdicts cannot vouch for.",
+      fix="Nothing to change when it is the image you mean to run; otherwise set spec.engine.version or "
+          "spec.engine.image.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (image per version); gpustack_k3/core/resolve.py "
+             "(Resolved.image)")
+def check_engine_image(r, c):
+    if r.spec.engine.image:
+        yield None, (f"image {r.spec.engine.image} (spec.engine.image), checked as {r.engine.engine} "
+                     f"{r.version.key} (whose image is {r.version.image})")
+    else:
+        yield None, f"image {r.version.image}: {r.engine.engine} {r.version.key}"
 
 
 # ------------------------------------------------------------------ the model's architecture (config.json)

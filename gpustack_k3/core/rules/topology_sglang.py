@@ -533,3 +533,50 @@ def check_sglang_ep_divides_tp(t: Topology):
         ep = int(r.resolved.value("parallel.ep") or 1)
         if ep > 1 and (r.tp % ep or ep > r.tp):
             yield r.field("parallel.ep"), f"{r.name}: EP {ep} does not divide TP {r.tp}"
+
+
+# ------------------------------------------------------------------ DeepSeek-V4.1 DSpark P/D
+
+def _deepseek_v41(r: TopoRole) -> bool:
+    """model_type deepseek_v41 (config.json), else the catalog's DeepSeek-V4.1 entry."""
+    arch = r.resolved.arch
+    if arch is not None and arch.model_type is not None:
+        return arch.model_type == "deepseek_v41"
+    return r.doc_spec.model.name in _topo(r).get("dspark_layout_models", ())
+
+
+@rule("sglang-dsv41-spec-pd", checked_by="oracle", family="topology", severity="error", engines=SGL,
+      field="spec.roles[]",
+      title="DeepSeek-V4.1 P/D with speculative decoding: static verify, Mooncake or NIXL, DCP 1, CP only on prefill",
+      why="SGLang refuses a DeepSeek-V4.1 P/D server (prefill or decode) with a speculative algorithm unless "
+          "SGLANG_RAGGED_VERIFY_MODE is static (the default), the transfer backend is mooncake or nixl, DCP is 1, and "
+          "context parallelism (--enable-prefill-cp or --attn-cp-size other than 1) is only the prefill's "
+          "--enable-prefill-cp with --cp-strategy interleave.",
+      fix="Leave SGLANG_RAGGED_VERIFY_MODE unset (static), use --disaggregation-transfer-backend mooncake or nixl, "
+          "DCP 1, and on the prefill only --enable-prefill-cp --cp-strategy interleave for context parallelism.",
+      source="sglang srt/arg_groups/deepseek_v4_hook.py:355-382@0.5.23; speculative/ragged_verify.py:19-27@0.5.23",
+      sources={"sglang 0.5.22": "sglang srt/arg_groups/deepseek_v4_hook.py:286-313@0.5.22"}, no_cel=NO_CEL)
+def check_sglang_dsv41_spec_pd(t: Topology):
+    from gpustack_k3.core.rules.envs import env_value
+    from gpustack_k3.core.rules.sglang import speculative_algorithm
+
+    for r in t.roles:
+        algo = speculative_algorithm(r.resolved)
+        if r.pd_mode not in ("prefill", "decode") or algo in (None, "NONE") or not _deepseek_v41(r):
+            continue
+        flags = _flags(r)
+        prefill_cp = "--enable-prefill-cp" in flags and flags.get("--enable-prefill-cp") in (None, "true", "True", "1")
+        cp_ok = r.pd_mode == "prefill" and prefill_cp and flags.get("--cp-strategy") == "interleave"
+        mode = env_value(r.resolved, "SGLANG_RAGGED_VERIFY_MODE", env=r.env or {}) or "static"
+        why = []
+        if mode != "static":
+            why.append(f"SGLANG_RAGGED_VERIFY_MODE={mode}")
+        backend = r.transfer_backend or _topo(r).get("transfer_backend")
+        if backend not in ("mooncake", "nixl"):
+            why.append(f"transfer backend {backend}")
+        if (prefill_cp or (_int(flags.get("--attn-cp-size")) or 1) != 1) and not cp_ok:
+            why.append("context parallelism other than the prefill's --enable-prefill-cp --cp-strategy interleave")
+        if r.dcp != 1:
+            why.append(f"DCP {r.dcp}")
+        if why:
+            yield r.field(""), f"{r.name}: DeepSeek-V4.1 {r.pd_mode} server with {algo}: {', '.join(why)}"
