@@ -242,7 +242,9 @@ def parse_yaml(text: str, where: str) -> Any:
     return docs[0]
 
 
-def document_from_data(data: Any, where: str):
+def document_from_data(data: Any, where: str, *, engine_argv: bool = False):
+    """``data`` as a deployment document. ``engine_argv``: read from a command line the engine runs as it is
+    (check-args, check-pd): the layout rules of documents we render (where the model volume is mounted) do not apply."""
     from pydantic import ValidationError
 
     from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
@@ -251,7 +253,7 @@ def document_from_data(data: Any, where: str):
         raise InputError(where, f"expected a mapping (apiVersion, kind, metadata, spec), got {type(data).__name__}",
                          "start from `gpustack-k3 presets --show NAME`")
     try:
-        return DeploymentDocument.model_validate(data)
+        return DeploymentDocument.model_validate(data, context={"engine_argv": True} if engine_argv else None)
     except ValidationError as exc:
         from gpustack_k3.core.rules.schema import field_path
 

@@ -225,7 +225,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, model_config,
         # the line's model decides (its catalog entry, else its config.json): never a default model's figures
         _, doc, refusals = _doc_from_argv(engine, engine_version, None, gpu_type, gpus, (), "argv", argv)
     else:
-        refusals = []
+        refusals = None   # a document, not a command line: Ctx.from_argv stays false (core/rules/runner.py)
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
@@ -655,9 +655,12 @@ def _render_summary(launch, doc) -> dict[str, str]:
 def _argv_io(model_config):
     """What core.argv.roles needs from the edges: the disk (--config FILE, the model's config.json) and the
     document check with its input-error messages."""
+    from functools import partial
+
     from gpustack_k3.cli.common import document_from_data
 
-    return {"document_of": document_from_data, "read_file": _read_config_file,
+    # check-args and check-pd judge the command line the engine runs: no layout rule of rendered documents applies
+    return {"document_of": partial(document_from_data, engine_argv=True), "read_file": _read_config_file,
             "model_arch": lambda model_path: _model_arch(model_config, model_path)}
 
 
@@ -667,6 +670,10 @@ def _argv_io(model_config):
 @click.option("--model", "model_name", default=None,
               help="Catalog model key (default: the catalog model the command lines' model names; none: no memory plan).")
 @click.option("--gpu-type", default="b300", show_default=True)
+@click.option("--prefill-engine-version", default=None,
+              help="Catalog version of the prefill engine (default: --engine-version).")
+@click.option("--decode-engine-version", default=None,
+              help="Catalog version of the decode engine (default: --engine-version).")
 @click.option("--prefill", "prefill", required=True, metavar="'ARGV'", help="The prefill command line, shell-quoted.")
 @click.option("--decode", "decode", required=True, metavar="'ARGV'", help="The decode command line, shell-quoted.")
 @click.option("--prefill-env", multiple=True, metavar="K=V", help="Environment of the prefill engine (repeatable).")
@@ -682,8 +689,9 @@ def _argv_io(model_config):
 @model_config_opt
 @output_option
 @fail_on_option
-def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, prefill_env, decode_env, prefill_pods,
-             decode_pods, gpus_per_pod, prefill_gpus_per_pod, decode_gpus_per_pod, strict, model_config, output):
+def check_pd(engine, engine_version, prefill_engine_version, decode_engine_version, model_name, gpu_type, prefill,
+             decode, prefill_env, decode_env, prefill_pods, decode_pods, gpus_per_pod, prefill_gpus_per_pod,
+             decode_gpus_per_pod, strict, model_config, output):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
     from gpustack_k3.core.argv.roles import side_role
     from gpustack_k3.core.findings import sort_findings
@@ -691,11 +699,13 @@ def check_pd(engine, engine_version, model_name, gpu_type, prefill, decode, pref
     from gpustack_k3.core.topology import Topology
 
     roles, findings = [], []
-    for side, text, env, pods, side_gpus in (
-            ("prefill", prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
-            ("decode", decode, decode_env, decode_pods, decode_gpus_per_pod)):
-        doc, role, refusals = side_role(side, engine, engine_version, model_name, gpu_type, text, env, pods,
-                                        side_gpus or gpus_per_pod, **_argv_io(model_config))
+    for side, version, text, env, pods, side_gpus in (
+            ("prefill", prefill_engine_version, prefill, prefill_env, prefill_pods, prefill_gpus_per_pod),
+            ("decode", decode_engine_version, decode, decode_env, decode_pods, decode_gpus_per_pod)):
+        # each side may run its own release (a rollout): the pair rules compare them (pd-compat-hash,
+        # pd-pair-identity); the topology rules apply by the prefill's release
+        doc, role, refusals = side_role(side, engine, version or engine_version, model_name, gpu_type, text, env,
+                                        pods, side_gpus or gpus_per_pod, **_argv_io(model_config))
         roles.append(role)
         ctx = Ctx(role.resolved, argv_refusals=refusals)
         findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]

@@ -41,6 +41,7 @@ class Resolved:
     # what the document said where it named a catalog entry in another spelling (v0.33.0, 0.33.1, B300): the
     # document above carries the catalog's key; rule engine-version-pinned warns naming both
     typed_version: str | None = None
+    typed_gpu_type: str | None = None   # likewise for spec.hardware.gpuType (B300 read as b300)
     # the model's architecture figures from its config.json (core.model_config.ModelArch; --model-config or a local
     # model directory): with them a model the catalog does not know is checked for flags and parallelism and planned
     # from its config (core/plan.py; never another model's figures)
@@ -177,7 +178,8 @@ def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any =
     ver = cat.version(eng.engine, typed)
     model = cat.models.get(doc.spec.model.name)
     figs = model.engines.get(eng.engine) if model else None
-    hw = cat.gpu(doc.spec.hardware.gpuType)
+    typed_gpu = doc.spec.hardware.gpuType
+    hw = cat.gpu(typed_gpu)
     spec_update: dict[str, Any] = {}
     if ver is not None and typed is not None and typed != ver.key:
         spec_update["engine"] = doc.spec.engine.model_copy(update={"version": ver.key})
@@ -190,5 +192,6 @@ def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any =
     if any(f in _IDENTITY for f, _, _ in differs):
         model, figs = None, None        # the config.json is another model than the catalog entry of this name
     return Resolved(doc, cat, eng, ver, model, figs, hw,
-                    typed_version=typed if "engine" in spec_update else None, arch=arch,
+                    typed_version=typed if "engine" in spec_update else None,
+                    typed_gpu_type=typed_gpu if "hardware" in spec_update else None, arch=arch,
                     catalog_disagreements=differs)

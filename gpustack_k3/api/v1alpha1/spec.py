@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -65,8 +66,10 @@ class ModelSource(_Strict):
 
     @field_validator("path")
     @classmethod
-    def _path_in_volume(cls, v: str | None) -> str | None:
-        """The served path lies inside the mounted model volume (mounted at its parent directory)."""
+    def _path_in_volume(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """The served path lies inside the mounted model volume (mounted at its parent directory). A layout rule of
+        the documents we render: a command line the engine runs as it is (check-args, check-pd: validation context
+        ``{"engine_argv": True}``) keeps its own path, which the engine accepts wherever it is."""
         if v is None:
             return v
         import posixpath
@@ -74,6 +77,8 @@ class ModelSource(_Strict):
         if not v.startswith("/"):
             raise ValueError("not an absolute path: a hub id (org/name) is spec.model.source, and spec.model.path "
                              "is where the weights are inside the container, e.g. /models/Kimi-K3")
+        if (info.context or {}).get("engine_argv"):
+            return v
         if posixpath.normpath(v) != v.rstrip("/") or v.startswith("//"):
             raise ValueError("not a normalised path (no '.', '..' or '//'): write it as e.g. /models/Kimi-K3")
         if posixpath.dirname(v.rstrip("/")) == "/":
