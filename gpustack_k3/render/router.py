@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1 import spec as api_spec
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.render import kubernetes as k8s
@@ -103,7 +104,7 @@ def _pd_router_args(mode: str, topo: TopologyLaunch, ns: str, prefill_policy: st
 
 
 def vllm_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,
-                prefill_policy: str = "cache_aware", decode_policy: str = "power_of_two") -> list[dict]:
+                prefill_policy: str, decode_policy: str) -> list[dict]:
     """Per-instance Services, the router's Service (named like the deployment: its endpoint) and Deployment."""
     engine = topo.roles[0].leader.engine
     if engine != ENGINE_VLLM:
@@ -200,7 +201,7 @@ def sglang_router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decod
 
 
 def sglang_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,
-                  prefill_policy: str = "cache_aware", decode_policy: str = "power_of_two") -> list[dict]:
+                  prefill_policy: str, decode_policy: str) -> list[dict]:
     """Per-instance Services (a prefill's with its bootstrap port), the router's Service and Deployment."""
     engine = topo.roles[0].leader.engine
     if engine != ENGINE_SGLANG:
@@ -285,8 +286,9 @@ def front(topo: TopologyLaunch, doc: Any, ns: str, labels: dict[str, str], *, ro
             raise RenderError("spec.routing.target", "the vLLM router is rendered for prefill/decode roles only",
                               "drop routing.target, or use inferencePool")
         kw: dict[str, Any] = {"image": router_image}
-        if routing is not None:
-            kw.update(prefill_policy=routing.prefillPolicy, decode_policy=routing.decodePolicy)
+        decodes = sum(r.instances for r in topo.roles if r.kind == "decode")
+        routing = routing or api_spec.Routing()
+        kw.update(prefill_policy=routing.prefillPolicy, decode_policy=routing.decode_policy_for(decodes))
         if topo.roles[0].leader.engine == ENGINE_SGLANG:
             if target == "vllm-router":
                 raise RenderError("spec.routing.target", "the vLLM router does not route SGLang P/D",

@@ -122,6 +122,9 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     "pd-dcp-nixl": (doc_case(KIMI, _set("parallel.dcp", 2)), doc_case(KIMI)),
     "pd-side-channel-host": (tweak(KIMI, "decode", side_channel_host_from_pod=False), doc_case(KIMI)),
     "pd-side-channel-ports": (doc_case(DSV, _set("disaggregation.sideChannelPort", 7990)), doc_case(DSV)),
+    # one decode instance: power_of_two given is refused (the routers exit at start); left out, round_robin is rendered
+    "router-power-of-two-one-instance": (doc_case(KIMI, _set("routing", {"decodePolicy": "power_of_two"})),
+                                         doc_case(KIMI)),
 }
 TOPOLOGY_CASES.update(RACK_CASES)   # the rack rules (core/rules/rack.py): their cases live beside their render tests
 TOPOLOGY_CASES.update(SGLANG_CASES)  # the SGLang rules (core/rules/topology_sglang.py): tests/core/test_topology_sglang.py
@@ -179,3 +182,17 @@ def test_the_seed_decode_figures():
     fs = {f.rule: f.message for f in validate(edit(DSV)) if f.field.startswith("spec.roles[1]")}
     assert "64 per DP rank x DP 32 = 2,048 per instance" in fs["topology-max-num-seqs-per-rank"]
     assert "EP = TP 1 x DP 32 = 32; 384 routed experts -> 12 per rank" in fs["topology-ep-size"]
+
+
+@pytest.mark.parametrize("decodes, rendered", [(1, "round_robin"), (2, "power_of_two")])
+def test_the_decode_policy_left_out_is_one_the_router_accepts(decodes, rendered):
+    """vllm-router / sglang-router refuse power_of_two with one worker of a kind ("Power-of-two policy for decode
+    requires at least 2 decode workers"): left out, the rendered policy follows the decode instance count."""
+    from gpustack_k3.render.lws import render_document
+
+    doc = edit(KIMI, lambda d: role(d, "decode").__setitem__("instances", decodes))
+    assert [f for f in validate(doc) if f.rule == "router-power-of-two-one-instance"] == []
+    objs = render_document(doc, namespace="llm")
+    (router,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("router")]
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--decode-policy") + 1] == rendered

@@ -13,8 +13,9 @@ whatever happens (SIGTERM to the group, SIGKILL after the grace period):
   so the rendered JSON is edited here: same kv_role per side, connector and its shared path swapped;
 * the router: ``vllm-router`` (PyPI vllm-router 0.1.17, installed in the venv by .ci/setup_vllm_cpu.sh) with the
   arguments gpustack_k3/render/router.py renders for that document, the instances' Service URLs replaced by the
-  engines' loopback URLs and ``--host 0.0.0.0`` by 127.0.0.1. The decode policy is round_robin: the rendered
-  default ``power_of_two`` is refused by the router with a single decode instance (asserted below).
+  engines' loopback URLs and ``--host 0.0.0.0`` by 127.0.0.1. The decode policy is the one rendered for the
+  document (left out with one decode instance: round_robin); an explicit ``power_of_two`` is refused by the router
+  with a single decode instance (asserted below; rule router-power-of-two-one-instance refuses it before).
 
 Then ``gpustack_k3.probe.client.collect`` sends a few bounded requests through the router and reads both engines'
 /metrics around them; ``summarize`` gives the verdict (gpustack_k3/probe/kvtransfer.py). A control sends the same
@@ -28,6 +29,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from gpustack_k3.api.v1alpha1.spec import Routing
 from multiproc import Case, Group, ProcSpec
 from vllm_cpu_harness import VllmCpu
 
@@ -146,8 +149,12 @@ def pd(vllm_cpu, tmp_path_factory, request):
     group.wait_serving(START_BUDGET_S)
     started = time.monotonic() - t0
     port = ports.free_port()
+    # the decode policy the renderer picks for this document (spec.routing left out, one decode instance)
+    doc = _document()
+    policy = (doc.spec.routing or Routing()).decode_policy_for(sum(r.instances for r in tl.roles if r.kind == "decode"))
+    assert policy == "round_robin"
     proc, chunks = _start_router(router_argv(tl, exe, {r: group.url(r) for r in ("prefill", "decode")}, port,
-                                             "round_robin"), port)
+                                             policy), port)
     stops.append(lambda: proc.stop(grace_s=10))
     _wait_router(proc, chunks, port)
     return {"router": f"http://127.0.0.1:{port}", "prefill": group.url("prefill"), "decode": group.url("decode"),
@@ -193,9 +200,9 @@ def test_traffic_that_skips_the_prefill_is_kv_not_moving(pd):
 
 
 def test_the_router_refuses_power_of_two_decode_with_one_decode_instance(pd):
-    """The rendered default decode policy (spec.routing.decodePolicy: power_of_two) with one decode instance: the
-    router exits at start (vllm-router 0.1.17 config validation: "Power-of-two policy for decode requires at least
-    2 decode workers"). The renderer and the rules must not pass it (reported; not this file's to fix)."""
+    """decodePolicy power_of_two with one decode instance: the router exits at start (vllm-router 0.1.17 config
+    validation: "Power-of-two policy for decode requires at least 2 decode workers"). The rule
+    router-power-of-two-one-instance refuses such a document; left out, the renderer picks round_robin."""
     port = ports.free_port()
     proc, chunks = _start_router(router_argv(pd["tl"], pd["exe"], {"prefill": pd["prefill"], "decode": pd["decode"]},
                                              port, "power_of_two"), port)

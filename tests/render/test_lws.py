@@ -323,7 +323,7 @@ def test_the_vllm_router_routes_vllm_pd_only():
     with pytest.raises(RenderError, match="does not route sglang P/D"):
         routing.vllm_router(dataclasses.replace(topo, roles=[
             dataclasses.replace(r, leader=dataclasses.replace(r.leader, engine="sglang")) for r in topo.roles]),
-            "llm", {})
+            "llm", {}, prefill_policy="cache_aware", decode_policy="round_robin")
 
 
 def test_disaggregatedset_holds_the_same_lws_specs():

@@ -64,7 +64,8 @@ def test_the_routers_own_parser_reads_the_rendered_arguments(router_pkg, preset)
                                bootstrap_port(prefill)] for g in range(prefill.instances)]
     assert got["decode"] == [f"http://{doc.metadata.name}-decode-{g}.llm.svc:{decode.leader.port}"
                              for g in range(decode.instances)]
-    assert got["policies"] == ["cache_aware", "power_of_two"]
+    # left out: power_of_two only where there are two decode instances to choose from (Routing.decode_policy_for)
+    assert got["policies"] == ["cache_aware", "power_of_two" if decode.instances >= 2 else "round_robin"]
 
 
 def test_the_routers_parser_refuses_what_the_renderer_refuses(router_pkg):

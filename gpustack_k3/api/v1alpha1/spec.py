@@ -380,8 +380,17 @@ class Routing(_Strict):
         "Extension InferencePool and its endpoint picker (no P/D in v1.6.0). Default without P/D: a Service."))
     prefillPolicy: Literal["cache_aware", "power_of_two", "round_robin", "random", "consistent_hash"] = Field(
         default="cache_aware", description="vllm-router --prefill-policy (per prefill instance).")
-    decodePolicy: Literal["cache_aware", "power_of_two", "round_robin", "random", "consistent_hash"] = Field(
-        default="power_of_two", description="vllm-router --decode-policy (per decode instance).")
+    decodePolicy: Literal["cache_aware", "power_of_two", "round_robin", "random", "consistent_hash"] | None = Field(
+        default=None, description=(
+            "vllm-router --decode-policy (per decode instance). Left out: power_of_two with 2 or more decode "
+            "instances, else round_robin (the routers refuse power_of_two with one worker of a kind)."))
+
+    def decode_policy_for(self, decode_instances: int) -> str:
+        """The decode policy in effect: the one given, else power_of_two where there are two instances to choose
+        from and round_robin for one (vllm-router and sglang-router refuse power_of_two with one decode worker)."""
+        if self.decodePolicy is not None:
+            return self.decodePolicy
+        return "power_of_two" if decode_instances >= 2 else "round_robin"
 
 
 def _check_env_names(v: dict[str, str]) -> dict[str, str]:

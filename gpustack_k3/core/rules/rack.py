@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
+from gpustack_k3.api.v1alpha1.spec import Routing
 from gpustack_k3.core.rack import RackLayout, RoleShape, rack_layout, subgroup_fits
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.topology import Topology
@@ -160,6 +161,38 @@ def check_rack_nixl_port_range(t: Topology) -> Iterator[tuple[str, str]]:
             yield ("spec.disaggregation.sideChannelPort" if t.source == "document"
                    else r.field("env.VLLM_NIXL_SIDE_CHANNEL_PORT")), (
                 f"{r.name}: DP {r.dp} from base {base} reaches port {base + r.dp - 1}")
+
+
+ROUTER_SOURCE = ("vllm-router 0.1.17 src/config/validation.rs (ConfigError::IncompatibleConfig \"Power-of-two policy for "
+                 "decode requires at least 2 decode workers\", likewise prefill: in the wheel's vllm_router_rs.abi3.so); "
+                 "sglang-router 0.3.2 the same check (sglang_router_rs.abi3.so)")
+
+
+@rule("router-power-of-two-one-instance", checked_by="product", family="topology", severity="error", engines=BOTH,
+      field="spec.routing.decodePolicy",
+      title="power_of_two routing needs at least two instances of the role",
+      why="The P/D router rendered in front of prefill/decode roles (vllm-router for vLLM, sglang-router for SGLang) "
+          "gets one --prefill/--decode URL per instance and validates its configuration at start: power_of_two with "
+          "fewer than 2 workers of that kind is an IncompatibleConfig and the router exits before serving, so the "
+          "router pod crash-loops while every engine is healthy (seen live with vllm-router 0.1.17 on a 1P1D "
+          "pair, tests/engine/test_pd_cpu.py). Left out, decodePolicy is power_of_two only with 2 or more decode "
+          "instances (Routing.decode_policy_for).",
+      fix="Set spec.routing.decodePolicy (or prefillPolicy) to round_robin or cache_aware for a role with one "
+          "instance, or run at least two instances of it.",
+      source=ROUTER_SOURCE, no_cel=NO_CEL)
+def check_router_power_of_two_one_instance(t: Topology) -> Iterator[tuple[str, str]]:
+    if not _has_roles(t) or t.disaggregation is None:
+        return
+    routing = t.roles[0].resolved.spec.routing or Routing()   # left out: the schema's default policies
+    if routing.target == "inferencePool":
+        return
+    for kind, field in (("prefill", "prefillPolicy"), ("decode", "decodePolicy")):
+        count = sum(r.instances for r in t.of_kind(kind))
+        policy = routing.prefillPolicy if kind == "prefill" else routing.decode_policy_for(count)
+        if policy == "power_of_two" and 0 < count < 2:
+            yield (f"spec.routing.{field}",
+                   f"{field} power_of_two with {count} {kind} instance: the router refuses it at start "
+                   f"(\"Power-of-two policy for {kind} requires at least 2 {kind} workers\")")
 
 
 @rule("rack-routing-target", checked_by="product", family="topology", severity="error", engines=BOTH, field="spec.routing.target",
