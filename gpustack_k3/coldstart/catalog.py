@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpustack_k3.errors import OperationalError
+from gpustack_k3.catalog.loader import CatalogError  # one class: the packaged data is broken (a developer error)
 from gpustack_k3.core.rules.log import log_rule_engines
 
 from .patterns import LinePattern
@@ -160,10 +160,6 @@ class CatalogFile(BaseModel):
 class DoctorFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rules: list[DoctorRule]
-
-
-class CatalogError(OperationalError, ValueError):
-    """The packaged catalog is broken (a developer error, reported with the file and field)."""
 
 
 class Catalog:

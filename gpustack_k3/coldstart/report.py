@@ -293,44 +293,50 @@ def timeline(att: Attempt) -> list[PhaseReport]:
     return rows
 
 
-def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> AttemptReport:
-    """``last_line_ts``: the stream's latest stamped line, which belongs to the last attempt."""
-    rows = timeline(att)
-    starts = [r.start for r in rows if r.start is not None]
-    start = min(starts) if starts else att.first_ts
-    failure = None
+def _outcome(att: Attempt, last_line_ts: float | None, is_last: bool
+             ) -> tuple[str, float | None, str | None, str | None, dict | None]:
+    """(status, end, failed phase, reason, root cause) of one attempt."""
     if att.failure is not None:
-        status, end = "failed", att.failure.at
-        failed_phase, reason = att.failed_phase(), att.failure.reason
+        failed_phase, reason, failure = att.failed_phase(), att.failure.reason, None
         if not att.failure.stalled:
             root, context = att.root_cause()
             if root is not None:
                 reason = root.text
                 failure = {"reason": root.text, "error": root.error, "rank": root.rank, "at": iso(root.at),
                            "context": _context(context, root)}
-    elif att.ready:
-        status, end = "ready", att.phases["server_ready"].end
-        failed_phase, reason = None, None
-    else:
-        status = "in-progress"
-        stamps = [x for x in (att.last_ts, att.first_ts) if x is not None]
-        if is_last and last_line_ts is not None and (att.first_ts is None or last_line_ts >= att.first_ts):
-            stamps.append(last_line_ts)
-        end = max(stamps) if stamps else None
-        failed_phase, reason = None, None
+        return "failed", att.failure.at, failed_phase, reason, failure
+    if att.ready:
+        return "ready", att.phases["server_ready"].end, None, None, None
+    stamps = [x for x in (att.last_ts, att.first_ts) if x is not None]
+    if is_last and last_line_ts is not None and (att.first_ts is None or last_line_ts >= att.first_ts):
+        stamps.append(last_line_ts)
+    return "in-progress", max(stamps) if stamps else None, None, None, None
+
+
+def _engine_init(att: Attempt, rows: list[PhaseReport], status: str) -> float | None:
+    """The engine's own init figure; without one (SGLang, old vLLM): weights loaded → KV allocated and graphs
+    captured."""
+    if att.engine_init is not None or status == "failed":
+        return att.engine_init
+    by = {r.name: r for r in rows}
+    wl = by.get("weights_load")
+    tail = [by[n].end for n in ("compile", "kv_cache", "cuda_graphs")
+            if n in by and by[n].end is not None and not by[n].details.get("failed")]
+    if wl is not None and wl.end is not None and tail and max(tail) >= wl.end:
+        return max(tail) - wl.end
+    return None
+
+
+def attempt_report(att: Attempt, last_line_ts: float | None, is_last: bool) -> AttemptReport:
+    """``last_line_ts``: the stream's latest stamped line, which belongs to the last attempt."""
+    rows = timeline(att)
+    starts = [r.start for r in rows if r.start is not None]
+    start = min(starts) if starts else att.first_ts
+    status, end, failed_phase, reason, failure = _outcome(att, last_line_ts, is_last)
     total = (end - start) if (start is not None and end is not None) else None
-    engine_init = att.engine_init
-    if engine_init is None and status != "failed":
-        # no printed figure (SGLang, old vLLM): weights loaded → KV allocated and graphs captured
-        by = {r.name: r for r in rows}
-        wl = by.get("weights_load")
-        tail = [by[n].end for n in ("compile", "kv_cache", "cuda_graphs")
-                if n in by and by[n].end is not None and not by[n].details.get("failed")]
-        if wl is not None and wl.end is not None and tail and max(tail) >= wl.end:
-            engine_init = max(tail) - wl.end
     cur = None if status != "in-progress" else att.current_phase()
-    return AttemptReport(att.index, status, failed_phase, reason, engine_init, total, start, end, rows, cur, failure,
-                         memory(att), compile_cache(att, rows),
+    return AttemptReport(att.index, status, failed_phase, reason, _engine_init(att, rows, status), total, start, end,
+                         rows, cur, failure, memory(att), compile_cache(att, rows),
                          stalled=att.failure is not None and att.failure.stalled)
 
 

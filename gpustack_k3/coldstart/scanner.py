@@ -256,9 +256,11 @@ def rfc3339_epoch(v: object) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
 
 
-def iso(ts: float | None) -> str | None:
+def iso(ts: float | None, *, z: bool = False) -> str | None:
+    """Epoch seconds → ISO 8601 in UTC, whole seconds unless finer (milliseconds); ``z``: with the ``Z`` of
+    RFC 3339 (the operator's status), else without a zone (the report's JSON)."""
     if ts is None:
         return None
     dt = datetime.fromtimestamp(ts, UTC)
     spec = "seconds" if abs(ts - round(ts)) < 1e-6 else "milliseconds"
-    return dt.replace(tzinfo=None).isoformat(timespec=spec)
+    return dt.replace(tzinfo=None).isoformat(timespec=spec) + ("Z" if z else "")

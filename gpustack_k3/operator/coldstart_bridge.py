@@ -361,11 +361,6 @@ class PodLogColdStart:
             return snap
 
 
-def _iso_z(v: Any) -> str | None:
-    s = iso(v) if isinstance(v, (int, float)) else v
-    return f"{s}Z" if s and not s.endswith("Z") else s
-
-
 def snapshot_of(rep: Any, pod: str | None = None) -> ColdStartObservation:
     """A tracker report → the observation ``decide`` reads (pure). Times are RFC 3339 UTC strings;
     ``totalSeconds`` is container start → serving of the current attempt (null until serving);
@@ -399,7 +394,7 @@ def _status_of(rep: Any, pod: str | None, serving: bool) -> ColdStart:
     failed = last.status == "failed"
     status = ColdStart(
         attempt=last.index, compileCacheWarm=None if cache is None else cache["state"] == "hit",
-        phases=[ColdStartPhase(name=p.name, start=_iso_z(p.start), end=_iso_z(p.end),
+        phases=[ColdStartPhase(name=p.name, start=iso(p.start, z=True), end=iso(p.end, z=True),
                                seconds=None if p.seconds is None else round(p.seconds, 3)) for p in last.phases],
         current=last.current_phase if last.status == "in-progress" else None, totalSeconds=total,
         failedPhase=last.failed_phase if failed else None, reason=last.reason if failed else None,

@@ -23,13 +23,9 @@ from gpustack_k3.api.v1alpha1.status import (
 )
 from gpustack_k3.coldstart.plancheck import plan_check
 from gpustack_k3.operator.podstate import PodSummary
+from gpustack_k3.operator.kube import kube_time
 from gpustack_k3.operator.observation import ColdStartObservation, Verdict, coldstart_model
 from gpustack_k3.operator.status_table import Ready
-
-
-def kube_time(t: dt.datetime) -> str:
-    """metav1.Time as the API serialises it: RFC 3339 in UTC, whole seconds (conditions, Events)."""
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def status_document(model: K3DeploymentStatus) -> dict:

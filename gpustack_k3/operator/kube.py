@@ -6,6 +6,7 @@ else is raised as ``kubernetes.client.rest.ApiException`` for the controller to 
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import threading
@@ -16,6 +17,12 @@ from urllib.parse import quote
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.kinds import CHILD_KINDS
 from gpustack_k3.core import retry
+
+
+def kube_time(t: dt.datetime, *, micro: bool = False) -> str:
+    """A time as the API serialises it: RFC 3339 in UTC, metav1.Time in whole seconds (conditions, Events),
+    metav1.MicroTime with microseconds (``micro``: a Lease's acquire/renew times)."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 log = logging.getLogger("gpustack_k3.operator")
 

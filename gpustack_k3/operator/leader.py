@@ -18,11 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gpustack_k3.operator.kube import kube_time
+
 log = logging.getLogger("gpustack_k3.operator")
-
-
-def _micro(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -106,7 +104,7 @@ class LeaderElector:
             log.exception("on_stopped failed")
 
     def _spec(self, holder: str, acquire: str | None, transitions: int, duration: float) -> dict:
-        now = _micro(dt.datetime.now(dt.UTC))
+        now = kube_time(dt.datetime.now(dt.UTC), micro=True)
         return {"holderIdentity": holder, "leaseDurationSeconds": max(1, int(round(duration))),
                 "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
 
@@ -166,7 +164,7 @@ class LeaderElector:
             if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
                 spec = dict(lease["spec"])
                 spec.update(holderIdentity="", leaseDurationSeconds=1,
-                            renewTime=_micro(dt.datetime.now(dt.UTC)))
+                            renewTime=kube_time(dt.datetime.now(dt.UTC), micro=True))
                 self.kube.replace({**lease, "spec": spec})
                 log.info("%s released lease %s/%s", self.identity, self.namespace, self.name)
         except Exception as e:

@@ -25,9 +25,9 @@ from typing import Any
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import ColdStart
 from gpustack_k3.operator import decide as d
-from gpustack_k3.operator.conditions import kube_time
 from gpustack_k3.operator.desired import apply_reason, object_key
 from gpustack_k3.operator.informer import Store
+from gpustack_k3.operator.kube import kube_time
 from gpustack_k3.operator.seams import ColdStartObserver, Key
 
 log = logging.getLogger("gpustack_k3.operator")
