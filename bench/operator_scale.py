@@ -79,7 +79,7 @@ def main() -> int:
     import yaml
     from kubernetes import client
 
-    from gpustack_k3.operator.controller import new_operator
+    from gpustack_k3.operator.controller import Options, new_operator
 
     validate, render, plan = hooks(args.render)
     preset = yaml.safe_load((ROOT / "gpustack_k3/catalog/data/presets/vllm-fixed.yaml").read_text())
@@ -93,8 +93,8 @@ def main() -> int:
         core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
         core.create_namespace({"metadata": {"name": NS}})
         op_api = client.ApiClient(cfg)
-        op = new_operator(op_api, namespaces=[NS], resync_s=3600, workers=args.workers, validate=validate, render=render,
-                      plan=plan, identity="bench").start()
+        op = new_operator(op_api, Options(validate=validate, render=render, plan=plan), namespaces=[NS],
+                          resync_s=3600, workers=args.workers, identity="bench").start()
         agent = "gpustack-k3-operator/"
         while not op.ready()[0]:
             time.sleep(0.05)
@@ -109,11 +109,11 @@ def main() -> int:
             list(pool.map(create, range(args.crs)))
 
         def steady() -> bool:
-            keys = op.crs.list_keys()
+            keys = op.caches.crs.list_keys()
             if len(keys) < args.crs:
                 return False
             for ns, name in keys:
-                obj = op.crs.get(ns, name) or {}
+                obj = op.caches.crs.get(ns, name) or {}
                 if (obj.get("status") or {}).get("observedGeneration") != obj.get("metadata", {}).get("generation"):
                     return False
             return op.queue.idle and op.queue.pending_delayed == 0
@@ -126,13 +126,13 @@ def main() -> int:
         wait_idle(op, 30, settle=1.0)
         create_writes, breakdown = writes(url, agent)
         phases: dict[str, int] = {}
-        for ns, name in op.crs.list_keys():
-            ph = ((op.crs.get(ns, name) or {}).get("status") or {}).get("phase", "None")
+        for ns, name in op.caches.crs.list_keys():
+            ph = ((op.caches.crs.get(ns, name) or {}).get("status") or {}).get("phase", "None")
             phases[ph] = phases.get(ph, 0) + 1
 
         before_reconciles = reconciles(op)
         reconciles_per_create = before_reconciles / args.crs
-        for key in op.crs.list_keys():  # one full resync of an unchanged cluster
+        for key in op.caches.crs.list_keys():  # one full resync of an unchanged cluster
             op.queue.add(key)
         wait_idle(op, 120, settle=1.0)
         resync_writes = writes(url, agent)[0] - create_writes

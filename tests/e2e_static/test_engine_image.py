@@ -78,13 +78,12 @@ def _post_json(url: str, body: dict) -> dict:
 def _status_from_log(text: bytes) -> dict:
     from gpustack_k3.coldstart.tracker import ColdStartTracker
     from gpustack_k3.operator.coldstart_bridge import snapshot_of
-    from gpustack_k3.operator.seams import coldstart_of
 
     tracker = ColdStartTracker(engine="vllm", budgets={})
     tracker.feed(text)
     tracker.finish()
     snap = snapshot_of(tracker.report(), "docker")
-    cold = coldstart_of(snap).model_dump(by_alias=True, exclude_none=True)
+    cold = snap.status.model_dump(by_alias=True, exclude_none=True)
     return {"metadata": {"name": "smollm2-cpu"}, "status": {"phase": "Ready", "coldStart": cold}}
 
 

@@ -21,14 +21,13 @@ LOGS = REPO / "tests" / "fixtures" / "logs"
 def _status_from_log(name: str, phase: str) -> dict:
     from gpustack_k3.coldstart.tracker import ColdStartTracker
     from gpustack_k3.operator import coldstart_bridge as bridge
-    from gpustack_k3.operator.seams import coldstart_of
 
     text = (LOGS / name).read_bytes()
     tracker = ColdStartTracker(engine="vllm", budgets={}, year=2026)
     tracker.feed(text)
     tracker.finish()
     snap = bridge.snapshot_of(tracker.report(), "smollm2-cpu-6d9f-abcde")
-    cold = coldstart_of(snap).model_dump(by_alias=True, exclude_none=True)
+    cold = snap.status.model_dump(by_alias=True, exclude_none=True)
     return {"apiVersion": "k3.gpustack.ai/v1alpha1", "kind": "K3Deployment", "metadata": {"name": "smollm2-cpu"},
             "status": {"phase": phase, "coldStart": cold}}
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from gpustack_k3.operator import hooks
-from gpustack_k3.operator.controller import new_operator
+from gpustack_k3.operator.controller import Options, new_operator
+from gpustack_k3.operator.manager import LeaderElection
 from tests.support.k8s_emulator import K8sEmulator
 from tests.support.waiting import wait_for
 from tools.chart import CHART_DIR, helm_template
@@ -35,10 +35,9 @@ def test_operator_runs_under_the_namespace_scoped_rbac_with_leader_election(helm
         created = emu.install(docs)
         assert {o["kind"] for o in created} >= {"Role", "RoleBinding", "ServiceAccount"}
         token = emu.service_account_token(sa["namespace"], sa["name"])
-        op = new_operator(emu.api_client(token=token), namespaces=watched, leader_elect=True,
-                      lease_namespace=RELEASE_NS, lease_duration=3.0, renew_deadline=2.0, retry_period=0.2,
-                      validate=hooks.validate, render=hooks.render, plan=hooks.plan, coldstart_factory="pod-logs",
-                      watch_timeout_s=5)
+        op = new_operator(emu.api_client(token=token), Options(), namespaces=watched, watch_timeout_s=5,
+                          leader_election=LeaderElection(lease_namespace=RELEASE_NS, lease_duration=3.0,
+                                                         renew_deadline=2.0, retry_period=0.2))
         op.start()
         try:
             assert wait_for(lambda: op.leading, timeout=30.0, what="leadership")

@@ -145,11 +145,11 @@ def test_operator_args_parse_with_the_operator_cli(render, values):
 def _expected_rbac():
     """What the operator needs: derived from the kinds it owns (operator/controller.py) plus its
     own resource, pods (readiness, logs) and events."""
-    from gpustack_k3.operator import controller as ctl
+    from gpustack_k3.operator.kinds import CHILD_KINDS
     from gpustack_k3.operator import kube
     lifecycle = {"get", "list", "watch", "create", "patch", "delete"}
     want: dict[tuple[str, str], set[str]] = {}
-    for api_version, kind in ctl.OWNED_KINDS:
+    for api_version, kind in (k.key for k in CHILD_KINDS):
         group = api_version.split("/")[0] if "/" in api_version else ""
         plural, _ = kube.KNOWN[(api_version, kind)]
         want[(group, plural)] = set(lifecycle)
