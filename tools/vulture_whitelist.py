@@ -28,3 +28,7 @@ _.do_GET, _.log_message, _.daemon_threads
 
 # operator/kube.py: kubernetes.client.Configuration attributes, read by the client
 _.retries, _.connection_pool_maxsize
+
+# operator/kvcheck.py: the KVTransfer check (docs/design/010-pd-rollouts.md §4), tested by tests/operator/test_kvcheck.py
+# but NOT YET CALLED by the reconciler (the wiring waits for the reconciler's seams): remove these when it is
+_.KVTransferCheck, _.metric_samples, _.instance_urls, _.checked_at

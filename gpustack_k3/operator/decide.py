@@ -32,6 +32,7 @@ from gpustack_k3.operator.conditions import (
     status_document,
     status_model,
 )
+from gpustack_k3.operator.kvcheck import transition_event
 from gpustack_k3.operator.desired import apply_reason, document_of, endpoint, object_key, prepare, template_hashes
 from gpustack_k3.operator.observation import ColdStartObservation, Observed
 from gpustack_k3.operator.podstate import on_older_template, summarize_pods
@@ -121,6 +122,7 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     else:
         conds.set(api.CONDITION_VALID, True, api.REASON_VALIDATED, f"valid with {len(warnings)} warning(s)" if warnings else "valid")
         facts, desired = _rendered(cr, observed, render, conds, facts, before, status, actions, warnings)
+    facts = _kv_transfer(observed.kv_transfer, conds, facts, before, actions)
     outcome = status_table.decide(facts)
     set_ready(conds, outcome.ready)
     pod_conditions(conds, facts.pods, cs)
@@ -140,6 +142,19 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
         actions.append(Emit("Warning" if outcome.phase in api.WARNING_PHASES else "Normal", outcome.phase,
                             f"phase {before.phase or 'None'} -> {outcome.phase}: {outcome.reason}"[:1024]))
     return Decision(tuple(actions), status, status != prev)
+
+
+def _kv_transfer(kv: Any, conds: Conditions, facts: status_table.Facts, before: K3DeploymentStatus,
+                 actions: list[Action]) -> status_table.Facts:
+    """P/D: the KVTransfer condition, its Event on a change of status (read from the status written last, so an
+    operator restart repeats none) and the fact the table's kv-transfer-failed row reads."""
+    if kv is None:
+        return facts
+    conds.set(api.CONDITION_KV_TRANSFER, {"True": True, "False": False}.get(kv.status), kv.reason, kv.message)
+    was = next((c.status for c in before.conditions if c.type == api.CONDITION_KV_TRANSFER), None)
+    if was != kv.status and (ev := transition_event(None, kv)) is not None:
+        actions.append(Emit(ev[0], ev[1], ev[2][:1024]))
+    return dataclasses.replace(facts, kv_transfer_failed=kv.message if kv.degraded else "")
 
 
 def _invalid(conds: Conditions, facts: status_table.Facts, errors: list, before: K3DeploymentStatus,

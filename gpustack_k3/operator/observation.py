@@ -79,3 +79,5 @@ class Observed:
     pods: Sequence[dict] = ()
     coldstart: ColdStartObservation | None = None
     apply_error: str | None = None
+    # P/D: the last KVTransfer check (gpustack_k3.operator.kvcheck.KVTransferObservation), None before the first
+    kv_transfer: Any = None

@@ -30,6 +30,7 @@ class Facts:
     restart_loop: str = ""
     short_roles: str = ""
     rolling: str = ""
+    kv_transfer_failed: str = ""     # P/D: KVTransfer False on consecutive checks (its message)
 
     @property
     def verdict(self) -> Verdict | None:
@@ -116,6 +117,11 @@ ROWS: tuple[Row, ...] = (
     Row("crash-loop-after-restart", lambda f: f.verdict is not None and bool(f.pods.restarted_after_crash),
         api.PHASE_DEGRADED,
         lambda f: f"{f.verdict.said} (again after a restart: {f.pods.restarted_after_crash})", pods_say),
+    # P/D whose KV does not move (docs/design/010-pd-rollouts.md §4): after the rows that say the engines do not
+    # run at all (a crash explains missing transfers better than the counters), before Stalled
+    Row("kv-transfer-failed", lambda f: bool(f.kv_transfer_failed), api.PHASE_DEGRADED,
+        lambda f: f"{api.REASON_KV_TRANSFER_FAILED}: {f.kv_transfer_failed}",
+        lambda f: Ready(False, api.REASON_KV_TRANSFER_FAILED, f.kv_transfer_failed)),
     Row("stalled", lambda f: f.verdict is not None, api.PHASE_DEGRADED, lambda f: f.verdict.said, pods_say),
     Row("groups-not-ready", lambda f: f.all_ready and bool(f.short_roles), api.PHASE_STARTING,
         lambda f: f"{api.REASON_GROUPS_NOT_READY}: {f.short_roles}",

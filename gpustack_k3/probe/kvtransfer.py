@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.probe.catalog import MetricsCatalogError, load_metrics_catalog
 
 DATA = Path(__file__).with_name("data") / "kvtransfer.yaml"
@@ -250,7 +251,7 @@ class Verdict:
         return {"True": "moving", "False": "not-moving", "Unknown": "unknown"}[self.status]
 
     def to_dict(self) -> dict:
-        return {"condition": "KVTransfer", "status": self.status, "verdict": self.verdict, "reason": self.reason,
+        return {"condition": api.CONDITION_KV_TRANSFER, "status": self.status, "verdict": self.verdict, "reason": self.reason,
                 "message": self.message, "fix": self.fix, "engine": self.engine, "evidence": self.evidence}
 
 

@@ -104,9 +104,11 @@ def test_first_reconcile_applies_owned_labelled_objects_and_reports_deploying():
     s = dec.status
     assert s["phase"] == "Deploying" and s["observedGeneration"] == 1
     conds = {c["type"]: c for c in s["conditions"]}
-    # every condition but the topology's group restart loop (a single-engine resource has no LWS groups)
+    # every condition but the topology's group restart loop (a single-engine resource has no LWS groups) and P/D's
+    # KVTransfer (no prefill and decode roles)
     assert [c["type"] for c in s["conditions"]] == [t for t in api.CONDITION_TYPES
-                                                     if t != api.CONDITION_GROUP_RESTART_LOOP]
+                                                     if t not in (api.CONDITION_GROUP_RESTART_LOOP,
+                                                                  api.CONDITION_KV_TRANSFER)]
     assert conds["Valid"]["status"] == "True" and conds["Rendered"]["status"] == "True"
     assert conds["Ready"]["status"] == "False" and conds["WeightsLoaded"]["status"] == "Unknown"
     assert s["endpoint"] == "http://kimi.llm.svc:8000"

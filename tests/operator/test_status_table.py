@@ -36,6 +36,8 @@ EXAMPLES = [
      api.PHASE_DEGRADED, "CrashLoopBackOff"),
     ("crash-loop-after-restart", t.Facts(pods=PodSummary(total=1, scheduled=1, restarted_after_crash="p/engine"),
                                       coldstart=cold(verdict=CRASHED)), api.PHASE_DEGRADED, api.REASON_ENGINE_CRASHED),
+    ("kv-transfer-failed", t.Facts(pods=READY, kv_transfer_failed="decode computed 900 prompt token(s) itself"),
+     api.PHASE_DEGRADED, api.REASON_KV_TRANSFER_FAILED),
     ("stalled", t.Facts(pods=STARTING, coldstart=cold(verdict=STALLED)), api.PHASE_DEGRADED,
      api.REASON_PHASE_OVER_BUDGET),
     ("groups-not-ready", t.Facts(pods=READY, short_roles="decode 0/1", rolling="x"), api.PHASE_STARTING,

@@ -133,8 +133,12 @@ CONDITION_READY: Final = "Ready"
 CONDITION_WARM: Final = "Warm"
 # topologies only: True while an LWS group keeps being recreated (lws#877, a bounded group restart, is not merged)
 CONDITION_GROUP_RESTART_LOOP: Final = "GroupRestartLoop"
+# P/D only: does KV move from prefill to decode (docs/design/010-pd-rollouts.md §4; the verdict and its reasons:
+# gpustack_k3/probe/kvtransfer.py and probe/data/kvtransfer.yaml)
+CONDITION_KV_TRANSFER: Final = "KVTransfer"
 CONDITION_TYPES: Final = (CONDITION_VALID, CONDITION_RENDERED, CONDITION_SCHEDULED, CONDITION_WEIGHTS_LOADED,
-                          CONDITION_GRAPHS_CAPTURED, CONDITION_READY, CONDITION_WARM, CONDITION_GROUP_RESTART_LOOP)
+                          CONDITION_GRAPHS_CAPTURED, CONDITION_READY, CONDITION_WARM, CONDITION_GROUP_RESTART_LOOP,
+                          CONDITION_KV_TRANSFER)
 
 # ----------------------------------------------------------------------------- condition reasons
 # (CamelCase, as metav1.Condition wants). Event reasons are phases and the ones below.
@@ -166,6 +170,8 @@ REASON_POD_FAILED: Final = "PodFailed"
 REASON_GROUPS_NOT_READY: Final = "GroupsNotReady"        # pods ready, but an LWS does not count its groups ready yet
 REASON_GROUPS_RECREATED: Final = "GroupsRecreated"
 REASON_GROUPS_STABLE: Final = "GroupsStable"
+REASON_KV_TRANSFER_FAILED: Final = "KVTransferFailed"    # Ready False: KVTransfer False on consecutive checks
+# (the KVTransfer condition's own reasons are the verdict's: gpustack_k3/probe/data/kvtransfer.yaml)
 # The kubelet's own waiting/termination reasons, passed through as the Ready condition's reason when a pod is
 # the problem (kubernetes pkg/kubelet/images/types.go, pkg/kubelet/container/sync_result.go, and
 # ContainerStateTerminated reasons).
@@ -181,13 +187,17 @@ CONDITION_REASONS: Final = frozenset({
     REASON_NOT_USED, REASON_IN_PROGRESS, REASON_NO_COLDSTART_DATA, REASON_PODS_READY, REASON_PODS_NOT_READY,
     REASON_ROLLING_OUT, REASON_COLDSTART_FAILED, REASON_ENGINE_CRASHED, REASON_PHASE_OVER_BUDGET, REASON_WARM,
     REASON_NOT_WARM, REASON_WARMUP_FAILED, REASON_FAILED, REASON_POD_FAILED, REASON_GROUPS_NOT_READY,
-    REASON_GROUPS_RECREATED, REASON_GROUPS_STABLE,
+    REASON_GROUPS_RECREATED, REASON_GROUPS_STABLE, REASON_KV_TRANSFER_FAILED,
 }) | KUBELET_FATAL_WAITING | KUBELET_CRASH_WAITING | KUBELET_CRASH_TERMINATED
 
 # ----------------------------------------------------------------------------- Event reasons besides phases
 EVENT_COLDSTART_ATTEMPT: Final = "ColdStartAttempt"
 EVENT_COLDSTART_PHASE: Final = "ColdStartPhase"
-EVENT_REASONS: Final = frozenset({*PHASES, REASON_VALIDATION_FAILED, EVENT_COLDSTART_ATTEMPT, EVENT_COLDSTART_PHASE})
+# a change of the KVTransfer condition (operator/kvcheck.py); its False is REASON_KV_TRANSFER_FAILED
+EVENT_KV_TRANSFER_VERIFIED: Final = "KVTransferVerified"
+EVENT_KV_TRANSFER_UNKNOWN: Final = "KVTransferUnknown"
+EVENT_REASONS: Final = frozenset({*PHASES, REASON_VALIDATION_FAILED, EVENT_COLDSTART_ATTEMPT, EVENT_COLDSTART_PHASE,
+                                  EVENT_KV_TRANSFER_VERIFIED, REASON_KV_TRANSFER_FAILED, EVENT_KV_TRANSFER_UNKNOWN})
 
 # ----------------------------------------------------------------------------- kubectl get columns
 PRINTER_COLUMNS: Final = (

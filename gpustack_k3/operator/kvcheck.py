@@ -1,0 +1,147 @@
+"""The KVTransfer check of a P/D deployment (docs/design/010-pd-rollouts.md §4): every ``interval_s`` after Ready,
+read every prefill and decode instance's ``/metrics`` and decide, from the rise of the engines' own counters over
+the interval, whether KV moves. The decision is the probe's (``gpustack_k3.probe.kvtransfer.decide``), so the
+operator and ``gpustack-k3 probe --prefill --decode`` agree by construction; the traffic is what the decode
+engines finished over the interval (``engine_traffic``), since the operator sends none of its own here.
+
+I/O only through the injected ``fetch(url) -> (text | None, why)``; the clock is injected too. Pure helpers:
+``transition_event`` (the Event on a change of status) and ``metric_samples`` (the Prometheus series).
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.probe.kvtransfer import (
+    Exposition,
+    Scrape,
+    Traffic,
+    decide,
+    engine_traffic,
+    parse_samples,
+)
+from gpustack_k3.render.router import instance_service_name
+
+Key = tuple[str, str]
+Fetch = Callable[[str], tuple[str | None, str]]
+
+DEGRADE_AFTER = 2           # consecutive False checks before the deployment is Degraded (design §4)
+METRIC = "gpustack_k3_kv_transfer"
+STATUSES = ("True", "False", "Unknown")
+
+
+@dataclasses.dataclass(frozen=True)
+class KVTransferObservation:
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+    checked_at: float
+    false_checks: int = 0
+    evidence: Mapping = dataclasses.field(default_factory=dict)
+
+    @property
+    def degraded(self) -> bool:
+        """The Degraded rule: False on ``DEGRADE_AFTER`` checks in a row."""
+        return self.status == "False" and self.false_checks >= DEGRADE_AFTER
+
+
+@dataclasses.dataclass
+class _Baseline:
+    at: float
+    scrapes: dict[str, Exposition | None]       # url -> exposition (None: not read, see why)
+    why: dict[str, str]
+
+
+class KVTransferCheck:
+    """Per resource: the last scrape of each instance (the interval's start) and the last observation."""
+
+    def __init__(self, fetch: Fetch, interval_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+        if interval_s <= 0:
+            raise ValueError(f"interval_s: {interval_s!r} must be positive")
+        self.fetch, self.interval_s, self.clock = fetch, interval_s, clock
+        self._lock = threading.Lock()
+        self._base: dict[Key, _Baseline] = {}
+        self._last: dict[Key, KVTransferObservation] = {}
+
+    def _read(self, urls: Sequence[str]) -> tuple[dict[str, Exposition | None], dict[str, str]]:
+        got: dict[str, Exposition | None] = {}
+        why: dict[str, str] = {}
+        for url in urls:
+            text, reason = self.fetch(url)
+            got[url] = parse_samples(text) if text is not None else None
+            if text is None:
+                why[url] = reason or "not read"
+        return got, why
+
+    def observe(self, key: Key, prefill: Sequence[str], decode: Sequence[str]) -> KVTransferObservation | None:
+        """The observation for this reconcile: a new one when an interval has passed since the last scrape, else
+        the last one (None before the first interval ends). Call it only once the deployment is Ready."""
+        if not prefill or not decode:
+            return None
+        now = self.clock()
+        with self._lock:
+            base, last = self._base.get(key), self._last.get(key)
+        if base is not None and now - base.at < self.interval_s:
+            return last
+        cur, why = self._read([*prefill, *decode])
+        with self._lock:
+            self._base[key] = _Baseline(now, cur, why)
+        if base is None:
+            return last
+        roles = [("prefill", u) for u in prefill] + [("decode", u) for u in decode]
+        scrapes = [_pair(role, url, base, cur, why) for role, url in roles]
+        traffic = engine_traffic(scrapes) or Traffic(requests=0, ok=0)
+        v = decide(scrapes, traffic)
+        false_checks = ((last.false_checks if last is not None else 0) + 1) if v.status == "False" else 0
+        obs = KVTransferObservation(v.status, v.reason, v.message, now, false_checks, v.to_dict()["evidence"])
+        with self._lock:
+            self._last[key] = obs
+        return obs
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._base.pop(key, None)
+            self._last.pop(key, None)
+
+
+def _pair(role: str, url: str, base: _Baseline, cur: Mapping[str, Exposition | None], why: Mapping[str, str]) -> Scrape:
+    before, after = base.scrapes.get(url), cur.get(url)
+    if before is None or after is None:
+        reason = why.get(url) or base.why.get(url) or "not read at the interval's start (a new instance)"
+        return Scrape(role, url, None, None, reason)    # type: ignore[arg-type]
+    return Scrape(role, url, before, after)              # type: ignore[arg-type]
+
+
+def transition_event(prev: KVTransferObservation | None, cur: KVTransferObservation | None
+                     ) -> tuple[str, str, str] | None:
+    """(Event type, reason, message) when the condition's status changed, else None (design §4: not per check)."""
+    if cur is None or (prev is not None and prev.status == cur.status):
+        return None
+    kind, reason = {"True": ("Normal", api.EVENT_KV_TRANSFER_VERIFIED),
+                    "False": ("Warning", api.REASON_KV_TRANSFER_FAILED),
+                    "Unknown": ("Normal", api.EVENT_KV_TRANSFER_UNKNOWN)}[cur.status]
+    return kind, reason, f"{cur.reason}: {cur.message}"
+
+
+def metric_samples(namespace: str, name: str, obs: KVTransferObservation | None) -> list[tuple[str, dict, float]]:
+    """``gpustack_k3_kv_transfer{namespace,name,status}``: 1 for the current status, 0 for the others (no series
+    while the deployment has no observation)."""
+    if obs is None:
+        return []
+    return [(METRIC, {"namespace": namespace, "name": name, "status": s}, 1.0 if s == obs.status else 0.0)
+            for s in STATUSES]
+
+
+def instance_urls(topo, namespace: str) -> dict[str, list[str]]:
+    """Every prefill and decode instance's in-cluster URL (the per-instance Services the router uses:
+    gpustack_k3/render/router.py ``instance_services``)."""
+    out: dict[str, list[str]] = {"prefill": [], "decode": []}
+    for role in topo.roles:
+        if role.kind in out:
+            out[role.kind] += [f"http://{instance_service_name(topo, role, g)}.{namespace}.svc:{role.leader.port}"
+                               for g in range(role.instances)]
+    return out
