@@ -352,7 +352,7 @@ def note_emitted() -> None:
 def gate_or_exit(findings, what: str = "nothing was written") -> None:
     """Before a command acts: with ``--fail-on warning`` a warning refuses like an error (exit 1)."""
     if fail_on_level() == "warning":
-        warned = [f for f in findings if f.severity == "warning"]
+        warned = gating_warnings(findings)
         if warned:
             raise Refused(warned, note=f"refused by --fail-on warning: {len(warned)} warning(s); {what}",
                           shown=True)   # the warnings were printed as they were found
@@ -376,41 +376,67 @@ output_option = output_option_of("text", "json", "yaml")
 FAIL_ON = ("error", "warning")
 
 
-def fail_on_level() -> str:
+def _meta(key: str, default: Any) -> Any:
     ctx = click.get_current_context(silent=True)
     while ctx is not None:
-        if "fail_on" in ctx.meta:
-            return ctx.meta["fail_on"]
+        if key in ctx.meta:
+            return ctx.meta[key]
         ctx = ctx.parent
-    return "error"
+    return default
+
+
+def fail_on_level() -> str:
+    return _meta("fail_on", "error")
+
+
+def gating_warnings(findings) -> list:
+    """The warnings that fail this run under ``--fail-on warning``: every one but the acknowledged rules'
+    (``--ack RULE``); none under ``--fail-on error``."""
+    if fail_on_level() != "warning":
+        return []
+    acked = _meta("ack", frozenset())
+    return [f for f in findings if f.severity == "warning" and f.rule not in acked]
 
 
 def gate_fails(findings) -> bool:
-    """True when ``findings`` fail this run: an error, or with ``--fail-on warning`` a warning too."""
-    sev = ("error", "warning") if fail_on_level() == "warning" else ("error",)
-    return any(f.severity in sev for f in findings)
+    """True when ``findings`` fail this run: an error, or with ``--fail-on warning`` an unacknowledged warning."""
+    return any(f.severity == "error" for f in findings) or bool(gating_warnings(findings))
 
 
 def fail_on_option(fn):
     """``--fail-on warning|error`` on a command that reports findings: with ``warning`` a run whose findings
-    hold a warning exits 1 (the JSON/YAML payload says ``"ok": false``); errors always do."""
+    hold a warning exits 1 (the JSON/YAML payload says ``"ok": false``); errors always do. ``--ack RULE``
+    (repeatable) accepts that rule's warnings under ``--fail-on warning`` (they are still shown)."""
     import functools
 
     def store(ctx, _param, value):
         ctx.meta["fail_on"] = value
         return value
 
+    def store_ack(ctx, _param, value):
+        if value:
+            from gpustack_k3.core.rules import RULES
+
+            unknown = [r for r in value if r not in RULES]
+            if unknown:
+                raise InputError("--ack", f"unknown rule {', '.join(map(repr, unknown))}",
+                                 "give the id a finding prints in brackets (`gpustack-k3 explain` lists them)")
+        ctx.meta["ack"] = frozenset(value)
+        return value
+
     @functools.wraps(fn)
     def gated(*args, **kwargs):
         rv = fn(*args, **kwargs)
         if fail_on_level() == "warning" and not rv:
-            warned = [f for f in _state()["findings"] if f.severity == "warning"]
+            warned = gating_warnings(_state()["findings"])
             if warned:
                 ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in warned))
                 raise Refused(warned, note=f"refused by --fail-on warning: {len(warned)} warning(s): {ids}",
                               shown=True)
         return rv
 
+    gated = click.option("--ack", multiple=True, metavar="RULE", expose_value=False, callback=store_ack,
+                         help="With --fail-on warning: accept this rule's warnings (repeatable; still shown).")(gated)
     return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="error", show_default=True,
                         expose_value=False, is_eager=True, callback=store,
                         help="Exit 1 on findings of this severity or worse (warning: a CI gate on warnings).")(gated)
