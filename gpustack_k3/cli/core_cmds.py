@@ -373,6 +373,8 @@ def explain(rule_id, output):
     if rule_id is None:
         items = [{"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title}
                  for r in of_family(*FAMILIES)]
+        items += [{"rule": t.rule, "family": "probe", "severity": t.severity, "title": _probe_title(t)}
+                  for t in _probe_findings().values()]
         if output == "text":
             for i in items:
                 click.echo(f"{i['rule']:<40} {i['family']:<7} {i['severity']:<8} {i['title']}")
@@ -380,10 +382,13 @@ def explain(rule_id, output):
             emit(items, output)
         return
     r = RULES.get(rule_id)
+    if r is None and rule_id in _probe_findings():
+        _explain_probe(_probe_findings()[rule_id], output)
+        return
     if r is None:
         import difflib
 
-        close = difflib.get_close_matches(rule_id, list(RULES), n=3)
+        close = difflib.get_close_matches(rule_id, [*RULES, *_probe_findings()], n=3)
         raise InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
                          else "`gpustack-k3 explain` lists all rules")
     d = _explain_data(r, load_catalog())
@@ -417,6 +422,32 @@ def explain(rule_id, output):
                    f"{f.get('seed')}, {f.get('lines_per_release')} lines per release, {f.get('pairs')} pairs):")
         for rel, e in cov["releases"].items():
             click.echo(f"  {rel}: {summary(e)}")
+
+
+def _probe_findings() -> dict:
+    """The findings `probe` prints (probe/data/findings.yaml): explained beside the rule catalog's."""
+    from gpustack_k3.probe.catalog import load_findings
+
+    return load_findings()
+
+
+def _probe_title(t) -> str:
+    return t.message.split(":")[0].split("{")[0].strip().rstrip(",;") or t.rule
+
+
+def _explain_probe(t, output: str) -> None:
+    d = {"rule": t.rule, "family": "probe", "severity": t.severity, "title": _probe_title(t), "field": t.field,
+         "message": t.message, "fix": t.fix, "source": t.source,
+         "applies_to": ["any engine (measured by `gpustack-k3 probe` on a live endpoint)"]}
+    if output != "text":
+        emit(d, output)
+        return
+    click.echo(f"{t.rule} ({t.severity}): {d['title']}")
+    click.echo("family:     probe (measured on a live endpoint by `gpustack-k3 probe`)")
+    click.echo(f"field:      {t.field}")
+    click.echo(f"message:    {t.message}")
+    click.echo(f"fix:        {t.fix}")
+    click.echo(f"source:     {t.source}")
 
 
 def _oracle_release(version) -> bool:
