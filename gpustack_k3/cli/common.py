@@ -290,12 +290,12 @@ def load_document(path: str | None, preset: str | None):
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
     """``build_launch`` for SPEC or --preset: an unusable document raises InputError (exit 2), a refused spec
     Refused (exit 1); ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
-    from gpustack_k3.core.launch import build_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_launch   # the spec's findings
 
     doc = load_document(path, preset)
     try:
         launch, findings, plan = build_launch(doc, strict=strict)
-    except Refused as exc:
+    except SpecRefused as exc:
         exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
     warn = [f for f in findings if f.severity == "warning"]
     if warn and warnings:
@@ -369,6 +369,20 @@ def output_option_of(*choices: str, default: str = "text"):
 
 
 output_option = output_option_of("text", "json", "yaml")
+
+
+# ------------------------------------------------------------------ options that do not apply
+
+def not_applicable(options: dict[str, str], why: str, fix: str = "drop it") -> None:
+    """Refuse (exit 2, naming the option) every option of ``options`` (parameter name -> option as spelled) that
+    the user gave on the command line although it does not apply (``why``): an option is never silently ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [opt for name, opt in options.items() if ctx.get_parameter_source(name) in (
+        ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    if given:
+        raise InputError(given[0], f"does not apply {why}", fix)
 
 
 # ------------------------------------------------------------------ --fail-on (a CI gate)

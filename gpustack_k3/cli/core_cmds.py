@@ -11,6 +11,7 @@ from gpustack_k3.cli.common import (
     fail_on_option,
     findings_payload,
     load_document,
+    not_applicable,
     outcome,
     output_option,
     print_findings_text,
@@ -152,6 +153,7 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
     from gpustack_k3.core.argv.roles import line_role
 
+    not_applicable({"name": "--name"}, "to check-args (it names the document `import` writes)")
     # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
     _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
                                   None, None, gpus, name=name, **_argv_io(model_config))
@@ -214,6 +216,10 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, output, argv)
                               "plan one: SPEC or --preset NAME, or --engine E -- ARGV"))
     if after is not None:
         argv = (*argv, *after)
+    if not engine:
+        not_applicable({"engine_version": "--engine-version", "gpu_type": "--gpu-type", "gpus": "--gpus"},
+                       "to a SPEC or --preset (the document says them)", "set them in the document, or plan a "
+                       "command line: --engine E -- ARGV")
     if engine:
         if spec is not None:
             argv = (spec, *argv)
@@ -343,14 +349,14 @@ def _topology_plan_text(d: dict) -> None:
 
 def _plan_roles(doc, output) -> None:
     """``plan`` of a document with roles; exit 1 when the topology would be refused (the plan is still shown)."""
-    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
 
     d = plan_topology(doc).to_dict()
     try:
         build_topology_launch(doc)
         findings = []
-    except Refused as exc:
+    except SpecRefused as exc:
         findings = exc.findings
     if output != "text":
         emit(_plan_result(findings, d), output)
@@ -528,7 +534,7 @@ def presets(show, output):
 def dry_run(spec, preset, strict, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.launch import build_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_launch
 
     if spec is None and preset is None:
         preset = load_catalog().default_preset
@@ -543,8 +549,8 @@ def dry_run(spec, preset, strict, output):
         launch, findings, p = build_launch(doc, strict=strict)
         findings = with_render_findings(launch, findings)   # what the targets themselves refuse
         if has_errors(findings):
-            raise Refused(findings)
-    except Refused as exc:
+            raise SpecRefused(findings)
+    except SpecRefused as exc:
         _dry_run_refused(exc.findings, output)
     with outcome("nothing was rendered"):
         targets = _render_summary(launch, doc)
@@ -600,7 +606,7 @@ def _dry_run_roles(doc, strict, output) -> None:
     what each target makes of it (rendered in memory, nothing written)."""
     import shlex
 
-    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
     from gpustack_k3.render.argv import per_pod_tokens
     from gpustack_k3.render.targets import TARGETS, render_topology_targets
@@ -610,7 +616,7 @@ def _dry_run_roles(doc, strict, output) -> None:
             tl = build_topology_launch(doc, strict=strict)[0]
             files, refused, findings = render_topology_targets(doc, TARGETS, namespace=doc.metadata.namespace,
                                                                strict=strict)
-    except Refused as exc:
+    except SpecRefused as exc:
         _dry_run_refused(exc.findings, output)
     targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
     roles = []

@@ -214,3 +214,17 @@ def test_explain_knows_the_ids_probe_prints():
     assert set(ids) <= listed
     text = _run("explain", ids[0])
     assert text.returncode == 0 and ids[0] in text.stdout and "fix:" in text.stdout
+
+
+def test_a_refused_spec_answers_with_its_findings_in_every_command(tmp_path):
+    """The spec's error findings (core/launch.py Refused) reach the user the same way from dry-run, plan, render
+    and run: exit 1, the findings in one result object under -o json."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(_run("presets", "--show", "vllm-fixed").stdout.replace("fraction: 0.92", "fraction: 1.5"))
+    assert "fraction: 1.5" in spec.read_text()
+    for argv in (["dry-run", str(spec)], ["plan", str(spec)], ["render", str(spec), "--target", "argv"],
+                 ["run", "start", str(spec), "--dry-run"]):
+        p = _run(*argv, "-o", "json")
+        assert p.returncode == 1, (argv, p.stderr[-1500:])
+        obj = json.loads(p.stdout)
+        assert obj["ok"] is False and "vllm-config-bounds" in {f["rule"] for f in obj["findings"]}, (argv, obj)

@@ -17,7 +17,7 @@ CLOSED = "http://127.0.0.1:9"     # the discard port: nothing listens, the conne
 # command path -> options (the outcome must depend on them: JSON output, a dry run, a server URL)
 CASES = {
     ("validate",): ["-o", "json", "--strict"],
-    ("plan",): ["-o", "json", "--gpus", "8"],
+    ("plan",): ["-o", "json"],
     ("dry-run",): ["-o", "json"],
     ("render",): ["--target", "argv", "-o", "json", "--namespace", "llm"],
     ("run", "start"): ["--dry-run", "--runtime", "local"],
