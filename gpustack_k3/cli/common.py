@@ -67,6 +67,14 @@ def error_object(code: int, message: str, *, where: str | None = None, fix: str 
             "error": {"kind": kind, "where": where, "message": message, "fix": fix}}
 
 
+def emit_error(obj: dict, output: str | None = None) -> None:
+    """Print an error/refusal object on stdout when a machine format was asked for (once per run). Prefer raising
+    an error of gpustack_k3/errors.py: cli/main.py then prints its object."""
+    output = output or requested_output()
+    if output in MACHINE_FORMATS and not _state()["emitted"]:
+        emit(obj, output)
+
+
 def fail_input(err: InputError | str) -> NoReturn:
     """Unusable input (exit 2): raised, and shown by the one handler in cli/main.py (one line on stderr, the error
     object on stdout under -o json|yaml)."""
