@@ -21,7 +21,13 @@ Then it fails (exit 1) when
   on the CI machines); every other tier was prepared, so a skip there means a check did not run,
 * the working tree has changes after the run that it did not have before (``git status --porcelain``, with a
   digest of each listed file, so a further edit of an already modified file counts too). Outside a git
-  checkout this check is skipped, and the summary says so.
+  checkout this check is skipped, and the summary says so,
+* a process the run started is still alive after it (an engine, a server, a ``sleep`` a fixture forgot): each
+  pytest run starts in a session of its own with a marker in its environment (``GPUSTACK_K3_TESTGATE_RUN``);
+  a process in that session, or one whose environment carries the marker (a fixture that started it in a
+  session of its own inherits the marker unless it replaced the whole environment), is named with its command
+  line, then stopped (SIGTERM to its process group, SIGKILL after a grace period), and the gate fails. The check
+  needs /proc (Linux); elsewhere the summary says it was skipped.
 
 Otherwise it exits with pytest's own code. ``--pytest EXE`` runs EXE instead of ``python3 -m pytest`` (the
 gate's own tests use a fake pytest that writes a given JUnit report).
@@ -31,9 +37,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import os
+import signal
 import subprocess
 import sys
 import time
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +55,8 @@ PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tool
 UNIT_ONLY = " and ".join(f"not {m}" for m in PREPARED_TIERS)
 PREPARED_ONLY = " or ".join(PREPARED_TIERS)   # the complement of UNIT_ONLY: every test is in exactly one run
 NO_TESTS = 5   # pytest's exit code when it collected nothing
+RUN_MARKER = "GPUSTACK_K3_TESTGATE_RUN"   # in the environment of every process a run starts
+GRACE_S = 5.0   # a process may take this long to go after the run ended (a server's shutdown) before it counts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +97,72 @@ def read_skips(junit: Path) -> tuple[int, list[Skip]]:
         message = (skipped.get("message") or skipped.text or "").strip()
         skips.append(Skip(name, frozenset(m for m in markers.split(",") if m), message))
     return total, skips
+
+
+@dataclasses.dataclass(frozen=True)
+class Proc:
+    pid: int
+    pgid: int
+    sid: int
+    cmdline: str
+
+    def __str__(self) -> str:
+        return f"pid {self.pid} (process group {self.pgid}, session {self.sid}): {self.cmdline}"
+
+
+def _proc(pid: int) -> tuple[Proc, bytes] | None:
+    """(the process, its environment) from /proc; None when it is gone or not readable."""
+    base = Path("/proc") / str(pid)
+    try:
+        stat = (base / "stat").read_text()
+        cmd = (base / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        env = (base / "environ").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()   # after "pid (comm) ": state ppid pgrp session ...
+    if fields[0] == "Z":   # a zombie holds nothing and cannot be stopped; its parent reaps it
+        return None
+    return Proc(pid, int(fields[2]), int(fields[3]), cmd or stat[stat.index("(") + 1:stat.rindex(")")]), env
+
+
+def run_processes(sessions: Sequence[int], marker: str, var: str = RUN_MARKER) -> list[Proc] | None:
+    """The live processes a run started: in one of ``sessions`` (each pytest run's, started with a session of its
+    own) or with ``var=marker`` in their environment. None when /proc cannot be read (not Linux)."""
+    if not Path("/proc/self/stat").exists():
+        return None
+    tag = f"{var}={marker}".encode() + b"\0"
+    me = os.getpid()
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        got = _proc(int(entry.name))
+        if got is not None and (got[0].sid in sessions or tag in got[1] + b"\0"):
+            out.append(got[0])
+    return sorted(out, key=lambda p: p.pid)
+
+
+def leftover_processes(sessions: Sequence[int], marker: str, grace_s: float = GRACE_S,
+                       var: str = RUN_MARKER) -> list[Proc] | None:
+    """What the run left alive once ``grace_s`` passed; then stopped (SIGTERM to each process group, SIGKILL to
+    what is left after ``grace_s``). None: the check cannot run here."""
+    deadline = time.monotonic() + grace_s
+    left = run_processes(sessions, marker, var)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = run_processes(sessions, marker, var)
+    if not left:
+        return left
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in run_processes(sessions, marker, var) or []:
+            try:
+                os.killpg(p.pgid, sig) if p.pgid != os.getpgid(0) else os.kill(p.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        end = time.monotonic() + grace_s
+        while run_processes(sessions, marker, var) and time.monotonic() < end:
+            time.sleep(0.2)
+    return left
 
 
 def tree_state(repo: Path) -> dict[str, str] | None:
@@ -222,9 +299,10 @@ def combine(codes: Sequence[tuple[str, int]], *, narrowed: bool) -> tuple[int, l
 
 
 def judge(rc: int, junit: Path, before: dict[str, str] | None, after: dict[str, str] | None,
-          problems: Sequence[str] = ()) -> tuple[int, list[str]]:
-    """The gate's exit code and its summary lines, from pytest's exit code, its report, the tree snapshots and
-    what else already fails the run (``problems``: a run without a report, a run that collected nothing)."""
+          problems: Sequence[str] = (), leftovers: Sequence[Proc] | None = ()) -> tuple[int, list[str]]:
+    """The gate's exit code and its summary lines, from pytest's exit code, its report, the tree snapshots, the
+    processes the run left alive (None: not checked) and what else already fails the run (``problems``: a run
+    without a report, a run that collected nothing)."""
     lines: list[str] = [f"{p}: failing" for p in problems]
     failed = bool(problems)
     if rc == NO_TESTS:
@@ -255,6 +333,14 @@ def judge(rc: int, junit: Path, before: dict[str, str] | None, after: dict[str, 
             failed = True
         else:
             lines.append("working tree as before the run")
+    if leftovers is None:
+        lines.append("no /proc here: the check that the run stops every process it starts is skipped")
+    elif leftovers:
+        lines.append(f"the run left {len(leftovers)} process(es) alive (now stopped): failing")
+        lines += [f"  {p}" for p in leftovers]
+        failed = True
+    else:
+        lines.append("no process of the run left alive")
     if rc not in (0, NO_TESTS):
         return rc, lines
     return (1 if failed else 0), lines
@@ -283,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_first = any(a in ("-x", "--exitfirst") for a in args.pytest_args)
     codes: list[tuple[str, int]] = []
     notes: list[str] = []
+    marker, sessions = uuid.uuid4().hex, []
     for run in runs:
         cmd = pytest_argv(run.report, args.pytest_args, tiers=run.tiers, workers=run.workers,
                           pytest_exe=args.pytest_exe)
@@ -291,22 +378,35 @@ def main(argv: list[str] | None = None) -> int:
             expr = markexpr(run.tiers, split_markexpr(args.pytest_args)[1]) if run.tiers else None
             print(f"[testgate] {run.label} run ({how}): -m {expr!r}", flush=True)
         t0 = time.monotonic()
-        rc = subprocess.run(cmd, cwd=args.repo, check=False).returncode
+        rc = _run_pytest(cmd, args.repo, marker, sessions)
         codes.append((run.label, rc))
         notes.append(f"{run.label} run: pytest exited {rc} after {time.monotonic() - t0:.0f} s")
         if exit_first and rc not in (0, NO_TESTS) and run is not runs[-1]:
             notes.append(f"-x: the {run.label} run failed, the later run(s) did not run")
             break
+    leftovers = leftover_processes(sessions, marker)
     after = tree_state(args.repo) if before is not None else None
     problems: list[str] = []
     if args.workers > 0:     # each run wrote a part beside --junit
         problems += merge_reports([(label, r.report) for (label, _rc), r in zip(codes, runs)], args.junit)
     rc, empty = combine(codes, narrowed=bool(args.pytest_args))
-    code, lines = judge(rc, args.junit, before, after, [*problems, *empty])
+    code, lines = judge(rc, args.junit, before, after, [*problems, *empty], leftovers)
     for line in [*notes, *lines] if args.workers > 0 else lines:
         print(f"[testgate] {line}", flush=True)
     print(f"[testgate] exit {code}" + (f" (pytest exited {rc})" if rc != code else ""), flush=True)
     return code
+
+
+def _run_pytest(cmd: list[str], repo: Path, marker: str, sessions: list[int]) -> int:
+    """One pytest run in a session of its own (its processes are found by session id), the run's marker in its
+    environment; Ctrl-C is passed on to it."""
+    proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, RUN_MARKER: marker}, start_new_session=True)
+    sessions.append(proc.pid)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        return proc.wait()
 
 
 if __name__ == "__main__":

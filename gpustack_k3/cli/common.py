@@ -67,6 +67,14 @@ def error_object(code: int, message: str, *, where: str | None = None, fix: str 
             "error": {"kind": kind, "where": where, "message": message, "fix": fix}}
 
 
+def emit_error(obj: dict, output: str | None = None) -> None:
+    """Print an error/refusal object on stdout when a machine format was asked for (once per run). Prefer raising
+    an error of gpustack_k3/errors.py: cli/main.py then prints its object."""
+    output = output or requested_output()
+    if output in MACHINE_FORMATS and not _state()["emitted"]:
+        emit(obj, output)
+
+
 def fail_input(err: InputError | str) -> NoReturn:
     """Unusable input (exit 2): raised, and shown by the one handler in cli/main.py (one line on stderr, the error
     object on stdout under -o json|yaml)."""
@@ -292,12 +300,12 @@ def load_document(path: str | None, preset: str | None):
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
     """``build_launch`` for SPEC or --preset: an unusable document raises InputError (exit 2), a refused spec
     Refused (exit 1); ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
-    from gpustack_k3.core.launch import build_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_launch   # the spec's findings
 
     doc = load_document(path, preset)
     try:
         launch, findings, plan = build_launch(doc, strict=strict)
-    except Refused as exc:
+    except SpecRefused as exc:
         exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
     warn = [f for f in findings if f.severity == "warning"]
     if warn and warnings:
@@ -354,7 +362,7 @@ def note_emitted() -> None:
 def gate_or_exit(findings, what: str = "nothing was written") -> None:
     """Before a command acts: with ``--fail-on warning`` a warning refuses like an error (exit 1)."""
     if fail_on_level() == "warning":
-        warned = [f for f in findings if f.severity == "warning"]
+        warned = gating_warnings(findings)
         if warned:
             raise Refused(warned, note=f"refused by --fail-on warning: {len(warned)} warning(s); {what}",
                           shown=True)   # the warnings were printed as they were found
@@ -373,46 +381,86 @@ def output_option_of(*choices: str, default: str = "text"):
 output_option = output_option_of("text", "json", "yaml")
 
 
+# ------------------------------------------------------------------ options that do not apply
+
+def not_applicable(options: dict[str, str], why: str, fix: str = "drop it") -> None:
+    """Refuse (exit 2, naming the option) every option of ``options`` (parameter name -> option as spelled) that
+    the user gave on the command line although it does not apply (``why``): an option is never silently ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [opt for name, opt in options.items() if ctx.get_parameter_source(name) in (
+        ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    if given:
+        raise InputError(given[0], f"does not apply {why}", fix)
+
+
 # ------------------------------------------------------------------ --fail-on (a CI gate)
 
 FAIL_ON = ("error", "warning")
 
 
-def fail_on_level() -> str:
+def _meta(key: str, default: Any) -> Any:
     ctx = click.get_current_context(silent=True)
     while ctx is not None:
-        if "fail_on" in ctx.meta:
-            return ctx.meta["fail_on"]
+        if key in ctx.meta:
+            return ctx.meta[key]
         ctx = ctx.parent
-    return "error"
+    return default
+
+
+def fail_on_level() -> str:
+    return _meta("fail_on", "error")
+
+
+def gating_warnings(findings) -> list:
+    """The warnings that fail this run under ``--fail-on warning``: every one but the acknowledged rules'
+    (``--ack RULE``); none under ``--fail-on error``."""
+    if fail_on_level() != "warning":
+        return []
+    acked = _meta("ack", frozenset())
+    return [f for f in findings if f.severity == "warning" and f.rule not in acked]
 
 
 def gate_fails(findings) -> bool:
-    """True when ``findings`` fail this run: an error, or with ``--fail-on warning`` a warning too."""
-    sev = ("error", "warning") if fail_on_level() == "warning" else ("error",)
-    return any(f.severity in sev for f in findings)
+    """True when ``findings`` fail this run: an error, or with ``--fail-on warning`` an unacknowledged warning."""
+    return any(f.severity == "error" for f in findings) or bool(gating_warnings(findings))
 
 
 def fail_on_option(fn):
     """``--fail-on warning|error`` on a command that reports findings: with ``warning`` a run whose findings
-    hold a warning exits 1 (the JSON/YAML payload says ``"ok": false``); errors always do."""
+    hold a warning exits 1 (the JSON/YAML payload says ``"ok": false``); errors always do. ``--ack RULE``
+    (repeatable) accepts that rule's warnings under ``--fail-on warning`` (they are still shown)."""
     import functools
 
     def store(ctx, _param, value):
         ctx.meta["fail_on"] = value
         return value
 
+    def store_ack(ctx, _param, value):
+        if value:
+            from gpustack_k3.core.rules import RULES
+
+            unknown = [r for r in value if r not in RULES]
+            if unknown:
+                raise InputError("--ack", f"unknown rule {', '.join(map(repr, unknown))}",
+                                 "give the id a finding prints in brackets (`gpustack-k3 explain` lists them)")
+        ctx.meta["ack"] = frozenset(value)
+        return value
+
     @functools.wraps(fn)
     def gated(*args, **kwargs):
         rv = fn(*args, **kwargs)
         if fail_on_level() == "warning" and not rv:
-            warned = [f for f in _state()["findings"] if f.severity == "warning"]
+            warned = gating_warnings(_state()["findings"])
             if warned:
                 ids = ", ".join(dict.fromkeys(f"{f.rule} ({f.field})" for f in warned))
                 raise Refused(warned, note=f"refused by --fail-on warning: {len(warned)} warning(s): {ids}",
                               shown=True)
         return rv
 
+    gated = click.option("--ack", multiple=True, metavar="RULE", expose_value=False, callback=store_ack,
+                         help="With --fail-on warning: accept this rule's warnings (repeatable; still shown).")(gated)
     return click.option("--fail-on", type=click.Choice(list(FAIL_ON)), default="error", show_default=True,
                         expose_value=False, is_eager=True, callback=store,
                         help="Exit 1 on findings of this severity or worse (warning: a CI gate on warnings).")(gated)

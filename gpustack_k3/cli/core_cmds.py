@@ -11,6 +11,7 @@ from gpustack_k3.cli.common import (
     fail_on_option,
     findings_payload,
     load_document,
+    not_applicable,
     outcome,
     output_option,
     print_findings_text,
@@ -156,6 +157,7 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
 
     from gpustack_k3.core.argv.roles import line_role
 
+    not_applicable({"name": "--name"}, "to check-args (it names the document `import` writes)")
     # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
     _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
                                   None, None, gpus, name=name, **_argv_io(model_config))
@@ -219,6 +221,10 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, model_config,
                               "plan one: SPEC or --preset NAME, or --engine E -- ARGV"))
     if after is not None:
         argv = (*argv, *after)
+    if not engine:
+        not_applicable({"engine_version": "--engine-version", "gpu_type": "--gpu-type", "gpus": "--gpus"},
+                       "to a SPEC or --preset (the document says them)", "set them in the document, or plan a "
+                       "command line: --engine E -- ARGV")
     if engine:
         if spec is not None:
             argv = (spec, *argv)
@@ -360,14 +366,14 @@ def _topology_plan_text(d: dict) -> None:
 
 def _plan_roles(doc, output) -> None:
     """``plan`` of a document with roles; exit 1 when the topology would be refused (the plan is still shown)."""
-    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
 
     d = plan_topology(doc).to_dict()
     try:
         build_topology_launch(doc)
         findings = []
-    except Refused as exc:
+    except SpecRefused as exc:
         findings = exc.findings
     if output != "text":
         emit(_plan_result(findings, d), output)
@@ -390,6 +396,8 @@ def explain(rule_id, output):
     if rule_id is None:
         items = [{"rule": r.id, "family": r.family, "severity": r.severity, "title": r.title}
                  for r in of_family(*FAMILIES)]
+        items += [{"rule": t.rule, "family": "probe", "severity": t.severity, "title": _probe_title(t)}
+                  for t in _probe_findings().values()]
         if output == "text":
             for i in items:
                 click.echo(f"{i['rule']:<40} {i['family']:<7} {i['severity']:<8} {i['title']}")
@@ -397,10 +405,13 @@ def explain(rule_id, output):
             emit(items, output)
         return
     r = RULES.get(rule_id)
+    if r is None and rule_id in _probe_findings():
+        _explain_probe(_probe_findings()[rule_id], output)
+        return
     if r is None:
         import difflib
 
-        close = difflib.get_close_matches(rule_id, list(RULES), n=3)
+        close = difflib.get_close_matches(rule_id, [*RULES, *_probe_findings()], n=3)
         raise InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
                          else "`gpustack-k3 explain` lists all rules")
     d = _explain_data(r, load_catalog())
@@ -434,6 +445,32 @@ def explain(rule_id, output):
                    f"{f.get('seed')}, {f.get('lines_per_release')} lines per release, {f.get('pairs')} pairs):")
         for rel, e in cov["releases"].items():
             click.echo(f"  {rel}: {summary(e)}")
+
+
+def _probe_findings() -> dict:
+    """The findings `probe` prints (probe/data/findings.yaml): explained beside the rule catalog's."""
+    from gpustack_k3.probe.catalog import load_findings
+
+    return load_findings()
+
+
+def _probe_title(t) -> str:
+    return t.message.split(":")[0].split("{")[0].strip().rstrip(",;") or t.rule
+
+
+def _explain_probe(t, output: str) -> None:
+    d = {"rule": t.rule, "family": "probe", "severity": t.severity, "title": _probe_title(t), "field": t.field,
+         "message": t.message, "fix": t.fix, "source": t.source,
+         "applies_to": ["any engine (measured by `gpustack-k3 probe` on a live endpoint)"]}
+    if output != "text":
+        emit(d, output)
+        return
+    click.echo(f"{t.rule} ({t.severity}): {d['title']}")
+    click.echo("family:     probe (measured on a live endpoint by `gpustack-k3 probe`)")
+    click.echo(f"field:      {t.field}")
+    click.echo(f"message:    {t.message}")
+    click.echo(f"fix:        {t.fix}")
+    click.echo(f"source:     {t.source}")
 
 
 def _oracle_release(version) -> bool:
@@ -514,7 +551,7 @@ def presets(show, output):
 def dry_run(spec, preset, strict, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.core.launch import build_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_launch
 
     if spec is None and preset is None:
         preset = load_catalog().default_preset
@@ -529,8 +566,8 @@ def dry_run(spec, preset, strict, output):
         launch, findings, p = build_launch(doc, strict=strict)
         findings = with_render_findings(launch, findings)   # what the targets themselves refuse
         if has_errors(findings):
-            raise Refused(findings)
-    except Refused as exc:
+            raise SpecRefused(findings)
+    except SpecRefused as exc:
         _dry_run_refused(exc.findings, output)
     with outcome("nothing was rendered"):
         targets = _render_summary(launch, doc)
@@ -586,7 +623,7 @@ def _dry_run_roles(doc, strict, output) -> None:
     what each target makes of it (rendered in memory, nothing written)."""
     import shlex
 
-    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.core.launch import Refused as SpecRefused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
     from gpustack_k3.render.argv import per_pod_tokens
     from gpustack_k3.render.targets import TARGETS, render_topology_targets
@@ -596,7 +633,7 @@ def _dry_run_roles(doc, strict, output) -> None:
             tl = build_topology_launch(doc, strict=strict)[0]
             files, refused, findings = render_topology_targets(doc, TARGETS, namespace=doc.metadata.namespace,
                                                                strict=strict)
-    except Refused as exc:
+    except SpecRefused as exc:
         _dry_run_refused(exc.findings, output)
     targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
     roles = []

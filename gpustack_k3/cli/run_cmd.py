@@ -24,6 +24,7 @@ from gpustack_k3.cli.common import (
     emit,
     exit_refused,
     load_document,
+    not_applicable,
     outcome,
     output_option_of,
     print_findings_text,
@@ -79,6 +80,11 @@ def _build(spec, preset, strict, runtime: str = "docker"):
                    "report as json/yaml on stdout (text: progress and outcome on stderr only).")
 def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit_when_ready, strict, output):
     """Start SPEC (or --preset NAME) and follow its cold start to Ready (then warm, with spec.startup.warmup)."""
+    if dry_run:
+        not_applicable({"detach": "--detach", "clamp_ulimits": "--clamp-ulimits", "exit_when_ready": "--exit-when-ready"},
+                       "with --dry-run (nothing is started)")
+    not_applicable({"detach": "--detach", "clamp_ulimits": "--clamp-ulimits", "host_gpus": "--host-gpus/--no-host-gpus"}
+                   if runtime == "local" else {"exit_when_ready": "--exit-when-ready"}, f"to --runtime {runtime}")
     launch, plan, doc = _build(spec, preset, strict, runtime)
     # the warm-up asks for the spec's served name; without one the engine serves its model path (probe: first listed)
     warmup = (doc.spec.startup.warmup, doc.spec.model.servedModelName) if doc.spec.startup.warmup else None

@@ -196,3 +196,35 @@ def test_a_target_that_cannot_express_a_field_refuses_exit_1(tmp_path, capsys):
     assert obj["exit_code"] == 1 and obj["error"]["kind"] == "render" and out.err.splitlines()[-1].startswith("refused:"), (obj, out.err)
     assert obj["error"]["message"].count("secretEnv") <= 2 and obj["error"]["where"], obj
     assert "nothing was written" in out.err
+
+
+def test_explain_knows_the_ids_probe_prints():
+    """Issue 33 (minor): the ids `probe` prints (probe/data/findings.yaml) are explained like the rule catalog's,
+    and listed with them."""
+    from gpustack_k3.probe.catalog import load_findings
+
+    ids = sorted(load_findings())
+    assert ids
+    for rid in ids:
+        p = _run("explain", rid, "-o", "json")
+        assert p.returncode == 0, p.stderr
+        d = json.loads(p.stdout)
+        assert d["rule"] == rid and d["family"] == "probe" and d["fix"] and d["source"], d
+    listed = {i["rule"] for i in json.loads(_run("explain", "-o", "json").stdout)}
+    assert set(ids) <= listed
+    text = _run("explain", ids[0])
+    assert text.returncode == 0 and ids[0] in text.stdout and "fix:" in text.stdout
+
+
+def test_a_refused_spec_answers_with_its_findings_in_every_command(tmp_path):
+    """The spec's error findings (core/launch.py Refused) reach the user the same way from dry-run, plan, render
+    and run: exit 1, the findings in one result object under -o json."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(_run("presets", "--show", "vllm-fixed").stdout.replace("fraction: 0.92", "fraction: 1.5"))
+    assert "fraction: 1.5" in spec.read_text()
+    for argv in (["dry-run", str(spec)], ["plan", str(spec)], ["render", str(spec), "--target", "argv"],
+                 ["run", "start", str(spec), "--dry-run"]):
+        p = _run(*argv, "-o", "json")
+        assert p.returncode == 1, (argv, p.stderr[-1500:])
+        obj = json.loads(p.stdout)
+        assert obj["ok"] is False and "vllm-config-bounds" in {f["rule"] for f in obj["findings"]}, (argv, obj)

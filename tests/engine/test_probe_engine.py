@@ -21,6 +21,7 @@ import yaml
 
 from gpustack_k3.catalog import load_catalog
 from tests.support.ports import free_port
+from tests.support.procs import marked, stop_marked
 
 pytestmark = pytest.mark.engine
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,19 +39,20 @@ def served(vllm_cpu, tmp_path_factory):
     doc["spec"]["startup"]["warmup"] = {"requests": 3, "inputLen": 64, "outputLen": 8}
     spec = tmp / "smollm2.yaml"
     spec.write_text(yaml.safe_dump(doc))
-    env = {**os.environ, "PATH": f"{vllm_cpu.python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": ROOT}
+    # the marker finds the engine too: `run` starts it in a session of its own (runtime/local.py)
+    env, token = marked({**os.environ, "PATH": f"{vllm_cpu.python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                         "PYTHONPATH": ROOT})
     proc = subprocess.Popen([sys.executable, "-m", "gpustack_k3", "run", str(spec), "--runtime", "local"],
                             # stdout is never read: a pipe would block `run` once it filled (64 KB)
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             start_new_session=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and proc.poll() is None and not any(
-            "warm after" in ln or "warm-up FAILED" in ln for ln in lines):
-        time.sleep(0.5)
-    try:
+    try:   # every exit path stops `run` and the engine, the set-up's too (a timeout, a failure, Ctrl-C)
+        lines: list[str] = []
+        threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None and not any(
+                "warm after" in ln or "warm-up FAILED" in ln for ln in lines):
+            time.sleep(0.5)
         yield {"url": f"http://127.0.0.1:{port}", "lines": lines, "proc": proc, "vllm": vllm_cpu, "spec": spec}
     finally:
         if proc.poll() is None:
@@ -60,6 +62,7 @@ def served(vllm_cpu, tmp_path_factory):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+        stop_marked(token)   # what `run` did not stop (its engine, when `run` itself had to be killed)
 
 
 def test_run_reports_ready_then_the_warm_up_and_its_phase(served):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import wait_for
 from tools import testgate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +33,11 @@ if report:
 for rel in filter(None, os.environ.get("FAKE_TOUCH", "").split(":")):
     with open(rel, "a") as fh:
         fh.write("written by the run\\n")
+leak = os.environ.get("FAKE_LEAK")   # a child the "suite" forgets: in the run's session, or in one of its own
+if leak:
+    import subprocess
+    child = subprocess.Popen(["sleep", os.environ.get("FAKE_LEAK_SECONDS", "307")], start_new_session=leak == "own-session")
+    pathlib.Path(os.environ["FAKE_LEAK_PID"]).write_text(str(child.pid))
 codes = os.environ.get("FAKE_RC", "0").split(",")
 sys.exit(int(codes[min(call, len(codes) - 1)]))
 """
@@ -64,7 +70,7 @@ def checkout(tmp_path) -> Path:
 
 def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, touch: str = "", fast: bool = False,
          workers: int = 0, reports: tuple[str | None, ...] = (),
-         pytest_args: tuple[str, ...] = ()) -> tuple[int, str, list[list[str]]]:
+         pytest_args: tuple[str, ...] = (), leak: str = "") -> tuple[int, str, list[list[str]]]:
     """Run the gate on the fake pytest: ``report`` is what every run writes unless ``reports`` gives the n-th run
     its own (None: no report), ``rc`` its exit code ("0,5": per run). Returns the argv of each run."""
     fake = tmp_path / "fake-pytest"
@@ -73,7 +79,8 @@ def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, t
     argv_file = tmp_path / "argv.jsonl"
     argv_file.unlink(missing_ok=True)
     env = {**os.environ, "FAKE_ARGV": str(argv_file), "FAKE_RC": str(rc), "FAKE_TOUCH": touch,
-           "FAKE_JUNIT": report or "", **{f"FAKE_JUNIT_{i}": r or "" for i, r in enumerate(reports)}}
+           "FAKE_JUNIT": report or "", **{f"FAKE_JUNIT_{i}": r or "" for i, r in enumerate(reports)},
+           "FAKE_LEAK": leak, "FAKE_LEAK_PID": str(tmp_path / "leaked.pid")}
     cmd = [sys.executable, str(GATE), "--junit", str(tmp_path / "cache" / "junit.xml"), "--repo", str(repo),
            "--pytest", str(fake), *(["--fast"] if fast else []), *(["--workers", str(workers)] if workers else []),
            "--", *pytest_args]
@@ -87,6 +94,7 @@ def test_a_clean_run_passes_with_pytests_code_and_says_so(checkout, tmp_path):
                             pytest_args=("-x", "tests/core"))
     assert rc == 0, out
     assert "2 test(s), 0 skipped" in out and "working tree as before the run" in out
+    assert "no process of the run left alive" in out
     assert f"--junitxml={tmp_path / 'cache' / 'junit.xml'}" in argv            # under the cache dir, not the tree
     assert argv[-2:] == ["-x", "tests/core"] and "-m" not in argv
     assert ["-p", "tests.support.tier_report"] == argv[argv.index("tests.support.tier_report") - 1:][:2]
@@ -345,3 +353,79 @@ def test_ci_scripts_pass_shellcheck(script):
     shellcheck = tiers.tool("shellcheck", "Debian: apt-get install shellcheck; .ci/setup_tools.sh")
     res = subprocess.run([shellcheck, "-x", str(script)], capture_output=True, text=True, check=False, cwd=REPO)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+@pytest.mark.parametrize("leak", ["session", "own-session"])
+def test_a_process_the_run_leaves_alive_fails_the_gate_named_and_is_stopped(checkout, tmp_path, leak):
+    """Issue 33 item 7: a child the suite forgot (here a `sleep`; in the suite, an engine) fails the gate, named
+    with its command line, whether it stayed in the run's session or started one of its own (the run's marker in
+    its environment finds it); the gate stops it."""
+    rc, out, _ = gate(checkout, tmp_path, report=junit(("test_a", "", None)), leak=leak)
+    pid = int((tmp_path / "leaked.pid").read_text())
+    try:
+        assert rc == 1, out
+        assert "the run left 1 process(es) alive (now stopped): failing" in out, out
+        assert f"pid {pid} " in out and "sleep 307" in out, out
+        assert not _alive(pid), "the gate stops what the run left"
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def test_the_leftover_check_finds_only_the_runs_processes(tmp_path):
+    """A process of another run (another marker, another session) is not this run's."""
+    import uuid
+
+    mine, other = uuid.uuid4().hex, uuid.uuid4().hex
+    a = subprocess.Popen(["sleep", "311"], env={**os.environ, testgate.RUN_MARKER: mine}, start_new_session=True)
+    b = subprocess.Popen(["sleep", "313"], env={**os.environ, testgate.RUN_MARKER: other}, start_new_session=True)
+    try:
+        found = {p.pid for p in testgate.run_processes([], mine)}
+        assert a.pid in found and b.pid not in found
+        assert {p.pid for p in testgate.run_processes([b.pid], mine)} >= {a.pid, b.pid}   # b: by its session
+        left = testgate.leftover_processes([], mine, grace_s=0.5)
+        assert [p.pid for p in left] == [a.pid] and a.wait(5) is not None and b.poll() is None
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.kill()
+            p.wait(5)
+
+
+def test_a_fixture_stops_the_grandchild_its_child_started_in_a_session_of_its_own(tmp_path):
+    """tests/support/procs.py, as tests/engine/test_probe_engine.py's ``served`` uses it: `run` (here a Python
+    parent) starts its engine (here a `sleep`) in a session of its own; `run` is killed (the fixture's last resort)
+    and the engine is orphaned: the fixture's marker still finds it and stops it."""
+    from tests.support.procs import marked, stop_marked
+
+    env, token = marked()
+    pidfile = tmp_path / "engine.pid"
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import pathlib, subprocess, time
+        child = subprocess.Popen(["sleep", "317"], start_new_session=True)
+        pathlib.Path({str(pidfile)!r}).write_text(str(child.pid))
+        time.sleep(300)
+        """)], env=env, start_new_session=True)
+    try:
+        wait_for(pidfile.exists, timeout=30, what="the engine's pid")
+        engine = int(pidfile.read_text())
+        parent.kill()
+        parent.wait(5)
+        assert _alive(engine), "the orphan the old fixture left behind"
+        stopped = stop_marked(token, grace_s=0.5)
+        assert [p.pid for p in stopped] == [engine] and "sleep 317" in stopped[0].cmdline
+        assert not _alive(engine)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(5)
+        if pidfile.exists() and _alive(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), 9)
