@@ -1,0 +1,270 @@
+"""What moving an engine command line from one release to another changes (``gpustack-k3 upgrade-check``).
+
+The facts are data: catalog/data/upgrades/<engine>-<from>-<to>.yaml, one entry per change found by
+tools/release_diff.py between the two releases (docs/releases/), each citing the target release's source
+(file:line@version). An entry has a kind (refused / changed / deprecated), a condition on the command line and
+its environment (``when``, every clause must hold; the clause forms are listed in the data file's header) and,
+where the change is mechanical, a rewrite (drop a key of a JSON option, unset an environment variable).
+
+The command line is read with the FROM release's parser dump (catalog/data/engines/...-options.json): an option is
+found under any of its spellings (``--speculative-config``, ``-sc``, ``--speculative-config=...``) and a
+JSON option's keys in either form vLLM accepts (``--speculative-config '{"k": v}'``, ``--speculative-config.k v``).
+The verdict is what the data file says the target does; it is not a run of the target's own validation.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import yaml
+
+from gpustack_k3.catalog.loader import DATA
+from gpustack_k3.core.argv.dumps import ParserDump, load_dump
+from gpustack_k3.errors import CatalogError, InputError
+
+UPGRADES = DATA / "upgrades"
+KINDS = ("refused", "changed", "deprecated")
+CLAUSE_KEYS = {"env", "env_unset", "is", "is_not", "option", "key", "key_any", "in", "not_in", "truthy", "absent",
+               "gt"}
+
+
+@dataclass(frozen=True)
+class Change:
+    id: str
+    kind: str
+    when: tuple[dict, ...]
+    message: str
+    cite: tuple[str, ...]
+    rewrite: dict | None = None
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    engine: str
+    from_version: str
+    to_version: str
+    report: str
+    changes: tuple[Change, ...]
+    path: str
+
+
+def available() -> list[tuple[str, str, str]]:
+    """(engine, from, to) of every upgrade data file."""
+    return sorted((u.engine, u.from_version, u.to_version) for u in (_load(p.name) for p in UPGRADES.glob("*.yaml")))
+
+
+@cache
+def _load(name: str) -> Upgrade:
+    path = UPGRADES / name
+    rel = f"catalog/data/upgrades/{name}"
+    try:
+        d = yaml.safe_load(path.read_text(encoding="utf-8"))
+        changes = []
+        for i, c in enumerate(d["changes"]):
+            where = f"{rel} changes[{i}] ({c.get('id')})"
+            if c["kind"] not in KINDS:
+                raise CatalogError(f"{where}: kind {c['kind']!r} is not one of {', '.join(KINDS)}")
+            for clause in c["when"]:
+                bad = set(clause) - CLAUSE_KEYS
+                if bad or not ({"env", "env_unset", "option"} & set(clause)):
+                    raise CatalogError(f"{where}: clause {clause} (unknown {sorted(bad)} or no env/option)")
+            if not c.get("cite"):
+                raise CatalogError(f"{where}: no cite (file:line@version of the target's source)")
+            rw = c.get("rewrite")
+            if rw is not None and set(rw) - {"drop_key", "unset_env"}:
+                raise CatalogError(f"{where}: rewrite {rw} is not drop_key or unset_env")
+            changes.append(Change(c["id"], c["kind"], tuple(c["when"]), " ".join(c["message"].split()),
+                                  tuple(c["cite"]), rw))
+        return Upgrade(d["engine"], str(d["from"]), str(d["to"]), d.get("report", ""), tuple(changes), rel)
+    except (KeyError, TypeError, yaml.YAMLError) as exc:
+        raise CatalogError(f"{rel}: malformed upgrade data ({exc!r})") from exc
+
+
+def find_upgrade(engine: str, from_version: str, to_version: str) -> Upgrade:
+    name = f"{engine}-{from_version}-{to_version}.yaml"
+    if not (UPGRADES / name).is_file():
+        known = ", ".join(f"{e} {a} -> {b}" for e, a, b in available()) or "none"
+        raise InputError("--from/--to", f"no upgrade data for {engine} {from_version} -> {to_version}",
+                         f"known upgrades: {known}")
+    return _load(name)
+
+
+# ----------------------------------------------------------------------------------------- reading the line
+
+@dataclass
+class Occurrence:
+    dest: str
+    flag: str               # the option string as written (without =VALUE)
+    start: int              # index of the option token in argv
+    stop: int               # one past its value
+    key: str | None         # dotted form --flag.KEY
+    value: str | None
+
+
+@dataclass
+class Line:
+    argv: list[str]
+    env: dict[str, str]
+    occurrences: list[Occurrence] = field(default_factory=list)
+
+    def given(self, dest: str) -> list[Occurrence]:
+        return [o for o in self.occurrences if o.dest == dest]
+
+    def json_value(self, dest: str) -> dict[str, Any] | None:
+        """The option's JSON object as the engine merges it (whole values, then dotted keys, in order)."""
+        occ = self.given(dest)
+        if not occ:
+            return None
+        out: dict[str, Any] = {}
+        for o in occ:
+            if o.key is None:
+                v = _json(o)
+                if isinstance(v, dict):
+                    out.update(v)
+            else:
+                try:
+                    out[o.key] = json.loads(o.value) if o.value is not None else True
+                except json.JSONDecodeError:
+                    out[o.key] = o.value
+        return out
+
+    def last(self, dest: str) -> str | None:
+        occ = [o for o in self.given(dest) if o.key is None]
+        return occ[-1].value if occ else None
+
+
+def _json(o: Occurrence) -> Any:
+    try:
+        return json.loads(o.value or "")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"argv[{o.start}] {o.flag}", f"value {o.value!r} is not JSON ({exc.msg})",
+                         "quote the JSON object as one argument") from exc
+
+
+def read_line(dump: ParserDump, argv: list[str], env: dict[str, str]) -> Line:
+    line = Line(list(argv), dict(env))
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            break
+        if not tok.startswith("-") or tok == "-":
+            i += 1
+            continue
+        name, eq, inline = tok.partition("=")
+        key = None
+        opt = dump.flag(name)
+        if opt is None and name.startswith("--") and "." in name:
+            base, _, key = name.partition(".")
+            opt = dump.flag(base)
+        if opt is None:
+            i += 1
+            continue
+        if eq:
+            value, stop = inline, i + 1
+        elif opt.takes_value and i + 1 < len(argv):
+            value, stop = argv[i + 1], i + 2
+        else:
+            value, stop = None, i + 1
+        line.occurrences.append(Occurrence(opt.dest, name, i, stop, key, value))
+        i = stop
+    return line
+
+
+# ----------------------------------------------------------------------------------------- judging
+
+def _holds(clause: dict, line: Line) -> bool:
+    if "env_unset" in clause:
+        return clause["env_unset"] not in line.env
+    if "env" in clause:
+        v = line.env.get(clause["env"])
+        if v is None:
+            return False
+        if "is" in clause and v != str(clause["is"]):
+            return False
+        return not ("is_not" in clause and v == str(clause["is_not"]))
+    dest = clause["option"]
+    if not line.given(dest):
+        return False
+    if "gt" in clause:
+        try:
+            return float(line.last(dest) or "") > clause["gt"]
+        except ValueError:
+            return False
+    obj = line.json_value(dest) or {}
+    if "key_any" in clause:
+        return any(k in obj for k in clause["key_any"])
+    if "key" not in clause:
+        return True
+    if clause.get("absent"):
+        return clause["key"] not in obj
+    if clause["key"] not in obj:
+        return False
+    v = obj[clause["key"]]
+    if "is" in clause and v != clause["is"]:
+        return False
+    if "in" in clause and v not in clause["in"]:
+        return False
+    if "not_in" in clause and v in clause["not_in"]:
+        return False
+    return not (clause.get("truthy") and not v)
+
+
+def _drop_key(argv: list[str], line: Line, dest: str, key: str) -> list[str]:
+    """argv without ``key`` in the option's JSON values and without its dotted ``--flag.key`` tokens."""
+    out = list(argv)
+    for o in sorted(line.given(dest), key=lambda o: -o.start):
+        if o.key == key:
+            del out[o.start:o.stop]
+        elif o.key is None:
+            v = _json(o)
+            if isinstance(v, dict) and key in v:
+                v = {k: x for k, x in v.items() if k != key}
+                text = json.dumps(v, separators=(",", ":"))
+                if o.stop - o.start == 1:           # --flag=VALUE
+                    out[o.start] = out[o.start].partition("=")[0] + "=" + text
+                else:
+                    out[o.start + 1] = text
+    return out
+
+
+def check(engine: str, from_version: str, to_version: str, argv: list[str], env: dict[str, str],
+          dump: ParserDump | None = None) -> dict:
+    """The upgrade report of one command line (a JSON-ready dict; ``refused`` decides the exit code)."""
+    up = find_upgrade(engine, from_version, to_version)
+    if dump is None:
+        dump = load_dump(f"engines/{engine}-{from_version}-options.json")
+    line = read_line(dump, argv, env)
+    found = [c for c in up.changes if all(_holds(cl, line) for cl in c.when)]
+    new_argv, new_env, unset = list(argv), dict(env), []
+    rewritten = []
+    for c in found:
+        rw = c.rewrite or {}
+        if "drop_key" in rw:
+            # each drop reads the line as it now is (positions move as tokens go)
+            new_argv = _drop_key(new_argv, read_line(dump, new_argv, new_env), rw["drop_key"]["option"],
+                                 rw["drop_key"]["key"])
+            rewritten.append(c.id)
+        if "unset_env" in rw and rw["unset_env"] in new_env:
+            del new_env[rw["unset_env"]]
+            unset.append(rw["unset_env"])
+            rewritten.append(c.id)
+    items = [{"id": c.id, "kind": c.kind, "message": c.message, "cite": list(c.cite),
+              "rewritten": c.id in rewritten} for c in found]
+    left = [c.id for c in found if c.kind == "refused" and c.id not in rewritten]
+    return {
+        "engine": engine, "from": from_version, "to": to_version,
+        "source": up.path, "report": up.report,
+        "judged_by": f"the changes listed in {up.path} (found by tools/release_diff.py), not a run of "
+                     f"{engine} {to_version}'s own validation",
+        "refused": [x for x in items if x["kind"] == "refused"],
+        "changed": [x for x in items if x["kind"] == "changed"],
+        "deprecated": [x for x in items if x["kind"] == "deprecated"],
+        "rewrite": None if not rewritten else {
+            "argv": new_argv, "unset_env": unset,
+            "env": new_env,
+            "complete": not left,
+            "still_refused": left},
+    }
