@@ -5,6 +5,7 @@ differently, read from the two wheels' Python sources (nothing is imported from 
   python3 -m tools.release_diff vllm 0.33.0 0.34.0 -o json             # the JSON on stdout
   python3 -m tools.release_diff vllm 0.33.0 0.34.0 --write docs/releases   # both, as vllm-0.33.0-to-0.34.0.{json,md}
   python3 -m tools.release_diff vllm A B --old-tree DIR --new-tree DIR  # any two unpacked trees (DIR holds vllm/)
+  python3 -m tools.release_diff vllm 0.33.0 0.35.0 --fetch --dump-parser /tmp/dumps   # a new release, one command
 
 The releases come from the wheel cache (`bash .ci/setup_engine_wheels.sh`), unpacked without their compiled
 extensions by tools/engine_parsers/dump.py (imported read-only). What is compared, over the files SCOPES names per
@@ -475,6 +476,8 @@ def markdown(doc: dict) -> str:
         L += [f"## {title}", ""]
         if key == "flags":
             L += [f"Source: {d['source']}.", ""]
+            for v, why in (d.get("dump_failed") or {}).items():
+                L += [f"Parser dump of {v} failed (tools/engine_parsers/dump.py): {_one(why, 200)}", ""]
         for label in ("added", "removed"):
             L += [f"### {label} ({len(d[label])})", ""]
             L += [f"- `{x['name']}`" + (f" (`{x['at']}`)" if x.get("at") else "")
@@ -489,6 +492,34 @@ def markdown(doc: dict) -> str:
             L.append("none")
         L.append("")
     return "\n".join(L).rstrip() + "\n"
+
+
+def fetch(engine: str, version: str) -> None:
+    """``pip download --no-deps`` the release's wheel into the cache, as .ci/setup_engine_wheels.sh does."""
+    import subprocess
+
+    from tools.engine_parsers import dump as dump_tool
+
+    dest = dump_tool.wheels_dir()
+    if list(dest.glob(f"{dump_tool.DIST[engine]}-{version}-*.whl")):
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                        "--no-deps", f"{dump_tool.DIST[engine]}=={version}", "-d", str(dest)],
+                       capture_output=True, text=True, timeout=1800, check=False)
+    if p.returncode != 0:
+        raise ReleaseDiffError(f"pip download {engine}=={version} failed: {p.stderr.strip()[-500:]}")
+
+
+def dump_parser(engine: str, version: str, out: Path) -> str | None:
+    """The release's parser dump (tools/engine_parsers/dump.py) written to ``out``; the reason when it fails."""
+    from tools.engine_parsers import dump as dump_tool
+
+    try:
+        dump_tool.write(dump_tool.dump(engine, version), out)
+    except dump_tool.DumpError as exc:
+        return str(exc).strip().splitlines()[-1][:300]
+    return None
 
 
 def locate(engine: str, version: str) -> Release:
@@ -512,10 +543,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new-tree", type=Path, help="an unpacked NEW release")
     ap.add_argument("--old-dump", type=Path, help="OLD's parser dump (default: the catalog's committed one)")
     ap.add_argument("--new-dump", type=Path, help="NEW's parser dump (default: the catalog's committed one)")
+    ap.add_argument("--fetch", action="store_true", help="pip download a release's wheel when the cache lacks it")
+    ap.add_argument("--dump-parser", type=Path, metavar="DIR",
+                    help="dump the parser of a release the catalog has no dump of into DIR (tools/engine_parsers/"
+                         "dump.py) and diff the flags from it; when that fails the static flag list is used")
     ap.add_argument("-o", "--output", choices=("md", "json"), default="md", help="stdout format")
     ap.add_argument("--write", type=Path, metavar="DIR", help="also write ENGINE-OLD-to-NEW.{json,md} into DIR")
     args = ap.parse_args(argv)
+    dump_failures: dict[str, str] = {}
     try:
+        if args.fetch:
+            for v, tree in ((args.old, args.old_tree), (args.new, args.new_tree)):
+                if tree is None:
+                    fetch(args.engine, v)
+        if args.dump_parser:
+            args.dump_parser.mkdir(parents=True, exist_ok=True)
+            for v, attr in ((args.old, "old_dump"), (args.new, "new_dump")):
+                if getattr(args, attr) is None and committed_dump(args.engine, v) is None:
+                    out = args.dump_parser / f"{args.engine}-{v}-options.json"
+                    why = dump_parser(args.engine, v, out)
+                    if why is None:
+                        setattr(args, attr, out)
+                    else:
+                        dump_failures[v] = why
         old = (Release(args.engine, args.old, args.old_tree, args.old_tree.name) if args.old_tree
                else locate(args.engine, args.old))
         new = (Release(args.engine, args.new, args.new_tree, args.new_tree.name) if args.new_tree
@@ -524,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
             if p and not p.is_file():
                 raise ReleaseDiffError(f"no parser dump at {p}")
         doc = release_diff(old, new, args.old_dump, args.new_dump)
+        if dump_failures:
+            doc["flags"]["dump_failed"] = dump_failures
     except ReleaseDiffError as exc:
         print(f"release_diff: {exc}", file=sys.stderr)
         return 2

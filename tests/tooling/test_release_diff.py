@@ -264,3 +264,41 @@ def test_the_committed_example_is_what_the_tool_prints(real_diff):
     assert json.loads(Path(f"{stem}.json").read_text()) == real_diff, (
         "regenerate: python3 -m tools.release_diff vllm 0.33.0 0.34.0 --write docs/releases")
     assert Path(f"{stem}.md").read_text() == rd.markdown(real_diff)
+
+
+def test_fetch_downloads_only_a_missing_wheel_and_reports_a_failed_download(tmp_path, monkeypatch):
+    import subprocess
+
+    from tools.engine_parsers import dump as dump_tool
+
+    monkeypatch.setenv("GPUSTACK_K3_CACHE", str(tmp_path))
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 1, "", "ERROR: No matching distribution found for vllm==9.9.9")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    (dump_tool.wheels_dir()).mkdir(parents=True)
+    (dump_tool.wheels_dir() / "vllm-1.0-cp38-abi3-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    rd.fetch("vllm", "1.0")
+    assert calls == []
+    with pytest.raises(rd.ReleaseDiffError, match="pip download vllm==9.9.9 failed: .*No matching distribution"):
+        rd.fetch("vllm", "9.9.9")
+    assert calls[0][-4:] == ["--no-deps", "vllm==9.9.9", "-d", str(dump_tool.wheels_dir())]
+
+
+def test_a_failed_parser_dump_falls_back_to_the_static_flags_and_says_why(tmp_path, monkeypatch, capsys):
+    from tools.engine_parsers import dump as dump_tool
+
+    def boom(engine, version):
+        raise dump_tool.DumpError("building the vllm 1.1 parser failed:\nTraceback ...\nAssertionError")
+
+    monkeypatch.setattr(dump_tool, "dump", boom)
+    make_tree(tmp_path / "old", OLD)
+    make_tree(tmp_path / "new", NEW)
+    assert rd.main(["vllm", "1.0", "1.1", "--old-tree", str(tmp_path / "old"), "--new-tree", str(tmp_path / "new"),
+                    "--dump-parser", str(tmp_path / "dumps"), "-o", "json"]) == 0
+    flags = json.loads(capsys.readouterr().out)["flags"]
+    assert flags["source"].startswith("static (no parser dump of vllm 1.0, vllm 1.1)")
+    assert flags["dump_failed"] == {"1.0": "AssertionError", "1.1": "AssertionError"}
