@@ -55,7 +55,9 @@ SCOPES: dict[str, dict] = {
     },
     "sglang": {
         "package": "sglang",
-        "files": ["srt/server_args.py", "srt/environ.py", "srt/disaggregation/nixl/*.py",
+        # 0.5.2x declares and validates ServerArgs in srt/arg_groups/ (fields, hooks, per-model overrides)
+        "files": ["srt/server_args.py", "srt/environ.py", "srt/arg_groups/*.py", "srt/arg_groups/*/*.py",
+                  "srt/disaggregation/nixl/*.py",
                   "srt/disaggregation/mooncake/*.py", "srt/speculative/spec_info.py"],
         "envs": ("srt/environ.py", "class", "Envs"),
         "args_class": ("srt/server_args.py", "ServerArgs"),

@@ -4,7 +4,8 @@ The facts are data: catalog/data/upgrades/<engine>-<from>-<to>.yaml, one entry p
 tools/release_diff.py between the two releases (docs/releases/), each citing the target release's source
 (file:line@version). An entry has a kind (refused / changed / deprecated), a condition on the command line and
 its environment (``when``, every clause must hold; the clause forms are listed in the data file's header) and,
-where the change is mechanical, a rewrite (drop a key of a JSON option, unset an environment variable).
+where the change is mechanical, a rewrite (drop a key of a JSON option, drop an option, unset an environment
+variable).
 
 The command line is read with the FROM release's parser dump (catalog/data/engines/...-options.json): an option is
 found under any of its spellings (``--speculative-config``, ``-sc``, ``--speculative-config=...``) and a
@@ -26,8 +27,8 @@ from gpustack_k3.errors import CatalogError, InputError
 
 UPGRADES = DATA / "upgrades"
 KINDS = ("refused", "changed", "deprecated")
-CLAUSE_KEYS = {"env", "env_unset", "is", "is_not", "option", "key", "key_any", "in", "not_in", "truthy", "absent",
-               "gt"}
+CLAUSE_KEYS = {"env", "env_unset", "is", "is_not", "option", "option_unset", "default", "key", "key_any", "in",
+               "not_in", "truthy", "absent", "gt"}
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,13 @@ def _load(name: str) -> Upgrade:
                 raise CatalogError(f"{where}: kind {c['kind']!r} is not one of {', '.join(KINDS)}")
             for clause in c["when"]:
                 bad = set(clause) - CLAUSE_KEYS
-                if bad or not ({"env", "env_unset", "option"} & set(clause)):
+                if bad or not ({"env", "env_unset", "option", "option_unset"} & set(clause)):
                     raise CatalogError(f"{where}: clause {clause} (unknown {sorted(bad)} or no env/option)")
             if not c.get("cite"):
                 raise CatalogError(f"{where}: no cite (file:line@version of the target's source)")
             rw = c.get("rewrite")
-            if rw is not None and set(rw) - {"drop_key", "unset_env"}:
-                raise CatalogError(f"{where}: rewrite {rw} is not drop_key or unset_env")
+            if rw is not None and set(rw) - {"drop_key", "drop_option", "unset_env"}:
+                raise CatalogError(f"{where}: rewrite {rw} is not drop_key, drop_option or unset_env")
             changes.append(Change(c["id"], c["kind"], tuple(c["when"]), " ".join(c["message"].split()),
                                   tuple(c["cite"]), rw))
         return Upgrade(d["engine"], str(d["from"]), str(d["to"]), d.get("report", ""), tuple(changes), rel)
@@ -185,24 +186,31 @@ def _holds(clause: dict, line: Line) -> bool:
         if "is" in clause and v != str(clause["is"]):
             return False
         return not ("is_not" in clause and v == str(clause["is_not"]))
+    if "option_unset" in clause:
+        return not line.given(clause["option_unset"])
     dest = clause["option"]
     if not line.given(dest):
-        return False
+        if "default" not in clause:
+            return False
+        return _value_holds(clause, clause["default"])     # the parser's default stands for the absent option
     if "gt" in clause:
         try:
             return float(line.last(dest) or "") > clause["gt"]
         except ValueError:
             return False
+    if "key" not in clause and "key_any" not in clause:
+        return _value_holds(clause, line.last(dest))
     obj = line.json_value(dest) or {}
     if "key_any" in clause:
         return any(k in obj for k in clause["key_any"])
-    if "key" not in clause:
-        return True
     if clause.get("absent"):
         return clause["key"] not in obj
     if clause["key"] not in obj:
         return False
-    v = obj[clause["key"]]
+    return _value_holds(clause, obj[clause["key"]])
+
+
+def _value_holds(clause: dict, v: Any) -> bool:
     if "is" in clause and v != clause["is"]:
         return False
     if "in" in clause and v not in clause["in"]:
@@ -246,6 +254,11 @@ def check(engine: str, from_version: str, to_version: str, argv: list[str], env:
             # each drop reads the line as it now is (positions move as tokens go)
             new_argv = _drop_key(new_argv, read_line(dump, new_argv, new_env), rw["drop_key"]["option"],
                                  rw["drop_key"]["key"])
+            rewritten.append(c.id)
+        if "drop_option" in rw:
+            now = read_line(dump, new_argv, new_env)
+            for o in sorted(now.given(rw["drop_option"]), key=lambda o: -o.start):
+                del new_argv[o.start:o.stop]
             rewritten.append(c.id)
         if "unset_env" in rw and rw["unset_env"] in new_env:
             del new_env[rw["unset_env"]]

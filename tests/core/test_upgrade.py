@@ -172,3 +172,29 @@ def test_the_citations_point_at_what_they_claim_in_the_wheels():
         m = re.fullmatch(r"(.+):(\d+)@(.+)", cite)
         line = (roots[m[3]] / m[1]).read_text().splitlines()[int(m[2]) - 1]
         assert token in line, (cite, line)
+
+
+SGL = ["python3", "-m", "sglang.launch_server", "--model-path", "moonshotai/Kimi-K3", "--tp-size", "8"]
+
+
+def test_sglang_removed_flag_is_refused_and_dropped():
+    line = SGL + ["--speculative-algorithm", "EAGLE", "--speculative-skip-dp-mlp-sync", "--enable-dp-attention"]
+    r = upgrade.check("sglang", "0.5.22", "0.5.23", line, {})
+    assert ids(r, "refused") == ["speculative-skip-dp-mlp-sync-removed"]
+    assert "srt/server_args.py:696@0.5.23" in r["refused"][0]["cite"]
+    assert r["rewrite"]["argv"] == SGL + ["--speculative-algorithm", "EAGLE", "--enable-dp-attention"]
+    assert r["rewrite"]["complete"]
+    assert upgrade.check("sglang", "0.5.22", "0.5.23", r["rewrite"]["argv"], {})["refused"] == []
+
+
+@pytest.mark.parametrize("extra,env,expect", [
+    (["--disaggregation-mode", "prefill"], {}, ["mooncake-failed-session-probe-default"]),   # mooncake: the default
+    (["--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "mooncake"], {},
+     ["mooncake-failed-session-probe-default"]),
+    (["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl"], {}, []),
+    (["--disaggregation-mode", "prefill"], {"SGLANG_ENABLE_FAILED_SESSION_PROBE": "0"}, []),
+    ([], {}, []),
+], ids=["default-backend", "mooncake", "nixl", "env-set", "no-pd"])
+def test_sglang_mooncake_probe_default_only_where_it_applies(extra, env, expect):
+    r = upgrade.check("sglang", "0.5.22", "0.5.23", SGL + extra, env)
+    assert ids(r, "changed") == expect and r["refused"] == []

@@ -259,11 +259,27 @@ def test_real_vllm_0_34_0_nixl_bump_and_v1_runner_removal(real_diff):
 
 
 @pytest.mark.engine_wheels
-def test_the_committed_example_is_what_the_tool_prints(real_diff):
-    stem = REPO / "docs" / "releases" / "vllm-0.33.0-to-0.34.0"
-    assert json.loads(Path(f"{stem}.json").read_text()) == real_diff, (
-        "regenerate: python3 -m tools.release_diff vllm 0.33.0 0.34.0 --write docs/releases")
-    assert Path(f"{stem}.md").read_text() == rd.markdown(real_diff)
+@pytest.mark.parametrize("engine,old,new", [("vllm", "0.33.0", "0.34.0"), ("sglang", "0.5.22", "0.5.23")])
+def test_the_committed_examples_are_what_the_tool_prints(engine, old, new):
+    tiers.engine_wheel(engine, old)
+    tiers.engine_wheel(engine, new)
+    doc = rd.release_diff(rd.locate(engine, old), rd.locate(engine, new))
+    stem = REPO / "docs" / "releases" / f"{engine}-{old}-to-{new}"
+    assert json.loads(Path(f"{stem}.json").read_text()) == doc, (
+        f"regenerate: python3 -m tools.release_diff {engine} {old} {new} --write docs/releases")
+    assert Path(f"{stem}.md").read_text() == rd.markdown(doc)
+
+
+@pytest.mark.engine_wheels
+def test_real_sglang_0_5_23_validation_in_arg_groups_is_read():
+    tiers.engine_wheel("sglang", "0.5.22")
+    tiers.engine_wheel("sglang", "0.5.23")
+    doc = rd.release_diff(rd.locate("sglang", "0.5.22"), rd.locate("sglang", "0.5.23"))
+    assert doc["flags"]["source"] == "parser dumps"
+    assert [f["name"] for f in doc["flags"]["removed"]] == ["--speculative-skip-dp-mlp-sync"]
+    removed = {(s["file"], s["message"].split(":")[0]) for s in doc["raises"]["removed"]}
+    assert ("srt/arg_groups/speculative_hook.py",
+            "Currently DFLASH speculative decoding does not support dp attention on non-NPU devices.") in removed
 
 
 def test_fetch_downloads_only_a_missing_wheel_and_reports_a_failed_download(tmp_path, monkeypatch):
