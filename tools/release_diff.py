@@ -432,6 +432,62 @@ def release_diff(old: Release, new: Release, old_dump: Path | None = None, new_d
     }
 
 
+def _cite_re(version: str):
+    import re
+
+    return re.compile(rf"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py):(\d+)(?:-(\d+))?@{re.escape(version)}(?![\w.-])")
+
+
+def citations(root: Path, version: str, files: list[str]) -> dict[tuple[str, int, int], list[str]]:
+    """(scope file, first line, last line) -> where under ``root`` it is cited as ``path:line[-line]@version``
+    (the path may be shortened to a suffix of the scope file's path, or carry the package prefix)."""
+    rx = _cite_re(version)
+    out: dict[tuple[str, int, int], list[str]] = defaultdict(list)
+    for p in sorted(root.rglob("*")):
+        if p.suffix not in (".py", ".yaml", ".json", ".md") or not p.is_file():
+            continue
+        for n, text in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in rx.finditer(text):
+                path = m[1].split("/", 1)[1] if m[1].startswith(("vllm/", "sglang/")) else m[1]
+                match = [f for f in files if f == path or f.endswith("/" + path)]
+                if len(match) == 1:
+                    a = int(m[2])
+                    out[(match[0], a, int(m[3] or a))].append(f"{p.relative_to(root.parent).as_posix()}:{n}")
+    return out
+
+
+def rule_coverage(doc: dict, so: dict, sn: dict, root: Path) -> dict:
+    """What the rules under ``root`` cite of the old release's raise sites, and what each became; and the new
+    release's new or changed raise sites no citation @new names (what has no rule yet)."""
+    vo, vn = doc["old"]["version"], doc["new"]["version"]
+    fate: dict[tuple[str, int], tuple[str, str | None]] = {}
+    by_key: dict[tuple, list[Site]] = defaultdict(list)
+    for s in sn["raises"]:
+        by_key[s.key()].append(s)
+    for s in so["raises"]:
+        twins = by_key.get(s.key())
+        if twins:       # same file, function, type and message: the site itself, maybe at another line
+            t = twins.pop(0)
+            fate[(s.file, s.line)] = ("unchanged", f"{t.file}:{t.line}@{vn}")
+    for kind in ("changed", "moved"):
+        for c in doc["raises"][kind]:
+            fate[(c["old"]["file"], c["old"]["line"])] = (kind, c["new"]["at"])
+    for r in doc["raises"]["removed"]:
+        fate[(r["file"], r["line"])] = ("removed", None)
+    old_cites = []
+    for (f, a, b), where in sorted(citations(root, vo, so["files"]).items()):
+        for s in so["raises"]:
+            if s.file == f and a <= s.line <= b:
+                status, new_at = fate.get((s.file, s.line), ("removed", None))
+                old_cites.append({"cite": f"{f}:{a}" + (f"-{b}" if b != a else "") + f"@{vo}", "cited_in": where,
+                                  "site": f"{s.file}:{s.line}@{vo}", "message": s.message, "status": status,
+                                  "new_at": new_at})
+    cited_new = citations(root, vn, sn["files"])
+    uncited = [x for x in doc["raises"]["new"] + [c["new"] for c in doc["raises"]["changed"]]
+               if not any(f == x["file"] and a <= x["line"] <= b for (f, a, b) in cited_new)]
+    return {"scanned": root.name + "/", "old_citations": old_cites, "no_rule_yet": uncited}
+
+
 # ----------------------------------------------------------------------------------------------- output
 
 def _counts(d: dict) -> str:
@@ -493,6 +549,19 @@ def markdown(doc: dict) -> str:
         if not d["changed"]:
             L.append("none")
         L.append("")
+    if "rules" in doc:
+        r = doc["rules"]
+        moved = [c for c in r["old_citations"] if c["status"] != "unchanged" or c["new_at"] is None]
+        L += [f"## Rules: citations of {vo} raise sites in {r['scanned']}", "",
+              f"{len(r['old_citations'])} cited sites; {len(moved)} removed, changed or moved "
+              "(the rules citing them need review):", ""]
+        L += [f"- `{c['cite']}` ({', '.join(c['cited_in'])}): {c['status']}"
+              + (f" → `{c['new_at']}`" if c["new_at"] else "") + f": {_one(c['message'], 100)}" for c in moved] or ["none"]
+        L += ["", "Carried over unchanged (re-cite at the new line): "
+              + (", ".join(f"`{c['cite']}` → `{c['new_at']}`" for c in r["old_citations"]
+                           if c["status"] == "unchanged" and c["new_at"]) or "none"), "",
+              f"## No rule yet: new or changed {vn} raise sites nothing cites @{vn} ({len(r['no_rule_yet'])})", ""]
+        L += [f"- `{x['at']}` {x['where']}: {_one(x['message'])}" for x in r["no_rule_yet"]] or ["none"]
     return "\n".join(L).rstrip() + "\n"
 
 
@@ -549,6 +618,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump-parser", type=Path, metavar="DIR",
                     help="dump the parser of a release the catalog has no dump of into DIR (tools/engine_parsers/"
                          "dump.py) and diff the flags from it; when that fails the static flag list is used")
+    ap.add_argument("--rules", type=Path, metavar="DIR", nargs="?", const=REPO / "gpustack_k3",
+                    help="also list what the files under DIR (default: gpustack_k3/) cite of OLD's raise sites and "
+                         "what each became, and NEW's new or changed raise sites nothing cites @NEW (no rule yet)")
     ap.add_argument("-o", "--output", choices=("md", "json"), default="md", help="stdout format")
     ap.add_argument("--write", type=Path, metavar="DIR", help="also write ENGINE-OLD-to-NEW.{json,md} into DIR")
     args = ap.parse_args(argv)
@@ -576,6 +648,8 @@ def main(argv: list[str] | None = None) -> int:
             if p and not p.is_file():
                 raise ReleaseDiffError(f"no parser dump at {p}")
         doc = release_diff(old, new, args.old_dump, args.new_dump)
+        if args.rules:
+            doc["rules"] = rule_coverage(doc, scan(old), scan(new), args.rules.resolve())
         if dump_failures:
             doc["flags"]["dump_failed"] = dump_failures
     except ReleaseDiffError as exc:

@@ -318,3 +318,25 @@ def test_a_failed_parser_dump_falls_back_to_the_static_flags_and_says_why(tmp_pa
     flags = json.loads(capsys.readouterr().out)["flags"]
     assert flags["source"].startswith("static (no parser dump of vllm 1.0, vllm 1.1)")
     assert flags["dump_failed"] == {"1.0": "AssertionError", "1.1": "AssertionError"}
+
+
+def test_rules_option_follows_old_citations_and_lists_what_has_no_rule_yet(tmp_path, capsys):
+    make_tree(tmp_path / "old", OLD)
+    make_tree(tmp_path / "new", NEW)
+    rules = tmp_path / "pkg"
+    rules.mkdir()
+    (rules / "r.py").write_text(
+        "# gone: vllm/config/speculative.py:8-9@1.0\n"
+        "# kept: speculative.py:11@1.0 (num_speculative_tokens must be positive)\n"
+        "# new rule: platforms/interface.py:6@1.1\n"
+        "# another release is not read: config/speculative.py:9@1.0.1\n")
+    assert rd.main(["vllm", "1.0", "1.1", "--old-tree", str(tmp_path / "old"), "--new-tree", str(tmp_path / "new"),
+                    "--rules", str(rules), "-o", "json"]) == 0
+    r = json.loads(capsys.readouterr().out)["rules"]
+    got = {(c["cite"], c["status"], c["new_at"]) for c in r["old_citations"]}
+    assert got == {("config/speculative.py:8-9@1.0", "removed", None),
+                   ("config/speculative.py:11@1.0", "unchanged", "config/speculative.py:10@1.1")}
+    assert [c["cited_in"] for c in r["old_citations"] if c["status"] == "removed"] == [["pkg/r.py:1"]]
+    assert [x["message"] for x in r["no_rule_yet"]] == [
+        "draft_dcp={draft_dcp} must be 1 or {target_dcp}.",
+        "draft_lm_head_quantization is not supported for the method {self.method}"]
