@@ -474,6 +474,7 @@ def rule_coverage(doc: dict, so: dict, sn: dict, root: Path) -> dict:
             fate[(c["old"]["file"], c["old"]["line"])] = (kind, c["new"]["at"])
     for r in doc["raises"]["removed"]:
         fate[(r["file"], r["line"])] = ("removed", None)
+    removed_fields = {x["name"] for x in doc["fields"]["removed"]}
     old_cites = []
     for (f, a, b), where in sorted(citations(root, vo, so["files"]).items()):
         for s in so["raises"]:
@@ -482,6 +483,12 @@ def rule_coverage(doc: dict, so: dict, sn: dict, root: Path) -> dict:
                 old_cites.append({"cite": f"{f}:{a}" + (f"-{b}" if b != a else "") + f"@{vo}", "cited_in": where,
                                   "site": f"{s.file}:{s.line}@{vo}", "message": s.message, "status": status,
                                   "new_at": new_at})
+        for name, meta in so["fields"].items():
+            file = name.split("::")[0]
+            if file == f and a <= meta["line"] <= b and name in removed_fields:
+                old_cites.append({"cite": f"{f}:{a}" + (f"-{b}" if b != a else "") + f"@{vo}", "cited_in": where,
+                                  "site": f"{file}:{meta['line']}@{vo}", "message": f"field {name.split('::')[1]}",
+                                  "status": "field removed", "new_at": None})
     cited_new = citations(root, vn, sn["files"])
     uncited = [x for x in doc["raises"]["new"] + [c["new"] for c in doc["raises"]["changed"]]
                if not any(f == x["file"] and a <= x["line"] <= b for (f, a, b) in cited_new)]

@@ -329,12 +329,14 @@ def test_rules_option_follows_old_citations_and_lists_what_has_no_rule_yet(tmp_p
         "# gone: vllm/config/speculative.py:8-9@1.0\n"
         "# kept: speculative.py:11@1.0 (num_speculative_tokens must be positive)\n"
         "# new rule: platforms/interface.py:6@1.1\n"
-        "# another release is not read: config/speculative.py:9@1.0.1\n")
+        "# another release is not read: config/speculative.py:9@1.0.1\n"
+        "# a field: config/speculative.py:4@1.0\n")
     assert rd.main(["vllm", "1.0", "1.1", "--old-tree", str(tmp_path / "old"), "--new-tree", str(tmp_path / "new"),
                     "--rules", str(rules), "-o", "json"]) == 0
     r = json.loads(capsys.readouterr().out)["rules"]
     got = {(c["cite"], c["status"], c["new_at"]) for c in r["old_citations"]}
     assert got == {("config/speculative.py:8-9@1.0", "removed", None),
+                   ("config/speculative.py:4@1.0", "field removed", None),
                    ("config/speculative.py:11@1.0", "unchanged", "config/speculative.py:10@1.1")}
     assert [c["cited_in"] for c in r["old_citations"] if c["status"] == "removed"] == [["pkg/r.py:1"]]
     assert [x["message"] for x in r["no_rule_yet"]] == [
