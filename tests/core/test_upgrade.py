@@ -198,3 +198,15 @@ def test_sglang_removed_flag_is_refused_and_dropped():
 def test_sglang_mooncake_probe_default_only_where_it_applies(extra, env, expect):
     r = upgrade.check("sglang", "0.5.22", "0.5.23", SGL + extra, env)
     assert ids(r, "changed") == expect and r["refused"] == []
+
+
+def test_every_option_an_entry_names_is_an_option_of_the_from_release():
+    from gpustack_k3.core.argv.dumps import load_dump
+
+    for engine, a, b in upgrade.available():
+        dump = load_dump(f"engines/{engine}-{a}-options.json")
+        dests = {dump.entry(i)["dest"] for i in range(len(dump))}
+        for c in upgrade.find_upgrade(engine, a, b).changes:
+            named = [cl.get("option") or cl.get("option_unset") for cl in c.when]
+            named += [(c.rewrite or {}).get("drop_option"), ((c.rewrite or {}).get("drop_key") or {}).get("option")]
+            assert {n for n in named if n} <= dests, (engine, a, c.id)
