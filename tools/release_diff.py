@@ -404,6 +404,7 @@ def diff_flags(old: Release, new: Release, so: dict, sn: dict, old_dump: Path | 
 
 
 def _show(p: Path) -> str:
+    p = p.resolve()
     return p.relative_to(REPO).as_posix() if p.is_relative_to(REPO) else p.name
 
 
@@ -506,10 +507,21 @@ def _one(s: str, limit: int = 160) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def _dump_args(doc: dict) -> str:
+    """The --old-dump/--new-dump arguments that reproduce ``doc`` (none for the catalog's own dumps)."""
+    out = ""
+    for side in ("old", "new"):
+        p = doc["flags"].get(f"{side}_dump")
+        if p and not p.startswith("gpustack_k3/"):
+            out += f" --{side}-dump {p}"
+    return out
+
+
 def markdown(doc: dict) -> str:
     e, vo, vn = doc["engine"], doc["old"]["version"], doc["new"]["version"]
     L = [f"# {e} {vo} → {vn}: what the validation code changed", "",
-         f"Made by `python3 -m tools.release_diff {e} {vo} {vn} --write docs/releases` from {doc['old']['source']} "
+         f"Made by `python3 -m tools.release_diff {e} {vo} {vn}{_dump_args(doc)} --write docs/releases` from "
+         f"{doc['old']['source']} "
          f"and {doc['new']['source']} (the wheels' Python sources, read with `ast`; nothing imported). "
          f"Scope: {doc['scope']['files_new']} files ({', '.join('`' + g + '`' for g in doc['scope']['globs'])}).",
          "", "| what | counts |", "|---|---|"]

@@ -14,7 +14,8 @@ from gpustack_k3.cli.upgrade_cmd import upgrade_check
 from gpustack_k3.core import upgrade
 from tests.support import tiers
 
-BASE = ["vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "8"]
+BASE = ["vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "8", "--kv-cache-memory-bytes", "100G"]
+BARE = ["vllm", "serve", "moonshotai/Kimi-K3"]
 SPEC_OLD = {"method": "dspark", "num_speculative_tokens": 3, "disable_padded_drafter_batch": True,
             "parallel_drafting": True}
 
@@ -27,9 +28,13 @@ def ids(report, kind):
     return [x["id"] for x in report[kind]]
 
 
-def test_a_clean_line_has_nothing_to_report():
-    r = upgrade.check("vllm", "0.33.0", "0.34.0", BASE, {})
+def test_a_line_that_sets_its_memory_has_nothing_to_report_and_one_that_does_not_is_told_of_the_kv_sizing():
+    r = upgrade.check("vllm", "0.33.0", "0.34.0", BARE + ["--gpu-memory-utilization", "0.9"], {})
     assert (r["refused"], r["changed"], r["deprecated"], r["rewrite"]) == ([], [], [], None)
+    assert upgrade.check("vllm", "0.33.0", "0.34.0", BASE, {})["changed"] == []   # --kv-cache-memory-bytes
+    r = upgrade.check("vllm", "0.33.0", "0.34.0", BARE, {})
+    assert ids(r, "changed") == ["extensible-kv-cache-default"] and r["refused"] == [] and r["rewrite"] is None
+    assert "config/cache.py:495@0.34.0" in r["changed"][0]["cite"]
 
 
 def test_v1_model_runner_env_is_refused_and_unset_in_the_rewrite():
@@ -165,6 +170,9 @@ def test_the_citations_point_at_what_they_claim_in_the_wheels():
         "distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:57@0.34.0": "NIXL_CONNECTOR_VERSION: int = 16",
         "config/vllm.py:2588@0.34.0": "logger.warning_once",
         "envs.py:655@0.34.0": "VLLM_MARLIN_INPUT_DTYPE",
+        "config/cache.py:186@0.34.0": "DEFAULT_GPU_MEMORY_UTILIZATION: ClassVar[float] = 0.92",
+        "config/cache.py:395@0.34.0": "enable_extensible_kv_cache",
+        "config/vllm.py:3253@0.34.0": "enabled = unsupported is None",
     }
     cited = {c for ch in up.changes for c in ch.cite}
     assert set(expect) <= cited
