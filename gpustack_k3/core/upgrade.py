@@ -155,11 +155,11 @@ def read_line(dump: ParserDump, argv: list[str], env: dict[str, str]) -> Line:
             i += 1
             continue
         name, eq, inline = tok.partition("=")
-        key = None
-        opt = dump.flag(name)
-        if opt is None and name.startswith("--") and "." in name:
-            base, _, key = name.partition(".")
-            opt = dump.flag(base)
+        base, _, key = name.partition(".") if name.startswith("--") else (name, "", "")
+        key = key or None
+        if dump.engine == "vllm" and name.startswith("--"):
+            base = "--" + base[2:].replace("_", "-")    # vLLM's parser reads underscores as dashes
+        opt = dump.flag(base)
         if opt is None:
             i += 1
             continue

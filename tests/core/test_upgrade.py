@@ -47,7 +47,7 @@ def test_v1_model_runner_env_is_refused_and_unset_in_the_rewrite():
     assert ids(r1, "refused") == [] and ids(r1, "deprecated") == ["model-runner-v2-env-redundant"]
 
 
-@pytest.mark.parametrize("form", ["json", "equals", "short", "dotted"])
+@pytest.mark.parametrize("form", ["json", "equals", "short", "dotted", "underscores"])
 def test_removed_speculative_keys_are_refused_and_dropped_in_every_spelling(form):
     if form == "json":
         argv = BASE + ["--speculative-config", json.dumps(SPEC_OLD)]
@@ -55,6 +55,8 @@ def test_removed_speculative_keys_are_refused_and_dropped_in_every_spelling(form
         argv = BASE + ["--speculative-config=" + json.dumps(SPEC_OLD)]
     elif form == "short":
         argv = BASE + ["-sc", json.dumps(SPEC_OLD)]
+    elif form == "underscores":
+        argv = BASE + ["--speculative_config", json.dumps(SPEC_OLD)]
     else:
         argv = BASE + ["--speculative-config.method", "dspark", "--speculative-config.num_speculative_tokens", "3",
                        "--speculative-config.disable_padded_drafter_batch", "true",
