@@ -113,28 +113,6 @@ class Line:
     def given(self, dest: str) -> list[Occurrence]:
         return [o for o in self.occurrences if o.dest == dest]
 
-    def json_value(self, dest: str) -> dict[str, Any] | None:
-        """The option's JSON object as the engine merges it (whole values, then dotted keys, in order)."""
-        occ = self.given(dest)
-        if not occ:
-            return None
-        out: dict[str, Any] = {}
-        for o in occ:
-            if o.key is None:
-                v = _json(o)
-                if isinstance(v, dict):
-                    out.update(v)
-            else:
-                try:
-                    out[o.key] = json.loads(o.value) if o.value is not None else True
-                except json.JSONDecodeError:
-                    out[o.key] = o.value
-        return out
-
-    def last(self, dest: str) -> str | None:
-        occ = [o for o in self.given(dest) if o.key is None]
-        return occ[-1].value if occ else None
-
 
 def _json(o: Occurrence) -> Any:
     try:
@@ -176,31 +154,58 @@ def read_line(dump: ParserDump, argv: list[str], env: dict[str, str]) -> Line:
 
 # ----------------------------------------------------------------------------------------- judging
 
-def _holds(clause: dict, line: Line) -> bool:
+@dataclass
+class View:
+    """What judges a line: the options the FROM release's parser set (dest -> value after the engine's own
+    conversion and merging, core.argv.read.read_argv) and the environment."""
+    values: dict[str, Any]
+    env: dict[str, str]
+
+
+def view(engine: str, from_version: str, argv: list[str], env: dict[str, str]) -> View:
+    from gpustack_k3.catalog.loader import load_catalog
+    from gpustack_k3.core.argv.read import read_argv
+
+    cat = load_catalog()
+    version = cat.engines[engine].versions.get(from_version)
+    if version is None or version.parser is None:
+        raise InputError("--from", f"{engine} {from_version} is not a pinned release with a parser dump",
+                         f"pinned: {', '.join(cat.engines[engine].versions)}")
+    reading = read_argv(cat.engine(engine), version, argv)
+    if reading.refusals:
+        r = reading.refusals[0]
+        raise InputError(r.where, f"{engine} {from_version}'s own parser refuses the line: {r.message}",
+                         f"fix the line first (gpustack-k3 check-args --engine {engine} --engine-version "
+                         f"{from_version} -- ARGV)")
+    return View({d: g.value for d, g in reading.given.items()}, dict(env))
+
+
+def _holds(clause: dict, v: View) -> bool:
     if "env_unset" in clause:
-        return clause["env_unset"] not in line.env
+        return clause["env_unset"] not in v.env
     if "env" in clause:
-        v = line.env.get(clause["env"])
-        if v is None:
+        e = v.env.get(clause["env"])
+        if e is None:
             return False
-        if "is" in clause and v != str(clause["is"]):
+        if "is" in clause and e != str(clause["is"]):
             return False
-        return not ("is_not" in clause and v == str(clause["is_not"]))
+        return not ("is_not" in clause and e == str(clause["is_not"]))
     if "option_unset" in clause:
-        return not line.given(clause["option_unset"])
+        return clause["option_unset"] not in v.values
     dest = clause["option"]
-    if not line.given(dest):
+    if dest not in v.values:
         if "default" not in clause:
             return False
         return _value_holds(clause, clause["default"])     # the parser's default stands for the absent option
+    value = v.values[dest]
     if "gt" in clause:
         try:
-            return float(line.last(dest) or "") > clause["gt"]
-        except ValueError:
+            return float(value) > clause["gt"]
+        except (TypeError, ValueError):
             return False
     if "key" not in clause and "key_any" not in clause:
-        return _value_holds(clause, line.last(dest))
-    obj = line.json_value(dest) or {}
+        return _value_holds(clause, value)
+    obj = value if isinstance(value, dict) else {}
     if "key_any" in clause:
         return any(k in obj for k in clause["key_any"])
     if clause.get("absent"):
@@ -238,14 +243,16 @@ def _drop_key(argv: list[str], line: Line, dest: str, key: str) -> list[str]:
     return out
 
 
-def check(engine: str, from_version: str, to_version: str, argv: list[str], env: dict[str, str],
-          dump: ParserDump | None = None) -> dict:
-    """The upgrade report of one command line (a JSON-ready dict; ``refused`` decides the exit code)."""
+def _found(up: Upgrade, v: View) -> list[Change]:
+    return [c for c in up.changes if all(_holds(cl, v) for cl in c.when)]
+
+
+def check(engine: str, from_version: str, to_version: str, argv: list[str], env: dict[str, str]) -> dict:
+    """The upgrade report of one command line (a JSON-ready dict; ``refused`` decides the exit code). The
+    rewritten line is judged again: ``complete`` only when no refusal is left in it."""
     up = find_upgrade(engine, from_version, to_version)
-    if dump is None:
-        dump = load_dump(f"engines/{engine}-{from_version}-options.json")
-    line = read_line(dump, argv, env)
-    found = [c for c in up.changes if all(_holds(cl, line) for cl in c.when)]
+    found = _found(up, view(engine, from_version, argv, env))
+    dump = load_dump(f"engines/{engine}-{from_version}-options.json")
     new_argv, new_env, unset = list(argv), dict(env), []
     rewritten = []
     for c in found:
@@ -264,14 +271,16 @@ def check(engine: str, from_version: str, to_version: str, argv: list[str], env:
             del new_env[rw["unset_env"]]
             unset.append(rw["unset_env"])
             rewritten.append(c.id)
+    left = []
+    if rewritten:
+        left = [c.id for c in _found(up, view(engine, from_version, new_argv, new_env)) if c.kind == "refused"]
     items = [{"id": c.id, "kind": c.kind, "message": c.message, "cite": list(c.cite),
-              "rewritten": c.id in rewritten} for c in found]
-    left = [c.id for c in found if c.kind == "refused" and c.id not in rewritten]
+              "rewritten": c.id in rewritten and c.id not in left} for c in found]
     return {
         "engine": engine, "from": from_version, "to": to_version,
         "source": up.path, "report": up.report,
-        "judged_by": f"the changes listed in {up.path} (found by tools/release_diff.py), not a run of "
-                     f"{engine} {to_version}'s own validation",
+        "judged_by": f"the changes listed in {up.path} (found by tools/release_diff.py) on the line as "
+                     f"{engine} {from_version}'s parser reads it, not a run of {engine} {to_version}'s own validation",
         "refused": [x for x in items if x["kind"] == "refused"],
         "changed": [x for x in items if x["kind"] == "changed"],
         "deprecated": [x for x in items if x["kind"] == "deprecated"],

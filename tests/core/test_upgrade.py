@@ -129,14 +129,18 @@ def test_cli_exit_codes_json_and_text():
 @pytest.mark.parametrize("args,where", [
     (["--from", "0.29.0", "--to", "0.34.0"], "--from/--to"),
     (["--from", "0.33.0", "--to", "0.34.0", "--env", "NOEQUALS"], "--env"),
+    # lines the FROM release's own parser refuses: nothing to upgrade (where: the token, as check-args names it)
     (["--from", "0.33.0", "--to", "0.34.0", "--", "vllm", "serve", "m", "--speculative-config", "{not json"],
-     "argv[3] --speculative-config"),
+     "argv[1]"),
+    (["--from", "0.33.0", "--to", "0.34.0", "--", "vllm", "serve", "m", "--no-such-flag"], "argv[1]"),
 ])
 def test_cli_unusable_input_exits_2_naming_the_field(args, where):
     res = run("--engine", "vllm", *args[:4], "-o", "json", *args[4:])
     assert res.exit_code == 2, res.output
     err = json.loads(res.stdout)["error"]
     assert err["where"] == where and err["fix"]
+    if where.startswith("argv"):
+        assert "vllm 0.33.0's own parser refuses the line" in err["message"] and "check-args" in err["fix"]
     assert "Traceback" not in res.output
 
 
