@@ -19,6 +19,19 @@ def _env(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _read_config_file(path: str) -> str:
+    """A ``--config FILE`` of the command line, read where gpustack-k3 runs (bounded, YAML checked first)."""
+    from gpustack_k3.cli.common import parse_yaml, read_text
+
+    try:
+        text = read_text(path, "config file")
+    except InputError as exc:
+        raise InputError(f"argv --config {path}", exc.message,
+                         "run this where the file is, or write its options on the command line") from None
+    parse_yaml(text, f"argv --config {path}")
+    return text
+
+
 def _shell(argv: list[str]) -> str:
     import shlex
 
@@ -43,7 +56,7 @@ def upgrade_check(engine, from_version, to_version, env, output, argv):
     argv = list(argv)
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    report = check(engine, from_version, to_version, argv, _env(env))
+    report = check(engine, from_version, to_version, argv, _env(env), read_file=_read_config_file)
     if output == "text":
         click.echo(f"{engine} {from_version} -> {to_version} (judged by {report['judged_by']})")
         for kind in ("refused", "changed", "deprecated"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -162,7 +162,8 @@ class View:
     env: dict[str, str]
 
 
-def view(engine: str, from_version: str, argv: list[str], env: dict[str, str]) -> View:
+def view(engine: str, from_version: str, argv: list[str], env: dict[str, str],
+         read_file: Callable[[str], str] | None = None) -> View:
     from gpustack_k3.catalog.loader import load_catalog
     from gpustack_k3.core.argv.read import read_argv
 
@@ -171,7 +172,7 @@ def view(engine: str, from_version: str, argv: list[str], env: dict[str, str]) -
     if version is None or version.parser is None:
         raise InputError("--from", f"{engine} {from_version} is not a pinned release with a parser dump",
                          f"pinned: {', '.join(cat.engines[engine].versions)}")
-    reading = read_argv(cat.engine(engine), version, argv)
+    reading = read_argv(cat.engine(engine), version, argv, **({"read_file": read_file} if read_file else {}))
     if reading.refusals:
         r = reading.refusals[0]
         raise InputError(r.where, f"{engine} {from_version}'s own parser refuses the line: {r.message}",
@@ -247,11 +248,12 @@ def _found(up: Upgrade, v: View) -> list[Change]:
     return [c for c in up.changes if all(_holds(cl, v) for cl in c.when)]
 
 
-def check(engine: str, from_version: str, to_version: str, argv: list[str], env: dict[str, str]) -> dict:
+def check(engine: str, from_version: str, to_version: str, argv: list[str], env: dict[str, str],
+          read_file: Callable[[str], str] | None = None) -> dict:
     """The upgrade report of one command line (a JSON-ready dict; ``refused`` decides the exit code). The
     rewritten line is judged again: ``complete`` only when no refusal is left in it."""
     up = find_upgrade(engine, from_version, to_version)
-    found = _found(up, view(engine, from_version, argv, env))
+    found = _found(up, view(engine, from_version, argv, env, read_file))
     dump = load_dump(f"engines/{engine}-{from_version}-options.json")
     new_argv, new_env, unset = list(argv), dict(env), []
     rewritten = []
@@ -273,7 +275,8 @@ def check(engine: str, from_version: str, to_version: str, argv: list[str], env:
             rewritten.append(c.id)
     left = []
     if rewritten:
-        left = [c.id for c in _found(up, view(engine, from_version, new_argv, new_env)) if c.kind == "refused"]
+        left = [c.id for c in _found(up, view(engine, from_version, new_argv, new_env, read_file))
+                if c.kind == "refused"]
     items = [{"id": c.id, "kind": c.kind, "message": c.message, "cite": list(c.cite),
               "rewritten": c.id in rewritten and c.id not in left} for c in found]
     return {

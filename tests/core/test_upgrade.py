@@ -224,3 +224,20 @@ def test_every_option_an_entry_names_is_an_option_of_the_from_release():
             named = [cl.get("option") or cl.get("option_unset") for cl in c.when]
             named += [(c.rewrite or {}).get("drop_option"), ((c.rewrite or {}).get("drop_key") or {}).get("option")]
             assert {n for n in named if n} <= dests, (engine, a, c.id)
+
+
+def test_a_config_file_is_read_as_the_engine_merges_it(tmp_path):
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("speculative-config:\n  method: dspark\n  num_speculative_tokens: 3\n"
+                   "  disable_padded_drafter_batch: true\n")
+    res = run("--engine", "vllm", "--from", "0.33.0", "--to", "0.34.0", "-o", "json", "--",
+              *BARE, "--gpu-memory-utilization", "0.9", "--config", str(cfg))
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert ids(doc, "refused") == ["speculative-disable-padded-drafter-batch-removed"]
+    # the key is in the file, not on the line: nothing here rewrites it, and the re-judged line says so
+    assert doc["rewrite"]["complete"] is False
+    assert doc["rewrite"]["still_refused"] == ["speculative-disable-padded-drafter-batch-removed"]
+    missing = run("--engine", "vllm", "--from", "0.33.0", "--to", "0.34.0", "-o", "json", "--",
+                  *BARE, "--config", str(tmp_path / "nope.yaml"))
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["where"].startswith("argv --config")
