@@ -241,3 +241,22 @@ def test_a_config_file_is_read_as_the_engine_merges_it(tmp_path):
     missing = run("--engine", "vllm", "--from", "0.33.0", "--to", "0.34.0", "-o", "json", "--",
                   *BARE, "--config", str(tmp_path / "nope.yaml"))
     assert missing.exit_code == 2 and json.loads(missing.stdout)["error"]["where"].startswith("argv --config")
+
+
+@pytest.mark.parametrize("preset,expect", [
+    # Kimi-K3 P/D with DCP 8 and DSpark: the draft's DCP default and the NIXL handshake change; nothing refused
+    ("kimi-k3-b300-1p1d", {"prefill": ["draft-dcp-default", "nixl-connector-version"],
+                           "decode": ["draft-dcp-default", "nixl-connector-version"]}),
+    ("dsv41-flash-gb300-8p1d", {"prefill": ["nixl-connector-version"],
+                                "decode": ["nixl-connector-version", "extensible-kv-cache-default"]}),
+])
+def test_the_vllm_0_33_0_presets_rendered_lines(preset, expect):
+    from gpustack_k3.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["dry-run", "--preset", preset, "-o", "json"])
+    roles = {r["role"]: r["leader"] for r in json.loads(res.stdout)["roles"]}
+    assert set(roles) == set(expect)
+    for role, leader in roles.items():
+        r = upgrade.check("vllm", "0.33.0", "0.34.0", leader["argv"], leader.get("env") or {})
+        assert r["refused"] == [] and r["deprecated"] == [] and r["rewrite"] is None, (role, r)
+        assert ids(r, "changed") == expect[role], role
