@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import yaml
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.catalog.loader import DATA
 from gpustack_k3.core.argv.dumps import ParserDump, load_dump
 from gpustack_k3.errors import CatalogError, InputError
@@ -135,7 +136,7 @@ def read_line(dump: ParserDump, argv: list[str], env: dict[str, str]) -> Line:
         name, eq, inline = tok.partition("=")
         base, _, key = name.partition(".") if name.startswith("--") else (name, "", "")
         key = key or None
-        if dump.engine == "vllm" and name.startswith("--"):
+        if dump.engine == ENGINE_VLLM and name.startswith("--"):
             base = "--" + base[2:].replace("_", "-")    # vLLM's parser reads underscores as dashes
         opt = dump.flag(base)
         if opt is None:
