@@ -26,6 +26,13 @@ mapfile -t WANT < <("$PY" "$HERE/tools/engine_parsers/dump.py" --wheels)
 # the pinned SGLang router (catalog/data/routing.yaml sglang_router): its own parser reads our rendered router
 # arguments (tests/render/test_sglang_router_wheel.py)
 WANT+=("sglang-router==$(PYTHONPATH="$HERE" "$PY" -c 'from gpustack_k3.render.router import sglang_router_pin; print(sglang_router_pin().version)')")
+# releases newer than the newest pinned one, fetched so tools/release_diff.py can diff their validation code
+# against the pinned release before they are pinned (docs/releases/); drop one here once the catalog pins it
+# (dump.py --wheels then lists it)
+DIFFED=("vllm==0.34.0")
+for spec in "${DIFFED[@]}"; do
+  [[ " ${WANT[*]} " == *" $spec "* ]] || WANT+=("$spec")
+done
 # fetch NAME==VERSION [WHY]: the wheel into $DEST unless it is there
 fetch() {
   local spec="$1" name version

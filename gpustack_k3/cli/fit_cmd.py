@@ -1,8 +1,6 @@
 """``gpustack-k3 fit MODEL_CONFIG --gpu-type b300 [--gpus N]``: the layouts of a model that fit (core/fit.py)."""
 from __future__ import annotations
 
-import sys
-
 import click
 
 from gpustack_k3.api.v1alpha1.constants import EXIT_OK, EXIT_REFUSED
@@ -92,4 +90,4 @@ def fit(model_config, gpu_type, gpus, max_model_len, kv_cache_dtype, memory_frac
         _table(d)
     else:
         emit(d, output)
-    sys.exit(EXIT_OK if any(r["fits"] for r in d["layouts"]) else EXIT_REFUSED)
+    return EXIT_OK if any(r["fits"] for r in d["layouts"]) else EXIT_REFUSED   # cli/main.py exits with it

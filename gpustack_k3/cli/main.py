@@ -36,6 +36,7 @@ COMMANDS = {
     "validate": "gpustack_k3.cli.core_cmds:validate",
     "check-args": "gpustack_k3.cli.core_cmds:check_args",
     "check-pd": "gpustack_k3.cli.core_cmds:check_pd",
+    "upgrade-check": "gpustack_k3.cli.upgrade_cmd:upgrade_check",
     "import": "gpustack_k3.cli.core_cmds:import_",
     "plan": "gpustack_k3.cli.core_cmds:plan_cmd",
     "fit": "gpustack_k3.cli.fit_cmd:fit",

@@ -121,8 +121,10 @@ class GPUStackClient:
             return None
         try:
             return r.json()
-        except ValueError:
-            return r.text
+        except ValueError:   # a login page, a proxy's error page, a truncated answer: not GPUStack's API
+            raise GPUStackError("server", f"{method} {path}: HTTP {code} with a body that is not JSON "
+                                f"({r.headers.get('content-type') or 'no content type'}: "
+                                f"{r.text.strip()[:120]!r}); is {self.server} the GPUStack server?", code) from None
 
     # ------------------------------------------------------------------ resources
     def _all(self, path: str, **params: Any) -> list[dict]:
@@ -130,9 +132,17 @@ class GPUStackClient:
         page = 1
         while True:
             body = self.request("GET", path, params={**params, "page": page, "perPage": 100})
-            items += body.get("items", [])
-            pg = body.get("pagination") or {}
-            if page >= int(pg.get("totalPage") or 1):
+            pg = body.get("pagination") if isinstance(body, dict) else None
+            got = body.get("items", []) if isinstance(body, dict) else None
+            try:
+                last = page >= int((pg if isinstance(pg, dict) else {}).get("totalPage") or 1)
+            except (TypeError, ValueError):
+                last = None
+            if not isinstance(got, list) or not all(isinstance(x, dict) for x in got) or last is None:
+                raise GPUStackError("server", f"GET {path}: the answer is not a GPUStack page "
+                                    f"({{items: [...], pagination: {{totalPage}}}}): {str(body)[:120]!r}")
+            items += got
+            if last or not got:   # an empty page ends the listing whatever totalPage says
                 return items
             page += 1
 

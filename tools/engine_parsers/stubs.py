@@ -278,6 +278,11 @@ _VALUES = {
     "torch.mps.is_available": lambda: False,
     "torch.cpu.is_available": lambda: True,
     "torch.library.infer_schema": lambda fn, *a, **k: _infer_schema(fn),
+    # vLLM 0.34.0 checks at import that array.array typecodes match these dtypes' sizes
+    # (vllm/utils/torch_utils.py:85-87@0.34.0)
+    "torch.int32.itemsize": 4,
+    "torch.int64.itemsize": 8,
+    "torch.float32.itemsize": 4,
     # SGLang patches transformers' config validators at import (srt/utils/hf_transformers_patches.py)
     "transformers.PretrainedConfig.__class_validators__": [],
 }

@@ -62,7 +62,11 @@ def _vllm_parse_type(return_type: Callable[[str], Any]) -> Callable[[str], Any]:
         try:
             return return_type(val)
         except ValueError as e:
-            raise argparse.ArgumentTypeError(f"Value {val} cannot be converted to {return_type}.") from e
+            # the engine prints the type's repr ("<function loads at 0x7f...>"): its name, without the address
+            # that changes every run
+            name = f"{getattr(return_type, '__module__', None) or ''}.{getattr(return_type, '__qualname__', '')}"
+            shown = f"<function {name.lstrip('.')}>" if getattr(return_type, "__qualname__", None) else return_type
+            raise argparse.ArgumentTypeError(f"Value {val} cannot be converted to {shown}.") from e
 
     _parse_type.__name__ = "_parse_type"
     return _parse_type
