@@ -399,3 +399,13 @@ def test_disaggregation_routing_network_without_roles_are_refused_naming_the_fie
     d["spec"]["network"] = {"ucx": {"transports": "rc"}}
     found = {f.field for f in validate(doc_of(d)) if f.rule == "topology-fields-need-roles"}
     assert found == {"spec.disaggregation", "spec.routing", "spec.network"}
+
+
+def test_docker_and_gpustack_refuse_a_role_of_several_instances_naming_the_field():
+    from gpustack_k3.render.targets import render_topology_targets
+
+    d = one_role_document()
+    d["spec"]["roles"][0]["instances"] = 2
+    _files, refused, _ = render_topology_targets(doc_of(d), ("docker", "gpustack"))
+    assert {t: e.where for t, e in refused.items()} == {"docker": "spec.roles[0].instances",
+                                                       "gpustack": "spec.roles[0].instances"}
