@@ -210,9 +210,6 @@ KNOWN_GAPS: list[tuple[str, str, str]] = [
     ('gpustack', 'spec.routing.decodePolicy', 'one-role-vllm'),
     ('kubernetes', 'spec.routing.decodePolicy', 'one-role-vllm'),
     ('operator', 'spec.routing.decodePolicy', 'one-role-vllm'),
-    # spec.serving.networkPolicy in one-role-sglang: the topology render has no NetworkPolicy
-    ('kubernetes', 'spec.serving.networkPolicy', 'one-role-sglang'),
-    ('operator', 'spec.serving.networkPolicy', 'one-role-sglang'),
     # spec.speculative.extraConfig in single-sglang: SGLang has no --speculative-config: the vLLM-only keys are
     # dropped without a word
     ('argv', 'spec.speculative.extraConfig', 'single-sglang'),
@@ -466,7 +463,7 @@ def related(where: str | None, path: str) -> bool:
     if not where:
         return False
     a, b = _field_key(where.split()[0]), _field_key(path)
-    return a == b or b.startswith(a + ".") or a.startswith(b + ".") or b.startswith(a + "[")
+    return a == b or b.startswith((a + ".", a + "[")) or a.startswith(b + ".")
 
 
 def not_expressed(channel: str, path: str) -> str | None:

@@ -409,3 +409,17 @@ def test_docker_and_gpustack_refuse_a_role_of_several_instances_naming_the_field
     _files, refused, _ = render_topology_targets(doc_of(d), ("docker", "gpustack"))
     assert {t: e.where for t, e in refused.items()} == {"docker": "spec.roles[0].instances",
                                                        "gpustack": "spec.roles[0].instances"}
+
+
+def test_network_policy_of_a_topology_is_refused_naming_the_field_not_dropped():
+    from gpustack_k3.render.lws import render_document
+    from gpustack_k3.render.templates import RenderError
+
+    d = preset_data("kimi-k3-b300-1p1d")
+    d["spec"]["serving"] = {"networkPolicy": True}
+    try:
+        render_document(doc_of(d), validate=False)
+    except RenderError as exc:
+        assert exc.where == "spec.serving.networkPolicy"
+    else:
+        raise AssertionError("a topology's networkPolicy must not be silently dropped")
