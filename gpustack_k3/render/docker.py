@@ -109,9 +109,6 @@ def refuse_topology(tl) -> None:
     """Docker runs one container on one host: a role that spans pods, or a P/D pair (whose NIXL side channel
     needs each pod's own IP), has no Docker form. Raises RenderError naming the field."""
     for r in tl.roles:
-        if r.instances > 1:
-            raise RenderError(f"{r.field_prefix}.instances", f"role {r.role} asks for {r.instances} instances: "
-                              "Docker runs one container", "use the kubernetes target, or `run` one container per instance")
         if r.pods_per_instance > 1:
             raise RenderError(f"{r.field_prefix}.podsPerInstance", f"role {r.role} spans {r.pods_per_instance} pods: "
                               "Docker runs one container on one host", "use the kubernetes (LeaderWorkerSet) target")
@@ -121,3 +118,7 @@ def refuse_topology(tl) -> None:
     if len(tl.roles) > 1:
         raise RenderError("spec.roles", f"{len(tl.roles)} roles: the docker target renders one container",
                           "render each role as its own document, or use the kubernetes target")
+    for r in tl.roles:
+        if r.instances > 1:
+            raise RenderError(f"{r.field_prefix}.instances", f"role {r.role} asks for {r.instances} instances: "
+                              "Docker runs one container", "use the kubernetes target, or `run` one container per instance")

@@ -386,9 +386,6 @@ def refuse_topology(tl) -> None:
     #5658), and the built-in vLLM backend's runners stop at vLLM 0.32.0 and render only eagle3|mtp|ngram drafts,
     so neither covers a role spanning pods or P/D roles with our engine versions. Raises RenderError naming why."""
     for r in tl.roles:
-        if r.instances > 1:
-            raise RenderError(f"{r.field_prefix}.instances", f"role {r.role} asks for {r.instances} instances: "
-                              "this product renders one GPUStack model of one replica per document", "use the kubernetes target, or set the model's replicas in GPUStack")
         if r.pods_per_instance > 1:
             raise RenderError(f"{r.field_prefix}.podsPerInstance", (
                 f"role {r.role} spans {r.pods_per_instance} workers: GPUStack custom backends cannot span workers "
@@ -399,3 +396,7 @@ def refuse_topology(tl) -> None:
         raise RenderError("spec.roles", ("P/D or several roles: GPUStack 2.3.0 models P/D only for its own backends "
                                          "and a custom backend is one worker; this product does not render it"),
                           "use the kubernetes target, or render each role as its own document")
+    for r in tl.roles:
+        if r.instances > 1:
+            raise RenderError(f"{r.field_prefix}.instances", f"role {r.role} asks for {r.instances} instances: "
+                              "this product renders one GPUStack model of one replica per document", "use the kubernetes target, or set the model's replicas in GPUStack")
