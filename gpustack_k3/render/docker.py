@@ -118,3 +118,7 @@ def refuse_topology(tl) -> None:
     if len(tl.roles) > 1:
         raise RenderError("spec.roles", f"{len(tl.roles)} roles: the docker target renders one container",
                           "render each role as its own document, or use the kubernetes target")
+    for r in tl.roles:
+        if r.instances > 1:
+            raise RenderError(f"{r.field_prefix}.instances", f"role {r.role} asks for {r.instances} instances: "
+                              "Docker runs one container", "use the kubernetes target, or `run` one container per instance")

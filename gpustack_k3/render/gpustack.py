@@ -396,3 +396,7 @@ def refuse_topology(tl) -> None:
         raise RenderError("spec.roles", ("P/D or several roles: GPUStack 2.3.0 models P/D only for its own backends "
                                          "and a custom backend is one worker; this product does not render it"),
                           "use the kubernetes target, or render each role as its own document")
+    for r in tl.roles:
+        if r.instances > 1:
+            raise RenderError(f"{r.field_prefix}.instances", f"role {r.role} asks for {r.instances} instances: "
+                              "this product renders one GPUStack model of one replica per document", "use the kubernetes target, or set the model's replicas in GPUStack")

@@ -222,6 +222,12 @@ def render_topology(topo: TopologyLaunch, doc: DeploymentDocument | None = None,
     if form not in FORMS:
         raise RenderError("--lws-form", f"unknown form {form!r}", f"one of: {', '.join(FORMS)}")
     ns = namespace or (doc.metadata.namespace if doc is not None else None) or k8s.DEFAULT_NAMESPACE
+    if doc is not None and doc.spec.serving.networkPolicy:
+        # the single-node policy admits only the engine port; a topology's pods also talk to each other (NCCL, the
+        # NIXL side channel per DP rank, the router): refused rather than rendered half-open or silently dropped
+        raise RenderError("spec.serving.networkPolicy", "no NetworkPolicy is rendered for a topology: its pods "
+                          "exchange NCCL and NIXL traffic on ports the engine-port policy would close",
+                          "set spec.serving.networkPolicy to false and admit the traffic with the platform's policies")
     layout = document_layout(doc) if doc is not None and doc.spec.roles else None
     objs: list[dict] = []
     if layout is not None and layout.compute_domain:

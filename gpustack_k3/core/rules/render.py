@@ -190,3 +190,4 @@ def check_topology_fields_need_roles(t) -> Iterator[Hit]:
             yield (f"spec.{name}", f"spec.{name} is set but the document has no spec.roles: one engine, nothing to "
                    f"{'hand KV between' if name == 'disaggregation' else 'route between' if name == 'routing' else 'connect'}",
                    f"add spec.roles, or remove spec.{name}")
+
