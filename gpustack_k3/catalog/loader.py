@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Gt
 
 from gpustack_k3 import _startup_cache
-from gpustack_k3.errors import OperationalError
+from gpustack_k3.errors import CatalogError  # the packaged catalog is inconsistent
 
 # The catalog types are declared as plain annotated classes and made dataclasses only when pydantic must
 # validate data files (a start-up cache miss: _as_dataclasses). Making a dataclass compiles its generated
@@ -20,10 +20,6 @@ _FORBID = {"extra": "forbid"}
 _TYPES: list[type] = []
 
 DATA = Path(__file__).parent / "data"
-
-
-class CatalogError(OperationalError):
-    """The packaged catalog is inconsistent (a bug in the data files, not in user input)."""
 
 
 def _dc(cls):

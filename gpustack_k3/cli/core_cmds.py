@@ -666,25 +666,11 @@ def _dry_run_roles(doc, strict, output) -> None:
 
 
 def _render_summary(launch, doc) -> dict[str, str]:
-    """Render every target in memory (nothing is written) and summarise what each produced."""
-    import hashlib
+    """Render every target in memory (nothing is written) and summarise what each produced; a target that cannot
+    express the document reads ``refused: <field>: <why>`` and the others still render (as for a topology)."""
+    from gpustack_k3.render.targets import summarise_targets
 
-    from gpustack_k3.render.docker import docker_run_params
-    from gpustack_k3.render.gpustack import render_gpustack
-    from gpustack_k3.render.kubernetes import render_kubernetes
-
-    objs = render_kubernetes(launch, doc)
-    gs = render_gpustack(launch)
-    dk = docker_run_params(launch)
-    spec_json = launch.to_json()
-    return {
-        "launch": f"launch.json, sha256 {hashlib.sha256(spec_json.encode()).hexdigest()[:12]} (on the pod template)",
-        "argv": f"{len(launch.argv)} tokens, {len(launch.env)} env vars",
-        "kubernetes": f"{len(objs)} objects: " + ", ".join(o["kind"] for o in objs),
-        "gpustack": ", ".join(gs),
-        "docker": f"image {dk['image']}, {len(dk.get('device_requests') or [])} GPU device request(s), "
-                  f"network {dk.get('network_mode')}",
-    }
+    return summarise_targets(launch, doc)
 
 
 # ------------------------------------------------------------------ check-pd

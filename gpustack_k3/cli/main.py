@@ -107,7 +107,6 @@ def _error(exc: GpustackK3Error, fmt: str) -> int:
     under -o json|yaml (unless the command printed its data), its class's exit code."""
     from gpustack_k3.cli.common import emit, emitted, print_findings_text
 
-    exc = _render_refusal(exc)
     shown = getattr(exc, "shown", False)
     findings = getattr(exc, "findings", None)
     if findings and not shown:
@@ -117,23 +116,6 @@ def _error(exc: GpustackK3Error, fmt: str) -> int:
     if fmt in ("json", "yaml") and not emitted():
         emit(exc.to_object(), fmt)
     return exc.exit_code
-
-
-def _render_refusal(exc: GpustackK3Error) -> GpustackK3Error:
-    """TRANSITIONAL, until /work/patches/h-cli-1.patch makes render/templates.py's RenderError a RefusedError (a
-    file another branch owns): the same error as the refusal it is (exit 1, kind render). A no-op once the patch is
-    applied: delete it then."""
-    from gpustack_k3.errors import RefusedError
-
-    if type(exc).__name__ != "RenderError" or isinstance(exc, RefusedError):
-        return exc
-
-    class RenderRefusal(RefusedError):
-        error_kind = "render"
-
-    out = RenderRefusal(exc.message)
-    out.where, out.hint, out.outcome = exc.where, exc.hint, exc.outcome
-    return out
 
 
 def finish(ctx: click.Context, call) -> object:

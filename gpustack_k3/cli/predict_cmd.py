@@ -6,15 +6,14 @@ With `-o json` or `-o yaml` every exit prints that format on stdout: the predict
 from __future__ import annotations
 
 import json
-import sys
 from typing import NoReturn
 
 import click
 
 from gpustack_k3.api.v1alpha1.constants import ENGINES
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.common import (EXIT_INPUT, EXIT_OK, EXIT_REFUSED, emit, emit_error, error_object,
-                                    exit_refused, fail_input, load_document, output_option, read_text)
+from gpustack_k3.cli.common import (EXIT_OK, EXIT_REFUSED, emit, exit_refused, fail_input, load_document,
+                                    output_option, read_text)
 from gpustack_k3.errors import InputError
 
 
@@ -50,9 +49,11 @@ class _Progress:
 
 def _fail_environment(exc) -> NoReturn:
     """The [predict] extra is missing: an environment failure (kind operational, exit 2) with the way out."""
-    click.echo(f"error: {exc}", err=True)
-    emit_error(error_object(EXIT_INPUT, exc.message, where=exc.where, fix=exc.hint, kind="operational"))
-    sys.exit(EXIT_INPUT)
+    from gpustack_k3.errors import OperationalError
+
+    err = OperationalError(exc.message)
+    err.where, err.hint = exc.where, exc.hint
+    raise err from None   # cli/main.py shows it: one line, the operational error object, exit 2
 
 
 @click.command(cls=Command, context_settings={"ignore_unknown_options": True})   # options after SPEC; ARGV after --
@@ -147,7 +148,7 @@ def predict(spec, preset, engine, engine_version, gpu_type, gpus, input_len, out
         _fail_environment(exc)
     except InputError as exc:       # PredictError included
         fail_input(exc)
-    _finish(result, output, _text, EXIT_OK)
+    return _finish(result, output, _text, EXIT_OK)
 
 
 def _document(spec, preset, engine, engine_version, gpu_type, gpus, argv):
@@ -175,13 +176,14 @@ def _document(spec, preset, engine, engine_version, gpu_type, gpus, argv):
     return document_from_data(data, "argv")
 
 
-def _finish(result: dict, output: str, text, code: int):
-    """The result in the asked format (``text(result)`` for text) and the exit code."""
+def _finish(result: dict, output: str, text, code: int) -> int:
+    """The result in the asked format (``text(result)`` for text); the exit code, for the command to return
+    (cli/main.py exits with it)."""
     if output != "text":
         emit(result, output)
     else:
         text(result)
-    sys.exit(code)
+    return code
 
 
 def _acceptance(option: str, text: str | None) -> tuple[float | None, tuple[float, float] | None]:
@@ -346,7 +348,7 @@ def advise(spec, model_config, context, concurrency, priority, objective, output
             a = lookup(context, concurrency, priority or "throughput")
             res = {**a.to_dict(), "basis": "measured",
                    "note": "from the write-up's two measured points; install the [predict] extra for predictions"}
-            _finish_advice(res, output, _measured_text)
+            return _finish_advice(res, output, _measured_text)
         from gpustack_k3.predict.advise import AdviseRequest, advise as run
 
         obj = objective or ("ttft" if priority == "latency" else "throughput")
@@ -373,7 +375,7 @@ def advise(spec, model_config, context, concurrency, priority, objective, output
         _fail_environment(exc)
     except InputError as exc:       # PredictError included
         fail_input(exc)
-    _finish_advice(res, output, text)
+    return _finish_advice(res, output, text)
 
 
 # options each search does not read, with the way out (the measured lookup reads --context, --concurrency,
@@ -394,7 +396,7 @@ def _not_applicable(options: dict[str, str]) -> None:
             raise InputError(name, "not applicable to this advice (it would be ignored)", options[name])
 
 
-def _finish_advice(res: dict, output: str, text) -> NoReturn:
+def _finish_advice(res: dict, output: str, text) -> int:
     """One result object: ``ok`` and ``findings`` always; a refusal (nothing recommended) exits 1 with
     ``exit_code`` and ``message`` too."""
     ok = bool(res.get("preset"))
@@ -403,7 +405,7 @@ def _finish_advice(res: dict, output: str, text) -> NoReturn:
         res.update(exit_code=EXIT_REFUSED, message=res["reason"])
         if output != "text":        # the human message on stderr (text prints it with the result)
             click.echo(f"refused: {res['reason']}", err=True)
-    _finish(res, output, text, EXIT_OK if ok else EXIT_REFUSED)
+    return _finish(res, output, text, EXIT_OK if ok else EXIT_REFUSED)
 
 
 def _measured_text(d: dict) -> None:

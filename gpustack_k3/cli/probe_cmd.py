@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import sys   # stderr.isatty
 
 import click
 
@@ -143,7 +143,7 @@ def probe(url, spec, preset, model, requests_, concurrency, input_len, output_le
         click.echo(render_text(d))
     if rep.exit_code == EXIT_INPUT:
         click.echo(f"error: {d['reason']}", err=True)
-    sys.exit(rep.exit_code)
+    return rep.exit_code   # cli/main.py exits with it
 
 
 def _row(label: str, dist: dict | None) -> str:

@@ -30,10 +30,11 @@ TARGET_CHOICES = ["launch", "argv", "kubernetes", "gpustack", "docker", "all"]
 STDOUT_FILE = {
     "launch": {"json": "launch.json", "text": "launch.json", "yaml": None},
     "argv": {"json": "argv.json", "shell": "argv.sh", "text": "argv.sh", "yaml": None},
-    "kubernetes": {"yaml": "kubernetes.yaml", "text": "kubernetes.yaml", "json": None},
+    # -o yaml is one YAML document like -o json is one JSON document (a List); text is the apply-able stream
+    "kubernetes": {"yaml": None, "text": "kubernetes.yaml", "json": None},
     "docker": {"json": "docker-run-params.json", "shell": "docker-run.sh", "text": "docker-run.sh", "yaml": None},
 }
-DEFAULT_OUTPUT = {"launch": "json", "argv": "json", "kubernetes": "yaml", "docker": "json", "gpustack": "text", "all": "text"}
+DEFAULT_OUTPUT = {"launch": "json", "argv": "json", "kubernetes": "text", "docker": "json", "gpustack": "text", "all": "text"}
 
 
 def _refused(findings) -> None:
@@ -106,8 +107,8 @@ def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
         if target == "kubernetes":
             items = _parsed("kubernetes.yaml", files["kubernetes.yaml"])
             items = items if isinstance(items, list) else [items]
-            return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2,
-                              ensure_ascii=False) + "\n"
+            listed = {"apiVersion": "v1", "kind": "List", "items": items}
+            return (json.dumps(listed, indent=2, ensure_ascii=False) + "\n") if output == "json" else yaml_dump(listed)
         only = {"launch": "launch.json", "argv": "argv.json", "docker": "docker-run-params.json"}[target]
         return yaml_dump(json.loads(files[only]))
     if output in ("json", "yaml"):
@@ -117,7 +118,7 @@ def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
                    for rel, text in files.items())
 
 
-def _render_topology(doc, target, targets, out_dir, output, namespace, strict, form) -> None:
+def _render_topology(doc, target, targets, out_dir, output, namespace, strict, form, gpustack=None) -> None:
     """A document with spec.roles: launch (the TopologyLaunch), argv and kubernetes per role; docker/gpustack say
     why they cannot run it (one target: exit 1 with the reason; all: ``<target>/refused.txt``)."""
     from gpustack_k3.core.launch import Refused
@@ -125,7 +126,7 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
 
     try:
         per_target, refused, findings = render_topology_targets(doc, targets, namespace=namespace, form=form,
-                                                                strict=strict)
+                                                                strict=strict, gpustack=gpustack)
     except Refused as exc:
         _refused(exc.findings)
     _warn(findings)
@@ -148,7 +149,8 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write the target's files into DIR (atomically) instead of printing.")
 @click.option("--output", "-o", type=click.Choice(["json", "yaml", "shell", "text"]), default=None,
-              help="Printed format (default: json for argv/docker, yaml for kubernetes, text otherwise).")
+              help="Printed format (default: json for launch/argv/docker, text otherwise; kubernetes: text is the "
+              "multi-document YAML to apply, yaml/json one List).")
 @click.option("--namespace", default=None, help="Kubernetes namespace (default: metadata.namespace, else kimi-k3).",
               callback=_checked_name(_dns_label, "Kubernetes namespace (a DNS label)"))
 @click.option("--worker", default=None, help="GPUStack: pin all GPUs of this worker (gpu_selector.gpu_ids).",
@@ -177,7 +179,7 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     if doc.spec.roles:
         with outcome("nothing was written"):
             _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict,
-                             lws_form)
+                             lws_form, gpustack={"worker": worker, "cluster": cluster})
         return
     try:
         launch, findings = prepare(doc, targets=targets, strict=strict)

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpustack_k3.catalog.loader import CatalogError  # one class: the packaged data is broken (a developer error)
+from gpustack_k3.errors import CatalogError  # one class: the packaged data is broken (a developer error)
 from gpustack_k3.core.rules.log import log_rule_engines
 
 from .patterns import LinePattern

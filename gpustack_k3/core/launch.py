@@ -7,7 +7,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-from gpustack_k3.errors import RefusedError
+from gpustack_k3.errors import Refused  # the spec's error findings: nothing may be rendered
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import compact_json, render_args
 from gpustack_k3.core.launch_topology_types import PerPodArg, RoleLaunch, TopologyLaunch
@@ -22,14 +22,6 @@ SEED_COLD_START_S = 636
 BUDGET_MARGIN = 1.5
 GRAPH_CAPTURE_S = {ENGINE_VLLM: 90, ENGINE_SGLANG: 330}   # docs/sources.md#cold-start: 85-88 s (vLLM), ~5.5 min (SGLang)
 COMPILE_S = 120                                  # docs/sources.md#cold-start: JIT units + profile/warm-up, rounded up
-
-
-class Refused(RefusedError):
-    """The spec has error findings; nothing may be rendered."""
-
-    def __init__(self, findings: list[Finding]) -> None:
-        self.findings = findings
-        super().__init__(f"{sum(f.severity == 'error' for f in findings)} error(s)")
 
 
 def startup_budget_s(r: Resolved, p: Plan | None) -> int:

@@ -14,24 +14,23 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from gpustack_k3.errors import OperationalError
+from gpustack_k3.errors import RefusedError
 
 # gpustack_k3/templates (shipped in the wheel); the repository's top-level templates/ is a link to it.
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 
-class RenderError(OperationalError):
-    """A target could not be produced from a launch spec (a template or validation failure).
+class RenderError(RefusedError):
+    """A target could not be produced from a launch spec (a field it cannot express, a template or validation
+    failure): the document is refused for that target (exit 1, gpustack_k3/errors.py).
 
     ``where`` names the target/object/field, ``message`` what is wrong, ``hint`` the way out."""
 
-    def __init__(self, where: str, message: str, hint: str = "") -> None:
-        self.where, self.message, self.hint = where, message, hint
-        super().__init__(self.line())
+    error_kind = "render"
 
-    def line(self) -> str:
-        out = f"{self.where}: {self.message}"
-        return f"{out} ({self.hint})" if self.hint else out
+    def __init__(self, where: str, message: str, hint: str = "") -> None:
+        self.where, self.hint = where, hint
+        super().__init__(message)
 
 
 def to_json(value: Any) -> str:

@@ -1,9 +1,5 @@
 """Issue 35 item 3: errors carry their exit codes (click's ``ClickException.exit_code`` is the model), one class per
 meaning, and one exit path: ``gpustack_k3/cli/main.py`` is the only module of the CLI that exits.
-
-Tests marked ``PENDING_PATCH`` need /work/patches/h-cli-1.patch (files other branches own: the classes that move
-to gpustack_k3/errors.py, RenderError's base, predict/probe's ``sys.exit``); they are strict xfails until it is
-applied, then they pass and the marker must go (the strict xfail fails to say so).
 """
 from __future__ import annotations
 
@@ -19,16 +15,6 @@ import gpustack_k3
 from gpustack_k3 import errors
 
 PKG = Path(gpustack_k3.__file__).parent
-PENDING = "needs /work/patches/h-cli-1.patch (files other branches own); remove this marker once applied"
-PENDING_PATCH = pytest.mark.xfail(strict=True, reason=PENDING)
-
-
-def _applied() -> bool:
-    from gpustack_k3.render.templates import RenderError
-
-    return issubclass(RenderError, errors.RefusedError)
-
-
 def test_every_error_class_carries_its_exit_code():
     assert errors.GpustackK3Error.exit_code == errors.EXIT_INPUT
     assert errors.RefusedError.exit_code == errors.Refused.exit_code == errors.EXIT_REFUSED == 1
@@ -52,7 +38,6 @@ def test_an_error_is_one_line_and_one_object():
     assert r.stderr_line() == "refused: unrecognized argument '--x'"
 
 
-@pytest.mark.xfail(not _applied(), strict=True, reason=PENDING)
 def test_render_error_is_a_refusal():
     from gpustack_k3.render.templates import RenderError
 
@@ -72,7 +57,6 @@ def _classes() -> dict[str, list[str]]:
     return out
 
 
-@pytest.mark.xfail(not _applied(), strict=True, reason=PENDING)
 def test_one_class_per_error_name():
     twice = {name: where for name, where in _classes().items() if len(where) > 1}
     assert not twice, f"one class per meaning (move it to gpustack_k3/errors.py): {twice}"
@@ -96,16 +80,11 @@ def _exits(path: Path) -> list[str]:
     return found
 
 
-# cli modules other branches own whose exits h-cli-1.patch removes (predict_cmd.py: h-predict, probe_cmd.py:
-# h-pdlive); once the patch is applied this must be empty (the test says so)
-NOT_YET = {"predict_cmd.py", "probe_cmd.py"} if not _applied() else set()
-
-
 def test_only_main_exits():
     cli = PKG / "cli"
     bad = {p.name: _exits(p) for p in sorted(cli.glob("*.py")) if p.name != "main.py"}
     bad = {k: v for k, v in bad.items() if v}
-    assert set(bad) == NOT_YET, f"only gpustack_k3/cli/main.py exits; raise an error of gpustack_k3/errors.py or " \
+    assert not bad, f"only gpustack_k3/cli/main.py exits; raise an error of gpustack_k3/errors.py or " \
                                 f"return the exit code instead: {bad}"
     assert _exits(cli / "main.py"), "main.py is the exit path"
 

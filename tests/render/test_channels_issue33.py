@@ -173,7 +173,6 @@ def test_readme_example_gpustack_alone_is_refused_naming_the_field(tmp_path):
     assert json.loads(res.stdout)["error"]["where"] == "spec.secretEnv"
 
 
-@pytest.mark.xfail(strict=True, reason="needs /work/patches/h-channels-1.patch (gpustack_k3/cli/, h-cli)")
 def test_readme_example_dry_run_reports_the_gpustack_refusal_and_exits_0(tmp_path):
     from gpustack_k3.cli.core_cmds import dry_run
 
@@ -193,7 +192,6 @@ def one_role_document() -> dict:
     return d
 
 
-@pytest.mark.xfail(strict=True, reason="needs /work/patches/h-channels-1.patch (gpustack_k3/cli/, h-cli)")
 def test_gpustack_worker_and_cluster_reach_a_one_role_document(tmp_path):
     spec = write_spec(tmp_path, one_role_document())
     out = tmp_path / "g"
@@ -425,7 +423,6 @@ def test_network_policy_of_a_topology_is_refused_naming_the_field_not_dropped():
         raise AssertionError("a topology's networkPolicy must not be silently dropped")
 
 
-@pytest.mark.xfail(strict=True, reason="needs /work/patches/h-channels-2.patch (gpustack_k3/cli/render_cmd.py, h-cli)")
 def test_kubernetes_yaml_output_is_one_document():
     res = run("--preset", "vllm-fixed", "--target", "kubernetes", "-o", "yaml")
     assert res.exit_code == 0, res.output

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpustack_k3 import _startup_cache
 from gpustack_k3.catalog.loader import DATA, EngineVersion
-from gpustack_k3.errors import RefusedError
+from gpustack_k3.errors import Refused  # noqa: F401 - the engine's parser refuses: imported from here by core/argv
 
 # The engines' custom action classes (by module.Class) -> the argparse kind each behaves as (how a setting of
 # it is written back). Their implementations are in engine_types.ACTIONS (same keys, tested).
@@ -35,14 +35,6 @@ CUSTOM_ACTION_KINDS = {
 # argparse's _negative_number_matcher (argparse.py@3.11); compiled on first use: only a dump read from its
 # JSON (a start-up cache miss) is indexed
 _NEGATIVE_NUMBER = r"^-\d+$|^-\d*\.\d+$"
-
-
-class Refused(RefusedError):
-    """The engine's parser would refuse the command line (argparse's error, or the engine's own raise)."""
-
-    def __init__(self, message: str, flag: str | None = None, token: str | None = None) -> None:
-        super().__init__(message)
-        self.message, self.flag, self.token = message, flag, token
 
 
 class Option:
