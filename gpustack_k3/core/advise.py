@@ -8,6 +8,7 @@ from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.plan import plan
 from gpustack_k3.core.resolve import resolve
+from gpustack_k3.core.rules import validate
 
 
 @dataclass
@@ -26,8 +27,6 @@ class Advice:
 def beyond_context(tokens: int) -> list[dict]:
     """The rules' error findings for a launch of the advice's first preset serving ``tokens`` tokens (the
     ``context-above-model`` refusal when the model's context is shorter): what an advice beyond it refuses on."""
-    from gpustack_k3.core.rules import validate
-
     cat = load_catalog()
     doc = DeploymentDocument.model_validate(cat.presets[next(iter(cat.advice.presets.values()))[0]].document)
     doc.spec.scheduling.maxModelLen = tokens

@@ -25,6 +25,8 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.catalog.loader import DATA
 from gpustack_k3.core.argv.dumps import ParserDump, load_dump
 from gpustack_k3.errors import CatalogError, InputError
+from gpustack_k3.catalog.loader import load_catalog
+from gpustack_k3.core.argv.read import read_argv
 
 UPGRADES = DATA / "upgrades"
 KINDS = ("refused", "changed", "deprecated")
@@ -165,8 +167,6 @@ class View:
 
 def view(engine: str, from_version: str, argv: list[str], env: dict[str, str],
          read_file: Callable[[str], str] | None = None) -> View:
-    from gpustack_k3.catalog.loader import load_catalog
-    from gpustack_k3.core.argv.read import read_argv
 
     cat = load_catalog()
     version = cat.engines[engine].versions.get(from_version)

@@ -11,6 +11,7 @@ import logging
 
 from gpustack_k3.predict.estimator import PlannedOp, category, settings
 from gpustack_k3.predict.types import EngineConfig, EstimatorMissing, NoData, OpCost, PredictError
+from gpustack_k3.core.model_config import arch_from_config
 
 
 def _lookup(section: str, key: str, where: str, message: str):
@@ -105,7 +106,6 @@ class AicEstimator:
         it), None when AIC has no config of it."""
         import json
 
-        from gpustack_k3.core.model_config import arch_from_config
 
         hf_id = settings()["models"].get(model)
         if hf_id is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.core.rack import RackLayout
-from gpustack_k3.render.k8s_names import derived_name
+from gpustack_k3.core.k8s_names import derived_name
 
 
 def domain_name(name: str) -> str:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
-from gpustack_k3.render.k8s_names import derived_name, object_problems
+from gpustack_k3.core.k8s_names import derived_name, object_problems
 from gpustack_k3.render.templates import RenderError, dump_yaml_documents
 
 if TYPE_CHECKING:  # pragma: no cover

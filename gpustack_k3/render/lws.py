@@ -54,7 +54,7 @@ from gpustack_k3.core.topology import effective_document
 from gpustack_k3.render import computedomain as cd
 from gpustack_k3.render import kubernetes as k8s
 from gpustack_k3.render import router as routing
-from gpustack_k3.render.k8s_names import derived_name
+from gpustack_k3.core.k8s_names import derived_name
 from gpustack_k3.render.templates import RenderError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -33,7 +33,7 @@ from gpustack_k3.api.v1alpha1 import spec as api_spec
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.render import kubernetes as k8s
-from gpustack_k3.render.k8s_names import derived_name
+from gpustack_k3.core.k8s_names import derived_name
 from gpustack_k3.render.templates import RenderError
 
 if TYPE_CHECKING:  # pragma: no cover

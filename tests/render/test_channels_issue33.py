@@ -250,7 +250,7 @@ def test_validate_refuses_a_statefulset_name_past_52_and_a_service_name_beginnin
 
 
 def test_the_longest_accepted_names_render_objects_kubernetes_accepts():
-    from gpustack_k3.render.k8s_names import object_problems
+    from gpustack_k3.core.k8s_names import object_problems
     from gpustack_k3.render.lws import render_document
 
     for preset in ("kimi-k3-b300-1p1d", "dsv41-flash-gb300-8p1d"):
@@ -265,7 +265,7 @@ def test_the_longest_accepted_names_render_objects_kubernetes_accepts():
 
 def test_every_preset_renders_within_kubernetes_limits():
     from gpustack_k3.catalog import load_catalog
-    from gpustack_k3.render.k8s_names import object_problems
+    from gpustack_k3.core.k8s_names import object_problems
     from gpustack_k3.render.kubernetes import render_kubernetes
     from gpustack_k3.render.lws import render_document
     from gpustack_k3.render.targets import prepare
@@ -277,7 +277,7 @@ def test_every_preset_renders_within_kubernetes_limits():
 
 
 def test_object_problems_sees_what_the_api_server_refuses():
-    from gpustack_k3.render.k8s_names import object_problems
+    from gpustack_k3.core.k8s_names import object_problems
 
     ok = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a" * 63, "labels": {"x": "y"}}, "spec": {}}
     assert object_problems([ok]) == []
@@ -297,7 +297,7 @@ def test_object_problems_sees_what_the_api_server_refuses():
 
 
 def test_derived_names_get_a_stable_hash_suffix_only_past_the_limit():
-    from gpustack_k3.render.k8s_names import derived_name
+    from gpustack_k3.core.k8s_names import derived_name
 
     assert derived_name("kimi", "-api") == "kimi-api"
     long_a, long_b = "a" * 60 + "-prefill", "a" * 60 + "-prefilm"

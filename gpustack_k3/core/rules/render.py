@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.findings import Finding
+from gpustack_k3.core import k8s_names as kn
 from gpustack_k3.core.rules.registry import Hit, of_family, rule
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,7 +118,6 @@ def check_render_hostpath_cache_owner(launch, target):
 
 def _role_workload_name(t_role) -> tuple[str, int, str]:
     """(name, longest allowed, what) of the workload one role of a document becomes on Kubernetes."""
-    from gpustack_k3.render import k8s_names as kn
 
     doc = t_role.resolved.doc
     name = doc.metadata.name
@@ -149,7 +149,6 @@ def _role_workload_name(t_role) -> tuple[str, int, str]:
       no_cel="the limit depends on the storage (StatefulSet or Deployment) and on each role's instances and pods; "
              "validate checks it and the operator's render refuses the object before it is applied")
 def check_k8s_name_length(t) -> Iterator[Hit]:
-    from gpustack_k3.render import k8s_names as kn
 
     if t.source != "document":
         return

@@ -10,6 +10,7 @@ from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_swit
 from gpustack_k3.core.rules.cel import Builder, conj, lit
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_on_one_node
+from gpustack_k3.core import argv as engine_argv
 
 RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
 
@@ -428,8 +429,6 @@ def check_sglang_ngram_dp_attention(r, c):
 
 def parser_default(r, flag: str):
     """The release parser's default for a flag (its options dump), None when the flag is unknown to it."""
-    from gpustack_k3.core import argv as engine_argv
-
     dump = engine_argv.version_dump(r.version) if r.version is not None else None
     opt = dump.flag(flag) if dump is not None else None
     return opt.default if opt is not None else None
@@ -496,7 +495,7 @@ def check_sglang_prefill_cp_needs_strategy(r, c):
 
 
 def _dcp_comm_backend(r) -> str | None:
-    return r.spec.parallel.dcpCommBackend or extra_arg_value(r, "--dcp-comm-backend")
+    return r.spec.parallel.dcpCommBackend or extra_arg_value(r, r.engine.flag_of("parallel.dcpCommBackend"))
 
 
 @rule("sglang-dcp-comm-backend-needs-dcp", checked_by="oracle", family="spec", severity="error",

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.topology import Topology, TopoRole
+from gpustack_k3.core.rules.args import extra_arg_value
 
 VLLM = (ENGINE_VLLM,)
 BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
@@ -644,14 +645,12 @@ def check_pd_compat_hash(t: Topology):
 def _identity(r: TopoRole) -> dict[str, object]:
     """What decides whether KV from one side is valid on the other, beyond the KV geometry: the engine release (and
     its NIXL connector version), the model and its revisions (weights, code, tokenizer), the draft and its revision."""
-    from gpustack_k3.core.rules.args import extra_arg_value
-
     res, s = r.resolved, r.doc_spec
     engine = res.engine.engine
     out: dict[str, object] = {
         "engine version (NIXL connector version)" if engine == ENGINE_VLLM else "engine version": _release(r),
         "model": s.model.path or s.model.name,
-        "model revision": s.model.revision or extra_arg_value(res, "--revision"),
+        "model revision": s.model.revision or extra_arg_value(res, res.engine.flag_of("model.revision")),
     }
     spec = s.speculative
     method = res.engine.speculative["methods"].get(spec.method, spec.method) if spec.method != "none" else None

@@ -23,6 +23,8 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.rules.topology import PD_KINDS, document_pd_roles
 from gpustack_k3.core.topology import Topology, TopoRole
+from gpustack_k3.core.rules.envs import env_value
+from gpustack_k3.core.rules.sglang import speculative_algorithm
 
 SGL = (ENGINE_SGLANG,)
 NO_CEL = ("compares the two roles of a P/D pair or reads a role's effective values (role sections merged over the "
@@ -557,8 +559,6 @@ def _deepseek_v41(r: TopoRole) -> bool:
       source="sglang srt/arg_groups/deepseek_v4_hook.py:355-382@0.5.23; speculative/ragged_verify.py:19-27@0.5.23",
       sources={"sglang 0.5.22": "sglang srt/arg_groups/deepseek_v4_hook.py:286-313@0.5.22"}, no_cel=NO_CEL)
 def check_sglang_dsv41_spec_pd(t: Topology):
-    from gpustack_k3.core.rules.envs import env_value
-    from gpustack_k3.core.rules.sglang import speculative_algorithm
 
     for r in t.roles:
         algo = speculative_algorithm(r.resolved)

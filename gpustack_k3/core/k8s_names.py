@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from gpustack_k3.api.v1alpha1 import constants as api
+
 # k8s.io/apimachinery pkg/util/validation/validation.go
 DNS1123_LABEL_MAX = 63          # DNS1123LabelMaxLength
 DNS1123_SUBDOMAIN_MAX = 253     # DNS1123SubdomainMaxLength
@@ -67,13 +69,13 @@ def derived_name(base: str, suffix: str, limit: int = DNS1035_LABEL_MAX) -> str:
 def name_problem(kind: str, name: str) -> str | None:
     if not isinstance(name, str) or not name:
         return "has no name"
-    if kind in ("Service", "LeaderWorkerSet"):
+    if kind in ("Service", api.LWS_KIND):
         limit, pattern, what = DNS1035_LABEL_MAX, DNS1035_LABEL, "a DNS-1035 label (a-z first, then a-z, 0-9, -)"
     elif kind == "Namespace":
         limit, pattern, what = DNS1123_LABEL_MAX, DNS1123_LABEL, "a DNS-1123 label"
     else:
         limit, pattern, what = DNS1123_SUBDOMAIN_MAX, DNS1123_SUBDOMAIN, "a DNS-1123 subdomain"
-    if kind in ("StatefulSet", "LeaderWorkerSet"):
+    if kind in ("StatefulSet", api.LWS_KIND):
         limit = min(limit, STATEFULSET_NAME_MAX)
     if len(name) > limit:
         return f"name {name!r} has {len(name)} characters, a {kind} name at most {limit}"
