@@ -119,11 +119,13 @@ def measure(release: str, lines: list[dict], data_dir: Path) -> dict:
             verdicts.append(o.judge_line(line["argv"], line["env"], hw, line.get("gpus"))["verdict"])
     py = str(cpu_python())
     env = {**os.environ, "COVERAGE_FILE": str(data_dir / ".coverage")}
-    subprocess.run([py, "-I", "-m", "coverage", "combine", "--keep", "-q", str(data_dir)], env=env, check=True,
-                   capture_output=True, text=True)
     report = data_dir / "coverage.json"
-    subprocess.run([py, "-I", "-m", "coverage", "json", "-q", "-o", str(report)], env=env, check=True,
-                   capture_output=True, text=True)
+    for cmd in (["combine", "--keep", "-q", str(data_dir)], ["json", "-q", "-o", str(report)]):
+        res = subprocess.run([py, "-I", "-m", "coverage", *cmd], env=env, capture_output=True, text=True,
+                             cwd=str(data_dir))
+        if res.returncode != 0:
+            raise RuntimeError(f"coverage {cmd[0]} failed ({len(list(data_dir.glob('.coverage*')))} data files): "
+                               f"{res.stdout[-800:]} {res.stderr[-800:]}")
     doc = json.loads(report.read_text())
     doc["verdicts"] = {v: verdicts.count(v) for v in sorted(set(verdicts))}
     doc["validation_files"] = [str(f) for f in files]

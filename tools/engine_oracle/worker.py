@@ -601,6 +601,8 @@ def main() -> int:
         return 3
     preloaded = preload(judge, cfg.get("warmup") or [])
     COVERAGE.update(cfg.get("coverage") or {})
+    if COVERAGE:
+        _coverage_module()   # imported once here; each line's child starts its own measurement
     out.write(json.dumps({"hello": {"ok": True, "preloaded_modules": len(preloaded), "command": cfg.get("command"), "stubbed_modules": stubbed, "root": judge.root,
                                     "doubles": {**doubles.doubles_table(), **getattr(judge, "worker_doubles", {})}}})
               + "\n")
@@ -631,12 +633,27 @@ def _coverage_start():
     gets a unique suffix; raise_sites.py combines them)."""
     if not COVERAGE:
         return None
-    import coverage
-
+    coverage = _coverage_module()
     cov = coverage.Coverage(data_file=os.path.join(COVERAGE["dir"], ".coverage"), data_suffix=True, branch=True,
                             include=COVERAGE["include"], config_file=False)
     cov.start()
     return cov
+
+
+def _coverage_module():
+    """coverage.py of this interpreter (tools/engine_oracle/coverage.py, the rule record tool beside this file on
+    sys.path, would shadow it)."""
+    mod = sys.modules.get("coverage")
+    if mod is not None and hasattr(mod, "Coverage"):
+        return mod
+    sys.modules.pop("coverage", None)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+    try:
+        import coverage
+    finally:
+        sys.path[:] = saved
+    return coverage
 
 
 def preload(judge, warmup: list[dict]) -> list[str]:
@@ -676,17 +693,21 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
         code = 0
         try:
             os.close(r)
-            before = set(sys.modules)
-            cov = _coverage_start() if "warmup" not in req else None
-            if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
-                ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
-            else:
-                ans = _judge_here(judge, req)
-            if cov is not None:
-                cov.stop()
-                cov.save()
-            if report_modules:
-                ans["imported_modules"] = [m for m in sys.modules if m not in before]
+            try:
+                before = set(sys.modules)
+                cov = _coverage_start() if "warmup" not in req else None
+                if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
+                    ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
+                else:
+                    ans = _judge_here(judge, req)
+                if cov is not None:
+                    cov.stop()
+                    cov.save()
+                if report_modules:
+                    ans["imported_modules"] = [m for m in sys.modules if m not in before]
+            except BaseException:  # noqa: BLE001 - the harness failed in the child: say how
+                ans = {"verdict": "not_decidable", "reason": "oracle-error",
+                       "detail": traceback.format_exc()[-1500:]}
             data = json.dumps(ans, default=str).encode()
             with os.fdopen(w, "wb") as f:
                 f.write(data)
