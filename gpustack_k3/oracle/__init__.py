@@ -96,11 +96,18 @@ def engine_verdict_pair(engine: str, version: str, prefill: dict, decode: dict, 
     key = release_key(engine, version)
     if key is None:
         return _no_release_code(engine, version)
-    if engine != "vllm":
-        return {"verdict": "not_decidable", "reason": "oracle-error", "release": key,
-                "detail": "pairs are judged on vLLM only: judge each SGLang side with check-args --engine-verdict"}
     sides = {s: {"argv": list(d["argv"]), "env": _env(d.get("env")), "gpus": d.get("gpus")}
              for s, d in (("prefill", prefill), ("decode", decode))}
+    if engine != "vllm":   # SGLang: each side's own start-up validation (no pair-level comparison in the oracle)
+        answers = {s: engine_verdict(engine, version, d["argv"], d["env"], hardware, d["gpus"]) for s, d in sides.items()}
+        for s in ("prefill", "decode"):
+            if answers[s]["verdict"] == "refused":
+                return {**answers[s], "side": s}
+        undecided = [s for s in answers if answers[s]["verdict"] != "accepted"]
+        if undecided:
+            return {**answers[undecided[0]], "side": undecided[0]}
+        return {"verdict": "accepted", "stage": "each side", "release": key,
+                "note": "each side accepted by its own start-up validation; no pair-level check is evaluated"}
     ans = _worker(key).judge_pair(sides["prefill"], sides["decode"], hardware if hardware != "cpu" else "b300")
     ans.pop("id", None)
     return {**ans, "release": key}
