@@ -6,8 +6,9 @@ The validation files (``validation_files``): vLLM - the parser (the file definin
 subcommand (entrypoints/cli/serve.py), the file defining ``validate_parsed_serve_args``, ``engine/arg_utils.py``,
 every file under ``config/``, and the entry module the catalog renders when it is not ``vllm serve``; SGLang -
 ``srt/server_args.py`` (``prepare_server_args``, ``ServerArgs``) and every file under ``srt/arg_groups/`` (the
-``resolve_once`` pipeline: hooks, model overrides, validation). A raise site is a ``raise`` statement in them, found
-with ``ast``. The corpus (tools/engine_oracle/corpus.py ``generate``) is judged by the release's oracle with
+``resolve_once`` pipeline: hooks, model overrides, validation). A raise site is a ``raise`` or ``assert`` statement
+in them (SGLang refuses with ``assert`` as often as with ``raise``), found with ``ast``; a multi-line assert counts as
+reached when its first line ran. The corpus (tools/engine_oracle/corpus.py ``generate``) is judged by the release's oracle with
 coverage.py in branch mode running in each line's child (worker.py ``_coverage_start``); the data files are combined
 and reported by coverage.py itself (``coverage json`` in the oracle's interpreter). Output (JSON): per file and in
 total, raise sites reached / total, branches covered / total (coverage.py's own count), and every raise site not
@@ -86,10 +87,14 @@ def raise_sites(files: list[Path]) -> list[dict]:
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     walk(child, scope + [child.name])
                     continue
-                if isinstance(child, ast.Raise):
-                    text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
+                if isinstance(child, (ast.Raise, ast.Assert)):   # SGLang refuses with assert as often as raise
+                    if isinstance(child, ast.Raise):
+                        text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
+                    else:
+                        text = "assert " + ast.unparse(child.msg if child.msg is not None else child.test)[:150]
                     out.append({"file": str(f), "line": child.lineno, "function": ".".join(scope) or "<module>",
-                                "raises": text, "def_line": _def_line(tree, scope)})
+                                "raises": text, "def_line": _def_line(tree, scope),
+                                "kind": "raise" if isinstance(child, ast.Raise) else "assert"})
                 walk(child, scope)
 
         walk(tree, [])
