@@ -46,6 +46,8 @@ def test_the_pinned_release_judges_the_line():
     refused = oracle.engine_verdict("vllm", "0.33.0", ["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "-dcp", "3"])
     assert refused["verdict"] == "refused" and "divisible by dcp_size" in refused["message"], refused
     assert refused["release"] == "vllm-0.33.0" and refused["stand_in"][0]["model"] == "kimi-k3"
+    # the validator's own raise site (config/parallel.py:597-600@0.33.0), not the file that built the config
+    assert refused["where"].startswith("vllm/config/parallel.py:"), refused
     ok = oracle.engine_verdict("vllm", "0.33.0", ["/models/Kimi-K3", "--trust-remote-code", "-tp", "8"])
     assert ok["verdict"] == "accepted", ok
 

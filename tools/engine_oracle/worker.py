@@ -101,7 +101,27 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
         return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                 "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
     return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
-            "where": _frames_in(tb, root)}
+            "where": _validator_frame(exc, root) or _frames_in(tb, root)}
+
+
+def _validator_frame(exc: BaseException, root: str) -> str | None:
+    """A pydantic ValidationError does not chain the validator's own exception: its ``errors()`` carry it (``ctx``
+    ``error``, public in pydantic's error details), whose traceback names the release's raise site (e.g.
+    config/parallel.py's ``__post_init__``) rather than the file that built the config."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        details = errors()
+    except Exception:  # noqa: BLE001 - not a pydantic error after all
+        return None
+    for d in details if isinstance(details, list) else []:
+        inner = (d.get("ctx") or {}).get("error") if isinstance(d, dict) else None
+        if isinstance(inner, BaseException) and inner.__traceback__ is not None:
+            where = _frames_in(inner.__traceback__, root)
+            if where:
+                return where
+    return None
 
 
 def _stub_frame(exc: BaseException) -> bool:
