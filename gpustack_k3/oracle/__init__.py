@@ -91,8 +91,17 @@ def engine_verdict(engine: str, version: str, argv: Iterable[str], env=None, har
     return {**ans, "release": key}
 
 
-def engine_verdict_pair(engine: str, version: str, prefill: dict, decode: dict, hardware: str = "b300") -> dict:
-    """A vLLM prefill/decode pair ({"argv", "env", "gpus"} each): both configs and the NIXL handshake comparison."""
+def engine_verdict_pair(engine: str, version: str, prefill: dict, decode: dict, hardware: str = "b300",
+                        decode_version: str | None = None) -> dict:
+    """A vLLM prefill/decode pair ({"argv", "env", "gpus"} each): both configs and the NIXL handshake comparison.
+    Sides on different releases (``decode_version``, a rollout) or SGLang: each side by its own release's start-up
+    validation (no pair-level comparison: one worker runs one release)."""
+    if decode_version and decode_version != version:
+        answers = {"prefill": engine_verdict(engine, version, prefill["argv"], prefill.get("env"), hardware,
+                                             prefill.get("gpus")),
+                   "decode": engine_verdict(engine, decode_version, decode["argv"], decode.get("env"), hardware,
+                                            decode.get("gpus"))}
+        return _sides(answers, f"{engine}-{version} / {engine}-{decode_version}")
     key = release_key(engine, version)
     if key is None:
         return _no_release_code(engine, version)
@@ -100,17 +109,21 @@ def engine_verdict_pair(engine: str, version: str, prefill: dict, decode: dict, 
              for s, d in (("prefill", prefill), ("decode", decode))}
     if engine != "vllm":   # SGLang: each side's own start-up validation (no pair-level comparison in the oracle)
         answers = {s: engine_verdict(engine, version, d["argv"], d["env"], hardware, d["gpus"]) for s, d in sides.items()}
-        for s in ("prefill", "decode"):
-            if answers[s]["verdict"] == "refused":
-                return {**answers[s], "side": s}
-        undecided = [s for s in answers if answers[s]["verdict"] != "accepted"]
-        if undecided:
-            return {**answers[undecided[0]], "side": undecided[0]}
-        return {"verdict": "accepted", "stage": "each side", "release": key,
-                "note": "each side accepted by its own start-up validation; no pair-level check is evaluated"}
+        return _sides(answers, key)
     ans = _worker(key).judge_pair(sides["prefill"], sides["decode"], hardware if hardware != "cpu" else "b300")
     ans.pop("id", None)
     return {**ans, "release": key}
+
+
+def _sides(answers: dict, release: str) -> dict:
+    for s in ("prefill", "decode"):
+        if answers[s]["verdict"] == "refused":
+            return {**answers[s], "side": s}
+    undecided = [s for s in answers if answers[s]["verdict"] != "accepted"]
+    if undecided:
+        return {**answers[undecided[0]], "side": undecided[0]}
+    return {"verdict": "accepted", "stage": "each side", "release": release,
+            "note": "each side accepted by its own start-up validation; no pair-level check is evaluated"}
 
 
 def compare(product_refuses: bool, verdict: dict) -> dict:
