@@ -6,8 +6,9 @@ The validation files (``validation_files``): vLLM - the parser (the file definin
 subcommand (entrypoints/cli/serve.py), the file defining ``validate_parsed_serve_args``, ``engine/arg_utils.py``,
 every file under ``config/``, and the entry module the catalog renders when it is not ``vllm serve``; SGLang -
 ``srt/server_args.py`` (``prepare_server_args``, ``ServerArgs``) and every file under ``srt/arg_groups/`` (the
-``resolve_once`` pipeline: hooks, model overrides, validation). A raise site is a ``raise`` statement in them, found
-with ``ast``. The corpus (tools/engine_oracle/corpus.py ``generate``) is judged by the release's oracle with
+``resolve_once`` pipeline: hooks, model overrides, validation). A raise site is a ``raise`` or ``assert`` statement
+in them (SGLang refuses with ``assert`` as often as with ``raise``), found with ``ast``; a multi-line assert counts as
+reached when its first line ran. The corpus (tools/engine_oracle/corpus.py ``generate``) is judged by the release's oracle with
 coverage.py in branch mode running in each line's child (worker.py ``_coverage_start``); the data files are combined
 and reported by coverage.py itself (``coverage json`` in the oracle's interpreter). Output (JSON): per file and in
 total, raise sites reached / total, branches covered / total (coverage.py's own count), and every raise site not
@@ -86,10 +87,14 @@ def raise_sites(files: list[Path]) -> list[dict]:
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     walk(child, scope + [child.name])
                     continue
-                if isinstance(child, ast.Raise):
-                    text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
+                if isinstance(child, (ast.Raise, ast.Assert)):   # SGLang refuses with assert as often as raise
+                    if isinstance(child, ast.Raise):
+                        text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
+                    else:
+                        text = "assert " + ast.unparse(child.msg if child.msg is not None else child.test)[:150]
                     out.append({"file": str(f), "line": child.lineno, "function": ".".join(scope) or "<module>",
-                                "raises": text, "def_line": _def_line(tree, scope)})
+                                "raises": text, "def_line": _def_line(tree, scope),
+                                "kind": "raise" if isinstance(child, ast.Raise) else "assert"})
                 walk(child, scope)
 
         walk(tree, [])
@@ -119,11 +124,13 @@ def measure(release: str, lines: list[dict], data_dir: Path) -> dict:
             verdicts.append(o.judge_line(line["argv"], line["env"], hw, line.get("gpus"))["verdict"])
     py = str(cpu_python())
     env = {**os.environ, "COVERAGE_FILE": str(data_dir / ".coverage")}
-    subprocess.run([py, "-I", "-m", "coverage", "combine", "--keep", "-q", str(data_dir)], env=env, check=True,
-                   capture_output=True, text=True)
     report = data_dir / "coverage.json"
-    subprocess.run([py, "-I", "-m", "coverage", "json", "-q", "-o", str(report)], env=env, check=True,
-                   capture_output=True, text=True)
+    for cmd in (["combine", "--keep", "-q", str(data_dir)], ["json", "-q", "-o", str(report)]):
+        res = subprocess.run([py, "-I", "-m", "coverage", *cmd], env=env, capture_output=True, text=True,
+                             cwd=str(data_dir))
+        if res.returncode != 0:
+            raise RuntimeError(f"coverage {cmd[0]} failed ({len(list(data_dir.glob('.coverage*')))} data files): "
+                               f"{res.stdout[-800:]} {res.stderr[-800:]}")
     doc = json.loads(report.read_text())
     doc["verdicts"] = {v: verdicts.count(v) for v in sorted(set(verdicts))}
     doc["validation_files"] = [str(f) for f in files]
@@ -151,8 +158,13 @@ def summarize(release: str, sites: list[dict], cov: dict) -> dict:
                               "why": "entered, raise not taken" if entered else "function never entered"})
     nb = sum((f.get("summary") or {}).get("num_branches", 0) for f in files.values())
     cb = sum((f.get("summary") or {}).get("covered_branches", 0) for f in files.values())
+    entered = reached + sum(1 for u in unreached if u["why"] == "entered, raise not taken")
     return {"release": release, "raise_sites": len(sites), "raise_sites_reached": reached,
             "reached_share": round(reached / len(sites), 4) if sites else None,
+            # the sites whose function the corpus entered: an upper bound of what its lines can reach by varying
+            # values alone (the rest needs code paths the corpus never opens, or is not reachable from argv/env/config)
+            "raise_sites_in_entered_functions": entered,
+            "reached_share_of_entered": round(reached / entered, 4) if entered else None,
             "branches": nb, "branches_covered": cb, "verdicts": cov.get("verdicts"),
             "per_file": dict(sorted(per_file.items())),
             "unreached_by_why": {w: sum(1 for u in unreached if u["why"] == w) for w in sorted({u["why"] for u in unreached})},

@@ -101,7 +101,27 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
         return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                 "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
     return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
-            "where": _frames_in(tb, root)}
+            "where": _validator_frame(exc, root) or _frames_in(tb, root)}
+
+
+def _validator_frame(exc: BaseException, root: str) -> str | None:
+    """A pydantic ValidationError does not chain the validator's own exception: its ``errors()`` carry it (``ctx``
+    ``error``, public in pydantic's error details), whose traceback names the release's raise site (e.g.
+    config/parallel.py's ``__post_init__``) rather than the file that built the config."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        details = errors()
+    except Exception:  # noqa: BLE001 - not a pydantic error after all
+        return None
+    for d in details if isinstance(details, list) else []:
+        inner = (d.get("ctx") or {}).get("error") if isinstance(d, dict) else None
+        if isinstance(inner, BaseException) and inner.__traceback__ is not None:
+            where = _frames_in(inner.__traceback__, root)
+            if where:
+                return where
+    return None
 
 
 def _stub_frame(exc: BaseException) -> bool:
@@ -601,6 +621,8 @@ def main() -> int:
         return 3
     preloaded = preload(judge, cfg.get("warmup") or [])
     COVERAGE.update(cfg.get("coverage") or {})
+    if COVERAGE:
+        _coverage_module()   # imported once here; each line's child starts its own measurement
     out.write(json.dumps({"hello": {"ok": True, "preloaded_modules": len(preloaded), "command": cfg.get("command"), "stubbed_modules": stubbed, "root": judge.root,
                                     "doubles": {**doubles.doubles_table(), **getattr(judge, "worker_doubles", {})}}})
               + "\n")
@@ -631,12 +653,27 @@ def _coverage_start():
     gets a unique suffix; raise_sites.py combines them)."""
     if not COVERAGE:
         return None
-    import coverage
-
+    coverage = _coverage_module()
     cov = coverage.Coverage(data_file=os.path.join(COVERAGE["dir"], ".coverage"), data_suffix=True, branch=True,
                             include=COVERAGE["include"], config_file=False)
     cov.start()
     return cov
+
+
+def _coverage_module():
+    """coverage.py of this interpreter (tools/engine_oracle/coverage.py, the rule record tool beside this file on
+    sys.path, would shadow it)."""
+    mod = sys.modules.get("coverage")
+    if mod is not None and hasattr(mod, "Coverage"):
+        return mod
+    sys.modules.pop("coverage", None)
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+    try:
+        import coverage
+    finally:
+        sys.path[:] = saved
+    return coverage
 
 
 def preload(judge, warmup: list[dict]) -> list[str]:
@@ -676,17 +713,21 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
         code = 0
         try:
             os.close(r)
-            before = set(sys.modules)
-            cov = _coverage_start() if "warmup" not in req else None
-            if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
-                ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
-            else:
-                ans = _judge_here(judge, req)
-            if cov is not None:
-                cov.stop()
-                cov.save()
-            if report_modules:
-                ans["imported_modules"] = [m for m in sys.modules if m not in before]
+            try:
+                before = set(sys.modules)
+                cov = _coverage_start() if "warmup" not in req else None
+                if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
+                    ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
+                else:
+                    ans = _judge_here(judge, req)
+                if cov is not None:
+                    cov.stop()
+                    cov.save()
+                if report_modules:
+                    ans["imported_modules"] = [m for m in sys.modules if m not in before]
+            except BaseException:  # noqa: BLE001 - the harness failed in the child: say how
+                ans = {"verdict": "not_decidable", "reason": "oracle-error",
+                       "detail": traceback.format_exc()[-1500:]}
             data = json.dumps(ans, default=str).encode()
             with os.fdopen(w, "wb") as f:
                 f.write(data)
