@@ -64,6 +64,7 @@ class HardwareProfile:
     estimated: bool = False
     gpus_per_rack: int | None = None        # a scale-up domain (GB300 NVL72: 72); None: no rack unit
     nvlink_domain: NvlinkDomain | None = None   # multi-node NVLink (IMEX) domain; None: NVLink stays in a node
+    host_ram_gib: Annotated[float, Gt(0)] | None = None   # host RAM per node (the engine oracle's host double)
 
 
 @_dc

