@@ -58,8 +58,7 @@ def test_check_args_engine_verdict_shows_it_beside_the_findings():
 
     from gpustack_k3.cli.core_cmds import check_args
 
-    if not any(p.name == "engine_verdict" for p in check_args.params):
-        pytest.skip("check-args --engine-verdict is wired by /work/patches/h-oracle-cli-2.patch (cli/core_cmds.py)")
+    assert any(p.name == "engine_verdict" for p in check_args.params)
     _ready("vllm-0.33.0")
     res = CliRunner().invoke(check_args, ["--engine", "vllm", "--engine-version", "0.33.0", "--engine-verdict", "-o",
                                           "json", "--", "/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "-dcp", "3"])
