@@ -107,7 +107,7 @@ def _argv_options(fn):
     return fn
 
 
-def _read_config_file(path: str) -> str:
+def read_config_file(path: str) -> str:
     """A ``--config FILE`` of the command line, read where gpustack-k3 runs (bounded; a YAML alias bomb or a
     recursive alias is unusable input, checked before the engine's own safe_load reads it)."""
     from gpustack_k3.cli.common import parse_yaml, read_text
@@ -125,7 +125,7 @@ def argv_to_data(engine, engine_version, model_name, gpu_type, gpus, env, name, 
     """core.argv.roles.argv_to_data reading ``--config FILE`` from the disk."""
     from gpustack_k3.core.argv.roles import argv_to_data as from_argv
 
-    return from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, read_file=_read_config_file)
+    return from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv, read_file=read_config_file)
 
 
 def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name, argv):
@@ -731,7 +731,7 @@ def _argv_io(model_config):
     from gpustack_k3.cli.common import document_from_data
 
     # check-args and check-pd judge the command line the engine runs: no layout rule of rendered documents applies
-    return {"document_of": partial(document_from_data, engine_argv=True), "read_file": _read_config_file,
+    return {"document_of": partial(document_from_data, engine_argv=True), "read_file": read_config_file,
             "model_arch": lambda model_path: _model_arch(model_config, model_path)}
 
 

@@ -6,6 +6,7 @@ import click
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import emit, output_option
+from gpustack_k3.cli.core_cmds import read_config_file
 from gpustack_k3.errors import EXIT_OK, EXIT_REFUSED, InputError
 
 
@@ -17,19 +18,6 @@ def _env(pairs: tuple[str, ...]) -> dict[str, str]:
             raise InputError("--env", f"{p!r} is not K=V", "write --env NAME=VALUE, once per variable")
         out[k] = v
     return out
-
-
-def _read_config_file(path: str) -> str:
-    """A ``--config FILE`` of the command line, read where gpustack-k3 runs (bounded, YAML checked first)."""
-    from gpustack_k3.cli.common import parse_yaml, read_text
-
-    try:
-        text = read_text(path, "config file")
-    except InputError as exc:
-        raise InputError(f"argv --config {path}", exc.message,
-                         "run this where the file is, or write its options on the command line") from None
-    parse_yaml(text, f"argv --config {path}")
-    return text
 
 
 def _shell(argv: list[str]) -> str:
@@ -56,7 +44,7 @@ def upgrade_check(engine, from_version, to_version, env, output, argv):
     argv = list(argv)
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    report = check(engine, from_version, to_version, argv, _env(env), read_file=_read_config_file)
+    report = check(engine, from_version, to_version, argv, _env(env), read_file=read_config_file)
     if output == "text":
         click.echo(f"{engine} {from_version} -> {to_version} (judged by {report['judged_by']})")
         for kind in ("refused", "changed", "deprecated"):

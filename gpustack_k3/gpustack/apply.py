@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from gpustack_k3.gpustack.client import GPUStackClient, GPUStackError
+from gpustack_k3.gpustack.status import find_model
 
 _IMPORT_ACTIONS = {"create": "created", "update": "updated", "unchanged": "unchanged"}
 
@@ -114,13 +115,6 @@ def apply(client: GPUStackClient, files: dict[str, str], *, cluster: str, dry_ru
 
 
 def delete(client: GPUStackClient, name: str, *, cluster: str | None = None) -> dict:
-    cluster_id = client.cluster_id(cluster) if cluster else None
-    found = client.models_named(name, cluster_id)
-    if not found:
-        raise GPUStackError("not_found", f"no deployment named {name!r}"
-                            + (f" in cluster {cluster!r}" if cluster else "") + " (see GPUStack's Deployments page)")
-    if len(found) > 1:
-        raise GPUStackError("conflict", f"{len(found)} deployments named {name!r} in different clusters; "
-                            "pass --cluster NAME")
-    client.delete_model(int(found[0]["id"]))
-    return {"model": {"name": name, "id": found[0]["id"], "action": "deleted"}}
+    model_id = find_model(client, name, cluster, "see GPUStack's Deployments page")["id"]
+    client.delete_model(int(model_id))
+    return {"model": {"name": name, "id": model_id, "action": "deleted"}}

@@ -31,14 +31,17 @@ TERMINAL_OK = "running"
 TERMINAL_BAD = ("error",)
 
 
-def find_model(client: GPUStackClient, name: str, cluster: str | None = None) -> dict:
+def find_model(client: GPUStackClient, name: str, cluster: str | None = None,
+               missing_hint: str = "apply it first") -> dict:
+    """The one deployment named ``name`` (in ``cluster``): not found and a name in several clusters are errors."""
     cluster_id = client.cluster_id(cluster) if cluster else None
     found = client.models_named(name, cluster_id)
     if not found:
         raise GPUStackError("not_found", f"no deployment named {name!r}"
-                            + (f" in cluster {cluster!r}" if cluster else "") + " (apply it first)")
+                            + (f" in cluster {cluster!r}" if cluster else "") + f" ({missing_hint})")
     if len(found) > 1:
-        raise GPUStackError("conflict", f"{len(found)} deployments named {name!r}; pass --cluster NAME")
+        raise GPUStackError("conflict", f"{len(found)} deployments named {name!r} in different clusters; "
+                            "pass --cluster NAME")
     return found[0]
 
 

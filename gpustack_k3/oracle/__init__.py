@@ -21,6 +21,8 @@ from __future__ import annotations
 import atexit
 from typing import Iterable
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+
 _WORKERS: dict = {}
 
 
@@ -107,7 +109,7 @@ def engine_verdict_pair(engine: str, version: str, prefill: dict, decode: dict, 
         return _no_release_code(engine, version)
     sides = {s: {"argv": list(d["argv"]), "env": _env(d.get("env")), "gpus": d.get("gpus")}
              for s, d in (("prefill", prefill), ("decode", decode))}
-    if engine != "vllm":   # SGLang: each side's own start-up validation (no pair-level comparison in the oracle)
+    if engine != ENGINE_VLLM:   # SGLang: each side's own start-up validation (no pair-level comparison in the oracle)
         answers = {s: engine_verdict(engine, version, d["argv"], d["env"], hardware, d["gpus"]) for s, d in sides.items()}
         return _sides(answers, key)
     ans = _worker(key).judge_pair(sides["prefill"], sides["decode"], hardware if hardware != "cpu" else "b300")

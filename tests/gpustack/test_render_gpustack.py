@@ -204,8 +204,9 @@ def test_secret_env_is_refused_not_dropped():
 
 def test_bad_worker_name():
     launch, _, _ = build_launch(doc_of("vllm-seed"))
-    with pytest.raises(RenderError, match="--worker"):
+    with pytest.raises(RenderError, match="invalid worker name") as exc:
         R.render_gpustack(launch, worker="a b")
+    assert exc.value.where == "--worker"
 
 
 @pytest.mark.parametrize("tokens", [
