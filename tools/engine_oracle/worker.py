@@ -525,7 +525,10 @@ def _clear_caches(prefix: str) -> None:
         if mod is None or not name.startswith(prefix):
             continue
         for v in list(vars(mod).values()):
-            if type(v) is lru and getattr(v, "__module__", None) == name:
+            # every cache found in the release's modules: a probe made as lru_cache(partial(...)) (SGLang's
+            # is_blackwell_supported, utils/common.py:297-303@0.5.23) carries no __module__ of its own, and clearing
+            # a cache imported from another library only makes it ask again
+            if type(v) is lru:
                 v.cache_clear()
 
 
