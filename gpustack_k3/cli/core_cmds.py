@@ -40,8 +40,9 @@ def _report(findings, output: str) -> None:
 
 
 model_config_opt = click.option("--model-config", "model_config", metavar="FILE", default=None,
-                                help="The model's config.json: architecture figures for flag and divisibility rules "
-                                     "(default: config.json in the model path when it is a local directory).")
+                                help="The model's config.json: its figures and limits decide the rules and the plan over a "
+                                     "catalog entry of the same name (default: config.json in the model path when it "
+                                     "is a local directory).")
 
 
 def model_arch(model_config: str | None, model_path: str | None):
