@@ -40,11 +40,12 @@ def _report(findings, output: str) -> None:
 
 
 model_config_opt = click.option("--model-config", "model_config", metavar="FILE", default=None,
-                                help="The model's config.json: architecture figures for flag and divisibility rules "
-                                     "(default: config.json in the model path when it is a local directory).")
+                                help="The model's config.json: its figures and limits decide the rules and the plan over a "
+                                     "catalog entry of the same name (default: config.json in the model path when it "
+                                     "is a local directory).")
 
 
-def _model_arch(model_config: str | None, model_path: str | None):
+def model_arch(model_config: str | None, model_path: str | None):
     """The model's architecture figures (core.model_config.ModelArch) from --model-config FILE, else from config.json
     in ``model_path`` when that is a local directory; None when neither. A file that is not a usable config.json is
     unusable input (exit 2) naming --model-config."""
@@ -88,7 +89,7 @@ def validate(spec, preset, strict, model_config, output):
     from gpustack_k3.core.rules import validate as run
 
     doc = _load(spec, preset)
-    _report(run(doc, strict=strict, arch=_model_arch(model_config, doc.spec.model.path)), output)
+    _report(run(doc, strict=strict, arch=model_arch(model_config, doc.spec.model.path)), output)
 
 
 # ------------------------------------------------------------------ argv -> document
@@ -277,13 +278,13 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, model_config,
         if argv:
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
-        if doc.spec.roles:
-            _plan_roles(doc, output)
-            return
     try:   # the model's config.json decides where there is one (--model-config, a local model directory)
-        arch = _model_arch(model_config, doc.spec.model.path)
+        arch = model_arch(model_config, doc.spec.model.path)
     except InputError as exc:
         fail_input(exc)
+    if doc.spec.roles:
+        _plan_roles(doc, output, arch)
+        return
     r = resolve(doc, arch=arch)
     try:
         p = plan(r)
@@ -406,14 +407,14 @@ def _topology_plan_text(d: dict) -> None:
                 click.echo(f"  {line}")
 
 
-def _plan_roles(doc, output) -> None:
+def _plan_roles(doc, output, arch=None) -> None:
     """``plan`` of a document with roles; exit 1 when the topology would be refused (the plan is still shown)."""
     from gpustack_k3.core.launch import Refused as SpecRefused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
 
     d = plan_topology(doc).to_dict()
     try:
-        build_topology_launch(doc)
+        build_topology_launch(doc, arch=arch)
         findings = []
     except SpecRefused as exc:
         findings = exc.findings
@@ -594,9 +595,10 @@ def presets(show, output):
 @spec_arg
 @preset_opt
 @strict_opt
+@model_config_opt
 @output_option
 @fail_on_option
-def dry_run(spec, preset, strict, output):
+def dry_run(spec, preset, strict, model_config, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
     from gpustack_k3.core.launch import Refused as SpecRefused, build_launch
@@ -604,14 +606,15 @@ def dry_run(spec, preset, strict, output):
     if spec is None and preset is None:
         preset = load_catalog().default_preset
     doc = _load(spec, preset)
+    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
     if doc.spec.roles:
-        _dry_run_roles(doc, strict, output)
+        _dry_run_roles(doc, strict, output, arch)
         return
     from gpustack_k3.core.findings import has_errors
     from gpustack_k3.render.targets import with_render_findings
 
     try:
-        launch, findings, p = build_launch(doc, strict=strict)
+        launch, findings, p = build_launch(doc, strict=strict, arch=arch)
         findings = with_render_findings(launch, findings)   # what the targets themselves refuse
         if has_errors(findings):
             raise SpecRefused(findings)
@@ -666,7 +669,7 @@ def _dry_run_refused(findings, output) -> None:
     raise Refused(findings, shown=True)
 
 
-def _dry_run_roles(doc, strict, output) -> None:
+def _dry_run_roles(doc, strict, output, arch=None) -> None:
     """dry-run of a document with roles: findings, the plan per role, each role's leader/worker command line and
     what each target makes of it (rendered in memory, nothing written)."""
     import shlex
@@ -678,9 +681,9 @@ def _dry_run_roles(doc, strict, output) -> None:
 
     try:
         with outcome("nothing was rendered"):
-            tl = build_topology_launch(doc, strict=strict)[0]
+            tl = build_topology_launch(doc, strict=strict, arch=arch)[0]
             files, refused, findings = render_topology_targets(doc, TARGETS, namespace=doc.metadata.namespace,
-                                                               strict=strict)
+                                                               strict=strict, arch=arch)
     except SpecRefused as exc:
         _dry_run_refused(exc.findings, output)
     targets = {t: f"refused: {refused[t].line()}" if t in refused else ", ".join(sorted(files[t])) for t in TARGETS}
@@ -732,7 +735,7 @@ def _argv_io(model_config):
 
     # check-args and check-pd judge the command line the engine runs: no layout rule of rendered documents applies
     return {"document_of": partial(document_from_data, engine_argv=True), "read_file": read_config_file,
-            "model_arch": lambda model_path: _model_arch(model_config, model_path)}
+            "model_arch": lambda model_path: model_arch(model_config, model_path)}
 
 
 @click.command("check-pd", cls=Command)

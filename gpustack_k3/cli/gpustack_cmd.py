@@ -99,11 +99,13 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     )
 
     doc = load_document(spec, preset)
+    from gpustack_k3.cli.core_cmds import model_arch
     from gpustack_k3.render.targets import channel_launch
 
+    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
     try:
         with outcome("nothing was sent"):
-            launch, findings, _ = channel_launch(doc, "gpustack")
+            launch, findings, _ = channel_launch(doc, "gpustack", arch=arch)
     except Refused as exc:
         exit_refused(exc.findings, f"refused: {sum(f.severity == 'error' for f in exc.findings)} error(s); "
                                    "nothing was sent")

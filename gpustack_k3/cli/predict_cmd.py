@@ -125,11 +125,11 @@ def predict(spec, preset, engine, engine_version, gpu_type, gpus, input_len, out
             (None, span)
         w = Workload(inp, out, concurrency or 1, requests, rate, length, arate, seed, acceptance_range=span)
         doc = _document(spec, preset, engine, engine_version, gpu_type, gpus, argv)
-        from gpustack_k3.cli.core_cmds import _model_arch
+        from gpustack_k3.cli.core_cmds import model_arch
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
 
-        arch = _model_arch(model_config, doc.spec.model.path)
+        arch = model_arch(model_config, doc.spec.model.path)
         findings = validate(doc, arch=arch)
         if has_errors(findings):
             exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
@@ -355,13 +355,13 @@ def advise(spec, model_config, context, concurrency, priority, objective, output
         req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
                             top)
         if spec is not None:
-            from gpustack_k3.cli.core_cmds import _model_arch
+            from gpustack_k3.cli.core_cmds import model_arch
 
             if engine is not None:
                 raise InputError("--engine", "not applicable with SPEC: the document names its engine", "drop it")
             doc = load_document(spec, None)
             req.base = doc.model_dump(mode="json", exclude_none=True, by_alias=True)
-            req.arch = _model_arch(model_config, doc.spec.model.path)
+            req.arch = model_arch(model_config, doc.spec.model.path)
         if topology is not None:
             from gpustack_k3.predict.advise import advise_pd
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from gpustack_k3.cli._click import Command
+from gpustack_k3.cli.core_cmds import model_arch, model_config_opt
 from gpustack_k3.cli.common import (
     emit,
     exit_refused,
@@ -118,7 +119,8 @@ def _stdout_text(target: str, output: str, files: dict[str, str]) -> str:
                    for rel, text in files.items())
 
 
-def _render_topology(doc, target, targets, out_dir, output, namespace, strict, form, gpustack=None) -> None:
+def _render_topology(doc, target, targets, out_dir, output, namespace, strict, form, gpustack=None,
+                     arch=None) -> None:
     """A document with spec.roles: launch (the TopologyLaunch), argv and kubernetes per role; docker/gpustack say
     why they cannot run it (one target: exit 1 with the reason; all: ``<target>/refused.txt``)."""
     from gpustack_k3.core.launch import Refused
@@ -126,7 +128,7 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
 
     try:
         per_target, refused, findings = render_topology_targets(doc, targets, namespace=namespace, form=form,
-                                                                strict=strict, gpustack=gpustack)
+                                                                strict=strict, gpustack=gpustack, arch=arch)
     except Refused as exc:
         _refused(exc.findings)
     _warn(findings)
@@ -161,8 +163,9 @@ def _render_topology(doc, target, targets, out_dir, output, namespace, strict, f
 @click.option("--lws-form", type=click.Choice(["leaderworkerset", "disaggregatedset"]), default="leaderworkerset",
               show_default=True, help="Kubernetes, a document with spec.roles: one LeaderWorkerSet per role, or one "
               "DisaggregatedSet (LWS >= 0.10) holding the roles.")
+@model_config_opt
 @fail_on_option
-def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict, lws_form):
+def render(spec, preset, target, out_dir, output, namespace, worker, cluster, strict, lws_form, model_config):
     """Render a deployment document (or preset) for one target or all of them."""
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import TARGETS, prepare, render_all, render_target
@@ -170,6 +173,7 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     if out_dir is None:
         _check_output(target, output or DEFAULT_OUTPUT[target])   # before any work: a usage mistake
     doc = load_document(spec, preset)
+    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
     targets = TARGETS if target == "all" else (target,)
     from gpustack_k3.render.targets import schema_validator_available
 
@@ -179,10 +183,10 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     if doc.spec.roles:
         with outcome("nothing was written"):
             _render_topology(doc, target, targets, out_dir, output, namespace or doc.metadata.namespace, strict,
-                             lws_form, gpustack={"worker": worker, "cluster": cluster})
+                             lws_form, gpustack={"worker": worker, "cluster": cluster}, arch=arch)
         return
     try:
-        launch, findings = prepare(doc, targets=targets, strict=strict)
+        launch, findings = prepare(doc, targets=targets, strict=strict, arch=arch)
     except Refused as exc:
         _refused(exc.findings)
     _warn(findings)

@@ -49,13 +49,15 @@ def run():
 
 def _build(spec, preset, strict, runtime: str = "docker"):
     """(launch, plan, doc) of what ``runtime`` would start; refusals exit 1 naming the field, unusable input 2."""
+    from gpustack_k3.cli.core_cmds import model_arch
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import channel_launch
 
     doc = load_document(spec, preset)
+    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
     try:
         with outcome("nothing was started"):
-            launch, findings, plan = channel_launch(doc, runtime, strict=strict)
+            launch, findings, plan = channel_launch(doc, runtime, strict=strict, arch=arch)
     except Refused as exc:
         exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
     warn = [f for f in findings if f.severity == "warning"]

@@ -51,9 +51,10 @@ TOPOLOGY_SHELL_NOTE = "# one command per role and pod kind, each for its own pod
 
 
 def prepare(doc: DeploymentDocument, *, targets: tuple[str, ...] = TARGETS,
-            strict: bool = False) -> tuple[LaunchSpec, list[Finding]]:
-    """The launch spec and every finding (catalog + render); raises ``Refused`` on any error."""
-    launch, findings, _plan = build_launch(doc, strict=strict)
+            strict: bool = False, arch: Any = None) -> tuple[LaunchSpec, list[Finding]]:
+    """The launch spec and every finding (catalog + render); raises ``Refused`` on any error. ``arch``: the model's
+    config.json figures (core.model_config.ModelArch) where the caller read one (core/launch.py build_launch)."""
+    launch, findings, _plan = build_launch(doc, strict=strict, arch=arch)
     findings = with_render_findings(launch, findings, targets)
     if has_errors(findings):
         raise Refused(findings)
@@ -128,14 +129,15 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
 
 def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *, namespace: str | None = None,
                             form: str = "leaderworkerset", strict: bool = False,
-                            gpustack: dict[str, Any] | None = None
+                            gpustack: dict[str, Any] | None = None, arch: Any = None
                             ) -> tuple[dict[str, dict[str, str]], dict[str, RenderError], list[Finding]]:
     """A document with ``spec.roles``: (files per target, refusal per target, findings). argv: every role's
     leader and worker command; kubernetes: one LeaderWorkerSet per role (``form="disaggregatedset"``: one
     DisaggregatedSet), schema-checked; docker and gpustack refuse a topology they cannot run, naming why (a
     document of one single-pod role renders as that role's engine, ``gpustack``'s ``worker``/``cluster``
-    included); launch: the TopologyLaunch as JSON. Raises ``Refused`` on error findings."""
-    tl, findings, _plans = build_topology_launch(doc, strict=strict)
+    included); launch: the TopologyLaunch as JSON. ``arch``: the model's config.json figures, as for
+    :func:`prepare`. Raises ``Refused`` on error findings."""
+    tl, findings, _plans = build_topology_launch(doc, strict=strict, arch=arch)
     files: dict[str, dict[str, str]] = {}
     refused: dict[str, RenderError] = {}
     for t in targets:
@@ -203,18 +205,18 @@ def render_all(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any
 CHANNEL_TARGET = {"docker": "docker", "local": "docker", "gpustack": "gpustack"}
 
 
-def channel_launch(doc: DeploymentDocument, channel: str, *, strict: bool = False
+def channel_launch(doc: DeploymentDocument, channel: str, *, strict: bool = False, arch: Any = None
                    ) -> tuple[LaunchSpec, list[Finding], Any]:
     """The one engine a channel (``run --runtime docker|local``, ``gpustack apply``) starts for ``doc``, with the
     findings and plan: exactly what ``render --target`` of that channel renders or refuses. A document with
     ``spec.roles`` is carried out when it is one single-pod role (that role's leader, with the role's findings and
     plan) and refused otherwise with the target's own RenderError naming the field (``spec.roles[i]
     .podsPerInstance``, ``spec.disaggregation``, ``spec.roles``). The volumes are the runtime's own (a Docker
-    emptyDir is a fresh volume), so the render family's storage findings are not applied here.
-    Raises ``Refused`` (error findings) or ``RenderError``."""
+    emptyDir is a fresh volume), so the render family's storage findings are not applied here. ``arch``: the
+    model's config.json figures, as for :func:`prepare`. Raises ``Refused`` (error findings) or ``RenderError``."""
     target = CHANNEL_TARGET[channel]
     if doc.spec.roles:
-        tl, findings, plans = build_topology_launch(doc, strict=strict)
+        tl, findings, plans = build_topology_launch(doc, strict=strict, arch=arch)
         try:
             (docker if target == "docker" else gpustack).refuse_topology(tl)
         except RenderError as exc:
@@ -226,7 +228,7 @@ def channel_launch(doc: DeploymentDocument, channel: str, *, strict: bool = Fals
             raise
         role = tl.roles[0]
         return role.leader, findings, plans.get(role.role)
-    return build_launch(doc, strict=strict)
+    return build_launch(doc, strict=strict, arch=arch)
 
 
 def summarise_targets(launch: LaunchSpec, doc: DeploymentDocument | None = None) -> dict[str, str]:
