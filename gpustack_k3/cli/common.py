@@ -300,11 +300,13 @@ def load_document(path: str | None, preset: str | None):
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
     """``build_launch`` for SPEC or --preset: an unusable document raises InputError (exit 2), a refused spec
     Refused (exit 1); ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""
+    from gpustack_k3.cli.core_cmds import model_arch   # here: cli/core_cmds.py imports this module
     from gpustack_k3.core.launch import Refused as SpecRefused, build_launch   # the spec's findings
 
     doc = load_document(path, preset)
+    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
     try:
-        launch, findings, plan = build_launch(doc, strict=strict)
+        launch, findings, plan = build_launch(doc, strict=strict, arch=arch)
     except SpecRefused as exc:
         exit_refused(exc.findings, "refused: the spec has errors; nothing was started")
     warn = [f for f in findings if f.severity == "warning"]

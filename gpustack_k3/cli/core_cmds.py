@@ -412,7 +412,7 @@ def _plan_roles(doc, output, arch=None) -> None:
     from gpustack_k3.core.launch import Refused as SpecRefused, build_topology_launch
     from gpustack_k3.core.plan_topology import plan_topology
 
-    d = plan_topology(doc).to_dict()
+    d = plan_topology(doc, arch).to_dict()
     try:
         build_topology_launch(doc, arch=arch)
         findings = []
@@ -696,7 +696,7 @@ def _dry_run_roles(doc, strict, output, arch=None) -> None:
                       **{k: {"argv": spec.argv, "per_pod_args": per_pod_tokens(r, worker=w), "env": spec.env}
                          for k, (spec, w) in pods.items()}})
     summary = {"name": doc.metadata.name, "ok": True, "findings": [f.to_dict() for f in findings],
-               "plan": plan_topology(doc).to_dict(), "roles": roles, "targets": targets}
+               "plan": plan_topology(doc, arch).to_dict(), "roles": roles, "targets": targets}
     if _dry_run_summary(summary, findings, output):
         return
     _topology_plan_text(summary["plan"])

@@ -225,10 +225,12 @@ def _draft_arch(m) -> Any:
     return arch_from_config(m.draft_architecture.config, f"catalog models.yaml draft: {m.draft_architecture.source}")
 
 
-def plan_topology(doc: DeploymentDocument) -> TopologyPlan:
-    """Every role's plan and the totals (a roleless document: its one serve role)."""
+def plan_topology(doc: DeploymentDocument, arch: Any = None) -> TopologyPlan:
+    """Every role's plan and the totals (a roleless document: its one serve role). ``arch``: the model's config.json
+    figures (core.model_config.ModelArch) where the caller read one: it decides over a catalog entry of the same name,
+    as in core/launch.py build_topology_launch."""
     views = role_views(doc)
-    resolved = [resolve(v.document) for v in views]
+    resolved = [resolve(v.document, arch=arch) for v in views]
     roles = [plan_role(v, r) for v, r in zip(views, resolved)]
     hw = resolved[0].hardware
     gpus = sum(rp.gpus for rp in roles)

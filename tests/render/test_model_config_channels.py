@@ -154,3 +154,28 @@ def test_gpustack_apply_follows_the_config_before_sending(tmp_path):
                "--dry-run")
     assert r.exit_code == 1, r.output
     assert "context-above-model" in r.output and "nothing was sent" in r.output
+
+
+def test_plan_of_a_topology_is_derived_from_the_config(tmp_path):
+    """plan and dry-run of a document with roles: every role's plan from the directory's config.json (core/plan_topology.py
+    plan_topology(doc, arch)), not Kimi-K3's calibrated figures."""
+    from gpustack_k3.cli.core_cmds import plan_cmd as plan
+
+    r = invoke(plan, spec(tmp_path, preset="kimi-k3-b300-1p1d"), "-o", "json")
+    assert r.exit_code == 1, r.output                      # DCP 8 above Qwen3's 8 KV heads (model-dcp-gqa)
+    out = json.loads(r.stdout)
+    assert "model-dcp-gqa" in {f["rule"] for f in out["findings"]}
+    for role in out["roles"]:
+        assert role["max_model_len"] == 40960 and role["weights_per_gpu_gib"] < 1
+
+
+def test_coldstart_plans_the_spec_from_the_config(tmp_path):
+    """coldstart --spec: the planner's figures it compares a log with come from the same config.json (cli/common.py
+    build_launch_or_exit); a length above the config is refused before the log is read."""
+    from gpustack_k3.cli.coldstart_cmd import coldstart
+    from tests.render.conftest import REPO
+
+    log = str(REPO / "tests/fixtures/logs/vllm-0.32.0-cpu-compile-cache-hit.log")
+    r = invoke(coldstart, log, "--spec", spec(tmp_path, max_model_len=262144), "-o", "json")
+    assert r.exit_code == 1, r.output
+    assert "context-above-model" in r.output
