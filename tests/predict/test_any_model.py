@@ -72,7 +72,7 @@ def test_each_family_is_predicted_from_its_config(capsys, tmp_path, kind):
     shutil.copyfile(cfg, local / "config.json")
     assert get_model_family(str(local)) == family       # the estimator's own map decides the family
     steps = {}
-    for ctx in (2048, 32768):
+    for ctx in (2048, 16384):   # within every config's max_position_embeddings (Mixtral: 32,768 with the output)
         rc, d, err = _predict(capsys, _doc(tmp_path), "--model-config", str(cfg), "--input-len", str(ctx),
                               "--output-len", "64", "--concurrency", "4")
         assert rc == 0, err
@@ -90,7 +90,7 @@ def test_each_family_is_predicted_from_its_config(capsys, tmp_path, kind):
         assert band["acceptance"]["spread"] is None and "no speculative" in band["acceptance"]["why"]
         assert "moe-kernel" not in r["assumptions"]           # Kimi-K3's kernel correction is Kimi-K3's alone
         steps[ctx] = dec["breakdown_ms"]["attention_kv"]
-    assert steps[32768] > steps[2048]                         # the KV read grows with the context
+    assert steps[16384] > steps[2048]                         # the KV read grows with the context
     rc, _, _ = _predict(capsys, _doc(tmp_path), "--model-config", str(cfg), "--input-len", "2048", "--output-len",
                         "64")
     assert rc == 0
