@@ -102,3 +102,28 @@ def test_oracle_differential(tmp_path):
         judged = sum(sum(v.values()) for v in r["matrix"].values()) + sum(r["not_decidable"].values()) \
             + r["runtime_only"]
         assert judged >= 1, r
+
+
+@pytest.mark.engine_oracle
+def test_engine_verdict_latency(tmp_path):
+    tiers.engine_wheel("vllm", "0.33.0")
+    out = run_bench(tmp_path, "engine_verdict_latency.py", "--lines", "2", timeout=600)
+    assert "unavailable" not in out, out
+    assert out["cold_start_s"] > 0 and out["warm_per_line_ms"]["median"] > 0, out
+
+
+@pytest.mark.predict
+def test_model_fit(tmp_path):
+    tiers.aiconfigurator()
+    out = run_bench(tmp_path, "model_fit.py")
+    assert out["configs"] >= 50 and out["derived"] + out["unknown"] == out["configs"], out
+    assert out["families"], out
+
+
+@pytest.mark.predict
+def test_predict_families(tmp_path):
+    tiers.aiconfigurator()
+    out = run_bench(tmp_path, "predict_families.py", "-o", "json")
+    s = out["summary"]
+    assert s["crashed"] == 0 and s["predicted"] >= 1, out
+    assert s["predicted"] + s["no_data"] + s["refused"] == s["configs"] == len(out["rows"]), out

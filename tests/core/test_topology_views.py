@@ -66,7 +66,7 @@ def test_topology_launch_resolves_each_role_once(monkeypatch):
     seen: list = []
     real = launch_mod.resolve
     for mod in (launch_mod, topology_mod):
-        monkeypatch.setattr(mod, "resolve", lambda d: seen.append(d) or real(d))
+        monkeypatch.setattr(mod, "resolve", lambda d, **kw: seen.append(d) or real(d, **kw))
     topo, _, _ = launch_mod.build_topology_launch(doc)
     names = [f"{doc.metadata.name}-{role.name}" for role in doc.spec.roles]
     assert len(names) == 2 and [d.metadata.name for d in seen] == names
