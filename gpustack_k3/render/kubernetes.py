@@ -305,7 +305,7 @@ def headless_name(launch: LaunchSpec) -> str:
 
 
 def check_names(objs: list[dict]) -> None:
-    """Every name, label and annotation within Kubernetes' own limits (render/k8s_names.py), else RenderError:
+    """Every name, label and annotation within Kubernetes' own limits (core/k8s_names.py), else RenderError:
     nothing the API server refuses is printed or applied. ``validate`` (rule k8s-name-length) names the field
     first; this is the check of what was actually rendered."""
     problems = object_problems(objs)
