@@ -145,7 +145,7 @@ def _role_workload_name(t_role) -> tuple[str, int, str]:
       source="k8s.io/apimachinery pkg/util/validation/validation.go (DNS1035LabelMaxLength, LabelValueMaxLength); "
              "k8s.io/kubernetes pkg/controller/history/controller_history.go (ControllerRevisionName); "
              "kubernetes-sigs/lws pkg/controllers/pod_controller.go@v0.10.0 (worker StatefulSet <lws>-<group>); "
-             "gpustack_k3/render/k8s_names.py",
+             "gpustack_k3/core/k8s_names.py",
       no_cel="the limit depends on the storage (StatefulSet or Deployment) and on each role's instances and pods; "
              "validate checks it and the operator's render refuses the object before it is applied")
 def check_k8s_name_length(t) -> Iterator[Hit]:

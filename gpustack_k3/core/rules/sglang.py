@@ -366,6 +366,44 @@ def check_sglang_dsv4_kv_cache_dtype(r, c):
         yield None, f"--kv-cache-dtype {dtype} on DeepSeek-V4: SGLang accepts fp8_e4m3 or bfloat16"
 
 
+# The architectures whose checkpoint carries its own draft layer: SGLang's EAGLE family hook defaults
+# --speculative-draft-model-path to the model path for them (speculative_hook.py:1121-1146@0.5.23, the same list at
+# :1030-1055@0.5.22)
+EAGLE_SELF_DRAFT_ARCHITECTURES = (
+    "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+    "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration")
+
+
+@rule("sglang-eagle-draft-missing", checked_by="runtime-only",
+      fails_at="start-up: the draft worker's ModelConfig is built from the unset draft path",
+      family="spec", severity="error", engines=[ENGINE_SGLANG], field="spec.speculative.draftModel",
+      title="SGLang EAGLE/EAGLE3 without a draft path on a model that carries no draft layer",
+      why="SGLang's EAGLE family hook accepts EAGLE and EAGLE3 without --speculative-draft-model-path when it builds "
+          "the configuration; it fills the path in only for the architectures whose checkpoint holds their own "
+          "draft layer (DeepSeek-V3/V4, GLM-4 MoE, ...). For any other model the draft worker builds its "
+          "ModelConfig from the unset path and start-up fails.",
+      fix="Set spec.speculative.draftModel (--speculative-draft-model-path), or choose method mtp/ngram/none.",
+      source="sglang arg_groups/speculative_hook.py:1121-1146@0.5.23, managers/tp_worker.py:458-472@0.5.22",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1030-1055@0.5.22, "
+                                "managers/tp_worker.py:458-472@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1121-1146@0.5.23"},
+      no_cel="reads the model's architecture (config.json) and the algorithm and draft path from spec.extraArgs")
+def check_sglang_eagle_draft_missing(r, c):
+    algo = speculative_algorithm(r)
+    if algo not in ("EAGLE", "EAGLE3") or r.spec.speculative.draftModel:
+        return
+    if extra_arg_value(r, (r.engine.speculative or {}).get("draft_path_flag")) is not None:
+        return
+    arch = getattr(r.arch, "architecture", None)
+    if arch is None:
+        arch = DSV4_ARCHITECTURES[0] if r.spec.model.name in DSV4_CATALOG_MODELS else None
+    if arch is None or arch in EAGLE_SELF_DRAFT_ARCHITECTURES or arch in DSV4_ARCHITECTURES:
+        return
+    yield None, f"--speculative-algorithm {algo} on {arch} without --speculative-draft-model-path"
+
+
 @rule("sglang-eagle-draft-tokens-need-steps", checked_by="oracle", family="spec", severity="error",
       engines=[ENGINE_SGLANG], field="spec.speculative.numTokens",
       title="SGLang EAGLE/NEXTN: draft tokens or top-k need --speculative-num-steps",
