@@ -9,7 +9,7 @@ import pytest
 from tests.core.test_verdicts_fresh import check_args, model_dir, rules
 
 # rules whose fire/quiet cases are the tests of this file
-HELDOUT_DIRECT = {"sglang-eagle-draft-missing"}
+HELDOUT_DIRECT = {"sglang-eagle-draft-missing", "sglang-gpt-oss-attention-backend"}
 # DeepSeek-V3's config.json (the oracle's shape-mla-moe: tools/engine_oracle/models.py), the fields the rules read
 DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
         "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168, "intermediate_size": 18432,
@@ -77,3 +77,38 @@ def test_vllm_eagle3_without_draft_stays_refused():
     """vLLM needs the draft model for EAGLE3 (config/speculative.py:1236-1244@0.33.0)."""
     code, out = check_args("/models/Kimi-K3", "-tp", "8", "--speculative-config", '{"method": "eagle3"}')
     assert code == 1 and "spec-draft-missing" in rules(out), out
+
+
+# --------------------------------------------------------------------- SGLang gpt-oss attention backends
+
+# gpt-oss-20b's config.json (the oracle's shape-gqa-yarn), the fields the rules read
+GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 24,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 2880,
+           "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128,
+           "layer_types": ["sliding_attention", "full_attention"] * 12, "max_position_embeddings": 131072,
+           "vocab_size": 201088, "torch_dtype": "bfloat16",
+           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                            "original_max_position_embeddings": 4096, "truncate": False}}
+
+
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_sglang_gpt_oss_attention_backends(tmp_path, version):
+    """SGLang's model hook asserts GptOssForCausalLM's prefill and decode attention backends (each falling back to
+    --attention-backend) are triton, trtllm_mha, fa3, fa4, ascend, intel_amx, intel_xpu or aiter
+    (arg_groups/model_hook.py:509-538@0.5.22, :515-544@0.5.23); the oracle refuses --attention-backend flashinfer."""
+    d = model_dir(tmp_path, GPT_OSS, "gpt-oss-20b")
+    base = ["--model-path", d, "--tp-size", "8"]
+    opts = ("--model-config", f"{d}/config.json")
+    for extra in (["--attention-backend", "flashinfer"], ["--decode-attention-backend", "flashinfer"],
+                  ["--attention-backend", "triton", "--prefill-attention-backend", "flashinfer"]):
+        code, out = check_args(*base, *extra, engine="sglang", version=version, opts=opts)
+        assert code == 1 and "sglang-gpt-oss-attention-backend" in rules(out), (extra, out)
+    for extra in ([], ["--attention-backend", "triton"], ["--attention-backend", "trtllm_mha"],
+                  ["--attention-backend", "flashinfer", "--prefill-attention-backend", "fa3",
+                   "--decode-attention-backend", "triton"]):
+        code, out = check_args(*base, *extra, engine="sglang", version=version, opts=opts)
+        assert "sglang-gpt-oss-attention-backend" not in rules(out), (extra, out)
+    dsv3 = model_dir(tmp_path, DSV3, "DeepSeek-V3")       # another architecture: quiet
+    code, out = check_args("--model-path", dsv3, "--tp-size", "8", "--attention-backend", "flashinfer",
+                           engine="sglang", version=version, opts=("--model-config", f"{dsv3}/config.json"))
+    assert "sglang-gpt-oss-attention-backend" not in rules(out), out

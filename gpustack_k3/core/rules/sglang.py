@@ -366,6 +366,36 @@ def check_sglang_dsv4_kv_cache_dtype(r, c):
         yield None, f"--kv-cache-dtype {dtype} on DeepSeek-V4: SGLang accepts fp8_e4m3 or bfloat16"
 
 
+# The attention backends SGLang's model hook allows for GptOssForCausalLM, prefill and decode alike
+# (arg_groups/model_hook.py:523-532@0.5.23, :517-526@0.5.22)
+GPT_OSS_ATTENTION_BACKENDS = ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter")
+
+
+@rule("sglang-gpt-oss-attention-backend", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.sglang.decodeAttentionBackend",
+      title="gpt-oss runs on triton, trtllm_mha, fa3, fa4 (or a vendor) attention backend only",
+      why="SGLang's model hook asserts that GptOssForCausalLM's prefill and decode attention backends (each falling "
+          "back to --attention-backend) are among the ones with sliding window and attention sinks; any other "
+          "(flashinfer, ...) is refused when the server arguments are resolved.",
+      fix="Give --attention-backend triton, trtllm_mha, fa3 or fa4 (and the same set for --prefill-/"
+          "--decode-attention-backend), or leave them unset so SGLang picks one.",
+      source="sglang arg_groups/model_hook.py:515-544@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/model_hook.py:509-538@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/model_hook.py:515-544@0.5.23"},
+      no_cel="reads the model's architecture (config.json) and --attention-backend from spec.extraArgs")
+def check_sglang_gpt_oss_attention_backend(r, c):
+    if getattr(r.arch, "architecture", None) != "GptOssForCausalLM":
+        return
+    base = extra_arg_value(r, "--attention-backend")     # attention_backends_of: model_override_base.py:138-152@0.5.23
+    sides = (("prefill", r.spec.sglang.prefillAttentionBackend or extra_arg_value(r, "--prefill-attention-backend")),
+             ("decode", r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, "--decode-attention-backend")))
+    for side, given in sides:
+        backend = given or base
+        if backend is not None and backend not in GPT_OSS_ATTENTION_BACKENDS:
+            yield None, (f"{side} attention backend {backend!r} on GptOssForCausalLM: SGLang {r.version.key} allows "
+                         f"{', '.join(GPT_OSS_ATTENTION_BACKENDS)}")
+
+
 # The architectures whose checkpoint carries its own draft layer: SGLang's EAGLE family hook defaults
 # --speculative-draft-model-path to the model path for them (speculative_hook.py:1121-1146@0.5.23, the same list at
 # :1030-1055@0.5.22)
