@@ -9,7 +9,8 @@ import pytest
 from tests.core.test_verdicts_fresh import check_args, model_dir, rules
 
 # rules whose fire/quiet cases are the tests of this file
-HELDOUT_DIRECT = {"sglang-eagle-draft-missing", "sglang-gpt-oss-attention-backend"}
+HELDOUT_DIRECT = {"sglang-eagle-draft-missing", "sglang-gpt-oss-attention-backend",
+                  "sglang-trtllm-mla-kv-cache-dtype"}
 # DeepSeek-V3's config.json (the oracle's shape-mla-moe: tools/engine_oracle/models.py), the fields the rules read
 DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
         "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168, "intermediate_size": 18432,
@@ -112,3 +113,23 @@ def test_sglang_gpt_oss_attention_backends(tmp_path, version):
     code, out = check_args("--model-path", dsv3, "--tp-size", "8", "--attention-backend", "flashinfer",
                            engine="sglang", version=version, opts=("--model-config", f"{dsv3}/config.json"))
     assert "sglang-gpt-oss-attention-backend" not in rules(out), out
+
+
+# --------------------------------------------------------------------- SGLang TRT-LLM MLA KV-cache dtypes
+
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_sglang_deepseek_v3_trtllm_mla_kv_cache_dtype(tmp_path, version):
+    """On SM100/SM103 SGLang gives DeepseekV3ForCausalLM the trtllm_mla backend when none is given
+    (model_overrides/deepseek_v2.py:178-189@0.5.23, :179-190@0.5.22), and the TRT-LLM MLA post-process check takes
+    the KV-cache dtypes fp8_e4m3, bf16 or auto only (arg_groups/overrides.py:1204-1218@0.5.23, :1154-1168@0.5.22):
+    the oracle refuses --kv-cache-dtype fp8_e5m2 with and without --attention-backend trtllm_mla."""
+    d = model_dir(tmp_path, DSV3, "DeepSeek-V3")
+    base = ["--model-path", d, "--tp-size", "8"]
+    opts = ("--model-config", f"{d}/config.json", "--gpu-type", "b300")
+    for extra in (["--kv-cache-dtype", "fp8_e5m2"], ["--kv-cache-dtype", "fp8_e5m2", "--attention-backend", "trtllm_mla"]):
+        code, out = check_args(*base, *extra, engine="sglang", version=version, opts=opts)
+        assert code == 1 and "sglang-trtllm-mla-kv-cache-dtype" in rules(out), (extra, out)
+    for extra in (["--kv-cache-dtype", "fp8_e4m3"], [],
+                  ["--kv-cache-dtype", "fp8_e5m2", "--attention-backend", "flashinfer"]):
+        code, out = check_args(*base, *extra, engine="sglang", version=version, opts=opts)
+        assert "sglang-trtllm-mla-kv-cache-dtype" not in rules(out), (extra, out)

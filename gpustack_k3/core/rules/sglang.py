@@ -309,6 +309,33 @@ def check_sglang_kimi_k3_mla_kv_cache_dtype(r, c):
         yield None, f"--kv-cache-dtype {kv} with the CuteDSL MLA decode backend: it takes {', '.join(_CUTEDSL_MLA_KV)}"
 
 
+@rule("sglang-trtllm-mla-kv-cache-dtype", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.memory.kvCacheDtype", title="The TRT-LLM MLA backend takes fp8_e4m3, bf16 or auto KV (DeepSeek-V3 and others)",
+      why="SGLang's TRT-LLM MLA post-process check raises on a KV-cache dtype other than fp8_e4m3, bf16 or auto (e.g. "
+          "fp8_e5m2, or the bfloat16 spelling) when the attention or decode backend is trtllm_mla on Blackwell; on "
+          "SM100/SM103 DeepseekV3ForCausalLM gets trtllm_mla when no backend is given. (Kimi-K3: rule "
+          "sglang-kimi-k3-mla-kv-cache-dtype.)",
+      fix="Set spec.memory.kvCacheDtype to fp8_e4m3, bf16 or auto; or give another --attention-backend in "
+          "spec.extraArgs.",
+      source="sglang arg_groups/overrides.py:1204-1218, model_overrides/deepseek_v2.py:178-189@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/overrides.py:1154-1168, model_overrides/deepseek_v2.py:179-190@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/overrides.py:1204-1218, model_overrides/deepseek_v2.py:178-189@0.5.23"},
+      no_cel="resolves the backends from --attention-backend in spec.extraArgs and the architecture from config.json")
+def check_sglang_trtllm_mla_kv_cache_dtype(r, c):
+    if r.spec.model.name == "kimi-k3" or r.hardware is None or str(r.hardware.sm).upper() not in ("SM100", "SM103"):
+        return
+    kv = r.spec.memory.kvCacheDtype or "auto"
+    if kv in _TRTLLM_MLA_KV:
+        return
+    att = extra_arg_value(r, "--attention-backend")
+    dec, pre = r.spec.sglang.decodeAttentionBackend, r.spec.sglang.prefillAttentionBackend
+    if (att is None and dec is None and pre is None
+            and getattr(r.arch, "architecture", None) == "DeepseekV3ForCausalLM"):
+        att = "trtllm_mla"                          # deepseek_v2.py:178-189@0.5.23: the SM100 default
+    if "trtllm_mla" in (att, dec):
+        yield None, f"--kv-cache-dtype {kv} with the TRT-LLM MLA backend: it takes {', '.join(_TRTLLM_MLA_KV)}"
+
+
 _EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # speculative/spec_info.py:102-109,262-264@0.5.23
 
 
