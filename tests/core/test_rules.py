@@ -143,10 +143,11 @@ def test_every_spec_rule_has_cases():
     # the SGLang rules the engine oracle led to: their cases are tests/core/test_verdicts_sglang.py
     from tests.core.test_verdicts import MODEL_CASES
     from tests.core.test_verdicts_fresh import FRESH_DIRECT
+    from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
-                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT)
+                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

@@ -442,9 +442,10 @@ def test_config_bounds_per_release():
     for key in ("0.11.0", "0.28.0", "0.32.0-cpu", "0.33.0"):
         assert rule.applies("vllm", cat.version("vllm", key).traits)
 
-    def hits(fraction, seqs, key="0.33.0"):
+    def hits(fraction, seqs, key="0.33.0", eplb=None):
         traits = cat.version("vllm", key).traits
-        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs)), version=NS(key=key),
+        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs), parallel=NS(eplb=eplb)),
+               version=NS(key=key),
                trait=lambda name, default=None: traits.get(name, default))
         return [f for f, _m in check_vllm_config_bounds(r, None)]
 
@@ -452,6 +453,12 @@ def test_config_bounds_per_release():
     assert hits(1.2, 1) == ["spec.memory.fraction"]
     assert hits(0.9, 1) == [] and hits(None, None) == []
     assert hits(0.0, 0, "0.11.0") == [] and hits(1.2, 1, "0.11.0") == ["spec.memory.fraction"]
+    # EPLBConfig window_size/step_interval: Field(gt=0) from 0.28.0 (config/parallel.py:67,69@0.33.0), plain ints
+    # on 0.11.0 (config/parallel.py:42,44@0.11.0)
+    eplb = NS(windowSize=0, stepInterval=-1)
+    assert hits(None, None, eplb=eplb) == ["spec.parallel.eplb.windowSize", "spec.parallel.eplb.stepInterval"]
+    assert hits(None, None, "0.11.0", eplb=eplb) == []
+    assert hits(None, None, eplb=NS(windowSize=1, stepInterval=None)) == []
 
 
 def test_a_release_older_than_the_model_refuses_it():

