@@ -105,7 +105,7 @@ CASES = [
     ("vllm draft under another path, trailing slash", "vllm-fixed",
      {"speculative": {"draftModel": "/data/sglang-Kimi-K3-DSpark/"}}, "spec-draft-wrong-engine"),
     ("vllm DSpark without draft", "vllm-fixed", {"speculative": {"draftModel": DELETE}}, "spec-draft-missing"),
-    ("sglang eagle3 with empty draft", "sglang-no-dcp", {"speculative": {"method": "eagle3", "draftModel": ""}},
+    ("sglang dspark with empty draft", "sglang-no-dcp", {"speculative": {"method": "dspark", "draftModel": ""}},
      "spec-draft-missing"),
     ("vllm 0.11.0 has no DSpark", "vllm-fixed", {"engine": {"version": "0.11.0"}, "vllm": DELETE},
      "spec-method-unsupported"),
