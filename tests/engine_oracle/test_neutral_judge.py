@@ -17,30 +17,12 @@ import random
 
 import pytest
 
-from tests.support import tiers
-from tools.engine_oracle.oracle import Oracle, OracleUnavailable, hardware_table
+from tools.engine_oracle.oracle import Oracle, hardware_table
 
 pytestmark = pytest.mark.engine_oracle
 
 SMOL = "/models/smollm2-hf"
 REDUNDANT = [SMOL, "--enable-expert-parallel", "--num-redundant-experts", "32"]
-
-
-@pytest.fixture(scope="module")
-def oracles():
-    started: dict[str, Oracle] = {}
-
-    def get(release: str) -> Oracle:
-        if release not in started:
-            try:
-                started[release] = Oracle(release)
-            except OracleUnavailable as exc:
-                tiers.unavailable(f"engine oracle {release}: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
-        return started[release]
-
-    yield get
-    for o in started.values():
-        o.close()
 
 
 def _lines(release: str, n: int, seed: int) -> list[dict]:

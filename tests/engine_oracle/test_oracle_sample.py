@@ -17,9 +17,8 @@ import json
 
 import pytest
 
-from tests.support import tiers
 from tools.engine_oracle import known
-from tools.engine_oracle.oracle import RELEASES, Oracle, OracleUnavailable
+from tools.engine_oracle.oracle import RELEASES, Oracle
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -74,23 +73,6 @@ DIRECT = {
          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def oracles():
-    started: dict[str, Oracle] = {}
-
-    def get(release: str) -> Oracle:
-        if release not in started:
-            try:
-                started[release] = Oracle(release)
-            except OracleUnavailable as exc:
-                tiers.unavailable(f"engine oracle {release}: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
-        return started[release]
-
-    yield get
-    for o in started.values():
-        o.close()
 
 
 def _records(release: str, oracle: Oracle) -> list[dict]:

