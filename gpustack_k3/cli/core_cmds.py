@@ -11,6 +11,7 @@ from gpustack_k3.cli.common import (
     fail_on_option,
     findings_payload,
     load_document,
+    model_arch,
     not_applicable,
     outcome,
     output_option,
@@ -43,38 +44,6 @@ model_config_opt = click.option("--model-config", "model_config", metavar="FILE"
                                 help="The model's config.json: its figures and limits decide the rules and the plan over a "
                                      "catalog entry of the same name (default: config.json in the model path when it "
                                      "is a local directory).")
-
-
-def model_arch(model_config: str | None, model_path: str | None):
-    """The model's architecture figures (core.model_config.ModelArch) from --model-config FILE, else from config.json
-    in ``model_path`` when that is a local directory; None when neither. A file that is not a usable config.json is
-    unusable input (exit 2) naming --model-config."""
-    import os
-
-    where = "--model-config"
-    path = model_config
-    if path is None:
-        if not model_path or not os.path.isfile(os.path.join(model_path, "config.json")):
-            return None
-        path, where = os.path.join(model_path, "config.json"), f"model path {model_path}"
-    import json   # only when there is a config.json to read (start-up cost of validate/check-args)
-
-    from gpustack_k3.cli.common import read_text
-    from gpustack_k3.core.model_config import arch_from_config
-
-    try:
-        text = read_text(path, "model config")
-    except InputError as exc:
-        raise InputError(where, exc.message, "give the model's config.json (a JSON file)") from None
-    hq_path = os.path.join(os.path.dirname(path) or ".", "hf_quant_config.json")   # ModelOpt checkpoints
-    try:
-        hq = json.loads(read_text(hq_path, "hf_quant_config.json")) if os.path.isfile(hq_path) else None
-        return arch_from_config(json.loads(text), path, hq)
-    except InputError as exc:
-        raise InputError(where, exc.message, "give the model's hf_quant_config.json as a JSON file") from None
-    except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
-        raise InputError(where, f"{path} is not a usable config.json: {getattr(exc, 'message', exc)}",
-                         "give the model's Hugging Face config.json") from None
 
 
 @click.command(cls=Command)

@@ -99,7 +99,7 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     )
 
     doc = load_document(spec, preset)
-    from gpustack_k3.cli.core_cmds import model_arch
+    from gpustack_k3.cli.common import model_arch
     from gpustack_k3.render.targets import channel_launch
 
     arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate

@@ -125,7 +125,7 @@ def predict(spec, preset, engine, engine_version, gpu_type, gpus, input_len, out
             (None, span)
         w = Workload(inp, out, concurrency or 1, requests, rate, length, arate, seed, acceptance_range=span)
         doc = _document(spec, preset, engine, engine_version, gpu_type, gpus, argv)
-        from gpustack_k3.cli.core_cmds import model_arch
+        from gpustack_k3.cli.common import model_arch
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
 
@@ -355,7 +355,7 @@ def advise(spec, model_config, context, concurrency, priority, objective, output
         req = AdviseRequest(context, concurrency, output_len, obj, slo_tpot_ms, slo_ttft_ms, acceptance_rate, engine,
                             top)
         if spec is not None:
-            from gpustack_k3.cli.core_cmds import model_arch
+            from gpustack_k3.cli.common import model_arch
 
             if engine is not None:
                 raise InputError("--engine", "not applicable with SPEC: the document names its engine", "drop it")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import click
 
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.core_cmds import model_arch, model_config_opt
+from gpustack_k3.cli.common import model_arch
+from gpustack_k3.cli.core_cmds import model_config_opt
 from gpustack_k3.cli.common import (
     emit,
     exit_refused,

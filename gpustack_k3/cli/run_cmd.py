@@ -49,7 +49,7 @@ def run():
 
 def _build(spec, preset, strict, runtime: str = "docker"):
     """(launch, plan, doc) of what ``runtime`` would start; refusals exit 1 naming the field, unusable input 2."""
-    from gpustack_k3.cli.core_cmds import model_arch
+    from gpustack_k3.cli.common import model_arch
     from gpustack_k3.core.launch import Refused
     from gpustack_k3.render.targets import channel_launch
 

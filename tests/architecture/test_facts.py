@@ -32,8 +32,8 @@ PERMANENT = {
     ("gpustack_k3/render/router.py", "engine flag"):
         (2, "--host / --port of the P/D routers' own command line (vLLM router, sglang-router), not an engine's"),
     ("gpustack_k3/core/rules/sglang.py", "engine flag"):
-        (2, "SGLang's own --attention-backend, which no SGLang spec field carries (read from extraArgs); the same "
-            "spelling is vLLM's vllm.attentionBackend flag"),
+        (1, "ATTENTION_BACKEND: SGLang's own --attention-backend, which no SGLang spec field carries (read from "
+            "extraArgs); the same spelling is vLLM's vllm.attentionBackend flag"),
 }
 
 # Second spellings left in files another branch owns this session. /work/wt/patches/h-design25-facts.diff replaces

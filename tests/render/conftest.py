@@ -17,6 +17,23 @@ PRESETS = [n for n, p in load_catalog().presets.items()
            if not multi_pod(DeploymentDocument.model_validate(p.document))]
 
 
+def run(*args):
+    """``gpustack-k3 render ARGS`` through click's runner."""
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.render_cmd import render
+
+    return CliRunner().invoke(render, list(args))
+
+
+def write_spec(tmp_path: Path, data: dict, name: str = "spec.yaml") -> Path:
+    import yaml
+
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data, sort_keys=False))
+    return p
+
+
 def preset_data(name: str) -> dict:
     return copy.deepcopy(load_catalog().presets[name].document)
 

@@ -5,22 +5,10 @@ import json
 import os
 import re
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
-from gpustack_k3.cli.render_cmd import render
-from tests.render.conftest import REPO, doc_of, preset_data
-
-
-def run(*args):
-    return CliRunner().invoke(render, list(args))
-
-
-def write_spec(tmp_path, data, name="spec.yaml"):
-    p = tmp_path / name
-    p.write_text(yaml.safe_dump(data, sort_keys=False))
-    return p
+from tests.render.conftest import REPO, doc_of, preset_data, run, write_spec
 
 
 def readme_example() -> dict:

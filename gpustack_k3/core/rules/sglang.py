@@ -12,6 +12,10 @@ from gpustack_k3.core.rules.registry import rule
 from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_on_one_node
 from gpustack_k3.core import argv as engine_argv
 
+# SGLang's own --attention-backend (both sides' fallback, model_override_base.py:138-152@0.5.23): no spec field
+# carries it, so the rules read it from extraArgs under this one spelling
+ATTENTION_BACKEND = "--attention-backend"
+
 RAGGED_VERIFY_ENV = "SGLANG_RAGGED_VERIFY_MODE"
 
 
@@ -42,7 +46,7 @@ def _decode_backend_cel(b: Builder) -> str | None:
 def check_sglang_kimi_k3_dcp_decode_backend(r, c):
     # the decode backend falls back to --attention-backend (arg_groups/model_override_base.py:138-152@0.5.23,
     # attention_backends_of), which the spec has no field for: read from extraArgs
-    b = r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, "--attention-backend")
+    b = r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, ATTENTION_BACKEND)
     ok = r.trait("kimi_k3_dcp_decode_backends") or []
     if r.dcp > 1 and r.spec.model.name == "kimi-k3" and b is not None and ok and b not in ok:
         yield None, (f"Decode attention backend for Kimi-K3 DCP must be {' or '.join(repr(x) for x in ok)} in SGLang "
@@ -277,7 +281,7 @@ def kimi_k3_mla_backends(r) -> tuple[str | None, str | None, str | None]:
     checks: --attention-backend as given; with DCP an unset (or cutedsl_mla) decode backend becomes cutedsl_mla
     with trtllm_mla prefill (model_overrides/kimi_k3.py:84-93); without DCP, no backend given at all -> trtllm_mla
     for both (kimi_k3.py:122-149@0.5.23, 137-164@0.5.22)."""
-    att = extra_arg_value(r, "--attention-backend")
+    att = extra_arg_value(r, ATTENTION_BACKEND)
     dec, pre = r.spec.sglang.decodeAttentionBackend, r.spec.sglang.prefillAttentionBackend
     if r.dcp > 1:
         if (dec or att) in (None, "cutedsl_mla"):
@@ -327,7 +331,7 @@ def check_sglang_trtllm_mla_kv_cache_dtype(r, c):
     kv = r.spec.memory.kvCacheDtype or "auto"
     if kv in _TRTLLM_MLA_KV:
         return
-    att = extra_arg_value(r, "--attention-backend")
+    att = extra_arg_value(r, ATTENTION_BACKEND)
     dec, pre = r.spec.sglang.decodeAttentionBackend, r.spec.sglang.prefillAttentionBackend
     if (att is None and dec is None and pre is None
             and getattr(r.arch, "architecture", None) == "DeepseekV3ForCausalLM"):
@@ -413,9 +417,9 @@ GPT_OSS_ATTENTION_BACKENDS = ("triton", "trtllm_mha", "fa3", "fa4", "ascend", "i
 def check_sglang_gpt_oss_attention_backend(r, c):
     if getattr(r.arch, "architecture", None) != "GptOssForCausalLM":
         return
-    base = extra_arg_value(r, "--attention-backend")     # attention_backends_of: model_override_base.py:138-152@0.5.23
-    sides = (("prefill", r.spec.sglang.prefillAttentionBackend or extra_arg_value(r, "--prefill-attention-backend")),
-             ("decode", r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, "--decode-attention-backend")))
+    base = extra_arg_value(r, ATTENTION_BACKEND)     # attention_backends_of: model_override_base.py:138-152@0.5.23
+    sides = (("prefill", r.spec.sglang.prefillAttentionBackend or extra_arg_value(r, r.engine.flag_of("sglang.prefillAttentionBackend"))),
+             ("decode", r.spec.sglang.decodeAttentionBackend or extra_arg_value(r, r.engine.flag_of("sglang.decodeAttentionBackend"))))
     for side, given in sides:
         backend = given or base
         if backend is not None and backend not in GPT_OSS_ATTENTION_BACKENDS:
