@@ -167,7 +167,6 @@ class View:
 
 def view(engine: str, from_version: str, argv: list[str], env: dict[str, str],
          read_file: Callable[[str], str] | None = None) -> View:
-
     cat = load_catalog()
     version = cat.engines[engine].versions.get(from_version)
     if version is None or version.parser is None:

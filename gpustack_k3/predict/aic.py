@@ -106,7 +106,6 @@ class AicEstimator:
         it), None when AIC has no config of it."""
         import json
 
-
         hf_id = settings()["models"].get(model)
         if hf_id is None:
             return None

@@ -559,7 +559,6 @@ def _deepseek_v41(r: TopoRole) -> bool:
       source="sglang srt/arg_groups/deepseek_v4_hook.py:355-382@0.5.23; speculative/ragged_verify.py:19-27@0.5.23",
       sources={"sglang 0.5.22": "sglang srt/arg_groups/deepseek_v4_hook.py:286-313@0.5.22"}, no_cel=NO_CEL)
 def check_sglang_dsv41_spec_pd(t: Topology):
-
     for r in t.roles:
         algo = speculative_algorithm(r.resolved)
         if r.pd_mode not in ("prefill", "decode") or algo in (None, "NONE") or not _deepseek_v41(r):
