@@ -138,10 +138,6 @@ def _with_engine_verdict(findings, output: str, verdict: dict) -> None:
                       note="refused: the engine's own validation code refuses the line")
 
 
-def _engine_verdict_unavailable(exc) -> None:
-    fail_input(InputError("--engine-verdict", str(exc), "prepare the engine oracle, or drop --engine-verdict"))
-
-
 @click.command("check-args", cls=Command, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @_argv_options
 @strict_opt
@@ -168,13 +164,9 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     if not any(f.rule == CATALOG_RULE for f in findings):
         findings += validate_topology(Topology([role], None, "argv"), strict=strict)
     if engine_verdict:
-        from gpustack_k3.oracle import EngineVerdictUnavailable
         from gpustack_k3.oracle import engine_verdict as judge
 
-        try:
-            v = judge(engine, r.version.key if r.version else r.spec.engine.version, list(argv), env, gpu_type, gpus)
-        except EngineVerdictUnavailable as exc:
-            _engine_verdict_unavailable(exc)
+        v = judge(engine, r.version.key if r.version else r.spec.engine.version, list(argv), env, gpu_type, gpus)
         _with_engine_verdict(sort_findings(findings), output, v)
         return
     _report(sort_findings(findings), output)
@@ -758,15 +750,12 @@ def check_pd(engine, engine_version, prefill_engine_version, decode_engine_versi
     if engine_verdict:
         import shlex
 
-        from gpustack_k3.oracle import EngineVerdictUnavailable, engine_verdict_pair
+        from gpustack_k3.oracle import engine_verdict_pair
 
         keys = [ro.resolved.version.key if ro.resolved.version else ro.resolved.spec.engine.version for ro in roles]
         sides = [{"argv": shlex.split(t), "env": e, "gpus": g or gpus_per_pod}
                  for t, e, g in ((prefill, prefill_env, prefill_gpus_per_pod), (decode, decode_env, decode_gpus_per_pod))]
-        try:
-            v = engine_verdict_pair(engine, keys[0], *sides, hardware=gpu_type, decode_version=keys[1])
-        except EngineVerdictUnavailable as exc:
-            _engine_verdict_unavailable(exc)
+        v = engine_verdict_pair(engine, keys[0], *sides, hardware=gpu_type, decode_version=keys[1])
         _with_engine_verdict(sort_findings(findings), output, v)
         return
     _report(sort_findings(findings), output)

@@ -22,12 +22,17 @@ import atexit
 from typing import Iterable
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.errors import OperationalError
 
 _WORKERS: dict = {}
 
 
-class EngineVerdictUnavailable(Exception):
-    """The machinery or its prepared tools are not on this machine: the message says how to get them."""
+class EngineVerdictUnavailable(OperationalError):
+    """The machinery or its prepared tools are not on this machine (an environment problem, exit 2 through the CLI's
+    one error path): the message says how to get them."""
+
+    where = "--engine-verdict"
+    hint = "prepare the engine oracle as the message says, or drop --engine-verdict"
 
 
 def release_key(engine: str, version: str) -> str | None:

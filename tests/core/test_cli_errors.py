@@ -207,3 +207,18 @@ def test_a_refused_spec_answers_with_its_findings_in_every_command(tmp_path):
         assert p.returncode == 1, (argv, p.stderr[-1500:])
         obj = json.loads(p.stdout)
         assert obj["ok"] is False and "vllm-config-bounds" in {f["rule"] for f in obj["findings"]}, (argv, obj)
+
+
+def test_engine_verdict_without_its_tools_is_an_operational_error(tmp_path, monkeypatch):
+    """--engine-verdict on a machine without the prepared wheels: the environment failed, not the input (exit 2,
+    kind operational, naming --engine-verdict), through the one error path."""
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.core_cmds import check_args
+
+    monkeypatch.setenv("GPUSTACK_K3_CACHE", str(tmp_path))
+    res = CliRunner().invoke(check_args, ["--engine", "vllm", "--engine-version", "0.33.0", "--engine-verdict", "-o",
+                                          "json", "--", "/models/Kimi-K3", "-tp", "8"])
+    assert res.exit_code == 2, res.output
+    err = json.loads(res.stdout)["error"]
+    assert (err["kind"], err["where"]) == ("operational", "--engine-verdict") and "wheel" in err["message"]
