@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tools.engine_oracle.corpus import generate, generate_pairs  # noqa: E402
-from tools.engine_oracle.oracle import RELEASES, Oracle, OracleUnavailable  # noqa: E402
+from gpustack_k3.oracle.judge import RELEASES, Oracle, OracleUnavailable  # noqa: E402
 from tools.engine_oracle.product import check_args, check_pd  # noqa: E402
 
 

