@@ -81,3 +81,32 @@ def test_every_refusal_of_the_upgrade_data_is_a_rule_of_the_pinned_release_or_na
     # custom_class: the catalog's speculative methods (spec.speculative.method) never include it: a line with it is
     # unusable input for check-args on every release
     assert refused == {b[0] for b in BREAKING} | {"speculative-custom-class-removed"}
+
+
+def upgrade_cli(*args: str):
+    from gpustack_k3.cli.upgrade_cmd import upgrade_check
+
+    return CliRunner().invoke(upgrade_check, ["--engine", "vllm", "--from", "0.33.0", "--to", "0.34.0", *args],
+                              catch_exceptions=False)
+
+
+def test_upgrade_check_is_also_judged_by_the_pinned_target_rules():
+    res = upgrade_cli("--env", "VLLM_USE_V2_MODEL_RUNNER=0", "-o", "json", "--", *BASE)
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["ok"] is False
+    t = doc["target_rules"]
+    assert t["version"] == "0.34.0" and [f["rule"] for f in t["refused"]] == ["vllm-model-runner-v1-removed"]
+    assert "@0.34.0" in t["refused"][0]["source"]
+    assert t["rewrite_refused"] == [] and doc["rewrite"]["unset_env"] == ["VLLM_USE_V2_MODEL_RUNNER"]
+    text = upgrade_cli("--env", "VLLM_USE_V2_MODEL_RUNNER=0", "--", *BASE)
+    assert "refused by vllm 0.34.0's rules: vllm-model-runner-v1-removed" in text.stdout
+
+
+def test_what_both_releases_refuse_is_not_blamed_on_the_upgrade():
+    # 1M context on a KV cache sized at 30 % of the GPU: refused on 0.33.0 already
+    line = ["vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "8", "--trust-remote-code",
+            "--gpu-memory-utilization", "0.3"]
+    doc = json.loads(upgrade_cli("-o", "json", "--", *line).stdout)
+    t = doc["target_rules"]
+    assert t["refused"] == [] and t["already_refused"], t
+    assert doc["ok"] is True
