@@ -119,10 +119,10 @@ def _short(d: dict) -> dict:
     return {k: (v[:500] if isinstance(v, str) else v) for k, v in d.items() if k not in ("detail",) or True}
 
 
-def judge_release(release: str, n_lines: int, seed: int, out) -> dict:
+def judge_release(release: str, n_lines: int, seed: int, out, explore: float = 0.0) -> dict:
     engine, version, _ = RELEASES[release]
     t0 = time.monotonic()
-    lines = generate(release, n_lines, seed)
+    lines = generate(release, n_lines, seed, explore)
     try:
         oracle = Oracle(release)
     except OracleUnavailable as exc:
@@ -216,6 +216,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--pairs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--explore", type=float, default=0.0,
+                    help="share of mutations setting any option of the release's parser (corpus.generate explore)")
     ap.add_argument("--out", type=Path, help="write every judged line (JSON lines)")
     ap.add_argument("--summary-only", action="store_true", help="omit the lists of disagreements")
     a = ap.parse_args(argv)
@@ -223,7 +225,7 @@ def main(argv=None) -> int:
     results = []
     t0 = time.monotonic()
     for r in a.releases:
-        results.append(judge_release(r, a.lines, a.seed, out))
+        results.append(judge_release(r, a.lines, a.seed, out, a.explore))
         print(json.dumps({"progress": r, "seconds": round(time.monotonic() - t0)}), file=sys.stderr, flush=True)
     if a.pairs:
         results.append(judge_pairs(a.pairs, a.seed, out))
@@ -234,7 +236,7 @@ def main(argv=None) -> int:
             r.pop("false_refusal_list", None)
             r.pop("miss_list", None)
             r.pop("other_reason_list", None)
-    print(json.dumps({"seed": a.seed, "lines_per_release": a.lines, "pairs": a.pairs,
+    print(json.dumps({"seed": a.seed, "explore": a.explore, "lines_per_release": a.lines, "pairs": a.pairs,
                       "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results}, indent=1))
     return 0
 

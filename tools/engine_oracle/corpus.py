@@ -335,6 +335,72 @@ def _sglang_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, 
     return argv, env, kind
 
 
+# ----------------------------------------------------------------------------- any option of the release's parser
+
+# dests the "flag" mutation leaves alone: they name files, hosts, models or downloads (a value made up for them
+# points nowhere, or makes the oracle reach for the network), not a setting the config checks weigh
+_FLAG_SKIP = ("model", "tokenizer", "path", "file", "dir", "url", "host", "port", "revision", "token", "ssl",
+              "download", "root", "log_config", "config", "chat_template", "api_key", "served_model_name", "help",
+              "hf_overrides", "lora_modules", "allowed", "origins", "headers", "methods", "middleware", "uds",
+              "socket", "otlp", "collect_detailed_traces", "kv_events", "profiler", "nccl", "name", "prefix")
+_INTS = ["0", "1", "2", "3", "4", "8", "16", "64", "-1", "65536"]
+_FLOATS = ["0", "0.5", "0.9", "1.0", "1.5", "-1"]
+
+
+def parser_options(release: str) -> list[dict]:
+    """The release's parser options (the catalog's parser dump, catalog/data/engines/<release>-options.json:
+    flags, action, type, choices), minus ``_FLAG_SKIP``."""
+    from gpustack_k3.catalog.loader import DATA
+
+    engine, version, _wheel = RELEASES[release]
+    path = DATA / "engines" / f"{engine}-{version}-options.json"
+    if not path.is_file():
+        return []
+    opts = json.loads(path.read_text())["parser"]["options"]
+    return [o for o in opts if o.get("flags") and o["action"] != "help" and o.get("nargs") != "+"
+            and not any(k in o["dest"] for k in _FLAG_SKIP)]
+
+
+def _flag_value(o: dict, rnd: random.Random) -> tuple[str, str | None]:
+    """(option string, value or None for a bare flag) for one option: its choices (or the Literal values vLLM
+    shows as metavar), a boolean's on/off spelling, or a value of its type (edge values included: 0, -1, large)."""
+    flags = [f for f in o["flags"] if f.startswith("--")] or o["flags"]
+    flag = flags[0]
+    action = o["action"]
+    if action in ("store_true", "store_false") or o.get("nargs") == 0:
+        return flag, None
+    if isinstance(action, dict) and action.get("custom", "").endswith("EnableDisableAction") or \
+            action == "boolean_optional":
+        neg = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
+        return (rnd.choice(neg) if neg and rnd.random() < 0.5 else flag), None
+    choices = o.get("choices") or o.get("metavar")
+    if isinstance(choices, list) and choices:
+        return flag, str(rnd.choice([c for c in choices if c is not None] or ["auto"]))
+    t = o.get("type")
+    rt = t.get("return_type") if isinstance(t, dict) else t
+    if rt == "int" or (isinstance(t, dict) and "int" in str(t.get("fn"))):
+        return flag, rnd.choice(_INTS)
+    if rt == "float":
+        return flag, rnd.choice(_FLOATS)
+    if rt == "json" or (isinstance(t, dict) and "dict" in json.dumps(t)):
+        return flag, rnd.choice(["{}", '{"bogus": 1}'])
+    if rt == "bool":
+        return flag, rnd.choice(["true", "false"])
+    return flag, rnd.choice(["auto", "none", "1", "x"])
+
+
+def _flag_mutation(release: str, line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
+    """Set any one option of the release's parser (not only those the rules judge) to a value of its type: what
+    reaches the config checks of features the presets never touch (issue 31 item 1: raise-site coverage)."""
+    opts = parser_options(release)
+    if not opts:
+        return list(line["argv"]), dict(line["env"]), "flag"
+    o = rnd.choice(opts)
+    flag, value = _flag_value(o, rnd)
+    argv = drop_flag(list(line["argv"]), tuple(o["flags"]))
+    return argv + ([flag] if value is None else [flag, value]), dict(line["env"]), f"flag:{o['dest']}"
+
+
 def _unregistered(release: str) -> list[str]:
     engine, version, _wheel = RELEASES[release]
     v = _catalog().engines[engine].versions.get(version)
@@ -343,7 +409,9 @@ def _unregistered(release: str) -> list[str]:
         list(getattr(traits, "unregistered_models", None) or [])
 
 
-def generate(release: str, n: int, seed: int = 0) -> list[dict]:
+def generate(release: str, n: int, seed: int = 0, explore: float = 0.0) -> list[dict]:
+    """``explore``: the share of mutations that set any option of the release's parser (``_flag_mutation``) rather
+    than one of the options the rules judge; 0 (the CI tier's sample) keeps the corpus as before."""
     engine = RELEASES[release][0]
     seeds = [s for s in seed_lines(release) if "argv" in s]
     if not seeds:
@@ -376,7 +444,10 @@ def generate(release: str, n: int, seed: int = 0) -> list[dict]:
         line = dict(base)
         kinds = []
         for _ in range(rnd.choice([1, 1, 2, 2, 3, 4])):
-            argv, env, kind = mutate(line, rnd)
+            if explore and rnd.random() < explore:
+                argv, env, kind = _flag_mutation(release, line, rnd)
+            else:
+                argv, env, kind = mutate(line, rnd)
             line = dict(line, argv=argv, env=env)
             kinds.append(kind)
         line["mutations"] = kinds
