@@ -184,7 +184,7 @@ def classified(release: str, sites: list[dict], cov: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    from tools.engine_oracle.corpus import generate
+    from tools.engine_oracle.corpus import directed_lines, generate
     from tools.engine_oracle.oracle import RELEASES
 
     ap = argparse.ArgumentParser(description="raise sites of a release's validation code reached by the corpus (JSON)")
@@ -193,14 +193,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7919)
     ap.add_argument("--explore", type=float, default=0.5,
                     help="share of mutations setting any option of the release's parser (corpus.generate explore)")
+    ap.add_argument("--directed", type=int, default=1,
+                    help="lines aimed at each raise site (corpus.directed_lines), added to the --lines corpus; 0: none")
     ap.add_argument("--out", type=Path, help="also write the full report (with every unreached site) here")
     ap.add_argument("--summary-only", action="store_true", help="omit the unreached list on stdout")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     sites = raise_sites(validation_files(a.release))
     with tempfile.TemporaryDirectory(prefix="oracle-cov-") as d:
-        cov = measure(a.release, generate(a.release, a.lines, a.seed, a.explore), Path(d))
-    doc = {"lines": a.lines, "seed": a.seed, "explore": a.explore, "seconds": round(time.monotonic() - t0, 1),
+        lines = generate(a.release, a.lines, a.seed, a.explore)
+        if a.directed:
+            lines += directed_lines(a.release, a.seed, a.directed)
+        cov = measure(a.release, lines, Path(d))
+    doc = {"lines": len(lines), "corpus_lines": a.lines, "directed_per_site": a.directed, "seed": a.seed, "explore": a.explore, "seconds": round(time.monotonic() - t0, 1),
            "how": "tools/engine_oracle/raise_sites.py: ast raise statements of the validation files; coverage.py "
                   "(branch mode) in each judged line's child; reached = the raise line executed", **summarize(a.release, sites, cov)}
     doc.update(classified(a.release, sites, cov))
