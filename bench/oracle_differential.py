@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tools.engine_oracle.corpus import generate, generate_pairs  # noqa: E402
+from tools.engine_oracle.corpus import directed_lines, generate, generate_pairs  # noqa: E402
 from tools.engine_oracle.oracle import RELEASES, Oracle, OracleUnavailable  # noqa: E402
 from tools.engine_oracle.product import check_args, check_pd  # noqa: E402
 
@@ -137,10 +137,12 @@ def _short(d: dict) -> dict:
     return {k: (v[:500] if isinstance(v, str) else v) for k, v in d.items() if k not in ("detail",) or True}
 
 
-def judge_release(release: str, n_lines: int, seed: int, out, explore: float = 0.0) -> dict:
+def judge_release(release: str, n_lines: int, seed: int, out, explore: float = 0.0, directed: int = 0) -> dict:
     engine, version, _ = RELEASES[release]
     t0 = time.monotonic()
     lines = generate(release, n_lines, seed, explore)
+    if directed:
+        lines += directed_lines(release, seed, directed)
     try:
         oracle = Oracle(release)
     except OracleUnavailable as exc:
@@ -251,6 +253,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--explore", type=float, default=0.0,
                     help="share of mutations setting any option of the release's parser (corpus.generate explore)")
+    ap.add_argument("--directed", type=int, default=0,
+                    help="add N lines aimed at each raise site of the release (corpus.directed_lines)")
     ap.add_argument("--out", type=Path, help="write every judged line (JSON lines)")
     ap.add_argument("--summary-only", action="store_true", help="omit the lists of disagreements")
     a = ap.parse_args(argv)
@@ -258,7 +262,7 @@ def main(argv=None) -> int:
     results = []
     t0 = time.monotonic()
     for r in a.releases:
-        results.append(judge_release(r, a.lines, a.seed, out, a.explore))
+        results.append(judge_release(r, a.lines, a.seed, out, a.explore, a.directed))
         print(json.dumps({"progress": r, "seconds": round(time.monotonic() - t0)}), file=sys.stderr, flush=True)
     if a.pairs:
         results.append(judge_pairs(a.pairs, a.seed, out))
@@ -269,7 +273,7 @@ def main(argv=None) -> int:
             r.pop("false_refusal_list", None)
             r.pop("miss_list", None)
             r.pop("other_reason_list", None)
-    print(json.dumps({"seed": a.seed, "explore": a.explore, "lines_per_release": a.lines, "pairs": a.pairs,
+    print(json.dumps({"seed": a.seed, "explore": a.explore, "directed_per_site": a.directed, "lines_per_release": a.lines, "pairs": a.pairs,
                       "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results}, indent=1))
     return 0
 
