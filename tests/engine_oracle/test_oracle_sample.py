@@ -86,7 +86,7 @@ def _records(release: str, oracle: Oracle) -> list[dict]:
         ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300",
                                line["gpus"])
         pv = check_args(engine, version, line)
-        out.append({"release": release, "class": classify(pv, ov), "product": pv, "oracle": ov,
+        out.append({"release": release, "class": classify(pv, ov, release, line), "product": pv, "oracle": ov,
                     "argv": line["argv"], "env": line["env"], "mutations": line["mutations"]})
     return out
 
