@@ -156,6 +156,10 @@ _HUB = ("the engine loads spec.model.path from the model volume, where the weigh
         "render-volume-source); the hub id is where GPUStack downloads them from (the gpustack target carries it)")
 for _ch in ("launch", "argv", "docker", "kubernetes", "kubernetes-ds", "operator"):
     NOT_EXPRESSED[_ch]["spec.model.source"] = _HUB
+for _ch in ("kubernetes", "kubernetes-ds", "operator"):
+    NOT_EXPRESSED[_ch]["spec.placement.rack.racks"] = (
+        "the NVLink domains the deployment may use: a capacity its layout is checked against (rule rack-fit: "
+        "exclusive needs one domain per group), not a field of any object")
 NOT_EXPRESSED["gpustack"]["spec.serving.port"] = "GPUStack assigns each instance's port ({worker_ip}:{port})"
 CONSTANT = {"apiVersion", "kind"}      # one allowed value: nothing to vary
 
@@ -174,10 +178,6 @@ KNOWN_GAPS: list[tuple[str, str, str]] = [
     ('kubernetes', 'spec.placement.rack.policy', 'pd-vllm'),
     ('kubernetes-ds', 'spec.placement.rack.policy', 'pd-vllm'),
     ('operator', 'spec.placement.rack.policy', 'pd-vllm'),
-    # spec.placement.rack.racks in wide-ep-vllm: racks > 1 changes no object (only rule rack-fit's count)
-    ('kubernetes', 'spec.placement.rack.racks', 'wide-ep-vllm'),
-    ('kubernetes-ds', 'spec.placement.rack.racks', 'wide-ep-vllm'),
-    ('operator', 'spec.placement.rack.racks', 'wide-ep-vllm'),
     # spec.placement.rack.topologyKey in single-sglang: a roleless document renders no rack placement
     ('kubernetes', 'spec.placement.rack.topologyKey', 'single-sglang'),
     ('operator', 'spec.placement.rack.topologyKey', 'single-sglang'),
@@ -190,11 +190,6 @@ KNOWN_GAPS: list[tuple[str, str, str]] = [
     # domain: no effect, no finding
     ('kubernetes', 'spec.roles[].placement.rack.policy', 'one-role-sglang'),
     ('operator', 'spec.roles[].placement.rack.policy', 'one-role-sglang'),
-    # spec.routing.decodePolicy in one-role-vllm: one serve role has no router: the policy is dropped without a word
-    ('docker', 'spec.routing.decodePolicy', 'one-role-vllm'),
-    ('gpustack', 'spec.routing.decodePolicy', 'one-role-vllm'),
-    ('kubernetes', 'spec.routing.decodePolicy', 'one-role-vllm'),
-    ('operator', 'spec.routing.decodePolicy', 'one-role-vllm'),
     # spec.speculative.extraConfig in single-sglang: SGLang has no --speculative-config: the vLLM-only keys are
     # dropped without a word
     ('argv', 'spec.speculative.extraConfig', 'single-sglang'),

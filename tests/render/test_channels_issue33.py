@@ -499,3 +499,28 @@ def test_gpustack_names_the_deployment_after_the_served_model(tmp_path):
     res = run(str(write_spec(tmp_path, d)), "--target", "gpustack", "-o", "json")
     assert res.exit_code == 1 and json.loads(res.stdout)["error"]["where"] == "spec.model.servedModelName", res.output
 
+
+
+def test_routing_policies_without_a_pd_router_are_refused_naming_the_field():
+    from gpustack_k3.render.lws import render_document
+    from gpustack_k3.render.targets import render_topology_targets
+    from gpustack_k3.render.templates import RenderError
+
+    for routing, where in (({"decodePolicy": "round_robin"}, "spec.routing.decodePolicy"),
+                           ({"target": "inferencePool", "prefillPolicy": "random"}, "spec.routing.prefillPolicy")):
+        d = one_role_document()
+        d["spec"]["routing"] = routing
+        try:
+            render_document(doc_of(d), validate=False)
+        except RenderError as exc:
+            assert exc.where == where
+        else:
+            raise AssertionError(f"{where} of a serve role must not be silently dropped")
+        _files, refused, _ = render_topology_targets(doc_of(d), ("docker", "gpustack"))
+        assert {t: e.where for t, e in refused.items()} == {"docker": "spec.routing", "gpustack": "spec.routing"}
+    d = one_role_document()
+    d["spec"]["routing"] = {"target": "inferencePool"}          # what the serve role's front is: rendered
+    assert any(o["kind"] == "InferencePool" for o in render_document(doc_of(d), validate=False))
+    pd = preset_data("kimi-k3-b300-1p1d")
+    pd["spec"]["routing"] = {"decodePolicy": "random"}           # the P/D router carries it
+    assert any("random" in json.dumps(o) for o in render_document(doc_of(pd), validate=False))
