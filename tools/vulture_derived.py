@@ -17,8 +17,9 @@ Groups (the functions below, in this order):
    read by the API server, kubectl's printer columns and the CRD schema generated from them;
 4. fields of the spec models the renderer copies whole into a Kubernetes object (``PASS_THROUGH``: each with the
    line that dumps it);
-5. fields of dataclasses serialized whole by ``asdict(self)`` (the ``-o json`` documents of plan, predict and
-   probe): read by whoever reads the JSON.
+5. fields of dataclasses that serialize themselves whole (``asdict(self)``, ``vars(self)``, ``dict(self.__dict__)``:
+   the ``-o json`` documents of plan, predict, run status), and of the dataclasses they hold: read by whoever
+   reads the JSON.
 """
 from __future__ import annotations
 
@@ -113,27 +114,36 @@ def pass_through_fields() -> list[str]:
     return sorted({n for (mod, cls) in PASS_THROUGH for n in getattr(importlib.import_module(mod), cls).model_fields})
 
 
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def _dumps_self(cls: ast.ClassDef) -> bool:
+    """The class serializes itself whole: ``asdict(self)``, ``vars(self)`` or ``dict(self.__dict__)``."""
     for node in ast.walk(cls):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
-                and node.args[0].id == "self":
-            fn = node.func
-            if (isinstance(fn, ast.Name) and fn.id == "asdict") or \
-                    (isinstance(fn, ast.Attribute) and fn.attr == "asdict"):
-                return True
+        if not (isinstance(node, ast.Call) and len(node.args) == 1):
+            continue
+        fn, arg = node.func, node.args[0]
+        name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+        if name in ("asdict", "vars") and _is_self(arg):
+            return True
+        if name == "dict" and isinstance(arg, ast.Attribute) and arg.attr == "__dict__" and _is_self(arg.value):
+            return True
     return False
 
 
 def serialized_dataclass_fields() -> dict[str, list[str]]:
-    """Group 5: per class (module:Class), the fields of the package's dataclasses that serialize themselves with
-    ``asdict(self)`` (found in the source) and of the dataclasses their fields hold."""
+    """Group 5: per class (module:Class), the fields of the package's dataclasses that serialize themselves whole
+    (found in the source: ``_dumps_self``) and of the dataclasses their fields hold."""
     import importlib
     out: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and _dumps_self(n)):
             module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            _dataclass_fields(getattr(importlib.import_module(module), cls.name), out)
+            obj = getattr(importlib.import_module(module), cls.name)
+            if dataclasses.is_dataclass(obj):
+                _dataclass_fields(obj, out)
     return out
 
 
@@ -171,7 +181,7 @@ def whitelist() -> str:
     group("4. spec models dumped whole into Kubernetes objects: " + "; ".join(PASS_THROUGH.values()),
           pass_through_fields())
     for where, names in serialized_dataclass_fields().items():
-        group(f"5. {where}: serialized whole by asdict(self)", names)
+        group(f"5. {where}: serialized whole (its own to_dict, or held by one that is)", names)
     return "\n".join(lines)
 
 

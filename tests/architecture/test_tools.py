@@ -23,8 +23,8 @@ KNOWN_RUFF: dict[tuple[str, str], str] = {}
 # silent; taken off once the fix has landed)
 KNOWN_VULTURE: dict[tuple[str, str], str] = {
     ("gpustack_k3/runtime/docker.py", "from_params"): "lead: DockerLaunch.from_params, called only by tests/docker",
-    ("gpustack_k3/runtime/docker.py", "list_containers"): "lead: called only by tests/docker/test_docker_runner.py",
-    ("gpustack_k3/runtime/docker.py", "finished_at"): "lead: ContainerStatus.finished_at, set, never read",
+    ("gpustack_k3/runtime/docker.py", "list_containers"): "lead: called only by tests/docker/test_docker_runner.py "
+                                                          "(wire it into `run status` without NAME, or remove it)",
     ("gpustack_k3/predict/scheduler.py", "prefill_done_at"): "h-modelcfg: set, read only by tests/predict",
     ("gpustack_k3/predict/scheduler.py", "decode_steps"): "h-modelcfg: set, read only by tests/predict",
     ("gpustack_k3/probe/stream.py", "content_chars"): "h-edges: set, read only by tests/probe/test_core.py",
@@ -113,3 +113,4 @@ def test_vulture_derived_whitelist_takes_only_what_its_mechanism_reads():
     assert "coldStartPhase" in vd.status_fields() and {"effect", "tolerationSeconds"} <= set(vd.pass_through_fields())
     serialized = vd.serialized_dataclass_fields()
     assert "gpus_per_instance" in serialized["gpustack_k3.core.plan_topology:RolePlan"]   # held by TopologyPlan
+    assert "finished_at" in serialized["gpustack_k3.runtime.docker:ContainerStatus"]   # to_dict: dict(self.__dict__)
