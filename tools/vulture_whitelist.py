@@ -61,6 +61,11 @@ _.estimated, _.host_ram_gib, _.experts_per_token, _.draft_experts_per_token, _.e
 #   parsers (tests/core/test_verdicts_fresh.py)
 _.CONDITION_REASONS, _.READ_BY_RULES
 
+# predict/scheduler.py: a simulated request's trace (when its prefill finished, how many decode steps it ran), the
+# test seam through which tests/predict/test_scheduler.py checks the scheduling order (chunked prefill before
+# decode, one step per output token)
+_.prefill_done_at, _.decode_steps
+
 # coldstart/patterns.py: LinePattern.search_re, the test seam that checks the re2 backend against Python's re
 # on every catalog pattern (tests/coldstart/test_patterns.py)
 _.search_re

@@ -25,10 +25,8 @@ KNOWN_VULTURE: dict[tuple[str, str], str] = {
     ("gpustack_k3/runtime/docker.py", "from_params"): "lead: DockerLaunch.from_params, called only by tests/docker",
     ("gpustack_k3/runtime/docker.py", "list_containers"): "lead: called only by tests/docker/test_docker_runner.py "
                                                           "(wire it into `run status` without NAME, or remove it)",
-    ("gpustack_k3/predict/scheduler.py", "prefill_done_at"): "h-modelcfg: set, read only by tests/predict",
-    ("gpustack_k3/predict/scheduler.py", "decode_steps"): "h-modelcfg: set, read only by tests/predict",
-    ("gpustack_k3/probe/stream.py", "content_chars"): "h-edges: set, read only by tests/probe/test_core.py",
-    ("gpustack_k3/probe/stream.py", "finish_reason"): "h-edges: set, read only by tests/probe/test_core.py",
+    ("gpustack_k3/probe/stream.py", "content_chars"): "h-house-15.patch (h-edges): set, read only by a test",
+    ("gpustack_k3/probe/stream.py", "finish_reason"): "h-house-15.patch (h-edges): likewise",
     # dead code whose removal is a patch (applied after the owners' branches merge)
     ("gpustack_k3/core/argv/dumps.py", "by_flag"): "h-house-1.patch: ParserDump.by_flag, read only by tests",
     ("gpustack_k3/core/topology.py", "implicit"): "h-house-1.patch: RoleView.implicit, read only by a test",
