@@ -232,10 +232,12 @@ def _settled(rendered: Sequence[dict], owned: Owned, rev: str, before: RolloutSt
     """One revision serves: the previous one (if any) is kept until the drain is over, then deleted."""
     old = frozenset(k for k, o in owned.items() if revision_label(o) not in (None, rev))
     desired = revisioned(rendered, rev, rev, name)
-    switched = parse_time(before.switchedAt) if before is not None and before.switchedAt else None
+    known = before is not None and before.servingRevision == rev and before.switchedAt
+    # the switch is known from the status written with it; if that write was lost, the drain starts now
+    carried = {"switchedAt": before.switchedAt, "previousRevision": before.previousRevision} if known else \
+        {"switchedAt": kube_time(now), "previousRevision": sorted(revision_label(owned[k]) for k in old)[0]} if old else {}
+    switched = parse_time(carried["switchedAt"]) if carried else None
     left = policy.drain_s - (now.timestamp() - switched) if switched is not None else 0.0
-    carried = {"switchedAt": before.switchedAt, "previousRevision": before.previousRevision} \
-        if before is not None and before.servingRevision == rev else {}
     if old and left > 0:
         status = RolloutStatus(phase="Draining", servingRevision=rev, targetRevision=rev, **carried,
                                message=f"revision {rev} serves; the previous revision goes in {left:.0f} s")
