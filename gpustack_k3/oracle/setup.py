@@ -106,6 +106,11 @@ def status(keys: list[str] | None = None) -> dict:
 
 def _pip_download(spec: str, progress: Callable[[str], None]) -> None:
     """``pip download --no-deps SPEC`` into the wheel cache; pip's own progress on stderr."""
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:
+        raise SetupFailed(f"pip is not installed in this interpreter ({sys.executable}); it fetches {spec}: "
+                          "pip install 'gpustack-k3[oracle]'")
     wheels_dir().mkdir(parents=True, exist_ok=True)
     progress(f"downloading {spec} into {wheels_dir()} (pip download --no-deps)")
     p = subprocess.run([sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
