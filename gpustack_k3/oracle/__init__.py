@@ -155,7 +155,13 @@ def text_lines(verdict: dict, comparison: dict) -> list[str]:
         line = f"engine verdict ({who}, its own validation code): accepted (stage {verdict.get('stage')})"
     else:
         line = f"engine verdict ({who}): not decidable ({verdict.get('reason')}): {verdict.get('detail', '')}"
+    if verdict.get("role"):
+        line += f" (role {verdict['role']})"
     out = [line]
+    for ln in verdict.get("lines") or []:   # a document's lines (gpustack_k3/oracle/document.py)
+        out.append(f"  {ln['role']}: {_one(ln)}" + (" [partial: no topology flags]" if ln.get("partial") else ""))
+    if verdict.get("pair"):
+        out.append(f"  prefill/decode pair: {_one(verdict['pair'])}")
     if verdict.get("stand_in"):
         out.append("  rests on stand-in files: " + "; ".join(f"{s['model']}: {', '.join(s['files'])}"
                                                               for s in verdict["stand_in"]))
@@ -164,6 +170,15 @@ def text_lines(verdict: dict, comparison: dict) -> list[str]:
                    + ("the engine refuses what gpustack-k3 passes" if comparison["kind"] == "miss"
                       else "gpustack-k3 refuses what the engine accepts"))
     return out
+
+
+def _one(v: dict) -> str:
+    """One verdict in a few words (a document's per-role lines)."""
+    if v.get("verdict") == "refused":
+        return f"REFUSED {v.get('type', '')}: {_headline(v.get('message') or '')}" + (f" [{v['where']}]" if v.get("where") else "")
+    if v.get("verdict") == "accepted":
+        return "accepted"
+    return f"not decidable ({v.get('reason')})"
 
 
 def _headline(message: str) -> str:

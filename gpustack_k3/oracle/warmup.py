@@ -23,34 +23,23 @@ def _document(data: dict):
 
 
 def single_line(doc_data: dict, version: str):
-    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product."""
-    from gpustack_k3.core.flags import render_args
-    from gpustack_k3.core.launch import production_env
-    from gpustack_k3.core.resolve import resolve
+    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product (document.py)."""
+    from gpustack_k3.oracle.document import single_line as line_of
 
     data = copy.deepcopy(doc_data)
     data["spec"]["engine"]["version"] = version
-    r = resolve(_document(data))
-    argv = [t for a in render_args(r) for t in a.tokens]
-    env = {**production_env(r, 3600), **r.spec.env}
-    return argv, env, r.spec.model.name, r.spec.hardware.gpuType, r.spec.hardware.gpuCount
+    ln = line_of(_document(data))
+    return ln["argv"], ln["env"], ln["model"], ln["gpu_type"], ln["gpus"]
 
 
 def role_lines(doc_data: dict, version: str):
     """(kind, argv, env, gpu_type, gpus, model, pods) per role of a topology document, rendered by the product."""
-    from gpustack_k3.core.launch import build_topology_launch
+    from gpustack_k3.oracle.document import role_lines as lines_of
 
     data = copy.deepcopy(doc_data)
     data["spec"]["engine"]["version"] = version
-    t, _f, _p = build_topology_launch(_document(data))
-    out = []
-    for role in t.roles:
-        env = dict(role.leader.env)
-        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
-        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
-        out.append((role.kind, role.leader.args, env, role.leader.gpu_type, role.gpus_per_pod,
-                    data["spec"]["model"]["name"], role.pods_per_instance))
-    return out
+    return [(ln["kind"], ln["argv"], ln["env"], ln["gpu_type"], ln["gpus"], ln["model"], ln["pods"])
+            for ln in lines_of(_document(data))]
 
 
 def shape_lines(release: str) -> list[dict]:
