@@ -5,12 +5,15 @@ way out (issue 36 item 2). In-process through the CLI's entry point (gpustack_k3
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
 from gpustack_k3.cli.main import run
 from tests.core.test_model_config_plan import QWEN3_1_7B, QWEN3_30B_A3B
+
+LOG = str(Path(__file__).resolve().parents[1] / "fixtures/logs/vllm-0.33-kimi-k3-tp8-ready.log")
 
 
 def _write_config(tmp_path, cfg, name="Qwen3-1.7B"):
@@ -137,7 +140,8 @@ def test_an_unusable_config_in_the_document_is_exit_2_naming_the_field(tmp_path,
 
 @pytest.mark.parametrize("command", [("validate",), ("dry-run",), ("render", "--target", "kubernetes"),
                                      ("run", "start", "--dry-run"),
-                                     ("gpustack", "apply", "--server", "http://127.0.0.1:9", "--dry-run")])
+                                     ("gpustack", "apply", "--server", "http://127.0.0.1:9", "--dry-run"),
+                                     ("coldstart", LOG, "--spec")])
 def test_every_command_refuses_an_unreadable_config_before_doing_anything(tmp_path, capsys, command):
     spec = _doc(tmp_path, {"config": str(tmp_path / "absent")})
     rc, out, err = _run(capsys, *command, spec, "-o", "json")
