@@ -155,3 +155,17 @@ def test_an_unusable_inline_config_is_exit_2_naming_the_field(tmp_path, capsys):
     e = json.loads(out)["error"]
     assert rc == 2 and "spec.model.configJSON" in e["where"]
     assert "not a usable config.json" in e["message"] and "num_hidden_layers" in e["message"]
+
+
+def test_the_documents_config_sets_the_limits(tmp_path, capsys):
+    """Qwen3-1.7B's 40,960 positions: a longer maxModelLen is refused under the document's config (rule
+    context-above-model), as under --model-config."""
+    d = _write_config(tmp_path, QWEN3_1_7B)
+    spec = _doc(tmp_path, {"config": str(d)})
+    data = yaml.safe_load(Path(spec).read_text())
+    data["spec"]["scheduling"]["maxModelLen"] = 100000
+    Path(spec).write_text(yaml.safe_dump(data))
+    rc, out, _ = _run(capsys, "validate", spec, "-o", "json")
+    assert rc == 1
+    assert ("context-above-model", "spec.scheduling.maxModelLen") in {
+        (f["rule"], f["field"]) for f in json.loads(out)["findings"] if f["severity"] == "error"}
