@@ -204,8 +204,11 @@ def _rendered(cr: Mapping[str, Any], observed: Observed, render: Render, conds: 
             r.model_copy(update={"revision": ro.serving}) for r in roles]
         looping = restart_loop(roles)
         restart_loop_condition(conds, roles, looping)
-        facts = dataclasses.replace(facts, restart_loop=looping,
-                                    short_roles="" if looping else short_roles(roles, observed.pods, role_phases))
+        short = "" if looping else short_roles(roles, observed.pods, role_phases)
+        if ro is not None and not looping and status.router is not None and not status.router.ready:
+            # P/D: the router is what answers; Ready waits for it too (docs/design/010-pd-rollouts.md §5)
+            short = "; ".join(s for s in (short, f"router {status.router.name}: no ready pod") if s)
+        facts = dataclasses.replace(facts, restart_loop=looping, short_roles=short)
     facts = dataclasses.replace(facts, rolling=_rolling(observed, serving_desired, actions, facts.pods.total))
     if observed.apply_error:
         # the server refused an object: say so instead of retrying forever; a resync or a spec change tries again

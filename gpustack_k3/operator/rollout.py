@@ -30,7 +30,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import RolloutStatus, RouteRole, RouterStatus
-from gpustack_k3.operator.desired import object_key, stable_hash
+from gpustack_k3.operator.desired import stable_hash
 from gpustack_k3.operator.kube import kube_time
 from gpustack_k3.operator.podstate import parse_time, summarize_pods
 
