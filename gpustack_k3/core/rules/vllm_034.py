@@ -237,27 +237,96 @@ def _set(cc: dict[str, Any], k: str) -> bool:
     return cc.get(k) is not None
 
 
+def _ints(v: Any) -> list[int] | None:
+    if not isinstance(v, list):
+        return None
+    out = [pydantic_int(x) for x in v]
+    return None if any(x is None for x in out) else out  # type: ignore[return-value]
+
+
+def _decode_tokens(sizes: list[int], max_reqs: int, max_tokens: int) -> set[int]:
+    """Token counts of the one-token-per-request decode graphs for request counts ``sizes``
+    (config/compilation.py:54-68@0.34.0 decode_cudagraph_capture_shapes with query length 1)."""
+    sizes = sorted(set(sizes))
+    limit = min(max_reqs, max_tokens)
+    if limit < 1:
+        return set()
+    reachable = [n for n in sizes if n < limit] + [n for n in sizes if n >= limit][:1]
+    return {min(n, limit) for n in reachable}
+
+
+def mixed_sizes_refused(r: Resolved, cc: dict[str, Any]) -> bool | None:
+    """Whether 0.34.0 refuses deprecated and split capture sizes set together: True/False where this can be computed
+    as _split_cudagraph_capture_sizes does (config/vllm.py:2558-2725@0.34.0) -- no speculative decoding (query length
+    1, no draft graphs), an explicit cudagraph_capture_sizes, and each split family given by an explicit list or not at
+    all --; None otherwise (grids of the caps, speculative query lengths: not computed here)."""
+    tokens, seqs = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxNumSeqs")
+    shared = _ints(cc.get("cudagraph_capture_sizes"))
+    if r.spec_enabled or tokens is None or seqs is None or shared is None or not shared:
+        return None
+    if cc.get("max_prefill_cudagraph_capture_tokens") is not None and cc.get("prefill_cudagraph_capture_token_sizes") is None:
+        return None
+    if cc.get("max_decode_cudagraph_capture_requests") is not None and cc.get("decode_cudagraph_capture_request_sizes") is None:
+        return None
+    n_tok, n_seq = int(tokens), int(seqs)
+    s = sorted({x for x in shared if x <= n_tok})                                  # config/vllm.py:2459-2470@0.34.0
+    given_max = pydantic_int(cc.get("max_cudagraph_capture_size")) if cc.get("max_cudagraph_capture_size") is not None else None
+    if not s or (given_max is not None and given_max != s[-1]):
+        return None                                                                 # another refusal (:2508-2517)
+    pre, dec = _ints(cc.get("prefill_cudagraph_capture_token_sizes")), _ints(cc.get("decode_cudagraph_capture_request_sizes"))
+    if (cc.get("prefill_cudagraph_capture_token_sizes") is not None and pre is None) or \
+            (cc.get("decode_cudagraph_capture_request_sizes") is not None and dec is None):
+        return None
+    prefill = sorted({x for x in pre if 1 <= x <= n_tok}) if pre is not None else s           # :2627-2644
+    decode = sorted({x for x in dec if 1 <= x <= n_seq}) if dec is not None else sorted({min(x, n_seq) for x in s})
+    cap = pydantic_int(cc.get("max_decode_cudagraph_capture_tokens")) if cc.get("max_decode_cudagraph_capture_tokens") else None
+    dec_tokens = _decode_tokens(decode, n_seq, min(n_tok, cap or n_tok))                       # :2676-2688
+    return s not in (sorted(dec_tokens | set(prefill)), sorted(dec_tokens))                      # :2712-2724
+
+
+def _mixed(r: Resolved) -> tuple[int | None, dict[str, Any], list[str], list[str]]:
+    i, cc = compilation_config(r)
+    if i is None or not _graphs_captured(r, cc):
+        return None, {}, [], []
+    return i, cc, [k for k in _LEGACY if _set(cc, k)], [k for k in _SPLIT if _set(cc, k)]
+
+
 @rule("vllm-cudagraph-sizes-mixed", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"cudagraph_split_sizes": (True,)}, field="spec.extraArgs",
-      title="Deprecated CUDA-graph capture sizes combined with the prefill/decode ones",
+      title="Deprecated CUDA-graph capture sizes combined with prefill/decode ones that resolve differently",
       why="0.34.0 splits CUDA-graph capture sizes into prefill token sizes and decode request counts "
           "(prefill_cudagraph_capture_token_sizes / max_prefill_cudagraph_capture_tokens, "
           "decode_cudagraph_capture_request_sizes / max_decode_cudagraph_capture_requests) and deprecates "
           "cudagraph_capture_sizes / max_cudagraph_capture_size. Set together, the engine raises unless the "
-          "deprecated sizes equal every graph size the new fields resolve to (a resolved config read back).",
+          "deprecated sizes equal every graph size the new fields resolve to; this rule computes that where it can "
+          "(no speculative decoding, explicit size lists) and refuses only a certain mismatch.",
       fix="Keep only the prefill/decode fields in --compilation-config (decode sizes count requests, not tokens), or "
           "only the deprecated ones.",
-      source="vllm config/vllm.py:2377-2382,2574-2586,2712-2724@0.34.0 (_split_cudagraph_capture_sizes)",
+      source="vllm config/vllm.py:2377-2382,2459-2470,2574-2586,2612-2688,2712-2724@0.34.0 "
+             "(_split_cudagraph_capture_sizes), config/compilation.py:54-68@0.34.0",
       no_cel="reads the --compilation-config JSON inside spec.extraArgs (argv tokens, not a typed field)")
 def check_vllm_cudagraph_sizes_mixed(r, c):
-    i, cc = compilation_config(r)
-    if i is None or not _graphs_captured(r, cc):
-        return
-    legacy = [k for k in _LEGACY if _set(cc, k)]
-    split = [k for k in _SPLIT if _set(cc, k)]
-    if legacy and split:
+    i, cc, legacy, split = _mixed(r)
+    if legacy and split and mixed_sizes_refused(r, cc) is True:
         yield f"spec.extraArgs[{i}]", (f"--compilation-config sets {', '.join(legacy)} with {', '.join(split)} on vLLM "
-                                       f"{r.version.key}: the engine refuses the combination")
+                                       f"{r.version.key}, and the deprecated sizes differ from the sizes the new "
+                                       "fields resolve to: the engine refuses the combination")
+
+
+@rule("vllm-cudagraph-sizes-mixed-undecided", checked_by="product", family="spec", severity="warning",
+      engines=[ENGINE_VLLM], when={"cudagraph_split_sizes": (True,)}, field="spec.extraArgs",
+      title="Deprecated and prefill/decode CUDA-graph capture sizes together: refused unless they agree",
+      why="The engine refuses the combination unless the deprecated sizes equal every graph size the new fields "
+          "resolve to (speculative query lengths, draft graphs and the caps' size grids included), which this rule "
+          "does not compute for this line.",
+      fix="Keep only the prefill/decode fields in --compilation-config, or only the deprecated ones.",
+      source="vllm config/vllm.py:2712-2724@0.34.0 (_split_cudagraph_capture_sizes)")
+def check_vllm_cudagraph_sizes_mixed_undecided(r, c):
+    i, cc, legacy, split = _mixed(r)
+    if legacy and split and mixed_sizes_refused(r, cc) is None:
+        yield f"spec.extraArgs[{i}]", (f"--compilation-config sets {', '.join(legacy)} with {', '.join(split)} on vLLM "
+                                       f"{r.version.key}: the engine refuses this unless they resolve to the same "
+                                       "sizes")
 
 
 @rule("vllm-cudagraph-size-above-cap", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
