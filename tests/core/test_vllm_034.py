@@ -154,3 +154,21 @@ def test_mixed_sizes_this_rule_cannot_compute_are_a_warning_not_a_refusal():
                                                     max_prefill_cudagraph_capture_tokens=2048))
     assert code == 0 and "vllm-cudagraph-sizes-mixed-undecided" in rules(findings, "warning"), findings
     assert "vllm-cudagraph-sizes-mixed" not in rules(findings)
+
+
+def explain(rule: str) -> dict:
+    res = CliRunner().invoke(cli, ["explain", rule, "-o", "json"], catch_exceptions=False)
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("rule", sorted(V034_DIRECT))
+def test_explain_shows_the_new_rules_on_0_34_0_only(rule):
+    doc = explain(rule)
+    assert doc["applies_to"] == ["vllm 0.34.0"] and "@0.34.0" in doc["source"], doc
+
+
+@pytest.mark.parametrize("rule", ["attention-backend-unknown", "vllm-dspark-dcp-backend", "pd-compat-hash"])
+def test_explain_lists_0_34_0_beside_the_other_releases(rule):
+    doc = explain(rule)
+    assert "vllm 0.34.0" in doc["applies_to"] and "vllm 0.33.0" in doc["applies_to"], doc["applies_to"]
+    assert any(p["version"] == "0.34.0" for p in doc["per_release"]), doc["per_release"]

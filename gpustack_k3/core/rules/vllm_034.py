@@ -2,8 +2,8 @@
 
 Each rule is switched on by a trait of the release's catalog entry (catalog/data/engines/vllm.yaml), so a later
 release that keeps the behaviour only sets the trait; the facts a rule compares against (removed keys, the methods
-that may draft in parallel, the refused environment variables) are catalog data, not code: a release without that
-data gives those rules nothing to find. Every source is a line of
+that may draft in parallel, the refused environment variables) are catalog data, not code, read where the entry sets
+``vllm_034_data: true``. Every source is a line of
 the 0.34.0 wheel (file:line relative to its vllm/ package).
 """
 from __future__ import annotations
@@ -16,6 +16,9 @@ from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.registry import rule
 
+# the rules that compare against data of the release's entry (env_refused, speculative_removed_keys,
+# parallel_drafting_methods) apply where the entry says it carries that data
+_DATA = {"vllm_034_data": (True,)}
 _ENV_FREE_FORM = "reads spec.env, a free-form map of strings, against per-release data; left to validate"
 _EXTRA_FREE_FORM = ("spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the "
                     "per-release key lists are left to validate")
@@ -88,7 +91,7 @@ def check_vllm_model_runner_v2_env_redundant(r, c):
 
 
 @rule("vllm-env-refused", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      field="spec.env",
+      when=_DATA, field="spec.env",
       title="An environment variable this release removed and refuses",
       why="vLLM keeps a list of removed variables with a hint each (envs.removed_environment_variables); setting one "
           "raises when the engine config is created, unlike a merely unknown variable, which is only logged.",
@@ -107,7 +110,7 @@ def check_vllm_env_refused(r, c):
 # ------------------------------------------------------------------ --speculative-config
 
 @rule("vllm-speculative-removed-key", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      field="spec.speculative.extraConfig",
+      when=_DATA, field="spec.speculative.extraConfig",
       title="A --speculative-config key this release removed",
       why="SpeculativeConfig is a pydantic dataclass that forbids extra fields: a key the release no longer has "
           "(0.34.0: disable_padded_drafter_batch, use_heterogeneous_vocab) fails the config at start-up.",
@@ -126,7 +129,7 @@ def check_vllm_speculative_removed_key(r, c):
 
 
 @rule("vllm-parallel-drafting-method", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      field="spec.speculative.extraConfig.parallel_drafting",
+      when=_DATA, field="spec.speculative.extraConfig.parallel_drafting",
       title="parallel_drafting only for the methods that draft in parallel",
       why="From 0.34.0 parallel_drafting is deprecated and has no effect; set true with any method but dflash and "
           "dspark it raises when the speculative config is verified.",
@@ -145,7 +148,7 @@ def check_vllm_parallel_drafting_method(r, c):
 
 
 @rule("vllm-parallel-drafting-deprecated", checked_by="product", family="spec", severity="info", engines=[ENGINE_VLLM],
-      field="spec.speculative.extraConfig.parallel_drafting",
+      when=_DATA, field="spec.speculative.extraConfig.parallel_drafting",
       title="parallel_drafting is deprecated and has no effect",
       why="DFlash and DSpark always draft in parallel from 0.34.0 and no other method supports it; the engine warns "
           "when the key is set.",
