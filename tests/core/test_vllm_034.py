@@ -15,7 +15,8 @@ from gpustack_k3.cli.main import cli
 V034_DIRECT = {"vllm-model-runner-v1-removed", "vllm-model-runner-v2-env-redundant", "vllm-env-refused",
                "vllm-speculative-removed-key", "vllm-parallel-drafting-method", "vllm-parallel-drafting-deprecated",
                "vllm-draft-dcp-value", "vllm-draft-dcp-default", "vllm-cudagraph-sizes-mixed",
-               "vllm-cudagraph-size-above-cap", "vllm-cudagraph-sizes-mixed-undecided"}
+               "vllm-cudagraph-size-above-cap", "vllm-cudagraph-sizes-mixed-undecided", "vllm-speculative-unknown-key",
+               "vllm-checkpoint-prepare-needs-sleep-mode"}
 
 LINE = ["vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "8", "--trust-remote-code"]
 DCP8 = ["--decode-context-parallel-size", "8"]
@@ -53,6 +54,12 @@ REFUSED = [
                                                  use_heterogeneous_vocab=False), {}),
     ("vllm-parallel-drafting-method", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
                                                   parallel_drafting=True), {}),
+    # SpeculativeConfig forbids extra fields (found by the 0.34.0 differential's directed lines)
+    ("vllm-speculative-unknown-key", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
+                                                 bogus=1), {}),
+    ("vllm-speculative-unknown-key", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
+                                                 speculative_max_model_len=0), {}),
+    ("vllm-checkpoint-prepare-needs-sleep-mode", LINE + ["--checkpoint-prepare-on-startup"], {}),
     ("vllm-parallel-drafting-method", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
                                                   parallel_drafting="yes"), {}),
     ("vllm-draft-dcp-value", LINE + DCP8 + spec(method="dspark", model=DRAFT, num_speculative_tokens=3,
@@ -108,6 +115,10 @@ ACCEPTED = [
     # in the second line); the 0.34.0 engine oracle accepts both
     (LINE + cc(cudagraph_capture_sizes=[1, 2, 4, 8], decode_cudagraph_capture_request_sizes=[1, 2, 4, 8]), {}, set()),
     (LINE + cc(cudagraph_capture_sizes=[1, 2, 4, 8], prefill_cudagraph_capture_token_sizes=[512]), {}, set()),
+    # SpeculativeConfig's own keys, dashes read as underscores (engine/arg_utils.py:2159-2161@0.34.0)
+    (LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4, prompt_lookup_min=2,
+                 enforce_eager=True), {}, set()),
+    (LINE + ["--checkpoint-prepare-on-startup", "--enable-sleep-mode"], {}, set()),
     # no CUDA graphs: the sizes are never resolved (config/vllm.py:2371-2375@0.34.0)
     (LINE + ["--enforce-eager"] + cc(cudagraph_capture_sizes=[1, 2], decode_cudagraph_capture_request_sizes=[1]),
      {}, set()),

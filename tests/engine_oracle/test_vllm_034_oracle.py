@@ -20,10 +20,13 @@ WHERE = {
     "vllm-parallel-drafting-method": "vllm/config/speculative.py:1690",
     "vllm-draft-dcp-value": ("vllm/config/speculative.py:1563", "vllm/engine/arg_utils.py"),
     "vllm-cudagraph-sizes-mixed": "vllm/",
+    "vllm-speculative-unknown-key": "vllm/engine/arg_utils.py",
+    "vllm-checkpoint-prepare-needs-sleep-mode": "vllm/config/model.py:682",
     "vllm-cudagraph-size-above-cap": "vllm/",
 }
 MESSAGE = {
     "vllm-speculative-removed-key": "Unexpected keyword argument",
+    "vllm-speculative-unknown-key": "Unexpected keyword argument",
     "vllm-cudagraph-sizes-mixed": "cannot be combined with the prefill and decode CUDA graph capture sizes",
     "vllm-cudagraph-size-above-cap": "above max_",
 }

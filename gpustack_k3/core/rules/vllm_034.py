@@ -13,11 +13,11 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
-from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.args import extra_arg, extra_arg_switch
 from gpustack_k3.core.rules.registry import rule
 
 # the rules that compare against data of the release's entry (env_refused, speculative_removed_keys,
-# parallel_drafting_methods) apply where the entry says it carries that data
+# speculative_config_fields, parallel_drafting_methods) apply where the entry says it carries that data
 _DATA = {"vllm_034_data": (True,)}
 _ENV_FREE_FORM = "reads spec.env, a free-form map of strings, against per-release data; left to validate"
 _EXTRA_FREE_FORM = ("spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the "
@@ -126,6 +126,31 @@ def check_vllm_speculative_removed_key(r, c):
         if k in removed:
             yield (f"spec.speculative.extraConfig.{k}",
                    f"--speculative-config key {k!r} no longer exists in vLLM {r.version.key} (it was {removed[k]})")
+
+
+@rule("vllm-speculative-unknown-key", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
+      when=_DATA, field="spec.speculative.extraConfig",
+      title="A --speculative-config key SpeculativeConfig does not have",
+      why="vLLM builds SpeculativeConfig(**the JSON) ('-' in a key read as '_'); the class is a pydantic dataclass that "
+          "forbids extra fields, so any key that is not one of its init fields fails the config at start-up.",
+      fix="Drop the key or correct its spelling (the message lists the release's keys closest to it).",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml (speculative_config_fields per version, read from "
+             "config/speculative.py:449-1842@0.34.0); vllm engine/arg_utils.py:2159-2172@0.34.0, config/utils.py:72@0.34.0",
+      no_cel=_EXTRA_FREE_FORM)
+def check_vllm_speculative_unknown_key(r, c):
+    import difflib
+
+    fields = r.trait("speculative_config_fields")
+    removed = r.trait("speculative_removed_keys") or {}
+    if not fields or not r.spec_enabled:
+        return
+    for k in r.spec.speculative.extraConfig:
+        key = str(k).replace("-", "_")
+        if key not in fields and key not in removed:      # removed keys: rule vllm-speculative-removed-key
+            close = difflib.get_close_matches(key, fields, n=3)
+            hint = f" (closest: {', '.join(close)})" if close else ""
+            yield (f"spec.speculative.extraConfig.{k}",
+                   f"--speculative-config key {k!r} is not a field of vLLM {r.version.key}'s SpeculativeConfig{hint}")
 
 
 @rule("vllm-parallel-drafting-method", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -359,3 +384,20 @@ def check_vllm_cudagraph_size_above_cap(r, c):
         if kept and kept[-1] > cap:
             yield f"spec.extraArgs[{i}]", (f"{sizes_key} holds {kept[-1]}, above {cap_key}={cap} on vLLM "
                                            f"{r.version.key}")
+
+
+# ------------------------------------------------------------------ other new refusals of 0.34.0
+
+@rule("vllm-checkpoint-prepare-needs-sleep-mode", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_VLLM], when={"checkpoint_prepare_on_startup": (True,)}, field="spec.extraArgs",
+      title="--checkpoint-prepare-on-startup needs --enable-sleep-mode",
+      why="0.34.0's new --checkpoint-prepare-on-startup prepares a checkpoint for sleep mode; the model config raises "
+          "when it is on and sleep mode is not.",
+      fix="Add --enable-sleep-mode, or drop --checkpoint-prepare-on-startup.",
+      source="vllm config/model.py:681-682@0.34.0; engine/arg_utils.py:1054,1076@0.34.0",
+      no_cel="reads switches inside spec.extraArgs (argv tokens, not a typed field)")
+def check_vllm_checkpoint_prepare_needs_sleep_mode(r, c):
+    if extra_arg_switch(r, "--checkpoint-prepare-on-startup") and not extra_arg_switch(r, "--enable-sleep-mode"):
+        found = extra_arg(r, "--checkpoint-prepare-on-startup")
+        yield f"spec.extraArgs[{found[0]}]", (f"--checkpoint-prepare-on-startup without --enable-sleep-mode on vLLM "
+                                              f"{r.version.key}")
