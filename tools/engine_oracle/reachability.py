@@ -324,7 +324,9 @@ def from_report(report: dict) -> tuple[list[dict], dict]:
     release = report["release"]
     root = _root(release)
     sites = raise_sites(validation_files(release, root))
-    executed = {f: set(v) for f, v in (report.get("executed_lines") or {}).items()}
+    # keys relative to the release's root (absolute in reports written before that)
+    executed = {str(root / f) if not os.path.isabs(f) else f: set(v)
+                for f, v in (report.get("executed_lines") or {}).items()}
     cls = classify(release, sites, executed, root)
     return cls, summarize(release, cls)
 

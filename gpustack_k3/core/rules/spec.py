@@ -228,11 +228,15 @@ def check_model_ep_needs_moe(r, c):
 
 
 @rule("model-dcp-gqa", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
+      # not where the release has no such check at config time (catalog trait dcp_gqa_check: false, vLLM 0.11.0)
+      when={"dcp_gqa_check": (None, True)},
       field="spec.parallel.dcp", title="DCP on a non-MLA model needs TP above its KV heads",
       why="For GQA/MQA models vLLM shards decode context over the TP ranks that replicate a KV head: TP must exceed "
           "the model's KV heads and DCP may be at most TP / KV heads.",
       fix="Raise spec.parallel.tp above the KV heads, or lower spec.parallel.dcp to at most TP / KV heads (or 1).",
-      source="vllm config/model.py:1577-1597@0.33.0 (verify_with_parallel_config)", no_cel=_ARCH_NO_CEL)
+      source="vllm config/model.py:1577-1597@0.33.0 (verify_with_parallel_config)",
+      sources={"vllm 0.28.0": "vllm config/model.py:1386-1412@0.28.0", "vllm 0.29.0": "vllm config/model.py:1432-1458@0.29.0"},
+      no_cel=_ARCH_NO_CEL)
 def check_model_dcp_gqa(r, c):
     a = r.arch
     if a is None or a.mla or not a.kv_heads or r.dcp <= 1:
