@@ -5,8 +5,9 @@ For each offline command h-cli owns, a base invocation that succeeds, and for ea
 its default (the option's own choices, a toggled flag, a changed number, or a value from ``VALUES``), optionally on a
 base where the option has something to act on (``BASES``). The answer is (exit code, stdout, stderr). An option
 whose answer is the base's, without a refusal naming it, is a gap. ``GAPS`` lists today's gaps: the test fails on a
-new gap and on a gap that was closed (remove it from the list). Commands that need a server or a runtime (gpustack,
-probe, run status|logs|stop, operator) and predict/advise (other branches') are out of this table.
+new gap and on a gap that was closed (remove it from the list). Commands that need a server or run a daemon
+(gpustack apply|status, probe, run status, operator run) are covered by tests/core/test_cli_options_live.py, and
+predict/advise by tests/predict/test_options.py.
 """
 from __future__ import annotations
 
