@@ -160,3 +160,17 @@ def test_every_option_changes_the_answer_or_is_refused(cmd, opt, capsys, tmp_pat
     assert gap == ((cmd, opt) in GAPS), (
         f"{cmd} {opt}: " + ("neither changes the answer nor is refused (exit 2 naming it)" if gap else
                             "no longer a gap: remove it from GAPS") + f"\nbase: {before[0]}\n{before[2][-800:]}")
+
+
+@pytest.mark.parametrize("argv,where", [
+    (["--target", "argv", "--worker", "w1"], "--worker"), (["--target", "kubernetes", "--cluster", "c2"], "--cluster"),
+    (["--target", "docker", "--namespace", "ns"], "--namespace"),
+    (["--target", "launch", "--lws-form", "disaggregatedset"], "--lws-form"),
+    (["--target", "kubernetes", "--lws-form", "disaggregatedset"], "--lws-form"),     # a roleless document
+])
+def test_render_refuses_a_targets_option_for_another_target(argv, where, capsys):
+    import json
+
+    code = run(["render", "--preset", "vllm-seed", *argv, "-o", "json"])
+    out = capsys.readouterr().out
+    assert code == 2 and json.loads(out)["error"]["where"] == where, out
