@@ -115,7 +115,7 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False, arch
     if has_errors(findings):
         raise Refused(findings)
     for view, t in zip(views, topo.roles):
-        roles.append(role_launch(t, launches[view.role.name], doc.spec.disaggregation))
+        roles.append(role_launch(t, launches[view.role.name], doc.spec.disaggregation, doc.spec.network))
     connector = ""
     if doc.spec.disaggregation and doc.spec.roles:   # vLLM: the KV connector; SGLang: the transfer backend
         connector = next((t.transfer_backend for t in topo.roles if t.transfer_backend), None) \
@@ -123,9 +123,20 @@ def build_topology_launch(doc: DeploymentDocument, *, strict: bool = False, arch
     return TopologyLaunch(doc.metadata.name, roles, connector), findings, plans
 
 
-def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
+# spec.network.ucx -> UCX's own variables, which NIXL's UCX backend reads (every pod of a topology)
+UCX_ENV = {"transports": "UCX_TLS", "netDevices": "UCX_NET_DEVICES"}
+
+
+def network_env(network) -> dict[str, str]:
+    """The environment ``spec.network`` sets in every engine of a topology (``spec.network.ucx``; it wins over a
+    ``spec.env`` entry of the same name)."""
+    ucx = network.ucx if network is not None else None
+    return {var: getattr(ucx, f) for f, var in UCX_ENV.items() if ucx is not None and getattr(ucx, f)}
+
+
+def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation, network=None) -> RoleLaunch:
     """One role's leader and worker launch specs: the single-engine arguments plus the role's topology flags
-    (engine catalog ``topology`` section), per-pod arguments and the P/D env."""
+    (engine catalog ``topology`` section), per-pod arguments, the P/D env and ``spec.network``'s env."""
     topo = t.resolved.engine.topology
     leader_extra: list[Arg] = []
     worker_extra: list[Arg] = []
@@ -162,6 +173,7 @@ def role_launch(t: TopoRole, launch: LaunchSpec, disaggregation) -> RoleLaunch:
     if topo and t.resolved.engine.engine == ENGINE_SGLANG:
         leader_extra, per_pod, ports = sglang_role_args(t, topo)
         worker_extra = list(leader_extra)
+    env.update(network_env(network))
     env = dict(sorted(env.items()))
     leader = _with_args(launch, leader_extra, env)
     worker = _with_args(launch, worker_extra, env) if t.pods > 1 else None

@@ -59,10 +59,12 @@ class _Baseline:
 class KVTransferCheck:
     """Per resource: the last scrape of each instance (the interval's start) and the last observation."""
 
-    def __init__(self, fetch: Fetch, interval_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, fetch: Fetch, interval_s: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 on_check: Callable[[Key, KVTransferObservation], None] | None = None) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s: {interval_s!r} must be positive")
         self.fetch, self.interval_s, self.clock = fetch, interval_s, clock
+        self.on_check = on_check        # called once per decision (the operator counts them: checks_total)
         self._lock = threading.Lock()
         self._base: dict[Key, _Baseline] = {}
         self._last: dict[Key, KVTransferObservation] = {}
@@ -100,12 +102,43 @@ class KVTransferCheck:
         obs = KVTransferObservation(v.status, v.reason, v.message, now, false_checks, v.to_dict()["evidence"])
         with self._lock:
             self._last[key] = obs
+        if self.on_check is not None:
+            self.on_check(key, obs)
         return obs
+
+    def due_in(self, key: Key) -> float:
+        """Seconds until the next check of ``key`` is due (its interval from the last scrape)."""
+        with self._lock:
+            base = self._base.get(key)
+        return self.interval_s if base is None else max(0.0, self.interval_s - (self.clock() - base.at))
 
     def forget(self, key: Key) -> None:
         with self._lock:
             self._base.pop(key, None)
             self._last.pop(key, None)
+
+
+MAX_METRICS_BYTES = 8 << 20      # an engine's /metrics is tens of kB; a larger answer is not one
+
+
+def http_fetch(url: str, timeout_s: float = 5.0) -> tuple[str | None, str]:
+    """``url``'s /metrics as text, or (None, why): the operator's default ``Fetch`` (httpx, bounded in time
+    and size)."""
+    import httpx
+
+    try:
+        with httpx.stream("GET", url.rstrip("/") + "/metrics", timeout=timeout_s) as resp:
+            body = b""
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_METRICS_BYTES:
+                    return None, f"GET {url}/metrics: answer over {MAX_METRICS_BYTES} bytes"
+            code = resp.status_code
+    except (httpx.HTTPError, OSError) as exc:
+        return None, f"GET {url}/metrics: {type(exc).__name__}: {exc or 'connection failed'}"
+    if code != 200:
+        return None, f"GET {url}/metrics answered {code}"
+    return body.decode("utf-8", "replace"), ""
 
 
 def _pair(role: str, url: str, base: _Baseline, cur: Mapping[str, Exposition | None], why: Mapping[str, str]) -> Scrape:

@@ -1,4 +1,4 @@
-"""Rack scale on Kubernetes: the ComputeDomain, its channel claim, RDMA, UCX env and NVLink-domain placement.
+"""Rack scale on Kubernetes: the ComputeDomain, its channel claim, RDMA and NVLink-domain placement (UCX env: launch).
 
 docs/design/004-rack-scale.md. One ``ComputeDomain`` (``resource.nvidia.com/v1beta1``, NVIDIA DRA driver
 v25.12.0) per deployment: a node joins one domain at a time
@@ -36,18 +36,9 @@ def compute_domain(name: str, ns: str, labels: dict[str, str]) -> dict:
             "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": claim_template_name(name)}}}}
 
 
-def rack_env(doc: Any) -> list[dict]:
-    """UCX env of spec.network.ucx (NIXL's UCX backend reads UCX's own variables)."""
-    net = getattr(doc.spec, "network", None) if doc is not None else None
-    ucx = net.ucx if net is not None else None
-    if ucx is None:
-        return []
-    pairs = (("UCX_TLS", ucx.transports), ("UCX_NET_DEVICES", ucx.netDevices))
-    return [{"name": k, "value": v} for k, v in pairs if v]
-
-
 def patch_pod(tpl: dict, name: str, layout: RackLayout, doc: Any) -> None:
-    """Add the domain's channel claim, RDMA resources, UCX env and the colocation affinity to a pod template."""
+    """Add the domain's channel claim, RDMA resources and the colocation affinity to a pod template (UCX env is the
+    launch spec's: core/launch.py network_env)."""
     spec = tpl["spec"]
     (c,) = spec["containers"]
     res = c["resources"]
@@ -59,10 +50,6 @@ def patch_pod(tpl: dict, name: str, layout: RackLayout, doc: Any) -> None:
     if net is not None and net.rdma is not None:
         res["requests"][net.rdma.resource] = net.rdma.count
         res["limits"][net.rdma.resource] = net.rdma.count     # extended resources: request = limit
-    env = rack_env(doc)
-    if env:
-        names = {e["name"] for e in env}
-        c["env"] = [e for e in c["env"] if e["name"] not in names] + env
     if layout.policy == "colocate" and layout.topology_key:
         spec.setdefault("affinity", {}).setdefault("podAffinity", {}).setdefault(
             "requiredDuringSchedulingIgnoredDuringExecution", []).append(

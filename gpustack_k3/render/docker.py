@@ -50,10 +50,24 @@ def docker_volumes(launch: LaunchSpec) -> dict[str, dict[str, str]]:
     return out
 
 
+def document_labels(doc: Any) -> dict[str, str]:
+    """The document's ``metadata.labels`` and ``metadata.annotations`` as container labels: Docker has labels only,
+    and both are key/value metadata of the deployment (the ``kubernetes.io``/``k8s.io`` annotations the cluster's
+    tools write are left out, as on Kubernetes objects). ``{}`` without a document."""
+    if doc is None:
+        return {}
+    from gpustack_k3.render.kubernetes import SYSTEM_ANNOTATION_DOMAINS
+
+    ann = {k: v for k, v in doc.metadata.annotations.items()
+           if not any(k.partition("/")[0] == d or k.partition("/")[0].endswith("." + d) for d in SYSTEM_ANNOTATION_DOMAINS)}
+    return {**ann, **doc.metadata.labels}
+
+
 def docker_run_params(launch: LaunchSpec, *, gpus: bool = True,
-                      secrets: Mapping[str, str] | None = None) -> dict[str, Any]:
+                      secrets: Mapping[str, str] | None = None, doc: Any = None) -> dict[str, Any]:
     """``containers.run`` kwargs for ``launch``. ``gpus=False`` (or hardware without a GPU resource)
-    leaves out the GPU device request.
+    leaves out the GPU device request. ``doc`` (the source document): its labels and annotations label the
+    container too (:func:`document_labels`), the product's own labels winning a clash.
 
     Secret env values are never in the launch spec; pass ``secrets`` (name -> value, e.g. from the
     caller's environment) to include those present. Pure: no I/O, no environment reads."""
@@ -79,7 +93,7 @@ def docker_run_params(launch: LaunchSpec, *, gpus: bool = True,
         "shm_size": f"{launch.shm_size_gib}g", "ipc_mode": "host", "network_mode": "host",
         "ulimits": [{"name": "memlock", "soft": -1, "hard": -1}, {"name": "stack", "soft": 67108864, "hard": 67108864}],
         "volumes": docker_volumes(launch),
-        "labels": labels(launch),
+        "labels": {**document_labels(doc), **labels(launch)},
         "detach": True,
     })
     _check(launch, params)
@@ -96,9 +110,9 @@ def _check(launch: LaunchSpec, params: dict) -> None:
         raise RenderError("docker.environment", "rendered environment differs from the launch spec")
 
 
-def docker_run_line(launch: LaunchSpec, *, gpus: bool = True) -> str:
+def docker_run_line(launch: LaunchSpec, *, gpus: bool = True, doc: Any = None) -> str:
     """The ``docker run`` command equivalent to :func:`docker_run_params` (secrets passed through by name)."""
-    params = docker_run_params(launch, gpus=gpus)
+    params = docker_run_params(launch, gpus=gpus, doc=doc)
     secret_names = [s.name for s in launch.secret_env if s.name not in params["environment"]]
 
     return render_template("docker/run.sh.j2", launch=launch, params=params, secret_names=secret_names,

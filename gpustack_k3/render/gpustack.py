@@ -193,6 +193,13 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
         names = ", ".join(s.name for s in launch.secret_env)
         raise RenderError("spec.secretEnv", f"GPUStack deployments have no secret references ({names})",
                           "drop spec.secretEnv for the gpustack target and set the value in GPUStack's env")
+    # GPUStack starts the engine with --served-model-name "{{model_name}}", the deployment's name: the deployment is
+    # named after the served model name (spec.model.servedModelName, else metadata.name; a role's: the document's)
+    if not re.fullmatch(NAME, launch.served_model_name):
+        raise RenderError("spec.model.servedModelName", (
+            f"GPUStack names the deployment after the served model, and {launch.served_model_name!r} is no GPUStack "
+            "deployment name (letters, digits, '.', '_', '-'; no '/': gpustack#3407)"),
+            "set spec.model.servedModelName (or metadata.name) to such a name for the gpustack target")
     if worker is not None and not re.fullmatch(NAME, worker):
         raise RenderError("--worker", f"invalid worker name {worker!r}", "give the worker's name as GPUStack lists it")
     flag_of = {f.field: f for f in eng.flags}
@@ -260,7 +267,7 @@ def gpustack_documents(launch: LaunchSpec, *, worker: str | None = None, cluster
         selector = {"gpus_per_replica": n}
     src = source or default_source(launch)
     model = {
-        "name": launch.name,
+        "name": launch.served_model_name,
         "description": f"Kimi-K3 via {name} {launch.engine_version}, rendered by gpustack-k3",
         "source": src.source,
         "source_fields": src.fields(),

@@ -34,7 +34,7 @@ Rendered only from :class:`gpustack_k3.core.launch_types.TopologyLaunch` (docs/d
   router in front of one Service per instance, or (``spec.routing.target: inferencePool``) an InferencePool with
   its endpoint picker.
 * **Rack scale** (``render/computedomain.py``, docs/design/004-rack-scale.md): one ComputeDomain per deployment on
-  NVLink-rack hardware, its channel claimed by every pod; RDMA resources and UCX env; colocation affinity or LWS
+  NVLink-rack hardware, its channel claimed by every pod; RDMA resources (UCX env comes with the launch spec); colocation affinity or LWS
   exclusive topology, and a subgroup policy for groups larger than an NVLink domain.
 * **Option** ``form="disaggregatedset"``: one ``DisaggregatedSet`` (``disaggregatedset.x-k8s.io/v1``, LWS >= 0.10)
   whose roles are the same LWS specs (``disaggregatedset_types.go:75-111``; 2-10 roles).

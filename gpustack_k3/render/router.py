@@ -279,6 +279,12 @@ def front(topo: TopologyLaunch, doc: Any, ns: str, labels: dict[str, str], *, ro
     """The objects in front of a topology per ``spec.routing`` (None: the plain Service of every API server)."""
     routing = getattr(doc.spec, "routing", None) if doc is not None else None
     target = routing.target if routing is not None else None
+    if routing is not None and not topo.disaggregation:
+        for f in ("prefillPolicy", "decodePolicy"):
+            if f in routing.model_fields_set:
+                raise RenderError(f"spec.routing.{f}", "the routing policies are the prefill/decode router's: a "
+                                  "deployment without prefill and decode roles has no router to give them to",
+                                  f"drop spec.routing.{f}")
     if target == "inferencePool":
         return inference_pool(topo, ns, labels)
     if target == "vllm-router" or topo.disaggregation:

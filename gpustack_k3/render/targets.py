@@ -120,8 +120,8 @@ def render_target(launch: LaunchSpec, target: str, *, namespace: str | None = No
                                   "a template produced an invalid object; please report")
         return {"kubernetes.yaml": kubernetes_yaml(objs)}
     if target == "docker":
-        return {"docker-run-params.json": dump_json(docker_run_params(launch)),
-                "docker-run.sh": SHEBANG + docker_run_line(launch)}
+        return {"docker-run-params.json": dump_json(docker_run_params(launch, doc=doc)),
+                "docker-run.sh": SHEBANG + docker_run_line(launch, doc=doc)}
     if target == "gpustack":
         return _gpustack_files(launch, doc, gpustack or {})
     raise RenderError("--target", f"unknown target {target!r}", f"one of: {', '.join(TARGETS)}, all")
@@ -152,6 +152,7 @@ def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *
             elif t in ("docker", "gpustack"):
                 # refuses naming the field; a document of one single-pod role renders as that role's engine
                 (docker if t == "docker" else gpustack_target).refuse_topology(tl)
+                refuse_platform(doc, t)
                 files[t] = render_target(tl.roles[0].leader, t, namespace=namespace, doc=doc, gpustack=gpustack)
             elif t == "launch":
                 files[t] = {"launch.json": tl.to_json()}   # the TopologyLaunch: every role's leader/worker spec
@@ -162,6 +163,22 @@ def render_topology_targets(doc: DeploymentDocument, targets: tuple[str, ...], *
         except RenderError as exc:
             refused[t] = exc
     return files, refused, findings
+
+
+def refuse_platform(doc: DeploymentDocument, channel: str) -> None:
+    """What a topology rendered as one container or one GPUStack model cannot carry, refused naming the field, not
+    dropped: an RDMA request (``spec.network.rdma``; Docker and GPUStack have no device-plugin resources) and
+    ``spec.routing`` (the router or InferencePool in front of the roles is a Kubernetes object). (UCX variables are
+    environment, which both carry.)"""
+    what = {"docker": "Docker", "local": "the local runtime", "gpustack": "GPUStack 2.3.0"}[channel]
+    if doc.spec.routing is not None:
+        raise RenderError("spec.routing", f"{what} runs one engine: there is no router or InferencePool in front of it",
+                          "use the kubernetes target, or drop spec.routing for this channel")
+    net = doc.spec.network
+    if net is not None and net.rdma is not None:
+        raise RenderError("spec.network.rdma", (f"{what} has no device-plugin resources: the RDMA request "
+                                                f"{net.rdma.resource}: {net.rdma.count} has nowhere to go"),
+                          "use the kubernetes target, or drop spec.network.rdma for this channel")
 
 
 def render_targets(launch: LaunchSpec, targets: tuple[str, ...] = TARGETS, **kw: Any
@@ -219,6 +236,7 @@ def channel_launch(doc: DeploymentDocument, channel: str, *, strict: bool = Fals
         tl, findings, plans = build_topology_launch(doc, strict=strict, arch=arch)
         try:
             (docker if target == "docker" else gpustack).refuse_topology(tl)
+            refuse_platform(doc, channel)
         except RenderError as exc:
             if channel == "local":   # the local runtime starts one process on one host, like one container
                 raise RenderError(exc.where, exc.message.replace("the docker target renders one container",

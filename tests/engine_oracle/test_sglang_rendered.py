@@ -16,7 +16,7 @@ from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_topology_launch
 from gpustack_k3.render.lws import SHELL, lws_objects, pod_templates, render_topology
 from tests.support import tiers
-from tools.engine_oracle.oracle import Oracle, OracleUnavailable
+from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 
 pytestmark = pytest.mark.engine_oracle
 

@@ -418,3 +418,109 @@ def test_kubernetes_yaml_output_is_one_document():
     assert len(docs) == 1 and docs[0]["kind"] == "List" and len(docs[0]["items"]) >= 2
     text = run("--preset", "vllm-fixed", "--target", "kubernetes")
     assert len([d for d in yaml.safe_load_all(text.stdout) if d]) >= 2    # the default stays the apply-able stream
+
+
+# ---------------------------------------------------------------- KNOWN_GAPS of the field-coverage sweep, closed
+
+def test_docker_labels_the_container_with_the_documents_labels_and_annotations():
+    from gpustack_k3.render.targets import prepare, render_topology_targets, render_target
+
+    d = preset_data("vllm-fixed")
+    d["metadata"]["labels"] = {"team": "inference", "app.kubernetes.io/name": "mine"}
+    d["metadata"]["annotations"] = {"example.com/owner": "me", "kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    doc = doc_of(d)
+    files = render_target(prepare(doc)[0], "docker", doc=doc)
+    labels = json.loads(files["docker-run-params.json"])["labels"]
+    assert labels["team"] == "inference" and labels["example.com/owner"] == "me"
+    assert labels["app.kubernetes.io/name"] == "kimi-k3"           # the product's own label wins a clash
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in labels
+    assert "--label team=inference" in files["docker-run.sh"]
+    one = one_role_document()
+    one["metadata"]["labels"] = {"team": "inference"}
+    got, refused, _ = render_topology_targets(doc_of(one), ("docker",))
+    assert not refused and json.loads(got["docker"]["docker-run-params.json"])["labels"]["team"] == "inference"
+
+
+def test_ucx_env_is_in_every_roles_launch_and_argv_not_only_the_pods():
+    from gpustack_k3.render.targets import render_topology_targets
+
+    d = preset_data("kimi-k3-b300-1p1d")
+    d["spec"]["network"] = {"ucx": {"transports": "rc,cuda_copy", "netDevices": "mlx5_0:1"}}
+    d["spec"]["env"] = {"UCX_TLS": "tcp"}           # spec.network.ucx wins over spec.env, as on the pods
+    files, refused, _ = render_topology_targets(doc_of(d), ("launch", "argv", "kubernetes"))
+    assert set(files) == {"launch", "argv", "kubernetes"}, refused
+    for role in json.loads(files["argv"]["argv.json"])["roles"]:
+        assert role["leader"]["env"]["UCX_TLS"] == "rc,cuda_copy"
+        assert role["leader"]["env"]["UCX_NET_DEVICES"] == "mlx5_0:1"
+    assert json.loads(files["launch"]["launch.json"])["roles"][0]["leader"]["env"]["UCX_NET_DEVICES"] == "mlx5_0:1"
+    for o in yaml.safe_load_all(files["kubernetes"]["kubernetes.yaml"]):
+        for c in (_containers(o) if o else []):
+            env = [e for e in c.get("env") or [] if e["name"] == "UCX_TLS"]
+            assert env == [{"name": "UCX_TLS", "value": "rc,cuda_copy"}], o["kind"]    # once, not twice
+
+
+def _containers(o: dict) -> list[dict]:
+    out = []
+    lwt = (o.get("spec") or {}).get("leaderWorkerTemplate") or {}
+    for k in ("leaderTemplate", "workerTemplate"):
+        out += ((lwt.get(k) or {}).get("spec") or {}).get("containers") or []
+    return out
+
+
+def test_docker_and_gpustack_refuse_an_rdma_request_naming_the_field():
+    from gpustack_k3.render.targets import channel_launch, render_topology_targets
+    from gpustack_k3.render.templates import RenderError
+
+    d = one_role_document()
+    d["spec"]["network"] = {"rdma": {"resource": "rdma/ib", "count": 1}}
+    _files, refused, _ = render_topology_targets(doc_of(d), ("docker", "gpustack"))
+    assert {t: e.where for t, e in refused.items()} == {"docker": "spec.network.rdma", "gpustack": "spec.network.rdma"}
+    for channel in ("docker", "local", "gpustack"):
+        try:
+            channel_launch(doc_of(d), channel)
+        except RenderError as exc:
+            assert exc.where == "spec.network.rdma", channel
+        else:
+            raise AssertionError(f"{channel} must not drop spec.network.rdma")
+
+
+def test_gpustack_names_the_deployment_after_the_served_model(tmp_path):
+    from gpustack_k3.render.targets import prepare, render_target, render_topology_targets
+
+    d = preset_data("vllm-fixed")
+    d["spec"]["model"]["servedModelName"] = "kimi-k3-prod"
+    doc = doc_of(d)
+    files = render_target(prepare(doc)[0], "gpustack", doc=doc)
+    assert json.loads(files["model.json"])["name"] == "kimi-k3-prod"
+    files, refused, _ = render_topology_targets(doc_of(one_role_document()), ("gpustack",))
+    # a one-role document serves under the document's name (core/topology.py), so GPUStack names it so too
+    assert json.loads(files["gpustack"]["model.json"])["name"] == one_role_document()["metadata"]["name"], refused
+    d["spec"]["model"]["servedModelName"] = "moonshotai/Kimi-K3"
+    res = run(str(write_spec(tmp_path, d)), "--target", "gpustack", "-o", "json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["error"]["where"] == "spec.model.servedModelName", res.output
+
+
+
+def test_routing_policies_without_a_pd_router_are_refused_naming_the_field():
+    from gpustack_k3.render.lws import render_document
+    from gpustack_k3.render.targets import render_topology_targets
+    from gpustack_k3.render.templates import RenderError
+
+    for routing, where in (({"decodePolicy": "round_robin"}, "spec.routing.decodePolicy"),
+                           ({"target": "inferencePool", "prefillPolicy": "random"}, "spec.routing.prefillPolicy")):
+        d = one_role_document()
+        d["spec"]["routing"] = routing
+        try:
+            render_document(doc_of(d), validate=False)
+        except RenderError as exc:
+            assert exc.where == where
+        else:
+            raise AssertionError(f"{where} of a serve role must not be silently dropped")
+        _files, refused, _ = render_topology_targets(doc_of(d), ("docker", "gpustack"))
+        assert {t: e.where for t, e in refused.items()} == {"docker": "spec.routing", "gpustack": "spec.routing"}
+    d = one_role_document()
+    d["spec"]["routing"] = {"target": "inferencePool"}          # what the serve role's front is: rendered
+    assert any(o["kind"] == "InferencePool" for o in render_document(doc_of(d), validate=False))
+    pd = preset_data("kimi-k3-b300-1p1d")
+    pd["spec"]["routing"] = {"decodePolicy": "random"}           # the P/D router carries it
+    assert any("random" in json.dumps(o) for o in render_document(doc_of(pd), validate=False))

@@ -15,8 +15,9 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 
-from tools.engine_oracle.oracle import RELEASES
+from gpustack_k3.oracle.judge import RELEASES
 
 # model positional/flag values as rendered by the presets (mapped to config.json directories by the oracle)
 KIMI_DRAFT = "Inferact/Kimi-K3-DSpark"
@@ -67,7 +68,7 @@ def shape_lines(release: str) -> list[dict]:
     public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
     product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
     The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
-    from tools.engine_oracle.models import SHAPES, model_root, shape_configs
+    from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
 
     engine, version, _wheel = RELEASES[release]
     out = []
@@ -335,6 +336,191 @@ def _sglang_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, 
     return argv, env, kind
 
 
+# ----------------------------------------------------------------------------- any option of the release's parser
+
+# dests the "flag" mutation leaves alone: they name files, hosts, models or downloads (a value made up for them
+# points nowhere, or makes the oracle reach for the network), not a setting the config checks weigh
+_FLAG_SKIP = re.compile(r"(^|_)(path|paths|file|files|dir|url|urls|host|hosts|port|ports|revision|token|ssl|uds|socket|"
+                        r"endpoint|endpoints|origins|headers|methods|middleware|prefix|name|names|otlp|key|keys)($|_)"
+                        r"|^(model|model_tag|tokenizer|config|chat_template|hf_overrides|lora_modules|help|"
+                        r"collect_detailed_traces|kv_events_config)$")
+_INTS = ["0", "1", "2", "3", "4", "8", "16", "64", "-1", "65536"]
+_FLOATS = ["0", "0.5", "0.9", "1.0", "1.5", "-1"]
+
+
+def parser_options(release: str) -> list[dict]:
+    """The release's parser options (the catalog's parser dump, catalog/data/engines/<release>-options.json:
+    flags, action, type, choices), minus ``_FLAG_SKIP``."""
+    from gpustack_k3.catalog.loader import DATA
+
+    engine, version, _wheel = RELEASES[release]
+    path = DATA / "engines" / f"{engine}-{version}-options.json"
+    if not path.is_file():
+        return []
+    opts = json.loads(path.read_text())["parser"]["options"]
+    return [o for o in opts if o.get("flags") and o["action"] != "help" and o.get("nargs") != "+"
+            and not _FLAG_SKIP.search(o["dest"])]
+
+
+def _flag_value(o: dict, rnd: random.Random) -> tuple[str, str | None]:
+    """(option string, value or None for a bare flag) for one option: its choices (or the Literal values vLLM
+    shows as metavar), a boolean's on/off spelling, or a value of its type (edge values included: 0, -1, large)."""
+    flags = [f for f in o["flags"] if f.startswith("--")] or o["flags"]
+    flag = flags[0]
+    action = o["action"]
+    if action in ("store_true", "store_false") or o.get("nargs") == 0:
+        return flag, None
+    if isinstance(action, dict) and action.get("custom", "").endswith("EnableDisableAction") or \
+            action == "boolean_optional":
+        neg = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
+        return (rnd.choice(neg) if neg and rnd.random() < 0.5 else flag), None
+    choices = o.get("choices") or o.get("metavar")
+    if isinstance(choices, list) and choices:
+        return flag, str(rnd.choice([c for c in choices if c is not None] or ["auto"]))
+    t = o.get("type")
+    rt = t.get("return_type") if isinstance(t, dict) else t
+    if rt == "int" or (isinstance(t, dict) and "int" in str(t.get("fn"))):
+        return flag, rnd.choice(_INTS)
+    if rt == "float":
+        return flag, rnd.choice(_FLOATS)
+    if rt == "json" or (isinstance(t, dict) and "dict" in json.dumps(t)):
+        return flag, rnd.choice(["{}", '{"bogus": 1}'])
+    if rt == "bool":
+        return flag, rnd.choice(["true", "false"])
+    return flag, rnd.choice(["auto", "none", "1", "x"])
+
+
+def _flag_mutation(release: str, line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
+    """Set any one option of the release's parser (not only those the rules judge) to a value of its type: what
+    reaches the config checks of features the presets never touch (issue 31 item 1: raise-site coverage)."""
+    opts = parser_options(release)
+    if not opts:
+        return list(line["argv"]), dict(line["env"]), "flag"
+    o = rnd.choice(opts)
+    flag, value = _flag_value(o, rnd)
+    argv = drop_flag(list(line["argv"]), tuple(o["flags"]))
+    return argv + ([flag] if value is None else [flag, value]), dict(line["env"]), f"flag:{o['dest']}"
+
+
+# ----------------------------------------------------------------------------- lines aimed at raise sites
+
+def _snake(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _guard_hints(chain, line_no: int) -> list[tuple[str, object, bool]]:
+    """(attribute name, a value the condition compares it with or None, wanted false) for every name tested by the
+    branches (and the assert) leading to the raise site at ``line_no``: ``wanted false`` when the site needs the
+    name's test to be false (the else branch, under ``not``, an assert's test)."""
+    import ast
+
+    out = []
+
+    def names(test, neg):
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            names(test.operand, not neg)
+            return
+        if isinstance(test, ast.BoolOp):
+            for v in test.values:
+                names(v, neg)
+            return
+        if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            attr = left.attr if isinstance(left, ast.Attribute) else left.id if isinstance(left, ast.Name) else None
+            if attr and isinstance(right, ast.Constant) and right.value is not None:
+                v = right.value
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    v = v + 1 if isinstance(op, (ast.Gt, ast.GtE)) else v - 1 if isinstance(op, (ast.Lt, ast.LtE)) else v
+                out.append((attr, v, neg))
+                return
+            if attr and isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                consts = [e.value for e in right.elts if isinstance(e, ast.Constant)]
+                if consts:
+                    out.append((attr, consts[0], neg))
+                    return
+        for n in ast.walk(test):
+            if isinstance(n, ast.Attribute):
+                out.append((n.attr, None, neg))
+            elif isinstance(n, ast.Name) and n.id not in ("self", "cls"):
+                out.append((n.id, None, neg))
+
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, ast.If):
+            names(parent.test, not any(child is x for x in parent.body))
+    last = chain[-1] if chain else None
+    if isinstance(last, ast.Assert):
+        names(last.test, True)
+    return out
+
+
+def directed_lines(release: str, seed: int = 0, per_site: int = 1) -> list[dict]:
+    """Lines aimed at the release's raise sites (issue 31 item 1): for each site, the names its guarding conditions
+    test (and the constants they compare them with) become settings of a seed line: a top-level option of the
+    release's parser when the name is one of its dests, else a key of the JSON option named after the site's config
+    class (``SpeculativeConfig`` -> ``--speculative-config``, ``CompilationConfig`` -> ``--compilation-config``),
+    merged into what the seed line already gives. A value the condition does not give is one of the option's type
+    (``_flag_value``) or, for a JSON key, from a short list of edge values. Deterministic for a seed."""
+    import ast as _ast
+    from pathlib import Path as _Path
+
+    from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
+    from tools.engine_oracle.reachability import _enclosing
+
+    engine = RELEASES[release][0]
+    rnd = random.Random(f"directed:{release}:{seed}")
+    opts = {o["dest"]: o for o in parser_options(release)}
+    everything = {}
+    from gpustack_k3.catalog.loader import DATA
+
+    _e, version, _w = RELEASES[release]
+    dump = DATA / "engines" / f"{engine}-{version}-options.json"
+    if dump.is_file():
+        everything = {o["dest"]: o for o in json.loads(dump.read_text())["parser"]["options"] if o.get("flags")}
+    seeds = [s for s in seed_lines(release) if "argv" in s]
+    unknown = set(_unregistered(release))
+    seeds = [s for s in seeds if s.get("model") not in unknown] or seeds
+    if not seeds:
+        return []
+    root = _root(release)
+    trees: dict[str, object] = {}
+    out = []
+    for site in raise_sites(validation_files(release, root)):
+        tree = trees.get(site["file"]) or trees.setdefault(site["file"], _ast.parse(_Path(site["file"]).read_text(errors="replace")))
+        hints = _guard_hints(_enclosing(tree, site["line"]), site["line"])
+        cls = site["function"].split(".")[0]
+        json_opt = everything.get(_snake(cls)) if cls[:1].isupper() else None
+        for _ in range(per_site):
+            base = rnd.choice(seeds)
+            argv, env = list(base["argv"]), dict(base["env"])
+            obj, kinds = {}, []
+            for name, value, neg in hints:
+                o = opts.get(name)
+                if o is not None:
+                    flag, v = _flag_value(o, rnd)
+                    if v is None and neg:
+                        neg_flags = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
+                        flag = neg_flags[0] if neg_flags else flag
+                    elif v is not None and value is not None and not isinstance(value, bool):
+                        v = str(value)
+                    argv = drop_flag(argv, tuple(o["flags"]))
+                    argv += [flag] if v is None else [flag, v]
+                    kinds.append(f"site:{name}")
+                elif json_opt is not None and name.islower() and not name.startswith("_") and name not in ("self", "cls"):
+                    obj[name] = (not neg) if value is None and rnd.random() < 0.5 else \
+                        value if value is not None else rnd.choice([0, 1, 2, -1, 8, "auto"])
+            if obj and json_opt is not None:
+                flags = tuple(json_opt["flags"])
+                current = _json_of(argv, flags) or {}
+                argv = set_flag(argv, flags, json.dumps({**current, **obj}))
+                kinds.append(f"site-json:{json_opt['dest']}")
+            if kinds:
+                out.append(dict(base, argv=argv, env=env, mutations=kinds,
+                                target=f"{_Path(site['file']).relative_to(root)}:{site['line']}"))
+    return out
+
+
 def _unregistered(release: str) -> list[str]:
     engine, version, _wheel = RELEASES[release]
     v = _catalog().engines[engine].versions.get(version)
@@ -343,7 +529,9 @@ def _unregistered(release: str) -> list[str]:
         list(getattr(traits, "unregistered_models", None) or [])
 
 
-def generate(release: str, n: int, seed: int = 0) -> list[dict]:
+def generate(release: str, n: int, seed: int = 0, explore: float = 0.0) -> list[dict]:
+    """``explore``: the share of mutations that set any option of the release's parser (``_flag_mutation``) rather
+    than one of the options the rules judge; 0 (the CI tier's sample) keeps the corpus as before."""
     engine = RELEASES[release][0]
     seeds = [s for s in seed_lines(release) if "argv" in s]
     if not seeds:
@@ -376,7 +564,10 @@ def generate(release: str, n: int, seed: int = 0) -> list[dict]:
         line = dict(base)
         kinds = []
         for _ in range(rnd.choice([1, 1, 2, 2, 3, 4])):
-            argv, env, kind = mutate(line, rnd)
+            if explore and rnd.random() < explore:
+                argv, env, kind = _flag_mutation(release, line, rnd)
+            else:
+                argv, env, kind = mutate(line, rnd)
             line = dict(line, argv=argv, env=env)
             kinds.append(kind)
         line["mutations"] = kinds

@@ -46,7 +46,7 @@ def model_config(model: str) -> str | None:
     KV heads, experts, ...), not the catalog's subset of them."""
     global _MODEL_CONFIGS
     if _MODEL_CONFIGS is None:
-        from tools.engine_oracle.models import MODELS, model_root, write_models
+        from gpustack_k3.oracle.models import MODELS, model_root, write_models
 
         write_models()
         _MODEL_CONFIGS = {name: str(model_root() / name / "config.json") for name in MODELS}

@@ -63,6 +63,40 @@ class ModelSource(_Strict):
     servedModelName: str | None = Field(default=None, description="Name the API serves; platforms usually own it.")
     loadFormat: str | None = Field(default=None, description="vLLM --load-format, e.g. fastsafetensors.")
     dtype: str | None = None
+    config: str | None = Field(default=None, min_length=1, max_length=4096, description=(
+        "The model's config.json on the machine running the CLI: a file, or a directory holding config.json (and "
+        "hf_quant_config.json, read when present); relative to the current directory. Its figures and limits "
+        "decide validate, plan, predict, advise, render, run and gpustack apply over a catalog entry of the same "
+        "name; --model-config overrides it. A K3Deployment resource cannot use it (the operator cannot read your "
+        "disk): put the file's content in configJSON (docs/design/011-model-config.md)."))
+    configJSON: dict[str, Any] | None = Field(default=None, description=(
+        "The model's config.json inline (its JSON object as written): what config names, carried in the document "
+        "itself, so a K3Deployment resource and a preset are self-contained (docs/design/011-model-config.md)."))
+
+    @field_validator("configJSON")
+    @classmethod
+    def _config_json_usable(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A usable config.json: the one reader (core.model_config.arch_from_config) reads it, or the document is
+        unusable input naming spec.model.configJSON (the CLI exits 2; the operator reports rule spec.schema)."""
+        if v is None:
+            return v
+        from gpustack_k3.core.model_config import ModelConfigError, arch_from_config
+
+        try:
+            arch = arch_from_config(v, "spec.model.configJSON")
+        except ModelConfigError as exc:
+            raise ValueError(f"not a usable config.json: {exc.message}") from None
+        if not arch.known:
+            raise ValueError("not a usable config.json: none of num_hidden_layers / hidden_size is given "
+                             "(give the model's Hugging Face config.json as it is written)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_config(self) -> "ModelSource":
+        if self.config is not None and self.configJSON is not None:
+            raise ValueError("config and configJSON both given: give the model's config.json once, as a path "
+                             "(config) or inline (configJSON)")
+        return self
 
     @field_validator("path")
     @classmethod
