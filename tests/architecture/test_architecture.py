@@ -200,3 +200,15 @@ def test_the_reader_sees_function_level_relative_and_type_checking_imports(tmp_p
     g = graph(pkg)
     assert g["gpustack_k3.sub.b"] == {"gpustack_k3.sub.a": 2} and g["gpustack_k3.sub.c"] == {}
     assert cycles(g) == [["gpustack_k3.sub.a", "gpustack_k3.sub.b"]]
+
+
+def test_foreign_code_imports_nothing_of_the_package():
+    """What runs in an engine release's interpreter (imports.FOREIGN, left out of the checks above) uses the standard
+    library and the release only: a gpustack_k3 import there would fail in that interpreter."""
+    from tests.architecture.imports import FOREIGN
+    files = [p for d in FOREIGN for p in sorted(d.rglob("*.py"))]
+    assert files, FOREIGN
+    bad = [f"{p.relative_to(ROOT.parent)}:{line}: {mod}" for p in files
+           for mod, _names, level, line in _imports(ast.parse(p.read_text(encoding="utf-8")))
+           if level or mod == "gpustack_k3" or mod.startswith("gpustack_k3.")]
+    assert bad == []
