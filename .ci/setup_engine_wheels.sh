@@ -29,7 +29,7 @@ WANT+=("sglang-router==$(PYTHONPATH="$HERE" "$PY" -c 'from gpustack_k3.render.ro
 # releases newer than the newest pinned one, fetched so tools/release_diff.py can diff their validation code
 # against the pinned release before they are pinned (docs/releases/); drop one here once the catalog pins it
 # (dump.py --wheels then lists it)
-DIFFED=("vllm==0.34.0")
+DIFFED=()
 for spec in "${DIFFED[@]}"; do
   [[ " ${WANT[*]} " == *" $spec "* ]] || WANT+=("$spec")
 done

@@ -53,7 +53,10 @@ def _unknown_catalog_cel(cat, builders: dict[str, Builder], spec_model: type, en
                        ".engine.version"))
     mod_ok = {e: f"{b.dim('model')} in {lit(b.models)}" for e, b in builders.items()}
     known = "; ".join(f"{e}: {', '.join(b.models)}" for e, b in builders.items())
-    out.append(CelRule(entry.id, "!(" + " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in mod_ok.items()) + ")",
+    # a model the document describes by its own config.json (spec.model.configJSON) needs no catalog entry
+    # (check_unknown_catalog_entry: r.arch); a path (spec.model.config) is not readable from the API server
+    out.append(CelRule(entry.id, "(has(self.model) && has(self.model.configJSON)) || !(" +
+                       " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in mod_ok.items()) + ")",
                        f"spec.model.name: model not in the catalog for this engine; known: {known}. Fix: {entry.fix} "
                        f"[rule {entry.id}]", ".model.name"))
     b = next(iter(builders.values()))
@@ -79,8 +82,8 @@ def check_unknown_catalog_entry(r: Resolved, c):
         pass   # described by its config.json, not by the catalog: flags and parallelism are checked, no memory plan
     elif r.model is None:
         yield ("spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}",
-               "Use a catalog model key, or give the model's config.json (--model-config FILE, or a local model "
-               "directory) to check an uncatalogued model without a memory plan.")
+               "Use a catalog model key, or give the model's config.json (spec.model.config or spec.model.configJSON, "
+               "--model-config FILE, or a local model directory) to check an uncatalogued model.")
     elif r.figures is None:
         yield "spec.model.name", (f"model {r.spec.model.name!r} has no figures for {e}; it is catalogued for "
                                   f"{', '.join(r.model.engines)}")
@@ -1112,7 +1115,7 @@ def _set_fields(section) -> list[str]:
 
 
 _SECTIONS = ("parallel", "memory", "scheduling", "parsers", "model")
-_NOT_FLAGS = ("model.name", "model.source", "model.path")
+_NOT_FLAGS = ("model.name", "model.source", "model.path", "model.config", "model.configJSON")   # read by the tool, not the engine
 
 
 def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, entry: Rule) -> list[CelRule]:

@@ -575,8 +575,10 @@ def _hash_factors(r: TopoRole) -> dict[str, str]:
         extra = spec.extraConfig or {}
         spec_factors = {"method": method, "model": spec.draftModel or s.model.path or s.model.name,
                         "revision": extra.get("revision"), "code_revision": extra.get("code_revision"),
-                        "parallel_drafting": bool(extra.get("parallel_drafting", False)),
                         "kv_cache_dtype": str(extra.get("kv_cache_dtype") or cache_dtype)}
+        # 0.34.0 no longer hashes parallel_drafting (nixl/metadata.py:137-146@0.34.0; :133-144@0.33.0 did)
+        if r.resolved.trait("nixl_hash_parallel_drafting", True):
+            spec_factors["parallel_drafting"] = bool(extra.get("parallel_drafting", False))
     dtype = str(r.resolved.value("model.dtype") or "auto")
     dtype = _DTYPES.get(dtype, dtype) if dtype != "auto" else (_model_dtype(r) or UNDECIDED)
     kv = r.kv_transfer or {}
