@@ -84,7 +84,3 @@ _.prefill_done_at, _.decode_steps
 # coldstart/patterns.py: LinePattern.search_re, the test seam that checks the re2 backend against Python's re
 # on every catalog pattern (tests/coldstart/test_patterns.py)
 _.search_re
-
-# operator/kvcheck.py: the KVTransfer check (docs/design/010-pd-rollouts.md §4), tested by tests/operator/test_kvcheck.py
-# but NOT YET CALLED by the reconciler (the wiring waits for the reconciler's seams): remove these when it is
-_.KVTransferCheck, _.metric_samples, _.instance_urls, _.checked_at

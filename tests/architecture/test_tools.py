@@ -32,6 +32,10 @@ KNOWN_VULTURE: dict[tuple[str, str], str] = {
     ("gpustack_k3/oracle/setup.py", "script_pins"): "h-oraclepkg: called only by tests/engine_oracle/test_oracle_setup.py",
     ("gpustack_k3/oracle/engine_side/worker.py", "NOT_DECIDABLE"): "h-oraclepkg: the reasons table no code reads "
                                                                    "(nixl_pair.py, doubles.py spell reasons as literals)",
+    ("gpustack_k3/operator/kvcheck.py", "metric_samples"): "h-rollout: read only by tests since the check was wired; "
+                                                           "metrics.py's collector builds the same series itself",
+    ("gpustack_k3/operator/kvcheck.py", "instance_urls"): "h-rollout: read only by tests/operator/test_kvcheck.py",
+    ("gpustack_k3/operator/kvcheck.py", "checked_at"): "h-rollout: KVTransferObservation.checked_at, set, never read",
     # dead code whose removal is a patch (applied after the owners' branches merge)
     ("gpustack_k3/core/argv/dumps.py", "by_flag"): "h-house-1.patch: ParserDump.by_flag, read only by tests",
     ("gpustack_k3/core/topology.py", "implicit"): "h-house-1.patch: RoleView.implicit, read only by a test",
