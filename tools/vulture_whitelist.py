@@ -12,13 +12,6 @@ Vulture matches names, not owners: keep each group to the names its reason reall
 # ruff: noqa
 _ = ...
 
-# Python's hooks: a module-level __getattr__ serves the lazy re-exports (PEP 562; gpustack_k3/__init__.py,
-# api/v1alpha1/__init__.py, core/argv/__init__.py, runtime/__init__.py)
-_.__getattr__
-
-# pydantic: the config of a pydantic dataclass (catalog/loader.py _dc), read by pydantic when it builds the class
-_.__pydantic_config__
-
 # PyYAML: Dumper.ignore_aliases, called by the emitter (the no-alias dumpers of cli/common.py, render/templates.py)
 _.ignore_aliases
 
