@@ -48,7 +48,7 @@ fetch() {
 }
 for spec in "${WANT[@]}"; do fetch "$spec"; done
 # The FlashInfer wheel each SGLang wheel pins (its METADATA Requires-Dist flashinfer_python==X): the engine oracle
-# reads the signature SGLang's Kimi-K3 DCP probe inspects from its source (tools/engine_oracle/doubles.py
+# reads the signature SGLang's Kimi-K3 DCP probe inspects from its source (gpustack_k3/oracle/engine_side/doubles.py
 # PROBED_SIGNATURES; nothing of it is installed or imported). ~65 MB each.
 mapfile -t PINS < <("$PY" - "$DEST" "${WANT[@]}" <<'PY'
 import re, sys, zipfile

@@ -66,7 +66,7 @@ def validate(spec, preset, strict, model_config, output, engine_verdict=False):
     from gpustack_k3.core.rules import validate as run
 
     doc = _load(spec, preset)
-    arch = model_arch(model_config, doc.spec.model.path)
+    arch = model_arch(model_config, doc.spec.model)
     findings = run(doc, strict=strict, arch=arch)
     if engine_verdict:   # each line the document starts, judged by its release (gpustack_k3/oracle/document.py)
         from gpustack_k3.oracle.document import document_verdict
@@ -248,7 +248,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, model_config,
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
     try:   # the model's config.json decides where there is one (--model-config, a local model directory)
-        arch = model_arch(model_config, doc.spec.model.path)
+        arch = model_arch(model_config, doc.spec.model)
     except InputError as exc:
         fail_input(exc)
     if doc.spec.roles:
@@ -575,7 +575,7 @@ def dry_run(spec, preset, strict, model_config, output):
     if spec is None and preset is None:
         preset = load_catalog().default_preset
     doc = _load(spec, preset)
-    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
+    arch = model_arch(model_config, doc.spec.model)   # the model's config.json decides, as for validate/plan
     if doc.spec.roles:
         _dry_run_roles(doc, strict, output, arch)
         return

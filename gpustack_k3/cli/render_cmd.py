@@ -174,7 +174,7 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     if out_dir is None:
         _check_output(target, output or DEFAULT_OUTPUT[target])   # before any work: a usage mistake
     doc = load_document(spec, preset)
-    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
+    arch = model_arch(model_config, doc.spec.model)   # the model's config.json decides, as for validate/plan
     targets = TARGETS if target == "all" else (target,)
     from gpustack_k3.render.targets import schema_validator_available
 

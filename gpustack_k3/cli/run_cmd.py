@@ -54,7 +54,7 @@ def _build(spec, preset, strict, runtime: str = "docker"):
     from gpustack_k3.render.targets import channel_launch
 
     doc = load_document(spec, preset)
-    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
+    arch = model_arch(None, doc.spec.model)   # the document's model config decides (cli/model_source.py)
     try:
         with outcome("nothing was started"):
             launch, findings, plan = channel_launch(doc, runtime, strict=strict, arch=arch)

@@ -11,7 +11,7 @@ from tests.core.test_verdicts_fresh import check_args, model_dir, rules
 # rules whose fire/quiet cases are the tests of this file
 HELDOUT_DIRECT = {"sglang-eagle-draft-missing", "sglang-gpt-oss-attention-backend",
                   "sglang-trtllm-mla-kv-cache-dtype"}
-# DeepSeek-V3's config.json (the oracle's shape-mla-moe: tools/engine_oracle/models.py), the fields the rules read
+# DeepSeek-V3's config.json (the oracle's shape-mla-moe: gpustack_k3/oracle/models.py), the fields the rules read
 DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
         "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168, "intermediate_size": 18432,
         "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
