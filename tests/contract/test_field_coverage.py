@@ -172,46 +172,7 @@ CONSTANT = {"apiVersion", "kind"}      # one allowed value: nothing to vary
 # Silent drops this sweep found that are not fixed yet (issue 33): (channel, field, shape class). Each is a defect
 # to fix (carry the field, or refuse/warn naming it), listed so the test guards against new ones; the test fails
 # when one of them is carried or reported, so the list only shrinks.
-KNOWN_GAPS: list[tuple[str, str, str]] = [
-    # spec.hardware.gpuCount in one-role-vllm: with roles each role's gpusPerPod decides; the shared gpuCount is
-    # ignored without a word
-    ('argv', 'spec.hardware.gpuCount', 'one-role-vllm'), ('docker', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    ('gpustack', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    ('kubernetes', 'spec.hardware.gpuCount', 'one-role-vllm'), ('launch', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    ('operator', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    # spec.placement.rack.policy in pd-vllm: on a GPU type without an NVLink domain the rack policy has no effect
-    # and no finding
-    ('kubernetes', 'spec.placement.rack.policy', 'pd-vllm'),
-    ('kubernetes-ds', 'spec.placement.rack.policy', 'pd-vllm'),
-    ('operator', 'spec.placement.rack.policy', 'pd-vllm'),
-    # spec.placement.rack.topologyKey in single-sglang: a roleless document renders no rack placement
-    ('kubernetes', 'spec.placement.rack.topologyKey', 'single-sglang'),
-    ('operator', 'spec.placement.rack.topologyKey', 'single-sglang'),
-    # spec.roles[].loadBalancing in pd-vllm: a one-pod role has nothing to balance: hybrid/external change nothing
-    # and nothing says so
-    ('argv', 'spec.roles[].loadBalancing', 'pd-vllm'), ('kubernetes', 'spec.roles[].loadBalancing', 'pd-vllm'),
-    ('kubernetes-ds', 'spec.roles[].loadBalancing', 'pd-vllm'), ('launch', 'spec.roles[].loadBalancing', 'pd-vllm'),
-    ('operator', 'spec.roles[].loadBalancing', 'pd-vllm'),
-    # spec.roles[].placement.rack.policy in one-role-sglang: a single-pod role on a GPU type without an NVLink
-    # domain: no effect, no finding
-    ('kubernetes', 'spec.roles[].placement.rack.policy', 'one-role-sglang'),
-    ('operator', 'spec.roles[].placement.rack.policy', 'one-role-sglang'),
-    # spec.speculative.extraConfig in single-sglang: SGLang has no --speculative-config: the vLLM-only keys are
-    # dropped without a word
-    ('argv', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('docker', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('gpustack', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('kubernetes', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('launch', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('operator', 'spec.speculative.extraConfig', 'single-sglang'),
-    # spec.speculative.rejectionSampleMethod in wide-ep-sglang: SGLang has no rejection-sampler option: dropped
-    # without a word
-    ('argv', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('kubernetes', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('kubernetes-ds', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('launch', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('operator', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-]
+KNOWN_GAPS: list[tuple[str, str, str]] = []
 # fields no value of which is usable in the swept shapes, with why
 UNUSABLE = {
     "spec.engine.name": "another engine is another document (every engine-specific field changes with it)",

@@ -34,6 +34,9 @@ CASES = {
     "plan-unavailable": (("vllm-seed", {"memory": {"kvCacheDtype": "nvfp4"}}), ("vllm-seed", {})),
     "vllm-max-model-len-exceeds-kv": (("vllm-seed", {"scheduling": {"maxModelLen": 1000000}, "memory": {"fraction": 0.82}}),
                                       ("vllm-seed", {})),
+    # SGLang's command line has no --speculative-config: the vLLM keys would be dropped
+    "speculative-field-not-carried": (("sglang-seed", {"speculative": {"extraConfig": {"disable_padded_drafter_batch": True}}}),
+                                      ("sglang-seed", {})),
     "spec-draft-wrong-engine": (("sglang-seed", {"speculative": {"draftModel": "skyai/Kimi-K3-DSpark"}}), ("sglang-seed", {})),
     "spec-draft-missing": (("vllm-seed", {"speculative": {"draftModel": None}}), ("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 1}})),
     "spec-method-unsupported": (("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None}}),

@@ -133,3 +133,24 @@ def test_sglang_deepseek_v3_trtllm_mla_kv_cache_dtype(tmp_path, version):
                   ["--kv-cache-dtype", "fp8_e5m2", "--attention-backend", "flashinfer"]):
         code, out = check_args(*base, *extra, engine="sglang", version=version, opts=opts)
         assert "sglang-trtllm-mla-kv-cache-dtype" not in rules(out), (extra, out)
+
+
+# --------------------------------------------------------------------- vLLM DCP on a GQA model per release
+
+# Llama-3.1-8B's config.json (the oracle's shape-gqa-dense), the fields the rules read
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 14336,
+         "max_position_embeddings": 131072, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+
+
+def test_vllm_dcp_on_gqa_follows_the_release(tmp_path):
+    """vLLM 0.11.0 has no GQA/MQA DCP check at config time (only TP % DCP, engine/arg_utils.py:1184-1187@0.11.0):
+    DCP 4 with TP 8 on 8 KV heads is accepted (the held-out differential, seed 7919 --explore 0.5); 0.28.0+ refuse
+    TP not above the KV heads (config/model.py:1386-1412@0.28.0, :1577-1597@0.33.0)."""
+    d = model_dir(tmp_path, LLAMA, "Llama-3.1-8B")
+    argv = [d, "-tp", "8", "--decode-context-parallel-size", "4"]
+    code, out = check_args(*argv, version="0.11.0", opts=("--model-config", f"{d}/config.json"))
+    assert "model-dcp-gqa" not in rules(out), out
+    for version in ("0.28.0", "0.33.0"):
+        code, out = check_args(*argv, version=version, opts=("--model-config", f"{d}/config.json"))
+        assert code == 1 and "model-dcp-gqa" in rules(out), (version, out)

@@ -1185,6 +1185,36 @@ def check_field_unsupported(r, c):
             yield f"spec.{path}", f"spec.{path} has no {r.engine.engine} flag"
 
 
+@rule("speculative-field-not-carried", checked_by="product", family="spec", severity="warning", engines=BOTH,
+      field="spec.speculative",
+      title="A speculative-decoding field the engine's command line has no place for",
+      why="vLLM takes every spec.speculative field as a --speculative-config key; SGLang's command line takes the "
+          "algorithm, the draft model path and the draft-token count only, and with method none nothing is "
+          "speculated: any other field set would be dropped without a word.",
+      fix="Remove the field (SGLang: the draft's own settings come from its checkpoint and the release's defaults).",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (speculative: json_keys, draft_path_flag, "
+             "num_tokens_flag); gpustack_k3/core/flags.py (_speculative_args)")
+def check_speculative_field_not_carried(r, c):
+    sp = r.spec.speculative
+    carried = _speculative_carried(r.engine) if sp.method != "none" else {"method"}
+    for name in type(sp).model_fields:
+        if name not in carried and getattr(sp, name) not in (None, {}):
+            yield f"spec.speculative.{name}", (
+                f"spec.speculative.{name} has no effect: spec.speculative.method is none" if sp.method == "none"
+                else f"spec.speculative.{name} has no {r.engine.engine} flag: it is dropped")
+
+
+def _speculative_carried(engine) -> set[str]:
+    """The spec.speculative fields an engine's command line carries (catalog ``speculative``): vLLM every
+    --speculative-config key (``json_keys``, and ``extraConfig`` merged into it); SGLang the algorithm, the draft
+    path and the draft-token count (``draft_path_flag``, ``num_tokens_flag``: core/flags.py _speculative_args)."""
+    sp = engine.speculative
+    if "json_keys" in sp:
+        return {"method", *sp["json_keys"], "extraConfig"}
+    return {"method", *(["draftModel"] if sp.get("draft_path_flag") else []),
+            *(["numTokens"] if sp.get("num_tokens_flag") else [])}
+
+
 # ------------------------------------------------------------------ degrading combinations
 
 @rule("vllm-long-prefill-disabled", checked_by="oracle", family="spec", severity="warning", engines=[ENGINE_VLLM],
