@@ -53,13 +53,16 @@ engine_verdict_opt = click.option(
          "beside the findings, a disagreement marked; an engine refusal exits 1.")
 
 
+def document_options(f):
+    """The arguments of a command that checks one deployment document (validate, dry-run): the document or a
+    preset, --strict, --model-config, the output format and --fail-on."""
+    for option in (fail_on_option, output_option, model_config_opt, strict_opt, preset_opt, spec_arg):
+        f = option(f)
+    return f
+
+
 @click.command(cls=Command)
-@spec_arg
-@preset_opt
-@strict_opt
-@model_config_opt
-@output_option
-@fail_on_option
+@document_options
 @engine_verdict_opt
 def validate(spec, preset, strict, model_config, output, engine_verdict=False):
     """Check a deployment document (or preset) against the rule catalog."""
@@ -561,12 +564,7 @@ def presets(show, output):
 
 
 @click.command("dry-run", cls=Command)
-@spec_arg
-@preset_opt
-@strict_opt
-@model_config_opt
-@output_option
-@fail_on_option
+@document_options
 def dry_run(spec, preset, strict, model_config, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
