@@ -259,7 +259,8 @@ def _settled(rendered: Sequence[dict], owned: Owned, rev: str, before: RolloutSt
     left = policy.drain_s - (now.timestamp() - switched) if switched is not None else 0.0
     if old and left > 0:
         status = RolloutStatus(phase="Draining", servingRevision=rev, targetRevision=rev, **carried,
-                               message=f"revision {rev} serves; the previous revision goes in {left:.0f} s")
+                               message=f"revision {rev} serves; the previous revision is deleted "
+                                       f"{policy.drain_s:g} s after the switch")    # stable: no write per requeue
         return Plan(desired, old, rev, status, requeue_after=left)
     status = RolloutStatus(phase="Idle", servingRevision=rev, targetRevision=rev, **carried)
     return Plan(desired, frozenset(), rev, status)
