@@ -175,9 +175,12 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     if not any(f.rule == CATALOG_RULE for f in findings):
         findings += validate_topology(Topology([role], None, "argv"), strict=strict)
     if engine_verdict:
+        from gpustack_k3.core.argv.read import strip_command
         from gpustack_k3.oracle import engine_verdict as judge
 
-        v = judge(engine, r.version.key if r.version else r.spec.engine.version, list(argv), env, gpu_type, gpus)
+        # the judge takes the engine's own arguments: a leading `vllm serve` / `python3 -m MODULE` is the program
+        v = judge(engine, r.version.key if r.version else r.spec.engine.version,
+                  strip_command(r.engine, r.version, list(argv)), env, gpu_type, gpus)
         _with_engine_verdict(sort_findings(findings), output, v)
         return
     _report(sort_findings(findings), output)
