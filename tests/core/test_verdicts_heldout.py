@@ -154,3 +154,25 @@ def test_vllm_dcp_on_gqa_follows_the_release(tmp_path):
     for version in ("0.28.0", "0.33.0"):
         code, out = check_args(*argv, version=version, opts=("--model-config", f"{d}/config.json"))
         assert code == 1 and "model-dcp-gqa" in rules(out), (version, out)
+# --------------------------------------------------------------------- vLLM 0.11.0 MXFP4 dtype
+
+# gpt-oss-20b's config.json (the oracle's shape-gqa-yarn), the fields the rules read
+GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 24,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 2880,
+           "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4,
+           "max_position_embeddings": 131072, "vocab_size": 201088, "torch_dtype": "bfloat16",
+           "quantization_config": {"quant_method": "mxfp4"},
+           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}}
+
+
+def test_vllm_011_refuses_half_on_mxfp4(tmp_path):
+    """vLLM 0.11.0 checks the model dtype against the quantization method's activation dtypes when it builds the
+    config (config/__init__.py:267-272@0.11.0; MXFP4: bfloat16 only, mxfp4.py:129-130@0.11.0): the held-out
+    differential's miss (seed 7919, gpt-oss with --dtype half)."""
+    d = model_dir(tmp_path, GPT_OSS, "gpt-oss-20b")
+    code, out = check_args(d, "-tp", "8", "--dtype", "half", version="0.11.0",
+                           opts=("--model-config", f"{d}/config.json"))
+    assert code == 1 and "dtype-vs-quantization" in rules(out), out
+    code, out = check_args(d, "-tp", "8", "--dtype", "bfloat16", version="0.11.0",
+                           opts=("--model-config", f"{d}/config.json"))
+    assert "dtype-vs-quantization" not in rules(out), out
