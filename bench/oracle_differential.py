@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tools.engine_oracle.corpus import generate, generate_pairs  # noqa: E402
-from tools.engine_oracle.oracle import RELEASES, Oracle, OracleUnavailable  # noqa: E402
+from tools.engine_oracle.corpus import directed_lines, generate, generate_pairs  # noqa: E402
+from gpustack_k3.oracle.judge import RELEASES, Oracle, OracleUnavailable  # noqa: E402
 from tools.engine_oracle.product import check_args, check_pd  # noqa: E402
 
 
@@ -101,14 +101,32 @@ def right_reason(product: dict, oracle: dict) -> bool:
     return False
 
 
-def classify(product: dict, oracle: dict) -> str:
-    """agree-pass | agree-refuse | agree-refuse-other-reason | false-refusal | runtime-only | miss | not-decidable"""
+def classify(product: dict, oracle: dict, release: str | None = None, line: dict | None = None) -> str:
+    """agree-pass | agree-refuse | agree-refuse-other-reason | false-refusal | miss | not-decidable, and for what the
+    engine checks after config time (``release`` and ``line`` given: tools/engine_oracle/runtime_judge.py works the
+    release's runtime check out from the line): runtime-only-agree (a runtime-only rule refused and the worked
+    computation refuses too) | runtime-only-false-refusal (every refusing runtime-only rule's computation accepts) |
+    runtime-only-unjudged (no computation for a refusing rule: listed, not agreement) | runtime-only-miss (the engine
+    accepts at config time, the product passes, a worked computation refuses). Without a line the runtime-only
+    refusals are runtime-only-unjudged."""
     if oracle["verdict"] == "not_decidable":
         return "not-decidable"
     refused = product["verdict"] != "pass"
     if oracle["verdict"] == "accepted":
         if refused and product.get("rules") and set(product["rules"]) <= runtime_only_rules():
-            return "runtime-only"
+            if line is None or "argv" not in line:
+                return "runtime-only-unjudged"
+            from tools.engine_oracle.runtime_judge import judge
+
+            verdicts = [judge(r, release, line)[0] for r in product["rules"]]
+            if "refuses" in verdicts:
+                return "runtime-only-agree"
+            return "runtime-only-false-refusal" if all(v == "accepts" for v in verdicts) else "runtime-only-unjudged"
+        if not refused and line is not None and "argv" in line:
+            from tools.engine_oracle.runtime_judge import judge_line
+
+            if any(v == "refuses" for v, _how in judge_line(release, line).values()):
+                return "runtime-only-miss"
         return "false-refusal" if refused else "agree-pass"
     if not refused:
         return "miss"
@@ -119,10 +137,12 @@ def _short(d: dict) -> dict:
     return {k: (v[:500] if isinstance(v, str) else v) for k, v in d.items() if k not in ("detail",) or True}
 
 
-def judge_release(release: str, n_lines: int, seed: int, out) -> dict:
+def judge_release(release: str, n_lines: int, seed: int, out, explore: float = 0.0, directed: int = 0) -> dict:
     engine, version, _ = RELEASES[release]
     t0 = time.monotonic()
-    lines = generate(release, n_lines, seed)
+    lines = generate(release, n_lines, seed, explore)
+    if directed:
+        lines += directed_lines(release, seed, directed)
     try:
         oracle = Oracle(release)
     except OracleUnavailable as exc:
@@ -163,20 +183,24 @@ def judge_pairs(n_pairs: int, seed: int, out, release: str = "vllm-0.33.0") -> d
 
 
 def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
+    from tools.engine_oracle.runtime_judge import judge, judge_line
+
     matrix = Counter()
     nd = Counter()
     per_rule: dict[str, Counter] = defaultdict(Counter)
     false_refusals, misses = [], []
     stand_in = 0
     other_reason: list[dict] = []
+    runtime: dict[str, list] = defaultdict(list)
+    release = name.split(" ", 1)[0]
     for line, pv, ov in rows:
-        cls = classify(pv, ov)
+        cls = classify(pv, ov, release, line)
         stand_in += bool(ov.get("stand_in"))
         if cls == "not-decidable":
             nd[ov.get("reason", "?")] += 1
         else:
             matrix[cls] += 1
-        for rule in pv["rules"] or (["(none)"] if cls == "miss" else []):
+        for rule in pv["rules"] or (["(none)"] if cls in ("miss", "runtime-only-miss") else []):
             per_rule[rule][cls] += 1
         rec = {"class": cls, "product": pv, "oracle": _short(ov), "mutations": line.get("mutations"),
                "seed": line.get("seed") or [line["prefill"].get("seed"), line["decode"].get("seed")]}
@@ -184,23 +208,34 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
             rec.update(argv=line["argv"], env={k: v for k, v in line["env"].items() if k.startswith(("VLLM_", "SGLANG_"))})
         else:
             rec.update(prefill=line["prefill"]["argv"], decode=line["decode"]["argv"])
+        if cls.startswith("runtime-only"):
+            rec["runtime_judge"] = ({r: judge(r, release, line) for r in pv["rules"] or []} if cls != "runtime-only-miss"
+                                    else {r: v for r, v in judge_line(release, line).items() if v[0] == "refuses"})
+            runtime[cls].append(rec)
         if out is not None:
             out.write(json.dumps({"release": name, **rec}) + "\n")
         if cls == "agree-refuse-other-reason":
             other_reason.append(rec)
-        if cls == "false-refusal":
+        if cls in ("false-refusal", "runtime-only-false-refusal"):
             false_refusals.append(rec)
-        elif cls == "miss":
+        elif cls in ("miss", "runtime-only-miss"):
             misses.append(rec)
-    decidable = sum(v for k, v in matrix.items() if k != "runtime-only")
+    # decidable: the lines both verdicts are known for (runtime-only refusals without a worked computation apart)
+    decidable = sum(v for k, v in matrix.items() if k != "runtime-only-unjudged")
     return {
         "release": name, "judged": len(rows), "decidable": decidable,
         "matrix": {"engine_accepted": {"product_pass": matrix["agree-pass"], "product_refuse": matrix["false-refusal"]},
                    "engine_refused": {"product_pass": matrix["miss"], "product_refuse": matrix["agree-refuse"],
                                       "product_refuse_other_reason": matrix["agree-refuse-other-reason"]}},
+        "runtime_only": {"how": "tools/engine_oracle/runtime_judge.py: the release's after-config check worked out "
+                                "from the line (each judge cites the release's file:line)",
+                         "agree": matrix["runtime-only-agree"], "false_refusals": matrix["runtime-only-false-refusal"],
+                         "misses": matrix["runtime-only-miss"], "unjudged": matrix["runtime-only-unjudged"],
+                         "unjudged_rules": dict(Counter(r for rec in runtime["runtime-only-unjudged"]
+                                                        for r in rec["product"]["rules"] or [])),
+                         "unjudged_list": runtime["runtime-only-unjudged"][:20]},
         "stand_in_verdicts": stand_in,
         "not_decidable": dict(nd),
-        "runtime_only": matrix["runtime-only"],
         "false_refusals": len(false_refusals), "misses": len(misses),
         "miss_rate_of_decidable": round(len(misses) / decidable, 4) if decidable else None,
         "per_rule": {r: dict(c) for r, c in sorted(per_rule.items())},
@@ -216,6 +251,10 @@ def main(argv=None) -> int:
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--pairs", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--explore", type=float, default=0.0,
+                    help="share of mutations setting any option of the release's parser (corpus.generate explore)")
+    ap.add_argument("--directed", type=int, default=0,
+                    help="add N lines aimed at each raise site of the release (corpus.directed_lines)")
     ap.add_argument("--out", type=Path, help="write every judged line (JSON lines)")
     ap.add_argument("--summary-only", action="store_true", help="omit the lists of disagreements")
     a = ap.parse_args(argv)
@@ -223,7 +262,7 @@ def main(argv=None) -> int:
     results = []
     t0 = time.monotonic()
     for r in a.releases:
-        results.append(judge_release(r, a.lines, a.seed, out))
+        results.append(judge_release(r, a.lines, a.seed, out, a.explore, a.directed))
         print(json.dumps({"progress": r, "seconds": round(time.monotonic() - t0)}), file=sys.stderr, flush=True)
     if a.pairs:
         results.append(judge_pairs(a.pairs, a.seed, out))
@@ -234,7 +273,7 @@ def main(argv=None) -> int:
             r.pop("false_refusal_list", None)
             r.pop("miss_list", None)
             r.pop("other_reason_list", None)
-    print(json.dumps({"seed": a.seed, "lines_per_release": a.lines, "pairs": a.pairs,
+    print(json.dumps({"seed": a.seed, "explore": a.explore, "directed_per_site": a.directed, "lines_per_release": a.lines, "pairs": a.pairs,
                       "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results}, indent=1))
     return 0
 

@@ -5,6 +5,8 @@ This module only re-exports the public API; names resolve lazily so `import gpus
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from typing import Any
 
 __version__ = "0.1.0"
@@ -23,11 +25,21 @@ _EXPORTS = {
     "advise": "gpustack_k3.core.advise",
 }
 
-__all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'gpustack_k3' has no attribute {name!r}")
-    return getattr(importlib.import_module(mod), name)
+def lazy_exports(package: str, exports: dict[str, str]) -> tuple[list[str], Callable[[str], Any]]:
+    """``__all__`` and a module-level ``__getattr__`` (PEP 562) for a package that re-exports names lazily, so that
+    importing it loads nothing more. ``exports`` maps each name to the module that defines it (absolute, or relative
+    to ``package`` when it starts with a dot); a name is imported on first access and then kept in the package.
+    The one re-export mechanism of the package (gpustack_k3, api/v1alpha1, core/argv, runtime)."""
+    def __getattr__(name: str) -> Any:
+        where = exports.get(name)
+        if where is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(where, package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+    return sorted(exports), __getattr__
+
+
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

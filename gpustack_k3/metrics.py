@@ -101,3 +101,33 @@ class ColdStartStatusFigures:
         yield memory
         yield drift
         yield cache
+
+
+KV_TRANSFER_STATUSES = ("True", "False", "Unknown")
+
+
+class KVTransferConditions:
+    """Collector of ``gpustack_k3_kv_transfer{namespace,name,status}`` (docs/design/010-pd-rollouts.md §4): 1 for the
+    current status of each P/D resource's ``KVTransfer`` condition, 0 for the two others (kube-state-metrics'
+    condition form: ``== 1`` selects, no series vanishes on a change), read from the status the operator wrote
+    (the informer cache) at scrape time; no series for a resource without the condition."""
+
+    def __init__(self, store, condition: str = "KVTransfer") -> None:
+        self.store, self.condition = store, condition
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        g = GaugeMetricFamily("gpustack_k3_kv_transfer", "1 for the status of the KVTransfer condition (P/D)",
+                              labels=["namespace", "name", "status"])
+        for ns, name in self.store.list_keys():
+            conds = ((self.store.get(ns, name) or {}).get("status") or {}).get("conditions") or []
+            now = next((c.get("status") for c in conds if c.get("type") == self.condition), None)
+            if now is None:
+                continue
+            for s in KV_TRANSFER_STATUSES:
+                g.add_metric([ns, name, s], 1.0 if s == now else 0.0)
+        yield g

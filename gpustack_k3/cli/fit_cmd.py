@@ -11,26 +11,10 @@ from gpustack_k3.errors import InputError
 
 def read_model_config(path: str):
     """ModelArch of MODEL_CONFIG: a config.json, or a directory holding one (and hf_quant_config.json beside it, read
-    when present). Unusable input names MODEL_CONFIG."""
-    import json
-    import os
+    when present; cli/model_source.py, the reader every command shares). Unusable input names MODEL_CONFIG."""
+    from gpustack_k3.cli.model_source import read_config
 
-    from gpustack_k3.cli.common import read_text
-    from gpustack_k3.core.model_config import arch_from_config
-
-    cfg_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
-    hq_path = os.path.join(os.path.dirname(cfg_path) or ".", "hf_quant_config.json")
-    if not os.path.isfile(hq_path) and cfg_path.endswith("_config.json"):     # <name>_config.json + <name>_hf_quant_config.json
-        hq_path = cfg_path[: -len("config.json")] + "hf_quant_config.json"
-    try:
-        cfg = json.loads(read_text(cfg_path, "model config"))
-        hq = json.loads(read_text(hq_path, "hf_quant_config.json")) if os.path.isfile(hq_path) else None
-        return arch_from_config(cfg, cfg_path, hq)
-    except InputError as exc:
-        raise InputError("MODEL_CONFIG", exc.message, "give the model's config.json or its directory") from None
-    except (ValueError, RecursionError) as exc:
-        raise InputError("MODEL_CONFIG", f"{cfg_path} is not a usable config.json: {getattr(exc, 'message', exc)}",
-                         "give the model's Hugging Face config.json") from None
+    return read_config(path, "MODEL_CONFIG", "give the model's config.json or its directory")
 
 
 def _table(d: dict) -> None:

@@ -103,7 +103,7 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     from gpustack_k3.cli.common import model_arch
     from gpustack_k3.render.targets import channel_launch
 
-    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
+    arch = model_arch(None, doc.spec.model)   # the document's model config decides (cli/model_source.py)
     try:
         with outcome("nothing was sent"):
             launch, findings, _ = channel_launch(doc, "gpustack", arch=arch)

@@ -184,7 +184,7 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
     if not doc.spec.roles:
         not_applicable({"lws_form": "--lws-form"}, "to a document without spec.roles (one engine renders as a "
                        "Deployment or StatefulSet)", "drop it")
-    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
+    arch = model_arch(model_config, doc.spec.model)   # the model's config.json decides, as for validate/plan
     targets = TARGETS if target == "all" else (target,)
     from gpustack_k3.render.targets import schema_validator_available
 

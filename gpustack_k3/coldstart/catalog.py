@@ -51,6 +51,20 @@ FIGURES = {
 }
 
 
+def _example_check(what: str, key: str, regex: str | None, example: str) -> None:
+    """A pattern of the catalog carries a log line it must find: its key occurs in it, and its regex (if any)
+    compiles and matches it."""
+    if key not in example:
+        raise ValueError(f"{what}: key {key!r} does not occur in its example")
+    if regex is not None:
+        try:
+            rx = re.compile(regex)
+        except re.error as exc:
+            raise ValueError(f"{what}: regex does not compile: {exc}") from exc
+        if not rx.search(example):
+            raise ValueError(f"{what}: regex does not match its example")
+
+
 class Marker(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -93,15 +107,7 @@ class Marker(BaseModel):
 
     @model_validator(mode="after")
     def _self_check(self) -> Marker:
-        if self.key not in self.example:
-            raise ValueError(f"marker {self.id}: key {self.key!r} does not occur in its example")
-        if self.regex is not None:
-            try:
-                rx = re.compile(self.regex)
-            except re.error as exc:
-                raise ValueError(f"marker {self.id}: regex does not compile: {exc}") from exc
-            if not rx.search(self.example):
-                raise ValueError(f"marker {self.id}: regex does not match its example")
+        _example_check(f"marker {self.id}", self.key, self.regex, self.example)
         if self.kind in ("start", "end", "progress") and self.phase is None:
             raise ValueError(f"marker {self.id}: kind {self.kind} needs a phase")
         if self.wrapper and self.kind not in ("fail", "cause"):
@@ -131,15 +137,7 @@ class DoctorPattern(BaseModel):
 
     @model_validator(mode="after")
     def _self_check(self) -> DoctorPattern:
-        if self.key not in self.example:
-            raise ValueError(f"doctor pattern: key {self.key!r} does not occur in its example")
-        if self.regex is not None:
-            try:
-                rx = re.compile(self.regex)
-            except re.error as exc:
-                raise ValueError(f"doctor pattern regex does not compile: {exc}") from exc
-            if not rx.search(self.example):
-                raise ValueError(f"doctor pattern {self.key!r}: regex does not match its example")
+        _example_check(f"doctor pattern {self.key!r}", self.key, self.regex, self.example)
         return self
 
 

@@ -64,12 +64,12 @@ _DTYPE_KEYS = ("torch_dtype", "dtype")
 class ModelArch:
     """Architecture figures of one model (plain: docs/architecture.md, Start-up). ``None``: not in the file."""
 
-    __slots__ = ("source", "architecture", "dtype", "quantization", "quant_config", "hf_quant", "text",
+    __slots__ = ("source", "architecture", "dtype", "quantization", "quant_config", "hf_quant", "text", "raw",
                  *_KEYS, *_RAW_KEYS)
 
     def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None,
                  quantization: str | None = None, quant_config: dict | None = None, hf_quant: dict | None = None,
-                 text: dict | None = None, **figures: Any) -> None:
+                 text: dict | None = None, raw: dict | None = None, **figures: Any) -> None:
         self.source = source                    # where the figures come from (the file), for messages
         self.architecture = architecture
         self.dtype = dtype
@@ -77,6 +77,7 @@ class ModelArch:
         self.quant_config = quant_config        # quantization_config as written (None: none)
         self.hf_quant = hf_quant                # hf_quant_config.json's "quantization" object (ModelOpt), if given
         self.text = text or {}                  # the language model's config object as written (text_config or top)
+        self.raw = raw                          # the whole config.json object as written (what predict hands AIC)
         for k in (*_KEYS, *_RAW_KEYS):
             setattr(self, k, figures.get(k))
 
@@ -103,7 +104,7 @@ class ModelArch:
         return bool(self.experts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k != "text"}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("text", "raw")}
 
 
 class ModelConfigError(InputError, ValueError):
@@ -152,4 +153,27 @@ def arch_from_config(cfg: Any, source: str, hf_quant: Any = None) -> ModelArch:
         raise ModelConfigError("hf_quant_config.json: quantization must be a JSON object")
     if quant is None and hq is not None and isinstance(hq.get("quant_algo"), str):
         quant = "modelopt"     # vLLM reads hf_quant_config.json as quant_method modelopt (config/model.py)
-    return ModelArch(source, architecture, dtype, quant, quant_config=q or None, hf_quant=hq, text=text, **figures)
+    return ModelArch(source, architecture, dtype, quant, quant_config=q or None, hf_quant=hq, text=text, raw=cfg,
+                     **figures)
+
+
+INLINE_SOURCE = "spec.model.configJSON"
+
+
+def document_arch(model: Any) -> ModelArch | None:
+    """The architecture a document carries itself: ``spec.model.configJSON`` (the inline config.json), None without
+    it. An unusable one is unusable input naming spec.model.configJSON (the CLI exits 2; the operator reports it as
+    rule spec.schema, operator/hooks.py). Pure: ``spec.model.config`` is a path only the CLI edge reads
+    (cli/model_source.py); the operator reports it (operator/hooks.py)."""
+    cfg = getattr(model, "configJSON", None)
+    if cfg is None:
+        return None
+    hint = "give the model's Hugging Face config.json object as it is written"
+    try:
+        arch = arch_from_config(cfg, INLINE_SOURCE)
+    except ModelConfigError as exc:
+        raise InputError(INLINE_SOURCE, f"not a usable config.json: {exc}", hint) from None
+    if not arch.known:
+        raise InputError(INLINE_SOURCE, "not a usable config.json: none of num_hidden_layers / hidden_size is given",
+                         hint)
+    return arch

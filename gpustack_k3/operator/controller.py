@@ -17,8 +17,10 @@ from gpustack_k3.operator import hooks
 from gpustack_k3.operator.coldstart_bridge import coldstart_factory as pod_logs
 from gpustack_k3.operator.decide import Plan, Render, Validate
 from gpustack_k3.operator.kube import api_client_from
+from gpustack_k3.operator.kvcheck import Fetch, KVTransferCheck, http_fetch
 from gpustack_k3.operator.manager import LeaderElection, Manager
 from gpustack_k3.operator.reconciler import Hooks, Reconciler
+from gpustack_k3.operator.rollout import Policy
 from gpustack_k3.operator.seams import ColdStartFactory, ColdStartObserver, NoColdStart
 from gpustack_k3.operator.warmup import PodWarmup, WarmFn
 from gpustack_k3.probe.warmup import warm_up
@@ -36,13 +38,24 @@ class Options:
     ``coldstart``: the cold-start observer's factory (default: follow the engine pods' logs,
     ``coldstart_bridge.coldstart_factory``; None: no log tracking, WeightsLoaded/GraphsCaptured/Warm stay
     Unknown); ``warmup``: the post-Ready warm-up function (default: the probe's ``warm_up``; None: none; it
-    reports its phase to the cold-start observer, so it needs one); ``clock``: now, as an aware datetime."""
+    reports its phase to the cold-start observer, so it needs one); ``clock``: now, as an aware datetime.
+
+    P/D (docs/design/010-pd-rollouts.md): ``kv_fetch`` is the KVTransfer check's metric source, ``fetch(url) ->
+    (text | None, why)`` for each instance URL the serving router names (default: GET ``<url>/metrics``,
+    ``kvcheck.http_fetch``; the test seam: a function over fake engines; None: no check, no KVTransfer
+    condition); the check runs every ``kv_interval_s`` after Ready (the reconciler requeues the resource for it);
+    ``rollout_drain_s``: how long the previous pair revision stays after the switch; ``rollout_deadline_s``: how
+    long a new revision may take to become ready before its rollout fails."""
     validate: Validate = hooks.validate
     render: Render = hooks.render
     plan: Plan | None = hooks.plan
     coldstart: ColdStartFactory | None = pod_logs
     warmup: WarmFn | None = warm_up
     clock: Callable[[], dt.datetime] | None = None
+    kv_fetch: Fetch | None = http_fetch
+    kv_interval_s: float = 300.0
+    rollout_drain_s: float = 60.0
+    rollout_deadline_s: float = 3600.0
 
 
 def new_operator(api_client: Any, options: Options = Options(), **manager_options: Any) -> Manager:
@@ -54,9 +67,15 @@ def new_operator(api_client: Any, options: Options = Options(), **manager_option
     # spec.startup.warmup after Ready, with the probe's code; its warm phase goes to the observer's trackers
     warmup = (PodWarmup(coldstart, mgr.queue.add, warm_fn=options.warmup)
               if options.warmup is not None and options.coldstart is not None else None)
+    kv = (KVTransferCheck(options.kv_fetch, options.kv_interval_s,
+                          on_check=lambda key, obs: mgr.metrics.kv_checks.labels(
+                              namespace=key[0], name=key[1], reason=obs.reason).inc())
+          if options.kv_fetch is not None else None)
     return mgr.add(Reconciler(mgr.kube, mgr.caches, Hooks(options.validate, options.render, options.plan),
                               metrics=mgr.metrics, identity=mgr.identity, coldstart=coldstart, warmup=warmup,
-                              clock=options.clock, stopping=mgr.stopping))
+                              clock=options.clock, stopping=mgr.stopping, kvcheck=kv,
+                              rollout=Policy(options.rollout_drain_s, options.rollout_deadline_s),
+                              requeue=mgr.queue.add_after))
 
 
 def run(namespaces: Sequence[str], metrics_port: int | None, resync_s: float, leader_elect: bool,

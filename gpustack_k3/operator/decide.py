@@ -20,6 +20,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import ColdStart, K3DeploymentStatus, PlanSummary
+from gpustack_k3.operator import rollout as pd
 from gpustack_k3.operator import status_table
 from gpustack_k3.operator.conditions import (
     Conditions,
@@ -74,6 +75,7 @@ class Decision:
     actions: tuple[Action, ...]
     model: K3DeploymentStatus | None
     status_changed: bool
+    requeue_after: float | None = None    # reconcile again after this many seconds (a P/D drain ending)
 
     @property
     def status(self) -> dict:
@@ -94,7 +96,7 @@ Plan = Callable[[dict], PlanSummary | Mapping[str, Any] | None]  # doc -> plan s
 
 
 def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, render: Render,
-           now: dt.datetime, plan: Plan | None = None) -> Decision:
+           now: dt.datetime, plan: Plan | None = None, rollout: pd.Policy = pd.Policy()) -> Decision:
     """validate → render → desired actions → facts → the status table (``status_table``) → the conditions
     beside Ready → status → Events."""
     meta = cr.get("metadata") or {}
@@ -117,11 +119,13 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     facts = status_table.Facts(pods=summarize_pods(observed.pods, now=now.timestamp()), coldstart=cs)
     actions: list[Action] = []
     desired: list[dict] = []
+    ro: pd.Plan | None = None
     if errors:
         facts = _invalid(conds, facts, errors, before, generation, actions)
     else:
         conds.set(api.CONDITION_VALID, True, api.REASON_VALIDATED, f"valid with {len(warnings)} warning(s)" if warnings else "valid")
-        facts, desired = _rendered(cr, observed, render, conds, facts, before, status, actions, warnings)
+        facts, desired, ro = _rendered(cr, observed, render, conds, facts, before, status, actions, warnings,
+                                       now, rollout)
     facts = _kv_transfer(observed.kv_transfer, conds, facts, before, actions)
     outcome = status_table.decide(facts)
     set_ready(conds, outcome.ready)
@@ -141,14 +145,17 @@ def decide(cr: Mapping[str, Any], observed: Observed, *, validate: Validate, ren
     if outcome.phase != before.phase:
         actions.append(Emit("Warning" if outcome.phase in api.WARNING_PHASES else "Normal", outcome.phase,
                             f"phase {before.phase or 'None'} -> {outcome.phase}: {outcome.reason}"[:1024]))
-    return Decision(tuple(actions), status, status != prev)
+    return Decision(tuple(actions), status, status != prev, ro.requeue_after if ro is not None else None)
 
 
 def _kv_transfer(kv: Any, conds: Conditions, facts: status_table.Facts, before: K3DeploymentStatus,
                  actions: list[Action]) -> status_table.Facts:
     """P/D: the KVTransfer condition, its Event on a change of status (read from the status written last, so an
     operator restart repeats none) and the fact the table's kv-transfer-failed row reads."""
-    if kv is None:
+    if kv is None:   # no check this time (not Ready, not yet decided): the condition written last stands
+        last = next((c for c in before.conditions if c.type == api.CONDITION_KV_TRANSFER), None)
+        if last is not None:
+            conds.set(last.type, {"True": True, "False": False}.get(last.status), last.reason, last.message)
         return facts
     conds.set(api.CONDITION_KV_TRANSFER, {"True": True, "False": False}.get(kv.status), kv.reason, kv.message)
     was = next((c.status for c in before.conditions if c.type == api.CONDITION_KV_TRANSFER), None)
@@ -170,41 +177,76 @@ def _invalid(conds: Conditions, facts: status_table.Facts, errors: list, before:
 
 def _rendered(cr: Mapping[str, Any], observed: Observed, render: Render, conds: Conditions,
               facts: status_table.Facts, before: K3DeploymentStatus, status: K3DeploymentStatus,
-              actions: list[Action], warnings: list[str]) -> tuple[status_table.Facts, list[dict]]:
+              actions: list[Action], warnings: list[str], now: dt.datetime, policy: pd.Policy
+              ) -> tuple[status_table.Facts, list[dict], pd.Plan | None]:
     """Render, say what to apply and delete, and the facts the rendered world adds (roles, rollout, refusal)."""
     try:
         rendered = list(render(document_of(cr)))
     except Exception as e:  # a valid spec that does not render is a bug to surface, not to crash on
         conds.set(api.CONDITION_RENDERED, False, api.REASON_RENDER_FAILED, f"{type(e).__name__}: {e}")
-        return dataclasses.replace(facts, render_error=f"{type(e).__name__}: {e}"), []
-    desired, prep_warnings = prepare(rendered, cr)
+        return dataclasses.replace(facts, render_error=f"{type(e).__name__}: {e}"), [], None
+    name = (cr.get("metadata") or {}).get("name", "")
+    ro = pd.plan(rendered, observed.owned, observed.pods, before.rollout, name, now, policy)
+    desired, prep_warnings = prepare(ro.desired if ro is not None else rendered, cr)
     warnings += prep_warnings
     kinds = ", ".join(sorted({f"{o['kind']}/{o['metadata']['name']}" for o in desired}))
     conds.set(api.CONDITION_RENDERED, True, api.REASON_RENDERED, f"{len(desired)} object(s): {kinds}")
-    actions += _writes(desired, observed, (cr.get("metadata") or {}).get("namespace", ""))
+    actions += _writes(desired, observed, (cr.get("metadata") or {}).get("namespace", ""),
+                       ro.keep if ro is not None else frozenset())
+    serving_desired = desired
+    if ro is not None:
+        observed, serving_desired, facts = _pair_view(ro, observed, desired, facts, status, before, actions, now)
     cs = facts.coldstart
     role_phases = cs.roles if cs is not None else None
     roles = role_statuses(observed.owned, observed.pods, before.roles, role_phases)
     if roles:
-        status.roles = roles
+        status.roles = roles if ro is None or ro.serving == pd.LEGACY else [
+            r.model_copy(update={"revision": ro.serving}) for r in roles]
         looping = restart_loop(roles)
         restart_loop_condition(conds, roles, looping)
-        facts = dataclasses.replace(facts, restart_loop=looping,
-                                    short_roles="" if looping else short_roles(roles, observed.pods, role_phases))
-    facts = dataclasses.replace(facts, rolling=_rolling(observed, desired, actions, facts.pods.total))
+        short = "" if looping else short_roles(roles, observed.pods, role_phases)
+        if ro is not None and not looping and status.router is not None and not status.router.ready:
+            # P/D: the router is what answers; Ready waits for it too (docs/design/010-pd-rollouts.md §5)
+            short = "; ".join(s for s in (short, f"router {status.router.name}: no ready pod") if s)
+        facts = dataclasses.replace(facts, restart_loop=looping, short_roles=short)
+    facts = dataclasses.replace(facts, rolling=_rolling(observed, serving_desired, actions, facts.pods.total))
     if observed.apply_error:
         # the server refused an object: say so instead of retrying forever; a resync or a spec change tries again
         actions[:] = [a for a in actions if not isinstance(a, (Apply, Delete))]
         conds.set(api.CONDITION_RENDERED, False, api.REASON_APPLY_FAILED, observed.apply_error[:1024])
         facts = dataclasses.replace(facts, apply_error=observed.apply_error)
-    return facts, desired
+    return facts, desired, ro
 
 
-def _writes(desired: list[dict], observed: Observed, namespace: str) -> list[Action]:
+def _pair_view(ro: pd.Plan, observed: Observed, desired: list[dict], facts: status_table.Facts,
+               status: K3DeploymentStatus, before: K3DeploymentStatus, actions: list[Action], now: dt.datetime
+               ) -> tuple[Observed, list[dict], status_table.Facts]:
+    """P/D (docs/design/010-pd-rollouts.md §5-6): the rows and the roles read the serving revision only; a target
+    revision starting beside it, or failed, feeds ``status.rollout`` and the facts rollout_failed / surging; the
+    router that serves goes into ``status.router``."""
+    serving = dataclasses.replace(observed, owned=pd.of_revision(observed.owned, ro.serving),
+                                  pods=pd.pods_of(observed.pods, ro.serving))
+    target = ro.status.targetRevision
+    serving_desired = desired if target == ro.serving else list(serving.owned.values())
+    target_roles = role_statuses(pd.of_revision(observed.owned, target), pd.pods_of(observed.pods, target),
+                                 before.rollout.roles if before.rollout is not None else []) \
+        if target != ro.serving else []
+    # written even when empty: an apply that left the list out would leave the entries of the last one behind
+    rollout_status = ro.status.model_copy(update={"roles": [
+        r.model_copy(update={"revision": target}) for r in target_roles]})
+    status.rollout = rollout_status
+    status.router = pd.router_status(pd.router_of(observed.owned, ro.serving), pd.router_of(desired, ro.serving))
+    actions += [Emit(t, r, m[:1024]) for t, r, m in ro.events]
+    facts = dataclasses.replace(facts, pods=summarize_pods(serving.pods, now=now.timestamp()),
+                                rollout_failed=ro.failed, surging=ro.surging)
+    return serving, serving_desired, facts
+
+
+def _writes(desired: list[dict], observed: Observed, namespace: str, keep: frozenset = frozenset()) -> list[Action]:
     want = {object_key(o): o for o in desired}
     out: list[Action] = [Apply(obj, why) for key, obj in want.items()
                          if (why := apply_reason(obj, observed.owned.get(key)))]
-    out += [Delete(key[0], key[1], key[2], namespace) for key in sorted(set(observed.owned) - set(want))]
+    out += [Delete(key[0], key[1], key[2], namespace) for key in sorted(set(observed.owned) - set(want) - keep)]
     return out
 
 

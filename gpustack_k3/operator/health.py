@@ -38,6 +38,9 @@ class OperatorMetrics:
                               registry=self.registry)
         self.relists = Counter(f"{p}_informer_relists_total", "Full relists by kind", ["kind"], registry=self.registry)
         self.leader = Gauge(f"{p}_leader", "1 while this replica holds the lease", registry=self.registry)
+        # P/D: one per KVTransfer decision (docs/design/010-pd-rollouts.md §4)
+        self.kv_checks = Counter("gpustack_k3_kv_transfer_checks_total", "KVTransfer checks by their reason",
+                                 ["namespace", "name", "reason"], registry=self.registry)
 
 
 def coldstart_metrics(registry):  # -> gpustack_k3.metrics.ColdStartMetrics

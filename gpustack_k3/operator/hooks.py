@@ -7,6 +7,11 @@ resource's namespace (a document with ``spec.roles``: ``render.lws.render_docume
 role, schema-checked); ``plan(doc)`` = the KV/concurrency summary of the same build. Results are cached in one
 place, by the reconciler (``reconciler.memoized``: per document, so a generation is validated, rendered and
 planned once).
+
+The model's architecture is the one the resource carries (``spec.model.configJSON``, core.model_config
+``document_arch``), passed to every build as the CLI passes its own; a ``spec.model.config`` path names a file on
+the machine that wrote the resource, which the operator cannot read: it is refused, naming the way out
+(docs/design/011-model-config.md).
 """
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.api.v1alpha1.status import PlanSummary
 from gpustack_k3.core.findings import Finding
-from gpustack_k3.core.launch import build_launch
+from gpustack_k3.core.launch import build_launch, build_topology_launch
+from gpustack_k3.core.model_config import document_arch
 from gpustack_k3.core.rules import schema_findings
+from gpustack_k3.errors import InputError
 from gpustack_k3.core.rules import validate as rules_validate
 from gpustack_k3.render.kubernetes import render_kubernetes
 from gpustack_k3.render.lws import render_document
@@ -27,16 +34,31 @@ from gpustack_k3.render.lws import render_document
 TOPOLOGY_FORM = "leaderworkerset"
 
 
+MODEL_CONFIG_PATH = Finding(
+    "spec.schema", "error", "spec.model.config",
+    "a path on the machine that wrote the resource: the operator cannot read it, so the model's config.json would "
+    "not decide the rules and the plan",
+    "put the file's content in spec.model.configJSON (the config.json object inline) and remove spec.model.config",
+    "docs/design/011-model-config.md")
+
+
 def _build(doc: dict) -> tuple[Any, list[Finding], Any, DeploymentDocument]:
     model = DeploymentDocument.model_validate(doc)
-    return (*build_launch(model), model)
+    return (*build_launch(model, arch=document_arch(model.spec.model)), model)
 
 
 def validate(doc: dict) -> list[Finding]:
     found = schema_findings(doc)
     if found:
         return found
-    return list(rules_validate(DeploymentDocument.model_validate(doc)))
+    model = DeploymentDocument.model_validate(doc)
+    if model.spec.model.config is not None:
+        return [MODEL_CONFIG_PATH]
+    try:
+        arch = document_arch(model.spec.model)
+    except InputError as exc:         # an unusable inline config.json: the document is invalid, naming the field
+        return [Finding("spec.schema", "error", exc.where, exc.message, exc.hint, "docs/design/011-model-config.md")]
+    return list(rules_validate(model, arch=arch))
 
 
 def _has_roles(doc: dict) -> bool:
@@ -46,7 +68,9 @@ def _has_roles(doc: dict) -> bool:
 def render(doc: dict) -> list[dict]:
     ns = (doc.get("metadata") or {}).get("namespace")
     if _has_roles(doc):
-        return render_document(DeploymentDocument.model_validate(doc), namespace=ns, form=TOPOLOGY_FORM)
+        model = DeploymentDocument.model_validate(doc)
+        topo, _findings, _plans = build_topology_launch(model, arch=document_arch(model.spec.model))
+        return render_document(model, namespace=ns, form=TOPOLOGY_FORM, topo=topo)
     launch, _findings, _plan, model = _build(doc)
     return render_kubernetes(launch, model, namespace=ns)
 

@@ -5,7 +5,9 @@ operator and ``gpustack-k3 probe --prefill --decode`` agree by construction; the
 engines finished over the interval (``engine_traffic``), since the operator sends none of its own here.
 
 I/O only through the injected ``fetch(url) -> (text | None, why)``; the clock is injected too. Pure helpers:
-``transition_event`` (the Event on a change of status) and ``metric_samples`` (the Prometheus series).
+``transition_event`` (the Event on a change of status). The Prometheus series are read from the status the operator
+wrote (``gpustack_k3.metrics.KVTransferConditions``); the instance URLs are the serving router's
+(``gpustack_k3.operator.rollout.routes``).
 """
 from __future__ import annotations
 
@@ -24,14 +26,11 @@ from gpustack_k3.probe.kvtransfer import (
     engine_traffic,
     parse_samples,
 )
-from gpustack_k3.render.router import instance_service_name
 
 Key = tuple[str, str]
 Fetch = Callable[[str], tuple[str | None, str]]
 
 DEGRADE_AFTER = 2           # consecutive False checks before the deployment is Degraded (design §4)
-METRIC = "gpustack_k3_kv_transfer"
-STATUSES = ("True", "False", "Unknown")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +58,12 @@ class _Baseline:
 class KVTransferCheck:
     """Per resource: the last scrape of each instance (the interval's start) and the last observation."""
 
-    def __init__(self, fetch: Fetch, interval_s: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, fetch: Fetch, interval_s: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 on_check: Callable[[Key, KVTransferObservation], None] | None = None) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s: {interval_s!r} must be positive")
         self.fetch, self.interval_s, self.clock = fetch, interval_s, clock
+        self.on_check = on_check        # called once per decision (the operator counts them: checks_total)
         self._lock = threading.Lock()
         self._base: dict[Key, _Baseline] = {}
         self._last: dict[Key, KVTransferObservation] = {}
@@ -100,12 +101,43 @@ class KVTransferCheck:
         obs = KVTransferObservation(v.status, v.reason, v.message, now, false_checks, v.to_dict()["evidence"])
         with self._lock:
             self._last[key] = obs
+        if self.on_check is not None:
+            self.on_check(key, obs)
         return obs
+
+    def due_in(self, key: Key) -> float:
+        """Seconds until the next check of ``key`` is due: its interval from the last scrape (0: none yet)."""
+        with self._lock:
+            base = self._base.get(key)
+        return 0.0 if base is None else max(0.0, self.interval_s - (self.clock() - base.at))
 
     def forget(self, key: Key) -> None:
         with self._lock:
             self._base.pop(key, None)
             self._last.pop(key, None)
+
+
+MAX_METRICS_BYTES = 8 << 20      # an engine's /metrics is tens of kB; a larger answer is not one
+
+
+def http_fetch(url: str, timeout_s: float = 5.0) -> tuple[str | None, str]:
+    """``url``'s /metrics as text, or (None, why): the operator's default ``Fetch`` (httpx, bounded in time
+    and size)."""
+    import httpx
+
+    try:
+        with httpx.stream("GET", url.rstrip("/") + "/metrics", timeout=timeout_s) as resp:
+            body = b""
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_METRICS_BYTES:
+                    return None, f"GET {url}/metrics: answer over {MAX_METRICS_BYTES} bytes"
+            code = resp.status_code
+    except (httpx.HTTPError, OSError) as exc:
+        return None, f"GET {url}/metrics: {type(exc).__name__}: {exc or 'connection failed'}"
+    if code != 200:
+        return None, f"GET {url}/metrics answered {code}"
+    return body.decode("utf-8", "replace"), ""
 
 
 def _pair(role: str, url: str, base: _Baseline, cur: Mapping[str, Exposition | None], why: Mapping[str, str]) -> Scrape:
@@ -125,23 +157,3 @@ def transition_event(prev: KVTransferObservation | None, cur: KVTransferObservat
                     "False": ("Warning", api.REASON_KV_TRANSFER_FAILED),
                     "Unknown": ("Normal", api.EVENT_KV_TRANSFER_UNKNOWN)}[cur.status]
     return kind, reason, f"{cur.reason}: {cur.message}"
-
-
-def metric_samples(namespace: str, name: str, obs: KVTransferObservation | None) -> list[tuple[str, dict, float]]:
-    """``gpustack_k3_kv_transfer{namespace,name,status}``: 1 for the current status, 0 for the others (no series
-    while the deployment has no observation)."""
-    if obs is None:
-        return []
-    return [(METRIC, {"namespace": namespace, "name": name, "status": s}, 1.0 if s == obs.status else 0.0)
-            for s in STATUSES]
-
-
-def instance_urls(topo, namespace: str) -> dict[str, list[str]]:
-    """Every prefill and decode instance's in-cluster URL (the per-instance Services the router uses:
-    gpustack_k3/render/router.py ``instance_services``)."""
-    out: dict[str, list[str]] = {"prefill": [], "decode": []}
-    for role in topo.roles:
-        if role.kind in out:
-            out[role.kind] += [f"http://{instance_service_name(topo, role, g)}.{namespace}.svc:{role.leader.port}"
-                               for g in range(role.instances)]
-    return out

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
-from gpustack_k3.metrics import ColdStartStatusFigures
+from gpustack_k3.metrics import ColdStartStatusFigures, KVTransferConditions
 from gpustack_k3.operator.health import HealthServer, OperatorMetrics, ResourcesByPhase, coldstart_metrics
 from gpustack_k3.operator.informer import Informer, Store
 from gpustack_k3.operator.kinds import CHILD_KINDS
@@ -92,6 +92,7 @@ class Manager:
         self.coldstart_metrics = coldstart_metrics(self.metrics.registry)
         self.metrics.registry.register(ResourcesByPhase(self.caches.crs))
         self.metrics.registry.register(ColdStartStatusFigures(self.caches.crs))
+        self.metrics.registry.register(KVTransferConditions(self.caches.crs, api.CONDITION_KV_TRANSFER))
         self.reconciler: Reconciler | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

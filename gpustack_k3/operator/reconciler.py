@@ -25,6 +25,7 @@ from typing import Any
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import ColdStart
 from gpustack_k3.operator import decide as d
+from gpustack_k3.operator import rollout as pd
 from gpustack_k3.operator.desired import apply_reason, object_key
 from gpustack_k3.operator.informer import Store
 from gpustack_k3.operator.kube import kube_time
@@ -67,12 +68,16 @@ class Reconciler:
     def __init__(self, kube: Any, caches: Caches, hooks: Hooks, *, metrics: Any, identity: str,
                  coldstart: ColdStartObserver, warmup: Any = None,
                  clock: Callable[[], dt.datetime] | None = None,
-                 stopping: Callable[[], bool] = lambda: False) -> None:
+                 stopping: Callable[[], bool] = lambda: False, kvcheck: Any = None,
+                 rollout: pd.Policy = pd.Policy(), requeue: Callable[[Key, float], None] | None = None) -> None:
         self.kube, self.caches, self.hooks = kube, caches, hooks.memoized()
         self.metrics, self.identity = metrics, identity
         self.coldstart, self.warmup = coldstart, warmup
         self.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self.stopping = stopping
+        # P/D: the KVTransfer check (operator/kvcheck.py), the rollout policy, and how to reconcile a key again
+        # later (the manager's queue.add_after): the check's interval and a drain's end need no event to happen
+        self.kvcheck, self.rollout, self.requeue = kvcheck, rollout, requeue
         self._read: dict[tuple[Key, str, str, str], dict] = {}  # applied children of kinds without informer
         self._read_lock = threading.Lock()
 
@@ -109,6 +114,8 @@ class Reconciler:
 
     def _forget(self, key: Key) -> None:
         self.coldstart.forget(key)
+        if self.kvcheck is not None:
+            self.kvcheck.forget(key)
         if self.warmup is not None:
             self.warmup.forget(key)
         with self._read_lock:
@@ -130,11 +137,24 @@ class Reconciler:
             if warm is not None:
                 coldstart = dataclasses.replace(coldstart, status=coldstart.status.model_copy(
                     update={"warmup": ColdStart(warmup=warm).warmup}))
-        return d.Observed(owned=owned, pods=pods, coldstart=coldstart)
+        kv = self._kv_transfer(key, cr, owned) if self.kvcheck is not None else None
+        return d.Observed(owned=owned, pods=pods, coldstart=coldstart, kv_transfer=kv)
+
+    def _kv_transfer(self, key: Key, cr: dict, owned: Mapping[tuple[str, str, str], dict]) -> Any:
+        """The KVTransfer check of a P/D resource (docs/design/010-pd-rollouts.md §4): once it is Ready (or not Ready
+        only because KV did not move, so that recovery is seen), through the instances its serving router names.
+        None: not a P/D resource, not Ready, or no check decided yet."""
+        if not _kv_checked(d.status_model(cr.get("status"))):
+            return None
+        serving = pd.live_serving(owned, key[1])
+        routes = pd.routes(pd.router_of(owned, serving)) if serving is not None else {}
+        if not routes.get("prefill") or not routes.get("decode"):
+            return None
+        return self.kvcheck.observe(key, routes["prefill"], routes["decode"])
 
     def _decide(self, cr: dict, observed: d.Observed) -> d.Decision:
         return d.decide(cr, observed, validate=self.hooks.validate, render=self.hooks.render, now=self.clock(),
-                        plan=self.hooks.plan)
+                        plan=self.hooks.plan, rollout=self.rollout)
 
     def _reconcile_once(self, key: Key, cr: dict) -> d.Decision:
         observed = self.observe(key, cr)
@@ -158,7 +178,21 @@ class Reconciler:
             self.caches.crs.upsert(result, if_newer=True)
         for ev in decision.events:
             self._post_event(cr, ev)
+        self._requeue(key, decision)
         return decision
+
+    def _requeue(self, key: Key, decision: d.Decision) -> None:
+        """Reconcile ``key`` again when nothing else would: a drain ends, or the next KVTransfer check is due (a
+        P/D resource, Ready as this decision wrote it: the check's first scrape is taken at once)."""
+        if self.requeue is None:
+            return
+        delays = [decision.requeue_after] if decision.requeue_after is not None else []
+        model = decision.model
+        if self.kvcheck is not None and model is not None and model.router is not None and _kv_checked(model):
+            # never sooner than a second (or the interval): a check that cannot scrape yet must not spin
+            delays.append(max(self.kvcheck.due_in(key), min(1.0, self.kvcheck.interval_s)))
+        if delays:
+            self.requeue(key, min(delays))
 
     def _write_objects(self, key: Key, cr: dict, decision: d.Decision, observed: d.Observed) -> bool:
         """Apply/delete what the decision says; False when the resource turned out to be going away."""
@@ -230,6 +264,13 @@ class Reconciler:
             self.metrics.writes.labels(verb="create", kind="Event").inc()
         except Exception as e:  # events are best effort, as in client-go's recorder
             log.warning("could not record event %s for %s/%s: %s", ev.reason, meta.get("namespace"), meta["name"], e)
+
+
+def _kv_checked(status: Any) -> bool:
+    """Whether the KVTransfer check runs (docs/design/010-pd-rollouts.md §4): once Ready, and while not Ready only
+    because KV did not move (so that its recovery is seen)."""
+    ready = next((c for c in status.conditions if c.type == api.CONDITION_READY), None) if status else None
+    return ready is not None and (ready.status == "True" or ready.reason == api.REASON_KV_TRANSFER_FAILED)
 
 
 class _Refused(Exception):

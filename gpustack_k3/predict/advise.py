@@ -21,7 +21,7 @@ from gpustack_k3.core.rules import validate
 from gpustack_k3.core.topology import role_views
 from gpustack_k3.predict import acceptance
 from gpustack_k3.predict.estimator import Estimator
-from gpustack_k3.predict.model import Predictor, admission_cap, engine_config, plan_or_none, role_arch
+from gpustack_k3.predict.model import Predictor, admission_cap, config_ref, engine_config, plan_or_none, role_arch
 from gpustack_k3.predict.types import NoData, PredictError, Workload
 
 DCP_SIZES = (1, 2, 4, 8)
@@ -173,7 +173,7 @@ def advise(req: AdviseRequest, estimator: Estimator) -> dict[str, Any]:
         r = resolve(doc, arch=req.arch)
         cap = admission_cap(r, plan_or_none(r), Workload(req.context, req.output_len, req.concurrency))
         cfg = engine_config(r, arch=role_arch(r, estimator, req.arch),
-                            model_config=req.arch.source if req.arch is not None else None)
+                            model_config=config_ref(req.arch))
         if cap is not None and min(cap, cfg.max_num_seqs) < req.concurrency:
             counts["no_room"] += 1
             continue

@@ -10,7 +10,7 @@ import json
 import logging
 
 from gpustack_k3.predict.estimator import PlannedOp, category, settings
-from gpustack_k3.predict.types import EngineConfig, EstimatorMissing, NoData, OpCost, PredictError
+from gpustack_k3.predict.types import INLINE_PREFIX, EngineConfig, EstimatorMissing, NoData, OpCost, PredictError
 from gpustack_k3.core.model_config import arch_from_config
 
 
@@ -79,6 +79,8 @@ class AicEstimator:
         from pathlib import Path
 
         common = self._sdk[1]
+        if path.startswith(INLINE_PREFIX):           # a config the document carries (spec.model.configJSON)
+            return self._write_config(path[len(INLINE_PREFIX):].encode())
         src = Path(path)
         if src.parent.resolve() == self.configs_dir().resolve() and src.name.endswith("_config.json"):
             hf_id = src.name[:-len("_config.json")].replace("--", "/", 1)
@@ -86,13 +88,19 @@ class AicEstimator:
                 return hf_id
         if src.name == "config.json":
             return str(src.parent)
-        if self._tmp is None:                         # AIC reads <dir>/config.json: a copy under that name
+        return self._write_config(src.read_bytes())      # AIC reads <dir>/config.json: a copy under that name
+
+    def _write_config(self, data: bytes) -> str:
+        """A directory of the estimator's own holding ``data`` as config.json (removed with the estimator)."""
+        from pathlib import Path
+
+        if self._tmp is None:
             import tempfile
 
             self._tmp = tempfile.TemporaryDirectory(prefix="gpustack-k3-aic-")
         d = Path(self._tmp.name) / str(len(self._paths))
         d.mkdir()
-        (d / "config.json").write_bytes(src.read_bytes())
+        (d / "config.json").write_bytes(data)
         return str(d)
 
     def configs_dir(self):

@@ -16,8 +16,8 @@ from gpustack_k3.core.topology import role_views
 from gpustack_k3.probe.core import percentile
 from gpustack_k3.predict import acceptance, corrections, scheduler
 from gpustack_k3.predict.estimator import Estimator, settings
-from gpustack_k3.predict.types import (MAX_SIM_REQUESTS, MAX_SIM_WORK, EngineConfig, PredictError, StepBreakdown,
-                                       Workload)
+from gpustack_k3.predict.types import (INLINE_PREFIX, MAX_SIM_REQUESTS, MAX_SIM_WORK, EngineConfig, PredictError,
+                                       StepBreakdown, Workload)
 
 # progress of a long computation: (what, done, total); the CLI shows it past ~2 s
 Progress = Callable[[str, int, int], None]
@@ -32,6 +32,21 @@ def mla_geometry(arch) -> tuple[int, int, int, int] | None:
     if arch is None or not arch.mla or None in (arch.heads, arch.qk_rope_head_dim, arch.qk_nope_head_dim):
         return None
     return (arch.heads, arch.kv_lora_rank, arch.qk_rope_head_dim, arch.qk_nope_head_dim + arch.qk_rope_head_dim)
+
+
+def config_ref(arch) -> str | None:
+    """What the op graph is built from (EngineConfig.model_config): the config.json file the figures were read from,
+    or, for a config the document carries inline (spec.model.configJSON), ``inline:`` + its JSON text, which the
+    estimator writes out as a config.json of its own (predict/aic.py); None without a config."""
+    if arch is None:
+        return None
+    import os
+
+    if os.path.isfile(arch.source) or arch.raw is None:
+        return arch.source
+    import json
+
+    return INLINE_PREFIX + json.dumps(arch.raw, sort_keys=True)
 
 
 def role_arch(r, estimator: Estimator, arch=None):
@@ -312,7 +327,7 @@ def predict_document(doc, w: Workload, estimator: Estimator, *, measured_at_draf
             raise PredictError(where, f"{w.input.max:,} + {w.output.max:,} tokens exceed the max model length "
                                f"{max_len:,}", "shorten the request or raise scheduling.maxModelLen")
         model_arch = role_arch(r, estimator, arch)
-        cfg = engine_config(r, view.role.role, view.role.instances, model_arch, arch.source if arch else None)
+        cfg = engine_config(r, view.role.role, view.role.instances, model_arch, config_ref(arch))
         family = estimator.family(cfg, model_arch)
         planned.append((r, cfg, family, model_arch.source if model_arch is not None else None))
     given = "--acceptance-length" if w.acceptance_length is not None else \

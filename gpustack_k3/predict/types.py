@@ -14,6 +14,9 @@ EXTRA_HINT = "install the extra: pip install 'gpustack-k3[predict]' (aiconfigura
 CATEGORIES = ("moe_weights", "dense_weights", "attention_kv", "linear_attention", "communication", "draft", "other")
 
 
+
+INLINE_PREFIX = "inline:"   # EngineConfig.model_config of a config carried inline (predict/model.py config_ref)
+
 class PredictError(InputError):
     """A prediction that cannot be made (exit 2): names the input and the way out."""
 
@@ -197,7 +200,8 @@ class EngineConfig:
     static_verify: bool                  # DSpark + DCP: the full window verified every step (catalog trait)
     role: str = "serve"
     instances: int = 1
-    # the config.json the model's op graph is built from (None: the estimator's own config of the catalog model)
+    # the config.json the model's op graph is built from (None: the estimator's own config of the catalog model;
+    # INLINE_PREFIX + JSON text: a config the document carries inline, spec.model.configJSON)
     model_config: str | None = None
     # MLA geometry the DCP correction reshapes (core.model_config.ModelArch): heads, kv_lora_rank, qk_rope_head_dim,
     # q head dim (nope + rope); None: the model has no MLA

@@ -254,7 +254,7 @@ def test_wheel_signature_follows_re_exports_and_star_imports(tmp_path):
     """SGLang probes `inspect.signature(flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla)` for enable_dcp
     (model_overrides/kimi_k3.py:21-38@0.5.23): the double reads the signature from the pinned wheel's source, through
     `from .mla import f as f` and `from ._core import *`, without importing it."""
-    from tools.engine_oracle.doubles import wheel_signature
+    from gpustack_k3.oracle.engine_side.doubles import wheel_signature
 
     w = _wheel(tmp_path, {
         "flashinfer/__init__.py": "import torch\n",
@@ -281,7 +281,7 @@ def test_probed_signatures_set_the_real_signature_or_leave_the_stub(tmp_path, mo
     import sys
     import types
 
-    from tools.engine_oracle import doubles
+    from gpustack_k3.oracle.engine_side import doubles
 
     _wheel(tmp_path, {"flashinfer/decode.py": "def trtllm_batch_decode_with_kv_cache_mla(q, enable_dcp=False): pass\n"},
            name="flashinfer_python-0.7.2-py3-none-any.whl")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import tiers
-from tools.engine_oracle.oracle import Oracle, OracleUnavailable
+from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 
 
 @pytest.fixture(scope="module")

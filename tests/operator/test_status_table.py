@@ -40,8 +40,13 @@ EXAMPLES = [
      api.PHASE_DEGRADED, api.REASON_KV_TRANSFER_FAILED),
     ("stalled", t.Facts(pods=STARTING, coldstart=cold(verdict=STALLED)), api.PHASE_DEGRADED,
      api.REASON_PHASE_OVER_BUDGET),
+    # P/D: a failed target revision is Degraded while the serving revision's pods say Ready
+    ("rollout-failed", t.Facts(pods=READY, rollout_failed="revision ab12cd34 failed: ImagePullBackOff: ...",
+                               short_roles="decode 0/1"), api.PHASE_DEGRADED, api.REASON_PODS_READY),
     ("groups-not-ready", t.Facts(pods=READY, short_roles="decode 0/1", rolling="x"), api.PHASE_STARTING,
      api.REASON_GROUPS_NOT_READY),
+    ("surging", t.Facts(pods=READY, surging="revision ab12cd34 starting beside revision 0f0f0f0f", rolling="x"),
+     api.PHASE_DEPLOYING, api.REASON_PODS_READY),
     ("rolling-out", t.Facts(pods=READY, rolling="Deployment/x: 0/1 pod(s) on the new template"), api.PHASE_DEPLOYING,
      api.REASON_ROLLING_OUT),
     ("warm", t.Facts(pods=READY, coldstart=cold(warm=True, serving=True)), api.PHASE_WARM, api.REASON_PODS_READY),
@@ -61,7 +66,8 @@ def test_every_row_has_an_example_in_the_table_s_order():
 def test_the_first_row_that_holds_decides_phase_and_ready_together(row, facts, phase, ready_reason):
     out = t.decide(facts)
     assert (out.row, out.phase, out.ready.reason) == (row, phase, ready_reason)
-    assert out.ready.status is (out.phase in (api.PHASE_READY, api.PHASE_WARM))
+    # Ready is True in Ready and Warm, and where a P/D serving revision answers while its target rolls or failed
+    assert out.ready.status is (out.phase in (api.PHASE_READY, api.PHASE_WARM) or row in ("rollout-failed", "surging"))
     assert out.ready.reason in api.CONDITION_REASONS
 
 

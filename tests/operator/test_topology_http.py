@@ -7,11 +7,12 @@ import copy
 import datetime as dt
 
 import pytest
-from operator_helpers import NS, G, P, V, wait_for
+from operator_helpers import NS, G, P, V, router_ready, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.operator import hooks
+from gpustack_k3.operator.rollout import LABEL_REVISION
 from tests.support.documents import merge
 from tests.support.waiting import consistently, reconciles, wait_idle
 
@@ -22,6 +23,13 @@ NAME = "kimi"
 PRESET = "kimi-k3-b300-1p1d"
 DECODE = {"podsPerInstance": 2, "parallel": {"tp": 8, "dp": 2, "dpLocal": 1}}
 PODS = {"prefill": ["kimi-prefill-0"], "decode": ["kimi-decode-0", "kimi-decode-0-1"]}
+REV = {"": ""}     # the pair revision of the deployment under test (docs/design/010-pd-rollouts.md §2)
+
+
+def pn(name: str) -> str:
+    """A pod or LWS name of the revision under test: ``kimi-decode-0`` -> ``kimi-decode-<rev>-0``."""
+    role, rest = name.split("-")[1], name.split("-", 2)[2:]
+    return "-".join([NAME, role, REV[""], *rest])
 
 
 def pd_resource() -> dict:
@@ -61,11 +69,15 @@ def pod_uid(core, name):
 
 @pytest.fixture
 def topology(emu, kube, start_operator):
-    co, _apps, core = kube
+    co, apps, core = kube
     op = start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, resync_s=0.5)
     co.create_namespaced_custom_object(G, V, NS, P, pd_resource())
+    sets = wait_for(lambda: co.list_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL)["items"],
+                    what="the LeaderWorkerSets")
+    REV[""] = sets[0]["metadata"]["labels"][LABEL_REVISION]
+    router_ready(apps, f"{NAME}-router-{REV['']}")
     for pods in PODS.values():
-        for pod in pods:
+        for pod in map(pn, pods):
             wait_for(lambda p=pod: core.read_namespaced_pod(p, NS), what=f"pod {pod} made by the LWS controller")
     return op, co, core
 
@@ -73,12 +85,12 @@ def topology(emu, kube, start_operator):
 def test_roles_become_leaderworkersets_whose_groups_get_the_lws_env(emu, topology):
     _op, co, core = topology
     for role, size, replicas in (("prefill", 1, 1), ("decode", 2, 1)):
-        lws = co.get_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL, f"{NAME}-{role}")
+        lws = co.get_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL, pn(f"{NAME}-{role}"))
         assert (lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == (replicas, size)
         assert lws["metadata"]["ownerReferences"][0]["kind"] == api.KIND
-    worker = core.read_namespaced_pod("kimi-decode-0-1", NS)
+    worker = core.read_namespaced_pod(pn("kimi-decode-0-1"), NS)
     env = {e.name: e.value for e in worker.spec.containers[0].env if e.value is not None}
-    assert env[api.LWS_ENV_LEADER_ADDRESS] == f"kimi-decode-0.kimi-decode.{NS}"
+    assert env[api.LWS_ENV_LEADER_ADDRESS] == f"{pn('kimi-decode-0')}.{pn('kimi-decode')}.{NS}"
     assert (env[api.LWS_ENV_GROUP_SIZE], env[api.LWS_ENV_WORKER_INDEX]) == ("2", "1")
     labels = worker.metadata.labels
     assert labels[api.LABEL_ROLE] == "decode" and labels[api.LWS_LABEL_GROUP_INDEX] == "0"
@@ -91,15 +103,15 @@ def test_roles_become_leaderworkersets_whose_groups_get_the_lws_env(emu, topolog
 def test_pd_deployment_goes_ready_with_per_role_status_and_quiet_resyncs(emu, topology):
     op, co, core = topology
     t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=20)
-    kubelet(core, "kimi-prefill-0", ready=True, started=t0, ready_at=t0 + dt.timedelta(seconds=300))
-    kubelet(core, "kimi-decode-0-1", ready=True, started=t0)
+    kubelet(core, pn("kimi-prefill-0"), ready=True, started=t0, ready_at=t0 + dt.timedelta(seconds=300))
+    kubelet(core, pn("kimi-decode-0-1"), ready=True, started=t0)
     st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_STARTING and s, what="Starting")
-    kubelet(core, "kimi-decode-0", ready=True, started=t0, ready_at=t0 + dt.timedelta(seconds=640))
+    kubelet(core, pn("kimi-decode-0"), ready=True, started=t0, ready_at=t0 + dt.timedelta(seconds=640))
     st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_READY and s, what="Ready")
     roles = {r["name"]: r for r in st["roles"]}
     assert roles["decode"]["readyReplicas"] == roles["decode"]["instances"] == 1
     assert roles["decode"]["leaderColdStartSeconds"] == 640 and roles["prefill"]["leaderColdStartSeconds"] == 300
-    assert roles["decode"]["groups"][0]["leader"] == "kimi-decode-0" and roles["decode"]["groupRecreations"] == 0
+    assert roles["decode"]["groups"][0]["leader"] == pn("kimi-decode-0") and roles["decode"]["groupRecreations"] == 0
     assert cond(st, api.CONDITION_READY)["status"] == "True"
     assert cond(st, api.CONDITION_GROUP_RESTART_LOOP)["status"] == "False"
     assert wait_idle(op, 10)
@@ -114,9 +126,9 @@ def test_pods_ready_but_lws_not_yet_counting_the_group_is_not_ready(emu, topolog
     decode LWS counts 0 ready groups, and the resource is not Ready even though both leaders are."""
     _op, co, core = topology
     t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=5)
-    for pod in ("kimi-prefill-0", "kimi-decode-0"):
+    for pod in (pn("kimi-prefill-0"), pn("kimi-decode-0")):
         kubelet(core, pod, ready=True, started=t0)
-    kubelet(core, "kimi-decode-0-1", ready=False, started=t0)
+    kubelet(core, pn("kimi-decode-0-1"), ready=False, started=t0)
     st = wait_for(lambda: (s := status_of(co)).get("roles") and {r["name"]: r["readyReplicas"] for r in s["roles"]}
                   == {"prefill": 1, "decode": 0} and s, what="decode 0 ready groups")
     assert st["phase"] != api.PHASE_READY
@@ -126,13 +138,13 @@ def test_group_recreations_are_counted_and_a_loop_raises_the_condition(emu, topo
     _op, co, core = topology
     t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=5)
     for n in range(1, 4):
-        uid = pod_uid(core, "kimi-decode-0")
-        for pod in PODS["decode"]:
+        uid = pod_uid(core, pn("kimi-decode-0"))
+        for pod in map(pn, PODS["decode"]):
             kubelet(core, pod, ready=False, started=t0)                       # started: not Pending any more
         wait_for(lambda: any(r["name"] == "decode" and r["groups"] and r["groups"][0]["leaderUid"] == uid
                              for r in status_of(co).get("roles") or []), what="the operator saw this group")
-        kubelet(core, "kimi-decode-0-1", ready=False, started=t0, restarts=1)   # a container restart
-        wait_for(lambda u=uid: pod_uid(core, "kimi-decode-0") != u, what="LWS recreated the group")
+        kubelet(core, pn("kimi-decode-0-1"), ready=False, started=t0, restarts=1)   # a container restart
+        wait_for(lambda u=uid: pod_uid(core, pn("kimi-decode-0")) != u, what="LWS recreated the group")
         wait_for(lambda n=n: next(r for r in status_of(co)["roles"] if r["name"] == "decode")["groupRecreations"]
                  == n, what=f"{n} recreation(s) counted")
     st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_DEGRADED and s, what="Degraded")
@@ -161,16 +173,16 @@ def test_a_decode_group_outage_names_the_role_once_and_keeps_its_reason(emu, top
     _op, co, core = topology
     t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=20)
     for pods in PODS.values():
-        for pod in pods:
+        for pod in map(pn, pods):
             kubelet(core, pod, ready=True, started=t0)
     wait_for(lambda: status_of(co).get("phase") == api.PHASE_READY, what="Ready")
     mark = len(emu.requests)
-    kubelet(core, "kimi-decode-0", ready=False, started=t0)             # the decode leader goes down ...
+    kubelet(core, pn("kimi-decode-0"), ready=False, started=t0)             # the decode leader goes down ...
     wait_for(lambda: cond(status_of(co), api.CONDITION_READY).get("status") == "False", what="not Ready")
-    kubelet(core, "kimi-decode-0-1", ready=False, started=t0)           # ... then its worker
+    kubelet(core, pn("kimi-decode-0-1"), ready=False, started=t0)           # ... then its worker
     wait_for(lambda: status_of(co).get("roles")[0]["readyReplicas"] == 0, what="decode 0 ready groups")
-    kubelet(core, "kimi-decode-0-1", ready=True, started=t0)            # back: the worker ...
-    kubelet(core, "kimi-decode-0", ready=True, started=t0)              # ... and the leader
+    kubelet(core, pn("kimi-decode-0-1"), ready=True, started=t0)            # back: the worker ...
+    kubelet(core, pn("kimi-decode-0"), ready=True, started=t0)              # ... and the leader
     wait_for(lambda: status_of(co).get("phase") == api.PHASE_READY, what="Ready again")
     writes = ready_writes(emu, mark)
     outage = [w for w in writes if w[0] != "True"]

@@ -209,3 +209,53 @@ def test_advise_varies_a_document_of_any_model(capsys, tmp_path):
     assert rc == 2 and "not modelled" in e["message"] and "FalconForCausalLM" in e["message"]
     rc = run([*base, "--basis", "measured", "-o", "json"])
     assert rc == 2 and json.loads(capsys.readouterr().out)["error"]["where"] == "SPEC"
+
+
+def test_the_documents_own_config_decides_the_prediction(capsys, tmp_path):
+    """spec.model.config (a path) and spec.model.configJSON (inline, as a resource and a preset carry it): the same
+    prediction as --model-config on that file; the inline config's op graph is built from a copy the estimator
+    writes (predict/aic.py), and the model section names where the config came from."""
+    cfg = _config("Qwen/Qwen3-8B")
+    args = ("--input-len", "4096", "--output-len", "64", "--concurrency", "2")
+    rc, ref, err = _predict(capsys, _doc(tmp_path), "--model-config", str(cfg), *args)
+    assert rc == 0, err
+    by_path = tmp_path / "by-path.yaml"
+    by_path.write_text(_doc_text(name="any-model", config=f"config: {cfg}"))
+    rc, d, err = _predict(capsys, str(by_path), *args)
+    assert rc == 0, err
+    assert d["roles"][0]["decode"] == ref["roles"][0]["decode"] and d["roles"][0]["model"]["config"] == str(cfg)
+    inline = tmp_path / "inline.yaml"
+    inline.write_text(_doc_text(name="any-model", config=f"configJSON: {cfg.read_text()!s}".replace("\n", " ")))
+    rc, d, err = _predict(capsys, str(inline), *args)
+    assert rc == 0, err
+    assert d["roles"][0]["decode"] == ref["roles"][0]["decode"]
+    assert d["roles"][0]["model"]["config"] == "spec.model.configJSON"
+
+
+def test_a_preset_with_an_inline_config_is_predicted(capsys):
+    rc, d, err = _predict(capsys, "--preset", "qwen3-30b-a3b-b300", "--input-len", "4096", "--output-len", "64",
+                          "--concurrency", "8")
+    assert rc == 0, err
+    assert d["roles"][0]["model"] == {"name": "qwen3-30b-a3b", "family": "MOE", "config": "spec.model.configJSON"}
+    assert _finite(d["roles"][0]["decode"]["step_ms"])
+
+
+def _doc_text(name: str, config: str) -> str:
+    return (f"apiVersion: k3.gpustack.ai/v1alpha1\nkind: K3Deployment\nmetadata: {{name: anymodel}}\nspec:\n"
+            f"  engine: {{name: vllm, version: 0.33.0}}\n  model: {{name: {name}, {config}}}\n"
+            f"  hardware: {{gpuType: b300}}\n  parallel: {{tp: 8}}\n")
+
+
+def test_advise_follows_the_documents_own_config(capsys, tmp_path):
+    """advise SPEC whose spec.model.config names the config: the same candidates and ranking as advise SPEC
+    --model-config on that file (without either, a model the catalog lacks has nothing to vary)."""
+    cfg = str(_config("mistralai/Mixtral-8x7B-v0.1"))
+    by_path = tmp_path / "by-path.yaml"
+    by_path.write_text(_doc_text(name="any-model", config=f"config: {cfg}"))
+    base = ("--context", "8192", "--concurrency", "8", "--output-len", "500", "-o", "json")
+    rc = run(["advise", str(by_path), *base])
+    d = json.loads(capsys.readouterr().out)
+    rc2 = run(["advise", _doc(tmp_path), "--model-config", cfg, *base])
+    ref = json.loads(capsys.readouterr().out)
+    assert rc == rc2 == 0 and d["ok"] and d["preset"] == "SPEC"
+    assert d["top"] == ref["top"]

@@ -260,8 +260,8 @@ def test_real_vllm_0_34_0_nixl_bump_and_v1_runner_removal(real_diff):
 
 @pytest.mark.engine_wheels
 @pytest.mark.parametrize("engine,old,new,new_dump", [
-    # vLLM 0.34.0 is not pinned: its parser dump (tools/engine_parsers/dump.py) is kept beside the example
-    ("vllm", "0.33.0", "0.34.0", "docs/releases/vllm-0.34.0-options.json"),
+    # both releases pinned: the catalog's parser dumps
+    ("vllm", "0.33.0", "0.34.0", None),
     ("sglang", "0.5.22", "0.5.23", None)])
 def test_the_committed_examples_are_what_the_tool_prints(engine, old, new, new_dump):
     tiers.engine_wheel(engine, old)

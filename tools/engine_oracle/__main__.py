@@ -1,3 +1,3 @@
-from tools.engine_oracle.oracle import main
+from gpustack_k3.oracle.judge import main
 
 raise SystemExit(main())

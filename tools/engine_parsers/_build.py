@@ -7,7 +7,7 @@ or parse command lines with it.
          code runs (vLLM: `vllm serve` = the top-level parser's parse_args(["serve", *argv]); SGLang: the first
          steps of prepare_server_args: ConfigArgumentMerger for --config, then parse_args)
 
-Runs in the tools venv (dump.py makes it); heavy runtime modules are stubs (stubs.py says which and why).
+Runs in the tools venv (dump.py makes it); heavy runtime modules are stubs (gpustack_k3/oracle/engine_side/stubs.py says which and why).
 The parser is built the way the engine's own entry point builds it:
 - vLLM: the ``vllm serve`` subcommand (vllm/entrypoints/cli/main.py: a FlexibleArgumentParser with
   subparsers, ``ServeSubcommand.subparser_init``), on the CUDA platform class (what a B300 node resolves).
@@ -25,6 +25,8 @@ import warnings
 from contextlib import redirect_stdout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the stub machinery, shared with the engine oracle's doubles (stdlib only)
+STUBS = os.path.join(os.path.dirname(os.path.dirname(HERE)), "gpustack_k3", "oracle", "engine_side")
 
 
 def _quiet() -> None:
@@ -155,7 +157,8 @@ def main() -> int:
     extensions, versions = json.loads(sys.argv[4]), json.loads(sys.argv[5])
     _quiet()
     sys.path.insert(0, HERE)
-    import stubs
+    sys.path.insert(1, STUBS)
+    import stubs  # gpustack_k3/oracle/engine_side/stubs.py
 
     finder = stubs.install(set(extensions), versions)
     sys.path.insert(1, unpacked)

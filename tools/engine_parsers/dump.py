@@ -7,7 +7,7 @@
 The wheels come from ${GPUSTACK_K3_CACHE:-~/.cache/gpustack-k3}/wheels (`bash .ci/setup_engine_wheels.sh`
 downloads them). Nothing is installed: the wheel is unpacked (without its compiled extensions) into the cache,
 and the parser is built in a small venv (requirements.txt) where torch, CUDA kernels, tokenizers and the HTTP
-server are stubs (stubs.py lists each with the reason). See README.md.
+server are stubs (gpustack_k3/oracle/engine_side/stubs.py lists each with the reason). See README.md.
 """
 from __future__ import annotations
 
@@ -18,33 +18,16 @@ import os
 import platform
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 ENGINES = REPO / "gpustack_k3" / "catalog" / "data" / "engines"
-DIST = {"vllm": "vllm", "sglang": "sglang"}
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3")
-
-
-def wheels_dir() -> Path:
-    return cache_dir() / "wheels"
-
-
-class DumpError(Exception):
-    pass
-
-
-def find_wheel(engine: str, version: str) -> Path:
-    found = sorted(wheels_dir().glob(f"{DIST[engine]}-{version}-*.whl"))
-    if not found:
-        raise DumpError(f"no {engine} {version} wheel in {wheels_dir()}: run `bash .ci/setup_engine_wheels.sh` "
-                        f"(or `pip download --no-deps {DIST[engine]}=={version} -d {wheels_dir()}`)")
-    return found[0]
+if str(REPO) not in sys.path:   # run as a script: the package's wheel helpers
+    sys.path.insert(0, str(REPO))
+from gpustack_k3.oracle.cache import cache_dir, wheels_dir  # noqa: E402,F401
+from gpustack_k3.oracle.wheels import DIST, find_wheel, required_versions, unpack  # noqa: E402,F401
+from gpustack_k3.oracle.wheels import WheelError as DumpError  # noqa: E402
 
 
 def tools_python() -> Path:
@@ -59,49 +42,6 @@ def tools_python() -> Path:
                         "-r", str(HERE / "requirements.txt")], check=True)
         (venv / "stamp").write_text("ok\n")
     return python
-
-
-def _extension_module(name: str) -> str:
-    stem = name[:-3]
-    for sep in (".abi3", ".cpython-"):
-        stem = stem.split(sep)[0]
-    return stem.replace("/", ".")
-
-
-def required_versions(wheel: Path) -> dict[str, str]:
-    """Distribution -> the lowest version the wheel's unconditional requirements accept (``==X``/``>=X``), for
-    the stubs of those distributions (an import-time ``Version(version("transformers")) < ...`` check)."""
-    import re
-
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        text = zf.read(meta).decode()
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.startswith("Requires-Dist:") or "extra ==" in line:
-            continue
-        m = re.match(r"Requires-Dist:\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*\(?([^;)]*)", line)
-        if not m:
-            continue
-        bound = re.search(r"(?:==|>=|~=)\s*([0-9][^,\s]*)", m.group(2))
-        if bound and m.group(1) not in out:
-            out[m.group(1)] = bound.group(1).rstrip(".*")
-    return out
-
-
-def unpack(wheel: Path) -> tuple[Path, list[str]]:
-    """The wheel's Python files (and dist-info, so importlib.metadata finds the version) under the cache, and
-    the dotted names of its compiled extensions (left out; stubbed)."""
-    dest = cache_dir() / "engine-parsers" / "unpacked" / wheel.stem
-    with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-        extensions = sorted(_extension_module(n) for n in names if n.endswith(".so"))
-        if not (dest / ".complete").is_file():
-            for n in names:
-                if not n.endswith(".so"):
-                    zf.extract(n, dest)
-            (dest / ".complete").write_text(wheel.name + "\n")
-    return dest, extensions
 
 
 def sha256(path: Path) -> str:

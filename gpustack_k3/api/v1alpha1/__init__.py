@@ -6,8 +6,7 @@ operator writes). The CRD (spec, status, printer columns) is generated from thes
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gpustack_k3 import lazy_exports
 
 _EXPORTS = {
     "DeploymentDocument": "gpustack_k3.api.v1alpha1.spec",
@@ -16,11 +15,4 @@ _EXPORTS = {
     "K3DeploymentStatus": "gpustack_k3.api.v1alpha1.status",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'gpustack_k3.api.v1alpha1' has no attribute {name!r}")
-    return getattr(importlib.import_module(mod), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -59,12 +59,8 @@ LWS_GROUP: Final = "leaderworkerset.x-k8s.io"
 LWS_API_VERSION: Final = f"{LWS_GROUP}/v1"
 LWS_KIND: Final = "LeaderWorkerSet"
 LWS_PLURAL: Final = "leaderworkersets"
-LWS_LABEL_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_LABEL_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_LABEL_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
-LWS_LABEL_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
-LWS_ANNOTATION_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
-LWS_ANNOTATION_LEADER_NAME: Final = "leaderworkerset.sigs.k8s.io/leader-name"
 LWS_ENV_LEADER_ADDRESS: Final = "LWS_LEADER_ADDRESS"
 LWS_ENV_GROUP_SIZE: Final = "LWS_GROUP_SIZE"
 LWS_ENV_WORKER_INDEX: Final = "LWS_WORKER_INDEX"
@@ -74,7 +70,6 @@ DS_GROUP: Final = "disaggregatedset.x-k8s.io"
 DS_API_VERSION: Final = f"{DS_GROUP}/v1"
 DS_KIND: Final = "DisaggregatedSet"
 DS_PLURAL: Final = "disaggregatedsets"
-DS_LABEL_ROLE: Final = "disaggregatedset.x-k8s.io/role"
 
 LWS_ANNOTATION_EXCLUSIVE_TOPOLOGY: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"   # types.go:27-29
 LWS_ANNOTATION_SUBGROUP_EXCLUSIVE_TOPOLOGY: Final = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
@@ -196,8 +191,6 @@ EVENT_COLDSTART_PHASE: Final = "ColdStartPhase"
 # a change of the KVTransfer condition (operator/kvcheck.py); its False is REASON_KV_TRANSFER_FAILED
 EVENT_KV_TRANSFER_VERIFIED: Final = "KVTransferVerified"
 EVENT_KV_TRANSFER_UNKNOWN: Final = "KVTransferUnknown"
-EVENT_REASONS: Final = frozenset({*PHASES, REASON_VALIDATION_FAILED, EVENT_COLDSTART_ATTEMPT, EVENT_COLDSTART_PHASE,
-                                  EVENT_KV_TRANSFER_VERIFIED, REASON_KV_TRANSFER_FAILED, EVENT_KV_TRANSFER_UNKNOWN})
 
 # ----------------------------------------------------------------------------- kubectl get columns
 PRINTER_COLUMNS: Final = (

@@ -63,6 +63,23 @@ class ModelSource(_Strict):
     servedModelName: str | None = Field(default=None, description="Name the API serves; platforms usually own it.")
     loadFormat: str | None = Field(default=None, description="vLLM --load-format, e.g. fastsafetensors.")
     dtype: str | None = None
+    config: str | None = Field(default=None, min_length=1, max_length=4096, description=(
+        "The model's config.json on the machine running the CLI: a file, or a directory holding config.json (and "
+        "hf_quant_config.json, read when present); relative to the current directory. Its figures and limits "
+        "decide validate, plan, predict, advise, render, run and gpustack apply over a catalog entry of the same "
+        "name; --model-config overrides it. A K3Deployment resource cannot use it (the operator cannot read your "
+        "disk): put the file's content in configJSON (docs/design/011-model-config.md)."))
+    configJSON: dict[str, Any] | None = Field(default=None, description=(
+        "The model's config.json inline (its JSON object as written): what config names, carried in the document "
+        "itself, so a K3Deployment resource and a preset are self-contained (docs/design/011-model-config.md). Read by "
+        "the one config.json reader when the document is used: an unusable one is refused naming this field."))
+
+    @model_validator(mode="after")
+    def _one_config(self) -> "ModelSource":
+        if self.config is not None and self.configJSON is not None:
+            raise ValueError("config and configJSON both given: give the model's config.json once, as a path "
+                             "(config) or inline (configJSON)")
+        return self
 
     @field_validator("path")
     @classmethod

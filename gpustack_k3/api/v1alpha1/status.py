@@ -154,6 +154,42 @@ class RoleStatus(_Status):
         "serving, or failed in <phase>."))
     groups: list[GroupStatus] = Field(default_factory=list, json_schema_extra={
         "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["index"]})
+    revision: str | None = Field(default=None, description=(
+        "P/D: the pair revision these groups run (label k3.gpustack.ai/revision; docs/design/010-pd-rollouts.md §2)."))
+
+
+class RouteRole(_Status):
+    """The instances a P/D router sends one kind of request to: the --prefill or --decode URLs of its arguments."""
+    role: Literal["prefill", "decode"]
+    instances: list[str] = Field(default_factory=list, description="In-cluster URLs of the instance Services.")
+
+
+class RouterStatus(_Status):
+    """The P/D router that serves: its Deployment's readiness and the instances it routes to, per role."""
+    name: str = Field(description="The router's Deployment.")
+    revision: str | None = Field(default=None, description="The pair revision whose instances it routes to.")
+    replicas: int = Field(default=0, ge=0, description="Router pods (Deployment status.replicas).")
+    readyReplicas: int = Field(default=0, ge=0, description="Ready router pods (Deployment status.readyReplicas).")
+    ready: bool = Field(default=False, description="At least one router pod ready.")
+    routes: list[RouteRole] = Field(default_factory=list, json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["role"]})
+
+
+class RolloutStatus(_Status):
+    """A P/D rollout (docs/design/010-pd-rollouts.md §3, Surge): the new pair revision comes up beside the serving
+    one and the stable Service switches to its router once every role and the router are ready."""
+    phase: Literal["Idle", "Starting", "Draining", "Failed"] = Field(description=(
+        "Idle: one revision; Starting: the target comes up beside the serving one; Draining: switched, the "
+        "previous revision is deleted after the drain; Failed: the target failed, the serving revision serves."))
+    servingRevision: str = Field(description="The revision the stable Service routes to.")
+    targetRevision: str = Field(description="The revision of the current spec.")
+    previousRevision: str | None = Field(default=None, description="Draining: the revision switched away from.")
+    startedAt: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    switchedAt: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    message: str = ""
+    roles: list[RoleStatus] = Field(default_factory=list, description="The target revision's roles while it starts.",
+                                    json_schema_extra={"x-kubernetes-list-type": "map",
+                                                       "x-kubernetes-list-map-keys": ["name"]})
 
 
 class K3DeploymentStatus(_Status):
@@ -170,3 +206,5 @@ class K3DeploymentStatus(_Status):
     roles: list[RoleStatus] = Field(default_factory=list, description="Topologies: one entry per role.",
                                     json_schema_extra={"x-kubernetes-list-type": "map",
                                                        "x-kubernetes-list-map-keys": ["name"]})
+    router: RouterStatus | None = Field(default=None, description="P/D: the serving router.")
+    rollout: RolloutStatus | None = Field(default=None, description="P/D: the pair revisions and the rollout.")

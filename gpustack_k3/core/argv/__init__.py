@@ -11,20 +11,11 @@ The names below are loaded on first use: importing this package costs nothing at
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gpustack_k3 import lazy_exports
 
 _EXPORTS = {
-    "Option": "dumps", "ParserDump": "dumps", "load_dump": "dumps", "version_dump": "dumps",
-    "Given": "read", "Reading": "read", "Refusal": "read", "read_argv": "read", "render_given": "read",
-    "strip_command": "read",
+    "Option": ".dumps", "ParserDump": ".dumps", "load_dump": ".dumps", "version_dump": ".dumps",
+    "Given": ".read", "Reading": ".read", "Refusal": ".read", "read_argv": ".read", "render_given": ".read",
+    "strip_command": ".read",
 }
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

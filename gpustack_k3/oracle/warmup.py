@@ -1,0 +1,99 @@
+"""The fixed lines a worker judges once before its first request, to learn which of the release's modules a line
+imports (gpustack_k3/oracle/engine_side/worker.py preload): the catalog presets' lines for the release, rendered by
+the product's own renderers, and one line per model shape of gpustack_k3/oracle/models.py SHAPES. A fixed set per
+release: the worker's state never depends on the lines it judges. tools/engine_oracle/corpus.py mutates the same
+lines into the differential's corpus.
+
+``seed_lines(release)``: the catalog presets for the release's engine, with ``spec.engine.version`` set to the
+release, rendered by ``gpustack_k3.core.flags.render_args`` (single-engine presets) and
+``gpustack_k3.core.launch.build_topology_launch`` (the per-role leader lines of the topology presets).
+A line: {"argv": [...], "env": {...}, "model": catalog model key, "gpu_type": ..., "gpus": ..., "seed": name}.
+"""
+from __future__ import annotations
+
+import copy
+
+from gpustack_k3.oracle.releases import RELEASES
+
+
+def _document(data: dict):
+    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+
+    return DeploymentDocument.model_validate(data)
+
+
+def single_line(doc_data: dict, version: str):
+    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product (document.py)."""
+    from gpustack_k3.oracle.document import single_line as line_of
+
+    data = copy.deepcopy(doc_data)
+    data["spec"]["engine"]["version"] = version
+    ln = line_of(_document(data))
+    return ln["argv"], ln["env"], ln["model"], ln["gpu_type"], ln["gpus"]
+
+
+def role_lines(doc_data: dict, version: str):
+    """(kind, argv, env, gpu_type, gpus, model, pods) per role of a topology document, rendered by the product."""
+    from gpustack_k3.oracle.document import role_lines as lines_of
+
+    data = copy.deepcopy(doc_data)
+    data["spec"]["engine"]["version"] = version
+    return [(ln["kind"], ln["argv"], ln["env"], ln["gpu_type"], ln["gpus"], ln["model"], ln["pods"])
+            for ln in lines_of(_document(data))]
+
+
+def shape_lines(release: str) -> list[dict]:
+    """One line per model shape of gpustack_k3/oracle/models.py SHAPES (MLA MoE, GQA dense, GQA with YaRN, hybrid:
+    public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
+    product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
+    The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
+    from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
+
+    engine, version, _wheel = RELEASES[release]
+    out = []
+    for shape in shape_configs():
+        path = SHAPES[shape][1]
+        if engine == "sglang":
+            argv = ["--model-path", path, "--tp-size", "8"]
+        elif version.endswith("-cpu"):
+            argv = ["--model", path, "--max-model-len", "4096"]
+        else:
+            argv = [path, "-tp", "8"]
+        out.append({"seed": f"shape/{shape}", "argv": argv, "env": {}, "model": None,
+                    "model_config": str(model_root() / f"shape-{shape}" / "config.json"),
+                    "gpu_type": "cpu" if version.endswith("-cpu") else "b300",
+                    "gpus": 1 if version.endswith("-cpu") else 8})
+    return out
+
+
+def seed_lines(release: str, shapes: bool = True) -> list[dict]:
+    from gpustack_k3.catalog import load_catalog
+
+    engine, version, _wheel = RELEASES[release]
+    cat = load_catalog()
+    out = shape_lines(release) if shapes else []
+    for name, preset in cat.presets.items():
+        data = preset.document
+        if data["spec"]["engine"]["name"] != engine:
+            continue
+        cpu = data["spec"].get("hardware", {}).get("gpuType") == "cpu"
+        if cpu and not version.endswith("-cpu") and engine == "vllm":
+            # the tiny CPU model's line on a GPU release too (B300, one GPU): every release knows Llama, so its
+            # lines reach the config checks where the Kimi-K3 lines stop at an unknown architecture or parser
+            data = copy.deepcopy(data)
+            data["spec"]["hardware"] = {"gpuType": "b300", "gpuCount": 1}
+            name = f"{name}@b300"
+        elif cpu != (version.endswith("-cpu")):
+            continue
+        try:
+            if data["spec"].get("roles"):
+                for kind, argv, env, gpu_type, gpus, model, pods in role_lines(data, version):
+                    out.append({"seed": f"{name}/{kind}", "argv": list(argv), "env": env, "model": model,
+                                "gpu_type": gpu_type, "gpus": gpus, "role": kind, "pods": pods})
+            else:
+                argv, env, model, gpu_type, gpus = single_line(data, version)
+                out.append({"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type,
+                            "gpus": gpus})
+        except Exception as exc:  # noqa: BLE001 - a preset the product cannot render for this release
+            out.append({"seed": name, "unrenderable": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    return out

