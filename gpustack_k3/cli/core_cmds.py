@@ -53,13 +53,16 @@ engine_verdict_opt = click.option(
          "beside the findings, a disagreement marked; an engine refusal exits 1.")
 
 
+def document_options(f):
+    """The arguments of a command that checks one deployment document (validate, dry-run): the document or a
+    preset, --strict, --model-config, the output format and --fail-on."""
+    for option in (fail_on_option, output_option, model_config_opt, strict_opt, preset_opt, spec_arg):
+        f = option(f)
+    return f
+
+
 @click.command(cls=Command)
-@spec_arg
-@preset_opt
-@strict_opt
-@model_config_opt
-@output_option
-@fail_on_option
+@document_options
 @engine_verdict_opt
 def validate(spec, preset, strict, model_config, output, engine_verdict=False):
     """Check a deployment document (or preset) against the rule catalog."""
@@ -174,9 +177,12 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     if not any(f.rule == CATALOG_RULE for f in findings):
         findings += validate_topology(Topology([role], None, "argv"), strict=strict)
     if engine_verdict:
+        from gpustack_k3.core.argv.read import strip_command
         from gpustack_k3.oracle import engine_verdict as judge
 
-        v = judge(engine, r.version.key if r.version else r.spec.engine.version, list(argv), env, gpu_type, gpus)
+        # the judge takes the engine's own arguments: a leading `vllm serve` / `python3 -m MODULE` is the program
+        v = judge(engine, r.version.key if r.version else r.spec.engine.version,
+                  strip_command(r.engine, r.version, list(argv)), env, gpu_type, gpus)
         _with_engine_verdict(sort_findings(findings), output, v)
         return
     _report(sort_findings(findings), output)
@@ -563,12 +569,7 @@ def presets(show, output):
 
 
 @click.command("dry-run", cls=Command)
-@spec_arg
-@preset_opt
-@strict_opt
-@model_config_opt
-@output_option
-@fail_on_option
+@document_options
 def dry_run(spec, preset, strict, model_config, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
