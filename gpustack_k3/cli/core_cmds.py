@@ -167,6 +167,8 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     from gpustack_k3.core.argv.roles import line_role
 
     not_applicable({"name": "--name"}, "to check-args (it names the document `import` writes)")
+    not_applicable({"strict": "--strict"}, "to a command line (a flag its release does not know is the engine "
+                   "parser's refusal, argv-refused, already an error)")
     # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
     _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
                                   None, None, gpus, name=name, **_argv_io(model_config))
@@ -738,6 +740,8 @@ def check_pd(engine, engine_version, prefill_engine_version, decode_engine_versi
              decode, prefill_env, decode_env, prefill_pods, decode_pods, gpus_per_pod, prefill_gpus_per_pod,
              decode_gpus_per_pod, strict, model_config, output, engine_verdict=False):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
+    not_applicable({"strict": "--strict"}, "to command lines (a flag their release does not know is the engine "
+                   "parser's refusal, argv-refused, already an error)")
     from gpustack_k3.core.argv.roles import side_role
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology
