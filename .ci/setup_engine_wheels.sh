@@ -29,7 +29,7 @@ WANT+=("sglang-router==$(PYTHONPATH="$HERE" "$PY" -c 'from gpustack_k3.render.ro
 # releases newer than the newest pinned one, fetched so tools/release_diff.py can diff their validation code
 # against the pinned release before they are pinned (docs/releases/); drop one here once the catalog pins it
 # (dump.py --wheels then lists it)
-DIFFED=("vllm==0.34.0")
+DIFFED=()
 for spec in "${DIFFED[@]}"; do
   [[ " ${WANT[*]} " == *" $spec "* ]] || WANT+=("$spec")
 done
@@ -48,7 +48,7 @@ fetch() {
 }
 for spec in "${WANT[@]}"; do fetch "$spec"; done
 # The FlashInfer wheel each SGLang wheel pins (its METADATA Requires-Dist flashinfer_python==X): the engine oracle
-# reads the signature SGLang's Kimi-K3 DCP probe inspects from its source (tools/engine_oracle/doubles.py
+# reads the signature SGLang's Kimi-K3 DCP probe inspects from its source (gpustack_k3/oracle/engine_side/doubles.py
 # PROBED_SIGNATURES; nothing of it is installed or imported). ~65 MB each.
 mapfile -t PINS < <("$PY" - "$DEST" "${WANT[@]}" <<'PY'
 import re, sys, zipfile

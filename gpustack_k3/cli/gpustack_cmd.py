@@ -21,6 +21,7 @@ from gpustack_k3.cli.common import (
     emit,
     exit_refused,
     fail_operational,
+    not_applicable,
     outcome,
     print_findings_text,
 )
@@ -102,7 +103,7 @@ def apply_cmd(spec: str | None, preset: str | None, server: str, api_key_env: st
     from gpustack_k3.cli.common import model_arch
     from gpustack_k3.render.targets import channel_launch
 
-    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
+    arch = model_arch(None, doc.spec.model)   # the document's model config decides (cli/model_source.py)
     try:
         with outcome("nothing was sent"):
             launch, findings, _ = channel_launch(doc, "gpustack", arch=arch)
@@ -157,6 +158,12 @@ def status_cmd(name: str, server: str, api_key_env: str, cluster: str | None, wa
     from gpustack_k3.gpustack.status import status
     from gpustack_k3.gpustack.status import watch as watch_fn
 
+    if not do_probe:
+        not_applicable({"probe_requests": "--probe-requests", "probe_concurrency": "--probe-concurrency",
+                        "probe_input_len": "--probe-input-len", "probe_output_len": "--probe-output-len",
+                        "slo": "--slo"}, "without --probe (they size and judge the probe)", "add --probe, or drop it")
+    if not watch:
+        not_applicable({"timeout": "--timeout"}, "without --watch (it bounds the watch)", "add --watch, or drop it")
     cfg = None
     if do_probe:
         from gpustack_k3.probe.core import ProbeConfig, parse_slo

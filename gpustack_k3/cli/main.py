@@ -52,6 +52,7 @@ COMMANDS = {
     "operator": "gpustack_k3.cli.operator_cmd:operator",
     "probe": "gpustack_k3.cli.probe_cmd:probe",
     "predict": "gpustack_k3.cli.predict_cmd:predict",
+    "oracle": "gpustack_k3.cli.oracle_cmd:oracle",
 }
 
 

@@ -129,7 +129,7 @@ def predict(spec, preset, engine, engine_version, gpu_type, gpus, input_len, out
         from gpustack_k3.core.findings import has_errors
         from gpustack_k3.core.rules import validate
 
-        arch = model_arch(model_config, doc.spec.model.path)
+        arch = model_arch(model_config, doc.spec.model)
         findings = validate(doc, arch=arch)
         if has_errors(findings):
             exit_refused(findings, "refused: the document's error findings above (gpustack-k3 explain RULE)")
@@ -361,7 +361,7 @@ def advise(spec, model_config, context, concurrency, priority, objective, output
                 raise InputError("--engine", "not applicable with SPEC: the document names its engine", "drop it")
             doc = load_document(spec, None)
             req.base = doc.model_dump(mode="json", exclude_none=True, by_alias=True)
-            req.arch = model_arch(model_config, doc.spec.model.path)
+            req.arch = model_arch(model_config, doc.spec.model)
         if topology is not None:
             from gpustack_k3.predict.advise import advise_pd
 

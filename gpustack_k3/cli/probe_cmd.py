@@ -14,7 +14,7 @@ import click
 
 from gpustack_k3.api.v1alpha1.constants import MIB
 from gpustack_k3.cli._click import Command
-from gpustack_k3.cli.common import EXIT_INPUT, fail_input
+from gpustack_k3.cli.common import EXIT_INPUT, fail_input, not_applicable
 from gpustack_k3.errors import InputError
 
 MAX_PROMPTS_BYTES = 64 * MIB
@@ -114,6 +114,9 @@ def probe(url, spec, preset, model, requests_, concurrency, input_len, output_le
     from gpustack_k3.probe.client import base_url, run_probe
     from gpustack_k3.probe.core import ProbeConfig, parse_slo
 
+    if slo is None:
+        not_applicable({"min_goodput": "--min-goodput"}, "without --slo (goodput counts the requests that meet it)",
+                       "add --slo, or drop it")
     try:
         base = base_url(url)
         served, seqs, warm = _from_spec(spec, preset)

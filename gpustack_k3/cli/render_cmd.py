@@ -21,6 +21,7 @@ from gpustack_k3.cli.common import (
     gate_or_exit,
     note_emitted,
     load_document,
+    not_applicable,
     outcome,
     print_findings_text,
     yaml_dump,
@@ -173,8 +174,17 @@ def render(spec, preset, target, out_dir, output, namespace, worker, cluster, st
 
     if out_dir is None:
         _check_output(target, output or DEFAULT_OUTPUT[target])   # before any work: a usage mistake
+    if target not in ("gpustack", "all"):
+        not_applicable({"worker": "--worker", "cluster": "--cluster"}, f"to --target {target} (GPUStack's options)",
+                       "drop it, or render --target gpustack")
+    if target not in ("kubernetes", "all"):
+        not_applicable({"namespace": "--namespace", "lws_form": "--lws-form"},
+                       f"to --target {target} (Kubernetes' options)", "drop it, or render --target kubernetes")
     doc = load_document(spec, preset)
-    arch = model_arch(model_config, doc.spec.model.path)   # the model's config.json decides, as for validate/plan
+    if not doc.spec.roles:
+        not_applicable({"lws_form": "--lws-form"}, "to a document without spec.roles (one engine renders as a "
+                       "Deployment or StatefulSet)", "drop it")
+    arch = model_arch(model_config, doc.spec.model)   # the model's config.json decides, as for validate/plan
     targets = TARGETS if target == "all" else (target,)
     from gpustack_k3.render.targets import schema_validator_available
 

@@ -54,7 +54,7 @@ def _build(spec, preset, strict, runtime: str = "docker"):
     from gpustack_k3.render.targets import channel_launch
 
     doc = load_document(spec, preset)
-    arch = model_arch(None, doc.spec.model.path)   # a local model directory's config.json decides, as for validate
+    arch = model_arch(None, doc.spec.model)   # the document's model config decides (cli/model_source.py)
     try:
         with outcome("nothing was started"):
             launch, findings, plan = channel_launch(doc, runtime, strict=strict, arch=arch)
@@ -94,8 +94,8 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
         if runtime == "docker":
             from gpustack_k3.render.docker import docker_run_line, docker_run_params
 
-            obj = {"params": docker_run_params(launch, gpus=host_gpus),
-                   "docker_run": docker_run_line(launch, gpus=host_gpus)}
+            obj = {"params": docker_run_params(launch, gpus=host_gpus, doc=doc),
+                   "docker_run": docker_run_line(launch, gpus=host_gpus, doc=doc)}
         else:
             obj = {"argv": launch.argv, "env": launch.env, "host": launch.host, "port": launch.port}
         if output == "text":
@@ -108,7 +108,7 @@ def start(spec, preset, runtime, detach, dry_run, host_gpus, clamp_ulimits, exit
         return
     _OUT["format"] = output or "text"
     try:
-        return _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup) if runtime == "docker" else \
+        return _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup, doc) if runtime == "docker" else \
             _local(launch, plan, exit_when_ready, warmup)
     except KeyboardInterrupt:
         click.echo("interrupted: engine stopped", err=True)
@@ -146,11 +146,14 @@ def _print_plan_check(report: dict, plan) -> None:
         click.echo(render_plan_check(check), err=True)
 
 
-def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None) -> int:
+def _docker(launch, plan, detach, host_gpus, clamp_ulimits, warmup=None, doc=None) -> int:
+    from gpustack_k3.render.docker import docker_run_params
     from gpustack_k3.runtime.docker import run_launch
 
+    # the Docker target's params, the document's labels included (render --target docker renders the same)
     code, result, report = run_launch(launch, detach=detach, host_has_gpus=host_gpus, clamp_ulimits=clamp_ulimits,
-                                      warmup=warmup)   # DockerRuntimeError: an OperationalError (exit 2)
+                                      warmup=warmup, params=docker_run_params(launch, doc=doc))
+    # DockerRuntimeError: an OperationalError (exit 2)
     d = report.to_dict()
     if not result.ready:
         _print_outcome(d)

@@ -161,8 +161,19 @@ INLINE_SOURCE = "spec.model.configJSON"
 
 
 def document_arch(model: Any) -> ModelArch | None:
-    """The architecture a document carries itself: ``spec.model.configJSON`` (the inline config.json, already
-    checked by the schema), None without it. Pure: ``spec.model.config`` is a path only the CLI edge reads
+    """The architecture a document carries itself: ``spec.model.configJSON`` (the inline config.json), None without
+    it. An unusable one is unusable input naming spec.model.configJSON (the CLI exits 2; the operator reports it as
+    rule spec.schema, operator/hooks.py). Pure: ``spec.model.config`` is a path only the CLI edge reads
     (cli/model_source.py); the operator reports it (operator/hooks.py)."""
     cfg = getattr(model, "configJSON", None)
-    return None if cfg is None else arch_from_config(cfg, INLINE_SOURCE)
+    if cfg is None:
+        return None
+    hint = "give the model's Hugging Face config.json object as it is written"
+    try:
+        arch = arch_from_config(cfg, INLINE_SOURCE)
+    except ModelConfigError as exc:
+        raise InputError(INLINE_SOURCE, f"not a usable config.json: {exc}", hint) from None
+    if not arch.known:
+        raise InputError(INLINE_SOURCE, "not a usable config.json: none of num_hidden_layers / hidden_size is given",
+                         hint)
+    return arch

@@ -14,7 +14,7 @@ from gpustack_k3.catalog.loader import (
     ModelEntry,
     load_catalog,
 )
-from gpustack_k3.core.model_config import arch_from_config
+from gpustack_k3.core.model_config import arch_from_config, document_arch
 
 _UNSET = object()
 
@@ -173,6 +173,8 @@ def disagreements(model: ModelEntry | None, name: str, arch: Any) -> list[tuple[
 
 def resolve(doc: DeploymentDocument, catalog: Catalog | None = None, arch: Any = None) -> Resolved:
     cat = catalog or load_catalog()
+    if arch is None:                    # the config.json the document carries inline (spec.model.configJSON)
+        arch = document_arch(doc.spec.model)
     eng = cat.engine(doc.spec.engine.name)
     typed = doc.spec.engine.version
     ver = cat.version(eng.engine, typed)

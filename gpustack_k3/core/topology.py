@@ -192,12 +192,14 @@ class Topology:
     """Every role of a deployment (or of a check-pd pair) and the shared P/D settings
     (plain: docs/architecture.md, Start-up)."""
 
-    __slots__ = ("roles", "disaggregation", "source")
+    __slots__ = ("roles", "disaggregation", "source", "document")
 
-    def __init__(self, roles: list[TopoRole], disaggregation: Any, source: str) -> None:
+    def __init__(self, roles: list[TopoRole], disaggregation: Any, source: str,
+                 document: DeploymentDocument | None = None) -> None:
         self.roles = roles
         self.disaggregation = disaggregation   # api Disaggregation or None
         self.source = source                   # "document" | "argv"
+        self.document = document               # the document as written (source "document"): its roles' own fields
 
     def __repr__(self) -> str:
         return f"Topology({self.roles!r}, {self.disaggregation!r}, {self.source!r})"
@@ -279,4 +281,4 @@ def document_topology(doc: DeploymentDocument, views: list[RoleView] | None = No
             api_server_count=role.apiServerCount, kv_transfer=kv, env=env, side_channel_host_from_pod=kv is not None,
             extra_flags=flag_values(list(view.document.spec.extraArgs), r.version),
             **sglang_facts(doc, role.role, pods, topo)))
-    return Topology(roles, doc.spec.disaggregation if doc.spec.roles else None, "document")
+    return Topology(roles, doc.spec.disaggregation if doc.spec.roles else None, "document", doc)

@@ -200,11 +200,15 @@ def _rendered(cr: Mapping[str, Any], observed: Observed, render: Render, conds: 
     role_phases = cs.roles if cs is not None else None
     roles = role_statuses(observed.owned, observed.pods, before.roles, role_phases)
     if roles:
-        status.roles = roles if ro is None else [r.model_copy(update={"revision": ro.serving}) for r in roles]
+        status.roles = roles if ro is None or ro.serving == pd.LEGACY else [
+            r.model_copy(update={"revision": ro.serving}) for r in roles]
         looping = restart_loop(roles)
         restart_loop_condition(conds, roles, looping)
-        facts = dataclasses.replace(facts, restart_loop=looping,
-                                    short_roles="" if looping else short_roles(roles, observed.pods, role_phases))
+        short = "" if looping else short_roles(roles, observed.pods, role_phases)
+        if ro is not None and not looping and status.router is not None and not status.router.ready:
+            # P/D: the router is what answers; Ready waits for it too (docs/design/010-pd-rollouts.md §5)
+            short = "; ".join(s for s in (short, f"router {status.router.name}: no ready pod") if s)
+        facts = dataclasses.replace(facts, restart_loop=looping, short_roles=short)
     facts = dataclasses.replace(facts, rolling=_rolling(observed, serving_desired, actions, facts.pods.total))
     if observed.apply_error:
         # the server refused an object: say so instead of retrying forever; a resync or a spec change tries again
@@ -224,11 +228,12 @@ def _pair_view(ro: pd.Plan, observed: Observed, desired: list[dict], facts: stat
                                   pods=pd.pods_of(observed.pods, ro.serving))
     target = ro.status.targetRevision
     serving_desired = desired if target == ro.serving else list(serving.owned.values())
-    rollout_status = ro.status.model_copy(update={"strategy": "Surge"})
-    if target != ro.serving:
-        target_roles = role_statuses(pd.of_revision(observed.owned, target), pd.pods_of(observed.pods, target),
-                                     before.rollout.roles if before.rollout is not None else [])
-        rollout_status.roles = [r.model_copy(update={"revision": target}) for r in target_roles]
+    target_roles = role_statuses(pd.of_revision(observed.owned, target), pd.pods_of(observed.pods, target),
+                                 before.rollout.roles if before.rollout is not None else []) \
+        if target != ro.serving else []
+    # written even when empty: an apply that left the list out would leave the entries of the last one behind
+    rollout_status = ro.status.model_copy(update={"roles": [
+        r.model_copy(update={"revision": target}) for r in target_roles]})
     status.rollout = rollout_status
     status.router = pd.router_status(pd.router_of(observed.owned, ro.serving), pd.router_of(desired, ro.serving))
     actions += [Emit(t, r, m[:1024]) for t, r, m in ro.events]

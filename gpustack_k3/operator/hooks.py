@@ -24,6 +24,7 @@ from gpustack_k3.core.findings import Finding
 from gpustack_k3.core.launch import build_launch, build_topology_launch
 from gpustack_k3.core.model_config import document_arch
 from gpustack_k3.core.rules import schema_findings
+from gpustack_k3.errors import InputError
 from gpustack_k3.core.rules import validate as rules_validate
 from gpustack_k3.render.kubernetes import render_kubernetes
 from gpustack_k3.render.lws import render_document
@@ -53,7 +54,11 @@ def validate(doc: dict) -> list[Finding]:
     model = DeploymentDocument.model_validate(doc)
     if model.spec.model.config is not None:
         return [MODEL_CONFIG_PATH]
-    return list(rules_validate(model, arch=document_arch(model.spec.model)))
+    try:
+        arch = document_arch(model.spec.model)
+    except InputError as exc:         # an unusable inline config.json: the document is invalid, naming the field
+        return [Finding("spec.schema", "error", exc.where, exc.message, exc.hint, "docs/design/011-model-config.md")]
+    return list(rules_validate(model, arch=arch))
 
 
 def _has_roles(doc: dict) -> bool:

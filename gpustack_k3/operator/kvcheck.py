@@ -5,7 +5,9 @@ operator and ``gpustack-k3 probe --prefill --decode`` agree by construction; the
 engines finished over the interval (``engine_traffic``), since the operator sends none of its own here.
 
 I/O only through the injected ``fetch(url) -> (text | None, why)``; the clock is injected too. Pure helpers:
-``transition_event`` (the Event on a change of status) and ``metric_samples`` (the Prometheus series).
+``transition_event`` (the Event on a change of status). The Prometheus series are read from the status the operator
+wrote (``gpustack_k3.metrics.KVTransferConditions``); the instance URLs are the serving router's
+(``gpustack_k3.operator.rollout.routes``).
 """
 from __future__ import annotations
 
@@ -24,14 +26,11 @@ from gpustack_k3.probe.kvtransfer import (
     engine_traffic,
     parse_samples,
 )
-from gpustack_k3.render.router import instance_service_name
 
 Key = tuple[str, str]
 Fetch = Callable[[str], tuple[str | None, str]]
 
 DEGRADE_AFTER = 2           # consecutive False checks before the deployment is Degraded (design §4)
-METRIC = "gpustack_k3_kv_transfer"
-STATUSES = ("True", "False", "Unknown")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +106,10 @@ class KVTransferCheck:
         return obs
 
     def due_in(self, key: Key) -> float:
-        """Seconds until the next check of ``key`` is due (its interval from the last scrape)."""
+        """Seconds until the next check of ``key`` is due: its interval from the last scrape (0: none yet)."""
         with self._lock:
             base = self._base.get(key)
-        return self.interval_s if base is None else max(0.0, self.interval_s - (self.clock() - base.at))
+        return 0.0 if base is None else max(0.0, self.interval_s - (self.clock() - base.at))
 
     def forget(self, key: Key) -> None:
         with self._lock:
@@ -158,23 +157,3 @@ def transition_event(prev: KVTransferObservation | None, cur: KVTransferObservat
                     "False": ("Warning", api.REASON_KV_TRANSFER_FAILED),
                     "Unknown": ("Normal", api.EVENT_KV_TRANSFER_UNKNOWN)}[cur.status]
     return kind, reason, f"{cur.reason}: {cur.message}"
-
-
-def metric_samples(namespace: str, name: str, obs: KVTransferObservation | None) -> list[tuple[str, dict, float]]:
-    """``gpustack_k3_kv_transfer{namespace,name,status}``: 1 for the current status, 0 for the others (no series
-    while the deployment has no observation)."""
-    if obs is None:
-        return []
-    return [(METRIC, {"namespace": namespace, "name": name, "status": s}, 1.0 if s == obs.status else 0.0)
-            for s in STATUSES]
-
-
-def instance_urls(topo, namespace: str) -> dict[str, list[str]]:
-    """Every prefill and decode instance's in-cluster URL (the per-instance Services the router uses:
-    gpustack_k3/render/router.py ``instance_services``)."""
-    out: dict[str, list[str]] = {"prefill": [], "decode": []}
-    for role in topo.roles:
-        if role.kind in out:
-            out[role.kind] += [f"http://{instance_service_name(topo, role, g)}.{namespace}.svc:{role.leader.port}"
-                               for g in range(role.instances)]
-    return out

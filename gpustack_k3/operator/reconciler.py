@@ -144,18 +144,13 @@ class Reconciler:
         """The KVTransfer check of a P/D resource (docs/design/010-pd-rollouts.md §4): once it is Ready (or not Ready
         only because KV did not move, so that recovery is seen), through the instances its serving router names.
         None: not a P/D resource, not Ready, or no check decided yet."""
-        status = d.status_model(cr.get("status"))
-        ready = next((c for c in status.conditions if c.type == api.CONDITION_READY), None) if status else None
-        if ready is None or not (ready.status == "True" or ready.reason == api.REASON_KV_TRANSFER_FAILED):
+        if not _kv_checked(d.status_model(cr.get("status"))):
             return None
         serving = pd.live_serving(owned, key[1])
-        routes = pd.routes(pd.router_of(owned, serving)) if serving else {}
+        routes = pd.routes(pd.router_of(owned, serving)) if serving is not None else {}
         if not routes.get("prefill") or not routes.get("decode"):
             return None
-        obs = self.kvcheck.observe(key, routes["prefill"], routes["decode"])
-        if self.requeue is not None:
-            self.requeue(key, self.kvcheck.due_in(key))
-        return obs
+        return self.kvcheck.observe(key, routes["prefill"], routes["decode"])
 
     def _decide(self, cr: dict, observed: d.Observed) -> d.Decision:
         return d.decide(cr, observed, validate=self.hooks.validate, render=self.hooks.render, now=self.clock(),
@@ -183,9 +178,21 @@ class Reconciler:
             self.caches.crs.upsert(result, if_newer=True)
         for ev in decision.events:
             self._post_event(cr, ev)
-        if decision.requeue_after is not None and self.requeue is not None:
-            self.requeue(key, decision.requeue_after)
+        self._requeue(key, decision)
         return decision
+
+    def _requeue(self, key: Key, decision: d.Decision) -> None:
+        """Reconcile ``key`` again when nothing else would: a drain ends, or the next KVTransfer check is due (a
+        P/D resource, Ready as this decision wrote it: the check's first scrape is taken at once)."""
+        if self.requeue is None:
+            return
+        delays = [decision.requeue_after] if decision.requeue_after is not None else []
+        model = decision.model
+        if self.kvcheck is not None and model is not None and model.router is not None and _kv_checked(model):
+            # never sooner than a second (or the interval): a check that cannot scrape yet must not spin
+            delays.append(max(self.kvcheck.due_in(key), min(1.0, self.kvcheck.interval_s)))
+        if delays:
+            self.requeue(key, min(delays))
 
     def _write_objects(self, key: Key, cr: dict, decision: d.Decision, observed: d.Observed) -> bool:
         """Apply/delete what the decision says; False when the resource turned out to be going away."""
@@ -257,6 +264,13 @@ class Reconciler:
             self.metrics.writes.labels(verb="create", kind="Event").inc()
         except Exception as e:  # events are best effort, as in client-go's recorder
             log.warning("could not record event %s for %s/%s: %s", ev.reason, meta.get("namespace"), meta["name"], e)
+
+
+def _kv_checked(status: Any) -> bool:
+    """Whether the KVTransfer check runs (docs/design/010-pd-rollouts.md §4): once Ready, and while not Ready only
+    because KV did not move (so that its recovery is seen)."""
+    ready = next((c for c in status.conditions if c.type == api.CONDITION_READY), None) if status else None
+    return ready is not None and (ready.status == "True" or ready.reason == api.REASON_KV_TRANSFER_FAILED)
 
 
 class _Refused(Exception):

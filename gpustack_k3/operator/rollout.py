@@ -16,6 +16,10 @@ router is ready, the Service is switched (one object, one write); the previous r
 ``Policy.deadline_s`` fails: nothing of the serving revision is touched and the status says which revision failed
 and why. A newer target replaces a failed or starting one (its objects are deleted). Recreate (§3 B) is not built:
 the spec has no ``rollout.strategy`` field yet.
+
+``LEGACY`` ("") is the revision of a P/D deployment's objects made before pair revisions (an operator upgrade): the
+stable Service selects no revision and the LWSs carry no label. It is rolled like any serving revision: the first
+revision comes up beside it and the Service switches once it is ready.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.api.v1alpha1.status import RolloutStatus, RouteRole, RouterStatus
-from gpustack_k3.operator.desired import object_key, stable_hash
+from gpustack_k3.operator.desired import stable_hash
 from gpustack_k3.operator.kube import kube_time
 from gpustack_k3.operator.podstate import parse_time, summarize_pods
 
@@ -36,6 +40,7 @@ EVENT_ROLLOUT_STARTED = "RolloutStarted"
 EVENT_ROLLOUT_SWITCHED = "RolloutSwitched"
 COMPONENT_ROUTER, COMPONENT_INSTANCE = "router", "instance"   # render/router.py's app.kubernetes.io/component
 PD_KINDS = ("prefill", "decode")
+LEGACY = ""     # the serving "revision" of objects made before pair revisions (see the module docstring)
 
 Owned = Mapping[tuple[str, str, str], dict]
 
@@ -113,7 +118,7 @@ def _revision_router(o: dict, rev: str, names: Mapping[str, str]) -> dict:
 
 def revisioned(rendered: Sequence[dict], rev: str, selects: str, name: str) -> list[dict]:
     """The rendered objects as revision ``rev``'s (see the module docstring); the shared Services select
-    revision ``selects`` (the serving one)."""
+    revision ``selects`` (the serving one; ``LEGACY``: as rendered, without a revision)."""
     import copy
     objs = [copy.deepcopy(o) for o in rendered]
     names: dict[str, str] = {}
@@ -124,7 +129,7 @@ def revisioned(rendered: Sequence[dict], rev: str, selects: str, name: str) -> l
             o["metadata"]["name"] = new
             o["metadata"]["labels"] = _with_revision(o["metadata"].get("labels"), rev)
             o["spec"]["selector"] = _with_revision(o["spec"].get("selector"), rev)
-        elif o.get("kind") == "Service" and (o.get("spec") or {}).get("selector"):
+        elif o.get("kind") == "Service" and (o.get("spec") or {}).get("selector") and selects != LEGACY:
             o["spec"]["selector"] = _with_revision(o["spec"]["selector"], selects)   # the endpoint, the role APIs
     for o in objs:
         if o.get("kind") == api.LWS_KIND:
@@ -138,23 +143,36 @@ def revision_label(obj: Mapping[str, Any]) -> str | None:
     return _labels(obj).get(LABEL_REVISION)
 
 
+def _rev(obj: Mapping[str, Any]) -> str:
+    return revision_label(obj) or LEGACY
+
+
+def _engine_object(obj: Mapping[str, Any]) -> bool:
+    """An object of one revision: an LWS, the router Deployment, an instance Service."""
+    return obj.get("kind") == api.LWS_KIND or _is_router(obj) or (
+        obj.get("kind") == "Service" and _component(obj) == COMPONENT_INSTANCE)
+
+
 def live_serving(owned: Owned, name: str) -> str | None:
-    """The revision the live stable Service selects, if that revision's LeaderWorkerSets exist."""
+    """The revision the live stable Service selects, if that revision's LeaderWorkerSets exist (``LEGACY``: a
+    Service without a revision in its selector in front of LWSs without the label); None: nothing serves."""
     svc = next((o for (_av, kind, n), o in owned.items() if kind == "Service" and n == name), None)
-    rev = ((svc or {}).get("spec") or {}).get("selector", {}).get(LABEL_REVISION)
-    if rev and any(k[1] == api.LWS_KIND and revision_label(o) == rev for k, o in owned.items()):
+    if svc is None:
+        return None
+    rev = ((svc.get("spec") or {}).get("selector") or {}).get(LABEL_REVISION, LEGACY)
+    if any(k[1] == api.LWS_KIND and _rev(o) == rev for k, o in owned.items()):
         return rev
     return None
 
 
 def of_revision(owned: Owned, rev: str) -> dict[tuple[str, str, str], dict]:
-    """The owned objects of revision ``rev`` and the shared ones (no revision label)."""
-    return {k: o for k, o in owned.items() if revision_label(o) in (None, rev)}
+    """The owned engine objects of revision ``rev`` and the shared objects (the endpoint, the role APIs, config)."""
+    return {k: o for k, o in owned.items() if not _engine_object(o) or _rev(o) == rev}
 
 
 def pods_of(pods: Sequence[dict], rev: str) -> list[dict]:
-    """The pods of revision ``rev`` (pods without the label: made before revisions, counted as serving)."""
-    return [p for p in pods if revision_label(p) in (None, rev)]
+    """The pods of revision ``rev`` (``LEGACY``: the pods without the label, made before pair revisions)."""
+    return [p for p in pods if _rev(p) == rev]
 
 
 def routes(router: Mapping[str, Any] | None) -> dict[str, list[str]]:
@@ -170,7 +188,7 @@ def routes(router: Mapping[str, Any] | None) -> dict[str, list[str]]:
 
 def router_of(objs: Mapping[Any, dict] | Sequence[dict], rev: str) -> dict | None:
     values = objs.values() if isinstance(objs, Mapping) else objs
-    return next((o for o in values if _is_router(o) and revision_label(o) == rev), None)
+    return next((o for o in values if _is_router(o) and _rev(o) == rev), None)
 
 
 def router_status(live: Mapping[str, Any] | None, desired: Mapping[str, Any] | None) -> RouterStatus | None:
@@ -187,7 +205,7 @@ def router_status(live: Mapping[str, Any] | None, desired: Mapping[str, Any] | N
 
 def _revision_ready(owned: Owned, rev: str) -> bool:
     """Every LWS of ``rev`` has all its groups ready and its router at least one ready pod."""
-    sets = [o for k, o in owned.items() if k[1] == api.LWS_KIND and revision_label(o) == rev]
+    sets = [o for k, o in owned.items() if k[1] == api.LWS_KIND and _rev(o) == rev]
     router = router_of(owned, rev)
     return bool(sets) and router is not None and int((router.get("status") or {}).get("readyReplicas") or 0) > 0 \
         and all(int((o.get("status") or {}).get("readyReplicas") or 0) >= int((o.get("spec") or {}).get("replicas", 1))
@@ -221,7 +239,8 @@ def plan(rendered: Sequence[dict], owned: Owned, pods: Sequence[dict], before: R
     if not is_pd(rendered):
         return None
     target = revision_of(rendered)
-    serving = live_serving(owned, name) or target
+    serving = live_serving(owned, name)
+    serving = target if serving is None else serving
     if serving == target:
         return _settled(rendered, owned, target, before, name, now, policy)
     return _surging(rendered, owned, pods, serving, target, before, name, now, policy)
@@ -230,12 +249,12 @@ def plan(rendered: Sequence[dict], owned: Owned, pods: Sequence[dict], before: R
 def _settled(rendered: Sequence[dict], owned: Owned, rev: str, before: RolloutStatus | None, name: str,
              now: dt.datetime, policy: Policy) -> Plan:
     """One revision serves: the previous one (if any) is kept until the drain is over, then deleted."""
-    old = frozenset(k for k, o in owned.items() if revision_label(o) not in (None, rev))
     desired = revisioned(rendered, rev, rev, name)
+    old = frozenset(k for k, o in owned.items() if _engine_object(o) and _rev(o) != rev)
     known = before is not None and before.servingRevision == rev and before.switchedAt
     # the switch is known from the status written with it; if that write was lost, the drain starts now
     carried = {"switchedAt": before.switchedAt, "previousRevision": before.previousRevision} if known else \
-        {"switchedAt": kube_time(now), "previousRevision": sorted(revision_label(owned[k]) for k in old)[0]} if old else {}
+        {"switchedAt": kube_time(now), "previousRevision": sorted(_rev(owned[k]) for k in old)[0]} if old else {}
     switched = parse_time(carried["switchedAt"]) if carried else None
     left = policy.drain_s - (now.timestamp() - switched) if switched is not None else 0.0
     if old and left > 0:
@@ -251,7 +270,7 @@ def _surging(rendered: Sequence[dict], owned: Owned, pods: Sequence[dict], servi
     """A target revision beside the serving one: start it, fail it, or switch to it once it is ready."""
     same = before is not None and before.targetRevision == target and before.phase in ("Starting", "Failed")
     started_at = before.startedAt if same and before.startedAt else kube_time(now)
-    keep = frozenset(k for k, o in owned.items() if revision_label(o) == serving)
+    keep = frozenset(k for k, o in owned.items() if _engine_object(o) and _rev(o) == serving)
     base = {"servingRevision": serving, "targetRevision": target, "startedAt": started_at}
     failure = _failure([p for p in pods if revision_label(p) == target], parse_time(started_at), now, policy)
     if failure:
@@ -271,6 +290,3 @@ def _surging(rendered: Sequence[dict], owned: Owned, pods: Sequence[dict], servi
     return Plan(revisioned(rendered, target, serving, name), keep, serving,
                 RolloutStatus(phase="Starting", message=message, **base), surging=message, events=events)
 
-
-def keys(objs: Sequence[dict]) -> set[tuple[str, str, str]]:
-    return {object_key(o) for o in objs}

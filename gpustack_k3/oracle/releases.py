@@ -9,6 +9,7 @@ RELEASES: dict[str, tuple[str, str, str | None]] = {
     "vllm-0.29.0": ("vllm", "0.29.0", "0.29.0"),
     "vllm-0.32.0-cpu": ("vllm", "0.32.0-cpu", None),
     "vllm-0.33.0": ("vllm", "0.33.0", "0.33.0"),
+    "vllm-0.34.0": ("vllm", "0.34.0", "0.34.0"),
     "sglang-0.5.22": ("sglang", "0.5.22", "0.5.22"),
     "sglang-0.5.23": ("sglang", "0.5.23", "0.5.23"),
 }

@@ -630,13 +630,15 @@ class DockerRunner:
 
 def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool = False,
                clamp_ulimits: bool = False, stream: Any = None, client: Any = None,
-               warmup: Any = None) -> tuple[int, StartResult, Any]:
+               warmup: Any = None, params: Mapping[str, Any] | None = None) -> tuple[int, StartResult, Any]:
     """What ``gpustack-k3 run --runtime docker`` does: the Docker target's params for ``launch``, a
     cold-start tracker for its engine, a progress view on ``stream`` (stderr by default), then
     :meth:`DockerRunner.run`. Returns ``(exit_code, result, cold_start_report)``: 0 when Ready
     (detached) or when the attached container later exited 0; 1 otherwise. Ctrl-C propagates
     (KeyboardInterrupt) after the container was removed. ``warmup`` = (spec.startup.warmup, served model name
-    or None): after Ready, send its requests (gpustack_k3.probe.warmup) and report the ``warm`` phase."""
+    or None): after Ready, send its requests (gpustack_k3.probe.warmup) and report the ``warm`` phase. ``params``: the
+    Docker target's params when the caller has them (``docker_run_params(launch, doc=doc)``: the document's labels
+    too); default ``docker_run_params(launch)``."""
     tracker = ColdStartTracker(engine=launch.engine if launch.engine in api.ENGINES else None)
     runner = DockerRunner(client, host_has_gpus=host_has_gpus,
                           ulimit_caps=local_ulimit_caps() if clamp_ulimits else None)
@@ -655,7 +657,7 @@ def run_launch(launch: LaunchSpec, *, detach: bool = False, host_has_gpus: bool 
         with lock:
             progress.note(describe(result.warm, tracker))
 
-    result = runner.run(DockerLaunch.from_launch_spec(launch), tracker=tracker, progress=progress, detach=detach,
+    result = runner.run(DockerLaunch.from_launch_spec(launch, params), tracker=tracker, progress=progress, detach=detach,
                         on_ready=warm if warmup is not None else None)
     ok = result.ready and (detach or result.exit_code == 0)
     return (api.EXIT_OK if ok else api.EXIT_REFUSED), result, tracker.report()

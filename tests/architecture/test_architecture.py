@@ -4,10 +4,12 @@ checked by test_tools.py.)"""
 from __future__ import annotations
 
 import ast
+import typing
 
 import pytest
 
 from gpustack_k3.api.v1alpha1 import constants as api
+from gpustack_k3.api.v1alpha1.status import RolloutStatus
 from tests.architecture.imports import ROOT, _imports, cycles, graph, modules
 
 GRAPH = graph()
@@ -143,6 +145,9 @@ NOT_API_ONLY = {
 # Values of Kubernetes' own core/v1 vocabulary that podstate reads from pods (pod phase Failed, pod condition
 # Ready, PodScheduled reason Unschedulable): they equal some of our names by coincidence.
 CORE_V1_WORDS = {"Failed", "Ready", "Unschedulable"}
+# The phases of a P/D rollout (status.rollout.phase: Idle, Starting, Draining, Failed), a vocabulary of its own
+# declared by the status model's Literal and compared by operator/rollout.py: "Starting" equals a deployment phase.
+ROLLOUT_PHASES = set(typing.get_args(RolloutStatus.model_fields["phase"].annotation))
 
 
 def _api_names() -> dict[str, str]:
@@ -153,7 +158,7 @@ def _api_names() -> dict[str, str]:
         if not k.isupper() or k in NOT_API_ONLY:
             continue
         for s in ([v] if isinstance(v, str) else list(v) if isinstance(v, (tuple, frozenset, set)) else []):
-            if isinstance(s, str) and s not in CORE_V1_WORDS:
+            if isinstance(s, str) and s not in CORE_V1_WORDS | ROLLOUT_PHASES:
                 out.setdefault(s, k)
     return out
 
@@ -200,3 +205,15 @@ def test_the_reader_sees_function_level_relative_and_type_checking_imports(tmp_p
     g = graph(pkg)
     assert g["gpustack_k3.sub.b"] == {"gpustack_k3.sub.a": 2} and g["gpustack_k3.sub.c"] == {}
     assert cycles(g) == [["gpustack_k3.sub.a", "gpustack_k3.sub.b"]]
+
+
+def test_foreign_code_imports_nothing_of_the_package():
+    """What runs in an engine release's interpreter (imports.FOREIGN, left out of the checks above) uses the standard
+    library and the release only: a gpustack_k3 import there would fail in that interpreter."""
+    from tests.architecture.imports import FOREIGN
+    files = [p for d in FOREIGN for p in sorted(d.rglob("*.py"))]
+    assert files, FOREIGN
+    bad = [f"{p.relative_to(ROOT.parent)}:{line}: {mod}" for p in files
+           for mod, _names, level, line in _imports(ast.parse(p.read_text(encoding="utf-8")))
+           if level or mod == "gpustack_k3" or mod.startswith("gpustack_k3.")]
+    assert bad == []

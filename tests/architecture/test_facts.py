@@ -31,15 +31,20 @@ PERMANENT = {
         (3, "GPUSTACK_OWNED_FLAGS: the flags GPUStack's run command owns (routes/models.py validate_model_in@2.3.0)"),
     ("gpustack_k3/render/router.py", "engine flag"):
         (2, "--host / --port of the P/D routers' own command line (vLLM router, sglang-router), not an engine's"),
+    ("gpustack_k3/oracle/models.py", "unit"):
+        (2, "figures of the engine oracle's config.json doubles: max_position_embeddings 1048576 (tokens) and a "
+            "tokenizer's model_max_length 1 << 30 (a no-limit sentinel), not byte units"),
+    ("gpustack_k3/oracle/wheels.py", "engine name"):
+        (2, "DIST's values: the engines' distribution names on the package index (pip download vllm==...)"),
     ("gpustack_k3/core/rules/sglang.py", "engine flag"):
         (1, "ATTENTION_BACKEND: SGLang's own --attention-backend, which no SGLang spec field carries (read from "
             "extraArgs); the same spelling is vLLM's vllm.attentionBackend flag"),
 }
 
-# Second spellings left in files another branch owns this session. /work/wt/patches/h-design25-facts.diff replaces
-# each with the constant named (engine name -> api.ENGINE_VLLM / ENGINE_SGLANG or ENGINES; unit -> api.GIB / MIB;
-# exit code -> api.EXIT_*; operator/warmup.py's 8000 -> the engine's catalog default_port). Whoever applies the
-# diff empties this dict: the test then holds the package to PERMANENT alone. (path, fact) -> count.
+# Second spellings left in files another branch owns, each replaced by the constant named (engine name ->
+# api.ENGINE_VLLM / ENGINE_SGLANG or ENGINES; unit -> api.GIB / MIB; exit code -> api.EXIT_*; an engine flag -> the
+# catalog's flag table) in the owner's patch; whoever applies it takes its line out of this dict, and the test then
+# holds the package to PERMANENT alone. (path, fact) -> count.
 PENDING: dict[tuple[str, str], int] = {
 }
 

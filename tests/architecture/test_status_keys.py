@@ -13,7 +13,8 @@ from tests.architecture.imports import ROOT, modules
 
 # Keys the status shares with Kubernetes' own objects, which the operator reads from them (Deployment and
 # LeaderWorkerSet status, pod conditions): a literal of these is the other object's key, not ours.
-KUBERNETES_KEYS = {"observedGeneration", "lastTransitionTime", "replicas", "readyReplicas", "updatedReplicas"}
+KUBERNETES_KEYS = {"observedGeneration", "lastTransitionTime", "replicas", "readyReplicas", "updatedReplicas",
+                   "startedAt"}   # core/v1 ContainerStateRunning.startedAt, read from pods
 
 
 def field_keys(root: type[BaseModel]) -> dict[str, str]:

@@ -151,6 +151,12 @@ NOT_EXPRESSED: dict[str, dict[str, str]] = {
 for _ch in ("docker", "gpustack"):
     NOT_EXPRESSED[_ch]["spec.startup"] = ("the cold-start budget and warm-up are followed by `run` / `gpustack status` "
                                           "from the engine's log, not parameters of the container or the model")
+_TOOL_INPUT = ("the tool's own input: the model's figures and limits for the rules, the plan and the prediction "
+               "(docs/design/011-model-config.md); the engine reads the checkpoint's own config.json, so no channel "
+               "carries it (a path is read by the CLI only; the operator refuses one)")
+for _ch in NOT_EXPRESSED:
+    NOT_EXPRESSED[_ch]["spec.model.config"] = _TOOL_INPUT
+    NOT_EXPRESSED[_ch]["spec.model.configJSON"] = _TOOL_INPUT
 NOT_EXPRESSED["gpustack"]["spec.serving.host"] = "GPUStack assigns each instance's address on its worker"
 _HUB = ("the engine loads spec.model.path from the model volume, where the weights already are (rule "
         "render-volume-source); the hub id is where GPUStack downloads them from (the gpustack target carries it)")
@@ -166,46 +172,7 @@ CONSTANT = {"apiVersion", "kind"}      # one allowed value: nothing to vary
 # Silent drops this sweep found that are not fixed yet (issue 33): (channel, field, shape class). Each is a defect
 # to fix (carry the field, or refuse/warn naming it), listed so the test guards against new ones; the test fails
 # when one of them is carried or reported, so the list only shrinks.
-KNOWN_GAPS: list[tuple[str, str, str]] = [
-    # spec.hardware.gpuCount in one-role-vllm: with roles each role's gpusPerPod decides; the shared gpuCount is
-    # ignored without a word
-    ('argv', 'spec.hardware.gpuCount', 'one-role-vllm'), ('docker', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    ('gpustack', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    ('kubernetes', 'spec.hardware.gpuCount', 'one-role-vllm'), ('launch', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    ('operator', 'spec.hardware.gpuCount', 'one-role-vllm'),
-    # spec.placement.rack.policy in pd-vllm: on a GPU type without an NVLink domain the rack policy has no effect
-    # and no finding
-    ('kubernetes', 'spec.placement.rack.policy', 'pd-vllm'),
-    ('kubernetes-ds', 'spec.placement.rack.policy', 'pd-vllm'),
-    ('operator', 'spec.placement.rack.policy', 'pd-vllm'),
-    # spec.placement.rack.topologyKey in single-sglang: a roleless document renders no rack placement
-    ('kubernetes', 'spec.placement.rack.topologyKey', 'single-sglang'),
-    ('operator', 'spec.placement.rack.topologyKey', 'single-sglang'),
-    # spec.roles[].loadBalancing in pd-vllm: a one-pod role has nothing to balance: hybrid/external change nothing
-    # and nothing says so
-    ('argv', 'spec.roles[].loadBalancing', 'pd-vllm'), ('kubernetes', 'spec.roles[].loadBalancing', 'pd-vllm'),
-    ('kubernetes-ds', 'spec.roles[].loadBalancing', 'pd-vllm'), ('launch', 'spec.roles[].loadBalancing', 'pd-vllm'),
-    ('operator', 'spec.roles[].loadBalancing', 'pd-vllm'),
-    # spec.roles[].placement.rack.policy in one-role-sglang: a single-pod role on a GPU type without an NVLink
-    # domain: no effect, no finding
-    ('kubernetes', 'spec.roles[].placement.rack.policy', 'one-role-sglang'),
-    ('operator', 'spec.roles[].placement.rack.policy', 'one-role-sglang'),
-    # spec.speculative.extraConfig in single-sglang: SGLang has no --speculative-config: the vLLM-only keys are
-    # dropped without a word
-    ('argv', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('docker', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('gpustack', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('kubernetes', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('launch', 'spec.speculative.extraConfig', 'single-sglang'),
-    ('operator', 'spec.speculative.extraConfig', 'single-sglang'),
-    # spec.speculative.rejectionSampleMethod in wide-ep-sglang: SGLang has no rejection-sampler option: dropped
-    # without a word
-    ('argv', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('kubernetes', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('kubernetes-ds', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('launch', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-    ('operator', 'spec.speculative.rejectionSampleMethod', 'wide-ep-sglang'),
-]
+KNOWN_GAPS: list[tuple[str, str, str]] = []
 # fields no value of which is usable in the swept shapes, with why
 UNUSABLE = {
     "spec.engine.name": "another engine is another document (every engine-specific field changes with it)",
@@ -238,6 +205,8 @@ HINTS: dict[str, Any] = {
     "spec.model.path": ["/models/k3cov/Model"], "spec.model.revision": ["main", "k3cov"],
     "spec.model.servedModelName": ["k3cov"], "spec.model.loadFormat": ["safetensors", "auto", "fastsafetensors"],
     "spec.model.dtype": ["bfloat16", "auto"],
+    # the catalog model's own config.json-shaped block: the preset stays the same model (docs/design/011)
+    "spec.model.configJSON": lambda engine: [load_catalog().models["kimi-k3"].architecture.config],
     "spec.speculative.draftModel": ["/models/k3cov-draft"],
     "spec.speculative.attentionBackend": ["FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN"],
     "spec.speculative.extraConfig": [{"disable_padded_drafter_batch": True}, {"k3cov": 1}],
@@ -533,6 +502,10 @@ def sweep(path: str, shape: str, tries: int = 3) -> tuple[bool, set[str], list]:
 
 
 FIELDS = sorted(p for p in LEAVES if p not in CONSTANT)
+# swept in every shape, and left out of the rotation below so that adding them moved no other field's shape (the
+# rotation is by position): the model's config.json, which no channel carries (NOT_EXPRESSED), costs little
+EVERY_SHAPE = ("spec.model.config", "spec.model.configJSON")
+ROTATION = [p for p in FIELDS if p not in EVERY_SHAPE]
 
 
 CLASSES = ("single", "one-role", "pd", "wide-ep")
@@ -543,10 +516,10 @@ def shapes_for(path: str) -> list[str]:
     shape per field, rotating over the shape classes and then the engines by the field's position (each of the 8
     shapes gets an eighth of the fields): the bounded run of the unit tiers (~60 s)."""
     shapes = [s for s in SHAPES if applies(path, s)]
-    if os.environ.get("GPUSTACK_K3_FULL_COVERAGE") == "1":
+    if os.environ.get("GPUSTACK_K3_FULL_COVERAGE") == "1" or path in EVERY_SHAPE:
         return shapes
     classes = [c for c in CLASSES if any(s.startswith(c + "-") for s in shapes)]
-    i = FIELDS.index(path)
+    i = ROTATION.index(path)
     cls, engine = classes[i % len(classes)], ("vllm", "sglang")[(i // len(classes)) % 2]
     return [f"{cls}-{engine}"]
 

@@ -5,8 +5,9 @@ For each offline command h-cli owns, a base invocation that succeeds, and for ea
 its default (the option's own choices, a toggled flag, a changed number, or a value from ``VALUES``), optionally on a
 base where the option has something to act on (``BASES``). The answer is (exit code, stdout, stderr). An option
 whose answer is the base's, without a refusal naming it, is a gap. ``GAPS`` lists today's gaps: the test fails on a
-new gap and on a gap that was closed (remove it from the list). Commands that need a server or a runtime (gpustack,
-probe, run status|logs|stop, operator) and predict/advise (other branches') are out of this table.
+new gap and on a gap that was closed (remove it from the list). Commands that need a server or run a daemon
+(gpustack apply|status, probe, run status, operator run) are covered by tests/core/test_cli_options_live.py, and
+predict/advise by tests/predict/test_options.py.
 """
 from __future__ import annotations
 
@@ -159,3 +160,17 @@ def test_every_option_changes_the_answer_or_is_refused(cmd, opt, capsys, tmp_pat
     assert gap == ((cmd, opt) in GAPS), (
         f"{cmd} {opt}: " + ("neither changes the answer nor is refused (exit 2 naming it)" if gap else
                             "no longer a gap: remove it from GAPS") + f"\nbase: {before[0]}\n{before[2][-800:]}")
+
+
+@pytest.mark.parametrize("argv,where", [
+    (["--target", "argv", "--worker", "w1"], "--worker"), (["--target", "kubernetes", "--cluster", "c2"], "--cluster"),
+    (["--target", "docker", "--namespace", "ns"], "--namespace"),
+    (["--target", "launch", "--lws-form", "disaggregatedset"], "--lws-form"),
+    (["--target", "kubernetes", "--lws-form", "disaggregatedset"], "--lws-form"),     # a roleless document
+])
+def test_render_refuses_a_targets_option_for_another_target(argv, where, capsys):
+    import json
+
+    code = run(["render", "--preset", "vllm-seed", *argv, "-o", "json"])
+    out = capsys.readouterr().out
+    assert code == 2 and json.loads(out)["error"]["where"] == where, out

@@ -70,3 +70,15 @@ def test_a_model_too_big_for_the_gpus_fits_nowhere_and_says_which_term(tmp_path)
     d = json.loads(r.output)
     assert d["layouts"] and not any(row["fits"] for row in d["layouts"])
     assert all("routed_experts" in row["why_not"] for row in d["layouts"])
+
+
+def test_a_config_larger_than_a_deployment_document_is_read(tmp_path):
+    """ModelOpt configs list every excluded module (nvidia/MiniMax-M3-NVFP4's config.json is 3,087,083 bytes in
+    aiconfigurator-core 0.12.0): a config.json is bounded at 64 MiB (cli/model_source.py), not at a document's 1 MiB."""
+    big = {**QWEN3_30B_A3B, "quantization_config": {"quant_method": "fp8", "ignore": [f"model.layers.{i}.mlp.gate"
+                                                                                      for i in range(60_000)]}}
+    path = _write(tmp_path, big)
+    assert len((tmp_path / "m" / "config.json").read_bytes()) > 1024 * 1024
+    r = invoke(path, "--gpu-type", "b300", "-o", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["layouts"]

@@ -5,12 +5,15 @@ way out (issue 36 item 2). In-process through the CLI's entry point (gpustack_k3
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 
 from gpustack_k3.cli.main import run
 from tests.core.test_model_config_plan import QWEN3_1_7B, QWEN3_30B_A3B
+
+LOG = str(Path(__file__).resolve().parents[1] / "fixtures/logs/vllm-0.33-kimi-k3-tp8-ready.log")
 
 
 def _write_config(tmp_path, cfg, name="Qwen3-1.7B"):
@@ -137,7 +140,8 @@ def test_an_unusable_config_in_the_document_is_exit_2_naming_the_field(tmp_path,
 
 @pytest.mark.parametrize("command", [("validate",), ("dry-run",), ("render", "--target", "kubernetes"),
                                      ("run", "start", "--dry-run"),
-                                     ("gpustack", "apply", "--server", "http://127.0.0.1:9", "--dry-run")])
+                                     ("gpustack", "apply", "--server", "http://127.0.0.1:9", "--dry-run"),
+                                     ("coldstart", LOG, "--spec")])
 def test_every_command_refuses_an_unreadable_config_before_doing_anything(tmp_path, capsys, command):
     spec = _doc(tmp_path, {"config": str(tmp_path / "absent")})
     rc, out, err = _run(capsys, *command, spec, "-o", "json")
@@ -151,3 +155,17 @@ def test_an_unusable_inline_config_is_exit_2_naming_the_field(tmp_path, capsys):
     e = json.loads(out)["error"]
     assert rc == 2 and "spec.model.configJSON" in e["where"]
     assert "not a usable config.json" in e["message"] and "num_hidden_layers" in e["message"]
+
+
+def test_the_documents_config_sets_the_limits(tmp_path, capsys):
+    """Qwen3-1.7B's 40,960 positions: a longer maxModelLen is refused under the document's config (rule
+    context-above-model), as under --model-config."""
+    d = _write_config(tmp_path, QWEN3_1_7B)
+    spec = _doc(tmp_path, {"config": str(d)})
+    data = yaml.safe_load(Path(spec).read_text())
+    data["spec"]["scheduling"]["maxModelLen"] = 100000
+    Path(spec).write_text(yaml.safe_dump(data))
+    rc, out, _ = _run(capsys, "validate", spec, "-o", "json")
+    assert rc == 1
+    assert ("context-above-model", "spec.scheduling.maxModelLen") in {
+        (f["rule"], f["field"]) for f in json.loads(out)["findings"] if f["severity"] == "error"}

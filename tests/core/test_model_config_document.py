@@ -41,10 +41,17 @@ def test_the_schema_admits_a_path_or_an_inline_config():
     ({"num_hidden_layers": 2, "num_attention_heads": 0}, "num_attention_heads must be positive"),
 ])
 def test_an_unusable_inline_config_is_refused_naming_the_field(bad, says):
-    with pytest.raises(ValidationError) as e:
-        DeploymentDocument.model_validate(_doc({"configJSON": bad}))
-    err = e.value.errors()[0]
-    assert err["loc"][-2:] == ("model", "configJSON") and says in err["msg"]
+    from gpustack_k3.core.model_config import document_arch
+    from gpustack_k3.errors import InputError
+    from gpustack_k3.operator import hooks
+
+    doc = DeploymentDocument.model_validate(_doc({"configJSON": bad}))      # the schema holds any JSON object
+    with pytest.raises(InputError) as e:                                    # the one reader refuses it
+        document_arch(doc.spec.model)
+    assert e.value.where == "spec.model.configJSON" and says in str(e.value)
+    found = hooks.validate(_doc({"configJSON": bad}))                        # the operator: Invalid, naming it
+    assert [(f.rule, f.severity, f.field) for f in found] == [("spec.schema", "error", "spec.model.configJSON")]
+    assert says in found[0].message
 
 
 def test_a_path_and_an_inline_config_together_are_refused_naming_both():

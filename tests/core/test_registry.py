@@ -123,9 +123,10 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_verdicts_fresh import FRESH_DIRECT
     from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
+    from tests.core.test_vllm_034 import V034_DIRECT
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
-               | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT
+               | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
                | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 

@@ -34,6 +34,9 @@ CASES = {
     "plan-unavailable": (("vllm-seed", {"memory": {"kvCacheDtype": "nvfp4"}}), ("vllm-seed", {})),
     "vllm-max-model-len-exceeds-kv": (("vllm-seed", {"scheduling": {"maxModelLen": 1000000}, "memory": {"fraction": 0.82}}),
                                       ("vllm-seed", {})),
+    # SGLang's command line has no --speculative-config: the vLLM keys would be dropped
+    "speculative-field-not-carried": (("sglang-seed", {"speculative": {"extraConfig": {"disable_padded_drafter_batch": True}}}),
+                                      ("sglang-seed", {})),
     "spec-draft-wrong-engine": (("sglang-seed", {"speculative": {"draftModel": "skyai/Kimi-K3-DSpark"}}), ("sglang-seed", {})),
     "spec-draft-missing": (("vllm-seed", {"speculative": {"draftModel": None}}), ("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 1}})),
     "spec-method-unsupported": (("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None}}),
@@ -43,6 +46,8 @@ CASES = {
     "spec-json-tensor-parallel-size": (("vllm-seed", {"speculative": {"extraConfig": {"tensor_parallel_size": 8}}}), ("vllm-seed", {})),
     "spec-json-key-duplicates-field": (("vllm-seed", {"speculative": {"extraConfig": {"method": "mtp"}}}),
                                        ("vllm-seed", {"speculative": {"extraConfig": {"dspark_draft_topk": 4}}})),
+    "model-name-contradicts-source": (("vllm-seed", {"model": {"source": "deepseek-ai/DeepSeek-V4.1-Flash"}}),
+                                      ("vllm-seed", {"model": {"source": "moonshotai/Kimi-K3"}})),
     "spec-draft-tp": (("vllm-seed", {"speculative": {"draftTensorParallelSize": 4}}), ("vllm-seed", {"speculative": {"draftTensorParallelSize": 8}})),
     "spec-mtp-multi-token": (("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 3}}),
                              ("vllm-seed", {"speculative": {"method": "mtp", "draftModel": None, "numTokens": 1}})),
@@ -145,9 +150,10 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_verdicts_fresh import FRESH_DIRECT
     from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
+    from tests.core.test_vllm_034 import V034_DIRECT   # vLLM 0.34.0's rules: command lines judged on that release
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
-                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT)
+                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
@@ -222,4 +228,4 @@ def test_rule_versions_follow_traits():
     assert RULES["vllm-dcp-with-dspark"].versions(cat) == [("vllm", "kimi-k3"), ("vllm", "0.28.0")]
     assert RULES["vllm-dcp-with-spec"].versions(cat) == [("vllm", "0.11.0")]
     assert {("vllm", "0.29.0"), ("vllm", "0.33.0")} <= set(RULES["vllm-dspark-dcp-backend"].versions(cat))
-    assert RULES["vllm-kimi-k3-specialized-decode"].versions(cat) == [("vllm", "0.33.0")]
+    assert set(RULES["vllm-kimi-k3-specialized-decode"].versions(cat)) == {("vllm", "0.33.0"), ("vllm", "0.34.0")}

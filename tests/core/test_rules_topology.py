@@ -125,6 +125,10 @@ TOPOLOGY_CASES: dict[str, tuple[Callable, Callable]] = {
     # one decode instance: power_of_two given is refused (the routers exit at start); left out, round_robin is rendered
     "router-power-of-two-one-instance": (doc_case(KIMI, _set("routing", {"decodePolicy": "power_of_two"})),
                                          doc_case(KIMI)),
+    # a one-pod, one-rank prefill has nothing to balance; the 8-pod DP-32 decode's hybrid LB is rendered
+    "topology-lb-no-effect": (doc_case(KIMI, _set("loadBalancing", "hybrid", "prefill")), doc_case(DSV)),
+    "hardware-gpucount-with-roles": (doc_case(KIMI, _set("hardware.gpuCount", 4)),
+                                     doc_case(KIMI, _set("hardware.gpuCount", 8))),
 }
 TOPOLOGY_CASES.update(RACK_CASES)   # the rack rules (core/rules/rack.py): their cases live beside their render tests
 TOPOLOGY_CASES.update(SGLANG_CASES)  # the SGLang rules (core/rules/topology_sglang.py): tests/core/test_topology_sglang.py
@@ -151,7 +155,7 @@ def test_fires(rule_id):
     for f in hits:
         assert f.severity == r.severity and f.fix and f.source
         assert f.field.startswith(("spec.roles", "spec.disaggregation", "spec.engine", "spec.parallel",
-                                   "spec.placement", "spec.routing")), f.field
+                                   "spec.placement", "spec.routing", "spec.hardware")), f.field
 
 
 @pytest.mark.parametrize("rule_id", sorted(TOPOLOGY_CASES))

@@ -11,7 +11,7 @@ from tests.core.test_verdicts_fresh import check_args, model_dir, rules
 # rules whose fire/quiet cases are the tests of this file
 HELDOUT_DIRECT = {"sglang-eagle-draft-missing", "sglang-gpt-oss-attention-backend",
                   "sglang-trtllm-mla-kv-cache-dtype"}
-# DeepSeek-V3's config.json (the oracle's shape-mla-moe: tools/engine_oracle/models.py), the fields the rules read
+# DeepSeek-V3's config.json (the oracle's shape-mla-moe: gpustack_k3/oracle/models.py), the fields the rules read
 DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
         "num_attention_heads": 128, "num_key_value_heads": 128, "hidden_size": 7168, "intermediate_size": 18432,
         "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
@@ -133,3 +133,24 @@ def test_sglang_deepseek_v3_trtllm_mla_kv_cache_dtype(tmp_path, version):
                   ["--kv-cache-dtype", "fp8_e5m2", "--attention-backend", "flashinfer"]):
         code, out = check_args(*base, *extra, engine="sglang", version=version, opts=opts)
         assert "sglang-trtllm-mla-kv-cache-dtype" not in rules(out), (extra, out)
+
+
+# --------------------------------------------------------------------- vLLM DCP on a GQA model per release
+
+# Llama-3.1-8B's config.json (the oracle's shape-gqa-dense), the fields the rules read
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 14336,
+         "max_position_embeddings": 131072, "vocab_size": 128256, "torch_dtype": "bfloat16"}
+
+
+def test_vllm_dcp_on_gqa_follows_the_release(tmp_path):
+    """vLLM 0.11.0 has no GQA/MQA DCP check at config time (only TP % DCP, engine/arg_utils.py:1184-1187@0.11.0):
+    DCP 4 with TP 8 on 8 KV heads is accepted (the held-out differential, seed 7919 --explore 0.5); 0.28.0+ refuse
+    TP not above the KV heads (config/model.py:1386-1412@0.28.0, :1577-1597@0.33.0)."""
+    d = model_dir(tmp_path, LLAMA, "Llama-3.1-8B")
+    argv = [d, "-tp", "8", "--decode-context-parallel-size", "4"]
+    code, out = check_args(*argv, version="0.11.0", opts=("--model-config", f"{d}/config.json"))
+    assert "model-dcp-gqa" not in rules(out), out
+    for version in ("0.28.0", "0.33.0"):
+        code, out = check_args(*argv, version=version, opts=("--model-config", f"{d}/config.json"))
+        assert code == 1 and "model-dcp-gqa" in rules(out), (version, out)

@@ -15,7 +15,8 @@ from gpustack_k3.cli.main import cli
 V034_DIRECT = {"vllm-model-runner-v1-removed", "vllm-model-runner-v2-env-redundant", "vllm-env-refused",
                "vllm-speculative-removed-key", "vllm-parallel-drafting-method", "vllm-parallel-drafting-deprecated",
                "vllm-draft-dcp-value", "vllm-draft-dcp-default", "vllm-cudagraph-sizes-mixed",
-               "vllm-cudagraph-size-above-cap"}
+               "vllm-cudagraph-size-above-cap", "vllm-cudagraph-sizes-mixed-undecided", "vllm-speculative-unknown-key",
+               "vllm-checkpoint-prepare-needs-sleep-mode"}
 
 LINE = ["vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "8", "--trust-remote-code"]
 DCP8 = ["--decode-context-parallel-size", "8"]
@@ -51,19 +52,28 @@ REFUSED = [
                                                  disable_padded_drafter_batch=True), {}),
     ("vllm-speculative-removed-key", LINE + spec(method="mtp", num_speculative_tokens=1,
                                                  use_heterogeneous_vocab=False), {}),
-    ("vllm-parallel-drafting-method", LINE + spec(method="mtp", num_speculative_tokens=1, parallel_drafting=True), {}),
+    ("vllm-parallel-drafting-method", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
+                                                  parallel_drafting=True), {}),
+    # SpeculativeConfig forbids extra fields (found by the 0.34.0 differential's directed lines)
+    ("vllm-speculative-unknown-key", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
+                                                 bogus=1), {}),
+    ("vllm-speculative-unknown-key", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
+                                                 speculative_max_model_len=0), {}),
+    ("vllm-checkpoint-prepare-needs-sleep-mode", LINE + ["--checkpoint-prepare-on-startup"], {}),
     ("vllm-parallel-drafting-method", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
                                                   parallel_drafting="yes"), {}),
     ("vllm-draft-dcp-value", LINE + DCP8 + spec(method="dspark", model=DRAFT, num_speculative_tokens=3,
                                                 draft_decode_context_parallel_size=2), {}),
-    ("vllm-draft-dcp-value", LINE + spec(method="mtp", num_speculative_tokens=1,
-                                         draft_decode_context_parallel_size=8), {}),     # target DCP 1
+    ("vllm-draft-dcp-value", LINE + ["-dcp", "4"] + spec(method="dspark", model=DRAFT, num_speculative_tokens=3,
+                                                         draft_decode_context_parallel_size=8), {}),
     ("vllm-draft-dcp-value", LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
                                          draft_decode_context_parallel_size=0), {}),     # Field(ge=1)
+    # the deprecated sizes differ from what the new fields resolve to (judged so by the 0.34.0 engine oracle)
     ("vllm-cudagraph-sizes-mixed", LINE + cc(cudagraph_capture_sizes=[1, 2, 4, 8],
-                                             decode_cudagraph_capture_request_sizes=[1, 2, 4, 8]), {}),
-    ("vllm-cudagraph-sizes-mixed", LINE + cc(max_cudagraph_capture_size=512,
-                                             max_prefill_cudagraph_capture_tokens=2048), {}),
+                                             decode_cudagraph_capture_request_sizes=[1, 2, 4, 8, 16]), {}),
+    ("vllm-cudagraph-sizes-mixed", LINE + cc(cudagraph_capture_sizes=[1, 2, 4, 8],
+                                             prefill_cudagraph_capture_token_sizes=[512],
+                                             decode_cudagraph_capture_request_sizes=[1, 2]), {}),
     ("vllm-cudagraph-size-above-cap", LINE + cc(prefill_cudagraph_capture_token_sizes=[256, 4096],
                                                 max_prefill_cudagraph_capture_tokens=2048), {}),
     ("vllm-cudagraph-size-above-cap", LINE + cc(decode_cudagraph_capture_request_sizes=[1, 128],
@@ -88,7 +98,7 @@ ACCEPTED = [
     (LINE + DCP8 + spec(method="dspark", model=DRAFT, num_speculative_tokens=3, parallel_drafting=True,
                         draft_decode_context_parallel_size=1), {}, {"vllm-parallel-drafting-deprecated"}),
     (LINE + DCP8 + spec(method="dspark", model=DRAFT, num_speculative_tokens=3, draft_decode_context_parallel_size=8), {}, set()),
-    (LINE + spec(method="mtp", num_speculative_tokens=1, parallel_drafting=False), {},
+    (LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4, parallel_drafting=False), {},
      {"vllm-parallel-drafting-deprecated"}),
     # ngram has no draft model: its draft DCP is never resolved (ngram/config.py:19@0.34.0)
     (LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
@@ -101,6 +111,14 @@ ACCEPTED = [
                prefill_cudagraph_capture_token_sizes=[512, 2048], max_prefill_cudagraph_capture_tokens=2048), {}, set()),
     (LINE + ["--max-num-seqs", "64"] + cc(decode_cudagraph_capture_request_sizes=[1, 2048],
                                           max_decode_cudagraph_capture_requests=64), {}, set()),
+    # deprecated and split sizes that resolve to the same graphs: the engine accepts them (decode-only graphs match
+    # in the second line); the 0.34.0 engine oracle accepts both
+    (LINE + cc(cudagraph_capture_sizes=[1, 2, 4, 8], decode_cudagraph_capture_request_sizes=[1, 2, 4, 8]), {}, set()),
+    (LINE + cc(cudagraph_capture_sizes=[1, 2, 4, 8], prefill_cudagraph_capture_token_sizes=[512]), {}, set()),
+    # SpeculativeConfig's own keys, dashes read as underscores (engine/arg_utils.py:2159-2161@0.34.0)
+    (LINE + spec(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4, prompt_lookup_min=2,
+                 enforce_eager=True), {}, set()),
+    (LINE + ["--checkpoint-prepare-on-startup", "--enable-sleep-mode"], {}, set()),
     # no CUDA graphs: the sizes are never resolved (config/vllm.py:2371-2375@0.34.0)
     (LINE + ["--enforce-eager"] + cc(cudagraph_capture_sizes=[1, 2], decode_cudagraph_capture_request_sizes=[1]),
      {}, set()),
@@ -139,3 +157,29 @@ def test_0_34_0_is_pinned_and_read_with_its_own_parser():
     assert "argv-refused" in rules(old), old
     # no nearest-release warning: the release itself is pinned
     assert "engine-version-nearest" not in {f["rule"] for f in findings}
+
+
+def test_mixed_sizes_this_rule_cannot_compute_are_a_warning_not_a_refusal():
+    # the caps' size grids are not computed here; the 0.34.0 engine oracle accepts this line
+    code, findings = check_args("0.34.0", LINE + cc(max_cudagraph_capture_size=512,
+                                                    max_prefill_cudagraph_capture_tokens=2048))
+    assert code == 0 and "vllm-cudagraph-sizes-mixed-undecided" in rules(findings, "warning"), findings
+    assert "vllm-cudagraph-sizes-mixed" not in rules(findings)
+
+
+def explain(rule: str) -> dict:
+    res = CliRunner().invoke(cli, ["explain", rule, "-o", "json"], catch_exceptions=False)
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("rule", sorted(V034_DIRECT))
+def test_explain_shows_the_new_rules_on_0_34_0_only(rule):
+    doc = explain(rule)
+    assert doc["applies_to"] == ["vllm 0.34.0"] and "@0.34.0" in doc["source"], doc
+
+
+@pytest.mark.parametrize("rule", ["attention-backend-unknown", "vllm-dspark-dcp-backend", "pd-compat-hash"])
+def test_explain_lists_0_34_0_beside_the_other_releases(rule):
+    doc = explain(rule)
+    assert "vllm 0.34.0" in doc["applies_to"] and "vllm 0.33.0" in doc["applies_to"], doc["applies_to"]
+    assert any(p["version"] == "0.34.0" for p in doc["per_release"]), doc["per_release"]

@@ -2,7 +2,7 @@
 every role's engine argv, as each pod of the LWS runs it (the container's argv plus the per-pod flags the pod's
 shell computes, for the leader and a worker), is judged by the pinned release's own validation code
 (tools/engine_oracle: ``prepare_server_args`` + ``resolve_once()`` of the wheel, on CPU with the doubles listed in
-tools/engine_oracle/doubles.py). Each must be ``accepted``, or ``not_decidable`` for a reason listed below."""
+gpustack_k3/oracle/engine_side/doubles.py). Each must be ``accepted``, or ``not_decidable`` for a reason listed below."""
 from __future__ import annotations
 
 import copy
@@ -22,8 +22,8 @@ pytestmark = pytest.mark.engine_oracle
 
 PRESETS = ("kimi-k3-b300-1p1d-sglang", "dsv41-flash-gb300-8p1d-sglang")
 # Every rendered line must be decided and accepted: the Kimi-K3 DCP path's FlashInfer signature probe is answered
-# from the pinned FlashInfer wheel's source (tools/engine_oracle/doubles.py PROBED_SIGNATURES), and the oracle's
-# DeepSeek-V4.1-Flash stand-in carries the fields SGLang's DeepseekV4 branch reads (tools/engine_oracle/models.py).
+# from the pinned FlashInfer wheel's source (gpustack_k3/oracle/engine_side/doubles.py PROBED_SIGNATURES), and the oracle's
+# DeepSeek-V4.1-Flash stand-in carries the fields SGLang's DeepseekV4 branch reads (gpustack_k3/oracle/models.py).
 ENV = {api.LWS_ENV_LEADER_ADDRESS: "x-decode-0.x-decode.llm", api.LWS_ENV_GROUP_SIZE: "8"}
 
 

@@ -24,3 +24,10 @@ def pod_from_deployment(emu, name, pod, containers, ns=NS, wait=True):
     return {"metadata": {"name": pod, "labels": dict(meta.get("labels") or {}),
                          "annotations": dict(meta.get("annotations") or {})},
             "spec": {"containers": containers}}
+
+
+def router_ready(apps, name: str, ns: str = NS) -> None:
+    """Play the Deployment controller for a P/D router ``name`` (the emulator runs none): its one pod ready."""
+    wait_for(lambda: apps.read_namespaced_deployment(name, ns), what=f"the router Deployment {name}")
+    apps.patch_namespaced_deployment_status(name, ns, {"status": {
+        "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}})

@@ -3,10 +3,9 @@ scrapes of the engines' real series decide True / False / Unknown, the Degraded 
 one Event per change of status, the Prometheus series, recovery when KV moves again."""
 from __future__ import annotations
 
+from gpustack_k3.metrics import KVTransferConditions
 from gpustack_k3.operator.kvcheck import (
     KVTransferCheck,
-    instance_urls,
-    metric_samples,
     transition_event,
 )
 
@@ -56,6 +55,20 @@ class Clock:
 
 
 KEY = ("ns", "pd")
+
+
+class Store:
+    """The operator's resource cache with one resource whose status holds the KVTransfer condition of ``obs``."""
+
+    def __init__(self, obs) -> None:
+        conds = [{"type": "KVTransfer", "status": obs.status, "reason": obs.reason}] if obs is not None else []
+        self.obj = {"status": {"conditions": conds}}
+
+    def list_keys(self):
+        return [KEY]
+
+    def get(self, ns, name):
+        return self.obj
 P, D = ["http://pd-prefill-0.ns.svc:8000"], ["http://pd-decode-0.ns.svc:8000"]
 
 
@@ -92,9 +105,8 @@ def test_kv_not_moving_degrades_after_two_checks_with_one_event_and_recovers():
     assert seen == [("False", "DecodeRecomputedPrompts", 1, False), ("False", "DecodeRecomputedPrompts", 2, True),
                     ("False", "DecodeRecomputedPrompts", 3, True), ("True", "KVTransferred", 0, False)]
     assert events == [("Warning", "KVTransferFailed"), ("Normal", "KVTransferVerified")]
-    assert metric_samples("ns", "pd", prev) == [
-        ("gpustack_k3_kv_transfer", {"namespace": "ns", "name": "pd", "status": s}, v)
-        for s, v in (("True", 1.0), ("False", 0.0), ("Unknown", 0.0))]
+    samples = {(c.labels["status"]): c.value for m in KVTransferConditions(Store(prev)).collect() for c in m.samples}
+    assert samples == {"True": 1.0, "False": 0.0, "Unknown": 0.0}
 
 
 def test_an_interval_without_traffic_or_a_scrape_is_unknown_and_never_degrades():
@@ -110,26 +122,13 @@ def test_an_interval_without_traffic_or_a_scrape_is_unknown_and_never_degrades()
     assert (obs.status, obs.reason) == ("Unknown", "NoMetrics") and "ConnectError" in obs.message
 
 
-def test_forget_drops_the_baseline_and_the_instance_urls_are_the_routers():
+def test_forget_drops_the_baseline_and_no_condition_is_no_series():
     _eng, clock, kc = check()
     kc.observe(KEY, P, D)
     kc.forget(KEY)
     clock.t = 61
     assert kc.observe(KEY, P, D) is None
-    assert metric_samples("ns", "pd", None) == []
-
-    from pathlib import Path
-
-    import yaml
-
-    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-    from gpustack_k3.core.launch import build_topology_launch
-
-    fixture = Path(__file__).resolve().parents[1] / "engine" / "fixtures" / "cpu-1p1d.yaml"
-    doc = DeploymentDocument.model_validate(yaml.safe_load(fixture.read_text()))
-    tl, _, _ = build_topology_launch(doc)
-    assert instance_urls(tl, "ns") == {"prefill": ["http://cpu-1p1d-prefill-0.ns.svc:8000"],
-                                       "decode": ["http://cpu-1p1d-decode-0.ns.svc:8000"]}
+    assert [m.samples for m in KVTransferConditions(Store(None)).collect()] == [[]]
 
 
 # -- the condition in the operator's decision (status_table row kv-transfer-failed) ---------------------------

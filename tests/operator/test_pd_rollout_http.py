@@ -230,3 +230,29 @@ def test_kv_not_moving_is_kvtransfer_false_and_degraded_then_recovers(emu, kube,
     assert cond(st, api.CONDITION_KV_TRANSFER)["status"] == "True"
     assert _metric(op, "True") == 1.0 and _metric(op, "False") == 0.0
     assert [e for e in emu.objects("v1/events", NS) if e["reason"] == api.EVENT_KV_TRANSFER_VERIFIED]
+
+
+def test_ready_waits_for_the_router_and_the_status_names_its_routes(emu, kube, start_operator):
+    """Item 4 of issue 34: the router's own readiness is part of Ready, and status.router shows the instances it
+    routes to per role (the URLs of its arguments, the instance Services of the serving revision)."""
+    co, apps, core = kube
+    start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, resync_s=0.5)
+    co.create_namespaced_custom_object(G, V, NS, P, pd_resource(OLD))
+    router = wait_for(lambda: (s := status_of(co)).get("router") and s["router"], what="status.router")
+    rev = router["revision"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for role in ("prefill", "decode"):
+        pod = wait_for(lambda r=role: core.read_namespaced_pod(f"{NAME}-{r}-{rev}-0", NS), what=f"the {role} pod")
+        core.patch_namespaced_pod_status(pod.metadata.name, NS, {"status": {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}]}})
+    st = wait_for(lambda: "router" in cond(s := status_of(co), api.CONDITION_READY).get("message", "") and s,
+                  what="not Ready while the router has no ready pod")
+    assert st["phase"] != api.PHASE_READY and st["router"]["ready"] is False
+    assert cond(st, api.CONDITION_READY)["reason"] == api.REASON_GROUPS_NOT_READY
+    assert {r["role"]: r["instances"] for r in st["router"]["routes"]} == {
+        k: [f"http://{NAME}-{k}-{rev}-0.{NS}.svc:8000"] for k in ("prefill", "decode")}
+    apps.patch_namespaced_deployment_status(router["name"], NS, {"status": {"replicas": 1, "readyReplicas": 1}})
+    st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_READY and s, what="Ready with the router")
+    assert st["router"] | {"routes": None} == {"name": f"{NAME}-router-{rev}", "revision": rev, "replicas": 1,
+                                               "readyReplicas": 1, "ready": True, "routes": None}

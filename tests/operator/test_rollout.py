@@ -146,3 +146,30 @@ def test_a_status_that_lost_the_switch_still_drains():
     stale = RolloutStatus(phase="Starting", servingRevision=pd.revision_of(old), targetRevision=pd.revision_of(new))
     p = pd.plan(new, owned, [], stale, NAME, NOW, POLICY)
     assert p.status.phase == "Draining" and p.keep and p.requeue_after == 60
+
+
+def test_objects_made_before_pair_revisions_serve_until_the_first_revision_is_ready():
+    """An operator upgrade: the P/D objects carry no revision and the endpoint selects none (LEGACY); the first
+    revision comes up beside them and the endpoint moves only once it is ready."""
+    objs = rendered()
+    legacy = live(objs, ready=True)
+    rev = pd.revision_of(objs)
+    start = pd.plan(objs, legacy, [], None, NAME, NOW, POLICY)
+    assert (start.status.phase, start.serving) == ("Starting", pd.LEGACY)
+    assert {k[2] for k in start.keep} >= {f"{NAME}-prefill", f"{NAME}-decode", f"{NAME}-router"}
+    stable = next(o for o in start.desired if o["metadata"]["name"] == NAME)
+    assert pd.LABEL_REVISION not in stable["spec"]["selector"]          # as it was: the legacy router serves
+    both = {**legacy, **live(start.desired, ready=True)}
+    switch = pd.plan(objs, both, [], start.status, NAME, NOW, POLICY)
+    assert (switch.status.phase, switch.serving) == ("Draining", rev)
+    assert {k[2] for k in switch.keep} >= {f"{NAME}-prefill", f"{NAME}-router"}
+
+
+def test_pruning_a_shared_object_does_not_wait_for_a_drain():
+    objs = rendered()
+    first = pd.plan(objs, {}, [], None, NAME, NOW, POLICY)
+    owned = live(first.desired, ready=True)
+    stale = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gone"}}
+    owned[object_key(stale)] = stale
+    again = pd.plan(objs, owned, [], first.status, NAME, NOW, POLICY)
+    assert again.status.phase == "Idle" and object_key(stale) not in again.keep

@@ -9,7 +9,7 @@ import copy
 import datetime as dt
 
 import pytest
-from operator_helpers import NS, G, P, V, wait_for
+from operator_helpers import NS, G, P, V, router_ready, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
@@ -101,7 +101,9 @@ def test_sglang_presets_reconcile_to_an_lws_per_role_and_the_sglang_router(emu, 
 
 def test_each_sglang_role_shows_its_own_cold_start_then_the_pair_is_ready(emu, kube, sglang_pd):
     _op, co, core = sglang_pd("kimi-k3-b300-1p1d-sglang", "sgl")
-    prefill, decode = (f"sgl-{role}-{revision(co)}-0" for role in ("prefill", "decode"))
+    rev = revision(co)
+    prefill, decode = (f"sgl-{role}-{rev}-0" for role in ("prefill", "decode"))
+    router_ready(kube[1], f"sgl-router-{rev}")
     for pod in (prefill, decode):
         wait_for(lambda p=pod: core.read_namespaced_pod(p, NS), what=f"pod {pod} made by the LWS controller")
     t0 = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=10)

@@ -7,7 +7,7 @@ import copy
 import datetime as dt
 
 import pytest
-from operator_helpers import NS, G, P, V, wait_for
+from operator_helpers import NS, G, P, V, router_ready, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.catalog import load_catalog
@@ -69,12 +69,13 @@ def pod_uid(core, name):
 
 @pytest.fixture
 def topology(emu, kube, start_operator):
-    co, _apps, core = kube
+    co, apps, core = kube
     op = start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, resync_s=0.5)
     co.create_namespaced_custom_object(G, V, NS, P, pd_resource())
     sets = wait_for(lambda: co.list_namespaced_custom_object(api.LWS_GROUP, "v1", NS, api.LWS_PLURAL)["items"],
                     what="the LeaderWorkerSets")
     REV[""] = sets[0]["metadata"]["labels"][LABEL_REVISION]
+    router_ready(apps, f"{NAME}-router-{REV['']}")
     for pods in PODS.values():
         for pod in map(pn, pods):
             wait_for(lambda p=pod: core.read_namespaced_pod(p, NS), what=f"pod {pod} made by the LWS controller")

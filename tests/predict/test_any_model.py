@@ -244,3 +244,18 @@ def _doc_text(name: str, config: str) -> str:
     return (f"apiVersion: k3.gpustack.ai/v1alpha1\nkind: K3Deployment\nmetadata: {{name: anymodel}}\nspec:\n"
             f"  engine: {{name: vllm, version: 0.33.0}}\n  model: {{name: {name}, {config}}}\n"
             f"  hardware: {{gpuType: b300}}\n  parallel: {{tp: 8}}\n")
+
+
+def test_advise_follows_the_documents_own_config(capsys, tmp_path):
+    """advise SPEC whose spec.model.config names the config: the same candidates and ranking as advise SPEC
+    --model-config on that file (without either, a model the catalog lacks has nothing to vary)."""
+    cfg = str(_config("mistralai/Mixtral-8x7B-v0.1"))
+    by_path = tmp_path / "by-path.yaml"
+    by_path.write_text(_doc_text(name="any-model", config=f"config: {cfg}"))
+    base = ("--context", "8192", "--concurrency", "8", "--output-len", "500", "-o", "json")
+    rc = run(["advise", str(by_path), *base])
+    d = json.loads(capsys.readouterr().out)
+    rc2 = run(["advise", _doc(tmp_path), "--model-config", cfg, *base])
+    ref = json.loads(capsys.readouterr().out)
+    assert rc == rc2 == 0 and d["ok"] and d["preset"] == "SPEC"
+    assert d["top"] == ref["top"]

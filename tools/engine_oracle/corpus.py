@@ -1,9 +1,9 @@
 """Generated engine command lines for the oracle differential: the presets' lines (rendered by gpustack-k3's own
 argv renderer) mutated across the options whose combinations the rules judge.
 
-``seed_lines(release)``: the catalog presets for the release's engine, with ``spec.engine.version`` set to the
-release, rendered by ``gpustack_k3.core.flags.render_args`` (single-engine presets) and
-``gpustack_k3.core.launch.build_topology_launch`` (the per-role leader lines of the topology presets).
+``seed_lines(release)`` (gpustack_k3/oracle/warmup.py): the catalog presets for the release's engine, with
+``spec.engine.version`` set to the release, rendered by ``gpustack_k3.core.flags.render_args`` (single-engine presets)
+and ``gpustack_k3.core.launch.build_topology_launch`` (the per-role leader lines of the topology presets).
 ``generate(release, n, seed)``: n lines, each a seed line with 1-4 mutations (deterministic for a seed).
 ``generate_pairs(n, seed)``: n vLLM P/D pairs from the topology presets, each side mutated.
 
@@ -12,12 +12,13 @@ A line: {"argv": [...], "env": {...}, "model": catalog model key, "gpu_type": ..
 """
 from __future__ import annotations
 
-import copy
 import json
 import random
 import re
 
 from gpustack_k3.oracle.judge import RELEASES
+# the presets' rendered lines and the model-shape lines: the judge's warm-up set, one definition (the package's)
+from gpustack_k3.oracle.warmup import seed_lines, shape_lines  # noqa: F401
 
 # model positional/flag values as rendered by the presets (mapped to config.json directories by the oracle)
 KIMI_DRAFT = "Inferact/Kimi-K3-DSpark"
@@ -29,93 +30,6 @@ def _catalog():
     from gpustack_k3.catalog import load_catalog
 
     return load_catalog()
-
-
-def _single(doc_data: dict, version: str):
-    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product."""
-    from gpustack_k3.cli.common import document_from_data
-    from gpustack_k3.core.flags import render_args
-    from gpustack_k3.core.launch import production_env
-    from gpustack_k3.core.resolve import resolve
-
-    data = copy.deepcopy(doc_data)
-    data["spec"]["engine"]["version"] = version
-    r = resolve(document_from_data(data, "seed"))
-    argv = [t for a in render_args(r) for t in a.tokens]
-    env = {**production_env(r, 3600), **r.spec.env}
-    return argv, env, r.spec.model.name, r.spec.hardware.gpuType, r.spec.hardware.gpuCount
-
-
-def _roles(doc_data: dict, version: str):
-    from gpustack_k3.cli.common import document_from_data
-    from gpustack_k3.core.launch import build_topology_launch
-
-    data = copy.deepcopy(doc_data)
-    data["spec"]["engine"]["version"] = version
-    t, _f, _p = build_topology_launch(document_from_data(data, "seed"))
-    out = []
-    for role in t.roles:
-        env = dict(role.leader.env)
-        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
-        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
-        out.append((role.kind, role.leader.args, env, role.leader.gpu_type, role.gpus_per_pod,
-                    data["spec"]["model"]["name"], role.pods_per_instance))
-    return out
-
-
-def shape_lines(release: str) -> list[dict]:
-    """One line per model shape of tools/engine_oracle/models.py SHAPES (MLA MoE, GQA dense, GQA with YaRN, hybrid:
-    public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
-    product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
-    The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
-    from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
-
-    engine, version, _wheel = RELEASES[release]
-    out = []
-    for shape in shape_configs():
-        path = SHAPES[shape][1]
-        if engine == "sglang":
-            argv = ["--model-path", path, "--tp-size", "8"]
-        elif version.endswith("-cpu"):
-            argv = ["--model", path, "--max-model-len", "4096"]
-        else:
-            argv = [path, "-tp", "8"]
-        out.append({"seed": f"shape/{shape}", "argv": argv, "env": {}, "model": None,
-                    "model_config": str(model_root() / f"shape-{shape}" / "config.json"),
-                    "gpu_type": "cpu" if version.endswith("-cpu") else "b300",
-                    "gpus": 1 if version.endswith("-cpu") else 8})
-    return out
-
-
-def seed_lines(release: str, shapes: bool = True) -> list[dict]:
-    engine, version, _wheel = RELEASES[release]
-    cat = _catalog()
-    out = shape_lines(release) if shapes else []
-    for name, preset in cat.presets.items():
-        data = preset.document
-        if data["spec"]["engine"]["name"] != engine:
-            continue
-        cpu = data["spec"].get("hardware", {}).get("gpuType") == "cpu"
-        if cpu and not version.endswith("-cpu") and engine == "vllm":
-            # the tiny CPU model's line on a GPU release too (B300, one GPU): every release knows Llama, so its
-            # lines reach the config checks where the Kimi-K3 lines stop at an unknown architecture or parser
-            data = copy.deepcopy(data)
-            data["spec"]["hardware"] = {"gpuType": "b300", "gpuCount": 1}
-            name = f"{name}@b300"
-        elif cpu != (version.endswith("-cpu")):
-            continue
-        try:
-            if data["spec"].get("roles"):
-                for kind, argv, env, gpu_type, gpus, model, pods in _roles(data, version):
-                    out.append({"seed": f"{name}/{kind}", "argv": list(argv), "env": env, "model": model,
-                                "gpu_type": gpu_type, "gpus": gpus, "role": kind, "pods": pods})
-            else:
-                argv, env, model, gpu_type, gpus = _single(data, version)
-                out.append({"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type,
-                            "gpus": gpus})
-        except Exception as exc:  # noqa: BLE001 - a preset the product cannot render for this release
-            out.append({"seed": name, "unrenderable": f"{type(exc).__name__}: {str(exc)[:200]}"})
-    return out
 
 
 # ----------------------------------------------------------------------------- argv editing

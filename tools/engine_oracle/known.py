@@ -51,8 +51,8 @@ def load(path: Path = KNOWN) -> list[dict]:
 # why the oracle cannot judge a disagreement (the only admissible reasons for a known entry)
 CAUSES = {
     "stand-in": "the engine's verdict rests on a stand-in file of the oracle's model directory (an assumed "
-                "config.json figure, the stand-in preprocessor config or tokenizer: tools/engine_oracle/models.py)",
-    "oracle-artefact": "the engine's verdict rests on a double (tools/engine_oracle/doubles.py) answering "
+                "config.json figure, the stand-in preprocessor config or tokenizer: gpustack_k3/oracle/models.py)",
+    "oracle-artefact": "the engine's verdict rests on a double (gpustack_k3/oracle/engine_side/doubles.py) answering "
                        "differently from the serving node",
 }
 

@@ -41,7 +41,7 @@ _MODEL_CONFIGS: dict[str, str] | None = None
 
 
 def model_config(model: str) -> str | None:
-    """The config.json the oracle hands the engine for this catalog model (tools/engine_oracle/models.py), given to
+    """The config.json the oracle hands the engine for this catalog model (gpustack_k3/oracle/models.py), given to
     the product as a user would (``--model-config FILE``): both sides judge the same architecture figures (heads,
     KV heads, experts, ...), not the catalog's subset of them."""
     global _MODEL_CONFIGS
@@ -54,7 +54,7 @@ def model_config(model: str) -> str | None:
 
 
 def _common(engine: str, version: str, model: str | None, gpu_type: str, config: str | None = None) -> list[str]:
-    """``model`` None: a model the catalog does not know (a shape of tools/engine_oracle/models.py), judged from its
+    """``model`` None: a model the catalog does not know (a shape of gpustack_k3/oracle/models.py), judged from its
     config.json (``config``) alone."""
     args = ["--engine", engine, "--engine-version", version, "--gpu-type", gpu_type, "-o", "json"]
     if model is not None:

@@ -48,7 +48,7 @@ ENTRY = {
     "sglang": {"prepare_server_args", "resolve_once", "__post_init__", "__init__", "add_cli_args", "from_cli_args",
                "check_server_args", "main"},
 }
-# the serve command's process launchers the oracle doubles (tools/engine_oracle/worker.py, VllmJudge: "launch
+# the serve command's process launchers the oracle doubles (gpustack_k3/oracle/engine_side/worker.py, VllmJudge: "launch
 # doubles"): what runs inside them runs in processes the oracle never starts
 LAUNCH_POINTS = {"CoreEngineProcManager", "launch_core_engines", "APIServerProcessManager", "RustFrontendProcessManager",
                  "run_server", "setup_server", "create_server_socket", "wait_for_completion_or_failure",
@@ -282,7 +282,7 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
                 rec.update({"class": "not-reachable", "why": "abstract: the function body is raise NotImplementedError"})
             elif fn is not None and fn["name"] in LAUNCH_POINTS:
                 rec.update({"class": "not-reachable", "why": "after-launch: a launcher the oracle doubles "
-                                                             "(tools/engine_oracle/worker.py launch doubles)"})
+                                                             "(gpustack_k3/oracle/engine_side/worker.py launch doubles)"})
             elif fn is not None and key not in reach:
                 rec.update({"class": "not-reachable", "why": "no-call-path"})
                 uncalled.add(fn["name"])

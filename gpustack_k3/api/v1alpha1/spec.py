@@ -71,25 +71,8 @@ class ModelSource(_Strict):
         "disk): put the file's content in configJSON (docs/design/011-model-config.md)."))
     configJSON: dict[str, Any] | None = Field(default=None, description=(
         "The model's config.json inline (its JSON object as written): what config names, carried in the document "
-        "itself, so a K3Deployment resource and a preset are self-contained (docs/design/011-model-config.md)."))
-
-    @field_validator("configJSON")
-    @classmethod
-    def _config_json_usable(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        """A usable config.json: the one reader (core.model_config.arch_from_config) reads it, or the document is
-        unusable input naming spec.model.configJSON (the CLI exits 2; the operator reports rule spec.schema)."""
-        if v is None:
-            return v
-        from gpustack_k3.core.model_config import ModelConfigError, arch_from_config
-
-        try:
-            arch = arch_from_config(v, "spec.model.configJSON")
-        except ModelConfigError as exc:
-            raise ValueError(f"not a usable config.json: {exc.message}") from None
-        if not arch.known:
-            raise ValueError("not a usable config.json: none of num_hidden_layers / hidden_size is given "
-                             "(give the model's Hugging Face config.json as it is written)")
-        return v
+        "itself, so a K3Deployment resource and a preset are self-contained (docs/design/011-model-config.md). Read by "
+        "the one config.json reader when the document is used: an unusable one is refused naming this field."))
 
     @model_validator(mode="after")
     def _one_config(self) -> "ModelSource":

@@ -178,7 +178,6 @@ class RouterStatus(_Status):
 class RolloutStatus(_Status):
     """A P/D rollout (docs/design/010-pd-rollouts.md §3, Surge): the new pair revision comes up beside the serving
     one and the stable Service switches to its router once every role and the router are ready."""
-    strategy: Literal["Surge"] = "Surge"
     phase: Literal["Idle", "Starting", "Draining", "Failed"] = Field(description=(
         "Idle: one revision; Starting: the target comes up beside the serving one; Draining: switched, the "
         "previous revision is deleted after the drain; Failed: the target failed, the serving revision serves."))

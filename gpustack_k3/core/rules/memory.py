@@ -94,6 +94,8 @@ def check_vllm_kv_overcommit(r, c):
     p = c.plan
     if p is None or r.spec.memory.kvCacheBytes or p.overcommit_gib <= 0:
         return
+    if (r.spec.memory.fraction or 0) > 1:   # more than the GPU: every vLLM release refuses it (vllm-config-bounds),
+        return                              # and a budget past the card has no headroom to speak of
     need = r.figures.runtime_headroom_gib or 0.0
     if p.headroom_gib < need:
         pin = int(p.kv_cache_budget_gib * (GIB))

@@ -98,8 +98,9 @@ def check_rack_fit(t: Topology) -> Iterator[tuple[str, str]]:
     if lay is None or not _has_roles(t) or lay.policy == "none":
         return
     if not lay.topology_key:
-        yield "spec.placement.rack.topologyKey", (f"rack policy {lay.policy}: no NVLink-domain label (the GPU type "
-                                                  "has none in the catalog)")
+        yield ("spec.placement.rack.policy", f"rack policy {lay.policy}: no NVLink-domain label to place by (the GPU "
+               "type has none in the catalog)", "set spec.placement.rack.topologyKey to the node label naming the "
+               "NVLink domain, or drop spec.placement.rack.policy")
         return
     if lay.domain is None:
         return

@@ -175,7 +175,7 @@ _TOPOLOGY_ONLY = ("disaggregation", "routing", "network")
       why="spec.disaggregation (the P/D KV transfer), spec.routing (the router or InferencePool in front of the "
           "roles) and spec.network (RDMA and UCX between the pods of a topology) describe how roles work together; "
           "a document without spec.roles is one engine, which no channel renders them for, so they would be "
-          "silently dropped.",
+          "silently dropped; so would spec.placement.rack (where a topology's groups go in NVLink domains).",
       fix="Add spec.roles (prefill and decode for P/D), or remove the field.",
       source="gpustack_k3/core/topology.py (document_topology: the P/D facts of a roleless document); "
              "docs/design/002-topologies.md",
@@ -184,9 +184,31 @@ def check_topology_fields_need_roles(t) -> Iterator[Hit]:
     if t.source != "document" or not t.roles or any(r.prefix != "spec" for r in t.roles):
         return
     spec = t.roles[0].resolved.doc.spec
+    if spec.placement.rack is not None:
+        yield ("spec.placement.rack", "spec.placement.rack is set but the document has no spec.roles: one pod, no "
+               "groups to place in NVLink domains", "add spec.roles, or remove spec.placement.rack")
     for name in _TOPOLOGY_ONLY:
         if getattr(spec, name) is not None:
             yield (f"spec.{name}", f"spec.{name} is set but the document has no spec.roles: one engine, nothing to "
                    f"{'hand KV between' if name == 'disaggregation' else 'route between' if name == 'routing' else 'connect'}",
                    f"add spec.roles, or remove spec.{name}")
 
+
+
+@rule("hardware-gpucount-with-roles", checked_by="product", family="topology", severity="warning", engines=BOTH,
+      field="spec.hardware.gpuCount",
+      title="spec.hardware.gpuCount is not used by a document with roles",
+      why="With spec.roles every role's gpusPerPod is the GPU count of its pods (core/topology.py "
+          "effective_document sets hardware.gpuCount to it); a different shared gpuCount would be dropped without "
+          "a word.",
+      fix="Remove spec.hardware.gpuCount, or set each role's gpusPerPod to the GPUs its pods get.",
+      source="gpustack_k3/core/topology.py (effective_document); docs/design/002-topologies.md")
+def check_hardware_gpucount_with_roles(t) -> Iterator[Hit]:
+    doc = t.document
+    if doc is None or not doc.spec.roles or "gpuCount" not in doc.spec.hardware.model_fields_set:
+        return
+    n = doc.spec.hardware.gpuCount
+    other = [f"{r.name}: {r.gpusPerPod}" for r in doc.spec.roles if r.gpusPerPod != n]
+    if other:
+        yield ("spec.hardware.gpuCount", f"spec.hardware.gpuCount {n} is not used: with spec.roles each role's "
+               f"gpusPerPod decides ({', '.join(other)})")

@@ -1,10 +1,11 @@
 """Run the spec and args rules over a resolved document. Pure: spec + catalog in, findings out."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument, Role
 from gpustack_k3.core.findings import Finding, sort_findings
 from gpustack_k3.core.plan import Plan, PlanUnavailable, plan
 from gpustack_k3.core.resolve import Resolved, resolve
@@ -60,9 +61,21 @@ def validate_resolved(r: Resolved, *, strict: bool = False, ctx: Ctx | None = No
     return sort_findings(findings)
 
 
+# a role's own fields (api/v1alpha1/spec.py Role): a finding of one of them points at the role, any other at the
+# shared field the role inherits (a role has no spec.roles[i].engine or .model); hardware.gpuCount is the role's
+# gpusPerPod (core/topology.py effective_document)
+_ROLE_FIELDS = frozenset(Role.model_fields)
+
+
 def in_role(f: Finding, prefix: str) -> Finding:
-    """A finding of a role's effective document, pointed at the role (spec.memory -> spec.roles[i].memory)."""
+    """A finding of a role's effective document, pointed at the role where the role has the field (spec.memory ->
+    spec.roles[i].memory, spec.hardware.gpuCount -> spec.roles[i].gpusPerPod); a shared field stays shared."""
     if prefix == "spec" or not f.field.startswith("spec."):
+        return f
+    rest = f.field[len("spec."):]
+    if rest == "hardware.gpuCount":
+        return f.replace(field=f"{prefix}.gpusPerPod")
+    if re.split(r"[.\[]", rest, maxsplit=1)[0] not in _ROLE_FIELDS:
         return f
     return f.replace(field=prefix + f.field[len("spec"):])
 

@@ -53,7 +53,10 @@ def _unknown_catalog_cel(cat, builders: dict[str, Builder], spec_model: type, en
                        ".engine.version"))
     mod_ok = {e: f"{b.dim('model')} in {lit(b.models)}" for e, b in builders.items()}
     known = "; ".join(f"{e}: {', '.join(b.models)}" for e, b in builders.items())
-    out.append(CelRule(entry.id, "!(" + " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in mod_ok.items()) + ")",
+    # a model the document describes by its own config.json (spec.model.configJSON) needs no catalog entry
+    # (check_unknown_catalog_entry: r.arch); a path (spec.model.config) is not readable from the API server
+    out.append(CelRule(entry.id, "(has(self.model) && has(self.model.configJSON)) || !(" +
+                       " || ".join(f"(self.engine.name == {lit(e)} && !({x}))" for e, x in mod_ok.items()) + ")",
                        f"spec.model.name: model not in the catalog for this engine; known: {known}. Fix: {entry.fix} "
                        f"[rule {entry.id}]", ".model.name"))
     b = next(iter(builders.values()))
@@ -79,8 +82,8 @@ def check_unknown_catalog_entry(r: Resolved, c):
         pass   # described by its config.json, not by the catalog: flags and parallelism are checked, no memory plan
     elif r.model is None:
         yield ("spec.model.name", f"model {r.spec.model.name!r} is not in the catalog; known: {', '.join(cat.models)}",
-               "Use a catalog model key, or give the model's config.json (--model-config FILE, or a local model "
-               "directory) to check an uncatalogued model without a memory plan.")
+               "Use a catalog model key, or give the model's config.json (spec.model.config or spec.model.configJSON, "
+               "--model-config FILE, or a local model directory) to check an uncatalogued model.")
     elif r.figures is None:
         yield "spec.model.name", (f"model {r.spec.model.name!r} has no figures for {e}; it is catalogued for "
                                   f"{', '.join(r.model.engines)}")
@@ -1118,7 +1121,7 @@ def _set_fields(section) -> list[str]:
 
 
 _SECTIONS = ("parallel", "memory", "scheduling", "parsers", "model")
-_NOT_FLAGS = ("model.name", "model.source", "model.path")
+_NOT_FLAGS = ("model.name", "model.source", "model.path", "model.config", "model.configJSON")   # read by the tool, not the engine
 
 
 def _field_unsupported_cel(cat, builders: dict[str, Builder], spec_model: type, entry: Rule) -> list[CelRule]:
@@ -1182,6 +1185,36 @@ def check_field_unsupported(r, c):
             if path in mapped or path in _NOT_FLAGS:
                 continue
             yield f"spec.{path}", f"spec.{path} has no {r.engine.engine} flag"
+
+
+@rule("speculative-field-not-carried", checked_by="product", family="spec", severity="warning", engines=BOTH,
+      field="spec.speculative",
+      title="A speculative-decoding field the engine's command line has no place for",
+      why="vLLM takes every spec.speculative field as a --speculative-config key; SGLang's command line takes the "
+          "algorithm, the draft model path and the draft-token count only, and with method none nothing is "
+          "speculated: any other field set would be dropped without a word.",
+      fix="Remove the field (SGLang: the draft's own settings come from its checkpoint and the release's defaults).",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (speculative: json_keys, draft_path_flag, "
+             "num_tokens_flag); gpustack_k3/core/flags.py (_speculative_args)")
+def check_speculative_field_not_carried(r, c):
+    sp = r.spec.speculative
+    carried = _speculative_carried(r.engine) if sp.method != "none" else {"method"}
+    for name in type(sp).model_fields:
+        if name not in carried and getattr(sp, name) not in (None, {}):
+            yield f"spec.speculative.{name}", (
+                f"spec.speculative.{name} has no effect: spec.speculative.method is none" if sp.method == "none"
+                else f"spec.speculative.{name} has no {r.engine.engine} flag: it is dropped")
+
+
+def _speculative_carried(engine) -> set[str]:
+    """The spec.speculative fields an engine's command line carries (catalog ``speculative``): vLLM every
+    --speculative-config key (``json_keys``, and ``extraConfig`` merged into it); SGLang the algorithm, the draft
+    path and the draft-token count (``draft_path_flag``, ``num_tokens_flag``: core/flags.py _speculative_args)."""
+    sp = engine.speculative
+    if "json_keys" in sp:
+        return {"method", *sp["json_keys"], "extraConfig"}
+    return {"method", *(["draftModel"] if sp.get("draft_path_flag") else []),
+            *(["numTokens"] if sp.get("num_tokens_flag") else [])}
 
 
 # ------------------------------------------------------------------ degrading combinations

@@ -364,6 +364,31 @@ def check_topology_hybrid_single_rank(t: Topology):
             yield r.field("loadBalancing"), f"role {r.name}: hybrid LB with dpLocal 1 runs as external LB"
 
 
+@rule("topology-lb-no-effect", checked_by="product", family="topology", severity="warning", engines=BOTH,
+      field="spec.roles[].loadBalancing",
+      title="A load-balancing mode with nothing to balance",
+      why="hybrid load balancing is rendered for a vLLM role of several pods and several DP ranks "
+          "(--data-parallel-hybrid-lb), external for several DP ranks (one endpoint per rank); with one pod or one "
+          "rank the role runs as internal, and SGLang roles have no such mode: the setting would be dropped without "
+          "a word.",
+      fix="Drop loadBalancing (internal), or give the role the pods and DP ranks the mode balances.",
+      source="gpustack_k3/core/topology.py (document_topology: hybrid_lb, external_lb); "
+             "gpustack_k3/core/launch.py (role_launch: the vLLM flags)")
+def check_topology_lb_no_effect(t: Topology):
+    doc = t.document
+    if doc is None or not doc.spec.roles:
+        return
+    for role, r in zip(doc.spec.roles, t.roles):
+        mode = role.loadBalancing
+        if mode == "internal":
+            continue
+        if r.resolved.engine.engine != ENGINE_VLLM:
+            yield r.field("loadBalancing"), f"role {r.name}: loadBalancing {mode} is vLLM's; an SGLang role has none"
+        elif not (r.hybrid_lb if mode == "hybrid" else r.external_lb):
+            yield r.field("loadBalancing"), (f"role {r.name}: loadBalancing {mode} with {r.pods} pod(s) and DP {r.dp}: "
+                                             "nothing to balance, the role runs as internal")
+
+
 @rule("topology-nnodes-backend", checked_by="oracle", family="topology", severity="error", engines=VLLM, when=TOPO,
       field="spec.roles[].parallel.dpBackend",
       title="A group over several nodes needs the mp data-parallel backend",
@@ -575,8 +600,10 @@ def _hash_factors(r: TopoRole) -> dict[str, str]:
         extra = spec.extraConfig or {}
         spec_factors = {"method": method, "model": spec.draftModel or s.model.path or s.model.name,
                         "revision": extra.get("revision"), "code_revision": extra.get("code_revision"),
-                        "parallel_drafting": bool(extra.get("parallel_drafting", False)),
                         "kv_cache_dtype": str(extra.get("kv_cache_dtype") or cache_dtype)}
+        # 0.34.0 no longer hashes parallel_drafting (nixl/metadata.py:137-146@0.34.0; :133-144@0.33.0 did)
+        if r.resolved.trait("nixl_hash_parallel_drafting", True):
+            spec_factors["parallel_drafting"] = bool(extra.get("parallel_drafting", False))
     dtype = str(r.resolved.value("model.dtype") or "auto")
     dtype = _DTYPES.get(dtype, dtype) if dtype != "auto" else (_model_dtype(r) or UNDECIDED)
     kv = r.kv_transfer or {}

@@ -2,8 +2,8 @@
 
 Each rule is switched on by a trait of the release's catalog entry (catalog/data/engines/vllm.yaml), so a later
 release that keeps the behaviour only sets the trait; the facts a rule compares against (removed keys, the methods
-that may draft in parallel, the refused environment variables) are catalog data, not code: a release without that
-data gives those rules nothing to find. Every source is a line of
+that may draft in parallel, the refused environment variables) are catalog data, not code, read where the entry sets
+``vllm_034_data: true``. Every source is a line of
 the 0.34.0 wheel (file:line relative to its vllm/ package).
 """
 from __future__ import annotations
@@ -13,9 +13,12 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
-from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.args import extra_arg, extra_arg_switch
 from gpustack_k3.core.rules.registry import rule
 
+# the rules that compare against data of the release's entry (env_refused, speculative_removed_keys,
+# speculative_config_fields, parallel_drafting_methods) apply where the entry says it carries that data
+_DATA = {"vllm_034_data": (True,)}
 _ENV_FREE_FORM = "reads spec.env, a free-form map of strings, against per-release data; left to validate"
 _EXTRA_FREE_FORM = ("spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the "
                     "per-release key lists are left to validate")
@@ -88,7 +91,7 @@ def check_vllm_model_runner_v2_env_redundant(r, c):
 
 
 @rule("vllm-env-refused", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      field="spec.env",
+      when=_DATA, field="spec.env",
       title="An environment variable this release removed and refuses",
       why="vLLM keeps a list of removed variables with a hint each (envs.removed_environment_variables); setting one "
           "raises when the engine config is created, unlike a merely unknown variable, which is only logged.",
@@ -107,7 +110,7 @@ def check_vllm_env_refused(r, c):
 # ------------------------------------------------------------------ --speculative-config
 
 @rule("vllm-speculative-removed-key", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      field="spec.speculative.extraConfig",
+      when=_DATA, field="spec.speculative.extraConfig",
       title="A --speculative-config key this release removed",
       why="SpeculativeConfig is a pydantic dataclass that forbids extra fields: a key the release no longer has "
           "(0.34.0: disable_padded_drafter_batch, use_heterogeneous_vocab) fails the config at start-up.",
@@ -125,8 +128,33 @@ def check_vllm_speculative_removed_key(r, c):
                    f"--speculative-config key {k!r} no longer exists in vLLM {r.version.key} (it was {removed[k]})")
 
 
+@rule("vllm-speculative-unknown-key", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
+      when=_DATA, field="spec.speculative.extraConfig",
+      title="A --speculative-config key SpeculativeConfig does not have",
+      why="vLLM builds SpeculativeConfig(**the JSON) ('-' in a key read as '_'); the class is a pydantic dataclass that "
+          "forbids extra fields, so any key that is not one of its init fields fails the config at start-up.",
+      fix="Drop the key or correct its spelling (the message lists the release's keys closest to it).",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml (speculative_config_fields per version, read from "
+             "config/speculative.py:449-1842@0.34.0); vllm engine/arg_utils.py:2159-2172@0.34.0, config/utils.py:72@0.34.0",
+      no_cel=_EXTRA_FREE_FORM)
+def check_vllm_speculative_unknown_key(r, c):
+    import difflib
+
+    fields = r.trait("speculative_config_fields")
+    removed = r.trait("speculative_removed_keys") or {}
+    if not fields or not r.spec_enabled:
+        return
+    for k in r.spec.speculative.extraConfig:
+        key = str(k).replace("-", "_")
+        if key not in fields and key not in removed:      # removed keys: rule vllm-speculative-removed-key
+            close = difflib.get_close_matches(key, fields, n=3)
+            hint = f" (closest: {', '.join(close)})" if close else ""
+            yield (f"spec.speculative.extraConfig.{k}",
+                   f"--speculative-config key {k!r} is not a field of vLLM {r.version.key}'s SpeculativeConfig{hint}")
+
+
 @rule("vllm-parallel-drafting-method", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
-      field="spec.speculative.extraConfig.parallel_drafting",
+      when=_DATA, field="spec.speculative.extraConfig.parallel_drafting",
       title="parallel_drafting only for the methods that draft in parallel",
       why="From 0.34.0 parallel_drafting is deprecated and has no effect; set true with any method but dflash and "
           "dspark it raises when the speculative config is verified.",
@@ -145,7 +173,7 @@ def check_vllm_parallel_drafting_method(r, c):
 
 
 @rule("vllm-parallel-drafting-deprecated", checked_by="product", family="spec", severity="info", engines=[ENGINE_VLLM],
-      field="spec.speculative.extraConfig.parallel_drafting",
+      when=_DATA, field="spec.speculative.extraConfig.parallel_drafting",
       title="parallel_drafting is deprecated and has no effect",
       why="DFlash and DSpark always draft in parallel from 0.34.0 and no other method supports it; the engine warns "
           "when the key is set.",
@@ -237,27 +265,96 @@ def _set(cc: dict[str, Any], k: str) -> bool:
     return cc.get(k) is not None
 
 
+def _ints(v: Any) -> list[int] | None:
+    if not isinstance(v, list):
+        return None
+    out = [pydantic_int(x) for x in v]
+    return None if any(x is None for x in out) else out  # type: ignore[return-value]
+
+
+def _decode_tokens(sizes: list[int], max_reqs: int, max_tokens: int) -> set[int]:
+    """Token counts of the one-token-per-request decode graphs for request counts ``sizes``
+    (config/compilation.py:54-68@0.34.0 decode_cudagraph_capture_shapes with query length 1)."""
+    sizes = sorted(set(sizes))
+    limit = min(max_reqs, max_tokens)
+    if limit < 1:
+        return set()
+    reachable = [n for n in sizes if n < limit] + [n for n in sizes if n >= limit][:1]
+    return {min(n, limit) for n in reachable}
+
+
+def mixed_sizes_refused(r: Resolved, cc: dict[str, Any]) -> bool | None:
+    """Whether 0.34.0 refuses deprecated and split capture sizes set together: True/False where this can be computed
+    as _split_cudagraph_capture_sizes does (config/vllm.py:2558-2725@0.34.0) -- no speculative decoding (query length
+    1, no draft graphs), an explicit cudagraph_capture_sizes, and each split family given by an explicit list or not at
+    all --; None otherwise (grids of the caps, speculative query lengths: not computed here)."""
+    tokens, seqs = r.value("scheduling.maxNumBatchedTokens"), r.value("scheduling.maxNumSeqs")
+    shared = _ints(cc.get("cudagraph_capture_sizes"))
+    if r.spec_enabled or tokens is None or seqs is None or shared is None or not shared:
+        return None
+    if cc.get("max_prefill_cudagraph_capture_tokens") is not None and cc.get("prefill_cudagraph_capture_token_sizes") is None:
+        return None
+    if cc.get("max_decode_cudagraph_capture_requests") is not None and cc.get("decode_cudagraph_capture_request_sizes") is None:
+        return None
+    n_tok, n_seq = int(tokens), int(seqs)
+    s = sorted({x for x in shared if x <= n_tok})                                  # config/vllm.py:2459-2470@0.34.0
+    given_max = pydantic_int(cc.get("max_cudagraph_capture_size")) if cc.get("max_cudagraph_capture_size") is not None else None
+    if not s or (given_max is not None and given_max != s[-1]):
+        return None                                                                 # another refusal (:2508-2517)
+    pre, dec = _ints(cc.get("prefill_cudagraph_capture_token_sizes")), _ints(cc.get("decode_cudagraph_capture_request_sizes"))
+    if (cc.get("prefill_cudagraph_capture_token_sizes") is not None and pre is None) or \
+            (cc.get("decode_cudagraph_capture_request_sizes") is not None and dec is None):
+        return None
+    prefill = sorted({x for x in pre if 1 <= x <= n_tok}) if pre is not None else s           # :2627-2644
+    decode = sorted({x for x in dec if 1 <= x <= n_seq}) if dec is not None else sorted({min(x, n_seq) for x in s})
+    cap = pydantic_int(cc.get("max_decode_cudagraph_capture_tokens")) if cc.get("max_decode_cudagraph_capture_tokens") else None
+    dec_tokens = _decode_tokens(decode, n_seq, min(n_tok, cap or n_tok))                       # :2676-2688
+    return s not in (sorted(dec_tokens | set(prefill)), sorted(dec_tokens))                      # :2712-2724
+
+
+def _mixed(r: Resolved) -> tuple[int | None, dict[str, Any], list[str], list[str]]:
+    i, cc = compilation_config(r)
+    if i is None or not _graphs_captured(r, cc):
+        return None, {}, [], []
+    return i, cc, [k for k in _LEGACY if _set(cc, k)], [k for k in _SPLIT if _set(cc, k)]
+
+
 @rule("vllm-cudagraph-sizes-mixed", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       when={"cudagraph_split_sizes": (True,)}, field="spec.extraArgs",
-      title="Deprecated CUDA-graph capture sizes combined with the prefill/decode ones",
+      title="Deprecated CUDA-graph capture sizes combined with prefill/decode ones that resolve differently",
       why="0.34.0 splits CUDA-graph capture sizes into prefill token sizes and decode request counts "
           "(prefill_cudagraph_capture_token_sizes / max_prefill_cudagraph_capture_tokens, "
           "decode_cudagraph_capture_request_sizes / max_decode_cudagraph_capture_requests) and deprecates "
           "cudagraph_capture_sizes / max_cudagraph_capture_size. Set together, the engine raises unless the "
-          "deprecated sizes equal every graph size the new fields resolve to (a resolved config read back).",
+          "deprecated sizes equal every graph size the new fields resolve to; this rule computes that where it can "
+          "(no speculative decoding, explicit size lists) and refuses only a certain mismatch.",
       fix="Keep only the prefill/decode fields in --compilation-config (decode sizes count requests, not tokens), or "
           "only the deprecated ones.",
-      source="vllm config/vllm.py:2377-2382,2574-2586,2712-2724@0.34.0 (_split_cudagraph_capture_sizes)",
+      source="vllm config/vllm.py:2377-2382,2459-2470,2574-2586,2612-2688,2712-2724@0.34.0 "
+             "(_split_cudagraph_capture_sizes), config/compilation.py:54-68@0.34.0",
       no_cel="reads the --compilation-config JSON inside spec.extraArgs (argv tokens, not a typed field)")
 def check_vllm_cudagraph_sizes_mixed(r, c):
-    i, cc = compilation_config(r)
-    if i is None or not _graphs_captured(r, cc):
-        return
-    legacy = [k for k in _LEGACY if _set(cc, k)]
-    split = [k for k in _SPLIT if _set(cc, k)]
-    if legacy and split:
+    i, cc, legacy, split = _mixed(r)
+    if legacy and split and mixed_sizes_refused(r, cc) is True:
         yield f"spec.extraArgs[{i}]", (f"--compilation-config sets {', '.join(legacy)} with {', '.join(split)} on vLLM "
-                                       f"{r.version.key}: the engine refuses the combination")
+                                       f"{r.version.key}, and the deprecated sizes differ from the sizes the new "
+                                       "fields resolve to: the engine refuses the combination")
+
+
+@rule("vllm-cudagraph-sizes-mixed-undecided", checked_by="product", family="spec", severity="warning",
+      engines=[ENGINE_VLLM], when={"cudagraph_split_sizes": (True,)}, field="spec.extraArgs",
+      title="Deprecated and prefill/decode CUDA-graph capture sizes together: refused unless they agree",
+      why="The engine refuses the combination unless the deprecated sizes equal every graph size the new fields "
+          "resolve to (speculative query lengths, draft graphs and the caps' size grids included), which this rule "
+          "does not compute for this line.",
+      fix="Keep only the prefill/decode fields in --compilation-config, or only the deprecated ones.",
+      source="vllm config/vllm.py:2712-2724@0.34.0 (_split_cudagraph_capture_sizes)")
+def check_vllm_cudagraph_sizes_mixed_undecided(r, c):
+    i, cc, legacy, split = _mixed(r)
+    if legacy and split and mixed_sizes_refused(r, cc) is None:
+        yield f"spec.extraArgs[{i}]", (f"--compilation-config sets {', '.join(legacy)} with {', '.join(split)} on vLLM "
+                                       f"{r.version.key}: the engine refuses this unless they resolve to the same "
+                                       "sizes")
 
 
 @rule("vllm-cudagraph-size-above-cap", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -287,3 +384,20 @@ def check_vllm_cudagraph_size_above_cap(r, c):
         if kept and kept[-1] > cap:
             yield f"spec.extraArgs[{i}]", (f"{sizes_key} holds {kept[-1]}, above {cap_key}={cap} on vLLM "
                                            f"{r.version.key}")
+
+
+# ------------------------------------------------------------------ other new refusals of 0.34.0
+
+@rule("vllm-checkpoint-prepare-needs-sleep-mode", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_VLLM], when={"checkpoint_prepare_on_startup": (True,)}, field="spec.extraArgs",
+      title="--checkpoint-prepare-on-startup needs --enable-sleep-mode",
+      why="0.34.0's new --checkpoint-prepare-on-startup prepares a checkpoint for sleep mode; the model config raises "
+          "when it is on and sleep mode is not.",
+      fix="Add --enable-sleep-mode, or drop --checkpoint-prepare-on-startup.",
+      source="vllm config/model.py:681-682@0.34.0; engine/arg_utils.py:1054,1076@0.34.0",
+      no_cel="reads switches inside spec.extraArgs (argv tokens, not a typed field)")
+def check_vllm_checkpoint_prepare_needs_sleep_mode(r, c):
+    if extra_arg_switch(r, "--checkpoint-prepare-on-startup") and not extra_arg_switch(r, "--enable-sleep-mode"):
+        found = extra_arg(r, "--checkpoint-prepare-on-startup")
+        yield f"spec.extraArgs[{found[0]}]", (f"--checkpoint-prepare-on-startup without --enable-sleep-mode on vLLM "
+                                              f"{r.version.key}")
