@@ -50,8 +50,8 @@ def per_release(checked_by: str, fails_at: str | None, versions: list[tuple[str,
 
     ``oracle``: the release's own config-time validation code runs in the engine oracle (a public wheel or an
     installed build); ``runtime-only``: the release fails later than config time (``fails_at``), so the oracle's
-    config-time verdict cannot confirm the refusal: the differential counts those lines in their own class
-    (bench/oracle_differential.py ``runtime-only``) and ``how`` says so; ``product``: a catalog, platform or target
+    config-time verdict cannot confirm the refusal: the differential judges those lines in their own class
+    (bench/oracle_differential.py ``runtime-only-*``, tools/engine_oracle/runtime_judge.py) and ``how`` says so; ``product``: a catalog, platform or target
     constraint with no engine verdict; ``no-release-code``: the version is an image build without public code (e.g.
     vLLM ``kimi-k3``: only its nearest release's code is read), so no release code checks the rule there."""
     out = []
@@ -71,7 +71,10 @@ def per_release(checked_by: str, fails_at: str | None, versions: list[tuple[str,
         elif checked_by == "runtime-only":
             row.update(checked="runtime-only",
                        how=f"the engine fails after config time ({fails_at}); the oracle's config-time verdict "
-                           "cannot confirm it: the differential counts these refusals in their own class")
+                           "cannot confirm it: the differential judges these refusals in their own class by the "
+                           "release's after-config check worked out from the line (tools/engine_oracle/"
+                           "runtime_judge.py, each judge citing the release's file:line; a disagreement counts as a "
+                           "false refusal or miss), or counts them unjudged where no such computation exists")
         else:
             row.update(checked="oracle", how="the release's own config-time validation code (tools/engine_oracle)")
         out.append(row)

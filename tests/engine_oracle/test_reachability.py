@@ -131,3 +131,42 @@ def test_committed_residue_loads():
     for release in ("vllm-0.33.0", "vllm-0.11.0", "sglang-0.5.23"):
         for where, e in reachability.load_residue(release).items():
             assert e["reason"] and e["reviewed"], where
+
+
+HOOK = '''\
+def handle_kv(args):
+    if args.kv == "bad":
+        raise ValueError("hook")
+
+
+@register_override("Arch")
+def _arch_overrides(args):
+    raise ValueError("override")
+
+
+def unused(args):
+    raise ValueError("dead")
+'''
+PIPELINE = '''\
+def resolve_once(args):
+    for hook in (handle_kv,):
+        hook(args)
+'''
+
+
+def test_calls_from_files_without_raises_and_registered_functions(tmp_path):
+    """SGLang's pipeline file raises nothing but calls every hook; a model override is called through the registry
+    its decorator fills: both are on the path, a function nobody names is not."""
+    g = tmp_path / "sglang" / "srt" / "arg_groups"
+    g.mkdir(parents=True)
+    (g / "hook.py").write_text(HOOK)
+    (g / "pipeline.py").write_text(PIPELINE)
+    sites = raise_sites.raise_sites([g / "hook.py"])
+    by = {r["raises"]: r for r in reachability.classify("sglang-0.5.23", sites, {}, tmp_path, {},
+                                                       files=[g / "hook.py", g / "pipeline.py"])}
+    assert by["ValueError('hook')"]["class"] == "reachable"
+    assert by["ValueError('override')"]["class"] == "reachable"
+    assert by["ValueError('dead')"]["why"] == "no-call-path: dead code, never referenced in the package"
+    # without the pipeline file in the graph the hook looks unreachable (the bug this guards)
+    alone = {r["raises"]: r for r in reachability.classify("sglang-0.5.23", sites, {}, tmp_path, {})}
+    assert alone["ValueError('hook')"]["class"] == "not-reachable"

@@ -179,7 +179,8 @@ def classified(release: str, sites: list[dict], cov: dict) -> dict:
 
     executed = {f: sorted((cov.get("files") or {}).get(f, {}).get("executed_lines") or [])
                 for f in sorted({s["file"] for s in sites})}
-    cls = classify(release, sites, {f: set(v) for f, v in executed.items()}, Path(cov.get("root", "")))
+    cls = classify(release, sites, {f: set(v) for f, v in executed.items()}, Path(cov.get("root", "")),
+                   files=cov.get("validation_files"))
     root = cov.get("root", "")
     return {"reachability": summarize_classes(release, cls), "sites": cls,
             "executed_lines": {os.path.relpath(f, root): v for f, v in executed.items()}}

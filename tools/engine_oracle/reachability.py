@@ -13,7 +13,8 @@ Every raise site (``raise_sites.raise_sites``) gets one class:
     missing from the installation, not by anything on the command line;
   - ``abstract``: the function's whole body is ``raise NotImplementedError`` (an interface a subclass overrides);
   - ``no-call-path``: the enclosing function is never called on the config path: it was not entered by the corpus,
-    and no function of the call graph from the entry points calls its name (name-based, so it over-approximates
+    is not registered by a decorator (a hook or override registry), and no function of the call graph from the
+    entry points calls its name (name-based, so it over-approximates
     reachability: any call of the same name anywhere on the path counts); ``callers`` lists the files of the
     release's package that do call the name (typically the runtime: model runner, scheduler, workers);
   - ``after-launch``: the function is one the oracle's launch doubles stand for (``LAUNCH_POINTS``: the serve
@@ -248,17 +249,24 @@ def load_residue(release: str, path: Path = RESIDUE) -> dict[str, dict]:
 
 
 def classify(release: str, sites: list[dict], executed: dict[str, set[int]], root: Path,
-             residue: dict[str, dict] | None = None) -> list[dict]:
-    """Each site (raise_sites.raise_sites) with ``class`` reached|reachable|not-reachable and ``why``."""
+             residue: dict[str, dict] | None = None, files: list | None = None) -> list[dict]:
+    """Each site (raise_sites.raise_sites) with ``class`` reached|reachable|not-reachable and ``why``. ``files``: the
+    validation files (raise_sites.validation_files): their calls are the graph's edges whether or not they raise
+    themselves (SGLang's hook pipeline holds no raise but calls every hook); default: the files of ``sites``."""
     engine = release.split("-", 1)[0]
     pkg = "vllm" if engine == "vllm" else "sglang"
     truth = platform_truth(release)
-    files = sorted({s["file"] for s in sites})
+    files = sorted({str(f) for f in files} | {s["file"] for s in sites}) if files else sorted({s["file"] for s in sites})
     extra = sorted({str(p) for x in EXTRA_CALLERS[engine] for p in (root / pkg).glob(x) if p.is_file()})
     index = _Index([Path(f) for f in files + [e for e in extra if e not in files]])
     entered = {k for k, f in index.funcs.items()
                if f["node"].body and f["node"].body[0].lineno in executed.get(k[0], set())}
-    reach = call_closure(index, entered, ENTRY[engine])
+    # a module-level function registered by a decorator (a hook or model-override registry: @register_...(...)) is
+    # called through the registry, never by its name
+    registered = {k for k, f in index.funcs.items() if f["cls"] is None and "." not in k[1] and f["decos"]
+                  and not re.search(r"\b(property|cached_property|staticmethod|classmethod|lru_cache|cache|"
+                                    r"wraps|overload|contextmanager)\b", f["decos"])}
+    reach = call_closure(index, entered | registered, ENTRY[engine])
     residue = load_residue(release) if residue is None else residue
     trees = {f: ast.parse(Path(f).read_text(errors="replace")) for f in files}
     out, uncalled = [], set()
@@ -327,7 +335,7 @@ def from_report(report: dict) -> tuple[list[dict], dict]:
     # keys relative to the release's root (absolute in reports written before that)
     executed = {str(root / f) if not os.path.isabs(f) else f: set(v)
                 for f, v in (report.get("executed_lines") or {}).items()}
-    cls = classify(release, sites, executed, root)
+    cls = classify(release, sites, executed, root, files=validation_files(release, root))
     return cls, summarize(release, cls)
 
 

@@ -165,7 +165,9 @@ _TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16"
       sources={"vllm 0.29.0": "vllm config/vllm.py:797-803@0.29.0, model_executor/layers/quantization/mxfp4.py:69-70"
                               "@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
                "vllm 0.28.0": "vllm config/vllm.py:781-787@0.28.0, model_executor/layers/quantization/mxfp4.py:68-69"
-                              "@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
+                              "@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.11.0": "vllm config/__init__.py:267-272@0.11.0, model_executor/layers/quantization/mxfp4.py:"
+                              "129-130@0.11.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
       no_cel="per-release quantization tables and the checkpoint's quantization (catalog or config.json); left to "
              "validate")
 def check_dtype_vs_quantization(r, c):
