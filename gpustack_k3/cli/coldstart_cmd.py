@@ -162,12 +162,12 @@ def _engine_warnings(tracker, engine: str | None) -> list[str]:
 @click.argument("log", metavar="LOG|-")
 @_engine_opt
 @_output_opt
-@_year_opt
-def doctor(log: str, engine: str, output: str, year: int | None) -> None:
+def doctor(log: str, engine: str, output: str) -> None:
     """Find known problems (docs/sources.md, kernels and the log's warnings) in an engine log."""
     from gpustack_k3.core.findings import has_errors
 
-    tracker = _track(log, engine, year)
+    # no --year: the findings carry no time, so the year of vLLM's year-less stamps never shows (coldstart has it)
+    tracker = _track(log, engine, None)
     _refuse_no_engine(tracker, log, engine, _engine_warnings(tracker, engine))
     findings = tracker.findings()
     if output != "text":

@@ -147,7 +147,7 @@ OTHER = {
     "check-pd-unquoted": ["check-pd", "--engine", "vllm", "--prefill", "vllm serve '", "--decode", "x"],
     "check-pd-empty": ["check-pd", "--engine", "vllm", "--prefill", "", "--decode", ""],
     "coldstart": ["coldstart", str(LOG), "--year", "2026"],
-    "doctor": ["doctor", str(LOG), "--year", "2026"],
+    "doctor": ["doctor", str(LOG)],
     "gpustack-status": ["gpustack", "status", "m", "--server", UNREACHABLE],
     "gpustack-delete": ["gpustack", "delete", "m", "--server", UNREACHABLE],
     "probe-unreachable": ["probe", UNREACHABLE, "--requests", "1", "--concurrency", "1", "--warmup", "0",

@@ -19,7 +19,7 @@ CASES = {
     ("validate",): ["-o", "json", "--strict"],
     ("plan",): ["-o", "json"],
     ("dry-run",): ["-o", "json"],
-    ("render",): ["--target", "argv", "-o", "json", "--namespace", "llm"],
+    ("render",): ["--target", "argv", "-o", "json"],   # --namespace: Kubernetes' option, refused for argv
     ("run", "start"): ["--dry-run", "--runtime", "local"],
     ("gpustack", "apply"): ["--server", CLOSED, "--dry-run", "-o", "json"],
     ("predict",): ["--input-len", "1024", "--output-len", "64", "--acceptance-length", "3", "-o", "json"],

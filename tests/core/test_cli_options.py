@@ -61,7 +61,7 @@ VALUES: dict[tuple[str, str], list[str] | None] = {
     ("render", "--cluster"): ["c2"], ("render", "--lws-form"): ["disaggregatedset"],
     ("presets", "--show"): ["vllm-fixed"],
     ("coldstart", "--engine"): ["sglang"], ("doctor", "--engine"): ["sglang"],
-    ("coldstart", "--year"): ["2001"], ("doctor", "--year"): ["2001"],
+    ("coldstart", "--year"): ["2001"],
     ("coldstart", "--spec"): [str(REPO / "tests" / "render" / "fixtures" / "specs" / "emptydir-cache.yaml")],
     ("run start", "--runtime"): ["local"], ("run start", "--host-gpus"): ["--no-host-gpus"],
 }
@@ -82,10 +82,7 @@ BASES: dict[tuple[str, str], list[str]] = {
 }
 
 # Today's gaps: options that neither change the answer nor are refused (issue 33; fix them and shorten the list).
-GAPS: set[tuple[str, str]] = {
-    # the year completes vLLM's year-less timestamps; doctor's findings carry no time, so it never shows
-    ("doctor", "--year"),
-}
+GAPS: set[tuple[str, str]] = set()
 
 
 def _commands() -> dict[str, click.Command]:
