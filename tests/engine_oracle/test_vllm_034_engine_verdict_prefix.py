@@ -18,7 +18,7 @@ pytestmark = pytest.mark.engine_oracle
 @pytest.mark.parametrize("prefix", [["vllm", "serve"], []])
 def test_the_program_is_not_passed_to_the_judge(prefix):
     try:
-        oracle._worker("vllm-0.34.0")
+        oracle.warm("vllm-0.34.0")
     except oracle.EngineVerdictUnavailable as exc:
         tiers.unavailable(f"engine oracle vllm-0.34.0: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
     res = CliRunner().invoke(cli, ["check-args", "--engine", "vllm", "--engine-version", "0.34.0", "--engine-verdict",
