@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     lines = generate(release, a.lines, a.seed)
     t0 = time.monotonic()
     try:
-        oracle._worker(release)
+        oracle.warm(release)
     except oracle.EngineVerdictUnavailable as exc:
         print(json.dumps({"release": release, "unavailable": str(exc)}))
         return 2

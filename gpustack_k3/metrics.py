@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from gpustack_k3.api.v1alpha1.constants import CONDITION_KV_TRANSFER
 from gpustack_k3.api.v1alpha1.status import K3DeploymentStatus
 from gpustack_k3.coldstart.phases import PHASES
 
@@ -112,7 +113,7 @@ class KVTransferConditions:
     condition form: ``== 1`` selects, no series vanishes on a change), read from the status the operator wrote
     (the informer cache) at scrape time; no series for a resource without the condition."""
 
-    def __init__(self, store, condition: str = "KVTransfer") -> None:
+    def __init__(self, store, condition: str = CONDITION_KV_TRANSFER) -> None:
         self.store, self.condition = store, condition
 
     def describe(self):

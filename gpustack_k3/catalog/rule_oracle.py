@@ -7,7 +7,6 @@ import functools
 from pathlib import Path
 
 RECORD = Path(__file__).parent / "data" / "rule_oracle.yaml"
-COUNTS = ("fired", "engine_refused", "engine_refused_alone", "engine_accepted", "not_decidable")
 
 
 @functools.lru_cache(maxsize=1)

@@ -28,7 +28,6 @@ from gpustack_k3.errors import GpustackK3Error, InputError, OperationalError, Re
 MAX_INPUT_BYTES = MIB        # 1 MiB: a deployment document is a few KB
 
 
-MACHINE_FORMATS = ("json", "yaml")
 # what this invocation printed on stdout as data, and the findings it reported (the --fail-on gate reads them)
 # (one invocation: the root click context it belongs to; a new root context starts a fresh state)
 _STATE: dict[str, Any] = {"emitted": False, "findings": [], "root": None}
@@ -65,14 +64,6 @@ def error_object(code: int, message: str, *, where: str | None = None, fix: str 
                  kind: str = "input") -> dict:
     return {"ok": False, "exit_code": code,
             "error": {"kind": kind, "where": where, "message": message, "fix": fix}}
-
-
-def emit_error(obj: dict, output: str | None = None) -> None:
-    """Print an error/refusal object on stdout when a machine format was asked for (once per run). Prefer raising
-    an error of gpustack_k3/errors.py: cli/main.py then prints its object."""
-    output = output or requested_output()
-    if output in MACHINE_FORMATS and not _state()["emitted"]:
-        emit(obj, output)
 
 
 def fail_input(err: InputError | str) -> NoReturn:

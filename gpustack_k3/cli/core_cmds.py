@@ -53,13 +53,16 @@ engine_verdict_opt = click.option(
          "beside the findings, a disagreement marked; an engine refusal exits 1.")
 
 
+def document_options(f):
+    """The arguments of a command that checks one deployment document (validate, dry-run): the document or a
+    preset, --strict, --model-config, the output format and --fail-on."""
+    for option in (fail_on_option, output_option, model_config_opt, strict_opt, preset_opt, spec_arg):
+        f = option(f)
+    return f
+
+
 @click.command(cls=Command)
-@spec_arg
-@preset_opt
-@strict_opt
-@model_config_opt
-@output_option
-@fail_on_option
+@document_options
 @engine_verdict_opt
 def validate(spec, preset, strict, model_config, output, engine_verdict=False):
     """Check a deployment document (or preset) against the rule catalog."""
@@ -164,6 +167,8 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     from gpustack_k3.core.argv.roles import line_role
 
     not_applicable({"name": "--name"}, "to check-args (it names the document `import` writes)")
+    not_applicable({"strict": "--strict"}, "to a command line (a flag its release does not know is the engine "
+                   "parser's refusal, argv-refused, already an error)")
     # the line is one role (prefill/decode by its kv_role or P/D mode, else serve): topology rules run on it too
     _, role, refusals = line_role(None, None, engine, engine_version, model_name, gpu_type, list(argv), env,
                                   None, None, gpus, name=name, **_argv_io(model_config))
@@ -172,9 +177,12 @@ def check_args(engine, engine_version, model_name, gpu_type, gpus, env, name, ar
     if not any(f.rule == CATALOG_RULE for f in findings):
         findings += validate_topology(Topology([role], None, "argv"), strict=strict)
     if engine_verdict:
+        from gpustack_k3.core.argv.read import strip_command
         from gpustack_k3.oracle import engine_verdict as judge
 
-        v = judge(engine, r.version.key if r.version else r.spec.engine.version, list(argv), env, gpu_type, gpus)
+        # the judge takes the engine's own arguments: a leading `vllm serve` / `python3 -m MODULE` is the program
+        v = judge(engine, r.version.key if r.version else r.spec.engine.version,
+                  strip_command(r.engine, r.version, list(argv)), env, gpu_type, gpus)
         _with_engine_verdict(sort_findings(findings), output, v)
         return
     _report(sort_findings(findings), output)
@@ -561,12 +569,7 @@ def presets(show, output):
 
 
 @click.command("dry-run", cls=Command)
-@spec_arg
-@preset_opt
-@strict_opt
-@model_config_opt
-@output_option
-@fail_on_option
+@document_options
 def dry_run(spec, preset, strict, model_config, output):
     """The main job, without launching: validate + plan + render summary (default: the default preset)."""
     from gpustack_k3.catalog import load_catalog
@@ -737,6 +740,8 @@ def check_pd(engine, engine_version, prefill_engine_version, decode_engine_versi
              decode, prefill_env, decode_env, prefill_pods, decode_pods, gpus_per_pod, prefill_gpus_per_pod,
              decode_gpus_per_pod, strict, model_config, output, engine_verdict=False):
     """Check a prefill and a decode command line against each other before spending a rack on them."""
+    not_applicable({"strict": "--strict"}, "to command lines (a flag their release does not know is the engine "
+                   "parser's refusal, argv-refused, already an error)")
     from gpustack_k3.core.argv.roles import side_role
     from gpustack_k3.core.findings import sort_findings
     from gpustack_k3.core.rules import Ctx, in_role, validate_resolved, validate_topology

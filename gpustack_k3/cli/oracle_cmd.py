@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import ENGINES
 from gpustack_k3.cli._click import Group
 from gpustack_k3.cli.common import emit, output_option
 
 _release_opts = [
-    click.option("--engine", type=click.Choice(["vllm", "sglang"]), default=None,
+    click.option("--engine", type=click.Choice(ENGINES), default=None,
                  help="Only this engine's releases (default: every release the oracle judges with)."),
     click.option("--version", "version", default=None, help="Only this catalog version (e.g. 0.33.0)."),
 ]

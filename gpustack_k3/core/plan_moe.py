@@ -50,10 +50,9 @@ DEEPEP_BUFFER_MB_DEFAULT = 1024                       # vllm envs.py:291@0.33.0 
 ALL2ALL_DEFAULT = "allgather_reducescatter"           # vllm config/parallel.py:220@0.33.0
 SRC_ALL2ALL = "vllm distributed/device_communicators/all2all.py:261-283@0.33.0"
 SRC_ALL2ALL_LL = "vllm distributed/device_communicators/all2all.py:327-352@0.33.0"
-SRC_VOCAB = "vllm model_executor/layers/vocab_parallel_embedding.py:36,289-306@0.33.0 (vocab padded to 64, / TP)"
 SRC_MOE = "vllm model_executor/layers/fused_moe/config.py:1106-1245@0.33.0 (MoE over TP x DP x PCP devices)"
 SRC_EXPERT_MAP = "vllm model_executor/layers/fused_moe/expert_map_manager.py:67-69@0.33.0"
-VOCAB_PAD = 64
+VOCAB_PAD = 64   # vllm model_executor/layers/vocab_parallel_embedding.py:36,289-306@0.33.0 (vocab padded to 64, / TP)
 PARTS = ("embed", "lm_head", "attention", "dense_ffn", "shared_experts", "routed_experts", "other")
 
 

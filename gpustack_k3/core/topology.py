@@ -9,6 +9,7 @@ balancing, P/D compatibility) look across the views (docs/design/002-topologies.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -40,10 +41,6 @@ class RoleView:
     def field_prefix(self) -> str:
         """Where the role's own fields are: ``spec.roles[i]`` (``spec`` for the implicit role)."""
         return "spec" if self.index is None else f"spec.roles[{self.index}]"
-
-    @property
-    def implicit(self) -> bool:
-        return self.index is None
 
     @property
     def pods(self) -> int:
@@ -150,12 +147,18 @@ class TopoRole(NamedTuple):
     transfer_backend: str | None = None   # --disaggregation-transfer-backend (the release default when not given)
     bootstrap_port: int | None = None     # --disaggregation-bootstrap-port (likewise)
     ib_device: str | None = None          # --disaggregation-ib-device
-    node_rank: int | None = None          # a literal --node-rank on the command line (check-pd); None: per pod
-    dist_init_addr: str | None = None     # a literal --dist-init-addr (check-pd); None: the leader's, per pod
 
     def field(self, path: str) -> str:
         """``parallel.dp`` -> ``spec.roles[1].parallel.dp`` (or ``prefill.parallel.dp``)."""
         return f"{self.prefix}.{path}" if path else self.prefix
+
+    @property
+    def side_channel_base(self) -> int:
+        """The NIXL side channel's base port (each DP rank listens on base + its global DP rank): the engine env's
+        variable (catalog ``side_channel_port_env``), else the engine's default."""
+        topo = self.resolved.engine.topology
+        raw = (self.env or {}).get(topo["side_channel_port_env"])
+        return int(raw) if raw and raw.isdigit() else int(topo["side_channel_port_default"])
 
     @property
     def doc_spec(self):
@@ -210,6 +213,12 @@ class Topology:
 
     def of_kind(self, kind: str) -> list[TopoRole]:
         return [r for r in self.roles if r.kind == kind]
+
+    def pairs(self) -> Iterator[tuple[TopoRole, TopoRole]]:
+        """Every (prefill, decode) pair of roles: what the P/D rules compare."""
+        for p in self.of_kind("prefill"):
+            for d in self.of_kind("decode"):
+                yield p, d
 
 
 def multi_pod(doc: DeploymentDocument) -> bool:

@@ -24,6 +24,8 @@ from gpustack_k3.probe.kvtransfer import (
     Traffic,
     decide,
     engine_traffic,
+    metrics_text,
+    metrics_unreachable,
     parse_samples,
 )
 
@@ -117,7 +119,7 @@ class KVTransferCheck:
             self._last.pop(key, None)
 
 
-MAX_METRICS_BYTES = 8 << 20      # an engine's /metrics is tens of kB; a larger answer is not one
+MAX_METRICS_BYTES = 8 * api.MIB      # an engine's /metrics is tens of kB; a larger answer is not one
 
 
 def http_fetch(url: str, timeout_s: float = 5.0) -> tuple[str | None, str]:
@@ -134,10 +136,8 @@ def http_fetch(url: str, timeout_s: float = 5.0) -> tuple[str | None, str]:
                     return None, f"GET {url}/metrics: answer over {MAX_METRICS_BYTES} bytes"
             code = resp.status_code
     except (httpx.HTTPError, OSError) as exc:
-        return None, f"GET {url}/metrics: {type(exc).__name__}: {exc or 'connection failed'}"
-    if code != 200:
-        return None, f"GET {url}/metrics answered {code}"
-    return body.decode("utf-8", "replace"), ""
+        return metrics_unreachable(url, exc)
+    return metrics_text(url, code, body)
 
 
 def _pair(role: str, url: str, base: _Baseline, cur: Mapping[str, Exposition | None], why: Mapping[str, str]) -> Scrape:

@@ -75,18 +75,12 @@ def _in_cold_start(pod: Mapping[str, Any], c: Mapping[str, Any], now: float | No
     return now - t0 <= budget
 
 
-@dataclasses.dataclass
 class _Tally:
-    """What ``summarize_pods`` accumulates; the first problem of each kind stands (pods in name order)."""
-    total: int = 0
-    scheduled: int = 0
-    ready: int = 0
-    running: int = 0
-    restarts: int = 0
-    unschedulable: str = ""
-    failed: str = ""
-    crashing: str = ""
-    restarted_after_crash: str = ""
+    """What ``summarize_pods`` accumulates: PodSummary's fields (declared there, once), mutable while the pods are
+    read; the first problem of each kind stands (pods in name order)."""
+
+    def __init__(self) -> None:
+        vars(self).update(dataclasses.asdict(PodSummary()))
 
     def pod(self, pod: Mapping[str, Any], now: float | None) -> None:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
@@ -149,7 +143,7 @@ def summarize_pods(pods: Sequence[Mapping[str, Any]], now: float | None = None) 
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name", "")):
         if not (pod.get("metadata") or {}).get("deletionTimestamp"):
             tally.pod(pod, now)
-    return PodSummary(**dataclasses.asdict(tally))
+    return PodSummary(**vars(tally))
 
 
 def on_older_template(pods: Sequence[Mapping[str, Any]], current: Collection[str]) -> list[str]:

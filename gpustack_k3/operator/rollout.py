@@ -253,15 +253,18 @@ def _settled(rendered: Sequence[dict], owned: Owned, rev: str, before: RolloutSt
     old = frozenset(k for k, o in owned.items() if _engine_object(o) and _rev(o) != rev)
     known = before is not None and before.servingRevision == rev and before.switchedAt
     # the switch is known from the status written with it; if that write was lost, the drain starts now
-    carried = {"switchedAt": before.switchedAt, "previousRevision": before.previousRevision} if known else \
-        {"switchedAt": kube_time(now), "previousRevision": sorted(_rev(owned[k]) for k in old)[0]} if old else {}
-    switched = parse_time(carried["switchedAt"]) if carried else None
+    switched_at, previous = (before.switchedAt, before.previousRevision) if known else \
+        (kube_time(now), sorted(_rev(owned[k]) for k in old)[0]) if old else (None, None)
+    switched = parse_time(switched_at) if switched_at else None
     left = policy.drain_s - (now.timestamp() - switched) if switched is not None else 0.0
     if old and left > 0:
-        status = RolloutStatus(phase="Draining", servingRevision=rev, targetRevision=rev, **carried,
-                               message=f"revision {rev} serves; the previous revision goes in {left:.0f} s")
+        status = RolloutStatus(phase="Draining", servingRevision=rev, targetRevision=rev, switchedAt=switched_at,
+                               previousRevision=previous,
+                               message=f"revision {rev} serves; the previous revision is deleted "
+                                       f"{policy.drain_s:g} s after the switch")    # stable: no write per requeue
         return Plan(desired, old, rev, status, requeue_after=left)
-    status = RolloutStatus(phase="Idle", servingRevision=rev, targetRevision=rev, **carried)
+    status = RolloutStatus(phase="Idle", servingRevision=rev, targetRevision=rev, switchedAt=switched_at,
+                           previousRevision=previous)
     return Plan(desired, frozenset(), rev, status)
 
 
@@ -271,13 +274,13 @@ def _surging(rendered: Sequence[dict], owned: Owned, pods: Sequence[dict], servi
     same = before is not None and before.targetRevision == target and before.phase in ("Starting", "Failed")
     started_at = before.startedAt if same and before.startedAt else kube_time(now)
     keep = frozenset(k for k, o in owned.items() if _engine_object(o) and _rev(o) == serving)
-    base = {"servingRevision": serving, "targetRevision": target, "startedAt": started_at}
+    base = RolloutStatus(phase="Starting", servingRevision=serving, targetRevision=target, startedAt=started_at)
     failure = _failure([p for p in pods if revision_label(p) == target], parse_time(started_at), now, policy)
     if failure:
         message = f"revision {target} failed: {failure}; revision {serving} keeps serving"
         events = () if same and before.phase == "Failed" else (("Warning", REASON_ROLLOUT_FAILED, message),)
         return Plan(revisioned(rendered, target, serving, name), keep, serving,
-                    RolloutStatus(phase="Failed", message=message, **base), failed=message, events=events)
+                    base.model_copy(update={"phase": "Failed", "message": message}), failed=message, events=events)
     if _revision_ready(owned, target):
         message = f"switched from revision {serving} to {target}"
         status = RolloutStatus(phase="Draining", servingRevision=target, targetRevision=target,
@@ -288,5 +291,5 @@ def _surging(rendered: Sequence[dict], owned: Owned, pods: Sequence[dict], servi
     message = f"revision {target} starting beside revision {serving}, which serves"
     events = () if same else (("Normal", EVENT_ROLLOUT_STARTED, message),)
     return Plan(revisioned(rendered, target, serving, name), keep, serving,
-                RolloutStatus(phase="Starting", message=message, **base), surging=message, events=events)
+                base.model_copy(update={"message": message}), surging=message, events=events)
 

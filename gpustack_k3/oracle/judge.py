@@ -13,6 +13,7 @@ silently. What it reads lives under the cache (cache.py; ``gpustack-k3 oracle se
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -20,9 +21,14 @@ import sys
 import threading
 from pathlib import Path
 
+import yaml
+
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.oracle import models
 from gpustack_k3.oracle import wheels as _wheels
 from gpustack_k3.oracle.cache import cache_dir
 from gpustack_k3.oracle.releases import RELEASES
+from gpustack_k3.oracle.warmup import seed_lines
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "engine_side" / "worker.py"
@@ -45,16 +51,12 @@ def cpu_python() -> Path:
 
 
 def hardware_table() -> dict:
-    import yaml
-
     return yaml.safe_load(HARDWARE_YAML.read_text())["hardware"]
 
 
 def rendered_command(engine: str, version: str) -> list[str]:
     """The command the catalog renders for the release (gpustack_k3/catalog/data/engines/<engine>.yaml: the version's
     ``command``, else the engine's): the program the oracle judges is the one the product starts."""
-    from gpustack_k3.catalog import load_catalog
-
     e = load_catalog().engines[engine]
     v = e.versions.get(version)
     return list((v.command if v is not None and v.command else None) or e.command)
@@ -86,9 +88,7 @@ class Oracle:
         if release not in RELEASES:
             raise OracleUnavailable(f"unknown release {release!r}: one of {', '.join(RELEASES)}")
         self.release = release
-        from gpustack_k3.oracle.models import write_models
-
-        self.aliases = write_models()
+        self.aliases = models.write_models()
         cfg = worker_config(release)
         cfg["warmup"] = self._warmup(warmup)
         if coverage:   # {"dir", "include"}: coverage.py in each line's child (tools/engine_oracle/raise_sites.py)
@@ -117,8 +117,6 @@ class Oracle:
         directories: the worker judges them once in throw-away children to learn which modules a line imports, and
         imports those before the first request (worker.preload). A fixed set: the parent's state never depends on
         the lines judged."""
-        from gpustack_k3.oracle.warmup import seed_lines
-
         out = []
         for s in (seed_lines(self.release) if lines is None else lines):
             if "argv" in s:
@@ -149,8 +147,6 @@ class Oracle:
         SOURCES, e.g. Kimi-K3's heads, MTP layers, KDA layout), the preprocessor config (Kimi-K3's multimodal
         processor, assumed from Kimi-K2.5), the word-level tokenizer (every directory). A verdict on such a line
         rests on them and says so (``stand_in``)."""
-        from gpustack_k3.oracle import models
-
         dirs = {}
         for argv in argvs:
             for tok in argv:
@@ -212,8 +208,6 @@ class Oracle:
 
 
 def main(argv=None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(description="judge engine command lines (JSON lines on stdin) with a release's own code")
     ap.add_argument("release", choices=sorted(RELEASES))
     a = ap.parse_args(argv)

@@ -5,7 +5,8 @@
 An engine's config validation reads the model's config.json (architecture, heads, MLA ranks, layers, maximum
 positions, quantization); it never reads a weight. Each field below says where its value comes from:
 - "catalog": gpustack_k3/catalog/data/models.yaml (max_context, hybrid_mamba, routed experts, draft path ...);
-- "domain": /work/shared/domain/kimi-k3-on-8xb300.md / docs/sources.md (MXFP4, hybrid MLA + KDA + MoE);
+- "domain": the deployment write-up as docs/sources.md restates it (MXFP4: docs/sources.md#node; hybrid MLA + KDA
+  attention: #hybrid-block, #kda-verify; MoE);
 - "release": the field's reader in the engine release (vllm/transformers_utils/configs/*.py@0.33.0), which says
   which fields must exist and what the checks read;
 - "assumed": the checkpoint's own value is not public here; the value is the public figure of the model family

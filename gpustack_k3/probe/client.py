@@ -32,7 +32,7 @@ from gpustack_k3.probe.core import (
     prompt_text,
     request_prefix,
 )
-from gpustack_k3.probe.kvtransfer import Scrape, decide, parse_samples
+from gpustack_k3.probe.kvtransfer import Scrape, decide, metrics_text, metrics_unreachable, parse_samples
 from gpustack_k3.probe.metrics import MetricsTrace, detect_engine, parse_exposition
 from gpustack_k3.probe.report import (
     Collected,
@@ -140,10 +140,8 @@ class _Session:
                 body = await _read_limited(resp, MAX_BODY)
                 code = resp.status_code
         except (httpx.HTTPError, OSError) as exc:
-            return None, f"GET {base}/metrics: {type(exc).__name__}: {exc or 'connection failed'}"
-        if code != 200:
-            return None, f"GET {base}/metrics answered {code}"
-        return body.decode("utf-8", "replace"), ""
+            return metrics_unreachable(base, exc)
+        return metrics_text(base, code, body)
 
     async def scrape(self) -> dict[str, float] | None:
         import httpx

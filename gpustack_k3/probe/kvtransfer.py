@@ -432,3 +432,16 @@ def render_text(v: dict) -> list[str]:
     if v["status"] != "True":
         out.append(f"    fix: {v['fix']}")
     return out
+
+
+def metrics_text(base: str, code: int, body: bytes) -> tuple[str | None, str]:
+    """An engine's ``/metrics`` answer as text, or (None, why) when it is not one: the probe's and the operator's
+    scrapes alike."""
+    if code != 200:
+        return None, f"GET {base}/metrics answered {code}"
+    return body.decode("utf-8", "replace"), ""
+
+
+def metrics_unreachable(base: str, exc: BaseException) -> tuple[None, str]:
+    """(None, why) for a ``/metrics`` request that got no answer."""
+    return None, f"GET {base}/metrics: {type(exc).__name__}: {exc or 'connection failed'}"

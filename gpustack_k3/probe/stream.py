@@ -121,11 +121,9 @@ class RequestTrace:
     first_content: float | None = None
     last_delta: float | None = None
     delta_times: list[float] = field(default_factory=list)
-    content_chars: int = 0
     reasoning_chars: int = 0
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
-    finish_reason: str | None = None
     done: bool = False
     error: str | None = None
 
@@ -161,13 +159,8 @@ class RequestTrace:
                 self.first_content = t
             if self.api == "chat" and isinstance(ch.get("delta"), dict):
                 d = ch["delta"]
-                self.content_chars += len(d.get("content") or "") if isinstance(d.get("content"), str) else 0
                 for k in ("reasoning", "reasoning_content"):
                     self.reasoning_chars += len(d[k]) if isinstance(d.get(k), str) else 0
-            elif isinstance(ch.get("text"), str):
-                self.content_chars += len(ch["text"])
-            if ch.get("finish_reason"):
-                self.finish_reason = str(ch["finish_reason"])
         usage = obj.get("usage")
         if isinstance(usage, dict):
             ct, pt = usage.get("completion_tokens"), usage.get("prompt_tokens")

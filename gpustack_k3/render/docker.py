@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpustack_k3.render.argv import comment, option_lines
-from gpustack_k3.render.kubernetes import labels
+from gpustack_k3.render.kubernetes import SYSTEM_ANNOTATION_DOMAINS, labels
 from gpustack_k3.render.templates import RenderError, render_template
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,8 +56,6 @@ def document_labels(doc: Any) -> dict[str, str]:
     tools write are left out, as on Kubernetes objects). ``{}`` without a document."""
     if doc is None:
         return {}
-    from gpustack_k3.render.kubernetes import SYSTEM_ANNOTATION_DOMAINS
-
     ann = {k: v for k, v in doc.metadata.annotations.items()
            if not any(k.partition("/")[0] == d or k.partition("/")[0].endswith("." + d) for d in SYSTEM_ANNOTATION_DOMAINS)}
     return {**ann, **doc.metadata.labels}

@@ -49,7 +49,6 @@ GPUSTACK_VERSION = "2.3.0"
 GPUSTACK_CACHE = "/var/lib/gpustack/cache"              # worker data dir, mirrored into containers
 CACHE_ROOT = f"{GPUSTACK_CACHE}/gpustack-k3"             # our persistent JIT caches and side files
 VOLUME_ROOTS = {"cache": CACHE_ROOT, "model": f"{CACHE_ROOT}/models"}
-FILES = ("backend.json", "model.json", "import.yaml")
 # utils/template.py @2.3.0: the only placeholder syntax GPUStack substitutes
 PLACEHOLDER = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_.]*)\}\}")
 ANY_BRACES = re.compile(r"\{\{(.*?)\}\}")

@@ -106,17 +106,29 @@ def _pd_router_args(mode: str, topo: TopologyLaunch, ns: str, prefill_policy: st
 def vllm_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,
                 prefill_policy: str, decode_policy: str) -> list[dict]:
     """Per-instance Services, the router's Service (named like the deployment: its endpoint) and Deployment."""
-    engine = topo.roles[0].leader.engine
-    if engine != ENGINE_VLLM:
-        raise RenderError("spec.disaggregation", f"the vLLM router does not route {engine} P/D",
-                          "drop spec.routing.target: SGLang P/D is fronted by the SGLang router")
+    _routes_engine(topo, ENGINE_VLLM, "the vLLM router",
+                   "drop spec.routing.target: SGLang P/D is fronted by the SGLang router")
+    return [*_pd_instance_services(topo, ns, labels, bootstrap=False), *_router_deployment(topo, ns, labels, image or router_image(), ["vllm-router"],
+                                       router_args(topo, ns, prefill_policy, decode_policy))]
+
+
+def _routes_engine(topo: TopologyLaunch, engine: str, router: str, fix: str) -> None:
+    """A P/D router fronts one engine's P/D: another's is refused at spec.disaggregation."""
+    got = topo.roles[0].leader.engine
+    if got != engine:
+        raise RenderError("spec.disaggregation", f"{router} does not route {got} P/D", fix)
+
+
+def _pd_instance_services(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, bootstrap: bool) -> list[dict]:
+    """The per-instance Services of the prefill and decode roles (with ``bootstrap``: a prefill's also carries its
+    bootstrap port, SGLang's P/D)."""
     objs: list[dict] = []
     for r in topo.roles:
         if r.kind in ("prefill", "decode"):
+            port = bootstrap_port(r) if bootstrap and r.kind == "prefill" else None
             objs += instance_services(topo, r, ns, {**labels, api.LABEL_ROLE: r.role,
-                                                   api.LABEL_APP_COMPONENT: "instance"})
-    return [*objs, *_router_deployment(topo, ns, labels, image or router_image(), ["vllm-router"],
-                                       router_args(topo, ns, prefill_policy, decode_policy))]
+                                                   api.LABEL_APP_COMPONENT: "instance"}, port)
+    return objs
 
 
 def _router_deployment(topo: TopologyLaunch, ns: str, labels: dict[str, str], image: str, command: list[str],
@@ -203,19 +215,11 @@ def sglang_router_args(topo: TopologyLaunch, ns: str, prefill_policy: str, decod
 def sglang_router(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None,
                   prefill_policy: str, decode_policy: str) -> list[dict]:
     """Per-instance Services (a prefill's with its bootstrap port), the router's Service and Deployment."""
-    engine = topo.roles[0].leader.engine
-    if engine != ENGINE_SGLANG:
-        raise RenderError("spec.disaggregation", f"the SGLang router does not route {engine} P/D",
-                          "use the vLLM router for vLLM P/D")
+    _routes_engine(topo, ENGINE_SGLANG, "the SGLang router", "use the vLLM router for vLLM P/D")
     pin = sglang_router_pin()
     args = sglang_router_args(topo, ns, prefill_policy, decode_policy, pin)
-    objs: list[dict] = []
-    for r in topo.roles:
-        if r.kind in ("prefill", "decode"):
-            objs += instance_services(topo, r, ns, {**labels, api.LABEL_ROLE: r.role,
-                                                   api.LABEL_APP_COMPONENT: "instance"},
-                                      bootstrap_port(r) if r.kind == "prefill" else None)
-    return [*objs, *_router_deployment(topo, ns, labels, image or pin.image, pin.command, args)]
+    return [*_pd_instance_services(topo, ns, labels, bootstrap=True),
+            *_router_deployment(topo, ns, labels, image or pin.image, pin.command, args)]
 
 
 def inference_pool(topo: TopologyLaunch, ns: str, labels: dict[str, str], *, image: str | None = None) -> list[dict]:

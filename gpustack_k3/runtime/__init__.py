@@ -5,8 +5,7 @@ httpx are imported by the runtimes themselves, on first use).
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from gpustack_k3 import lazy_exports
 
 _EXPORTS = {
     "DockerRunner": ".docker",
@@ -22,12 +21,4 @@ _EXPORTS = {
     "ReadyOutcome": ".local",
 }
 
-__all__ = ["ContainerStatus", "DockerLaunch", "DockerRunner", "DockerRuntimeError", "LocalProcess",
-           "LocalRuntimeError", "ProgressView", "ReadyOutcome", "StartResult", "local_ulimit_caps", "run_launch"]
-
-
-def __getattr__(name: str) -> Any:
-    mod = _EXPORTS.get(name)
-    if mod is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(mod, __name__), name)
+__all__, __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -329,7 +329,7 @@ class DockerRunner:
         c = self.find(name)
         if c is None:
             raise DockerRuntimeError(f"name: no gpustack-k3 container named {name!r} on this dockerd; "
-                                     "`status` without a name lists them")
+                                     f"`docker ps -a --filter label={MANAGED_BY_LABEL}={MANAGED_BY}` lists them")
         return c
 
     # -- start -----------------------------------------------------------------------------------

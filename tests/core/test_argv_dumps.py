@@ -60,7 +60,7 @@ def test_every_flag_a_preset_emits_is_accepted_by_its_version_parser(name):
     reading = read_argv(r.engine, r.version, [*command, *args])
     assert reading.refusals == [], (name, reading.refusals)
     flags = {t.split("=", 1)[0] for t in args if t.startswith("--")}
-    assert flags <= set(version_dump(r.version).by_flag), flags - set(version_dump(r.version).by_flag)
+    assert flags <= version_dump(r.version).option_strings, flags - version_dump(r.version).option_strings
 
 
 def test_kv_cache_dtypes_and_defaults_come_from_the_dump():

@@ -100,7 +100,7 @@ def canonical(settings_: list[Setting], engine: str, version: str) -> list[str]:
     dump = _opts(engine, version)
     out: list[str] = []
     for s in settings_:
-        o = dump.by_flag[s.flag]
+        o = dump.flag(s.flag)
         if o.kind in ("boolean_optional", "store_true"):
             out.append(o.canonical if s.value else "--no-" + o.canonical[2:])
         else:
@@ -110,11 +110,11 @@ def canonical(settings_: list[Setting], engine: str, version: str) -> list[str]:
 
 def _unique_prefix(dump, flag: str) -> str | None:
     """The shortest prefix (longer than half the flag) that argparse resolves to this option only."""
-    target = dump.by_flag[flag]
+    target = dump.flag(flag)
     for n in range(max(4, len(flag) // 2), len(flag)):
         p = flag[:n]
-        hits = {id(o) for f, o in dump.by_flag.items() if f.startswith(p)}
-        if hits == {id(target)} and p not in dump.by_flag:
+        hits = {id(dump.option(i)) for i in dump.prefixed(p)}
+        if hits == {id(target)} and p not in dump.option_strings:
             return p
     return None
 
@@ -126,7 +126,7 @@ def respell(settings_: list[Setting], engine: str, version: str, rnd: random.Ran
     for s in settings_:
         groups: list[list[str]] = []
         units.append(groups)
-        o = dump.by_flag[s.flag]
+        o = dump.flag(s.flag)
         boolean = o.kind in ("boolean_optional", "store_true")
         # a config file holds some options (vLLM serve drops a false boolean from it: keep those on the line)
         if rnd.random() < 0.25 and (not boolean or s.value):

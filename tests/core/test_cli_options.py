@@ -83,9 +83,6 @@ BASES: dict[tuple[str, str], list[str]] = {
 
 # Today's gaps: options that neither change the answer nor are refused (issue 33; fix them and shorten the list).
 GAPS: set[tuple[str, str]] = {
-    # --strict turns extra-arg-unknown (spec.extraArgs) into an error; a command line's unknown flag is the engine
-    # parser's refusal (argv-refused, an error) either way, so on check-args/check-pd it never acts
-    ("check-args", "--strict"), ("check-pd", "--strict"),
     # the year completes vLLM's year-less timestamps; doctor's findings carry no time, so it never shows
     ("doctor", "--year"),
 }

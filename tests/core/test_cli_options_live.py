@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 
 import click
@@ -22,9 +21,7 @@ from click.testing import CliRunner
 
 from gpustack_k3.cli.main import cli
 from tests.core.test_cli_options import _commands
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
-from fake_openai import Behaviour, FakeOpenAI  # noqa: E402 - the probe tests' fake engine, imported as they do
+from tests.probe.fake_openai import Behaviour, FakeOpenAI
 
 FORMAT = {"--output", "--help"}
 SMALL = ["--requests", "4", "--concurrency", "2", "--input-len", "20", "--output-len", "4", "--warmup", "1"]

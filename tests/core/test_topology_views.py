@@ -6,7 +6,7 @@ from .conftest import preset_doc
 def test_roleless_document_is_its_own_serve_role():
     doc = preset_doc("vllm-seed")
     (v,) = role_views(doc)
-    assert v.implicit and v.document is doc and v.field_prefix == "spec"
+    assert v.index is None and v.document is doc and v.field_prefix == "spec"
     assert v.role.gpusPerPod == doc.spec.hardware.gpuCount and v.gpus == doc.spec.hardware.gpuCount
 
 

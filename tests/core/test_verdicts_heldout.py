@@ -175,3 +175,20 @@ def test_vllm_029_refuses_nixl_dcp_on_hybrid_from_config_json(tmp_path):
     assert code == 1 and "pd-dcp-nixl" in rules(out), out
     code, out = check_args(*argv, version="0.33.0", opts=opts)
     assert "pd-dcp-nixl" not in rules(out), out
+# --------------------------------------------------------------------- vLLM 0.11.0 MXFP4 dtype
+
+# gpt-oss-20b's checkpoint is MXFP4 (its config.json quantization_config)
+GPT_OSS_MXFP4 = {**GPT_OSS, "quantization_config": {"quant_method": "mxfp4"}}
+
+
+def test_vllm_011_refuses_half_on_mxfp4(tmp_path):
+    """vLLM 0.11.0 checks the model dtype against the quantization method's activation dtypes when it builds the
+    config (config/__init__.py:267-272@0.11.0; MXFP4: bfloat16 only, mxfp4.py:129-130@0.11.0): the held-out
+    differential's miss (seed 7919, gpt-oss with --dtype half)."""
+    d = model_dir(tmp_path, GPT_OSS_MXFP4, "gpt-oss-20b")
+    code, out = check_args(d, "-tp", "8", "--dtype", "half", version="0.11.0",
+                           opts=("--model-config", f"{d}/config.json"))
+    assert code == 1 and "dtype-vs-quantization" in rules(out), out
+    code, out = check_args(d, "-tp", "8", "--dtype", "bfloat16", version="0.11.0",
+                           opts=("--model-config", f"{d}/config.json"))
+    assert "dtype-vs-quantization" not in rules(out), out

@@ -84,7 +84,7 @@ class Corpus:
         cat = load_catalog()
         self.engine, self.entry, self.version = engine, cat.engine(engine), cat.version(engine, version)
         self.dump = version_dump(self.version)
-        self.modelled = [self.dump.by_flag[f.flag] for f in self.entry.flags if f.flag in self.dump.by_flag]
+        self.modelled = [self.dump.flag(f.flag) for f in self.entry.flags if f.flag in self.dump.option_strings]
         self.others = [o for o in self.dump.options if o.kind != "help" and o not in self.modelled]
         self.serve = engine == "vllm" and (self.version.command or self.entry.command)[:2] == ["vllm", "serve"]
 

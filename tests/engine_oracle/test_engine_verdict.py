@@ -34,7 +34,7 @@ def _ready(release: str) -> None:
     from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 
     try:
-        oracle._worker(release)
+        oracle.warm(release)
     except oracle.EngineVerdictUnavailable as exc:
         tiers.unavailable(f"engine oracle {release}: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
     assert Oracle and OracleUnavailable

@@ -22,7 +22,7 @@ def test_0_34_0_is_a_release_the_judge_runs():
 
 def _ready(release: str) -> None:
     try:
-        oracle._worker(release)
+        oracle.warm(release)
     except oracle.EngineVerdictUnavailable as exc:
         tiers.unavailable(f"engine oracle {release}: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
 

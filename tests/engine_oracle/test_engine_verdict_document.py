@@ -31,7 +31,7 @@ def test_a_documents_verdict_lists_each_role_and_the_pair():
 
 def _ready() -> None:
     try:
-        oracle._worker("vllm-0.33.0")
+        oracle.warm("vllm-0.33.0")
     except oracle.EngineVerdictUnavailable as exc:
         tiers.unavailable(f"engine oracle vllm-0.33.0: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
 

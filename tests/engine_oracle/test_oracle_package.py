@@ -94,3 +94,47 @@ def test_an_installed_copy_judges_a_line_with_the_release(tmp_path):
     v = json.loads(r.stdout.strip().splitlines()[-1])
     assert v["verdict"] == "refused" and "divisible by dcp_size" in v["message"], v
     assert v["where"].startswith("vllm/config/parallel.py:"), v
+
+
+def test_the_package_re_exports_the_verdict_api_and_runs_its_modules_once():
+    """``gpustack_k3.oracle`` hands out verdict.py's API on first use: importing cache.py or wheels.py (what
+    tools/engine_parsers reads) loads neither the judge nor the product's renderers, and ``python3 -m`` of a submodule
+    (judge.py, models.py) runs it once (no runpy "found in sys.modules" RuntimeWarning, raised as an error here)."""
+    code = ("import sys\nimport gpustack_k3.oracle.cache, gpustack_k3.oracle.wheels\n"
+            "heavy = sorted(m for m in sys.modules if m in ('gpustack_k3.oracle.judge', 'gpustack_k3.oracle.verdict', "
+            "'gpustack_k3.core.launch'))\n"
+            "assert heavy == [], heavy\n"
+            "from gpustack_k3.oracle import EngineVerdictUnavailable, compare, engine_verdict, warm\n"
+            "from gpustack_k3.oracle import verdict\n"
+            "assert engine_verdict is verdict.engine_verdict and warm is verdict.warm\n"
+            "import gpustack_k3.oracle as o\n"
+            "try:\n    o.no_such_name\nexcept AttributeError as exc:\n    print(exc)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "has no attribute 'no_such_name'" in r.stdout
+    for module in ("gpustack_k3.oracle.judge", "gpustack_k3.oracle.models"):
+        r = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", module, "--help"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "usage:" in r.stdout, (module, r.stderr[-3000:])
+
+
+def test_the_shape_lines_set_what_they_mean_to_in_the_products_reading():
+    """The warm-up's model-shape lines spell their flags from the catalog (warmup.py shape_lines): the product's own
+    reader of a command line takes each back to the model path and the field it sets (tensor-parallel size 8 on a GPU
+    release, maximum model length 4096 on the CPU build), with nothing refused."""
+    from gpustack_k3.core.argv.roles import argv_to_data
+    from gpustack_k3.oracle.models import SHAPES
+    from gpustack_k3.oracle.releases import RELEASES
+    from gpustack_k3.oracle.warmup import shape_lines
+
+    for release, (engine, version, _wheel) in RELEASES.items():
+        lines = shape_lines(release)
+        assert lines, release
+        for ln in lines:
+            data, refused = argv_to_data(engine, version, None, ln["gpu_type"], ln["gpus"], [], "shape", ln["argv"])
+            spec = data["spec"]
+            assert refused == [] and spec["model"]["path"] == SHAPES[ln["seed"].removeprefix("shape/")][1], ln
+            if version.endswith("-cpu"):
+                assert spec["scheduling"] == {"maxModelLen": 4096}, (release, ln["argv"])
+            else:
+                assert spec["parallel"] == {"tp": 8}, (release, ln["argv"])

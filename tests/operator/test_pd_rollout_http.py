@@ -191,8 +191,9 @@ def test_a_failing_new_revision_leaves_the_old_serving_and_says_so(emu, kube, st
     assert "ImagePullBackOff" in ro["message"]
     assert st["phase"] == api.PHASE_DEGRADED and cond(st, api.CONDITION_READY)["status"] == "True"
     assert {r["revision"] for r in st["roles"]} == {old_rev} and st["router"]["revision"] == old_rev
-    events = [e for e in emu.objects("v1/events", NS) if e["reason"] == REASON_ROLLOUT_FAILED]
-    assert events and ro["targetRevision"] in events[0]["message"]
+    events = wait_for(lambda: [e for e in emu.objects("v1/events", NS) if e["reason"] == REASON_ROLLOUT_FAILED],
+                      what="the RolloutFailed Event")
+    assert len(events) == 1 and ro["targetRevision"] in events[0]["message"]
 
 
 def _metric(op, status: str) -> float | None:
@@ -222,14 +223,17 @@ def test_kv_not_moving_is_kvtransfer_false_and_degraded_then_recovers(emu, kube,
         assert _metric(op, "False") == 1.0 and _metric(op, "True") == 0.0
         assert op.metrics.registry.get_sample_value("gpustack_k3_kv_transfer_checks_total", {
             "namespace": NS, "name": NAME, "reason": "DecodeRecomputedPrompts"}) >= 2
-        warnings = [e for e in emu.objects("v1/events", NS) if e["reason"] == api.REASON_KV_TRANSFER_FAILED]
+        warnings = wait_for(lambda: [e for e in emu.objects("v1/events", NS)
+                                     if e["reason"] == api.REASON_KV_TRANSFER_FAILED], what="the Warning Event")
         assert len(warnings) == 1
         moving.set()
         st = wait_for(lambda: (s := status_of(co)).get("phase") == api.PHASE_READY and s, what="recovered",
                       timeout=30)
     assert cond(st, api.CONDITION_KV_TRANSFER)["status"] == "True"
     assert _metric(op, "True") == 1.0 and _metric(op, "False") == 0.0
-    assert [e for e in emu.objects("v1/events", NS) if e["reason"] == api.EVENT_KV_TRANSFER_VERIFIED]
+    # the Event is posted after the status write that the wait above saw
+    wait_for(lambda: [e for e in emu.objects("v1/events", NS) if e["reason"] == api.EVENT_KV_TRANSFER_VERIFIED],
+             what="the KVTransferVerified Event")
 
 
 def test_ready_waits_for_the_router_and_the_status_names_its_routes(emu, kube, start_operator):

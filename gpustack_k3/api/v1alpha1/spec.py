@@ -118,7 +118,7 @@ class Speculative(_Strict):
 class Eplb(_Strict):
     """Expert-parallel load balancing (vLLM ``--enable-eplb`` + ``--eplb-config``; config/parallel.py
     ``EPLBConfig``). Unset fields keep the engine's defaults (window 1000, step interval 3000 at 0.33.0, which
-    are also seed 002's figures)."""
+    are also the figures of the DeepSeek-V4.1-Flash rack write-up, docs/sources.md#dsv41-flash-layout)."""
     enabled: bool | None = Field(default=None, description=(
         "false: configured but off (--eplb-config without --enable-eplb); unset or true: --enable-eplb."))
     windowSize: int | None = Field(default=None, description=(
@@ -131,7 +131,7 @@ class Eplb(_Strict):
     communicator: str | None = Field(default=None, description=(
         "eplb_config.communicator (choices per version: the engine's dump); async EPLB refuses torch_nccl/pynccl."))
     includeDraft: bool | None = Field(default=None, description=(
-        "Balance the speculative draft's experts too (seed 002: EPLB covers the DSpark draft)."))
+        "Balance the speculative draft's experts too (the DeepSeek-V4.1-Flash rack layout: EPLB covers the DSpark draft)."))
 
 
 class Parallel(_Strict):
@@ -359,7 +359,7 @@ class Disaggregation(_Strict):
     (connector, loadFailurePolicy, sideChannelPort, enforceHandshakeCompat, extraConfig); SGLang
     ``--disaggregation-*`` (transferBackend, bootstrapPort, ibDevice; docs/design/007-sglang-topologies.md)."""
     connector: Literal["NixlConnector", "NixlPushConnector"] = Field(default="NixlConnector", description=(
-        "kv_connector: NixlConnector (decode pulls) or NixlPushConnector (prefill pushes; seed 002)."))
+        "kv_connector: NixlConnector (decode pulls) or NixlPushConnector (prefill pushes, as in the DeepSeek-V4.1-Flash rack layout)."))
     loadFailurePolicy: Literal["recompute", "fail"] | None = Field(default=None, description="kv_load_failure_policy.")
     sideChannelPort: int = Field(default=5600, ge=1024, le=65535, description=(
         "VLLM_NIXL_SIDE_CHANNEL_PORT: the base port; each DP rank listens on base + its global DP rank."))

@@ -151,10 +151,6 @@ class ParserDump:
         return [self.option(i) for i in range(len(self._entries))]
 
     @property
-    def by_flag(self) -> dict[str, Option]:
-        return {f: self.option(i) for f, i in zip(self.sorted_flags, self.sorted_flag_option)}
-
-    @property
     def option_strings(self) -> set[str]:
         """Every option string the engine's parser registers (those of the rebuilt parser: tested)."""
         return set(self.sorted_flags)

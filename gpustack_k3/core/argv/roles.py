@@ -239,8 +239,7 @@ def line_role(label: str | None, kind: str | None, engine: str, engine_version: 
     if sglang:
         mode = f.get("disaggregation_mode_flag")
         mode = mode if mode in ("prefill", "decode") else None
-        sgl = {"pd_mode": mode, "node_rank": f.int("node_rank_flag"), "dist_init_addr": f.get("dist_init_addr_flag"),
-               "ib_device": f.get("ib_device_flag")}
+        sgl = {"pd_mode": mode, "ib_device": f.get("ib_device_flag")}
         if mode is not None:   # the release's defaults where the line leaves them (sglang.yaml topology)
             sgl["transfer_backend"] = f.get("transfer_backend_flag") or topo["transfer_backend"]
             sgl["bootstrap_port"] = f.int("bootstrap_port_flag") or topo["bootstrap_port"]

@@ -156,8 +156,7 @@ def check_rack_nixl_port_range(t: Topology) -> Iterator[tuple[str, str]]:
     for r in t.roles:
         if not r.kv_transfer:
             continue
-        raw = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_PORT")
-        base = int(raw) if raw and raw.isdigit() else 5600
+        base = r.side_channel_base
         if base + r.dp - 1 > 65535:
             yield ("spec.disaggregation.sideChannelPort" if t.source == "document"
                    else r.field("env.VLLM_NIXL_SIDE_CHANNEL_PORT")), (

@@ -69,10 +69,13 @@ _ROLE_FIELDS = frozenset(Role.model_fields)
 
 def in_role(f: Finding, prefix: str) -> Finding:
     """A finding of a role's effective document, pointed at the role where the role has the field (spec.memory ->
-    spec.roles[i].memory, spec.hardware.gpuCount -> spec.roles[i].gpusPerPod); a shared field stays shared."""
+    spec.roles[i].memory, spec.hardware.gpuCount -> spec.roles[i].gpusPerPod); a shared field stays shared. A side of
+    a command-line pair (``prefill``/``decode``, check-pd) owns every field of its line."""
     if prefix == "spec" or not f.field.startswith("spec."):
         return f
     rest = f.field[len("spec."):]
+    if not prefix.startswith("spec.roles["):     # a side of a command-line pair (check-pd: prefill/decode): all its own
+        return f.replace(field=prefix + f.field[len("spec"):])
     if rest == "hardware.gpuCount":
         return f.replace(field=f"{prefix}.gpusPerPod")
     if re.split(r"[.\[]", rest, maxsplit=1)[0] not in _ROLE_FIELDS:

@@ -9,7 +9,7 @@ from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch, extra_arg_value, extra_tokens
 from gpustack_k3.core.rules.cel import Builder, conj, lit
 from gpustack_k3.core.rules.registry import rule
-from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_on_one_node
+from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_exceed_gpus
 from gpustack_k3.core import argv as engine_argv
 
 # SGLang's own --attention-backend (both sides' fallback, model_override_base.py:138-152@0.5.23): no spec field
@@ -193,9 +193,7 @@ def check_sglang_kda_verify_triton_fallback(r, c):
       cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {b.eff('parallel.dp')[0]} > "
                     f"{b.eff('hardware.gpuCount')[0]}")
 def check_sglang_parallel_fits_node(r, c):
-    ranks, how = ranks_on_one_node(r)
-    if ranks > r.spec.hardware.gpuCount:
-        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+    yield from ranks_exceed_gpus(r)
 
 
 @rule("sglang-dcp-divides-tp", checked_by="runtime-only",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
@@ -614,9 +615,7 @@ def _local_dp_cel(b: Builder) -> str:
              "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
       cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def check_parallel_fits_node(r, c):
-    ranks, how = ranks_on_one_node(r)
-    if ranks > r.spec.hardware.gpuCount:
-        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+    yield from ranks_exceed_gpus(r)
 
 
 @rule("parallel-fits-node-at-launch", checked_by="runtime-only",
@@ -631,9 +630,7 @@ def check_parallel_fits_node(r, c):
              "cuda_device_count_stateless() < world_size)",
       no_cel="the same count as parallel-fits-node, for the releases that check it only at launch; left to validate")
 def check_parallel_fits_node_at_launch(r, c):
-    ranks, how = ranks_on_one_node(r)
-    if ranks > r.spec.hardware.gpuCount:
-        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
+    yield from ranks_exceed_gpus(r)
 
 
 @rule("dp-rank-in-range", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -671,6 +668,14 @@ def check_dp_node_groups_divide_nnodes(r, c):
     if groups and nnodes % groups:
         yield None, (f"--nnodes {nnodes} is not divisible by the {groups} data-parallel node groups "
                      f"(dp {dp} / dpLocal {local})")
+
+
+def ranks_exceed_gpus(r: Resolved) -> Iterator[tuple[None, str]]:
+    """The finding of the parallel-fits-node rules (each engine and release checks it at its own moment): the ranks
+    one pod runs (:func:`ranks_on_one_node`) above its GPUs."""
+    ranks, how = ranks_on_one_node(r)
+    if ranks > r.spec.hardware.gpuCount:
+        yield None, f"{how} = {ranks} ranks on one pod, but spec.hardware.gpuCount is {r.spec.hardware.gpuCount}"
 
 
 def ranks_on_one_node(r: Resolved) -> tuple[int, str]:

@@ -505,7 +505,7 @@ def check_eplb_draft_always(t: Topology):
       title="max-num-seqs is per DP rank",
       why="Each DP rank schedules up to --max-num-seqs requests: an instance runs DP x that many at once, a role "
           "instances x DP x that many.",
-      fix="Size scheduling.maxNumSeqs per rank (seed 002: 64 per GPU at DEP32).",
+      fix="Size scheduling.maxNumSeqs per rank (the DeepSeek-V4.1-Flash rack layout: 64 per GPU at DEP32).",
       source="vllm engine/arg_utils.py:2940-3006@0.33.0")
 def check_topology_max_num_seqs_per_rank(t: Topology):
     for r in _multi(t):
@@ -629,12 +629,6 @@ def _release(r: TopoRole) -> str:
     return f"{key} (connector {connector})" if connector else key
 
 
-def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
-    for p in t.of_kind("prefill"):
-        for d in t.of_kind("decode"):
-            yield p, d
-
-
 def _enforced(p: TopoRole, d: TopoRole) -> bool:
     """Whether the handshake compares the hash: enforce_handshake_compat (default true) on both sides
     (base_worker.py:1039,1191-1207@0.33.0; pd-handshake-check-off warns when it is off)."""
@@ -660,7 +654,7 @@ def _nixl_pair(p: TopoRole, d: TopoRole) -> bool:
              "vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1191-1207@0.33.0",
       no_cel=NO_CEL)
 def check_pd_compat_hash(t: Topology):
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         if not (_nixl_pair(p, d) and _enforced(p, d)):
             continue
         fp, fd = _hash_factors(p), _hash_factors(d)
@@ -723,7 +717,7 @@ def _compared_elsewhere(p: TopoRole, d: TopoRole) -> set[str]:
                ENGINE_SGLANG: "sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23 (what the bootstrap compares)"},
       no_cel=NO_CEL)
 def check_pd_pair_identity(t: Topology):
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         fp, fd = _identity(p), _identity(d)
         skip = _compared_elsewhere(p, d)
         for k, v in fp.items():
@@ -741,7 +735,7 @@ def check_pd_pair_identity(t: Topology):
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:146-216@0.33.0; "
              "vllm platforms/cuda.py:95-135@0.33.0 (the MLA backend priorities on SM10x)")
 def check_pd_compat_hash_undecided(t: Topology):
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         if not (_nixl_pair(p, d) and _enforced(p, d)):
             continue
         fp, fd = _hash_factors(p), _hash_factors(d)
@@ -759,7 +753,7 @@ def check_pd_compat_hash_undecided(t: Topology):
       fix="Pick DCP sizes where one divides the other (e.g. 1 and 8, 2 and 8; not 4 and 6).",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:2705-2713@0.33.0", no_cel=NO_CEL)
 def check_pd_dcp_divide(t: Topology):
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         if _nixl_pair(p, d) and p.dcp % d.dcp and d.dcp % p.dcp:
             yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} and decode DCP {d.dcp} do not divide one another"
 
@@ -870,7 +864,7 @@ def _is_hybrid(resolved) -> bool:
 def check_pd_hybrid_dcp_equal(t: Topology):
     if not _hybrid_mamba(t):
         return
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         if p.dcp != d.dcp:
             yield d.field("parallel.dcp"), f"prefill DCP {p.dcp} != decode DCP {d.dcp} on a hybrid MLA+Mamba model"
 
@@ -892,7 +886,7 @@ def _block(r: TopoRole) -> str | None:
 def check_pd_hybrid_block_size(t: Topology):
     if not _hybrid_mamba(t):
         return
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         caching = p.resolved.value("scheduling.prefixCaching") or d.resolved.value("scheduling.prefixCaching")
         if caching and _block(p) != _block(d):
             yield d.field("extraArgs"), (f"--block-size: prefill {_block(p) or 'default'} != decode "
@@ -978,8 +972,7 @@ def check_pd_side_channel_ports(t: Topology):
     for r in t.roles:
         if not r.kv_transfer:
             continue
-        raw = (r.env or {}).get("VLLM_NIXL_SIDE_CHANNEL_PORT")
-        base = int(raw) if raw and raw.isdigit() else 5600
+        base = r.side_channel_base
         ports = range(base, base + r.dp)
         rpc = r.resolved.engine.topology.get("rpc_port", 29550)
         for what, port in (("API port", r.resolved.port), ("DP RPC port", rpc)):

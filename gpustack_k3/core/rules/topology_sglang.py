@@ -79,15 +79,9 @@ def a2a(r: TopoRole) -> str:
     return str(r.resolved.value("sglang.moeA2aBackend") or "none")
 
 
-def _pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
-    for p in t.of_kind("prefill"):
-        for d in t.of_kind("decode"):
-            yield p, d
-
-
 def _pd_pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
     """Pairs where both sides run in P/D mode (a side without it is sglang-pd-roles' finding)."""
-    for p, d in _pairs(t):
+    for p, d in t.pairs():
         if p.pd_mode == "prefill" and d.pd_mode == "decode":
             yield p, d
 
