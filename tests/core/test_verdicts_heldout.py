@@ -154,22 +154,38 @@ def test_vllm_dcp_on_gqa_follows_the_release(tmp_path):
     for version in ("0.28.0", "0.33.0"):
         code, out = check_args(*argv, version=version, opts=("--model-config", f"{d}/config.json"))
         assert code == 1 and "model-dcp-gqa" in rules(out), (version, out)
+
+
+# --------------------------------------------------------------------- NIXL + DCP on a hybrid model from its config.json
+
+def test_vllm_029_refuses_nixl_dcp_on_hybrid_from_config_json(tmp_path):
+    """vLLM 0.29.0 asserts PD with DCP > 1 is not for hybrid Mamba/SSM models (config/vllm.py:1165-1168@0.29.0;
+    0.33.0 dropped it, config/vllm.py:1572-1590@0.33.0). Where the model comes from a config.json (no catalog model)
+    its architecture decides whether it is hybrid (Kimi-K3's KimiK3ForConditionalGeneration: the catalog's
+    hybrid_mamba): the CI tier's miss (engine_oracle sample, vLLM 0.29.0)."""
+    from gpustack_k3.oracle.models import MODELS
+
+    # the engine oracle's Kimi-K3 config.json (the checkpoint's shape: text_config, model_type kimi_k3), which the
+    # product reads as the model (no catalog model beside it)
+    d = model_dir(tmp_path, MODELS["kimi-k3"][0], "k3-local")
+    argv = ["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "-dcp", "8", "--kv-transfer-config",
+            json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_producer"})]
+    opts = ("--model", "kimi-k3", "--gpus", "8", "--model-config", f"{d}/config.json")
+    code, out = check_args(*argv, version="0.29.0", opts=opts)
+    assert code == 1 and "pd-dcp-nixl" in rules(out), out
+    code, out = check_args(*argv, version="0.33.0", opts=opts)
+    assert "pd-dcp-nixl" not in rules(out), out
 # --------------------------------------------------------------------- vLLM 0.11.0 MXFP4 dtype
 
-# gpt-oss-20b's config.json (the oracle's shape-gqa-yarn), the fields the rules read
-GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 24,
-           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 2880,
-           "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4,
-           "max_position_embeddings": 131072, "vocab_size": 201088, "torch_dtype": "bfloat16",
-           "quantization_config": {"quant_method": "mxfp4"},
-           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}}
+# gpt-oss-20b's checkpoint is MXFP4 (its config.json quantization_config)
+GPT_OSS_MXFP4 = {**GPT_OSS, "quantization_config": {"quant_method": "mxfp4"}}
 
 
 def test_vllm_011_refuses_half_on_mxfp4(tmp_path):
     """vLLM 0.11.0 checks the model dtype against the quantization method's activation dtypes when it builds the
     config (config/__init__.py:267-272@0.11.0; MXFP4: bfloat16 only, mxfp4.py:129-130@0.11.0): the held-out
     differential's miss (seed 7919, gpt-oss with --dtype half)."""
-    d = model_dir(tmp_path, GPT_OSS, "gpt-oss-20b")
+    d = model_dir(tmp_path, GPT_OSS_MXFP4, "gpt-oss-20b")
     code, out = check_args(d, "-tp", "8", "--dtype", "half", version="0.11.0",
                            opts=("--model-config", f"{d}/config.json"))
     assert code == 1 and "dtype-vs-quantization" in rules(out), out

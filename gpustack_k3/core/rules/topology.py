@@ -833,8 +833,25 @@ def check_pd_handshake_check_off(t: Topology):
 
 
 def _hybrid_mamba(t: Topology) -> bool:
-    m = t.roles[0].resolved.model
-    return bool(m and getattr(m, "hybrid_mamba", False))
+    return _is_hybrid(t.roles[0].resolved)
+
+
+def _is_hybrid(resolved) -> bool:
+    """A model with Mamba-style state (vLLM's is_hybrid: the model class's IsHybrid interface, by architecture): the
+    catalog model's hybrid_mamba, or, where a config.json decides the model (--model-config, a local directory: no
+    catalog model), its architecture being one the catalog marks hybrid (catalog/data/models.yaml)."""
+    m = resolved.model
+    if m is not None:
+        return bool(getattr(m, "hybrid_mamba", False))
+    a = resolved.arch
+    name = getattr(a, "architecture", None) if a is not None else None
+    if not name:
+        return False
+    from gpustack_k3.catalog.loader import load_catalog
+
+    return any(getattr(cm, "hybrid_mamba", False) and cm.architecture is not None
+               and name in (cm.architecture.config or {}).get("architectures", ())
+               for cm in load_catalog().models.values())
 
 
 @rule("pd-hybrid-dcp-equal", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake raises for hybrid MLA+Mamba models",
@@ -890,10 +907,10 @@ def check_pd_dcp_nixl(t: Topology):
             continue
         if r.dcp not in (1, r.tp):
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
-        arch, m = r.resolved.arch, r.resolved.model
+        arch = r.resolved.arch
         if r.dcp > 1 and arch is not None and arch.heads is not None and not arch.mla:
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector on a non-MLA model"
-        if r.dcp > 1 and r.resolved.trait("nixl_dcp_hybrid_refused") and m is not None and m.hybrid_mamba:
+        if r.dcp > 1 and r.resolved.trait("nixl_dcp_hybrid_refused") and _is_hybrid(r.resolved):
             yield r.field("parallel.dcp"), (f"role {r.name}: DCP {r.dcp} with NixlConnector on a hybrid Mamba/SSM model "
                                             f"(vLLM {r.resolved.version.key})")
 
