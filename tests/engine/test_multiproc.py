@@ -263,7 +263,7 @@ def test_pd_nixl_decode_loads_prefill_kv_and_a_dtype_mismatch_fails_the_handshak
                      "remote_block_ids": None, "remote_host": None, "remote_port": None}
 
         # 0. one ordinary completion on each decode server first. P holds the prefilled blocks for D under a
-        # lease (kv_lease_duration, 120 s in the fixture: nixl/base_scheduler.py:82-84@0.32.0) that D's
+        # lease (kv_lease_duration, 300 s in the fixture: nixl/base_scheduler.py:82-84@0.32.0) that D's
         # heartbeats extend once D has the request; meanwhile P's engine core steps without pause (it logs
         # "EngineCore waiting for work" when the blocks are gone). A decode server's first request carries
         # seconds of one-time work in its API server: not a cost of the transfer, and under P's load it once took
