@@ -847,11 +847,9 @@ def _is_hybrid(resolved) -> bool:
     name = getattr(a, "architecture", None) if a is not None else None
     if not name:
         return False
-    from gpustack_k3.catalog.loader import load_catalog
-
     return any(getattr(cm, "hybrid_mamba", False) and cm.architecture is not None
                and name in (cm.architecture.config or {}).get("architectures", ())
-               for cm in load_catalog().models.values())
+               for cm in resolved.catalog.models.values())
 
 
 @rule("pd-hybrid-dcp-equal", checked_by="oracle", fails_at="first KV transfer: the NIXL handshake raises for hybrid MLA+Mamba models",
