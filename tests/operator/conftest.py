@@ -8,6 +8,7 @@ from kubernetes import client
 from operator_fakes import fake_plan, fake_render, fake_validate
 from operator_helpers import NS
 
+from gpustack_k3.operator import hooks
 from gpustack_k3.operator.controller import Options, new_operator
 from tests.support.k8s_emulator import K8sEmulator
 
@@ -68,3 +69,9 @@ def start_operator(emu, operator_token):
     for op in started:
         with contextlib.suppress(Exception):
             op.stop()
+
+
+@pytest.fixture
+def project_operator(start_operator):
+    """The operator with the project's own validation, rendering and plan (gpustack_k3.operator.hooks)."""
+    return lambda **kw: start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, **kw)

@@ -1,5 +1,9 @@
 """Shared helpers of the operator tests (a uniquely named module: `conftest` is not importable
 reliably when several test folders have one)."""
+import pathlib
+
+import yaml
+
 from gpustack_k3.api.v1alpha1.constants import LABEL_DEPLOYMENT
 from tests.support.waiting import wait_for  # noqa: F401  (the operator tests import it from here)
 
@@ -31,3 +35,17 @@ def router_ready(apps, name: str, ns: str = NS) -> None:
     wait_for(lambda: apps.read_namespaced_deployment(name, ns), what=f"the router Deployment {name}")
     apps.patch_namespaced_deployment_status(name, ns, {"status": {
         "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}})
+
+
+PRESETS_DIR = pathlib.Path(__file__).resolve().parents[2] / "gpustack_k3/catalog/data/presets"
+
+
+def preset_resource(preset: str, name: str) -> dict:
+    """A catalog preset's document as a K3Deployment named ``name`` in NS."""
+    doc = yaml.safe_load((PRESETS_DIR / f"{preset}.yaml").read_text())
+    doc["metadata"] = {"name": name, "namespace": NS}
+    return doc
+
+
+def status_of(co, name: str) -> dict:
+    return co.get_namespaced_custom_object(G, V, NS, P, name).get("status") or {}

@@ -2,31 +2,17 @@
 admits it (fieldValidation=Strict, as kubectl sends), the plan in status is the config's, and a path the operator
 cannot read (spec.model.config) is Invalid naming the field and the way out (docs/design/011-model-config.md)."""
 import copy
-import pathlib
 
 import pytest
-import yaml
-from operator_helpers import NS, G, P, V, wait_for
+from operator_helpers import NS, G, P, V, preset_resource, status_of, wait_for
 
-from gpustack_k3.operator import hooks
 
 pytestmark = pytest.mark.operator
-PRESET = pathlib.Path(__file__).resolve().parents[2] / "gpustack_k3/catalog/data/presets/qwen3-30b-a3b-b300.yaml"
+PRESET = "qwen3-30b-a3b-b300"
 
 
 def preset(name):
-    doc = yaml.safe_load(PRESET.read_text())
-    doc["metadata"] = {"name": name, "namespace": NS}
-    return doc
-
-
-def status_of(co, name):
-    return co.get_namespaced_custom_object(G, V, NS, P, name).get("status") or {}
-
-
-@pytest.fixture
-def project_operator(start_operator):
-    return lambda **kw: start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, **kw)
+    return preset_resource(PRESET, name)
 
 
 def test_an_uncatalogued_model_deploys_from_the_config_the_resource_carries(emu, kube, project_operator):

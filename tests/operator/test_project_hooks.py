@@ -2,34 +2,21 @@
 against the emulator: a preset deploys, a field the CRD does not declare is pruned by the API server, a rule
 error is refused."""
 import copy
-import pathlib
 
 import pytest
-import yaml
 from kubernetes.client.rest import ApiException
-from operator_helpers import NS, G, P, V, wait_for
+from operator_helpers import NS, G, P, V, preset_resource, status_of, wait_for
 
 from gpustack_k3.api.v1alpha1 import constants as api
 from gpustack_k3.operator import hooks
 from tests.support.waiting import wait_idle
 
 pytestmark = pytest.mark.operator
-PRESET = pathlib.Path(__file__).resolve().parents[2] / "gpustack_k3/catalog/data/presets/vllm-fixed.yaml"
+PRESET = "vllm-fixed"
 
 
 def preset(name):
-    doc = yaml.safe_load(PRESET.read_text())
-    doc["metadata"] = {"name": name, "namespace": NS}
-    return doc
-
-
-def status_of(co, name):
-    return co.get_namespaced_custom_object(G, V, NS, P, name).get("status") or {}
-
-
-@pytest.fixture
-def project_operator(start_operator):
-    return lambda **kw: start_operator(validate=hooks.validate, render=hooks.render, plan=hooks.plan, **kw)
+    return preset_resource(PRESET, name)
 
 
 def test_preset_deploys_every_rendered_object_owned(emu, kube, project_operator):
