@@ -118,3 +118,84 @@ def test_vllm_max_model_len_0_refused_by_the_config_bound(version, where):
     hit = [f for f in doc["findings"] if f["rule"] == "vllm-config-bounds"]
     assert hit and hit[0]["field"] == "spec.scheduling.maxModelLen" and where in hit[0]["source"], doc
 
+
+
+# ------------------------------------------------------------------ MTP without MTP layers on 0.34.0
+
+NEMOTRON_H = {"architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 2688,
+              "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "num_hidden_layers": 52,
+              "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+              "n_routed_experts": 128, "num_experts_per_tok": 6, "max_position_embeddings": 262144,
+              "vocab_size": 131072, "torch_dtype": "bfloat16"}
+
+
+def _with_config(argv: list[str], cfg: dict, tmp_path) -> list[str]:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return ["--model-config", str(path), "--", *argv]
+
+
+def check_args_cfg(version: str, argv: list[str], cfg: dict, tmp_path) -> tuple[int, dict]:
+    res = CliRunner().invoke(cli, ["check-args", "--engine", "vllm", "--engine-version", version, "-o", "json",
+                                   *_with_config(argv, cfg, tmp_path)], catch_exceptions=False)
+    return res.exit_code, json.loads(res.stdout)
+
+
+def test_vllm_034_mtp_on_a_model_without_mtp_layers_is_accepted_at_config_time(tmp_path):
+    # 0.34.0 builds the MTP draft's config from the target's (config/speculative.py:1012-1022@0.34.0: nemotron_h
+    # becomes nemotron_h_mtp only with num_nextn_predict_layers > 0) and validates the token count only where the
+    # draft declares n_predict (v1/worker/gpu/spec_decode/speculator_config.py:275-291@0.34.0): the engine oracle
+    # accepts `/models/shape-hybrid -tp 8 --speculative-config {"method": "mtp", ...}` (seed 8087's false refusal)
+    argv = ["/models/shape-hybrid", "--tensor-parallel-size", "8",
+            "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 7})]
+    code, doc = check_args_cfg("0.34.0", argv, NEMOTRON_H, tmp_path)
+    assert "spec-mtp-needs-mtp-layers" not in errors(doc), doc
+    # 0.33.0 refuses it when the config is built (config/speculative.py:1468-1499@0.33.0)
+    code33, doc33 = check_args_cfg("0.33.0", argv, NEMOTRON_H, tmp_path)
+    assert "spec-mtp-needs-mtp-layers" in errors(doc33), doc33
+
+
+def test_vllm_034_mtp_on_deepseek_v41_still_refused(tmp_path):
+    # v1/worker/gpu/spec_decode/mtp/config.py:80-89@0.34.0: DeepSeek V4.1 has no classic-MTP draft
+    cfg = {"architectures": ["DeepseekV41ForCausalLM"], "model_type": "deepseek_v41", "hidden_size": 4096,
+           "num_attention_heads": 64, "num_key_value_heads": 1, "num_hidden_layers": 43, "n_routed_experts": 384,
+           "num_experts_per_tok": 6, "max_position_embeddings": 1048576, "vocab_size": 129280}
+    code, doc = check_args_cfg("0.34.0", ["/models/DeepSeek-V4.1-Flash", "--tensor-parallel-size", "8",
+                                          *spec(method="mtp", num_speculative_tokens=1)], cfg, tmp_path)
+    hit = [f for f in doc.get("findings") or [] if f["rule"] == "spec-mtp-needs-mtp-layers"]
+    assert code == 1 and hit and "mtp/config.py:80-89@0.34.0" in hit[0]["source"], doc
+
+
+# ------------------------------------------------------------------ DSpark + DCP: the draft's own DCP (0.34.0)
+
+DSPARK = {"method": "dspark", "model": "/models/Kimi-K3-DSpark", "num_speculative_tokens": 7}
+DCP8 = ["--decode-context-parallel-size", "8"]
+
+
+def test_vllm_034_dspark_draft_dcp_1_skips_the_draft_backend_check():
+    # mla_attention.py:2507-2516@0.34.0 returns before the support check when the builder's KV cache is not DCP
+    # sharded; a draft at DCP 1 under a DCP target keeps a replicated cache (v1/worker/gpu/model_runner.py:632-642
+    # @0.34.0). TRITON_MLA has no non-causal DCP support, but with draft DCP 1 it is never asked for it.
+    argv = KIMI + DCP8 + ["--attention-backend", "FLASHINFER_MLA"] + spec(
+        **DSPARK, attention_backend="TRITON_MLA", draft_decode_context_parallel_size=1)
+    code, doc = check_args("vllm", "0.34.0", argv)
+    assert "vllm-dspark-dcp-backend" not in errors(doc), doc
+
+
+def test_vllm_034_dspark_draft_at_target_dcp_keeps_the_draft_backend_check():
+    # the Kimi-K3 DSpark draft is full-attention MLA (k3_dspark: transformers_utils/model_arch_config_convertor.py:
+    # 294-306@0.34.0, no sliding window), so its DCP defaults to the target's (dflash/config.py:33-47@0.34.0) and its
+    # cache is sharded: TRITON_MLA is refused at model construction
+    for extra in ({}, {"draft_decode_context_parallel_size": 8}):
+        argv = KIMI + DCP8 + ["--attention-backend", "FLASHINFER_MLA"] + spec(
+            **DSPARK, attention_backend="TRITON_MLA", **extra)
+        code, doc = check_args("vllm", "0.34.0", argv)
+        assert "vllm-dspark-dcp-backend" in errors(doc), (extra, doc)
+
+
+def test_vllm_033_dspark_draft_dcp_1_has_no_such_exemption():
+    # 0.33.0 checks every MLA builder under DCP (mla_attention.py:2303-2325@0.33.0: no dcp_sharded condition) and
+    # has no draft DCP of its own
+    argv = KIMI + DCP8 + ["--attention-backend", "FLASHINFER_MLA"] + spec(**DSPARK, attention_backend="TRITON_MLA")
+    code, doc = check_args("vllm", "0.33.0", argv)
+    assert "vllm-dspark-dcp-backend" in errors(doc), doc

