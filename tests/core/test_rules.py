@@ -154,9 +154,12 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
     from tests.core.test_vllm_034 import V034_DIRECT   # vLLM 0.34.0's rules: command lines judged on that release
+    from tests.core.test_checks_table import CHECKS_DIRECT   # the checks tables' entries: each one's examples
+    from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
-                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT)
+                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
+                          - CHECKS_DIRECT - VLLM_CHECKS_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
