@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core.argv.dumps import version_dump
 from gpustack_k3.core.resolve import Resolved, get_path
+from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
@@ -411,6 +412,9 @@ def check_model_config_checks_skipped(r, c):
         return
     engine, traits = r.engine.engine, r.version.traits
     skipped = [i for i in ARCH_RULES if RULES[i].applies(engine, traits)]
+    if r.model_arch is None:   # the check-table entries that read the model (config.json or the catalog's block)
+        skipped += [e.id for e in checks_table.TABLE.values()
+                    if e.engine == engine and e.reads_model and r.version.key in e.releases]
     if model_max_len(r) is None:
         skipped.append("context-above-model")
     if skipped:
@@ -643,6 +647,10 @@ def check_vllm_dspark_dcp_backend_extra(r, c):
       sources={ENGINE_VLLM: "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0"},
       cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_tp(b)} % {cel_dcp(b)} != 0")
 def check_dcp_divides_tp(r, c):
+    # with PCP above 1 the release allows DCP 1, PCP or TP x PCP instead (config/parallel.py:597-606@0.33.0; rule
+    # vllm-pcp-dcp-span, core/rules/vllm_checks.py): tp 2, pcp 2, dcp 4 is accepted
+    if (extra_arg_int(r, "--prefill-context-parallel-size") or 1) > 1:
+        return
     if r.dcp > 1 and r.tp % r.dcp:
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
