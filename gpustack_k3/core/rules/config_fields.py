@@ -59,6 +59,14 @@ def _first(e: Exception) -> tuple[str, str]:
     return loc, first.get("msg", "")
 
 
+def _numeric_alternative(schema: dict) -> dict | None:
+    """The one numeric alternative of a field's schema that carries a bound (None: none, or several)."""
+    alts = schema.get("anyOf") or [schema]
+    nums = [a for a in alts if isinstance(a, dict) and a.get("type") in ("integer", "number")]
+    bounded = [a for a in nums if any(k in a for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"))]
+    return bounded[0] if len(nums) == 1 and bounded else None
+
+
 def config_field_refusal(option: Any, raw: str) -> str | None:
     """Why the release's config class refuses the value string ``raw`` of ``option`` (a dump Option), or None:
     the value as the engine's parser converts it, checked against the recorded schema of the field it feeds
@@ -76,8 +84,17 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
             return None
         return None
     cfg = option.config
-    if not cfg or cfg.get("validated") or "schema" not in cfg:
+    if not cfg or "schema" not in cfg:
         return None
+    schema = cfg["schema"]
+    if cfg.get("validated"):
+        # the engine's own before/wrap validator sees the value first: only a number's bound is judged, and only
+        # where the field has one numeric kind (the validators of the bounded fields, CacheConfig.block_size and
+        # ParallelConfig.elastic_ep_max_dp_size, pass anything but None on to the bound: config/cache.py:448-453,
+        # config/parallel.py:476-482@0.33.0)
+        schema = _numeric_alternative(schema)
+        if schema is None:
+            return None
     try:
         convert = build_type(desc)
         value = convert(raw) if convert is not None else raw
@@ -85,10 +102,10 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
             value = [convert(v) if convert is not None else v for v in raw.split(" ")]
     except (argparse.ArgumentTypeError, ValueError, TypeError, UnknownEngineCode):
         return None   # the parser's own refusal (argv-refused), not the config class's
-    if value is None:
+    if value is None or (cfg.get("validated") and (isinstance(value, bool) or not isinstance(value, (int, float)))):
         return None
     try:
-        _adapter(json.dumps(cfg["schema"], sort_keys=True)).validate_python(value)
+        _adapter(json.dumps(schema, sort_keys=True)).validate_python(value)
     except ValueError as e:   # pydantic's ValidationError
         key, msg = _first(e)
         cls = cfg["class"].rsplit(".", 1)[-1]
