@@ -49,14 +49,23 @@ def _adapter(schema_json: str):
     return TypeAdapter(schema_annotation(json.loads(schema_json)))
 
 
-def _first(e: Exception) -> tuple[str, str]:
-    """(the JSON key path, pydantic's message) of a validation error's first problem."""
+def _first(e: Exception, value: Any) -> tuple[str, str]:
+    """(the key path inside ``value``, pydantic's message) of a validation error's first problem: the error's
+    location walked through the value (an element that is not a key or index of it names a union member or a
+    validator, not a place in the value, and is left out)."""
     errors = getattr(e, "errors", None)
     if not callable(errors):
         return "", str(e).splitlines()[0]
     first = errors()[0]
-    loc = ".".join(str(x) for x in first.get("loc", ()) if not str(x).startswith(("function-", "union")))
-    return loc, first.get("msg", "")
+    path, here = [], value
+    for x in first.get("loc", ()):
+        if isinstance(here, dict) and x in here:
+            path.append(str(x))
+            here = here[x]
+        elif isinstance(here, list) and isinstance(x, int) and 0 <= x < len(here):
+            path.append(str(x))
+            here = here[x]
+    return ".".join(path), first.get("msg", "")
 
 
 def _numeric_alternative(schema: dict) -> dict | None:
@@ -107,7 +116,7 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
     try:
         _adapter(json.dumps(schema, sort_keys=True)).validate_python(value)
     except ValueError as e:   # pydantic's ValidationError
-        key, msg = _first(e)
+        key, msg = _first(e, value)
         cls = cfg["class"].rsplit(".", 1)[-1]
         inside = f" key {key!r}" if key else ""
         return f"{cls}.{cfg['field']}{inside}: {msg} (declared at {cfg['at']})"
