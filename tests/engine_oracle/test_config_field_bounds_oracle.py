@@ -141,8 +141,7 @@ def constraint_cases(release: str) -> list[tuple[str, str, list[str], list[str]]
             if cls.get("extra") == "forbid":
                 cases.append((f"{flag}:extra", f"{name} extra=forbid", [flag, '{"bogus_key": 1}'], [flag, "{}"]))
             continue
-        if not cfg or cfg.get("validated") or "schema" not in cfg or o.get("choices") is not None \
-                or o.get("nargs") not in (None, "?"):
+        if not cfg or "schema" not in cfg or o.get("choices") is not None or o.get("nargs") not in (None, "?"):
             continue
         cls_name = cfg["class"].rsplit(".", 1)[-1]
         name = f"{cls_name}.{cfg['field']}"
@@ -151,7 +150,7 @@ def constraint_cases(release: str) -> list[tuple[str, str, list[str], list[str]]
         num = _numeric(cfg["schema"])
         for bound, out, on in _pairs(num) if num else ():
             cases.append((f"{flag}:{bound}", f"{name} {bound}", [*switch, flag, _fmt(out)], [*switch, flag, _fmt(on)]))
-        values = None if num else _enum(cfg["schema"])
+        values = None if num or cfg.get("validated") else _enum(cfg["schema"])   # validated: the engine's code first
         if values and all(isinstance(v, (int, str)) for v in values):
             outside = "bogus_value" if any(isinstance(v, str) for v in values) else max(values) + 1
             cases.append((f"{flag}:enum", f"{name} enum", [*switch, flag, _fmt(outside)],

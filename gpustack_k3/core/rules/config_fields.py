@@ -49,14 +49,31 @@ def _adapter(schema_json: str):
     return TypeAdapter(schema_annotation(json.loads(schema_json)))
 
 
-def _first(e: Exception) -> tuple[str, str]:
-    """(the JSON key path, pydantic's message) of a validation error's first problem."""
+def _first(e: Exception, value: Any) -> tuple[str, str]:
+    """(the key path inside ``value``, pydantic's message) of a validation error's first problem: the error's
+    location walked through the value (an element that is not a key or index of it names a union member or a
+    validator, not a place in the value, and is left out)."""
     errors = getattr(e, "errors", None)
     if not callable(errors):
         return "", str(e).splitlines()[0]
     first = errors()[0]
-    loc = ".".join(str(x) for x in first.get("loc", ()) if not str(x).startswith(("function-", "union")))
-    return loc, first.get("msg", "")
+    path, here = [], value
+    for x in first.get("loc", ()):
+        if isinstance(here, dict) and x in here:
+            path.append(str(x))
+            here = here[x]
+        elif isinstance(here, list) and isinstance(x, int) and 0 <= x < len(here):
+            path.append(str(x))
+            here = here[x]
+    return ".".join(path), first.get("msg", "")
+
+
+def _numeric_alternative(schema: dict) -> dict | None:
+    """The one numeric alternative of a field's schema that carries a bound (None: none, or several)."""
+    alts = schema.get("anyOf") or [schema]
+    nums = [a for a in alts if isinstance(a, dict) and a.get("type") in ("integer", "number")]
+    bounded = [a for a in nums if any(k in a for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"))]
+    return bounded[0] if len(nums) == 1 and bounded else None
 
 
 def config_field_refusal(option: Any, raw: str) -> str | None:
@@ -76,8 +93,17 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
             return None
         return None
     cfg = option.config
-    if not cfg or cfg.get("validated") or "schema" not in cfg:
+    if not cfg or "schema" not in cfg:
         return None
+    schema = cfg["schema"]
+    if cfg.get("validated"):
+        # the engine's own before/wrap validator sees the value first: only a number's bound is judged, and only
+        # where the field has one numeric kind (the validators of the bounded fields, CacheConfig.block_size and
+        # ParallelConfig.elastic_ep_max_dp_size, pass anything but None on to the bound: config/cache.py:448-453,
+        # config/parallel.py:476-482@0.33.0)
+        schema = _numeric_alternative(schema)
+        if schema is None:
+            return None
     try:
         convert = build_type(desc)
         value = convert(raw) if convert is not None else raw
@@ -85,12 +111,12 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
             value = [convert(v) if convert is not None else v for v in raw.split(" ")]
     except (argparse.ArgumentTypeError, ValueError, TypeError, UnknownEngineCode):
         return None   # the parser's own refusal (argv-refused), not the config class's
-    if value is None:
+    if value is None or (cfg.get("validated") and (isinstance(value, bool) or not isinstance(value, (int, float)))):
         return None
     try:
-        _adapter(json.dumps(cfg["schema"], sort_keys=True)).validate_python(value)
+        _adapter(json.dumps(schema, sort_keys=True)).validate_python(value)
     except ValueError as e:   # pydantic's ValidationError
-        key, msg = _first(e)
+        key, msg = _first(e, value)
         cls = cfg["class"].rsplit(".", 1)[-1]
         inside = f" key {key!r}" if key else ""
         return f"{cls}.{cfg['field']}{inside}: {msg} (declared at {cfg['at']})"
