@@ -13,6 +13,7 @@ from gpustack_k3.core.rules import RULES
 from gpustack_k3.core.rules import checks
 
 SMOL = "/models/smollm2-hf"            # LlamaForCausalLM, text only (the catalog's smollm2-135m)
+MOE = "/models/shape-mla-moe"           # DeepseekV3ForCausalLM (an oracle shape model: MLA, 256 routed experts)
 
 # (rule id, release, refused line, its env, the line flipped, its env, catalog model); a line is the engine's argv
 PY_CASES = [
@@ -25,9 +26,17 @@ PY_CASES = [
     ("vllm-rope-scaling-type-conflict", "0.11.0",
      [SMOL, "--rope-scaling", json.dumps({"rope_type": "linear", "type": "dynamic", "factor": 2.0})], {},
      [SMOL, "--rope-scaling", json.dumps({"rope_type": "linear", "type": "linear", "factor": 2.0})], {}, None),
+    ("vllm-pcp-dcp-span", "0.28.0", [MOE, "-tp", "2", "-pcp", "2", "-dcp", "3"], {},
+     [MOE, "-tp", "2", "-pcp", "2", "-dcp", "2"], {}, None),
+    ("vllm-pcp-dcp-span", "0.29.0", [MOE, "-tp", "2", "-pcp", "2", "-dcp", "3"], {},
+     [MOE, "-tp", "2", "-pcp", "2", "-dcp", "2"], {}, None),
+    ("vllm-pcp-dcp-span", "0.33.0", [MOE, "-tp", "2", "-pcp", "2", "-dcp", "3"], {},
+     [MOE, "-tp", "2", "-pcp", "2", "-dcp", "2"], {}, None),
+    ("vllm-pcp-dcp-span", "0.34.0", [MOE, "-tp", "2", "--prefill-context-parallel-size", "2", "-dcp", "3"], {},
+     [MOE, "-tp", "2", "--prefill-context-parallel-size", "2", "-dcp", "2"], {}, None),
 ]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
-PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict")
+PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 
@@ -109,3 +118,13 @@ def test_entries_are_switched_on_per_release(line, on, off):
         assert eid in product(release, line, {})["rules"]
     for release, eids in off.items():
         assert not set(eids) & set(product(release, line, {})["rules"])
+
+
+@pytest.mark.xfail(strict=True, reason="rule dcp-divides-tp ignores PCP: /work/patches/h-vllmchecks-4.patch")
+@pytest.mark.parametrize("release", ["0.28.0", "0.29.0", "0.33.0", "0.34.0"])
+def test_dcp_may_span_tp_times_pcp(release):
+    # TP 2 x PCP 2 = DCP 4: the releases accept it (tests/engine_oracle/test_checks_vllm.py judges the line)
+    assert product(release, PCP_TP_TIMES, {})["verdict"] == "pass"
+
+
+PCP_TP_TIMES = [MOE, "-tp", "2", "-pcp", "2", "-dcp", "4"]

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from gpustack_k3.core.rules import RULES, checks
-from tests.core.test_vllm_checks import PY_CASES, product
+from tests.core.test_vllm_checks import PCP_TP_TIMES, PY_CASES, product
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -82,3 +82,10 @@ def test_the_release_accepts_the_flipped_line(oracles, eid, release, bad, bad_en
     assert v["verdict"] == "accepted", v
     ours = product(release, good, good_env, model)
     assert ours["verdict"] == "pass", ours
+
+
+@pytest.mark.parametrize("release", ["0.28.0", "0.29.0", "0.33.0", "0.34.0"])
+def test_dcp_may_span_tp_times_pcp(oracles, release):
+    # the line tests/core/test_vllm_checks.py holds rule dcp-divides-tp to passing (its PCP exception)
+    v = oracles(f"vllm-{release}").judge_line(PCP_TP_TIMES, {})
+    assert v["verdict"] == "accepted", v

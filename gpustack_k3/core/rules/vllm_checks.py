@@ -1,5 +1,5 @@
 """vLLM config-time refusals that the engine-check table (gpustack_k3/catalog/data/checks/vllm.yaml, read by
-gpustack_k3/core/rules/checks.py) cannot express: a test of a JSON option's keys. Each rule lists the releases whose
+gpustack_k3/core/rules/checks.py) cannot express: a test of a JSON option's keys, a product of two options. Each rule lists the releases whose
 code refuses, with each release's own source; tests/core/test_vllm_checks.py and
 tests/engine_oracle/test_checks_vllm.py hold its lines and have the release judge them."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
-from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.args import extra_arg, extra_arg_int
 from gpustack_k3.core.rules.registry import RULES, Rule, rule
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
@@ -97,5 +97,36 @@ def check_vllm_rope_scaling_type_conflict(r, c):
                          f"'type={v['type']}' (legacy field). You should only specify one of them.")
 
 
-for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict"):
+# ParallelConfig._validate_parallel_config: with PCP, DCP is 1, PCP or TP x PCP (without PCP, rule dcp-divides-tp)
+_PCP_SOURCES = {
+    "0.28.0": "vllm config/parallel.py:524-526,529-538@0.28.0",
+    "0.29.0": "vllm config/parallel.py:545-547,550-559@0.29.0",
+    "0.33.0": "vllm config/parallel.py:594-596,597-606@0.33.0",
+    "0.34.0": "vllm config/parallel.py:635-637,638-647@0.34.0",
+}
+PCP_FLAG = "--prefill-context-parallel-size"
+
+
+@rule("vllm-pcp-dcp-span", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.parallel.dcp",
+      title="With prefill context parallelism DCP must be 1, PCP or TP x PCP",
+      why="With --prefill-context-parallel-size above 1, decode context parallelism must be off, span the PCP axis or "
+          "the whole TP x PCP axis; ParallelConfig refuses any other DCP size (a DCP that divides TP is not enough).",
+      fix="Set --decode-context-parallel-size to 1, to the PCP size, or to TP x PCP.",
+      source=_PCP_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _PCP_SOURCES.items()},
+      no_cel="reads --prefill-context-parallel-size, a pass-through flag of spec.extraArgs (argv tokenising); left "
+             "to validate")
+def check_vllm_pcp_dcp_span(r, c):
+    if r.version is None or r.version.key not in _PCP_SOURCES:
+        return
+    pcp = extra_arg_int(r, PCP_FLAG)
+    if pcp is None or pcp <= 1:
+        return
+    tp, dcp = r.tp, r.dcp
+    if dcp not in (1, pcp, tp * pcp):
+        yield None, (f"When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x PCP axis. "
+                     f"Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are {sorted({1, pcp, tp * pcp})}.")
+
+
+for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span"):
     _per_release(_id)
