@@ -56,3 +56,121 @@ def test_explore_zero_keeps_the_corpus():
     assert a == corpus.generate("vllm-0.33.0", 40, 3, explore=0.0)
     b = corpus.generate("vllm-0.33.0", 40, 3, explore=1.0)
     assert any(k.startswith("flag:") for line in b for k in line["mutations"])
+
+
+# ----------------------------------------------------------------------------- tools/engine_oracle/knobs.py, synth.py
+
+KSRC = '''\
+class ParallelConfig:
+    def __post_init__(self):
+        if self.enable_elastic_ep and not self.enable_eplb:
+            raise ValueError("eplb")
+        if envs.VLLM_USE_V2 and self.speculative_config.method in ("mtp", "eagle"):
+            raise ValueError("v2")
+        if self.tensor_parallel_size >= 16:
+            raise ValueError("tp")
+        if getattr(self.hf_config, "num_experts", 0) < 4:
+            raise ValueError("experts")
+        if self.tp is None:
+            raise ValueError("none")
+
+
+def caller(cfg):
+    if cfg.enable_expert_parallel:
+        ParallelConfig()
+'''
+
+
+def _knobs(line):
+    from tools.engine_oracle import knobs
+
+    tree = ast.parse(KSRC)
+    return knobs.path_knobs(_enclosing(tree, line))
+
+
+def test_knobs_read_chains_constants_and_polarity():
+    # a bare truth test wanted true, a `not` wanted false
+    assert _knobs(4) == [(("self", "enable_elastic_ep"), [True, 1, "1"], True),
+                         (("self", "enable_eplb"), [False, 0, None], False)]
+    env, method = _knobs(6)
+    assert env == (("envs", "VLLM_USE_V2"), [True, 1, "1"], True)
+    assert method == (("self", "speculative_config", "method"), ["mtp", "eagle"], True)
+    # >= 16 wanted true: 16 first; getattr(o, "n", d) < 4: 3 first; `is None`: None
+    assert _knobs(8)[0][1][0] == 16
+    assert _knobs(10) == [(("self", "hf_config", "num_experts"), [3, 4, 5, 0, -1], True)]
+    assert _knobs(12) == [(("self", "tp"), [None], True)]
+
+
+def test_call_knobs_are_the_callers_branches():
+    from tools.engine_oracle import knobs
+
+    tree = ast.parse(KSRC)
+    assert knobs.call_knobs(tree, "ParallelConfig", _enclosing) == [
+        [(("cfg", "enable_expert_parallel"), [True, 1, "1"], True)]]
+
+
+def test_resolve_maps_chains_to_env_flag_json_and_config_json():
+    from tools.engine_oracle.knobs import resolve
+
+    dests = {"tensor_parallel_size", "enable_eplb", "speculative_config"}
+    jsons = {"speculative_config": "--speculative-config", "compilation_config": "-cc"}
+    assert resolve(("envs", "VLLM_USE_V2"), dests, jsons, None, "vllm") == ("env", "VLLM_USE_V2")
+    assert resolve(("self", "parallel_config", "tensor_parallel_size"), dests, jsons, None, "vllm") == \
+        ("flag", "tensor_parallel_size")
+    assert resolve(("self", "speculative_config", "method"), dests, jsons, None, "vllm") == \
+        ("json", ("speculative_config", ("method",)))
+    # inside a config class, self.x is a key of that class's JSON option
+    assert resolve(("self", "mode"), dests, jsons, "CompilationConfig", "vllm") == \
+        ("json", ("compilation_config", ("mode",)))
+    assert resolve(("self", "model_config", "hf_config", "num_experts"), dests, jsons, None, "vllm") == \
+        ("hf", "num_experts")
+    assert resolve(("self", "nothing_known"), dests, jsons, None, "vllm") is None
+
+
+def _synth(tmp_path):
+    from tools.engine_oracle import synth
+
+    sy = synth.Synth.__new__(synth.Synth)
+    sy.engine, sy.rnd, sy.variants = "vllm", random.Random(0), tmp_path / "v"
+    sy.dests = {"enable_eplb": {"dest": "enable_eplb", "flags": ["--enable-eplb", "--no-enable-eplb"],
+                                "negative": ["--no-enable-eplb"], "action": "boolean_optional", "nargs": 0},
+                "tensor_parallel_size": {"dest": "tensor_parallel_size", "flags": ["--tensor-parallel-size", "-tp"],
+                                         "action": "store", "type": "int"}}
+    sy.json_opts = {"speculative_config": {"dest": "speculative_config", "flags": ["--speculative-config"]}}
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text('{"num_experts": 8, "model_type": "x"}')
+    (model / "tokenizer.json").write_text("{}")
+    sy.aliases = {"/models/m": str(model)}
+    line = {"argv": ["/models/m", "-tp", "8"], "env": {}, "model": None, "model_config": str(model / "config.json"),
+            "gpu_type": "b300", "gpus": 8}
+    return sy, line
+
+
+def test_apply_sets_flags_json_env_and_a_config_json_copy(tmp_path):
+    import json
+
+    sy, line = _synth(tmp_path)
+    got, what = sy.apply(line, (("self", "tensor_parallel_size"), [16], True), 16, None)
+    assert got["argv"] == ["/models/m", "--tensor-parallel-size", "16"] and what == "flag:tensor_parallel_size=16"
+    got, _ = sy.apply(line, (("self", "enable_eplb"), [False], False), False, None)
+    assert got["argv"][-1] == "--no-enable-eplb"
+    got, _ = sy.apply(line, (("self", "speculative_config", "method"), ["mtp"], True), "mtp", None)
+    assert json.loads(got["argv"][-1]) == {"method": "mtp"}
+    got, _ = sy.apply(line, (("envs", "VLLM_X"), ["1"], True), True, None)
+    assert got["env"] == {"VLLM_X": "1"}
+    # a config.json field: a copy of the model directory, named on the line and handed to the product
+    got, what = sy.apply(line, (("hf_config", "num_experts"), [3], True), 3, None)
+    assert what == "hf:num_experts" and got["argv"][0] != "/models/m"
+    assert json.loads((tmp_path / "v" / got["argv"][0].rsplit("/", 1)[1] / "config.json").read_text())[
+        "num_experts"] == 3
+    assert got["model_config"].startswith(str(tmp_path / "v")) and (tmp_path / "m" / "config.json").read_text() == \
+        '{"num_experts": 8, "model_type": "x"}'
+    assert sy.apply(line, (("self", "unknown_thing"), [1], True), 1, None) is None
+
+
+def test_merge_keeps_one_knob_per_chain():
+    from tools.engine_oracle.synth import _merge
+
+    assert _merge([(("a",), [1], True), (("a",), [2, 1], True), (("b",), [], False)]) == \
+        [(("a",), [1, 2], True), (("b",), [], False)]
