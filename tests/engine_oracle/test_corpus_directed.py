@@ -137,6 +137,13 @@ def _synth(tmp_path):
                 "tensor_parallel_size": {"dest": "tensor_parallel_size", "flags": ["--tensor-parallel-size", "-tp"],
                                          "action": "store", "type": "int"}}
     sy.json_opts = {"speculative_config": {"dest": "speculative_config", "flags": ["--speculative-config"]}}
+    from tools.engine_oracle import knobs
+
+    sy.fields = knobs.class_fields([ast.parse(
+        "Method = Literal['mtp', 'ngram']\n"
+        "class SpeculativeConfig:\n    method: Method | None = None\n    num_speculative_tokens: int = 1\n")])
+    sy.aliases_t = knobs.type_aliases([ast.parse("Method = Literal['mtp', 'ngram']\n")])
+    sy.seed_json, sy.seed_values = {}, {}
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text('{"num_experts": 8, "model_type": "x"}')
@@ -157,6 +164,12 @@ def test_apply_sets_flags_json_env_and_a_config_json_copy(tmp_path):
     assert got["argv"][-1] == "--no-enable-eplb"
     got, _ = sy.apply(line, (("self", "speculative_config", "method"), ["mtp"], True), "mtp", None)
     assert json.loads(got["argv"][-1]) == {"method": "mtp"}
+    # a key of the option's config class only; a value its annotation takes (the alias's Literal values)
+    assert sy.apply(line, (("self", "speculative_config", "draft_model_config"), [], True), "__type__", None) is None
+    got, _ = sy.apply(line, (("self", "speculative_config", "method"), ["bogus"], True), "bogus", None)
+    assert json.loads(got["argv"][-1])["method"] in ("mtp", "ngram", None)
+    got, _ = sy.apply(line, (("self", "speculative_config", "num_speculative_tokens"), [], True), "auto", None)
+    assert isinstance(json.loads(got["argv"][-1])["num_speculative_tokens"], int)
     got, _ = sy.apply(line, (("envs", "VLLM_X"), ["1"], True), True, None)
     assert got["env"] == {"VLLM_X": "1"}
     # a config.json field: a copy of the model directory, named on the line and handed to the product
@@ -174,3 +187,15 @@ def test_merge_keeps_one_knob_per_chain():
 
     assert _merge([(("a",), [1], True), (("a",), [2, 1], True), (("b",), [], False)]) == \
         [(("a",), [1, 2], True), (("b",), [], False)]
+
+
+def test_apply_keeps_values_the_parser_takes(tmp_path):
+    """A constant the condition compares with, but the option's parser refuses (not one of its choices, not of its
+    type), would stop the line before any config check: one of the option's own values instead."""
+    sy, line = _synth(tmp_path)
+    sy.dests["load_format"] = {"dest": "load_format", "flags": ["--load-format"], "action": "store",
+                               "choices": ["auto", "pt"]}
+    got, _ = sy.apply(line, (("self", "load_format"), ["ipc_cache"], True), "ipc_cache", None)
+    assert got["argv"][-2:] in (["--load-format", "auto"], ["--load-format", "pt"])
+    got, _ = sy.apply(line, (("self", "tensor_parallel_size"), ["auto"], True), "auto", None)
+    assert got["argv"][-1].lstrip("-").isdigit()

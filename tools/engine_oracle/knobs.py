@@ -230,4 +230,83 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """SpeculativeConfig -> speculative_config, EPLBConfig -> eplb_config."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+# ----------------------------------------------------------------------------- config classes' fields
+
+
+def class_fields(trees) -> dict[str, dict[str, ast.AST]]:
+    """Class name -> its annotated fields (dataclass / pydantic style ``name: annotation [= default]``)."""
+    out: dict[str, dict[str, ast.AST]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                f = {st.target.id: st.annotation for st in node.body
+                     if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+                     and not ast.unparse(st.annotation).startswith("ClassVar")}
+                if f:
+                    out.setdefault(node.name, {}).update(f)
+    return out
+
+
+def field_annotation(fields: dict, dest: str, path: tuple[str, ...]):
+    """The annotation of ``path`` inside the config class of JSON option ``dest`` (nested config classes followed
+    through their annotations), or None when a name on the path is not a field."""
+    cls = next((c for c in fields if _snake(c) == dest), None)
+    ann = None
+    for i, p in enumerate(path):
+        if cls is None or p not in fields.get(cls, {}):
+            return None
+        ann = fields[cls][p]
+        names = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in fields]
+        cls = names[0] if names else None
+    return ann
+
+
+def type_aliases(trees) -> dict[str, ast.AST]:
+    """Module-level ``Name = Literal[...]`` / ``Name: TypeAlias = ...`` aliases (``SpeculativeMethod``)."""
+    out = {}
+    for tree in trees:
+        for st in getattr(tree, "body", []):
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                    isinstance(st.value, (ast.Subscript, ast.BinOp)):
+                out[st.targets[0].id] = st.value
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None and \
+                    "TypeAlias" in ast.unparse(st.annotation):
+                out[st.target.id] = st.value
+    return out
+
+
+def annotation_values(ann, aliases: dict | None = None, _depth: int = 0) -> list:
+    """Values a field's annotation takes: a Literal's values (through module-level aliases), True/False for bool,
+    edge ints/floats, None when optional."""
+    text = ast.unparse(ann)
+    vals: list = []
+    for n in ast.walk(ann):
+        if aliases and _depth < 4 and isinstance(n, ast.Name) and n.id in aliases:
+            vals += [v for v in annotation_values(aliases[n.id], aliases, _depth + 1) if v not in vals]
+        if isinstance(n, ast.Subscript) and ast.unparse(n.value).endswith("Literal"):
+            sl = n.slice
+            elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+            vals += [e.value for e in elts if isinstance(e, ast.Constant)]
+    if re.search(r"\bbool\b", text):
+        vals += [True, False]
+    if re.search(r"\bint\b|PositiveInt|NonNegativeInt", text):
+        vals += [0, 1, 2, -1, 8]
+    if re.search(r"\bfloat\b", text):
+        vals += [0.0, 0.5, 1.0, -1.0]
+    if "None" in text or "Optional" in text:
+        vals.append(None)
+    return vals
+
+
+def fits_values(value, typed: list) -> bool:
+    """Whether ``value`` is of a kind the annotation's values are (an int for ints, one of a Literal's strings)."""
+    if value in typed and type(value) in {type(t) for t in typed}:
+        return True
+    kinds = {type(t) for t in typed if t is not None}
+    if isinstance(value, str):
+        return False   # a str field with Literal values takes one of them; a plain str field has no typed values
+    return type(value) in kinds

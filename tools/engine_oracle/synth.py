@@ -81,6 +81,8 @@ class Synth:
         allopts = json.loads(dump.read_text())["parser"]["options"] if dump.is_file() else []
         self.json_opts = {o["dest"]: o for o in allopts if o.get("flags") and _is_json(o)}
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
+        self.fields = K.class_fields(self.trees.values())
+        self.aliases_t = K.type_aliases(self.trees.values())
         self.index = _Index([Path(f) for f in self.files])
         self._oracle = None
         self.aliases: dict[str, str] = {}
@@ -131,6 +133,22 @@ class Synth:
         return set().union(*(r["sites"] for r in self.records)) if self.records else set()
 
     # ------------------------------------------------------------------ synthesis
+    seed_json: dict = {}
+    seed_values: dict = {}
+
+    def learn_seeds(self, seeds: list[dict]) -> None:
+        """The JSON options' values on the presets' lines: a valid object per option, and per key the values the
+        presets give (a draft model's path, a method): what a key without a usable constant is set to first."""
+        self.seed_json, self.seed_values = {}, {}
+        for line in seeds:
+            for dest, o in self.json_opts.items():
+                v = _json_of(line["argv"], tuple(o["flags"]))
+                if v:
+                    self.seed_json.setdefault(dest, v)
+                    for k, x in v.items():
+                        vals = self.seed_values.setdefault(dest, {}).setdefault(k, [])
+                        if x not in vals:
+                            vals.append(x)
     def _entered(self, rec: dict, file: str, def_line: int | None) -> bool:
         return def_line is not None and def_line in rec["executed"].get(file, ())
 
@@ -205,6 +223,16 @@ class Synth:
                     str(self.rnd.choice(["1", "0", "2"])) if isinstance(value, str) and value.startswith("__") \
                     else str(value)
             return dict(line, env=env), f"env:{name}"
+        if kind == "flag" and name in self.json_opts:
+            # a JSON option tested for being set: the presets' own value (a valid config) or none
+            flags = tuple(self.json_opts[name]["flags"])
+            if value in (None, False, 0):
+                return dict(line, argv=drop_flag(argv, flags)), f"flag:{name}=unset"
+            if _json_of(argv, flags) is not None:
+                return None
+            if not self.seed_json.get(name):
+                return None
+            return dict(line, argv=set_flag(argv, flags, json.dumps(self.seed_json[name]))), f"flag:{name}=preset"
         if kind == "flag":
             o = self.dests[name]
             flags = tuple(o["flags"])
@@ -218,7 +246,10 @@ class Synth:
                 if flag is None:
                     return dict(line, argv=argv), f"flag:{name}=unset"
                 return dict(line, argv=argv + [flag]), f"flag:{flag}"
-            if isinstance(value, str) and value.startswith("__") or isinstance(value, list):
+            allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
+            if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
+                    allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
+                # a value the parser would refuse before any config check: one of the option's own instead
                 flag, v = _flag_value(o, self.rnd)
             else:
                 flag = [f for f in o["flags"] if f.startswith("--")][0] if any(
@@ -231,12 +262,22 @@ class Synth:
             dest, path = name
             o = self.json_opts[dest]
             flags = tuple(o["flags"])
-            cur = _json_of(argv, flags) or {}
+            # the key must be a field of the option's config class (a method or derived attribute read by the
+            # condition is not something a line sets); its value one the field's annotation takes
+            ann = K.field_annotation(self.fields, dest, path)
+            if ann is None:
+                return None
+            typed = K.annotation_values(ann, self.aliases_t)
+            seen = self.seed_values.get(dest, {}).get(path[-1], [])
+            if isinstance(value, str) and value.startswith("__") or typed and not K.fits_values(value, typed):
+                value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
+            cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or {}) if path != ("method",) else \
+                _json_of(argv, flags) or {}
             obj = cur
             for p in path[:-1]:
                 obj = obj.setdefault(p, {}) if isinstance(obj.get(p, {}), dict) else obj
-            obj[path[-1]] = self._plain(value)
-            return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}"
+            obj[path[-1]] = value
+            return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}={json.dumps(value)[:40]}"
         if kind == "hf":
             return self._hf(line, name, self._plain(value)), f"hf:{name}"
         return None
@@ -314,6 +355,17 @@ class Synth:
         return out
 
 
+def _fits(o: dict, value) -> bool:
+    """Whether the parser takes ``value`` for an option of type int/float (anything for other types)."""
+    t = o.get("type")
+    rt = t.get("return_type") if isinstance(t, dict) else t
+    if rt == "int" or isinstance(t, dict) and "int" in str(t.get("fn")):
+        return isinstance(value, int) or isinstance(value, str) and value.lstrip("-").isdigit()
+    if rt == "float":
+        return isinstance(value, (int, float))
+    return True
+
+
 def _merge(knobs: list) -> list:
     """One knob per chain (a name tested twice on the path: its candidate values merged, first test's first)."""
     out: dict = {}
@@ -341,6 +393,7 @@ def run(release: str, seed: int, base: int = 60, rounds: int = 3, budget: int = 
     with tempfile.TemporaryDirectory(prefix="oracle-synth-") as d:
         with Synth(release, seed, Path(d), product) as sy:
             seeds = [dict(s, mutations=[]) for s in seed_lines(release) if "argv" in s]
+            sy.learn_seeds(seeds)
             first = generate(release, max(base, len(seeds)), seed, explore)
             seen = {_key(x) for x in first}
             sy.judge(first, 0)
