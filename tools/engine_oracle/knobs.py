@@ -169,6 +169,19 @@ def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs that keep a line away from the raise at the end of ``chain`` (a site that refused a line before it got
+    to the one it was made for): the innermost ``if`` test around it wanted the other way, or the assert's test
+    wanted true."""
+    last = chain[-1] if chain else None
+    if isinstance(last, ast.Assert):
+        return test_knobs(last.test, True)
+    for parent, child in reversed(list(zip(chain, chain[1:]))):
+        if isinstance(parent, ast.If):
+            return test_knobs(parent.test, not any(child is x for x in parent.body))
+    return []
+
+
 def call_knobs(tree: ast.AST, name: str, enclosing) -> list[list[tuple[tuple, list, bool]]]:
     """For every call of ``name`` (a function, method or class) in ``tree``: the knobs of the branches around it."""
     out = []

@@ -86,6 +86,8 @@ class Synth:
         self.index = _Index([Path(f) for f in self.files])
         self._oracle = None
         self.aliases: dict[str, str] = {}
+        self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
+        self.blockers: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ judging
     def __enter__(self):
@@ -120,6 +122,13 @@ class Synth:
             rec["executed"] = ex
             rec["sites"] = {i for i, s in enumerate(self.sites) if s["line"] in ex.get(s["file"], ())}
         self.records += recs
+        # what stopped a line short of its target: the site the release raised at, avoided by the next round
+        for rec in recs:
+            t, w = rec["line"].get("target"), rec.get("where")
+            if t and w and w != t and w in self.site_at:
+                self.blockers.setdefault(t, [])
+                if self.site_at[w] not in self.blockers[t]:
+                    self.blockers[t].append(self.site_at[w])
         return recs
 
     def executed(self) -> dict[str, set]:
@@ -332,6 +341,12 @@ class Synth:
         site_cls = s["function"].split(".")[0] if s["function"][:1].isupper() else None
         out = []
         dests, jsons = set(self.dests), self.json_opts
+        rel = os.path.relpath(s["file"], self.root)
+        avoid = []
+        for b in self.blockers.get(f"{rel}:{s['line']}", [])[-2:]:
+            bs = self.sites[b]
+            avoid += K.avoid_knobs(_enclosing(self.trees[bs["file"]], bs["line"]))
+        own = _merge(own + avoid)
         for n in range(k):
             knobs = list(own)
             if kind != "entered" and around:
@@ -350,7 +365,6 @@ class Synth:
                     line, what = got
                     kinds.append(what)
             if kinds:
-                rel = os.path.relpath(s["file"], self.root)
                 out.append(dict(line, mutations=kinds, target=f"{rel}:{s['line']}", seed=base.get("seed", "")))
         return out
 
