@@ -400,7 +400,7 @@ def _key(line: dict) -> str:
     return json.dumps([line["argv"], sorted(line["env"].items())])
 
 
-def run(release: str, seed: int, base: int = 60, rounds: int = 3, budget: int = 120, per_site: int = 2,
+def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 120, per_site: int = 2,
         product: bool = False, explore: float = 0.5, log=None) -> dict:
     """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked."""
     t0 = time.monotonic()
@@ -408,7 +408,9 @@ def run(release: str, seed: int, base: int = 60, rounds: int = 3, budget: int = 
         with Synth(release, seed, Path(d), product) as sy:
             seeds = [dict(s, mutations=[]) for s in seed_lines(release) if "argv" in s]
             sy.learn_seeds(seeds)
-            first = generate(release, max(base, len(seeds)), seed, explore)
+            # the presets' lines once each (their /no-parsers and /unnamed copies reach the same code) and ``base``
+            # mutated lines of the random corpus
+            first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
             seen = {_key(x) for x in first}
             sy.judge(first, 0)
             history = [{"round": 0, "lines": len(first), "reached": len(sy.reached()),
@@ -530,7 +532,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="a coverage-driven corpus for a release's raise sites (JSON report)")
     ap.add_argument("--release", choices=sorted(RELEASES), required=True)
     ap.add_argument("--seed", type=int, default=7919)
-    ap.add_argument("--base", type=int, default=60, help="random corpus lines judged first (corpus.generate)")
+    ap.add_argument("--base", type=int, default=10,
+                    help="mutated lines of the random corpus (corpus.generate) judged first, beside the presets' lines")
     ap.add_argument("--explore", type=float, default=0.5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=int, default=120, help="candidate lines judged per round at most")
@@ -552,8 +555,10 @@ def main(argv=None) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
               log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     doc = {"command": "python3 -m tools.engine_oracle.synth " + " ".join(sys.argv[1:] if argv is None else argv),
-           "started_utc": started, **doc}
+           "code_commit": commit or None, "started_utc": started,
+           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **doc}
     if a.out:
         a.out.write_text(json.dumps(doc, indent=1, default=sorted))
     short = {k: v for k, v in doc.items() if k not in ("sites", "corpus", "executed_lines", "product")}
