@@ -6,6 +6,7 @@ and ``log.diagnose`` run the render, schema and log families. See docs/design/00
 from gpustack_k3.core.rules import args, log, rack, render, schema, sglang, spec  # noqa: F401 - each module defines its family
 from gpustack_k3.core.rules import memory, topology, topology_sglang  # noqa: F401 - memory: the planner's rules (spec family)
 from gpustack_k3.core.rules import vllm_034  # noqa: F401 - vLLM 0.34.0's new refusals (spec family)
+from gpustack_k3.core.rules import checks  # noqa: F401 - the engine-check tables (catalog/data/checks): args family
 from gpustack_k3.core.rules import model_identity  # noqa: F401 - model.name against model.source and the draft
 from gpustack_k3.core.rules.registry import RULES, Rule, RuleDefinitionError
 from gpustack_k3.core.rules.render import render_findings
