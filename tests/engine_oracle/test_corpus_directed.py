@@ -209,3 +209,13 @@ def test_avoid_knobs_turn_the_blocking_condition_around():
     assert knobs.avoid_knobs(_enclosing(tree, 4)) == [(("self", "enable_elastic_ep"), [False, 0, None], False),
                                                       (("self", "enable_eplb"), [True, 1, "1"], True)]
     assert knobs.avoid_knobs(_enclosing(ast.parse(SRC), 9)) == [(("self", "draft_tp"), [1, 8], True)]
+
+
+def test_a_field_validators_value_is_its_field():
+    from tools.engine_oracle import knobs
+
+    src = ('class CompilationConfig:\n    @field_validator("mode", mode="before")\n    @classmethod\n'
+           '    def validate_mode_before(cls, value):\n        if value not in (0, 1, 2):\n'
+           '            raise ValueError("mode")\n')
+    chain = _enclosing(ast.parse(src), 6)
+    assert knobs.validator_rename(chain, knobs.path_knobs(chain)) == [(("self", "mode"), ["__none_of__", -1, 99], True)]

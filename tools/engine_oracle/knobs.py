@@ -84,7 +84,7 @@ def _cmp_values(op, consts: list, want: bool) -> list:
     num = isinstance(c, (int, float)) and not isinstance(c, bool)
     if isinstance(op, (ast.In, ast.NotIn)):
         inside = isinstance(op, ast.In) == want
-        return list(consts) if inside else ["__none_of__", 0, -1]
+        return list(consts) if inside else ["__none_of__"] + [v for v in (-1, 0, 99) if v not in consts]
     if isinstance(op, (ast.Is, ast.IsNot)):
         is_ = isinstance(op, ast.Is) == want
         return [c] if is_ else ["__set__"]
@@ -180,6 +180,24 @@ def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
         if isinstance(parent, ast.If):
             return test_knobs(parent.test, not any(child is x for x in parent.body))
     return []
+
+
+def validator_rename(chain: list[ast.AST], knobs: list) -> list:
+    """Inside a pydantic field validator (``@field_validator("mode", ...)``, ``@validator("x")``) the value parameter
+    is the field: its knobs become ``self.<field>``'s (the first field named)."""
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return knobs
+    field = None
+    for d in fn.decorator_list:
+        if isinstance(d, ast.Call) and ast.unparse(d.func).split(".")[-1] in ("field_validator", "validator") and \
+                d.args and isinstance(d.args[0], ast.Constant) and isinstance(d.args[0].value, str):
+            field = d.args[0].value
+            break
+    params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
+    if field is None or not params:
+        return knobs
+    return [((("self", field) + tuple(c[1:])) if c and c[0] == params[0] else c, v, w) for c, v, w in knobs]
 
 
 def call_knobs(tree: ast.AST, name: str, enclosing) -> list[list[tuple[tuple, list, bool]]]:

@@ -189,7 +189,8 @@ class Synth:
         """(the knobs on the path to the raise, [the knobs around each call of its function])."""
         s = self.sites[i]
         tree = self.trees[s["file"]]
-        own = _merge(K.path_knobs(_enclosing(tree, s["line"])) + K.registry_knobs(tree, s["line"]))
+        chain = _enclosing(tree, s["line"])
+        own = _merge(K.validator_rename(chain, K.path_knobs(chain)) + K.registry_knobs(tree, s["line"]))
         name = s["function"].split(".")[-1]
         if name in ("__post_init__", "__init__") and "." in s["function"]:
             name = s["function"].split(".")[-2]
