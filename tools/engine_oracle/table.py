@@ -47,10 +47,36 @@ def coverage_table(reports: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def coverage_summary(reports: list[dict]) -> dict:
+    """Per release and seed: the figures, how they were obtained, and the product's misses grouped by the release's
+    raise site (the to-do list of the rule writers: one example line and message per site)."""
+    out = []
+    for d in sorted(reports, key=lambda d: (d["release"], d["seed"])):
+        p = d.get("product") or {}
+        by_site: dict[str, dict] = {}
+        for m in p.get("misses") or []:
+            k = m.get("where") or (m.get("raise_sites_run") or ["?"])[-1]
+            e = by_site.setdefault(k, {"engine_site": k, "lines": 0, "target": m.get("target"),
+                                       "message": (m.get("message") or "")[:240], "example_argv": m.get("argv"),
+                                       "example_env": m.get("env"), "model_config": m.get("model_config")})
+            e["lines"] += 1
+        out.append({"release": d["release"], "seed": d["seed"], "command": d.get("command"),
+                    "code_commit": d.get("code_commit"), "started_utc": d.get("started_utc"),
+                    "seconds": d.get("seconds"), "judged_lines": d["judged_lines"], "kept_lines": d["kept_lines"],
+                    "rounds": d.get("rounds"), "reachability": d["reachability"], "verdicts": d.get("verdicts"),
+                    "product": {k: p.get(k) for k in ("command", "at_utc", "counts")} if p else None,
+                    "misses_by_engine_site": sorted(by_site.values(), key=lambda e: -e["lines"]),
+                    "false_refusals": [{k: f.get(k) for k in ("argv", "env", "product_rules", "product_message")}
+                                       for f in p.get("false_refusals") or []]})
+    return {"made_by": "python3 -m tools.engine_oracle.table --coverage-summary REPORTS", "reports": out}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--coverage":
         print(coverage_table([json.load(open(f)) for f in argv[1:]]))
+    elif argv and argv[0] == "--coverage-summary":
+        print(json.dumps(coverage_summary([json.load(open(f)) for f in argv[1:]]), indent=1))
     else:
         print(table(json.load(open(argv[0]))))
     return 0
