@@ -284,7 +284,7 @@ def missing_packages(names: set[str]) -> set[str]:
 
 def classify(release: str, sites: list[dict], executed: dict[str, set[int]], root: Path,
              residue: dict[str, dict] | None = None, files: list | None = None,
-             missing: set[str] | None = None) -> list[dict]:
+             missing: set[str] | None = None, callers: bool = True) -> list[dict]:
     """Each site (raise_sites.raise_sites) with ``class`` reached|reachable|not-reachable and ``why``. ``files``: the
     validation files (raise_sites.validation_files): their calls are the graph's edges whether or not they raise
     themselves (SGLang's hook pipeline holds no raise but calls every hook); default: the files of ``sites``."""
@@ -342,11 +342,15 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
                 rec.update({"class": "reachable", "why": "entered, raise not taken" if key in entered
                             else "on the call graph from the entry points, not entered by the corpus"})
         out.append(rec)
-    callers = _package_callers(root, pkg, uncalled, set(files))
+    # ``callers`` False: skip naming where an uncalled function is used from (a scan of the whole package; the
+    # synthesis only needs the classes)
+    callers = _package_callers(root, pkg, uncalled, set(files)) if callers else {}
     for rec in out:
         if rec.get("why") == "no-call-path":
             name = index.funcs[(str(root / rec["where"].rsplit(":", 1)[0]), rec["function"])]["name"]
             c = callers.get(name) or {"outside": [], "inside": []}
+            if not callers:
+                continue
             if c["outside"]:
                 rec["why"] = "no-call-path: not on the entry points' call graph; used from " + ", ".join(c["outside"])
             elif c["inside"]:

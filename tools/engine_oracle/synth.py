@@ -419,7 +419,10 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
             if log:
                 log(history[-1])
             for rno in range(1, rounds + 1):
-                classes = classify(release, sy.sites, sy.executed(), sy.root, residue=None, files=sy.files)
+                if rno == 1:   # the classes once (a classification costs ~10-20 s on a loaded box); the final
+                    # report classifies again with every line's coverage
+                    classes = classify(release, sy.sites, sy.executed(), sy.root, residue=None, files=sy.files,
+                                       callers=False)
                 todo = sy.targets(classes)
                 batch = []
                 for i, kind in todo:
