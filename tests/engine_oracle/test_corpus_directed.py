@@ -144,6 +144,7 @@ def _synth(tmp_path):
         "class SpeculativeConfig:\n    method: Method | None = None\n    num_speculative_tokens: int = 1\n")])
     sy.aliases_t = knobs.type_aliases([ast.parse("Method = Literal['mtp', 'ngram']\n")])
     sy.seed_json, sy.seed_values = {}, {}
+    sy.defaults = {}
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text('{"num_experts": 8, "model_type": "x"}')
@@ -219,3 +220,16 @@ def test_a_field_validators_value_is_its_field():
            '            raise ValueError("mode")\n')
     chain = _enclosing(ast.parse(src), 6)
     assert knobs.validator_rename(chain, knobs.path_knobs(chain)) == [(("self", "mode"), ["__none_of__", -1, 99], True)]
+
+
+def test_field_bounds_keep_values_pydantic_takes():
+    from tools.engine_oracle import knobs
+
+    tree = ast.parse("class SpeculativeConfig:\n    num_speculative_tokens: int = Field(default=None, gt=0)\n"
+                     "    prompt_lookup_min: int | None = Field(default=None, ge=1, le=8)\n")
+    fields, defaults = knobs.class_fields([tree]), knobs.class_defaults([tree])
+    b = knobs.field_bounds(defaults, "speculative_config", ("num_speculative_tokens",), fields)
+    assert b == {"gt": 0}
+    assert knobs.within_bounds([0, 1, 2, -1, 8, None], b) == [1, 2, 8, None]
+    b = knobs.field_bounds(defaults, "speculative_config", ("prompt_lookup_min",), fields)
+    assert knobs.within_bounds([0, 1, 2, -1, 8, 9], b) == [1, 2, 8]

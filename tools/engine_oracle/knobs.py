@@ -282,6 +282,46 @@ def class_fields(trees) -> dict[str, dict[str, ast.AST]]:
     return out
 
 
+def class_defaults(trees) -> dict[str, dict[str, ast.AST]]:
+    """Class name -> field -> its default expression (``Field(default=..., gt=0)`` carries pydantic's bounds)."""
+    out: dict[str, dict[str, ast.AST]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for st in node.body:
+                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                        out.setdefault(node.name, {})[st.target.id] = st.value
+    return out
+
+
+def field_bounds(defaults: dict, dest: str, path: tuple[str, ...], fields: dict) -> dict[str, float]:
+    """pydantic bounds (gt/ge/lt/le) of the last field of ``path`` in the JSON option's class, from its
+    ``Field(...)`` default."""
+    cls = next((c for c in fields if _snake(c) == dest), None)
+    for p in path[:-1]:
+        ann = fields.get(cls, {}).get(p) if cls else None
+        names = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in fields] if ann is not None else []
+        cls = names[0] if names else None
+    value = defaults.get(cls, {}).get(path[-1]) if cls else None
+    out = {}
+    if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] == "Field":
+        for kw in value.keywords:
+            if kw.arg in ("gt", "ge", "lt", "le") and isinstance(kw.value, ast.Constant) and \
+                    isinstance(kw.value.value, (int, float)):
+                out[kw.arg] = kw.value.value
+    return out
+
+
+def within_bounds(values: list, bounds: dict) -> list:
+    """The numeric values a field's bounds admit (pydantic refuses the rest before any check of the release)."""
+    def ok(v):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return True
+        return all((k != "gt" or v > b) and (k != "ge" or v >= b) and (k != "lt" or v < b) and (k != "le" or v <= b)
+                   for k, b in bounds.items())
+    return [v for v in values if ok(v)]
+
+
 def field_annotation(fields: dict, dest: str, path: tuple[str, ...]):
     """The annotation of ``path`` inside the config class of JSON option ``dest`` (nested config classes followed
     through their annotations), or None when a name on the path is not a field."""

@@ -82,6 +82,7 @@ class Synth:
         self.json_opts = {o["dest"]: o for o in allopts if o.get("flags") and _is_json(o)}
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
+        self.defaults = K.class_defaults(self.trees.values())
         self.aliases_t = K.type_aliases(self.trees.values())
         self.index = _Index([Path(f) for f in self.files])
         self._oracle = None
@@ -204,14 +205,18 @@ class Synth:
         s = self.sites[i]
         pool = []
         if kind == "entered":
-            pool = [r["line"] for r in self.records if self._entered(r, s["file"], s["def_line"])]
+            pool = [dict(r["line"], _accepted=r["verdict"] == "accepted") for r in self.records
+                    if self._entered(r, s["file"], s["def_line"])]
         elif kind == "caller":
             name = s["function"].split(".")[-1]
             if name in ("__post_init__", "__init__") and "." in s["function"]:
                 name = s["function"].split(".")[-2]
             callers = self._callers(name)[:20]
-            pool = [r["line"] for r in self.records
+            pool = [dict(r["line"], _accepted=r["verdict"] == "accepted") for r in self.records
                     if any(self._entered(r, f, n.body[0].lineno) for f, n in callers)]
+        # a line the release accepted whole: the knobs are then the only change, so what refuses it is the target
+        # (a refused line that entered the function may stop later at a check of its own)
+        pool = [p for p in pool if p.get("_accepted")] or pool
         if need_model:   # a config.json field to set: a line naming a model directory (a shape's first)
             pool = [p for p in pool if self._model_dir(p)]
             seeds = [p for p in seeds if p.get("model_config") and self._model_dir(p)] or \
@@ -259,8 +264,17 @@ class Synth:
             allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
             if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
                     allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
-                # a value the parser would refuse before any config check: one of the option's own instead
-                flag, v = _flag_value(o, self.rnd)
+                # a value the parser would refuse before any config check: one of the option's own instead (within
+                # the bounds of the config field of that name, pydantic's Field(gt/ge/lt/le))
+                bounds = self._dest_bounds(name)
+                for _try in range(6):
+                    flag, v = _flag_value(o, self.rnd)
+                    try:
+                        num = float(v) if v is not None else None
+                    except ValueError:
+                        num = None
+                    if num is None or K.within_bounds([num], bounds):
+                        break
             else:
                 flag = [f for f in o["flags"] if f.startswith("--")][0] if any(
                     f.startswith("--") for f in o["flags"]) else o["flags"][0]
@@ -277,7 +291,8 @@ class Synth:
             ann = K.field_annotation(self.fields, dest, path)
             if ann is None:
                 return None
-            typed = K.annotation_values(ann, self.aliases_t)
+            typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
+                                    K.field_bounds(self.defaults, dest, path, self.fields))
             seen = self.seed_values.get(dest, {}).get(path[-1], [])
             if isinstance(value, str) and value.startswith("__") or typed and not K.fits_values(value, typed):
                 value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
@@ -291,6 +306,14 @@ class Synth:
         if kind == "hf":
             return self._hf(line, name, self._plain(value)), f"hf:{name}"
         return None
+
+    def _dest_bounds(self, dest: str) -> dict:
+        for cls, fs in self.defaults.items():
+            if dest in fs:
+                b = K.field_bounds(self.defaults, K._snake(cls), (dest,), self.fields)
+                if b:
+                    return b
+        return {}
 
     def _plain(self, value):
         if isinstance(value, str) and value.startswith("__len__"):
@@ -365,6 +388,7 @@ class Synth:
                 if got:
                     line, what = got
                     kinds.append(what)
+            line.pop("_accepted", None)
             if kinds:
                 out.append(dict(line, mutations=kinds, target=f"{rel}:{s['line']}", seed=base.get("seed", "")))
         return out
