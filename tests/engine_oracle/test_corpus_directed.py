@@ -233,3 +233,16 @@ def test_field_bounds_keep_values_pydantic_takes():
     assert knobs.within_bounds([0, 1, 2, -1, 8, None], b) == [1, 2, 8, None]
     b = knobs.field_bounds(defaults, "speculative_config", ("prompt_lookup_min",), fields)
     assert knobs.within_bounds([0, 1, 2, -1, 8, 9], b) == [1, 2, 8]
+
+
+def test_a_module_constant_collection_gives_the_values():
+    from tools.engine_oracle import knobs
+
+    src = ('DEPRECATED = ["gptq_old", "awq_old"]\n\nclass ModelConfig:\n    def check(self):\n'
+           '        if self.quantization in DEPRECATED:\n            raise ValueError("deprecated")\n')
+    tree = ast.parse(src)
+    try:
+        knobs.learn_constants([tree])
+        assert knobs.path_knobs(_enclosing(tree, 6)) == [(("self", "quantization"), ["gptq_old", "awq_old"], True)]
+    finally:
+        knobs.CONSTANTS.clear()

@@ -64,7 +64,36 @@ def chain_of(node) -> tuple[str, ...] | None:
     return tuple(reversed(parts))
 
 
+# module-level constant collections of the release's validation files (``DEPRECATED_QUANTIZATION_METHODS = [...]``):
+# a condition ``x in NAME`` compares with their elements (filled by ``learn_constants``)
+CONSTANTS: dict[str, list] = {}
+
+
+def learn_constants(trees) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for tree in trees:
+        for st in getattr(tree, "body", []):
+            target = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else \
+                st.target if isinstance(st, ast.AnnAssign) else None
+            value = getattr(st, "value", None)
+            if isinstance(target, ast.Name) and isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                vals = [e.value for e in value.elts if isinstance(e, ast.Constant)]
+                if vals:
+                    out[target.id] = vals
+            elif isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+                vals = [k.value for k in value.keys if isinstance(k, ast.Constant)]
+                if vals:
+                    out[target.id] = vals
+    CONSTANTS.clear()
+    CONSTANTS.update(out)
+    return out
+
+
 def _const(node):
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        if name in CONSTANTS:
+            return list(CONSTANTS[name])
     if isinstance(node, ast.Constant):
         return [node.value]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \

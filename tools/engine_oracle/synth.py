@@ -83,6 +83,7 @@ class Synth:
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
         self.defaults = K.class_defaults(self.trees.values())
+        K.learn_constants(self.trees.values())
         self.aliases_t = K.type_aliases(self.trees.values())
         self.index = _Index([Path(f) for f in self.files])
         self._oracle = None
