@@ -170,8 +170,9 @@ class Synth:
     def targets(self, classes: list[dict]) -> list[tuple[int, str]]:
         """(site index, "entered"|"caller"|"cold") for the reachable sites not reached yet, entered first."""
         out = {"entered": [], "caller": [], "cold": []}
+        reached = self.reached()   # the classes may predate the last round
         for i, (s, c) in enumerate(zip(self.sites, classes)):
-            if c["class"] != "reachable":
+            if c["class"] != "reachable" or i in reached:
                 continue
             entered = any(self._entered(r, s["file"], s["def_line"]) for r in self.records)
             if entered:
