@@ -246,3 +246,20 @@ def test_a_module_constant_collection_gives_the_values():
         assert knobs.path_knobs(_enclosing(tree, 6)) == [(("self", "quantization"), ["gptq_old", "awq_old"], True)]
     finally:
         knobs.CONSTANTS.clear()
+
+
+def test_targets_skip_reached_sites_and_put_entered_functions_first():
+    from types import SimpleNamespace
+
+    from tools.engine_oracle import synth
+
+    sy = synth.Synth.__new__(synth.Synth)
+    sy.rnd = random.Random(0)
+    sy.index = SimpleNamespace(funcs={})
+    sy.sites = [{"file": "f.py", "line": 4, "def_line": 3, "function": "C.check"},
+                {"file": "f.py", "line": 6, "def_line": 3, "function": "C.check"},
+                {"file": "f.py", "line": 20, "def_line": 19, "function": "other"}]
+    # the first line reached site 0 (the classes, computed before that round, still call it reachable)
+    sy.records = [{"sites": {0}, "executed": {"f.py": {3, 4}}}]
+    classes = [{"class": "reachable"}] * 3
+    assert sy.targets(classes) == [(1, "entered"), (2, "cold")]
