@@ -262,4 +262,9 @@ def test_targets_skip_reached_sites_and_put_entered_functions_first():
     # the first line reached site 0 (the classes, computed before that round, still call it reachable)
     sy.records = [{"sites": {0}, "executed": {"f.py": {3, 4}}}]
     classes = [{"class": "reachable"}] * 3
+    sy.tried, sy.blockers, sy.root = {}, {}, "."
     assert sy.targets(classes) == [(1, "entered"), (2, "cold")]
+    # a site tried before comes after the untried ones of its kind
+    sy.sites.append({"file": "f.py", "line": 8, "def_line": 3, "function": "C.check"})
+    sy.tried = {1: 1}
+    assert sy.targets(classes + [{"class": "reachable"}])[:2] == [(3, "entered"), (1, "entered")]

@@ -90,6 +90,7 @@ class Synth:
         self.aliases: dict[str, str] = {}
         self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
         self.blockers: dict[str, list[int]] = {}
+        self.tried: dict[int, int] = {}
 
     # ------------------------------------------------------------------ judging
     def __enter__(self):
@@ -184,9 +185,16 @@ class Synth:
             callers = self._callers(name)
             hot = any(any(self._entered(r, f, n.body[0].lineno) for r in self.records) for f, n in callers[:20])
             out["caller" if hot else "cold"].append(i)
+        tried = getattr(self, "tried", {})
         for v in out.values():
             self.rnd.shuffle(v)
+            # sites never tried first, then those a blocker was learnt for (the next candidate avoids it)
+            v.sort(key=lambda i: (tried.get(i, 0), -len(self.blockers.get(self._where(i), []))))
         return [(i, k) for k in ("entered", "caller", "cold") for i in out[k]]
+
+    def _where(self, i: int) -> str:
+        s = self.sites[i]
+        return f"{os.path.relpath(s['file'], self.root)}:{s['line']}"
 
     def site_knob_sets(self, i: int) -> tuple[list, list]:
         """(the knobs on the path to the raise, [the knobs around each call of its function])."""
@@ -454,6 +462,7 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
                 for i, kind in todo:
                     if len(batch) >= budget:
                         break
+                    sy.tried[i] = sy.tried.get(i, 0) + 1
                     for c in sy.candidates(i, kind, seeds, per_site):
                         if _key(c) not in seen and len(batch) < budget:
                             seen.add(_key(c))
