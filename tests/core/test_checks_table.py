@@ -183,6 +183,11 @@ def test_dest_values_are_the_parsers_with_defaults_where_not_given():
     ([{"dest": "tp_size", "not_multiple_of": 3}], [], None, True),
     ([{"dest": "elastic_ep_backend", "in": ["mooncake"]}], ["--elastic-ep-backend", "mooncake"], None, True),
     ([{"dest": "elastic_ep_backend", "not_in": ["mooncake"]}], [], None, True),
+    ([{"dest": "sidecar", "in_stripped_lower": ["off"]}], ["--sidecar", " OfF"], None, True),
+    ([{"dest": "sidecar", "not_in_stripped_lower": ["off"]}], ["--sidecar", " OfF"], None, False),
+    ([{"dest": "sidecar", "not_in_stripped_lower": ["off"]}], [], None, False),        # None: not a string
+    ([{"dest": "sidecar", "is": "truthy"}], ["--sidecar", ""], None, False),
+    ([{"dest": "sidecar", "is": "falsy"}], [], None, True),
     ([{"any": [{"dest": "enable_mis", "is": True}, {"dest": "sidecar", "is": "set"}]}], ["--sidecar", "a"], None, True),
     ([{"any": [{"dest": "enable_mis", "is": True}, {"dest": "sidecar", "is": "set"}]}], [], None, False),
     ([{"all": [{"dest": "enable_mis", "is": True}, {"dest": "sidecar", "is": "set"}]}], ["--enable-mis"], None, False),

@@ -116,6 +116,7 @@ def test_traits_exist_and_each_spec_rule_applies_somewhere():
 def test_every_rule_has_a_firing_case():
     from tests.coldstart.test_doctor import LOG_CASES
     from tests.core.test_argv_read import ARGV_CASES
+    from tests.core.test_checks_table import CHECKS_DIRECT
     from tests.core.test_rules import CASES
     from tests.core.test_rules_render import RENDER_CASES
     from tests.core.test_rules_topology import TOPOLOGY_CASES
@@ -124,9 +125,14 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
     from tests.core.test_vllm_034 import V034_DIRECT
+    from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT
+    from tests.core.test_config_field_bounds import CFB_DIRECT
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
                | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
+               | CHECKS_DIRECT   # the checks tables' entries: each one's examples (test_checks_table.py)
+               | VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py (tests/core/test_vllm_checks.py)
+               | CFB_DIRECT   # core/rules/config_fields.py (tests/core/test_config_field_bounds.py)
                | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 

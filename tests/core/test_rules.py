@@ -43,6 +43,9 @@ CASES = {
                                 ("vllm-seed", {"engine": {"version": "0.11.0"}, "vllm": {"moeBackend": None, "attentionConfig": None},
                                                "speculative": {"method": "ngram", "draftModel": None, "attentionBackend": None,
                                                                "draftSampleMethod": None, "rejectionSampleMethod": None}})),
+    # SGLang's TP worker asserts context_len - 1 > 0 (managers/tp_worker.py:420-425@0.5.23)
+    "sglang-context-length-below-two": (("sglang-seed", {"scheduling": {"maxModelLen": 1}}),
+                                        ("sglang-seed", {"scheduling": {"maxModelLen": 2}})),
     "spec-json-tensor-parallel-size": (("vllm-seed", {"speculative": {"extraConfig": {"tensor_parallel_size": 8}}}), ("vllm-seed", {})),
     "spec-json-key-duplicates-field": (("vllm-seed", {"speculative": {"extraConfig": {"method": "mtp"}}}),
                                        ("vllm-seed", {"speculative": {"extraConfig": {"dspark_draft_topk": 4}}})),
@@ -154,9 +157,13 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
     from tests.core.test_verdicts_sglang import SGLANG_CASES, SGLANG_DIRECT
     from tests.core.test_vllm_034 import V034_DIRECT   # vLLM 0.34.0's rules: command lines judged on that release
+    from tests.core.test_checks_table import CHECKS_DIRECT   # the checks tables' entries: each one's examples
+    from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py
+    from tests.core.test_config_field_bounds import CFB_DIRECT   # config-class field constraints, per release
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
-                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT)
+                          - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
+                          - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

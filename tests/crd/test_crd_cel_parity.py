@@ -109,6 +109,15 @@ CASES = [
      "spec-draft-missing"),
     ("vllm 0.11.0 has no DSpark", "vllm-fixed", {"engine": {"version": "0.11.0"}, "vllm": DELETE},
      "spec-method-unsupported"),
+    ("vllm method no release knows", "vllm-fixed", {"speculative": {"method": "no_such_method"}},
+     "spec-method-unsupported"),
+    ("vllm 0.34.0 has no custom_class", "vllm-fixed",
+     {"engine": {"version": "0.34.0"}, "speculative": {"method": "custom_class", "draftModel": DELETE}},
+     "spec-method-unsupported"),
+    ("sglang method no release knows", "sglang-fixed", {"speculative": {"method": "suffix"}}, "spec-method-unsupported"),
+    ("vllm 0.34 DSpark+DCP draft TRITON_MLA at the target's DCP", "vllm-fixed",
+     {"engine": {"version": "0.34.0"}, "parallel": {"dcp": 2}, "speculative": {"attentionBackend": "TRITON_MLA"}},
+     "vllm-dspark-dcp-backend"),
     ("draft TP 4 with TP 8", "vllm-fixed", {"speculative": {"draftTensorParallelSize": 4}}, "spec-draft-tp"),
     ("draft TP 2 with TP unset (1)", "vllm-fixed",
      {"parallel": DELETE, "hardware": {"gpuCount": 8}, "speculative": {"draftTensorParallelSize": 2}}, "spec-draft-tp"),
@@ -203,6 +212,16 @@ ADMITTED = [
     ("explicit nulls are unset", "vllm-fixed", {"parallel": {"dcp": None, "pp": None}, "memory": {"fraction": None}}),
     ("sglang decode backend cutedsl_mla with DCP", "sglang-fixed", {"sglang": {"decodeAttentionBackend": "cutedsl_mla"}}),
     ("vllm DCP 8 no spec default version", "vllm-dcp-no-spec", {"engine": {"version": DELETE}}),
+    # every method of the release's SpeculativeMethod (config/speculative.py:53-97,1623-1634@0.34.0; 74-82@0.33.0)
+    *((f"vllm {v} speculative method {m}", "vllm-fixed",
+       {"engine": {"version": v}, "parallel": {"dcp": DELETE},
+        "speculative": {"method": m, "draftModel": DELETE, "attentionBackend": DELETE}})
+      for v, m in (("0.34.0", "suffix"), ("0.33.0", "suffix"), ("0.33.0", "custom_class"), ("0.34.0", "ngram_gpu"))),
+    ("sglang EAGLE by its own name", "sglang-no-dcp", {"speculative": {"method": "EAGLE"}}),
+    # a draft at DCP 1 keeps a replicated cache, which 0.34.0 does not check (mla_attention.py:2507-2516@0.34.0)
+    ("vllm 0.34 DSpark+DCP draft TRITON_MLA at draft DCP 1", "vllm-fixed",
+     {"engine": {"version": "0.34.0"}, "parallel": {"dcp": 2},
+      "speculative": {"attentionBackend": "TRITON_MLA", "extraConfig": {"draft_decode_context_parallel_size": 1}}}),
 ]
 
 

@@ -18,11 +18,20 @@ import random
 import pytest
 
 from gpustack_k3.oracle.judge import Oracle, hardware_table
+from tests.support.oracle_workers import selected_releases, started_together
 
 pytestmark = pytest.mark.engine_oracle
 
 SMOL = "/models/smollm2-hf"
 REDUNDANT = [SMOL, "--enable-expert-parallel", "--num-redundant-experts", "32"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _workers(oracles, request):
+    """The workers of the selected tests' releases started two at a time before them, closed together after them
+    (tests/support/oracle_workers.py)."""
+    with started_together(oracles, selected_releases(request)):
+        yield
 
 
 def _lines(release: str, n: int, seed: int) -> list[dict]:

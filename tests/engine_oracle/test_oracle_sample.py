@@ -19,6 +19,7 @@ import pytest
 
 from tools.engine_oracle import known
 from gpustack_k3.oracle.judge import RELEASES, Oracle
+from tests.support.oracle_workers import selected_releases, started_together
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -73,6 +74,14 @@ DIRECT = {
          "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
     ],
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _workers(oracles, request):
+    """The workers of the selected tests' releases started two at a time before them, closed together after them
+    (tests/support/oracle_workers.py)."""
+    with started_together(oracles, selected_releases(request)):
+        yield
 
 
 def _records(release: str, oracle: Oracle) -> list[dict]:

@@ -24,6 +24,8 @@ import enum
 import hashlib
 import inspect
 import json
+import os
+import textwrap
 from typing import Any
 
 FORMAT = 1
@@ -170,7 +172,9 @@ def describe_type(t: Any) -> Any:
 
 def describe_dataclass(cls: type) -> dict:
     """A config dataclass given as a JSON argument: its name, its fields (the keys its JSON may carry) and, where
-    pydantic can say, each field's JSON value types (``types``: see field_types)."""
+    pydantic can say, each field's JSON value types (``types``: see field_types), each field's schema as pydantic
+    states it (``schema``: see field_schemas; bounds, enums, nested classes' fields) and where each field is
+    declared (``at``: file:line@version)."""
     fields = sorted(f.name for f in dataclasses.fields(cls))
     cfg = getattr(cls, "__pydantic_config__", None) or {}
     extra = cfg.get("extra") if isinstance(cfg, dict) else getattr(cfg, "extra", None)
@@ -178,7 +182,106 @@ def describe_dataclass(cls: type) -> dict:
     types = field_types(cls)
     if types is not None:
         out["types"] = types
+    schemas = field_schemas(cls)
+    if schemas:
+        out["schema"] = schemas
+        out["at"] = {name: field_at(cls, name) for name in sorted(schemas)}
     return out
+
+
+# JSON-schema keys a field's constraints are stated with (pydantic: ge -> minimum, gt -> exclusiveMinimum, ...);
+# titles, descriptions, defaults and examples are left out
+_SCHEMA_KEYS = ("type", "enum", "const", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "required")
+
+
+def class_json_schema(cls: type) -> dict | None:
+    """pydantic's JSON schema of a class (validation mode); a part JSON schema cannot show (a stubbed type, a
+    callable) is {} (any value) instead of failing the whole class. None when pydantic cannot describe it."""
+    try:
+        from pydantic import TypeAdapter
+        from pydantic.json_schema import GenerateJsonSchema
+
+        class _Lenient(GenerateJsonSchema):
+            def handle_invalid_for_json_schema(self, schema, error_info):
+                return {}
+
+        return TypeAdapter(cls).json_schema(schema_generator=_Lenient)
+    except Exception:   # noqa: BLE001 - a class pydantic cannot describe
+        return None
+
+
+def prune_schema(js: Any, defs: dict, seen: tuple = ()) -> Any:
+    """A field's JSON schema with its references inlined (an inlined definition keeps its name as ``ref``: an
+    enum class validates unlike a Literal) and only the keys that constrain a value kept; a definition met again
+    inside itself is ``{"ref": name}`` (any value)."""
+    if not isinstance(js, dict):
+        return {}
+    if "$ref" in js:
+        name = js["$ref"].rsplit("/", 1)[-1]
+        if name in seen:
+            return {"ref": name}
+        out = prune_schema(defs.get(name, {}), defs, seen + (name,))
+        out["ref"] = name
+        return out
+    out: dict[str, Any] = {k: jsonable(js[k]) for k in _SCHEMA_KEYS if k in js}
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in js:
+            out[key] = [prune_schema(alt, defs, seen) for alt in js[key]]
+    if isinstance(js.get("items"), dict):
+        out["items"] = prune_schema(js["items"], defs, seen)
+    if "properties" in js:
+        out["properties"] = {k: prune_schema(v, defs, seen) for k, v in sorted(js["properties"].items())}
+    extra = js.get("additionalProperties")
+    if isinstance(extra, bool):
+        out["additionalProperties"] = extra
+    elif isinstance(extra, dict):
+        out["additionalProperties"] = prune_schema(extra, defs, seen)
+    return out
+
+
+def field_schemas(cls: type) -> dict | None:
+    """field -> its schema as pydantic's JSON schema of the class states it (prune_schema), for the fields the
+    constructor takes. None when pydantic cannot describe the class."""
+    js = class_json_schema(cls)
+    if js is None:
+        return None
+    defs = js.get("$defs", {})
+    props = js.get("properties") or defs.get(cls.__name__, {}).get("properties") or {}
+    return {f.name: prune_schema(props.get(f.name, {}), defs) for f in dataclasses.fields(cls) if f.init}
+
+
+def _version_of(module: str) -> str:
+    top = module.split(".", 1)[0]
+    try:
+        from importlib.metadata import version
+
+        return version(top)
+    except Exception:   # noqa: BLE001 - no distribution metadata
+        return str(getattr(__import__(top), "__version__", "?"))
+
+
+def field_at(cls: type, name: str) -> str:
+    """Where the class (or the base that declares it) declares a field: ``vllm/config/scheduler.py:92@0.33.0``."""
+    import sys
+
+    for klass in cls.__mro__:
+        if name not in getattr(klass, "__annotations__", {}):
+            continue
+        try:
+            lines, start = inspect.getsourcelines(klass)
+            path = inspect.getsourcefile(klass) or ""
+        except (OSError, TypeError):
+            break
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        node = next((n for n in ast.walk(tree) if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                     and n.target.id == name), None)
+        if node is None:
+            break
+        top = sys.modules[klass.__module__.split(".", 1)[0]]
+        root = os.path.dirname(os.path.dirname(os.path.abspath(top.__file__)))
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        return f"{rel}:{start + node.lineno - 1}@{_version_of(klass.__module__)}"
+    return f"{cls.__module__}.{cls.__qualname__}.{name}@{_version_of(cls.__module__)}"
 
 
 _CUSTOM = ("function-before", "function-wrap", "function-plain")   # an "after" validator still checks the type
@@ -317,11 +420,59 @@ def _negative(action: argparse.Action, flags: list[str]) -> list[str]:
     return []
 
 
+def _group_class(title: Any, parser: argparse.ArgumentParser) -> type | None:
+    """The config class an option group is named after (vLLM: ``add_argument_group(title="SchedulerConfig")`` over
+    ``get_kwargs(SchedulerConfig)``, engine/arg_utils.py), from the parser's package's ``config`` module."""
+    import sys
+
+    if not isinstance(title, str) or not title.isidentifier():
+        return None
+    top = type(parser).__module__.split(".", 1)[0]
+    cls = getattr(sys.modules.get(f"{top}.config"), title, None)
+    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def config_fields(parser: argparse.ArgumentParser) -> dict[int, dict]:
+    """id(action) -> the config field the option feeds: its group's config class, the field of the option's dest,
+    where the field is declared and its schema as pydantic's JSON schema of the class states it (bounds, enum or
+    Literal values, types, a nested class's fields); ``validated`` when the engine's own validator decides the
+    value first (field_types). Only pydantic dataclasses (a plain dataclass checks nothing) and fields the
+    constructor takes."""
+    from_group: dict[int, type] = {}
+    for group in parser._action_groups:
+        cls = _group_class(group.title, parser)
+        if cls is not None:
+            for action in group._group_actions:
+                from_group[id(action)] = cls
+    try:
+        from pydantic.dataclasses import is_pydantic_dataclass
+    except ImportError:
+        return {}
+    out: dict[int, dict] = {}
+    cache: dict[type, tuple] = {}
+    for action in parser._actions:
+        cls = from_group.get(id(action))
+        if cls is None or not is_pydantic_dataclass(cls):
+            continue
+        if cls not in cache:
+            cache[cls] = (field_schemas(cls) or {}, field_types(cls) or {})
+        schemas, types = cache[cls]
+        if action.dest not in schemas:
+            continue
+        entry = {"class": f"{cls.__module__}.{cls.__qualname__}", "field": action.dest,
+                 "at": field_at(cls, action.dest), "schema": schemas[action.dest]}
+        if types.get(action.dest) == ["validated"]:
+            entry["validated"] = True
+        out[id(action)] = entry
+    return out
+
+
 def describe_parser(parser: argparse.ArgumentParser, *, deprecated: set | None = None) -> dict:
     """The parser's options and positionals, in registration order."""
     by_action: dict[int, list[str]] = {}
     for opt, action in parser._option_string_actions.items():
         by_action.setdefault(id(action), []).append(opt)
+    config = config_fields(parser)
     deprecated = deprecated if deprecated is not None else set(getattr(parser, "_deprecated", ()) or ())
     options, positionals = [], []
     for action in parser._actions:
@@ -350,6 +501,13 @@ def describe_parser(parser: argparse.ArgumentParser, *, deprecated: set | None =
             entry["required"] = True
         if action in deprecated or getattr(action, "deprecated", False):
             entry["deprecated"] = True
+        if id(action) in config:
+            entry["config"] = dict(config[id(action)])
+            t = entry["type"] if isinstance(entry["type"], dict) else {}
+            inner = t.get("return_type") if isinstance(t.get("return_type"), dict) else {}
+            if isinstance(t.get("cls") or inner.get("cls"), dict):
+                # a JSON option of the class's own type: its type's ``cls`` holds the class's schema (one place)
+                del entry["config"]["schema"]
         (options if action.option_strings else positionals).append(entry)
     return {
         "allow_abbrev": parser.allow_abbrev,

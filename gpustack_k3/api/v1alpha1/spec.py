@@ -105,7 +105,11 @@ class ModelSource(_Strict):
 
 
 class Speculative(_Strict):
-    method: Literal["dspark", "mtp", "eagle3", "ngram", "none"] = "none"
+    method: str = Field(default="none", max_length=128, description=(
+        "none (no speculative decoding), or a method the engine release accepts: dspark, mtp, eagle3 and ngram are "
+        "written for every engine (SGLang: DSPARK, NEXTN, EAGLE3, NGRAM); any other name is passed to the engine as "
+        "given (vLLM SpeculativeConfig.method, e.g. suffix, eagle, draft_model; SGLang --speculative-algorithm, e.g. "
+        "EAGLE) and checked against the release's own list by rule spec-method-unsupported."))
     draftModel: str | None = Field(default=None, description="Draft model as the engine should see it (vLLM config name or path).")
     numTokens: int | None = Field(default=None, ge=1, le=64, description="vLLM num_speculative_tokens / SGLang DSPARK block size.")
     draftSampleMethod: Literal["greedy", "probabilistic"] | None = None
@@ -164,7 +168,10 @@ class Memory(_Strict):
 
 
 class Scheduling(_Strict):
-    maxModelLen: int | None = Field(default=None, ge=1, description="vLLM --max-model-len / SGLang --context-length.")
+    maxModelLen: int | None = Field(default=None, description=(
+        "vLLM --max-model-len / SGLang --context-length. The bounds are the engines', per release: vLLM from 0.28.0 "
+        "refuses below 1 when its config is built (rule vllm-config-bounds; 0.11.0 declares none), SGLang accepts any "
+        "integer there and its TP worker refuses below 2 at start-up (rule sglang-context-length-below-two)."))
     maxNumSeqs: int | None = Field(default=None, ge=0, description=(
         "vLLM --max-num-seqs / SGLang --max-running-requests; 0 is refused per release by rule vllm-config-bounds "
         "(vllm config/scheduler.py:62 @0.33.0 Field(ge=1); 0.11.0 has no bound, config/scheduler.py:38 @0.11.0)."))

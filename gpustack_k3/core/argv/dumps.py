@@ -41,7 +41,7 @@ class Option:
     and only read."""
 
     __slots__ = ("dest", "flags", "kind", "nargs", "negative", "const", "default", "choices", "metavar_choices",
-                 "type_desc", "action_desc", "required", "deprecated")
+                 "type_desc", "action_desc", "required", "deprecated", "config")
 
     def __init__(self, entry: dict) -> None:
         """From one action of the parser dump (catalog/data/engines/*-options.json ``parser.options``)."""
@@ -61,6 +61,9 @@ class Option:
         self.action_desc = action
         self.required = bool(entry.get("required"))
         self.deprecated = bool(entry.get("deprecated"))
+        # the config class field the option feeds, its declaration and its pydantic schema (None: not recorded,
+        # or no pydantic config class): tools/engine_parsers/describe.py config_fields
+        self.config = entry.get("config")
 
     def __repr__(self) -> str:
         return f"Option({self.dest!r}, {self.flags!r}, {self.kind!r})"

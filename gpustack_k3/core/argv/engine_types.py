@@ -106,25 +106,33 @@ def _vllm_parse_dataclass(cls: dict, expand_numbers: bool) -> Callable[[str], An
     gives the config dataclass's fields and, per field, its JSON value types (from pydantic's schema of the class;
     "any" where the engine validates with its own code); the JSON is validated by pydantic against a model of
     those types, with the class's ``extra`` setting, so keys and value types are accepted or refused as the
-    engine's model does. Not seen: the keys of nested config objects, and what the class's own validators
-    accept or refuse (a field they decide is "validated": any value)."""
+    engine's model does. A dump that records the class's schema (``schema``: each field as pydantic's JSON schema
+    of the class states it, tools/engine_parsers/describe.py field_schemas) gives the fields their bounds (ge, gt,
+    le, lt), enum and Literal values and nested config objects' keys; a refusal names the field's declaration
+    (``at``). Not seen: what the class's own validators accept or refuse (a field they decide is "validated":
+    any value)."""
     fields = list(cls.get("fields") or ())
     forbid = cls.get("extra") == "forbid"
     name = cls.get("dataclass", "config").rsplit(".", 1)[-1]
     types = cls.get("types") or {f: ["any"] for f in fields}
     ignored = {f for f, alts in types.items() if alts == ["ignored"]}
     refused = {f for f, alts in types.items() if alts == ["refused"]}
+    schemas = {f: js for f, js in (cls.get("schema") or {}).items() if types.get(f) not in (["validated"], ["ignored"], ["refused"])}
+    at = cls.get("at") or {}
     types_json = json.dumps(types, sort_keys=True)
+    schemas_json = json.dumps(schemas, sort_keys=True)
 
     def parse_dataclass(val: str) -> Any:
         text = _expand_json_human_readable_numbers(val) if expand_numbers else val
         # the model is built when the option is first given (cached), not with the parser: building the ~16
         # config models of a vLLM parser costs pydantic hundreds of ms that most command lines never use
-        model = _dataclass_model(name, types_json, forbid)
+        model = _dataclass_model(name, types_json, forbid, schemas_json)
         try:
             obj = model.model_validate_json(text)
         except ValueError as e:   # pydantic's ValidationError is a ValueError
-            raise argparse.ArgumentTypeError(f"validation error for {name}: {_first_error(e)}") from None
+            where = _error_field(e)
+            source = f" ({name}.{where}, {at[where]})" if where in at else ""
+            raise argparse.ArgumentTypeError(f"validation error for {name}: {_first_error(e)}{source}") from None
         except RecursionError:
             raise argparse.ArgumentTypeError(f"validation error for {name}: JSON nested too deeply") from None
         bad = sorted(refused & obj.model_fields_set)
@@ -166,10 +174,87 @@ def _first_error(e: ValueError) -> str:
     return str(e).splitlines()[0]
 
 
+def _error_field(e: ValueError) -> str | None:
+    """The top-level field a pydantic error is about (None: the object itself)."""
+    errors = getattr(e, "errors", None)
+    loc = errors()[0].get("loc", ()) if callable(errors) and errors() else ()
+    return str(loc[0]) if loc else None
+
+
+_NUMBER_BOUNDS = {"minimum": "ge", "exclusiveMinimum": "gt", "maximum": "le", "exclusiveMaximum": "lt"}
+
+
+def schema_annotation(js: Any, path: str = "config") -> Any:
+    """A Python annotation pydantic validates as the engine's config class validates the field whose JSON schema
+    (as the parser dump records it, tools/engine_parsers/describe.py prune_schema) is ``js``: numbers with their
+    bounds (``Field(ge=, gt=, le=, lt=)``), an enum class (``ref``) as an Enum of its values (it takes ``"2"`` for
+    2 as the engine's IntEnum does; a Literal does not), a Literal's values, lists, string-keyed maps and nested
+    config objects (extra keys refused where the schema says ``additionalProperties: false``). An empty schema
+    (a type JSON schema cannot show) is any value."""
+    import enum
+    from typing import Annotated, Literal, Union
+
+    from pydantic import Field
+
+    if not isinstance(js, dict):
+        return Any
+    alts = js.get("anyOf") or js.get("oneOf")
+    if alts:
+        out = [schema_annotation(a, path) for a in alts]
+        if Any in out:
+            return Any
+        return Union[tuple(out)] if len(out) > 1 else out[0]
+    if "enum" in js or "const" in js:
+        values = list(js["enum"]) if "enum" in js else [js["const"]]
+        if not values:
+            return Any
+        if js.get("ref") and "enum" in js:
+            mixin = {"integer": int, "string": str, "number": float}.get(js.get("type"))
+            members = {f"V{i}": v for i, v in enumerate(values)}
+            return enum.Enum(js["ref"], members, type=mixin) if mixin else enum.Enum(js["ref"], members)
+        return Literal[tuple(values)]
+    t = js.get("type")
+    if isinstance(t, list):
+        return schema_annotation({"anyOf": [{**js, "type": x} for x in t]}, path)
+    bounds = {_NUMBER_BOUNDS[k]: js[k] for k in _NUMBER_BOUNDS if k in js}
+    if t in ("integer", "number"):
+        base = int if t == "integer" else float
+        return Annotated[base, Field(**bounds)] if bounds else base
+    if t == "string":
+        return str
+    if t == "boolean":
+        return bool
+    if t == "null":
+        return type(None)
+    if t == "array":
+        return list[schema_annotation(js.get("items", {}), path)]
+    if t == "object":
+        if "properties" in js:
+            return _object_model(json.dumps(js, sort_keys=True), path)
+        extra = js.get("additionalProperties")
+        return dict[str, schema_annotation(extra, path)] if isinstance(extra, dict) else dict
+    return Any
+
+
+@functools.lru_cache(maxsize=256)
+def _object_model(js_json: str, path: str):
+    """A nested config object's model: its keys' schemas, its required keys, extra keys refused where the schema
+    says so (a vLLM config class forbids them) and kept as given otherwise."""
+    from pydantic import ConfigDict, create_model
+
+    js = json.loads(js_json)
+    required = set(js.get("required") or ())
+    fields = {k: (schema_annotation(v, f"{path}.{k}"), ... if k in required else None)
+              for k, v in js["properties"].items()}
+    extra = "forbid" if js.get("additionalProperties") is False else "allow"   # allow: the keys given are kept
+    return create_model(js.get("ref") or path.rsplit(".", 1)[-1], __config__=ConfigDict(extra=extra), **fields)
+
+
 @functools.lru_cache(maxsize=64)
-def _dataclass_model(name: str, types_json: str, forbid: bool):
+def _dataclass_model(name: str, types_json: str, forbid: bool, schemas_json: str = "{}"):
     """A pydantic model of a JSON object with these fields' value types (a field left out keeps its default;
-    a null is a value, checked like any other)."""
+    a null is a value, checked like any other); a field with a recorded schema is validated by it
+    (schema_annotation: bounds, enums, nested objects)."""
     from typing import Literal, Union
 
     from pydantic import ConfigDict, create_model
@@ -191,7 +276,9 @@ def _dataclass_model(name: str, types_json: str, forbid: bool):
             return Any
         return Union[tuple(out)] if len(out) > 1 else out[0]
 
-    fields = {f: (annotation(alts), None) for f, alts in json.loads(types_json).items()}
+    schemas = json.loads(schemas_json)
+    fields = {f: (schema_annotation(schemas[f], f) if f in schemas else annotation(alts), None)
+              for f, alts in json.loads(types_json).items()}
     return create_model(name, __config__=ConfigDict(extra="forbid" if forbid else "ignore"), **fields)
 
 

@@ -355,7 +355,11 @@ def render_given(opt: Option, g: Given) -> list[str]:
     if opt.nargs in (None, "?"):
         if opt.nargs == "?" and not g.raw:
             return [flag]
-        return [flag, _render_value(opt, v, g.raw[-1] if g.raw else None)]
+        text = _render_value(opt, v, g.raw[-1] if g.raw else None)
+        # a value starting with '-' is attached to its flag: as a token of its own argparse may take it for an
+        # option, and vLLM's pre-parse reads a '-' token holding a '.' (-1.0) as a dotted option
+        # (utils/argparse_utils.py:462-491@0.33.0), so the engine would not read the value
+        return [f"{flag}={text}"] if text.startswith("-") else [flag, text]
     items = v if isinstance(v, list) else [v]
     raws = g.raw if len(g.raw) == len(items) else [None] * len(items)
     return [flag, *(_render_value(opt, item, raw) for item, raw in zip(items, raws))]

@@ -42,8 +42,9 @@ Format (``format: 1``)::
 
 A condition is a predicate, ``{any: [conditions]}`` (one of them; the engine's ``or``) or ``{all: [conditions]}``.
 A predicate has one subject (``dest: NAME``, ``env: NAME`` [``as: PARSER``, ``default: V``], ``model: {...}``) and
-one test: ``is: set | unset | true | false | null | notnull | blank | notblank`` (blank: a string that is empty
-after ``str.strip()``); ``eq``, ``ne``, ``in``, ``not_in``; ``lt``, ``le``,
+one test (``in_stripped_lower`` / ``not_in_stripped_lower``: a string whose ``.strip().lower()`` is / is not in
+the list); ``is: set | unset | true | false | null | notnull | blank | notblank | truthy | falsy`` (blank: a string
+that is empty after ``str.strip()``; truthy/falsy: Python's ``if value``); ``eq``, ``ne``, ``in``, ``not_in``; ``lt``, ``le``,
 ``gt``, ``ge`` (a number or ``{dest: OTHER}``); ``divides`` / ``not_divides`` (``{dest: OTHER}`` or a number: the
 value divides / does not divide it); ``multiple_of`` / ``not_multiple_of`` (the value is / is not a multiple of it).
 ``set``/``unset`` say whether the line (or the environment) gives the option (variable) at all; ``null``/``notnull``
@@ -76,8 +77,8 @@ NO_CEL = ("reads the command line the engine receives through the release's own 
 _ENTRY_KEYS = {"id", "title", "releases", "when", "message", "why", "fix", "severity", "field", "examples"}
 _EXAMPLE_KEYS = {"releases", "refuse", "accept", "env", "accept_env", "model"}
 _REQUIRED = ("id", "title", "releases", "when", "message", "why", "fix")
-_IS = ("set", "unset", "true", "false", "null", "notnull", "blank", "notblank")
-_TESTS = ("is", "eq", "ne", "in", "not_in", "lt", "le", "gt", "ge", "divides", "not_divides", "multiple_of",
+_IS = ("set", "unset", "true", "false", "null", "notnull", "blank", "notblank", "truthy", "falsy")
+_TESTS = ("is", "eq", "ne", "in", "not_in", "in_stripped_lower", "not_in_stripped_lower", "lt", "le", "gt", "ge", "divides", "not_divides", "multiple_of",
           "not_multiple_of")
 _SUBJECTS = ("dest", "env", "model")
 # a release's source: file.py:LINES@version (LINES: 411, 411-415, 411,420-422), several joined by ', ' or '; '
@@ -203,12 +204,19 @@ def _test(eid: str, where: str, op: str, arg: Any, dests: list[str]) -> Callable
                 "false": lambda x, g: x is False, "null": lambda x, g: x is None,
                 "notnull": lambda x, g: x is not None,
                 "blank": lambda x, g: isinstance(x, str) and not x.strip(),
-                "notblank": lambda x, g: isinstance(x, str) and bool(x.strip())}[arg]
+                "notblank": lambda x, g: isinstance(x, str) and bool(x.strip()),
+                "truthy": lambda x, g: bool(x), "falsy": lambda x, g: not x}[arg]
     if op in ("in", "not_in"):
         if not isinstance(arg, list) or not arg:
             raise _fail(eid, where, f"{op}: takes a non-empty list")
         vals = list(arg)
         return (lambda x, g: x in vals) if op == "in" else (lambda x, g: x not in vals)
+    if op in ("in_stripped_lower", "not_in_stripped_lower"):
+        if not isinstance(arg, list) or not arg or not all(isinstance(v, str) for v in arg):
+            raise _fail(eid, where, f"{op}: takes a non-empty list of strings")
+        low = [v.lower() for v in arg]
+        inside = op == "in_stripped_lower"
+        return lambda x, g: isinstance(x, str) and (x.strip().lower() in low) == inside
     if op in ("lt", "le", "gt", "ge", "divides", "not_divides", "multiple_of", "not_multiple_of"):
         if not (_number(arg) or isinstance(arg, dict)):
             raise _fail(eid, where, f"{op}: takes a number or {{dest: NAME}}, got {arg!r}")

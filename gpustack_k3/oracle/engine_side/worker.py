@@ -545,8 +545,8 @@ def _cause_chain(exc: BaseException) -> str:
 
 class SglangJudge:
     """sglang/launch_server.py: ``prepare_server_args(argv)`` (the parser, --config merge, ServerArgs) then
-    ``server_args.resolve_once()`` (the resolution pipeline: arg_groups hooks, model overrides, validation_hook
-    check_server_args); what it raises is the verdict."""
+    ``server_args.resolve_once()`` (the resolution pipeline: arg_groups hooks, model overrides) and
+    ``server_args.check_server_args()`` (validation_hook.py), as the launch runs them; what they raise is the verdict."""
 
     def __init__(self, cfg: dict) -> None:
         import argparse
@@ -589,14 +589,20 @@ class SglangJudge:
                 return {"verdict": "refused", "stage": "parse", "type": "SystemExit", "message": f"exit {exc.code}"}
             except Exception as exc:  # noqa: BLE001
                 return self._refusal("prepare_server_args", exc)
+            stage = "resolve_once"
             try:
                 if hasattr(sa, "resolve_once"):
                     sa.resolve_once()
+                    # the launch resolves, then checks (entrypoints/engine.py _launch_subprocesses: resolve_once()
+                    # at 1153, check_server_args() at 1165@0.5.23; 1145, 1157@0.5.22), before any process or model starts
+                    stage = "check_server_args"
+                    if hasattr(sa, "check_server_args"):
+                        sa.check_server_args()
                 elif hasattr(sa, "check_server_args"):
                     sa.check_server_args()
             except Exception as exc:  # noqa: BLE001
-                return self._refusal("resolve_once", exc)
-            return {"verdict": "accepted", "stage": "resolve_once"}
+                return self._refusal(stage, exc)
+            return {"verdict": "accepted", "stage": stage}
 
     def _refusal(self, stage, exc):
         return _classify(stage, exc, self.root)

