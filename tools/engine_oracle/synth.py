@@ -569,7 +569,7 @@ def product_verdicts(release: str, judged: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="a coverage-driven corpus for a release's raise sites (JSON report)")
-    ap.add_argument("--release", choices=sorted(RELEASES), required=True)
+    ap.add_argument("--release", choices=sorted(RELEASES), help="required unless --product-from")
     ap.add_argument("--seed", type=int, default=7919)
     ap.add_argument("--base", type=int, default=10,
                     help="mutated lines of the random corpus (corpus.generate) judged first, beside the presets' lines")
@@ -591,6 +591,8 @@ def main(argv=None) -> int:
         a.product_from.write_text(json.dumps(doc, indent=1, default=sorted))
         print(json.dumps(doc["product"]["counts"], indent=1))
         return 0
+    if not a.release:
+        ap.error("--release is required (or --product-from REPORT)")
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
               log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True))
