@@ -208,3 +208,16 @@ def test_sites_behind_a_missing_package_gate(tmp_path):
     assert by["after the gate"]["why"].startswith("package-missing: arctic_inference")
     assert by["before the gate"]["class"] == by["Arctic Inference is required"]["class"] == "reachable"
     assert by["installed package"]["class"] == "reachable"     # flashinfer is not missing
+
+
+def test_reports_together_classify_the_union_of_their_lines(release_root, monkeypatch):
+    f = release_root / "vllm" / "config" / "parallel.py"
+    monkeypatch.setattr(raise_sites, "_root", lambda release: release_root)
+    monkeypatch.setattr(raise_sites, "validation_files", lambda release, root=None: [f])
+    # one corpus ran the first check of __post_init__ (odd tp), another the flag check (lines 17-18)
+    a = {"release": "vllm-0.33.0", "executed_lines": {"vllm/config/parallel.py": [1, 4, 5, 6, 7, 8]}}
+    b = {"release": "vllm-0.33.0", "executed_lines": {"vllm/config/parallel.py": [1, 4, 5, 17, 18]}}
+    assert reachability.from_report(a)[1]["reached"] == 1
+    assert reachability.from_report(a, b)[1]["reached"] == 2
+    with pytest.raises(ValueError, match="different releases"):
+        reachability.from_report(a, dict(b, release="vllm-0.11.0"))

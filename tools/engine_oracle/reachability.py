@@ -373,16 +373,21 @@ def summarize(release: str, classified: list[dict]) -> dict:
             "reached_share_of_reachable": round(n["reached"] / reachable, 4) if reachable else None}
 
 
-def from_report(report: dict) -> tuple[list[dict], dict]:
-    """Classify the sites of a raise_sites.py ``--out`` report (it carries the executed lines)."""
+def from_report(report: dict, *more: dict) -> tuple[list[dict], dict]:
+    """Classify the sites of a raise_sites.py / synth.py ``--out`` report (it carries the executed lines); with
+    ``more`` reports of the same release, the union of their executed lines (several corpora together)."""
     from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
 
     release = report["release"]
+    if any(m["release"] != release for m in more):
+        raise ValueError("reports of different releases")
     root = _root(release)
     sites = raise_sites(validation_files(release, root))
     # keys relative to the release's root (absolute in reports written before that)
-    executed = {str(root / f) if not os.path.isabs(f) else f: set(v)
-                for f, v in (report.get("executed_lines") or {}).items()}
+    executed: dict[str, set] = {}
+    for rep in (report, *more):
+        for f, v in (rep.get("executed_lines") or {}).items():
+            executed.setdefault(str(root / f) if not os.path.isabs(f) else f, set()).update(v)
     cls = classify(release, sites, executed, root, files=validation_files(release, root))
     return cls, summarize(release, cls)
 
@@ -392,13 +397,19 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description="classify a release's raise sites: reached / reachable / not reachable")
     ap.add_argument("--from", dest="src", type=Path, required=True, help="a raise_sites.py --out report")
+    ap.add_argument("--with", dest="more", type=Path, nargs="*", default=[],
+                    help="more reports of the release: classify the union of the corpora's executed lines")
     ap.add_argument("--list", choices=["reachable", "not-reachable", "all"], help="also print these sites")
     ap.add_argument("--update", action="store_true",
                     help="write the classes (sites, reachability) back into the report (after the classification or "
                          "the reviewed residue changed; the executed lines are the report's own)")
     a = ap.parse_args(argv)
     report = json.loads(a.src.read_text())
-    cls, summary = from_report(report)
+    cls, summary = from_report(report, *(json.loads(p.read_text()) for p in a.more))
+    if a.more:
+        summary["corpora"] = [str(a.src), *map(str, a.more)]
+    if a.update and a.more:
+        ap.error("--update writes one report's own classes; not with --with")
     if a.update:
         import time
 
