@@ -268,3 +268,36 @@ def test_targets_skip_reached_sites_and_put_entered_functions_first():
     sy.sites.append({"file": "f.py", "line": 8, "def_line": 3, "function": "C.check"})
     sy.tried = {1: 1}
     assert sy.targets(classes + [{"class": "reachable"}])[:2] == [(3, "entered"), (1, "entered")]
+
+
+def test_product_verdicts_restore_config_copies_and_count_runtime_only_apart(tmp_path, monkeypatch):
+    from tools.engine_oracle import product, synth
+
+    seen = []
+
+    def check_args(engine, version, line):
+        seen.append(line)
+        assert line["model_config"] is None or open(line["model_config"]).read().startswith("{")
+        return {"accepted-line": {"verdict": "refuse", "rules": ["memory-rule"]},
+                "refused-line": {"verdict": "pass", "rules": []},
+                "bad-line": {"verdict": "refuse", "rules": ["some-rule"]}}[line["argv"][-1]]
+
+    monkeypatch.setattr(product, "check_args", check_args)
+    monkeypatch.setattr(synth, "_runtime_only_rules", lambda: {"memory-rule"})
+    gone = "/tmp/oracle-synth-gone/models/abc/config.json"
+    judged = [
+        {"verdict": "accepted", "argv": ["/tmp/oracle-synth-gone/models/abc", "accepted-line"], "env": {},
+         "model_config": gone, "where": None, "message": ""},
+        {"verdict": "refused", "argv": ["/m", "refused-line"], "env": {}, "model_config": None,
+         "where": "vllm/config/x.py:4", "message": "no", "target": "vllm/config/x.py:4"},
+        {"verdict": "accepted", "argv": ["/m", "bad-line"], "env": {}, "model_config": None, "where": None,
+         "message": ""},
+        {"verdict": "not_decidable", "argv": ["/m", "x"], "env": {}, "model_config": None}]
+    doc = synth.product_verdicts("vllm-0.33.0", judged, {gone: {"num_experts": 3}})
+    c = doc["counts"]
+    assert (c["decidable"], c["miss"], c["false_refusal"], c["runtime_only"], c["model_config_gone"]) == (3, 1, 1, 1, 0)
+    # the restored copy is named on the line in place of the gone directory
+    assert seen[0]["argv"][0] != "/tmp/oracle-synth-gone/models/abc" and seen[0]["argv"][0].endswith("/abc")
+    assert doc["misses_by_engine_site"] == {"vllm/config/x.py:4": 1}
+    # without the copies the line is not re-checkable, and says so
+    assert synth.product_verdicts("vllm-0.33.0", judged[:1])["counts"]["model_config_gone"] == 1

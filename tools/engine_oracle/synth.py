@@ -478,7 +478,7 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
                     break
             doc = report(sy, history, t0)
             if product:
-                doc["product"] = product_verdicts(release, doc["judged"])
+                doc["product"] = product_verdicts(release, doc["judged"], doc.get("model_variants"))
             doc["seconds"] = round(time.monotonic() - t0, 1)
             return doc
 
@@ -515,6 +515,9 @@ def report(sy: Synth, history: list[dict], t0: float) -> dict:
                         "target": r["line"].get("target"), "round": r["round"], "verdict": r["verdict"],
                         "new_sites": sorted(where(i) for i in r["sites"])} for r in kept],
             "judged": [judged_record(sy, r) for r in sy.records],
+            # the config.json copies the lines name (their directory dies with the run): --product-from restores them
+            "model_variants": {str(p): json.loads(p.read_text()) for p in sorted(sy.variants.glob("*/config.json"))}
+            if sy.variants.is_dir() else {},
             "executed_lines": {os.path.relpath(f, root): sorted(v) for f, v in executed.items()}}
 
 
@@ -529,7 +532,7 @@ def judged_record(sy: Synth, r: dict) -> dict:
                                       for i in r["sites"] if sy.sites[i]["kind"] == "raise")}
 
 
-def product_verdicts(release: str, judged: list[dict]) -> dict:
+def product_verdicts(release: str, judged: list[dict], variants: dict | None = None) -> dict:
     """gpustack-k3's verdict (tools/engine_oracle/product.py check_args) on every decidable judged line of a report:
     misses (the release refuses, the product passes) and false refusals (the release accepts, the product refuses),
     each with the site the line was made for (``target``), where the release raised (``engine_where``) and the raise
@@ -538,33 +541,84 @@ def product_verdicts(release: str, judged: list[dict]) -> dict:
 
     engine, version, _w = RELEASES[release]
     t0 = time.monotonic()
-    misses, false_refusals = [], []
-    counts = {"decidable": 0, "engine_refused": 0, "miss": 0, "false_refusal": 0, "agree": 0}
-    for r in judged:
-        if r["verdict"] not in ("accepted", "refused"):
-            continue
-        pv = P.check_args(engine, version, r)
-        counts["decidable"] += 1
-        counts["engine_refused"] += r["verdict"] == "refused"
-        item = {k: r.get(k) for k in ("argv", "env", "model", "model_config", "target", "mutations", "where",
-                                      "message", "raise_sites_run")}
-        if r["verdict"] == "refused" and pv["verdict"] == "pass":
-            counts["miss"] += 1
-            misses.append(item)
-        elif r["verdict"] == "accepted" and pv["verdict"] != "pass":
-            counts["false_refusal"] += 1
-            false_refusals.append({**item, "product_rules": pv.get("rules"), "product_message": pv.get("message")})
-        else:
-            counts["agree"] += 1
+    misses, false_refusals, runtime_only = [], [], []
+    counts = {"decidable": 0, "engine_refused": 0, "miss": 0, "false_refusal": 0, "runtime_only": 0, "agree": 0,
+              "model_config_gone": 0}
+    runtime_rules = _runtime_only_rules()
+    with tempfile.TemporaryDirectory(prefix="synth-variants-") as vd:
+        restored = _restore_variants(variants or {}, Path(vd))
+        for r in judged:
+            if r["verdict"] not in ("accepted", "refused"):
+                continue
+            r = _remap(r, restored)
+            if r.get("model_config") and not Path(r["model_config"]).is_file():
+                # a config.json copy of a report written before the copies were kept in it: not re-checkable
+                counts["model_config_gone"] += 1
+                continue
+            _check_one(P, engine, version, r, counts, misses, false_refusals, runtime_only, runtime_rules)
     counts["miss_rate_of_decidable"] = round(counts["miss"] / counts["decidable"], 4) if counts["decidable"] else None
     by_site: dict[str, int] = {}
     for m in misses:
         k = m.get("where") or m.get("target") or "?"
         by_site[k] = by_site.get(k, 0) + 1
     return {"how": "tools/engine_oracle/product.py check_args (the check-args command in-process) on every decidable "
-                   "judged line of the report", "seconds": round(time.monotonic() - t0, 1), "counts": counts,
-            "misses_by_engine_site": dict(sorted(by_site.items(), key=lambda kv: -kv[1])),
-            "misses": misses, "false_refusals": false_refusals}
+                   "judged line of the report; a refusal by runtime-only rules alone (bench/oracle_differential.py "
+                   "runtime_only_rules) is counted apart, as the differential does", "seconds": round(time.monotonic() - t0, 1),
+            "counts": counts, "misses_by_engine_site": dict(sorted(by_site.items(), key=lambda kv: -kv[1])),
+            "misses": misses, "false_refusals": false_refusals, "runtime_only": runtime_only}
+
+
+def _runtime_only_rules() -> set[str]:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "oracle_differential.py"
+    spec = importlib.util.spec_from_file_location("_oracle_differential", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.runtime_only_rules()
+
+
+def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
+    """The report's config.json copies written again (their run's directory is gone): old dir -> new dir."""
+    out = {}
+    for old, cfg in variants.items():
+        d = into / Path(old).parent.name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
+        out[str(Path(old).parent)] = str(d)
+    return out
+
+
+def _remap(r: dict, restored: dict[str, str]) -> dict:
+    if not r.get("model_config") or not restored:
+        return r
+    old = str(Path(r["model_config"]).parent)
+    if old not in restored:
+        return r
+    new = restored[old]
+    return dict(r, model_config=str(Path(new) / "config.json"), argv=[new if t == old else t for t in r["argv"]])
+
+
+def _check_one(P, engine, version, r, counts, misses, false_refusals, runtime_only, runtime_rules) -> None:
+    """The product's verdict on one judged line, counted and listed."""
+    pv = P.check_args(engine, version, r)
+    counts["decidable"] += 1
+    counts["engine_refused"] += r["verdict"] == "refused"
+    item = {k: r.get(k) for k in ("argv", "env", "model", "model_config", "target", "mutations", "where",
+                                  "message", "raise_sites_run")}
+    if r["verdict"] == "refused" and pv["verdict"] == "pass":
+        counts["miss"] += 1
+        misses.append(item)
+    elif r["verdict"] == "accepted" and pv["verdict"] != "pass":
+        rec = {**item, "product_rules": pv.get("rules"), "product_message": pv.get("message")}
+        if pv.get("rules") and set(pv["rules"]) <= runtime_rules:
+            counts["runtime_only"] += 1
+            runtime_only.append(rec)
+        else:
+            counts["false_refusal"] += 1
+            false_refusals.append(rec)
+    else:
+        counts["agree"] += 1
 
 
 def main(argv=None) -> int:
@@ -585,7 +639,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.product_from:
         doc = json.loads(a.product_from.read_text())
-        doc["product"] = product_verdicts(doc["release"], doc["judged"])
+        doc["product"] = product_verdicts(doc["release"], doc["judged"], doc.get("model_variants"))
         doc["product"]["command"] = "python3 -m tools.engine_oracle.synth --product-from " + str(a.product_from)
         doc["product"]["at_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         a.product_from.write_text(json.dumps(doc, indent=1, default=sorted))
