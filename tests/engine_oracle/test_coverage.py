@@ -28,3 +28,15 @@ def test_statuses():
                                                    "engine_refused_alone": 0, "engine_accepted": 0,
                                                    "not_decidable": 1, "reasons": ["tokenizer-files"]}
     assert doc["rules"]["b"]["releases"]["r2"] == {"status": "not-fired"}
+
+
+def test_coverage_table_rows_from_synth_reports():
+    from tools.engine_oracle.table import coverage_table
+
+    rep = {"release": "vllm-0.33.0", "seed": 7919, "judged_lines": 90, "kept_lines": 26, "seconds": 193.3,
+           "reachability": {"reached": 43, "reachable": 381, "raise_sites": 445, "reached_share_of_reachable": 0.1129},
+           "rounds": [{"round": 0, "lines": 30, "reached": 20}, {"round": 1, "new": 14}, {"round": 2, "new": 9}],
+           "product": {"counts": {"miss": 5, "decidable": 80, "false_refusal": 1}}}
+    row = coverage_table([rep]).splitlines()[-1]
+    assert row == ("| vllm-0.33.0 | 7919 | 43 / 381 / 445 (11.3 %) | 20 (30 lines) | 90 (26) | 14, 9 | 193.3 | 5 / 80 "
+                   "| 1 |")

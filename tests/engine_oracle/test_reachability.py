@@ -170,3 +170,54 @@ def test_calls_from_files_without_raises_and_registered_functions(tmp_path):
     # without the pipeline file in the graph the hook looks unreachable (the bug this guards)
     alone = {r["raises"]: r for r in reachability.classify("sglang-0.5.23", sites, {}, tmp_path, {})}
     assert alone["ValueError('hook')"]["class"] == "not-reachable"
+
+
+GATED = '''\
+class SpeculativeConfig:
+    def _validate_suffix_decoding(self):
+        if self.x:
+            raise ValueError("before the gate")
+        if not has_arctic_inference():
+            raise ImportError("Arctic Inference is required")
+        if self.depth < 1:
+            raise ValueError("after the gate")
+
+    def _validate_other(self):
+        if not has_flashinfer():
+            raise ImportError("flashinfer is required")
+        if self.y:
+            raise ValueError("installed package")
+
+
+def create_engine_config(args):
+    SpeculativeConfig()._validate_suffix_decoding()
+    SpeculativeConfig()._validate_other()
+'''
+
+
+def test_sites_behind_a_missing_package_gate(tmp_path):
+    """`if not has_<pkg>(): raise` refuses every line on an installation without <pkg>: the sites after it in the
+    function need the package (computed: package-missing); the gate itself and what precedes it stay reachable."""
+    f = tmp_path / "vllm" / "config" / "speculative.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(GATED)
+    sites = raise_sites.raise_sites([f])
+    by = {r["raises"].split("(", 1)[-1].strip("')\""): r for r in reachability.classify(
+        "vllm-0.33.0", sites, {}, tmp_path, {}, missing={"arctic_inference"})}
+    assert by["after the gate"]["class"] == "not-reachable"
+    assert by["after the gate"]["why"].startswith("package-missing: arctic_inference")
+    assert by["before the gate"]["class"] == by["Arctic Inference is required"]["class"] == "reachable"
+    assert by["installed package"]["class"] == "reachable"     # flashinfer is not missing
+
+
+def test_reports_together_classify_the_union_of_their_lines(release_root, monkeypatch):
+    f = release_root / "vllm" / "config" / "parallel.py"
+    monkeypatch.setattr(raise_sites, "_root", lambda release: release_root)
+    monkeypatch.setattr(raise_sites, "validation_files", lambda release, root=None: [f])
+    # one corpus ran the first check of __post_init__ (odd tp), another the flag check (lines 17-18)
+    a = {"release": "vllm-0.33.0", "executed_lines": {"vllm/config/parallel.py": [1, 4, 5, 6, 7, 8]}}
+    b = {"release": "vllm-0.33.0", "executed_lines": {"vllm/config/parallel.py": [1, 4, 5, 17, 18]}}
+    assert reachability.from_report(a)[1]["reached"] == 1
+    assert reachability.from_report(a, b)[1]["reached"] == 2
+    with pytest.raises(ValueError, match="different releases"):
+        reachability.from_report(a, dict(b, release="vllm-0.11.0"))

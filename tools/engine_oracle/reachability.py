@@ -19,6 +19,9 @@ Every raise site (``raise_sites.raise_sites``) gets one class:
     release's package that do call the name (typically the runtime: model runner, scheduler, workers);
   - ``after-launch``: the function is one the oracle's launch doubles stand for (``LAUNCH_POINTS``: the serve
     command's process launchers); its checks run in processes the oracle never starts;
+  - ``package-missing``: after a ``if not has_<pkg>(): raise`` gate of its function where ``<pkg>`` is not installed
+    in the oracle's interpreter (``missing_packages``: importlib's find_spec there): every line is refused at the
+    gate (vLLM's suffix decoding needs arctic_inference); reachable where the serving image carries the package;
   - ``reviewed``: listed in ``known/raise_sites.yaml`` (the reviewed residue: each entry a site, its reason, and who
     reviewed it), for what the computation above cannot decide.
 
@@ -248,8 +251,40 @@ def load_residue(release: str, path: Path = RESIDUE) -> dict[str, dict]:
     return out
 
 
+def _gates(fn: ast.AST) -> list[tuple[int, str]]:
+    """(line, package) of each top-level ``if not has_<package>(): raise`` of a function body: past it, the function
+    runs only where the package is installed."""
+    out = []
+    for st in fn.body:
+        t = st.test if isinstance(st, ast.If) else None
+        if t is not None and isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and \
+                isinstance(t.operand, ast.Call) and not t.operand.args and st.body and \
+                isinstance(st.body[-1], ast.Raise):
+            f = t.operand.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name.startswith("has_") and len(name) > 4:
+                out.append((st.end_lineno or st.lineno, name[4:]))
+    return out
+
+
+def missing_packages(names: set[str]) -> set[str]:
+    """The names of ``names`` no module of which the oracle's interpreter finds (importlib.util.find_spec)."""
+    if not names:
+        return set()
+    import subprocess
+
+    from gpustack_k3.oracle.judge import cpu_python
+
+    code = ("import importlib.util, json, sys\nnames = json.loads(sys.argv[1])\n"
+            "print(json.dumps([n for n in names if importlib.util.find_spec(n) is None]))")
+    res = subprocess.run([str(cpu_python()), "-I", "-c", code, json.dumps(sorted(names))], capture_output=True,
+                         text=True)
+    return set(json.loads(res.stdout)) if res.returncode == 0 else set()
+
+
 def classify(release: str, sites: list[dict], executed: dict[str, set[int]], root: Path,
-             residue: dict[str, dict] | None = None, files: list | None = None) -> list[dict]:
+             residue: dict[str, dict] | None = None, files: list | None = None,
+             missing: set[str] | None = None, callers: bool = True) -> list[dict]:
     """Each site (raise_sites.raise_sites) with ``class`` reached|reachable|not-reachable and ``why``. ``files``: the
     validation files (raise_sites.validation_files): their calls are the graph's edges whether or not they raise
     themselves (SGLang's hook pipeline holds no raise but calls every hook); default: the files of ``sites``."""
@@ -269,6 +304,9 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
     reach = call_closure(index, entered | registered, ENTRY[engine])
     residue = load_residue(release) if residue is None else residue
     trees = {f: ast.parse(Path(f).read_text(errors="replace")) for f in files}
+    gates = {k: g for k, f in index.funcs.items() if (g := _gates(f["node"]))}
+    if missing is None:
+        missing = missing_packages({p for g in gates.values() for _line, p in g})
     out, uncalled = [], set()
     for s in sites:
         rel = os.path.relpath(s["file"], root)
@@ -286,6 +324,12 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
             why = _guard(chain, s["line"], truth)
             if why:
                 rec.update({"class": "not-reachable", "why": why})
+            elif any(line < s["line"] and pkg in missing for line, pkg in gates.get(key, [])):
+                pkg = next(p for line, p in gates[key] if line < s["line"] and p in missing)
+                rec.update({"class": "not-reachable",
+                            "why": f"package-missing: {pkg} is not installed in the oracle's interpreter, and "
+                                   f"`if not has_{pkg}(): raise` refuses every line before this site (the serving "
+                                   f"image may carry it)"})
             elif fn is not None and _abstract(fn["node"]):
                 rec.update({"class": "not-reachable", "why": "abstract: the function body is raise NotImplementedError"})
             elif fn is not None and fn["name"] in LAUNCH_POINTS:
@@ -298,11 +342,15 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
                 rec.update({"class": "reachable", "why": "entered, raise not taken" if key in entered
                             else "on the call graph from the entry points, not entered by the corpus"})
         out.append(rec)
-    callers = _package_callers(root, pkg, uncalled, set(files))
+    # ``callers`` False: skip naming where an uncalled function is used from (a scan of the whole package; the
+    # synthesis only needs the classes)
+    callers = _package_callers(root, pkg, uncalled, set(files)) if callers else {}
     for rec in out:
         if rec.get("why") == "no-call-path":
             name = index.funcs[(str(root / rec["where"].rsplit(":", 1)[0]), rec["function"])]["name"]
             c = callers.get(name) or {"outside": [], "inside": []}
+            if not callers:
+                continue
             if c["outside"]:
                 rec["why"] = "no-call-path: not on the entry points' call graph; used from " + ", ".join(c["outside"])
             elif c["inside"]:
@@ -325,16 +373,21 @@ def summarize(release: str, classified: list[dict]) -> dict:
             "reached_share_of_reachable": round(n["reached"] / reachable, 4) if reachable else None}
 
 
-def from_report(report: dict) -> tuple[list[dict], dict]:
-    """Classify the sites of a raise_sites.py ``--out`` report (it carries the executed lines)."""
+def from_report(report: dict, *more: dict) -> tuple[list[dict], dict]:
+    """Classify the sites of a raise_sites.py / synth.py ``--out`` report (it carries the executed lines); with
+    ``more`` reports of the same release, the union of their executed lines (several corpora together)."""
     from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
 
     release = report["release"]
+    if any(m["release"] != release for m in more):
+        raise ValueError("reports of different releases")
     root = _root(release)
     sites = raise_sites(validation_files(release, root))
     # keys relative to the release's root (absolute in reports written before that)
-    executed = {str(root / f) if not os.path.isabs(f) else f: set(v)
-                for f, v in (report.get("executed_lines") or {}).items()}
+    executed: dict[str, set] = {}
+    for rep in (report, *more):
+        for f, v in (rep.get("executed_lines") or {}).items():
+            executed.setdefault(str(root / f) if not os.path.isabs(f) else f, set()).update(v)
     cls = classify(release, sites, executed, root, files=validation_files(release, root))
     return cls, summarize(release, cls)
 
@@ -344,9 +397,26 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description="classify a release's raise sites: reached / reachable / not reachable")
     ap.add_argument("--from", dest="src", type=Path, required=True, help="a raise_sites.py --out report")
+    ap.add_argument("--with", dest="more", type=Path, nargs="*", default=[],
+                    help="more reports of the release: classify the union of the corpora's executed lines")
     ap.add_argument("--list", choices=["reachable", "not-reachable", "all"], help="also print these sites")
+    ap.add_argument("--update", action="store_true",
+                    help="write the classes (sites, reachability) back into the report (after the classification or "
+                         "the reviewed residue changed; the executed lines are the report's own)")
     a = ap.parse_args(argv)
-    cls, summary = from_report(json.loads(a.src.read_text()))
+    report = json.loads(a.src.read_text())
+    cls, summary = from_report(report, *(json.loads(p.read_text()) for p in a.more))
+    if a.more:
+        summary["corpora"] = [str(a.src), *map(str, a.more)]
+    if a.update and a.more:
+        ap.error("--update writes one report's own classes; not with --with")
+    if a.update:
+        import time
+
+        report["sites"], report["reachability"] = cls, summary
+        report["reclassified"] = {"command": "python3 -m tools.engine_oracle.reachability --from " + str(a.src) +
+                                  " --update", "at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        a.src.write_text(json.dumps(report, indent=1, default=sorted))
     if a.list:
         summary["sites"] = [r for r in cls if a.list == "all" or r["class"] == a.list]
     print(json.dumps(summary, indent=1))

@@ -1,4 +1,8 @@
-"""The README table of a bench/oracle_differential.py run: python3 -m tools.engine_oracle.table SUMMARY.json"""
+"""README tables.
+
+  python3 -m tools.engine_oracle.table SUMMARY.json                     # a bench/oracle_differential.py run
+  python3 -m tools.engine_oracle.table --coverage REPORT.json [...]     # tools/engine_oracle/synth.py reports
+"""
 from __future__ import annotations
 
 import json
@@ -23,5 +27,60 @@ def table(summary: dict) -> str:
     return "\n".join(rows)
 
 
+def coverage_table(reports: list[dict]) -> str:
+    """One row per synth report: raise sites reached / reachable / total, the presets-and-random round 0 figure,
+    lines judged / kept, time, and the product's misses and false refusals on the judged lines."""
+    rows = ["| release | seed | reached / reachable / total (share) | round 0: presets + random lines | judged lines "
+            "(kept) | rounds: new sites | s | misses / decidable | false refusals |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for d in sorted(reports, key=lambda d: (d["release"], d["seed"])):
+        r = d["reachability"]
+        share = f"{100 * r['reached_share_of_reachable']:.1f} %" if r.get("reached_share_of_reachable") else "-"
+        h = d.get("rounds") or []
+        r0 = f"{h[0]['reached']} ({h[0]['lines']} lines)" if h else "-"
+        news = ", ".join(str(x.get("new", 0)) for x in h[1:]) or "-"
+        p = (d.get("product") or {}).get("counts") or {}
+        miss = f"{p['miss']} / {p['decidable']}" if p else "-"
+        fr = str(p.get("false_refusal", "-")) if p else "-"
+        rows.append(f"| {d['release']} | {d['seed']} | {r['reached']} / {r['reachable']} / {r['raise_sites']} ({share}) "
+                    f"| {r0} | {d['judged_lines']} ({d['kept_lines']}) | {news} | {d.get('seconds')} | {miss} | {fr} |")
+    return "\n".join(rows)
+
+
+def coverage_summary(reports: list[dict]) -> dict:
+    """Per release and seed: the figures, how they were obtained, and the product's misses grouped by the release's
+    raise site (the to-do list of the rule writers: one example line and message per site)."""
+    out = []
+    for d in sorted(reports, key=lambda d: (d["release"], d["seed"])):
+        p = d.get("product") or {}
+        by_site: dict[str, dict] = {}
+        for m in p.get("misses") or []:
+            k = m.get("where") or (m.get("raise_sites_run") or ["?"])[-1]
+            e = by_site.setdefault(k, {"engine_site": k, "lines": 0, "target": m.get("target"),
+                                       "message": (m.get("message") or "")[:240], "example_argv": m.get("argv"),
+                                       "example_env": m.get("env"), "model_config": m.get("model_config")})
+            e["lines"] += 1
+        out.append({"release": d["release"], "seed": d["seed"], "command": d.get("command"),
+                    "code_commit": d.get("code_commit"), "started_utc": d.get("started_utc"),
+                    "seconds": d.get("seconds"), "judged_lines": d["judged_lines"], "kept_lines": d["kept_lines"],
+                    "rounds": d.get("rounds"), "reachability": d["reachability"], "verdicts": d.get("verdicts"),
+                    "product": {k: p.get(k) for k in ("command", "at_utc", "counts")} if p else None,
+                    "misses_by_engine_site": sorted(by_site.values(), key=lambda e: -e["lines"]),
+                    "false_refusals": [{k: f.get(k) for k in ("argv", "env", "product_rules", "product_message")}
+                                       for f in p.get("false_refusals") or []]})
+    return {"made_by": "python3 -m tools.engine_oracle.table --coverage-summary REPORTS", "reports": out}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--coverage":
+        print(coverage_table([json.load(open(f)) for f in argv[1:]]))
+    elif argv and argv[0] == "--coverage-summary":
+        print(json.dumps(coverage_summary([json.load(open(f)) for f in argv[1:]]), indent=1))
+    else:
+        print(table(json.load(open(argv[0]))))
+    return 0
+
+
 if __name__ == "__main__":
-    print(table(json.load(open(sys.argv[1]))))
+    sys.exit(main())

@@ -1,0 +1,412 @@
+"""What a raise site's guarding conditions test, as settings a command line can make (issue 31 item 1: the
+site-directed synthesis of tools/engine_oracle/synth.py).
+
+``site_knobs(tree, line, cls)``: the ``if`` tests on the path from the function to the raise (and an ``assert``'s own
+test), each name they read turned into a knob: ``(chain, values, want)`` where ``chain`` is the attribute chain the
+condition reads (``("self", "parallel_config", "tensor_parallel_size")``, ``("envs", "VLLM_USE_V2_MODEL_RUNNER")``,
+``("hf_config", "architectures")``), ``values`` the candidate values, the one meeting the condition first (the
+constant it is compared with, constant+-1 across ``<``/``>``, the elements of an ``in`` tuple, True/False for a bare
+truth test, None for ``is None``), and ``want`` whether the site needs the test true.
+``call_knobs(tree, name)``: the same for the branches around every call of ``name`` in a module (what makes a caller
+enter a function the corpus never entered).
+
+``resolve(chain, ...)``: where a chain lands on a command line: an environment variable (``VLLM_*``/``SGLANG_*``), a
+config.json field (read from ``hf_config``/``hf_text_config``/``text_config``), a top-level option of the release's
+parser (the chain's last name is one of its dests: vLLM's ``self.parallel_config.x`` is the flag of ``x``), or a
+key of a JSON option (``self.speculative_config.method`` -> ``--speculative-config {"method": ...}``; inside a config
+class, ``self.x`` -> that class's JSON option).
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+ENV_RE = re.compile(r"^(VLLM|SGLANG|SGL)_[A-Z0-9_]+$")
+HF_NAMES = {"hf_config", "hf_text_config", "text_config", "hf_overrides", "model_arch_config", "hf_vision_config"}
+_ENV_CALLS = {"get_bool_env_var", "get_int_env_var", "get_str_env_var", "getenv", "get_env_var", "is_set",
+              "envs_is_set", "get_float_env_var"}
+_EDGE = [0, 1, -1, 2, 8]
+
+
+def chain_of(node) -> tuple[str, ...] | None:
+    """``self.a.b`` -> ("self", "a", "b"); ``envs.X.get()`` / ``get_bool_env_var("X")`` / ``os.environ.get("X")``
+    -> ("envs", "X"); ``getattr(o, "n", d)`` -> chain(o) + ("n",); ``x[0]`` -> chain(x); else None."""
+    if isinstance(node, ast.Subscript):
+        return chain_of(node.value)
+    if isinstance(node, ast.Call):
+        fn = node.func
+        fname = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+        strs = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if fname in _ENV_CALLS or fname == "get" and isinstance(fn, ast.Attribute) and \
+                ast.unparse(fn.value).endswith("environ"):
+            if strs and ENV_RE.match(strs[0]):
+                return ("envs", strs[0])
+        if fname == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+            base = chain_of(node.args[0])
+            return (base or ("?",)) + (str(node.args[1].value),)
+        if fname in ("get", "value") and isinstance(fn, ast.Attribute):   # envs.SGLANG_X.get()
+            base = chain_of(fn.value)
+            if base and ENV_RE.match(base[-1]):
+                return ("envs", base[-1])
+            if fname == "get" and base and strs:                           # some_dict.get("key")
+                return base + (strs[0],)
+        if fname in ("startswith", "endswith", "lower", "upper", "strip") and isinstance(fn, ast.Attribute):
+            return chain_of(fn.value)
+        return None
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    else:
+        return None
+    return tuple(reversed(parts))
+
+
+# module-level constant collections of the release's validation files (``DEPRECATED_QUANTIZATION_METHODS = [...]``):
+# a condition ``x in NAME`` compares with their elements (filled by ``learn_constants``)
+CONSTANTS: dict[str, list] = {}
+
+
+def learn_constants(trees) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for tree in trees:
+        for st in getattr(tree, "body", []):
+            target = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else \
+                st.target if isinstance(st, ast.AnnAssign) else None
+            value = getattr(st, "value", None)
+            if isinstance(target, ast.Name) and isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                vals = [e.value for e in value.elts if isinstance(e, ast.Constant)]
+                if vals:
+                    out[target.id] = vals
+            elif isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+                vals = [k.value for k in value.keys if isinstance(k, ast.Constant)]
+                if vals:
+                    out[target.id] = vals
+    CONSTANTS.clear()
+    CONSTANTS.update(out)
+    return out
+
+
+def _const(node):
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        if name in CONSTANTS:
+            return list(CONSTANTS[name])
+    if isinstance(node, ast.Constant):
+        return [node.value]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, (int, float)):
+        return [-node.operand.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        vals = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        return vals or None
+    if isinstance(node, ast.Attribute) and node.attr.isupper():   # an enum member: Mode.NONE -> "NONE"
+        return [node.attr, node.attr.lower()]
+    return None
+
+
+def _cmp_values(op, consts: list, want: bool) -> list:
+    """Candidate values meeting ``x <op> consts`` (want True) or its negation (want False), best first."""
+    c = consts[0]
+    num = isinstance(c, (int, float)) and not isinstance(c, bool)
+    if isinstance(op, (ast.In, ast.NotIn)):
+        inside = isinstance(op, ast.In) == want
+        return list(consts) if inside else ["__none_of__"] + [v for v in (-1, 0, 99) if v not in consts]
+    if isinstance(op, (ast.Is, ast.IsNot)):
+        is_ = isinstance(op, ast.Is) == want
+        return [c] if is_ else ["__set__"]
+    if num:
+        gt = {ast.Gt: c + 1, ast.GtE: c, ast.Lt: c - 1, ast.LtE: c, ast.Eq: c, ast.NotEq: c + 1}
+        lt = {ast.Gt: c, ast.GtE: c - 1, ast.Lt: c, ast.LtE: c + 1, ast.Eq: c + 1, ast.NotEq: c}
+        best = (gt if want else lt).get(type(op), c)
+        return list(dict.fromkeys([best, c, c + 1, c - 1, 0, -1]))
+    if isinstance(op, ast.Eq) == want or isinstance(op, ast.NotEq) != want:
+        return list(consts)
+    return ["__other__"] + (list(consts) if isinstance(c, bool) else [])
+
+
+def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
+    """The knobs of one condition; ``want``: the site needs it true."""
+    out: list = []
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test_knobs(test.operand, not want)
+    if isinstance(test, ast.BoolOp):
+        for v in test.values:
+            out += test_knobs(v, want)
+        return out
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left, op, right = test.left, test.ops[0], test.comparators[0]
+        for a, b, flip in ((left, right, False), (right, left, True)):
+            ch, consts = chain_of(a), _const(b)
+            if ch and consts is not None:
+                if flip and isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+                    op = {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Lt: ast.Gt, ast.LtE: ast.GtE}[type(op)]()
+                if isinstance(op, (ast.In, ast.NotIn)) and flip:   # "x" in self.y: y a list/str containing x
+                    return [(ch, [consts[0], [consts[0]]], want)]
+                return [(ch, _cmp_values(op, consts, want), want)]
+        if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len" and left.args:
+            ch = chain_of(left.args[0])
+            consts = _const(right)
+            if ch and consts and isinstance(consts[0], int):
+                return [(ch, ["__len__%d" % v for v in _cmp_values(op, consts, want)[:2]], want)]
+        for side in (left, right):   # x > self.y: both names, values of their type
+            ch = chain_of(side)
+            if ch:
+                out.append((ch, [], want))
+        return out
+    if isinstance(test, ast.Call):
+        fn = test.func
+        fname = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+        ch = chain_of(test)
+        if ch and ch[0] == "envs":
+            return [(ch, ["1", "true"] if want else ["0", None], want)]
+        if fname in ("isinstance", "hasattr", "callable") and test.args:
+            ch = chain_of(test.args[0])
+            return [(ch, [], want)] if ch else []
+        if ch:   # x.startswith("y")
+            strs = [a.value for a in test.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            return [(ch, strs if want else ["__other__"], want)]
+        for a in test.args:   # is_deepseek_nsa(hf_config), _is_hybrid(model_config): the argument's knobs
+            c = chain_of(a)
+            if c:
+                out.append((c, [], want))
+        if isinstance(fn, ast.Attribute):   # self.model_config.is_hybrid(): a predicate of the config object
+            c = chain_of(fn)
+            if c:
+                out.append((c, [True, False] if want else [False, True], want))
+        return out
+    ch = chain_of(test)
+    if ch:
+        return [(ch, [True, 1, "1"] if want else [False, 0, None], want)]
+    return out
+
+
+def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs of the ``if``/``while`` tests on ``chain`` (reachability._enclosing: module -> statement) and, when the
+    statement is an ``assert``, of its test (refused when false)."""
+    out = []
+    for parent, child in zip(chain, chain[1:]):
+        if isinstance(parent, (ast.If, ast.While)):
+            out += test_knobs(parent.test, any(child is x for x in parent.body))
+        elif isinstance(parent, ast.IfExp):
+            out += test_knobs(parent.test, child is parent.body)
+    last = chain[-1] if chain else None
+    if isinstance(last, ast.Assert):
+        out += test_knobs(last.test, False)
+    return out
+
+
+def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs that keep a line away from the raise at the end of ``chain`` (a site that refused a line before it got
+    to the one it was made for): the innermost ``if`` test around it wanted the other way, or the assert's test
+    wanted true."""
+    last = chain[-1] if chain else None
+    if isinstance(last, ast.Assert):
+        return test_knobs(last.test, True)
+    for parent, child in reversed(list(zip(chain, chain[1:]))):
+        if isinstance(parent, ast.If):
+            return test_knobs(parent.test, not any(child is x for x in parent.body))
+    return []
+
+
+def validator_rename(chain: list[ast.AST], knobs: list) -> list:
+    """Inside a pydantic field validator (``@field_validator("mode", ...)``, ``@validator("x")``) the value parameter
+    is the field: its knobs become ``self.<field>``'s (the first field named)."""
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return knobs
+    field = None
+    for d in fn.decorator_list:
+        if isinstance(d, ast.Call) and ast.unparse(d.func).split(".")[-1] in ("field_validator", "validator") and \
+                d.args and isinstance(d.args[0], ast.Constant) and isinstance(d.args[0].value, str):
+            field = d.args[0].value
+            break
+    params = [a.arg for a in fn.args.args if a.arg not in ("self", "cls")]
+    if field is None or not params:
+        return knobs
+    return [((("self", field) + tuple(c[1:])) if c and c[0] == params[0] else c, v, w) for c, v, w in knobs]
+
+
+def call_knobs(tree: ast.AST, name: str, enclosing) -> list[list[tuple[tuple, list, bool]]]:
+    """For every call of ``name`` (a function, method or class) in ``tree``: the knobs of the branches around it."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            n = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+            if n == name:
+                out.append(path_knobs(enclosing(tree, node.lineno)))
+    return out
+
+
+ARCH_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*(ForCausalLM|ForConditionalGeneration|Model|LMHeadModel|ForSequenceClassification|"
+                     r"ForEmbedding|ForRewardModel|MTP|Eagle3?|NextN|Draft\w*)$")
+
+
+def registry_knobs(tree: ast.AST, line: int) -> list[tuple[tuple, list, bool]]:
+    """A function registered for model architectures (SGLang's ``@_register_for("DeepseekV4ForCausalLM")``
+    overrides, any decorator whose string arguments are architecture names): entered only for a config.json whose
+    ``architectures`` names one of them."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or 0):
+            names = [a.value for d in node.decorator_list if isinstance(d, ast.Call) for a in d.args
+                     if isinstance(a, ast.Constant) and isinstance(a.value, str) and ARCH_RE.match(a.value)]
+            if names:
+                return [(("hf_config", "architectures"), names, True)]
+    return []
+
+
+# ----------------------------------------------------------------------------- chain -> command line
+
+
+def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], site_cls: str | None,
+            engine: str) -> tuple[str, object] | None:
+    """("env", NAME) | ("hf", field) | ("flag", dest) | ("json", (dest, key path)) | None."""
+    for c in chain:
+        if ENV_RE.match(c):
+            return "env", c
+    names = [c for c in chain if c not in ("self", "cls")]
+    if not names:
+        return None
+    for i, c in enumerate(names):
+        if c in HF_NAMES and i + 1 < len(names):
+            return "hf", names[i + 1]
+    last = names[-1]
+    if last in ("hf_config", "architectures", "architecture") or last.startswith("is_") and \
+            any(c in ("model_config", "hf_config") for c in names):
+        return "hf", "architectures" if last.startswith("arch") else last
+    for i, c in enumerate(names[:-1]):
+        if c in json_opts:
+            return "json", (c, tuple(names[i + 1:]))
+    if last in dests:
+        return "flag", last
+    if chain[0] == "self" and len(names) == 1 and site_cls:
+        opt = json_opts.get(_snake(site_cls))
+        if opt:
+            return "json", (_snake(site_cls), (last,))
+    return None
+
+
+def _snake(name: str) -> str:
+    """SpeculativeConfig -> speculative_config, EPLBConfig -> eplb_config."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+# ----------------------------------------------------------------------------- config classes' fields
+
+
+def class_fields(trees) -> dict[str, dict[str, ast.AST]]:
+    """Class name -> its annotated fields (dataclass / pydantic style ``name: annotation [= default]``)."""
+    out: dict[str, dict[str, ast.AST]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                f = {st.target.id: st.annotation for st in node.body
+                     if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
+                     and not ast.unparse(st.annotation).startswith("ClassVar")}
+                if f:
+                    out.setdefault(node.name, {}).update(f)
+    return out
+
+
+def class_defaults(trees) -> dict[str, dict[str, ast.AST]]:
+    """Class name -> field -> its default expression (``Field(default=..., gt=0)`` carries pydantic's bounds)."""
+    out: dict[str, dict[str, ast.AST]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for st in node.body:
+                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+                        out.setdefault(node.name, {})[st.target.id] = st.value
+    return out
+
+
+def field_bounds(defaults: dict, dest: str, path: tuple[str, ...], fields: dict) -> dict[str, float]:
+    """pydantic bounds (gt/ge/lt/le) of the last field of ``path`` in the JSON option's class, from its
+    ``Field(...)`` default."""
+    cls = next((c for c in fields if _snake(c) == dest), None)
+    for p in path[:-1]:
+        ann = fields.get(cls, {}).get(p) if cls else None
+        names = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in fields] if ann is not None else []
+        cls = names[0] if names else None
+    value = defaults.get(cls, {}).get(path[-1]) if cls else None
+    out = {}
+    if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] == "Field":
+        for kw in value.keywords:
+            if kw.arg in ("gt", "ge", "lt", "le") and isinstance(kw.value, ast.Constant) and \
+                    isinstance(kw.value.value, (int, float)):
+                out[kw.arg] = kw.value.value
+    return out
+
+
+def within_bounds(values: list, bounds: dict) -> list:
+    """The numeric values a field's bounds admit (pydantic refuses the rest before any check of the release)."""
+    def ok(v):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return True
+        return all((k != "gt" or v > b) and (k != "ge" or v >= b) and (k != "lt" or v < b) and (k != "le" or v <= b)
+                   for k, b in bounds.items())
+    return [v for v in values if ok(v)]
+
+
+def field_annotation(fields: dict, dest: str, path: tuple[str, ...]):
+    """The annotation of ``path`` inside the config class of JSON option ``dest`` (nested config classes followed
+    through their annotations), or None when a name on the path is not a field."""
+    cls = next((c for c in fields if _snake(c) == dest), None)
+    ann = None
+    for i, p in enumerate(path):
+        if cls is None or p not in fields.get(cls, {}):
+            return None
+        ann = fields[cls][p]
+        names = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in fields]
+        cls = names[0] if names else None
+    return ann
+
+
+def type_aliases(trees) -> dict[str, ast.AST]:
+    """Module-level ``Name = Literal[...]`` / ``Name: TypeAlias = ...`` aliases (``SpeculativeMethod``)."""
+    out = {}
+    for tree in trees:
+        for st in getattr(tree, "body", []):
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and \
+                    isinstance(st.value, (ast.Subscript, ast.BinOp)):
+                out[st.targets[0].id] = st.value
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None and \
+                    "TypeAlias" in ast.unparse(st.annotation):
+                out[st.target.id] = st.value
+    return out
+
+
+def annotation_values(ann, aliases: dict | None = None, _depth: int = 0) -> list:
+    """Values a field's annotation takes: a Literal's values (through module-level aliases), True/False for bool,
+    edge ints/floats, None when optional."""
+    text = ast.unparse(ann)
+    vals: list = []
+    for n in ast.walk(ann):
+        if aliases and _depth < 4 and isinstance(n, ast.Name) and n.id in aliases:
+            vals += [v for v in annotation_values(aliases[n.id], aliases, _depth + 1) if v not in vals]
+        if isinstance(n, ast.Subscript) and ast.unparse(n.value).endswith("Literal"):
+            sl = n.slice
+            elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+            vals += [e.value for e in elts if isinstance(e, ast.Constant)]
+    if re.search(r"\bbool\b", text):
+        vals += [True, False]
+    if re.search(r"\bint\b|PositiveInt|NonNegativeInt", text):
+        vals += [0, 1, 2, -1, 8]
+    if re.search(r"\bfloat\b", text):
+        vals += [0.0, 0.5, 1.0, -1.0]
+    if "None" in text or "Optional" in text:
+        vals.append(None)
+    return vals
+
+
+def fits_values(value, typed: list) -> bool:
+    """Whether ``value`` is of a kind the annotation's values are (an int for ints, one of a Literal's strings)."""
+    if value in typed and type(value) in {type(t) for t in typed}:
+        return True
+    kinds = {type(t) for t in typed if t is not None}
+    if isinstance(value, str):
+        return False   # a str field with Literal values takes one of them; a plain str field has no typed values
+    return type(value) in kinds

@@ -1,0 +1,667 @@
+"""A coverage-driven corpus (issue 31 item 1): lines synthesized for the raise sites of a release's validation code
+the corpus has not reached yet, judged with coverage on, kept when they reach a new site.
+
+  python3 -m tools.engine_oracle.synth --release vllm-0.33.0 --seed 7919 [--base 60] [--rounds 3] \\
+      [--budget 120] [--per-site 2] [--product] [--out bench/results/raise-sites-vllm-0.33.0-synth-seed7919.json]
+
+Round 0 judges the seed lines and ``--base`` lines of the random corpus (tools/engine_oracle/corpus.py ``generate``,
+exploring any parser option). Each later round takes the sites still unreached that reachability.py classes
+reachable, entered functions first, and writes up to ``--per-site`` candidate lines for each (at most ``--budget``
+per round): the knobs of the site's guarding conditions (tools/engine_oracle/knobs.py: the attributes, env vars and
+config.json fields its ``if`` tests read and the constants they compare with), or, for a function never entered,
+those of the branches around its callers, set on a line that entered the function (or a caller) when one did, else
+on a seed line. A config.json field is set in a copy of the line's model directory (the oracle and the product both
+read that copy). Each line's coverage is its own data file (one forked child per judged line), so a line is kept
+(greedy, in judging order) when it reaches a site no kept line reached. ``--product``: gpustack-k3's verdict on every
+judged line (tools/engine_oracle/product.py): misses (the release refuses, the product passes) and false refusals
+(the release accepts, the product refuses), each with the line's target site and where the release raised.
+Deterministic for a seed (the candidate choices; the verdicts are the release's).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gpustack_k3.oracle.judge import RELEASES, cpu_python
+from tools.engine_oracle import knobs as K
+from tools.engine_oracle.corpus import _flag_value, _json_of, drop_flag, generate, parser_options, seed_lines, set_flag
+from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
+from tools.engine_oracle.reachability import _enclosing, _Index, classify
+
+_READ = r"""
+import json, sys
+import coverage
+out = {}
+for f in json.load(sys.stdin):
+    d = coverage.CoverageData(basename=f)
+    d.read()
+    out[f] = {s: sorted(d.lines(s) or []) for s in d.measured_files()}
+print(json.dumps(out))
+"""
+
+
+def read_data_files(paths: list[str], cwd: str) -> dict[str, dict[str, list[int]]]:
+    """Executed lines per source file of each coverage data file (coverage.py's CoverageData, in the oracle's
+    interpreter, which has coverage installed)."""
+    if not paths:
+        return {}
+    res = subprocess.run([str(cpu_python()), "-I", "-c", _READ], input=json.dumps(paths), capture_output=True,
+                         text=True, cwd=cwd, check=True)
+    return json.loads(res.stdout)
+
+
+class Synth:
+    def __init__(self, release: str, seed: int, data_dir: Path, product: bool = False):
+        """One release's raise sites, its parser's options, and an oracle measuring coverage (``with``)."""
+        self.release, self.seed = release, seed
+        self.engine, self.version, _w = RELEASES[release]
+        self.rnd = random.Random(f"synth:{release}:{seed}")
+        self.root = _root(release)
+        self.files = validation_files(release, self.root)
+        self.sites = raise_sites(self.files)
+        self.data_dir = data_dir
+        self.variants = data_dir / "models"
+        self.records: list[dict] = []
+        self.product = product
+        opts = parser_options(release)
+        self.dests = {o["dest"]: o for o in opts}
+        from gpustack_k3.catalog.loader import DATA
+
+        dump = DATA / "engines" / f"{self.engine}-{self.version}-options.json"
+        allopts = json.loads(dump.read_text())["parser"]["options"] if dump.is_file() else []
+        self.json_opts = {o["dest"]: o for o in allopts if o.get("flags") and _is_json(o)}
+        self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
+        self.fields = K.class_fields(self.trees.values())
+        self.defaults = K.class_defaults(self.trees.values())
+        K.learn_constants(self.trees.values())
+        self.aliases_t = K.type_aliases(self.trees.values())
+        self.index = _Index([Path(f) for f in self.files])
+        self._oracle = None
+        self.aliases: dict[str, str] = {}
+        self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
+        self.blockers: dict[str, list[int]] = {}
+        self.tried: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ judging
+    def __enter__(self):
+        from gpustack_k3.oracle.judge import Oracle
+
+        self._oracle = Oracle(self.release, coverage={"dir": str(self.data_dir), "include": [str(f) for f in self.files]})
+        self.aliases = dict(self._oracle.aliases)
+        return self
+
+    def __exit__(self, *exc):
+        if self._oracle is not None:
+            self._oracle.close()
+
+    def judge(self, lines: list[dict], round_no: int) -> list[dict]:
+        recs, pending = [], []
+        for line in lines:
+            before = set(os.listdir(self.data_dir))
+            hw = line["gpu_type"] if line["gpu_type"] != "cpu" else "b300"
+            ans = self._oracle.judge_line(line["argv"], line["env"], hw, line.get("gpus"))
+            new = sorted(f for f in set(os.listdir(self.data_dir)) - before if f.startswith(".coverage"))
+            rec = {"line": line, "verdict": ans.get("verdict"), "reason": ans.get("reason"),
+                   "message": (ans.get("message") or ans.get("detail") or "")[:300], "where": ans.get("where"),
+                   "round": round_no, "data": [str(self.data_dir / f) for f in new]}
+            recs.append(rec)
+            pending += rec["data"]
+        cov = read_data_files(pending, str(self.data_dir))
+        for rec in recs:
+            ex: dict[str, set] = {}
+            for d in rec.pop("data"):
+                for f, ls in (cov.get(d) or {}).items():
+                    ex.setdefault(f, set()).update(ls)
+            rec["executed"] = ex
+            rec["sites"] = {i for i, s in enumerate(self.sites) if s["line"] in ex.get(s["file"], ())}
+        self.records += recs
+        # what stopped a line short of its target: the site the release raised at, avoided by the next round
+        for rec in recs:
+            t, w = rec["line"].get("target"), rec.get("where")
+            if t and w and w != t and w in self.site_at:
+                self.blockers.setdefault(t, [])
+                if self.site_at[w] not in self.blockers[t]:
+                    self.blockers[t].append(self.site_at[w])
+        return recs
+
+    def executed(self) -> dict[str, set]:
+        out: dict[str, set] = {}
+        for r in self.records:
+            for f, ls in r["executed"].items():
+                out.setdefault(f, set()).update(ls)
+        return out
+
+    def reached(self) -> set[int]:
+        return set().union(*(r["sites"] for r in self.records)) if self.records else set()
+
+    # ------------------------------------------------------------------ synthesis
+    seed_json: dict = {}
+    seed_values: dict = {}
+
+    def learn_seeds(self, seeds: list[dict]) -> None:
+        """The JSON options' values on the presets' lines: a valid object per option, and per key the values the
+        presets give (a draft model's path, a method): what a key without a usable constant is set to first."""
+        self.seed_json, self.seed_values = {}, {}
+        for line in seeds:
+            for dest, o in self.json_opts.items():
+                v = _json_of(line["argv"], tuple(o["flags"]))
+                if v:
+                    self.seed_json.setdefault(dest, v)
+                    for k, x in v.items():
+                        vals = self.seed_values.setdefault(dest, {}).setdefault(k, [])
+                        if x not in vals:
+                            vals.append(x)
+    def _entered(self, rec: dict, file: str, def_line: int | None) -> bool:
+        return def_line is not None and def_line in rec["executed"].get(file, ())
+
+    def _callers(self, name: str) -> list[tuple[str, ast.AST]]:
+        return [(k[0], f["node"]) for k, f in self.index.funcs.items() if name in f["calls"] or name in f["attrs"]
+                and f["name"] != name]
+
+    def targets(self, classes: list[dict]) -> list[tuple[int, str]]:
+        """(site index, "entered"|"caller"|"cold") for the reachable sites not reached yet, entered first."""
+        out = {"entered": [], "caller": [], "cold": []}
+        reached = self.reached()   # the classes may predate the last round
+        for i, (s, c) in enumerate(zip(self.sites, classes)):
+            if c["class"] != "reachable" or i in reached:
+                continue
+            entered = any(self._entered(r, s["file"], s["def_line"]) for r in self.records)
+            if entered:
+                out["entered"].append(i)
+                continue
+            name = s["function"].split(".")[-1]
+            if name in ("__post_init__", "__init__") and "." in s["function"]:
+                name = s["function"].split(".")[-2]
+            callers = self._callers(name)
+            hot = any(any(self._entered(r, f, n.body[0].lineno) for r in self.records) for f, n in callers[:20])
+            out["caller" if hot else "cold"].append(i)
+        tried = getattr(self, "tried", {})
+        for v in out.values():
+            self.rnd.shuffle(v)
+            # sites never tried first, then those a blocker was learnt for (the next candidate avoids it)
+            v.sort(key=lambda i: (tried.get(i, 0), -len(self.blockers.get(self._where(i), []))))
+        return [(i, k) for k in ("entered", "caller", "cold") for i in out[k]]
+
+    def _where(self, i: int) -> str:
+        s = self.sites[i]
+        return f"{os.path.relpath(s['file'], self.root)}:{s['line']}"
+
+    def site_knob_sets(self, i: int) -> tuple[list, list]:
+        """(the knobs on the path to the raise, [the knobs around each call of its function])."""
+        s = self.sites[i]
+        tree = self.trees[s["file"]]
+        chain = _enclosing(tree, s["line"])
+        own = _merge(K.validator_rename(chain, K.path_knobs(chain)) + K.registry_knobs(tree, s["line"]))
+        name = s["function"].split(".")[-1]
+        if name in ("__post_init__", "__init__") and "." in s["function"]:
+            name = s["function"].split(".")[-2]
+        around = []
+        if s["function"] != "<module>":
+            for f, t in self.trees.items():
+                around += [_merge(k) for k in K.call_knobs(t, name, _enclosing) if k]
+        return own, around[:6]
+
+    def base_for(self, i: int, kind: str, seeds: list[dict], need_model: bool = False) -> dict:
+        s = self.sites[i]
+        pool = []
+        if kind == "entered":
+            pool = [dict(r["line"], _accepted=r["verdict"] == "accepted") for r in self.records
+                    if self._entered(r, s["file"], s["def_line"])]
+        elif kind == "caller":
+            name = s["function"].split(".")[-1]
+            if name in ("__post_init__", "__init__") and "." in s["function"]:
+                name = s["function"].split(".")[-2]
+            callers = self._callers(name)[:20]
+            pool = [dict(r["line"], _accepted=r["verdict"] == "accepted") for r in self.records
+                    if any(self._entered(r, f, n.body[0].lineno) for f, n in callers)]
+        # a line the release accepted whole: the knobs are then the only change, so what refuses it is the target
+        # (a refused line that entered the function may stop later at a check of its own)
+        pool = [p for p in pool if p.get("_accepted")] or pool
+        if need_model:   # a config.json field to set: a line naming a model directory (a shape's first)
+            pool = [p for p in pool if self._model_dir(p)]
+            seeds = [p for p in seeds if p.get("model_config") and self._model_dir(p)] or \
+                [p for p in seeds if self._model_dir(p)] or seeds
+        return self.rnd.choice(pool or seeds)
+
+    def apply(self, line: dict, knob, value, site_cls: str | None) -> tuple[dict, str] | None:
+        chain, _values, _want = knob
+        where = K.resolve(chain, set(self.dests), self.json_opts, site_cls, self.engine)
+        if where is None:
+            return None
+        kind, name = where
+        argv, env = list(line["argv"]), dict(line["env"])
+        if kind == "env":
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = "1" if value is True else "0" if value is False else \
+                    str(self.rnd.choice(["1", "0", "2"])) if isinstance(value, str) and value.startswith("__") \
+                    else str(value)
+            return dict(line, env=env), f"env:{name}"
+        if kind == "flag" and name in self.json_opts:
+            # a JSON option tested for being set: the presets' own value (a valid config) or none
+            flags = tuple(self.json_opts[name]["flags"])
+            if value in (None, False, 0):
+                return dict(line, argv=drop_flag(argv, flags)), f"flag:{name}=unset"
+            if _json_of(argv, flags) is not None:
+                return None
+            if not self.seed_json.get(name):
+                return None
+            return dict(line, argv=set_flag(argv, flags, json.dumps(self.seed_json[name]))), f"flag:{name}=preset"
+        if kind == "flag":
+            o = self.dests[name]
+            flags = tuple(o["flags"])
+            boolish = o["action"] in ("store_true", "store_false") or o.get("nargs") == 0
+            argv = drop_flag(argv, flags)
+            if value is None or (value is False and boolish and not o.get("negative")):
+                return dict(line, argv=argv), f"flag:{name}=unset"
+            if boolish:
+                neg = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
+                flag = (neg[0] if neg else None) if value in (False, 0) else o["flags"][0]
+                if flag is None:
+                    return dict(line, argv=argv), f"flag:{name}=unset"
+                return dict(line, argv=argv + [flag]), f"flag:{flag}"
+            allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
+            if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
+                    allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
+                # a value the parser would refuse before any config check: one of the option's own instead (within
+                # the bounds of the config field of that name, pydantic's Field(gt/ge/lt/le))
+                bounds = self._dest_bounds(name)
+                for _try in range(6):
+                    flag, v = _flag_value(o, self.rnd)
+                    try:
+                        num = float(v) if v is not None else None
+                    except ValueError:
+                        num = None
+                    if num is None or K.within_bounds([num], bounds):
+                        break
+            else:
+                flag = [f for f in o["flags"] if f.startswith("--")][0] if any(
+                    f.startswith("--") for f in o["flags"]) else o["flags"][0]
+                v = ("true" if value else "false") if isinstance(value, bool) and o.get("type") in ("bool", None) \
+                    and not o.get("choices") else json.dumps(value) if isinstance(value, (dict, list)) else str(
+                    int(value) if isinstance(value, bool) else value)
+            return dict(line, argv=argv + ([flag] if v is None else [flag, v])), f"flag:{name}={v}"
+        if kind == "json":
+            dest, path = name
+            o = self.json_opts[dest]
+            flags = tuple(o["flags"])
+            # the key must be a field of the option's config class (a method or derived attribute read by the
+            # condition is not something a line sets); its value one the field's annotation takes
+            ann = K.field_annotation(self.fields, dest, path)
+            if ann is None:
+                return None
+            typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
+                                    K.field_bounds(self.defaults, dest, path, self.fields))
+            seen = self.seed_values.get(dest, {}).get(path[-1], [])
+            if isinstance(value, str) and value.startswith("__") or typed and not K.fits_values(value, typed):
+                value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
+            cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or {}) if path != ("method",) else \
+                _json_of(argv, flags) or {}
+            obj = cur
+            for p in path[:-1]:
+                obj = obj.setdefault(p, {}) if isinstance(obj.get(p, {}), dict) else obj
+            obj[path[-1]] = value
+            return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}={json.dumps(value)[:40]}"
+        if kind == "hf":
+            return self._hf(line, name, self._plain(value)), f"hf:{name}"
+        return None
+
+    def _dest_bounds(self, dest: str) -> dict:
+        for cls, fs in self.defaults.items():
+            if dest in fs:
+                b = K.field_bounds(self.defaults, K._snake(cls), (dest,), self.fields)
+                if b:
+                    return b
+        return {}
+
+    def _plain(self, value):
+        if isinstance(value, str) and value.startswith("__len__"):
+            return [1] * max(0, int(value[7:]))
+        if isinstance(value, str) and value.startswith("__"):
+            return self.rnd.choice([0, 1, 2, -1, 8, True, "auto"])
+        return value
+
+    def _model_dir(self, line: dict) -> tuple[str, str] | None:
+        """(argv token naming the model, its directory)."""
+        cfg = line.get("model_config")
+        if not cfg and line.get("model"):
+            from tools.engine_oracle.product import model_config
+
+            cfg = model_config(line["model"])
+        if not cfg:
+            return None
+        d = str(Path(cfg).parent)
+        for tok in line["argv"]:
+            if self.aliases.get(tok) == d or tok == d:
+                return tok, d
+        return None
+
+    def _hf(self, line: dict, field: str, value) -> dict:
+        found = self._model_dir(line)
+        if found is None:
+            return line
+        tok, d = found
+        cfg = json.loads((Path(d) / "config.json").read_text())
+        if field == "architectures" and isinstance(value, str):
+            value = [value]
+        cfg[field] = value
+        if isinstance(cfg.get("text_config"), dict):
+            cfg["text_config"][field] = value
+        text = json.dumps(cfg, indent=1, sort_keys=True)
+        out = self.variants / hashlib.sha1(text.encode()).hexdigest()[:12]
+        if not out.is_dir():
+            out.mkdir(parents=True)
+            for p in Path(d).iterdir():
+                if p.name != "config.json" and p.is_file():
+                    shutil.copy(p, out / p.name)
+            (out / "config.json").write_text(text + "\n")
+        argv = [str(out) if t == tok else t for t in line["argv"]]
+        return dict(line, argv=argv, model_config=str(out / "config.json"))
+
+    def candidates(self, i: int, kind: str, seeds: list[dict], k: int) -> list[dict]:
+        own, around = self.site_knob_sets(i)
+        s = self.sites[i]
+        site_cls = s["function"].split(".")[0] if s["function"][:1].isupper() else None
+        out = []
+        dests, jsons = set(self.dests), self.json_opts
+        rel = os.path.relpath(s["file"], self.root)
+        avoid = []
+        for b in self.blockers.get(f"{rel}:{s['line']}", [])[-2:]:
+            bs = self.sites[b]
+            avoid += K.avoid_knobs(_enclosing(self.trees[bs["file"]], bs["line"]))
+        own = _merge(own + avoid)
+        for n in range(k):
+            knobs = list(own)
+            if kind != "entered" and around:
+                knobs += around[n % len(around)]
+            need_model = any((K.resolve(kn[0], dests, jsons, site_cls, self.engine) or ("",))[0] == "hf"
+                             for kn in knobs)
+            base = self.base_for(i, kind, seeds, need_model)
+            line, kinds = dict(base), []
+            for kn in knobs:
+                values = kn[1] or ["__type__"]
+                value = values[0] if n == 0 else self.rnd.choice(values)
+                if n > 1 and self.rnd.random() < 0.3:
+                    continue
+                got = self.apply(line, kn, value, site_cls)
+                if got:
+                    line, what = got
+                    kinds.append(what)
+            line.pop("_accepted", None)
+            if kinds:
+                out.append(dict(line, mutations=kinds, target=f"{rel}:{s['line']}", seed=base.get("seed", "")))
+        return out
+
+
+def _fits(o: dict, value) -> bool:
+    """Whether the parser takes ``value`` for an option of type int/float (anything for other types)."""
+    t = o.get("type")
+    rt = t.get("return_type") if isinstance(t, dict) else t
+    if rt == "int" or isinstance(t, dict) and "int" in str(t.get("fn")):
+        return isinstance(value, int) or isinstance(value, str) and value.lstrip("-").isdigit()
+    if rt == "float":
+        return isinstance(value, (int, float))
+    return True
+
+
+def _merge(knobs: list) -> list:
+    """One knob per chain (a name tested twice on the path: its candidate values merged, first test's first)."""
+    out: dict = {}
+    for chain, values, want in knobs:
+        if chain in out:
+            out[chain] = (chain, out[chain][1] + [v for v in values if v not in out[chain][1]], out[chain][2])
+        else:
+            out[chain] = (chain, list(values), want)
+    return list(out.values())
+
+
+def _is_json(o: dict) -> bool:
+    t = o.get("type")
+    return isinstance(t, dict) and (t.get("return_type") == "json" or "cls" in t or "dict" in json.dumps(t))
+
+
+def _key(line: dict) -> str:
+    return json.dumps([line["argv"], sorted(line["env"].items())])
+
+
+def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 120, per_site: int = 2,
+        product: bool = False, explore: float = 0.5, log=None) -> dict:
+    """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="oracle-synth-") as d:
+        with Synth(release, seed, Path(d), product) as sy:
+            seeds = [dict(s, mutations=[]) for s in seed_lines(release) if "argv" in s]
+            sy.learn_seeds(seeds)
+            # the presets' lines once each (their /no-parsers and /unnamed copies reach the same code) and ``base``
+            # mutated lines of the random corpus
+            first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
+            seen = {_key(x) for x in first}
+            sy.judge(first, 0)
+            history = [{"round": 0, "lines": len(first), "reached": len(sy.reached()),
+                        "seconds": round(time.monotonic() - t0, 1)}]
+            if log:
+                log(history[-1])
+            for rno in range(1, rounds + 1):
+                if rno == 1:   # the classes once (a classification costs ~10-20 s on a loaded box); the final
+                    # report classifies again with every line's coverage
+                    classes = classify(release, sy.sites, sy.executed(), sy.root, residue=None, files=sy.files,
+                                       callers=False)
+                todo = sy.targets(classes)
+                batch = []
+                for i, kind in todo:
+                    if len(batch) >= budget:
+                        break
+                    sy.tried[i] = sy.tried.get(i, 0) + 1
+                    for c in sy.candidates(i, kind, seeds, per_site):
+                        if _key(c) not in seen and len(batch) < budget:
+                            seen.add(_key(c))
+                            batch.append(c)
+                before = sy.reached()
+                sy.judge(batch, rno)
+                history.append({"round": rno, "targets": len(todo), "lines": len(batch),
+                                "reached": len(sy.reached()), "new": len(sy.reached() - before),
+                                "seconds": round(time.monotonic() - t0, 1)})
+                if log:
+                    log(history[-1])
+                if not batch:
+                    break
+            doc = report(sy, history, t0)
+            if product:
+                doc["product"] = product_verdicts(release, doc["judged"], doc.get("model_variants"))
+            doc["seconds"] = round(time.monotonic() - t0, 1)
+            return doc
+
+
+def report(sy: Synth, history: list[dict], t0: float) -> dict:
+    from tools.engine_oracle.reachability import summarize as summarize_classes
+
+    executed = sy.executed()
+    classes = classify(sy.release, sy.sites, executed, sy.root, files=sy.files)
+    kept, union = [], set()
+    for r in sy.records:
+        new = r["sites"] - union
+        if new:
+            union |= new
+            kept.append(r)
+    root = str(sy.root)
+
+    def where(i):
+        s = sy.sites[i]
+        return f"{os.path.relpath(s['file'], root)}:{s['line']}"
+
+    verdicts = {}
+    for r in sy.records:
+        verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+    by_round = {}
+    for r in kept:
+        by_round[r["round"]] = by_round.get(r["round"], 0) + 1
+    return {"release": sy.release, "seed": sy.seed, "judged_lines": len(sy.records), "kept_lines": len(kept),
+            "kept_by_round": by_round, "rounds": history, "verdicts": verdicts,
+            "reachability": summarize_classes(sy.release, classes), "sites": classes,
+            "corpus": [{"argv": r["line"]["argv"], "env": r["line"]["env"], "model": r["line"].get("model"),
+                        "model_config": r["line"].get("model_config"), "gpu_type": r["line"]["gpu_type"],
+                        "gpus": r["line"].get("gpus"), "mutations": r["line"].get("mutations"),
+                        "target": r["line"].get("target"), "round": r["round"], "verdict": r["verdict"],
+                        "new_sites": sorted(where(i) for i in r["sites"])} for r in kept],
+            "judged": [judged_record(sy, r) for r in sy.records],
+            # the config.json copies the lines name (their directory dies with the run): --product-from restores them
+            "model_variants": {str(p): json.loads(p.read_text()) for p in sorted(sy.variants.glob("*/config.json"))}
+            if sy.variants.is_dir() else {},
+            "executed_lines": {os.path.relpath(f, root): sorted(v) for f, v in executed.items()}}
+
+
+def judged_record(sy: Synth, r: dict) -> dict:
+    line = r["line"]
+    root = str(sy.root)
+    return {"argv": line["argv"], "env": line["env"], "model": line.get("model"),
+            "model_config": line.get("model_config"), "gpu_type": line["gpu_type"], "gpus": line.get("gpus"),
+            "target": line.get("target"), "mutations": line.get("mutations"), "round": r["round"],
+            "verdict": r["verdict"], "reason": r.get("reason"), "where": r.get("where"), "message": r["message"],
+            "raise_sites_run": sorted(f"{os.path.relpath(sy.sites[i]['file'], root)}:{sy.sites[i]['line']}"
+                                      for i in r["sites"] if sy.sites[i]["kind"] == "raise")}
+
+
+def product_verdicts(release: str, judged: list[dict], variants: dict | None = None) -> dict:
+    """gpustack-k3's verdict (tools/engine_oracle/product.py check_args) on every decidable judged line of a report:
+    misses (the release refuses, the product passes) and false refusals (the release accepts, the product refuses),
+    each with the site the line was made for (``target``), where the release raised (``engine_where``) and the raise
+    sites the line ran."""
+    from tools.engine_oracle import product as P
+
+    engine, version, _w = RELEASES[release]
+    t0 = time.monotonic()
+    misses, false_refusals, runtime_only = [], [], []
+    counts = {"decidable": 0, "engine_refused": 0, "miss": 0, "false_refusal": 0, "runtime_only": 0, "agree": 0,
+              "model_config_gone": 0}
+    runtime_rules = _runtime_only_rules()
+    with tempfile.TemporaryDirectory(prefix="synth-variants-") as vd:
+        restored = _restore_variants(variants or {}, Path(vd))
+        for r in judged:
+            if r["verdict"] not in ("accepted", "refused"):
+                continue
+            r = _remap(r, restored)
+            if r.get("model_config") and not Path(r["model_config"]).is_file():
+                # a config.json copy of a report written before the copies were kept in it: not re-checkable
+                counts["model_config_gone"] += 1
+                continue
+            _check_one(P, engine, version, r, counts, misses, false_refusals, runtime_only, runtime_rules)
+    counts["miss_rate_of_decidable"] = round(counts["miss"] / counts["decidable"], 4) if counts["decidable"] else None
+    by_site: dict[str, int] = {}
+    for m in misses:
+        k = m.get("where") or m.get("target") or "?"
+        by_site[k] = by_site.get(k, 0) + 1
+    return {"how": "tools/engine_oracle/product.py check_args (the check-args command in-process) on every decidable "
+                   "judged line of the report; a refusal by runtime-only rules alone (bench/oracle_differential.py "
+                   "runtime_only_rules) is counted apart, as the differential does", "seconds": round(time.monotonic() - t0, 1),
+            "counts": counts, "misses_by_engine_site": dict(sorted(by_site.items(), key=lambda kv: -kv[1])),
+            "misses": misses, "false_refusals": false_refusals, "runtime_only": runtime_only}
+
+
+def _runtime_only_rules() -> set[str]:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "oracle_differential.py"
+    spec = importlib.util.spec_from_file_location("_oracle_differential", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.runtime_only_rules()
+
+
+def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
+    """The report's config.json copies written again (their run's directory is gone): old dir -> new dir."""
+    out = {}
+    for old, cfg in variants.items():
+        d = into / Path(old).parent.name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
+        out[str(Path(old).parent)] = str(d)
+    return out
+
+
+def _remap(r: dict, restored: dict[str, str]) -> dict:
+    if not r.get("model_config") or not restored:
+        return r
+    old = str(Path(r["model_config"]).parent)
+    if old not in restored:
+        return r
+    new = restored[old]
+    return dict(r, model_config=str(Path(new) / "config.json"), argv=[new if t == old else t for t in r["argv"]])
+
+
+def _check_one(P, engine, version, r, counts, misses, false_refusals, runtime_only, runtime_rules) -> None:
+    """The product's verdict on one judged line, counted and listed."""
+    pv = P.check_args(engine, version, r)
+    counts["decidable"] += 1
+    counts["engine_refused"] += r["verdict"] == "refused"
+    item = {k: r.get(k) for k in ("argv", "env", "model", "model_config", "target", "mutations", "where",
+                                  "message", "raise_sites_run")}
+    if r["verdict"] == "refused" and pv["verdict"] == "pass":
+        counts["miss"] += 1
+        misses.append(item)
+    elif r["verdict"] == "accepted" and pv["verdict"] != "pass":
+        rec = {**item, "product_rules": pv.get("rules"), "product_message": pv.get("message")}
+        if pv.get("rules") and set(pv["rules"]) <= runtime_rules:
+            counts["runtime_only"] += 1
+            runtime_only.append(rec)
+        else:
+            counts["false_refusal"] += 1
+            false_refusals.append(rec)
+    else:
+        counts["agree"] += 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="a coverage-driven corpus for a release's raise sites (JSON report)")
+    ap.add_argument("--release", choices=sorted(RELEASES), help="required unless --product-from")
+    ap.add_argument("--seed", type=int, default=7919)
+    ap.add_argument("--base", type=int, default=10,
+                    help="mutated lines of the random corpus (corpus.generate) judged first, beside the presets' lines")
+    ap.add_argument("--explore", type=float, default=0.5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=int, default=120, help="candidate lines judged per round at most")
+    ap.add_argument("--per-site", type=int, default=2, help="candidate lines per target site and round")
+    ap.add_argument("--product", action="store_true", help="gpustack-k3's verdict on every judged line (misses)")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--product-from", type=Path, metavar="REPORT",
+                    help="no judging: (re)compute the product's verdicts on the judged lines of a report written by "
+                         "--out (after the rules changed) and write them into it")
+    a = ap.parse_args(argv)
+    if a.product_from:
+        doc = json.loads(a.product_from.read_text())
+        doc["product"] = product_verdicts(doc["release"], doc["judged"], doc.get("model_variants"))
+        doc["product"]["command"] = "python3 -m tools.engine_oracle.synth --product-from " + str(a.product_from)
+        doc["product"]["at_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        a.product_from.write_text(json.dumps(doc, indent=1, default=sorted))
+        print(json.dumps(doc["product"]["counts"], indent=1))
+        return 0
+    if not a.release:
+        ap.error("--release is required (or --product-from REPORT)")
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
+              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    doc = {"command": "python3 -m tools.engine_oracle.synth " + " ".join(sys.argv[1:] if argv is None else argv),
+           "code_commit": commit or None, "started_utc": started,
+           "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **doc}
+    if a.out:
+        a.out.write_text(json.dumps(doc, indent=1, default=sorted))
+    short = {k: v for k, v in doc.items() if k not in ("sites", "corpus", "executed_lines", "product")}
+    if "product" in doc:
+        short["product"] = doc["product"]["counts"]
+    print(json.dumps(short, indent=1, default=sorted))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
