@@ -3,6 +3,8 @@ rule fired in the differential. Writes gpustack_k3/catalog/data/rule_oracle.yaml
 
   python3 bench/oracle_differential.py --out /tmp/diff.jsonl > /tmp/diff.json
   python3 -m tools.engine_oracle.coverage --from /tmp/diff.jsonl [--summary /tmp/diff.json] [--check]
+  python3 -m tools.engine_oracle.coverage --from /tmp/diff-034.jsonl --summary /tmp/diff-034.json --merge
+      # one release's run: its entries added to (or replacing) that release's in the committed record
 
 Per rule and release, ``status`` is one of:
 - ``agrees``: the rule refused lines and the release's own code refused every decidable one of them, at least one
@@ -99,6 +101,35 @@ def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
                                  for rel in releases if rel in seen[x]} for x in extra}}
 
 
+def merge(old: dict, new: dict, meta: dict) -> dict:
+    """``new`` (this run's record) over ``old`` (the committed one): the releases this run judged are this run's;
+    every other release keeps its entries and the old run's header (``from``); this run's header is listed under
+    ``merged`` with the releases it gave. A rule only the old record names (gone from the registry) is dropped."""
+    ran = set(new["releases"])
+    kept = [rel for rel in old.get("releases") or [] if rel not in ran]
+    out = dict(new)
+    out["from"] = old.get("from") or {}
+    out["merged"] = [m for m in old.get("merged") or [] if set(m.get("releases") or []) - ran] + [
+        {**meta, "releases": sorted(ran)}]
+    out["releases"] = sorted(ran | set(kept))
+    rules = {}
+    for rid, entry in new["rules"].items():
+        prev = ((old.get("rules") or {}).get(rid) or {}).get("releases") or {}
+        per = {rel: prev[rel] for rel in kept if rel in prev}
+        per.update(entry["releases"])
+        rules[rid] = {**entry, "releases": {rel: per[rel] for rel in sorted(per)}}
+    out["rules"] = rules
+    cli = {x: dict(v) for x, v in (old.get("cli_outcomes") or {}).items()}
+    for x, v in cli.items():
+        for rel in list(v):
+            if rel in ran:
+                del v[rel]
+    for x, v in (new.get("cli_outcomes") or {}).items():
+        cli.setdefault(x, {}).update(v)
+    out["cli_outcomes"] = {x: v for x, v in cli.items() if v}
+    return out
+
+
 def render(doc: dict) -> str:
     import yaml
 
@@ -113,6 +144,9 @@ def main(argv=None) -> int:
     ap.add_argument("--from", dest="src", type=Path, required=True, help="bench/oracle_differential.py --out FILE")
     ap.add_argument("--summary", type=Path, help="the bench's JSON summary (seed, sizes) for the record's header")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the releases of the existing record (--out) this run did not judge (a run of one "
+                         "release adds or replaces that release's entries only)")
     a = ap.parse_args(argv)
     records = [json.loads(x) for x in a.src.read_text().splitlines() if x.strip()]
     meta = {"records": len(records)}
@@ -120,6 +154,10 @@ def main(argv=None) -> int:
         s = json.loads(a.summary.read_text())
         meta.update(seed=s.get("seed"), lines_per_release=s.get("lines_per_release"), pairs=s.get("pairs"))
     doc = build(records, registry(), meta)
+    if a.merge and a.out.is_file():
+        import yaml
+
+        doc = merge(yaml.safe_load(a.out.read_text()) or {}, doc, meta)
     tmp = a.out.with_suffix(".tmp")
     tmp.write_text(render(doc))
     tmp.replace(a.out)
