@@ -48,7 +48,7 @@ _.get_all_device_numa_nodes, _._run_in_subprocess, _.is_available, _.get_device_
 _.current_device, _.is_initialized, _._current_platform, _.getsockname, _.__signature__
 # - the import stubs (stubs.py): importlib's loader and finder protocol, a stub module's __path__ and __version__,
 #   and the protocol methods of the stub object that stands for any attribute of a stubbed package
-_.create_module, _.exec_module, _.locate_file, _.find_distributions, _.__path__, _.__version__
+_.create_module, _.locate_file, _.find_distributions, _.__path__
 _.__getitem__, _.__setitem__, _.__delitem__, _.__contains__, _.__or__, _.__iter__, _.__len__, _.__bool__, _.__int__
 _.__index__, _.__float__, _.__get_pydantic_core_schema__, _.__enter__, _.__exit__
 

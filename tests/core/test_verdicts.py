@@ -444,7 +444,8 @@ def test_config_bounds_per_release():
 
     def hits(fraction, seqs, key="0.33.0", eplb=None):
         traits = cat.version("vllm", key).traits
-        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs), parallel=NS(eplb=eplb)),
+        r = NS(spec=NS(memory=NS(fraction=fraction), scheduling=NS(maxNumSeqs=seqs, maxModelLen=None),
+                        parallel=NS(eplb=eplb)),
                version=NS(key=key),
                trait=lambda name, default=None: traits.get(name, default))
         return [f for f, _m in check_vllm_config_bounds(r, None)]
