@@ -221,10 +221,6 @@ SAME_REASON = [
 
 @pytest.mark.parametrize("release, rule_id, where", SAME_REASON)
 def test_co_refusal_names_the_engines_reason(release, rule_id, where):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench.oracle_differential import right_reason
 
     from gpustack_k3.catalog import load_catalog
@@ -236,3 +232,22 @@ def test_co_refusal_names_the_engines_reason(release, rule_id, where):
     # right_reason reads every source of the rule (explain RULE -o json); the release's own must name the file
     assert where.split(":")[0].removeprefix("vllm/") in rule.source_for(engine, version), rule.source_for(engine, version)
     assert right_reason({"rules": [rule_id]}, {"stage": "create_engine_config", "where": where})
+
+
+# ------------------------------------------------------------------ an API-server-only DP node (dpLocal 0)
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.33.0"])
+def test_vllm_data_parallel_size_local_0_is_an_api_only_node(version):
+    # ParallelConfig.data_parallel_size_local: Field(default=1, ge=0) (config/parallel.py:158@0.34.0, :150@0.33.0):
+    # 0 local engines is the API-server-only node of a multi-node DP group (only headless refuses it,
+    # entrypoints/cli/serve.py:199-203@0.34.0). The engine oracle accepts this line on 0.34.0 (stage setup_server).
+    # Before: exit 2 (spec.parallel.dpLocal >= 1), and its ranks would have been counted as all of DP's.
+    code, doc = check_args("vllm", version, KIMI + ["-dp", "2", "--data-parallel-size-local", "0",
+                                                    "--data-parallel-address", "127.0.0.1"])
+    assert code == 0, doc
+
+
+def test_vllm_headless_data_parallel_size_local_0_still_refused_by_schema_or_rule():
+    # headless with no local engine is refused (entrypoints/cli/serve.py:202-203@0.34.0): not a false refusal to keep
+    code, doc = check_args("vllm", "0.34.0", KIMI + ["-dp", "2", "--data-parallel-size-local", "-1"])
+    assert code in (1, 2), doc

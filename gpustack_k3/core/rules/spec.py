@@ -753,7 +753,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
         base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
         if extra_arg_switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
             return within, f"{base} (one DP rank per process: external load balancing)"
-        if local:
+        if local is not None:   # 0: an API-server-only node (config/parallel.py:158@0.34.0 ge=0)
             return within * local, f"{base} x dpLocal {local}"
         if nnodes > 1:   # the world over the nodes; a TP group may itself span nodes (config/parallel.py:1054-1076)
             per = -(-dp * within // nnodes)

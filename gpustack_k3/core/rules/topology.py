@@ -113,6 +113,9 @@ def check_topology_dp_layout(t: Topology):
     for r in t.roles:
         if r.dp_local is None:
             continue
+        if r.dp_local == 0 and t.source != "document":
+            continue   # a command line's API-server-only node (vllm config/parallel.py:158@0.34.0 ge=0): its DP
+            #            ranks run on the group's other nodes, which the line does not show
         if r.dp_local > r.dp:
             yield r.field("parallel.dpLocal"), f"role {r.name}: dpLocal {r.dp_local} exceeds DP {r.dp}"
         elif r.dp != r.pods * r.dp_local:
