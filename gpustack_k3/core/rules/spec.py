@@ -469,7 +469,7 @@ def check_vllm_config_bounds(r, c):
     seqs = r.spec.scheduling.maxNumSeqs
     if declared and seqs is not None and seqs < 1:
         yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
-    max_len = r.spec.scheduling.maxModelLen
+    max_len = getattr(r.spec.scheduling, "maxModelLen", None)
     if declared and max_len is not None and max_len < 1:
         yield "spec.scheduling.maxModelLen", f"max_model_len {max_len} is below 1 on vLLM {r.version.key}"
     eplb = r.spec.parallel.eplb
