@@ -199,3 +199,55 @@ def test_vllm_033_dspark_draft_dcp_1_has_no_such_exemption():
     argv = KIMI + DCP8 + ["--attention-backend", "FLASHINFER_MLA"] + spec(**DSPARK, attention_backend="TRITON_MLA")
     code, doc = check_args("vllm", "0.33.0", argv)
     assert "vllm-dspark-dcp-backend" in errors(doc), doc
+
+
+# ------------------------------------------------------------------ co-refusals: the rule names the engine's reason
+
+# (release, the product's refusing rule, where the release raised) of co-refusals the held-out differentials (seeds
+# 6151 and 8087) counted as "refused for another reason" although the rule's reason is the engine's: the rule's
+# per-release source now cites the file the release raises in (bench/oracle_differential.py right_reason)
+SAME_REASON = [
+    ("vllm-0.33.0", "parallel-fits-node", "vllm/v1/engine/utils.py:476"),
+    ("vllm-0.34.0", "parallel-fits-node", "vllm/v1/engine/utils.py:476"),
+    ("vllm-0.11.0", "parallel-fits-node-at-launch", "vllm/v1/engine/utils.py:188"),
+    ("vllm-0.34.0", "spec-draft-method-mismatch", "vllm/v1/worker/gpu/spec_decode/speculator_config.py:418"),
+    ("vllm-0.33.0", "spec-draft-method-mismatch", "vllm/model_executor/models/registry.py:1249"),
+    ("vllm-0.11.0", "spec-draft-method-mismatch", "vllm/transformers_utils/config.py:138"),
+    ("vllm-0.34.0", "spec-mtp-needs-mtp-layers", "vllm/v1/worker/gpu/spec_decode/mtp/config.py:83"),
+    ("vllm-0.33.0", "topology-dp-layout", "vllm/config/parallel.py:546"),
+    ("vllm-0.11.0", "spec-method-unsupported", "vllm/engine/arg_utils.py:1109"),
+]
+
+
+@pytest.mark.parametrize("release, rule_id, where", SAME_REASON)
+def test_co_refusal_names_the_engines_reason(release, rule_id, where):
+    from bench.oracle_differential import right_reason
+
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules import RULES
+
+    engine, version = release.split("-", 1)
+    rule = RULES[rule_id]
+    assert (engine, version) in rule.versions(load_catalog()) or rule.family == "topology"
+    # right_reason reads every source of the rule (explain RULE -o json); the release's own must name the file
+    assert where.split(":")[0].removeprefix("vllm/") in rule.source_for(engine, version), rule.source_for(engine, version)
+    assert right_reason({"rules": [rule_id]}, {"stage": "create_engine_config", "where": where})
+
+
+# ------------------------------------------------------------------ an API-server-only DP node (dpLocal 0)
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.33.0"])
+def test_vllm_data_parallel_size_local_0_is_an_api_only_node(version):
+    # ParallelConfig.data_parallel_size_local: Field(default=1, ge=0) (config/parallel.py:158@0.34.0, :150@0.33.0):
+    # 0 local engines is the API-server-only node of a multi-node DP group (only headless refuses it,
+    # entrypoints/cli/serve.py:199-203@0.34.0). The engine oracle accepts this line on 0.34.0 (stage setup_server).
+    # Before: exit 2 (spec.parallel.dpLocal >= 1), and its ranks would have been counted as all of DP's.
+    code, doc = check_args("vllm", version, KIMI + ["-dp", "2", "--data-parallel-size-local", "0",
+                                                    "--data-parallel-address", "127.0.0.1"])
+    assert code == 0, doc
+
+
+def test_vllm_headless_data_parallel_size_local_0_still_refused_by_schema_or_rule():
+    # headless with no local engine is refused (entrypoints/cli/serve.py:202-203@0.34.0): not a false refusal to keep
+    code, doc = check_args("vllm", "0.34.0", KIMI + ["-dp", "2", "--data-parallel-size-local", "-1"])
+    assert code in (1, 2), doc

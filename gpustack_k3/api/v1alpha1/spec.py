@@ -143,8 +143,9 @@ class Parallel(_Strict):
     pp: int | None = Field(default=None, ge=1, le=64)
     dp: int | None = Field(default=None, ge=1, le=1024, description=(
         "Data parallel size: all DP ranks of one engine instance (across its pods)."))
-    dpLocal: int | None = Field(default=None, ge=1, le=64, description=(
-        "DP ranks per pod (vLLM --data-parallel-size-local); DP = pods per instance x dpLocal."))
+    dpLocal: int | None = Field(default=None, ge=0, le=64, description=(
+        "DP ranks per pod (vLLM --data-parallel-size-local); DP = pods per instance x dpLocal. 0: a node that runs "
+        "the API server only, no engine (vllm config/parallel.py:158@0.34.0 Field(ge=0))."))
     dpBackend: Literal["mp", "ray"] | None = Field(default=None, description="vLLM --data-parallel-backend.")
     dcp: int | None = Field(default=None, ge=1, le=64, description="Decode context parallel size (shards KV across TP ranks).")
     ep: int | None = Field(default=None, ge=1, le=1024, description="SGLang --ep-size.")

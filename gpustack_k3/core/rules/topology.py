@@ -106,12 +106,16 @@ def check_sglang_pd_fields_on_vllm(t: Topology):
       why="Every pod starts --data-parallel-size-local engines and the group waits for --data-parallel-size of them: "
           "with fewer the leader waits forever, with more the extra ranks are refused.",
       fix="Set parallel.dp = podsPerInstance x parallel.dpLocal.",
-      source="vllm engine/arg_utils.py:2484-2511@0.33.0",
+      source="vllm engine/arg_utils.py:2484-2511@0.33.0; config/parallel.py:544-548@0.33.0 (dpLocal above DP)",
+      sources={"vllm 0.34.0": "vllm config/parallel.py:582-586@0.34.0 (dpLocal above DP)"},
       no_cel=NO_CEL)
 def check_topology_dp_layout(t: Topology):
     for r in t.roles:
         if r.dp_local is None:
             continue
+        if r.dp_local == 0 and t.source != "document":
+            continue   # a command line's API-server-only node (vllm config/parallel.py:158@0.34.0 ge=0): its DP
+            #            ranks run on the group's other nodes, which the line does not show
         if r.dp_local > r.dp:
             yield r.field("parallel.dpLocal"), f"role {r.name}: dpLocal {r.dp_local} exceeds DP {r.dp}"
         elif r.dp != r.pods * r.dp_local:
