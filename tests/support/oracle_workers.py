@@ -33,10 +33,20 @@ def started_together(get: Callable[[str], object], releases: Iterable[str]) -> I
     what it started, so the tests' own calls find the workers running. A release that cannot start is left to the
     test that asks for it (``get`` raises there again: a skip on a developer machine, a failure under CI=true)."""
     from gpustack_k3.oracle import models
+    from gpustack_k3.oracle.judge import RELEASES, worker_config
+    from gpustack_k3.oracle.warmup import seed_lines
 
-    # every Oracle start (re)writes the model directories whose content differs: once here, so the concurrent
-    # starts find them written and only read them
+    releases = list(dict.fromkeys(releases))   # once each: get() is not safe for one release twice at once
+    # What a start computes in this process, once here first, in this thread: every Oracle start (re)writes the model
+    # directories whose content differs (the concurrent starts then only read them), and the product's first-use
+    # set-up is not for two threads at once (a catalog start-up cache miss makes its types dataclasses in place,
+    # gpustack_k3/catalog/loader.py _as_dataclasses: a second thread validating meanwhile saw "Field required").
     models.write_models()
+    for release in releases:
+        if release in RELEASES:
+            with contextlib.suppress(Exception):   # a release that cannot start: its test says why
+                worker_config(release)
+            seed_lines(release)
     started: list = []
 
     def start(release: str) -> None:
@@ -46,7 +56,7 @@ def started_together(get: Callable[[str], object], releases: Iterable[str]) -> I
             pass
 
     with ThreadPoolExecutor(STARTS_AT_ONCE) as pool:
-        list(pool.map(start, list(dict.fromkeys(releases))))   # once each: get() is not safe for one release twice
+        list(pool.map(start, releases))
     try:
         yield
     finally:
