@@ -9,7 +9,12 @@ repository (``--fast``: the unit tiers only, every marker of a tier that needs a
 report beside PATH (``<stem>.unit.xml``, ``<stem>.tiers.xml``), merged into PATH as one report with two
 test suites: first the unit tiers on N pytest-xdist workers (``-n N``: CPU-bound, isolated by tmp dirs and free
 ports), then the tiers that need a tool or service in one serial process (real engines, dockerd and GPUStack
-share the 2 cores and must not start side by side; ``--fast`` leaves this run out). A ``-m EXPR`` among ARGS
+share the 2 cores and must not start side by side; ``--fast`` leaves this run out). ``--overlap``: three runs. The unit run
+starts together with the serial run of the prepared tiers other than the engine tiers (docker, GPUStack, helm,
+predict, ...: mostly waiting on a daemon or a server, or one process on one core), the unit run at a lower CPU
+priority (``--unit-nice N``, default 5), its output in ``<stem>.unit.log``, printed when it ends so the runs'
+lines do not interleave; when both have ended, the engine tiers (``engine``, ``engine_oracle``: several engine
+processes at once, start-up and side-channel timeouts) run serially alone, as before (``<stem>.engines.xml``). A ``-m EXPR`` among ARGS
 narrows each run (``-m "(tier's) and (EXPR)"``); with ``-x``/``--exitfirst`` a failing first run ends the gate.
 
 Then it fails (exit 1) when
@@ -54,8 +59,14 @@ PREPARED_TIERS = ("docker", "engine", "engine_wheels", "gpustack", "helm", "tool
                   "upstream_crds", "predict", "engine_oracle")
 UNIT_ONLY = " and ".join(f"not {m}" for m in PREPARED_TIERS)
 PREPARED_ONLY = " or ".join(PREPARED_TIERS)   # the complement of UNIT_ONLY: every test is in exactly one run
+# --overlap: the prepared tiers split in two. The engine tiers (several vLLM processes at once; the P/D case's NIXL
+# threads spin on both cores; side-channel and start-up timeouts) run alone, as before; the others beside the unit run.
+ENGINE_TIERS = ("engine", "engine_oracle")
+ENGINES_ONLY = " or ".join(ENGINE_TIERS)
+OTHER_PREPARED_ONLY = f"({PREPARED_ONLY}) and not ({ENGINES_ONLY})"
 NO_TESTS = 5   # pytest's exit code when it collected nothing
 RUN_MARKER = "GPUSTACK_K3_TESTGATE_RUN"   # in the environment of every process a run starts
+UNIT_NICE = 5   # --overlap: the unit run's niceness (weight 335 against the tiers' 1024: they keep ~75 % of a contended core)
 GRACE_S = 5.0   # a process may take this long to go after the run ended (a server's shutdown) before it counts
 
 
@@ -206,11 +217,13 @@ def tree_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One pytest run of the gate: its label, the tier expression it selects (None: ARGS as given), its
-    pytest-xdist workers (0: no xdist) and where it writes its JUnit report."""
+    pytest-xdist workers (0: no xdist), where it writes its JUnit report, and its step (runs of one step start
+    together; a step starts when the one before it has ended)."""
     label: str
     tiers: str | None
     workers: int
     report: Path
+    step: int = 0
 
 
 def split_markexpr(args: Sequence[str]) -> tuple[list[str], str | None]:
@@ -231,15 +244,20 @@ def split_markexpr(args: Sequence[str]) -> tuple[list[str], str | None]:
     return rest, expr
 
 
-def plan_runs(junit: Path, *, fast: bool, workers: int) -> list[Run]:
+def plan_runs(junit: Path, *, fast: bool, workers: int, overlap: bool = False) -> list[Run]:
     """One run (workers 0) or the unit run on ``workers`` xdist workers and, unless ``fast``, the serial run of
-    the prepared tiers; with two runs each report is a part beside ``junit``, merged into it afterwards."""
+    the prepared tiers; with two runs each report is a part beside ``junit``, merged into it afterwards.
+    ``overlap``: the unit run and the serial run of the prepared tiers other than the engine tiers start together
+    (step 0), then the serial run of the engine tiers (step 1)."""
     if workers <= 0:
         return [Run("suite", UNIT_ONLY if fast else None, 0, junit)]
     runs = [Run("unit", UNIT_ONLY, workers, junit.with_name(f"{junit.stem}.unit.xml"))]
-    if not fast:
-        runs.append(Run("tiers", PREPARED_ONLY, 0, junit.with_name(f"{junit.stem}.tiers.xml")))
-    return runs
+    if fast:
+        return runs
+    if not overlap:
+        return [*runs, Run("tiers", PREPARED_ONLY, 0, junit.with_name(f"{junit.stem}.tiers.xml"), step=1)]
+    return [*runs, Run("tiers", OTHER_PREPARED_ONLY, 0, junit.with_name(f"{junit.stem}.tiers.xml")),
+            Run("engines", ENGINES_ONLY, 0, junit.with_name(f"{junit.stem}.engines.xml"), step=1)]
 
 
 def pytest_argv(junit: Path, args: Sequence[str], *, tiers: str | None = None, workers: int = 0,
@@ -353,14 +371,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0, metavar="N",
                     help="run the unit tiers on N pytest-xdist workers, then the other tiers serially (default 0: "
                          "one serial run)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="with --workers: run the unit tiers at the same time as the prepared tiers, at lower CPU "
+                         "priority (--unit-nice)")
+    ap.add_argument("--unit-nice", type=int, default=UNIT_NICE, metavar="N",
+                    help=f"with --overlap: the unit run's niceness, 0-19 (default {UNIT_NICE})")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout to run in and to keep clean")
     ap.add_argument("--pytest", dest="pytest_exe", default=None, help="run this instead of python3 -m pytest")
     ap.add_argument("pytest_args", nargs="*", help="passed to pytest (after --)")
     args = ap.parse_args(argv)
     if args.workers < 0:
         ap.error(f"--workers: {args.workers} is negative; give 0 (one serial run) or the number of xdist workers")
+    if args.overlap and args.workers <= 0:
+        ap.error("--overlap: needs --workers N (N >= 1): there is one run to overlap with only then")
+    if not 0 <= args.unit_nice <= 19:
+        ap.error(f"--unit-nice: {args.unit_nice} is out of range; give 0-19 (19: the lowest priority)")
     args.junit.parent.mkdir(parents=True, exist_ok=True)
-    runs = plan_runs(args.junit, fast=args.fast, workers=args.workers)
+    runs = plan_runs(args.junit, fast=args.fast, workers=args.workers, overlap=args.overlap)
     for path in {args.junit, *(r.report for r in runs)}:
         path.unlink(missing_ok=True)     # a report of an earlier run must not be judged
     before = tree_state(args.repo)
@@ -370,25 +397,54 @@ def main(argv: list[str] | None = None) -> int:
     codes: list[tuple[str, int]] = []
     notes: list[str] = []
     marker, sessions = uuid.uuid4().hex, []
-    for run in runs:
-        cmd = pytest_argv(run.report, args.pytest_args, tiers=run.tiers, workers=run.workers,
-                          pytest_exe=args.pytest_exe)
-        if args.workers > 0:
-            how = f"{run.workers} xdist workers" if run.workers else "serial"
-            expr = markexpr(run.tiers, split_markexpr(args.pytest_args)[1]) if run.tiers else None
-            print(f"[testgate] {run.label} run ({how}): -m {expr!r}", flush=True)
-        t0 = time.monotonic()
-        rc = _run_pytest(cmd, args.repo, marker, sessions)
-        codes.append((run.label, rc))
-        notes.append(f"{run.label} run: pytest exited {rc} after {time.monotonic() - t0:.0f} s")
-        if exit_first and rc not in (0, NO_TESTS) and run is not runs[-1]:
-            notes.append(f"-x: the {run.label} run failed, the later run(s) did not run")
-            break
+    started: list[subprocess.Popen] = []
+    try:
+        for step in sorted({r.step for r in runs}):
+            together = [r for r in runs if r.step == step]
+            beside = len(together) > 1
+            going: list[tuple[Run, float, subprocess.Popen, Path | None]] = []
+            for run in together:
+                cmd = pytest_argv(run.report, args.pytest_args, tiers=run.tiers, workers=run.workers,
+                                  pytest_exe=args.pytest_exe)
+                nice, log = 0, None
+                if beside and run.workers:   # the xdist run yields the cores, and its lines wait for its end
+                    nice, log = args.unit_nice, run.report.with_suffix(".log")
+                if args.workers > 0:
+                    how = f"{run.workers} xdist workers" if run.workers else "serial"
+                    if beside:
+                        how += (f", beside the {' and '.join(r.label for r in together if r is not run)} run at "
+                                f"niceness {nice}, its output in {log} until it ends" if log else
+                                f", beside the {' and '.join(r.label for r in together if r is not run)} run")
+                    expr = markexpr(run.tiers, split_markexpr(args.pytest_args)[1]) if run.tiers else None
+                    print(f"[testgate] {run.label} run ({how}): -m {expr!r}", flush=True)
+                proc = _start_pytest(cmd, args.repo, marker, sessions, nice=nice, log=log)
+                started.append(proc)
+                going.append((run, time.monotonic(), proc, log))
+            failed = False
+            for run, t0, proc, log in going:
+                rc = _wait(proc, started)
+                if log is not None:
+                    print(f"[testgate] --- the {run.label} run's output ({log}) ---", flush=True)
+                    sys.stdout.write(log.read_text(errors="replace"))
+                    sys.stdout.flush()
+                codes.append((run.label, rc))
+                notes.append(f"{run.label} run: pytest exited {rc} after {time.monotonic() - t0:.0f} s")
+                failed = failed or rc not in (0, NO_TESTS)
+            if exit_first and failed and step != runs[-1].step:
+                notes.append(f"-x: the {' and '.join(r.label for r in together)} run{'s' if beside else ''} "
+                             "failed, the later run(s) did not run")
+                break
+    finally:
+        for proc in started:   # an error in the gate itself must not leave a run going
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.wait()
     leftovers = leftover_processes(sessions, marker)
     after = tree_state(args.repo) if before is not None else None
     problems: list[str] = []
     if args.workers > 0:     # each run wrote a part beside --junit
-        problems += merge_reports([(label, r.report) for (label, _rc), r in zip(codes, runs)], args.junit)
+        reports = {r.label: r.report for r in runs}
+        problems += merge_reports([(label, reports[label]) for label, _rc in codes], args.junit)
     rc, empty = combine(codes, narrowed=bool(args.pytest_args))
     code, lines = judge(rc, args.junit, before, after, [*problems, *empty], leftovers)
     for line in [*notes, *lines] if args.workers > 0 else lines:
@@ -397,15 +453,31 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _run_pytest(cmd: list[str], repo: Path, marker: str, sessions: list[int]) -> int:
+def _start_pytest(cmd: list[str], repo: Path, marker: str, sessions: list[int], *, nice: int = 0,
+                  log: Path | None = None) -> subprocess.Popen:
     """One pytest run in a session of its own (its processes are found by session id), the run's marker in its
-    environment; Ctrl-C is passed on to it."""
-    proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, RUN_MARKER: marker}, start_new_session=True)
+    environment; ``nice`` > 0 runs it (and what it starts) at that niceness, ``log`` takes its output."""
+    if nice:
+        cmd = ["nice", "-n", str(nice), *cmd]   # nice execs pytest: the same pid, the session stays the run's
+    out = open(log, "wb") if log is not None else None   # noqa: SIM115 - the child holds it; closed below
+    try:
+        proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, RUN_MARKER: marker}, start_new_session=True,
+                                stdout=out, stderr=subprocess.STDOUT if out else None)
+    finally:
+        if out is not None:
+            out.close()
     sessions.append(proc.pid)
+    return proc
+
+
+def _wait(proc: subprocess.Popen, running: Sequence[subprocess.Popen]) -> int:
+    """The run's exit code; Ctrl-C is passed on to every run still going."""
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+        for p in running:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
         return proc.wait()
 
 

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,15 @@ if leak:
     import subprocess
     child = subprocess.Popen(["sleep", os.environ.get("FAKE_LEAK_SECONDS", "307")], start_new_session=leak == "own-session")
     pathlib.Path(os.environ["FAKE_LEAK_PID"]).write_text(str(child.pid))
+times = os.environ.get("FAKE_TIMES")   # when the run started and ended, its -m and niceness
+if times:
+    import time
+    t0 = time.time()
+    print("output of the run with -m", args[args.index("-m") + 1] if "-m" in args else None)
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+    with open(times, "a") as fh:
+        fh.write(json.dumps({{"m": args[args.index("-m") + 1] if "-m" in args else None, "start": t0,
+                             "end": time.time(), "nice": os.nice(0)}}) + "\\n")
 codes = os.environ.get("FAKE_RC", "0").split(",")
 sys.exit(int(codes[min(call, len(codes) - 1)]))
 """
@@ -70,7 +80,8 @@ def checkout(tmp_path) -> Path:
 
 def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, touch: str = "", fast: bool = False,
          workers: int = 0, reports: tuple[str | None, ...] = (),
-         pytest_args: tuple[str, ...] = (), leak: str = "") -> tuple[int, str, list[list[str]]]:
+         pytest_args: tuple[str, ...] = (), leak: str = "", gate_args: tuple[str, ...] = (),
+         sleep: float = 0) -> tuple[int, str, list[list[str]]]:
     """Run the gate on the fake pytest: ``report`` is what every run writes unless ``reports`` gives the n-th run
     its own (None: no report), ``rc`` its exit code ("0,5": per run). Returns the argv of each run."""
     fake = tmp_path / "fake-pytest"
@@ -80,10 +91,11 @@ def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, t
     argv_file.unlink(missing_ok=True)
     env = {**os.environ, "FAKE_ARGV": str(argv_file), "FAKE_RC": str(rc), "FAKE_TOUCH": touch,
            "FAKE_JUNIT": report or "", **{f"FAKE_JUNIT_{i}": r or "" for i, r in enumerate(reports)},
-           "FAKE_LEAK": leak, "FAKE_LEAK_PID": str(tmp_path / "leaked.pid")}
+           "FAKE_LEAK": leak, "FAKE_LEAK_PID": str(tmp_path / "leaked.pid"),
+           "FAKE_TIMES": str(tmp_path / "times.jsonl"), "FAKE_SLEEP": str(sleep)}
     cmd = [sys.executable, str(GATE), "--junit", str(tmp_path / "cache" / "junit.xml"), "--repo", str(repo),
            "--pytest", str(fake), *(["--fast"] if fast else []), *(["--workers", str(workers)] if workers else []),
-           "--", *pytest_args]
+           *gate_args, "--", *pytest_args]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, check=False)
     runs = [json.loads(ln) for ln in argv_file.read_text().splitlines()] if argv_file.exists() else []
     return res.returncode, res.stdout + res.stderr, runs
@@ -198,6 +210,51 @@ def test_workers_run_the_unit_tiers_on_xdist_then_the_prepared_tiers_serially_in
     assert "unit run: pytest exited 0 after" in out and "tiers run: pytest exited 0 after" in out
     assert f"[testgate] unit run (2 xdist workers): -m {testgate.UNIT_ONLY!r}" in out
     assert f"[testgate] tiers run (serial): -m {testgate.PREPARED_ONLY!r}" in out
+
+
+def test_overlap_runs_the_unit_tiers_beside_the_prepared_ones_then_the_engine_tiers_alone(checkout, tmp_path):
+    rc, out, _ = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, sleep=1.5,
+                      gate_args=("--overlap", "--unit-nice", "7"))
+    assert rc == 0, out
+    runs = {r["m"]: r for r in map(json.loads, (tmp_path / "times.jsonl").read_text().splitlines())}
+    unit, tiers = runs[testgate.UNIT_ONLY], runs[testgate.OTHER_PREPARED_ONLY]
+    engines = runs[testgate.ENGINES_ONLY]
+    assert unit["start"] < tiers["end"] and tiers["start"] < unit["end"], runs          # side by side
+    assert engines["start"] >= max(unit["end"], tiers["end"]), runs                      # then alone
+    assert unit["nice"] == tiers["nice"] + 7 and engines["nice"] == tiers["nice"], runs
+    assert "3 test(s), 0 skipped" in out, out                                            # three reports, merged
+    suites = ET.parse(tmp_path / "cache" / "junit.xml").getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["unit", "tiers", "engines"]
+    # the unit run's lines come as one block after it ended, not interleaved with the tiers run's
+    block = out.index("[testgate] --- the unit run's output")
+    assert out.index(f"output of the run with -m {testgate.UNIT_ONLY}") > block, out
+    for label in ("unit", "tiers", "engines"):
+        assert f"{label} run: pytest exited 0 after" in out, out
+    # a failing run still fails the gate; with -x the engine run does not start after a failed first step
+    rc, out, _ = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, rc="1",
+                      gate_args=("--overlap",), pytest_args=("-x",))
+    assert rc == 1 and "-x: the unit and tiers runs failed, the later run(s) did not run" in out, out
+
+
+def test_with_overlap_every_test_is_in_exactly_one_of_the_three_runs():
+    from itertools import combinations
+
+    from _pytest.mark.expression import Expression
+
+    runs = [Expression.compile(e) for e in (testgate.UNIT_ONLY, testgate.OTHER_PREPARED_ONLY, testgate.ENGINES_ONLY)]
+    names = [*testgate.PREPARED_TIERS, "operator", "parametrize"]
+    for n in range(3):
+        for marks in combinations(names, n):
+            def has(name, marks=marks, **_kw):
+                return name in marks
+            assert sum(r.evaluate(has) for r in runs) == 1, marks
+
+
+@pytest.mark.parametrize("gate_args", [("--overlap",), ("--overlap", "--workers", "2", "--unit-nice", "20")])
+def test_overlap_needs_workers_and_a_niceness_in_range(checkout, tmp_path, gate_args):
+    rc, out, runs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), gate_args=gate_args)
+    assert rc == 2 and ("--overlap: needs --workers" in out or "--unit-nice: 20 is out of range" in out), out
+    assert runs == []
 
 
 def test_fast_with_workers_is_the_unit_run_alone_and_its_report_is_judged(checkout, tmp_path):
