@@ -412,6 +412,8 @@ def _speculative(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
     spec: dict[str, Any] = {"extraConfig": {}}
     for k, val in v.items():
         k2 = k.replace("-", "_")   # arg_utils.py:2126-2128@0.33.0: dashes in JSON keys become underscores
+        if k2 == sp["json_keys"].get("method") and val is None:
+            continue   # SpeculativeConfig.method None: inferred as when absent (config/speculative.py:1236-1244@0.33.0)
         if k2 in inv_keys:
             fld = inv_keys[k2]
             if fld == "method" and not isinstance(val, str):
