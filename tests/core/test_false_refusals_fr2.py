@@ -14,6 +14,9 @@ from gpustack_k3.api.v1alpha1.spec import Eplb
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.cli.main import cli
 from gpustack_k3.core.flags import eplb_json, parse_argv
+from gpustack_k3.core.rules import validate
+
+from .conftest import preset_doc
 
 CAT = load_catalog()
 VLLM = CAT.engine("vllm")
@@ -110,3 +113,14 @@ def test_secret_names_are_still_refused(name):
     code, doc = check_args("vllm", "0.33.0", KIMI, env={name: "abc"})
     assert code == 1, doc
     assert "secret-in-env" in rules(doc)
+
+
+# a document's spec.parallel.eplb.extraConfig goes through the release's parser as the rendered --eplb-config does
+def test_vllm_eplb_extra_config_in_a_document_is_checked_by_the_release_parser():
+    def rule_ids(version, extra):
+        doc = preset_doc("vllm-seed", {"engine": {"version": version},
+                                        "parallel": {"expertParallel": True, "eplb": {"extraConfig": extra}}})
+        return {f.rule for f in validate(doc)}
+    assert "vllm-eplb-config-refused" in rule_ids("0.28.0", {"enable_migration_batching": True})
+    assert "vllm-eplb-config-refused" not in rule_ids("0.33.0", {"enable_migration_batching": True})
+    assert "vllm-eplb-config-refused" in rule_ids("0.33.0", {"log_balancedness_interval": 0})   # Field(gt=0)

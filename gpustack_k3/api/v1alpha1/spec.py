@@ -136,6 +136,10 @@ class Eplb(_Strict):
         "eplb_config.communicator (choices per version: the engine's dump); async EPLB refuses torch_nccl/pynccl."))
     includeDraft: bool | None = Field(default=None, description=(
         "Balance the speculative draft's experts too (the DeepSeek-V4.1-Flash rack layout: EPLB covers the DSpark draft)."))
+    extraConfig: dict[str, Any] = Field(default_factory=dict, description=(
+        "Further --eplb-config keys no field above models (e.g. policy, log_balancedness_interval from 0.28.0, "
+        "enable_migration_batching from 0.33.0: config/parallel.py EPLBConfig), passed through as given; the "
+        "release's parser checks them (rule vllm-eplb-config-refused)."))
 
 
 class Parallel(_Strict):

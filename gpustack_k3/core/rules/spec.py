@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
+from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.core.argv.dumps import version_dump
+from gpustack_k3.core.flags import eplb_json
 from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
@@ -433,6 +435,32 @@ def check_model_config_disagrees_catalog(r, c):
     for figure, catalog_value, config_value in getattr(r, "catalog_disagreements", None) or []:
         yield None, (f"{figure}: {config_value!r} in {src}, {catalog_value!r} in the catalog's "
                      f"{r.spec.model.name}: the config.json decides")
+
+
+@rule("vllm-eplb-config-refused", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
+      field="spec.parallel.eplb.extraConfig",
+      title="The release's parser refuses the --eplb-config the document renders",
+      why="spec.parallel.eplb.extraConfig passes keys no field models (policy, log_balancedness_interval, "
+          "enable_migration_batching, ...) into --eplb-config; the release's parser builds EPLBConfig from that JSON "
+          "(a pydantic config class that forbids unknown keys and checks each key's type and bounds) and exits on "
+          "any it refuses, e.g. enable_migration_batching before 0.33.0.",
+      fix="Give only the keys the release's EPLBConfig has, with values of their types (see the message).",
+      source="vllm config/parallel.py:67-109@0.33.0 (EPLBConfig), engine/arg_utils.py (--eplb-config: "
+             "parse_type of the config class)",
+      sources={"vllm 0.34.0": "vllm config/parallel.py:68-117@0.34.0 (EPLBConfig)",
+               "vllm 0.29.0": "vllm config/parallel.py:62-100@0.29.0 (EPLBConfig)",
+               "vllm 0.28.0": "vllm config/parallel.py:62-100@0.28.0 (EPLBConfig)",
+               "vllm 0.11.0": "vllm config/parallel.py:39-59@0.11.0 (EPLBConfig: window_size, step_interval, "
+                              "num_redundant_experts, log_balancedness)"},
+      no_cel="the keys and types are per release (its parser dump); spec.parallel.eplb.extraConfig is free-form JSON")
+def check_vllm_eplb_config_refused(r, c):
+    eplb = r.spec.parallel.eplb
+    flag = r.engine.topology.get("eplb_config_flag")
+    if eplb is None or not eplb.extraConfig or not flag or version_dump(r.version) is None:
+        return
+    reading = engine_argv.read_argv(r.engine, r.version, [flag, json.dumps(eplb_json(r.engine, eplb))])
+    for ref in reading.refusals:
+        yield "spec.parallel.eplb.extraConfig", ref.message
 
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
