@@ -124,3 +124,21 @@ def test_vllm_eplb_extra_config_in_a_document_is_checked_by_the_release_parser()
     assert "vllm-eplb-config-refused" in rule_ids("0.28.0", {"enable_migration_batching": True})
     assert "vllm-eplb-config-refused" not in rule_ids("0.33.0", {"enable_migration_batching": True})
     assert "vllm-eplb-config-refused" in rule_ids("0.33.0", {"log_balancedness_interval": 0})   # Field(gt=0)
+
+
+# ------------------------------------------------------------------ DSpark without a separate draft
+
+# vLLM 0.33.0 takes the DSpark draft from the target checkpoint when num_speculative_tokens is given and no model
+# (config/speculative.py:1251-1275@0.33.0), 0.34.0 the speculator class's default model (config/speculative.py:
+# 1384-1389@0.34.0); the engine oracle accepts both lines (2026-12-03). Without num_speculative_tokens both refuse.
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+def test_vllm_dspark_without_draft_but_with_num_tokens_is_accepted(version):
+    code, doc = check_args("vllm", version, KIMI + ["--speculative-config",
+                                                    '{"method": "dspark", "num_speculative_tokens": 7}'])
+    assert "spec-draft-missing" not in rules(doc), doc
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+def test_vllm_dspark_without_draft_or_num_tokens_is_still_refused(version):
+    code, doc = check_args("vllm", version, KIMI + ["--speculative-config", '{"method": "dspark"}'])
+    assert code == 1, doc

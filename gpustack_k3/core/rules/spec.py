@@ -892,6 +892,14 @@ def check_spec_draft_method_mismatch(r, c):
                 return
 
 
+# vLLM releases that take the DSpark draft from the target when num_speculative_tokens is given without a model
+_DSPARK_DRAFT_FROM_TARGET = {
+    "0.33.0": "vllm config/speculative.py:1251-1275@0.33.0 (model None + num_speculative_tokens: the target's model)",
+    "0.34.0": "vllm config/speculative.py:1384-1389@0.34.0 (model None + num_speculative_tokens or DSpark: the "
+              "speculator class's default_model)",
+}
+
+
 def _draft_methods(engine: str) -> list[str]:
     """The methods the engine refuses without a draft when it builds the config (SGLang: DSPARK only)."""
     return ["dspark"] if engine == ENGINE_SGLANG else ["dspark", "eagle3"]
@@ -900,18 +908,28 @@ def _draft_methods(engine: str) -> list[str]:
 @rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
       why="DSpark and EAGLE3 load a separate draft checkpoint. vLLM refuses both without one when it builds the "
-          "config; SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
+          "config, except DSpark on 0.33.0 and 0.34.0 with num_speculative_tokens given (the draft then comes from "
+          "the target checkpoint); SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
           "rule sglang-eagle-draft-missing).",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
       source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/speculative_hook.py:720-756@0.5.23",
       sources={ENGINE_VLLM: "vllm config/speculative.py:1236-1244@0.33.0",
+               "vllm 0.33.0": "vllm config/speculative.py:1236-1275@0.33.0 (DSpark: the draft is the target's own "
+                              "checkpoint when num_speculative_tokens is given)",
+               "vllm 0.34.0": "vllm config/speculative.py:1384-1389@0.34.0 (DSpark: the speculator's default model "
+                              "when num_speculative_tokens is given)",
                "sglang 0.5.22": "sglang arg_groups/speculative_hook.py:659-681@0.5.22",
                "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:720-756@0.5.23"},
       cel=lambda b: (f"{cel_method(b)} in {lit(_draft_methods(b.engine))} && "
-                     f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
+                     f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"
+                     + (f" && !({cel_method(b)} == 'dspark' && {b.version_in(_DSPARK_DRAFT_FROM_TARGET)} && "
+                        f"{b.eff('speculative.numTokens')[1]})" if b.engine == ENGINE_VLLM else "")))
 def check_spec_draft_missing(r, c):
     s = r.spec.speculative
     if s.method in _draft_methods(r.engine.engine) and not s.draftModel:
+        if (r.engine.engine == ENGINE_VLLM and s.method == "dspark" and r.version is not None
+                and r.version.key in _DSPARK_DRAFT_FROM_TARGET and s.numTokens is not None):
+            return   # the draft comes from the target checkpoint (_DSPARK_DRAFT_FROM_TARGET)
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
