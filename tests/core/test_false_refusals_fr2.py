@@ -142,3 +142,21 @@ def test_vllm_dspark_without_draft_but_with_num_tokens_is_accepted(version):
 def test_vllm_dspark_without_draft_or_num_tokens_is_still_refused(version):
     code, doc = check_args("vllm", version, KIMI + ["--speculative-config", '{"method": "dspark"}'])
     assert code == 1, doc
+
+
+# ------------------------------------------------------------------ --max-num-seqs below 0 on vLLM 0.11.0
+
+# 0.11.0's SchedulerConfig.max_num_seqs is SkipValidation[int] (config/scheduler.py:38@0.11.0) and nothing reads a
+# negative value at config time: the engine oracle accepts --max-num-seqs=-1 and -5 (2026-12-03); the spec's ge=0
+# bound made it an input error (exit 2). From 0.28.0 Field(ge=1) refuses it (rule vllm-config-bounds).
+@pytest.mark.parametrize("n", ["-1", "-5"])
+def test_vllm_011_negative_max_num_seqs_is_not_an_input_error(n):
+    code, doc = check_args("vllm", "0.11.0", ["HuggingFaceTB/SmolLM2-135M-Instruct", f"--max-num-seqs={n}"])
+    assert code != 2, doc
+    assert "vllm-config-bounds" not in rules(doc)
+
+
+def test_vllm_033_negative_max_num_seqs_is_refused_by_the_config_bound():
+    code, doc = check_args("vllm", "0.33.0", KIMI + ["--max-num-seqs=-1"])
+    assert code == 1, doc
+    assert "vllm-config-bounds" in rules(doc)
