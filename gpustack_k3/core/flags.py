@@ -171,7 +171,9 @@ def _speculative_args(r: Resolved) -> list[str]:
 def eplb_json(engine: EngineEntry, eplb: Any) -> dict[str, Any]:
     """``--eplb-config`` of a ``spec.parallel.eplb`` (only the fields set; the rest are the engine's defaults)."""
     keys = engine.topology.get("eplb_json_keys", {})
-    return {key: getattr(eplb, fld) for fld, key in keys.items() if getattr(eplb, fld, None) is not None}
+    out = {key: getattr(eplb, fld) for fld, key in keys.items() if getattr(eplb, fld, None) is not None}
+    out.update(getattr(eplb, "extraConfig", None) or {})
+    return out
 
 
 def eplb_args(engine: EngineEntry, eplb: Any, flag: str) -> list[str]:
@@ -327,8 +329,8 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
                 out.refusals.append(engine_argv.Refusal(where, opt.canonical, problem))
         elif opt.canonical == eplb_config_flag:
             problem = _eplb_config(engine, g.value, out)
-            if problem:   # a key the engine accepts but spec.parallel.eplb cannot hold: unusable input, as before
-                raise InputError(f"argv {opt.canonical}", problem, "give only the EPLB keys the spec models")
+            if problem:   # not a JSON object (the release's parser read it as one only for a dict)
+                raise InputError(f"argv {opt.canonical}", problem, "give the EPLB config as one JSON object")
             eplb_config_seen = eplb_config_seen or g.value is not None
         elif dest == "config" and engine.engine == ENGINE_VLLM:
             # argparse_utils.py parse_args@0.33.0 pulls the file only for the separate token `--config`
@@ -354,11 +356,13 @@ def _eplb_config(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
     if not isinstance(v, dict):
         return f"must be a JSON object, got {json.dumps(v)[:80]}"
     inv = {key: fld for fld, key in engine.topology.get("eplb_json_keys", {}).items()}
-    unknown = sorted(k for k in v if k.replace("-", "_") not in inv)
-    if unknown:
-        return f"unknown EPLB config key(s) {', '.join(unknown)}; use {', '.join(sorted(inv))}"
     eplb = out.spec.setdefault("parallel", {}).setdefault("eplb", {})
-    eplb.update({inv[k.replace("-", "_")]: val for k, val in v.items()})
+    for k, val in v.items():
+        k2 = k.replace("-", "_")   # arg_utils.py:2126-2128@0.33.0: dashes in JSON keys become underscores
+        if k2 in inv:
+            eplb[inv[k2]] = val
+        else:   # a key the release's EPLBConfig takes (the parser checked it) that no field models: passed through
+            eplb.setdefault("extraConfig", {})[k2] = val
     return None
 
 
@@ -412,6 +416,8 @@ def _speculative(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
     spec: dict[str, Any] = {"extraConfig": {}}
     for k, val in v.items():
         k2 = k.replace("-", "_")   # arg_utils.py:2126-2128@0.33.0: dashes in JSON keys become underscores
+        if k2 == sp["json_keys"].get("method") and val is None:
+            continue   # SpeculativeConfig.method None: inferred as when absent (config/speculative.py:1236-1244@0.33.0)
         if k2 in inv_keys:
             fld = inv_keys[k2]
             if fld == "method" and not isinstance(val, str):

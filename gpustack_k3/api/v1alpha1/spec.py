@@ -136,6 +136,10 @@ class Eplb(_Strict):
         "eplb_config.communicator (choices per version: the engine's dump); async EPLB refuses torch_nccl/pynccl."))
     includeDraft: bool | None = Field(default=None, description=(
         "Balance the speculative draft's experts too (the DeepSeek-V4.1-Flash rack layout: EPLB covers the DSpark draft)."))
+    extraConfig: dict[str, Any] = Field(default_factory=dict, description=(
+        "Further --eplb-config keys no field above models (e.g. policy, log_balancedness_interval from 0.28.0, "
+        "enable_migration_batching from 0.33.0: config/parallel.py EPLBConfig), passed through as given; the "
+        "release's parser checks them (rule vllm-eplb-config-refused)."))
 
 
 class Parallel(_Strict):
@@ -173,9 +177,11 @@ class Scheduling(_Strict):
         "vLLM --max-model-len / SGLang --context-length. The bounds are the engines', per release: vLLM from 0.28.0 "
         "refuses below 1 when its config is built (rule vllm-config-bounds; 0.11.0 declares none), SGLang accepts any "
         "integer there and its TP worker refuses below 2 at start-up (rule sglang-context-length-below-two)."))
-    maxNumSeqs: int | None = Field(default=None, ge=0, description=(
-        "vLLM --max-num-seqs / SGLang --max-running-requests; 0 is refused per release by rule vllm-config-bounds "
-        "(vllm config/scheduler.py:62 @0.33.0 Field(ge=1); 0.11.0 has no bound, config/scheduler.py:38 @0.11.0)."))
+    maxNumSeqs: int | None = Field(default=None, description=(
+        "vLLM --max-num-seqs / SGLang --max-running-requests; below 1 is refused per release by rule "
+        "vllm-config-bounds (vllm config/scheduler.py:62 @0.33.0 Field(ge=1); 0.11.0 has no bound, "
+        "config/scheduler.py:38 @0.11.0 SkipValidation: it accepts 0 and negatives; SGLang 0.5.23 accepts any "
+        "integer when it builds its config)."))
     maxNumBatchedTokens: int | None = Field(default=None, ge=-1, description="vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size (-1: SGLang without chunking).")
     maxPrefillTokens: int | None = Field(default=None, ge=1, description="SGLang --max-prefill-tokens.")
     chunkedPrefill: bool | None = None

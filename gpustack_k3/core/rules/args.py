@@ -212,7 +212,11 @@ def check_env_removed(r, c):
             yield f"spec.env.{k}", f"{k}: {r.version.env_removed[k]}"
 
 
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|API_KEY|ACCESS_KEY)", re.I)
+# A secret's name: TOKEN as its last word (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, AWS_SESSION_TOKEN), or SECRET, PASSWORD,
+# PASSWD, API_KEY, ACCESS_KEY as whole words. The engines' knobs that count or name tokens (SGLang
+# SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK, SGLANG_INIT_NEW_TOKEN_RATIO in srt/environ.py@0.5.23; vLLM
+# VLLM_MAX_TOKENS_PER_EXPERT_FP4_MOE in envs.py@0.33.0) take literal values and are no secrets.
+_SECRET = re.compile(r"(?:^|_)TOKEN$|(?:^|_)(?:SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)(?:_|$)", re.I)
 
 
 @rule("secret-in-env", checked_by="product", family="args", severity="error", engines=BOTH, field="spec.env",

@@ -14,7 +14,9 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
+from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.core.argv.dumps import version_dump
+from gpustack_k3.core.flags import eplb_json
 from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
@@ -433,6 +435,32 @@ def check_model_config_disagrees_catalog(r, c):
     for figure, catalog_value, config_value in getattr(r, "catalog_disagreements", None) or []:
         yield None, (f"{figure}: {config_value!r} in {src}, {catalog_value!r} in the catalog's "
                      f"{r.spec.model.name}: the config.json decides")
+
+
+@rule("vllm-eplb-config-refused", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
+      field="spec.parallel.eplb.extraConfig",
+      title="The release's parser refuses the --eplb-config the document renders",
+      why="spec.parallel.eplb.extraConfig passes keys no field models (policy, log_balancedness_interval, "
+          "enable_migration_batching, ...) into --eplb-config; the release's parser builds EPLBConfig from that JSON "
+          "(a pydantic config class that forbids unknown keys and checks each key's type and bounds) and exits on "
+          "any it refuses, e.g. enable_migration_batching before 0.33.0.",
+      fix="Give only the keys the release's EPLBConfig has, with values of their types (see the message).",
+      source="vllm config/parallel.py:67-109@0.33.0 (EPLBConfig), engine/arg_utils.py (--eplb-config: "
+             "parse_type of the config class)",
+      sources={"vllm 0.34.0": "vllm config/parallel.py:68-117@0.34.0 (EPLBConfig)",
+               "vllm 0.29.0": "vllm config/parallel.py:62-100@0.29.0 (EPLBConfig)",
+               "vllm 0.28.0": "vllm config/parallel.py:62-100@0.28.0 (EPLBConfig)",
+               "vllm 0.11.0": "vllm config/parallel.py:39-59@0.11.0 (EPLBConfig: window_size, step_interval, "
+                              "num_redundant_experts, log_balancedness)"},
+      no_cel="the keys and types are per release (its parser dump); spec.parallel.eplb.extraConfig is free-form JSON")
+def check_vllm_eplb_config_refused(r, c):
+    eplb = r.spec.parallel.eplb
+    flag = r.engine.topology.get("eplb_config_flag")
+    if eplb is None or not eplb.extraConfig or not flag or version_dump(r.version) is None:
+        return
+    reading = engine_argv.read_argv(r.engine, r.version, [flag, json.dumps(eplb_json(r.engine, eplb))])
+    for ref in reading.refusals:
+        yield "spec.parallel.eplb.extraConfig", ref.message
 
 
 @rule("vllm-config-bounds", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -864,6 +892,14 @@ def check_spec_draft_method_mismatch(r, c):
                 return
 
 
+# vLLM releases that take the DSpark draft from the target when num_speculative_tokens is given without a model
+_DSPARK_DRAFT_FROM_TARGET = {
+    "0.33.0": "vllm config/speculative.py:1251-1275@0.33.0 (model None + num_speculative_tokens: the target's model)",
+    "0.34.0": "vllm config/speculative.py:1384-1389@0.34.0 (model None + num_speculative_tokens or DSpark: the "
+              "speculator class's default_model)",
+}
+
+
 def _draft_methods(engine: str) -> list[str]:
     """The methods the engine refuses without a draft when it builds the config (SGLang: DSPARK only)."""
     return ["dspark"] if engine == ENGINE_SGLANG else ["dspark", "eagle3"]
@@ -872,18 +908,28 @@ def _draft_methods(engine: str) -> list[str]:
 @rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
       why="DSpark and EAGLE3 load a separate draft checkpoint. vLLM refuses both without one when it builds the "
-          "config; SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
+          "config, except DSpark on 0.33.0 and 0.34.0 with num_speculative_tokens given (the draft then comes from "
+          "the target checkpoint); SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
           "rule sglang-eagle-draft-missing).",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
       source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/speculative_hook.py:720-756@0.5.23",
       sources={ENGINE_VLLM: "vllm config/speculative.py:1236-1244@0.33.0",
+               "vllm 0.33.0": "vllm config/speculative.py:1236-1275@0.33.0 (DSpark: the draft is the target's own "
+                              "checkpoint when num_speculative_tokens is given)",
+               "vllm 0.34.0": "vllm config/speculative.py:1384-1389@0.34.0 (DSpark: the speculator's default model "
+                              "when num_speculative_tokens is given)",
                "sglang 0.5.22": "sglang arg_groups/speculative_hook.py:659-681@0.5.22",
                "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:720-756@0.5.23"},
       cel=lambda b: (f"{cel_method(b)} in {lit(_draft_methods(b.engine))} && "
-                     f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"))
+                     f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"
+                     + (f" && !({cel_method(b)} == 'dspark' && {b.version_in(_DSPARK_DRAFT_FROM_TARGET)} && "
+                        f"{b.eff('speculative.numTokens')[1]})" if b.engine == ENGINE_VLLM else "")))
 def check_spec_draft_missing(r, c):
     s = r.spec.speculative
     if s.method in _draft_methods(r.engine.engine) and not s.draftModel:
+        if (r.engine.engine == ENGINE_VLLM and s.method == "dspark" and r.version is not None
+                and r.version.key in _DSPARK_DRAFT_FROM_TARGET and s.numTokens is not None):
+            return   # the draft comes from the target checkpoint (_DSPARK_DRAFT_FROM_TARGET)
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
 
