@@ -211,6 +211,7 @@ HINTS: dict[str, Any] = {
     "spec.speculative.attentionBackend": ["FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN"],
     "spec.speculative.extraConfig": [{"disable_padded_drafter_batch": True}, {"k3cov": 1}],
     "spec.parallel.eplb.communicator": ["nixl", "torch_gloo", "symm_mem"],
+    "spec.parallel.eplb.extraConfig": [{"policy": "default"}, {"k3cov": 1}],
     "spec.memory.kvCacheDtype": ["fp8", "auto", "bfloat16", "fp8_e4m3"],
     "spec.memory.mambaSsmDtype": ["float32", "bfloat16", "auto"],
     "spec.parsers.toolCall": ["kimi_k3", "kimi_k2", "deepseek_v31"],

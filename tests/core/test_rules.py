@@ -140,6 +140,8 @@ CASES = {
                                                               "extraArgs": ["--max-num-partial-prefills", "2"]}),
                                            ("vllm-cpu-smollm2", {"engine": {"version": "0.11.0"},
                                                               "scheduling": {"longPrefillTokenThreshold": 65536}})),
+    "vllm-eplb-config-refused": (("vllm-seed", {"engine": {"version": "0.28.0"}, "parallel": {"expertParallel": True, "eplb": {"extraConfig": {"enable_migration_batching": True}}}}),
+                                 ("vllm-seed", {"engine": {"version": "0.33.0"}, "parallel": {"expertParallel": True, "eplb": {"extraConfig": {"enable_migration_batching": True}}}})),
     "sglang-kda-verify-triton-fallback": (("sglang-seed", {}), ("sglang-seed", {"speculative": {"method": "none", "draftModel": None, "numTokens": None}})),
 }
 

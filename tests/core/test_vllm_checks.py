@@ -120,7 +120,6 @@ def test_entries_are_switched_on_per_release(line, on, off):
         assert not set(eids) & set(product(release, line, {})["rules"])
 
 
-@pytest.mark.xfail(strict=True, reason="rule dcp-divides-tp ignores PCP: /work/patches/h-vllmchecks-4.patch")
 @pytest.mark.parametrize("release", ["0.28.0", "0.29.0", "0.33.0", "0.34.0"])
 def test_dcp_may_span_tp_times_pcp(release):
     # TP 2 x PCP 2 = DCP 4: the releases accept it (tests/engine_oracle/test_checks_vllm.py judges the line)
