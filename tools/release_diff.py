@@ -373,13 +373,23 @@ def _file_line(k: str, m: dict) -> str:
     return f"{k.split('::')[0]}:{m['line']}"
 
 
+def _without_locations(v):
+    """A dump value without the declaration sites (``at``: file:line@version) the dump records for config fields:
+    a line that moved between releases is not a change of the option."""
+    if isinstance(v, dict):
+        return {k: _without_locations(x) for k, x in v.items() if k != "at"}
+    if isinstance(v, list):
+        return [_without_locations(x) for x in v]
+    return v
+
+
 def dump_options(doc: dict) -> dict[str, dict]:
     """A parser dump's options by their first long flag."""
     out = {}
     for o in doc["parser"]["options"]:
         longs = [f for f in o.get("flags") or [] if f.startswith("--")] or o.get("flags") or [o["dest"]]
         out[longs[0]] = {"flags": o.get("flags"), "default": o.get("default"), "choices": o.get("choices"),
-                         "action": o.get("action"), "nargs": o.get("nargs"), "type": o.get("type")}
+                         "action": o.get("action"), "nargs": o.get("nargs"), "type": _without_locations(o.get("type"))}
     return out
 
 

@@ -222,7 +222,8 @@ BAD_DEPLOYMENTS = [
     ("spec unknown field", {"parallel": {"tensorParallel": 8}}, "tensorParallel"),
     ("spec engine missing", {"engine": None}, "engine"),
     ("spec engine unknown", {"engine": {"name": "tgi"}}, "name"),
-    ("spec method unknown", {"speculative": {"method": "medusa"}}, "method"),
+    # a method name is any string up to 128 characters (each release's list is rule spec-method-unsupported)
+    ("spec method too long", {"speculative": {"method": "m" * 129}}, "method"),
 ]
 
 

@@ -204,7 +204,8 @@ def test_cli_shell_output_of_a_hostile_spec(tmp_path):
     d["spec"]["model"]["path"] = f"/models/{evil}/Kimi-K3"
     d["spec"]["model"]["servedModelName"] = evil
     d["spec"]["env"]["EVIL"] = evil
-    d["spec"]["vllm"]["attentionConfig"]["note"] = evil
+    # JSON config: the draft's path inside --speculative-config (a key the release's config class has: an unknown
+    # key such as attentionConfig "note" is refused by vllm-config-field-bounds, as the engine refuses it)
     d["spec"]["speculative"]["draftModel"] = f"/models/{evil}"
     # a Secret key is refused unless Kubernetes accepts it (spec.py SecretEnv.key), so no newline reaches the comment
     d["spec"]["secretEnv"] = [{"name": "HF_TOKEN", "secretName": "hub", "key": "hf.token"}]
@@ -215,7 +216,7 @@ def test_cli_shell_output_of_a_hostile_spec(tmp_path):
     launch = launch_of(d)
     argv, env = run_shell_line(res.stdout, tmp_path, "vllm")
     assert argv[1:] == launch.argv[1:]
-    assert json.loads(argv[argv.index("--attention-config") + 1])["note"] == evil
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["model"] == f"/models/{evil}"
     assert {k: env[k] for k in launch.env} == launch.env
     assert not (tmp_path / "PWNED").exists()
 

@@ -260,7 +260,7 @@ def test_hostile_values_survive_the_yaml_round_trip(tmp_path):
     d["spec"]["env"]["EVIL"] = evil
     d["spec"]["env"]["YES"] = "yes"                 # YAML 1.1 boolean if left unquoted
     d["spec"]["env"]["OCT"] = "0755"
-    d["spec"]["vllm"]["attentionConfig"]["note"] = evil
+    d["spec"]["speculative"]["draftModel"] = f"/models/{evil}"   # inside the --speculative-config JSON
     spec = tmp_path / "evil.yaml"
     spec.write_text(yaml.safe_dump(d, sort_keys=False))
     res = CliRunner().invoke(render, [str(spec), "--target", "kubernetes", "--out", str(tmp_path / "o")])
