@@ -30,16 +30,21 @@ def _reading(r: Resolved):
     return memo[1]
 
 
+def extra_flags(r: Resolved) -> list:
+    """The flags of spec.extraArgs as core.flags.read_extra reads them with the release's parser (memoised)."""
+    return _reading(r)[0]
+
+
 def extra_tokens(r: Resolved) -> Iterator[tuple[int, str]]:
     """(index, flag name) for each flag in extraArgs (the release parser's name for it; as typed when unknown)."""
-    for f in _reading(r)[0]:
+    for f in extra_flags(r):
         yield f.index, f.name
 
 
 def extra_arg(r: Resolved, *names: str) -> tuple[int, str | None] | None:
     """(index, value) of the last flag in extraArgs that is one of ``names`` (as typed or as the release's parser
     names it; the value is None for a bare flag); None when absent."""
-    found = [(f.index, f.value) for f in _reading(r)[0] if f.name in names or f.typed in names]
+    found = [(f.index, f.value) for f in extra_flags(r) if f.name in names or f.typed in names]
     return max(found) if found else None
 
 

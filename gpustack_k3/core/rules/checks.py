@@ -67,7 +67,7 @@ from gpustack_k3.core import argv as engine_argv    # its modules load on first 
 from gpustack_k3.core.flags import render_args
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules.args import extra_arg
-from gpustack_k3.core.rules.registry import RULES, Rule, RuleDefinitionError, rule
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, RuleDefinitionError, rule
 
 FORMAT = 1
 CHECKS_DIR = DATA / "checks"
@@ -151,25 +151,6 @@ class LineView:
         p = envs.declared_parser(self.version, name) or (envs.PARSERS.get(parser) if parser else None)
         v = None if raw is None or p is None else p.read(raw)
         return default if v is None else v
-
-
-class CheckRule(Rule):
-    """A rule of the checks table: switched on only for the releases its entry lists (the registry's ``when`` reads
-    traits, and a release key is not one). The check returns nothing for another release either."""
-
-    __slots__ = ()
-
-    @classmethod
-    def of(cls, r: Rule) -> CheckRule:
-        """The registered (and validated) rule ``r`` as a CheckRule."""
-        new = object.__new__(cls)
-        for name in Rule.__slots__:
-            object.__setattr__(new, name, getattr(r, name))
-        return new
-
-    def versions(self, catalog: Any) -> list[tuple[str, str]]:
-        listed = TABLE[self.id].releases
-        return [(eng, key) for eng in self.engines for key in catalog.engines[eng].versions if key in listed]
 
 
 # ------------------------------------------------------------------ compiling an entry
@@ -490,7 +471,7 @@ def _register(e: Entry) -> None:
          title=e.title, why=e.why, fix=e.fix, source=e.releases[newest],
          sources={f"{e.engine} {k}": src for k, src in e.releases.items()},
          checked_by="oracle", no_cel=NO_CEL if e.severity == "error" else None)(_check_of(e))
-    RULES[e.id] = CheckRule.of(RULES[e.id])
+    RULES[e.id] = ReleaseRule.of(RULES[e.id])
 
 
 def _release_order(key: str) -> tuple:

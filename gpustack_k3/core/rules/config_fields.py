@@ -24,6 +24,7 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.argv.engine_types import UnknownEngineCode, build_type, schema_annotation
 from gpustack_k3.core.flags import read_extra, render_args
 from gpustack_k3.core.resolve import Resolved
+from gpustack_k3.core.rules.args import extra_flags
 from gpustack_k3.core.rules.registry import rule
 
 # typed spec fields whose engine bounds other rules judge (one finding per fact): vllm-config-bounds
@@ -130,7 +131,7 @@ def _flags(r: Resolved) -> Iterator[tuple[str, Any]]:
         if arg.field in _OTHER_RULES or arg.platform:
             continue
         if arg.field == "extraArgs":
-            for f in read_extra(r.spec.extraArgs, r.version)[0]:
+            for f in extra_flags(r):    # the one memoised reading every args rule shares
                 yield f"spec.extraArgs[{f.index}]", f
         else:
             for f in read_extra(arg.tokens, r.version)[0]:

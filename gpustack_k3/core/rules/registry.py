@@ -126,6 +126,27 @@ class Rule:
             yield Finding(self.id, sev, fld or self.field, msg, fix, src)
 
 
+class ReleaseRule(Rule):
+    """A rule switched on for the releases its ``sources`` name (``"<engine> <version key>"``), not for every release
+    whose traits match: the registry's ``when`` reads traits, and a release key is not one. Its check returns
+    nothing for another release either. (The engine-check tables' rules, core/rules/checks.py, and the per-release
+    Python rules of core/rules/vllm_checks.py.)"""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, r: Rule) -> "ReleaseRule":
+        """The registered (and validated) rule ``r`` as a ReleaseRule (same definition)."""
+        new = object.__new__(cls)
+        for name in Rule.__slots__:
+            object.__setattr__(new, name, getattr(r, name))
+        return new
+
+    def versions(self, catalog: Any) -> list[tuple[str, str]]:
+        return [(eng, key) for eng in self.engines for key in catalog.engines[eng].versions
+                if f"{eng} {key}" in self.sources]
+
+
 RULES: dict[str, Rule] = {}
 
 

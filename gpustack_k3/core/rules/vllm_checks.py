@@ -5,12 +5,11 @@ tests/engine_oracle/test_checks_vllm.py hold its lines and have the release judg
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int
-from gpustack_k3.core.rules.registry import RULES, Rule, rule
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
               "CEL; left to validate")
@@ -22,44 +21,21 @@ _ROPE_SOURCES = {
 }
 
 
-class ReleaseRule(Rule):
-    """A rule of this module: it applies to the releases its ``sources`` name (``vllm <key>``), not to every release
-    whose traits match (the check itself returns nothing for another release)."""
-
-    __slots__ = ()
-
-    def versions(self, catalog: Any) -> list[tuple[str, str]]:
-        listed = {key.split(" ", 1)[1] for key in self.sources if " " in key}
-        return [(eng, key) for eng in self.engines for key in catalog.engines[eng].versions if key in listed]
-
-
-def _per_release(rule_id: str) -> None:
-    """Make the registered rule ``rule_id`` a :class:`ReleaseRule` (same definition)."""
-    new = object.__new__(ReleaseRule)
-    for name in Rule.__slots__:
-        object.__setattr__(new, name, getattr(RULES[rule_id], name))
-    RULES[rule_id] = new
-
-
-def _json_option(r: Resolved, flag: str) -> Any:
-    """The value of a JSON option in extraArgs as the release's parser reads it (json.loads); None when absent or
-    not JSON (the parser refuses that: rule argv-refused)."""
-    found = extra_arg(r, flag)
+def _rope_scaling(r: Resolved) -> tuple[str, dict] | None:
+    """(finding field, the dict) of --rope-scaling in extraArgs as the release's parser reads it (json.loads); None
+    when absent, not JSON (the parser refuses that: rule argv-refused), empty (``if self.rope_scaling:`` ignores
+    it) or on a release without these checks."""
+    if r.version is None or r.version.key not in _ROPE_SOURCES:
+        return None
+    found = extra_arg(r, "--rope-scaling")
     if found is None or found[1] is None:
         return None
     try:
-        return json.loads(found[1])
+        v = json.loads(found[1])
     except ValueError:
         return None
-
-
-def _rope_scaling(r: Resolved) -> tuple[str, dict] | None:
-    if r.version is None or r.version.key not in _ROPE_SOURCES:
+    if not isinstance(v, dict) or not v:
         return None
-    v = _json_option(r, "--rope-scaling")
-    if not isinstance(v, dict) or not v:      # an empty dict is no override (`if self.rope_scaling:`)
-        return None
-    found = extra_arg(r, "--rope-scaling")
     return f"spec.extraArgs[{found[0]}]", v
 
 
@@ -128,5 +104,6 @@ def check_vllm_pcp_dcp_span(r, c):
                      f"Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are {sorted({1, pcp, tp * pcp})}.")
 
 
+# each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span"):
-    _per_release(_id)
+    RULES[_id] = ReleaseRule.of(RULES[_id])
