@@ -175,7 +175,7 @@ def test_apply_sets_flags_json_env_and_a_config_json_copy(tmp_path):
     assert got["env"] == {"VLLM_X": "1"}
     # a config.json field: a copy of the model directory, named on the line and handed to the product
     got, what = sy.apply(line, (("hf_config", "num_experts"), [3], True), 3, None)
-    assert what == "hf:num_experts" and got["argv"][0] != "/models/m"
+    assert what == "hf:num_experts=3" and got["argv"][0] != "/models/m"
     assert json.loads((tmp_path / "v" / got["argv"][0].rsplit("/", 1)[1] / "config.json").read_text())[
         "num_experts"] == 3
     assert got["model_config"].startswith(str(tmp_path / "v")) and (tmp_path / "m" / "config.json").read_text() == \

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,7 @@ class Synth:
         self.aliases: dict[str, str] = {}
         self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
         self.blockers: dict[str, list[int]] = {}
+        self.blocker_msgs: dict[str, list[str]] = {}
         self.tried: dict[int, int] = {}
 
     # ------------------------------------------------------------------ judging
@@ -128,6 +130,8 @@ class Synth:
         # what stopped a line short of its target: the site the release raised at, avoided by the next round
         for rec in recs:
             t, w = rec["line"].get("target"), rec.get("where")
+            if t and rec["verdict"] == "refused" and w != t and rec["message"]:
+                self.blocker_msgs.setdefault(t, []).append(rec["message"])
             if t and w and w != t and w in self.site_at:
                 self.blockers.setdefault(t, [])
                 if self.site_at[w] not in self.blockers[t]:
@@ -170,14 +174,22 @@ class Synth:
 
     def targets(self, classes: list[dict]) -> list[tuple[int, str]]:
         """(site index, "entered"|"caller"|"cold") for the reachable sites not reached yet, entered first."""
-        out = {"entered": [], "caller": [], "cold": []}
+        out = {"registry": [], "entered": [], "caller": [], "cold": []}
         reached = self.reached()   # the classes may predate the last round
+        registry_fns: set = set()
         for i, (s, c) in enumerate(zip(self.sites, classes)):
             if c["class"] != "reachable" or i in reached:
                 continue
             entered = any(self._entered(r, s["file"], s["def_line"]) for r in self.records)
             if entered:
                 out["entered"].append(i)
+                continue
+            if K.registry_knobs(self.trees[s["file"]], s["line"]):
+                # a function registered for model architectures (SGLang's model overrides): one config.json with the
+                # architecture enters it; one site per function until it is entered
+                if (s["file"], s["def_line"]) not in registry_fns:
+                    registry_fns.add((s["file"], s["def_line"]))
+                    out["registry"].append(i)
                 continue
             name = s["function"].split(".")[-1]
             if name in ("__post_init__", "__init__") and "." in s["function"]:
@@ -190,7 +202,7 @@ class Synth:
             self.rnd.shuffle(v)
             # sites never tried first, then those a blocker was learnt for (the next candidate avoids it)
             v.sort(key=lambda i: (tried.get(i, 0), -len(self.blockers.get(self._where(i), []))))
-        return [(i, k) for k in ("entered", "caller", "cold") for i in out[k]]
+        return [(i, "cold" if k == "registry" else k) for k in ("registry", "entered", "caller", "cold") for i in out[k]]
 
     def _where(self, i: int) -> str:
         s = self.sites[i]
@@ -304,7 +316,10 @@ class Synth:
             typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
                                     K.field_bounds(self.defaults, dest, path, self.fields))
             seen = self.seed_values.get(dest, {}).get(path[-1], [])
-            if isinstance(value, str) and value.startswith("__") or typed and not K.fits_values(value, typed):
+            free_str = isinstance(value, str) and not value.startswith("__") and \
+                re.search(r"\bstr\b", ast.unparse(ann)) is not None   # a plain str field takes the constant
+            if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
+                    not K.fits_values(value, typed):
                 value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
             cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or {}) if path != ("method",) else \
                 _json_of(argv, flags) or {}
@@ -314,8 +329,38 @@ class Synth:
             obj[path[-1]] = value
             return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}={json.dumps(value)[:40]}"
         if kind == "hf":
-            return self._hf(line, name, self._plain(value)), f"hf:{name}"
+            if name in ("architectures", "model_type") and not (
+                    isinstance(value, str) and (name == "model_type" or K.ARCH_RE.match(value)) and
+                    not value.startswith("__")):
+                return None   # a made-up architecture / model type: refused by the registry, nothing learnt
+            return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def message_knobs(self, where: str, site_cls: str | None) -> list:
+        """Fields a refusal of an earlier line for this site named (pydantic's "proton_profiler_dir must be set when
+        ...", "requires --x"): a field of a JSON option's config class or an option of the parser, set on the next
+        line (a path-like field to a directory the run owns). Words of the release's message steer the generator
+        only; the verdicts stay the release's."""
+        out, seen = [], set()
+        for msg in self.blocker_msgs.get(where, [])[-2:]:
+            for word in re.findall(r"--([a-z][a-z0-9-]+)|\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b", msg):
+                w = (word[0] or word[1]).replace("-", "_")
+                if w in seen:
+                    continue
+                seen.add(w)
+                values = []
+                if re.search(r"(_dir|_path|_root)$", w):
+                    (self.data_dir / "dirs" / w).mkdir(parents=True, exist_ok=True)
+                    values = [str(self.data_dir / "dirs" / w)]
+                for dest in self.json_opts:
+                    if K.field_annotation(self.fields, dest, (w,)) is not None and \
+                            (site_cls is None or K._snake(site_cls) == dest or len(out) < 4):
+                        out.append((("self", dest, w), values, True))
+                        break
+                else:
+                    if w in self.dests and w not in self.json_opts:
+                        out.append((("self", w), values, True))
+        return out[:4]
 
     def _dest_bounds(self, dest: str) -> dict:
         for cls, fs in self.defaults.items():
@@ -380,7 +425,7 @@ class Synth:
         for b in self.blockers.get(f"{rel}:{s['line']}", [])[-2:]:
             bs = self.sites[b]
             avoid += K.avoid_knobs(_enclosing(self.trees[bs["file"]], bs["line"]))
-        own = _merge(own + avoid)
+        own = _merge(own + avoid + self.message_knobs(f"{rel}:{s['line']}", site_cls))
         for n in range(k):
             knobs = list(own)
             if kind != "entered" and around:
@@ -435,8 +480,30 @@ def _key(line: dict) -> str:
     return json.dumps([line["argv"], sorted(line["env"].items())])
 
 
+def earlier_corpus(reports: list[Path], release: str, variants: Path) -> list[dict]:
+    """The kept lines (``corpus``) of earlier reports of the same release, for round 0 of a run that continues them:
+    their config.json copies (the report's ``model_variants``) written again under ``variants``; a line whose copy
+    the report does not hold is left out (it could not be judged as it was)."""
+    out = []
+    for rp in reports:
+        doc = json.loads(Path(rp).read_text())
+        if doc.get("release") != release:
+            raise ValueError(f"{rp}: a report of {doc.get('release')}, not {release}")
+        restored = _restore_variants(doc.get("model_variants") or {}, variants)
+        for c in doc.get("corpus") or []:
+            line = {k: c.get(k) for k in ("argv", "env", "model", "model_config", "gpu_type", "gpus", "mutations",
+                                          "target")}
+            line["env"] = dict(line["env"] or {})
+            line = _remap(line, restored)
+            if line.get("model_config") and not Path(line["model_config"]).is_file():
+                continue
+            line["seed"] = f"{Path(rp).name}"
+            out.append(line)
+    return out
+
+
 def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 120, per_site: int = 2,
-        product: bool = False, explore: float = 0.5, log=None) -> dict:
+        product: bool = False, explore: float = 0.5, log=None, corpus_from: list[Path] | None = None) -> dict:
     """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="oracle-synth-") as d:
@@ -446,7 +513,14 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
             # the presets' lines once each (their /no-parsers and /unnamed copies reach the same code) and ``base``
             # mutated lines of the random corpus
             first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
-            seen = {_key(x) for x in first}
+            if corpus_from:   # the kept lines of earlier reports: their coverage is this run's start
+                first += earlier_corpus(corpus_from, release, sy.variants)
+            seen, dedup = set(), []
+            for x in first:
+                if _key(x) not in seen:
+                    seen.add(_key(x))
+                    dedup.append(x)
+            first = dedup
             sy.judge(first, 0)
             history = [{"round": 0, "lines": len(first), "reached": len(sy.reached()),
                         "seconds": round(time.monotonic() - t0, 1)}]
@@ -632,6 +706,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=120, help="candidate lines judged per round at most")
     ap.add_argument("--per-site", type=int, default=2, help="candidate lines per target site and round")
     ap.add_argument("--product", action="store_true", help="gpustack-k3's verdict on every judged line (misses)")
+    ap.add_argument("--corpus-from", type=Path, nargs="+", metavar="REPORT",
+                    help="round 0 also judges the kept lines of these earlier reports of the release (their config.json "
+                         "copies restored): the run continues their coverage")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--product-from", type=Path, metavar="REPORT",
                     help="no judging: (re)compute the product's verdicts on the judged lines of a report written by "
@@ -649,7 +726,7 @@ def main(argv=None) -> int:
         ap.error("--release is required (or --product-from REPORT)")
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
-              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True))
+              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True), corpus_from=a.corpus_from)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     doc = {"command": "python3 -m tools.engine_oracle.synth " + " ".join(sys.argv[1:] if argv is None else argv),
            "code_commit": commit or None, "started_utc": started,

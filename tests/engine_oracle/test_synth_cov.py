@@ -1,0 +1,131 @@
+"""The coverage-driven corpus's generator (tools/engine_oracle/synth.py), without judging: on a made-up release tree
+(one config class behind a JSON option, one function registered for a model architecture), the knobs a refusal's
+message names, the registry-keyed targets taken first, a plain ``str`` field keeping the condition's constant, no
+made-up architecture in a config.json, and round 0 continuing an earlier report's kept lines (issue 31 item 1)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tools.engine_oracle import synth
+
+CONFIG = '''\
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class ProfilerConfig:
+    profiler: Literal["torch", "proton"] | None = None
+    proton_profiler_dir: str | None = None
+    backend: str | None = None
+
+    def __post_init__(self):
+        if self.profiler == "proton" and not self.proton_profiler_dir:
+            raise ValueError("proton_profiler_dir must be set when profiler is proton")
+        if self.backend == "guidance":
+            raise ValueError("guidance refused")
+'''
+OVERRIDE = '''\
+def _register_for(*archs):
+    def deco(fn):
+        return fn
+    return deco
+
+
+def plain(server_args):
+    if server_args.tp_size == 3:
+        raise ValueError("tp 3")
+
+
+@_register_for("MiniMaxM3SparseForCausalLM")
+def _m3_overrides(server_args, hf_config):
+    if server_args.tp_size > 4:
+        raise ValueError("m3 tp")
+    if server_args.dp_size > 2:
+        raise ValueError("m3 dp")
+'''
+
+
+@pytest.fixture
+def sy(tmp_path, monkeypatch):
+    root = tmp_path / "rel"
+    (root / "vllm" / "config").mkdir(parents=True)
+    (root / "vllm" / "config" / "profiler.py").write_text(CONFIG)
+    (root / "vllm" / "config" / "overrides.py").write_text(OVERRIDE)
+    files = sorted((root / "vllm" / "config").glob("*.py"))
+    opts = [{"dest": "tensor_parallel_size", "flags": ["--tensor-parallel-size", "-tp"], "action": "store",
+             "type": "int"},
+            {"dest": "profiler_config", "flags": ["--profiler-config"], "action": "store",
+             "type": {"return_type": "json", "cls": "ProfilerConfig"}}]
+    monkeypatch.setattr(synth, "_root", lambda release: root)
+    monkeypatch.setattr(synth, "validation_files", lambda release, r=None: files)
+    monkeypatch.setattr(synth, "parser_options", lambda release: opts)
+    s = synth.Synth("vllm-0.33.0", 7, tmp_path / "data")
+    s.json_opts = {o["dest"]: o for o in opts if isinstance(o["type"], dict)}
+    s.dests = {o["dest"]: o for o in opts}
+    return s
+
+
+def _site(sy, text):
+    return next(i for i, s in enumerate(sy.sites) if text in s["raises"])
+
+
+LINE = {"argv": ["/models/Kimi-K3", "-tp", "8"], "env": {}, "gpu_type": "b300", "model": "kimi-k3"}
+
+
+def test_a_refusal_message_names_the_field_to_set(sy):
+    where = "vllm/config/profiler.py:13"
+    assert sy.message_knobs(where, "ProfilerConfig") == []
+    sy.blocker_msgs[where] = ["argument --profiler-config: 1 validation error for ProfilerConfig\n  Value error, "
+                              "proton_profiler_dir must be set when profiler is proton"]
+    knobs = sy.message_knobs(where, "ProfilerConfig")
+    assert [k[0] for k in knobs] == [("self", "profiler_config", "proton_profiler_dir")]
+    line, what = sy.apply(LINE, knobs[0], knobs[0][1][0], "ProfilerConfig")
+    value = json.loads(line["argv"][line["argv"].index("--profiler-config") + 1])["proton_profiler_dir"]
+    assert what.startswith("json:profiler_config.proton_profiler_dir=") and value.endswith("proton_profiler_dir")
+
+
+def test_a_plain_str_field_keeps_the_conditions_constant(sy):
+    line, _ = sy.apply(LINE, (("self", "backend"), ["guidance"], True), "guidance", "ProfilerConfig")
+    assert json.loads(line["argv"][-1]) == {"backend": "guidance"}
+
+
+def test_no_made_up_architecture_or_model_type(sy):
+    assert sy.apply(LINE, (("hf_config", "architectures"), ["auto"], True), "auto", None) is None
+    assert sy.apply(LINE, (("hf_config", "model_type"), [], True), "__type__", None) is None
+
+
+def test_registry_keyed_functions_are_targeted_first_once_each(sy):
+    classes = [{"class": "reachable"} for _ in sy.sites]
+    todo = sy.targets(classes)
+    m3 = [i for i, s in enumerate(sy.sites) if s["function"] == "_m3_overrides"]
+    assert len(m3) == 2
+    first = todo[0][0]
+    assert first in m3 and sum(1 for i, _k in todo if i in m3) == 1   # one line enters the function
+    assert _site(sy, "tp 3") in [i for i, _k in todo]
+    assert (("hf_config", "architectures"), ["MiniMaxM3SparseForCausalLM"], True) in sy.site_knob_sets(first)[0]
+
+
+def test_round_zero_continues_an_earlier_report(tmp_path):
+    old_dir = "/tmp/oracle-synth-old/models/abc123"
+    report = {"release": "vllm-0.33.0", "model_variants": {old_dir + "/config.json": {"architectures": ["X"]}},
+              "corpus": [{"argv": [old_dir, "-tp", "2"], "env": {}, "model": "kimi-k3",
+                          "model_config": old_dir + "/config.json", "gpu_type": "b300", "gpus": 8,
+                          "mutations": ["hf:architectures"], "target": "vllm/config/model.py:1"},
+                         {"argv": ["/models/Kimi-K3"], "env": {"VLLM_X": "1"}, "model": "kimi-k3",
+                          "model_config": None, "gpu_type": "b300", "gpus": 8, "mutations": [], "target": None},
+                         {"argv": ["/tmp/gone/x"], "env": {}, "model": "kimi-k3",
+                          "model_config": "/tmp/gone/x/config.json", "gpu_type": "b300", "gpus": 8,
+                          "mutations": [], "target": None}]}
+    rp = tmp_path / "r.json"
+    rp.write_text(json.dumps(report))
+    lines = synth.earlier_corpus([rp], "vllm-0.33.0", tmp_path / "variants")
+    assert len(lines) == 2                       # the line whose config.json copy the report lacks is left out
+    new_dir = str(tmp_path / "variants" / "abc123")
+    assert lines[0]["argv"] == [new_dir, "-tp", "2"] and lines[0]["model_config"] == new_dir + "/config.json"
+    assert json.loads((tmp_path / "variants" / "abc123" / "config.json").read_text()) == {"architectures": ["X"]}
+    assert lines[1]["env"] == {"VLLM_X": "1"}
+    with pytest.raises(ValueError, match="not vllm-0.11.0"):
+        synth.earlier_corpus([rp], "vllm-0.11.0", tmp_path / "v2")
