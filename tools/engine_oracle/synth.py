@@ -184,7 +184,7 @@ class Synth:
             if entered:
                 out["entered"].append(i)
                 continue
-            if K.registry_knobs(self.trees[s["file"]], s["line"]):
+            if s["file"] in getattr(self, "trees", {}) and K.registry_knobs(self.trees[s["file"]], s["line"]):
                 # a function registered for model architectures (SGLang's model overrides): one config.json with the
                 # architecture enters it; one site per function until it is entered
                 if (s["file"], s["def_line"]) not in registry_fns:
