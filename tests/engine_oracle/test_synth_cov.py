@@ -129,3 +129,24 @@ def test_round_zero_continues_an_earlier_report(tmp_path):
     assert lines[1]["env"] == {"VLLM_X": "1"}
     with pytest.raises(ValueError, match="not vllm-0.11.0"):
         synth.earlier_corpus([rp], "vllm-0.11.0", tmp_path / "v2")
+
+
+DOCSTRING = '''\
+class C:
+    def check(self):
+        """A docstring: no statement coverage.py records."""
+        if self.x:
+            raise ValueError("x set")
+'''
+
+
+def test_a_function_opening_with_a_docstring_counts_as_entered(tmp_path):
+    from tools.engine_oracle import raise_sites, reachability
+
+    f = tmp_path / "vllm" / "config" / "c.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(DOCSTRING)
+    sites = raise_sites.raise_sites([f])
+    assert sites[0]["def_line"] == 4                     # the first statement, not the docstring's line 3
+    cls = reachability.classify("vllm-0.33.0", sites, {str(f): {4}}, tmp_path, {})
+    assert cls[0]["class"] == "reachable" and cls[0]["why"] == "entered, raise not taken"

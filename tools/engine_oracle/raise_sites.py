@@ -101,6 +101,16 @@ def raise_sites(files: list[Path]) -> list[dict]:
     return out
 
 
+def first_line(node) -> int | None:
+    """The line coverage.py records when a function is entered: its first statement's, a docstring skipped (a
+    docstring is no statement coverage measures, so a function opening with one would never count as entered)."""
+    body = getattr(node, "body", None) or []
+    if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+            isinstance(body[0].value.value, str):
+        return body[1].lineno
+    return body[0].lineno if body else None
+
+
 def _def_line(tree, scope: list[str]) -> int | None:
     node = tree
     for name in scope:
@@ -108,7 +118,7 @@ def _def_line(tree, scope: list[str]) -> int | None:
                      and c.name == name), None)
         if node is None:
             return None
-    return getattr(node, "body", [None])[0].lineno if scope and getattr(node, "body", None) else None
+    return first_line(node) if scope and getattr(node, "body", None) else None
 
 
 def measure(release: str, lines: list[dict], data_dir: Path) -> dict:

@@ -36,7 +36,7 @@ from pathlib import Path
 from gpustack_k3.oracle.judge import RELEASES, cpu_python
 from tools.engine_oracle import knobs as K
 from tools.engine_oracle.corpus import _flag_value, _json_of, drop_flag, generate, parser_options, seed_lines, set_flag
-from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
+from tools.engine_oracle.raise_sites import _root, first_line, raise_sites, validation_files
 from tools.engine_oracle.reachability import _enclosing, _Index, classify
 
 _READ = r"""
@@ -195,7 +195,7 @@ class Synth:
             if name in ("__post_init__", "__init__") and "." in s["function"]:
                 name = s["function"].split(".")[-2]
             callers = self._callers(name)
-            hot = any(any(self._entered(r, f, n.body[0].lineno) for r in self.records) for f, n in callers[:20])
+            hot = any(any(self._entered(r, f, first_line(n)) for r in self.records) for f, n in callers[:20])
             out["caller" if hot else "cold"].append(i)
         tried = getattr(self, "tried", {})
         for v in out.values():
@@ -235,7 +235,7 @@ class Synth:
                 name = s["function"].split(".")[-2]
             callers = self._callers(name)[:20]
             pool = [dict(r["line"], _accepted=r["verdict"] == "accepted") for r in self.records
-                    if any(self._entered(r, f, n.body[0].lineno) for f, n in callers)]
+                    if any(self._entered(r, f, first_line(n)) for f, n in callers)]
         # a line the release accepted whole: the knobs are then the only change, so what refuses it is the target
         # (a refused line that entered the function may stop later at a check of its own)
         pool = [p for p in pool if p.get("_accepted")] or pool
