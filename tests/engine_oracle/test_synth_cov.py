@@ -150,3 +150,35 @@ def test_a_function_opening_with_a_docstring_counts_as_entered(tmp_path):
     assert sites[0]["def_line"] == 4                     # the first statement, not the docstring's line 3
     cls = reachability.classify("vllm-0.33.0", sites, {str(f): {4}}, tmp_path, {})
     assert cls[0]["class"] == "reachable" and cls[0]["why"] == "entered, raise not taken"
+
+
+def test_a_line_whose_world_outgrew_its_gpus_gets_them(sy):
+    line = dict(LINE, argv=["/models/Kimi-K3", "--tensor-parallel-size", "4"], gpus=2)
+    assert sy.fit_gpus(line)["gpus"] == 4
+    assert sy.fit_gpus(dict(line, argv=["/models/Kimi-K3", "-tp=16"]))["gpus"] == 2    # more than a node: left
+    assert sy.fit_gpus(dict(line, gpus=8))["gpus"] == 8
+
+
+def test_the_base_line_is_one_of_the_plainest_that_entered(sy):
+    s = sy.sites[_site(sy, "tp 3")]
+    short = dict(LINE, argv=["/m", "-tp", "1"])
+    longs = [dict(LINE, argv=["/m", "-tp", "1"] + ["--x"] * (n + 1)) for n in range(8)]
+    sy.records = [{"line": ln, "verdict": "accepted", "executed": {s["file"]: {s["def_line"]}}, "sites": set()}
+                  for ln in [short] + longs]
+    picked = {len(sy.base_for(_site(sy, "tp 3"), "entered", [LINE])["argv"]) for _ in range(20)}
+    assert picked <= {3, 4, 5} and 3 in picked
+
+
+def test_constants_of_the_modules_the_validation_files_import(tmp_path):
+    import ast
+
+    from tools.engine_oracle import knobs as K
+
+    (tmp_path / "vllm" / "layers").mkdir(parents=True)
+    (tmp_path / "vllm" / "layers" / "quant.py").write_text('DEPRECATED = ["fbgemm_fp8", "fp_quant"]\n')
+    src = ("from vllm.layers import quant as me_quant\n\n"
+           "def check(self):\n    if self.quantization in me_quant.DEPRECATED:\n        raise ValueError('dep')\n")
+    tree = ast.parse(src)
+    K.learn_constants(K.imported_trees([tree], tmp_path) + [tree])
+    test = tree.body[1].body[0].test
+    assert K.test_knobs(test, True) == [(("self", "quantization"), ["fbgemm_fp8", "fp_quant"], True)]

@@ -89,6 +89,35 @@ def learn_constants(trees) -> dict[str, list]:
     return out
 
 
+def imported_trees(trees, root) -> list:
+    """The modules of the release's own package that the validation files import (``from vllm.model_executor.layers
+    import quantization as me_quant``, ``from sglang.srt.utils import X``), parsed: their module-level constant
+    collections are what conditions such as ``x in me_quant.DEPRECATED_QUANTIZATION_METHODS`` compare with."""
+    from pathlib import Path
+
+    names: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+    out = []
+    for mod in sorted(names):
+        if not mod.split(".")[0] in ("vllm", "sglang"):
+            continue
+        base = Path(root, *mod.split("."))
+        for f in (base.with_suffix(".py"), base / "__init__.py"):
+            if f.is_file():
+                try:
+                    out.append(ast.parse(f.read_text(errors="replace")))
+                except SyntaxError:
+                    pass
+                break
+    return out
+
+
 def _const(node):
     if isinstance(node, (ast.Name, ast.Attribute)):
         name = node.id if isinstance(node, ast.Name) else node.attr

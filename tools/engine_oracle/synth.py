@@ -84,7 +84,8 @@ class Synth:
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
         self.defaults = K.class_defaults(self.trees.values())
-        K.learn_constants(self.trees.values())
+        # the imported modules' constants first, the validation files' own win a name both define
+        K.learn_constants(K.imported_trees(self.trees.values(), self.root) + list(self.trees.values()))
         self.aliases_t = K.type_aliases(self.trees.values())
         self.index = _Index([Path(f) for f in self.files])
         self._oracle = None
@@ -239,6 +240,10 @@ class Synth:
         # a line the release accepted whole: the knobs are then the only change, so what refuses it is the target
         # (a refused line that entered the function may stop later at a check of its own)
         pool = [p for p in pool if p.get("_accepted")] or pool
+        # the plainest of them (fewest argv tokens, a third of the pool): fewer other settings that could refuse the
+        # line before its target
+        if len(pool) > 3:
+            pool = sorted(pool, key=lambda p: (len(p["argv"]), _key(p)))[:max(3, len(pool) // 3)]
         if need_model:   # a config.json field to set: a line naming a model directory (a shape's first)
             pool = [p for p in pool if self._model_dir(p)]
             seeds = [p for p in seeds if p.get("model_config") and self._model_dir(p)] or \
@@ -335,6 +340,27 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def fit_gpus(self, line: dict) -> dict:
+        """A line whose TP x PP (x local DP) outgrew its GPUs gets that many (up to a node's 8): the release would
+        refuse it for the world size (parallel.py's "larger than the number of available GPUs") before the target."""
+        def val(*dests):
+            for d in dests:
+                o = self.dests.get(d)
+                if not o:
+                    continue
+                v = _flag_value_in(line["argv"], o["flags"])
+                if v is not None:
+                    try:
+                        return max(1, int(v))
+                    except ValueError:
+                        return 1
+            return 1
+        world = val("tensor_parallel_size", "tp_size") * val("pipeline_parallel_size", "pp_size") * \
+            val("data_parallel_size_local")
+        if line.get("gpus") and line["gpus"] < world <= 8:
+            return dict(line, gpus=world)
+        return line
 
     def message_knobs(self, where: str, site_cls: str | None) -> list:
         """Fields a refusal of an earlier line for this site named (pydantic's "proton_profiler_dir must be set when
@@ -444,9 +470,22 @@ class Synth:
                     line, what = got
                     kinds.append(what)
             line.pop("_accepted", None)
+            line = self.fit_gpus(line)
             if kinds:
                 out.append(dict(line, mutations=kinds, target=f"{rel}:{s['line']}", seed=base.get("seed", "")))
         return out
+
+
+def _flag_value_in(argv: list[str], flags) -> str | None:
+    """The value the last of ``flags`` on ``argv`` takes (``--x v`` or ``--x=v``), None when absent."""
+    out = None
+    for i, t in enumerate(argv):
+        for f in flags:
+            if t == f and i + 1 < len(argv):
+                out = argv[i + 1]
+            elif t.startswith(f + "="):
+                out = t[len(f) + 1:]
+    return out
 
 
 def _fits(o: dict, value) -> bool:
@@ -725,11 +764,15 @@ def main(argv=None) -> int:
     if not a.release:
         ap.error("--release is required (or --product-from REPORT)")
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # the code that runs: the commit at the start (a commit made while the run goes on is not in it), and whether
+    # tools/ or gpustack_k3/ had uncommitted changes then
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "tools", "gpustack_k3"], capture_output=True,
+                                text=True).stdout.strip())
     doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
               log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True), corpus_from=a.corpus_from)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     doc = {"command": "python3 -m tools.engine_oracle.synth " + " ".join(sys.argv[1:] if argv is None else argv),
-           "code_commit": commit or None, "started_utc": started,
+           "code_commit": commit or None, "code_dirty": dirty, "started_utc": started,
            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **doc}
     if a.out:
         a.out.write_text(json.dumps(doc, indent=1, default=sorted))

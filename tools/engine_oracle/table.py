@@ -2,6 +2,7 @@
 
   python3 -m tools.engine_oracle.table SUMMARY.json                     # a bench/oracle_differential.py run
   python3 -m tools.engine_oracle.table --coverage REPORT.json [...]     # tools/engine_oracle/synth.py reports
+  python3 -m tools.engine_oracle.table --misses-md REPORT.json [...]    # their product misses by raise site
 """
 from __future__ import annotations
 
@@ -71,10 +72,55 @@ def coverage_summary(reports: list[dict]) -> dict:
     return {"made_by": "python3 -m tools.engine_oracle.table --coverage-summary REPORTS", "reports": out}
 
 
+def misses_markdown(reports: list[dict]) -> str:
+    """The product's misses of synth reports (``--product``) grouped by the release's raise site, most lines first:
+    message, the settings of the line, its model's config.json (a copy a line wrote: the fields it changed against the
+    catalog model's) and one example argv/env per site (the rule writers' to-do list)."""
+    from tools.engine_oracle.product import model_config
+
+    sites: dict[str, dict] = {}
+    for d in reports:
+        variants = d.get("model_variants") or {}
+        for m in (d.get("product") or {}).get("misses") or []:
+            k = m.get("where") or "?"
+            e = sites.setdefault(k, {"lines": 0, "releases": set(), "m": m, "variants": variants})
+            e["lines"] += 1
+            e["releases"].add(d["release"])
+    out = [f"# The product's misses on {', '.join(sorted({d['release'] + ' seed ' + str(d['seed']) for d in reports}))}",
+           "# (made by: python3 -m tools.engine_oracle.table --misses-md REPORTS; the engine refused, the product "
+           "passed; code " + ", ".join(sorted({str(d.get('code_commit')) for d in reports})) + ")",
+           "# 'where' = the innermost release frame the oracle names ('?': refused while parsing, e.g. a JSON option's "
+           "pydantic validation); a model_config under a synth run's directory is a copy the line wrote: its changed "
+           "fields are listed, the whole file is the report's model_variants entry", ""]
+    for k, e in sorted(sites.items(), key=lambda kv: (-kv[1]["lines"], kv[0])):
+        m = e["m"]
+        out.append(f"## {k}  ({e['lines']} lines; {', '.join(sorted(e['releases']))})")
+        out.append("message: " + (m.get("message") or "").strip())
+        out.append(f"mutations: {m.get('mutations')}")
+        mc = m.get("model_config")
+        if mc and mc in e["variants"]:
+            base = model_config(m.get("model")) if m.get("model") else None
+            try:
+                base_cfg = json.load(open(base)) if base else {}
+            except OSError:
+                base_cfg = {}
+            cfg = e["variants"][mc]
+            changed = {f: cfg.get(f) for f in sorted(set(cfg) | set(base_cfg)) if cfg.get(f) != base_cfg.get(f)}
+            out.append(f"model_config: a copy of {base} with {json.dumps(changed)[:400]}")
+        else:
+            out.append(f"model_config: {mc}")
+        out.append("argv: " + json.dumps(m.get("argv")))
+        out.append("env: " + json.dumps(m.get("env")))
+        out.append("")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--coverage":
         print(coverage_table([json.load(open(f)) for f in argv[1:]]))
+    elif argv and argv[0] == "--misses-md":
+        print(misses_markdown([json.load(open(f)) for f in argv[1:]]))
     elif argv and argv[0] == "--coverage-summary":
         print(json.dumps(coverage_summary([json.load(open(f)) for f in argv[1:]]), indent=1))
     else:
