@@ -182,3 +182,16 @@ def test_constants_of_the_modules_the_validation_files_import(tmp_path):
     K.learn_constants(K.imported_trees([tree], tmp_path) + [tree])
     test = tree.body[1].body[0].test
     assert K.test_knobs(test, True) == [(("self", "quantization"), ["fbgemm_fp8", "fp_quant"], True)]
+
+
+def test_misses_refused_while_parsing_are_grouped_by_option_and_sentence():
+    from tools.engine_oracle import table
+
+    msg = ("argument --profiler-config: 1 validation error for ProfilerConfig\n  Value error, proton_profiler_dir "
+           "must be set when profiler is 'proton' [type=value_error, input_value={}, input_type=dict]")
+    miss = {"where": None, "message": msg, "argv": ["/m"], "env": {}, "mutations": [], "model_config": None}
+    other = dict(miss, message=msg.replace("proton_profiler_dir", "torch_profiler_dir"))
+    doc = {"release": "vllm-0.33.0", "seed": 1, "code_commit": "abc", "product": {"misses": [miss, miss, other]}}
+    md = table.misses_markdown([doc])
+    assert "## ? (--profiler-config: proton_profiler_dir must be set when profiler is 'proton')  (2 lines" in md
+    assert "## ? (--profiler-config: torch_profiler_dir must be set" in md

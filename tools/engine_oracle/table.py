@@ -72,6 +72,17 @@ def coverage_summary(reports: list[dict]) -> dict:
     return {"made_by": "python3 -m tools.engine_oracle.table --coverage-summary REPORTS", "reports": out}
 
 
+def _parse_refusal(message: str) -> str:
+    """A refusal while parsing has no release frame: its option and the validator's sentence name it instead."""
+    import re
+
+    opt = re.match(r"argument ([-\w/]+)", message)
+    err = re.search(r"(?:Value error|Assertion failed), ([^\[\n]+)", message) or \
+        re.search(r"\n(\w[\w.]*)\n\s+(Input should[^\[\n]+)", message)
+    sentence = " ".join(g for g in err.groups() if g) if err else message.splitlines()[0] if message else ""
+    return f"({opt.group(1) if opt else '-'}: {sentence.strip()[:120]})"
+
+
 def misses_markdown(reports: list[dict]) -> str:
     """The product's misses of synth reports (``--product``) grouped by the release's raise site, most lines first:
     message, the settings of the line, its model's config.json (a copy a line wrote: the fields it changed against the
@@ -82,7 +93,7 @@ def misses_markdown(reports: list[dict]) -> str:
     for d in reports:
         variants = d.get("model_variants") or {}
         for m in (d.get("product") or {}).get("misses") or []:
-            k = m.get("where") or "?"
+            k = m.get("where") or "? " + _parse_refusal(m.get("message") or "")
             e = sites.setdefault(k, {"lines": 0, "releases": set(), "m": m, "variants": variants})
             e["lines"] += 1
             e["releases"].add(d["release"])
