@@ -195,3 +195,31 @@ def test_misses_refused_while_parsing_are_grouped_by_option_and_sentence():
     md = table.misses_markdown([doc])
     assert "## ? (--profiler-config: proton_profiler_dir must be set when profiler is 'proton')  (2 lines" in md
     assert "## ? (--profiler-config: torch_profiler_dir must be set" in md
+
+
+def test_list_fields_take_a_list():
+    import ast
+
+    from tools.engine_oracle import knobs as K
+
+    assert K.is_list_annotation(ast.parse("list[int] | None", mode="eval").body)
+    assert K.is_list_annotation(ast.parse("Optional[List[str]]", mode="eval").body)
+    assert not K.is_list_annotation(ast.parse("int | None", mode="eval").body)
+
+
+def test_one_value_per_place_and_another_model_after_a_refusal(sy):
+    i = _site(sy, "guidance refused")
+    s = sy.sites[i]
+    where = sy._where(i)
+    # two knobs on the same JSON key: the first (the site's own) stays
+    sy.blocker_msgs[where] = []
+    a = dict(LINE, argv=["/models/A"], model="a")
+    b = dict(LINE, argv=["/models/B"], model="b")
+    sy.records = [{"line": x, "verdict": "accepted", "executed": {s["file"]: {s["def_line"]}}, "sites": set()}
+                  for x in (a, b)]
+    sy.blockers[where] = []
+    cands = sy.candidates(i, "entered", [LINE], 1)
+    backend = [m for m in cands[0]["mutations"] if "backend" in m]
+    assert backend == ['json:profiler_config.backend="guidance"']
+    sy.failed_models[where] = {"a"}
+    assert all(sy.base_for(i, "entered", [LINE])["model"] == "b" for _ in range(10))

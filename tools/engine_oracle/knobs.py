@@ -408,6 +408,23 @@ def type_aliases(trees) -> dict[str, ast.AST]:
     return out
 
 
+def is_list_annotation(ann) -> bool:
+    """``list[int]``, ``list[int] | None``, ``Optional[List[str]]``: a field whose value is a list."""
+    if ann is None:
+        return False
+    if isinstance(ann, ast.BinOp):
+        return is_list_annotation(ann.left) or is_list_annotation(ann.right)
+    if isinstance(ann, ast.Subscript):
+        head = ast.unparse(ann.value).split(".")[-1]
+        if head == "Optional":
+            return is_list_annotation(ann.slice)
+        if head == "Union":
+            elts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            return any(is_list_annotation(e) for e in elts)
+        return head in ("list", "List", "Sequence")
+    return False
+
+
 def annotation_values(ann, aliases: dict | None = None, _depth: int = 0) -> list:
     """Values a field's annotation takes: a Literal's values (through module-level aliases), True/False for bool,
     edge ints/floats, None when optional."""

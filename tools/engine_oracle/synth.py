@@ -93,6 +93,7 @@ class Synth:
         self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
         self.blockers: dict[str, list[int]] = {}
         self.blocker_msgs: dict[str, list[str]] = {}
+        self.failed_models: dict[str, set] = {}
         self.tried: dict[int, int] = {}
 
     # ------------------------------------------------------------------ judging
@@ -133,6 +134,7 @@ class Synth:
             t, w = rec["line"].get("target"), rec.get("where")
             if t and rec["verdict"] == "refused" and w != t and rec["message"]:
                 self.blocker_msgs.setdefault(t, []).append(rec["message"])
+                self.failed_models.setdefault(t, set()).add(_model_of(rec["line"]))
             if t and w and w != t and w in self.site_at:
                 self.blockers.setdefault(t, [])
                 if self.site_at[w] not in self.blockers[t]:
@@ -240,6 +242,9 @@ class Synth:
         # a line the release accepted whole: the knobs are then the only change, so what refuses it is the target
         # (a refused line that entered the function may stop later at a check of its own)
         pool = [p for p in pool if p.get("_accepted")] or pool
+        # a model a line for this site was refused on before its target: another model first
+        failed = self.failed_models.get(self._where(i), set()) if hasattr(self, "failed_models") else set()
+        pool = [p for p in pool if _model_of(p) not in failed] or pool
         # the plainest of them (fewest argv tokens, a third of the pool): fewer other settings that could refuse the
         # line before its target
         if len(pool) > 3:
@@ -326,6 +331,8 @@ class Synth:
             if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
                     not K.fits_values(value, typed):
                 value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
+            if K.is_list_annotation(ann) and value is not None and not isinstance(value, list):
+                value = [value]   # a list field (compile_sizes: list[int]) takes a list of the value
             cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or {}) if path != ("method",) else \
                 _json_of(argv, flags) or {}
             obj = cur
@@ -452,15 +459,23 @@ class Synth:
             bs = self.sites[b]
             avoid += K.avoid_knobs(_enclosing(self.trees[bs["file"]], bs["line"]))
         own = _merge(own + avoid + self.message_knobs(f"{rel}:{s['line']}", site_cls))
-        for n in range(k):
+        for n0 in range(k):
+            n = n0 + self.tried.get(i, 1) - 1   # a site tried again: other values than its first try's
             knobs = list(own)
             if kind != "entered" and around:
                 knobs += around[n % len(around)]
             need_model = any((K.resolve(kn[0], dests, jsons, site_cls, self.engine) or ("",))[0] == "hf"
                              for kn in knobs)
             base = self.base_for(i, kind, seeds, need_model)
-            line, kinds = dict(base), []
+            line, kinds, places = dict(base), [], set()
             for kn in knobs:
+                # one value per place on the line: a second knob landing on the same flag/key (an avoid knob of a
+                # blocker, a second test of the same name) does not undo the first
+                place = K.resolve(kn[0], dests, jsons, site_cls, self.engine)
+                place = json.dumps(place, default=str) if place else None
+                if place in places:
+                    continue
+                places.add(place)
                 values = kn[1] or ["__type__"]
                 value = values[0] if n == 0 else self.rnd.choice(values)
                 if n > 1 and self.rnd.random() < 0.3:
@@ -474,6 +489,10 @@ class Synth:
             if kinds:
                 out.append(dict(line, mutations=kinds, target=f"{rel}:{s['line']}", seed=base.get("seed", "")))
         return out
+
+
+def _model_of(line: dict) -> str:
+    return str(line.get("model_config") or line.get("model") or "")
 
 
 def _flag_value_in(argv: list[str], flags) -> str | None:
