@@ -223,3 +223,8 @@ def test_one_value_per_place_and_another_model_after_a_refusal(sy):
     assert backend == ['json:profiler_config.backend="guidance"']
     sy.failed_models[where] = {"a"}
     assert all(sy.base_for(i, "entered", [LINE])["model"] == "b" for _ in range(10))
+
+
+def test_a_falsy_test_of_a_valued_option_leaves_it_out(sy):
+    line, what = sy.apply(LINE, (("self", "tensor_parallel_size"), [False, 0, None], False), False, None)
+    assert line["argv"] == ["/models/Kimi-K3"] and what == "flag:tensor_parallel_size=unset"

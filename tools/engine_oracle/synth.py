@@ -285,7 +285,8 @@ class Synth:
             flags = tuple(o["flags"])
             boolish = o["action"] in ("store_true", "store_false") or o.get("nargs") == 0
             argv = drop_flag(argv, flags)
-            if value is None or (value is False and boolish and not o.get("negative")):
+            if value is None or (value is False and boolish and not o.get("negative")) or \
+                    (value is False and not boolish):   # a falsy test of a valued option: the option left out
                 return dict(line, argv=argv), f"flag:{name}=unset"
             if boolish:
                 neg = [f for f in (o.get("negative") or []) if f.startswith("--no-")]
