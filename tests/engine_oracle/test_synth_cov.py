@@ -228,3 +228,30 @@ def test_one_value_per_place_and_another_model_after_a_refusal(sy):
 def test_a_falsy_test_of_a_valued_option_leaves_it_out(sy):
     line, what = sy.apply(LINE, (("self", "tensor_parallel_size"), [False, 0, None], False), False, None)
     assert line["argv"] == ["/models/Kimi-K3"] and what == "flag:tensor_parallel_size=unset"
+
+
+LOCAL_PLATFORM = '''\
+def check(self):
+    uses_rocm_dbo = (
+        current_platform.is_rocm()
+        and self.enable_dbo
+    )
+    if self.async_scheduling:
+        if uses_rocm_dbo:
+            raise ValueError("rocm only")
+        if self.x:
+            raise ValueError("any platform")
+'''
+
+
+def test_a_branch_on_a_local_bound_to_a_platform_test(tmp_path):
+    from tools.engine_oracle import raise_sites, reachability
+
+    f = tmp_path / "vllm" / "config" / "v.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(LOCAL_PLATFORM)
+    cls = {c["raises"]: c for c in reachability.classify("vllm-0.33.0", raise_sites.raise_sites([f]), {str(f): {2}},
+                                                         tmp_path, {})}
+    rocm = next(c for r, c in cls.items() if "rocm only" in r)
+    assert rocm["class"] == "not-reachable" and rocm["why"].startswith("platform-branch: `uses_rocm_dbo`")
+    assert next(c for r, c in cls.items() if "any platform" in r)["class"] == "reachable"

@@ -189,14 +189,44 @@ def _enclosing(tree: ast.AST, line: int) -> list[ast.AST]:
             return chain
 
 
+def _locals(fn: ast.AST | None) -> dict[str, ast.AST]:
+    """A function's local names assigned exactly once (``uses_rocm_deepep_ht_dbo = current_platform.is_rocm() and
+    ...``): a branch on such a name is a branch on its expression."""
+    if fn is None:
+        return {}
+    seen: dict[str, list] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    seen.setdefault(t.id, []).append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name):
+            seen.setdefault(n.target.id, []).append(n.value if isinstance(n, ast.AnnAssign) else None)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
+
+
+def _substitute(node: ast.AST, local: dict[str, ast.AST], depth: int = 0) -> ast.AST:
+    if isinstance(node, ast.Name) and node.id in local and depth < 3:
+        return _substitute(local[node.id], local, depth + 1)
+    if isinstance(node, ast.BoolOp):
+        return ast.BoolOp(op=node.op, values=[_substitute(v, local, depth) for v in node.values])
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return ast.UnaryOp(op=node.op, operand=_substitute(node.operand, local, depth))
+    return node
+
+
 def _guard(chain: list[ast.AST], line: int, truth: dict[str, bool]) -> str | None:
     """Why the statement cannot run on this platform / from input, from the branches and handlers around it."""
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    local = _locals(fn)
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, ast.If):
-            v = _predicate(parent.test, truth)
+            test = _substitute(parent.test, local)
+            v = _predicate(test, truth)
             in_body = any(child is s for s in parent.body)
             if v is not None and (in_body and v is False or not in_body and v is True):
-                return f"platform-branch: `{ast.unparse(parent.test)[:80]}` is {v} on the oracle's platform"
+                via = f" (`{ast.unparse(test)[:80]}`)" if test is not parent.test else ""
+                return f"platform-branch: `{ast.unparse(parent.test)[:80]}`{via} is {v} on the oracle's platform"
         if isinstance(parent, ast.ExceptHandler) and parent.type is not None:
             caught = ast.unparse(parent.type)
             if re.fullmatch(r"\(?\s*(ImportError|ModuleNotFoundError)(\s*,\s*(ImportError|ModuleNotFoundError))*\s*\)?",
