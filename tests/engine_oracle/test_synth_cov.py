@@ -255,3 +255,10 @@ def test_a_branch_on_a_local_bound_to_a_platform_test(tmp_path):
     rocm = next(c for r, c in cls.items() if "rocm only" in r)
     assert rocm["class"] == "not-reachable" and rocm["why"].startswith("platform-branch: `uses_rocm_dbo`")
     assert next(c for r, c in cls.items() if "any platform" in r)["class"] == "reachable"
+
+
+def test_a_free_string_option_takes_a_value_the_conditions_compare_it_with(sy):
+    sy.dests["backend"] = {"dest": "backend", "flags": ["--backend"], "action": "store", "type": "str"}
+    assert sy.compared["backend"] == ["guidance"]
+    line, what = sy.apply(LINE, (("self", "backend"), ["__other__"], False), "__other__", None)
+    assert line["argv"][-2:] == ["--backend", "guidance"] and what == "flag:backend=guidance"

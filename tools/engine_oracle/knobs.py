@@ -212,6 +212,23 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def compared_constants(trees) -> dict[str, list]:
+    """Per attribute name (a chain's last name): the string constants the release's conditions compare it with
+    (``self.speculative_algorithm == "EAGLE"``, ``x in ("DSPARK", "NEXTN")``), in source order."""
+    out: dict[str, list] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+                    isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                for a, b in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
+                    ch, consts = chain_of(a), _const(b)
+                    if ch and consts and not (isinstance(b, ast.Attribute) and b.attr.isupper() and
+                                              b.attr not in CONSTANTS):
+                        vals = out.setdefault(ch[-1], [])
+                        vals += [c for c in consts if isinstance(c, str) and c and c not in vals]
+    return {k: v for k, v in out.items() if v}
+
+
 def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs of the ``if``/``while`` tests on ``chain`` (reachability._enclosing: module -> statement) and, when the
     statement is an ``assert``, of its test (refused when false)."""

@@ -87,6 +87,7 @@ class Synth:
         # the imported modules' constants first, the validation files' own win a name both define
         K.learn_constants(K.imported_trees(self.trees.values(), self.root) + list(self.trees.values()))
         self.aliases_t = K.type_aliases(self.trees.values())
+        self.compared = K.compared_constants(self.trees.values())
         self.index = _Index([Path(f) for f in self.files])
         self._oracle = None
         self.aliases: dict[str, str] = {}
@@ -295,6 +296,12 @@ class Synth:
                     return dict(line, argv=argv), f"flag:{name}=unset"
                 return dict(line, argv=argv + [flag]), f"flag:{flag}"
             allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
+            compared = [c for c in getattr(self, "compared", {}).get(name, []) if not allowed or str(c) in [str(a) for a in allowed]]
+            if isinstance(value, str) and value.startswith("__") and compared and not allowed and \
+                    o.get("type") in (None, "str"):
+                # a free-string option (SGLang's --speculative-algorithm): a value the release's conditions compare
+                # it with, not a made-up word its own lookup refuses before the target
+                value = self.rnd.choice(compared)
             if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
                     allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
                 # a value the parser would refuse before any config check: one of the option's own instead (within
