@@ -262,3 +262,28 @@ def test_a_free_string_option_takes_a_value_the_conditions_compare_it_with(sy):
     assert sy.compared["backend"] == ["guidance"]
     line, what = sy.apply(LINE, (("self", "backend"), ["__other__"], False), "__other__", None)
     assert line["argv"][-2:] == ["--backend", "guidance"] and what == "flag:backend=guidance"
+
+
+EARLY = '''\
+def check(cfg):
+    if not cfg.enable_watermark:
+        return
+    if cfg.device != "cuda":
+        raise ValueError("device")
+    if cfg.disaggregation_mode != "null":
+        raise ValueError("pd")
+'''
+
+
+def test_an_early_return_before_the_raise_is_a_knob():
+    import ast
+
+    from tools.engine_oracle import knobs as K
+    from tools.engine_oracle.reachability import _enclosing
+
+    tree = ast.parse(EARLY)
+    chain = _enclosing(tree, 7)
+    got = K.path_knobs(chain) + K.early_exit_knobs(chain)
+    assert (("cfg", "enable_watermark"), [True, 1, "1"], True) in got
+    assert got[0][0] == ("cfg", "disaggregation_mode")
+    assert not any(k[0] == ("cfg", "device") for k in got)     # a preceding raise is not an exit to avoid

@@ -244,6 +244,25 @@ def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs of the early exits before the statement at the end of ``chain``: an ``if <test>: return`` (or
+    ``continue``/``break``) earlier in an enclosing block leaves the function before the raise unless its test is
+    false (``if not cfg.enable_watermark: return`` guards every check after it)."""
+    out = []
+    for parent, child in zip(chain, chain[1:]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not any(child is x for x in block):
+                continue
+            for st in block:
+                if st is child:
+                    break
+                if isinstance(st, ast.If) and not st.orelse and st.body and \
+                        isinstance(st.body[-1], (ast.Return, ast.Continue, ast.Break)):
+                    out += test_knobs(st.test, False)
+    return out
+
+
 def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs that keep a line away from the raise at the end of ``chain`` (a site that refused a line before it got
     to the one it was made for): the innermost ``if`` test around it wanted the other way, or the assert's test

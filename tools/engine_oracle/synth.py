@@ -217,7 +217,8 @@ class Synth:
         s = self.sites[i]
         tree = self.trees[s["file"]]
         chain = _enclosing(tree, s["line"])
-        own = _merge(K.validator_rename(chain, K.path_knobs(chain)) + K.registry_knobs(tree, s["line"]))
+        own = _merge(K.validator_rename(chain, K.path_knobs(chain) + K.early_exit_knobs(chain)) +
+                     K.registry_knobs(tree, s["line"]))
         name = s["function"].split(".")[-1]
         if name in ("__post_init__", "__init__") and "." in s["function"]:
             name = s["function"].split(".")[-2]
