@@ -287,3 +287,28 @@ def test_an_early_return_before_the_raise_is_a_knob():
     assert (("cfg", "enable_watermark"), [True, 1, "1"], True) in got
     assert got[0][0] == ("cfg", "disaggregation_mode")
     assert not any(k[0] == ("cfg", "device") for k in got)     # a preceding raise is not an exit to avoid
+
+
+PLATFORM_PROPERTY = '''\
+def check(cfg):
+    platform = get_platform()
+    if cfg.enable_prefill_cp and get_platform().is_hip:
+        raise ValueError("hip only")
+    if platform.is_npu and cfg.x:
+        raise ValueError("npu only")
+    if cfg.y and get_platform().is_sm100:
+        raise ValueError("per gpu")
+'''
+
+
+def test_platform_properties_of_get_platform_are_platform_branches(tmp_path):
+    from tools.engine_oracle import raise_sites, reachability
+
+    f = tmp_path / "sglang" / "srt" / "arg_groups" / "h.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(PLATFORM_PROPERTY)
+    cls = {c["raises"]: c for c in reachability.classify("sglang-0.5.23", raise_sites.raise_sites([f]),
+                                                          {str(f): {2}}, tmp_path, {})}
+    by = {k.split("(")[-1].strip("')\""): v for k, v in cls.items()}
+    assert by["hip only"]["why"].startswith("platform-branch") and by["npu only"]["why"].startswith("platform-branch")
+    assert by["per gpu"]["class"] == "reachable"      # the SM varies with the line's GPU type

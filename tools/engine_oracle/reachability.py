@@ -99,6 +99,9 @@ def _predicate(node: ast.AST, truth: dict[str, bool]):
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
     elif isinstance(node, ast.Name):   # SGLang: _is_hip = is_hip() at module level
         name = node.id.lstrip("_")
+    elif isinstance(node, ast.Attribute) and re.search(r"(^|\.)(get_platform\(\)|current_platform|platform)$",
+                                                       ast.unparse(node.value)):
+        name = node.attr   # SGLang 0.5.23: get_platform().is_hip, platform.is_npu (properties)
     if name and name.startswith("is_") and name[3:] in truth:
         return truth[name[3:]]
     return None
