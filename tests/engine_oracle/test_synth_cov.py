@@ -312,3 +312,15 @@ def test_platform_properties_of_get_platform_are_platform_branches(tmp_path):
     by = {k.split("(")[-1].strip("')\""): v for k, v in cls.items()}
     assert by["hip only"]["why"].startswith("platform-branch") and by["npu only"]["why"].startswith("platform-branch")
     assert by["per gpu"]["class"] == "reachable"      # the SM varies with the line's GPU type
+
+
+def test_each_model_that_entered_is_as_likely_a_base(sy):
+    i = _site(sy, "tp 3")
+    s = sy.sites[i]
+    kimi = [dict(LINE, argv=["/m", "-tp", str(n)]) for n in range(20)]
+    other = dict(LINE, argv=["/o"], model="other")
+    sy.records = [{"line": x, "verdict": "accepted", "executed": {s["file"]: {s["def_line"]}}, "sites": set()}
+                  for x in kimi + [other]]
+    picked = [sy.base_for(i, "entered", [LINE])["model"] for _ in range(40)]
+    assert 10 < picked.count("other") < 30
+    assert sy.apply(LINE, (("hf_config",), [], True), "__type__", None) is None

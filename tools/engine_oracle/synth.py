@@ -247,14 +247,19 @@ class Synth:
         # a model a line for this site was refused on before its target: another model first
         failed = self.failed_models.get(self._where(i), set()) if hasattr(self, "failed_models") else set()
         pool = [p for p in pool if _model_of(p) not in failed] or pool
-        # the plainest of them (fewest argv tokens, a third of the pool): fewer other settings that could refuse the
-        # line before its target
-        if len(pool) > 3:
-            pool = sorted(pool, key=lambda p: (len(p["argv"]), _key(p)))[:max(3, len(pool) // 3)]
         if need_model:   # a config.json field to set: a line naming a model directory (a shape's first)
             pool = [p for p in pool if self._model_dir(p)]
             seeds = [p for p in seeds if p.get("model_config") and self._model_dir(p)] or \
                 [p for p in seeds if self._model_dir(p)] or seeds
+        # a model first, each as likely (the catalog's models and the shapes: a check keyed on the architecture, a
+        # predicate over hf_config, needs the right one), then the plainest of its lines (fewest argv tokens, a third):
+        # fewer other settings that could refuse the line before its target
+        models = sorted({_model_of(p) for p in pool})
+        if len(models) > 1:
+            m = self.rnd.choice(models)
+            pool = [p for p in pool if _model_of(p) == m]
+        if len(pool) > 3:
+            pool = sorted(pool, key=lambda p: (len(p["argv"]), _key(p)))[:max(3, len(pool) // 3)]
         return self.rnd.choice(pool or seeds)
 
     def apply(self, line: dict, knob, value, site_cls: str | None) -> tuple[dict, str] | None:
@@ -350,6 +355,8 @@ class Synth:
             obj[path[-1]] = value
             return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}={json.dumps(value)[:40]}"
         if kind == "hf":
+            if name == "hf_config":
+                return None   # a predicate over the whole config: the base line's model stands for it
             if name in ("architectures", "model_type") and not (
                     isinstance(value, str) and (name == "model_type" or K.ARCH_RE.match(value)) and
                     not value.startswith("__")):
