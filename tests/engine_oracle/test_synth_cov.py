@@ -324,3 +324,55 @@ def test_each_model_that_entered_is_as_likely_a_base(sy):
     picked = [sy.base_for(i, "entered", [LINE])["model"] for _ in range(40)]
     assert 10 < picked.count("other") < 30
     assert sy.apply(LINE, (("hf_config",), [], True), "__type__", None) is None
+
+
+LOCALS = '''\
+def check(cfg, hf_config):
+    prefill_backend = cfg.prefill_attention_backend or cfg.attention_backend
+    model_arch = hf_config.architectures[0]
+    scaling_active = cfg.elastic_ep_backend is not None and cfg.max_ep_size > 1
+    if prefill_backend == "trtllm_mha" and model_arch == "GptOssForCausalLM":
+        raise ValueError("trtllm")
+    if scaling_active:
+        raise ValueError("scaling")
+'''
+
+
+def test_knobs_read_through_the_functions_locals():
+    import ast
+
+    from tools.engine_oracle import knobs as K
+    from tools.engine_oracle.reachability import _enclosing
+
+    tree = ast.parse(LOCALS)
+    chain = _enclosing(tree, 6)
+    got = K.substitute_locals(K.path_knobs(chain), chain)
+    assert (("cfg", "prefill_attention_backend"), ["trtllm_mha"], True) in got
+    assert (("hf_config", "architectures"), ["GptOssForCausalLM"], True) in got
+    chain = _enclosing(tree, 8)
+    got = K.substitute_locals(K.path_knobs(chain), chain)
+    assert [k[0] for k in got] == [("cfg", "elastic_ep_backend"), ("cfg", "max_ep_size")]
+
+
+def test_options_the_random_corpus_skips_take_values_of_their_kind(sy):
+    sy.dests["grpc_port"] = {"dest": "grpc_port", "flags": ["--grpc-port"], "action": "store", "type": "int"}
+    sy.dests["ssl_keyfile"] = {"dest": "ssl_keyfile", "flags": ["--ssl-keyfile"], "action": "store", "type": "str"}
+    sy.free_dests = {"grpc_port", "ssl_keyfile"}
+    line, _ = sy.apply(LINE, (("cfg", "grpc_port"), [True, 1, "1"], True), True, None)
+    assert line["argv"][-2:] == ["--grpc-port", "30011"]
+    line, _ = sy.apply(LINE, (("cfg", "ssl_keyfile"), ["__set__"], True), "__set__", None)
+    from pathlib import Path
+
+    assert line["argv"][-2] == "--ssl-keyfile" and Path(line["argv"][-1]).is_file()
+    line, what = sy.apply(dict(LINE, argv=LINE["argv"] + ["--grpc-port", "1"]),
+                          (("cfg", "grpc_port"), [None], False), None, None)
+    assert "--grpc-port" not in line["argv"] and what == "flag:grpc_port=unset"
+
+
+def test_a_local_named_after_an_option_lands_on_it():
+    from tools.engine_oracle import knobs as K
+
+    dests = {"prefill_attention_backend", "moe_a2a_backend", "speculative_moe_a2a_backend", "tp_size"}
+    assert K.resolve(("prefill_backend",), dests, {}, None, "sglang") == ("flag", "prefill_attention_backend")
+    assert K.resolve(("a2a_backend",), dests, {}, None, "sglang") == ("flag", "moe_a2a_backend")
+    assert K.resolve(("quant_resolved",), dests, {}, None, "sglang") is None

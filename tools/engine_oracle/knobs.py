@@ -244,6 +244,58 @@ def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def local_values(fn) -> dict[str, ast.AST]:
+    """A function's local names assigned exactly once, with their expression (``prefill_backend =
+    cfg.prefill_attention_backend or cfg.attention_backend``, ``model_arch = hf_config.architectures[0]``)."""
+    seen: dict[str, list] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    seen.setdefault(t.id, []).append(n.value)
+                elif isinstance(t, ast.Tuple):
+                    for e in t.elts:
+                        if isinstance(e, ast.Name):
+                            seen.setdefault(e.id, []).append(None)
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            seen.setdefault(n.target.id, []).append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            t = getattr(n, "target", None)
+            if isinstance(t, ast.Name):
+                seen.setdefault(t.id, []).append(None)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
+
+
+def substitute_locals(knobs: list, chain: list[ast.AST]) -> list:
+    """Knobs whose chain starts at a local of the enclosing function, read through its one assignment: a chain
+    expression (``a or b``: its first operand) takes the local's place; a truth test of a local bound to a condition
+    (``scaling_active = cfg.elastic_ep_backend is not None and ...``) becomes that condition's knobs."""
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return knobs
+    local = local_values(fn)
+    out = []
+    for ch, values, want in knobs:
+        expr = local.get(ch[0]) if ch else None
+        depth = 0
+        while isinstance(expr, ast.Name) and expr.id in local and depth < 3:
+            expr, depth = local[expr.id], depth + 1
+        if expr is None:
+            out.append((ch, values, want))
+            continue
+        head = expr.values[0] if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or) else \
+            expr.body if isinstance(expr, ast.IfExp) else expr
+        sub = chain_of(head)
+        if sub:
+            out.append((sub + tuple(ch[1:]), values, want))
+        elif len(ch) == 1 and isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) and \
+                values[:1] in ([True], [False]):
+            out += test_knobs(expr, want)
+        else:
+            out.append((ch, values, want))
+    return out
+
+
 def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs of the early exits before the statement at the end of ``chain``: an ``if <test>: return`` (or
     ``continue``/``break``) earlier in an enclosing block leaves the function before the raise unless its test is
@@ -351,6 +403,13 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
         opt = json_opts.get(_snake(site_cls))
         if opt:
             return "json", (_snake(site_cls), (last,))
+    # a local named after an option it was read from (``prefill_backend`` <- --prefill-attention-backend,
+    # ``a2a_backend`` <- --moe-a2a-backend): the shortest option whose name holds all of the local's words
+    words = set(last.split("_")) - {""}
+    if len(words) >= 2:
+        cands = sorted((d for d in dests if words <= set(d.split("_"))), key=lambda d: (len(d), d))
+        if cands:
+            return "flag", cands[0]
     return None
 
 

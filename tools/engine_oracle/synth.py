@@ -81,6 +81,14 @@ class Synth:
         dump = DATA / "engines" / f"{self.engine}-{self.version}-options.json"
         allopts = json.loads(dump.read_text())["parser"]["options"] if dump.is_file() else []
         self.json_opts = {o["dest"]: o for o in allopts if o.get("flags") and _is_json(o)}
+        # the options the random corpus leaves out (paths, ports, URLs, keys, names: corpus._FLAG_SKIP) are knobs
+        # too when a raise site's condition reads them: set to a value of their kind (free_value)
+        self.free_dests = set()
+        for o in allopts:
+            if o.get("flags") and o.get("action") != "help" and o["dest"] not in self.dests and \
+                    o["dest"] not in self.json_opts and o["dest"] not in ("model", "model_tag", "config", "help"):
+                self.dests[o["dest"]] = o
+                self.free_dests.add(o["dest"])
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
         self.defaults = K.class_defaults(self.trees.values())
@@ -217,8 +225,8 @@ class Synth:
         s = self.sites[i]
         tree = self.trees[s["file"]]
         chain = _enclosing(tree, s["line"])
-        own = _merge(K.validator_rename(chain, K.path_knobs(chain) + K.early_exit_knobs(chain)) +
-                     K.registry_knobs(tree, s["line"]))
+        own = _merge(K.substitute_locals(K.validator_rename(chain, K.path_knobs(chain) + K.early_exit_knobs(chain)),
+                                         chain) + K.registry_knobs(tree, s["line"]))
         name = s["function"].split(".")[-1]
         if name in ("__post_init__", "__init__") and "." in s["function"]:
             name = s["function"].split(".")[-2]
@@ -287,6 +295,17 @@ class Synth:
             if not self.seed_json.get(name):
                 return None
             return dict(line, argv=set_flag(argv, flags, json.dumps(self.seed_json[name]))), f"flag:{name}=preset"
+        if kind == "flag" and name in getattr(self, "free_dests", ()) and self.dests[name]["action"] not in (
+                "store_true", "store_false") and self.dests[name].get("nargs") != 0:
+            o = self.dests[name]
+            flags = tuple(o["flags"])
+            argv = drop_flag(argv, flags)
+            if value in (None, False, 0):
+                return dict(line, argv=argv), f"flag:{name}=unset"
+            v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
+                not str(value).startswith("__") else self.free_value(name)
+            flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
+            return dict(line, argv=argv + [flag, str(v)]), f"flag:{name}={str(v)[:40]}"
         if kind == "flag":
             o = self.dests[name]
             flags = tuple(o["flags"])
@@ -363,6 +382,25 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def free_value(self, dest: str) -> str:
+        """A value of the kind an option's name says (the options the random corpus skips): a port, a loopback host
+        or URL, a file or directory this run owns (made empty), a key or a name."""
+        d = self.data_dir / "free"
+        if re.search(r"(^|_)ports?($|_)", dest):
+            return "30011"
+        if re.search(r"(^|_)(url|urls|endpoint|endpoints)($|_)", dest):
+            return "http://127.0.0.1:9"
+        if re.search(r"(^|_)(host|hosts)($|_)", dest):
+            return "127.0.0.1"
+        if re.search(r"(^|_)(dir|directory|root)($|_)", dest):
+            (d / dest).mkdir(parents=True, exist_ok=True)
+            return str(d / dest)
+        if re.search(r"(^|_)(path|paths|file|files|keyfile|certfile|socket|uds)($|_)", dest):
+            d.mkdir(parents=True, exist_ok=True)
+            (d / dest).touch()
+            return str(d / dest)
+        return "synth-" + dest.replace("_", "-")
 
     def fit_gpus(self, line: dict) -> dict:
         """A line whose TP x PP (x local DP) outgrew its GPUs gets that many (up to a node's 8): the release would
