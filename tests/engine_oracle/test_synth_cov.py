@@ -191,8 +191,12 @@ def test_misses_refused_while_parsing_are_grouped_by_option_and_sentence():
            "must be set when profiler is 'proton' [type=value_error, input_value={}, input_type=dict]")
     miss = {"where": None, "message": msg, "argv": ["/m"], "env": {}, "mutations": [], "model_config": None}
     other = dict(miss, message=msg.replace("proton_profiler_dir", "torch_profiler_dir"))
-    doc = {"release": "vllm-0.33.0", "seed": 1, "code_commit": "abc", "product": {"misses": [miss, miss, other]}}
+    fr = {"argv": ["/m", "-tp", "16"], "env": {}, "product_rules": ["parallel-fits-node"], "product_message": "16 ranks"}
+    doc = {"release": "vllm-0.33.0", "seed": 1, "code_commit": "abc",
+           "product": {"misses": [miss, miss, other], "false_refusals": [fr]}}
     md = table.misses_markdown([doc])
+    assert "# False refusals (the engine accepted, the product refused): 1" in md
+    assert "## vllm-0.33.0: parallel-fits-node" in md
     assert "## ? (--profiler-config: proton_profiler_dir must be set when profiler is 'proton')  (2 lines" in md
     assert "## ? (--profiler-config: torch_profiler_dir must be set" in md
 

@@ -123,6 +123,18 @@ def misses_markdown(reports: list[dict]) -> str:
         out.append("argv: " + json.dumps(m.get("argv")))
         out.append("env: " + json.dumps(m.get("env")))
         out.append("")
+    frs = [(d["release"], f) for d in reports for f in (d.get("product") or {}).get("false_refusals") or []]
+    if frs:
+        out.append(f"# False refusals (the engine accepted, the product refused): {len(frs)}")
+        out.append("")
+        for rel, f in frs:
+            out.append(f"## {rel}: {', '.join(f.get('product_rules') or [])}")
+            out.append("product_message: " + (f.get("product_message") or "").strip()[:400])
+            out.append(f"mutations: {f.get('mutations')}")
+            out.append(f"model_config: {f.get('model_config')}")
+            out.append("argv: " + json.dumps(f.get("argv")))
+            out.append("env: " + json.dumps(f.get("env")))
+            out.append("")
     return "\n".join(out)
 
 
