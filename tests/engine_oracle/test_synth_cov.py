@@ -380,3 +380,32 @@ def test_a_local_named_after_an_option_lands_on_it():
     assert K.resolve(("prefill_backend",), dests, {}, None, "sglang") == ("flag", "prefill_attention_backend")
     assert K.resolve(("a2a_backend",), dests, {}, None, "sglang") == ("flag", "moe_a2a_backend")
     assert K.resolve(("quant_resolved",), dests, {}, None, "sglang") is None
+
+
+WATERMARK = '''\
+from pydantic import Field
+
+
+class WatermarkConfig:
+    key: int = Field(ge=0, repr=False)
+    mixing: float = Field(default=0.5, gt=0)
+    algorithm: str = "kgw"
+'''
+
+
+def test_a_json_option_no_preset_sets_gets_its_required_fields(sy, tmp_path):
+    import ast
+
+    from tools.engine_oracle import knobs as K
+
+    tree = ast.parse(WATERMARK)
+    sy.fields.update(K.class_fields([tree]))
+    sy.defaults.update(K.class_defaults([tree]))
+    sy.json_opts["watermark_config"] = {"dest": "watermark_config", "flags": ["--watermark-config"],
+                                        "action": "store", "type": {"return_type": "json"}}
+    sy.dests["watermark_config"] = sy.json_opts["watermark_config"]
+    assert sy.minimal_json("watermark_config") == {"key": 0}
+    line, what = sy.apply(LINE, (("self", "watermark_config"), [True], True), True, None)
+    assert what == "flag:watermark_config=minimal" and json.loads(line["argv"][-1]) == {"key": 0}
+    line, _ = sy.apply(LINE, (("self", "watermark_config", "algorithm"), ["x"], True), "x", None)
+    assert json.loads(line["argv"][-1]) == {"key": 0, "algorithm": "x"}

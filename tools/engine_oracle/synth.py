@@ -293,7 +293,10 @@ class Synth:
             if _json_of(argv, flags) is not None:
                 return None
             if not self.seed_json.get(name):
-                return None
+                obj = self.minimal_json(name)
+                if obj is None:
+                    return None
+                return dict(line, argv=set_flag(argv, flags, json.dumps(obj))), f"flag:{name}=minimal"
             return dict(line, argv=set_flag(argv, flags, json.dumps(self.seed_json[name]))), f"flag:{name}=preset"
         if kind == "flag" and name in getattr(self, "free_dests", ()) and self.dests[name]["action"] not in (
                 "store_true", "store_false") and self.dests[name].get("nargs") != 0:
@@ -366,7 +369,8 @@ class Synth:
                 value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
             if K.is_list_annotation(ann) and value is not None and not isinstance(value, list):
                 value = [value]   # a list field (compile_sizes: list[int]) takes a list of the value
-            cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or {}) if path != ("method",) else \
+            cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or self.minimal_json(dest) or {}) \
+                if path != ("method",) else \
                 _json_of(argv, flags) or {}
             obj = cur
             for p in path[:-1]:
@@ -382,6 +386,28 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def minimal_json(self, dest: str) -> dict | None:
+        """A JSON option no preset sets (``--watermark-config``): its config class's fields without a default, each a
+        value its annotation takes (a string field: a word), the others left to their defaults; None when the class
+        is not among the validation files'."""
+        cls = next((c for c in self.fields if K._snake(c) == dest), None)
+        if cls is None:
+            return None
+        out = {}
+        for f, ann in self.fields[cls].items():
+            dv = self.defaults.get(cls, {}).get(f)
+            required = dv is None or isinstance(dv, ast.Call) and ast.unparse(dv.func).split(".")[-1] == "Field" \
+                and not dv.args and not any(k.arg in ("default", "default_factory") for k in dv.keywords)
+            if not required or f.startswith("_"):
+                continue
+            bounds = K.field_bounds(self.defaults, dest, (f,), self.fields)
+            vals = [v for v in K.within_bounds(K.annotation_values(ann, self.aliases_t), bounds) if v is not None]
+            text = ast.unparse(ann)
+            out[f] = vals[0] if vals else "synth" if re.search(r"\bstr\b", text) else None
+            if out[f] is None:
+                return None
+        return out
 
     def free_value(self, dest: str) -> str:
         """A value of the kind an option's name says (the options the random corpus skips): a port, a loopback host
