@@ -409,3 +409,12 @@ def test_a_json_option_no_preset_sets_gets_its_required_fields(sy, tmp_path):
     assert what == "flag:watermark_config=minimal" and json.loads(line["argv"][-1]) == {"key": 0}
     line, _ = sy.apply(LINE, (("self", "watermark_config", "algorithm"), ["x"], True), "x", None)
     assert json.loads(line["argv"][-1]) == {"key": 0, "algorithm": "x"}
+
+
+def test_a_predicate_of_the_model_is_no_config_json_field():
+    from tools.engine_oracle import knobs as K
+
+    assert K.resolve(("self", "model_config", "is_hybrid"), set(), {}, None, "vllm") == ("hf", "hf_config")
+    assert K.resolve(("self", "model_config", "hf_config", "architectures"), set(), {}, None, "vllm") == \
+        ("hf", "architectures")
+    assert K.resolve(("hf_config", "num_experts"), set(), {}, None, "vllm") == ("hf", "num_experts")

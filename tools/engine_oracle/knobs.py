@@ -391,9 +391,12 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
         if c in HF_NAMES and i + 1 < len(names):
             return "hf", names[i + 1]
     last = names[-1]
-    if last in ("hf_config", "architectures", "architecture") or last.startswith("is_") and \
-            any(c in ("model_config", "hf_config") for c in names):
-        return "hf", "architectures" if last.startswith("arch") else last
+    if last in ("architectures", "architecture"):
+        return "hf", "architectures"
+    if last == "hf_config" or last.startswith("is_") and any(c in ("model_config", "hf_config") for c in names):
+        # a predicate of the model (model_config.is_hybrid, is_moe): the model's own, not a config.json field of
+        # that name; the base line's model (each as likely) stands for it
+        return "hf", "hf_config"
     for i, c in enumerate(names[:-1]):
         if c in json_opts:
             return "json", (c, tuple(names[i + 1:]))
