@@ -449,8 +449,12 @@ def main(argv=None) -> int:
         import time
 
         report["sites"], report["reachability"] = cls, summary
+        import subprocess
+
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         report["reclassified"] = {"command": "python3 -m tools.engine_oracle.reachability --from " + str(a.src) +
-                                  " --update", "at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                                  " --update", "at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                  "code_commit": commit or None}
         a.src.write_text(json.dumps(report, indent=1, default=sorted))
     if a.list:
         summary["sites"] = [r for r in cls if a.list == "all" or r["class"] == a.list]
