@@ -512,6 +512,100 @@ def check_vllm_config_bounds(r, c):
                 yield f"spec.parallel.eplb.{name}", f"eplb_config.{key} {value} is not above 0 on vLLM {r.version.key}"
 
 
+_ARGV_RANGE_SOURCES = {
+    "vllm 0.11.0": "vllm config/parallel.py:67,376,404-409,482-483@0.11.0 (plain ints; world_size = pp x tp; a "
+                   "data_parallel_size not above 1 is replaced by VLLM_DP_SIZE), v1/executor/abstract.py:30-65@0.11.0 "
+                   "(no backend for a world below 1), config/cache.py:43,168-171@0.11.0 and "
+                   "v1/worker/gpu_worker.py:183-184@0.11.0 (requested memory = total x utilization), "
+                   "v1/core/kv_cache_utils.py:697-701@0.11.0 ('No available memory for the cache blocks')",
+    "sglang 0.5.23": "sglang arg_groups/fields/schedule.py:220-227@0.5.23 (mamba_full_memory_ratio: Optional[float]), "
+                     "mem_cache/kv_cache_configurator.py:3350-3396@0.5.23 (Mamba budget rest x r/(1+r); a cache size "
+                     "not above 0 raises at start), entrypoints/engine.py:2045-2080@0.5.23 (the scheduler processes' "
+                     "rank ranges from tp_size and pp_size)",
+    "sglang 0.5.22": "sglang arg_groups/fields/schedule.py@0.5.22 (mamba_full_memory_ratio: Optional[float], as "
+                     "0.5.23), mem_cache/kv_cache_configurator.py@0.5.22 (the Mamba budget, as 0.5.23), "
+                     "entrypoints/engine.py@0.5.22 (_calculate_rank_ranges, as 0.5.23)",
+}
+
+
+@rule("argv-value-outside-document-range", checked_by="runtime-only",
+      fails_at="engine start (KV-cache or Mamba-state sizing, executor or scheduler-process layout), or the API "
+               "server's bind",
+      family="spec", severity="warning", engines=[ENGINE_VLLM, ENGINE_SGLANG], field="spec.parallel.tp",
+      title="A command line's value the release accepts when it builds its config, outside the range a document "
+            "allows",
+      why="The release's parser and config classes take these values (vLLM 0.11.0 declares no bound on the parallel "
+          "sizes or gpu_memory_utilization; SGLang none on its sizes, its port or mamba_full_memory_ratio), so the "
+          "command line is not refused; what the release's later code does with them is: a utilization or Mamba "
+          "ratio of 0 or below leaves the KV cache or the Mamba states no memory, a world size below 1 has no "
+          "executor (vLLM) or scheduler-process layout (SGLang), vLLM 0.11.0 replaces a data_parallel_size below 1 "
+          "with VLLM_DP_SIZE, and a port outside 1-65535 is no listening port. A document is refused for them "
+          "(spec.schema).",
+      fix="Use a size of at least 1, a memory share in (0, 1], a Mamba ratio above 0 and a port in 1-65535.",
+      source=_ARGV_RANGE_SOURCES["sglang 0.5.23"],
+      sources=_ARGV_RANGE_SOURCES)
+def check_argv_value_outside_document_range(r, c):
+    vllm = r.engine.engine == ENGINE_VLLM
+    if vllm and r.trait("config_bounds", True):
+        return      # from 0.28.0 the config classes declare the bounds: vllm-config-bounds / -field-bounds refuse
+    par = r.spec.parallel
+    tp, pp = par.tp if par.tp is not None else 1, par.pp if par.pp is not None else 1
+    if (par.tp is not None and par.tp < 1) or (par.pp is not None and par.pp < 1):
+        field = "spec.parallel.tp" if par.tp is not None and par.tp < 1 else "spec.parallel.pp"
+        if vllm:
+            yield field, (f"tensor x pipeline parallel {tp} x {pp}: vLLM {r.version.key} builds its config with "
+                          f"world_size {tp * pp} (config/parallel.py:376); "
+                          + ("below 1 no executor backend is chosen and the start fails ('Unknown distributed "
+                             "executor backend: None', v1/executor/abstract.py:62-64)" if tp * pp < 1 else
+                             "negative sizes give no meaningful layout"))
+        else:
+            yield field, (f"tp {tp}, pp {pp}: SGLang {r.version.key} accepts it when it resolves its arguments; the "
+                          "launch lays out its scheduler processes from these sizes (entrypoints/engine.py:2045-2080"
+                          "@0.5.23), which a size below 1 does not describe")
+    for name in ("dcp", "dpLocal") if vllm else ("dp", "ep"):
+        v = getattr(par, name)
+        if v is not None and v < (0 if name == "dpLocal" else 1):
+            yield f"spec.parallel.{name}", f"parallel.{name} {v}: accepted at config time, no meaningful size"
+    if vllm and par.dp is not None and par.dp < 1:
+        yield "spec.parallel.dp", (f"data_parallel_size {par.dp}: vLLM {r.version.key} replaces it with VLLM_DP_SIZE "
+                                   "(default 1) when it is not above 1 and no local size is 0 "
+                                   "(config/parallel.py:404-409@0.11.0)")
+    frac = r.spec.memory.fraction
+    if vllm and frac is not None and frac <= 0:
+        yield "spec.memory.fraction", (f"gpu_memory_utilization {frac}: the worker requests total x {frac} GiB "
+                                       "(v1/worker/gpu_worker.py:183-184@0.11.0) and the KV cache gets none: 'No "
+                                       "available memory for the cache blocks' (v1/core/kv_cache_utils.py:697-701)")
+    ratio = r.spec.memory.mambaFullMemoryRatio
+    if not vllm and ratio is not None and ratio <= 0:
+        yield "spec.memory.mambaFullMemoryRatio", (
+            f"mamba_full_memory_ratio {ratio}: the Mamba budget rest x r/(1+r) is "
+            + ("undefined (division by zero)" if ratio == -1 else "0 or below")
+            + " (mem_cache/kv_cache_configurator.py:3350-3356@0.5.23); unless --max-mamba-cache-size (or "
+              "--disable-radix-cache with --max-running-requests) sizes the states, the start raises 'Not enough GPU "
+              "memory for hybrid (mamba/linear-attention) state cache' (:3384-3396)")
+    port = r.spec.serving.port
+    if port is not None and not 1 <= port <= 65535:
+        yield "spec.serving.port", (f"port {port}: the release accepts it at config time; "
+                                    + ("0 makes the API server bind a port the OS picks, not a known one"
+                                       if port == 0 else "no TCP port: the API server cannot bind it"))
+
+
+@rule("startup-bandwidth-unused", checked_by="product", family="spec", severity="warning", engines=BOTH,
+      field="spec.startup.storageBandwidthGiBps",
+      title="An assumed storage bandwidth that a fixed start-up budget overrides",
+      why="The storage bandwidth serves one figure only: the derived cold-start budget (weights / bandwidth + "
+          "compile + graph capture, x margin). spec.startup.budgetSeconds replaces that derivation, so a bandwidth "
+          "given beside it changes nothing rendered (probes, ready timeout, run's deadline).",
+      fix="Drop spec.startup.storageBandwidthGiBps, or drop spec.startup.budgetSeconds to derive the budget from it.",
+      source="gpustack_k3/core/launch.py startup_budget_s (budgetSeconds first)")
+def check_startup_bandwidth_unused(r, c):
+    st = r.spec.startup
+    if st.budgetSeconds and "storageBandwidthGiBps" in st.model_fields_set:
+        yield "spec.startup.storageBandwidthGiBps", (
+            f"storageBandwidthGiBps {st.storageBandwidthGiBps} is not used: budgetSeconds {st.budgetSeconds} fixes "
+            "the start-up budget")
+
+
 # ------------------------------------------------------------------ DCP and speculative decoding
 
 @rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
