@@ -21,7 +21,7 @@ from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
-from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
+from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int, extra_arg_switch
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.model_limits import model_max_len
 from gpustack_k3.core.rules.registry import RULES, Rule, rule
@@ -771,7 +771,7 @@ def check_vllm_dspark_dcp_backend_extra(r, c):
 def check_dcp_divides_tp(r, c):
     # with PCP above 1 the release allows DCP 1, PCP or TP x PCP instead (config/parallel.py:597-606@0.33.0; rule
     # vllm-pcp-dcp-span, core/rules/vllm_checks.py): tp 2, pcp 2, dcp 4 is accepted
-    if (extra_arg_int(r, "--prefill-context-parallel-size") or 1) > 1:
+    if (extra_arg_int(r, PCP_FLAG) or 1) > 1:
         return
     if r.dcp > 1 and r.tp % r.dcp:
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
@@ -878,7 +878,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
     nnodes = max(extra_arg_int(r, "--nnodes") or 1, 1)
     if r.engine.engine == ENGINE_VLLM:
         topo = r.engine.topology
-        pcp = extra_arg_int(r, "--prefill-context-parallel-size") or 1
+        pcp = extra_arg_int(r, PCP_FLAG) or 1
         within = tp * pp * pcp
         base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
         if extra_arg_switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
