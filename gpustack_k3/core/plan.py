@@ -102,6 +102,12 @@ def plan(r: Resolved) -> Plan:
     (``r.calibrated``), else derived from its config.json (``r.model_arch``), else PlanUnavailable naming why."""
     if r.version is None or r.hardware is None:
         raise PlanUnavailable("no catalog figures for this engine version or GPU type")
+    for name in ("tp", "pp", "dp", "dcp"):
+        # a size below 1 reaches here only from a command line its release accepts at config time (a document's
+        # schema refuses it; rule argv-value-outside-document-range says what the release makes of it): no layout
+        v = r.value(f"parallel.{name}")
+        if v is not None and v < 1:
+            raise PlanUnavailable(f"spec.parallel.{name} {v} is below 1: no layout to plan")
     if r.calibrated:
         return _plan_vllm(r) if r.engine.engine == ENGINE_VLLM else _plan_sglang(r)
     a = r.model_arch
@@ -313,7 +319,8 @@ def _plan_sglang(r: Resolved) -> Plan:
     requested = frac * visible
     weights = _calibrated_weights(r, notes)
     rest = requested - weights
-    ratio_r = float(r.value("memory.mambaFullMemoryRatio") or 0.9)
+    ratio = r.value("memory.mambaFullMemoryRatio")   # 0 is a ratio (a command line's), not "unset"
+    ratio_r = 0.9 if ratio is None else float(ratio)
     mamba_budget = max(0.0, rest) * ratio_r / (1 + ratio_r) if ratio_r > 0 else 0.0
     spec = r.spec_enabled
     per_req = fg.mamba_state_per_request_gib

@@ -280,6 +280,10 @@ RACK_CASES = {
     "rack-group-spans-domains": (_case(DSV, _wide(36)), _case(DSV, _wide(8))),
     "rack-nixl-port-range": (_case(DSV, _put("disaggregation.sideChannelPort", 65530)), _case(DSV)),
     "rack-routing-target": (_case(DSV, _put("routing", {"target": "inferencePool"})), _case(DSV)),
+    # B300 (no NVLink domain): policy none, nothing renders the key; with colocate the pod affinity carries it
+    "rack-topology-key-unused": (_case(KIMI, _put("placement.rack", {"topologyKey": "example.com/rack"})),
+                                 _case(KIMI, _put("placement.rack", {"topologyKey": "example.com/rack",
+                                                                     "policy": "colocate"}))),
 }
 
 

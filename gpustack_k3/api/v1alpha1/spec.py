@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -41,9 +42,35 @@ LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE, max_length=63
 AnnotationKey = Annotated[str, StringConstraints(pattern=f"(?i){LABEL_KEY}", max_length=317)]
 
 
+# pydantic's error types of a number's bound (Field ge/gt/le/lt)
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, defer_build=True,
                               allow_inf_nan=False)
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _argv_numbers_are_the_releases(cls, v: Any, handler: Any, info: ValidationInfo) -> Any:
+        """A number's bound below (``Field(ge=...)``) guards the documents we write and render. A value read from
+        a command line the engine runs as it is (validation context ``{"engine_argv": True}``: check-args,
+        check-pd) is judged by that release's own rules instead — what its parser and config classes accept (rule
+        vllm-config-bounds, vllm-config-field-bounds, the checks tables): vLLM 0.11.0 builds its config with
+        --pipeline-parallel-size -1 or --gpu-memory-utilization -1 (plain ints/floats, config/parallel.py:67 and
+        config/cache.py:43@0.11.0), SGLang 0.5.23 with --mamba-full-memory-ratio 0 (a plain Optional[float],
+        arg_groups/fields/schedule.py:220-227@0.5.23). The type is still the field's (a bound is all that is
+        left to the release)."""
+        if not (info.context or {}).get("engine_argv"):
+            return handler(v)
+        try:
+            return handler(v)
+        except ValidationError as exc:
+            errs = exc.errors()
+            if (isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and all(e["type"] in _BOUND_ERRORS and not e["loc"] for e in errs)):
+                return v
+            raise
 
 
 class EngineRef(_Strict):

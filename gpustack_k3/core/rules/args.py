@@ -54,6 +54,10 @@ def extra_arg_value(r: Resolved, *names: str) -> str | None:
     return found[1] if found else None
 
 
+# vLLM's prefill-context-parallel size: a pass-through flag (no spec field); read by rules of spec.py and vllm_checks.py
+PCP_FLAG = "--prefill-context-parallel-size"
+
+
 def extra_arg_int(r: Resolved, *names: str) -> int | None:
     """:func:`extra_arg_value` as a whole number (None: absent, bare or not a number)."""
     try:

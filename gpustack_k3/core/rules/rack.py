@@ -216,3 +216,25 @@ def check_rack_routing_target(t: Topology) -> Iterator[tuple[str, str]]:
         yield "spec.routing.target", "vllm-router without prefill and decode roles (its P/D mode is what we render)"
     if target == "vllm-router" and t.engine != ENGINE_VLLM:
         yield "spec.routing.target", f"vllm-router in front of {t.engine}"
+
+
+@rule("rack-topology-key-unused", checked_by="product", family="topology", severity="warning", engines=BOTH,
+      field="spec.placement.rack.topologyKey",
+      title="A rack topology key that no placement uses",
+      why="The NVLink-domain label places pods only through a rack policy (colocate: pod affinity on it; exclusive: "
+          "the LWS exclusive-topology annotation) or through the subgroups of a group larger than one domain; with "
+          "policy none and no such group nothing rendered carries it, so the key would be ignored without a word.",
+      fix="Set spec.placement.rack.policy to colocate or exclusive to place by this label, or drop "
+          "spec.placement.rack.topologyKey.",
+      source=f"{DESIGN} (3. Placement); gpustack_k3/render/computedomain.py (where the key is rendered)")
+def check_rack_topology_key_unused(t: Topology) -> Iterator[tuple[str, str]]:
+    lay = _layout(t)
+    if lay is None or not _has_roles(t):
+        return
+    rack = t.roles[0].resolved.spec.placement.rack
+    if rack is None or not rack.topologyKey:
+        return
+    if lay.policy == "none" and not lay.subgroups:
+        yield "spec.placement.rack.topologyKey", (
+            f"topologyKey {rack.topologyKey}: rack policy none and no group spans an NVLink domain, so no object "
+            "places pods by it")

