@@ -35,8 +35,38 @@ PY_CASES = [
     ("vllm-pcp-dcp-span", "0.34.0", [MOE, "-tp", "2", "--prefill-context-parallel-size", "2", "-dcp", "3"], {},
      [MOE, "-tp", "2", "--prefill-context-parallel-size", "2", "-dcp", "2"], {}, None),
 ]
+PROF = "--profiler-config"
+EAGER = "--enforce-eager"   # Proton with CUDA graphs needs graph attribution (config/vllm.py:3279-3300@0.33.0)
+for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"profiler": "proton"})], {},
+         [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/proton"})], {}, None),
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"profiler": "torch"})], {},
+         [SMOL, PROF, json.dumps({"profiler": "torch", "torch_profiler_dir": "/tmp/torch"})], {}, None),
+        # the options of proton without it, listed in the validator's order
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"proton_data": "trace", "proton_mode": "x"})],
+         {}, [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_data": "trace", "proton_mode": "x",
+                                      "proton_profiler_dir": "/tmp/p"})], {}, None),
+        ("vllm-profiler-config-invalid", _rel,
+         [SMOL, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p",
+                                  "proton_output_format": "chrome_trace"})], {},
+         [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p", "proton_data": "trace",
+                                         "proton_output_format": "chrome_trace"})], {}, None),
+    ]
+for _rel in ("0.33.0", "0.34.0"):
+    PY_CASES += [
+        ("vllm-profiler-config-invalid", _rel,
+         [SMOL, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p", "proton_data": "trace",
+                                  "proton_graph_attribution": True})], {},
+         [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p",
+                                         "proton_graph_attribution": True})], {}, None),
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"torch_profiler_activities": ["CPU"]})], {},
+         [SMOL, PROF, json.dumps({"profiler": "torch", "torch_profiler_dir": "/tmp/t",
+                                  "torch_profiler_activities": ["CPU"]})], {}, None),
+    ]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
-PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span")
+PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
+                "vllm-profiler-config-invalid")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 

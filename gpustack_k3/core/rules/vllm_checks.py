@@ -9,6 +9,7 @@ import json
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int
+from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
@@ -104,6 +105,105 @@ def check_vllm_pcp_dcp_span(r, c):
                      f"Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are {sorted({1, pcp, tp * pcp})}.")
 
 
+def _json_option(r: Resolved, dest: str) -> dict | None:
+    """The dict the release's parser made of a JSON config option (``--profiler-config`` and its dotted forms), as
+    the engine-check table reads it (checks.line_view); None when the line does not give it."""
+    v = line_view(r)
+    if v is None or not v.given(dest):
+        return None
+    x = v.value(dest)
+    return x if isinstance(x, dict) else None
+
+
+# ProfilerConfig._validate_profiler_config (a pydantic model_validator): the parser runs it when it reads
+# --profiler-config (engine/arg_utils.py parse_dataclass: TypeAdapter(cls).validate_json), so the line is refused
+# at parse time ("argument --profiler-config: 1 validation error for ProfilerConfig").
+_PROFILER_SOURCES = {
+    "0.28.0": "vllm config/profiler.py:24-35,167-237@0.28.0",
+    "0.29.0": "vllm config/profiler.py:24-35,167-237@0.29.0",
+    "0.33.0": "vllm config/profiler.py:52-63,214-307@0.33.0",
+    "0.34.0": "vllm config/profiler.py:51-62,204-302@0.34.0",
+}
+# the class's field defaults the validator sees where the JSON does not give the field (config/profiler.py:42-100@0.28.0,
+# :70-138@0.33.0); 0.28.0/0.29.0 have neither torch_profiler_activities nor proton_graph_attribution (the parser
+# refuses the key: extra="forbid")
+_PROFILER_DEFAULTS = {"profiler": None, "torch_profiler_dir": "", "torch_profiler_activities": None,
+                      "proton_profiler_dir": "", "proton_context": "shadow", "proton_data": "tree",
+                      "proton_backend": None, "proton_mode": None, "proton_hook": None, "proton_output_format": None,
+                      "proton_graph_attribution": False, "capture_torch_profiler": False}
+_PROTON_OPTIONS = ("proton_profiler_dir", "proton_context", "proton_data", "proton_backend", "proton_mode",
+                   "proton_hook", "proton_output_format", "proton_graph_attribution")
+
+
+def _is_uri_path(path: str) -> bool:
+    """config/profiler.py _is_uri_path: scheme://..., a scheme longer than one character."""
+    return "://" in path and len(path.split("://")[0]) > 1
+
+
+def profiler_refusal(cfg: dict, release: str) -> str | None:
+    """The message ProfilerConfig's validator of ``release`` raises for the --profiler-config JSON ``cfg`` (the first
+    check that fails, in the release's order), or None when it accepts it."""
+    new = release in ("0.33.0", "0.34.0")   # activities and graph attribution: 0.33.0 on
+    c = {**_PROFILER_DEFAULTS, **cfg}
+    prof = c["profiler"]
+    acts = c["torch_profiler_activities"]
+    if new and acts is not None:
+        if prof != "torch":
+            return "torch_profiler_activities is only applicable when profiler is set to 'torch'"
+        if len(acts) != len(set(acts)):
+            return "torch_profiler_activities must not contain duplicates"
+    if c["torch_profiler_dir"] and prof != "torch":
+        return "torch_profiler_dir is only applicable when profiler is set to 'torch'"
+    if prof == "torch" and not c["torch_profiler_dir"]:
+        return "torch_profiler_dir must be set when profiler is 'torch'"
+    names = _PROTON_OPTIONS if new else _PROTON_OPTIONS[:-1]
+    non_default = [n for n in names if c[n] != _PROFILER_DEFAULTS[n]]
+    if prof != "proton" and non_default:
+        return f"{', '.join(non_default)} only applicable when profiler is set to 'proton'"
+    if prof == "proton" and not c["proton_profiler_dir"]:
+        return "proton_profiler_dir must be set when profiler is 'proton'"
+    if c["proton_profiler_dir"] and _is_uri_path(c["proton_profiler_dir"]):
+        return "proton_profiler_dir must be a local directory"
+    if prof == "proton":
+        fmt, data = c["proton_output_format"], c["proton_data"]
+        if new and c["proton_graph_attribution"] and data != "tree":
+            return "proton_graph_attribution requires proton_data='tree'"
+        mode = c["proton_mode"]
+        if new and c["proton_graph_attribution"] and mode and mode.split(":", 1)[0].lower() == "periodic_flushing":
+            return "proton_graph_attribution is incompatible with periodic_flushing: both manage Proton data phases."
+        if fmt == "chrome_trace" and data != "trace":
+            return "chrome_trace output requires proton_data='trace'"
+        if fmt in ("hatchet", "hatchet_msgpack") and data != "tree":
+            return f"{fmt} output requires proton_data='tree'"
+    if c["capture_torch_profiler"] and prof != "torch":
+        return "capture_torch_profiler is only applicable when profiler is set to 'torch'"
+    return None
+
+
+@rule("vllm-profiler-config-invalid", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--profiler-config is refused by ProfilerConfig's validator",
+      why="The parser validates --profiler-config with ProfilerConfig's own checks: a profiler's directory must be "
+          "set for it (torch_profiler_dir for torch, a local proton_profiler_dir for proton), each profiler's options "
+          "only with that profiler, and proton's output format matching proton_data. vllm serve refuses the line "
+          "before anything is loaded.",
+      fix="Give the profiler's directory with it (\"profiler\": \"torch\" with torch_profiler_dir, \"proton\" with "
+          "proton_profiler_dir), drop options of the other profiler, and match proton_output_format to proton_data.",
+      source=_PROFILER_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _PROFILER_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_profiler_config(r, c):
+    if r.version is None or r.version.key not in _PROFILER_SOURCES:
+        return
+    cfg = _json_option(r, "profiler_config")
+    if cfg is None:
+        return
+    problem = profiler_refusal(cfg, r.version.key)
+    if problem:
+        found = extra_arg(r, "--profiler-config")
+        yield (f"spec.extraArgs[{found[0]}]" if found else None), problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
-for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span"):
+for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
+            "vllm-profiler-config-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
