@@ -64,9 +64,20 @@ for _rel in ("0.33.0", "0.34.0"):
          [SMOL, PROF, json.dumps({"profiler": "torch", "torch_profiler_dir": "/tmp/t",
                                   "torch_profiler_activities": ["CPU"]})], {}, None),
     ]
+# --quantization: a name outside the release's methods on a checkpoint without quantization_config; a method other
+# than the checkpoint's (Kimi-K3: mxfp4 in the oracle's config.json; shape-mla-moe, DeepSeek-V3: fp8)
+K3 = ["/models/Kimi-K3", "-tp", "8", "--trust-remote-code"]
+for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-quantization-unknown", _rel, [SMOL, "--quantization", "none"], {},
+                  [SMOL, "--quantization", "fp8"], {}, "smollm2-135m")]
+    PY_CASES += [("vllm-quantization-mismatch", _rel, [MOE, "-tp", "8", "--quantization", "mxfp4"], {},
+                  [MOE, "-tp", "8", "--quantization", "fp8"], {}, "shape-mla-moe")]
+for _rel in ("0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-quantization-mismatch", _rel, [*K3, "--quantization", "fp8"], {},
+                  [*K3, "--quantization", "mxfp4"], {}, "kimi-k3")]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
 PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
-                "vllm-profiler-config-invalid")
+                "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 
@@ -75,7 +86,22 @@ def product(release: str, argv: list[str], env: dict, model: str | None = None) 
     """check-args in-process, as the differential runs it (tools/engine_oracle/product.py)."""
     from tools.engine_oracle.product import check_args
 
-    return check_args("vllm", release, {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8})
+    line = {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8}
+    if model is not None and model.startswith("shape-"):   # a model the catalog does not know: its config.json
+        line.update(model=None, model_config=shape_config(model))
+    return check_args("vllm", release, line)
+
+
+def shape_config(name: str) -> str:
+    """The config.json the oracle writes for a model shape (gpustack_k3/oracle/models.py SHAPES)."""
+    from gpustack_k3.oracle.models import model_root, write_models
+
+    path = model_root() / name / "config.json"
+    if not path.is_file():
+        write_models()
+    if not path.is_file():
+        pytest.skip(f"no {name} config.json: aiconfigurator-core is not installed (.ci/setup_predict.sh)")
+    return str(path)
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", PY_CASES, ids=PY_IDS)

@@ -203,7 +203,117 @@ def check_vllm_profiler_config(r, c):
         yield (f"spec.extraArgs[{found[0]}]" if found else None), problem
 
 
+# ModelConfig._verify_quantization: --quantization against the release's QuantizationMethods (a Literal the parser
+# does not enforce: --quantization is a plain string) and against the checkpoint's quantization_config.quant_method
+_QUANT_METHODS_AT = {
+    "0.11.0": "model_executor/layers/quantization/__init__.py:9-39@0.11.0",
+    "0.28.0": "model_executor/layers/quantization/__init__.py:12-47@0.28.0",
+    "0.29.0": "model_executor/layers/quantization/__init__.py:12-47@0.29.0",
+    "0.33.0": "model_executor/layers/quantization/__init__.py:15-50@0.33.0",
+    "0.34.0": "model_executor/layers/quantization/__init__.py:15-52@0.34.0",
+}
+_Q_COMMON = ("awq", "fp8", "fbgemm_fp8", "modelopt", "modelopt_fp4", "gptq_marlin", "awq_marlin", "gptq",
+             "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4")
+_Q_028 = _Q_COMMON + ("auto_awq", "fp_quant", "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "humming",
+                      "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
+                      "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8")
+QUANTIZATION_METHODS = {   # get_args(QuantizationMethods) of each release (the files above)
+    "0.11.0": frozenset(_Q_COMMON + ("deepspeedfp", "tpu_int8", "ptpc_fp8", "bitblas", "gguf", "gptq_marlin_24",
+                                     "gptq_bitblas", "bitsandbytes", "hqq", "ipex", "auto-round", "rtn",
+                                     "petit_nvfp4")),
+    "0.28.0": frozenset(_Q_028),
+    "0.29.0": frozenset(_Q_028),
+    "0.33.0": frozenset(_Q_028),
+    "0.34.0": frozenset(set(_Q_028) - {"fp_quant"} | {"w4afp8", "lut_b_moe", "mxfp4_hadamard32"}),
+}
+_Q_UNKNOWN_SOURCES = {
+    "0.11.0": "vllm config/model.py:959-963@0.11.0, " + _QUANT_METHODS_AT["0.11.0"],
+    "0.28.0": "vllm config/model.py:1280-1285@0.28.0, " + _QUANT_METHODS_AT["0.28.0"],
+    "0.29.0": "vllm config/model.py:1326-1331@0.29.0, " + _QUANT_METHODS_AT["0.29.0"],
+    "0.33.0": "vllm config/model.py:1464-1469@0.33.0, " + _QUANT_METHODS_AT["0.33.0"],
+    "0.34.0": "vllm config/model.py:1484-1489@0.34.0, " + _QUANT_METHODS_AT["0.34.0"],
+}
+_Q_MISMATCH_SOURCES = {
+    "0.11.0": "vllm config/model.py:857-877,885-957@0.11.0",
+    "0.28.0": "vllm config/model.py:1205-1278@0.28.0, transformers_utils/model_arch_config_convertor.py:241-292@0.28.0",
+    "0.29.0": "vllm config/model.py:1251-1324@0.29.0, transformers_utils/model_arch_config_convertor.py:241-292@0.29.0",
+    "0.33.0": "vllm config/model.py:1389-1462@0.33.0, transformers_utils/model_arch_config_convertor.py:241-292@0.33.0",
+    "0.34.0": "vllm config/model.py:1409-1482@0.34.0, transformers_utils/model_arch_config_convertor.py:241-292@0.34.0",
+}
+# checkpoint quantizations no override of these releases claims for another --quantization on a CUDA node (the
+# overrides of gptq/awq checkpoints, ModelOpt (quant_algo/producer), GPT-OSS mxfp4, auto-round, humming, ROCm's
+# petit and CPU/XPU's ipex are left out: with them the release may take a different --quantization)
+_PLAIN_CHECKPOINT_QUANT = ("fp8", "mxfp4", "compressed-tensors")
+
+
+def _quant_arg(r: Resolved) -> str | None:
+    v = line_view(r)
+    if v is None:
+        return None
+    q = v.value("quantization")
+    return q if isinstance(q, str) else None
+
+
+def _checkpoint_quant(arch) -> tuple[bool, str | None]:
+    """(decidable, the checkpoint's quant_method as the release normalises it: lower case, compressed_tensors ->
+    compressed-tensors; None: no quantization_config). Not decidable: no config.json, a compression_config, a
+    ModelOpt config (producer / quantization / hf_quant_config.json) or a config without a quant_method string."""
+    if arch is None:
+        return False, None
+    raw = arch.raw if isinstance(arch.raw, dict) else {}
+    text = arch.text if isinstance(arch.text, dict) else {}
+    if arch.hf_quant is not None or "compression_config" in raw or "compression_config" in text:
+        return False, None
+    q = arch.quant_config
+    if not q:
+        return True, None
+    if "producer" in q or "quantization" in q or not isinstance(q.get("quant_method"), str):
+        return False, None
+    return True, q["quant_method"].lower().replace("compressed_tensors", "compressed-tensors")
+
+
+@rule("vllm-quantization-unknown", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--quantization names no quantization method of the release",
+      why="--quantization is a free string to the parser; ModelConfig refuses a name outside the release's "
+          "quantization methods when the checkpoint has no quantization_config (with one, rule "
+          "vllm-quantization-mismatch: the checkpoint's method must match).",
+      fix="Drop --quantization (the checkpoint decides), or give one of the release's quantization methods.",
+      source=_Q_UNKNOWN_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _Q_UNKNOWN_SOURCES.items()},
+      no_cel="per-release method lists and the checkpoint's config.json; left to validate")
+def check_vllm_quantization_unknown(r, c):
+    if r.version is None or r.version.key not in _Q_UNKNOWN_SOURCES:
+        return
+    q = _quant_arg(r)
+    decidable, ckpt = _checkpoint_quant(r.model_arch)
+    if q is None or not decidable or ckpt is not None or q in QUANTIZATION_METHODS[r.version.key]:
+        return
+    yield None, f"Unknown quantization method: {q}"
+
+
+@rule("vllm-quantization-mismatch", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--quantization differs from the checkpoint's quantization method",
+      why="A checkpoint with a quantization_config is loaded with its own method; ModelConfig refuses a different "
+          "--quantization unless one of the release's overrides claims the checkpoint for it (GPTQ/AWQ Marlin "
+          "kernels, ModelOpt, GPT-OSS mxfp4: not checked here, those checkpoints are left to the release).",
+      fix="Drop --quantization (the checkpoint's quantization_config decides), or give the checkpoint's method.",
+      source=_Q_MISMATCH_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _Q_MISMATCH_SOURCES.items()},
+      no_cel="the checkpoint's config.json quantization_config against --quantization; left to validate")
+def check_vllm_quantization_mismatch(r, c):
+    if r.version is None or r.version.key not in _Q_MISMATCH_SOURCES:
+        return
+    q = _quant_arg(r)
+    decidable, ckpt = _checkpoint_quant(r.model_arch)
+    if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming":
+        return
+    if ckpt == "mxfp4" and r.model_arch.get("model_type") == "gpt_oss":
+        return
+    yield None, (f"Quantization method specified in the model config ({ckpt}) does not match the quantization "
+                 f"method specified in the `quantization` argument ({q})")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
-            "vllm-profiler-config-invalid"):
+            "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
