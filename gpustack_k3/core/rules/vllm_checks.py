@@ -307,13 +307,56 @@ def check_vllm_quantization_mismatch(r, c):
     decidable, ckpt = _checkpoint_quant(r.model_arch)
     if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming":
         return
-    if ckpt == "mxfp4" and r.model_arch.get("model_type") == "gpt_oss":
+    if ckpt == "mxfp4" and getattr(r.model_arch, "model_type", None) == "gpt_oss":
         return
     yield None, (f"Quantization method specified in the model config ({ckpt}) does not match the quantization "
                  f"method specified in the `quantization` argument ({q})")
 
 
+# SpeculativeConfig.__post_init__: an MTP method (MTPModelTypes; every alias becomes "mtp") without a draft model
+# drafts from the target's own checkpoint; for DeepSeek V4.1 (model_type deepseek_v41) the release refuses it: its
+# checkpoints carry DSpark stages, not a classic MTP head (the draft config becomes deepseek_mtp,
+# config/speculative.py:765-776@0.33.0, and the method stays mtp unless the checkpoint's path names another method)
+_MTP_TYPES_033 = frozenset((
+    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
+    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp",
+    "qwen3_5_mtp", "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp",
+    "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp",
+    "inkling_mtp", "glm5_next_mtp"))   # MTPModelTypes, config/speculative.py:38-67@0.33.0
+_V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1479,765-776@0.33.0"}
+
+
+@rule("vllm-spec-mtp-on-deepseek-v41", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="An MTP speculative method on DeepSeek V4.1 (it has no classic MTP draft)",
+      why="vLLM 0.33.0 drafts an MTP method (mtp or any of its aliases, e.g. deepseek_mtp) from the target's own "
+          "checkpoint; DeepSeek V4.1's checkpoints ship DSpark stages under mtp.*, and SpeculativeConfig refuses "
+          "the method for model_type deepseek_v41.",
+      fix="Use \"method\": \"dspark\" in --speculative-config.",
+      source=_V41_MTP_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_spec_mtp_on_deepseek_v41(r, c):
+    if r.version is None or r.version.key not in _V41_MTP_SOURCES:
+        return
+    spec = _json_option(r, "speculative_config")
+    arch = r.model_arch
+    if spec is None or arch is None or getattr(arch, "model_type", None) != "deepseek_v41":
+        return
+    if spec.get("method") not in _MTP_TYPES_033 or spec.get("model") is not None:
+        return
+    if spec.get("num_speculative_tokens") is None:
+        return
+    v = line_view(r)
+    path = str(v.value("model_path") or "").lower() if v is not None else ""
+    if any(w in path for w in ("eagle-", "eagle3", "dflash", "dspark")):   # the method inferred from the name
+        return
+    yield None, ("DeepSeek V4.1 has no classic-MTP draft: its checkpoints ship DSpark stages under mtp.* "
+                 "(main_proj/markov_head/confidence_head) and carry no e_proj/h_proj/enorm/hnorm/hc_head weights. "
+                 "Use speculative method 'dspark' instead of 'mtp'.")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
-            "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch"):
+            "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
+            "vllm-spec-mtp-on-deepseek-v41"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
