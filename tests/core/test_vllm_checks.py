@@ -79,10 +79,21 @@ DSV41 = ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "-tp", "8", "--sp
 PY_CASES += [("vllm-spec-mtp-on-deepseek-v41", "0.33.0",
               [*DSV41, json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": 1})], {},
               [*DSV41, json.dumps({"method": "dspark", "num_speculative_tokens": 1})], {}, "deepseek-v4.1-flash")]
+SPEC = "--speculative-config"
+for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0"):
+    PY_CASES += [("vllm-spec-ngram-lookup-range", _rel,
+                  [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4,
+                                           "prompt_lookup_max": 3})], {},
+                  [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3,
+                                           "prompt_lookup_max": 3})], {}, None)]
+PY_CASES += [("vllm-spec-ngram-lookup-range", "0.11.0",     # max defaults to min, 0 < 1
+              [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0})], {},
+              [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1})], {},
+              None)]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
 PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
                 "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
-                "vllm-spec-mtp-on-deepseek-v41")
+                "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 

@@ -355,8 +355,61 @@ def check_vllm_spec_mtp_on_deepseek_v41(r, c):
                  "Use speculative method 'dspark' instead of 'mtp'.")
 
 
+# SpeculativeConfig.__post_init__, the ngram methods: prompt_lookup_min/max default to each other (both unset: 5);
+# 0.11.0 checks both >= 1 here (0.28.0 on: Field(ge=1), the parser's schema refuses it: rule argv-refused), then
+# min <= max
+_NGRAM_SOURCES = {
+    "0.11.0": "vllm config/speculative.py:243-273@0.11.0",
+    "0.28.0": "vllm config/speculative.py:742-751,800-829@0.28.0",
+    "0.29.0": "vllm config/speculative.py:1080-1089,1141-1170@0.29.0",
+    "0.33.0": "vllm config/speculative.py:1236-1244,1297-1326@0.33.0",
+}
+
+
+def ngram_lookup_refusal(spec: dict, release: str) -> str | None:
+    """The message SpeculativeConfig of ``release`` raises for an ngram method's lookup window, or None."""
+    methods = ("ngram", "[ngram]") if release == "0.11.0" else ("ngram", "[ngram]", "ngram_gpu")
+    method = spec.get("method")
+    if method is None and spec.get("model") in ("ngram", "[ngram]"):
+        method = "ngram"
+    if method not in methods:
+        return None
+    lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
+    if lo is None and hi is None:
+        lo = hi = 5
+    lo = hi if lo is None else lo
+    hi = lo if hi is None else hi
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)):
+        return None
+    if release == "0.11.0" and lo < 1:
+        return f"prompt_lookup_min={lo} must be > 0"
+    if release == "0.11.0" and hi < 1:
+        return f"prompt_lookup_max={hi} must be > 0"
+    if lo > hi:
+        return f"prompt_lookup_min={lo} must be <= prompt_lookup_max={hi}"
+    return None
+
+
+@rule("vllm-spec-ngram-lookup-range", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="The ngram lookup window: prompt_lookup_min 1 .. prompt_lookup_max",
+      why="The ngram speculative method matches the last prompt_lookup_min .. prompt_lookup_max tokens (either "
+          "defaults to the other, both to 5); SpeculativeConfig refuses a window below 1 or a minimum above the "
+          "maximum.",
+      fix="Set prompt_lookup_min and prompt_lookup_max in --speculative-config to 1 <= min <= max.",
+      source=_NGRAM_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _NGRAM_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_spec_ngram_lookup(r, c):
+    if r.version is None or r.version.key not in _NGRAM_SOURCES:
+        return
+    spec = _json_option(r, "speculative_config")
+    problem = ngram_lookup_refusal(spec, r.version.key) if spec is not None else None
+    if problem:
+        yield None, problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
             "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
-            "vllm-spec-mtp-on-deepseek-v41"):
+            "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
