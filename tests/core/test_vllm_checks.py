@@ -90,10 +90,29 @@ PY_CASES += [("vllm-spec-ngram-lookup-range", "0.11.0",     # max defaults to mi
               [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0})], {},
               [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1})], {},
               None)]
+CC = "--compilation-config"
+for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-compilation-config-invalid", _rel, [SMOL, CC, json.dumps({"custom_ops": ["rms_norm"]})], {},
+                  [SMOL, CC, json.dumps({"custom_ops": ["+rms_norm"]})], {}, None)]
+for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [
+        ("vllm-compilation-config-invalid", _rel, [SMOL, CC, json.dumps({"custom_ops": ["+rms_norm", "-rms_norm"]})],
+         {}, [SMOL, CC, json.dumps({"custom_ops": ["+rms_norm"]})], {}, None),
+        ("vllm-compilation-config-invalid", _rel, [SMOL, CC, json.dumps({"mode": 3, "backend": "cudagraphs"})], {},
+         [SMOL, CC, json.dumps({"mode": 3, "backend": "inductor"})], {}, None),
+        ("vllm-compilation-config-invalid", _rel,
+         [SMOL, CC, json.dumps({"cudagraph_mm_encoder": True, "encoder_cudagraph_max_vision_items_per_batch": -1})],
+         {}, [SMOL, CC, json.dumps({"cudagraph_mm_encoder": False,
+                                    "encoder_cudagraph_max_vision_items_per_batch": -1})], {}, None),
+    ]
+for _rel in ("0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-compilation-config-invalid", _rel,
+                  [SMOL, CC, json.dumps({"decoder_replay_cudagraph_capture_sizes": [0, 8]})], {},
+                  [SMOL, CC, json.dumps({"decoder_replay_cudagraph_capture_sizes": [8]})], {}, None)]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
 PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
                 "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
-                "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range")
+                "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 

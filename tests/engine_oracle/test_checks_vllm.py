@@ -52,7 +52,7 @@ def cited(eid: str, release: str) -> list[tuple[str, int, int]]:
     return out
 
 
-_PARSER_REFUSAL = re.compile(r"^argument (--[\w-]+): \d+ validation errors? for (\w+)\b")
+_PARSER_REFUSAL = re.compile(r"^argument ([^:]+): \d+ validation errors? for (\w+)\b")
 
 
 def parser_refusal_cited(message: str, eid: str, release: str) -> bool:

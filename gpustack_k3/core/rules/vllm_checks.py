@@ -408,8 +408,90 @@ def check_vllm_spec_ngram_lookup(r, c):
         yield None, problem
 
 
+# CompilationConfig.__post_init__ (run by the parser's TypeAdapter(cls).validate_json on --compilation-config /
+# -cc / -O.x): the custom_ops syntax, one base mode, no op both enabled and disabled, piecewise compilation's
+# backends, and the CUDA-graph size lists of the decoder replay and the multimodal encoder
+_COMPILATION_SOURCES = {
+    "0.11.0": "vllm config/compilation.py:427,489-494@0.11.0",
+    "0.28.0": "vllm config/compilation.py:906,999-1058@0.28.0",
+    "0.29.0": "vllm config/compilation.py:912,1005-1064@0.29.0",
+    "0.33.0": "vllm config/compilation.py:853-871,915,1014-1078@0.33.0",
+    "0.34.0": "vllm config/compilation.py:1065,1164-1237@0.34.0",
+}
+_VLLM_COMPILE = 3   # CompilationMode.VLLM_COMPILE (the JSON gives 3 or the name, any case: validate_mode_before)
+
+
+def _ints(x) -> list | None:
+    return x if isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x) else None
+
+
+def compilation_refusal(cfg: dict, release: str) -> str | None:
+    """The message CompilationConfig.__post_init__ of ``release`` raises for the --compilation-config JSON ``cfg``
+    (the checks mirrored here, in the release's order), or None."""
+    ops = cfg.get("custom_ops") or []
+    if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+        return None
+    for op in ops:
+        bad = (op[:1] not in ("+", "-")) if release == "0.11.0" else (len(op) < 2 or op[0] not in ("+", "-"))
+        if op and op not in ("all", "none") and bad:
+            return (f"Invalid syntax '{op}' for custom op, must be 'all', 'none', '+op' or '-op' (where 'op' is the "
+                    f"registered op name)")
+    if release == "0.11.0":
+        return None
+    if len([o for o in ops if o in ("all", "none")]) > 1:
+        return "custom_ops can contain only one base mode: 'all' or 'none'"
+    both = sorted({o[1:] for o in ops if o.startswith("+")} & {o[1:] for o in ops if o.startswith("-")})
+    if both:
+        return (f"custom_ops cannot both enable and disable the same operation(s): {', '.join(both)}. Remove either "
+                f"the '+' or '-' directive")
+    mode = cfg.get("mode")
+    if isinstance(mode, str):
+        mode = {"NONE": 0, "STOCK_TORCH_COMPILE": 1, "DYNAMO_TRACE_ONCE": 2, "VLLM_COMPILE": 3}.get(mode.upper())
+    backend = cfg.get("backend", "")
+    if mode == _VLLM_COMPILE and isinstance(backend, str) and backend not in ("", "eager", "inductor"):
+        return f"Invalid backend for piecewise compilation: {backend}"
+    if release in ("0.33.0", "0.34.0"):
+        sizes = _ints(cfg.get("decoder_replay_cudagraph_capture_sizes") or [])
+        if sizes and any(n <= 0 for n in sizes):
+            return "All decoder_replay_cudagraph_capture_sizes must be positive"
+    if cfg.get("cudagraph_mm_encoder") is True:
+        items = cfg.get("encoder_cudagraph_max_vision_items_per_batch", 0)
+        if isinstance(items, int) and items < 0:
+            return "encoder_cudagraph_max_vision_items_per_batch must be non-negative (0 = auto-infer)"
+        frames = cfg.get("encoder_cudagraph_max_frames_per_batch")
+        if isinstance(frames, int) and frames < 0:
+            return "encoder_cudagraph_max_frames_per_batch must be non-negative (None = auto-infer)"
+    if release == "0.34.0":
+        cap = cfg.get("encoder_cudagraph_max_token_budget")
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap <= 0:
+            return f"encoder_cudagraph_max_token_budget must be positive (None = no limit), got {cap}"
+    budgets = _ints(cfg.get("encoder_cudagraph_token_budgets") or [])
+    if budgets and any(b <= 0 for b in budgets):
+        return f"All encoder_cudagraph_token_budgets must be positive, got {budgets}"
+    return None
+
+
+@rule("vllm-compilation-config-invalid", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--compilation-config is refused by CompilationConfig's checks",
+      why="The parser builds --compilation-config with CompilationConfig's own checks: custom_ops entries are "
+          "'all', 'none', '+op' or '-op' (one base mode, no op both on and off), piecewise compilation (mode 3, "
+          "VLLM_COMPILE) runs on the eager or inductor backend only, and the CUDA-graph size lists hold positive "
+          "numbers. vllm serve refuses the line before anything is loaded.",
+      fix="Correct the named key of --compilation-config (the message says which).",
+      source=_COMPILATION_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _COMPILATION_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_compilation_config(r, c):
+    if r.version is None or r.version.key not in _COMPILATION_SOURCES:
+        return
+    cfg = _json_option(r, "compilation_config")
+    problem = compilation_refusal(cfg, r.version.key) if cfg is not None else None
+    if problem:
+        yield None, problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
             "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
-            "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range"):
+            "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
