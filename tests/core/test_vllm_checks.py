@@ -35,8 +35,84 @@ PY_CASES = [
     ("vllm-pcp-dcp-span", "0.34.0", [MOE, "-tp", "2", "--prefill-context-parallel-size", "2", "-dcp", "3"], {},
      [MOE, "-tp", "2", "--prefill-context-parallel-size", "2", "-dcp", "2"], {}, None),
 ]
+PROF = "--profiler-config"
+EAGER = "--enforce-eager"   # Proton with CUDA graphs needs graph attribution (config/vllm.py:3279-3300@0.33.0)
+for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"profiler": "proton"})], {},
+         [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/proton"})], {}, None),
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"profiler": "torch"})], {},
+         [SMOL, PROF, json.dumps({"profiler": "torch", "torch_profiler_dir": "/tmp/torch"})], {}, None),
+        # the options of proton without it, listed in the validator's order
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"proton_data": "trace", "proton_mode": "x"})],
+         {}, [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_data": "trace", "proton_mode": "x",
+                                      "proton_profiler_dir": "/tmp/p"})], {}, None),
+        ("vllm-profiler-config-invalid", _rel,
+         [SMOL, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p",
+                                  "proton_output_format": "chrome_trace"})], {},
+         [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p", "proton_data": "trace",
+                                         "proton_output_format": "chrome_trace"})], {}, None),
+    ]
+for _rel in ("0.33.0", "0.34.0"):
+    PY_CASES += [
+        ("vllm-profiler-config-invalid", _rel,
+         [SMOL, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p", "proton_data": "trace",
+                                  "proton_graph_attribution": True})], {},
+         [SMOL, EAGER, PROF, json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p",
+                                         "proton_graph_attribution": True})], {}, None),
+        ("vllm-profiler-config-invalid", _rel, [SMOL, PROF, json.dumps({"torch_profiler_activities": ["CPU"]})], {},
+         [SMOL, PROF, json.dumps({"profiler": "torch", "torch_profiler_dir": "/tmp/t",
+                                  "torch_profiler_activities": ["CPU"]})], {}, None),
+    ]
+# --quantization: a name outside the release's methods on a checkpoint without quantization_config; a method other
+# than the checkpoint's (Kimi-K3: mxfp4 in the oracle's config.json; shape-mla-moe, DeepSeek-V3: fp8)
+K3 = ["/models/Kimi-K3", "-tp", "8", "--trust-remote-code"]
+for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-quantization-unknown", _rel, [SMOL, "--quantization", "none"], {},
+                  [SMOL, "--quantization", "fp8"], {}, "smollm2-135m")]
+    PY_CASES += [("vllm-quantization-mismatch", _rel, [MOE, "-tp", "8", "--quantization", "mxfp4"], {},
+                  [MOE, "-tp", "8", "--quantization", "fp8"], {}, "shape-mla-moe")]
+for _rel in ("0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-quantization-mismatch", _rel, [*K3, "--quantization", "fp8"], {},
+                  [*K3, "--quantization", "mxfp4"], {}, "kimi-k3")]
+DSV41 = ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "-tp", "8", "--speculative-config"]
+PY_CASES += [("vllm-spec-mtp-on-deepseek-v41", "0.33.0",
+              [*DSV41, json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": 1})], {},
+              [*DSV41, json.dumps({"method": "dspark", "num_speculative_tokens": 1})], {}, "deepseek-v4.1-flash")]
+SPEC = "--speculative-config"
+for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0"):
+    PY_CASES += [("vllm-spec-ngram-lookup-range", _rel,
+                  [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4,
+                                           "prompt_lookup_max": 3})], {},
+                  [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3,
+                                           "prompt_lookup_max": 3})], {}, None)]
+PY_CASES += [("vllm-spec-ngram-lookup-range", "0.11.0",     # max defaults to min, 0 < 1
+              [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0})], {},
+              [SMOL, SPEC, json.dumps({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1})], {},
+              None)]
+CC = "--compilation-config"
+for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-compilation-config-invalid", _rel, [SMOL, CC, json.dumps({"custom_ops": ["rms_norm"]})], {},
+                  [SMOL, CC, json.dumps({"custom_ops": ["+rms_norm"]})], {}, None)]
+for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [
+        ("vllm-compilation-config-invalid", _rel, [SMOL, CC, json.dumps({"custom_ops": ["+rms_norm", "-rms_norm"]})],
+         {}, [SMOL, CC, json.dumps({"custom_ops": ["+rms_norm"]})], {}, None),
+        ("vllm-compilation-config-invalid", _rel, [SMOL, CC, json.dumps({"mode": 3, "backend": "cudagraphs"})], {},
+         [SMOL, CC, json.dumps({"mode": 3, "backend": "inductor"})], {}, None),
+        ("vllm-compilation-config-invalid", _rel,
+         [SMOL, CC, json.dumps({"cudagraph_mm_encoder": True, "encoder_cudagraph_max_vision_items_per_batch": -1})],
+         {}, [SMOL, CC, json.dumps({"cudagraph_mm_encoder": False,
+                                    "encoder_cudagraph_max_vision_items_per_batch": -1})], {}, None),
+    ]
+for _rel in ("0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-compilation-config-invalid", _rel,
+                  [SMOL, CC, json.dumps({"decoder_replay_cudagraph_capture_sizes": [0, 8]})], {},
+                  [SMOL, CC, json.dumps({"decoder_replay_cudagraph_capture_sizes": [8]})], {}, None)]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
-PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span")
+PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
+                "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
+                "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 
@@ -45,7 +121,22 @@ def product(release: str, argv: list[str], env: dict, model: str | None = None) 
     """check-args in-process, as the differential runs it (tools/engine_oracle/product.py)."""
     from tools.engine_oracle.product import check_args
 
-    return check_args("vllm", release, {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8})
+    line = {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8}
+    if model is not None and model.startswith("shape-"):   # a model the catalog does not know: its config.json
+        line.update(model=None, model_config=shape_config(model))
+    return check_args("vllm", release, line)
+
+
+def shape_config(name: str) -> str:
+    """The config.json the oracle writes for a model shape (gpustack_k3/oracle/models.py SHAPES)."""
+    from gpustack_k3.oracle.models import model_root, write_models
+
+    path = model_root() / name / "config.json"
+    if not path.is_file():
+        write_models()
+    if not path.is_file():
+        pytest.skip(f"no {name} config.json: aiconfigurator-core is not installed (.ci/setup_predict.sh)")
+    return str(path)
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", PY_CASES, ids=PY_IDS)
@@ -127,3 +218,11 @@ def test_dcp_may_span_tp_times_pcp(release):
 
 
 PCP_TP_TIMES = [MOE, "-tp", "2", "-pcp", "2", "-dcp", "4"]
+
+
+def test_quantization_mismatch_leaves_checkpoints_an_override_claims_to_the_release():
+    # GPT-OSS mxfp4 (shape-gqa-yarn): Mxfp4Config.override_quantization_method claims it as gpt_oss_mxfp4 whatever
+    # --quantization says (model_executor/layers/quantization/mxfp4.py:130-147@0.34.0)
+    for rel in ("0.28.0", "0.33.0", "0.34.0"):
+        res = product(rel, [MOE.replace("mla-moe", "gqa-yarn"), "--quantization", "fp8"], {}, "shape-gqa-yarn")
+        assert "vllm-quantization-mismatch" not in res["rules"], res

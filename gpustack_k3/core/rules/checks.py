@@ -49,7 +49,9 @@ that is empty after ``str.strip()``; truthy/falsy: Python's ``if value``); ``eq`
 value divides / does not divide it); ``multiple_of`` / ``not_multiple_of`` (the value is / is not a multiple of it).
 ``set``/``unset`` say whether the line (or the environment) gives the option (variable) at all; ``null``/``notnull``
 test the value in effect (the default where not given). A comparison with a value that is not a number (None, a
-string) does not hold. ``model`` takes ``{architectures_in: [..]}``, ``{architectures_not_in: [..]}`` (the first of
+string) does not hold. A ``dest`` predicate may carry ``key: FIELD`` (dotted for nesting) to test a field of a JSON option (``--speculative-config``,
+``--compilation-config``, ...) instead of the option: ``is: set/unset`` = the JSON gives the field; the value is the
+JSON's, else ``default: V`` (the config class's field default: the entry cites it), else None. ``model`` takes ``{architectures_in: [..]}``, ``{architectures_not_in: [..]}`` (the first of
 config.json's ``architectures``, as the engines read it) or ``{field: NAME, <test>}`` (a figure of
 ``core.model_config.ModelArch``, or a key of the language model's config as written).
 """
@@ -254,6 +256,10 @@ def _condition(eid: str, where: str, c: Any, acc: dict) -> Callable[[LineView], 
         name = c["dest"]
         if not isinstance(name, str) or not name.isidentifier():
             raise _fail(eid, where, f"dest must be a parser destination name, got {name!r}")
+        if "key" in c:
+            return _key_condition(eid, where, c, acc)
+        if "default" in c:
+            raise _fail(eid, where, "default: goes with key: (a JSON option's field default)")
         op, arg = _one_test(eid, where, c, {"dest"})
         acc["dests"].append(name)
         test = _test(eid, where, op, arg, acc["dests"])
@@ -291,6 +297,36 @@ def _condition(eid: str, where: str, c: Any, acc: dict) -> Callable[[LineView], 
     test = _test(eid, where, op, arg, acc["dests"])
     return lambda v: v.arch is not None and _apply(test, _model_field(v.arch, fld), lambda: _model_field(
         v.arch, fld) is not None, v)
+
+
+def _key_condition(eid: str, where: str, c: dict, acc: dict) -> Callable[[LineView], bool]:
+    """``{dest: NAME, key: a.b, [default: V,] <test>}``: a field of a JSON option (the dict the release's parser
+    made of it; a dotted key descends into nested objects). ``is: set/unset`` = the JSON gives the key; the value
+    is the JSON's, else ``default`` (the config class's field default, which its validator sees), else None. A
+    value that is not an object (the option not given: the parser's default) gives no key."""
+    name, key = c["dest"], c["key"]
+    if not isinstance(key, str) or not all(p.isidentifier() for p in key.split(".")):
+        raise _fail(eid, where, f"key must be a JSON field name (dotted for nesting), got {key!r}")
+    op, arg = _one_test(eid, where, c, {"dest", "key", "default"})
+    has_default, default = "default" in c, c.get("default")
+    acc["dests"].append(name)
+    test = _test(eid, where, op, arg, acc["dests"])
+    parts = key.split(".")
+
+    def lookup(v: LineView) -> tuple[bool, Any]:
+        obj = v.value(name) if v.given(name) else None
+        for p in parts:
+            if not isinstance(obj, dict) or p not in obj:
+                return False, None
+            obj = obj[p]
+        return True, obj
+
+    def cond(v: LineView) -> bool:
+        found, x = lookup(v)
+        if not found and has_default:
+            x = default
+        return _apply(test, x, lambda: lookup(v)[0], v)
+    return cond
 
 
 def _architecture(arch: Any) -> str | None:

@@ -9,6 +9,7 @@ import json
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int
+from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
@@ -104,6 +105,393 @@ def check_vllm_pcp_dcp_span(r, c):
                      f"Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are {sorted({1, pcp, tp * pcp})}.")
 
 
+def _json_option(r: Resolved, dest: str) -> dict | None:
+    """The dict the release's parser made of a JSON config option (``--profiler-config`` and its dotted forms), as
+    the engine-check table reads it (checks.line_view); None when the line does not give it."""
+    v = line_view(r)
+    if v is None or not v.given(dest):
+        return None
+    x = v.value(dest)
+    return x if isinstance(x, dict) else None
+
+
+# ProfilerConfig._validate_profiler_config (a pydantic model_validator): the parser runs it when it reads
+# --profiler-config (engine/arg_utils.py parse_dataclass: TypeAdapter(cls).validate_json), so the line is refused
+# at parse time ("argument --profiler-config: 1 validation error for ProfilerConfig").
+_PROFILER_SOURCES = {
+    "0.28.0": "vllm config/profiler.py:24-35,167-237@0.28.0",
+    "0.29.0": "vllm config/profiler.py:24-35,167-237@0.29.0",
+    "0.33.0": "vllm config/profiler.py:52-63,214-307@0.33.0",
+    "0.34.0": "vllm config/profiler.py:51-62,204-302@0.34.0",
+}
+# the class's field defaults the validator sees where the JSON does not give the field (config/profiler.py:42-100@0.28.0,
+# :70-138@0.33.0); 0.28.0/0.29.0 have neither torch_profiler_activities nor proton_graph_attribution (the parser
+# refuses the key: extra="forbid")
+_PROFILER_DEFAULTS = {"profiler": None, "torch_profiler_dir": "", "torch_profiler_activities": None,
+                      "proton_profiler_dir": "", "proton_context": "shadow", "proton_data": "tree",
+                      "proton_backend": None, "proton_mode": None, "proton_hook": None, "proton_output_format": None,
+                      "proton_graph_attribution": False, "capture_torch_profiler": False}
+_PROTON_OPTIONS = ("proton_profiler_dir", "proton_context", "proton_data", "proton_backend", "proton_mode",
+                   "proton_hook", "proton_output_format", "proton_graph_attribution")
+
+
+def _is_uri_path(path: str) -> bool:
+    """config/profiler.py _is_uri_path: scheme://..., a scheme longer than one character."""
+    return "://" in path and len(path.split("://")[0]) > 1
+
+
+def profiler_refusal(cfg: dict, release: str) -> str | None:
+    """The message ProfilerConfig's validator of ``release`` raises for the --profiler-config JSON ``cfg`` (the first
+    check that fails, in the release's order), or None when it accepts it."""
+    new = release in ("0.33.0", "0.34.0")   # activities and graph attribution: 0.33.0 on
+    c = {**_PROFILER_DEFAULTS, **cfg}
+    prof = c["profiler"]
+    acts = c["torch_profiler_activities"]
+    if new and acts is not None:
+        if prof != "torch":
+            return "torch_profiler_activities is only applicable when profiler is set to 'torch'"
+        if len(acts) != len(set(acts)):
+            return "torch_profiler_activities must not contain duplicates"
+    if c["torch_profiler_dir"] and prof != "torch":
+        return "torch_profiler_dir is only applicable when profiler is set to 'torch'"
+    if prof == "torch" and not c["torch_profiler_dir"]:
+        return "torch_profiler_dir must be set when profiler is 'torch'"
+    names = _PROTON_OPTIONS if new else _PROTON_OPTIONS[:-1]
+    non_default = [n for n in names if c[n] != _PROFILER_DEFAULTS[n]]
+    if prof != "proton" and non_default:
+        return f"{', '.join(non_default)} only applicable when profiler is set to 'proton'"
+    if prof == "proton" and not c["proton_profiler_dir"]:
+        return "proton_profiler_dir must be set when profiler is 'proton'"
+    if c["proton_profiler_dir"] and _is_uri_path(c["proton_profiler_dir"]):
+        return "proton_profiler_dir must be a local directory"
+    if prof == "proton":
+        fmt, data = c["proton_output_format"], c["proton_data"]
+        if new and c["proton_graph_attribution"] and data != "tree":
+            return "proton_graph_attribution requires proton_data='tree'"
+        mode = c["proton_mode"]
+        if new and c["proton_graph_attribution"] and mode and mode.split(":", 1)[0].lower() == "periodic_flushing":
+            return "proton_graph_attribution is incompatible with periodic_flushing: both manage Proton data phases."
+        if fmt == "chrome_trace" and data != "trace":
+            return "chrome_trace output requires proton_data='trace'"
+        if fmt in ("hatchet", "hatchet_msgpack") and data != "tree":
+            return f"{fmt} output requires proton_data='tree'"
+    if c["capture_torch_profiler"] and prof != "torch":
+        return "capture_torch_profiler is only applicable when profiler is set to 'torch'"
+    return None
+
+
+@rule("vllm-profiler-config-invalid", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--profiler-config is refused by ProfilerConfig's validator",
+      why="The parser validates --profiler-config with ProfilerConfig's own checks: a profiler's directory must be "
+          "set for it (torch_profiler_dir for torch, a local proton_profiler_dir for proton), each profiler's options "
+          "only with that profiler, and proton's output format matching proton_data. vllm serve refuses the line "
+          "before anything is loaded.",
+      fix="Give the profiler's directory with it (\"profiler\": \"torch\" with torch_profiler_dir, \"proton\" with "
+          "proton_profiler_dir), drop options of the other profiler, and match proton_output_format to proton_data.",
+      source=_PROFILER_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _PROFILER_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_profiler_config(r, c):
+    if r.version is None or r.version.key not in _PROFILER_SOURCES:
+        return
+    cfg = _json_option(r, "profiler_config")
+    if cfg is None:
+        return
+    problem = profiler_refusal(cfg, r.version.key)
+    if problem:
+        found = extra_arg(r, "--profiler-config")
+        yield (f"spec.extraArgs[{found[0]}]" if found else None), problem
+
+
+# ModelConfig._verify_quantization: --quantization against the release's QuantizationMethods (a Literal the parser
+# does not enforce: --quantization is a plain string) and against the checkpoint's quantization_config.quant_method
+_QUANT_METHODS_AT = {
+    "0.11.0": "model_executor/layers/quantization/__init__.py:9-39@0.11.0",
+    "0.28.0": "model_executor/layers/quantization/__init__.py:12-47@0.28.0",
+    "0.29.0": "model_executor/layers/quantization/__init__.py:12-47@0.29.0",
+    "0.33.0": "model_executor/layers/quantization/__init__.py:15-50@0.33.0",
+    "0.34.0": "model_executor/layers/quantization/__init__.py:15-52@0.34.0",
+}
+_Q_COMMON = ("awq", "fp8", "fbgemm_fp8", "modelopt", "modelopt_fp4", "gptq_marlin", "awq_marlin", "gptq",
+             "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4")
+_Q_028 = _Q_COMMON + ("auto_awq", "fp_quant", "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "humming",
+                      "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
+                      "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8")
+QUANTIZATION_METHODS = {   # get_args(QuantizationMethods) of each release (the files above)
+    "0.11.0": frozenset(_Q_COMMON + ("deepspeedfp", "tpu_int8", "ptpc_fp8", "bitblas", "gguf", "gptq_marlin_24",
+                                     "gptq_bitblas", "bitsandbytes", "hqq", "ipex", "auto-round", "rtn",
+                                     "petit_nvfp4")),
+    "0.28.0": frozenset(_Q_028),
+    "0.29.0": frozenset(_Q_028),
+    "0.33.0": frozenset(_Q_028),
+    "0.34.0": frozenset(set(_Q_028) - {"fp_quant"} | {"w4afp8", "lut_b_moe", "mxfp4_hadamard32"}),
+}
+_Q_UNKNOWN_SOURCES = {
+    "0.11.0": "vllm config/model.py:959-963@0.11.0, " + _QUANT_METHODS_AT["0.11.0"],
+    "0.28.0": "vllm config/model.py:1280-1285@0.28.0, " + _QUANT_METHODS_AT["0.28.0"],
+    "0.29.0": "vllm config/model.py:1326-1331@0.29.0, " + _QUANT_METHODS_AT["0.29.0"],
+    "0.33.0": "vllm config/model.py:1464-1469@0.33.0, " + _QUANT_METHODS_AT["0.33.0"],
+    "0.34.0": "vllm config/model.py:1484-1489@0.34.0, " + _QUANT_METHODS_AT["0.34.0"],
+}
+_Q_MISMATCH_SOURCES = {
+    "0.11.0": "vllm config/model.py:857-877,885-957@0.11.0",
+    "0.28.0": "vllm config/model.py:1205-1278@0.28.0, transformers_utils/model_arch_config_convertor.py:241-292@0.28.0",
+    "0.29.0": "vllm config/model.py:1251-1324@0.29.0, transformers_utils/model_arch_config_convertor.py:241-292@0.29.0",
+    "0.33.0": "vllm config/model.py:1389-1462@0.33.0, transformers_utils/model_arch_config_convertor.py:241-292@0.33.0",
+    "0.34.0": "vllm config/model.py:1409-1482@0.34.0, transformers_utils/model_arch_config_convertor.py:241-292@0.34.0",
+}
+# checkpoint quantizations no override of these releases claims for another --quantization on a CUDA node (the
+# overrides of gptq/awq checkpoints, ModelOpt (quant_algo/producer), GPT-OSS mxfp4, auto-round, humming, ROCm's
+# petit and CPU/XPU's ipex are left out: with them the release may take a different --quantization)
+_PLAIN_CHECKPOINT_QUANT = ("fp8", "mxfp4", "compressed-tensors")
+
+
+def _quant_arg(r: Resolved) -> str | None:
+    v = line_view(r)
+    if v is None:
+        return None
+    q = v.value("quantization")
+    return q if isinstance(q, str) else None
+
+
+def _checkpoint_quant(arch) -> tuple[bool, str | None]:
+    """(decidable, the checkpoint's quant_method as the release normalises it: lower case, compressed_tensors ->
+    compressed-tensors; None: no quantization_config). Not decidable: no config.json, a compression_config, a
+    ModelOpt config (producer / quantization / hf_quant_config.json) or a config without a quant_method string."""
+    if arch is None:
+        return False, None
+    raw = arch.raw if isinstance(arch.raw, dict) else {}
+    text = arch.text if isinstance(arch.text, dict) else {}
+    if arch.hf_quant is not None or "compression_config" in raw or "compression_config" in text:
+        return False, None
+    q = arch.quant_config
+    if not q:
+        return True, None
+    if "producer" in q or "quantization" in q or not isinstance(q.get("quant_method"), str):
+        return False, None
+    return True, q["quant_method"].lower().replace("compressed_tensors", "compressed-tensors")
+
+
+@rule("vllm-quantization-unknown", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--quantization names no quantization method of the release",
+      why="--quantization is a free string to the parser; ModelConfig refuses a name outside the release's "
+          "quantization methods when the checkpoint has no quantization_config (with one, rule "
+          "vllm-quantization-mismatch: the checkpoint's method must match).",
+      fix="Drop --quantization (the checkpoint decides), or give one of the release's quantization methods.",
+      source=_Q_UNKNOWN_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _Q_UNKNOWN_SOURCES.items()},
+      no_cel="per-release method lists and the checkpoint's config.json; left to validate")
+def check_vllm_quantization_unknown(r, c):
+    if r.version is None or r.version.key not in _Q_UNKNOWN_SOURCES:
+        return
+    q = _quant_arg(r)
+    decidable, ckpt = _checkpoint_quant(r.model_arch)
+    if q is None or not decidable or ckpt is not None or q in QUANTIZATION_METHODS[r.version.key]:
+        return
+    yield None, f"Unknown quantization method: {q}"
+
+
+@rule("vllm-quantization-mismatch", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--quantization differs from the checkpoint's quantization method",
+      why="A checkpoint with a quantization_config is loaded with its own method; ModelConfig refuses a different "
+          "--quantization unless one of the release's overrides claims the checkpoint for it (GPTQ/AWQ Marlin "
+          "kernels, ModelOpt, GPT-OSS mxfp4: not checked here, those checkpoints are left to the release).",
+      fix="Drop --quantization (the checkpoint's quantization_config decides), or give the checkpoint's method.",
+      source=_Q_MISMATCH_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _Q_MISMATCH_SOURCES.items()},
+      no_cel="the checkpoint's config.json quantization_config against --quantization; left to validate")
+def check_vllm_quantization_mismatch(r, c):
+    if r.version is None or r.version.key not in _Q_MISMATCH_SOURCES:
+        return
+    q = _quant_arg(r)
+    decidable, ckpt = _checkpoint_quant(r.model_arch)
+    if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming":
+        return
+    if ckpt == "mxfp4" and getattr(r.model_arch, "model_type", None) == "gpt_oss":
+        return
+    yield None, (f"Quantization method specified in the model config ({ckpt}) does not match the quantization "
+                 f"method specified in the `quantization` argument ({q})")
+
+
+# SpeculativeConfig.__post_init__: an MTP method (MTPModelTypes; every alias becomes "mtp") without a draft model
+# drafts from the target's own checkpoint; for DeepSeek V4.1 (model_type deepseek_v41) the release refuses it: its
+# checkpoints carry DSpark stages, not a classic MTP head (the draft config becomes deepseek_mtp,
+# config/speculative.py:765-776@0.33.0, and the method stays mtp unless the checkpoint's path names another method)
+_MTP_TYPES_033 = frozenset((
+    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
+    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp",
+    "qwen3_5_mtp", "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp",
+    "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp",
+    "inkling_mtp", "glm5_next_mtp"))   # MTPModelTypes, config/speculative.py:38-67@0.33.0
+_V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1479,765-776@0.33.0"}
+
+
+@rule("vllm-spec-mtp-on-deepseek-v41", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="An MTP speculative method on DeepSeek V4.1 (it has no classic MTP draft)",
+      why="vLLM 0.33.0 drafts an MTP method (mtp or any of its aliases, e.g. deepseek_mtp) from the target's own "
+          "checkpoint; DeepSeek V4.1's checkpoints ship DSpark stages under mtp.*, and SpeculativeConfig refuses "
+          "the method for model_type deepseek_v41.",
+      fix="Use \"method\": \"dspark\" in --speculative-config.",
+      source=_V41_MTP_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_spec_mtp_on_deepseek_v41(r, c):
+    if r.version is None or r.version.key not in _V41_MTP_SOURCES:
+        return
+    spec = _json_option(r, "speculative_config")
+    arch = r.model_arch
+    if spec is None or arch is None or getattr(arch, "model_type", None) != "deepseek_v41":
+        return
+    if spec.get("method") not in _MTP_TYPES_033 or spec.get("model") is not None:
+        return
+    if spec.get("num_speculative_tokens") is None:
+        return
+    v = line_view(r)
+    path = str(v.value("model_path") or "").lower() if v is not None else ""
+    if any(w in path for w in ("eagle-", "eagle3", "dflash", "dspark")):   # the method inferred from the name
+        return
+    yield None, ("DeepSeek V4.1 has no classic-MTP draft: its checkpoints ship DSpark stages under mtp.* "
+                 "(main_proj/markov_head/confidence_head) and carry no e_proj/h_proj/enorm/hnorm/hc_head weights. "
+                 "Use speculative method 'dspark' instead of 'mtp'.")
+
+
+# SpeculativeConfig.__post_init__, the ngram methods: prompt_lookup_min/max default to each other (both unset: 5);
+# 0.11.0 checks both >= 1 here (0.28.0 on: Field(ge=1), the parser's schema refuses it: rule argv-refused), then
+# min <= max
+_NGRAM_SOURCES = {
+    "0.11.0": "vllm config/speculative.py:243-273@0.11.0",
+    "0.28.0": "vllm config/speculative.py:742-751,800-829@0.28.0",
+    "0.29.0": "vllm config/speculative.py:1080-1089,1141-1170@0.29.0",
+    "0.33.0": "vllm config/speculative.py:1236-1244,1297-1326@0.33.0",
+}
+
+
+def ngram_lookup_refusal(spec: dict, release: str) -> str | None:
+    """The message SpeculativeConfig of ``release`` raises for an ngram method's lookup window, or None."""
+    methods = ("ngram", "[ngram]") if release == "0.11.0" else ("ngram", "[ngram]", "ngram_gpu")
+    method = spec.get("method")
+    if method is None and spec.get("model") in ("ngram", "[ngram]"):
+        method = "ngram"
+    if method not in methods:
+        return None
+    lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
+    if lo is None and hi is None:
+        lo = hi = 5
+    lo = hi if lo is None else lo
+    hi = lo if hi is None else hi
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)):
+        return None
+    if release == "0.11.0" and lo < 1:
+        return f"prompt_lookup_min={lo} must be > 0"
+    if release == "0.11.0" and hi < 1:
+        return f"prompt_lookup_max={hi} must be > 0"
+    if lo > hi:
+        return f"prompt_lookup_min={lo} must be <= prompt_lookup_max={hi}"
+    return None
+
+
+@rule("vllm-spec-ngram-lookup-range", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="The ngram lookup window: prompt_lookup_min 1 .. prompt_lookup_max",
+      why="The ngram speculative method matches the last prompt_lookup_min .. prompt_lookup_max tokens (either "
+          "defaults to the other, both to 5); SpeculativeConfig refuses a window below 1 or a minimum above the "
+          "maximum.",
+      fix="Set prompt_lookup_min and prompt_lookup_max in --speculative-config to 1 <= min <= max.",
+      source=_NGRAM_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _NGRAM_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_spec_ngram_lookup(r, c):
+    if r.version is None or r.version.key not in _NGRAM_SOURCES:
+        return
+    spec = _json_option(r, "speculative_config")
+    problem = ngram_lookup_refusal(spec, r.version.key) if spec is not None else None
+    if problem:
+        yield None, problem
+
+
+# CompilationConfig.__post_init__ (run by the parser's TypeAdapter(cls).validate_json on --compilation-config /
+# -cc / -O.x): the custom_ops syntax, one base mode, no op both enabled and disabled, piecewise compilation's
+# backends, and the CUDA-graph size lists of the decoder replay and the multimodal encoder
+_COMPILATION_SOURCES = {
+    "0.11.0": "vllm config/compilation.py:427,489-494@0.11.0",
+    "0.28.0": "vllm config/compilation.py:906,999-1058@0.28.0",
+    "0.29.0": "vllm config/compilation.py:912,1005-1064@0.29.0",
+    "0.33.0": "vllm config/compilation.py:853-871,915,1014-1078@0.33.0",
+    "0.34.0": "vllm config/compilation.py:1065,1164-1237@0.34.0",
+}
+_VLLM_COMPILE = 3   # CompilationMode.VLLM_COMPILE (the JSON gives 3 or the name, any case: validate_mode_before)
+
+
+def _ints(x) -> list | None:
+    return x if isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x) else None
+
+
+def compilation_refusal(cfg: dict, release: str) -> str | None:
+    """The message CompilationConfig.__post_init__ of ``release`` raises for the --compilation-config JSON ``cfg``
+    (the checks mirrored here, in the release's order), or None."""
+    ops = cfg.get("custom_ops") or []
+    if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+        return None
+    for op in ops:
+        bad = (op[:1] not in ("+", "-")) if release == "0.11.0" else (len(op) < 2 or op[0] not in ("+", "-"))
+        if op and op not in ("all", "none") and bad:
+            return (f"Invalid syntax '{op}' for custom op, must be 'all', 'none', '+op' or '-op' (where 'op' is the "
+                    f"registered op name)")
+    if release == "0.11.0":
+        return None
+    if len([o for o in ops if o in ("all", "none")]) > 1:
+        return "custom_ops can contain only one base mode: 'all' or 'none'"
+    both = sorted({o[1:] for o in ops if o.startswith("+")} & {o[1:] for o in ops if o.startswith("-")})
+    if both:
+        return (f"custom_ops cannot both enable and disable the same operation(s): {', '.join(both)}. Remove either "
+                f"the '+' or '-' directive")
+    mode = cfg.get("mode")
+    if isinstance(mode, str):
+        mode = {"NONE": 0, "STOCK_TORCH_COMPILE": 1, "DYNAMO_TRACE_ONCE": 2, "VLLM_COMPILE": 3}.get(mode.upper())
+    backend = cfg.get("backend", "")
+    if mode == _VLLM_COMPILE and isinstance(backend, str) and backend not in ("", "eager", "inductor"):
+        return f"Invalid backend for piecewise compilation: {backend}"
+    if release in ("0.33.0", "0.34.0"):
+        sizes = _ints(cfg.get("decoder_replay_cudagraph_capture_sizes") or [])
+        if sizes and any(n <= 0 for n in sizes):
+            return "All decoder_replay_cudagraph_capture_sizes must be positive"
+    if cfg.get("cudagraph_mm_encoder") is True:
+        items = cfg.get("encoder_cudagraph_max_vision_items_per_batch", 0)
+        if isinstance(items, int) and items < 0:
+            return "encoder_cudagraph_max_vision_items_per_batch must be non-negative (0 = auto-infer)"
+        frames = cfg.get("encoder_cudagraph_max_frames_per_batch")
+        if isinstance(frames, int) and frames < 0:
+            return "encoder_cudagraph_max_frames_per_batch must be non-negative (None = auto-infer)"
+    if release == "0.34.0":
+        cap = cfg.get("encoder_cudagraph_max_token_budget")
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap <= 0:
+            return f"encoder_cudagraph_max_token_budget must be positive (None = no limit), got {cap}"
+    budgets = _ints(cfg.get("encoder_cudagraph_token_budgets") or [])
+    if budgets and any(b <= 0 for b in budgets):
+        return f"All encoder_cudagraph_token_budgets must be positive, got {budgets}"
+    return None
+
+
+@rule("vllm-compilation-config-invalid", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--compilation-config is refused by CompilationConfig's checks",
+      why="The parser builds --compilation-config with CompilationConfig's own checks: custom_ops entries are "
+          "'all', 'none', '+op' or '-op' (one base mode, no op both on and off), piecewise compilation (mode 3, "
+          "VLLM_COMPILE) runs on the eager or inductor backend only, and the CUDA-graph size lists hold positive "
+          "numbers. vllm serve refuses the line before anything is loaded.",
+      fix="Correct the named key of --compilation-config (the message says which).",
+      source=_COMPILATION_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _COMPILATION_SOURCES.items()},
+      no_cel=_JSON_KEYS)
+def check_vllm_compilation_config(r, c):
+    if r.version is None or r.version.key not in _COMPILATION_SOURCES:
+        return
+    cfg = _json_option(r, "compilation_config")
+    problem = compilation_refusal(cfg, r.version.key) if cfg is not None else None
+    if problem:
+        yield None, problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
-for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span"):
+for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
+            "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
+            "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
