@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from gpustack_k3.cli.main import cli
 
 from .conftest import preset_doc
+from .test_sglang_checks_smiss import SMISS_DIRECT
 
 SEED = ("--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8 --mem-fraction-static 0.88 "
         "--kv-cache-dtype fp8_e4m3 --context-length 262144").split()
@@ -65,7 +66,7 @@ SGLANG_CASES = {
 # spec rules whose cases are the direct tests below (no preset document reaches them: the schema bounds
 # spec.memory.fraction to 1; the algorithm list is a catalog trait the test sets)
 SGLANG_DIRECT = {"sglang-speculative-algorithm-known", "sglang-mem-fraction-above-one", "sglang-dsv4-speculative-algorithm",
-                 "sglang-dsv4-kv-cache-dtype"}
+                 "sglang-dsv4-kv-cache-dtype"} | SMISS_DIRECT   # core/rules/sglang_checks_smiss.py: its own test module
 
 
 DSV4 = "--model-path /models/DeepSeek-V4.1-Flash --trust-remote-code --tp-size 8".split()

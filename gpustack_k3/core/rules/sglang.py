@@ -636,3 +636,8 @@ def check_sglang_dcp_replicate_q_proj(r, c):
         yield None, f"--dcp-replicate-q-proj with dcp_size={r.dcp}"
     elif backend not in (None, "a2a", "fi_a2a"):
         yield None, f"--dcp-replicate-q-proj with --dcp-comm-backend {backend}"
+
+
+# SGLang refusals beyond the checks table (a string prefix, a product of options): their own module, imported here so
+# the package defines them with the SGLang rules
+from gpustack_k3.core.rules import sglang_checks_smiss  # noqa: E402,F401
