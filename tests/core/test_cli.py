@@ -122,9 +122,10 @@ def test_input_errors_exit_2():
     assert run("validate", "--preset", "nope").returncode == 2
     assert run("validate", "--bogus-flag").returncode == 2
     assert run("validate", "-", input="\x00\xff").returncode == 2
-    # the engine's parser accepts 0; the document cannot hold it (spec.parallel.tp >= 1): unusable input
+    # a command-line value is judged by the release's own bound (ParallelConfig.tensor_parallel_size >= 1):
+    # refused (exit 1) with the field and the option named, not unusable input
     p = run("check-args", "--engine", "vllm", "--", "--tensor-parallel-size", "0")
-    assert p.returncode == 2 and "--tensor-parallel-size" in p.stderr
+    assert p.returncode == 1 and "[vllm-config-field-bounds] spec.parallel.tp: --tensor-parallel-size 0" in p.stdout
 
 
 def test_stdin_and_size_limit():
