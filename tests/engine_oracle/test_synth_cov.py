@@ -418,3 +418,30 @@ def test_a_predicate_of_the_model_is_no_config_json_field():
     assert K.resolve(("self", "model_config", "hf_config", "architectures"), set(), {}, None, "vllm") == \
         ("hf", "architectures")
     assert K.resolve(("hf_config", "num_experts"), set(), {}, None, "vllm") == ("hf", "num_experts")
+
+
+NESTED = '''\
+class HiSparseConfig:
+    top_k: int = 8
+
+
+class AttentionConfig:
+    hisparse_config: HiSparseConfig | None = None
+    label: str | None = None
+'''
+
+
+def test_a_field_tested_for_being_set_gets_a_value_not_null(sy):
+    import ast
+
+    from tools.engine_oracle import knobs as K
+
+    tree = ast.parse(NESTED)
+    sy.fields.update(K.class_fields([tree]))
+    sy.defaults.update(K.class_defaults([tree]))
+    sy.json_opts["attention_config"] = {"dest": "attention_config", "flags": ["--attention-config"],
+                                        "action": "store", "type": {"return_type": "json"}}
+    line, what = sy.apply(LINE, (("self", "attention_config", "hisparse_config"), ["__set__"], True), "__set__", None)
+    assert json.loads(line["argv"][-1]) == {"hisparse_config": {}}
+    line, _ = sy.apply(LINE, (("self", "attention_config", "label"), ["__set__"], True), "__set__", None)
+    assert json.loads(line["argv"][-1]) == {"label": "synth"}

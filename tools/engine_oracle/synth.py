@@ -362,10 +362,21 @@ class Synth:
             typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
                                     K.field_bounds(self.defaults, dest, path, self.fields))
             seen = self.seed_values.get(dest, {}).get(path[-1], [])
+            if value == "__set__":
+                # a field tested for being set (``hisparse_config is not None``): a value, never null; a nested
+                # config class: an object with its required fields
+                pool = [v for v in seen + typed if v is not None]
+                nested = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in self.fields]
+                if nested:
+                    value = self.minimal_json(K._snake(nested[0])) or {}
+                elif pool:
+                    value = self.rnd.choice(pool)
+                elif re.search(r"\bstr\b", ast.unparse(ann)):
+                    value = "synth"
             free_str = isinstance(value, str) and not value.startswith("__") and \
                 re.search(r"\bstr\b", ast.unparse(ann)) is not None   # a plain str field takes the constant
             if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
-                    not K.fits_values(value, typed):
+                    not K.fits_values(value, typed) and not isinstance(value, dict):
                 value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
             if K.is_list_annotation(ann) and value is not None and not isinstance(value, list):
                 value = [value]   # a list field (compile_sizes: list[int]) takes a list of the value
