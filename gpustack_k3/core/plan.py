@@ -12,7 +12,6 @@ N x per_req x (1 + D/ratio) = budget; the full-attention and draft pools share t
 from __future__ import annotations
 
 import math
-
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
