@@ -11,6 +11,7 @@ N x per_req x (1 + D/ratio) = budget; the full-attention and draft pools share t
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -108,6 +109,10 @@ def plan(r: Resolved) -> Plan:
         v = r.value(f"parallel.{name}")
         if v is not None and v < 1:
             raise PlanUnavailable(f"spec.parallel.{name} {v} is below 1: no layout to plan")
+    for name in ("fraction", "mambaFullMemoryRatio"):
+        v = r.value(f"memory.{name}")   # nan: a command line's value some releases accept (flags.py reads it)
+        if v is not None and not math.isfinite(v):
+            raise PlanUnavailable(f"spec.memory.{name} {v} is not a finite number: no memory to plan")
     if r.calibrated:
         return _plan_vllm(r) if r.engine.engine == ENGINE_VLLM else _plan_sglang(r)
     a = r.model_arch

@@ -188,6 +188,32 @@ def test_rules_do_not_refuse_an_argv_document_of_negative_sizes():
     assert {f.rule for f in validate(doc) if f.severity == "error"} <= RUNTIME_ONLY
 
 
+# ------------------------------------------------------------------ nan read from a command line
+
+# vLLM 0.11.0 and SGLang 0.5.23 take nan (the engine oracle, 2026-12-03); 0.33.0 refuses it (CacheConfig le=1).
+# core/flags.py reads it into the spec with /work/patches/fr-5.patch (tests/core/test_false_refusals_fr3_nan.py)
+@pytest.mark.parametrize("preset, patch, rule, severity", [
+    ("vllm-seed", {"engine": {"version": "0.11.0"}, "memory": {"fraction": float("nan")}},
+     "argv-value-outside-document-range", "warning"),
+    ("vllm-seed", {"engine": {"version": "0.33.0"}, "memory": {"fraction": float("nan")}}, "vllm-config-bounds", "error"),
+    ("sglang-seed", {"memory": {"fraction": float("nan")}}, "argv-value-outside-document-range", "warning"),
+    ("sglang-seed", {"memory": {"mambaFullMemoryRatio": float("nan")}}, "argv-value-outside-document-range",
+     "warning"),
+])
+def test_nan_from_a_command_line_is_judged_by_the_release(preset, patch, rule, severity):
+    from gpustack_k3.core.plan import PlanUnavailable, plan
+    from gpustack_k3.core.resolve import resolve
+
+    doc = argv_document(preset, patch)
+    found = validate(doc)
+    assert rule in {f.rule for f in found if f.severity == severity}, [(f.rule, f.severity) for f in found]
+    assert not [f for f in found if f.severity == "error" and f.field and "memory" in f.field and f.rule != rule]
+    with pytest.raises(PlanUnavailable, match="not a finite number"):
+        plan(resolve(doc))
+    with pytest.raises(ValidationError):      # a document keeps allow_inf_nan=False
+        DeploymentDocument.model_validate(preset_data(preset, patch))
+
+
 # ------------------------------------------------------------------ rule argv-value-outside-document-range
 
 RANGE_RULE = "argv-value-outside-document-range"

@@ -42,8 +42,8 @@ LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE, max_length=63
 AnnotationKey = Annotated[str, StringConstraints(pattern=f"(?i){LABEL_KEY}", max_length=317)]
 
 
-# pydantic's error types of a number's bound (Field ge/gt/le/lt)
-_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+# pydantic's error types of a number's bound (Field ge/gt/le/lt) and of allow_inf_nan=False
+_BOUND_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"})
 
 
 class _Strict(BaseModel):
@@ -59,8 +59,8 @@ class _Strict(BaseModel):
         vllm-config-bounds, vllm-config-field-bounds, the checks tables): vLLM 0.11.0 builds its config with
         --pipeline-parallel-size -1 or --gpu-memory-utilization -1 (plain ints/floats, config/parallel.py:67 and
         config/cache.py:43@0.11.0), SGLang 0.5.23 with --mamba-full-memory-ratio 0 (a plain Optional[float],
-        arg_groups/fields/schedule.py:220-227@0.5.23). The type is still the field's (a bound is all that is
-        left to the release)."""
+        arg_groups/fields/schedule.py:220-227@0.5.23), and both take ``nan`` there (the engine oracle,
+        2026-12-03). The type is still the field's (a bound is all that is left to the release)."""
         if not (info.context or {}).get("engine_argv"):
             return handler(v)
         try:

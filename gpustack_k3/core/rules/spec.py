@@ -7,6 +7,7 @@ the spec model itself (``api/v1alpha1/spec.py``), reported as ``spec.schema``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -495,7 +496,9 @@ def check_vllm_eplb_config_refused(r, c):
 def check_vllm_config_bounds(r, c):
     declared = r.trait("config_bounds", True)       # 0.11.0: False (no declared bounds, only the > 1.0 check)
     frac = r.spec.memory.fraction
-    if frac is not None and (frac > 1 or (declared and frac <= 0)):
+    if declared and frac is not None and math.isnan(frac):   # a command line's nan: pydantic's gt/le compare False
+        yield "spec.memory.fraction", f"gpu_memory_utilization nan is outside (0, 1] on vLLM {r.version.key}"
+    elif frac is not None and (frac > 1 or (declared and frac <= 0)):
         yield "spec.memory.fraction", (f"gpu_memory_utilization {frac} is outside "
                                        f"{'(0, 1]' if declared else 'at most 1.0'} on vLLM {r.version.key}")
     seqs = r.spec.scheduling.maxNumSeqs
@@ -571,12 +574,18 @@ def check_argv_value_outside_document_range(r, c):
                                    "(default 1) when it is not above 1 and no local size is 0 "
                                    "(config/parallel.py:404-409@0.11.0)")
     frac = r.spec.memory.fraction
-    if vllm and frac is not None and frac <= 0:
+    if frac is not None and math.isnan(frac):
+        yield "spec.memory.fraction", (f"memory fraction nan: {r.engine.engine} {r.version.key} accepts it at config "
+                                       "time (nan compares False with every bound); no memory can be sized from it")
+    elif vllm and frac is not None and frac <= 0:
         yield "spec.memory.fraction", (f"gpu_memory_utilization {frac}: the worker requests total x {frac} GiB "
                                        "(v1/worker/gpu_worker.py:183-184@0.11.0) and the KV cache gets none: 'No "
                                        "available memory for the cache blocks' (v1/core/kv_cache_utils.py:697-701)")
     ratio = r.spec.memory.mambaFullMemoryRatio
-    if not vllm and ratio is not None and ratio <= 0:
+    if not vllm and ratio is not None and math.isnan(ratio):
+        yield "spec.memory.mambaFullMemoryRatio", ("mamba_full_memory_ratio nan: the Mamba budget rest x r/(1+r) is "
+                                                   "nan (mem_cache/kv_cache_configurator.py:3350-3356@0.5.23)")
+    elif not vllm and ratio is not None and ratio <= 0:
         yield "spec.memory.mambaFullMemoryRatio", (
             f"mamba_full_memory_ratio {ratio}: the Mamba budget rest x r/(1+r) is "
             + ("undefined (division by zero)" if ratio == -1 else "0 or below")
