@@ -72,6 +72,9 @@ for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
                   [SMOL, "--quantization", "fp8"], {}, "smollm2-135m")]
     PY_CASES += [("vllm-quantization-mismatch", _rel, [MOE, "-tp", "8", "--quantization", "mxfp4"], {},
                   [MOE, "-tp", "8", "--quantization", "fp8"], {}, "shape-mla-moe")]
+PY_CASES += [("vllm-quantization-mismatch", "0.11.0",   # GPT-OSS mxfp4: 0.11.0 has no override claiming it
+              [MOE.replace("mla-moe", "gqa-yarn"), "-tp", "8", "--quantization", "x"], {},
+              [MOE.replace("mla-moe", "gqa-yarn"), "-tp", "8", "--quantization", "mxfp4"], {}, "shape-gqa-yarn")]
 for _rel in ("0.33.0", "0.34.0"):
     PY_CASES += [("vllm-quantization-mismatch", _rel, [*K3, "--quantization", "fp8"], {},
                   [*K3, "--quantization", "mxfp4"], {}, "kimi-k3")]

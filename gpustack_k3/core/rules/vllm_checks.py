@@ -307,7 +307,8 @@ def check_vllm_quantization_mismatch(r, c):
     decidable, ckpt = _checkpoint_quant(r.model_arch)
     if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming":
         return
-    if ckpt == "mxfp4" and getattr(r.model_arch, "model_type", None) == "gpt_oss":
+    # Mxfp4Config claims a GPT-OSS checkpoint as gpt_oss_mxfp4 from 0.28.0 on (0.11.0 has no such override)
+    if ckpt == "mxfp4" and getattr(r.model_arch, "model_type", None) == "gpt_oss" and r.version.key != "0.11.0":
         return
     yield None, (f"Quantization method specified in the model config ({ckpt}) does not match the quantization "
                  f"method specified in the `quantization` argument ({q})")
