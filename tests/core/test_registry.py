@@ -127,12 +127,14 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_vllm_034 import V034_DIRECT
     from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT
     from tests.core.test_config_field_bounds import CFB_DIRECT
+    from tests.core.test_false_refusals_fr3 import FR3_DIRECT
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
                | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
                | CHECKS_DIRECT   # the checks tables' entries: each one's examples (test_checks_table.py)
                | VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py (tests/core/test_vllm_checks.py)
                | CFB_DIRECT   # core/rules/config_fields.py (tests/core/test_config_field_bounds.py)
+               | FR3_DIRECT   # tests/core/test_false_refusals_fr3.py (argv range, unused topologyKey / bandwidth)
                | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 

@@ -72,6 +72,9 @@ for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
                   [SMOL, "--quantization", "fp8"], {}, "smollm2-135m")]
     PY_CASES += [("vllm-quantization-mismatch", _rel, [MOE, "-tp", "8", "--quantization", "mxfp4"], {},
                   [MOE, "-tp", "8", "--quantization", "fp8"], {}, "shape-mla-moe")]
+PY_CASES += [("vllm-quantization-mismatch", "0.11.0",   # GPT-OSS mxfp4: 0.11.0 has no override claiming it
+              [MOE.replace("mla-moe", "gqa-yarn"), "-tp", "8", "--quantization", "x"], {},
+              [MOE.replace("mla-moe", "gqa-yarn"), "-tp", "8", "--quantization", "mxfp4"], {}, "shape-gqa-yarn")]
 for _rel in ("0.33.0", "0.34.0"):
     PY_CASES += [("vllm-quantization-mismatch", _rel, [*K3, "--quantization", "fp8"], {},
                   [*K3, "--quantization", "mxfp4"], {}, "kimi-k3")]
@@ -226,3 +229,15 @@ def test_quantization_mismatch_leaves_checkpoints_an_override_claims_to_the_rele
     for rel in ("0.28.0", "0.33.0", "0.34.0"):
         res = product(rel, [MOE.replace("mla-moe", "gqa-yarn"), "--quantization", "fp8"], {}, "shape-gqa-yarn")
         assert "vllm-quantization-mismatch" not in res["rules"], res
+
+
+def test_quantization_mismatch_needs_the_models_own_config_json():
+    # without a config.json the catalog's summary block is not taken as the checkpoint's quantization_config
+    from gpustack_k3.cli.core_cmds import check_args
+    from tools.engine_oracle.product import _invoke
+
+    res = _invoke(check_args, ["--engine", "vllm", "--engine-version", "0.33.0", "-o", "json", "--",
+                               "/models/Kimi-K3", "-tp", "8", "--trust-remote-code", "--quantization", "mxfp4"])
+    assert "vllm-quantization-mismatch" not in res["rules"], res
+    with_cfg = product("0.33.0", [*K3, "--quantization", "fp8"], {}, "kimi-k3")   # the model's config.json given
+    assert "vllm-quantization-mismatch" in with_cfg["rules"], with_cfg

@@ -450,21 +450,45 @@ def config_fields(parser: argparse.ArgumentParser) -> dict[int, dict]:
         return {}
     out: dict[int, dict] = {}
     cache: dict[type, tuple] = {}
+
+    def facts(c: type) -> tuple:
+        if c not in cache:
+            cache[c] = (field_schemas(c) or {}, field_types(c) or {})
+        return cache[c]
+
     for action in parser._actions:
         cls = from_group.get(id(action))
         if cls is None or not is_pydantic_dataclass(cls):
             continue
-        if cls not in cache:
-            cache[cls] = (field_schemas(cls) or {}, field_types(cls) or {})
-        schemas, types = cache[cls]
+        schemas, types = facts(cls)
         if action.dest not in schemas:
-            continue
+            # a group of a class whose fields are config classes (vLLM's OffloadConfig: uva, prefetch) lists the
+            # options of those classes (get_kwargs(PrefetchOffloadConfig), engine/arg_utils.py:1480-1506@0.34.0):
+            # the one nested class with a field of the dest's name is the class the value is built into
+            nested = [c for c in _nested_config_classes(cls) if is_pydantic_dataclass(c)
+                      and action.dest in facts(c)[0]]
+            if len(nested) != 1:
+                continue
+            cls = nested[0]
+            schemas, types = facts(cls)
         entry = {"class": f"{cls.__module__}.{cls.__qualname__}", "field": action.dest,
                  "at": field_at(cls, action.dest), "schema": schemas[action.dest]}
         if types.get(action.dest) == ["validated"]:
             entry["validated"] = True
         out[id(action)] = entry
     return out
+
+
+def _nested_config_classes(cls: type) -> list[type]:
+    """The dataclass types of ``cls``'s fields (one level: ``prefetch: PrefetchOffloadConfig``)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:   # noqa: BLE001 - an unresolvable annotation: no nested classes known
+        return []
+    return [t for f in dataclasses.fields(cls) if isinstance(t := hints.get(f.name), type)
+            and dataclasses.is_dataclass(t)]
 
 
 def describe_parser(parser: argparse.ArgumentParser, *, deprecated: set | None = None) -> dict:
