@@ -170,6 +170,15 @@ def test_dspark_with_dp_attention_needs_dp_lm_head():
                                                                       version=version)[1]
 
 
+def test_dspark_with_dp_attention_reads_ascend_tp_as_the_tp_moe():
+    """moe_hook.py:461-468@0.5.23 (397-405@0.5.22) resolves --moe-a2a-backend ascend_tp to none before DSpark's check
+    (speculative_hook.py:677-682@0.5.23): the release accepts the line (held-out differential seed 9091)."""
+    line = (*SEED, *DSPARK, "--attn-dp-size", "2", "--enable-dp-lm-head")
+    for version in ("0.5.22", "0.5.23"):
+        assert "sglang-dspark-attn-dp" not in check_args(*line, "--moe-a2a-backend", "ascend_tp", version=version)[1]
+        assert "sglang-dspark-attn-dp" in check_args(*line, "--moe-a2a-backend", "deepep", version=version)[1]
+
+
 def test_replayssm_spec_is_refused_on_a_prefill_server_only():
     """attention_hook.py:493-498@0.5.23 (492-497@0.5.22)."""
     base = (*SEED, *DSPARK, "--enable-linear-replayssm-spec")

@@ -412,15 +412,17 @@ def check_sglang_attn_dp_with_replicas(t: Topology):
           "mori with it (not deepep).",
       fix="Set sglang.enableDpLmHead true and sglang.moeA2aBackend none, megamoe or mori on roles with DSPARK and "
           "sglang.attnDpSize > 1 (or drop DP attention there).",
-      source="sglang srt/arg_groups/speculative_hook.py:674-683@0.5.23",
-      sources={"sglang 0.5.22": "sglang srt/arg_groups/speculative_hook.py:613-622@0.5.22"}, no_cel=NO_CEL)
+      source="sglang srt/arg_groups/speculative_hook.py:674-683@0.5.23, srt/arg_groups/moe_hook.py:461-468@0.5.23",
+      sources={"sglang 0.5.22": "sglang srt/arg_groups/speculative_hook.py:613-622@0.5.22, "
+                                "srt/arg_groups/moe_hook.py:397-405@0.5.22"}, no_cel=NO_CEL)
 def check_sglang_dspark_attn_dp(t: Topology):
     for r in t.roles:
         if r.doc_spec.speculative.method != "dspark" or attn_dp(r) <= 1:
             continue
         if not r.resolved.value("sglang.enableDpLmHead"):
             yield r.field("sglang.enableDpLmHead"), f"{r.name}: DSPARK with attention DP {attn_dp(r)} needs --enable-dp-lm-head"
-        if a2a(r) not in ("none", "megamoe", "mori"):
+        # ascend_tp is resolved to none before this check (moe_hook.py:461-468@0.5.23, 397-405@0.5.22)
+        if a2a(r) not in ("none", "megamoe", "mori", "ascend_tp"):
             yield r.field("sglang.moeA2aBackend"), (f"{r.name}: DSPARK with attention DP and --moe-a2a-backend "
                                                     f"{a2a(r)} (none, megamoe or mori)")
 

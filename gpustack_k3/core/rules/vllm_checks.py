@@ -8,12 +8,8 @@ import json
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
-<<<<<<< ours
-from gpustack_k3.core.rules.args import extra_arg, extra_arg_int
-from gpustack_k3.core.rules.checks import line_view
-=======
 from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int
->>>>>>> theirs
+from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
