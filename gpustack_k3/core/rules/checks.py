@@ -490,8 +490,6 @@ def _message(e: Entry, v: LineView) -> str:
 
 def _check_of(e: Entry) -> Callable[..., Iterator[tuple]]:
     def check(r: Any, c: Any) -> Iterator[tuple]:
-        if r.version is None or r.version.key not in e.releases:
-            return
         v = line_view(r)
         if v is None or (e.reads_model and v.arch is None):
             return

@@ -20,6 +20,7 @@ rule's own field and a missing fix the rule's own fix.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Literal
@@ -129,22 +130,35 @@ class Rule:
 class ReleaseRule(Rule):
     """A rule switched on for the releases its ``sources`` name (``"<engine> <version key>"``), not for every release
     whose traits match: the registry's ``when`` reads traits, and a release key is not one. Its check returns
-    nothing for another release either. (The engine-check tables' rules, core/rules/checks.py, and the per-release
-    Python rules of core/rules/vllm_checks.py.)"""
+    nothing for another release either: ``of`` guards it here, once for every such rule. (The engine-check tables'
+    rules, core/rules/checks.py, and the per-release Python rules of core/rules/vllm_checks.py and
+    core/rules/sglang_checks_smiss.py.)"""
 
     __slots__ = ()
 
     @classmethod
     def of(cls, r: Rule) -> "ReleaseRule":
-        """The registered (and validated) rule ``r`` as a ReleaseRule (same definition)."""
+        """The registered (and validated) rule ``r`` as a ReleaseRule (same definition; its check runs only for a
+        release its sources name)."""
         new = object.__new__(cls)
         for name in Rule.__slots__:
             object.__setattr__(new, name, getattr(r, name))
+        if r.check is not None:
+            object.__setattr__(new, "check", _on_releases(r.check, frozenset(r.sources)))
         return new
 
     def versions(self, catalog: Any) -> list[tuple[str, str]]:
         return [(eng, key) for eng in self.engines for key in catalog.engines[eng].versions
                 if f"{eng} {key}" in self.sources]
+
+
+def _on_releases(check: Callable[..., Iterable[Hit]], releases: frozenset[str]) -> Callable[..., Iterable[Hit]]:
+    """``check`` for the releases named ``"<engine> <version key>"`` in ``releases``; nothing for any other."""
+    def on_releases(r: Any, c: Any) -> Iterable[Hit]:
+        if r.version is None or f"{r.engine.engine} {r.version.key}" not in releases:
+            return ()
+        return check(r, c)
+    return functools.update_wrapper(on_releases, check)   # the check's name and module stay the rule's
 
 
 RULES: dict[str, Rule] = {}

@@ -6,7 +6,6 @@ refuses, with each release's own source, and is verified against the release by 
 test_checks_sglang_smiss.py (unit lines: tests/core/test_sglang_checks_smiss.py)."""
 from __future__ import annotations
 
-from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, line_view
@@ -21,12 +20,6 @@ _DSPARK_SOURCES = {
 }
 
 
-def _view(r: Any, sources: dict[str, str]):
-    if r.version is None or r.version.key not in sources:
-        return None
-    return line_view(r)
-
-
 @rule("sglang-dspark-device", checked_by="oracle", family="args", severity="error", engines=[ENGINE_SGLANG],
       field="spec.extraArgs",
       title="DSPARK speculative decoding needs a CUDA (or NPU/XPU) --device",
@@ -37,7 +30,7 @@ def _view(r: Any, sources: dict[str, str]):
       source=_DSPARK_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _DSPARK_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_dspark_device(r, c):
-    v = _view(r, _DSPARK_SOURCES)
+    v = line_view(r)
     if v is None:
         return
     algo, device = v.value("speculative_algorithm"), v.value("device")
@@ -67,7 +60,7 @@ _LORA_SOURCES = {
       source=_LORA_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _LORA_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_lora_overlap_loading_max_loaded_loras(r, c):
-    v = _view(r, _LORA_SOURCES)
+    v = line_view(r)
     if v is None or not v.value("enable_lora") or v.value("enable_lora_overlap_loading") is not True:
         return
     loaded, per_batch = v.value("max_loaded_loras"), v.value("max_loras_per_batch")
@@ -93,7 +86,7 @@ _NODES_SOURCES = {
       source=_NODES_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _NODES_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_tp_pp_divisible_by_nnodes(r, c):
-    v = _view(r, _NODES_SOURCES)
+    v = line_view(r)
     if v is None or v.value("ep_join_mode") == "scale":
         return
     tp, pp, nodes = v.value("tp_size"), v.value("pp_size"), v.value("nnodes")

@@ -24,10 +24,8 @@ _ROPE_SOURCES = {
 
 def _rope_scaling(r: Resolved) -> tuple[str, dict] | None:
     """(finding field, the dict) of --rope-scaling in extraArgs as the release's parser reads it (json.loads); None
-    when absent, not JSON (the parser refuses that: rule argv-refused), empty (``if self.rope_scaling:`` ignores
-    it) or on a release without these checks."""
-    if r.version is None or r.version.key not in _ROPE_SOURCES:
-        return None
+    when absent, not JSON (the parser refuses that: rule argv-refused) or empty (``if self.rope_scaling:`` ignores
+    it); the rules reading it run only on the releases their sources name (registry.ReleaseRule)."""
     found = extra_arg(r, "--rope-scaling")
     if found is None or found[1] is None:
         return None
@@ -93,8 +91,6 @@ _PCP_SOURCES = {
       no_cel="reads --prefill-context-parallel-size, a pass-through flag of spec.extraArgs (argv tokenising); left "
              "to validate")
 def check_vllm_pcp_dcp_span(r, c):
-    if r.version is None or r.version.key not in _PCP_SOURCES:
-        return
     pcp = extra_arg_int(r, PCP_FLAG)
     if pcp is None or pcp <= 1:
         return
@@ -191,8 +187,6 @@ def profiler_refusal(cfg: dict, release: str) -> str | None:
       source=_PROFILER_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _PROFILER_SOURCES.items()},
       no_cel=_JSON_KEYS)
 def check_vllm_profiler_config(r, c):
-    if r.version is None or r.version.key not in _PROFILER_SOURCES:
-        return
     cfg = _json_option(r, "profiler_config")
     if cfg is None:
         return
@@ -281,8 +275,6 @@ def _checkpoint_quant(arch) -> tuple[bool, str | None]:
       source=_Q_UNKNOWN_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _Q_UNKNOWN_SOURCES.items()},
       no_cel="per-release method lists and the checkpoint's config.json; left to validate")
 def check_vllm_quantization_unknown(r, c):
-    if r.version is None or r.version.key not in _Q_UNKNOWN_SOURCES:
-        return
     q = _quant_arg(r)
     decidable, ckpt = _checkpoint_quant(r.model_arch)
     if q is None or not decidable or ckpt is not None or q in QUANTIZATION_METHODS[r.version.key]:
@@ -300,8 +292,6 @@ def check_vllm_quantization_unknown(r, c):
       source=_Q_MISMATCH_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _Q_MISMATCH_SOURCES.items()},
       no_cel="the checkpoint's config.json quantization_config against --quantization; left to validate")
 def check_vllm_quantization_mismatch(r, c):
-    if r.version is None or r.version.key not in _Q_MISMATCH_SOURCES:
-        return
     q = _quant_arg(r)
     decidable, ckpt = _checkpoint_quant(r.model_arch)
     if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming":
@@ -340,8 +330,6 @@ _V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1
       source=_V41_MTP_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_SOURCES.items()},
       no_cel=_JSON_KEYS)
 def check_vllm_spec_mtp_on_deepseek_v41(r, c):
-    if r.version is None or r.version.key not in _V41_MTP_SOURCES:
-        return
     spec = _json_option(r, "speculative_config")
     arch = r.model_arch
     if spec is None or arch is None or getattr(arch, "model_type", None) != "deepseek_v41":
@@ -404,8 +392,6 @@ def ngram_lookup_refusal(spec: dict, release: str) -> str | None:
       source=_NGRAM_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _NGRAM_SOURCES.items()},
       no_cel=_JSON_KEYS)
 def check_vllm_spec_ngram_lookup(r, c):
-    if r.version is None or r.version.key not in _NGRAM_SOURCES:
-        return
     spec = _json_option(r, "speculative_config")
     problem = ngram_lookup_refusal(spec, r.version.key) if spec is not None else None
     if problem:
@@ -486,8 +472,6 @@ def compilation_refusal(cfg: dict, release: str) -> str | None:
       source=_COMPILATION_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _COMPILATION_SOURCES.items()},
       no_cel=_JSON_KEYS)
 def check_vllm_compilation_config(r, c):
-    if r.version is None or r.version.key not in _COMPILATION_SOURCES:
-        return
     cfg = _json_option(r, "compilation_config")
     problem = compilation_refusal(cfg, r.version.key) if cfg is not None else None
     if problem:
