@@ -43,6 +43,7 @@ from pathlib import Path
 
 import yaml
 
+from tools.engine_oracle.knobs import local_values
 from tools.engine_oracle.raise_sites import first_line
 
 RESIDUE = Path(__file__).resolve().parent / "known" / "raise_sites.yaml"
@@ -192,22 +193,6 @@ def _enclosing(tree: ast.AST, line: int) -> list[ast.AST]:
             return chain
 
 
-def _locals(fn: ast.AST | None) -> dict[str, ast.AST]:
-    """A function's local names assigned exactly once (``uses_rocm_deepep_ht_dbo = current_platform.is_rocm() and
-    ...``): a branch on such a name is a branch on its expression."""
-    if fn is None:
-        return {}
-    seen: dict[str, list] = {}
-    for n in ast.walk(fn):
-        if isinstance(n, ast.Assign):
-            for t in n.targets:
-                if isinstance(t, ast.Name):
-                    seen.setdefault(t.id, []).append(n.value)
-        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name):
-            seen.setdefault(n.target.id, []).append(n.value if isinstance(n, ast.AnnAssign) else None)
-    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
-
-
 def _substitute(node: ast.AST, local: dict[str, ast.AST], depth: int = 0) -> ast.AST:
     if isinstance(node, ast.Name) and node.id in local and depth < 3:
         return _substitute(local[node.id], local, depth + 1)
@@ -221,7 +206,7 @@ def _substitute(node: ast.AST, local: dict[str, ast.AST], depth: int = 0) -> ast
 def _guard(chain: list[ast.AST], line: int, truth: dict[str, bool]) -> str | None:
     """Why the statement cannot run on this platform / from input, from the branches and handlers around it."""
     fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    local = _locals(fn)
+    local = local_values(fn) if fn is not None else {}
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, ast.If):
             test = _substitute(parent.test, local)
