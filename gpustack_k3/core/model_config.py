@@ -65,11 +65,12 @@ class ModelArch:
     """Architecture figures of one model (plain: docs/architecture.md, Start-up). ``None``: not in the file."""
 
     __slots__ = ("source", "architecture", "dtype", "quantization", "quant_config", "hf_quant", "text", "raw",
-                 *_KEYS, *_RAW_KEYS)
+                 "unread", *_KEYS, *_RAW_KEYS)
 
     def __init__(self, source: str, architecture: str | None = None, dtype: str | None = None,
                  quantization: str | None = None, quant_config: dict | None = None, hf_quant: dict | None = None,
-                 text: dict | None = None, raw: dict | None = None, **figures: Any) -> None:
+                 text: dict | None = None, raw: dict | None = None, unread: dict | None = None,
+                 **figures: Any) -> None:
         self.source = source                    # where the figures come from (the file), for messages
         self.architecture = architecture
         self.dtype = dtype
@@ -78,6 +79,7 @@ class ModelArch:
         self.hf_quant = hf_quant                # hf_quant_config.json's "quantization" object (ModelOpt), if given
         self.text = text or {}                  # the language model's config object as written (text_config or top)
         self.raw = raw                          # the whole config.json object as written (what predict hands AIC)
+        self.unread = unread or {}              # figure keys whose value is no count, as written (read as not given)
         for k in (*_KEYS, *_RAW_KEYS):
             setattr(self, k, figures.get(k))
 
@@ -104,7 +106,7 @@ class ModelArch:
         return bool(self.experts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("text", "raw")}
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("text", "raw", "unread")}
 
 
 class ModelConfigError(InputError, ValueError):
@@ -114,13 +116,30 @@ class ModelConfigError(InputError, ValueError):
         super().__init__("config.json", message)
 
 
-def _int(cfg: dict, key: str) -> int | None:
-    v = cfg.get(key)
-    if v is None:
+def _count(v: Any) -> int | None:
+    """A figure's value when it is a non-negative whole number, else None (not a count the figure can stand on).
+
+    The release never refuses a config.json for such a value on its own: vLLM reads these keys with getattr where a
+    model uses them (num_mtp_layers: only the Transformers backend's MTP, config/speculative.py:1381-1399@0.33.0;
+    num_nextn_predict_layers gates nemotron_h's MTP draft with ``> 0``, config/speculative.py:895-900@0.33.0), and
+    whether a value's type is refused depends on the model's own Transformers config class (the engine oracle, vLLM
+    0.33.0, accepts num_mtp_layers -1 and "auto", num_hidden_layers -1, "auto" and true, num_key_value_heads,
+    n_routed_experts and vocab_size -1 on NemotronH, 2026-12-04). So the figure reads as not given (the checks that
+    need it do not run, rule model-config-checks-skipped says so where it is the heads) instead of exit 2."""
+    if v is None or isinstance(v, bool) or not isinstance(v, int) or v < 0:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ModelConfigError(f"{key} must be a non-negative whole number, got {v!r}")
     return v
+
+
+def require_counts(arch: ModelArch) -> ModelArch:
+    """``arch`` when every figure key it holds is a count; else ModelConfigError naming the first that is not.
+
+    For a document's own config.json (spec.model.config / configJSON): the document is planned and rendered from
+    these figures, so one that is no count is unusable input there. An engine command line's config.json is read
+    as the release reads it (:func:`_count`: not given, never exit 2)."""
+    for key, value in arch.unread.items():
+        raise ModelConfigError(f"{key} must be a non-negative whole number, got {value!r}")
+    return arch
 
 
 def arch_from_config(cfg: Any, source: str, hf_quant: Any = None) -> ModelArch:
@@ -133,11 +152,14 @@ def arch_from_config(cfg: Any, source: str, hf_quant: Any = None) -> ModelArch:
     architecture = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     figures: dict[str, Any] = {}
+    unread: dict[str, Any] = {}
     for name, keys in _KEYS.items():
         for k in keys:
             for where in (text, cfg):
-                if k in where and figures.get(name) is None:
-                    figures[name] = _int(where, k)
+                if k in where and where[k] is not None and figures.get(name) is None:
+                    figures[name] = _count(where[k])
+                    if figures[name] is None:
+                        unread.setdefault(k, where[k])
     for name, keys in _RAW_KEYS.items():
         figures[name] = next((where[k] for k in keys for where in (text, cfg) if where.get(k) is not None), None)
     dtype = next((str(d) for k in _DTYPE_KEYS for d in (text.get(k), cfg.get(k)) if isinstance(d, str)), None)
@@ -154,7 +176,7 @@ def arch_from_config(cfg: Any, source: str, hf_quant: Any = None) -> ModelArch:
     if quant is None and hq is not None and isinstance(hq.get("quant_algo"), str):
         quant = "modelopt"     # vLLM reads hf_quant_config.json as quant_method modelopt (config/model.py)
     return ModelArch(source, architecture, dtype, quant, quant_config=q or None, hf_quant=hq, text=text, raw=cfg,
-                     **figures)
+                     unread=unread, **figures)
 
 
 INLINE_SOURCE = "spec.model.configJSON"
@@ -170,7 +192,7 @@ def document_arch(model: Any) -> ModelArch | None:
         return None
     hint = "give the model's Hugging Face config.json object as it is written"
     try:
-        arch = arch_from_config(cfg, INLINE_SOURCE)
+        arch = require_counts(arch_from_config(cfg, INLINE_SOURCE))
     except ModelConfigError as exc:
         raise InputError(INLINE_SOURCE, f"not a usable config.json: {exc}", hint) from None
     if not arch.known:

@@ -17,22 +17,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.argv.engine_types import UnknownEngineCode, build_type, schema_annotation
-from gpustack_k3.core.flags import read_extra, render_args
-from gpustack_k3.core.resolve import Resolved
-from gpustack_k3.core.rules.args import extra_flags
+from gpustack_k3.core.rules.multimodal import MULTIMODAL_CLASS, builds_multimodal_config, class_of, command_flags
 from gpustack_k3.core.rules.registry import rule
-
-# typed spec fields whose engine bounds other rules judge (one finding per fact): vllm-config-bounds
-# (gpu_memory_utilization, max_num_seqs, EPLBConfig window_size/step_interval), the speculative rules of spec.py and
-# vllm_034.py (spec.speculative: method, keys of extraConfig)
-_OTHER_RULES = {"memory.fraction": "vllm-config-bounds", "scheduling.maxNumSeqs": "vllm-config-bounds",
-                "parallel.eplb": "vllm-config-bounds", "speculative": "spec.speculative rules"}
-
 
 # config classes create_engine_config builds only when a switch is on (else the class never sees the values):
 # class name -> the switch's dest
@@ -124,20 +114,6 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
     return None
 
 
-def _flags(r: Resolved) -> Iterator[tuple[str, Any]]:
-    """(spec path, ExtraFlag) for every option the document gives the engine with a value: its typed fields as
-    rendered (except those whose bounds another rule judges) and its extraArgs."""
-    for arg in render_args(r):
-        if arg.field in _OTHER_RULES or arg.platform:
-            continue
-        if arg.field == "extraArgs":
-            for f in extra_flags(r):    # the one memoised reading every args rule shares
-                yield f"spec.extraArgs[{f.index}]", f
-        else:
-            for f in read_extra(arg.tokens, r.version)[0]:
-                yield f"spec.{arg.field}", f
-
-
 @rule("vllm-config-field-bounds", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
       field="spec.extraArgs",
       title="A value the release's config class refuses (field bounds, enum and Literal values, unknown keys)",
@@ -148,21 +124,25 @@ def _flags(r: Resolved) -> Iterator[tuple[str, Any]]:
       fix="Give a value inside the bound the message names (see the field's declaration it cites), or leave the "
           "option out to keep the engine's default.",
       source="vllm engine/arg_utils.py (get_kwargs per config class; create_engine_config), config/*.py (the Field "
-             "constraints: each message cites the field's file:line@version); "
+             "constraints: each message cites the field's file:line@version); config/model.py:831-881@0.33.0 "
+             "(MultiModalConfig is built for a multimodal model only); "
              "gpustack_k3/catalog/data/engines/vllm-*-options.json (option config: class, field, at, schema)",
       no_cel="reads per-release schemas of the engine's config classes from the parser dump against flags in "
              "spec.extraArgs; left to validate")
 def check_vllm_config_field_bounds(r, c):
     seen: set[tuple[str, str]] = set()
-    flags = list(_flags(r))
+    flags = list(command_flags(r))
+    multimodal = builds_multimodal_config(r)
     on = {f.option.dest for _, f in flags if f.option is not None and f.option.kind in ("store_true", "boolean_optional")
           and f.name not in f.option.negative}
     for where, f in flags:
         o = f.option
         if o is None or f.value is None or "." in f.typed.lstrip("-"):   # --x.key value: vLLM's dotted JSON keys
             continue
-        switch = BUILT_ONLY_WITH.get(str((o.config or {}).get("class", "")).rsplit(".", 1)[-1])
+        switch = BUILT_ONLY_WITH.get(class_of(o))
         if switch and switch not in on:
+            continue
+        if class_of(o) == MULTIMODAL_CLASS and not multimodal:   # False: never built; None: unknown (named, info)
             continue
         problem = config_field_refusal(o, f.value)
         if problem and (where, f.name) not in seen:

@@ -22,9 +22,10 @@ from gpustack_k3.core.resolve import Resolved, get_path
 from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
-from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int, extra_arg_switch
+from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int, extra_arg_switch, extra_arg_value
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.model_limits import model_max_len
+from gpustack_k3.core.rules.multimodal import multimodal_flags_unjudged
 from gpustack_k3.core.rules.registry import RULES, Rule, rule
 
 BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
@@ -377,7 +378,8 @@ def check_vllm_cpu_eplb(r, c):
           "('Unsupported speculative method'), or a count of 0 (num_speculative_tokens % 0: ZeroDivisionError); "
           "DeepSeek-V4.1 ships DSpark stages, not classic MTP, and 0.33.0 says so.",
       fix="Use a speculative method with a draft checkpoint (dspark, eagle3) or ngram, or a model with MTP layers.",
-      source="vllm config/speculative.py:1468-1499,1594-1611@0.33.0 (MTP draft type; n_predict divisibility)",
+      source="vllm config/speculative.py:1468-1499,1594-1611@0.33.0 (MTP draft type; n_predict divisibility; with a "
+             "draft model given, the draft's config decides: :1400-1430,1455-1490@0.33.0)",
       sources={"vllm 0.34.0": "vllm v1/worker/gpu/spec_decode/mtp/config.py:80-89@0.34.0 (DeepSeek V4.1 only; other "
                               "models: config/speculative.py:1012-1022, v1/worker/gpu/spec_decode/"
                               "speculator_config.py:275-291@0.34.0 accept; catalog trait mtp_without_layers_refused)",
@@ -392,6 +394,11 @@ def check_spec_mtp_needs_mtp_layers(r, c):
         return
     only = r.trait("mtp_without_layers_refused")     # 0.34.0: the architectures its config time refuses
     if only is not None and a.architecture not in only:
+        return
+    if only is None and r.spec.speculative.draftModel:
+        # a draft model of its own: the release builds the draft's config from it and decides from the draft (a
+        # *dspark* name becomes method dspark, an MTP-type draft stays mtp, n_predict is the draft's:
+        # config/speculative.py:1400-1430,1455-1490,1594-1611@0.33.0); the target's MTP layers play no part
         return
     have = "declares 0 MTP layers" if a.mtp_layers == 0 else "declares no MTP layers (num_nextn_predict_layers)"
     yield None, f"method mtp, but {a.architecture or 'the model'} {have} ({a.source})"
@@ -420,6 +427,10 @@ def check_model_config_checks_skipped(r, c):
                     if e.engine == engine and e.reads_model and r.version.key in e.releases]
     if model_max_len(r) is None:
         skipped.append("context-above-model")
+    mm = multimodal_flags_unjudged(r)
+    if mm:
+        skipped.append(f"vllm-config-field-bounds ({', '.join(mm)}: MultiModalConfig, built for a multimodal model "
+                       f"only)")
     if skipped:
         yield None, f"no config.json for {r.model_path!r}: not checked: {', '.join(skipped)}"
 
@@ -857,23 +868,59 @@ def _local_dp_cel(b: Builder) -> str:
                               "GPUs)"},
       cel=lambda b: f"{cel_tp(b)} * {b.eff('parallel.pp')[0]} * {_local_dp_cel(b)} > {b.eff('hardware.gpuCount')[0]}")
 def check_parallel_fits_node(r, c):
-    yield from ranks_exceed_gpus(r)
+    if _backend_given_one_dp_rank(r) is None:
+        yield from ranks_exceed_gpus(r)
+
+
+# --distributed-executor-backend: ParallelConfig checks the world size against the node's GPUs only while it picks the
+# executor itself (`if self.distributed_executor_backend is None ...`, config/parallel.py:1053-1076@0.33.0,
+# :1147-1170@0.34.0); the local DP ranks' device ranges are checked at launch whatever the backend
+# (v1/engine/utils.py:465-481@0.33.0), so a line with a backend given and one DP rank on the node escapes config time
+BACKEND_FLAG = "--distributed-executor-backend"
+
+
+def _backend_given_one_dp_rank(r: Resolved) -> str | None:
+    """The backend given on a vLLM line whose node runs one DP rank (the world size check is then the launch's,
+    see BACKEND_FLAG), else None."""
+    if r.engine.engine != ENGINE_VLLM or r.trait("world_size_check") == "launch":
+        return None
+    backend = extra_arg_value(r, BACKEND_FLAG)
+    if not backend:
+        return None
+    pp, pcp = int(r.value("parallel.pp") or 1), extra_arg_int(r, PCP_FLAG) or 1
+    ranks, _ = ranks_on_one_node(r)
+    return backend if ranks <= r.tp * pp * pcp else None
 
 
 @rule("parallel-fits-node-at-launch", checked_by="runtime-only",
       fails_at="worker launch: with more ranks than local GPUs the config picks the Ray executor, whose placement group "
-               "never gets the GPUs (or 'Unable to load Ray' without Ray)",
-      when={"world_size_check": ("launch",)}, family="spec", severity="error", engines=[ENGINE_VLLM], field="spec.parallel.tp",
-      title="TP x PP x DP ranks of one pod must fit its GPUs (checked at launch by this release)",
+               "never gets the GPUs (or 'Unable to load Ray' without Ray) on 0.11.0; on later releases with "
+               "--distributed-executor-backend mp the workers past the node's GPUs find no device",
+      when={"cpu": (None, False)}, family="spec", severity="error", engines=[ENGINE_VLLM], field="spec.parallel.tp",
+      title="TP x PP x DP ranks of one pod must fit its GPUs (checked at launch by this release or this backend)",
       why="vLLM 0.11.0 does not refuse a world size above the node's GPU count when it builds the config: it switches "
-          "to the Ray executor for multi-node inference and fails when the workers are placed.",
+          "to the Ray executor for multi-node inference and fails when the workers are placed. Later releases check "
+          "it at config time only while they pick the executor themselves: with --distributed-executor-backend mp "
+          "on one node (one DP rank there) the multiprocessing executor starts the workers past the GPUs and they "
+          "fail at launch.",
       fix="Lower spec.parallel.tp/pp/dp (or dpLocal) so their product is at most spec.hardware.gpuCount.",
       source="vllm config/parallel.py:447-463@0.11.0 (distributed_executor_backend: ray when "
              "cuda_device_count_stateless() < world_size); v1/engine/utils.py:182-191@0.11.0 (a local DP rank's "
              "device range beyond the visible GPUs)",
+      sources={"vllm 0.33.0": "vllm config/parallel.py:1053-1076@0.33.0 (no check with a backend given); "
+                              "v1/executor/multiproc_executor.py:305-357@0.33.0 (mp starts every local rank)",
+               "vllm 0.34.0": "vllm config/parallel.py:1147-1170@0.34.0 (no check with a backend given); "
+                              "v1/executor/multiproc_executor.py:334-381@0.34.0 (mp starts every local rank)"},
       no_cel="the same count as parallel-fits-node, for the releases that check it only at launch; left to validate")
 def check_parallel_fits_node_at_launch(r, c):
-    yield from ranks_exceed_gpus(r)
+    if r.trait("world_size_check") == "launch":
+        yield from ranks_exceed_gpus(r)
+    elif _backend_given_one_dp_rank(r) == "mp" and (extra_arg_int(r, "--nnodes") or 1) <= 1:
+        # the multiprocessing executor starts every rank of the world on this node (v1/executor/
+        # multiproc_executor.py:305-357@0.33.0): one per GPU. ray and external_launcher may place the world on
+        # several nodes, which one node's GPU count does not account for: not refused
+        for _, msg in ranks_exceed_gpus(r):
+            yield None, f"{msg} ({BACKEND_FLAG} mp: no config-time check; the workers past the GPUs fail at launch)"
 
 
 @rule("dp-rank-in-range", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],

@@ -263,7 +263,7 @@ def _multi_port_refusal(r, flags: dict) -> str | None:
           "--data-parallel-rank), hybrid (--data-parallel-hybrid-lb, or --data-parallel-start-rank when neither the "
           "hybrid nor the multi-port flag is given) or multi-port (--data-parallel-multi-port-external-lb); it also "
           "refuses hybrid on a headless node, hybrid without --data-parallel-size-local, and --headless with "
-          "--api-server-count > 0, each at start-up.",
+          "--api-server-count > 0 (0 or below is set to 0), each at start-up.",
       fix="Choose one loadBalancing mode per role (internal: headless workers, the leader serves; hybrid: every "
           "pod serves its local ranks; external: one endpoint per rank) and drop the other flags.",
       source="vllm engine/arg_utils.py:2380-2389,2442-2446,2519-2525@0.33.0; vllm entrypoints/cli/serve.py:69-105@0.33.0",
@@ -283,7 +283,8 @@ def check_topology_lb_exclusive(t: Topology):
             # with --nnodes > 1 the engine infers the local DP size from the node's share of the world
             # (engine/arg_utils.py:2442-2446@0.33.0); the refusal (:2519-2525) is the other branch
             yield f, f"role {r.name}: --data-parallel-hybrid-lb without --data-parallel-size-local"
-        if r.headless and r.api_server_count and t.source == "argv":   # a document gives it to the leader only
+        # `args.api_server_count > 0` (entrypoints/cli/serve.py:69-77@0.33.0): 0 or below is set to 0, accepted
+        if r.headless and (r.api_server_count or 0) > 0 and t.source == "argv":   # a document: the leader's only
             yield r.field("apiServerCount"), (f"role {r.name}: --headless with --api-server-count "
                                               f"{r.api_server_count}")
 
@@ -563,6 +564,11 @@ def _hma_given(r: TopoRole) -> str:
 # SpeculativeConfig.use_eagle(): the methods whose draft state NIXL hashes (config/speculative.py:2116-2120@0.33.0,
 # :1847@0.29.0, :1481@0.28.0); any other method (ngram, suffix, none) hashes as None on both sides
 _EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
+# the engines' methods whose draft has no model and no KV layers of its own (what KV moves is the target's alone):
+# vLLM ngram / ngram_gpu use the target's model config as the draft's (config/speculative.py:1300-1331@0.33.0),
+# suffix decoding builds none (:1333-1334); SGLang NGRAM runs on the target worker's memory pool
+# (srt/speculative/ngram_worker.py:76-120@0.5.23). Such a draft on one side of a P/D pair is not part of its identity
+_KV_FREE_DRAFTS = ("ngram", "ngram_gpu", "suffix", "NGRAM")
 # ModelConfig dtype spellings -> the torch dtype str(model_config.dtype) hashes (config/model.py _STR_DTYPE_TO_TORCH)
 _DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
 UNDECIDED = "?"   # a factor that resolves only inside the engine at start-up (an "auto" we cannot resolve here)
@@ -679,6 +685,8 @@ def _identity(r: TopoRole) -> dict[str, object]:
     }
     spec = s.speculative
     method = res.engine.speculative["methods"].get(spec.method, spec.method) if spec.method != "none" else None
+    if method in _KV_FREE_DRAFTS:
+        method = None      # no draft KV: the same KV moves with or without it
     if engine == ENGINE_VLLM:
         out["code revision"] = extra_arg_value(res, "--code-revision")
         out["tokenizer revision"] = extra_arg_value(res, "--tokenizer-revision")
@@ -708,7 +716,8 @@ def _compared_elsewhere(p: TopoRole, d: TopoRole) -> set[str]:
 @rule("pd-pair-identity", checked_by="product", family="topology", severity="error", engines=BOTH,
       field="spec.roles[]", title="Prefill and decode must run the same release, model revision and draft",
       why="KV computed by one engine is valid on the other only for the same weights: the same model and revision "
-          "(weights, remote code, tokenizer), the same draft and its revision, the same release (vLLM also compares "
+          "(weights, remote code, tokenizer), the same draft with KV layers (EAGLE, MTP, DSpark, a draft model; not "
+          "ngram or suffix, which move no KV of their own) and its revision, the same release (vLLM also compares "
           "the NIXL connector version). vLLM's NIXL compatibility hash covers the release, the model path and an "
           "EAGLE-family draft, not the model's --revision, --code-revision or --tokenizer-revision, and nothing when "
           "enforce_handshake_compat is false or another connector moves the KV; SGLang's bootstrap compares the KV "
