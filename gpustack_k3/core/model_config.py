@@ -139,6 +139,8 @@ def require_counts(arch: ModelArch) -> ModelArch:
     as the release reads it (:func:`_count`: not given, never exit 2)."""
     for key, value in arch.unread.items():
         raise ModelConfigError(f"{key} must be a non-negative whole number, got {value!r}")
+    if arch.heads == 0:       # the plan divides by it (an engine line is the release's: NemotronH accepts 0)
+        raise ModelConfigError("num_attention_heads must be positive")
     return arch
 
 
@@ -165,8 +167,6 @@ def arch_from_config(cfg: Any, source: str, hf_quant: Any = None) -> ModelArch:
     dtype = next((str(d) for k in _DTYPE_KEYS for d in (text.get(k), cfg.get(k)) if isinstance(d, str)), None)
     if figures.get("kv_heads") is None and figures.get("heads") is not None:
         figures["kv_heads"] = figures["heads"]       # no num_key_value_heads: multi-head attention
-    if figures.get("heads") == 0:
-        raise ModelConfigError("num_attention_heads must be positive")
     q = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else (
         text.get("quantization_config") if isinstance(text.get("quantization_config"), dict) else {})
     quant = q.get("quant_method") if isinstance(q.get("quant_method"), str) else None

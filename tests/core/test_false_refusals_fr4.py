@@ -58,12 +58,14 @@ def assert_not_refused(code: int, doc: dict) -> None:
 # 0.33.0 reads num_mtp_layers only with getattr and only for the Transformers modelling backend
 # (config/speculative.py:1381-1399@0.33.0); nemotron_h's MTP draft needs num_nextn_predict_layers > 0
 # (config/speculative.py:895-900@0.33.0). The oracle accepts `DIR -tp 8` whose config.json says num_mtp_layers -1 or
-# "auto" (seed 3301: 26 lines), and -1 layers / KV heads / experts / vocabulary on the same Nemotron-H config
-# (`python3 -m tools.engine_oracle vllm-0.33.0`, 2026-12-04).
+# "auto" (seed 3301: 26 lines), and -1 layers / KV heads / experts / vocabulary and 0 attention heads on the same
+# Nemotron-H config (`python3 -m tools.engine_oracle vllm-0.33.0`, 2026-12-04; a Llama config with 0 heads is refused:
+# ZeroDivisionError in its Transformers config, which this product does not model).
 @pytest.mark.parametrize("key, value", [("num_mtp_layers", -1), ("num_mtp_layers", "auto"),
                                         ("num_nextn_predict_layers", -1), ("num_hidden_layers", -1),
                                         ("num_hidden_layers", "auto"), ("num_hidden_layers", True),
-                                        ("num_key_value_heads", -1), ("vocab_size", -1)])
+                                        ("num_key_value_heads", -1), ("vocab_size", -1),
+                                        ("num_attention_heads", 0)])
 def test_a_config_figure_the_release_accepts_is_not_unusable_input(key, value, tmp_path):
     code, doc = check_args("0.33.0", ["/models/shape-hybrid", "--tensor-parallel-size", "8"],
                            {**NEMOTRON_H, key: value}, tmp_path)

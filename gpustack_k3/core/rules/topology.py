@@ -724,7 +724,9 @@ def _compared_elsewhere(p: TopoRole, d: TopoRole) -> set[str]:
           "geometry only. A pair that differs passes every handshake and decodes from KV of other weights.",
       fix="Run prefill and decode from the same release, model path and revisions, and the same draft and revision.",
       source="vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:55,103-216@0.33.0 (what the hash "
-             "covers), nixl/base_worker.py:1191-1207@0.33.0; sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23",
+             "covers), nixl/base_worker.py:1191-1207@0.33.0, nixl/base_worker.py:2953@0.33.0 (the handshake asserts "
+             "as many remote KV regions as local ones: a draft's KV layers on one side only); "
+             "sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23",
       sources={"vllm 0.29.0": "vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:49@0.29.0",
                "vllm 0.28.0": "vllm distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:47@0.28.0",
                ENGINE_SGLANG: "sglang srt/disaggregation/common/conn.py:1293-1430@0.5.23 (what the bootstrap compares)"},
