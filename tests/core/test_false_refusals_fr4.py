@@ -255,3 +255,20 @@ def test_a_draft_with_kv_layers_on_one_side_stays_refused():
     code, found = check_pd(f" --speculative-config '{json.dumps(cfg)}'")
     hits = [f for f in found if f["rule"] in ("pd-pair-identity", "pd-compat-hash") and "draft" in f["message"]]
     assert code == 1 and hits, found
+
+
+SGL_PD = ("python3 -m sglang.launch_server --model-path /models/Kimi-K3 --trust-remote-code --tp-size 8 "
+          "--kv-cache-dtype fp8_e4m3 --disaggregation-transfer-backend nixl")
+
+
+@pytest.mark.parametrize("draft, in_identity", [
+    (" --speculative-algorithm NGRAM --speculative-num-draft-tokens 4", False),   # ngram_worker.py:76-120@0.5.23
+    (" --speculative-algorithm EAGLE3 --speculative-draft-model-path /models/eagle3 --speculative-num-steps 2 "
+     "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3", True),
+])
+def test_sglang_pair_identity_counts_only_a_draft_with_kv(draft, in_identity):
+    res = CliRunner().invoke(cli, ["check-pd", "--engine", "sglang", "--engine-version", "0.5.23", "--prefill",
+                                   SGL_PD + " --disaggregation-mode prefill" + draft, "--decode",
+                                   SGL_PD + " --disaggregation-mode decode", "-o", "json"], catch_exceptions=False)
+    found = {f["rule"] for f in json.loads(res.output)["findings"] if f["severity"] == "error"}
+    assert ("pd-pair-identity" in found) is in_identity, found
