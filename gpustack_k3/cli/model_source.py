@@ -60,7 +60,7 @@ def read_config(path: str, where: str, hint: str):
     present). Unusable input raises InputError naming ``where`` with ``hint`` as the way out."""
     import json
 
-    from gpustack_k3.core.model_config import arch_from_config
+    from gpustack_k3.core.model_config import arch_from_config, require_counts
 
     cfg_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
     if os.path.isdir(path) and not os.path.isfile(cfg_path):
@@ -70,6 +70,8 @@ def read_config(path: str, where: str, hint: str):
         cfg = json.loads(_read(cfg_path, "model config"))
         hq = json.loads(_read(hq_path, "hf_quant_config.json")) if hq_path is not None else None
         arch = arch_from_config(cfg, cfg_path, hq)
+        if where == FIELD:       # a document's own config.json: planned from its figures (core/model_config.py)
+            require_counts(arch)
     except InputError as exc:
         raise InputError(where, f"{exc.where}: {exc.message}" if exc.where else exc.message, hint) from None
     except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors

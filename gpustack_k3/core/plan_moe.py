@@ -232,6 +232,8 @@ def param_parts(a: Any) -> tuple[dict[str, Any], list[str], list[str]]:
         unknown.append(f"{a.model_type}: per-layer block_configs (attention / FFN variants per layer) are not modelled")
     if unknown:
         return {}, unknown, notes
+    if any(ffn == "moe" for _, ffn in kinds) and not a.experts:
+        return {}, ["n_routed_experts: not in the config (the layer layout has MoE layers)"], notes
     g = _gated(a)
     per_expert, ewhy = _expert_params(a) if a.moe else (0, None)
     if ewhy:

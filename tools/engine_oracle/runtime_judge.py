@@ -101,6 +101,19 @@ def _vllm_parallel_fits_node_at_launch(release, line):
     dp_local = 1 if external else (local if local is not None else dp)
     ranks = tp * pp * dp_local
     gpus = line.get("gpus") or 8
+    if _trait(release, "world_size_check") != "launch":
+        # a release that checks the world size at config time only while it picks the executor itself
+        # (config/parallel.py:1053-1076@0.33.0): with --distributed-executor-backend mp on one node the
+        # multiprocessing executor starts every local rank there, one device each (v1/executor/
+        # multiproc_executor.py:305-357@0.33.0); ray / external_launcher may span nodes: no computation
+        backend = _value(argv, ("--distributed-executor-backend",), None)
+        nnodes = _int(argv, ("--nnodes", "-n"), 1)
+        if backend != "mp" or nnodes is None or nnodes > 1:
+            return None, f"--distributed-executor-backend {backend} --nnodes {nnodes}: the world may span nodes"
+        return ("refuses" if ranks > gpus else "accepts"), (
+            f"tp {tp} x pp {pp} x local dp {dp_local} = {ranks} ranks, {gpus} GPUs (--distributed-executor-backend mp: "
+            "no config-time check, config/parallel.py:1053-1076@0.33.0; the mp executor starts one worker per local "
+            "rank, v1/executor/multiproc_executor.py:305-357@0.33.0)")
     how = (f"tp {tp} x pp {pp} x local dp {dp_local} = {ranks} ranks, {gpus} GPUs (vllm config/parallel.py:447-463@0.11.0: "
            "the Ray executor is chosen when cuda_device_count_stateless() < world_size; its placement group never "
            "gets the GPUs)")
@@ -149,5 +162,6 @@ def judge_line(release: str, line: dict) -> dict[str, tuple]:
     applies where the release checks no device count at config time (catalog trait world_size_check: launch, as
     the rule's own ``when``)."""
     sglang = release.startswith("sglang")
+    mp = _value(line["argv"], ("--distributed-executor-backend",), None) == "mp"
     return {r: fn(release, line) for r, fn in JUDGES.items() if r.startswith("sglang-") == sglang
-            and (r != "parallel-fits-node-at-launch" or _trait(release, "world_size_check") == "launch")}
+            and (r != "parallel-fits-node-at-launch" or _trait(release, "world_size_check") == "launch" or mp)}
