@@ -156,8 +156,11 @@ K3_DSPARK = {
     "vocab_size": (_K3_TEXT["vocab_size"], "release: K3DSparkConfig requires draft_vocab_size == target vocab_size"),
     "hidden_size": _target("hidden_size"),
     "num_hidden_layers": (1, "assumed: one DSpark layer"),
-    "num_attention_heads": _target("num_attention_heads"),
-    "num_key_value_heads": _target("num_key_value_heads"),
+    # not the target's 96: vLLM 0.28.0's K3DSparkConfig is a DeepseekV2Config, which (transformers >= 5.5.3, the
+    # release's floor) refuses a hidden size that is not a multiple of the heads (7168 / 96), and the seed's kimi-k3
+    # image, a pre-0.29 build (docs/sources.md#kimi-k3-parsers), ran the real draft; Kimi-K2's 64 divides it
+    "num_attention_heads": (64, "assumed: a head count dividing the hidden size (Kimi-K2's 64), not the target's 96"),
+    "num_key_value_heads": (64, "assumed: = num_attention_heads (MLA: one latent KV)"),
     "q_lora_rank": (_K3_TEXT["q_lora_rank"], "release: K3DSparkConfig refuses q_lora_rank=None; assumed = target"),
     "kv_lora_rank": _target("kv_lora_rank"),
     "qk_nope_head_dim": _target("qk_nope_head_dim"),
