@@ -113,3 +113,37 @@ def test_write_models_writes_only_where_it_is_told(tmp_path):
     for name, (cfg, names) in models.MODELS.items():
         assert json.loads((tmp_path / name / "config.json").read_text()) == cfg
         assert all(aliases[n] == str(tmp_path / name) for n in names)
+
+
+@pytest.mark.engine_oracle
+def test_the_releases_judge_kimi_k3_and_deepseek_v41_by_their_config_json(oracles):
+    """What changed with the stand-ins, as the releases judge it (lead's stand-ins gave the opposite verdict on each
+    line but the unchanged K3 quantization ones): Kimi-K3's 96 heads take TP 6 (config/parallel.py heads check), its
+    1,048,576 positions bound --max-model-len; vLLM reads its compressed-tensors MXFP4 as mxfp4
+    (model_executor/models/config.py:492-522@0.33.0), SGLang keeps compressed-tensors; DeepSeek-V4.1's fp8 checkpoint
+    is claimed as deepseek_v4_fp8 (bfloat16/float16 only)."""
+    _public("moonshotai--Kimi-K3")
+    k3, ds = ["/models/Kimi-K3", "--trust-remote-code"], ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code"]
+    vllm = oracles("vllm-0.33.0")
+    for argv, verdict in (([*k3, "-tp", "6"], "accepted"), ([*k3, "-tp", "8", "--max-model-len", "1048576"], "accepted"),
+                          ([*k3, "-tp", "8", "--max-model-len", "1048577"], "refused"),
+                          ([*k3, "-tp", "8", "--quantization", "mxfp4"], "accepted"),
+                          ([*k3, "-tp", "8", "--quantization", "compressed-tensors"], "refused"),
+                          ([*ds, "-tp", "8", "--dtype", "float32"], "refused"),
+                          ([*ds, "-tp", "8", "--quantization", "mxfp4"], "accepted")):
+        v = vllm.judge_line(argv)
+        assert v["verdict"] == verdict, (argv, v)
+        stand = {s["model"]: s for s in v.get("stand_in", [])}
+        if "kimi-k3" in stand:
+            assert stand["kimi-k3"]["assumed_fields"] == [], stand
+        if "deepseek-v4.1-flash" in stand:
+            assert "text_config.quantization_config" in stand["deepseek-v4.1-flash"]["assumed_fields"], stand
+    sglang = oracles("sglang-0.5.23")
+    for argv, verdict in ((["--model-path", "/models/Kimi-K3", "--trust-remote-code", "--tp-size", "8",
+                            "--quantization", "mxfp4"], "refused"),
+                          (["--model-path", "/models/Kimi-K3", "--trust-remote-code", "--tp-size", "8",
+                            "--quantization", "compressed-tensors"], "accepted"),
+                          (["--model-path", "/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--tp-size", "8",
+                            "--quantization", "mxfp4"], "refused")):
+        v = sglang.judge_line(argv)
+        assert v["verdict"] == verdict, (argv, v)
