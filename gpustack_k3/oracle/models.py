@@ -1,17 +1,31 @@
 """The model directories the engine oracle hands to an engine release: a config.json each, no weights.
 
   python3 -m gpustack_k3.oracle.models [--out DIR]     # write them (default: the cache, see model_root())
+  python3 -m gpustack_k3.oracle.models --sources       # each config.json field's source, as JSON
 
 An engine's config validation reads the model's config.json (architecture, heads, MLA ranks, layers, maximum
-positions, quantization); it never reads a weight. Each field below says where its value comes from:
-- "catalog": gpustack_k3/catalog/data/models.yaml (max_context, hybrid_mamba, routed experts, draft path ...);
-- "domain": the deployment write-up as docs/sources.md restates it (MXFP4: docs/sources.md#node; hybrid MLA + KDA
-  attention: #hybrid-block, #kda-verify; MoE);
+positions, quantization); it never reads a weight. Each field says where its value comes from:
+- "public": the model's own config.json as published (moonshotai/Kimi-K3), as aiconfigurator-core ships it
+  (aiconfigurator_core/model_configs/, the predict extra, installed by .ci/setup_predict.sh);
+- "catalog": gpustack_k3/catalog/data/models.yaml (a figure the model publishes: DeepSeek-V4.1-Flash's experts);
 - "release": the field's reader in the engine release (vllm/transformers_utils/configs/*.py@0.33.0), which says
   which fields must exist and what the checks read;
 - "assumed": the checkpoint's own value is not public here; the value is the public figure of the model family
-  (Kimi-K2 / Kimi-Linear / DeepSeek-V3 config.json on the hub) and is marked so. A check that depends on an
-  assumed figure (head counts for TP divisibility) is listed in the README's oracle section.
+  and is marked so. A verdict on a line naming such a model lists them (judge.py ``stand_in``).
+
+One fact in one place. The catalogued models (Kimi-K3, DeepSeek-V4.1-Flash) take their config.json from the
+catalog's ``architecture.config`` block (models.yaml), the product's one copy of the figures its rules and plan read:
+the oracle writes that block, completed with the keys it does not hold from the public config.json of the installed
+aiconfigurator-core (the catalog block wins on every key it holds). So the engine and the product judge the same
+model by construction, not by two copies kept equal. Why the catalog block and not the aiconfigurator-core file as
+the one source: the product reads the catalog without the predict extra (aiconfigurator-core is optional, ~616 MB),
+the oracle does not need the rest of it. tests/engine_oracle/test_onefact_models.py checks the catalog block against
+the public file key by key (Kimi-K3: equal; DeepSeek-V4.1-Flash: equal but for the published V4.1 figures).
+Without aiconfigurator-core the keys outside the catalog block take the release's defaults, and ``stand_in`` says so.
+Kimi-K3: nothing of its config.json is assumed (the public file); its preprocessor_config.json is (not published
+with the config). DeepSeek-V4.1-Flash: V4.1's config.json is not public; the stand-in is DeepSeek-V4-Flash's public
+config.json nested under V4.1's registry name (DeepseekV41ForCausalLM, model_type deepseek_v41, text_config) with
+V4.1's published expert counts; every other field is assumed and listed.
 """
 from __future__ import annotations
 
@@ -19,59 +33,141 @@ import argparse
 import json
 from pathlib import Path
 
+from gpustack_k3.catalog import load_catalog
 from gpustack_k3.oracle.cache import cache_dir
 
-# field -> (value, source)
-KIMI_K3_TEXT = {
-    "model_type": ("kimi_linear", "release: KimiLinearConfig (configs/kimi_linear.py), nested text_config of kimi_k3"),
-    "max_position_embeddings": (1000000, "catalog: models.yaml kimi-k3 max_context"),
-    "vocab_size": (163840, "release: KimiLinearConfig default (= Kimi-K2 vocabulary)"),
-    "hidden_size": (7168, "assumed: Kimi-K2 config.json hidden_size"),
-    "num_hidden_layers": (61, "assumed: Kimi-K2 config.json num_hidden_layers"),
-    "num_attention_heads": (64, "assumed: Kimi-K2 config.json num_attention_heads"),
-    "num_key_value_heads": (64, "assumed: Kimi-K2 config.json (MLA: one latent KV)"),
-    "q_lora_rank": (1536, "assumed: Kimi-K2 config.json (MLA, domain: hybrid MLA full attention)"),
-    "kv_lora_rank": (512, "assumed: Kimi-K2 config.json (MLA)"),
-    "qk_nope_head_dim": (128, "assumed: Kimi-K2 config.json"),
-    "qk_rope_head_dim": (64, "assumed: Kimi-K2 config.json"),
-    "v_head_dim": (128, "assumed: Kimi-K2 config.json"),
-    "head_dim": (192, "assumed: qk_nope + qk_rope"),
-    "intermediate_size": (18432, "assumed: Kimi-K2 config.json"),
-    "moe_intermediate_size": (2048, "assumed: Kimi-K2 config.json"),
-    "num_experts": (384, "assumed: Kimi-K2 config.json n_routed_experts (domain: MoE)"),
-    "num_experts_per_token": (8, "assumed: Kimi-K2 config.json"),
-    "num_shared_experts": (1, "assumed: Kimi-K2 config.json"),
-    "first_k_dense_replace": (1, "assumed: Kimi-K2 config.json"),
-    "moe_router_activation_func": ("sigmoid", "release: KimiLinearConfig default"),
-    "num_nextn_predict_layers": (0, "release: KimiLinearConfig default (the draft is the separate DSpark checkpoint)"),
-    "linear_attn_config": ({"kda_layers": [i for i in range(1, 62) if i % 4 != 0],
-                            "full_attn_layers": [i for i in range(1, 62) if i % 4 == 0],
-                            "num_heads": 64, "head_dim": 128, "short_conv_kernel_size": 4},
-                           "domain: hybrid MLA + KDA (catalog hybrid_mamba: true); assumed: Kimi-Linear's 3:1 KDA:MLA "
-                           "layer pattern and KDA head shape"),
-    "torch_dtype": ("bfloat16", "domain: MXFP4 experts, bf16 elsewhere"),
+AIC = "aiconfigurator-core 0.12.0 aiconfigurator_core/model_configs"
+
+
+def public_config(stem: str) -> dict | None:
+    """``<stem>_config.json`` of the installed aiconfigurator-core (a model's published config.json); None without
+    the package. Located without importing it (its import pulls its estimators)."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("aiconfigurator_core")
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        f = Path(root) / "model_configs" / f"{stem}_config.json"
+        if f.is_file():
+            return json.loads(f.read_text())
+    return None
+
+
+# The catalogued models whose config.json is built from the catalog block (models.yaml architecture.config) and the
+# public config.json of aiconfigurator-core: oracle directory -> (catalog model, public file stem, basis of what the
+# block and the file give: "public" where the file is the model's own, else the assumed family file's description).
+CATALOGUED = {
+    "kimi-k3": ("kimi-k3", "moonshotai--Kimi-K3", "public"),
+    "deepseek-v4.1-flash": ("deepseek-v4.1-flash", "deepseek-ai--DeepSeek-V4-Flash",
+                            "assumed: DeepSeek-V4-Flash's public config.json ({file}) under V4.1's registry name; "
+                            "V4.1-Flash's own config.json is not public"),
 }
-KIMI_K3 = {
-    "architectures": (["KimiK3ForConditionalGeneration"], "release: model registry name (models/registry.py@0.33.0)"),
-    "model_type": ("kimi_k3", "release: KimiK3Config.model_type (configs/kimi_k3.py)"),
-    "vision_config": ({}, "release: KimiK3VisionConfig defaults"),
-    "quantization_config": ({"quant_method": "mxfp4"}, "catalog/domain: 'Kimi-K3, MXFP4 weights'"),
+# Fields of a catalogued model that are published for it where the rest is assumed: field -> source
+PUBLISHED = {
+    "deepseek-v4.1-flash": {
+        "architectures": "release: the V4.1 registry name (vllm models/registry.py:387@0.33.0; sglang "
+                         "configs/deepseek_v41.py:38-39@0.5.23 reads it as DeepseekV4ForCausalLM)",
+        "model_type": "release: DeepseekV41Config.model_type (vllm transformers_utils/configs/deepseek_v41.py@0.33.0, "
+                      "sglang configs/deepseek_v41.py@0.5.23): the HF config nests the text model under text_config",
+        "text_config.n_routed_experts": "catalog: models.yaml deepseek-v4.1-flash routed_experts "
+                                        "(docs/sources.md#dsv41-flash-model)",
+        "text_config.num_experts_per_tok": "catalog: models.yaml deepseek-v4.1-flash experts_per_token "
+                                           "(docs/sources.md#dsv41-flash-model)",
+    },
 }
+# What a catalogued model's config.json needs beyond the catalog block when aiconfigurator-core is not installed
+# (the public file's other keys then take the release's defaults): field -> (value, source)
+WITHOUT_PUBLIC = {
+    "kimi-k3": {"vision_config": ({}, "assumed: KimiK3VisionConfig defaults (vllm transformers_utils/configs/"
+                                      "kimi_k3.py@0.33.0); the public config.json is not installed")},
+}
+_REST = ("text_config.*", "assumed: the release's defaults for every key outside the catalog block (aiconfigurator-"
+                          "core, which ships the public config.json, is not installed: .ci/setup_predict.sh)")
+
+
+def _nested(cfg: dict) -> dict:
+    """A flat config.json (DeepSeek-V4-Flash's) as a nested one: architecture and model type at the top, the rest
+    under text_config (DeepseekV41Config reads V4.1's so)."""
+    if "text_config" in cfg:
+        return cfg
+    top = ("architectures", "model_type")
+    return {**{k: cfg[k] for k in top if k in cfg}, "text_config": {k: v for k, v in cfg.items() if k not in top}}
+
+
+def _merged(under: dict, over: dict) -> dict:
+    """``over`` on ``under``, mappings merged key by key at every depth (the catalog block holds a subset of a nested
+    key, e.g. quantization_config without its quantization_status: the public file's other keys stay)."""
+    out = json.loads(json.dumps(under))
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else json.loads(json.dumps(v))
+    return out
+
+
+def catalogued_config(name: str, public: dict | None = None, use_public: bool = True) -> tuple[dict, dict]:
+    """(config.json, field -> source) of a catalogued model: the catalog block over the public file (the block wins
+    on every key it holds; text_config merged key by key). ``public``: the public file (default: the installed one)."""
+    model, stem, basis = CATALOGUED[name]
+    entry = load_catalog().models[model]
+    block = entry.architecture.config
+    where = f"{AIC}/{stem}_config.json"
+    if use_public and public is None:
+        public = public_config(stem)
+    basis = basis.format(file=where)
+    published = PUBLISHED.get(name, {})
+    sources: dict = {}
+
+    def src(key: str, in_block: bool) -> str:
+        if key in published:
+            return published[key]
+        if basis != "public":
+            return basis
+        if in_block:
+            return f"public: {where}; catalog models.yaml {model} architecture.config holds it"
+        return f"public: {where}"
+
+    if public is not None:
+        cfg = _merged(_nested(public), block)
+    else:
+        cfg = {**{k: v for k, (v, _s) in WITHOUT_PUBLIC.get(name, {}).items()}, **json.loads(json.dumps(block))}
+        sources.update(WITHOUT_PUBLIC.get(name, {}))
+        sources[_REST[0]] = (None, _REST[1])
+    for k, v in cfg.items():
+        if k != "text_config" and k not in sources:
+            sources[k] = (v, src(k, k in block))
+    for k, v in cfg.get("text_config", {}).items():
+        sources[f"text_config.{k}"] = (v, src(f"text_config.{k}", k in block.get("text_config", {})))
+    return cfg, sources
+
+
+KIMI_K3, KIMI_K3_SOURCES = catalogued_config("kimi-k3")
+DSV41_FLASH, DSV41_FLASH_SOURCES = catalogued_config("deepseek-v4.1-flash")
+_K3_TEXT = KIMI_K3["text_config"]
+
+
+def _target(key: str) -> tuple:
+    return (_K3_TEXT[key], f"assumed: = target text_config.{key} (the draft shares the target's embedding and LM head)")
+
+
 K3_DSPARK = {
     "architectures": (["K3DSparkModel"], "release: model registry name (models/registry.py@0.33.0)"),
     "model_type": ("k3_dspark", "release: K3DSparkConfig.model_type (configs/k3_dspark.py)"),
-    "vocab_size": (163840, "release: K3DSparkConfig requires draft_vocab_size == target vocab_size"),
-    "hidden_size": (7168, "assumed: = target hidden size (the draft shares embedding and LM head)"),
+    "vocab_size": (_K3_TEXT["vocab_size"], "release: K3DSparkConfig requires draft_vocab_size == target vocab_size"),
+    "hidden_size": _target("hidden_size"),
     "num_hidden_layers": (1, "assumed: one DSpark layer"),
-    "num_attention_heads": (64, "assumed: = target"),
-    "num_key_value_heads": (64, "assumed: = target"),
-    "q_lora_rank": (1536, "release: K3DSparkConfig refuses q_lora_rank=None; assumed = target"),
-    "kv_lora_rank": (512, "assumed: = target"),
-    "qk_nope_head_dim": (128, "assumed: = target"),
-    "qk_rope_head_dim": (64, "assumed: = target"),
-    "v_head_dim": (128, "assumed: = target"),
+    # not the target's 96: vLLM 0.28.0's K3DSparkConfig is a DeepseekV2Config, which (transformers >= 5.5.3, the
+    # release's floor) refuses a hidden size that is not a multiple of the heads (7168 / 96), and the seed's kimi-k3
+    # image, a pre-0.29 build (docs/sources.md#kimi-k3-parsers), ran the real draft; Kimi-K2's 64 divides it
+    "num_attention_heads": (64, "assumed: a head count dividing the hidden size (Kimi-K2's 64), not the target's 96"),
+    "num_key_value_heads": (64, "assumed: = num_attention_heads (MLA: one latent KV)"),
+    "q_lora_rank": (_K3_TEXT["q_lora_rank"], "release: K3DSparkConfig refuses q_lora_rank=None; assumed = target"),
+    "kv_lora_rank": _target("kv_lora_rank"),
+    "qk_nope_head_dim": _target("qk_nope_head_dim"),
+    "qk_rope_head_dim": _target("qk_rope_head_dim"),
+    "v_head_dim": _target("v_head_dim"),
     "intermediate_size": (18432, "assumed"),
-    "max_position_embeddings": (1000000, "catalog: = target max_context"),
+    "max_position_embeddings": _target("max_position_embeddings"),
     "target_layer_ids": ([1, 30, 59], "release: K3DSparkConfig requires non-empty target_layer_ids; assumed ids"),
     "num_target_layers": (3, "release: must equal len(target_layer_ids)"),
     "block_size": (7, "catalog/presets: numTokens 7 is the seed's DSpark width (docs/sources.md#seed-vllm-deployment)"),
@@ -84,22 +180,6 @@ K3_DSPARK_SGLANG = {
     "architectures": (["DSparkDraftModel"], "release: sglang srt/configs/model_config.py:256 is_dspark_draft@0.5.23"),
     "model_type": ("deepseek_v3", "assumed: a transformers-registered MLA config type"),
     **{k: v for k, v in K3_DSPARK.items() if k not in ("architectures", "model_type")},
-}
-DSV41_FLASH = {
-    "architectures": (["DeepseekV41ForCausalLM"], "release: model registry name (models/registry.py@0.33.0)"),
-    "model_type": ("deepseek_v41", "release: DeepseekV41Config.model_type (configs/deepseek_v41.py)"),
-    "text_config": ({"vocab_size": 129280, "hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64,
-                     "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": 1024,
-                     "n_routed_experts": 384, "num_experts_per_tok": 6, "n_shared_experts": 1,
-                     "moe_intermediate_size": 2048, "max_position_embeddings": 1048576, "torch_dtype": "bfloat16",
-                     # read by SGLang's DeepseekV4 branch (srt/configs/model_config.py:1418-1428@0.5.23)
-                     "sliding_window": 128, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 512,
-                     "o_groups": 8, "o_lora_rank": 1024, "compress_rope_theta": 160000,
-                     "compress_ratios": [0, 0, *[4, 128] * 20, 4, 0]},
-                    "catalog: routed_experts 384, experts_per_token 6, max_context 1048576; assumed: the rest "
-                    "(DeepSeek-V4-Flash family shapes; the V4.1 config is not public; sliding_window, the indexer, "
-                    "o_groups/o_lora_rank, compress_rope_theta and compress_ratios (43 layers + the MTP slot) as in "
-                    "the public V4-Flash-Base config.json, transcribed in the rtp-llm project's DeepSeek-V4 tests; a vLLM line of this model reads them too: re-run its oracle sample)"),
 }
 SMOLLM2 = {
     "architectures": (["LlamaForCausalLM"], "the converted checkpoint of .ci/setup_vllm_cpu.sh (transformers Llama)"),
@@ -124,20 +204,20 @@ def _values(fields: dict) -> dict:
 
 # directory name -> (config.json fields, the names an engine command line uses for it)
 MODELS = {
-    "kimi-k3": ({**_values(KIMI_K3), "text_config": _values(KIMI_K3_TEXT)},
-                ["/models/Kimi-K3", "moonshotai/Kimi-K3"]),
+    "kimi-k3": (KIMI_K3, ["/models/Kimi-K3", "moonshotai/Kimi-K3"]),
     "kimi-k3-dspark": (_values(K3_DSPARK),
                        ["/models/Kimi-K3-DSpark", "Inferact/Kimi-K3-DSpark", "skyai/Kimi-K3-DSpark"]),
     "kimi-k3-dspark-sglang": (_values(K3_DSPARK_SGLANG),
                               ["/models/sglang-Kimi-K3-DSpark", "skyai/sglang-Kimi-K3-DSpark"]),
-    "deepseek-v4.1-flash": (_values(DSV41_FLASH), ["/models/DeepSeek-V4.1-Flash", "deepseek-ai/DeepSeek-V4.1-Flash",
+    "deepseek-v4.1-flash": (DSV41_FLASH, ["/models/DeepSeek-V4.1-Flash", "deepseek-ai/DeepSeek-V4.1-Flash",
                              # its DSpark draft reuses the full target config (vllm config/speculative.py:1557-1575@0.33.0)
                              "/models/DeepSeek-V4.1-Flash-DSpark"]),
     "smollm2-135m": (_values(SMOLLM2), ["/models/smollm2-hf", "HuggingFaceTB/SmolLM2-135M-Instruct"]),
 }
 
-SOURCES = {"kimi-k3": {**KIMI_K3, **{f"text_config.{k}": v for k, v in KIMI_K3_TEXT.items()}},
-           "kimi-k3-dspark": K3_DSPARK, "kimi-k3-dspark-sglang": K3_DSPARK_SGLANG, "deepseek-v4.1-flash": DSV41_FLASH, "smollm2-135m": SMOLLM2}
+# directory name -> {config.json field (text_config.X nested): (value, source)}; judge.py lists the "assumed" ones
+SOURCES = {"kimi-k3": KIMI_K3_SOURCES, "kimi-k3-dspark": K3_DSPARK, "kimi-k3-dspark-sglang": K3_DSPARK_SGLANG,
+           "deepseek-v4.1-flash": DSV41_FLASH_SOURCES, "smollm2-135m": SMOLLM2}
 
 
 # A tokenizer double: config validation loads the tokenizer only to encode marker strings (a --reasoning-parser's
