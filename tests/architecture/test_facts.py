@@ -32,8 +32,8 @@ PERMANENT = {
     ("gpustack_k3/render/router.py", "engine flag"):
         (2, "--host / --port of the P/D routers' own command line (vLLM router, sglang-router), not an engine's"),
     ("gpustack_k3/oracle/models.py", "unit"):
-        (2, "figures of the engine oracle's config.json doubles: max_position_embeddings 1048576 (tokens) and a "
-            "tokenizer's model_max_length 1 << 30 (a no-limit sentinel), not byte units"),
+        (1, "the engine oracle's tokenizer double: model_max_length 1 << 30 (a no-limit sentinel), not a byte unit "
+            "(the models' figures come from the catalog's architecture blocks and the public config.json files)"),
     ("gpustack_k3/oracle/wheels.py", "engine name"):
         (2, "DIST's values: the engines' distribution names on the package index (pip download vllm==...)"),
     ("gpustack_k3/core/rules/sglang.py", "engine flag"):

@@ -65,7 +65,8 @@ for _rel in ("0.33.0", "0.34.0"):
                                   "torch_profiler_activities": ["CPU"]})], {}, None),
     ]
 # --quantization: a name outside the release's methods on a checkpoint without quantization_config; a method other
-# than the checkpoint's (Kimi-K3: mxfp4 in the oracle's config.json; shape-mla-moe, DeepSeek-V3: fp8)
+# than the checkpoint's (Kimi-K3: compressed-tensors MXFP4 in its config.json, read as mxfp4; shape-mla-moe,
+# DeepSeek-V3: fp8)
 K3 = ["/models/Kimi-K3", "-tp", "8", "--trust-remote-code"]
 for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"):
     PY_CASES += [("vllm-quantization-unknown", _rel, [SMOL, "--quantization", "none"], {},
@@ -231,13 +232,35 @@ def test_quantization_mismatch_leaves_checkpoints_an_override_claims_to_the_rele
         assert "vllm-quantization-mismatch" not in res["rules"], res
 
 
-def test_quantization_mismatch_needs_the_models_own_config_json():
-    # without a config.json the catalog's summary block is not taken as the checkpoint's quantization_config
+def _catalog_line(release, *argv):
     from gpustack_k3.cli.core_cmds import check_args
     from tools.engine_oracle.product import _invoke
 
-    res = _invoke(check_args, ["--engine", "vllm", "--engine-version", "0.33.0", "-o", "json", "--",
-                               "/models/Kimi-K3", "-tp", "8", "--trust-remote-code", "--quantization", "mxfp4"])
-    assert "vllm-quantization-mismatch" not in res["rules"], res
-    with_cfg = product("0.33.0", [*K3, "--quantization", "fp8"], {}, "kimi-k3")   # the model's config.json given
-    assert "vllm-quantization-mismatch" in with_cfg["rules"], with_cfg
+    return _invoke(check_args, ["--engine", "vllm", "--engine-version", release, "-o", "json", "--", *argv])
+
+
+def test_quantization_is_judged_on_the_catalog_block_as_the_release_resolves_it():
+    """The catalog's architecture block is the engine oracle's config.json (gpustack_k3/oracle/models.py): without a
+    config.json it decides. Kimi-K3's public compressed-tensors mxfp4-pack-quantized is read as mxfp4
+    (model_executor/models/config.py:492-522@0.33.0); DeepSeek-V4.1's fp8 is claimed as deepseek_v4_fp8 whatever
+    --quantization says (models/deepseek_v41/quant_config.py:164-192@0.33.0). The engine oracle's verdicts on these
+    lines: vLLM 0.33.0 refuses K3 with fp8 / compressed-tensors, accepts mxfp4; accepts V4.1 with fp8 and mxfp4."""
+    for rel in ("0.33.0", "0.34.0"):
+        for q, refused in (("fp8", True), ("compressed-tensors", True), ("mxfp4", False)):
+            res = _catalog_line(rel, "/models/Kimi-K3", "-tp", "8", "--trust-remote-code", "--quantization", q)
+            assert ("vllm-quantization-mismatch" in res["rules"]) is refused, (rel, q, res)
+            with_cfg = product(rel, [*K3, "--quantization", q], {}, "kimi-k3")   # the oracle's config.json given
+            assert ("vllm-quantization-mismatch" in with_cfg["rules"]) is refused, (rel, q, with_cfg)
+        for q in ("fp8", "mxfp4"):
+            res = _catalog_line(rel, "/models/DeepSeek-V4.1-Flash", "-tp", "8", "--trust-remote-code", "--quantization", q)
+            assert "vllm-quantization-mismatch" not in res["rules"], (rel, q, res)
+
+
+def test_dtype_is_judged_against_the_method_the_release_resolves():
+    # vLLM 0.33.0 (the engine oracle): Kimi-K3 float16 refused (mxfp4: bfloat16 only); DeepSeek-V4.1 float32 refused,
+    # float16 accepted (deepseek_v4_fp8 inherits Fp8Config's bfloat16/half: quantization/fp8.py:142-143@0.33.0)
+    for argv, refused in ((["/models/Kimi-K3", "--trust-remote-code", "--dtype", "float16"], True),
+                          (["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--dtype", "float32"], True),
+                          (["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--dtype", "float16"], False)):
+        res = _catalog_line("0.33.0", *argv, "-tp", "8")
+        assert ("dtype-vs-quantization" in res["rules"]) is refused, (argv, res)

@@ -25,6 +25,7 @@ from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int, extra_arg_switch, extra_arg_value
 from gpustack_k3.core.rules.cel import Builder, CelRule, conj, lit
 from gpustack_k3.core.rules.model_limits import model_max_len
+from gpustack_k3.core.rules.model_quant import vllm_quant
 from gpustack_k3.core.rules.multimodal import multimodal_flags_unjudged
 from gpustack_k3.core.rules.registry import RULES, Rule, rule
 
@@ -168,8 +169,9 @@ _TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16"
       why="vLLM checks the model dtype against the quantization method's supported activation dtypes when it builds "
           "the config (MXFP4 runs in bfloat16 only): --dtype float16 or float32 on an MXFP4 checkpoint is refused.",
       fix="Leave spec.model.dtype unset (auto) or set one the message lists.",
-      source="vllm config/vllm.py:937-943@0.33.0, model_executor/layers/quantization/mxfp4.py:79-80@0.33.0; "
-             "gpustack_k3/catalog/data/models.yaml (quantization), engines/vllm.yaml (quant_act_dtypes per version)",
+      source="vllm config/vllm.py:937-943@0.33.0, model_executor/layers/quantization/mxfp4.py:79-80@0.33.0, "
+             "fp8.py:142-143@0.33.0 (deepseek_v4_fp8 inherits it); gpustack_k3/core/rules/model_quant.py (the method "
+             "the release resolves), engines/vllm.yaml (quant_act_dtypes per version)",
       sources={"vllm 0.29.0": "vllm config/vllm.py:797-803@0.29.0, model_executor/layers/quantization/mxfp4.py:69-70"
                               "@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
                "vllm 0.28.0": "vllm config/vllm.py:781-787@0.28.0, model_executor/layers/quantization/mxfp4.py:68-69"
@@ -179,8 +181,12 @@ _TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16"
       no_cel="per-release quantization tables and the checkpoint's quantization (catalog or config.json); left to "
              "validate")
 def check_dtype_vs_quantization(r, c):
-    q = (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
+    # the method the release resolves from the checkpoint's config.json (the catalog's architecture block where none
+    # is given): Kimi-K3's compressed-tensors MXFP4 is read as mxfp4, DeepSeek-V4's fp8 claimed as deepseek_v4_fp8
     table = r.trait("quant_act_dtypes") or {}
+    decidable, method, claimed = vllm_quant(r.model_arch, r.version.key)
+    q = (claimed if claimed in table else method) if decidable else None
+    q = q or (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
     d = r.spec.model.dtype
     if not q or q not in table or not d or d == "auto":
         return

@@ -10,6 +10,7 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int
 from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.model_quant import DSV4_FP8, KIMI_K3_MXFP4, checkpoint_quant, vllm_quant
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
@@ -233,6 +234,8 @@ _Q_MISMATCH_SOURCES = {
     "0.33.0": "vllm config/model.py:1389-1462@0.33.0, transformers_utils/model_arch_config_convertor.py:241-292@0.33.0",
     "0.34.0": "vllm config/model.py:1409-1482@0.34.0, transformers_utils/model_arch_config_convertor.py:241-292@0.34.0",
 }
+for _v in KIMI_K3_MXFP4:   # Kimi-K3's compressed-tensors MXFP4 read as mxfp4; DeepSeek-V4's fp8 claimed (core/rules/model_quant.py)
+    _Q_MISMATCH_SOURCES[_v] += f", {KIMI_K3_MXFP4[_v]}, {DSV4_FP8[_v][1]}"
 # checkpoint quantizations no override of these releases claims for another --quantization on a CUDA node (the
 # overrides of gptq/awq checkpoints, ModelOpt (quant_algo/producer), GPT-OSS mxfp4, auto-round, humming, ROCm's
 # petit and CPU/XPU's ipex are left out: with them the release may take a different --quantization)
@@ -247,24 +250,6 @@ def _quant_arg(r: Resolved) -> str | None:
     return q if isinstance(q, str) else None
 
 
-def _checkpoint_quant(arch) -> tuple[bool, str | None]:
-    """(decidable, the checkpoint's quant_method as the release normalises it: lower case, compressed_tensors ->
-    compressed-tensors; None: no quantization_config). Not decidable: no config.json, a compression_config, a
-    ModelOpt config (producer / quantization / hf_quant_config.json) or a config without a quant_method string."""
-    if arch is None:
-        return False, None
-    raw = arch.raw if isinstance(arch.raw, dict) else {}
-    text = arch.text if isinstance(arch.text, dict) else {}
-    if arch.hf_quant is not None or "compression_config" in raw or "compression_config" in text:
-        return False, None
-    q = arch.quant_config
-    if not q:
-        return True, None
-    if "producer" in q or "quantization" in q or not isinstance(q.get("quant_method"), str):
-        return False, None
-    return True, q["quant_method"].lower().replace("compressed_tensors", "compressed-tensors")
-
-
 @rule("vllm-quantization-unknown", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
       field="spec.extraArgs",
       title="--quantization names no quantization method of the release",
@@ -276,7 +261,7 @@ def _checkpoint_quant(arch) -> tuple[bool, str | None]:
       no_cel="per-release method lists and the checkpoint's config.json; left to validate")
 def check_vllm_quantization_unknown(r, c):
     q = _quant_arg(r)
-    decidable, ckpt = _checkpoint_quant(r.model_arch)
+    decidable, ckpt = checkpoint_quant(r.model_arch)
     if q is None or not decidable or ckpt is not None or q in QUANTIZATION_METHODS[r.version.key]:
         return
     yield None, f"Unknown quantization method: {q}"
@@ -293,15 +278,10 @@ def check_vllm_quantization_unknown(r, c):
       no_cel="the checkpoint's config.json quantization_config against --quantization; left to validate")
 def check_vllm_quantization_mismatch(r, c):
     q = _quant_arg(r)
-    decidable, ckpt = _checkpoint_quant(r.model_arch)
-    if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming":
-        return
-    # only a config.json read from the model (or --model-config) decides: the catalog's block is a summary, and for
-    # Kimi-K3 / DeepSeek-V4.1 it disagrees with the oracle's stand-in files (compressed-tensors vs mxfp4, fp8 vs none)
-    if str(r.model_arch.source).startswith("catalog models.yaml"):
-        return
-    # Mxfp4Config claims a GPT-OSS checkpoint as gpt_oss_mxfp4 from 0.28.0 on (0.11.0 has no such override)
-    if ckpt == "mxfp4" and getattr(r.model_arch, "model_type", None) == "gpt_oss" and r.version.key != "0.11.0":
+    # the catalog's architecture block decides where no config.json is given: for Kimi-K3 and DeepSeek-V4.1-Flash it
+    # is the engine oracle's config.json (gpustack_k3/oracle/models.py), so both judge one quantization_config
+    decidable, ckpt, claimed = vllm_quant(r.model_arch, r.version.key, q)
+    if q is None or not decidable or ckpt not in _PLAIN_CHECKPOINT_QUANT or q == ckpt or q == "humming" or claimed:
         return
     yield None, (f"Quantization method specified in the model config ({ckpt}) does not match the quantization "
                  f"method specified in the `quantization` argument ({q})")
