@@ -310,7 +310,38 @@ def write_models(root: Path | None = None) -> dict[str, str]:
             if not p.is_file() or p.read_text() != text:
                 p.write_text(text)
         aliases[SHAPES[shape][1]] = str(d)
+    for model, (config, names) in preset_models().items():
+        d = root / f"preset-{model}"
+        d.mkdir(parents=True, exist_ok=True)
+        for fname, text in {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n",
+                            **tokenizer_files()}.items():
+            p = d / fname
+            if not p.is_file() or p.read_text() != text:
+                p.write_text(text)
+        for n in names:
+            aliases[n] = str(d)
     return aliases
+
+
+def preset_models() -> dict[str, tuple[dict, list[str]]]:
+    """The models the catalog does not know that a preset carries with its own config.json
+    (``spec.model.configJSON``, e.g. qwen3-30b-a3b-b300): model name -> (that config.json, the names a command line
+    uses for it: ``spec.model.path``, ``spec.model.source``). Written as ``preset-<name>`` directories, so the engine
+    judges the preset's model from the same file the product reads (the line's ``model_config``,
+    gpustack_k3/oracle/warmup.py), not an unknown path."""
+    cat = load_catalog()
+    out: dict[str, tuple[dict, list[str]]] = {}
+    for preset in cat.presets.values():
+        m = preset.document.get("spec", {}).get("model") or {}
+        cfg, name = m.get("configJSON"), m.get("name")
+        if isinstance(cfg, dict) and name and name not in cat.models:
+            out[name] = (cfg, [x for x in (m.get("path"), m.get("source")) if x])
+    return out
+
+
+def preset_model_config(model: str) -> str | None:
+    """The config.json the oracle writes for a preset's own model (preset_models), or None."""
+    return str(model_root() / f"preset-{model}" / "config.json") if model in preset_models() else None
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.oracle import lines
-from gpustack_k3.oracle.models import SHAPES, model_root, shape_configs
+from gpustack_k3.oracle.models import SHAPES, model_root, preset_model_config, shape_configs
 from gpustack_k3.oracle.releases import RELEASES
 
 
@@ -89,8 +89,11 @@ def seed_lines(release: str, shapes: bool = True) -> list[dict]:
                                 "gpu_type": gpu_type, "gpus": gpus, "role": kind, "pods": pods})
             else:
                 argv, env, model, gpu_type, gpus = single_line(data, version)
-                out.append({"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type,
-                            "gpus": gpus})
+                line = {"seed": name, "argv": argv, "env": env, "model": model, "gpu_type": gpu_type, "gpus": gpus}
+                own = preset_model_config(model) if model is not None else None
+                if own is not None:   # a model the catalog does not know, carried by the preset: its config.json
+                    line.update(model=None, model_config=own)
+                out.append(line)
         except Exception as exc:  # noqa: BLE001 - a preset the product cannot render for this release
             out.append({"seed": name, "unrenderable": f"{type(exc).__name__}: {str(exc)[:200]}"})
     return out

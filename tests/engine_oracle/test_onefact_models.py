@@ -115,6 +115,26 @@ def test_write_models_writes_only_where_it_is_told(tmp_path):
         assert all(aliases[n] == str(tmp_path / name) for n in names)
 
 
+def test_a_presets_own_model_is_judged_from_the_config_json_the_preset_carries(tmp_path, monkeypatch):
+    """qwen3-30b-a3b-b300 carries Qwen3-30B-A3B's config.json (spec.model.configJSON): the oracle gets a directory
+    with that file at the preset's path, and the differential's seed line hands the product the same file instead
+    of a catalog key it does not know (before, both sides refused the line for reasons of the harness: the product
+    'unknown-catalog-entry', the release an unknown repo id)."""
+    from gpustack_k3.oracle import warmup
+
+    preset = load_catalog().presets["qwen3-30b-a3b-b300"].document["spec"]["model"]
+    aliases = models.write_models(tmp_path)
+    d = tmp_path / "preset-qwen3-30b-a3b"
+    assert json.loads((d / "config.json").read_text()) == preset["configJSON"]
+    assert aliases[preset["path"]] == aliases[preset["source"]] == str(d)
+    monkeypatch.setattr(models, "model_root", lambda: tmp_path)
+    line = next(s for s in warmup.seed_lines("vllm-0.33.0", shapes=False) if s["seed"] == "qwen3-30b-a3b-b300")
+    assert line["model"] is None
+    assert line["model_config"] == str(d / "config.json")
+    assert preset["path"] in line["argv"]
+    assert "kimi-k3" not in models.preset_models()   # a catalogued model stays the catalog's
+
+
 @pytest.mark.engine_oracle
 def test_the_releases_judge_kimi_k3_and_deepseek_v41_by_their_config_json(oracles):
     """What changed with the stand-ins, as the releases judge it (lead's stand-ins gave the opposite verdict on each
