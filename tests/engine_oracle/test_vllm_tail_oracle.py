@@ -41,3 +41,19 @@ def test_a_release_without_the_probe_still_judges_suffix_decoding(oracles):
 def test_cumem_availability_is_answered_as_a_cuda_node(oracles, release, flag):
     v = oracles(release).judge_line([SMOL, flag], {}, "b300", 1)
     assert v["verdict"] == "accepted", v
+
+
+@pytest.mark.parametrize("release", ["vllm-0.29.0", "vllm-0.34.0"])
+def test_kimi_k3_takes_replayssm(oracles, release):
+    # why vllm-replayssm-unsupported-architecture leaves Kimi-K3 out (tests/core/test_vllm_tail.py holds the product)
+    v = oracles(release).judge_line(["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "--use-replayssm"], {},
+                                    "b300", 8)
+    assert v["verdict"] == "accepted", v
+
+
+@pytest.mark.parametrize("release,name,refused", [
+    ("vllm-0.34.0", "none", False), ("vllm-0.28.0", "none", True), ("vllm-0.34.0", "zaya", False),
+    ("vllm-0.33.0", "zaya", True)])
+def test_reasoning_parser_names_as_the_release_reads_them(oracles, release, name, refused):
+    v = oracles(release).judge_line([SMOL, "--reasoning-parser", name], {}, "b300", 1)
+    assert (v["verdict"] == "refused") is refused, v
