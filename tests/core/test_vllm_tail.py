@@ -103,3 +103,24 @@ def test_kimi_k3_mtp_with_zero_layers_is_refused_on_034_only_with_tokens():
     dspark = [*KIMI, "--speculative-config",
               '{"model": "Inferact/Kimi-K3-DSpark", "num_speculative_tokens": 7, "method": "dspark"}']
     assert "vllm-kimi-k3-mtp-zero-layers-034" not in product("0.34.0", dspark, {}, "kimi-k3")["rules"]
+
+
+COMPILATION_MODE_CASES = [   # (--compilation-config JSON, the release's message or None: accepted)
+    ('{"mode": "auto"}', "Invalid compilation mode: auto. Valid modes are: NONE, STOCK_TORCH_COMPILE, "
+                         "DYNAMO_TRACE_ONCE, VLLM_COMPILE"),
+    ('{"mode": 8}', "Input should be 0, 1, 2 or 3"),
+    ('{"mode": "vllm_compile"}', None),
+    ('{"mode": 0}', None),
+]
+
+
+@pytest.mark.parametrize("release", ["0.28.0", "0.34.0"])
+@pytest.mark.parametrize("cfg,message", COMPILATION_MODE_CASES)
+def test_compilation_mode_as_the_field_reads_it(release, cfg, message):
+    from tests.core.test_vllm_checks import product
+
+    ours = product(release, ["/models/smollm2-hf", "--compilation-config", cfg], {}, "smollm2-135m")
+    if message is None:
+        assert "vllm-compilation-config-invalid" not in ours["rules"], ours
+    else:
+        assert "vllm-compilation-config-invalid" in ours["rules"] and message in ours["message"], ours

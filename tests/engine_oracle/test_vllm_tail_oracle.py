@@ -57,3 +57,15 @@ def test_kimi_k3_takes_replayssm(oracles, release):
 def test_reasoning_parser_names_as_the_release_reads_them(oracles, release, name, refused):
     v = oracles(release).judge_line([SMOL, "--reasoning-parser", name], {}, "b300", 1)
     assert (v["verdict"] == "refused") is refused, v
+
+
+@pytest.mark.parametrize("release", ["vllm-0.28.0", "vllm-0.34.0"])
+def test_compilation_mode_refusals_are_the_releases(oracles, release):
+    from tests.core.test_vllm_tail import COMPILATION_MODE_CASES
+
+    for cfg, message in COMPILATION_MODE_CASES:
+        v = oracles(release).judge_line([SMOL, "--compilation-config", cfg], {}, "b300", 1)
+        if message is None:
+            assert v["verdict"] == "accepted", (cfg, v)
+        else:
+            assert v["verdict"] == "refused" and message in " ".join(v["message"].split()), (cfg, v)
