@@ -383,11 +383,12 @@ def check_vllm_spec_ngram_lookup(r, c):
 # backends, and the CUDA-graph size lists of the decoder replay and the multimodal encoder
 _COMPILATION_SOURCES = {
     "0.11.0": "vllm config/compilation.py:427,489-494@0.11.0",
-    "0.28.0": "vllm config/compilation.py:906,999-1058@0.28.0",
-    "0.29.0": "vllm config/compilation.py:912,1005-1064@0.29.0",
-    "0.33.0": "vllm config/compilation.py:853-871,915,1014-1078@0.33.0",
-    "0.34.0": "vllm config/compilation.py:1065,1164-1237@0.34.0",
+    "0.28.0": "vllm config/compilation.py:40-49,447,843-861,906,999-1058@0.28.0",
+    "0.29.0": "vllm config/compilation.py:40-49,447,849-867,912,1005-1064@0.29.0",
+    "0.33.0": "vllm config/compilation.py:40-49,432,853-871,915,1014-1078@0.33.0",
+    "0.34.0": "vllm config/compilation.py:41-50,513,1003-1021,1065,1164-1237@0.34.0",
 }
+_COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")   # CompilationMode, 0-3
 _VLLM_COMPILE = 3   # CompilationMode.VLLM_COMPILE (the JSON gives 3 or the name, any case: validate_mode_before)
 
 
@@ -398,6 +399,13 @@ def _ints(x) -> list | None:
 def compilation_refusal(cfg: dict, release: str) -> str | None:
     """The message CompilationConfig.__post_init__ of ``release`` raises for the --compilation-config JSON ``cfg``
     (the checks mirrored here, in the release's order), or None."""
+    mode = cfg.get("mode")
+    if release != "0.11.0" and mode is not None:   # the field's own validation comes before __post_init__
+        # validate_mode_before: a name is looked up upper-cased; otherwise pydantic reads the CompilationMode enum
+        if isinstance(mode, str) and mode.upper() not in _COMPILATION_MODES:
+            return f"Invalid compilation mode: {mode}. Valid modes are: {', '.join(_COMPILATION_MODES)}"
+        if isinstance(mode, int) and not isinstance(mode, bool) and not 0 <= mode <= 3:
+            return "Input should be 0, 1, 2 or 3"
     ops = cfg.get("custom_ops") or []
     if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
         return None
@@ -446,7 +454,8 @@ def compilation_refusal(cfg: dict, release: str) -> str | None:
       title="--compilation-config is refused by CompilationConfig's checks",
       why="The parser builds --compilation-config with CompilationConfig's own checks: custom_ops entries are "
           "'all', 'none', '+op' or '-op' (one base mode, no op both on and off), piecewise compilation (mode 3, "
-          "VLLM_COMPILE) runs on the eager or inductor backend only, and the CUDA-graph size lists hold positive "
+          "VLLM_COMPILE) runs on the eager or inductor backend only, mode is 0-3 or one of their names, and the "
+          "CUDA-graph size lists hold positive "
           "numbers. vllm serve refuses the line before anything is loaded.",
       fix="Correct the named key of --compilation-config (the message says which).",
       source=_COMPILATION_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _COMPILATION_SOURCES.items()},

@@ -126,6 +126,17 @@ DEVICE_COUNT_REASON = ("vllm.utils.cuda_device_count_stateless (0.11.0: utils/__
                        "driver, which CPU torch answers 0 (every world > 1 would pick the Ray executor there): it "
                        "answers the platform double's device count (the line's GPUs), as the release's own "
                        "CudaPlatform.device_count does from 0.28.0 on (platforms/cuda.py:634-635@0.33.0)")
+CUMEM_REASON = ("ModelConfig asks current_platform.is_cumem_allocator_available() for --enable-sleep-mode and "
+                "--enable-cumem-allocator (config/model.py:691-695@0.34.0); the answer imports "
+                "device_allocator/cumem.py, whose CudaRTLibrary() asserts that libcudart is loaded in the process "
+                "(distributed/device_communicators/cuda_wrapper.py:129@0.34.0): on a CPU box it never is, on a CUDA "
+                "node torch has loaded it. The platform double answers as that node: True where the wheel ships the "
+                "vllm.cumem_allocator extension, False where it does not")
+PROBE_REASON = ("vLLM's availability probes (vllm.utils.import_utils _has_module / _has_module_spec, behind "
+                "has_arctic_inference() and the like) answer as the release wrote them; each False for a package "
+                "that is neither installed here nor a double is recorded with the release function that asked, so "
+                "an ImportError that function raises is classified optional-package (the serving image may carry "
+                "the package), never a refusal of the line")
 REGISTRY_REASON = ("the model registry inspects the architecture in a subprocess that needs kernels: the same "
                    "function runs in-process and reads the flags from the release's own model class attributes")
 
@@ -158,6 +169,8 @@ def doubles_table() -> dict[str, str]:
     out["vllm model registry _run_in_subprocess"] = REGISTRY_REASON
     out["vllm get_cpu_memory (host RAM)"] = HOST_MEMORY_REASON
     out["vllm cuda_device_count_stateless"] = DEVICE_COUNT_REASON
+    out["vllm platform is_cumem_allocator_available"] = CUMEM_REASON
+    out["vllm.utils.import_utils availability probes (recorded)"] = PROBE_REASON
     for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
         for f in funcs:
             out[f"signature of {f} (SGLang worker only, from the pinned {dist} wheel)"] = SIGNATURE_REASON
@@ -305,9 +318,10 @@ def _ast_signature(args, inspect):
     return inspect.Signature(params)
 
 
-def platform_double(hw: dict):
+def platform_double(hw: dict, extensions: set[str] | frozenset[str] = frozenset()):
     """The release's CUDA platform class with the device queries answered as the catalog hardware ``hw``
-    ({"sm": "SM103", "visible_gib": ..., "gpus_per_node": ..., "name": ...})."""
+    ({"sm": "SM103", "visible_gib": ..., "gpus_per_node": ..., "name": ...}); ``extensions``: the wheel's compiled
+    extensions (dotted names), for the questions a CUDA node answers from them (CUMEM_REASON)."""
     import vllm.platforms.cuda as cuda
     from vllm.platforms.interface import DeviceCapability
 
@@ -355,6 +369,10 @@ def platform_double(hw: dict):
         @classmethod
         def get_all_device_numa_nodes(cls):
             return None
+
+    # CUMEM_REASON: the release calls it on the platform object (config/model.py:691-695@0.34.0)
+    cumem = "vllm.cumem_allocator" in extensions
+    setattr(OracleCudaPlatform, "is_cumem_allocator_available", lambda self: cumem)
 
     OracleCudaPlatform.set_hardware(hw)
     return OracleCudaPlatform()
@@ -474,6 +492,62 @@ def torch_cuda_queries(hw: dict) -> None:
     c.is_initialized = lambda: False
     if getattr(torch.version, "cuda", None) is None:
         torch.version.cuda = "12.9"
+
+
+# (module, file, function) of each release function whose availability probe answered False for a package that is
+# neither installed in this interpreter nor a double (PROBE_REASON); read by worker.py's _classify
+NEGATIVE_PROBES: list[tuple[str, str, str]] = []
+
+
+def availability_probes() -> None:
+    """PROBE_REASON: wrap vLLM's module-availability probes so that a False answer for a package absent here (no
+    spec, hence not a stub either) records the release function that asked. The answers are the release's own."""
+    import importlib.util
+    import traceback
+
+    try:
+        import vllm.utils.import_utils as iu
+    except ImportError:   # 0.11.0: no such module (and no probe that refuses a line)
+        return
+    here = iu.__file__
+
+    def recorded(orig):
+        def probe(module_name: str) -> bool:
+            ans = orig(module_name)
+            if not ans and _absent(module_name.split(".", 1)[0]):
+                callers = [f for f in traceback.extract_stack()[:-1]
+                           if f.filename != here and f.filename != __file__]
+                if callers:
+                    NEGATIVE_PROBES.append((module_name, callers[-1].filename, callers[-1].name))
+            return ans
+        return probe
+
+    def _absent(top: str) -> bool:
+        try:
+            return importlib.util.find_spec(top) is None
+        except (ImportError, ValueError):
+            return True
+
+    for name in ("_has_module", "_has_module_spec"):
+        if callable(getattr(iu, name, None)):
+            setattr(iu, name, recorded(getattr(iu, name)))
+
+
+def probe_refused(exc: BaseException) -> tuple[str, str, str] | None:
+    """The negative probe (module, file, function) whose asking function raised ``exc`` (an ImportError raised in
+    the very function whose probe answered False for a package absent here), else None."""
+    import traceback
+
+    if not isinstance(exc, ImportError) or isinstance(exc, ModuleNotFoundError):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    last = frames[-1]
+    for p in NEGATIVE_PROBES:
+        if p[1] == last.filename and p[2] == last.name:
+            return p
+    return None
 
 
 class HostMemoryUnknown(Exception):

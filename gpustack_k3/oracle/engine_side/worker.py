@@ -81,7 +81,9 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     its message: ``oracle-error`` when it was raised inside a stub or this harness; ``model-class-import`` when the
     registry's inspection of the architecture failed on a stubbed or missing module (the inspection error is
     recorded by the in-process registry double); ``optional-package`` when the chain holds a ModuleNotFoundError for
-    a module that is neither in this interpreter nor a listed double (the serving image may carry it); a
+    a module that is neither in this interpreter nor a listed double (the serving image may carry it), or for an
+    ImportError raised by a release function whose own availability probe answered False for such a package
+    (doubles.availability_probes: e.g. has_arctic_inference() in config/speculative.py:1726-1731@0.33.0); a
     ``HostMemoryUnknown`` from the host-memory double is ``device-query``. Anything else is the release's refusal."""
     import doubles
 
@@ -93,6 +95,14 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     if _is_oracle_fault(exc, tb, root):
         return {"verdict": "not_decidable", "reason": "oracle-error", "stage": stage,
                 "detail": f"{type(exc).__name__}: {msg}"[:600], "where": _frames_in(tb, root)}
+    for e in chain:
+        probe = doubles.probe_refused(e)
+        if probe is not None:
+            return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage,
+                    "detail": f"the release's probe for module {probe[0]!r} answered False in {probe[2]}() and it "
+                              f"raised {type(e).__name__}; the module is not installed here and no double stands "
+                              f"for it (the serving image may carry it): {msg[:300]}",
+                    "where": _frames_in(e.__traceback__, root)}
     INSPECT_ERRORS = doubles.INSPECT_ERRORS
     for e in [*chain, *(x for i in INSPECT_ERRORS for x in _chain(i))]:
         if isinstance(e, ModuleNotFoundError) and e.name:
@@ -222,13 +232,15 @@ class VllmJudge:
 
         self.platform = None
         if cfg.get("hardware"):   # a GPU release: the platform double; the CPU release resolves its own platform
-            self.platform = platforms._current_platform = doubles.platform_double(cfg["hardware"])
+            self.platform = platforms._current_platform = doubles.platform_double(cfg["hardware"],
+                                                                                  set(cfg.get("extensions") or ()))
             doubles.registry_in_process()
             import vllm.config  # noqa: F401
 
             doubles.triton_on_gpu_node()
             doubles.executable_bits(cfg["unpacked"])
         self.hardware = cfg.get("hardware_all") or {}
+        doubles.availability_probes()
         self.worker_doubles = _no_retry_delay()
         if self.platform is not None:
             doubles.host_memory_and_device_count(type(self.platform))
