@@ -48,14 +48,18 @@ def check_args(version: str, argv: list[str], env: dict[str, str]) -> set[str]:
 BASE = ["vllm", "serve", "moonshotai/Kimi-K3", "--tensor-parallel-size", "8", "--trust-remote-code",
         "--gpu-memory-utilization", "0.9", "--max-model-len", "262144"]
 SC = "--speculative-config"
+# Kimi-K3's public config.json declares no MTP layers (num_nextn_predict_layers 0), so method mtp on it is refused by
+# both releases for that reason (spec-mtp-needs-mtp-layers, vllm-kimi-k3-mtp-zero-layers-034): the removed-key
+# cases ride on the DSpark draft the seed deployment runs, a line both releases otherwise accept
+K3_DRAFT = "Inferact/Kimi-K3-DSpark"
 # (upgrade change the 0.33.0 line meets, the line, its env, the pinned 0.34.0 rule that refuses it)
 BREAKING = [
     ("model-runner-v1-removed", BASE, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "vllm-model-runner-v1-removed"),
     ("speculative-disable-padded-drafter-batch-removed",
-     BASE + [SC, json.dumps({"method": "mtp", "num_speculative_tokens": 1, "disable_padded_drafter_batch": True})], {},
+     BASE + [SC, json.dumps({"method": "dspark", "model": K3_DRAFT, "num_speculative_tokens": 7, "disable_padded_drafter_batch": True})], {},
      "vllm-speculative-removed-key"),
     ("speculative-use-heterogeneous-vocab-removed",
-     BASE + [SC, json.dumps({"method": "mtp", "num_speculative_tokens": 1, "use_heterogeneous_vocab": False})], {},
+     BASE + [SC, json.dumps({"method": "dspark", "model": K3_DRAFT, "num_speculative_tokens": 7, "use_heterogeneous_vocab": False})], {},
      "vllm-speculative-removed-key"),
     ("speculative-parallel-drafting-other-methods",
      BASE + [SC, json.dumps({"method": "mtp", "num_speculative_tokens": 1, "parallel_drafting": True})], {},
