@@ -113,10 +113,15 @@ for _rel in ("0.33.0", "0.34.0"):
     PY_CASES += [("vllm-compilation-config-invalid", _rel,
                   [SMOL, CC, json.dumps({"decoder_replay_cudagraph_capture_sizes": [0, 8]})], {},
                   [SMOL, CC, json.dumps({"decoder_replay_cudagraph_capture_sizes": [8]})], {}, None)]
+NUMA = ["--numa-bind", "--numa-bind-cpus"]   # tests/core/test_numa_bind_cpus.py holds more values
+for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    PY_CASES += [("vllm-numa-bind-cpus-syntax", _rel, [SMOL, *NUMA, "synth-numa-bind-cpus"], {},
+                  [SMOL, *NUMA, "0,2,4-7"], {}, None)]
 PY_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(PY_CASES)]
 PYTHON_RULES = ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
                 "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
-                "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid")
+                "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid",
+                "vllm-numa-bind-cpus-syntax")
 # the rules these cases fire (tests/core/test_registry.py: every rule has a firing case)
 VLLM_CHECKS_DIRECT = set(PYTHON_RULES)
 

@@ -5,6 +5,7 @@ tests/engine_oracle/test_checks_vllm.py hold its lines and have the release judg
 from __future__ import annotations
 
 import json
+import re
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
@@ -467,8 +468,58 @@ def check_vllm_compilation_config(r, c):
         yield None, problem
 
 
+# ParallelConfig._validate_numa_bind_cpus (a pydantic field validator, run when create_engine_config builds
+# ParallelConfig): each --numa-bind-cpus entry is a numactl --physcpubind CPU list, N or N-M joined by commas, with
+# ascending ranges; the releases' pattern (vllm's `regex`, str mode: \d is any Unicode decimal digit, as in `re`)
+_NUMA_CPUS_SOURCES = {
+    "0.28.0": "vllm config/parallel.py:34,425-449@0.28.0",
+    "0.29.0": "vllm config/parallel.py:34,446-470@0.29.0",
+    "0.33.0": "vllm config/parallel.py:35,495-519@0.33.0",
+    "0.34.0": "vllm config/parallel.py:35,533-557@0.34.0",
+}
+_NUMACTL_CPUSET = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+
+
+def numa_bind_cpus_refusal(value: list[str]) -> str | None:
+    """The message ParallelConfig._validate_numa_bind_cpus raises for the --numa-bind-cpus list ``value``, or None."""
+    if not value:
+        return "numa_bind_cpus must not be empty."
+    for cpuset in value:
+        if not cpuset:
+            return "numa_bind_cpus entries must not be empty."
+        if not _NUMACTL_CPUSET.fullmatch(cpuset):
+            return "numa_bind_cpus entries must use numactl CPU list syntax, for example '0-3' or '0,2,4-7'."
+        for part in cpuset.split(","):
+            if "-" in part:
+                start, end = part.split("-", 1)
+                if int(start) > int(end):
+                    return f"numa_bind_cpus ranges must be ascending, but got '{cpuset}'."
+    return None
+
+
+@rule("vllm-numa-bind-cpus-syntax", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--numa-bind-cpus entries must be numactl CPU lists",
+      why="Each --numa-bind-cpus entry is handed to numactl --physcpubind; ParallelConfig refuses an entry that is "
+          "not a CPU list (N or N-M, joined by commas) or that holds a descending range.",
+      fix="Give each --numa-bind-cpus entry as a numactl CPU list, e.g. '0-3' or '0,2,4-7' (ranges low-high).",
+      source=_NUMA_CPUS_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _NUMA_CPUS_SOURCES.items()},
+      no_cel="the syntax of each entry of a pass-through list flag of spec.extraArgs (argv tokenising); left to "
+             "validate")
+def check_vllm_numa_bind_cpus_syntax(r, c):
+    v = line_view(r)
+    value = v.value("numa_bind_cpus") if v is not None else None
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        return
+    problem = numa_bind_cpus_refusal(value)
+    if problem:
+        found = extra_arg(r, "--numa-bind-cpus")
+        yield (f"spec.extraArgs[{found[0]}]" if found else None), problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "vllm-pcp-dcp-span",
             "vllm-profiler-config-invalid", "vllm-quantization-unknown", "vllm-quantization-mismatch",
-            "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid"):
+            "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid",
+            "vllm-numa-bind-cpus-syntax"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
