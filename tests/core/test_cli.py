@@ -238,7 +238,7 @@ def test_run_start_and_run_are_the_same_command():
 
 
 def test_small_input_edges():
-    p = run("advise", "--context", "1000001", "--concurrency", "4")
+    p = run("advise", "--context", "1048577", "--concurrency", "4")   # one above the model's 1,048,576 positions
     assert p.returncode == 1 and "beyond kimi-k3's context" in p.stdout.lower()
     p = run("presets", "--show", "")
     assert p.returncode == 2 and "unknown preset ''" in p.stderr

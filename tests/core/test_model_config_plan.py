@@ -36,7 +36,7 @@ def test_an_uncatalogued_model_is_planned_from_its_config_not_from_kimi_k3():
     assert p.basis == "config.json"
     # 1.72B parameters in bf16 (tied embeddings: one vocab x hidden matrix, / TP on each GPU): ~0.40 GiB per GPU
     assert p.weights_gib == pytest.approx(0.40, abs=0.01)
-    assert p.max_model_len == 40960                       # the config's max_position_embeddings, not 1,000,000
+    assert p.max_model_len == 40960                       # the config's max_position_embeddings, not 1,048,576
     # (K + V) x 1 KV head per GPU x 128 x 28 layers x 2 B
     assert p.kv_bytes_per_token == 2 * 1 * 128 * 28 * 2
     assert any("activation" in u for u in p.unknown)
@@ -46,7 +46,7 @@ def test_a_config_under_a_catalog_name_decides_and_the_disagreement_is_exposed()
     r = resolve(doc(name="kimi-k3", path="/models/Kimi-K3"), arch=arch_from_config(QWEN3_1_7B, "Kimi-K3/config.json"))
     figures = {f for f, _, _ in r.catalog_disagreements}
     assert {"layers", "hidden_size", "experts", "max_positions"} <= figures
-    assert ("max_positions", 1000000, 40960) in r.catalog_disagreements
+    assert ("max_positions", 1048576, 40960) in r.catalog_disagreements
     assert not r.calibrated and plan(r).basis == "config.json"
     assert plan(r).weights_gib < 1                        # not Kimi-K3's 194.54 GiB
 

@@ -129,7 +129,7 @@ CASES = [
     ("long prefill above max len", "vllm-fixed", {"scheduling": {"longPrefillTokenThreshold": 300000}},
      "long-prefill-above-max-len"),
     ("long prefill above model max (max len unset)", "vllm-fixed",
-     {"scheduling": {"maxModelLen": DELETE, "longPrefillTokenThreshold": 1000001}}, "long-prefill-above-max-len"),
+     {"scheduling": {"maxModelLen": DELETE, "longPrefillTokenThreshold": 1048577}}, "long-prefill-above-max-len"),
     ("vllm kimi-k3 kv dtype of 0.33 only", "vllm-fixed", {"memory": {"kvCacheDtype": "ultraquant_4bit"}},
      "kv-cache-dtype-invalid"),
     ("vllm 0.11.0 kv dtype nvfp4", "vllm-dcp-no-spec",
