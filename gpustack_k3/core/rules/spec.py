@@ -887,10 +887,12 @@ BACKEND_FLAG = "--distributed-executor-backend"
 
 def _backend_given_one_dp_rank(r: Resolved) -> str | None:
     """The backend given on a vLLM line whose node runs one DP rank (the world size check is then the launch's,
-    see BACKEND_FLAG), else None."""
+    see BACKEND_FLAG), else None. With --nnodes above 1 and no backend the release picks mp without checking the
+    world size (`elif current_platform.is_cuda() and self.nnodes > 1: backend = "mp"`,
+    config/parallel.py:1064@0.33.0, :1157@0.34.0, :953@0.29.0, :921@0.28.0): the same as mp given."""
     if r.engine.engine != ENGINE_VLLM or r.trait("world_size_check") == "launch":
         return None
-    backend = extra_arg_value(r, BACKEND_FLAG)
+    backend = extra_arg_value(r, BACKEND_FLAG) or ("mp" if (extra_arg_int(r, "--nnodes") or 1) > 1 else None)
     if not backend:
         return None
     pp, pcp = int(r.value("parallel.pp") or 1), extra_arg_int(r, PCP_FLAG) or 1
@@ -921,12 +923,12 @@ def _backend_given_one_dp_rank(r: Resolved) -> str | None:
 def check_parallel_fits_node_at_launch(r, c):
     if r.trait("world_size_check") == "launch":
         yield from ranks_exceed_gpus(r)
-    elif _backend_given_one_dp_rank(r) == "mp" and (extra_arg_int(r, "--nnodes") or 1) <= 1:
-        # the multiprocessing executor starts every rank of the world on this node (v1/executor/
-        # multiproc_executor.py:305-357@0.33.0): one per GPU. ray and external_launcher may place the world on
-        # several nodes, which one node's GPU count does not account for: not refused
+    elif _backend_given_one_dp_rank(r) == "mp":
+        # the multiprocessing executor starts the world's ranks of this node on it, the world over --nnodes
+        # (v1/executor/multiproc_executor.py:305-357@0.33.0): one per GPU. ray and external_launcher may place the
+        # world on nodes one node's GPU count does not account for: not refused
         for _, msg in ranks_exceed_gpus(r):
-            yield None, f"{msg} ({BACKEND_FLAG} mp: no config-time check; the workers past the GPUs fail at launch)"
+            yield None, f"{msg} (executor mp: no config-time check; the workers past the GPUs fail at launch)"
 
 
 @rule("dp-rank-in-range", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
