@@ -283,43 +283,35 @@ def model_root() -> Path:
     return cache_dir() / "engine-oracle" / "models"
 
 
+def _write_dir(d: Path, config: dict, extra: dict[str, str] | None = None) -> str:
+    """Write a model directory (config.json, the tokenizer double, ``extra`` files), each file only when its text
+    changed and through a temporary file, so a judge reading it never sees half a file; return the directory."""
+    d.mkdir(parents=True, exist_ok=True)
+    files = {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n", **tokenizer_files(), **(extra or {})}
+    for fname, text in files.items():
+        p = d / fname
+        if not p.is_file() or p.read_text() != text:
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(text)
+            tmp.replace(p)
+    return str(d)
+
+
 def write_models(root: Path | None = None) -> dict[str, str]:
-    """Write every model directory; return {name used on a command line: directory}."""
+    """Write every model directory; return {name used on a command line: directory}: the catalogued models, the
+    shapes (SHAPES) and the presets' own models (preset_models)."""
     root = root or model_root()
     aliases: dict[str, str] = {}
     for name, (config, names) in MODELS.items():
-        d = root / name
-        d.mkdir(parents=True, exist_ok=True)
-        files = {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n", **tokenizer_files()}
-        if name in PREPROCESSOR:
-            files["preprocessor_config.json"] = json.dumps(PREPROCESSOR[name], indent=1) + "\n"
-        for fname, text in files.items():
-            p = d / fname
-            if not p.is_file() or p.read_text() != text:
-                tmp = p.with_suffix(".tmp")
-                tmp.write_text(text)
-                tmp.replace(p)
-        for n in names:
-            aliases[n] = str(d)
+        extra = ({"preprocessor_config.json": json.dumps(PREPROCESSOR[name], indent=1) + "\n"}
+                 if name in PREPROCESSOR else None)
+        d = _write_dir(root / name, config, extra)
+        aliases.update({n: d for n in names})
     for shape, config in shape_configs().items():
-        d = root / f"shape-{shape}"
-        d.mkdir(parents=True, exist_ok=True)
-        for fname, text in {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n",
-                            **tokenizer_files()}.items():
-            p = d / fname
-            if not p.is_file() or p.read_text() != text:
-                p.write_text(text)
-        aliases[SHAPES[shape][1]] = str(d)
+        aliases[SHAPES[shape][1]] = _write_dir(root / f"shape-{shape}", config)
     for model, (config, names) in preset_models().items():
-        d = root / f"preset-{model}"
-        d.mkdir(parents=True, exist_ok=True)
-        for fname, text in {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n",
-                            **tokenizer_files()}.items():
-            p = d / fname
-            if not p.is_file() or p.read_text() != text:
-                p.write_text(text)
-        for n in names:
-            aliases[n] = str(d)
+        d = _write_dir(root / f"preset-{model}", config)
+        aliases.update({n: d for n in names})
     return aliases
 
 
