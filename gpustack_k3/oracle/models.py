@@ -263,20 +263,9 @@ SHAPES = {
 
 
 def shape_configs() -> dict[str, dict]:
-    """shape -> its config.json (dict) from the installed aiconfigurator-core; {} when the package is absent (the
-    corpus then has the catalogued models only, and says so)."""
-    try:
-        from importlib.resources import files
-
-        root = files("aiconfigurator_core") / "model_configs"
-    except (ImportError, ModuleNotFoundError):
-        return {}
-    out = {}
-    for shape, (stem, _path) in SHAPES.items():
-        f = root / f"{stem}_config.json"
-        if f.is_file():
-            out[shape] = json.loads(f.read_text())
-    return out
+    """shape -> its config.json (dict) from the installed aiconfigurator-core (public_config); {} when the package is
+    absent (the corpus then has the catalogued models only, and says so)."""
+    return {shape: cfg for shape, (stem, _path) in SHAPES.items() if (cfg := public_config(stem)) is not None}
 
 
 def model_root() -> Path:
