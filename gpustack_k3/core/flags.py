@@ -45,13 +45,16 @@ class ExtraFlag:
 
     ``typed``: as written (before ``=``); ``name``: the option string the release's parser resolves it to (its
     canonical first string; a ``--no-X`` form stays itself; an unknown flag stays as typed); ``value``: the value
-    string (several for nargs '+', joined by a space), None for a flag that takes none; ``option``: the parser's
-    Option, None when the release does not know the flag (or no release was given)."""
+    string (several for nargs '+', joined by a space), None for a flag that takes none; ``items``: for an option
+    that takes several values, each value string as the parser receives it (a value's own spaces kept), else None;
+    ``option``: the parser's Option, None when the release does not know the flag (or no release was given)."""
 
-    __slots__ = ("index", "typed", "name", "value", "option")
+    __slots__ = ("index", "typed", "name", "value", "option", "items")
 
-    def __init__(self, index: int, typed: str, name: str, value: str | None, option: Any) -> None:
+    def __init__(self, index: int, typed: str, name: str, value: str | None, option: Any,
+                 items: list[str] | None = None) -> None:
         self.index, self.typed, self.name, self.value, self.option = index, typed, name, value, option
+        self.items = items
 
     def __repr__(self) -> str:
         return f"ExtraFlag({self.index}, {self.typed!r}, {self.name!r}, {self.value!r})"
@@ -97,21 +100,25 @@ def read_extra(tokens: Sequence[str], version: EngineVersion | None = None) -> t
         opt = _lookup(dump, base)
         name = typed if opt is None or base != typed else (typed if typed in opt.negative else opt.canonical)
         value: str | None = None
+        items: list[str] | None = None
+        several = opt is not None and (opt.nargs in ("+", "*") or (isinstance(opt.nargs, int) and opt.nargs > 1))
         if eq:
             value = inline
+            items = [inline] if several else None
         elif opt is not None and not opt.takes_value:
             value = None
-        elif opt is not None and (opt.nargs in ("+", "*") or (isinstance(opt.nargs, int) and opt.nargs > 1)):
+        elif several:
             vals = []
             limit = opt.nargs if isinstance(opt.nargs, int) else n
             while i + 1 < n and not _is_flag(tokens[i + 1]) and len(vals) < limit:
                 i += 1
                 vals.append(tokens[i])
             value = " ".join(vals) if vals else None
+            items = vals if vals else None
         elif i + 1 < n and not _is_flag(tokens[i + 1]):
             i += 1
             value = tokens[i]
-        out.append(ExtraFlag(start, typed, name, value, opt))
+        out.append(ExtraFlag(start, typed, name, value, opt, items))
         i += 1
     return out, stray
 
@@ -321,6 +328,9 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
             if g.value:
                 _set(out.spec, "parallel.eplb", out.spec.get("parallel", {}).get("eplb", {}))
                 eplb_on = True
+        elif dest in fields and fields[dest].kind == "speculative" and _vllm_spec_as_written(engine, g.value,
+                                                                                           reading.given, dump):
+            extra.append((order[dest], engine_argv.render_given(opt, g)))
         elif dest in fields and not (fields[dest].kind == "speculative" and engine.engine == ENGINE_SGLANG
                                      and g.value is not None and _sglang_method(engine, g.value) is None):
             problem = _to_spec(engine, fields[dest], g.value, out)
@@ -345,6 +355,30 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
         # num_redundant_experts, rule eplb-redundant-needs-eplb)
         out.spec["parallel"]["eplb"]["enabled"] = False
     return out
+
+
+# vLLM's speculative shortcut flags: create_speculative_config writes each into the --speculative-config JSON
+# (a key given both ways is refused), engine/arg_utils.py:2141-2154@0.34.0, :2108-2121@0.33.0, :1838-1851@0.28.0
+_VLLM_SPEC_SHORTCUTS = ("--spec-method", "--spec-model", "--spec-tokens")
+
+
+def _vllm_spec_as_written(engine: EngineEntry, v: Any, given: dict, dump: Any) -> bool:
+    """Whether a vLLM --speculative-config stays in extraArgs as the line gives it instead of becoming
+    spec.speculative: the spec cannot say what the release makes of it. A JSON with neither method nor model is
+    a draft_model config without a draft (config/speculative.py:1240-1244@0.33.0, :1370-1372@0.34.0), not the
+    MTP the spec would render; beside a --spec-* shortcut flag the release merges the two (or refuses a key given
+    both ways), which one spec field cannot hold. The rules then read the line as written (the engine-check
+    table reads the JSON's keys)."""
+    if engine.engine != ENGINE_VLLM or not isinstance(v, dict):
+        return False
+    keys = {str(k).replace("-", "_") for k, val in v.items() if val is not None}
+    if "method" not in keys and "model" not in keys:
+        return True
+    for flag in _VLLM_SPEC_SHORTCUTS:
+        o = dump.flag(flag)
+        if o is not None and o.dest in given and given[o.dest].value is not None:
+            return True
+    return False
 
 
 def _eplb_config(engine: EngineEntry, v: Any, out: ParsedArgv) -> str | None:
