@@ -67,8 +67,10 @@ def _numeric_alternative(schema: dict) -> dict | None:
     return bounded[0] if len(nums) == 1 and bounded else None
 
 
-def config_field_refusal(option: Any, raw: str) -> str | None:
-    """Why the release's config class refuses the value string ``raw`` of ``option`` (a dump Option), or None:
+def config_field_refusal(option: Any, raw: str, items: list[str] | None = None) -> str | None:
+    """Why the release's config class refuses the value string ``raw`` of ``option`` (a dump Option), or None
+    (``items``: the value strings of an option taking several, as the parser receives them; default: ``raw`` split
+    at spaces):
     the value as the engine's parser converts it, checked against the recorded schema of the field it feeds
     (a field the engine's own validator decides first is not judged here; None, the engine's "unset", is the
     default the engine fills in). A JSON option of the class's own type is the parser's: see the module doc."""
@@ -99,7 +101,7 @@ def config_field_refusal(option: Any, raw: str) -> str | None:
         convert = build_type(desc)
         value = convert(raw) if convert is not None else raw
         if option.nargs in ("+", "*") or isinstance(option.nargs, int):
-            value = [convert(v) if convert is not None else v for v in raw.split(" ")]
+            value = [convert(v) if convert is not None else v for v in (raw.split(" ") if items is None else items)]
     except (argparse.ArgumentTypeError, ValueError, TypeError, UnknownEngineCode):
         return None   # the parser's own refusal (argv-refused), not the config class's
     if value is None or (cfg.get("validated") and (isinstance(value, bool) or not isinstance(value, (int, float)))):
@@ -144,7 +146,7 @@ def check_vllm_config_field_bounds(r, c):
             continue
         if class_of(o) == MULTIMODAL_CLASS and not multimodal:   # False: never built; None: unknown (named, info)
             continue
-        problem = config_field_refusal(o, f.value)
+        problem = config_field_refusal(o, f.value, f.items)
         if problem and (where, f.name) not in seen:
             seen.add((where, f.name))
             yield where, f"{f.name} {f.value}: {problem}"
