@@ -141,3 +141,13 @@ def test_field_bounds_name_the_entry_as_the_parser_receives_it():
     msg = config_field_refusal(opt, "model worker ", ["model", "worker "])
     assert msg is not None and "key '1'" in msg, msg
     assert config_field_refusal(opt, "model worker", ["model", "worker"]) is None
+
+
+# the rules of gpustack_k3/core/rules/vllm_checks_vmiss5.py with a firing case above (tests/core/test_registry.py
+# test_every_rule_has_a_firing_case may count them)
+VMISS5_DIRECT = {c[0] for c in CASES}
+
+
+def test_every_rule_of_the_module_has_a_case():
+    assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks_vmiss5"} \
+        == VMISS5_DIRECT

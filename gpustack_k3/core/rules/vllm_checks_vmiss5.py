@@ -1,0 +1,185 @@
+"""vLLM config-time refusals that depend on the model as well as the line (a multimodal architecture of the
+release, a config.json without experts, 0.11.0's RoPE scaling), which the engine-check table
+(gpustack_k3/catalog/data/checks/vllm.yaml) cannot express. Each rule lists the releases whose code refuses, with
+each release's own source; tests/core/test_vmiss5_rules.py holds their lines and
+tests/engine_oracle/test_vmiss5_rules_oracle.py has the releases judge them."""
+from __future__ import annotations
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.core.resolve import Resolved
+from gpustack_k3.core.rules import envs
+from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.multimodal import builds_multimodal_config
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+
+# VllmConfig's model-runner check: microbatching (--enable-dbo, or --ubatch-size above 1: ParallelConfig.use_ubatching)
+# is not supported with a multimodal model (ModelConfig.is_multimodal_model: the release builds MultiModalConfig
+# for the model's architecture, core/rules/multimodal.py) or an encoder-decoder one. 0.34.0 checks it for its one
+# GPU runner; 0.33.0 only for Model Runner V2 chosen by VLLM_USE_V2_MODEL_RUNNER=1 (unset, the release picks V1
+# for DBO: config/vllm.py:731-767,3231-3232@0.33.0). Hybrid models (mamba / linear-attention layers) are refused
+# too; that list is not the product's, so a hybrid text-only model is left to the release (no finding).
+_DBO_SOURCES = {
+    "0.33.0": "vllm config/vllm.py:748-750,2092-2094,3053,3084-3085,3231-3232,3250-3253,3324-3330@0.33.0, "
+              "config/parallel.py:644-646@0.33.0, config/model.py:1994-1996@0.33.0",
+    "0.34.0": "vllm config/vllm.py:2005,3123,3134-3135,3396-3399,3457-3462@0.34.0, "
+              "config/parallel.py:719-721@0.34.0, config/model.py:2018-2020@0.34.0",
+}
+
+
+def _ubatching(r: Resolved) -> str | None:
+    """The option that turns microbatching on (ParallelConfig.use_ubatching: enable_dbo or ubatch_size > 1)."""
+    v = line_view(r)
+    if v is None:
+        return None
+    if v.value("enable_dbo") is True:
+        return "--enable-dbo"
+    n = v.value("ubatch_size")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+        return f"--ubatch-size {n}"
+    return None
+
+
+@rule("vllm-dbo-multimodal-model", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="Dual batch overlap (--enable-dbo, --ubatch-size above 1) with a multimodal model",
+      why="The GPU model runner microbatches a plain decoder forward pass; a multimodal model's encoder inputs do "
+          "not split that way, and VllmConfig refuses DBO / microbatching for it (vLLM 0.33.0: when Model Runner V2 "
+          "is chosen with VLLM_USE_V2_MODEL_RUNNER=1).",
+      fix="Drop --enable-dbo (and --ubatch-size above 1) for this model.",
+      source=_DBO_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _DBO_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal (catalog "
+             "engines/vllm-multimodal-architectures.json) and options of spec.extraArgs; left to validate")
+def check_vllm_dbo_multimodal_model(r, c):
+    on = _ubatching(r)
+    if on is None or builds_multimodal_config(r) is not True:
+        return
+    if r.version.key == "0.33.0":
+        if envs.env_value(r, "VLLM_USE_V2_MODEL_RUNNER") is not True:
+            return
+        runner = "Model Runner V2 does not yet support"
+    else:
+        runner = "The GPU model runner does not support"
+    arch = getattr(r.model_arch, "architecture", None)
+    found = extra_arg(r, on.split()[0])
+    yield (f"spec.extraArgs[{found[0]}]" if found else None), (
+        f"{runner}: dual batch overlap with multimodal models ({on}; vLLM {r.version.key} registers {arch} as "
+        f"multimodal)")
+
+
+# MultiModalConfig._validate_multimodal_config (built only for a multimodal model: ModelConfig.__post_init__):
+# --mm-shm-cache-max-object-size-mb other than its default needs --mm-processor-cache-type shm
+_MM_SHM_SOURCES = {
+    "0.28.0": "vllm config/multimodal.py:169,308-317@0.28.0",
+    "0.29.0": "vllm config/multimodal.py:172,311-320@0.29.0",
+    "0.33.0": "vllm config/multimodal.py:375,515-524@0.33.0, config/model.py:831-881@0.33.0",
+    "0.34.0": "vllm config/multimodal.py:374,514-523@0.34.0, config/model.py:851-901@0.34.0",
+}
+_MM_SHM_DEFAULT = 128   # MultiModalConfig.mm_shm_cache_max_object_size_mb, every release above
+
+
+@rule("vllm-mm-shm-object-size-needs-shm-cache", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--mm-shm-cache-max-object-size-mb without --mm-processor-cache-type shm (multimodal model)",
+      why="The object-size limit belongs to the shared-memory multimodal processor cache; for a multimodal model "
+          "MultiModalConfig refuses a non-default size unless that cache type is shm (a text-only model never "
+          "builds MultiModalConfig and ignores both).",
+      fix="Add --mm-processor-cache-type shm, or drop --mm-shm-cache-max-object-size-mb.",
+      source=_MM_SHM_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _MM_SHM_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal and options of spec.extraArgs; "
+             "left to validate")
+def check_vllm_mm_shm_object_size(r, c):
+    v = line_view(r)
+    if v is None or builds_multimodal_config(r) is not True:
+        return
+    size, kind = v.value("mm_shm_cache_max_object_size_mb"), v.value("mm_processor_cache_type")
+    if kind == "shm" or not isinstance(size, int) or isinstance(size, bool) or size == _MM_SHM_DEFAULT:
+        return
+    found = extra_arg(r, "--mm-shm-cache-max-object-size-mb")
+    yield (f"spec.extraArgs[{found[0]}]" if found else None), (
+        "'mm_shm_cache_max_object_size_mb' should only be set when 'mm_processor_cache_type' is 'shm'")
+
+
+# VllmConfig._verify_aux_output_compatibility: --enable-return-routed-experts on a model without experts
+# (ModelConfig.is_moe: get_num_experts() > 0, read from the text config's num_experts / moe_num_experts /
+# n_routed_experts / num_local_experts, transformers_utils/config.py:65-70@0.34.0). Judged only for config.json
+# types whose transformers class has no expert count of its own (a default the file would not show)
+_ROUTED_DENSE_SOURCES = {
+    "0.33.0": "vllm config/vllm.py:1187-1206@0.33.0, config/model.py:2294-2295@0.33.0",
+    "0.34.0": "vllm config/vllm.py:1108-1115@0.34.0, config/model.py:2338-2339@0.34.0, "
+              "transformers_utils/model_arch_config_convertor.py:179-190@0.34.0",
+}
+_DENSE_MODEL_TYPES = frozenset(("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "starcoder2"))
+_EXPERT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+
+
+@rule("vllm-routed-experts-dense-model", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
+      field="spec.extraArgs",
+      title="--enable-return-routed-experts on a model without experts",
+      why="Returning each token's routed experts needs a mixture-of-experts model; VllmConfig refuses the flag for "
+          "a dense one (its config.json names no experts).",
+      fix="Drop --enable-return-routed-experts for this model.",
+      source=_ROUTED_DENSE_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _ROUTED_DENSE_SOURCES.items()},
+      no_cel="the model's config.json against an option of spec.extraArgs; left to validate")
+def check_vllm_routed_experts_dense_model(r, c):
+    v = line_view(r)
+    arch = r.model_arch
+    if v is None or v.value("enable_return_routed_experts") is not True or arch is None or not arch.known:
+        return
+    raw = arch.raw if isinstance(arch.raw, dict) else {}
+    if raw.get("model_type") not in _DENSE_MODEL_TYPES or "text_config" in raw:
+        return
+    if any(arch.text.get(k) for k in _EXPERT_KEYS) or arch.text.get("block_configs"):
+        return
+    found = extra_arg(r, "--enable-return-routed-experts")
+    yield (f"spec.extraArgs[{found[0]}]" if found else None), "AuxOutput Connector only supports MoE models."
+
+
+# 0.11.0 _get_and_verify_max_len: --disable-sliding-window on a model with rope_scaling whose type is not su /
+# longrope / llama3 (Gemma 3 excepted). The release reads hf_config.rope_scaling; the transformers it runs with
+# (>= 4.55.2, unpinned: 5.x today) gives the standard decoder configs a default rope_scaling even where config.json
+# has none (the engine oracle, vLLM 0.11.0: smollm2 refused, 2026-12-04), so a config.json without it is judged for
+# those model types only
+_SWA_ROPE_SOURCES = {"0.11.0": "vllm config/model.py:1502-1506,1839-1853@0.11.0"}
+_ROPE_KEEPS_SWA = ("su", "longrope", "llama3")
+_DEFAULT_ROPE_TYPES = frozenset(("llama", "mistral", "qwen2", "qwen3"))
+
+
+@rule("vllm-disable-sliding-window-rope-scaling", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--disable-sliding-window on a model with RoPE scaling (vLLM 0.11.0)",
+      why="vLLM 0.11.0 caps the context of a model whose sliding window is disabled, which it has not implemented "
+          "for RoPE scaling other than su/longrope/llama3: ModelConfig refuses --disable-sliding-window for such a "
+          "model.",
+      fix="Drop --disable-sliding-window (or run a later vLLM release).",
+      source=_SWA_ROPE_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _SWA_ROPE_SOURCES.items()},
+      no_cel="the model's config.json against an option of spec.extraArgs; left to validate")
+def check_vllm_disable_sliding_window_rope(r, c):
+    v = line_view(r)
+    arch = r.model_arch
+    if v is None or v.value("disable_sliding_window") is not True or arch is None or not arch.known:
+        return
+    if extra_arg(r, "--rope-scaling") or extra_arg(r, "--hf-overrides"):   # they rewrite rope_scaling
+        return
+    raw = arch.raw if isinstance(arch.raw, dict) else {}
+    model_type = str(raw.get("model_type") or "")
+    if "gemma3" in model_type or "text_config" in raw:
+        return
+    rope = raw.get("rope_scaling")
+    if rope is None and model_type not in _DEFAULT_ROPE_TYPES:
+        return
+    if isinstance(rope, dict):
+        kind = rope.get("rope_type", rope.get("type"))
+        if kind in _ROPE_KEEPS_SWA or kind is None:
+            return
+    elif rope is not None:
+        return
+    found = extra_arg(r, "--disable-sliding-window")
+    yield (f"spec.extraArgs[{found[0]}]" if found else None), (
+        "Disabling sliding window is not supported for models with rope_scaling")
+
+
+# each applies to the releases its sources name (registry.ReleaseRule)
+for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
+            "vllm-disable-sliding-window-rope-scaling"):
+    RULES[_id] = ReleaseRule.of(RULES[_id])
