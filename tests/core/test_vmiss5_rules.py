@@ -30,6 +30,9 @@ CASES = [
      "shape-gqa-dense"),
     ("vllm-disable-sliding-window-rope-scaling", "0.11.0", YARN + ["--disable-sliding-window"], {}, YARN, {},
      "shape-gqa-yarn"),
+    ("vllm-spec-mtp-on-deepseek-v41-034", "0.34.0", DS + ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 5}'],
+     {}, DS + ["--speculative-config", '{"method": "dspark", "num_speculative_tokens": 5, '
+               '"model": "/models/DeepSeek-V4.1-Flash-DSpark"}'], {}, None),
     ("vllm-mm-shm-object-size-needs-shm-cache", "0.34.0", DS + [SHM, "64"], {},
      DS + [SHM, "64", "--mm-processor-cache-type", "shm"], {}, None),
 ]
@@ -68,9 +71,14 @@ def test_the_rule_leaves_these_lines(release, line, env, model, rid):
     assert rid not in product(release, line, env, model)["rules"]
 
 
+def test_the_mtp_on_v41_rule_of_each_release():
+    line = DS + ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 5}']
+    assert product("0.33.0", line, {})["rules"] == ["vllm-spec-mtp-on-deepseek-v41"]
+    assert product("0.34.0", line, {})["rules"] == ["vllm-spec-mtp-on-deepseek-v41-034"]
+
+
 def test_each_rule_cites_every_release_it_runs_on():
-    for rid in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache",
-                "vllm-routed-experts-dense-model", "vllm-disable-sliding-window-rope-scaling"):
+    for rid in VMISS5_DIRECT:
         releases = {c[1] for c in CASES if c[0] == rid}
         assert {k.split()[1] for k in RULES[rid].sources} >= releases, rid
 

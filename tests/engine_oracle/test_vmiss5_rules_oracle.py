@@ -36,7 +36,8 @@ def test_the_release_accepts_the_flipped_line(oracles, rid, release, bad, bad_en
 REASON = {"vllm-dbo-multimodal-model": "dual batch overlap with multimodal models",
           "vllm-mm-shm-object-size-needs-shm-cache": "'mm_shm_cache_max_object_size_mb' should only be set",
           "vllm-routed-experts-dense-model": "only supports MoE models",
-          "vllm-disable-sliding-window-rope-scaling": "Disabling sliding window is not supported"}
+          "vllm-disable-sliding-window-rope-scaling": "Disabling sliding window is not supported",
+          "vllm-spec-mtp-on-deepseek-v41-034": "no classic-MTP draft"}
 
 
 @pytest.mark.parametrize("release,line,env,model,rid", NOT_REFUSED)

@@ -179,7 +179,29 @@ def check_vllm_disable_sliding_window_rope(r, c):
         "Disabling sliding window is not supported for models with rope_scaling")
 
 
+# 0.34.0's counterpart of rule vllm-spec-mtp-on-deepseek-v41 (0.33.0, core/rules/vllm_checks.py): the MTP
+# speculator drafts from the target's own checkpoint when no model is given (MTPSpeculatorConfig.default_model)
+# and refuses a DeepSeek V4.1 target when it adapts the draft config
+_V41_MTP_034 = {"0.34.0": "vllm config/speculative.py:53-83,1374-1389@0.34.0, "
+                          "v1/worker/gpu/spec_decode/speculator_config.py:221@0.34.0, "
+                          "v1/worker/gpu/spec_decode/mtp/config.py:42-55,79-89@0.34.0"}
+
+
+@rule("vllm-spec-mtp-on-deepseek-v41-034", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="An MTP speculative method on DeepSeek V4.1 (vLLM 0.34.0: it has no classic MTP draft)",
+      why="vLLM 0.34.0 drafts an MTP method (mtp or any of its aliases) from the target's own checkpoint; DeepSeek "
+          "V4.1's checkpoints ship DSpark stages under mtp.*, and the MTP speculator refuses a deepseek_v41 target.",
+      fix="Use \"method\": \"dspark\" in --speculative-config.",
+      source=_V41_MTP_034["0.34.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_034.items()},
+      no_cel="reads the keys of a JSON option given in spec.extraArgs and the model's config.json; left to validate")
+def check_vllm_spec_mtp_on_deepseek_v41_034(r, c):
+    from gpustack_k3.core.rules.vllm_checks import check_vllm_spec_mtp_on_deepseek_v41   # the same condition
+
+    yield from check_vllm_spec_mtp_on_deepseek_v41(r, c)
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
-            "vllm-disable-sliding-window-rope-scaling"):
+            "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
