@@ -13,6 +13,9 @@ from gpustack_k3.core.rules.args import PCP_FLAG, extra_arg, extra_arg_int
 from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.model_quant import DSV4_FP8, KIMI_K3_MXFP4, checkpoint_quant, vllm_quant
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+# the refusals that read model facts (multimodal architectures, experts, RoPE scaling) and the DeepSeek V4.1 MTP
+# condition both releases' rules share
+from gpustack_k3.core.rules.vllm_checks_vmiss5 import v41_mtp_refusal
 
 _JSON_KEYS = ("reads the keys of a JSON option given in spec.extraArgs (argv tokenising and JSON parsing): beyond "
               "CEL; left to validate")
@@ -292,12 +295,6 @@ def check_vllm_quantization_mismatch(r, c):
 # drafts from the target's own checkpoint; for DeepSeek V4.1 (model_type deepseek_v41) the release refuses it: its
 # checkpoints carry DSpark stages, not a classic MTP head (the draft config becomes deepseek_mtp,
 # config/speculative.py:765-776@0.33.0, and the method stays mtp unless the checkpoint's path names another method)
-_MTP_TYPES_033 = frozenset((
-    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
-    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp",
-    "qwen3_5_mtp", "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp",
-    "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp",
-    "inkling_mtp", "glm5_next_mtp"))   # MTPModelTypes, config/speculative.py:38-67@0.33.0
 _V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1479,765-776@0.33.0"}
 
 
@@ -311,21 +308,9 @@ _V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1
       source=_V41_MTP_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_SOURCES.items()},
       no_cel=_JSON_KEYS)
 def check_vllm_spec_mtp_on_deepseek_v41(r, c):
-    spec = _json_option(r, "speculative_config")
-    arch = r.model_arch
-    if spec is None or arch is None or getattr(arch, "model_type", None) != "deepseek_v41":
-        return
-    if spec.get("method") not in _MTP_TYPES_033 or spec.get("model") is not None:
-        return
-    if spec.get("num_speculative_tokens") is None:
-        return
-    v = line_view(r)
-    path = str(v.value("model_path") or "").lower() if v is not None else ""
-    if any(w in path for w in ("eagle-", "eagle3", "dflash", "dspark")):   # the method inferred from the name
-        return
-    yield None, ("DeepSeek V4.1 has no classic-MTP draft: its checkpoints ship DSpark stages under mtp.* "
-                 "(main_proj/markov_head/confidence_head) and carry no e_proj/h_proj/enorm/hnorm/hc_head weights. "
-                 "Use speculative method 'dspark' instead of 'mtp'.")
+    problem = v41_mtp_refusal(r)
+    if problem:
+        yield None, problem
 
 
 # SpeculativeConfig.__post_init__, the ngram methods: prompt_lookup_min/max default to each other (both unset: 5);
@@ -523,6 +508,3 @@ for _id in ("vllm-rope-scaling-needs-type", "vllm-rope-scaling-type-conflict", "
             "vllm-spec-mtp-on-deepseek-v41", "vllm-spec-ngram-lookup-range", "vllm-compilation-config-invalid",
             "vllm-numa-bind-cpus-syntax"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
-
-# the refusals that read model facts (multimodal architectures, experts, RoPE scaling): their own module
-from gpustack_k3.core.rules import vllm_checks_vmiss5  # noqa: E402,F401

@@ -179,6 +179,37 @@ def check_vllm_disable_sliding_window_rope(r, c):
         "Disabling sliding window is not supported for models with rope_scaling")
 
 
+# SpeculativeConfig: an MTP method (MTPModelTypes; every alias becomes "mtp") without a draft model drafts from the
+# target's own checkpoint; DeepSeek V4.1 (model_type deepseek_v41) ships DSpark stages, not a classic MTP head
+MTP_TYPES_033 = frozenset((
+    "deepseek_mtp", "dots3_note_mtp", "mimo_mtp", "mimo_v2_mtp", "glm4_moe_mtp", "glm4_moe_lite_mtp", "glm_ocr_mtp",
+    "ernie_mtp", "nemotron_h_mtp", "exaone_moe_mtp", "exaone4_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp",
+    "qwen3_5_mtp", "longcat_flash_mtp", "bailing_hybrid_v3_mtp", "minimax_m3_mtp", "bailing_hybrid_mtp", "mtp",
+    "kimi_k3_mtp", "pangu_ultra_moe_mtp", "step3p5_mtp", "step5_mtp", "hy_v3_mtp", "hy_v4_mtp", "gemma4_mtp",
+    "inkling_mtp", "glm5_next_mtp"))   # MTPModelTypes, config/speculative.py:38-67@0.33.0
+
+
+def v41_mtp_refusal(r: Resolved) -> str | None:
+    """The MTP speculator's refusal of a DeepSeek V4.1 target for the line's --speculative-config (an MTP method or
+    alias, no draft model, a token count), or None; rules vllm-spec-mtp-on-deepseek-v41 (0.33.0) and -034."""
+    v = line_view(r)
+    spec = v.value("speculative_config") if v is not None and v.given("speculative_config") else None
+    spec = spec if isinstance(spec, dict) else None
+    arch = r.model_arch
+    if spec is None or arch is None or getattr(arch, "model_type", None) != "deepseek_v41":
+        return None
+    if spec.get("method") not in MTP_TYPES_033 or spec.get("model") is not None:
+        return None
+    if spec.get("num_speculative_tokens") is None:
+        return None
+    path = str(v.value("model_path") or "").lower() if v is not None else ""
+    if any(w in path for w in ("eagle-", "eagle3", "dflash", "dspark")):   # the method inferred from the name
+        return None
+    return ("DeepSeek V4.1 has no classic-MTP draft: its checkpoints ship DSpark stages under mtp.* "
+            "(main_proj/markov_head/confidence_head) and carry no e_proj/h_proj/enorm/hnorm/hc_head weights. "
+            "Use speculative method 'dspark' instead of 'mtp'.")
+
+
 # 0.34.0's counterpart of rule vllm-spec-mtp-on-deepseek-v41 (0.33.0, core/rules/vllm_checks.py): the MTP
 # speculator drafts from the target's own checkpoint when no model is given (MTPSpeculatorConfig.default_model)
 # and refuses a DeepSeek V4.1 target when it adapts the draft config
@@ -196,9 +227,9 @@ _V41_MTP_034 = {"0.34.0": "vllm config/speculative.py:53-83,1374-1389@0.34.0, "
       source=_V41_MTP_034["0.34.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_034.items()},
       no_cel="reads the keys of a JSON option given in spec.extraArgs and the model's config.json; left to validate")
 def check_vllm_spec_mtp_on_deepseek_v41_034(r, c):
-    from gpustack_k3.core.rules.vllm_checks import check_vllm_spec_mtp_on_deepseek_v41   # the same condition
-
-    yield from check_vllm_spec_mtp_on_deepseek_v41(r, c)
+    problem = v41_mtp_refusal(r)
+    if problem:
+        yield None, problem
 
 
 # each applies to the releases its sources name (registry.ReleaseRule)
