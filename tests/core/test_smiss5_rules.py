@@ -9,7 +9,9 @@ from gpustack_k3.core.rules import RULES
 
 DSV41 = ["--model-path", "/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--tp-size", "8"]
 CHUNK = "sglang-dsv4-chunked-prefill-page-size"
+KVSHARD = "sglang-kv-cache-sharding-default-prefill-backend"
 MEGA = "sglang-nvidia-megakernel-plugin"
+PREFILL = ["--tp-size", "8", "--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl"]
 
 # (rule, release, refused line, accepted line): the release refuses the first at the rule's cited source and
 # accepts the second (tests/engine_oracle/test_smiss5_rules_oracle.py)
@@ -28,18 +30,40 @@ SMISS5_CASES = [
     (CHUNK, "0.5.22", DSV41 + ["--chunked-prefill-size", "1000"], DSV41 + ["--chunked-prefill-size", "4096"]),
     (CHUNK, "0.5.22", DSV41 + ["--attn-dp-size", "8", "--enable-dp-lm-head", "--chunked-prefill-size", "1024"],
      DSV41 + ["--attn-dp-size", "8", "--enable-dp-lm-head", "--chunked-prefill-size", "2048"]),
+    # the SM100 default prefill backend of an MHA model is trtllm_mha (Llama: get_default_attn_backend; GPT-OSS: its
+    # override); a decode backend alone does not change the prefill one
+    (KVSHARD, "0.5.23", ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--enable-kv-cache-sharding"],
+     ["--model-path", "/models/shape-gqa-dense", *PREFILL]),
+    (KVSHARD, "0.5.23", ["--model-path", "/models/shape-gqa-yarn", *PREFILL, "--enable-kv-cache-sharding"],
+     ["--model-path", "/models/shape-gqa-yarn", *PREFILL]),
+    (KVSHARD, "0.5.23", ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--enable-kv-cache-sharding",
+                         "--decode-attention-backend", "flashinfer"],
+     ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--decode-attention-backend", "flashinfer"]),
 ]
 SMISS5_DIRECT = {c[0] for c in SMISS5_CASES} | {MEGA}
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(SMISS5_CASES)]
 
 
-def product(release: str, argv: list[str], model_config: str | None = None) -> dict:
+def shape_config(argv: list[str]) -> str | None:
+    """The config.json the oracle writes for a /models/shape-* line (gpustack_k3/oracle/models.py), which the
+    differential hands the product with the line."""
+    path = argv[argv.index("--model-path") + 1]
+    if not path.startswith("/models/shape-"):
+        return None
+    from gpustack_k3.oracle.models import model_root, write_models
+
+    write_models()
+    return str(model_root() / path.rsplit("/", 1)[1] / "config.json")
+
+
+def product(release: str, argv: list[str], model_config: str | None = None, gpu_type: str = "b300") -> dict:
     """check-args in-process, as the differential runs it (tools/engine_oracle/product.py)."""
     from tools.engine_oracle.product import check_args
 
-    line = {"argv": argv, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8}
-    if model_config:
-        line["model_config"] = model_config
+    line = {"argv": argv, "env": {}, "model": None, "gpu_type": gpu_type, "gpus": 8}
+    cfg = model_config or shape_config(argv)
+    if cfg:
+        line["model_config"] = cfg
     return check_args("sglang", release, line)
 
 
@@ -61,7 +85,8 @@ def test_every_rule_of_the_module_is_registered_and_has_a_case():
 
 
 def test_each_rule_names_its_releases():
-    assert {k.split(" ", 1)[1] for k in RULES[CHUNK].sources} == {c[1] for c in SMISS5_CASES if c[0] == CHUNK}
+    for rid in (CHUNK, KVSHARD):
+        assert {k.split(" ", 1)[1] for k in RULES[rid].sources} == {c[1] for c in SMISS5_CASES if c[0] == rid}
     assert set(RULES[MEGA].sources) == {"sglang 0.5.23"}   # 0.5.22's parser has no --enable-nvidia-megakernel
 
 
@@ -117,3 +142,18 @@ def test_hisparse_on_dsv41_is_refused_for_the_engines_reason():
     assert mine["verdict"] == "refuse" and mine["rules"] == ["sglang-dsv41-unsupported-features"], mine
     for release in ("0.5.22", "0.5.23"):
         assert "sglang-hisparse-architecture" not in product(release, line)["rules"]
+
+
+def test_kv_sharding_default_backend_reads_the_gpu_and_the_backend_flags():
+    line = ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--enable-kv-cache-sharding"]
+    assert KVSHARD in product("0.5.23", line, gpu_type="gb300")["rules"]
+    # Hopper picks fa3 for an MHA model: not this rule's case
+    assert KVSHARD not in product("0.5.23", line, gpu_type="h200")["rules"]
+    # a backend on the line is the line's (the release judges it)
+    for flag in ("--attention-backend", "--prefill-attention-backend"):
+        assert KVSHARD not in product("0.5.23", line + [flag, "fa3"])["rules"]
+    # an MLA model (DeepSeek-V3 shape) and a model not read here are left to the release
+    assert KVSHARD not in product("0.5.23", ["--model-path", "/models/shape-mla-moe", *PREFILL,
+                                             "--enable-kv-cache-sharding"])["rules"]
+    assert KVSHARD not in product("0.5.23", ["--model-path", "/models/shape-hybrid", *PREFILL,
+                                             "--enable-kv-cache-sharding"])["rules"]

@@ -92,6 +92,67 @@ def check_sglang_dsv4_chunked_prefill_page_size(r, c):
                                  f"{where} is not a multiple of DeepSeek-V4's page size {page}.")
 
 
+# ------------------------------------------------------------------ the attention backend SGLang picks on SM100/SM103
+
+# With no --attention-backend / --prefill-attention-backend, the prefill backend is the model override's (the
+# registry, model_overrides/*.py) or get_default_attn_backend's (overrides.py _attention_backend_default). On
+# SM100/SM103 (B200, B300, GB300) an MHA model gets trtllm_mha (fa4 with asymmetric K/V widths; flashinfer or triton
+# with speculative top-k > 1, or for deterministic inference): never fa3 (Hopper) nor trtllm_mla (MLA models only).
+# Only the architectures below are read here, each one's path followed in the release and judged by the oracle
+# (tests/engine_oracle/test_smiss5_rules_oracle.py); any other model is left to the release.
+_ATTN_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/model_override_base.py:277-330@0.5.23, "
+              "sglang/srt/arg_groups/overrides.py:1126-1140@0.5.23, "
+              "sglang/srt/arg_groups/model_overrides/gpt_oss.py:24-31@0.5.23, "
+              "sglang/srt/arg_groups/kv_shard_hook.py:30-31,66-73@0.5.23",
+}
+# architecture -> how its SM100 prefill backend is chosen (none of them registers an override that picks fa3 or
+# trtllm_mla on SM100: gpt_oss.py picks trtllm_mha; Llama registers no attention override). 0.5.22 refuses the same
+# lines earlier (its default Rust tree core, kv_shard_hook.py:87@0.5.22): the rule lists 0.5.23 only
+SM100_MHA_DEFAULT = {
+    "LlamaForCausalLM": "get_default_attn_backend (MHA): trtllm_mha",
+    "GptOssForCausalLM": "model_overrides/gpt_oss.py: trtllm_mha",
+}
+SM100_FAMILY = ("SM100", "SM103")
+
+
+def sm100_default_prefill_backend(r, v: LineView) -> str | None:
+    """The prefill attention backend SGLang resolves for this line on an SM100/SM103 GPU when the line names none,
+    for the architectures of SM100_MHA_DEFAULT (None: another GPU, a backend given, or a model not read here)."""
+    hw = getattr(r, "hardware", None)
+    if hw is None or str(getattr(hw, "sm", "")).upper() not in SM100_FAMILY:
+        return None
+    if v.value("attention_backend") is not None or v.value("prefill_attention_backend") is not None:
+        return None
+    arch = v.arch
+    name = getattr(arch, "architecture", None) if arch is not None else None
+    if name not in SM100_MHA_DEFAULT or getattr(arch, "kv_lora_rank", None) is not None:
+        return None
+    return SM100_MHA_DEFAULT[name]
+
+
+@rule("sglang-kv-cache-sharding-default-prefill-backend", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="--enable-kv-cache-sharding needs the fa3 (or, for MLA, trtllm_mla) prefill backend: not the SM100 default",
+      why="SGLang's KV cache sharding runs on the fa3 prefill attention backend, or trtllm_mla for plain-TP MLA. "
+          "With no backend on the line, SGLang picks trtllm_mha for this MHA model on an SM100/SM103 GPU "
+          "(get_default_attn_backend, or the model's own override), and the sharding check refuses it.",
+      fix="Give --prefill-attention-backend fa3 (or --attention-backend fa3) with --enable-kv-cache-sharding, or "
+          "drop --enable-kv-cache-sharding.",
+      source=_ATTN_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _ATTN_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_kv_cache_sharding_default_prefill_backend(r, c):
+    v = line_view(r)
+    if v is None or not v.value("enable_kv_cache_sharding"):
+        return
+    how = sm100_default_prefill_backend(r, v)
+    if how is None:
+        return
+    yield "spec.extraArgs", ("--enable-kv-cache-sharding currently requires the fa3 prefill attention backend, or "
+                             f"trtllm_mla for plain-TP MLA; with no backend on the line SGLang picks {how.split(': ')[1]} "
+                             f"for this model on {r.hardware.sm} ({how.split(': ')[0]}).")
+
+
 # ------------------------------------------------------------------ --enable-nvidia-megakernel: a fact of the image
 
 _MEGA_SOURCES = {
@@ -119,5 +180,6 @@ def check_sglang_nvidia_megakernel_plugin(r, c):
 
 
 # each applies to the releases its sources name (registry.ReleaseRule)
-for _id in ("sglang-dsv4-chunked-prefill-page-size", "sglang-nvidia-megakernel-plugin"):
+for _id in ("sglang-dsv4-chunked-prefill-page-size", "sglang-kv-cache-sharding-default-prefill-backend",
+            "sglang-nvidia-megakernel-plugin"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
