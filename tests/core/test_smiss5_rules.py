@@ -9,6 +9,8 @@ from gpustack_k3.core.rules import RULES
 
 DSV41 = ["--model-path", "/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--tp-size", "8"]
 CHUNK = "sglang-dsv4-chunked-prefill-page-size"
+K3CHUNK = "sglang-kimi-k3-chunked-prefill-page-size"
+KIMI = ["--model-path", "/models/Kimi-K3", "--trust-remote-code", "--tp-size", "8"]
 KVSHARD = "sglang-kv-cache-sharding-default-prefill-backend"
 MEGA = "sglang-nvidia-megakernel-plugin"
 PREFILL = ["--tp-size", "8", "--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl"]
@@ -30,6 +32,13 @@ SMISS5_CASES = [
     (CHUNK, "0.5.22", DSV41 + ["--chunked-prefill-size", "1000"], DSV41 + ["--chunked-prefill-size", "4096"]),
     (CHUNK, "0.5.22", DSV41 + ["--attn-dp-size", "8", "--enable-dp-lm-head", "--chunked-prefill-size", "1024"],
      DSV41 + ["--attn-dp-size", "8", "--enable-dp-lm-head", "--chunked-prefill-size", "2048"]),
+    # Kimi-K3 on SM100/SM103 runs the TRT-LLM / CuteDSL MLA kernels: page size 32 or 64, anything else becomes 64
+    (K3CHUNK, "0.5.23", KIMI + ["--chunked-prefill-size", "96"], KIMI + ["--chunked-prefill-size", "96", "--page-size", "32"]),
+    (K3CHUNK, "0.5.23", KIMI + ["--chunked-prefill-size", "96", "--page-size", "16"], KIMI + ["--chunked-prefill-size", "128", "--page-size", "16"]),
+    (K3CHUNK, "0.5.23", KIMI + ["--chunked-prefill-size", "2080", "--attn-dp-size", "8"],
+     KIMI + ["--chunked-prefill-size", "2048", "--attn-dp-size", "8"]),
+    (K3CHUNK, "0.5.23", KIMI + ["--dcp-size", "8", "--chunked-prefill-size", "100", *PREFILL[2:]],
+     KIMI + ["--dcp-size", "8", "--chunked-prefill-size", "4096", *PREFILL[2:]]),
     # the SM100 default prefill backend of an MHA model is trtllm_mha (Llama: get_default_attn_backend; GPT-OSS: its
     # override); a decode backend alone does not change the prefill one
     (KVSHARD, "0.5.23", ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--enable-kv-cache-sharding"],
@@ -85,7 +94,7 @@ def test_every_rule_of_the_module_is_registered_and_has_a_case():
 
 
 def test_each_rule_names_its_releases():
-    for rid in (CHUNK, KVSHARD):
+    for rid in (CHUNK, K3CHUNK, KVSHARD):
         assert {k.split(" ", 1)[1] for k in RULES[rid].sources} == {c[1] for c in SMISS5_CASES if c[0] == rid}
     assert set(RULES[MEGA].sources) == {"sglang 0.5.23"}   # 0.5.22's parser has no --enable-nvidia-megakernel
 
@@ -157,3 +166,13 @@ def test_kv_sharding_default_backend_reads_the_gpu_and_the_backend_flags():
                                              "--enable-kv-cache-sharding"])["rules"]
     assert KVSHARD not in product("0.5.23", ["--model-path", "/models/shape-hybrid", *PREFILL,
                                              "--enable-kv-cache-sharding"])["rules"]
+
+
+def test_kimi_k3_chunk_rule_reads_the_gpu_and_the_backend_flags():
+    line = KIMI + ["--chunked-prefill-size", "96"]
+    assert K3CHUNK in product("0.5.23", line, gpu_type="gb300")["rules"]
+    assert K3CHUNK not in product("0.5.23", line, gpu_type="h200")["rules"]
+    assert K3CHUNK not in product("0.5.23", line + ["--attention-backend", "flashinfer"])["rules"]
+    assert K3CHUNK not in product("0.5.23", line + ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
+                                                    "nixl"])["rules"]
+    assert K3CHUNK not in product("0.5.22", line)["rules"]   # 0.5.22's Kimi-K3 override is not read here

@@ -92,6 +92,62 @@ def check_sglang_dsv4_chunked_prefill_page_size(r, c):
                                  f"{where} is not a multiple of DeepSeek-V4's page size {page}.")
 
 
+# Kimi-K3 on SM100/SM103 with no attention backend on the line: its override picks trtllm_mla (with DCP: cutedsl_mla
+# decode, trtllm_mla prefill), and the MLA page constraints pass keeps a --page-size of 32 or 64 and makes any other
+# (or none) 64 (model_overrides/kimi_k3.py, overrides.py _mla_backend_page_constraints)
+_K3_CHUNK_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/validation_hook.py:243-246@0.5.23, "
+              "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,84-94,122-135@0.5.23, "
+              "sglang/srt/arg_groups/overrides.py:1143-1173,1198-1200@0.5.23, "
+              "sglang/srt/arg_groups/parallel_hook.py:314,327-332@0.5.23",
+}
+KIMI_K3_ARCH = "KimiK3ForConditionalGeneration"
+
+
+def kimi_k3_page_size(r, v: LineView) -> int | None:
+    """The page size SGLang resolves for Kimi-K3 on SM100/SM103 when the line names no attention backend (None:
+    another model or GPU, or a backend on the line: left to the release)."""
+    arch = v.arch
+    if getattr(arch, "architecture", None) != KIMI_K3_ARCH:
+        return None
+    hw = getattr(r, "hardware", None)
+    if hw is None or str(getattr(hw, "sm", "")).upper() not in ("SM100", "SM103"):
+        return None
+    if any(v.value(d) is not None for d in ("attention_backend", "prefill_attention_backend",
+                                            "decode_attention_backend")):
+        return None
+    page = _int(v.value("page_size"))
+    return page if page in (32, 64) else 64
+
+
+@rule("sglang-kimi-k3-chunked-prefill-page-size", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="Kimi-K3: the chunked prefill size (per attention-DP rank) must be a multiple of its MLA page size",
+      why="SGLang asserts the chunked prefill size is a multiple of the KV page size outside a decode server. For "
+          "Kimi-K3 on SM100/SM103 with no attention backend given, SGLang runs the TRT-LLM (and CuteDSL) MLA kernels, "
+          "which take a page size of 32 or 64 only: any other --page-size, or none, becomes 64.",
+      fix="Give --chunked-prefill-size a multiple of the page size (64, or 32 with --page-size 32) times the "
+          "attention-DP width, or leave it unset.",
+      source=_K3_CHUNK_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _K3_CHUNK_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_kimi_k3_chunked_prefill_page_size(r, c):
+    v = line_view(r)
+    if v is None or v.arch is None or not v.given("chunked_prefill_size"):
+        return
+    chunk = _int(v.value("chunked_prefill_size"))
+    if chunk is None or chunk <= 0 or v.value("disaggregation_mode") == "decode" or v.value("enable_kv_cache_sharding"):
+        return
+    page = kimi_k3_page_size(r, v)
+    if page is None:
+        return
+    dp = attn_dp_width(v)
+    per_rank = chunk // dp
+    if per_rank > 0 and per_rank % page:
+        where = f"{chunk} / {dp} attention-DP ranks = {per_rank}" if dp > 1 else str(chunk)
+        yield "spec.extraArgs", (f"chunked_prefill_size must be divisible by page_size: --chunked-prefill-size "
+                                 f"{where} is not a multiple of Kimi-K3's MLA page size {page}.")
+
+
 # ------------------------------------------------------------------ the attention backend SGLang picks on SM100/SM103
 
 # With no --attention-backend / --prefill-attention-backend, the prefill backend is the model override's (the
@@ -180,6 +236,7 @@ def check_sglang_nvidia_megakernel_plugin(r, c):
 
 
 # each applies to the releases its sources name (registry.ReleaseRule)
-for _id in ("sglang-dsv4-chunked-prefill-page-size", "sglang-kv-cache-sharding-default-prefill-backend",
+for _id in ("sglang-dsv4-chunked-prefill-page-size", "sglang-kimi-k3-chunked-prefill-page-size",
+            "sglang-kv-cache-sharding-default-prefill-backend",
             "sglang-nvidia-megakernel-plugin"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
