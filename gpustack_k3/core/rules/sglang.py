@@ -641,3 +641,6 @@ def check_sglang_dcp_replicate_q_proj(r, c):
 # SGLang refusals beyond the checks table (a string prefix, a product of options): their own module, imported here so
 # the package defines them with the SGLang rules
 from gpustack_k3.core.rules import sglang_checks_smiss  # noqa: E402,F401
+# the refusals that depend on a value the release resolves (a forced page size, a DP-divided chunk) and the
+# megakernel plugin warning (helper smiss5): their own module, imported here so the registry has them
+from gpustack_k3.core.rules import sglang_checks_smiss5  # noqa: E402,F401
