@@ -163,10 +163,11 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py
     from tests.core.test_config_field_bounds import CFB_DIRECT   # config-class field constraints, per release
     from tests.core.test_false_refusals_fr3 import FR3_DIRECT   # command-line values outside a document's range
+    from tests.core.test_vmiss5_rules import VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
-                          - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT)
+                          - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

@@ -14,6 +14,7 @@ from gpustack_k3.cli.main import cli
 
 from .conftest import preset_doc
 from .test_sglang_checks_smiss import SMISS_DIRECT
+from .test_smiss5_rules import SMISS5_DIRECT
 
 SEED = ("--model-path /models/Kimi-K3 --trust-remote-code --tp-size 8 --mem-fraction-static 0.88 "
         "--kv-cache-dtype fp8_e4m3 --context-length 262144").split()
@@ -66,7 +67,7 @@ SGLANG_CASES = {
 # spec rules whose cases are the direct tests below (no preset document reaches them: the schema bounds
 # spec.memory.fraction to 1; the algorithm list is a catalog trait the test sets)
 SGLANG_DIRECT = {"sglang-speculative-algorithm-known", "sglang-mem-fraction-above-one", "sglang-dsv4-speculative-algorithm",
-                 "sglang-dsv4-kv-cache-dtype"} | SMISS_DIRECT   # core/rules/sglang_checks_smiss.py: its own test module
+                 "sglang-dsv4-kv-cache-dtype"} | SMISS_DIRECT | SMISS5_DIRECT   # core/rules/sglang_checks_smiss{,5}.py: own test modules
 
 
 DSV4 = "--model-path /models/DeepSeek-V4.1-Flash --trust-remote-code --tp-size 8".split()
