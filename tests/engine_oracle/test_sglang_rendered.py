@@ -15,8 +15,6 @@ from gpustack_k3.api.v1alpha1.spec import DeploymentDocument
 from gpustack_k3.catalog import load_catalog
 from gpustack_k3.core.launch import build_topology_launch
 from gpustack_k3.render.lws import SHELL, lws_objects, pod_templates, render_topology
-from tests.support import tiers
-from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -57,13 +55,8 @@ def lines(preset: str) -> list[tuple[str, str, list[str], int]]:
 
 
 @pytest.fixture(scope="module")
-def oracle():
-    try:
-        o = Oracle("sglang-0.5.23")
-    except OracleUnavailable as exc:
-        tiers.unavailable(f"engine oracle sglang-0.5.23: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
-    yield o
-    o.close()
+def oracle(oracles):
+    return oracles("sglang-0.5.23")   # the session's worker for the release (tests/engine_oracle/conftest.py)
 
 
 @pytest.mark.parametrize("preset", PRESETS)

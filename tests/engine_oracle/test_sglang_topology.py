@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import tiers
-from gpustack_k3.oracle.judge import Oracle, OracleUnavailable
 from tools.engine_oracle.product import check_args
 
 pytestmark = pytest.mark.engine_oracle
@@ -37,13 +35,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def oracle():
-    try:
-        o = Oracle(RELEASE)
-    except OracleUnavailable as exc:
-        tiers.unavailable(f"engine oracle {RELEASE}: {exc}", require_env="GPUSTACK_K3_REQUIRE_WHEELS")
-    yield o
-    o.close()
+def oracle(oracles):
+    return oracles(RELEASE)   # the session's worker for the release (tests/engine_oracle/conftest.py)
 
 
 @pytest.mark.parametrize("rule_id,argv,engine", CASES, ids=[f"{c[0]}-{c[2][0]}" for c in CASES])
