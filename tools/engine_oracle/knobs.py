@@ -105,7 +105,7 @@ def imported_trees(trees, root) -> list:
                 names.update(a.name for a in node.names)
     out = []
     for mod in sorted(names):
-        if not mod.split(".")[0] in ("vllm", "sglang"):
+        if mod.split(".")[0] not in ("vllm", "sglang"):
             continue
         base = Path(root, *mod.split("."))
         for f in (base.with_suffix(".py"), base / "__init__.py"):

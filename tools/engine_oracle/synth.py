@@ -35,7 +35,8 @@ from pathlib import Path
 
 from gpustack_k3.oracle.judge import RELEASES, cpu_python
 from tools.engine_oracle import knobs as K
-from tools.engine_oracle.corpus import _flag_value, _json_of, drop_flag, generate, parser_options, seed_lines, set_flag
+from tools.engine_oracle.corpus import (_flag_value, _json_of, drop_flag, generate, parser_options, return_type,
+                                        schema_value, seed_lines, set_flag)
 from tools.engine_oracle.raise_sites import _root, first_line, raise_sites, validation_files
 from tools.engine_oracle.reachability import _enclosing, _Index, classify
 
@@ -59,6 +60,45 @@ def read_data_files(paths: list[str], cwd: str) -> dict[str, dict[str, list[int]
     res = subprocess.run([str(cpu_python()), "-I", "-c", _READ], input=json.dumps(paths), capture_output=True,
                          text=True, cwd=cwd, check=True)
     return json.loads(res.stdout)
+
+
+def public_configs() -> dict[str, dict]:
+    """file stem -> config.json of every model family aiconfigurator-core ships (``aiconfigurator_core/model_configs/
+    <stem>_config.json``; the ``*_hf_quant`` files are quantization sidecars, not config.json), read from the installed
+    package without importing it and never copied into the repository; {} without the package."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("aiconfigurator_core")
+    except (ImportError, ValueError):
+        return {}
+    out = {}
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        for f in sorted((Path(root) / "model_configs").glob("*_config.json")):
+            stem = f.name[: -len("_config.json")]
+            if stem.endswith("_hf_quant"):
+                continue
+            try:
+                cfg = json.loads(f.read_text())
+            except ValueError:
+                continue
+            if isinstance(cfg, dict) and config_arch(cfg):
+                out[stem] = cfg
+    return out
+
+
+def config_arch(cfg: dict) -> str | None:
+    """A config.json's architecture (``architectures[0]``, else its ``text_config``'s)."""
+    archs = cfg.get("architectures") or (cfg.get("text_config") or {}).get("architectures") or []
+    return archs[0] if archs and isinstance(archs[0], str) else None
+
+
+def config_heads(cfg: dict) -> int | None:
+    for c in (cfg, cfg.get("text_config") or {}, cfg.get("llm_config") or {}):
+        h = c.get("num_attention_heads")
+        if isinstance(h, int) and h > 0:
+            return h
+    return None
 
 
 class Synth:
@@ -104,6 +144,14 @@ class Synth:
         self.blocker_msgs: dict[str, list[str]] = {}
         self.failed_models: dict[str, set] = {}
         self.tried: dict[int, int] = {}
+        # the public config.json files of aiconfigurator-core (model families beyond the catalog's and the four
+        # shapes): a site whose conditions test the architecture gets a line on a model of that architecture, not a
+        # renamed config of another family
+        self.public = public_configs()
+        self.public_by_arch: dict[str, list[str]] = {}
+        for stem, cfg in self.public.items():
+            self.public_by_arch.setdefault(config_arch(cfg), []).append(stem)
+        self._arch_cache: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ judging
     def __enter__(self):
@@ -177,6 +225,35 @@ class Synth:
                         vals = self.seed_values.setdefault(dest, {}).setdefault(k, [])
                         if x not in vals:
                             vals.append(x)
+    def learn_history(self, reports: list[Path]) -> int:
+        """What the judged lines of earlier reports of the release learnt about their targets (their ``judged``
+        records: target, verdict, where the release raised, its message): the blockers to avoid, the refusals' words,
+        the models a target's line was refused on, how often each site was tried (a site tried before takes other
+        values first). A run continuing earlier corpora (``--corpus-from``) starts from what they learnt instead of
+        learning it again. Returns the number of records read."""
+        n = 0
+        for rp in reports:
+            doc = json.loads(Path(rp).read_text())
+            if doc.get("release") != self.release:
+                continue
+            restored = _restore_variants(doc.get("model_variants") or {}, self.variants)
+            for r in doc.get("judged") or []:
+                t, w = r.get("target"), r.get("where")
+                if not t:
+                    continue
+                n += 1
+                if t in self.site_at:
+                    i = self.site_at[t]
+                    self.tried[i] = self.tried.get(i, 0) + 1
+                if r.get("verdict") == "refused" and w != t and r.get("message"):
+                    self.blocker_msgs.setdefault(t, []).append(r["message"])
+                    self.failed_models.setdefault(t, set()).add(_model_of(_remap(r, restored)))
+                if w and w != t and w in self.site_at:
+                    self.blockers.setdefault(t, [])
+                    if self.site_at[w] not in self.blockers[t]:
+                        self.blockers[t].append(self.site_at[w])
+        return n
+
     def _entered(self, rec: dict, file: str, def_line: int | None) -> bool:
         return def_line is not None and def_line in rec["executed"].get(file, ())
 
@@ -293,7 +370,7 @@ class Synth:
             if _json_of(argv, flags) is not None:
                 return None
             if not self.seed_json.get(name):
-                obj = self.minimal_json(name)
+                obj = self.json_value(name)
                 if obj is None:
                     return None
                 return dict(line, argv=set_flag(argv, flags, json.dumps(obj))), f"flag:{name}=minimal"
@@ -306,7 +383,7 @@ class Synth:
             if value in (None, False, 0):
                 return dict(line, argv=argv), f"flag:{name}=unset"
             v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
-                not str(value).startswith("__") else self.free_value(name)
+                not str(value).startswith("__") else self.free_value(name, o)
             flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
             return dict(line, argv=argv + [flag, str(v)]), f"flag:{name}={str(v)[:40]}"
         if kind == "flag":
@@ -398,6 +475,12 @@ class Synth:
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
 
+    def json_value(self, dest: str):
+        """A JSON option no preset sets: its config class's required fields (``minimal_json``), else, for an option
+        of no config class (``--custom-histogram-buckets``), a value of the option's schema (the parser dump's)."""
+        obj = self.minimal_json(dest)
+        return obj if obj is not None else schema_value((self.json_opts[dest].get("config") or {}).get("schema"))
+
     def minimal_json(self, dest: str) -> dict | None:
         """A JSON option no preset sets (``--watermark-config``): its config class's fields without a default, each a
         value its annotation takes (a string field: a word), the others left to their defaults; None when the class
@@ -420,9 +503,17 @@ class Synth:
                 return None
         return out
 
-    def free_value(self, dest: str) -> str:
+    def free_value(self, dest: str, o: dict | None = None) -> str:
         """A value of the kind an option's name says (the options the random corpus skips): a port, a loopback host
-        or URL, a file or directory this run owns (made empty), a key or a name."""
+        or URL, a file or directory this run owns (made empty), a key or a name; an option typed int/float (the
+        parser refuses a word for it before any check) a number, one with choices its first."""
+        rt = return_type((o or {}).get("type"))
+        if (o or {}).get("choices"):
+            return str(o["choices"][0])
+        if rt == "int" or "int" in str(rt):
+            return "1"
+        if rt == "float":
+            return "0.5"
         d = self.data_dir / "free"
         if re.search(r"(^|_)ports?($|_)", dest):
             return "30011"
@@ -538,6 +629,100 @@ class Synth:
         argv = [str(out) if t == tok else t for t in line["argv"]]
         return dict(line, argv=argv, model_config=str(out / "config.json"))
 
+    def _public_dir(self, stem: str) -> Path:
+        """A model directory of the run for a public config.json (aiconfigurator-core's ``stem``): the config and the
+        oracle's tokenizer double (gpustack_k3/oracle/models.py tokenizer_files), named like the config.json copies
+        (``_hf``), so the report's ``model_variants`` keeps it for ``--corpus-from`` / ``--product-from``."""
+        from gpustack_k3.oracle.models import tokenizer_files
+
+        text = json.dumps(self.public[stem], indent=1, sort_keys=True)
+        out = self.variants / hashlib.sha1(text.encode()).hexdigest()[:12]
+        if not out.is_dir():
+            out.mkdir(parents=True)
+            for name, body in tokenizer_files().items():
+                (out / name).write_text(body)
+            (out / "config.json").write_text(text + "\n")
+        return out
+
+    def public_line(self, stem: str, line: dict) -> dict | None:
+        """``line`` on the public model ``stem`` instead of its own: the model token replaced by the model's directory,
+        the tensor-parallel size lowered to one dividing the model's attention heads (the release's head check would
+        refuse the line before any site of the model's family)."""
+        found = self._model_dir(line)
+        if found is None:
+            return None
+        tok, _d = found
+        out = self._public_dir(stem)
+        argv = [str(out) if t == tok else t for t in line["argv"]]
+        heads = config_heads(self.public[stem])
+        o = self.dests.get("tensor_parallel_size") or self.dests.get("tp_size")
+        if heads and o:
+            cur = _flag_value_in(argv, o["flags"])
+            try:
+                tp = int(cur) if cur is not None else 1
+            except ValueError:
+                tp = 1
+            if tp > 0 and heads % tp:
+                tp = max(d for d in (1, 2, 4, 8) if d <= tp and heads % d == 0)
+                argv = set_flag(argv, tuple(o["flags"]), str(tp))
+        return dict(line, argv=argv, model=None, model_config=str(out / "config.json"))
+
+    def public_lines(self, seeds: list[dict]) -> list[dict]:
+        """Round 0's lines on the public models: one per (architecture, quantization method) of aiconfigurator-core's
+        config.json files (the first file of each, by name), each on the first model-shape seed line (``shape/*``):
+        the corpus then holds a line per family for the sites whose conditions test the model."""
+        template = next((x for x in seeds if str(x.get("seed", "")).startswith("shape/") and self._model_dir(x)), None)
+        if template is None:
+            return []
+        from gpustack_k3.oracle.models import SHAPES
+
+        shapes = {stem for stem, _path in SHAPES.values()}
+        seen, out = set(), []
+        for stem in sorted(self.public):
+            cfg = self.public[stem]
+            key = (config_arch(cfg), (cfg.get("quantization_config") or {}).get("quant_method"))
+            if stem in shapes or key in seen:
+                continue
+            seen.add(key)
+            line = self.public_line(stem, template)
+            if line is not None:
+                out.append(dict(line, mutations=[f"model:{stem}"], seed=f"public/{stem}"))
+        return out
+
+    def line_arch(self, line: dict) -> str | None:
+        cfg = line.get("model_config")
+        if not cfg and line.get("model"):
+            from tools.engine_oracle.product import model_config
+
+            cfg = model_config(line["model"])
+        if not cfg:
+            return None
+        if cfg not in self._arch_cache:
+            try:
+                self._arch_cache[cfg] = config_arch(json.loads(Path(cfg).read_text()))
+            except (OSError, ValueError):
+                self._arch_cache[cfg] = None
+        return self._arch_cache[cfg]
+
+    def rebase_for_arch(self, line: dict, knobs: list, site_cls: str | None) -> tuple[dict, str] | None:
+        """A site whose conditions want the architecture among named ones (``model_arch in (...)``, a model override
+        registered for them): the line moved to a public model of one of them (aiconfigurator-core) when its own
+        model is of none; None when the line's model already is, or no public config.json has one."""
+        for chain, values, want in knobs:
+            if not want or K.resolve(chain, set(self.dests), self.json_opts, site_cls, self.engine) != \
+                    ("hf", "architectures"):
+                continue
+            names = [v for v in values if isinstance(v, str) and K.ARCH_RE.match(v)]
+            if not names or self.line_arch(line) in names:
+                continue
+            stems = [st for v in names for st in self.public_by_arch.get(v, [])]
+            if not stems:
+                continue
+            got = self.public_line(self.rnd.choice(stems), line)
+            if got is not None:
+                return got, f"model:{Path(got['model_config']).parent.name}:{self.line_arch(got)}"
+        return None
+
     def candidates(self, i: int, kind: str, seeds: list[dict], k: int) -> list[dict]:
         own, around = self.site_knob_sets(i)
         s = self.sites[i]
@@ -546,7 +731,7 @@ class Synth:
         dests, jsons = set(self.dests), self.json_opts
         rel = os.path.relpath(s["file"], self.root)
         avoid = []
-        for b in self.blockers.get(f"{rel}:{s['line']}", [])[-2:]:
+        for b in self.blockers.get(f"{rel}:{s['line']}", [])[-4:]:
             bs = self.sites[b]
             avoid += K.avoid_knobs(_enclosing(self.trees[bs["file"]], bs["line"]))
         own = _merge(own + avoid + self.message_knobs(f"{rel}:{s['line']}", site_cls))
@@ -559,6 +744,11 @@ class Synth:
                              for kn in knobs)
             base = self.base_for(i, kind, seeds, need_model)
             line, kinds, places = dict(base), [], set()
+            rebased = self.rebase_for_arch(line, knobs, site_cls)
+            if rebased is not None:
+                line, what = rebased
+                kinds.append(what)
+                places.add(json.dumps(["hf", "architectures"]))
             for kn in knobs:
                 # one value per place on the line: a second knob landing on the same flag/key (an avoid knob of a
                 # blocker, a second test of the same name) does not undo the first
@@ -622,7 +812,8 @@ def _merge(knobs: list) -> list:
 
 def _is_json(o: dict) -> bool:
     t = o.get("type")
-    return isinstance(t, dict) and (t.get("return_type") == "json" or "cls" in t or "dict" in json.dumps(t))
+    # the innermost return type too: ``optional_type(parse_type(json.loads))`` (--custom-histogram-buckets)
+    return isinstance(t, dict) and (return_type(t) == "json" or "cls" in t or "dict" in json.dumps(t))
 
 
 def _key(line: dict) -> str:
@@ -662,8 +853,12 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
             # the presets' lines once each (their /no-parsers and /unnamed copies reach the same code) and ``base``
             # mutated lines of the random corpus
             first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
+            # a line per public model family (aiconfigurator-core's config.json files): the models the sites' model
+            # conditions test
+            first += sy.public_lines(seeds)
             if corpus_from:   # the kept lines of earlier reports: their coverage is this run's start
                 first += earlier_corpus(corpus_from, release, sy.variants)
+                sy.learn_history(corpus_from)
             seen, dedup = set(), []
             for x in first:
                 if _key(x) not in seen:
@@ -803,11 +998,18 @@ def _runtime_only_rules() -> set[str]:
 
 def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
     """The report's config.json copies written again (their run's directory is gone): old dir -> new dir."""
+    from gpustack_k3.oracle.models import tokenizer_files
+
     out = {}
     for old, cfg in variants.items():
         d = into / Path(old).parent.name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
+        # the oracle's tokenizer double beside it, as in the run that wrote the copy (a --reasoning-parser line
+        # encodes its markers with it)
+        for name, body in tokenizer_files().items():
+            if not (d / name).is_file():
+                (d / name).write_text(body)
         out[str(Path(old).parent)] = str(d)
     return out
 
