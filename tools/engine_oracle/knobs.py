@@ -315,6 +315,30 @@ def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def precondition_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs of the checks a line must pass before the statement at the end of ``chain``: each ``assert`` earlier in
+    an enclosing block (its test wanted true) and each ``if <test>: raise`` there (its test wanted false):
+    ``assert cfg.max_ep_size > 0`` before a site under ``cfg.max_ep_size > cfg.tp_size`` keeps its value positive."""
+    out = []
+    for parent, child in zip(chain, chain[1:]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not any(child is x for x in block):
+                continue
+            for st in block:
+                if st is child:
+                    break
+                if isinstance(st, ast.Assert):
+                    out += test_knobs(st.test, True)
+                elif isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise):
+                    out += test_knobs(st.test, False)
+                elif isinstance(st, ast.If):
+                    # ``if cfg.max_ep_size is not None: assert cfg.max_ep_size > 0``: the checks of a block the
+                    # line may enter
+                    out += [k for x in st.body if isinstance(x, ast.Assert) for k in test_knobs(x.test, True)]
+    return out
+
+
 def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs that keep a line away from the raise at the end of ``chain`` (a site that refused a line before it got
     to the one it was made for): the innermost ``if`` test around it wanted the other way, or the assert's test

@@ -304,6 +304,14 @@ class Synth:
         chain = _enclosing(tree, s["line"])
         own = _merge(K.substitute_locals(K.validator_rename(chain, K.path_knobs(chain) + K.early_exit_knobs(chain)),
                                          chain) + K.registry_knobs(tree, s["line"]))
+        # the checks before the site in its blocks, on the names the path's knobs set: their values must pass them
+        # (``assert cfg.max_ep_size > 0`` before a site wanting ``max_ep_size > tp_size``)
+        names = {c[-1] for c, _v, _w in own}
+        pre = K.substitute_locals(K.validator_rename(chain, K.precondition_knobs(chain)), chain)
+        own = _merge(own + [k for k in pre if k[0][-1] in names])
+        # a name the path only wants set (``max_ep_size is not None``) takes a value the checks before it give first
+        own = [(c, [x for x in v if x not in (None, "__set__") and not str(x).startswith("__")][:1] + v, w)
+               if v and v[0] == "__set__" else (c, v, w) for c, v, w in own]
         name = s["function"].split(".")[-1]
         if name in ("__post_init__", "__init__") and "." in s["function"]:
             name = s["function"].split(".")[-2]
@@ -507,13 +515,6 @@ class Synth:
         """A value of the kind an option's name says (the options the random corpus skips): a port, a loopback host
         or URL, a file or directory this run owns (made empty), a key or a name; an option typed int/float (the
         parser refuses a word for it before any check) a number, one with choices its first."""
-        rt = return_type((o or {}).get("type"))
-        if (o or {}).get("choices"):
-            return str(o["choices"][0])
-        if rt == "int" or "int" in str(rt):
-            return "1"
-        if rt == "float":
-            return "0.5"
         d = self.data_dir / "free"
         if re.search(r"(^|_)ports?($|_)", dest):
             return "30011"
@@ -528,6 +529,13 @@ class Synth:
             d.mkdir(parents=True, exist_ok=True)
             (d / dest).touch()
             return str(d / dest)
+        rt = return_type((o or {}).get("type"))
+        if (o or {}).get("choices"):
+            return str(o["choices"][0])
+        if rt == "int" or "int" in str(rt):
+            return "1"
+        if rt == "float":
+            return "0.5"
         return "synth-" + dest.replace("_", "-")
 
     def fit_gpus(self, line: dict) -> dict:
@@ -758,7 +766,9 @@ class Synth:
                     continue
                 places.add(place)
                 values = kn[1] or ["__type__"]
-                value = values[0] if n == 0 else self.rnd.choice(values)
+                # the first value meets the site's own test (and, merged, the checks before it): a site tried again
+                # takes it half the time, another of the candidates else
+                value = values[0] if n == 0 or self.rnd.random() < 0.5 else self.rnd.choice(values)
                 if n > 1 and self.rnd.random() < 0.3:
                     continue
                 got = self.apply(line, kn, value, site_cls)
