@@ -197,3 +197,26 @@ def test_a_name_the_path_only_wants_set_takes_a_value_the_checks_before_give(tmp
     by = {c[-1]: v for c, v, _w in own}
     assert by["max_ep_size"][0] == 1             # not "__set__" (a random value, 0 or -1 refused before the site)
     assert "pp_size" not in by                   # a check on a name the path does not set is left out
+
+
+def test_config_file_lines_and_their_files_carried_to_a_continuing_run(sy, tmp_path):  # noqa: F811
+    sy.all_dests = {"config", "tensor_parallel_size"}
+    seeds = [dict(LINE, seed="shape/gqa-dense", argv=["/models/shape-gqa-dense", "--tensor-parallel-size", "8"])]
+    got = {x["mutations"][0].split(":", 1)[1]: x["argv"] for x in sy.config_file_lines(seeds)}
+    assert Path(got["yaml"][2]).read_text() == "tensor-parallel-size: 8\n"
+    assert got["non-yaml"][2].endswith(".json") and got["no-file"][-1] == "--config"
+    assert got["twice"].count("--config") == 2 and got["no-model"][0] == "--config"
+    assert not Path(got["missing"][2]).exists()
+    assert sy.serve_configs[got["yaml"][2]] == "tensor-parallel-size: 8\n"
+    # a report holding the yaml line: the next run writes the file again under its own directory
+    rep = tmp_path / "r.json"
+    rep.write_text(json.dumps({"release": "vllm-0.33.0", "serve_configs": dict(sy.serve_configs), "corpus": [
+        {"argv": got["yaml"], "env": {}, "gpu_type": "b300", "gpus": 8, "mutations": ["config-file:yaml"]},
+        {"argv": got["missing"], "env": {}, "gpu_type": "b300", "gpus": 8, "mutations": ["config-file:missing"]}]}))
+    later, files = tmp_path / "later" / "models", {}
+    lines = synth.earlier_corpus([rep], "vllm-0.33.0", later, files)
+    assert lines[0]["argv"][2] == str(later.parent / "serve-config" / "serve.yaml")
+    assert Path(lines[0]["argv"][2]).read_text() == "tensor-parallel-size: 8\n" and lines[0]["argv"][2] in files
+    assert lines[1]["argv"][2] == str(later.parent / "serve-config" / "absent.yaml")
+    sy.engine = "sglang"
+    assert sy.config_file_lines(seeds) == []

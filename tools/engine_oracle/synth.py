@@ -124,6 +124,8 @@ class Synth:
         # the options the random corpus leaves out (paths, ports, URLs, keys, names: corpus._FLAG_SKIP) are knobs
         # too when a raise site's condition reads them: set to a value of their kind (free_value)
         self.free_dests = set()
+        self.all_dests = {o["dest"] for o in allopts if o.get("flags")}
+        self.serve_configs: dict[str, str] = {}
         for o in allopts:
             if o.get("flags") and o.get("action") != "help" and o["dest"] not in self.dests and \
                     o["dest"] not in self.json_opts and o["dest"] not in ("model", "model_tag", "config", "help"):
@@ -697,6 +699,38 @@ class Synth:
                 out.append(dict(line, mutations=[f"model:{stem}"], seed=f"public/{stem}"))
         return out
 
+    def config_file_lines(self, seeds: list[dict]) -> list[dict]:
+        """vLLM's ``--config FILE`` (utils/argparse_utils.py ``_pull_args_from_config`` / ``load_config_file``: the
+        options read from a YAML file before parsing), on the first model-shape seed line: its options moved into a
+        YAML file the run owns; that file under a non-YAML name; two ``--config``; ``--config`` with no file; the file
+        without the model and no model on the line; a file that does not exist. Each file's text is kept in the
+        report (``serve_configs``), so ``--corpus-from`` judges the line again as it was."""
+        if self.engine != "vllm" or "config" not in self.all_dests:
+            return []
+        base = next((x for x in seeds if str(x.get("seed", "")).startswith("shape/")), None)
+        if base is None or not base["argv"] or base["argv"][0].startswith("-"):
+            return []
+        model, opts = base["argv"][0], base["argv"][1:]
+        d = self.data_dir / "serve-config"
+        d.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{a.lstrip('-')}: {b}\n" for a, b in zip(opts[::2], opts[1::2]) if a.startswith("--"))
+
+        def file(name: str, body: str | None = text) -> str:
+            if body is not None:
+                (d / name).write_text(body)
+                self.serve_configs[str(d / name)] = body
+            return str(d / name)
+
+        variants = [
+            ("yaml", [model, "--config", file("serve.yaml")]),
+            ("non-yaml", [model, "--config", file("serve.json")]),
+            ("twice", [model, "--config", file("serve.yaml"), "--config", file("serve2.yml")]),
+            ("no-file", [model, "--config"]),
+            ("no-model", ["--config", file("serve-nomodel.yaml")]),
+            ("missing", [model, "--config", file("absent.yaml", None)]),
+        ]
+        return [dict(base, argv=argv, mutations=[f"config-file:{what}"], seed="config-file") for what, argv in variants]
+
     def line_arch(self, line: dict) -> str | None:
         cfg = line.get("model_config")
         if not cfg and line.get("model"):
@@ -830,21 +864,34 @@ def _key(line: dict) -> str:
     return json.dumps([line["argv"], sorted(line["env"].items())])
 
 
-def earlier_corpus(reports: list[Path], release: str, variants: Path) -> list[dict]:
+def earlier_corpus(reports: list[Path], release: str, variants: Path,
+                   serve_configs: dict[str, str] | None = None) -> list[dict]:
     """The kept lines (``corpus``) of earlier reports of the same release, for round 0 of a run that continues them:
-    their config.json copies (the report's ``model_variants``) written again under ``variants``; a line whose copy
-    the report does not hold is left out (it could not be judged as it was)."""
+    their config.json copies (the report's ``model_variants``) written again under ``variants``, their ``--config``
+    files (``serve_configs``) beside it (recorded in ``serve_configs`` for this run's report); a line whose copy the
+    report does not hold is left out (it could not be judged as it was)."""
     out = []
     for rp in reports:
         doc = json.loads(Path(rp).read_text())
         if doc.get("release") != release:
             raise ValueError(f"{rp}: a report of {doc.get('release')}, not {release}")
         restored = _restore_variants(doc.get("model_variants") or {}, variants)
+        files = {}
+        for old, text in (doc.get("serve_configs") or {}).items():
+            new = variants.parent / "serve-config" / Path(old).name
+            new.parent.mkdir(parents=True, exist_ok=True)
+            new.write_text(text)
+            files[old] = str(new)
+            if serve_configs is not None:
+                serve_configs[str(new)] = text
         for c in doc.get("corpus") or []:
             line = {k: c.get(k) for k in ("argv", "env", "model", "model_config", "gpu_type", "gpus", "mutations",
                                           "target")}
             line["env"] = dict(line["env"] or {})
             line = _remap(line, restored)
+            if any(str(Path(t).parent).endswith("serve-config") for t in line["argv"]):
+                line["argv"] = [files.get(t, str(variants.parent / "serve-config" / Path(t).name))
+                                if str(Path(t).parent).endswith("serve-config") else t for t in line["argv"]]
             if line.get("model_config") and not Path(line["model_config"]).is_file():
                 continue
             line["seed"] = f"{Path(rp).name}"
@@ -865,9 +912,9 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
             first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
             # a line per public model family (aiconfigurator-core's config.json files): the models the sites' model
             # conditions test
-            first += sy.public_lines(seeds)
+            first += sy.public_lines(seeds) + sy.config_file_lines(seeds)
             if corpus_from:   # the kept lines of earlier reports: their coverage is this run's start
-                first += earlier_corpus(corpus_from, release, sy.variants)
+                first += earlier_corpus(corpus_from, release, sy.variants, sy.serve_configs)
                 sy.learn_history(corpus_from)
             seen, dedup = set(), []
             for x in first:
@@ -946,6 +993,8 @@ def report(sy: Synth, history: list[dict], t0: float) -> dict:
             # the config.json copies the lines name (their directory dies with the run): --product-from restores them
             "model_variants": {str(p): json.loads(p.read_text()) for p in sorted(sy.variants.glob("*/config.json"))}
             if sy.variants.is_dir() else {},
+            # the --config files the lines name (config_file_lines), by path: --corpus-from writes them again
+            "serve_configs": dict(sorted(sy.serve_configs.items())),
             "executed_lines": {os.path.relpath(f, root): sorted(v) for f, v in executed.items()}}
 
 
