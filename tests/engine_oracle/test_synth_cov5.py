@@ -220,3 +220,15 @@ def test_config_file_lines_and_their_files_carried_to_a_continuing_run(sy, tmp_p
     assert lines[1]["argv"][2] == str(later.parent / "serve-config" / "absent.yaml")
     sy.engine = "sglang"
     assert sy.config_file_lines(seeds) == []
+
+
+def test_a_value_outside_the_known_ones_on_an_option_the_parser_does_not_restrict(sy):  # noqa: F811
+    sy.dests["kv_cache_dtype"] = {"dest": "kv_cache_dtype", "flags": ["--kv-cache-dtype"], "action": "store",
+                                  "type": "str", "metavar": ["auto", "fp8"]}
+    sy.free_dests = set()
+    line, _ = sy.apply(LINE, (("self", "kv_cache_dtype"), ["__other__"], False), "__other__", None)
+    assert line["argv"][-2:] == ["--kv-cache-dtype", "synth-other"]
+    # parser choices refuse any other word before the check: one of them instead
+    sy.dests["kv_cache_dtype"]["choices"] = ["auto", "fp8"]
+    line, _ = sy.apply(LINE, (("self", "kv_cache_dtype"), ["__other__"], False), "__other__", None)
+    assert line["argv"][-1] in ("auto", "fp8")

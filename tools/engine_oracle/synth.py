@@ -411,12 +411,7 @@ class Synth:
                     return dict(line, argv=argv), f"flag:{name}=unset"
                 return dict(line, argv=argv + [flag]), f"flag:{flag}"
             allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
-            compared = [c for c in getattr(self, "compared", {}).get(name, []) if not allowed or str(c) in [str(a) for a in allowed]]
-            if isinstance(value, str) and value.startswith("__") and compared and not allowed and \
-                    o.get("type") in (None, "str"):
-                # a free-string option (SGLang's --speculative-algorithm): a value the release's conditions compare
-                # it with, not a made-up word its own lookup refuses before the target
-                value = self.rnd.choice(compared)
+            value, allowed = self._free_string(name, o, value, allowed)
             if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
                     allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
                 # a value the parser would refuse before any config check: one of the option's own instead (within
@@ -484,6 +479,21 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def _free_string(self, name: str, o: dict, value, allowed):
+        """(value, allowed) for a string option whose parser takes any string: a placeholder value becomes a constant
+        the release's conditions compare the option with (SGLang's --speculative-algorithm: not a made-up word its
+        own lookup refuses before the target); a condition wanting a value outside the known ones
+        (``not is_known_kv_cache_dtype(x)``) on an option with no parser ``choices`` (only a metavar list, a
+        ``Literal | str`` field) takes a word none of them is, which the parser passes to the check."""
+        compared = [c for c in getattr(self, "compared", {}).get(name, []) if not allowed or str(c) in [str(a) for a in allowed]]
+        free = o.get("type") in (None, "str") or return_type(o.get("type")) == "str"
+        if isinstance(value, str) and value.startswith("__") and compared and not allowed and free:
+            return self.rnd.choice(compared), allowed
+        if value in ("__other__", "__none_of__") and not o.get("choices") and free and \
+                o.get("action") not in ("store_true", "store_false"):
+            return "synth-other", None
+        return value, allowed
 
     def json_value(self, dest: str):
         """A JSON option no preset sets: its config class's required fields (``minimal_json``), else, for an option
