@@ -232,3 +232,12 @@ def test_a_value_outside_the_known_ones_on_an_option_the_parser_does_not_restric
     sy.dests["kv_cache_dtype"]["choices"] = ["auto", "fp8"]
     line, _ = sy.apply(LINE, (("self", "kv_cache_dtype"), ["__other__"], False), "__other__", None)
     assert line["argv"][-1] in ("auto", "fp8")
+
+
+def test_cpu_lists_and_model_capabilities(sy):  # noqa: F811
+    from tools.engine_oracle import knobs as K
+
+    assert sy.free_value("numa_bind_cpus") == "0-3" and sy.free_value("numa_bind_nodes") == "0"
+    assert sy.free_value("grpc_port") == "30011"
+    # model_config.supports_replayssm: the model's capability, not an option or a config.json field
+    assert K.resolve(("self", "model_config", "supports_replayssm"), set(), {}, None, "vllm") == ("hf", "hf_config")

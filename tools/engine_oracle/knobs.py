@@ -417,7 +417,8 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
     last = names[-1]
     if last in ("architectures", "architecture"):
         return "hf", "architectures"
-    if last == "hf_config" or last.startswith("is_") and any(c in ("model_config", "hf_config") for c in names):
+    if last == "hf_config" or last.startswith(("is_", "supports_")) and \
+            any(c in ("model_config", "hf_config") for c in names):
         # a predicate of the model (model_config.is_hybrid, is_moe): the model's own, not a config.json field of
         # that name; the base line's model (each as likely) stands for it
         return "hf", "hf_config"

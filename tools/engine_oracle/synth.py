@@ -541,6 +541,10 @@ class Synth:
             d.mkdir(parents=True, exist_ok=True)
             (d / dest).touch()
             return str(d / dest)
+        if re.search(r"(^|_)(cpus|cores)($|_)", dest):
+            return "0-3"          # a CPU list (numactl syntax, as the release's message asks: '0-3' or '0,2,4-7')
+        if re.search(r"(^|_)(nodes|node_ids)($|_)", dest):
+            return "0"
         rt = return_type((o or {}).get("type"))
         if (o or {}).get("choices"):
             return str(o["choices"][0])
