@@ -241,3 +241,31 @@ def test_cpu_lists_and_model_capabilities(sy):  # noqa: F811
     assert sy.free_value("grpc_port") == "30011"
     # model_config.supports_replayssm: the model's capability, not an option or a config.json field
     assert K.resolve(("self", "model_config", "supports_replayssm"), set(), {}, None, "vllm") == ("hf", "hf_config")
+
+
+SPEC = '''\
+class SpeculativeConfig:
+    @staticmethod
+    def _resolve_rates(n, rates, length):
+        if rates is not None and len(rates) != n:
+            raise ValueError("length")
+
+    def __post_init__(self):
+        if self.method == "synthetic":
+            self.rates = self._resolve_rates(self.num_speculative_tokens, self.acceptance_rates, None)
+'''
+
+
+def test_a_parameter_is_read_through_the_argument_its_caller_passes():
+    import ast
+
+    from tools.engine_oracle import knobs as K
+    from tools.engine_oracle.reachability import _enclosing
+
+    tree = ast.parse(SPEC)
+    chain = _enclosing(tree, 5)
+    knobs = K.path_knobs(chain)
+    assert (("rates",), ["__set__"], True) in knobs
+    got = K.param_substitute(knobs, chain, [tree])
+    assert (("self", "acceptance_rates"), ["__set__"], True) in got
+    assert not any(c == ("rates",) for c, _v, _w in got)

@@ -339,6 +339,33 @@ def precondition_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def param_substitute(knobs: list, chain: list[ast.AST], trees) -> list:
+    """Knobs on a parameter of the site's function (``rates`` of ``_resolve_synthetic_acceptance_rates(n, rates,
+    length)``) read through the argument its callers pass (``self.synthetic_acceptance_rates``): the first call of the
+    function's name in ``trees`` whose argument for the parameter is an attribute chain."""
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return knobs
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    need = {c[0] for c, _v, _w in knobs if c and c[0] in params + [a.arg for a in fn.args.kwonlyargs]}
+    if not need:
+        return knobs
+    mapping: dict[str, tuple] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None) != fn.name:
+                continue
+            pairs = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]
+            for name, arg in pairs:
+                ch = chain_of(arg)
+                if name in need and name not in mapping and ch and ch[0] not in params:
+                    mapping[name] = ch
+    return [((mapping[c[0]] + tuple(c[1:])) if c and c[0] in mapping else c, v, w) for c, v, w in knobs]
+
+
 def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs that keep a line away from the raise at the end of ``chain`` (a site that refused a line before it got
     to the one it was made for): the innermost ``if`` test around it wanted the other way, or the assert's test

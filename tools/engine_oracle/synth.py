@@ -304,12 +304,14 @@ class Synth:
         s = self.sites[i]
         tree = self.trees[s["file"]]
         chain = _enclosing(tree, s["line"])
-        own = _merge(K.substitute_locals(K.validator_rename(chain, K.path_knobs(chain) + K.early_exit_knobs(chain)),
-                                         chain) + K.registry_knobs(tree, s["line"]))
+        own = _merge(K.param_substitute(K.substitute_locals(K.validator_rename(
+            chain, K.path_knobs(chain) + K.early_exit_knobs(chain)), chain), chain, self.trees.values()) +
+            K.registry_knobs(tree, s["line"]))
         # the checks before the site in its blocks, on the names the path's knobs set: their values must pass them
         # (``assert cfg.max_ep_size > 0`` before a site wanting ``max_ep_size > tp_size``)
         names = {c[-1] for c, _v, _w in own}
-        pre = K.substitute_locals(K.validator_rename(chain, K.precondition_knobs(chain)), chain)
+        pre = K.param_substitute(K.substitute_locals(K.validator_rename(chain, K.precondition_knobs(chain)), chain),
+                                 chain, self.trees.values())
         own = _merge(own + [k for k in pre if k[0][-1] in names])
         # a name the path only wants set (``max_ep_size is not None``) takes a value the checks before it give first
         own = [(c, [x for x in v if x not in (None, "__set__") and not str(x).startswith("__")][:1] + v, w)
