@@ -269,3 +269,29 @@ def test_a_parameter_is_read_through_the_argument_its_caller_passes():
     got = K.param_substitute(knobs, chain, [tree])
     assert (("self", "acceptance_rates"), ["__set__"], True) in got
     assert not any(c == ("rates",) for c, _v, _w in got)
+
+
+ADAPTIVE = '''\
+class VllmConfig:
+    def _validate_adaptive_verification(self):
+        if not self.compilation_config.cudagraph_mode.has_full_cudagraphs():
+            raise ValueError("needs full cudagraphs")
+        if not self.sizes:
+            raise ValueError("after a method of a value")
+
+
+def create_engine_config(args):
+    VllmConfig()._validate_adaptive_verification()
+'''
+
+
+def test_a_method_named_has_x_of_a_value_is_no_package_gate(tmp_path):
+    f = tmp_path / "vllm" / "config" / "vllm.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(ADAPTIVE)
+    sites = raise_sites.raise_sites([f])
+    by = {r["raises"]: r for r in reachability.classify("vllm-0.34.0", sites, {}, tmp_path, {},
+                                                       missing={"full_cudagraphs"})}
+    # vllm 0.34.0 config/vllm.py:3299 was classed package-missing ("full_cudagraphs is not installed") until a cov5
+    # line reached it
+    assert by["ValueError('after a method of a value')"]["class"] == "reachable"

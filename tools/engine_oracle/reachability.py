@@ -314,7 +314,8 @@ def load_residue(release: str, path: Path = RESIDUE) -> dict[str, dict]:
 
 def _gates(fn: ast.AST) -> list[tuple[int, str]]:
     """(line, package) of each top-level ``if not has_<package>(): raise`` of a function body: past it, the function
-    runs only where the package is installed."""
+    runs only where the package is installed. Only a bare function call is a package probe (vllm.utils.import_utils
+    ``has_arctic_inference()``): a method of a value (``cudagraph_mode.has_full_cudagraphs()``) tests the value."""
     out = []
     for st in fn.body:
         t = st.test if isinstance(st, ast.If) else None
@@ -322,7 +323,7 @@ def _gates(fn: ast.AST) -> list[tuple[int, str]]:
                 isinstance(t.operand, ast.Call) and not t.operand.args and st.body and \
                 isinstance(st.body[-1], ast.Raise):
             f = t.operand.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = f.id if isinstance(f, ast.Name) else ""
             if name.startswith("has_") and len(name) > 4:
                 out.append((st.end_lineno or st.lineno, name[4:]))
     return out
