@@ -295,3 +295,19 @@ def test_a_method_named_has_x_of_a_value_is_no_package_gate(tmp_path):
     # vllm 0.34.0 config/vllm.py:3299 was classed package-missing ("full_cudagraphs is not installed") until a cov5
     # line reached it
     assert by["ValueError('after a method of a value')"]["class"] == "reachable"
+
+
+def test_a_public_config_json_is_named_in_a_report_never_copied(tmp_path):
+    public = {"a--M": {"architectures": ["MForCausalLM"], "hidden_size": 64, "text_config": {"x": 1, "y": 2}},
+              "b--N": {"architectures": ["NForCausalLM"], "hidden_size": 32}}
+    copy = {"architectures": ["MForCausalLM"], "hidden_size": 64, "text_config": {"x": 1, "y": 3},
+            "quantization_config": {"quant_method": "fp8"}}
+    entry = synth.compact_variant(copy, public)
+    assert entry == {"__public__": "a--M", "__set__": {"quantization_config": {"quant_method": "fp8"}},
+                     "__text_set__": {"y": 3}}
+    assert synth.expand_variant(entry, public) == copy and public["a--M"]["text_config"]["y"] == 2
+    own = {"architectures": ["Other"], "vocab_size": 5}          # no public file under it: kept as it is
+    assert synth.compact_variant(own, public) == own and synth.expand_variant(own, public) == own
+    assert synth.expand_variant(entry, {}) is None               # without the package: not restorable
+    restored = synth._restore_variants({str(tmp_path / "old" / "abc" / "config.json"): entry}, tmp_path / "new")
+    assert restored == {}                                        # the installed package has no a--M

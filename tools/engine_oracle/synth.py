@@ -87,6 +87,46 @@ def public_configs() -> dict[str, dict]:
     return out
 
 
+def compact_variant(cfg: dict, public: dict[str, dict]):
+    """A report's ``model_variants`` entry: a config.json that is one of aiconfigurator-core's public files with some
+    keys set (a public model's line, a config.json copy of it or of a model shape, which are public files too) is kept
+    as ``{"__public__": stem, "__set__": {key: value}, "__text_set__": {...}}``, the public text itself never copied
+    into a report (the repository); any other config.json as it is. ``expand_variant`` inverts it."""
+    best, size = cfg, len(json.dumps(cfg))
+    for stem, pc in public.items():
+        if any(k not in cfg for k in pc):
+            continue
+        top = {k: v for k, v in cfg.items() if k != "text_config" and pc.get(k, _MISSING) != v}
+        entry = {"__public__": stem, "__set__": top}
+        tc, pt = cfg.get("text_config"), pc.get("text_config")
+        if tc != pt:
+            if not (isinstance(tc, dict) and isinstance(pt, dict)) or any(k not in tc for k in pt):
+                continue
+            entry["__text_set__"] = {k: v for k, v in tc.items() if pt.get(k, _MISSING) != v}
+        n = len(json.dumps(entry))
+        if n < size:
+            best, size = entry, n
+    return best
+
+
+def expand_variant(entry: dict, public: dict[str, dict]) -> dict | None:
+    """The config.json of a ``model_variants`` entry (``compact_variant``); None when it names a public file the
+    installed aiconfigurator-core does not hold (the line cannot be judged again as it was)."""
+    if "__public__" not in entry:
+        return entry
+    base = public.get(entry["__public__"])
+    if base is None:
+        return None
+    cfg = json.loads(json.dumps(base))
+    cfg.update(entry.get("__set__") or {})
+    if entry.get("__text_set__"):
+        cfg["text_config"].update(entry["__text_set__"])
+    return cfg
+
+
+_MISSING = object()
+
+
 def config_arch(cfg: dict) -> str | None:
     """A config.json's architecture (``architectures[0]``, else its ``text_config``'s)."""
     archs = cfg.get("architectures") or (cfg.get("text_config") or {}).get("architectures") or []
@@ -1007,8 +1047,9 @@ def report(sy: Synth, history: list[dict], t0: float) -> dict:
                         "new_sites": sorted(where(i) for i in r["sites"])} for r in kept],
             "judged": [judged_record(sy, r) for r in sy.records],
             # the config.json copies the lines name (their directory dies with the run): --product-from restores them
-            "model_variants": {str(p): json.loads(p.read_text()) for p in sorted(sy.variants.glob("*/config.json"))}
-            if sy.variants.is_dir() else {},
+            # (a public config.json is named, never copied: compact_variant)
+            "model_variants": {str(p): compact_variant(json.loads(p.read_text()), sy.public)
+                               for p in sorted(sy.variants.glob("*/config.json"))} if sy.variants.is_dir() else {},
             # the --config files the lines name (config_file_lines), by path: --corpus-from writes them again
             "serve_configs": dict(sorted(sy.serve_configs.items())),
             "executed_lines": {os.path.relpath(f, root): sorted(v) for f, v in executed.items()}}
@@ -1076,7 +1117,11 @@ def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
     from gpustack_k3.oracle.models import tokenizer_files
 
     out = {}
-    for old, cfg in variants.items():
+    public = public_configs() if any("__public__" in c for c in variants.values()) else {}
+    for old, entry in variants.items():
+        cfg = expand_variant(entry, public)
+        if cfg is None:
+            continue
         d = into / Path(old).parent.name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
