@@ -956,8 +956,10 @@ def earlier_corpus(reports: list[Path], release: str, variants: Path,
 
 
 def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 120, per_site: int = 2,
-        product: bool = False, explore: float = 0.5, log=None, corpus_from: list[Path] | None = None) -> dict:
-    """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked."""
+        product: bool = False, explore: float = 0.5, log=None, corpus_from: list[Path] | None = None,
+        families: bool = True) -> dict:
+    """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked.
+    ``families`` False: round 0 without the public model families' and the --config lines (a small sample)."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="oracle-synth-") as d:
         with Synth(release, seed, Path(d), product) as sy:
@@ -968,7 +970,7 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
             first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
             # a line per public model family (aiconfigurator-core's config.json files): the models the sites' model
             # conditions test
-            first += sy.public_lines(seeds) + sy.config_file_lines(seeds)
+            first += (sy.public_lines(seeds) + sy.config_file_lines(seeds)) if families else []
             if corpus_from:   # the kept lines of earlier reports: their coverage is this run's start
                 first += earlier_corpus(corpus_from, release, sy.variants, sy.serve_configs)
                 sy.learn_history(corpus_from)
@@ -1180,6 +1182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus-from", type=Path, nargs="+", metavar="REPORT",
                     help="round 0 also judges the kept lines of these earlier reports of the release (their config.json "
                          "copies restored): the run continues their coverage")
+    ap.add_argument("--no-families", action="store_true",
+                    help="round 0 without a line per public model family (aiconfigurator-core) and the --config lines")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--product-from", type=Path, metavar="REPORT",
                     help="no judging: (re)compute the product's verdicts on the judged lines of a report written by "
@@ -1202,7 +1206,8 @@ def main(argv=None) -> int:
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "tools", "gpustack_k3"], capture_output=True,
                                 text=True).stdout.strip())
     doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
-              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True), corpus_from=a.corpus_from)
+              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True), corpus_from=a.corpus_from,
+              families=not a.no_families)
     doc = {"command": "python3 -m tools.engine_oracle.synth " + " ".join(sys.argv[1:] if argv is None else argv),
            "code_commit": commit or None, "code_dirty": dirty, "started_utc": started,
            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **doc}
