@@ -276,6 +276,46 @@ def parser_options(release: str) -> list[dict]:
             and not _FLAG_SKIP.search(o["dest"])]
 
 
+def return_type(t):
+    """The innermost ``return_type`` of a parser dump's option type (``optional_type(parse_type(json.loads))`` ->
+    "json")."""
+    while isinstance(t, dict):
+        if "return_type" not in t:
+            return t.get("fn")
+        t = t["return_type"]
+    return t
+
+
+def schema_value(schema: dict | None, depth: int = 0):
+    """A value of a JSON schema (the option dump's ``config.schema``, pydantic's): the first non-null branch of an
+    ``anyOf``, an object with its required properties (or one key of its ``additionalProperties``), a one-element
+    array, 1 / 1.0 / true / a word; None when the schema says nothing usable."""
+    if not isinstance(schema, dict) or depth > 4:
+        return None
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            for br in schema[key]:
+                if isinstance(br, dict) and br.get("type") != "null":
+                    v = schema_value(br, depth + 1)
+                    if v is not None:
+                        return v
+            return None
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    t = schema.get("type")
+    if t == "object":
+        props = schema.get("properties") or {}
+        out = {k: schema_value(props.get(k), depth + 1) for k in schema.get("required") or []}
+        add = schema.get("additionalProperties")
+        if not out and isinstance(add, dict):
+            out = {"synth": schema_value(add, depth + 1)}
+        return {k: v for k, v in out.items() if v is not None}
+    if t == "array":
+        item = schema_value(schema.get("items"), depth + 1)
+        return [] if item is None else [item]
+    return {"integer": 1, "number": 1.0, "boolean": True, "string": "synth"}.get(t)
+
+
 def _flag_value(o: dict, rnd: random.Random) -> tuple[str, str | None]:
     """(option string, value or None for a bare flag) for one option: its choices (or the Literal values vLLM
     shows as metavar), a boolean's on/off spelling, or a value of its type (edge values included: 0, -1, large)."""
@@ -297,8 +337,11 @@ def _flag_value(o: dict, rnd: random.Random) -> tuple[str, str | None]:
         return flag, rnd.choice(_INTS)
     if rt == "float":
         return flag, rnd.choice(_FLOATS)
-    if rt == "json" or (isinstance(t, dict) and "dict" in json.dumps(t)):
-        return flag, rnd.choice(["{}", '{"bogus": 1}'])
+    if rt == "json" or return_type(t) == "json" or (isinstance(t, dict) and "dict" in json.dumps(t)):
+        # a JSON option of no config class (``--custom-histogram-buckets``: a dict of lists): a value of its schema
+        # beside the empty and the bogus object
+        v = schema_value((o.get("config") or {}).get("schema"))
+        return flag, rnd.choice(["{}", '{"bogus": 1}'] + ([json.dumps(v)] if v not in (None, {}) else []))
     if rt == "bool":
         return flag, rnd.choice(["true", "false"])
     return flag, rnd.choice(["auto", "none", "1", "x"])

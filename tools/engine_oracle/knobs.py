@@ -105,7 +105,7 @@ def imported_trees(trees, root) -> list:
                 names.update(a.name for a in node.names)
     out = []
     for mod in sorted(names):
-        if not mod.split(".")[0] in ("vllm", "sglang"):
+        if mod.split(".")[0] not in ("vllm", "sglang"):
             continue
         base = Path(root, *mod.split("."))
         for f in (base.with_suffix(".py"), base / "__init__.py"):
@@ -315,6 +315,57 @@ def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def precondition_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs of the checks a line must pass before the statement at the end of ``chain``: each ``assert`` earlier in
+    an enclosing block (its test wanted true) and each ``if <test>: raise`` there (its test wanted false):
+    ``assert cfg.max_ep_size > 0`` before a site under ``cfg.max_ep_size > cfg.tp_size`` keeps its value positive."""
+    out = []
+    for parent, child in zip(chain, chain[1:]):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not any(child is x for x in block):
+                continue
+            for st in block:
+                if st is child:
+                    break
+                if isinstance(st, ast.Assert):
+                    out += test_knobs(st.test, True)
+                elif isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise):
+                    out += test_knobs(st.test, False)
+                elif isinstance(st, ast.If):
+                    # ``if cfg.max_ep_size is not None: assert cfg.max_ep_size > 0``: the checks of a block the
+                    # line may enter
+                    out += [k for x in st.body if isinstance(x, ast.Assert) for k in test_knobs(x.test, True)]
+    return out
+
+
+def param_substitute(knobs: list, chain: list[ast.AST], trees) -> list:
+    """Knobs on a parameter of the site's function (``rates`` of ``_resolve_synthetic_acceptance_rates(n, rates,
+    length)``) read through the argument its callers pass (``self.synthetic_acceptance_rates``): the first call of the
+    function's name in ``trees`` whose argument for the parameter is an attribute chain."""
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return knobs
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    need = {c[0] for c, _v, _w in knobs if c and c[0] in params + [a.arg for a in fn.args.kwonlyargs]}
+    if not need:
+        return knobs
+    mapping: dict[str, tuple] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None) != fn.name:
+                continue
+            pairs = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]
+            for name, arg in pairs:
+                ch = chain_of(arg)
+                if name in need and name not in mapping and ch and ch[0] not in params:
+                    mapping[name] = ch
+    return [((mapping[c[0]] + tuple(c[1:])) if c and c[0] in mapping else c, v, w) for c, v, w in knobs]
+
+
 def avoid_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs that keep a line away from the raise at the end of ``chain`` (a site that refused a line before it got
     to the one it was made for): the innermost ``if`` test around it wanted the other way, or the assert's test
@@ -393,7 +444,8 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
     last = names[-1]
     if last in ("architectures", "architecture"):
         return "hf", "architectures"
-    if last == "hf_config" or last.startswith("is_") and any(c in ("model_config", "hf_config") for c in names):
+    if last == "hf_config" or last.startswith(("is_", "supports_")) and \
+            any(c in ("model_config", "hf_config") for c in names):
         # a predicate of the model (model_config.is_hybrid, is_moe): the model's own, not a config.json field of
         # that name; the base line's model (each as likely) stands for it
         return "hf", "hf_config"

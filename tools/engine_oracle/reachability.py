@@ -113,11 +113,13 @@ class _Index:
 
     def __init__(self, files: list[Path]):
         self.funcs: dict[tuple[str, str], dict] = {}
+        self.trees: dict[str, ast.AST] = {}
         for f in files:
             try:
                 tree = ast.parse(f.read_text(errors="replace"))
             except (OSError, SyntaxError):
                 continue
+            self.trees[str(f)] = tree
             self._walk(str(f), tree, [], None)
 
     def _walk(self, file, node, scope, cls):
@@ -223,6 +225,45 @@ def _guard(chain: list[ast.AST], line: int, truth: dict[str, bool]) -> str | Non
     return None
 
 
+def name_uses(index: _Index) -> dict[str, dict]:
+    """name -> {"calls": [(file, line) of each call of it], "other": whether it is also used otherwise (a callback
+    handed by name, an attribute read)} over the indexed files."""
+    out: dict[str, dict] = {}
+    for file, tree in index.trees.items():
+        callees = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name:
+                    callees.add(id(f))
+                    out.setdefault(name, {"calls": [], "other": False})["calls"].append((file, node.lineno))
+        for node in ast.walk(tree):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if name and id(node) not in callees:
+                out.setdefault(name, {"calls": [], "other": False})["other"] = True
+    return out
+
+
+def platform_only_calls(index: _Index, uses: dict[str, dict], name: str, truth: dict[str, bool],
+                        root: Path) -> str | None:
+    """Why a function named ``name`` cannot run on the oracle's platform when every use of the name in the indexed
+    files (the validation files and ``EXTRA_CALLERS``) is a call under a branch ``_guard`` finds false there
+    (``if cfg.dcp_size > 1 and get_platform().is_xpu: _check_xpu_dcp(...)``); None when it is used any other way
+    (a callback, an attribute read), never called there, or called once where the platform does not decide."""
+    u = uses.get(name)
+    if not u or u["other"] or not u["calls"]:
+        return None
+    where = []
+    for file, line in u["calls"]:
+        why = _guard(_enclosing(index.trees[file], line), line, truth)
+        if not why or not why.startswith("platform-branch"):
+            return None
+        where.append(f"{os.path.relpath(file, root)}:{line}")
+    return (f"platform-branch: every call of `{name}` ({', '.join(where[:4])}) is under a branch that is false on "
+            f"the oracle's platform")
+
+
 def _abstract(fn: ast.AST) -> bool:
     body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     return len(body) == 1 and isinstance(body[0], ast.Raise) and body[0].exc is not None and \
@@ -273,7 +314,8 @@ def load_residue(release: str, path: Path = RESIDUE) -> dict[str, dict]:
 
 def _gates(fn: ast.AST) -> list[tuple[int, str]]:
     """(line, package) of each top-level ``if not has_<package>(): raise`` of a function body: past it, the function
-    runs only where the package is installed."""
+    runs only where the package is installed. Only a bare function call is a package probe (vllm.utils.import_utils
+    ``has_arctic_inference()``): a method of a value (``cudagraph_mode.has_full_cudagraphs()``) tests the value."""
     out = []
     for st in fn.body:
         t = st.test if isinstance(st, ast.If) else None
@@ -281,7 +323,7 @@ def _gates(fn: ast.AST) -> list[tuple[int, str]]:
                 isinstance(t.operand, ast.Call) and not t.operand.args and st.body and \
                 isinstance(st.body[-1], ast.Raise):
             f = t.operand.func
-            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            name = f.id if isinstance(f, ast.Name) else ""
             if name.startswith("has_") and len(name) > 4:
                 out.append((st.end_lineno or st.lineno, name[4:]))
     return out
@@ -328,6 +370,16 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
     if missing is None:
         missing = missing_packages({p for g in gates.values() for _line, p in g})
     out, uncalled = [], set()
+    platform_cache: dict[str, str | None] = {}
+    uses: dict[str, dict] = {}
+
+    def platform_calls(name: str) -> str | None:
+        if not uses:
+            uses.update(name_uses(index))
+        if name not in platform_cache:
+            platform_cache[name] = platform_only_calls(index, uses, name, truth, root)
+        return platform_cache[name]
+
     for s in sites:
         rel = os.path.relpath(s["file"], root)
         where = f"{rel}:{s['line']}"
@@ -358,6 +410,9 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
             elif fn is not None and key not in reach:
                 rec.update({"class": "not-reachable", "why": "no-call-path"})
                 uncalled.add(fn["name"])
+            elif fn is not None and key not in entered and key not in registered and \
+                    fn["name"] not in ENTRY[engine] and (why := platform_calls(fn["name"])):
+                rec.update({"class": "not-reachable", "why": why})
             else:
                 rec.update({"class": "reachable", "why": "entered, raise not taken" if key in entered
                             else "on the call graph from the entry points, not entered by the corpus"})

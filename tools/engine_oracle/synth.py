@@ -35,7 +35,8 @@ from pathlib import Path
 
 from gpustack_k3.oracle.judge import RELEASES, cpu_python
 from tools.engine_oracle import knobs as K
-from tools.engine_oracle.corpus import _flag_value, _json_of, drop_flag, generate, parser_options, seed_lines, set_flag
+from tools.engine_oracle.corpus import (_flag_value, _json_of, drop_flag, generate, parser_options, return_type,
+                                        schema_value, seed_lines, set_flag)
 from tools.engine_oracle.raise_sites import _root, first_line, raise_sites, validation_files
 from tools.engine_oracle.reachability import _enclosing, _Index, classify
 
@@ -61,6 +62,85 @@ def read_data_files(paths: list[str], cwd: str) -> dict[str, dict[str, list[int]
     return json.loads(res.stdout)
 
 
+def public_configs() -> dict[str, dict]:
+    """file stem -> config.json of every model family aiconfigurator-core ships (``aiconfigurator_core/model_configs/
+    <stem>_config.json``; the ``*_hf_quant`` files are quantization sidecars, not config.json), read from the installed
+    package without importing it and never copied into the repository; {} without the package."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("aiconfigurator_core")
+    except (ImportError, ValueError):
+        return {}
+    out = {}
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        for f in sorted((Path(root) / "model_configs").glob("*_config.json")):
+            stem = f.name[: -len("_config.json")]
+            if stem.endswith("_hf_quant"):
+                continue
+            try:
+                cfg = json.loads(f.read_text())
+            except ValueError:
+                continue
+            if isinstance(cfg, dict) and config_arch(cfg):
+                out[stem] = cfg
+    return out
+
+
+def compact_variant(cfg: dict, public: dict[str, dict]):
+    """A report's ``model_variants`` entry: a config.json that is one of aiconfigurator-core's public files with some
+    keys set (a public model's line, a config.json copy of it or of a model shape, which are public files too) is kept
+    as ``{"__public__": stem, "__set__": {key: value}, "__text_set__": {...}}``, the public text itself never copied
+    into a report (the repository); any other config.json as it is. ``expand_variant`` inverts it."""
+    best, size = cfg, len(json.dumps(cfg))
+    for stem, pc in public.items():
+        if any(k not in cfg for k in pc):
+            continue
+        top = {k: v for k, v in cfg.items() if k != "text_config" and pc.get(k, _MISSING) != v}
+        entry = {"__public__": stem, "__set__": top}
+        tc, pt = cfg.get("text_config"), pc.get("text_config")
+        if tc != pt:
+            if not (isinstance(tc, dict) and isinstance(pt, dict)) or any(k not in tc for k in pt):
+                continue
+            entry["__text_set__"] = {k: v for k, v in tc.items() if pt.get(k, _MISSING) != v}
+        n = len(json.dumps(entry))
+        if n < size:
+            best, size = entry, n
+    return best
+
+
+def expand_variant(entry: dict, public: dict[str, dict]) -> dict | None:
+    """The config.json of a ``model_variants`` entry (``compact_variant``); None when it names a public file the
+    installed aiconfigurator-core does not hold (the line cannot be judged again as it was)."""
+    if "__public__" not in entry:
+        return entry
+    base = public.get(entry["__public__"])
+    if base is None:
+        return None
+    cfg = json.loads(json.dumps(base))
+    cfg.update(entry.get("__set__") or {})
+    if entry.get("__text_set__"):
+        cfg["text_config"].update(entry["__text_set__"])
+    return cfg
+
+
+_MISSING = object()
+
+
+def config_arch(cfg: dict) -> str | None:
+    """A config.json's architecture (``architectures[0]``, else its ``text_config``'s)."""
+    archs = cfg.get("architectures") or (cfg.get("text_config") or {}).get("architectures") or []
+    return archs[0] if archs and isinstance(archs[0], str) else None
+
+
+def config_heads(cfg: dict) -> int | None:
+    for c in (cfg, cfg.get("text_config") or {}, cfg.get("llm_config") or {}):
+        h = c.get("num_attention_heads")
+        if isinstance(h, int) and h > 0:
+            return h
+    return None
+
+
 class Synth:
     def __init__(self, release: str, seed: int, data_dir: Path, product: bool = False):
         """One release's raise sites, its parser's options, and an oracle measuring coverage (``with``)."""
@@ -84,6 +164,8 @@ class Synth:
         # the options the random corpus leaves out (paths, ports, URLs, keys, names: corpus._FLAG_SKIP) are knobs
         # too when a raise site's condition reads them: set to a value of their kind (free_value)
         self.free_dests = set()
+        self.all_dests = {o["dest"] for o in allopts if o.get("flags")}
+        self.serve_configs: dict[str, str] = {}
         for o in allopts:
             if o.get("flags") and o.get("action") != "help" and o["dest"] not in self.dests and \
                     o["dest"] not in self.json_opts and o["dest"] not in ("model", "model_tag", "config", "help"):
@@ -104,6 +186,14 @@ class Synth:
         self.blocker_msgs: dict[str, list[str]] = {}
         self.failed_models: dict[str, set] = {}
         self.tried: dict[int, int] = {}
+        # the public config.json files of aiconfigurator-core (model families beyond the catalog's and the four
+        # shapes): a site whose conditions test the architecture gets a line on a model of that architecture, not a
+        # renamed config of another family
+        self.public = public_configs()
+        self.public_by_arch: dict[str, list[str]] = {}
+        for stem, cfg in self.public.items():
+            self.public_by_arch.setdefault(config_arch(cfg), []).append(stem)
+        self._arch_cache: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ judging
     def __enter__(self):
@@ -177,6 +267,35 @@ class Synth:
                         vals = self.seed_values.setdefault(dest, {}).setdefault(k, [])
                         if x not in vals:
                             vals.append(x)
+    def learn_history(self, reports: list[Path]) -> int:
+        """What the judged lines of earlier reports of the release learnt about their targets (their ``judged``
+        records: target, verdict, where the release raised, its message): the blockers to avoid, the refusals' words,
+        the models a target's line was refused on, how often each site was tried (a site tried before takes other
+        values first). A run continuing earlier corpora (``--corpus-from``) starts from what they learnt instead of
+        learning it again. Returns the number of records read."""
+        n = 0
+        for rp in reports:
+            doc = json.loads(Path(rp).read_text())
+            if doc.get("release") != self.release:
+                continue
+            restored = _restore_variants(doc.get("model_variants") or {}, self.variants)
+            for r in doc.get("judged") or []:
+                t, w = r.get("target"), r.get("where")
+                if not t:
+                    continue
+                n += 1
+                if t in self.site_at:
+                    i = self.site_at[t]
+                    self.tried[i] = self.tried.get(i, 0) + 1
+                if r.get("verdict") == "refused" and w != t and r.get("message"):
+                    self.blocker_msgs.setdefault(t, []).append(r["message"])
+                    self.failed_models.setdefault(t, set()).add(_model_of(_remap(r, restored)))
+                if w and w != t and w in self.site_at:
+                    self.blockers.setdefault(t, [])
+                    if self.site_at[w] not in self.blockers[t]:
+                        self.blockers[t].append(self.site_at[w])
+        return n
+
     def _entered(self, rec: dict, file: str, def_line: int | None) -> bool:
         return def_line is not None and def_line in rec["executed"].get(file, ())
 
@@ -225,8 +344,18 @@ class Synth:
         s = self.sites[i]
         tree = self.trees[s["file"]]
         chain = _enclosing(tree, s["line"])
-        own = _merge(K.substitute_locals(K.validator_rename(chain, K.path_knobs(chain) + K.early_exit_knobs(chain)),
-                                         chain) + K.registry_knobs(tree, s["line"]))
+        own = _merge(K.param_substitute(K.substitute_locals(K.validator_rename(
+            chain, K.path_knobs(chain) + K.early_exit_knobs(chain)), chain), chain, self.trees.values()) +
+            K.registry_knobs(tree, s["line"]))
+        # the checks before the site in its blocks, on the names the path's knobs set: their values must pass them
+        # (``assert cfg.max_ep_size > 0`` before a site wanting ``max_ep_size > tp_size``)
+        names = {c[-1] for c, _v, _w in own}
+        pre = K.param_substitute(K.substitute_locals(K.validator_rename(chain, K.precondition_knobs(chain)), chain),
+                                 chain, self.trees.values())
+        own = _merge(own + [k for k in pre if k[0][-1] in names])
+        # a name the path only wants set (``max_ep_size is not None``) takes a value the checks before it give first
+        own = [(c, [x for x in v if x not in (None, "__set__") and not str(x).startswith("__")][:1] + v, w)
+               if v and v[0] == "__set__" else (c, v, w) for c, v, w in own]
         name = s["function"].split(".")[-1]
         if name in ("__post_init__", "__init__") and "." in s["function"]:
             name = s["function"].split(".")[-2]
@@ -293,7 +422,7 @@ class Synth:
             if _json_of(argv, flags) is not None:
                 return None
             if not self.seed_json.get(name):
-                obj = self.minimal_json(name)
+                obj = self.json_value(name)
                 if obj is None:
                     return None
                 return dict(line, argv=set_flag(argv, flags, json.dumps(obj))), f"flag:{name}=minimal"
@@ -306,7 +435,7 @@ class Synth:
             if value in (None, False, 0):
                 return dict(line, argv=argv), f"flag:{name}=unset"
             v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
-                not str(value).startswith("__") else self.free_value(name)
+                not str(value).startswith("__") else self.free_value(name, o)
             flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
             return dict(line, argv=argv + [flag, str(v)]), f"flag:{name}={str(v)[:40]}"
         if kind == "flag":
@@ -324,12 +453,7 @@ class Synth:
                     return dict(line, argv=argv), f"flag:{name}=unset"
                 return dict(line, argv=argv + [flag]), f"flag:{flag}"
             allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
-            compared = [c for c in getattr(self, "compared", {}).get(name, []) if not allowed or str(c) in [str(a) for a in allowed]]
-            if isinstance(value, str) and value.startswith("__") and compared and not allowed and \
-                    o.get("type") in (None, "str"):
-                # a free-string option (SGLang's --speculative-algorithm): a value the release's conditions compare
-                # it with, not a made-up word its own lookup refuses before the target
-                value = self.rnd.choice(compared)
+            value, allowed = self._free_string(name, o, value, allowed)
             if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
                     allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
                 # a value the parser would refuse before any config check: one of the option's own instead (within
@@ -398,6 +522,27 @@ class Synth:
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
 
+    def _free_string(self, name: str, o: dict, value, allowed):
+        """(value, allowed) for a string option whose parser takes any string: a placeholder value becomes a constant
+        the release's conditions compare the option with (SGLang's --speculative-algorithm: not a made-up word its
+        own lookup refuses before the target); a condition wanting a value outside the known ones
+        (``not is_known_kv_cache_dtype(x)``) on an option with no parser ``choices`` (only a metavar list, a
+        ``Literal | str`` field) takes a word none of them is, which the parser passes to the check."""
+        compared = [c for c in getattr(self, "compared", {}).get(name, []) if not allowed or str(c) in [str(a) for a in allowed]]
+        free = o.get("type") in (None, "str") or return_type(o.get("type")) == "str"
+        if isinstance(value, str) and value.startswith("__") and compared and not allowed and free:
+            return self.rnd.choice(compared), allowed
+        if value in ("__other__", "__none_of__") and not o.get("choices") and free and \
+                o.get("action") not in ("store_true", "store_false"):
+            return "synth-other", None
+        return value, allowed
+
+    def json_value(self, dest: str):
+        """A JSON option no preset sets: its config class's required fields (``minimal_json``), else, for an option
+        of no config class (``--custom-histogram-buckets``), a value of the option's schema (the parser dump's)."""
+        obj = self.minimal_json(dest)
+        return obj if obj is not None else schema_value((self.json_opts[dest].get("config") or {}).get("schema"))
+
     def minimal_json(self, dest: str) -> dict | None:
         """A JSON option no preset sets (``--watermark-config``): its config class's fields without a default, each a
         value its annotation takes (a string field: a word), the others left to their defaults; None when the class
@@ -420,9 +565,10 @@ class Synth:
                 return None
         return out
 
-    def free_value(self, dest: str) -> str:
+    def free_value(self, dest: str, o: dict | None = None) -> str:
         """A value of the kind an option's name says (the options the random corpus skips): a port, a loopback host
-        or URL, a file or directory this run owns (made empty), a key or a name."""
+        or URL, a file or directory this run owns (made empty), a key or a name; an option typed int/float (the
+        parser refuses a word for it before any check) a number, one with choices its first."""
         d = self.data_dir / "free"
         if re.search(r"(^|_)ports?($|_)", dest):
             return "30011"
@@ -437,6 +583,17 @@ class Synth:
             d.mkdir(parents=True, exist_ok=True)
             (d / dest).touch()
             return str(d / dest)
+        if re.search(r"(^|_)(cpus|cores)($|_)", dest):
+            return "0-3"          # a CPU list (numactl syntax, as the release's message asks: '0-3' or '0,2,4-7')
+        if re.search(r"(^|_)(nodes|node_ids)($|_)", dest):
+            return "0"
+        rt = return_type((o or {}).get("type"))
+        if (o or {}).get("choices"):
+            return str(o["choices"][0])
+        if rt == "int" or "int" in str(rt):
+            return "1"
+        if rt == "float":
+            return "0.5"
         return "synth-" + dest.replace("_", "-")
 
     def fit_gpus(self, line: dict) -> dict:
@@ -538,6 +695,132 @@ class Synth:
         argv = [str(out) if t == tok else t for t in line["argv"]]
         return dict(line, argv=argv, model_config=str(out / "config.json"))
 
+    def _public_dir(self, stem: str) -> Path:
+        """A model directory of the run for a public config.json (aiconfigurator-core's ``stem``): the config and the
+        oracle's tokenizer double (gpustack_k3/oracle/models.py tokenizer_files), named like the config.json copies
+        (``_hf``), so the report's ``model_variants`` keeps it for ``--corpus-from`` / ``--product-from``."""
+        from gpustack_k3.oracle.models import tokenizer_files
+
+        text = json.dumps(self.public[stem], indent=1, sort_keys=True)
+        out = self.variants / hashlib.sha1(text.encode()).hexdigest()[:12]
+        if not out.is_dir():
+            out.mkdir(parents=True)
+            for name, body in tokenizer_files().items():
+                (out / name).write_text(body)
+            (out / "config.json").write_text(text + "\n")
+        return out
+
+    def public_line(self, stem: str, line: dict) -> dict | None:
+        """``line`` on the public model ``stem`` instead of its own: the model token replaced by the model's directory,
+        the tensor-parallel size lowered to one dividing the model's attention heads (the release's head check would
+        refuse the line before any site of the model's family)."""
+        found = self._model_dir(line)
+        if found is None:
+            return None
+        tok, _d = found
+        out = self._public_dir(stem)
+        argv = [str(out) if t == tok else t for t in line["argv"]]
+        heads = config_heads(self.public[stem])
+        o = self.dests.get("tensor_parallel_size") or self.dests.get("tp_size")
+        if heads and o:
+            cur = _flag_value_in(argv, o["flags"])
+            try:
+                tp = int(cur) if cur is not None else 1
+            except ValueError:
+                tp = 1
+            if tp > 0 and heads % tp:
+                tp = max(d for d in (1, 2, 4, 8) if d <= tp and heads % d == 0)
+                argv = set_flag(argv, tuple(o["flags"]), str(tp))
+        return dict(line, argv=argv, model=None, model_config=str(out / "config.json"))
+
+    def public_lines(self, seeds: list[dict]) -> list[dict]:
+        """Round 0's lines on the public models: one per (architecture, quantization method) of aiconfigurator-core's
+        config.json files (the first file of each, by name), each on the first model-shape seed line (``shape/*``):
+        the corpus then holds a line per family for the sites whose conditions test the model."""
+        template = next((x for x in seeds if str(x.get("seed", "")).startswith("shape/") and self._model_dir(x)), None)
+        if template is None:
+            return []
+        from gpustack_k3.oracle.models import SHAPES
+
+        shapes = {stem for stem, _path in SHAPES.values()}
+        seen, out = set(), []
+        for stem in sorted(self.public):
+            cfg = self.public[stem]
+            key = (config_arch(cfg), (cfg.get("quantization_config") or {}).get("quant_method"))
+            if stem in shapes or key in seen:
+                continue
+            seen.add(key)
+            line = self.public_line(stem, template)
+            if line is not None:
+                out.append(dict(line, mutations=[f"model:{stem}"], seed=f"public/{stem}"))
+        return out
+
+    def config_file_lines(self, seeds: list[dict]) -> list[dict]:
+        """vLLM's ``--config FILE`` (utils/argparse_utils.py ``_pull_args_from_config`` / ``load_config_file``: the
+        options read from a YAML file before parsing), on the first model-shape seed line: its options moved into a
+        YAML file the run owns; that file under a non-YAML name; two ``--config``; ``--config`` with no file; the file
+        without the model and no model on the line; a file that does not exist. Each file's text is kept in the
+        report (``serve_configs``), so ``--corpus-from`` judges the line again as it was."""
+        if self.engine != "vllm" or "config" not in self.all_dests:
+            return []
+        base = next((x for x in seeds if str(x.get("seed", "")).startswith("shape/")), None)
+        if base is None or not base["argv"] or base["argv"][0].startswith("-"):
+            return []
+        model, opts = base["argv"][0], base["argv"][1:]
+        d = self.data_dir / "serve-config"
+        d.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{a.lstrip('-')}: {b}\n" for a, b in zip(opts[::2], opts[1::2]) if a.startswith("--"))
+
+        def file(name: str, body: str | None = text) -> str:
+            if body is not None:
+                (d / name).write_text(body)
+                self.serve_configs[str(d / name)] = body
+            return str(d / name)
+
+        variants = [
+            ("yaml", [model, "--config", file("serve.yaml")]),
+            ("non-yaml", [model, "--config", file("serve.json")]),
+            ("twice", [model, "--config", file("serve.yaml"), "--config", file("serve2.yml")]),
+            ("no-file", [model, "--config"]),
+            ("no-model", ["--config", file("serve-nomodel.yaml")]),
+            ("missing", [model, "--config", file("absent.yaml", None)]),
+        ]
+        return [dict(base, argv=argv, mutations=[f"config-file:{what}"], seed="config-file") for what, argv in variants]
+
+    def line_arch(self, line: dict) -> str | None:
+        cfg = line.get("model_config")
+        if not cfg and line.get("model"):
+            from tools.engine_oracle.product import model_config
+
+            cfg = model_config(line["model"])
+        if not cfg:
+            return None
+        if cfg not in self._arch_cache:
+            try:
+                self._arch_cache[cfg] = config_arch(json.loads(Path(cfg).read_text()))
+            except (OSError, ValueError):
+                self._arch_cache[cfg] = None
+        return self._arch_cache[cfg]
+
+    def rebase_for_arch(self, line: dict, knobs: list, site_cls: str | None) -> tuple[dict, str] | None:
+        """A site whose conditions want the architecture among named ones (``model_arch in (...)``, a model override
+        registered for them): the line moved to a public model of one of them (aiconfigurator-core) when its own
+        model is of none; None when the line's model already is, or no public config.json has one."""
+        for chain, values, want in knobs:
+            if not want or K.resolve(chain, set(self.dests), self.json_opts, site_cls, self.engine) != \
+                    ("hf", "architectures"):
+                continue
+            names = [v for v in values if isinstance(v, str) and K.ARCH_RE.match(v)]
+            if not names or self.line_arch(line) in names:
+                continue
+            stems = [st for v in names for st in self.public_by_arch.get(v, [])]
+            if not stems:
+                continue
+            got = self.public_line(self.rnd.choice(stems), line)
+            if got is not None:
+                return got, f"model:{Path(got['model_config']).parent.name}:{self.line_arch(got)}"
+        return None
+
     def candidates(self, i: int, kind: str, seeds: list[dict], k: int) -> list[dict]:
         own, around = self.site_knob_sets(i)
         s = self.sites[i]
@@ -546,7 +829,7 @@ class Synth:
         dests, jsons = set(self.dests), self.json_opts
         rel = os.path.relpath(s["file"], self.root)
         avoid = []
-        for b in self.blockers.get(f"{rel}:{s['line']}", [])[-2:]:
+        for b in self.blockers.get(f"{rel}:{s['line']}", [])[-4:]:
             bs = self.sites[b]
             avoid += K.avoid_knobs(_enclosing(self.trees[bs["file"]], bs["line"]))
         own = _merge(own + avoid + self.message_knobs(f"{rel}:{s['line']}", site_cls))
@@ -559,6 +842,11 @@ class Synth:
                              for kn in knobs)
             base = self.base_for(i, kind, seeds, need_model)
             line, kinds, places = dict(base), [], set()
+            rebased = self.rebase_for_arch(line, knobs, site_cls)
+            if rebased is not None:
+                line, what = rebased
+                kinds.append(what)
+                places.add(json.dumps(["hf", "architectures"]))
             for kn in knobs:
                 # one value per place on the line: a second knob landing on the same flag/key (an avoid knob of a
                 # blocker, a second test of the same name) does not undo the first
@@ -568,7 +856,9 @@ class Synth:
                     continue
                 places.add(place)
                 values = kn[1] or ["__type__"]
-                value = values[0] if n == 0 else self.rnd.choice(values)
+                # the first value meets the site's own test (and, merged, the checks before it): a site tried again
+                # takes it half the time, another of the candidates else
+                value = values[0] if n == 0 or self.rnd.random() < 0.5 else self.rnd.choice(values)
                 if n > 1 and self.rnd.random() < 0.3:
                     continue
                 got = self.apply(line, kn, value, site_cls)
@@ -622,28 +912,42 @@ def _merge(knobs: list) -> list:
 
 def _is_json(o: dict) -> bool:
     t = o.get("type")
-    return isinstance(t, dict) and (t.get("return_type") == "json" or "cls" in t or "dict" in json.dumps(t))
+    # the innermost return type too: ``optional_type(parse_type(json.loads))`` (--custom-histogram-buckets)
+    return isinstance(t, dict) and (return_type(t) == "json" or "cls" in t or "dict" in json.dumps(t))
 
 
 def _key(line: dict) -> str:
     return json.dumps([line["argv"], sorted(line["env"].items())])
 
 
-def earlier_corpus(reports: list[Path], release: str, variants: Path) -> list[dict]:
+def earlier_corpus(reports: list[Path], release: str, variants: Path,
+                   serve_configs: dict[str, str] | None = None) -> list[dict]:
     """The kept lines (``corpus``) of earlier reports of the same release, for round 0 of a run that continues them:
-    their config.json copies (the report's ``model_variants``) written again under ``variants``; a line whose copy
-    the report does not hold is left out (it could not be judged as it was)."""
+    their config.json copies (the report's ``model_variants``) written again under ``variants``, their ``--config``
+    files (``serve_configs``) beside it (recorded in ``serve_configs`` for this run's report); a line whose copy the
+    report does not hold is left out (it could not be judged as it was)."""
     out = []
     for rp in reports:
         doc = json.loads(Path(rp).read_text())
         if doc.get("release") != release:
             raise ValueError(f"{rp}: a report of {doc.get('release')}, not {release}")
         restored = _restore_variants(doc.get("model_variants") or {}, variants)
+        files = {}
+        for old, text in (doc.get("serve_configs") or {}).items():
+            new = variants.parent / "serve-config" / Path(old).name
+            new.parent.mkdir(parents=True, exist_ok=True)
+            new.write_text(text)
+            files[old] = str(new)
+            if serve_configs is not None:
+                serve_configs[str(new)] = text
         for c in doc.get("corpus") or []:
             line = {k: c.get(k) for k in ("argv", "env", "model", "model_config", "gpu_type", "gpus", "mutations",
                                           "target")}
             line["env"] = dict(line["env"] or {})
             line = _remap(line, restored)
+            if any(str(Path(t).parent).endswith("serve-config") for t in line["argv"]):
+                line["argv"] = [files.get(t, str(variants.parent / "serve-config" / Path(t).name))
+                                if str(Path(t).parent).endswith("serve-config") else t for t in line["argv"]]
             if line.get("model_config") and not Path(line["model_config"]).is_file():
                 continue
             line["seed"] = f"{Path(rp).name}"
@@ -652,8 +956,10 @@ def earlier_corpus(reports: list[Path], release: str, variants: Path) -> list[di
 
 
 def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 120, per_site: int = 2,
-        product: bool = False, explore: float = 0.5, log=None, corpus_from: list[Path] | None = None) -> dict:
-    """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked."""
+        product: bool = False, explore: float = 0.5, log=None, corpus_from: list[Path] | None = None,
+        families: bool = True) -> dict:
+    """The synthesis for one release and seed; the report (``report``), with the product's verdicts if asked.
+    ``families`` False: round 0 without the public model families' and the --config lines (a small sample)."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="oracle-synth-") as d:
         with Synth(release, seed, Path(d), product) as sy:
@@ -662,8 +968,12 @@ def run(release: str, seed: int, base: int = 10, rounds: int = 3, budget: int = 
             # the presets' lines once each (their /no-parsers and /unnamed copies reach the same code) and ``base``
             # mutated lines of the random corpus
             first = seeds + [x for x in generate(release, base + 4 * len(seeds), seed, explore) if x["mutations"]][:base]
+            # a line per public model family (aiconfigurator-core's config.json files): the models the sites' model
+            # conditions test
+            first += (sy.public_lines(seeds) + sy.config_file_lines(seeds)) if families else []
             if corpus_from:   # the kept lines of earlier reports: their coverage is this run's start
-                first += earlier_corpus(corpus_from, release, sy.variants)
+                first += earlier_corpus(corpus_from, release, sy.variants, sy.serve_configs)
+                sy.learn_history(corpus_from)
             seen, dedup = set(), []
             for x in first:
                 if _key(x) not in seen:
@@ -739,8 +1049,11 @@ def report(sy: Synth, history: list[dict], t0: float) -> dict:
                         "new_sites": sorted(where(i) for i in r["sites"])} for r in kept],
             "judged": [judged_record(sy, r) for r in sy.records],
             # the config.json copies the lines name (their directory dies with the run): --product-from restores them
-            "model_variants": {str(p): json.loads(p.read_text()) for p in sorted(sy.variants.glob("*/config.json"))}
-            if sy.variants.is_dir() else {},
+            # (a public config.json is named, never copied: compact_variant)
+            "model_variants": {str(p): compact_variant(json.loads(p.read_text()), sy.public)
+                               for p in sorted(sy.variants.glob("*/config.json"))} if sy.variants.is_dir() else {},
+            # the --config files the lines name (config_file_lines), by path: --corpus-from writes them again
+            "serve_configs": dict(sorted(sy.serve_configs.items())),
             "executed_lines": {os.path.relpath(f, root): sorted(v) for f, v in executed.items()}}
 
 
@@ -803,11 +1116,22 @@ def _runtime_only_rules() -> set[str]:
 
 def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
     """The report's config.json copies written again (their run's directory is gone): old dir -> new dir."""
+    from gpustack_k3.oracle.models import tokenizer_files
+
     out = {}
-    for old, cfg in variants.items():
+    public = public_configs() if any("__public__" in c for c in variants.values()) else {}
+    for old, entry in variants.items():
+        cfg = expand_variant(entry, public)
+        if cfg is None:
+            continue
         d = into / Path(old).parent.name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(cfg, indent=1, sort_keys=True) + "\n")
+        # the oracle's tokenizer double beside it, as in the run that wrote the copy (a --reasoning-parser line
+        # encodes its markers with it)
+        for name, body in tokenizer_files().items():
+            if not (d / name).is_file():
+                (d / name).write_text(body)
         out[str(Path(old).parent)] = str(d)
     return out
 
@@ -858,6 +1182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus-from", type=Path, nargs="+", metavar="REPORT",
                     help="round 0 also judges the kept lines of these earlier reports of the release (their config.json "
                          "copies restored): the run continues their coverage")
+    ap.add_argument("--no-families", action="store_true",
+                    help="round 0 without a line per public model family (aiconfigurator-core) and the --config lines")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--product-from", type=Path, metavar="REPORT",
                     help="no judging: (re)compute the product's verdicts on the judged lines of a report written by "
@@ -880,7 +1206,8 @@ def main(argv=None) -> int:
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "tools", "gpustack_k3"], capture_output=True,
                                 text=True).stdout.strip())
     doc = run(a.release, a.seed, a.base, a.rounds, a.budget, a.per_site, a.product, a.explore,
-              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True), corpus_from=a.corpus_from)
+              log=lambda h: print(json.dumps(h), file=sys.stderr, flush=True), corpus_from=a.corpus_from,
+              families=not a.no_families)
     doc = {"command": "python3 -m tools.engine_oracle.synth " + " ".join(sys.argv[1:] if argv is None else argv),
            "code_commit": commit or None, "code_dirty": dirty, "started_utc": started,
            "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **doc}

@@ -116,6 +116,10 @@ def misses_markdown(reports: list[dict]) -> str:
             except OSError:
                 base_cfg = {}
             cfg = e["variants"][mc]
+            if "__public__" in cfg:   # a public config.json named, not copied (synth.compact_variant)
+                from tools.engine_oracle.synth import expand_variant, public_configs
+
+                cfg = expand_variant(cfg, public_configs()) or cfg
             changed = {f: cfg.get(f) for f in sorted(set(cfg) | set(base_cfg)) if cfg.get(f) != base_cfg.get(f)}
             out.append(f"model_config: a copy of {base} with {json.dumps(changed)[:400]}")
         else:
