@@ -54,8 +54,12 @@ def _env(env) -> dict:
 
 
 def warm(key: str) -> Oracle:
-    """The release's worker in this process, started now if it is not running yet (the first call takes the worker's
-    start-up, ~20-70 s; later calls return it). Raises EngineVerdictUnavailable, saying how to prepare the release."""
+    """The release's worker in this process, started now if it is not running yet or the one there has exited
+    (killed, out of memory): the first call takes the worker's start-up, ~20-70 s; later calls return it. Raises
+    EngineVerdictUnavailable, saying how to prepare the release."""
+    running = _WORKERS.get(key)
+    if running is not None and running.proc.poll() is not None:
+        del _WORKERS[key]
     if key not in _WORKERS:
         try:
             _WORKERS[key] = Oracle(key)
@@ -65,6 +69,17 @@ def warm(key: str) -> Oracle:
                 "cache $GPUSTACK_K3_CACHE or ~/.cache/gpustack-k3)") from None
         atexit.register(_WORKERS[key].close)
     return _WORKERS[key]
+
+
+def close_all() -> None:
+    """Close every worker this process started, all at once (each close waits for the worker's interpreter to tear
+    the release's modules down, 2-7 s); a later ``warm`` starts a new one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = [_WORKERS.pop(k) for k in list(_WORKERS)]
+    if workers:
+        with ThreadPoolExecutor(len(workers)) as pool:
+            list(pool.map(lambda o: o.close(), workers))
 
 
 def engine_verdict(engine: str, version: str, argv: Iterable[str], env=None, hardware: str = "b300",

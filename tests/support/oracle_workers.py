@@ -36,6 +36,7 @@ class Pool:
         self.started: list[str] = []     # releases in the order their workers were started (a restart counts again)
         self._lock = threading.Lock()
         self._starting: dict[str, threading.Lock] = {}
+        self._last: dict[str, object] = {}   # the worker get() last returned per release (a new one: a start)
 
     def get(self, release: str):
         from gpustack_k3.oracle import verdict
@@ -45,16 +46,14 @@ class Pool:
         with one:   # one start per release at a time (warm() alone would start two workers for two threads)
             if release in self.failed:
                 tiers.unavailable(self.failed[release], require_env=REQUIRE_ENV)
-            running = verdict._WORKERS.get(release)   # noqa: SLF001 - the process's workers, see the class docstring
-            if running is not None and running.proc.poll() is None:
-                return running
-            verdict._WORKERS.pop(release, None)   # noqa: SLF001 - a worker that died: start it again
             try:
-                worker = verdict.warm(release)
+                worker = verdict.warm(release)   # the running worker, or a new one if there is none or it exited
             except verdict.EngineVerdictUnavailable as exc:
                 self.failed[release] = f"engine oracle {release}: {exc}"
                 tiers.unavailable(self.failed[release], require_env=REQUIRE_ENV)
-            self.started.append(release)
+            if worker is not self._last.get(release):
+                self.started.append(release)
+                self._last[release] = worker
             return worker
 
     def start(self, releases: Iterable[str]) -> None:
@@ -63,10 +62,8 @@ class Pool:
     def close(self) -> None:
         from gpustack_k3.oracle import verdict
 
-        workers = [verdict._WORKERS.pop(r) for r in list(verdict._WORKERS)]   # noqa: SLF001
-        if workers:
-            with ThreadPoolExecutor(len(workers)) as pool:
-                list(pool.map(lambda o: o.close(), workers))
+        verdict.close_all()
+        self._last.clear()
 
 
 def session_releases(session, directory: str | Path) -> list[str]:
