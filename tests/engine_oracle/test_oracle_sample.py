@@ -78,8 +78,8 @@ DIRECT = {
 
 @pytest.fixture(scope="module", autouse=True)
 def _workers(oracles, request):
-    """The workers of the selected tests' releases started two at a time before them, closed together after them
-    (tests/support/oracle_workers.py)."""
+    """The workers of the selected tests' releases started two at a time before them; the session's pool keeps them
+    for later modules and closes them at the session's end (tests/support/oracle_workers.py)."""
     with started_together(oracles, selected_releases(request)):
         yield
 
