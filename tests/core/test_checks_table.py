@@ -16,6 +16,7 @@ from gpustack_k3.core import argv as engine_argv
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.rules import RULES, validate
 from gpustack_k3.core.rules import checks
+from tests.support import tiers
 from gpustack_k3.core.rules.checks import ChecksTableError, compile_entry, compile_tables, line_view
 from gpustack_k3.core.rules.envs import PARSERS, declared_parser
 from gpustack_k3.catalog import load_catalog
@@ -276,11 +277,16 @@ EXAMPLES = examples()
 CHECKS_DIRECT = {e[0] for e in EXAMPLES}
 
 
-def product(engine: str, release: str, argv: list[str], env: dict, model: str | None) -> dict:
-    """check-args in-process (tools/engine_oracle/product.py, as the differential runs it)."""
-    from tools.engine_oracle.product import check_args
+def product(engine: str, release: str, argv: list[str], env: dict, model: str | None, shape: str | None = None) -> dict:
+    """check-args in-process (tools/engine_oracle/product.py, as the differential runs it); an example's ``shape``:
+    the model is given by that shape's public config.json (``--model-config``), as the differential gives it."""
+    from tools.engine_oracle.product import check_args, shape_config
 
-    return check_args(engine, release, {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8})
+    line = {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8}
+    if shape:
+        tiers.aiconfigurator()   # the shapes' public config.json files ship in aiconfigurator-core
+        line["model_config"] = shape_config(shape)
+    return check_args(engine, release, line)
 
 
 def test_every_entry_has_examples_for_each_release():
@@ -292,7 +298,7 @@ def test_every_entry_has_examples_for_each_release():
 @pytest.mark.parametrize("eid,engine,release,ex", EXAMPLES, ids=[f"{e[0]}@{e[2]}-{i}" for i, e in enumerate(EXAMPLES)])
 def test_the_product_refuses_the_example_with_the_entry_and_passes_its_flip(eid, engine, release, ex):
     env = ex.get("env") or {}
-    refused = product(engine, release, ex["refuse"], env, ex.get("model"))
+    refused = product(engine, release, ex["refuse"], env, ex.get("model"), ex.get("shape"))
     assert refused["verdict"] == "refuse" and eid in refused["rules"], refused
-    passed = product(engine, release, ex["accept"], ex.get("accept_env", env), ex.get("model"))
+    passed = product(engine, release, ex["accept"], ex.get("accept_env", env), ex.get("model"), ex.get("shape"))
     assert passed["verdict"] == "pass", passed

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from gpustack_k3.core.rules import checks
-from tools.engine_oracle.product import check_args
+from tools.engine_oracle.product import check_args, shape_config
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -58,8 +58,11 @@ def test_every_entry_has_a_case_per_release():
             if (e.id, k) not in have] == []
 
 
-def _product(release: str, argv: list[str], env: dict, model: str | None) -> dict:
-    return check_args(ENGINE, release, {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8})
+def _product(release: str, argv: list[str], env: dict, model: str | None, shape: str | None = None) -> dict:
+    line = {"argv": argv, "env": env, "model": model, "gpu_type": "b300", "gpus": 8}
+    if shape:   # a model the catalog does not know: its public config.json, the file the oracle's directory holds
+        line["model_config"] = shape_config(shape)
+    return check_args(ENGINE, release, line)
 
 
 @pytest.mark.parametrize("eid,release,i,ex", CASES, ids=[f"{c[0]}@{c[1]}-{c[2]}" for c in CASES])
@@ -74,10 +77,10 @@ def test_the_entry_agrees_with_the_release(oracles, eid, release, i, ex):
     path, _, line = ans.get("where", "").rpartition(":")
     assert path in cited and int(line) in cited[path], (f"the release raises at {ans.get('where')}, not at the cited "
                                                         f"{checks.TABLE[eid].releases[release]}", ans.get("message"))
-    mine = _product(release, ex["refuse"], env, ex.get("model"))
+    mine = _product(release, ex["refuse"], env, ex.get("model"), ex.get("shape"))
     assert mine["verdict"] == "refuse" and eid in mine["rules"], mine
 
     ans = oracle.judge_line(ex["accept"], accept_env)
     assert ans["verdict"] == "accepted", (ex["accept"], ans)
-    mine = _product(release, ex["accept"], accept_env, ex.get("model"))
+    mine = _product(release, ex["accept"], accept_env, ex.get("model"), ex.get("shape"))
     assert mine["verdict"] == "pass", mine

@@ -53,6 +53,15 @@ def model_config(model: str) -> str | None:
     return _MODEL_CONFIGS.get(model)
 
 
+def shape_config(shape: str) -> str | None:
+    """The config.json of a model shape (gpustack_k3/oracle/models.py SHAPES: its public config.json, the file the
+    oracle's ``/models/shape-<shape>`` directory holds), None when aiconfigurator-core, which ships it, is absent."""
+    from gpustack_k3.oracle.models import write_models
+
+    d = write_models().get(f"/models/shape-{shape}")
+    return f"{d}/config.json" if d else None
+
+
 def _common(engine: str, version: str, model: str | None, gpu_type: str, config: str | None = None) -> list[str]:
     """``model`` None: a model the catalog does not know (a shape of gpustack_k3/oracle/models.py), judged from its
     config.json (``config``) alone."""

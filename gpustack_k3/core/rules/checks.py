@@ -39,6 +39,10 @@ Format (``format: 1``)::
             env: {}                             # optional, for both lines; accept_env: {} replaces it for accept
             releases: ["0.5.23"]                # optional: the releases the example is for (default: all listed)
             model: kimi-k3                      # optional: the catalog model (default: the one the line's path names)
+            shape: hybrid                       # optional, instead of model: a model the catalog does not know, given
+                                                # to the product by its public config.json (gpustack_k3/oracle/models.py
+                                                # SHAPES: mla-moe, gqa-dense, gqa-yarn, hybrid; the line names
+                                                # /models/shape-<shape>, the oracle's directory of the same file)
 
 A condition is a predicate, ``{any: [conditions]}`` (one of them; the engine's ``or``) or ``{all: [conditions]}``.
 A predicate has one subject (``dest: NAME``, ``env: NAME`` [``as: PARSER``, ``default: V``], ``model: {...}``) and
@@ -77,7 +81,7 @@ ENGINES = (ENGINE_VLLM, ENGINE_SGLANG)
 NO_CEL = ("reads the command line the engine receives through the release's own parser (spec fields and extraArgs "
           "together, argv tokenising) and the release's environment readers: beyond CEL")
 _ENTRY_KEYS = {"id", "title", "releases", "when", "message", "why", "fix", "severity", "field", "examples"}
-_EXAMPLE_KEYS = {"releases", "refuse", "accept", "env", "accept_env", "model"}
+_EXAMPLE_KEYS = {"releases", "refuse", "accept", "env", "accept_env", "model", "shape"}
 _REQUIRED = ("id", "title", "releases", "when", "message", "why", "fix")
 _IS = ("set", "unset", "true", "false", "null", "notnull", "blank", "notblank", "truthy", "falsy")
 _TESTS = ("is", "eq", "ne", "in", "not_in", "in_stripped_lower", "not_in_stripped_lower", "lt", "le", "gt", "ge", "divides", "not_divides", "multiple_of",
