@@ -190,11 +190,15 @@ class Oracle:
         stand = self._stand_ins([pair["prefill"]["argv"], pair["decode"]["argv"]])
         return {**ans, "stand_in": stand} if stand else ans
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """End the worker: its input closed, it exits; ``wait=False`` returns at once (a later ``close()`` waits), so
+        several workers tear their releases' modules down at the same time."""
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=30)
+                if not self.proc.stdin.closed:
+                    self.proc.stdin.close()
+                if wait:
+                    self.proc.wait(timeout=30)
             except Exception:  # noqa: BLE001
                 self.proc.kill()
                 self.proc.wait()

@@ -67,19 +67,20 @@ def warm(key: str) -> Oracle:
             raise EngineVerdictUnavailable(
                 f"{exc} (prepare once: `gpustack-k3 oracle setup`; `gpustack-k3 oracle status` says what is ready; "
                 "cache $GPUSTACK_K3_CACHE or ~/.cache/gpustack-k3)") from None
-        atexit.register(_WORKERS[key].close)
     return _WORKERS[key]
 
 
 def close_all() -> None:
     """Close every worker this process started, all at once (each close waits for the worker's interpreter to tear
     the release's modules down, 2-7 s); a later ``warm`` starts a new one."""
-    from concurrent.futures import ThreadPoolExecutor
-
     workers = [_WORKERS.pop(k) for k in list(_WORKERS)]
-    if workers:
-        with ThreadPoolExecutor(len(workers)) as pool:
-            list(pool.map(lambda o: o.close(), workers))
+    for o in workers:
+        o.close(wait=False)   # every worker told first: they exit side by side (no thread: this also runs at exit)
+    for o in workers:
+        o.close()
+
+
+atexit.register(close_all)   # the workers of this process end with it, closed at once
 
 
 def engine_verdict(engine: str, version: str, argv: Iterable[str], env=None, hardware: str = "b300",

@@ -34,8 +34,8 @@ class FakeOracle:
         FakeOracle.starts.append(release)
         self.release, self.proc, self.closed = release, FakeProc(), 0
 
-    def close(self) -> None:
-        self.closed += 1
+    def close(self, wait: bool = True) -> None:
+        self.closed += wait   # close_all tells every worker first (wait=False), then waits for each
         self.proc.code = 0
 
 
