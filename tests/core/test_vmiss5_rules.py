@@ -39,6 +39,13 @@ CASES = [
 for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
     CASES.append(("vllm-mm-shm-object-size-needs-shm-cache", _rel, K3 + [SHM, "64"], {},
                   K3 + [SHM, "64", "--mm-processor-cache-type", "shm"], {}, "kimi-k3"))
+# vfr6: --custom-histogram-buckets (ObservabilityConfig's validators), one line per refusal of the release
+HIST = "--custom-histogram-buckets"
+for _rel in ("0.33.0", "0.34.0"):
+    for _bad in ('{"synth": [1.0]}', '{"request_latency": []}', '{"request_latency": [0, 1]}',
+                 '{"request_latency": [1.0, 0.5]}', '{"iteration_tokens": [1, true]}'):
+        CASES.append(("vllm-custom-histogram-buckets-invalid", _rel, [SMOL, HIST, _bad], {},
+                      [SMOL, HIST, '{"request_latency": [0.5, 1.0], "iteration_tokens": [1, 8]}'], {}, None))
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 
 # lines a rule must not refuse (release, line, env, catalog model, the rule)
@@ -55,6 +62,9 @@ NOT_REFUSED = [
     # the rules are switched on for the releases their sources name only
     ("0.29.0", DENSE + ["--enable-return-routed-experts"], {}, "shape-gqa-dense", "vllm-routed-experts-dense-model"),
     ("0.33.0", YARN + ["--disable-sliding-window"], {}, "shape-gqa-yarn", "vllm-disable-sliding-window-rope-scaling"),
+    # a bound pydantic must coerce (a string) is left to the release
+    ("0.34.0", [SMOL, "--custom-histogram-buckets", '{"request_latency": ["0.5", "1"]}'], {}, None,
+     "vllm-custom-histogram-buckets-invalid"),
 ]
 
 

@@ -5,6 +5,8 @@ each release's own source; tests/core/test_vmiss5_rules.py holds their lines and
 tests/engine_oracle/test_vmiss5_rules_oracle.py has the releases judge them."""
 from __future__ import annotations
 
+import math
+
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules import envs
@@ -232,7 +234,67 @@ def check_vllm_spec_mtp_on_deepseek_v41_034(r, c):
         yield None, problem
 
 
+# ObservabilityConfig.custom_histogram_buckets ({family: [bounds]}): a before-validator refuses a boolean bound (of
+# any family, first), then the field validator walks the families in order: a family outside BUCKET_FAMILY_KEYS
+# (the BucketFamilyKey Literal of v1/metrics/buckets.py), an empty list, a bound not finite or not above 0, bounds
+# not strictly increasing. A value pydantic would have to coerce (a string bound, a non-list) is left to the release.
+_HIST_SOURCES = {
+    "0.33.0": "vllm config/observability.py:167-213@0.33.0, v1/metrics/buckets.py:15-27@0.33.0",
+    "0.34.0": "vllm config/observability.py:161-207@0.34.0, v1/metrics/buckets.py:15-27@0.34.0",
+}
+_HIST_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latency", "iteration_tokens",
+                  "request_params_n", "request_num_preemptions", "request_tokens", "kv_cache_residency")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def histogram_buckets_refusal(value) -> str | None:
+    """The release's refusal of a --custom-histogram-buckets JSON object (None: accepted, or left to the release)."""
+    if not isinstance(value, dict) or not all(isinstance(b, list) for b in value.values()):
+        return None
+    for family, buckets in value.items():
+        for bound in buckets:
+            if isinstance(bound, bool):
+                return f"custom_histogram_buckets[{family!r}]: bound {bound!r} must be a number, not a boolean"
+    if not all(_number(x) for b in value.values() for x in b):
+        return None
+    for family, buckets in value.items():
+        if family not in _HIST_FAMILIES:
+            return (f"custom_histogram_buckets: unknown bucket family {family!r}; known families: "
+                    f"{sorted(_HIST_FAMILIES)}")
+        if not buckets:
+            return f"custom_histogram_buckets[{family!r}]: bucket list must not be empty"
+        floats = [float(x) for x in buckets]
+        for bound in floats:
+            if not math.isfinite(bound) or bound <= 0:
+                return f"custom_histogram_buckets[{family!r}]: bound {bound!r} must be finite and greater than 0"
+        if any(a >= b for a, b in zip(floats, floats[1:])):
+            return f"custom_histogram_buckets[{family!r}]: bounds {floats} must be strictly increasing"
+    return None
+
+
+@rule("vllm-custom-histogram-buckets-invalid", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--custom-histogram-buckets names an unknown family or gives invalid bounds",
+      why="ObservabilityConfig validates each family of --custom-histogram-buckets: the name must be one of the "
+          "release's histogram families, its bucket list non-empty, every bound a finite number above 0 (not a "
+          "boolean) and the bounds strictly increasing.",
+      fix="Name only the release's families (request_latency, time_to_first_token, inter_token_latency, "
+          "iteration_tokens, request_params_n, request_num_preemptions, request_tokens, kv_cache_residency) with "
+          "strictly increasing positive bounds, or drop --custom-histogram-buckets.",
+      source=_HIST_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _HIST_SOURCES.items()},
+      no_cel="reads a JSON option given in spec.extraArgs; left to validate")
+def check_vllm_custom_histogram_buckets(r, c):
+    v = line_view(r)
+    problem = None if v is None else histogram_buckets_refusal(v.value("custom_histogram_buckets"))
+    if problem:
+        yield None, problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
-            "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034"):
+            "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034",
+            "vllm-custom-histogram-buckets-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
