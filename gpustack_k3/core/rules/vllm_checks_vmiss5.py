@@ -102,6 +102,42 @@ def check_vllm_mm_shm_object_size(r, c):
         "'mm_shm_cache_max_object_size_mb' should only be set when 'mm_processor_cache_type' is 'shm'")
 
 
+# the same validator, next: --mm-encoder-fp8-scale-path / --mm-encoder-fp8-scale-save-path need
+# --mm-encoder-attn-dtype fp8, and the two do not go together (saving needs dynamic scaling)
+_MM_FP8_SOURCES = {
+    "0.28.0": "vllm config/multimodal.py:309-336@0.28.0",
+    "0.29.0": "vllm config/multimodal.py:312-339@0.29.0",
+    "0.33.0": "vllm config/multimodal.py:516-543@0.33.0, config/model.py:831-881@0.33.0",
+    "0.34.0": "vllm config/multimodal.py:515-542@0.34.0, config/model.py:851-901@0.34.0",
+}
+
+
+@rule("vllm-mm-encoder-fp8-scale-paths", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--mm-encoder-fp8-scale-path / -save-path without --mm-encoder-attn-dtype fp8, or both (multimodal model)",
+      why="For a multimodal model MultiModalConfig refuses an FP8 scale file (to load or to save) unless the encoder "
+          "attention dtype is fp8, and refuses loading and saving scales together (saving requires dynamic "
+          "scaling); a text-only model never builds MultiModalConfig and ignores them.",
+      fix="Add --mm-encoder-attn-dtype fp8 and give only one of --mm-encoder-fp8-scale-path, "
+          "--mm-encoder-fp8-scale-save-path (or drop them).",
+      source=_MM_FP8_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _MM_FP8_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal and options of spec.extraArgs; "
+             "left to validate")
+def check_vllm_mm_encoder_fp8_scale_paths(r, c):
+    v = line_view(r)
+    if v is None or builds_multimodal_config(r) is not True:
+        return
+    load, save = v.value("mm_encoder_fp8_scale_path"), v.value("mm_encoder_fp8_scale_save_path")
+    if load is None and save is None:
+        return
+    if v.value("mm_encoder_attn_dtype") != "fp8":
+        yield None, ("'mm_encoder_fp8_scale_path' and 'mm_encoder_fp8_scale_save_path' require "
+                     f"'mm_encoder_attn_dtype' to be 'fp8' (it is {v.value('mm_encoder_attn_dtype')!r})")
+    elif load is not None and save is not None:
+        yield None, ("'mm_encoder_fp8_scale_save_path' cannot be used with 'mm_encoder_fp8_scale_path' "
+                     "(saving requires dynamic scaling)")
+
+
 # VllmConfig._verify_aux_output_compatibility: --enable-return-routed-experts on a model without experts
 # (ModelConfig.is_moe: get_num_experts() > 0, read from the text config's num_experts / moe_num_experts /
 # n_routed_experts / num_local_experts, transformers_utils/config.py:65-70@0.34.0). Judged only for config.json
@@ -296,5 +332,5 @@ def check_vllm_custom_histogram_buckets(r, c):
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
             "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034",
-            "vllm-custom-histogram-buckets-invalid"):
+            "vllm-custom-histogram-buckets-invalid", "vllm-mm-encoder-fp8-scale-paths"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
