@@ -53,6 +53,11 @@ for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
     CASES.append(("vllm-mm-encoder-fp8-scale-paths", _rel, K3 + FP8_LOAD, {}, K3, {}, "kimi-k3"))
     CASES.append(("vllm-mm-encoder-fp8-scale-paths", _rel, K3 + ["--mm-encoder-attn-dtype", "fp8"] + FP8_LOAD + FP8_SAVE,
                   {}, K3, {}, "kimi-k3"))
+# vfr6: --reasoning-effort-map (validate_reasoning_effort_map)
+for _rel in ("0.33.0", "0.34.0"):
+    for _bad in ('{"bogus": 1}', '{"bogus": "x"}', '["high"]'):
+        CASES.append(("vllm-reasoning-effort-map-invalid", _rel, [SMOL, "--reasoning-effort-map", _bad], {},
+                      [SMOL, "--reasoning-effort-map", '{"high": "think hard", "none": "no"}'], {}, None))
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 
 # lines a rule must not refuse (release, line, env, catalog model, the rule)

@@ -39,7 +39,8 @@ REASON = {"vllm-dbo-multimodal-model": "dual batch overlap with multimodal model
           "vllm-disable-sliding-window-rope-scaling": "Disabling sliding window is not supported",
           "vllm-spec-mtp-on-deepseek-v41-034": "no classic-MTP draft",
           "vllm-custom-histogram-buckets-invalid": "custom_histogram_buckets",
-          "vllm-mm-encoder-fp8-scale-paths": "mm_encoder_fp8_scale"}
+          "vllm-mm-encoder-fp8-scale-paths": "mm_encoder_fp8_scale",
+          "vllm-reasoning-effort-map-invalid": "--reasoning-effort-map"}
 
 
 @pytest.mark.parametrize("release,line,env,model,rid", NOT_REFUSED)

@@ -329,8 +329,45 @@ def check_vllm_custom_histogram_buckets(r, c):
         yield None, problem
 
 
+# validate_parsed_serve_args -> validate_reasoning_effort_map: --reasoning-effort-map must be a JSON object of
+# strings whose keys are the release's ReasoningEffort Literal (renderers/params.py:27)
+_EFFORT_SOURCES = {
+    "0.33.0": "vllm entrypoints/common/cli_args.py:512-529,550@0.33.0, renderers/params.py:27@0.33.0",
+    "0.34.0": "vllm entrypoints/common/cli_args.py:521-538,559@0.34.0, renderers/params.py:27@0.34.0",
+}
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def reasoning_effort_map_refusal(value) -> str | None:
+    """The release's refusal of a given --reasoning-effort-map value (None: accepted or not given)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(x, str) for x in value.values()):
+        return "Error: --reasoning-effort-map must be a JSON object mapping reasoning efforts to strings"
+    if unknown := sorted(set(value) - set(_EFFORTS)):
+        return f"Error: --reasoning-effort-map has unknown efforts {unknown}; keys must be one of {list(_EFFORTS)}"
+    return None
+
+
+@rule("vllm-reasoning-effort-map-invalid", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--reasoning-effort-map is not an object of strings keyed by reasoning efforts",
+      why="vllm serve checks --reasoning-effort-map before loading: a JSON object whose values are strings and whose "
+          "keys are reasoning efforts the release knows (none, minimal, low, medium, high, xhigh, max).",
+      fix="Give --reasoning-effort-map a JSON object such as '{\"high\": \"think hard\"}' with known efforts as "
+          "keys and strings as values, or drop it.",
+      source=_EFFORT_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _EFFORT_SOURCES.items()},
+      no_cel="reads a JSON option given in spec.extraArgs; left to validate")
+def check_vllm_reasoning_effort_map(r, c):
+    v = line_view(r)
+    problem = None if v is None else reasoning_effort_map_refusal(v.value("reasoning_effort_map"))
+    if problem:
+        yield None, problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
             "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034",
-            "vllm-custom-histogram-buckets-invalid", "vllm-mm-encoder-fp8-scale-paths"):
+            "vllm-custom-histogram-buckets-invalid", "vllm-mm-encoder-fp8-scale-paths",
+            "vllm-reasoning-effort-map-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
