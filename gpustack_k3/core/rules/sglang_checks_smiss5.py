@@ -75,13 +75,19 @@ def attn_dp_width(v: LineView) -> int:
       source=_CHUNK_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _CHUNK_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_dsv4_chunked_prefill_page_size(r, c):
+    yield from _chunk_not_multiple_of_page(r, lambda v: dsv4_page_size(v), "DeepSeek-V4's page size")
+
+
+def _chunk_not_multiple_of_page(r, page_of, what: str):
+    """validation_hook.py:243-246@0.5.23 for a model whose page size ``page_of(view)`` resolves (None: not judged):
+    a given --chunked-prefill-size, per attention-DP rank, outside a decode server and KV sharding."""
     v = line_view(r)
     if v is None or v.arch is None or not v.given("chunked_prefill_size"):
         return
     chunk = _int(v.value("chunked_prefill_size"))
     if chunk is None or chunk <= 0 or v.value("disaggregation_mode") == "decode" or v.value("enable_kv_cache_sharding"):
         return
-    page = dsv4_page_size(v)
+    page = page_of(v)
     if page is None:
         return
     dp = attn_dp_width(v)
@@ -89,7 +95,7 @@ def check_sglang_dsv4_chunked_prefill_page_size(r, c):
     if per_rank > 0 and per_rank % page:
         where = f"{chunk} / {dp} attention-DP ranks = {per_rank}" if dp > 1 else str(chunk)
         yield "spec.extraArgs", (f"chunked_prefill_size must be divisible by page_size: --chunked-prefill-size "
-                                 f"{where} is not a multiple of DeepSeek-V4's page size {page}.")
+                                 f"{where} is not a multiple of {what} {page}.")
 
 
 # Kimi-K3 on SM100/SM103 with no attention backend on the line: its override picks trtllm_mla (with DCP: cutedsl_mla
@@ -131,21 +137,7 @@ def kimi_k3_page_size(r, v: LineView) -> int | None:
       source=_K3_CHUNK_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _K3_CHUNK_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_kimi_k3_chunked_prefill_page_size(r, c):
-    v = line_view(r)
-    if v is None or v.arch is None or not v.given("chunked_prefill_size"):
-        return
-    chunk = _int(v.value("chunked_prefill_size"))
-    if chunk is None or chunk <= 0 or v.value("disaggregation_mode") == "decode" or v.value("enable_kv_cache_sharding"):
-        return
-    page = kimi_k3_page_size(r, v)
-    if page is None:
-        return
-    dp = attn_dp_width(v)
-    per_rank = chunk // dp
-    if per_rank > 0 and per_rank % page:
-        where = f"{chunk} / {dp} attention-DP ranks = {per_rank}" if dp > 1 else str(chunk)
-        yield "spec.extraArgs", (f"chunked_prefill_size must be divisible by page_size: --chunked-prefill-size "
-                                 f"{where} is not a multiple of Kimi-K3's MLA page size {page}.")
+    yield from _chunk_not_multiple_of_page(r, lambda v: kimi_k3_page_size(r, v), "Kimi-K3's MLA page size")
 
 
 # ------------------------------------------------------------------ the attention backend SGLang picks on SM100/SM103
