@@ -296,11 +296,9 @@ def substitute_locals(knobs: list, chain: list[ast.AST]) -> list:
     return out
 
 
-def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
-    """Knobs of the early exits before the statement at the end of ``chain``: an ``if <test>: return`` (or
-    ``continue``/``break``) earlier in an enclosing block leaves the function before the raise unless its test is
-    false (``if not cfg.enable_watermark: return`` guards every check after it)."""
-    out = []
+def _statements_before(chain: list[ast.AST]):
+    """The statements that run before the one at the end of ``chain``, in each enclosing block (the same block as
+    each link of the chain: body, orelse or finalbody), outermost block first."""
     for parent, child in zip(chain, chain[1:]):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
@@ -309,9 +307,18 @@ def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
             for st in block:
                 if st is child:
                     break
-                if isinstance(st, ast.If) and not st.orelse and st.body and \
-                        isinstance(st.body[-1], (ast.Return, ast.Continue, ast.Break)):
-                    out += test_knobs(st.test, False)
+                yield st
+
+
+def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
+    """Knobs of the early exits before the statement at the end of ``chain``: an ``if <test>: return`` (or
+    ``continue``/``break``) earlier in an enclosing block leaves the function before the raise unless its test is
+    false (``if not cfg.enable_watermark: return`` guards every check after it)."""
+    out = []
+    for st in _statements_before(chain):
+        if isinstance(st, ast.If) and not st.orelse and st.body and \
+                isinstance(st.body[-1], (ast.Return, ast.Continue, ast.Break)):
+            out += test_knobs(st.test, False)
     return out
 
 
@@ -320,22 +327,15 @@ def precondition_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     an enclosing block (its test wanted true) and each ``if <test>: raise`` there (its test wanted false):
     ``assert cfg.max_ep_size > 0`` before a site under ``cfg.max_ep_size > cfg.tp_size`` keeps its value positive."""
     out = []
-    for parent, child in zip(chain, chain[1:]):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list) or not any(child is x for x in block):
-                continue
-            for st in block:
-                if st is child:
-                    break
-                if isinstance(st, ast.Assert):
-                    out += test_knobs(st.test, True)
-                elif isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise):
-                    out += test_knobs(st.test, False)
-                elif isinstance(st, ast.If):
-                    # ``if cfg.max_ep_size is not None: assert cfg.max_ep_size > 0``: the checks of a block the
-                    # line may enter
-                    out += [k for x in st.body if isinstance(x, ast.Assert) for k in test_knobs(x.test, True)]
+    for st in _statements_before(chain):
+        if isinstance(st, ast.Assert):
+            out += test_knobs(st.test, True)
+        elif isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise):
+            out += test_knobs(st.test, False)
+        elif isinstance(st, ast.If):
+            # ``if cfg.max_ep_size is not None: assert cfg.max_ep_size > 0``: the checks of a block the
+            # line may enter
+            out += [k for x in st.body if isinstance(x, ast.Assert) for k in test_knobs(x.test, True)]
     return out
 
 
