@@ -165,7 +165,8 @@ def _fail(entry_id: str, where: str, problem: str) -> ChecksTableError:
     return ChecksTableError(f"checks table entry {entry_id}: {where}: {problem}")
 
 
-def _number(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """A number as a config class reads one: int or float, never a bool."""
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -205,7 +206,7 @@ def _test(eid: str, where: str, op: str, arg: Any, dests: list[str]) -> Callable
         inside = op == "in_stripped_lower"
         return lambda x, g: isinstance(x, str) and (x.strip().lower() in low) == inside
     if op in ("lt", "le", "gt", "ge", "divides", "not_divides", "multiple_of", "not_multiple_of"):
-        if not (_number(arg) or isinstance(arg, dict)):
+        if not (is_number(arg) or isinstance(arg, dict)):
             raise _fail(eid, where, f"{op}: takes a number or {{dest: NAME}}, got {arg!r}")
     rhs = _operand(eid, where, arg, dests)
     if op == "eq":
@@ -218,7 +219,7 @@ def _test(eid: str, where: str, op: str, arg: Any, dests: list[str]) -> Callable
            "not_multiple_of": lambda x, y: y == 0 or x % y != 0}.get(op)
     if cmp is None:
         raise _fail(eid, where, f"unknown test {op!r} (one of {', '.join(_TESTS)})")
-    return _bind(rhs, lambda x, y: _number(x) and _number(y) and cmp(x, y))
+    return _bind(rhs, lambda x, y: is_number(x) and is_number(y) and cmp(x, y))
 
 
 def _bind(rhs: Callable[[LineView], Any], fn: Callable[[Any, Any], bool]):

@@ -38,6 +38,19 @@ def _int(x) -> int | None:
     return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
+def _backend_given(v: LineView) -> bool:
+    """Whether the line names an attention backend (any of the three options): the release's page and backend
+    resolutions then depend on it, and these rules leave the line to the release."""
+    return any(v.value(d) is not None for d in ("attention_backend", "prefill_attention_backend",
+                                                "decode_attention_backend"))
+
+
+def _on_sm100(r) -> bool:
+    """Whether the document's GPU is of the SM100 family (B200 SM100, B300/GB300 SM103: catalog/data/hardware.yaml)."""
+    hw = getattr(r, "hardware", None)
+    return hw is not None and str(getattr(hw, "sm", "")).upper() in SM100_FAMILY
+
+
 def dsv4_page_size(v: LineView) -> int | None:
     """The page size DeepSeek-V4's override forces for this line (None: not a DeepSeek-V4 model, or a line where
     another backend setting could move the page size after the override: left to the release)."""
@@ -46,8 +59,7 @@ def dsv4_page_size(v: LineView) -> int | None:
     if name not in DSV4_ARCHS and not (name == DSV41_ARCH and _model_field(arch, "model_type") == DSV41_MODEL_TYPE):
         return None
     # an explicit attention backend may meet the MLA page constraints pass (overrides.py) after the override
-    if any(v.value(d) is not None for d in ("attention_backend", "prefill_attention_backend",
-                                            "decode_attention_backend")):
+    if _backend_given(v):
         return None
     device = v.value("device")
     if device is not None and not isinstance(device, str):
@@ -75,7 +87,7 @@ def attn_dp_width(v: LineView) -> int:
       source=_CHUNK_SOURCES["0.5.23"], sources={f"sglang {k}": v for k, v in _CHUNK_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_dsv4_chunked_prefill_page_size(r, c):
-    yield from _chunk_not_multiple_of_page(r, lambda v: dsv4_page_size(v), "DeepSeek-V4's page size")
+    yield from _chunk_not_multiple_of_page(r, dsv4_page_size, "DeepSeek-V4's page size")
 
 
 def _chunk_not_multiple_of_page(r, page_of, what: str):
@@ -116,11 +128,7 @@ def kimi_k3_page_size(r, v: LineView) -> int | None:
     arch = v.arch
     if getattr(arch, "architecture", None) != KIMI_K3_ARCH:
         return None
-    hw = getattr(r, "hardware", None)
-    if hw is None or str(getattr(hw, "sm", "")).upper() not in ("SM100", "SM103"):
-        return None
-    if any(v.value(d) is not None for d in ("attention_backend", "prefill_attention_backend",
-                                            "decode_attention_backend")):
+    if not _on_sm100(r) or _backend_given(v):
         return None
     page = _int(v.value("page_size"))
     return page if page in (32, 64) else 64
@@ -167,8 +175,7 @@ SM100_FAMILY = ("SM100", "SM103")
 def sm100_default_prefill_backend(r, v: LineView) -> str | None:
     """The prefill attention backend SGLang resolves for this line on an SM100/SM103 GPU when the line names none,
     for the architectures of SM100_MHA_DEFAULT (None: another GPU, a backend given, or a model not read here)."""
-    hw = getattr(r, "hardware", None)
-    if hw is None or str(getattr(hw, "sm", "")).upper() not in SM100_FAMILY:
+    if not _on_sm100(r):
         return None
     if v.value("attention_backend") is not None or v.value("prefill_attention_backend") is not None:
         return None

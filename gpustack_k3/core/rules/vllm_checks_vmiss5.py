@@ -11,7 +11,7 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.resolve import Resolved
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules.args import extra_arg
-from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.checks import is_number, line_view
 from gpustack_k3.core.rules.multimodal import builds_multimodal_config
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
@@ -282,10 +282,6 @@ _HIST_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latency
                   "request_params_n", "request_num_preemptions", "request_tokens", "kv_cache_residency")
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 def histogram_buckets_refusal(value) -> str | None:
     """The release's refusal of a --custom-histogram-buckets JSON object (None: accepted, or left to the release)."""
     if not isinstance(value, dict) or not all(isinstance(b, list) for b in value.values()):
@@ -294,7 +290,7 @@ def histogram_buckets_refusal(value) -> str | None:
         for bound in buckets:
             if isinstance(bound, bool):
                 return f"custom_histogram_buckets[{family!r}]: bound {bound!r} must be a number, not a boolean"
-    if not all(_number(x) for b in value.values() for x in b):
+    if not all(is_number(x) for b in value.values() for x in b):
         return None
     for family, buckets in value.items():
         if family not in _HIST_FAMILIES:
