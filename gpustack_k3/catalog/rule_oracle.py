@@ -39,6 +39,10 @@ def summary(entry: dict) -> str:
     parts = [f"fired {entry['fired']}", f"engine refused {entry.get('engine_refused', 0)}"
              f" ({entry.get('engine_refused_alone', 0)} as the only error)",
              f"engine accepted {entry.get('engine_accepted', 0)}"]
+    runtime = [f"{what} {entry[key]}" for key, what in (("runtime_refuses", "refuses"), ("runtime_accepts", "accepts"),
+                                                        ("runtime_unjudged", "no computation")) if entry.get(key)]
+    if runtime:
+        parts.append(f"after-config check worked out (tools/engine_oracle/runtime_judge.py): {', '.join(runtime)}")
     if entry.get("not_decidable"):
         parts.append(f"not decidable {entry['not_decidable']}"
                      + (f" ({', '.join(entry['reasons'])})" if entry.get("reasons") else ""))

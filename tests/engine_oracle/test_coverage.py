@@ -40,3 +40,31 @@ def test_coverage_table_rows_from_synth_reports():
     row = coverage_table([rep]).splitlines()[-1]
     assert row == ("| vllm-0.33.0 | 7919 | 43 / 381 / 445 (11.3 %) | 20 (30 lines) | 90 (26) | 14, 9 | 193.3 | 5 / 80 "
                    "| 1 |")
+
+
+def test_runtime_only_rules_are_judged_by_the_worked_after_config_check():
+    """A runtime-only rule's lines are accepted at config time: the record reads the differential's runtime judge
+    (tools/engine_oracle/runtime_judge.py) for them instead of counting the config-time acceptance as a false refusal."""
+    def rt(rules, verdict, judged):
+        rec = _rec("r1", rules, verdict)
+        rec["runtime_judge"] = {r: [judged, "how"] for r in rules}
+        return rec
+    recs = [rt(["a"], "accepted", "refuses"), rt(["b"], "accepted", "refuses"), rt(["b"], "accepted", "accepts"),
+            rt(["c"], "accepted", None), rt(["w"], "accepted", "accepts")]
+    r1 = {k: v["releases"]["r1"] for k, v in coverage.build(recs, RULES, {"records": 5})["rules"].items()}
+    assert r1["a"]["status"] == "runtime-agrees" and r1["a"]["engine_accepted"] == 0 and r1["a"]["runtime_refuses"] == 1
+    assert r1["b"]["status"] == "runtime-disagrees" and r1["b"]["runtime_accepts"] == 1
+    assert r1["b"]["false_refusal_example"] == "x"
+    assert r1["c"]["status"] == "runtime-unjudged" and r1["c"]["runtime_unjudged"] == 1
+    assert r1["w"]["status"] == "advisory"
+    # a config-time acceptance without a runtime judgement stays a disagreement
+    r1 = coverage.build([rt(["a"], "accepted", "refuses"), _rec("r1", ["a"], "accepted")], RULES, {})["rules"]["a"]
+    assert r1["releases"]["r1"]["status"] == "disagrees"
+
+
+def test_the_explain_summary_names_the_runtime_judges_counts():
+    from gpustack_k3.catalog.rule_oracle import summary
+
+    line = summary({"status": "runtime-agrees", "fired": 3, "engine_refused": 0, "engine_refused_alone": 0,
+                    "engine_accepted": 0, "runtime_refuses": 2, "runtime_unjudged": 1})
+    assert line.startswith("runtime-agrees: fired 3") and "refuses 2, no computation 1" in line

@@ -12,12 +12,16 @@ Per rule and release, ``status`` is one of:
 - ``co-refused``: as agrees, but the rule only fired beside other errors of the product (weaker evidence: the
   engine may have refused for the other reason);
 - ``disagrees``: the rule refused at least one line the release accepts (a false refusal; ``false_refusals``);
+- for a runtime-only rule on lines the release accepts at config time (the record's ``runtime_judge``: the release's
+  after-config check worked out from the line, tools/engine_oracle/runtime_judge.py): ``runtime-disagrees`` (the
+  worked computation accepts a line the rule refused: a false refusal), ``runtime-agrees`` (it refuses every such
+  line), ``runtime-unjudged`` (no worked computation exists for the rule: no evidence either way);
 - ``not-decidable``: it fired only on lines the oracle could not decide on CPU (``reasons``);
 - ``not-fired``: the generated corpus never made it fire on this release (no evidence either way);
 - ``advisory``: a warning/info rule: it never refuses, so there is no accept/refuse verdict to compare;
 - ``not-argv``: a rule of a family check-args/check-pd do not run (log, render, schema).
 A rule whose engine check happens after config time (weight load, first request) is ``runtime-only`` in the
-rule registry itself (its source says where); this record only states what the oracle saw.
+rule registry itself (its source says where); this record states what the oracle and the runtime judge saw.
 """
 from __future__ import annotations
 
@@ -42,18 +46,47 @@ def registry() -> list[dict]:
     return json.loads(res.output)
 
 
+STATUSES = ("agrees", "co-refused", "disagrees", "runtime-agrees", "runtime-disagrees", "runtime-unjudged",
+            "not-decidable", "not-fired", "advisory", "not-argv")
+RUNTIME_COUNTS = ("runtime_refuses", "runtime_accepts", "runtime_unjudged")
+
+
+def _status(s: dict) -> str:
+    """A refusal the release accepts (at config time, or by the worked after-config check) outweighs any agreement;
+    the config-time oracle's evidence comes before the runtime judge's."""
+    if s["engine_accepted"]:
+        return "disagrees"
+    if s["runtime_accepts"]:
+        return "runtime-disagrees"
+    if s["engine_refused_alone"]:
+        return "agrees"
+    if s["runtime_refuses"]:
+        return "runtime-agrees"
+    if s["engine_refused"]:
+        return "co-refused"
+    return "runtime-unjudged" if s["runtime_unjudged"] else "not-decidable"
+
+
 def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
     releases = sorted({r["release"] for r in records})
     seen: dict[str, dict[str, dict]] = defaultdict(lambda: defaultdict(lambda: {
         "fired": 0, "engine_refused": 0, "engine_refused_alone": 0, "engine_accepted": 0, "not_decidable": 0,
+        "runtime_refuses": 0, "runtime_accepts": 0, "runtime_unjudged": 0,
         "reasons": set(), "example": None,
         "false_refusal_example": None}))
     for rec in records:
+        runtime = rec.get("runtime_judge") or {}
         for rule in rec["product"].get("rules") or []:
             s = seen[rule][rec["release"]]
             s["fired"] += 1
             v = rec["oracle"]["verdict"]
-            if v == "refused":
+            if rule in runtime:   # accepted at config time; the release's after-config check worked out instead
+                judged = (runtime[rule] or [None])[0]
+                s[{"refuses": "runtime_refuses", "accepts": "runtime_accepts"}.get(judged, "runtime_unjudged")] += 1
+                if judged == "accepts":
+                    s["false_refusal_example"] = s["false_refusal_example"] or " ".join(
+                        rec.get("argv") or ["<pair>"])[:300]
+            elif v == "refused":
                 s["engine_refused"] += 1
                 if len(rec["product"]["rules"]) == 1:   # the only reason the product gave
                     s["engine_refused_alone"] += 1
@@ -78,11 +111,10 @@ def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
             elif not s:
                 per[rel] = {"status": "not-fired"}
             else:
-                status = ("disagrees" if s["engine_accepted"] else "agrees" if s["engine_refused_alone"]
-                          else "co-refused" if s["engine_refused"] else "not-decidable")
-                entry = {"status": status, "fired": s["fired"], "engine_refused": s["engine_refused"],
+                entry = {"status": _status(s), "fired": s["fired"], "engine_refused": s["engine_refused"],
                          "engine_refused_alone": s["engine_refused_alone"],
                          "engine_accepted": s["engine_accepted"], "not_decidable": s["not_decidable"]}
+                entry.update({k: s[k] for k in RUNTIME_COUNTS if s[k]})
                 if s["reasons"]:
                     entry["reasons"] = sorted(x for x in s["reasons"] if x)
                 if s["example"]:
@@ -93,7 +125,7 @@ def build(records: list[dict], rules: list[dict], meta: dict) -> dict:
         out_rules[rid] = {"family": r["family"], "severity": r["severity"], "releases": per}
     extra = sorted(set(seen) - {r["rule"] for r in rules})   # input-error, argv-refused pseudo ids of the CLI
     return {"format": 1, "made_by": "tools/engine_oracle/coverage.py", "from": meta, "releases": releases,
-            "statuses": ["agrees", "co-refused", "disagrees", "not-decidable", "not-fired", "advisory", "not-argv"],
+            "statuses": list(STATUSES),
             "rules": out_rules,
             "cli_outcomes": {x: {rel: {k: v for k, v in seen[x][rel].items() if k in ("fired", "engine_refused",
                                                                                       "engine_refused_alone",
