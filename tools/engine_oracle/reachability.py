@@ -19,6 +19,11 @@ Every raise site (``raise_sites.raise_sites``) gets one class:
     release's package that do call the name (typically the runtime: model runner, scheduler, workers);
   - ``after-launch``: the function is one the oracle's launch doubles stand for (``LAUNCH_POINTS``: the serve
     command's process launchers); its checks run in processes the oracle never starts;
+  - ``call-argument``: every call of the enclosing function in the indexed files (the config path) passes, or leaves
+    at its default, a constant for a parameter that a branch around the site, or an early ``return`` before it,
+    tests so that the site is skipped (``_check_supports_watermarking(config=None)`` on the config path; the sites
+    under ``if custom_sampler:`` or past ``if config is None: return True`` run only for the model runner's and the
+    input processor's calls, after launch); a function also used another way (a callback) is not decided;
   - ``package-missing``: after a ``if not has_<pkg>(): raise`` gate of its function where ``<pkg>`` is not installed
     in the oracle's interpreter (``missing_packages``: importlib's find_spec there): every line is refused at the
     gate (vLLM's suffix decoding needs arctic_inference); reachable where the serving image carries the package;
@@ -264,6 +269,134 @@ def platform_only_calls(index: _Index, uses: dict[str, dict], name: str, truth: 
             f"the oracle's platform")
 
 
+def _assigned(fn: ast.AST) -> set[str]:
+    """Names a function body rebinds (assignment targets, augmented assignments, loop/with targets, walrus)."""
+    out = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            out.add(n.id)
+    return out
+
+
+def _bind(fn: ast.AST, call: ast.Call, method: bool) -> dict[str, ast.AST] | None:
+    """The constant each parameter of ``fn`` takes at ``call`` (an argument passed, else the parameter's default);
+    None when the call cannot be bound statically (``*args``/``**kwargs``, too many arguments, an unknown keyword)."""
+    a = fn.args
+    positional = [x.arg for x in a.posonlyargs + a.args]
+    if method and positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    if a.vararg or a.kwarg:
+        return None
+    defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults)) if a.defaults else {}
+    defaults.update({k.arg: d for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    names = set(positional) | {k.arg for k in a.kwonlyargs}
+    bound: dict[str, ast.AST] = {}
+    if any(isinstance(x, ast.Starred) for x in call.args) or len(call.args) > len(positional):
+        return None
+    for name, value in zip(positional, call.args):
+        bound[name] = value
+    for kw in call.keywords:
+        if kw.arg is None or kw.arg not in names:
+            return None
+        bound[kw.arg] = kw.value
+    for name, d in defaults.items():
+        bound.setdefault(name, d)
+    return {k: v for k, v in bound.items() if isinstance(v, ast.Constant)}
+
+
+def _eval_const(node: ast.AST, env: dict[str, ast.AST]):
+    """True/False/None (unknown) for a condition over parameters bound to constants (``env``)."""
+    if isinstance(node, ast.Name) and node.id in env:
+        return bool(env[node.id].value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        v = _eval_const(node.operand, env)
+        return None if v is None else not v
+    if isinstance(node, ast.BoolOp):
+        vals = [_eval_const(v, env) for v in node.values]
+        if isinstance(node.op, ast.And):
+            return False if False in vals else True if all(v is True for v in vals) else None
+        return True if True in vals else False if all(v is False for v in vals) else None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Name) and \
+            node.left.id in env and isinstance(node.comparators[0], ast.Constant):
+        left, right, op = env[node.left.id].value, node.comparators[0].value, node.ops[0]
+        if isinstance(op, ast.Is):
+            return left is right
+        if isinstance(op, ast.IsNot):
+            return left is not right
+        if isinstance(op, ast.Eq):
+            return left == right
+        if isinstance(op, ast.NotEq):
+            return left != right
+    return None
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def _skipped(fn: ast.AST, chain: list[ast.AST], env: dict[str, ast.AST]) -> bool:
+    """Whether the site at the end of ``chain`` (inside ``fn``) is skipped when the parameters take ``env``: a branch
+    around it is false (or true, for its ``else``), or an ``if <test>: ... return`` before it in one of its blocks
+    is taken."""
+    inner = chain[chain.index(fn):]
+    for parent, child in zip(inner, inner[1:]):
+        if isinstance(parent, ast.If):
+            v = _eval_const(parent.test, env)
+            in_body = any(child is s for s in parent.body)
+            in_else = any(child is s for s in parent.orelse)
+            if v is False and in_body or v is True and in_else:
+                return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list) or not any(child is s for s in block):
+                continue
+            for st in block:
+                if st is child:
+                    break
+                if isinstance(st, ast.If) and not st.orelse and _exits(st.body) and \
+                        _eval_const(st.test, env) is True:
+                    return True
+    return False
+
+
+def argument_only_calls(index: _Index, uses: dict[str, dict], key: tuple[str, str], chain: list[ast.AST],
+                        root: Path) -> str | None:
+    """Why the site at the end of ``chain`` in function ``key`` cannot run on the config path: every call of the
+    function's name in the indexed files binds its parameters (arguments passed or defaults) so that ``_skipped``
+    holds; None when the name is used otherwise (a callback), never called there, or one call is not decided."""
+    f = index.funcs[key]
+    # the site's own parse of the file (``chain``): the same source as the index's, other node objects
+    fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    u = uses.get(f["name"])
+    if fn is None or fn.name != f["name"]:
+        return None
+    if not u or u["other"] or not u["calls"] or f["name"].startswith("__"):
+        return None
+    rebound = _assigned(fn)
+    method = f["cls"] is not None and "staticmethod" not in f["decos"]
+    where = []
+    for file, tree in index.trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            fnode = node.func
+            name = fnode.attr if isinstance(fnode, ast.Attribute) else fnode.id if isinstance(fnode, ast.Name) else None
+            if name != f["name"]:
+                continue
+            env = _bind(fn, node, method and isinstance(fnode, ast.Attribute))
+            if env is None:
+                return None
+            env = {k: v for k, v in env.items() if k not in rebound}
+            if not _skipped(fn, chain, env):
+                return None
+            where.append(f"{os.path.relpath(file, root)}:{node.lineno}")
+    if not where:
+        return None
+    return (f"call-argument: every call of `{f['name']}` on the config path ({', '.join(where[:4])}) passes arguments "
+            f"(or leaves defaults) under which the site is skipped; other arguments come only from code outside the "
+            f"validation files")
+
+
 def _abstract(fn: ast.AST) -> bool:
     body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     return len(body) == 1 and isinstance(body[0], ast.Raise) and body[0].exc is not None and \
@@ -373,6 +506,13 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
     platform_cache: dict[str, str | None] = {}
     uses: dict[str, dict] = {}
 
+    argument_only: set[str] = set()
+
+    def argument_calls(key: tuple[str, str], chain: list[ast.AST]) -> str | None:
+        if not uses:
+            uses.update(name_uses(index))
+        return argument_only_calls(index, uses, key, chain, root)
+
     def platform_calls(name: str) -> str | None:
         if not uses:
             uses.update(name_uses(index))
@@ -396,12 +536,13 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
             why = _guard(chain, s["line"], truth)
             if why:
                 rec.update({"class": "not-reachable", "why": why})
-            elif any(line < s["line"] and pkg in missing for line, pkg in gates.get(key, [])):
-                pkg = next(p for line, p in gates[key] if line < s["line"] and p in missing)
+            elif any(line < s["line"] and p in missing for line, p in gates.get(key, [])):
+                # (its own name: ``pkg`` is the release's package, scanned for callers below)
+                gate_pkg = next(p for line, p in gates[key] if line < s["line"] and p in missing)
                 rec.update({"class": "not-reachable",
-                            "why": f"package-missing: {pkg} is not installed in the oracle's interpreter, and "
-                                   f"`if not has_{pkg}(): raise` refuses every line before this site (the serving "
-                                   f"image may carry it)"})
+                            "why": f"package-missing: {gate_pkg} is not installed in the oracle's interpreter, and "
+                                   f"`if not has_{gate_pkg}(): raise` refuses every line before this site (the "
+                                   f"serving image may carry it)"})
             elif fn is not None and _abstract(fn["node"]):
                 rec.update({"class": "not-reachable", "why": "abstract: the function body is raise NotImplementedError"})
             elif fn is not None and fn["name"] in LAUNCH_POINTS:
@@ -413,14 +554,23 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
             elif fn is not None and key not in entered and key not in registered and \
                     fn["name"] not in ENTRY[engine] and (why := platform_calls(fn["name"])):
                 rec.update({"class": "not-reachable", "why": why})
+            elif fn is not None and key not in registered and fn["name"] not in ENTRY[engine] and \
+                    (why := argument_calls(key, chain)):
+                rec.update({"class": "not-reachable", "why": why})
+                argument_only.add(fn["name"])
             else:
                 rec.update({"class": "reachable", "why": "entered, raise not taken" if key in entered
                             else "on the call graph from the entry points, not entered by the corpus"})
         out.append(rec)
     # ``callers`` False: skip naming where an uncalled function is used from (a scan of the whole package; the
     # synthesis only needs the classes)
-    callers = _package_callers(root, pkg, uncalled, set(files)) if callers else {}
+    callers = _package_callers(root, pkg, uncalled | argument_only, set(files)) if callers else {}
     for rec in out:
+        if rec.get("why", "").startswith("call-argument") and callers:
+            name = rec["function"].rsplit(".", 1)[-1]
+            outside = (callers.get(name) or {}).get("outside") or []
+            rec["why"] += (": " + ", ".join(outside)) if outside else ": none (only the release's own defaults)"
+            continue
         if rec.get("why") == "no-call-path":
             name = index.funcs[(str(root / rec["where"].rsplit(":", 1)[0]), rec["function"])]["name"]
             c = callers.get(name) or {"outside": [], "inside": []}
