@@ -118,3 +118,39 @@ def test_callers_named_on_a_release_with_a_missing_package_gate(tmp_path):
         "vllm-0.33.0", sites, {}, tmp_path, {}, missing={"arctic_inference"})}
     assert by["gated"]["why"].startswith("package-missing: arctic_inference")
     assert by["runtime"]["why"] == "no-call-path: not on the entry points' call graph; used from vllm/v1/runner.py"
+
+
+SPEC_HOOK = '''\
+def handle_speculative(server_args):
+    algo = SpeculativeAlgorithm.from_string(server_args.speculative_algorithm)
+    algo.handle_server_args(server_args)
+
+
+def _handle_uno(server_args):
+    if server_args.x:
+        raise ValueError("uno")
+'''
+SPEC_INFO = '''\
+class SpeculativeAlgorithm:
+    def handle_server_args(self, server_args):
+        from sglang.srt.arg_groups.speculative_hook import _handle_uno
+        if self.is_uno():
+            _handle_uno(server_args)
+'''
+
+
+def test_sglang_speculative_handlers_dispatched_through_spec_info(tmp_path):
+    """SGLang 0.5.23 calls its per-algorithm handlers from SpeculativeAlgorithm.handle_server_args in
+    srt/speculative/spec_info.py (outside the validation files): that file is an extra caller, so _handle_uno is on
+    the call graph (it read no-call-path, 22 sites)."""
+    g = tmp_path / "sglang" / "srt" / "arg_groups"
+    g.mkdir(parents=True)
+    (g / "speculative_hook.py").write_text(SPEC_HOOK)
+    (g / "pipeline.py").write_text("def resolve_once(args):\n    handle_speculative(args)\n")
+    (tmp_path / "sglang" / "srt" / "speculative").mkdir()
+    (tmp_path / "sglang" / "srt" / "speculative" / "spec_info.py").write_text(SPEC_INFO)
+    sites = raise_sites.raise_sites([g / "speculative_hook.py"])
+    files = [g / "speculative_hook.py", g / "pipeline.py"]
+    by = {r["raises"]: r for r in reachability.classify("sglang-0.5.23", sites, {}, tmp_path, {}, files=files)}
+    assert by["ValueError('uno')"]["class"] == "reachable", by["ValueError('uno')"]
+    assert "srt/speculative/spec_info.py" in reachability.EXTRA_CALLERS["sglang"]

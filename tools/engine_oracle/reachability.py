@@ -69,7 +69,10 @@ LAUNCH_POINTS = {"CoreEngineProcManager", "launch_core_engines", "APIServerProce
 EXTRA_CALLERS = {
     "vllm": ["platforms/interface.py", "platforms/cuda.py", "platforms/cpu.py", "transformers_utils/**/*.py",
              "model_executor/models/registry.py"],
-    "sglang": ["srt/configs/*.py", "srt/model_loader/__init__.py"],
+    # SGLang 0.5.23: the speculative hook dispatches to its per-algorithm handlers through
+    # SpeculativeAlgorithm.handle_server_args (speculative_hook.py:284 -> speculative/spec_info.py:234-266); without
+    # that file _handle_uno (22 sites, --speculative-algorithm UNO) read as no-call-path
+    "sglang": ["srt/configs/*.py", "srt/model_loader/__init__.py", "srt/speculative/spec_info.py"],
 }
 PLATFORM_PREDICATES = {"cuda", "cuda_alike", "rocm", "tpu", "xpu", "cpu", "hpu", "neuron", "out_of_tree", "npu", "musa",
                        "hip", "mps", "zen_cpu", "unspecified", "sm90_supported", "sm100_supported"}
