@@ -362,8 +362,21 @@ def _skipped(fn: ast.AST, chain: list[ast.AST], env: dict[str, ast.AST]) -> bool
     return False
 
 
+def call_nodes(index: _Index) -> dict[str, list[tuple[str, ast.Call]]]:
+    """name -> (file, call node) of every call of that name in the indexed files."""
+    out: dict[str, list[tuple[str, ast.Call]]] = {}
+    for file, tree in index.trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+                if name:
+                    out.setdefault(name, []).append((file, node))
+    return out
+
+
 def argument_only_calls(index: _Index, uses: dict[str, dict], key: tuple[str, str], chain: list[ast.AST],
-                        root: Path) -> str | None:
+                        root: Path, calls: dict[str, list[tuple[str, ast.Call]]] | None = None) -> str | None:
     """Why the site at the end of ``chain`` in function ``key`` cannot run on the config path: every call of the
     function's name in the indexed files binds its parameters (arguments passed or defaults) so that ``_skipped``
     holds; None when the name is used otherwise (a callback), never called there, or one call is not decided."""
@@ -378,21 +391,14 @@ def argument_only_calls(index: _Index, uses: dict[str, dict], key: tuple[str, st
     rebound = _assigned(fn)
     method = f["cls"] is not None and "staticmethod" not in f["decos"]
     where = []
-    for file, tree in index.trees.items():
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            fnode = node.func
-            name = fnode.attr if isinstance(fnode, ast.Attribute) else fnode.id if isinstance(fnode, ast.Name) else None
-            if name != f["name"]:
-                continue
-            env = _bind(fn, node, method and isinstance(fnode, ast.Attribute))
-            if env is None:
-                return None
-            env = {k: v for k, v in env.items() if k not in rebound}
-            if not _skipped(fn, chain, env):
-                return None
-            where.append(f"{os.path.relpath(file, root)}:{node.lineno}")
+    for file, node in (calls if calls is not None else call_nodes(index)).get(f["name"], []):
+        env = _bind(fn, node, method and isinstance(node.func, ast.Attribute))
+        if env is None:
+            return None
+        env = {k: v for k, v in env.items() if k not in rebound}
+        if not _skipped(fn, chain, env):
+            return None
+        where.append(f"{os.path.relpath(file, root)}:{node.lineno}")
     if not where:
         return None
     return (f"call-argument: every call of `{f['name']}` on the config path ({', '.join(where[:4])}) passes arguments "
@@ -511,10 +517,14 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
 
     argument_only: set[str] = set()
 
+    calls: dict[str, list] = {}
+
     def argument_calls(key: tuple[str, str], chain: list[ast.AST]) -> str | None:
         if not uses:
             uses.update(name_uses(index))
-        return argument_only_calls(index, uses, key, chain, root)
+        if not calls:
+            calls.update(call_nodes(index))
+        return argument_only_calls(index, uses, key, chain, root, calls)
 
     def platform_calls(name: str) -> str | None:
         if not uses:
