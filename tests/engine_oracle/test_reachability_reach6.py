@@ -154,3 +154,34 @@ def test_sglang_speculative_handlers_dispatched_through_spec_info(tmp_path):
     by = {r["raises"]: r for r in reachability.classify("sglang-0.5.23", sites, {}, tmp_path, {}, files=files)}
     assert by["ValueError('uno')"]["class"] == "reachable", by["ValueError('uno')"]
     assert "srt/speculative/spec_info.py" in reachability.EXTRA_CALLERS["sglang"]
+
+
+MULTILINE = '''\
+class SchedulerConfig:
+    def verify_max_model_len(self, max_model_len):
+        if (
+            self.max_num_batched_tokens < max_model_len
+            and not self.enable_chunked_prefill
+        ):
+            raise ValueError("too small")
+        return self
+
+
+def create_engine_config(c):
+    pass
+'''
+
+
+def test_function_entered_through_a_multiline_first_statement(tmp_path):
+    """coverage.py on Python 3.11+ records `if (`'s first operand line (4), not the `if (` line (3): the function
+    counts as entered (vLLM 0.34.0 SchedulerConfig.verify_max_model_len ran on every line, read "not entered")."""
+    f = tmp_path / "vllm" / "config" / "scheduler.py"
+    f.parent.mkdir(parents=True)
+    f.write_text(MULTILINE)
+    import ast
+
+    fn = ast.parse(MULTILINE).body[0].body[0]
+    assert raise_sites.entry_lines(fn) == {3, 4, 5}
+    assert raise_sites.first_line(fn) == 3
+    cls = reachability.classify("vllm-0.33.0", raise_sites.raise_sites([f]), {str(f): {4, 5, 8}}, tmp_path, {})
+    assert [(r["class"], r["why"]) for r in cls] == [("reachable", "entered, raise not taken")]

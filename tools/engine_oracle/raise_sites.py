@@ -111,6 +111,26 @@ def first_line(node) -> int | None:
     return body[0].lineno if body else None
 
 
+def entry_lines(node) -> set[int]:
+    """Every line coverage.py may record first when a function is entered: ``first_line`` and, when its first
+    statement's header spans several lines, each of them (Python 3.11+ records the line of the first instruction:
+    for `if (\n    self.a < b\n    and ...\n):` the second line, not the `if (` line: vLLM 0.34.0
+    SchedulerConfig.verify_max_model_len ran on every line yet counted as never entered)."""
+    first = first_line(node)
+    if first is None:
+        return set()
+    body = [s for s in node.body if s.lineno >= first]
+    st = body[0] if body else None
+    if st is None:
+        return {first}
+    header = next((getattr(st, a) for a in ("test", "iter", "subject") if getattr(st, a, None) is not None), None)
+    if header is None and isinstance(st, (ast.With, ast.AsyncWith)) and st.items:
+        header = st.items[-1].context_expr
+    end = header.end_lineno if header is not None else (
+        st.lineno if isinstance(st, (ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else st.end_lineno)
+    return set(range(first, (end or first) + 1))
+
+
 def _def_line(tree, scope: list[str]) -> int | None:
     node = tree
     for name in scope:

@@ -49,7 +49,7 @@ from pathlib import Path
 import yaml
 
 from tools.engine_oracle.knobs import local_values
-from tools.engine_oracle.raise_sites import first_line
+from tools.engine_oracle.raise_sites import entry_lines
 
 RESIDUE = Path(__file__).resolve().parent / "known" / "raise_sites.yaml"
 
@@ -499,7 +499,7 @@ def classify(release: str, sites: list[dict], executed: dict[str, set[int]], roo
     extra = sorted({str(p) for x in EXTRA_CALLERS[engine] for p in (root / pkg).glob(x) if p.is_file()})
     index = _Index([Path(f) for f in files + [e for e in extra if e not in files]])
     entered = {k for k, f in index.funcs.items()
-               if f["node"].body and first_line(f["node"]) in executed.get(k[0], set())}
+               if f["node"].body and entry_lines(f["node"]) & executed.get(k[0], set())}
     # a module-level function registered by a decorator (a hook or model-override registry: @register_...(...)) is
     # called through the registry, never by its name
     registered = {k for k, f in index.funcs.items() if f["cls"] is None and "." not in k[1] and f["decos"]
