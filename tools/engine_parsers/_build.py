@@ -36,6 +36,34 @@ def _quiet() -> None:
     logging.disable(logging.WARNING)
 
 
+def typed_stub_unions(stubs) -> None:
+    """``stub | Literal[...]`` as the real class would give it: a Union the parser helpers can take apart.
+
+    A stub answers any operator with itself (stubs._StubMeta), so an annotation such as LoRAConfig.lora_dtype's
+    ``torch.dtype | LoRADType`` (vllm/config/lora.py:46@0.33.0) evaluated to the bare torch.dtype stub, and vLLM's
+    ``get_kwargs`` (engine/arg_utils.py ``get_type_hints`` / ``literal_to_kwargs``) found no Literal in it: the
+    dump recorded ``choices: null`` where the release's parser refuses a value outside the Literal. With the real
+    torch, ``torch.dtype.__or__`` is ``type.__or__`` and gives ``types.UnionType``; here the stub's ``|`` with a
+    typing form (a Literal, a Union, ``None``'s type aside) hands over to that form's ``__ror__`` (a
+    ``typing.Union``), so the parser sees the same members. Only in the dumper's process: the engine oracle runs
+    the release itself."""
+    import typing
+
+    meta = stubs._StubMeta
+    plain_or, plain_ror = meta.__or__, meta.__ror__
+
+    def _typing_form(other) -> bool:
+        return typing.get_origin(other) is not None and not isinstance(other, type)
+
+    def __or__(cls, other):
+        return NotImplemented if _typing_form(other) else plain_or(cls, other)
+
+    def __ror__(cls, other):
+        return typing.Union[other, cls] if _typing_form(other) else plain_ror(cls, other)
+
+    meta.__or__, meta.__ror__ = __or__, __ror__
+
+
 def vllm_parsers():
     """(the top-level `vllm` parser, its `serve` subparser, the FlexibleArgumentParser class)."""
     import importlib
@@ -161,6 +189,7 @@ def main() -> int:
     import stubs  # gpustack_k3/oracle/engine_side/stubs.py
 
     finder = stubs.install(set(extensions), versions)
+    typed_stub_unions(stubs)
     sys.path.insert(1, unpacked)
     if mode == "parse":
         argvs = json.load(sys.stdin)
