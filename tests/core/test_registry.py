@@ -129,6 +129,7 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_config_field_bounds import CFB_DIRECT
     from tests.core.test_false_refusals_fr3 import FR3_DIRECT
     from tests.core.test_vmiss5_rules import VMISS5_DIRECT
+    from tests.core.test_vmiss6_rules import VMISS6_DIRECT
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
                | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
@@ -137,6 +138,7 @@ def test_every_rule_has_a_firing_case():
                | CFB_DIRECT   # core/rules/config_fields.py (tests/core/test_config_field_bounds.py)
                | FR3_DIRECT   # tests/core/test_false_refusals_fr3.py (argv range, unused topologyKey / bandwidth)
                | VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py (tests/core/test_vmiss5_rules.py)
+               | VMISS6_DIRECT   # core/rules/vllm_checks_vmiss6.py (tests/core/test_vmiss6_rules.py)
                | {"spec.schema"})   # test_schema_rule.py
     assert covered == set(RULES)
 

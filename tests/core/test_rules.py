@@ -164,10 +164,12 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_config_field_bounds import CFB_DIRECT   # config-class field constraints, per release
     from tests.core.test_false_refusals_fr3 import FR3_DIRECT   # command-line values outside a document's range
     from tests.core.test_vmiss5_rules import VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py
+    from tests.core.test_vmiss6_rules import VMISS6_DIRECT   # core/rules/vllm_checks_vmiss6.py
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
-                          - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT)
+                          - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT
+                          - VMISS6_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

