@@ -80,9 +80,10 @@ for _rel in ("0.33.0", "0.34.0"):
     PY_CASES += [("vllm-quantization-mismatch", _rel, [*K3, "--quantization", "fp8"], {},
                   [*K3, "--quantization", "mxfp4"], {}, "kimi-k3")]
 DSV41 = ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "-tp", "8", "--speculative-config"]
-PY_CASES += [("vllm-spec-mtp-on-deepseek-v41", "0.33.0",
-              [*DSV41, json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": 1})], {},
-              [*DSV41, json.dumps({"method": "dspark", "num_speculative_tokens": 1})], {}, "deepseek-v4.1-flash")]
+for _rel in ("0.33.0", "0.34.0"):   # one rule for both (0.34.0's -034 rule folded in)
+    PY_CASES += [("vllm-spec-mtp-on-deepseek-v41", _rel,
+                  [*DSV41, json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": 1})], {},
+                  [*DSV41, json.dumps({"method": "dspark", "num_speculative_tokens": 1})], {}, "deepseek-v4.1-flash")]
 SPEC = "--speculative-config"
 for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0"):
     PY_CASES += [("vllm-spec-ngram-lookup-range", _rel,

@@ -37,7 +37,6 @@ REASON = {"vllm-dbo-multimodal-model": "dual batch overlap with multimodal model
           "vllm-mm-shm-object-size-needs-shm-cache": "'mm_shm_cache_max_object_size_mb' should only be set",
           "vllm-routed-experts-dense-model": "only supports MoE models",
           "vllm-disable-sliding-window-rope-scaling": "Disabling sliding window is not supported",
-          "vllm-spec-mtp-on-deepseek-v41-034": "no classic-MTP draft",
           "vllm-custom-histogram-buckets-invalid": "custom_histogram_buckets",
           "vllm-mm-encoder-fp8-scale-paths": "mm_encoder_fp8_scale",
           "vllm-reasoning-effort-map-invalid": "--reasoning-effort-map"}

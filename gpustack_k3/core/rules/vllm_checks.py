@@ -293,19 +293,24 @@ def check_vllm_quantization_mismatch(r, c):
 
 # SpeculativeConfig.__post_init__: an MTP method (MTPModelTypes; every alias becomes "mtp") without a draft model
 # drafts from the target's own checkpoint; for DeepSeek V4.1 (model_type deepseek_v41) the release refuses it: its
-# checkpoints carry DSpark stages, not a classic MTP head (the draft config becomes deepseek_mtp,
-# config/speculative.py:765-776@0.33.0, and the method stays mtp unless the checkpoint's path names another method)
-_V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1479,765-776@0.33.0"}
+# checkpoints carry DSpark stages, not a classic MTP head (0.33.0: the draft config becomes deepseek_mtp,
+# config/speculative.py:765-776@0.33.0, and the method stays mtp unless the checkpoint's path names another method;
+# 0.34.0: the MTP speculator drafts from the target when no model is given, MTPSpeculatorConfig.default_model, and
+# refuses a deepseek_v41 target when it adapts the draft config). One condition: v41_mtp_refusal
+_V41_MTP_SOURCES = {"0.33.0": "vllm config/speculative.py:38-67,1246-1263,1433-1479,765-776@0.33.0",
+                    "0.34.0": "vllm config/speculative.py:53-83,1374-1389@0.34.0, "
+                              "v1/worker/gpu/spec_decode/speculator_config.py:221@0.34.0, "
+                              "v1/worker/gpu/spec_decode/mtp/config.py:42-55,79-89@0.34.0"}
 
 
 @rule("vllm-spec-mtp-on-deepseek-v41", checked_by="oracle", family="args", severity="error", engines=[ENGINE_VLLM],
       field="spec.extraArgs",
       title="An MTP speculative method on DeepSeek V4.1 (it has no classic MTP draft)",
-      why="vLLM 0.33.0 drafts an MTP method (mtp or any of its aliases, e.g. deepseek_mtp) from the target's own "
-          "checkpoint; DeepSeek V4.1's checkpoints ship DSpark stages under mtp.*, and SpeculativeConfig refuses "
-          "the method for model_type deepseek_v41.",
+      why="vLLM drafts an MTP method (mtp or any of its aliases, e.g. deepseek_mtp) from the target's own "
+          "checkpoint; DeepSeek V4.1's checkpoints ship DSpark stages under mtp.*, and the release refuses the "
+          "method for model_type deepseek_v41 (0.33.0: SpeculativeConfig; 0.34.0: the MTP speculator's config).",
       fix="Use \"method\": \"dspark\" in --speculative-config.",
-      source=_V41_MTP_SOURCES["0.33.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_SOURCES.items()},
+      source=_V41_MTP_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_SOURCES.items()},
       no_cel=_JSON_KEYS)
 def check_vllm_spec_mtp_on_deepseek_v41(r, c):
     problem = v41_mtp_refusal(r)

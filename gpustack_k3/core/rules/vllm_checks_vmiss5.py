@@ -229,7 +229,8 @@ MTP_TYPES_033 = frozenset((
 
 def v41_mtp_refusal(r: Resolved) -> str | None:
     """The MTP speculator's refusal of a DeepSeek V4.1 target for the line's --speculative-config (an MTP method or
-    alias, no draft model, a token count), or None; rules vllm-spec-mtp-on-deepseek-v41 (0.33.0) and -034."""
+    alias, no draft model, a token count), or None; rule vllm-spec-mtp-on-deepseek-v41 (core/rules/vllm_checks.py,
+    0.33.0 and 0.34.0)."""
     v = line_view(r)
     spec = v.value("speculative_config") if v is not None and v.given("speculative_config") else None
     spec = spec if isinstance(spec, dict) else None
@@ -246,28 +247,6 @@ def v41_mtp_refusal(r: Resolved) -> str | None:
     return ("DeepSeek V4.1 has no classic-MTP draft: its checkpoints ship DSpark stages under mtp.* "
             "(main_proj/markov_head/confidence_head) and carry no e_proj/h_proj/enorm/hnorm/hc_head weights. "
             "Use speculative method 'dspark' instead of 'mtp'.")
-
-
-# 0.34.0's counterpart of rule vllm-spec-mtp-on-deepseek-v41 (0.33.0, core/rules/vllm_checks.py): the MTP
-# speculator drafts from the target's own checkpoint when no model is given (MTPSpeculatorConfig.default_model)
-# and refuses a DeepSeek V4.1 target when it adapts the draft config
-_V41_MTP_034 = {"0.34.0": "vllm config/speculative.py:53-83,1374-1389@0.34.0, "
-                          "v1/worker/gpu/spec_decode/speculator_config.py:221@0.34.0, "
-                          "v1/worker/gpu/spec_decode/mtp/config.py:42-55,79-89@0.34.0"}
-
-
-@rule("vllm-spec-mtp-on-deepseek-v41-034", checked_by="oracle", family="args", severity="error",
-      engines=[ENGINE_VLLM], field="spec.extraArgs",
-      title="An MTP speculative method on DeepSeek V4.1 (vLLM 0.34.0: it has no classic MTP draft)",
-      why="vLLM 0.34.0 drafts an MTP method (mtp or any of its aliases) from the target's own checkpoint; DeepSeek "
-          "V4.1's checkpoints ship DSpark stages under mtp.*, and the MTP speculator refuses a deepseek_v41 target.",
-      fix="Use \"method\": \"dspark\" in --speculative-config.",
-      source=_V41_MTP_034["0.34.0"], sources={f"vllm {k}": v for k, v in _V41_MTP_034.items()},
-      no_cel="reads the keys of a JSON option given in spec.extraArgs and the model's config.json; left to validate")
-def check_vllm_spec_mtp_on_deepseek_v41_034(r, c):
-    problem = v41_mtp_refusal(r)
-    if problem:
-        yield None, problem
 
 
 # ObservabilityConfig.custom_histogram_buckets ({family: [bounds]}): a before-validator refuses a boolean bound (of
@@ -363,7 +342,7 @@ def check_vllm_reasoning_effort_map(r, c):
 
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-dbo-multimodal-model", "vllm-mm-shm-object-size-needs-shm-cache", "vllm-routed-experts-dense-model",
-            "vllm-disable-sliding-window-rope-scaling", "vllm-spec-mtp-on-deepseek-v41-034",
+            "vllm-disable-sliding-window-rope-scaling",
             "vllm-custom-histogram-buckets-invalid", "vllm-mm-encoder-fp8-scale-paths",
             "vllm-reasoning-effort-map-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
