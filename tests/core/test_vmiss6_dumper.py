@@ -5,8 +5,7 @@ oracle, vLLM 0.33.0: ``--lora-dtype x`` refused with "invalid choice: 'x' (choos
 'float16')")."""
 from __future__ import annotations
 
-import importlib
-import sys
+import importlib.util
 import typing
 from pathlib import Path
 
@@ -20,18 +19,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture()
 def stub_meta():
-    sys.path.insert(0, str(REPO / "gpustack_k3" / "oracle" / "engine_side"))
-    sys.path.insert(0, str(REPO / "tools" / "engine_parsers"))
-    try:
-        stubs = importlib.import_module("stubs")
-        build = importlib.import_module("_build")
-        meta = stubs._StubMeta
-        saved = meta.__or__, meta.__ror__
-        yield stubs, build
-        meta.__or__, meta.__ror__ = saved
-    finally:
-        sys.path.remove(str(REPO / "gpustack_k3" / "oracle" / "engine_side"))
-        sys.path.remove(str(REPO / "tools" / "engine_parsers"))
+    from gpustack_k3.oracle.engine_side import stubs
+
+    spec = importlib.util.spec_from_file_location("vmiss6_build", REPO / "tools" / "engine_parsers" / "_build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    meta = stubs._StubMeta
+    saved = {name: meta.__dict__[name] for name in ("__or__", "__ror__")}
+    yield stubs, build
+    for name, op in saved.items():
+        setattr(meta, name, op)
 
 
 def test_a_stub_or_a_literal_is_a_union_of_both(stub_meta):

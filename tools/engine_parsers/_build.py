@@ -50,18 +50,19 @@ def typed_stub_unions(stubs) -> None:
     import typing
 
     meta = stubs._StubMeta
-    plain_or, plain_ror = meta.__or__, meta.__ror__
+    plain = dict(meta.__dict__)   # the stub's own operators (by name: the dunders are set below, not called here)
 
     def _typing_form(other) -> bool:
         return typing.get_origin(other) is not None and not isinstance(other, type)
 
-    def __or__(cls, other):
-        return NotImplemented if _typing_form(other) else plain_or(cls, other)
+    def _or(cls, other):
+        return NotImplemented if _typing_form(other) else plain["__or__"](cls, other)
 
-    def __ror__(cls, other):
-        return typing.Union[other, cls] if _typing_form(other) else plain_ror(cls, other)
+    def _ror(cls, other):
+        return typing.Union[other, cls] if _typing_form(other) else plain["__ror__"](cls, other)
 
-    meta.__or__, meta.__ror__ = __or__, __ror__
+    for name, op in (("__or__", _or), ("__ror__", _ror)):
+        setattr(meta, name, op)
 
 
 def vllm_parsers():
