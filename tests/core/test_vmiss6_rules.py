@@ -55,7 +55,9 @@ NOT_REFUSED = [
     ("0.34.0", DENSE + MOONEP + ["--dtype", "bfloat16"], {}, "shape-gqa-dense", "vllm-moonep-all2all-conditions"),
     # the rules are switched on for the releases their sources name only
     ("0.11.0", [SMOL, "--enable-lora", "--lora-dtype", "auto"], {}, None, "vllm-device-ids-invalid"),
-    ("0.34.0", YARN + ["--enable-dbo"], {}, "shape-gqa-yarn", "vllm-dbo-needs-deepep-all2all-011"),
+    # (0.34.0 reads --all2all-backend, not the variable: vllm-ubatching-needs-ep-all2all of the checks table)
+    ("0.34.0", YARN + ["--enable-dbo", "--all2all-backend", "deepep_low_latency"],
+     {"VLLM_ALL2ALL_BACKEND": "allgather_reducescatter"}, "shape-gqa-yarn", "vllm-dbo-needs-deepep-all2all-011"),
     ("0.11.0", YARN + ["--enable-dbo"], {"VLLM_ALL2ALL_BACKEND": "deepep_high_throughput"}, "shape-gqa-yarn",
      "vllm-dbo-needs-deepep-all2all-011"),
 ]

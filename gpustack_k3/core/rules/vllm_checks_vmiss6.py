@@ -137,41 +137,40 @@ _MOONEP_SOURCES = {
 _NOT_BF16 = {"half": "torch.float16", "float16": "torch.float16", "float": "torch.float32", "float32": "torch.float32"}
 
 
-def moonep_refusal(r) -> tuple[str, str] | None:
-    """(the flag to point at, the release's refusal) of --all2all-backend moonep, or None."""
+def moonep_refusal(r) -> str | None:
+    """The release's refusal of --all2all-backend moonep for the line, or None."""
     v = line_view(r)
     if v is None or v.value("all2all_backend") != "moonep":
         return None
     user_quant = v.value("quantization")
     if user_quant is not None:
-        return "--quantization", (
+        return (
             "The moonep all2all backend currently supports unquantized BF16 models only; got "
             f"quantization={user_quant!r}. Use a different --all2all-backend for quantized models.")
     decidable, method, claimed = vllm_quant(r.model_arch, getattr(r.version, "key", ""), None)
     if not decidable:
         return None
     if method is not None:
-        return "--all2all-backend", (
+        return (
             "The moonep all2all backend currently supports unquantized BF16 models only; got "
             f"quantization={(claimed or method)!r}. Use a different --all2all-backend for quantized models.")
     dtype = v.value("dtype")
     if isinstance(dtype, str) and dtype in _NOT_BF16:
-        return "--dtype", (f"The moonep all2all backend currently supports BF16 models only; got "
-                           f"dtype={_NOT_BF16[dtype]}. "
-                           "Use a different --all2all-backend or --dtype bfloat16.")
+        return (f"The moonep all2all backend currently supports BF16 models only; got dtype={_NOT_BF16[dtype]}. "
+                "Use a different --all2all-backend or --dtype bfloat16.")
     if dtype not in (None, "auto", "bfloat16"):
         return None   # a dtype the model resolves: left to the release
     if dtype == "auto" and str((r.model_arch.raw or {}).get("torch_dtype") or
                                (r.model_arch.raw or {}).get("dtype") or "") not in ("bfloat16",):
         return None   # auto: the checkpoint's dtype as the release resolves it
     if v.value("enable_eplb") is True:
-        return "--enable-eplb", (
+        return (
             "The moonep all2all backend does not support EPLB yet: EPLB rearranges expert parameters in a layout "
             "MoonEP's replicated [E+B] weights do not follow. Disable --enable-eplb or use a different "
             "--all2all-backend.")
     placement = v.value("expert_placement_strategy")
     if isinstance(placement, str) and placement != "linear":
-        return "--expert-placement-strategy", (
+        return (
             "The moonep all2all backend requires linear expert placement: its load-time all-gather assumes each "
             f"rank holds a contiguous chunk of the global expert range. Got --expert-placement-strategy "
             f"{placement!r}.")
@@ -190,10 +189,9 @@ def moonep_refusal(r) -> tuple[str, str] | None:
       source=_MOONEP_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _MOONEP_SOURCES.items()},
       no_cel="the checkpoint's quantization (its config.json) against options of spec.extraArgs; left to validate")
 def check_vllm_moonep_all2all(r, c):
-    found = moonep_refusal(r)
-    if found:
-        flag, problem = found
-        yield _where(r, flag) or _where(r, "--all2all-backend"), problem
+    problem = moonep_refusal(r)
+    if problem:
+        yield _where(r, "--all2all-backend"), problem
 
 
 # 0.11.0 VllmConfig.__post_init__: with --enable-dbo, VLLM_ALL2ALL_BACKEND (envs.py env_with_choices: the raw
