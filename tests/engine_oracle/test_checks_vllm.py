@@ -19,14 +19,15 @@ _CITE = re.compile(r"([\w./-]+\.py):([\d,-]+)@")
 
 
 def cases() -> list[tuple]:
-    """(id, release, refused line, env, flipped line, its env, catalog model), the releases in order."""
+    """(id, release, refused line, env, flipped line, its env, catalog model or shape-X), the releases in order."""
     out = list(PY_CASES)
     for raw in checks.raw_tables().files["vllm"]["checks"]:
         for ex in raw["examples"]:
             env = ex.get("env") or {}
             for key in ex.get("releases") or raw["releases"]:
-                out.append((raw["id"], key, ex["refuse"], env, ex["accept"], ex.get("accept_env", env),
-                            ex.get("model")))
+                # an example's shape is the model the product gets as that shape's config.json (product())
+                model = ex.get("model") or (f"shape-{ex['shape']}" if ex.get("shape") else None)
+                out.append((raw["id"], key, ex["refuse"], env, ex["accept"], ex.get("accept_env", env), model))
     return sorted(out, key=lambda c: c[1])   # one release's worker after the other
 
 
