@@ -57,7 +57,9 @@ string) does not hold. A ``dest`` predicate may carry ``key: FIELD`` (dotted for
 ``--compilation-config``, ...) instead of the option: ``is: set/unset`` = the JSON gives the field; the value is the
 JSON's, else ``default: V`` (the config class's field default: the entry cites it), else None. ``model`` takes ``{architectures_in: [..]}``, ``{architectures_not_in: [..]}`` (the first of
 config.json's ``architectures``, as the engines read it) or ``{field: NAME, <test>}`` (a figure of
-``core.model_config.ModelArch``, or a key of the language model's config as written).
+``core.model_config.ModelArch``, or a key of the language model's config as written) or ``{top_field: NAME, <test>}``
+(a key of config.json's top level as written, beside any text_config: what the release's ``hf_config.NAME`` reads;
+no config.json object: does not hold).
 """
 from __future__ import annotations
 
@@ -295,9 +297,20 @@ def _condition(eid: str, where: str, c: Any, acc: dict) -> Callable[[LineView], 
         inside = key == "architectures_in"
         return lambda v: v.arch is not None and _architecture(v.arch) is not None and (
             (_architecture(v.arch) in names) == inside)
+    if "top_field" in m:
+        # a key of config.json's top level as written (the object the release's hf_config is made of: its
+        # model_type, not a text_config's), for a release that tests hf_config.<key> itself
+        top = m["top_field"]
+        if not isinstance(top, str) or "field" in m:
+            raise _fail(eid, where, "model.top_field takes a config.json key name (and no field: beside it)")
+        op, arg = _one_test(eid, where, m, {"top_field"})
+        test = _test(eid, where, op, arg, acc["dests"])
+        return lambda v: v.arch is not None and isinstance(getattr(v.arch, "raw", None), dict) and _apply(
+            test, v.arch.raw.get(top), lambda: v.arch.raw.get(top) is not None, v)
     fld = m.get("field")
     if not isinstance(fld, str):
-        raise _fail(eid, where, "model: needs field: NAME with a test, or architectures_in / architectures_not_in")
+        raise _fail(eid, where, "model: needs field: NAME (or top_field: NAME) with a test, or architectures_in / "
+                                "architectures_not_in")
     op, arg = _one_test(eid, where, m, {"field"})
     test = _test(eid, where, op, arg, acc["dests"])
     return lambda v: v.arch is not None and _apply(test, _model_field(v.arch, fld), lambda: _model_field(
