@@ -644,3 +644,5 @@ from gpustack_k3.core.rules import sglang_checks_smiss  # noqa: E402,F401
 # the refusals that depend on a value the release resolves (a forced page size, a DP-divided chunk) and the
 # megakernel plugin warning (helper smiss5): their own module, imported here so the registry has them
 from gpustack_k3.core.rules import sglang_checks_smiss5  # noqa: E402,F401
+# the Kimi-K3 EAGLE draft-tree rule (helper smiss6): its own module, imported here so the registry has them
+from gpustack_k3.core.rules import sglang_checks_smiss6  # noqa: E402,F401

@@ -1,0 +1,80 @@
+"""SGLang refusals that depend on a value the release resolves (helper smiss6, issue 31), beyond what the engine-check
+table (gpustack_k3/catalog/data/checks/sglang.yaml) can express: the attention backend and page size SGLang picks for
+Kimi-K3 on SM100/SM103 against a speculative draft tree (--speculative-eagle-topk above 1).
+
+Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
+whose code it follows with each release's own source, and is verified against the release by
+tests/engine_oracle/test_smiss6_rules_oracle.py (unit lines: tests/core/test_smiss6_rules.py)."""
+from __future__ import annotations
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
+from gpustack_k3.core.rules.checks import NO_CEL, line_view
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.sglang_checks_smiss5 import _backend_given, _int, kimi_k3_page_size
+
+# ------------------------------------------------------------------ Kimi-K3: an EAGLE draft tree on the MLA kernels
+
+# _handle_eagle_family (EAGLE, EAGLE3; NEXTN is EAGLE) refuses --speculative-eagle-topk above 1 with a page size
+# above 1 unless the resolved attention backend is flashinfer, fa3 or triton. Kimi-K3 on SM100/SM103 with no attention
+# backend on the line and no DCP: its override sets the prefill and decode backends to trtllm_mla
+# (model_overrides/kimi_k3.py), _attention_backend_default makes the attention backend the same (both equal), and
+# _mla_backend_page_constraints keeps a --page-size of 32 or 64 and makes any other 64 (overrides.py): always above 1
+_EAGLE_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:1268-1282@0.5.23, "
+              "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,122-135@0.5.23, "
+              "sglang/srt/arg_groups/overrides.py:1126-1131,1143-1163,1198-1200@0.5.23, "
+              "sglang/srt/speculative/spec_info.py:262-264@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:1178-1192@0.5.22, "
+              "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,137-150@0.5.22, "
+              "sglang/srt/arg_groups/overrides.py:1067-1072,1084-1104,1148-1150@0.5.22",
+}
+EAGLE_TREE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
+PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")   # speculative_hook.py:1271@0.5.23, :1181@0.5.22
+
+
+def kimi_k3_eagle_tree_page(r, v) -> int | None:
+    """The page size the release resolves for a Kimi-K3 line whose attention backend it resolves to trtllm_mla (a
+    backend outside PAGE_TREE_SPEC_BACKENDS): SM100/SM103, no backend on the line, no DCP, the CUDA device (None:
+    another model, GPU or line, left to the release)."""
+    if (_int(v.value("dcp_size")) or 1) > 1:
+        return None   # DCP: cutedsl_mla decode beside trtllm_mla prefill, another default-backend path
+    device = v.value("device")
+    if device is not None and (not isinstance(device, str) or device.split(":")[0] != "cuda"):
+        return None
+    if _backend_given(v) or v.value("speculative_draft_attention_backend") is not None:
+        return None
+    return kimi_k3_page_size(r, v)
+
+
+@rule("sglang-kimi-k3-eagle-topk-page-size", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="Kimi-K3 on SM100/SM103: an EAGLE draft tree (--speculative-eagle-topk above 1) on the TRT-LLM MLA backend",
+      why="SGLang runs an EAGLE draft tree (top-k above 1) with a page size above 1 only on the flashinfer, fa3 and "
+          "triton attention backends (two-pass cascade draft decode). For Kimi-K3 on SM100/SM103 with no attention "
+          "backend given, SGLang picks trtllm_mla, whose page size is 32 or 64: the line is refused at start-up.",
+      fix="Give --speculative-eagle-topk 1 (a linear draft chain), or an attention backend that serves a draft tree "
+          "(--attention-backend flashinfer, fa3 or triton).",
+      source=_EAGLE_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _EAGLE_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_kimi_k3_eagle_topk_page_size(r, c):
+    v = line_view(r)
+    if v is None or v.arch is None:
+        return
+    algo = v.value("speculative_algorithm")
+    if not isinstance(algo, str) or algo.strip().upper() not in EAGLE_TREE_ALGORITHMS:
+        return
+    topk = _int(v.value("speculative_eagle_topk"))
+    if topk is None or topk <= 1 or v.value("speculative_adaptive"):
+        return
+    page = kimi_k3_eagle_tree_page(r, v)
+    if page is None or page <= 1:
+        return
+    yield "spec.extraArgs", (f"speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+                             f"{PAGE_TREE_SPEC_BACKENDS}: --speculative-eagle-topk {topk} with Kimi-K3 on "
+                             f"{r.hardware.sm} and no attention backend given runs attention_backend 'trtllm_mla' "
+                             f"at page size {page}.")
+
+
+# each applies to the releases its sources name (registry.ReleaseRule)
+for _id in ("sglang-kimi-k3-eagle-topk-page-size",):
+    RULES[_id] = ReleaseRule.of(RULES[_id])
