@@ -39,6 +39,13 @@ SMISS5_CASES = [
      KIMI + ["--chunked-prefill-size", "2048", "--attn-dp-size", "8"]),
     (K3CHUNK, "0.5.23", KIMI + ["--dcp-size", "8", "--chunked-prefill-size", "100", *PREFILL[2:]],
      KIMI + ["--dcp-size", "8", "--chunked-prefill-size", "4096", *PREFILL[2:]]),
+    # 0.5.22: the same Kimi-K3 override and MLA page pass (helper smiss6)
+    (K3CHUNK, "0.5.22", KIMI + ["--chunked-prefill-size", "96"], KIMI + ["--chunked-prefill-size", "96", "--page-size", "32"]),
+    (K3CHUNK, "0.5.22", KIMI + ["--chunked-prefill-size", "96", "--page-size", "16"], KIMI + ["--chunked-prefill-size", "128", "--page-size", "16"]),
+    (K3CHUNK, "0.5.22", KIMI + ["--chunked-prefill-size", "2080", "--attn-dp-size", "8"],
+     KIMI + ["--chunked-prefill-size", "2048", "--attn-dp-size", "8"]),
+    (K3CHUNK, "0.5.22", KIMI + ["--dcp-size", "8", "--chunked-prefill-size", "100", *PREFILL[2:]],
+     KIMI + ["--dcp-size", "8", "--chunked-prefill-size", "4096", *PREFILL[2:]]),
     # the SM100 default prefill backend of an MHA model is trtllm_mha (Llama: get_default_attn_backend; GPT-OSS: its
     # override); a decode backend alone does not change the prefill one
     (KVSHARD, "0.5.23", ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--enable-kv-cache-sharding"],
@@ -175,4 +182,7 @@ def test_kimi_k3_chunk_rule_reads_the_gpu_and_the_backend_flags():
     assert K3CHUNK not in product("0.5.23", line + ["--attention-backend", "flashinfer"])["rules"]
     assert K3CHUNK not in product("0.5.23", line + ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
                                                     "nixl"])["rules"]
-    assert K3CHUNK not in product("0.5.22", line)["rules"]   # 0.5.22's Kimi-K3 override is not read here
+    assert K3CHUNK in product("0.5.22", line)["rules"]   # 0.5.22's Kimi-K3 override is the same (kimi_k3.py:137-150@0.5.22)
+    # the KV-sharding default-backend rule stays off 0.5.22 (its default Rust tree core refuses those lines earlier)
+    assert KVSHARD not in product("0.5.22", ["--model-path", "/models/shape-gqa-dense", *PREFILL,
+                                             "--enable-kv-cache-sharding"])["rules"]

@@ -118,6 +118,11 @@ _K3_CHUNK_SOURCES = {
               "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,84-94,122-135@0.5.23, "
               "sglang/srt/arg_groups/overrides.py:1143-1173,1198-1200@0.5.23, "
               "sglang/srt/arg_groups/parallel_hook.py:314,327-332@0.5.23",
+    # the same override and page pass at 0.5.22 (helper smiss6; verified by tests/engine_oracle/test_smiss5_rules_oracle.py)
+    "0.5.22": "sglang/srt/arg_groups/validation_hook.py:242-245@0.5.22, "
+              "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,85-94,137-150@0.5.22, "
+              "sglang/srt/arg_groups/overrides.py:1084-1124,1148-1150@0.5.22, "
+              "sglang/srt/arg_groups/parallel_hook.py:308,315-320@0.5.22",
 }
 KIMI_K3_ARCH = "KimiK3ForConditionalGeneration"
 
