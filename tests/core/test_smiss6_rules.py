@@ -13,6 +13,7 @@ from tests.core.test_smiss5_rules import KIMI, product
 EAGLE = "sglang-kimi-k3-eagle-topk-page-size"
 LMO_PD = "sglang-language-model-only-pd"
 DSV4_DET = "sglang-dsv4-deterministic-inference"
+BUCKETS = "sglang-tokens-buckets-rule"
 
 
 def spec(algo: str, topk: int, steps: int, draft: int) -> list[str]:
@@ -32,6 +33,19 @@ SMISS6_CASES = [
     (EAGLE, "0.5.23", KIMI + spec("EAGLE", 4, 3, 8), KIMI + spec("EAGLE", 4, 3, 8) + ["--dcp-size", "8"]),
     (EAGLE, "0.5.22", KIMI + spec("EAGLE", 4, 3, 8), KIMI + spec("EAGLE", 1, 3, 4)),
     (EAGLE, "0.5.22", KIMI + spec("NEXTN", 2, 2, 4) + ["--page-size", "32"], KIMI + spec("EAGLE", 4, 3, 8) + ["--dcp-size", "8"]),
+    # the metrics bucket rules (validate_buckets_rule): each refusal kind, and its nearest accepted rule
+    (BUCKETS, "0.5.23", KIMI + ["--prompt-tokens-buckets", "tse"], KIMI + ["--prompt-tokens-buckets", "tse", "1000", "2", "8"]),
+    (BUCKETS, "0.5.23", KIMI + ["--prompt-tokens-buckets", "linear"], KIMI + ["--prompt-tokens-buckets", "default"]),
+    (BUCKETS, "0.5.23", KIMI + ["--generation-tokens-buckets", "tse", "1000", "1", "8"],
+     KIMI + ["--generation-tokens-buckets", "tse", "1000", "1.5", "8"]),
+    (BUCKETS, "0.5.23", KIMI + ["--generation-tokens-buckets", "tse", "1000", "2", "8.0"],
+     KIMI + ["--generation-tokens-buckets", "tse", "0.5", "2", "8"]),
+    (BUCKETS, "0.5.23", KIMI + ["--generation-tokens-buckets", "custom", "10", "10"],
+     KIMI + ["--generation-tokens-buckets", "custom", "10", "20"]),
+    (BUCKETS, "0.5.23", KIMI + ["--prompt-tokens-buckets", "custom", "-1", "10"], KIMI + ["--prompt-tokens-buckets", "custom", "0", "10"]),
+    (BUCKETS, "0.5.23", KIMI + ["--prompt-tokens-buckets", "default", "10"], KIMI + ["--prompt-tokens-buckets", "custom", "1e3"]),
+    (BUCKETS, "0.5.22", KIMI + ["--prompt-tokens-buckets", "custom"], KIMI + ["--prompt-tokens-buckets", "custom", "5"]),
+    (BUCKETS, "0.5.22", KIMI + ["--generation-tokens-buckets", "tse", "0", "2", "8"], KIMI + ["--generation-tokens-buckets", "default"]),
 ]
 SMISS6_DIRECT = {c[0] for c in SMISS6_CASES}
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(SMISS6_CASES)]
@@ -57,7 +71,20 @@ def test_every_rule_of_the_module_is_registered_and_has_a_case():
 
 
 def test_each_rule_names_its_releases():
-    assert {k.split(" ", 1)[1] for k in RULES[EAGLE].sources} == {c[1] for c in SMISS6_CASES if c[0] == EAGLE}
+    for rid in SMISS6_DIRECT:
+        assert {k.split(" ", 1)[1] for k in RULES[rid].sources} == {c[1] for c in SMISS6_CASES if c[0] == rid}
+
+
+def test_buckets_port_follows_the_release_function():
+    from gpustack_k3.core.rules.sglang_checks_smiss6 import buckets_rule_refusal as f
+
+    assert f("--x", []) is None and f("--x", ["default"]) is None and f("--x", ["custom", "0", "1.5"]) is None
+    assert "Unsupported --x rule type: 'y'" in f("--x", ["y"])
+    assert "TSE rule parameters must be" in f("--x", ["tse", "a", "2", "3"])
+    assert "TSE count must be positive, got: 0" in f("--x", ["tse", "1", "2", "0"])
+    assert "must be numeric" in f("--x", ["custom", "a"])
+    # float('nan') parses; nan > 1 is False: the release's assert fails the same way
+    assert "TSE base must be larger than 1" in f("--x", ["tse", "1", "nan", "3"])
 
 
 @pytest.mark.parametrize("rid,release,bad,good", SMISS6_CASES, ids=IDS)

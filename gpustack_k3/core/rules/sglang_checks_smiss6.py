@@ -75,6 +75,79 @@ def check_sglang_kimi_k3_eagle_topk_page_size(r, c):
                              f"at page size {page}.")
 
 
+# ------------------------------------------------------------------ --prompt-tokens-buckets / --generation-tokens-buckets
+
+# check_server_args validates both bucket rules with validate_buckets_rule (the same function at both releases): the
+# port below follows it assertion by assertion, Python's own float()/int() included
+_BUCKET_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/validation_hook.py:277-278,384-432@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/validation_hook.py:276-277,383-431@0.5.22",
+}
+BUCKET_OPTIONS = (("prompt_tokens_buckets", "--prompt-tokens-buckets"),
+                  ("generation_tokens_buckets", "--generation-tokens-buckets"))
+
+
+def buckets_rule_refusal(arg_name: str, rule_: list) -> str | None:
+    """validation_hook.py validate_buckets_rule: the release's message for a bucket rule it refuses, None if it
+    passes (an empty or unset rule passes)."""
+    if not rule_:
+        return None
+    kind = rule_[0]
+    if kind not in ("tse", "default", "custom"):
+        return f"Unsupported {arg_name} rule type: '{kind}'. Must be one of: 'tse', 'default', 'custom'"
+    if kind == "tse":
+        if len(rule_) != 4:
+            return (f"{arg_name} TSE rule requires exactly 4 parameters: ['tse', middle, base, count], got "
+                    f"{len(rule_)}")
+        try:
+            middle, base, count = float(rule_[1]), float(rule_[2]), int(rule_[3])
+        except (ValueError, IndexError):
+            return f"{arg_name} TSE rule parameters must be: ['tse', <float:middle>, <float:base>, <int:count>]"
+        if not base > 1:
+            return f"{arg_name} TSE base must be larger than 1, got: {base}"
+        if not count > 0:
+            return f"{arg_name} TSE count must be positive, got: {count}"
+        if not middle > 0:
+            return f"{arg_name} TSE middle must be positive, got: {middle}"
+    elif kind == "default":
+        if len(rule_) != 1:
+            return f"{arg_name} default rule should only have one parameter: ['default'], got {len(rule_)}"
+    else:
+        if len(rule_) < 2:
+            return f"{arg_name} custom rule requires at least one bucket value: ['custom', value1, ...]"
+        try:
+            values = [float(x) for x in rule_[1:]]
+        except ValueError:
+            return f"{arg_name} custom rule bucket values must be numeric"
+        if len(set(values)) != len(values):
+            return f"{arg_name} custom rule bucket values should not contain duplicates"
+        if not all(x >= 0 for x in values):
+            return f"{arg_name} custom rule bucket values should be non-negative"
+    return None
+
+
+@rule("sglang-tokens-buckets-rule", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="--prompt-tokens-buckets / --generation-tokens-buckets: a bucket rule SGLang does not accept",
+      why="SGLang validates the metrics histogram bucket rules at start-up: 'default' alone, 'tse' with a middle "
+          "above 0, a base above 1 and a positive integer count, or 'custom' with distinct non-negative numbers.",
+      fix="Give 'default', 'tse MIDDLE BASE COUNT' (e.g. tse 1000 2 8) or 'custom V1 V2 ...' (distinct numbers >= 0), "
+          "or drop the option.",
+      source=_BUCKET_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _BUCKET_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_tokens_buckets_rule(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    for dest, flag in BUCKET_OPTIONS:
+        value = v.value(dest) if v.given(dest) else None
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            continue
+        msg = buckets_rule_refusal(flag, value)
+        if msg is not None:
+            yield "spec.extraArgs", msg + "."
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
-for _id in ("sglang-kimi-k3-eagle-topk-page-size",):
+for _id in ("sglang-kimi-k3-eagle-topk-page-size", "sglang-tokens-buckets-rule"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
