@@ -33,6 +33,11 @@ SMISS6_CASES = [
     (EAGLE, "0.5.23", KIMI + spec("EAGLE", 4, 3, 8), KIMI + spec("EAGLE", 4, 3, 8) + ["--dcp-size", "8"]),
     (EAGLE, "0.5.22", KIMI + spec("EAGLE", 4, 3, 8), KIMI + spec("EAGLE", 1, 3, 4)),
     (EAGLE, "0.5.22", KIMI + spec("NEXTN", 2, 2, 4) + ["--page-size", "32"], KIMI + spec("EAGLE", 4, 3, 8) + ["--dcp-size", "8"]),
+    # NGRAM: the top-k is the BFS breadth (default 10), and only flashinfer serves its tree
+    (EAGLE, "0.5.23", KIMI + ["--speculative-algorithm", "NGRAM"],
+     KIMI + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"]),
+    (EAGLE, "0.5.22", KIMI + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "4"],
+     KIMI + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"]),
     # the metrics bucket rules (validate_buckets_rule): each refusal kind, and its nearest accepted rule
     (BUCKETS, "0.5.23", KIMI + ["--prompt-tokens-buckets", "tse"], KIMI + ["--prompt-tokens-buckets", "tse", "1000", "2", "8"]),
     (BUCKETS, "0.5.23", KIMI + ["--prompt-tokens-buckets", "linear"], KIMI + ["--prompt-tokens-buckets", "default"]),
@@ -102,8 +107,13 @@ def test_eagle_rule_reads_the_gpu_the_backends_and_the_algorithm():
                  "--speculative-draft-attention-backend"):
         assert EAGLE not in product("0.5.23", line + [flag, "flashinfer"])["rules"]
     assert EAGLE not in product("0.5.23", KIMI + spec("EAGLE", 1, 3, 4))["rules"]
-    # DSPARK and NGRAM resolve their own tree and backend (speculative_hook.py _handle_dspark, _handle_ngram)
-    assert EAGLE not in product("0.5.23", KIMI + spec("NGRAM", 4, 3, 8))["rules"]
+    # DSPARK resolves its own tree and backend (speculative_hook.py _handle_dspark; kimi_k3.py's DSPARK branch)
+    assert EAGLE not in product("0.5.23", KIMI + ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path",
+                                                  "/models/sglang-Kimi-K3-DSpark", "--speculative-dspark-block-size",
+                                                  "7"])["rules"]
+    # NGRAM's tree is its BFS breadth, whatever --speculative-eagle-topk says
+    assert EAGLE not in product("0.5.23", KIMI + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth",
+                                                  "1", "--speculative-eagle-topk", "4"])["rules"]
     # another model: its page size and backend are not read here
     assert EAGLE not in product("0.5.23", ["--model-path", "/models/shape-mla-moe", "--tp-size", "8",
                                            *spec("EAGLE", 4, 3, 8)])["rules"]

@@ -55,3 +55,14 @@ def test_dsv4_deterministic_is_refused_for_the_v4_architecture_and_not_for_kimi_
     path, line = _where(ans)
     assert path in cited and line in cited[path], ans
     assert oracle.judge_line(KIMI + ["--enable-deterministic-inference"], {})["verdict"] == "accepted"
+
+
+def test_the_eagle_rule_leaves_what_the_release_accepts(oracles):
+    """The lines tests/core/test_smiss6_rules.py asserts the rule passes: NGRAM's tree is its BFS breadth (an
+    --speculative-eagle-topk beside it is overwritten), and DSPARK picks its own verify backend."""
+    oracle = oracles("sglang-0.5.23")
+    for line in (KIMI + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1",
+                         "--speculative-eagle-topk", "4"],
+                 KIMI + ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path",
+                         "/models/sglang-Kimi-K3-DSpark", "--speculative-dspark-block-size", "7"]):
+        assert oracle.judge_line(line, {})["verdict"] == "accepted", line

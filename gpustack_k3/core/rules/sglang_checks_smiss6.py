@@ -20,16 +20,19 @@ from gpustack_k3.core.rules.sglang_checks_smiss5 import _backend_given, _int, ki
 # (model_overrides/kimi_k3.py), _attention_backend_default makes the attention backend the same (both equal), and
 # _mla_backend_page_constraints keeps a --page-size of 32 or 64 and makes any other 64 (overrides.py): always above 1
 _EAGLE_SOURCES = {
-    "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:1268-1282@0.5.23, "
+    "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:1268-1282,1309-1313,1355-1366@0.5.23, "
               "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,122-135@0.5.23, "
               "sglang/srt/arg_groups/overrides.py:1126-1131,1143-1163,1198-1200@0.5.23, "
               "sglang/srt/speculative/spec_info.py:262-264@0.5.23",
-    "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:1178-1192@0.5.22, "
+    "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:1178-1192,1219-1223,1265-1276@0.5.22, "
               "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,137-150@0.5.22, "
               "sglang/srt/arg_groups/overrides.py:1067-1072,1084-1104,1148-1150@0.5.22",
 }
+# NGRAM (_handle_ngram) sets the top-k to --speculative-ngram-max-bfs-breadth (default 10) and refuses a top-k above 1
+# with a page size above 1 unless the attention backend is flashinfer
 EAGLE_TREE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")   # speculative_hook.py:1271@0.5.23, :1181@0.5.22
+NGRAM_TREE_BACKENDS = ("flashinfer",)                        # speculative_hook.py:1359@0.5.23, :1269@0.5.22
 
 
 def kimi_k3_eagle_tree_page(r, v) -> int | None:
@@ -48,12 +51,13 @@ def kimi_k3_eagle_tree_page(r, v) -> int | None:
 
 @rule("sglang-kimi-k3-eagle-topk-page-size", checked_by="oracle", family="args", severity="error",
       engines=[ENGINE_SGLANG], field="spec.extraArgs",
-      title="Kimi-K3 on SM100/SM103: an EAGLE draft tree (--speculative-eagle-topk above 1) on the TRT-LLM MLA backend",
+      title="Kimi-K3 on SM100/SM103: an EAGLE or NGRAM draft tree (top-k above 1) on the TRT-LLM MLA backend",
       why="SGLang runs an EAGLE draft tree (top-k above 1) with a page size above 1 only on the flashinfer, fa3 and "
-          "triton attention backends (two-pass cascade draft decode). For Kimi-K3 on SM100/SM103 with no attention "
+          "triton attention backends (two-pass cascade draft decode), an NGRAM tree (its BFS breadth, 10 unless "
+          "given) only on flashinfer. For Kimi-K3 on SM100/SM103 with no attention "
           "backend given, SGLang picks trtllm_mla, whose page size is 32 or 64: the line is refused at start-up.",
-      fix="Give --speculative-eagle-topk 1 (a linear draft chain), or an attention backend that serves a draft tree "
-          "(--attention-backend flashinfer, fa3 or triton).",
+      fix="Give --speculative-eagle-topk 1 (NGRAM: --speculative-ngram-max-bfs-breadth 1), a linear draft chain, or "
+          "an attention backend that serves a draft tree (--attention-backend flashinfer; for EAGLE also fa3 or triton).",
       source=_EAGLE_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _EAGLE_SOURCES.items()},
       no_cel=NO_CEL)
 def check_sglang_kimi_k3_eagle_topk_page_size(r, c):
@@ -61,18 +65,22 @@ def check_sglang_kimi_k3_eagle_topk_page_size(r, c):
     if v is None or v.arch is None:
         return
     algo = v.value("speculative_algorithm")
-    if not isinstance(algo, str) or algo.strip().upper() not in EAGLE_TREE_ALGORITHMS:
+    algo = algo.strip().upper() if isinstance(algo, str) else None
+    if algo == "NGRAM":
+        topk, given, allowed = (_int(v.value("speculative_ngram_max_bfs_breadth")),
+                                "--speculative-ngram-max-bfs-breadth", NGRAM_TREE_BACKENDS)
+    elif algo in EAGLE_TREE_ALGORITHMS and not v.value("speculative_adaptive"):
+        topk, given, allowed = _int(v.value("speculative_eagle_topk")), "--speculative-eagle-topk", PAGE_TREE_SPEC_BACKENDS
+    else:
         return
-    topk = _int(v.value("speculative_eagle_topk"))
-    if topk is None or topk <= 1 or v.value("speculative_adaptive"):
+    if topk is None or topk <= 1:
         return
     page = kimi_k3_eagle_tree_page(r, v)
     if page is None or page <= 1:
         return
-    yield "spec.extraArgs", (f"speculative_eagle_topk > 1 with page_size > 1 is only supported on "
-                             f"{PAGE_TREE_SPEC_BACKENDS}: --speculative-eagle-topk {topk} with Kimi-K3 on "
-                             f"{r.hardware.sm} and no attention backend given runs attention_backend 'trtllm_mla' "
-                             f"at page size {page}.")
+    yield "spec.extraArgs", (f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {allowed}: "
+                             f"{given} {topk} ({algo}) with Kimi-K3 on {r.hardware.sm} and no attention backend "
+                             f"given runs attention_backend 'trtllm_mla' at page size {page}.")
 
 
 # ------------------------------------------------------------------ --prompt-tokens-buckets / --generation-tokens-buckets
