@@ -107,3 +107,16 @@ def test_sglang_answers_as_the_lines_hardware(oracles):
     b300 = o.judge_line(argv, {}, "b300", 8)
     assert h200["verdict"] == "refused" and "SM100+" in h200["message"], h200
     assert "SM100+" not in (b300.get("message") or ""), b300
+
+
+@pytest.mark.parametrize("release", ["vllm-0.11.0", "vllm-0.34.0"])
+def test_a_file_the_config_only_stand_in_lacks_is_not_a_refusal(oracles, release):
+    """The hybrid shape's public config.json names its remote code (auto_map: configuration_nemotron_h.py), which a
+    real checkpoint carries and the oracle's config-only directory does not: with --trust-remote-code the release's
+    lookup of that file (transformers/utils/hub.py cached_files) fails for the stand-in, not for the line. Without
+    --trust-remote-code the file is never looked up and the line is judged."""
+    o = oracles(release)
+    v = o.judge_line(["/models/shape-hybrid", "--trust-remote-code"], {})
+    assert v["verdict"] == "not_decidable" and v["reason"] == "stand-in-file", v
+    assert "configuration_nemotron_h.py" in v["detail"], v
+    assert o.judge_line(["/models/shape-hybrid"], {})["verdict"] == "accepted"

@@ -44,8 +44,30 @@ NOT_DECIDABLE = {
                         "arctic-inference for suffix decoding): the serving image may or may not carry it",
     "ray-cluster": "the release hands a world larger than the line's GPUs to the Ray executor; the Ray cluster the "
                    "process joins at launch decides (ray is a stub here)",
+    "stand-in-file": "the release looked for a file of the checkpoint (remote code that config.json's auto_map "
+                     "names, a processor config) in a config-only model directory of the oracle (config.json and the "
+                     "tokenizer double, no weights): the real checkpoint carries the files this one lacks",
     "oracle-error": "the oracle itself failed (a double or the harness, not the release): see detail",
 }
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def _stand_in_lookup(exc: BaseException) -> tuple[str, str] | None:
+    """(directory, file) when ``exc`` was raised by transformers' file lookup (``transformers/utils/hub.py``
+    ``cached_files``, the frame's own arguments) for a file missing from a local directory that holds no weights:
+    the oracle's config-only stand-in of a checkpoint (gpustack_k3/oracle/models.py, or a synth run's config.json
+    copy), not a checkpoint whose file is really absent."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "cached_files" and code.co_filename.endswith(os.path.join("transformers", "utils", "hub.py")):
+            where = tb.tb_frame.f_locals.get("path_or_repo_id")
+            if isinstance(where, str) and os.path.isdir(where) and os.path.isfile(os.path.join(where, "config.json")) \
+                    and not any(f.endswith(WEIGHT_SUFFIXES) for f in os.listdir(where)):
+                return where, str(tb.tb_frame.f_locals.get("filename") or "?")
+        tb = tb.tb_next
+    return None
 
 
 class _Launched(Exception):
@@ -84,7 +106,9 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     a module that is neither in this interpreter nor a listed double (the serving image may carry it), or for an
     ImportError raised by a release function whose own availability probe answered False for such a package
     (doubles.availability_probes: e.g. has_arctic_inference() in config/speculative.py:1726-1731@0.33.0); a
-    ``HostMemoryUnknown`` from the host-memory double is ``device-query``. Anything else is the release's refusal."""
+    ``HostMemoryUnknown`` from the host-memory double is ``device-query``; an OSError of transformers' file lookup in
+    a config-only model directory (``_stand_in_lookup``) is ``stand-in-file``. Anything else is the release's
+    refusal."""
     import doubles
 
     tb = exc.__traceback__
@@ -111,6 +135,12 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
             if not stubbed and top not in doubles.MISSING:
                 return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage,
                         "detail": f"module {e.name!r} is not installed (the serving image may carry it): {msg[:400]}"}
+    for e in chain:
+        lookup = _stand_in_lookup(e) if isinstance(e, OSError) else None
+        if lookup is not None:
+            return {"verdict": "not_decidable", "reason": "stand-in-file", "stage": stage,
+                    "detail": f"{lookup[1]} is not in the config-only model directory {lookup[0]} (the checkpoint "
+                              f"carries it): {msg[:300]}", "where": _frames_in(tb, root)}
     if INSPECT_ERRORS and any(_stub_frame(i) for i in INSPECT_ERRORS):
         return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                 "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
