@@ -162,6 +162,10 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return test_knobs(test.operand, not want)
     if isinstance(test, ast.BoolOp):
+        if isinstance(test.op, ast.And) and not want and len(test.values) > 1:
+            # ``a and b`` false: one operand false is enough, the last (``x is not None and x > 0``: the test
+            # proper), the others left to the line; all of them false would undo the knobs a later test wants
+            return test_knobs(test.values[-1], want)
         for v in test.values:
             out += test_knobs(v, want)
         return out
@@ -222,10 +226,14 @@ def compared_constants(trees) -> dict[str, list]:
                     isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
                 for a, b in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
                     ch, consts = chain_of(a), _const(b)
-                    if ch and consts and not (isinstance(b, ast.Attribute) and b.attr.isupper() and
-                                              b.attr not in CONSTANTS):
-                        vals = out.setdefault(ch[-1], [])
-                        vals += [c for c in consts if isinstance(c, str) and c and c not in vals]
+                    enum = ch and consts and isinstance(b, ast.Attribute) and b.attr.isupper() and \
+                        b.attr not in CONSTANTS
+                    # an enum member (``MambaBackendEnum.FLASHINFER``): the option's value is its lower-case name;
+                    # keyed by the chain's last name and by its last two (``mamba_config.backend``)
+                    new = [b.attr.lower()] if enum else [c for c in consts or [] if isinstance(c, str) and c]
+                    for key in {ch[-1], ".".join(ch[-2:])} if ch and consts else ():
+                        vals = out.setdefault(key, [])
+                        vals += [c for c in new if c not in vals]
     return {k: v for k, v in out.items() if v}
 
 
@@ -266,6 +274,23 @@ def local_values(fn) -> dict[str, ast.AST]:
     return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not None}
 
 
+def attribute_values(fn, line: int) -> dict[tuple, ast.AST]:
+    """The attribute chains a function assigns before ``line``, with the expression of the last such assignment
+    (``self.cache_config.use_kda_recoverssm = self.num_speculative_tokens > 0 and is_kda_model``, after an early
+    ``= False; return``): a condition reading the chain after the assignment reads that expression."""
+    seen: dict[tuple, list] = {}
+    for n in ast.walk(fn):
+        if getattr(n, "lineno", line) >= line:
+            continue
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign,
+                                                                                          ast.AugAssign)) else []
+        for t in targets:
+            ch = chain_of(t) if isinstance(t, ast.Attribute) else None
+            if ch:
+                seen.setdefault(ch, []).append((n.lineno, None if isinstance(n, ast.AugAssign) else n.value))
+    return {k: max(v, key=lambda x: x[0])[1] for k, v in seen.items() if max(v, key=lambda x: x[0])[1] is not None}
+
+
 def substitute_locals(knobs: list, chain: list[ast.AST]) -> list:
     """Knobs whose chain starts at a local of the enclosing function, read through its one assignment: a chain
     expression (``a or b``: its first operand) takes the local's place; a truth test of a local bound to a condition
@@ -274,9 +299,15 @@ def substitute_locals(knobs: list, chain: list[ast.AST]) -> list:
     if fn is None:
         return knobs
     local = local_values(fn)
+    attrs = attribute_values(fn, getattr(chain[-1], "lineno", 1 << 30))
     out = []
     for ch, values, want in knobs:
         expr = local.get(ch[0]) if ch else None
+        if ch in attrs and values[:1] in ([True], [False]) and \
+                isinstance(attrs[ch], (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            # a truth test of an attribute the function bound to a condition: that condition's knobs
+            out += substitute_locals(test_knobs(attrs[ch], want), chain) if len(ch) > 1 else test_knobs(attrs[ch], want)
+            continue
         depth = 0
         while isinstance(expr, ast.Name) and expr.id in local and depth < 3:
             expr, depth = local[expr.id], depth + 1
@@ -454,6 +485,20 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
             return "json", (c, tuple(names[i + 1:]))
     if last in dests:
         return "flag", last
+    if last in FIELD_OWNERS and len(names) <= 2:
+        # a field of one JSON option's config class read through another object (``self.num_speculative_tokens``
+        # of VllmConfig: SpeculativeConfig's field): that option's key
+        return "json", (FIELD_OWNERS[last], (last,))
+    # a field of a config object with no JSON option, set by a flag named after both (``self.mamba_config.backend``
+    # -> --mamba-backend, ``mamba_config.enable_stochastic_rounding`` -> --enable-mamba-cache-stochastic-rounding):
+    # the shortest option holding the words of the field and of the config's name
+    owner = names[-2] if len(names) >= 2 else _snake(site_cls) if chain[0] == "self" and site_cls and \
+        _snake(site_cls) not in json_opts else None
+    if owner and owner.endswith("_config") and owner[:-7]:
+        words = (set(last.split("_")) | set(owner[:-7].split("_"))) - {""}
+        cands = sorted((d for d in dests if words <= set(d.split("_"))), key=lambda d: (len(d), d))
+        if cands:
+            return "flag", cands[0]
     if chain[0] == "self" and len(names) == 1 and site_cls:
         opt = json_opts.get(_snake(site_cls))
         if opt:
@@ -461,11 +506,29 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
     # a local named after an option it was read from (``prefill_backend`` <- --prefill-attention-backend,
     # ``a2a_backend`` <- --moe-a2a-backend): the shortest option whose name holds all of the local's words
     words = set(last.split("_")) - {""}
-    if len(words) >= 2:
+    if len(words) >= 2 and not last.endswith("_config"):   # ``self.model_config``: an object, not an option
         cands = sorted((d for d in dests if words <= set(d.split("_"))), key=lambda d: (len(d), d))
         if cands:
             return "flag", cands[0]
     return None
+
+
+# field name -> the JSON option whose config class alone has a field of that name (filled by ``learn_field_owners``)
+FIELD_OWNERS: dict[str, str] = {}
+
+
+def learn_field_owners(fields: dict[str, dict], json_opts) -> dict[str, str]:
+    """Per field name of the JSON options' config classes (``SpeculativeConfig`` -> ``--speculative-config``), the
+    option, when exactly one of those classes has a field of that name."""
+    owners: dict[str, set] = {}
+    for cls, fs in fields.items():
+        dest = _snake(cls)
+        if dest in json_opts:
+            for f in fs:
+                owners.setdefault(f, set()).add(dest)
+    FIELD_OWNERS.clear()
+    FIELD_OWNERS.update({f: next(iter(d)) for f, d in owners.items() if len(d) == 1})
+    return dict(FIELD_OWNERS)
 
 
 def _snake(name: str) -> str:

@@ -173,6 +173,7 @@ class Synth:
                 self.free_dests.add(o["dest"])
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
+        K.learn_field_owners(self.fields, self.json_opts)
         self.defaults = K.class_defaults(self.trees.values())
         # the imported modules' constants first, the validation files' own win a name both define
         K.learn_constants(K.imported_trees(self.trees.values(), self.root) + list(self.trees.values()))
@@ -453,7 +454,7 @@ class Synth:
                     return dict(line, argv=argv), f"flag:{name}=unset"
                 return dict(line, argv=argv + [flag]), f"flag:{flag}"
             allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
-            value, allowed = self._free_string(name, o, value, allowed)
+            value, allowed = self._free_string(name, o, value, allowed, ".".join(chain[-2:]))
             if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
                     allowed and str(value) not in [str(c) for c in allowed] or not _fits(o, value):
                 # a value the parser would refuse before any config check: one of the option's own instead (within
@@ -522,14 +523,23 @@ class Synth:
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
 
-    def _free_string(self, name: str, o: dict, value, allowed):
+    def _free_string(self, name: str, o: dict, value, allowed, field: str | None = None):
         """(value, allowed) for a string option whose parser takes any string: a placeholder value becomes a constant
         the release's conditions compare the option with (SGLang's --speculative-algorithm: not a made-up word its
         own lookup refuses before the target); a condition wanting a value outside the known ones
         (``not is_known_kv_cache_dtype(x)``) on an option with no parser ``choices`` (only a metavar list, a
         ``Literal | str`` field) takes a word none of them is, which the parser passes to the check."""
-        compared = [c for c in getattr(self, "compared", {}).get(name, []) if not allowed or str(c) in [str(a) for a in allowed]]
+        # the constants compared with the option's dest or with the config field the condition read
+        # (``self.mamba_config.backend`` -> --mamba-backend)
+        known = getattr(self, "compared", {})
+        compared = [c for c in known.get(name) or known.get(field) or [] if not allowed or str(c) in [str(a) for a in allowed]]
         free = o.get("type") in (None, "str") or return_type(o.get("type")) == "str"
+        if isinstance(value, str) and value.isupper() and value.lower() in compared and not allowed and free:
+            value = value.lower()   # an enum member's name: the option takes its value
+        if value == "__other__" and compared and not allowed and free:
+            # ``x != <default>`` is the usual test: a compared constant other than the option's default
+            other = [c for c in compared if str(c) != str(o.get("default"))]
+            return self.rnd.choice(other or compared), allowed
         if isinstance(value, str) and value.startswith("__") and compared and not allowed and free:
             return self.rnd.choice(compared), allowed
         if value in ("__other__", "__none_of__") and not o.get("choices") and free and \
