@@ -492,17 +492,17 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
     # a field of a config object with no JSON option, set by a flag named after both (``self.mamba_config.backend``
     # -> --mamba-backend, ``mamba_config.enable_stochastic_rounding`` -> --enable-mamba-cache-stochastic-rounding):
     # the shortest option holding the words of the field and of the config's name
-    owner = names[-2] if len(names) >= 2 else _snake(site_cls) if chain[0] == "self" and site_cls and \
-        _snake(site_cls) not in json_opts else None
+    owner = names[-2] if len(names) >= 2 else class_dest(site_cls) if chain[0] == "self" and site_cls and \
+        class_dest(site_cls) not in json_opts else None
     if owner and owner.endswith("_config") and owner[:-7]:
         words = (set(last.split("_")) | set(owner[:-7].split("_"))) - {""}
         cands = sorted((d for d in dests if words <= set(d.split("_"))), key=lambda d: (len(d), d))
         if cands:
             return "flag", cands[0]
     if chain[0] == "self" and len(names) == 1 and site_cls:
-        opt = json_opts.get(_snake(site_cls))
+        opt = json_opts.get(class_dest(site_cls))
         if opt:
-            return "json", (_snake(site_cls), (last,))
+            return "json", (class_dest(site_cls), (last,))
     # a local named after an option it was read from (``prefill_backend`` <- --prefill-attention-backend,
     # ``a2a_backend`` <- --moe-a2a-backend): the shortest option whose name holds all of the local's words
     words = set(last.split("_")) - {""}
@@ -522,13 +522,41 @@ def learn_field_owners(fields: dict[str, dict], json_opts) -> dict[str, str]:
     option, when exactly one of those classes has a field of that name."""
     owners: dict[str, set] = {}
     for cls, fs in fields.items():
-        dest = _snake(cls)
+        dest = class_dest(cls)
         if dest in json_opts:
             for f in fs:
                 owners.setdefault(f, set()).add(dest)
     FIELD_OWNERS.clear()
     FIELD_OWNERS.update({f: next(iter(d)) for f, d in owners.items() if len(d) == 1})
     return dict(FIELD_OWNERS)
+
+
+# JSON option dest -> its config class's name where the two names differ (``--quantization-config`` parses into
+# ``QuantizationConfigArgs``), from the parser dump (``learn_option_classes``)
+OPTION_CLASSES: dict[str, str] = {}
+
+
+def learn_option_classes(json_opts: dict) -> dict[str, str]:
+    import json as _json
+
+    OPTION_CLASSES.clear()
+    for dest, o in json_opts.items():
+        m = re.search(r'"dataclass": "[\w.]*\.(\w+)"', _json.dumps(o.get("type")))
+        if m and _snake(m.group(1)) != dest:
+            OPTION_CLASSES[dest] = m.group(1)
+    return dict(OPTION_CLASSES)
+
+
+def class_dest(cls: str) -> str:
+    """The JSON option a config class is parsed from: the dump's (``OPTION_CLASSES``), else its snake-case name."""
+    return next((d for d, c in OPTION_CLASSES.items() if c == cls), None) or _snake(cls)
+
+
+def dest_class(fields: dict, dest: str) -> str | None:
+    """The config class (a key of ``fields``) of JSON option ``dest``."""
+    if OPTION_CLASSES.get(dest) in fields:
+        return OPTION_CLASSES[dest]
+    return next((c for c in fields if _snake(c) == dest), None)
 
 
 def _snake(name: str) -> str:
@@ -568,7 +596,7 @@ def class_defaults(trees) -> dict[str, dict[str, ast.AST]]:
 def field_bounds(defaults: dict, dest: str, path: tuple[str, ...], fields: dict) -> dict[str, float]:
     """pydantic bounds (gt/ge/lt/le) of the last field of ``path`` in the JSON option's class, from its
     ``Field(...)`` default."""
-    cls = next((c for c in fields if _snake(c) == dest), None)
+    cls = dest_class(fields, dest)
     for p in path[:-1]:
         ann = fields.get(cls, {}).get(p) if cls else None
         names = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in fields] if ann is not None else []
@@ -596,7 +624,7 @@ def within_bounds(values: list, bounds: dict) -> list:
 def field_annotation(fields: dict, dest: str, path: tuple[str, ...]):
     """The annotation of ``path`` inside the config class of JSON option ``dest`` (nested config classes followed
     through their annotations), or None when a name on the path is not a field."""
-    cls = next((c for c in fields if _snake(c) == dest), None)
+    cls = dest_class(fields, dest)
     ann = None
     for i, p in enumerate(path):
         if cls is None or p not in fields.get(cls, {}):
@@ -668,4 +696,6 @@ def fits_values(value, typed: list) -> bool:
     kinds = {type(t) for t in typed if t is not None}
     if isinstance(value, str):
         return False   # a str field with Literal values takes one of them; a plain str field has no typed values
+    if isinstance(value, int) and not isinstance(value, bool) and float in kinds:
+        return True    # ``logit_sigma == 0`` on a float field: 0 is a float value too
     return type(value) in kinds

@@ -173,6 +173,7 @@ class Synth:
                 self.free_dests.add(o["dest"])
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
+        K.learn_option_classes(self.json_opts)
         K.learn_field_owners(self.fields, self.json_opts)
         self.defaults = K.class_defaults(self.trees.values())
         # the imported modules' constants first, the validation files' own win a name both define
@@ -493,7 +494,7 @@ class Synth:
                 pool = [v for v in seen + typed if v is not None]
                 nested = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in self.fields]
                 if nested:
-                    value = self.minimal_json(K._snake(nested[0])) or {}
+                    value = self.minimal_json(K.class_dest(nested[0])) or {}
                 elif pool:
                     value = self.rnd.choice(pool)
                 elif re.search(r"\bstr\b", ast.unparse(ann)):
@@ -557,7 +558,7 @@ class Synth:
         """A JSON option no preset sets (``--watermark-config``): its config class's fields without a default, each a
         value its annotation takes (a string field: a word), the others left to their defaults; None when the class
         is not among the validation files'."""
-        cls = next((c for c in self.fields if K._snake(c) == dest), None)
+        cls = K.dest_class(self.fields, dest)
         if cls is None:
             return None
         out = {}
@@ -645,7 +646,7 @@ class Synth:
                     values = [str(self.data_dir / "dirs" / w)]
                 for dest in self.json_opts:
                     if K.field_annotation(self.fields, dest, (w,)) is not None and \
-                            (site_cls is None or K._snake(site_cls) == dest or len(out) < 4):
+                            (site_cls is None or K.class_dest(site_cls) == dest or len(out) < 4):
                         out.append((("self", dest, w), values, True))
                         break
                 else:
@@ -656,7 +657,7 @@ class Synth:
     def _dest_bounds(self, dest: str) -> dict:
         for cls, fs in self.defaults.items():
             if dest in fs:
-                b = K.field_bounds(self.defaults, K._snake(cls), (dest,), self.fields)
+                b = K.field_bounds(self.defaults, K.class_dest(cls), (dest,), self.fields)
                 if b:
                     return b
         return {}
@@ -860,11 +861,13 @@ class Synth:
             for kn in knobs:
                 # one value per place on the line: a second knob landing on the same flag/key (an avoid knob of a
                 # blocker, a second test of the same name) does not undo the first
-                place = K.resolve(kn[0], dests, jsons, site_cls, self.engine)
-                place = json.dumps(place, default=str) if place else None
+                where = K.resolve(kn[0], dests, jsons, site_cls, self.engine)
+                place = json.dumps(where, default=str) if where else None
                 if place in places:
                     continue
                 places.add(place)
+                if where and where[0] == "json":   # a key set: the option itself is not unset by a later knob
+                    places.add(json.dumps(["flag", where[1][0]]))
                 values = kn[1] or ["__type__"]
                 # the first value meets the site's own test (and, merged, the checks before it): a site tried again
                 # takes it half the time, another of the candidates else
@@ -923,7 +926,10 @@ def _merge(knobs: list) -> list:
 def _is_json(o: dict) -> bool:
     t = o.get("type")
     # the innermost return type too: ``optional_type(parse_type(json.loads))`` (--custom-histogram-buckets)
-    return isinstance(t, dict) and (return_type(t) == "json" or "cls" in t or "dict" in json.dumps(t))
+    # a config class inside ``optional_type`` (``--pooler-config``, ``--quantization-config``, ``--engram-config``,
+    # ``--kv-transfer-config``: the dataclass under the wrapper's return type) too
+    return isinstance(t, dict) and (return_type(t) == "json" or "cls" in t or "dict" in json.dumps(t) or
+                                    '"cls": {"dataclass"' in json.dumps(t))
 
 
 def _key(line: dict) -> str:
