@@ -84,6 +84,10 @@ def learn_constants(trees) -> dict[str, list]:
                 vals = [k.value for k in value.keys if isinstance(k, ast.Constant)]
                 if vals:
                     out[target.id] = vals
+            elif isinstance(target, ast.Name) and target.id.isupper() and isinstance(value, ast.Constant) and \
+                    isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
+                # a scalar bound (``MAX_WATERMARK_CONTEXT_WINDOW = 64``): ``x <= MAX`` compares with its value
+                out[target.id] = [value.value]
     CONSTANTS.clear()
     CONSTANTS.update(out)
     return out
@@ -169,6 +173,11 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
         for v in test.values:
             out += test_knobs(v, want)
         return out
+    if isinstance(test, ast.Compare) and len(test.ops) > 1:
+        # ``1 <= x <= 64``: the conjunction of its links (wanted false: the last one broken)
+        links = [ast.Compare(left=a, ops=[op], comparators=[b])
+                 for a, op, b in zip([test.left] + test.comparators[:-1], test.ops, test.comparators)]
+        return test_knobs(ast.BoolOp(op=ast.And(), values=links), want)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         left, op, right = test.left, test.ops[0], test.comparators[0]
         for a, b, flip in ((left, right, False), (right, left, True)):
@@ -184,10 +193,11 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
             consts = _const(right)
             if ch and consts and isinstance(consts[0], int):
                 return [(ch, ["__len__%d" % v for v in _cmp_values(op, consts, want)[:2]], want)]
-        for side in (left, right):   # x > self.y: both names, values of their type
+        pair = _relation_values(op, want) if chain_of(left) and chain_of(right) else None
+        for k, side in enumerate((left, right)):   # x > self.y: both names, values of their type
             ch = chain_of(side)
             if ch:
-                out.append((ch, [], want))
+                out.append((ch, list(pair[k]) if pair else [], want))
         return out
     if isinstance(test, ast.Call):
         fn = test.func
@@ -214,6 +224,19 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
     if ch:
         return [(ch, [True, 1, "1"] if want else [False, 0, None], want)]
     return out
+
+
+def _relation_values(op, want: bool) -> tuple[list, list] | None:
+    """Values for the two names of ``x <op> y`` (``cfg.max_ep_size > cfg.tp_size``) meeting it (want True) or not: a
+    large and a small number across an order, one number twice or two different ones across ``==``/``!=``."""
+    big, small = [16, 8], [1, 2]
+    if isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+        left_big = isinstance(op, (ast.Gt, ast.GtE)) == want
+        return (big, small) if left_big else (small, big)
+    if isinstance(op, (ast.Eq, ast.NotEq)):
+        same = isinstance(op, ast.Eq) == want
+        return ([2], [2]) if same else ([2], [1])
+    return None
 
 
 def compared_constants(trees) -> dict[str, list]:

@@ -173,6 +173,7 @@ class Synth:
                 self.free_dests.add(o["dest"])
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
+        self.learn_resolved_from()
         K.learn_option_classes(self.json_opts)
         K.learn_field_owners(self.fields, self.json_opts)
         self.defaults = K.class_defaults(self.trees.values())
@@ -403,10 +404,12 @@ class Synth:
 
     def apply(self, line: dict, knob, value, site_cls: str | None) -> tuple[dict, str] | None:
         chain, _values, _want = knob
-        where = K.resolve(chain, set(self.dests), self.json_opts, site_cls, self.engine)
+        where = self.resolve(chain, site_cls)
         if where is None:
             return None
         kind, name = where
+        if kind == "strjson":
+            return self._set_str_json(line, name, value)
         argv, env = list(line["argv"]), dict(line["env"])
         if kind == "env":
             if value is None:
@@ -523,6 +526,50 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def resolve(self, chain: tuple, site_cls: str | None):
+        """Where a chain lands (knobs.resolve), or a key of the JSON text of a string option for a field resolved
+        from it (SGLang's ``watermark_context_window``: ``Arg(help="Resolved from --watermark-config.")``)."""
+        got = K.resolve(chain, set(self.dests), self.json_opts, site_cls, self.engine)
+        if got is None and chain and chain[-1] in getattr(self, "resolved_from", {}):
+            return "strjson", self.resolved_from[chain[-1]]
+        return got
+
+    def learn_resolved_from(self) -> dict[str, tuple[str, str]]:
+        """field -> (option dest, JSON key) for the fields of the validation files declared ``Arg(help="Resolved
+        from --<option>.", no_cli=True)`` of a string option holding JSON: the key is the field's name without the
+        option's stem (``watermark_context_window`` of ``--watermark-config`` -> ``context_window``)."""
+        out = {}
+        for tree in self.trees.values():
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                    continue
+                m = re.search(r"Resolved from --([a-z0-9-]+)\.", ast.unparse(node.annotation))
+                dest = m.group(1).replace("-", "_") if m else None
+                o = self.dests.get(dest) if dest else None
+                stem = dest[: -len("_config")] + "_" if dest and dest.endswith("_config") else None
+                if o and stem and node.target.id.startswith(stem) and o.get("type") in (None, "str"):
+                    out[node.target.id] = (dest, node.target.id[len(stem):])
+        self.resolved_from = out
+        return out
+
+    def _set_str_json(self, line: dict, where: tuple[str, str], value):
+        """``value`` under ``key`` of the inline JSON object the string option ``dest`` holds (made when absent)."""
+        dest, key = where
+        o = self.dests[dest]
+        flags = tuple(o["flags"])
+        cur = _flag_value_in(line["argv"], flags)
+        try:
+            obj = json.loads(cur) if cur else {}
+        except ValueError:
+            obj = {}
+        obj = obj if isinstance(obj, dict) else {}
+        if value is None or value is False and key not in obj:
+            obj.pop(key, None)
+        else:
+            obj[key] = self._plain(value)
+        argv = set_flag(drop_flag(list(line["argv"]), flags), flags, json.dumps(obj))
+        return dict(line, argv=argv), f"strjson:{dest}.{key}={json.dumps(obj.get(key))[:40]}"
 
     def _free_string(self, name: str, o: dict, value, allowed, field: str | None = None):
         """(value, allowed) for a string option whose parser takes any string: a placeholder value becomes a constant
@@ -861,12 +908,12 @@ class Synth:
             for kn in knobs:
                 # one value per place on the line: a second knob landing on the same flag/key (an avoid knob of a
                 # blocker, a second test of the same name) does not undo the first
-                where = K.resolve(kn[0], dests, jsons, site_cls, self.engine)
+                where = self.resolve(kn[0], site_cls)
                 place = json.dumps(where, default=str) if where else None
                 if place in places:
                     continue
                 places.add(place)
-                if where and where[0] == "json":   # a key set: the option itself is not unset by a later knob
+                if where and where[0] in ("json", "strjson"):   # a key set: the option is not unset by a later knob
                     places.add(json.dumps(["flag", where[1][0]]))
                 values = kn[1] or ["__type__"]
                 # the first value meets the site's own test (and, merged, the checks before it): a site tried again
