@@ -57,7 +57,12 @@ def chain_of(node) -> tuple[str, ...] | None:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and parts and \
+            re.match(r"^(get_)?[a-z_]+?(_of)?$", node.func.id) and (node.func.id.startswith("get_") or
+                                                                    node.func.id.endswith("_of")):
+        # ``model_config_of(server_args).dtype`` / ``get_model_config(x).dtype``: the object the accessor returns
+        parts.append(re.sub(r"^get_|_of$", "", node.func.id))
+    elif isinstance(node, ast.Name):
         parts.append(node.id)
     else:
         return None
@@ -137,6 +142,8 @@ def _const(node):
         return vals or None
     if isinstance(node, ast.Attribute) and node.attr.isupper():   # an enum member: Mode.NONE -> "NONE"
         return [node.attr, node.attr.lower()]
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        return [node.attr]   # torch.bfloat16: the --dtype value "bfloat16"
     return None
 
 

@@ -442,7 +442,8 @@ class Synth:
             v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
                 not str(value).startswith("__") else self.free_value(name, o)
             flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
-            return dict(line, argv=argv + [flag, str(v)]), f"flag:{name}={str(v)[:40]}"
+            tail = self._list_tail(o, str(v))
+            return dict(line, argv=argv + [flag, str(v)] + tail), f"flag:{name}={' '.join([str(v)] + tail)[:40]}"
         if kind == "flag":
             o = self.dests[name]
             flags = tuple(o["flags"])
@@ -478,7 +479,9 @@ class Synth:
                 v = ("true" if value else "false") if isinstance(value, bool) and o.get("type") in ("bool", None) \
                     and not o.get("choices") else json.dumps(value) if isinstance(value, (dict, list)) else str(
                     int(value) if isinstance(value, bool) else value)
-            return dict(line, argv=argv + ([flag] if v is None else [flag, v])), f"flag:{name}={v}"
+            tail = self._list_tail(o, v)
+            return dict(line, argv=argv + ([flag] if v is None else [flag, v] + tail)), \
+                f"flag:{name}={' '.join([str(v)] + tail)}"
         if kind == "json":
             dest, path = name
             o = self.json_opts[dest]
@@ -526,6 +529,14 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def _list_tail(self, o: dict, v) -> list[str]:
+        """More elements after ``v`` for an option taking a list (``nargs`` + or *): a rule's head the condition
+        compares (SGLang's ``--prompt-tokens-buckets tse``) is followed half the time by 1 to 3 of 0, 1, 2, x (its
+        parameters: a count, a base, a word where a number is wanted)."""
+        if o.get("nargs") not in ("+", "*") or not isinstance(v, str) or self.rnd.random() < 0.5:
+            return []
+        return [self.rnd.choice(["0", "1", "2", "x"]) for _ in range(self.rnd.choice([1, 2, 3]))]
 
     def resolve(self, chain: tuple, site_cls: str | None):
         """Where a chain lands (knobs.resolve), or a key of the JSON text of a string option for a field resolved
