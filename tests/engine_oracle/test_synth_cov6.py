@@ -151,3 +151,31 @@ def test_a_list_option_takes_more_elements_sometimes(sy):  # noqa: F811
     assert [] in tails and any(1 <= len(t) <= 3 for t in tails)
     assert all(set(t) <= {"0", "1", "2", "x"} for t in tails)
     assert sy._list_tail({"dest": "b", "flags": ["--b"]}, "tse") == []
+
+
+LOOP = """\
+def _validate_cpus(cls, value):
+    if not value:
+        raise ValueError("empty")
+    for cpuset in value:
+        if not cpuset:
+            raise ValueError("entry")
+    if any(node < 0 for node in value):
+        raise ValueError("negative")
+"""
+
+
+def test_a_loops_element_test_is_a_one_element_list_of_what_it_iterates():
+    tree = ast.parse(LOOP)
+    assert K.path_knobs(_enclosing(tree, 6)) == [(("value",), [[False], [0], [None]], False)]
+    got = K.path_knobs(_enclosing(tree, 8))
+    assert got[0][0] == ("value",) and got[0][1][0] == [-1] and got[0][2] is True
+
+
+def test_a_list_value_of_a_list_option_is_one_token_per_element(sy):  # noqa: F811
+    sy.dests["numa_bind_nodes"] = {"dest": "numa_bind_nodes", "flags": ["--numa-bind-nodes"], "action": "store",
+                                   "nargs": "+", "type": "int"}
+    line, what = sy.apply(LINE, (("self", "numa_bind_nodes"), [[-1]], True), [-1], None)
+    assert line["argv"][-2:] == ["--numa-bind-nodes", "-1"] and what == "flag:numa_bind_nodes=-1"
+    line, _ = sy.apply(LINE, (("self", "numa_bind_nodes"), [[False]], True), [False], None)
+    assert line["argv"][-2:] == ["--numa-bind-nodes", ""]

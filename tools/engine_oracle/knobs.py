@@ -212,6 +212,11 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
         ch = chain_of(test)
         if ch and ch[0] == "envs":
             return [(ch, ["1", "true"] if want else ["0", None], want)]
+        if fname in ("any", "all") and len(test.args) == 1 and isinstance(test.args[0], ast.GeneratorExp) and \
+                len(test.args[0].generators) == 1:
+            # ``any(node < 0 for node in value)``: the element's test, on a one-element list of the iterable
+            gen = test.args[0]
+            return lift_loop(test_knobs(gen.elt, want), gen.generators[0].target, gen.generators[0].iter)
         if fname in ("isinstance", "hasattr", "callable") and test.args:
             ch = chain_of(test.args[0])
             return [(ch, [], want)] if ch else []
@@ -246,6 +251,22 @@ def _relation_values(op, want: bool) -> tuple[list, list] | None:
     return None
 
 
+def lift_loop(knobs: list, target, iterable) -> list:
+    """Knobs on a loop's element (``for cpuset in value``, ``any(n < 0 for n in value)``) as knobs on the iterable,
+    each value a one-element list (a placeholder stays as it is)."""
+    it = chain_of(iterable)
+    if not isinstance(target, ast.Name) or not it:
+        return knobs
+    out = []
+    for ch, values, want in knobs:
+        if ch and ch[0] == target.id:
+            vals = [v if isinstance(v, str) and v.startswith("__") else [v] for v in values]
+            out.append((it + tuple(ch[1:]), vals, want))
+        else:
+            out.append((ch, values, want))
+    return out
+
+
 def compared_constants(trees) -> dict[str, list]:
     """Per attribute name (a chain's last name): the string constants the release's conditions compare it with
     (``self.speculative_algorithm == "EAGLE"``, ``x in ("DSPARK", "NEXTN")``), in source order."""
@@ -271,14 +292,19 @@ def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     """Knobs of the ``if``/``while`` tests on ``chain`` (reachability._enclosing: module -> statement) and, when the
     statement is an ``assert``, of its test (refused when false)."""
     out = []
+    loops = []
     for parent, child in zip(chain, chain[1:]):
         if isinstance(parent, (ast.If, ast.While)):
             out += test_knobs(parent.test, any(child is x for x in parent.body))
         elif isinstance(parent, ast.IfExp):
             out += test_knobs(parent.test, child is parent.body)
+        elif isinstance(parent, ast.For) and any(child is x for x in parent.body):
+            loops.append(parent)
     last = chain[-1] if chain else None
     if isinstance(last, ast.Assert):
         out += test_knobs(last.test, False)
+    for loop in reversed(loops):   # a test on the loop's element: a knob on what it iterates
+        out = lift_loop(out, loop.target, loop.iter)
     return out
 
 

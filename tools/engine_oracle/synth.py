@@ -439,6 +439,10 @@ class Synth:
             argv = drop_flag(argv, flags)
             if value in (None, False, 0):
                 return dict(line, argv=argv), f"flag:{name}=unset"
+            if isinstance(value, list) and o.get("nargs") in ("+", "*"):
+                toks = ["" if x is None or x is False else str(x) for x in value]
+                flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
+                return dict(line, argv=argv + [flag] + toks), f"flag:{name}={' '.join(toks)[:40]}"
             v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
                 not str(value).startswith("__") else self.free_value(name, o)
             flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
@@ -458,6 +462,11 @@ class Synth:
                 if flag is None:
                     return dict(line, argv=argv), f"flag:{name}=unset"
                 return dict(line, argv=argv + [flag]), f"flag:{flag}"
+            if isinstance(value, list) and o.get("nargs") in ("+", "*"):
+                # a list for an option taking several values (``--numa-bind-nodes -1``): one token per element
+                flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
+                toks = ["" if x is None or x is False else str(x) for x in value]
+                return dict(line, argv=argv + [flag] + toks), f"flag:{name}={' '.join(toks)[:40]}"
             allowed = o.get("choices") or (o.get("metavar") if isinstance(o.get("metavar"), list) else None)
             value, allowed = self._free_string(name, o, value, allowed, ".".join(chain[-2:]))
             if isinstance(value, str) and value.startswith("__") or isinstance(value, list) or \
@@ -494,6 +503,10 @@ class Synth:
             typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
                                     K.field_bounds(self.defaults, dest, path, self.fields))
             seen = self.seed_values.get(dest, {}).get(path[-1], [])
+            if value not in ("__set__", None) and not isinstance(value, dict) and \
+                    any(isinstance(n, ast.Name) and n.id in self.fields for n in ast.walk(ann)) and \
+                    not K.annotation_values(ann, self.aliases_t):
+                return None   # an object of a config class (``target_model_config: ModelConfig``): not a number
             if value == "__set__":
                 # a field tested for being set (``hisparse_config is not None``): a value, never null; a nested
                 # config class: an object with its required fields
