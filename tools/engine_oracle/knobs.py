@@ -98,6 +98,26 @@ def learn_constants(trees) -> dict[str, list]:
     return out
 
 
+class local_constants:
+    """``with local_constants(chain):`` the constant tuples/lists the function at the end of ``chain`` binds to a
+    local once (``kda_architectures = ("KimiLinearForCausalLM", ...)``) are constants for ``_const`` meanwhile."""
+
+    def __init__(self, chain):
+        fn = next((n for n in reversed(chain) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        local = local_values(fn) if fn is not None else {}
+        self.add = {k: [e.value for e in v.elts if isinstance(e, ast.Constant)] for k, v in local.items()
+                    if isinstance(v, (ast.Tuple, ast.List, ast.Set)) and k not in CONSTANTS}
+        self.add = {k: v for k, v in self.add.items() if v}
+
+    def __enter__(self):
+        CONSTANTS.update(self.add)
+        return self
+
+    def __exit__(self, *exc):
+        for k in self.add:
+            CONSTANTS.pop(k, None)
+
+
 def imported_trees(trees, root) -> list:
     """The modules of the release's own package that the validation files import (``from vllm.model_executor.layers
     import quantization as me_quant``, ``from sglang.srt.utils import X``), parsed: their module-level constant
@@ -264,6 +284,38 @@ def lift_loop(knobs: list, target, iterable) -> list:
             out.append((it + tuple(ch[1:]), vals, want))
         else:
             out.append((ch, values, want))
+    return out
+
+
+def learn_properties(trees) -> dict[str, ast.AST]:
+    """``@property`` methods whose body is one ``return <expr>`` (``use_ubatching``: ``return self.enable_dbo or
+    self.ubatch_size > 1``), by name; a name two classes define differently is left out."""
+    out: dict[str, ast.AST] = {}
+    bad: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.FunctionDef) and any(ast.unparse(d) in ("property", "cached_property",
+                                                                                  "functools.cached_property")
+                                                              for d in node.decorator_list)):
+                continue
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                if node.name in out and ast.dump(out[node.name]) != ast.dump(body[0].value):
+                    bad.add(node.name)
+                out.setdefault(node.name, body[0].value)
+    return {k: v for k, v in out.items() if k not in bad}
+
+
+def substitute_property(knob, props: dict[str, ast.AST]) -> list | None:
+    """A truth test of a property (``self.parallel_config.use_ubatching``) as the knobs of its expression, ``self``
+    read as the object the chain names (``self.parallel_config.enable_dbo``); None when it is not one."""
+    ch, values, want = knob
+    expr = props.get(ch[-1]) if ch and len(ch) > 1 else None
+    if expr is None or values[:1] not in ([True], [False]):
+        return None
+    out = []
+    for c, v, w in test_knobs(expr, want):
+        out.append(((ch[:-1] + tuple(c[1:])) if c and c[0] == "self" else c, v, w))
     return out
 
 

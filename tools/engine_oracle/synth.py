@@ -37,6 +37,7 @@ from gpustack_k3.oracle.judge import RELEASES, cpu_python
 from tools.engine_oracle import knobs as K
 from tools.engine_oracle.corpus import (_flag_value, _json_of, drop_flag, generate, parser_options, return_type,
                                         schema_value, seed_lines, set_flag)
+from tools.engine_oracle.knobs import substitute_property
 from tools.engine_oracle.raise_sites import _root, first_line, raise_sites, validation_files
 from tools.engine_oracle.reachability import _enclosing, _Index, classify
 
@@ -173,6 +174,7 @@ class Synth:
                 self.free_dests.add(o["dest"])
         self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
         self.fields = K.class_fields(self.trees.values())
+        self.props = K.learn_properties(self.trees.values())
         self.learn_resolved_from()
         K.learn_option_classes(self.json_opts)
         K.learn_field_owners(self.fields, self.json_opts)
@@ -347,9 +349,22 @@ class Synth:
         s = self.sites[i]
         tree = self.trees[s["file"]]
         chain = _enclosing(tree, s["line"])
+        with K.local_constants(chain):
+            return self._site_knob_sets(i, s, tree, chain)
+
+    def _site_knob_sets(self, i: int, s: dict, tree, chain) -> tuple[list, list]:
         own = _merge(K.param_substitute(K.substitute_locals(K.validator_rename(
             chain, K.path_knobs(chain) + K.early_exit_knobs(chain)), chain), chain, self.trees.values()) +
             K.registry_knobs(tree, s["line"]))
+        # a property of a config read through its one return expression (``use_ubatching`` -> enable_dbo,
+        # ubatch_size) when the chain itself lands nowhere
+        site_cls0 = s["function"].split(".")[0] if s["function"][:1].isupper() else None
+        props = getattr(self, "props", {})
+        lifted = []
+        for kn in own:
+            sub = substitute_property(kn, props) if self.resolve(kn[0], site_cls0) is None else None
+            lifted += sub if sub else [kn]
+        own = _merge(lifted)
         # the checks before the site in its blocks, on the names the path's knobs set: their values must pass them
         # (``assert cfg.max_ep_size > 0`` before a site wanting ``max_ep_size > tp_size``)
         names = {c[-1] for c, _v, _w in own}
@@ -410,15 +425,9 @@ class Synth:
         kind, name = where
         if kind == "strjson":
             return self._set_str_json(line, name, value)
-        argv, env = list(line["argv"]), dict(line["env"])
+        argv = list(line["argv"])
         if kind == "env":
-            if value is None:
-                env.pop(name, None)
-            else:
-                env[name] = "1" if value is True else "0" if value is False else \
-                    str(self.rnd.choice(["1", "0", "2"])) if isinstance(value, str) and value.startswith("__") \
-                    else str(value)
-            return dict(line, env=env), f"env:{name}"
+            return self._apply_env(line, name, value)
         if kind == "flag" and name in self.json_opts:
             # a JSON option tested for being set: the presets' own value (a valid config) or none
             flags = tuple(self.json_opts[name]["flags"])
@@ -434,20 +443,7 @@ class Synth:
             return dict(line, argv=set_flag(argv, flags, json.dumps(self.seed_json[name]))), f"flag:{name}=preset"
         if kind == "flag" and name in getattr(self, "free_dests", ()) and self.dests[name]["action"] not in (
                 "store_true", "store_false") and self.dests[name].get("nargs") != 0:
-            o = self.dests[name]
-            flags = tuple(o["flags"])
-            argv = drop_flag(argv, flags)
-            if value in (None, False, 0):
-                return dict(line, argv=argv), f"flag:{name}=unset"
-            if isinstance(value, list) and o.get("nargs") in ("+", "*"):
-                toks = ["" if x is None or x is False else str(x) for x in value]
-                flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
-                return dict(line, argv=argv + [flag] + toks), f"flag:{name}={' '.join(toks)[:40]}"
-            v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
-                not str(value).startswith("__") else self.free_value(name, o)
-            flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
-            tail = self._list_tail(o, str(v))
-            return dict(line, argv=argv + [flag, str(v)] + tail), f"flag:{name}={' '.join([str(v)] + tail)[:40]}"
+            return self._apply_free(line, name, value)
         if kind == "flag":
             o = self.dests[name]
             flags = tuple(o["flags"])
@@ -492,47 +488,7 @@ class Synth:
             return dict(line, argv=argv + ([flag] if v is None else [flag, v] + tail)), \
                 f"flag:{name}={' '.join([str(v)] + tail)}"
         if kind == "json":
-            dest, path = name
-            o = self.json_opts[dest]
-            flags = tuple(o["flags"])
-            # the key must be a field of the option's config class (a method or derived attribute read by the
-            # condition is not something a line sets); its value one the field's annotation takes
-            ann = K.field_annotation(self.fields, dest, path)
-            if ann is None:
-                return None
-            typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
-                                    K.field_bounds(self.defaults, dest, path, self.fields))
-            seen = self.seed_values.get(dest, {}).get(path[-1], [])
-            if value not in ("__set__", None) and not isinstance(value, dict) and \
-                    any(isinstance(n, ast.Name) and n.id in self.fields for n in ast.walk(ann)) and \
-                    not K.annotation_values(ann, self.aliases_t):
-                return None   # an object of a config class (``target_model_config: ModelConfig``): not a number
-            if value == "__set__":
-                # a field tested for being set (``hisparse_config is not None``): a value, never null; a nested
-                # config class: an object with its required fields
-                pool = [v for v in seen + typed if v is not None]
-                nested = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in self.fields]
-                if nested:
-                    value = self.minimal_json(K.class_dest(nested[0])) or {}
-                elif pool:
-                    value = self.rnd.choice(pool)
-                elif re.search(r"\bstr\b", ast.unparse(ann)):
-                    value = "synth"
-            free_str = isinstance(value, str) and not value.startswith("__") and \
-                re.search(r"\bstr\b", ast.unparse(ann)) is not None   # a plain str field takes the constant
-            if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
-                    not K.fits_values(value, typed) and not isinstance(value, dict):
-                value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
-            if K.is_list_annotation(ann) and value is not None and not isinstance(value, list):
-                value = [value]   # a list field (compile_sizes: list[int]) takes a list of the value
-            cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or self.minimal_json(dest) or {}) \
-                if path != ("method",) else \
-                _json_of(argv, flags) or {}
-            obj = cur
-            for p in path[:-1]:
-                obj = obj.setdefault(p, {}) if isinstance(obj.get(p, {}), dict) else obj
-            obj[path[-1]] = value
-            return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}={json.dumps(value)[:40]}"
+            return self._apply_json(line, name, value)
         if kind == "hf":
             if name == "hf_config":
                 return None   # a predicate over the whole config: the base line's model stands for it
@@ -542,6 +498,76 @@ class Synth:
                 return None   # a made-up architecture / model type: refused by the registry, nothing learnt
             return self._hf(line, name, self._plain(value)), f"hf:{name}={json.dumps(self._plain(value))[:40]}"
         return None
+
+    def _apply_json(self, line: dict, name: tuple, value) -> tuple[dict, str] | None:
+        """``value`` under a key path of a JSON option (``name``: dest, path), typed by the config class's field."""
+        argv = list(line["argv"])
+        dest, path = name
+        o = self.json_opts[dest]
+        flags = tuple(o["flags"])
+        # the key must be a field of the option's config class (a method or derived attribute read by the
+        # condition is not something a line sets); its value one the field's annotation takes
+        ann = K.field_annotation(self.fields, dest, path)
+        if ann is None:
+            return None
+        typed = K.within_bounds(K.annotation_values(ann, self.aliases_t),
+                                K.field_bounds(self.defaults, dest, path, self.fields))
+        seen = self.seed_values.get(dest, {}).get(path[-1], [])
+        if value not in ("__set__", None) and not isinstance(value, dict) and \
+                any(isinstance(n, ast.Name) and n.id in self.fields for n in ast.walk(ann)) and \
+                not K.annotation_values(ann, self.aliases_t):
+            return None   # an object of a config class (``target_model_config: ModelConfig``): not a number
+        if value == "__set__":
+            # a field tested for being set (``hisparse_config is not None``): a value, never null; a nested
+            # config class: an object with its required fields
+            pool = [v for v in seen + typed if v is not None]
+            nested = [n.id for n in ast.walk(ann) if isinstance(n, ast.Name) and n.id in self.fields]
+            if nested:
+                value = self.minimal_json(K.class_dest(nested[0])) or {}
+            elif pool:
+                value = self.rnd.choice(pool)
+            elif re.search(r"\bstr\b", ast.unparse(ann)):
+                value = "synth"
+        free_str = isinstance(value, str) and not value.startswith("__") and \
+            re.search(r"\bstr\b", ast.unparse(ann)) is not None   # a plain str field takes the constant
+        if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
+                not K.fits_values(value, typed) and not isinstance(value, dict):
+            value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
+        if K.is_list_annotation(ann) and value is not None and not isinstance(value, list):
+            value = [value]   # a list field (compile_sizes: list[int]) takes a list of the value
+        cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or self.minimal_json(dest) or {}) \
+            if path != ("method",) else \
+            _json_of(argv, flags) or {}
+        obj = cur
+        for p in path[:-1]:
+            obj = obj.setdefault(p, {}) if isinstance(obj.get(p, {}), dict) else obj
+        obj[path[-1]] = value
+        return dict(line, argv=set_flag(argv, flags, json.dumps(cur))), f"json:{dest}.{'.'.join(path)}={json.dumps(value)[:40]}"
+
+    def _apply_env(self, line: dict, name: str, value) -> tuple[dict, str]:
+        env = dict(line["env"])
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = "1" if value is True else "0" if value is False else \
+                str(self.rnd.choice(["1", "0", "2"])) if isinstance(value, str) and value.startswith("__") \
+                else str(value)
+        return dict(line, env=env), f"env:{name}"
+
+    def _apply_free(self, line: dict, name: str, value) -> tuple[dict, str]:
+        """An option the random corpus leaves out (a path, port, URL, key, name): a value of its kind."""
+        o = self.dests[name]
+        argv = drop_flag(list(line["argv"]), tuple(o["flags"]))
+        if value in (None, False, 0):
+            return dict(line, argv=argv), f"flag:{name}=unset"
+        flag = next((f for f in o["flags"] if f.startswith("--")), o["flags"][0])
+        if isinstance(value, list) and o.get("nargs") in ("+", "*"):
+            toks = ["" if x is None or x is False else str(x) for x in value]
+            return dict(line, argv=argv + [flag] + toks), f"flag:{name}={' '.join(toks)[:40]}"
+        v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
+            not str(value).startswith("__") else self.free_value(name, o)
+        tail = self._list_tail(o, str(v))
+        return dict(line, argv=argv + [flag, str(v)] + tail), f"flag:{name}={' '.join([str(v)] + tail)[:40]}"
 
     def _list_tail(self, o: dict, v) -> list[str]:
         """More elements after ``v`` for an option taking a list (``nargs`` + or *): a rule's head the condition
