@@ -532,7 +532,16 @@ class Synth:
             re.search(r"\bstr\b", ast.unparse(ann)) is not None   # a plain str field takes the constant
         if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
                 not K.fits_values(value, typed) and not isinstance(value, dict):
-            value = self.rnd.choice(seen + typed) if seen or typed else self._plain(value)
+            pool = seen + typed
+            if value == "__other__":   # ``policy != "default"``: a value other than the field's default
+                d = self.defaults.get(K.dest_class(self.fields, dest) or "", {}).get(path[-1]) if len(path) == 1 \
+                    else None
+                other = [v for v in pool if not (isinstance(d, ast.Constant) and v == d.value)]
+                # only the default known (an alias of a registry's names): a constant the release compares the
+                # field with, else a word none of them is
+                pool = other or [c for c in self.compared.get(path[-1], []) if not (
+                    isinstance(d, ast.Constant) and c == d.value)] or ["synth-other"]
+            value = self.rnd.choice(pool) if pool else self._plain(value)
         if K.is_list_annotation(ann) and value is not None and not isinstance(value, list):
             value = [value]   # a list field (compile_sizes: list[int]) takes a list of the value
         cur = _json_of(argv, flags) or dict(self.seed_json.get(dest) or self.minimal_json(dest) or {}) \
