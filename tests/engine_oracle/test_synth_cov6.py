@@ -179,3 +179,19 @@ def test_a_list_value_of_a_list_option_is_one_token_per_element(sy):  # noqa: F8
     assert line["argv"][-2:] == ["--numa-bind-nodes", "-1"] and what == "flag:numa_bind_nodes=-1"
     line, _ = sy.apply(LINE, (("self", "numa_bind_nodes"), [[False]], True), [False], None)
     assert line["argv"][-2:] == ["--numa-bind-nodes", ""]
+
+
+def test_a_free_option_with_choices_takes_one_and_a_draft_path_is_a_model(sy, tmp_path):  # noqa: F811
+    o = {"dest": "hicache_host_memory_mode", "flags": ["--hicache-host-memory-mode"], "action": "store",
+         "choices": ["cache", "buffer_only"]}
+    assert sy.free_value("hicache_host_memory_mode", o) in ("cache", "buffer_only")   # not 127.0.0.1
+    d = tmp_path / "kimi"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["KimiK3ForConditionalGeneration"]}))
+    sy.aliases = {"/models/Kimi-K3": str(d)}
+    sy.dests["speculative_draft_model_path"] = {"dest": "speculative_draft_model_path", "action": "store",
+                                                "flags": ["--speculative-draft-model-path"], "type": "str"}
+    sy.free_dests.add("speculative_draft_model_path")
+    line, _ = sy.apply(dict(LINE, model_config=str(d / "config.json")),
+                       (("cfg", "speculative_draft_model_path"), ["__set__"], True), "__set__", None)
+    assert line["argv"][-2:] == ["--speculative-draft-model-path", "/models/Kimi-K3"]

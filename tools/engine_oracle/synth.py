@@ -575,6 +575,9 @@ class Synth:
             return dict(line, argv=argv + [flag] + toks), f"flag:{name}={' '.join(toks)[:40]}"
         v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
             not str(value).startswith("__") else self.free_value(name, o)
+        found = self._model_dir(line) if re.search(r"(^|_)(draft_)?model_path$", name) else None
+        if found and str(v).startswith(str(self.data_dir)):
+            v = found[0]   # a draft model's path: a model directory (the line's own), not an empty file
         tail = self._list_tail(o, str(v))
         return dict(line, argv=argv + [flag, str(v)] + tail), f"flag:{name}={' '.join([str(v)] + tail)[:40]}"
 
@@ -687,6 +690,8 @@ class Synth:
         or URL, a file or directory this run owns (made empty), a key or a name; an option typed int/float (the
         parser refuses a word for it before any check) a number, one with choices its first."""
         d = self.data_dir / "free"
+        if (o or {}).get("choices"):   # --hicache-host-memory-mode: one of its choices, not a host address
+            return str(self.rnd.choice(o["choices"]))
         if re.search(r"(^|_)ports?($|_)", dest):
             return "30011"
         if re.search(r"(^|_)(url|urls|endpoint|endpoints)($|_)", dest):
