@@ -195,3 +195,27 @@ def test_a_free_option_with_choices_takes_one_and_a_draft_path_is_a_model(sy, tm
     line, _ = sy.apply(dict(LINE, model_config=str(d / "config.json")),
                        (("cfg", "speculative_draft_model_path"), ["__set__"], True), "__set__", None)
     assert line["argv"][-2:] == ["--speculative-draft-model-path", "/models/Kimi-K3"]
+
+
+GUARD = """\
+def handle(cfg):
+    if not cfg.enable_sharding:
+        return
+    if cfg.disaggregation_mode != "prefill":
+        raise ValueError("prefill only")
+    if cfg.tp_size > 4:
+        raise ValueError("tp")
+    if cfg.enable_sharding and cfg.page_size == 1:
+        raise ValueError("page")
+    if cfg.enable_lmcache:
+        raise ValueError("site")
+"""
+
+
+def test_the_mode_checks_before_a_site_and_the_other_operand_of_a_guard_on_its_names():
+    chain = _enclosing(ast.parse(GUARD), 11)
+    got = K.guard_knobs(chain, {"enable_sharding", "enable_lmcache"})
+    # the mode the earlier check wants; the guard's operand on no name of the site wanted false; no number made up
+    # for ``tp_size > 4`` (a check on none of the site's names)
+    assert got == [(("cfg", "disaggregation_mode"), ["prefill"], False),
+                   (("cfg", "page_size"), [2, 1, 0, -1], False)]

@@ -478,6 +478,44 @@ def precondition_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+def _names_in(test) -> set[str]:
+    return {c[-1] for n in ast.walk(test) for c in [chain_of(n)] if c}
+
+
+def _mode_check(test) -> bool:
+    """``x != "word"``, ``x == "word"``, ``x is not None``, ``x is None``, ``x not in ("a", "b")`` on an attribute
+    chain."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and chain_of(test.left)):
+        return False
+    consts = _const(test.comparators[0])
+    return bool(consts) and all(isinstance(c, str) or c is None for c in consts) and \
+        not isinstance(test.comparators[0], ast.Attribute)
+
+
+def guard_knobs(chain: list[ast.AST], names: set[str]) -> list[tuple[tuple, list, bool]]:
+    """For each ``if A and B: raise`` before the statement at the end of ``chain`` whose test reads a name the site
+    sets (``names``): an operand reading none of them wanted false (``if cfg.enable_kv_cache_sharding and
+    cfg.disaggregation_mode != "prefill": raise`` before a site wanting the sharding on: ``disaggregation_mode``
+    prefill), so the line passes the check with the site's own settings."""
+    out = []
+    for st in _statements_before(chain):
+        if not (isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise)):
+            continue
+        test = st.test
+        if _mode_check(test):
+            # ``if cfg.disaggregation_mode != "prefill": raise`` before the site: the mode it wants (a name
+            # compared with a word or None: the value that passes is known, no number is made up)
+            out += test_knobs(test, False)
+            continue
+        if not _names_in(test) & names:
+            continue
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            free = [v for v in test.values if not _names_in(v) & names]
+            if free:
+                out += test_knobs(free[-1], False)
+    return out
+
+
 def param_substitute(knobs: list, chain: list[ast.AST], trees) -> list:
     """Knobs on a parameter of the site's function (``rates`` of ``_resolve_synthetic_acceptance_rates(n, rates,
     length)``) read through the argument its callers pass (``self.synthetic_acceptance_rates``): the first call of the

@@ -370,7 +370,9 @@ class Synth:
         names = {c[-1] for c, _v, _w in own}
         pre = K.param_substitute(K.substitute_locals(K.validator_rename(chain, K.precondition_knobs(chain)), chain),
                                  chain, self.trees.values())
-        own = _merge(own + [k for k in pre if k[0][-1] in names])
+        guards = K.param_substitute(K.substitute_locals(K.validator_rename(chain, K.guard_knobs(chain, names)), chain),
+                                    chain, self.trees.values())
+        own = _merge(own + [k for k in pre if k[0][-1] in names] + guards)
         # a name the path only wants set (``max_ep_size is not None``) takes a value the checks before it give first
         own = [(c, [x for x in v if x not in (None, "__set__") and not str(x).startswith("__")][:1] + v, w)
                if v and v[0] == "__set__" else (c, v, w) for c, v, w in own]
