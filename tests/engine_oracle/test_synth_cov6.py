@@ -219,3 +219,13 @@ def test_the_mode_checks_before_a_site_and_the_other_operand_of_a_guard_on_its_n
     # for ``tp_size > 4`` (a check on none of the site's names)
     assert got == [(("cfg", "disaggregation_mode"), ["prefill"], False),
                    (("cfg", "page_size"), [2, 1, 0, -1], False)]
+
+
+def test_an_enum_annotated_field_takes_its_member_names():
+    try:
+        K.learn_constants([ast.parse("class AttentionBackendEnum(enum.Enum):\n    FLASH_ATTN = 1\n    TRITON = 2\n")])
+        ann = ast.parse("AttentionBackendEnum | None", mode="eval").body
+        assert K.annotation_values(ann) == ["FLASH_ATTN", "TRITON", None]
+    finally:
+        K.ENUMS.clear()
+        K.CONSTANTS.clear()

@@ -95,7 +95,20 @@ def learn_constants(trees) -> dict[str, list]:
                 out[target.id] = [value.value]
     CONSTANTS.clear()
     CONSTANTS.update(out)
+    ENUMS.clear()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any("Enum" in ast.unparse(b) for b in node.bases):
+                names = [t.id for st in node.body if isinstance(st, ast.Assign) for t in st.targets
+                         if isinstance(t, ast.Name) and t.id.isupper()]
+                if names:
+                    ENUMS.setdefault(node.name, names)
     return out
+
+
+# enum class -> its member names (``AttentionBackendEnum`` -> ["FLASH_ATTN", ...]), filled by ``learn_constants``: a
+# field annotated with the enum takes one of them
+ENUMS: dict[str, list[str]] = {}
 
 
 class local_constants:
@@ -820,6 +833,8 @@ def annotation_values(ann, aliases: dict | None = None, _depth: int = 0) -> list
     for n in ast.walk(ann):
         if aliases and _depth < 4 and isinstance(n, ast.Name) and n.id in aliases:
             vals += [v for v in annotation_values(aliases[n.id], aliases, _depth + 1) if v not in vals]
+        if isinstance(n, ast.Name) and n.id in ENUMS:
+            vals += [v for v in ENUMS[n.id] if v not in vals]
         if isinstance(n, ast.Subscript) and ast.unparse(n.value).endswith("Literal"):
             sl = n.slice
             elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]

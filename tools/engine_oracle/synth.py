@@ -528,8 +528,15 @@ class Synth:
                 value = self.minimal_json(K.class_dest(nested[0])) or {}
             elif pool:
                 value = self.rnd.choice(pool)
+            elif self.compared.get(f"{dest}.{path[-1]}") or self.compared.get(path[-1]):
+                # an enum-typed field (``backend: AttentionBackendEnum | None``): a name the release compares it with
+                value = self.rnd.choice(self.compared.get(f"{dest}.{path[-1]}") or self.compared[path[-1]])
+                typed = []
             elif re.search(r"\bstr\b", ast.unparse(ann)):
                 value = "synth"
+        if value == "__none_of__" and re.search(r"\bstr\b", ast.unparse(ann)) and \
+                not K.annotation_values(ann, self.aliases_t):
+            value = "synth-other"   # a free string none of the compared ones is (``custom_ops: list[str]``)
         free_str = isinstance(value, str) and not value.startswith("__") and \
             re.search(r"\bstr\b", ast.unparse(ann)) is not None   # a plain str field takes the constant
         if isinstance(value, str) and value.startswith("__") or typed and not free_str and \
