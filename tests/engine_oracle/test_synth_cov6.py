@@ -229,3 +229,8 @@ def test_an_enum_annotated_field_takes_its_member_names():
     finally:
         K.ENUMS.clear()
         K.CONSTANTS.clear()
+
+
+def test_a_list_options_tail_stays_within_its_choices(sy):  # noqa: F811
+    o = {"dest": "lora_target_modules", "flags": ["--lora-target-modules"], "nargs": "*", "choices": ["q_proj", "k_proj"]}
+    assert all(set(sy._list_tail(o, "q_proj")) <= {"q_proj", "k_proj"} for _ in range(30))

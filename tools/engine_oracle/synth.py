@@ -596,7 +596,8 @@ class Synth:
         parameters: a count, a base, a word where a number is wanted)."""
         if o.get("nargs") not in ("+", "*") or not isinstance(v, str) or self.rnd.random() < 0.5:
             return []
-        return [self.rnd.choice(["0", "1", "2", "x"]) for _ in range(self.rnd.choice([1, 2, 3]))]
+        pool = [str(c) for c in o["choices"]] if o.get("choices") else ["0", "1", "2", "x"]   # within its choices
+        return [self.rnd.choice(pool) for _ in range(self.rnd.choice([1, 2, 3]))]
 
     def resolve(self, chain: tuple, site_cls: str | None):
         """Where a chain lands (knobs.resolve), or a key of the JSON text of a string option for a field resolved
