@@ -234,3 +234,14 @@ def test_an_enum_annotated_field_takes_its_member_names():
 def test_a_list_options_tail_stays_within_its_choices(sy):  # noqa: F811
     o = {"dest": "lora_target_modules", "flags": ["--lora-target-modules"], "nargs": "*", "choices": ["q_proj", "k_proj"]}
     assert all(set(sy._list_tail(o, "q_proj")) <= {"q_proj", "k_proj"} for _ in range(30))
+
+
+def test_a_required_option_before_a_site_is_turned_on_and_a_prefix_takes_a_choice(sy):  # noqa: F811
+    src = "def f(cfg):\n    if not cfg.enable_lora:\n        raise ValueError('x')\n    if cfg.lora_backend != 'v2':\n" \
+          "        raise ValueError('site')\n"
+    assert K.guard_knobs(_enclosing(ast.parse(src), 5), {"lora_backend"}) == \
+        [(("cfg", "enable_lora"), [True, 1, "1"], True)]
+    sy.dests["moe_runner_backend"] = {"dest": "moe_runner_backend", "flags": ["--moe-runner-backend"],
+                                      "action": "store", "choices": ["auto", "lora_triton", "lora_marlin"]}
+    line, what = sy.apply(LINE, (("cfg", "moe_runner_backend"), ["lora"], True), "lora", None)
+    assert line["argv"][-2] == "--moe-runner-backend" and line["argv"][-1].startswith("lora_")

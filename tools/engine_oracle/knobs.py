@@ -497,7 +497,11 @@ def _names_in(test) -> set[str]:
 
 def _mode_check(test) -> bool:
     """``x != "word"``, ``x == "word"``, ``x is not None``, ``x is None``, ``x not in ("a", "b")`` on an attribute
-    chain."""
+    chain, or its bare truth (``cfg.x``, ``not cfg.x``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Attribute) and chain_of(test):
+        return True   # ``if not cfg.enable_lora: raise``: the option turned on (off for ``if cfg.x: raise``)
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and chain_of(test.left)):
         return False
     consts = _const(test.comparators[0])

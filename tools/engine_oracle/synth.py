@@ -472,6 +472,13 @@ class Synth:
                 # a value the parser would refuse before any config check: one of the option's own instead (within
                 # the bounds of the config field of that name, pydantic's Field(gt/ge/lt/le))
                 bounds = self._dest_bounds(name)
+                pref = [c for c in allowed or [] if isinstance(value, str) and len(value) > 1 and
+                        str(c).startswith(value) and str(c) != value]
+                if pref:   # ``backend.startswith("lora")``: a choice that starts so
+                    flag = [f for f in o["flags"] if f.startswith("--")][0] if any(
+                        f.startswith("--") for f in o["flags"]) else o["flags"][0]
+                    v = str(self.rnd.choice(pref))
+                    return dict(line, argv=argv + [flag, v]), f"flag:{name}={v}"
                 for _try in range(6):
                     flag, v = _flag_value(o, self.rnd)
                     try:
