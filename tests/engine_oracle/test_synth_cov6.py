@@ -245,3 +245,33 @@ def test_a_required_option_before_a_site_is_turned_on_and_a_prefix_takes_a_choic
                                       "action": "store", "choices": ["auto", "lora_triton", "lora_marlin"]}
     line, what = sy.apply(LINE, (("cfg", "moe_runner_backend"), ["lora"], True), "lora", None)
     assert line["argv"][-2] == "--moe-runner-backend" and line["argv"][-1].startswith("lora_")
+
+
+PROPS = """\
+class AuxOutputConfig:
+    @property
+    def enabled(self) -> bool:
+        return self.enable_return_routed_experts
+
+
+class KVEventsConfig:
+    @property
+    def enabled(self) -> bool:
+        return self.publisher != "null"
+
+
+class ParallelConfig:
+    @property
+    def use_ubatching(self) -> bool:
+        return self.enable_dbo or self.ubatch_size > 1
+"""
+
+
+def test_a_property_is_read_through_its_classs_return_expression():
+    props = K.learn_properties([ast.parse(PROPS)])
+    assert "enabled" not in props and ("AuxOutputConfig", "enabled") in props   # two classes: by class only
+    got = K.substitute_property((("self", "aux_output_config", "enabled"), [True, 1, "1"], True), props)
+    assert got == [(("self", "aux_output_config", "enable_return_routed_experts"), [True, 1, "1"], True)]
+    got = K.substitute_property((("self", "parallel_config", "use_ubatching"), [True, 1, "1"], True), props)
+    assert [k[0] for k in got] == [("self", "parallel_config", "enable_dbo"), ("self", "parallel_config", "ubatch_size")]
+    assert K.substitute_property((("self", "parallel_config", "use_ubatching"), [2], True), props) is None

@@ -303,19 +303,22 @@ def lift_loop(knobs: list, target, iterable) -> list:
 def learn_properties(trees) -> dict[str, ast.AST]:
     """``@property`` methods whose body is one ``return <expr>`` (``use_ubatching``: ``return self.enable_dbo or
     self.ubatch_size > 1``), by name; a name two classes define differently is left out."""
-    out: dict[str, ast.AST] = {}
+    out: dict = {}
     bad: set[str] = set()
     for tree in trees:
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.FunctionDef) and any(ast.unparse(d) in ("property", "cached_property",
-                                                                                  "functools.cached_property")
-                                                              for d in node.decorator_list)):
-                continue
-            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
-            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
-                if node.name in out and ast.dump(out[node.name]) != ast.dump(body[0].value):
-                    bad.add(node.name)
-                out.setdefault(node.name, body[0].value)
+        for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
+            for node in cls.body:
+                if not (isinstance(node, ast.FunctionDef) and any(
+                        ast.unparse(d) in ("property", "cached_property", "functools.cached_property")
+                        for d in node.decorator_list)):
+                    continue
+                body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+                if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                    # by (class, name) always; by name when no two classes define it differently
+                    out[(cls.name, node.name)] = body[0].value
+                    if node.name in out and ast.dump(out[node.name]) != ast.dump(body[0].value):
+                        bad.add(node.name)
+                    out.setdefault(node.name, body[0].value)
     return {k: v for k, v in out.items() if k not in bad}
 
 
@@ -323,7 +326,10 @@ def substitute_property(knob, props: dict[str, ast.AST]) -> list | None:
     """A truth test of a property (``self.parallel_config.use_ubatching``) as the knobs of its expression, ``self``
     read as the object the chain names (``self.parallel_config.enable_dbo``); None when it is not one."""
     ch, values, want = knob
-    expr = props.get(ch[-1]) if ch and len(ch) > 1 else None
+    owner = OPTION_CLASSES.get(ch[-2]) or "".join(w.title() for w in ch[-2].split("_")) if ch and len(ch) > 1 else ""
+    # ``aux_output_config.enabled``: AuxOutputConfig's property (another class's ``enabled`` is another)
+    expr = (props.get((owner, ch[-1])) or props.get((owner.replace("Config", "") + "Config", ch[-1])) or
+            props.get(ch[-1])) if ch and len(ch) > 1 else None
     if expr is None or values[:1] not in ([True], [False]):
         return None
     out = []

@@ -362,7 +362,7 @@ class Synth:
         props = getattr(self, "props", {})
         lifted = []
         for kn in own:
-            sub = substitute_property(kn, props) if self.resolve(kn[0], site_cls0) is None else None
+            sub = substitute_property(kn, props) if not self._settable(kn[0], site_cls0) else None
             lifted += sub if sub else [kn]
         own = _merge(lifted)
         # the checks before the site in its blocks, on the names the path's knobs set: their values must pass them
@@ -605,6 +605,13 @@ class Synth:
             return []
         pool = [str(c) for c in o["choices"]] if o.get("choices") else ["0", "1", "2", "x"]   # within its choices
         return [self.rnd.choice(pool) for _ in range(self.rnd.choice([1, 2, 3]))]
+
+    def _settable(self, chain: tuple, site_cls: str | None) -> bool:
+        """Whether a chain lands somewhere a line sets (a JSON key only when it is a field of the option's class)."""
+        where = self.resolve(chain, site_cls)
+        if where is None:
+            return False
+        return where[0] != "json" or K.field_annotation(self.fields, where[1][0], where[1][1]) is not None
 
     def resolve(self, chain: tuple, site_cls: str | None):
         """Where a chain lands (knobs.resolve), or a key of the JSON text of a string option for a field resolved
