@@ -275,3 +275,11 @@ def test_a_property_is_read_through_its_classs_return_expression():
     got = K.substitute_property((("self", "parallel_config", "use_ubatching"), [True, 1, "1"], True), props)
     assert [k[0] for k in got] == [("self", "parallel_config", "enable_dbo"), ("self", "parallel_config", "ubatch_size")]
     assert K.substitute_property((("self", "parallel_config", "use_ubatching"), [2], True), props) is None
+
+
+def test_an_isinstance_test_takes_a_value_of_the_type_or_of_another():
+    t = ast.parse("isinstance(v, dict)", mode="eval").body
+    assert K.test_knobs(t, True) == [(("v",), [{}], True)]
+    assert K.test_knobs(t, False) == [(("v",), ["synth", 1], False)]
+    t = ast.parse("isinstance(x, (int, float))", mode="eval").body
+    assert K.test_knobs(t, False)[0][1] == [{}, "synth"]

@@ -250,6 +250,14 @@ def test_knobs(test, want: bool) -> list[tuple[tuple, list, bool]]:
             # ``any(node < 0 for node in value)``: the element's test, on a one-element list of the iterable
             gen = test.args[0]
             return lift_loop(test_knobs(gen.elt, want), gen.generators[0].target, gen.generators[0].iter)
+        if fname == "isinstance" and len(test.args) == 2 and chain_of(test.args[0]):
+            # ``isinstance(v, dict)``: a value of that type (wanted) or of another (not wanted)
+            kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            names = {ast.unparse(k) for k in kinds}
+            typed = {"dict": {}, "str": "synth", "int": 1, "float": 0.5, "list": [1], "bool": True}
+            vals = [typed[n] for n in names if n in typed] if want else \
+                [v for n, v in typed.items() if n not in names and not (n == "int" and "float" in names)][:2]
+            return [(chain_of(test.args[0]), vals, want)]
         if fname in ("isinstance", "hasattr", "callable") and test.args:
             ch = chain_of(test.args[0])
             return [(ch, [], want)] if ch else []
