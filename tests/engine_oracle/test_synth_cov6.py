@@ -283,3 +283,16 @@ def test_an_isinstance_test_takes_a_value_of_the_type_or_of_another():
     assert K.test_knobs(t, False) == [(("v",), ["synth", 1], False)]
     t = ast.parse("isinstance(x, (int, float))", mode="eval").body
     assert K.test_knobs(t, False)[0][1] == [{}, "synth"]
+
+
+def test_a_draft_model_path_never_takes_a_number(sy, tmp_path):  # noqa: F811
+    d = tmp_path / "kimi"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["KimiK3ForConditionalGeneration"]}))
+    sy.aliases = {"/models/Kimi-K3": str(d)}
+    sy.dests["speculative_draft_model_path"] = {"dest": "speculative_draft_model_path", "action": "store",
+                                                "flags": ["--speculative-draft-model-path"], "type": "str"}
+    sy.free_dests.add("speculative_draft_model_path")
+    line, _ = sy.apply(dict(LINE, model_config=str(d / "config.json")),
+                       (("cfg", "speculative_draft_model_path"), [99], True), 99, None)
+    assert line["argv"][-1] == "/models/Kimi-K3"

@@ -592,8 +592,8 @@ class Synth:
         v = value if isinstance(value, (str, int, float)) and not isinstance(value, bool) and \
             not str(value).startswith("__") else self.free_value(name, o)
         found = self._model_dir(line) if re.search(r"(^|_)(draft_)?model_path$", name) else None
-        if found and str(v).startswith(str(self.data_dir)):
-            v = found[0]   # a draft model's path: a model directory (the line's own), not an empty file
+        if found and (str(v).startswith(str(self.data_dir)) or not str(v).startswith("/")):
+            v = found[0]   # a draft model's path: a model directory (the line's own), not an empty file or a number
         tail = self._list_tail(o, str(v))
         return dict(line, argv=argv + [flag, str(v)] + tail), f"flag:{name}={' '.join([str(v)] + tail)[:40]}"
 
