@@ -296,3 +296,21 @@ def test_a_draft_model_path_never_takes_a_number(sy, tmp_path):  # noqa: F811
     line, _ = sy.apply(dict(LINE, model_config=str(d / "config.json")),
                        (("cfg", "speculative_draft_model_path"), [99], True), 99, None)
     assert line["argv"][-1] == "/models/Kimi-K3"
+
+
+def test_a_site_wanting_an_architecture_takes_an_accepted_line_on_a_model_of_it_first(sy, tmp_path):  # noqa: F811
+    d = tmp_path / "kimi"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["KimiK3ForConditionalGeneration"]}))
+    e = tmp_path / "dense"
+    e.mkdir()
+    (e / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    kimi = dict(LINE, model_config=str(d / "config.json"))
+    dense = dict(LINE, argv=["/models/dense", "-tp", "8"], model_config=str(e / "config.json"))
+    sy.records = [{"line": kimi, "verdict": "accepted"}, {"line": dense, "verdict": "accepted"}]
+    sy.public = {"p--Kimi": {"architectures": ["KimiK3ForConditionalGeneration"], "num_attention_heads": 64}}
+    sy.public_by_arch = {"KimiK3ForConditionalGeneration": ["p--Kimi"]}
+    knob = (("hf_config", "architectures"), ["KimiK3ForConditionalGeneration"], True)
+    got, what = sy.rebase_for_arch(dense, [knob], None)
+    assert got["argv"] == kimi["argv"] and got["model_config"] == kimi["model_config"]   # not the public copy
+    assert what.endswith(":KimiK3ForConditionalGeneration")

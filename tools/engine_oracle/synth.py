@@ -959,6 +959,13 @@ class Synth:
             names = [v for v in values if isinstance(v, str) and K.ARCH_RE.match(v)]
             if not names or self.line_arch(line) in names:
                 continue
+            # a line the release accepted on a model of one of them (a catalog model, with its processor files)
+            # first: a public config.json copy lacks what a multimodal family loads (Kimi-K3's image processor)
+            own = sorted((r["line"] for r in self.records if r["verdict"] == "accepted" and
+                          self.line_arch(r["line"]) in names), key=lambda x: (len(x["argv"]), _key(x)))
+            if own:
+                got = dict(own[0], mutations=[], target=None)
+                return got, f"model:{_model_of(got)}:{self.line_arch(got)}"
             stems = [st for v in names for st in self.public_by_arch.get(v, [])]
             if not stems:
                 continue
