@@ -662,7 +662,7 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
             return "json", (c, tuple(names[i + 1:]))
     if last in dests:
         return "flag", last
-    if last in FIELD_OWNERS and len(names) <= 2:
+    if last in FIELD_OWNERS and len(names) == 1:
         # a field of one JSON option's config class read through another object (``self.num_speculative_tokens``
         # of VllmConfig: SpeculativeConfig's field): that option's key
         return "json", (FIELD_OWNERS[last], (last,))
