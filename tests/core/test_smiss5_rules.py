@@ -1,6 +1,6 @@
 """The SGLang rules of gpustack_k3/core/rules/sglang_checks_smiss5.py and the smiss5 change to the checks table's
 sglang-hisparse-architecture: the product's side (check-args as the differential runs it). The release's own verdict
-on the same lines: tests/engine_oracle/test_smiss5_rules_oracle.py."""
+on the same lines: tests/engine_oracle/test_sglang_python_rules_oracle.py."""
 from __future__ import annotations
 
 import pytest
@@ -16,7 +16,7 @@ MEGA = "sglang-nvidia-megakernel-plugin"
 PREFILL = ["--tp-size", "8", "--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl"]
 
 # (rule, release, refused line, accepted line): the release refuses the first at the rule's cited source and
-# accepts the second (tests/engine_oracle/test_smiss5_rules_oracle.py)
+# accepts the second (tests/engine_oracle/test_sglang_python_rules_oracle.py)
 SMISS5_CASES = [
     # DeepSeek-V4's page size is 256 whatever --page-size says
     (CHUNK, "0.5.23", DSV41 + ["--chunked-prefill-size", "1000", "--page-size", "8"], DSV41 + ["--chunked-prefill-size", "4096"]),

@@ -1,6 +1,6 @@
 """The SGLang rule of gpustack_k3/core/rules/sglang_checks_smiss6.py and the smiss6 checks-table changes that need a
 config.json the catalog does not carry (DeepSeek-V4 under model_type deepseek_v4): the product's side (check-args as
-the differential runs it). The release's own verdict on the same lines: tests/engine_oracle/test_smiss6_rules_oracle.py."""
+the differential runs it). The release's own verdict on the same lines: tests/engine_oracle/test_sglang_python_rules_oracle.py."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ def spec(algo: str, topk: int, steps: int, draft: int) -> list[str]:
 
 
 # (rule, release, refused line, accepted line): the release refuses the first at the rule's cited source and
-# accepts the second (tests/engine_oracle/test_smiss6_rules_oracle.py)
+# accepts the second (tests/engine_oracle/test_sglang_python_rules_oracle.py)
 SMISS6_CASES = [
     (EAGLE, "0.5.23", KIMI + spec("EAGLE", 4, 3, 8), KIMI + spec("EAGLE", 1, 3, 4)),
     # a backend on the line that serves a draft tree

@@ -2,7 +2,7 @@
 object size with a multimodal model, routed experts on a dense model, 0.11.0's sliding window with RoPE scaling):
 each refuses its line and passes the line flipped, only for the releases its sources name; how check-args reads a
 vLLM --speculative-config the spec cannot hold (core/flags.py); the list values of vllm-config-field-bounds.
-tests/engine_oracle/test_vmiss5_rules_oracle.py has each release judge the same lines."""
+tests/engine_oracle/test_vllm_python_rules_oracle.py has each release judge the same lines."""
 from __future__ import annotations
 
 import pytest

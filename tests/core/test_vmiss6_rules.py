@@ -1,7 +1,7 @@
 """The vLLM rules of gpustack_k3/core/rules/vllm_checks_vmiss6.py (--mm-tensor-ipc torch_shm across ranks with a
 multimodal model, --device-ids values, the MoonEP all2all backend's conditions, 0.11.0's microbatching all2all
 assertion): each refuses its line and passes the line flipped, only for the releases its sources name.
-tests/engine_oracle/test_vmiss6_rules_oracle.py has each release judge the same lines."""
+tests/engine_oracle/test_vllm_python_rules_oracle.py has each release judge the same lines."""
 from __future__ import annotations
 
 import pytest

@@ -4,7 +4,7 @@ prefill size the DP-attention hook divides; and one warning for a fact of the se
 
 Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
 whose code it follows with each release's own source, and is verified against the release by
-tests/engine_oracle/test_smiss5_rules_oracle.py (unit lines: tests/core/test_smiss5_rules.py)."""
+tests/engine_oracle/test_sglang_python_rules_oracle.py (unit lines: tests/core/test_smiss5_rules.py)."""
 from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
@@ -118,7 +118,7 @@ _K3_CHUNK_SOURCES = {
               "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,84-94,122-135@0.5.23, "
               "sglang/srt/arg_groups/overrides.py:1143-1173,1198-1200@0.5.23, "
               "sglang/srt/arg_groups/parallel_hook.py:314,327-332@0.5.23",
-    # the same override and page pass at 0.5.22 (helper smiss6; verified by tests/engine_oracle/test_smiss5_rules_oracle.py)
+    # the same override and page pass at 0.5.22 (helper smiss6; verified by tests/engine_oracle/test_sglang_python_rules_oracle.py)
     "0.5.22": "sglang/srt/arg_groups/validation_hook.py:242-245@0.5.22, "
               "sglang/srt/arg_groups/model_overrides/kimi_k3.py:51-54,85-94,137-150@0.5.22, "
               "sglang/srt/arg_groups/overrides.py:1084-1124,1148-1150@0.5.22, "
@@ -160,7 +160,7 @@ def check_sglang_kimi_k3_chunked_prefill_page_size(r, c):
 # SM100/SM103 (B200, B300, GB300) an MHA model gets trtllm_mha (fa4 with asymmetric K/V widths; flashinfer or triton
 # with speculative top-k > 1, or for deterministic inference): never fa3 (Hopper) nor trtllm_mla (MLA models only).
 # Only the architectures below are read here, each one's path followed in the release and judged by the oracle
-# (tests/engine_oracle/test_smiss5_rules_oracle.py); any other model is left to the release.
+# (tests/engine_oracle/test_sglang_python_rules_oracle.py); any other model is left to the release.
 _ATTN_SOURCES = {
     "0.5.23": "sglang/srt/arg_groups/model_override_base.py:277-330@0.5.23, "
               "sglang/srt/arg_groups/overrides.py:1126-1140@0.5.23, "

@@ -4,7 +4,7 @@ Kimi-K3 on SM100/SM103 against a speculative draft tree (--speculative-eagle-top
 
 Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
 whose code it follows with each release's own source, and is verified against the release by
-tests/engine_oracle/test_smiss6_rules_oracle.py (unit lines: tests/core/test_smiss6_rules.py)."""
+tests/engine_oracle/test_sglang_python_rules_oracle.py (unit lines: tests/core/test_smiss6_rules.py)."""
 from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG

@@ -3,7 +3,7 @@ multimodal model with --mm-tensor-ipc torch_shm across ranks, the values of --de
 backend's conditions (the checkpoint's quantization among them) and 0.11.0's microbatching all2all assertion (an
 environment variable the release reads as a plain string). Each rule lists the releases whose code refuses, with
 each release's own source; tests/core/test_vmiss6_rules.py holds their lines and
-tests/engine_oracle/test_vmiss6_rules_oracle.py has the releases judge them."""
+tests/engine_oracle/test_vllm_python_rules_oracle.py has the releases judge them."""
 from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM

