@@ -213,7 +213,8 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
                                     else {r: v for r, v in judge_line(release, line).items() if v[0] == "refuses"})
             runtime[cls].append(rec)
         if out is not None:
-            out.write(json.dumps({"release": name, **rec}) + "\n")
+            # the whole line (gpu type, GPU count, model config, every env variable): --rejudge judges it again
+            out.write(json.dumps({"release": name, **rec, "line": line}) + "\n")
         if cls == "agree-refuse-other-reason":
             other_reason.append(rec)
         if cls in ("false-refusal", "runtime-only-false-refusal"):
@@ -245,6 +246,28 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
     }
 
 
+def rejudge(path: Path, out) -> list[dict]:
+    """The product judged again, with today's code, on the lines of an earlier run's ``--out`` records, beside the
+    engine verdicts those records hold (no oracle started): what a rule change does to the same lines in seconds."""
+    rows: dict[str, list] = defaultdict(list)
+    with path.open() as f:
+        for n, text in enumerate(f, 1):
+            rec = json.loads(text)
+            line = rec.get("line")
+            if line is None:
+                raise SystemExit(f"{path}:{n}: a record without its line (written before --out kept it): run the "
+                                 "differential again")
+            rows[rec["release"]].append((line, rec["oracle"]))
+    results = []
+    for name, got in rows.items():
+        release = name.split(" ", 1)[0]
+        engine, version, _ = RELEASES[release]
+        judged = [(line, check_args(engine, version, line) if "argv" in line
+                   else check_pd(engine, version, line["prefill"], line["decode"]), ov) for line, ov in got]
+        results.append(summarize(name, judged, out))
+    return results
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--releases", nargs="*", default=list(RELEASES))
@@ -257,10 +280,16 @@ def main(argv=None) -> int:
                     help="add N lines aimed at each raise site of the release (corpus.directed_lines)")
     ap.add_argument("--out", type=Path, help="write every judged line (JSON lines)")
     ap.add_argument("--summary-only", action="store_true", help="omit the lists of disagreements")
+    ap.add_argument("--rejudge", type=Path, metavar="RECORDS",
+                    help="judge the product again on the lines of an earlier run's --out records (their engine "
+                         "verdicts reused, no oracle started); the other corpus options are ignored")
     a = ap.parse_args(argv)
     out = a.out.open("w") if a.out else None
     results = []
     t0 = time.monotonic()
+    if a.rejudge:
+        results = rejudge(a.rejudge, out)
+        a.releases, a.pairs = [], 0
     for r in a.releases:
         results.append(judge_release(r, a.lines, a.seed, out, a.explore, a.directed))
         print(json.dumps({"progress": r, "seconds": round(time.monotonic() - t0)}), file=sys.stderr, flush=True)
@@ -273,8 +302,11 @@ def main(argv=None) -> int:
             r.pop("false_refusal_list", None)
             r.pop("miss_list", None)
             r.pop("other_reason_list", None)
-    print(json.dumps({"seed": a.seed, "explore": a.explore, "directed_per_site": a.directed, "lines_per_release": a.lines, "pairs": a.pairs,
-                      "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results}, indent=1))
+    head = ({"rejudged": str(a.rejudge)} if a.rejudge else
+            {"seed": a.seed, "explore": a.explore, "directed_per_site": a.directed, "lines_per_release": a.lines,
+             "pairs": a.pairs})
+    print(json.dumps({**head, "seconds": round(time.monotonic() - t0, 1), "cpus": os.cpu_count(), "results": results},
+                     indent=1))
     return 0
 
 
