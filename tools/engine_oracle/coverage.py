@@ -176,6 +176,9 @@ def main(argv=None) -> int:
     ap.add_argument("--from", dest="src", type=Path, required=True, help="bench/oracle_differential.py --out FILE")
     ap.add_argument("--summary", type=Path, help="the bench's JSON summary (seed, sizes) for the record's header")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--product-at", metavar="CODE",
+                    help="the code the records' product verdicts come from, when they were judged again "
+                         "(bench/oracle_differential.py --rejudge) after the engine run: kept in the header")
     ap.add_argument("--merge", action="store_true",
                     help="keep the releases of the existing record (--out) this run did not judge (a run of one "
                          "release adds or replaces that release's entries only)")
@@ -185,6 +188,8 @@ def main(argv=None) -> int:
     if a.summary and a.summary.is_file():
         s = json.loads(a.summary.read_text())
         meta.update(seed=s.get("seed"), lines_per_release=s.get("lines_per_release"), pairs=s.get("pairs"))
+    if a.product_at:
+        meta["product_judged_at"] = a.product_at
     doc = build(records, registry(), meta)
     if a.merge and a.out.is_file():
         import yaml

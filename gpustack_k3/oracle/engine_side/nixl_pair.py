@@ -40,11 +40,25 @@ def _backend_name(vc) -> str | None:
     return getattr(b, "name", None) or (str(b) if b else None)
 
 
+def _draft_kv_cache(vc) -> bool:
+    """Whether the side allocates KV for a draft (its own KV layers, registered with NIXL as regions beside the
+    target's): the release's own predicate, ``SpeculativeConfig.uses_draft_kv_cache`` (speculative.py:2172-2177@0.33.0:
+    EAGLE-family, a draft model, extract_hidden_states; not ngram or suffix)."""
+    sc = vc.speculative_config
+    if sc is None:
+        return False
+    own = getattr(sc, "uses_draft_kv_cache", None)
+    return bool(own()) if callable(own) else bool(sc.use_eagle() or sc.method == "draft_model")
+
+
 def _layout_inputs(vc) -> dict:
+    """What the connector worker's layout checks depend on; they read the allocated KV tensors, so a difference here
+    is ``runtime-layout-check``. A draft's KV on one side only changes the number of KV regions, and the handshake
+    asserts as many remote regions as local ones (nixl/base_worker.py:2953@0.33.0)."""
     pc, cc = vc.parallel_config, vc.cache_config
     return {"decode_context_parallel_size": pc.decode_context_parallel_size,
             "tensor_parallel_size": pc.tensor_parallel_size, "block_size": cc.block_size,
-            "enable_prefix_caching": cc.enable_prefix_caching}
+            "enable_prefix_caching": cc.enable_prefix_caching, "draft_kv_cache": _draft_kv_cache(vc)}
 
 
 def compare(judge, prefill, decode) -> dict:
@@ -96,7 +110,9 @@ def _compare(judge, prefill, decode) -> dict:
     differ = {k: (lp[k], ld[k]) for k in lp if lp[k] != ld[k]}
     if differ:
         return {"verdict": "not_decidable", "reason": "runtime-layout-check",
-                "detail": f"hashes match; the worker's layout checks read KV tensors; inputs differ: {differ}"}
+                "detail": (("hashes match" if hashes["prefill"] == hashes["decode"] else
+                            "hashes differ, not compared (enforce_handshake_compat false)")
+                           + f"; the worker's layout checks read KV tensors; inputs differ: {differ}")}
     return {"verdict": "accepted", "stage": "nixl-handshake", "hash": hashes["decode"][:16]}
 
 

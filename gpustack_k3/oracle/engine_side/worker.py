@@ -39,7 +39,9 @@ NOT_DECIDABLE = {
     "attention-backend-selection": "a P/D pair pins the attention backend on one side only: the other side's is "
                                    "auto-selected on the GPU at start, and the NIXL hash covers the resolved name",
     "runtime-layout-check": "a P/D pair whose hashes match but whose KV layout inputs (DCP, TP, block size, prefix "
-                            "caching) differ: the connector worker checks layouts on the allocated KV tensors",
+                            "caching, a draft's KV on one side only) differ, or whose hashes are not compared "
+                            "(enforce_handshake_compat false): the connector worker checks layouts on the allocated KV "
+                            "tensors",
     "optional-package": "the release needs a module this interpreter lacks and no double stands for (e.g. "
                         "arctic-inference for suffix decoding): the serving image may or may not carry it",
     "ray-cluster": "the release hands a world larger than the line's GPUs to the Ray executor; the Ray cluster the "
