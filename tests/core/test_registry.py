@@ -132,6 +132,8 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_vmiss5_rules import VMISS5_DIRECT
     from tests.core.test_vmiss6_rules import VMISS6_DIRECT
 
+    from tests.core.test_lora7_rules import LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (helper lora7)
+
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
                | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
                | SMISS6_DIRECT   # core/rules/sglang_checks_smiss6.py (tests/core/test_smiss6_rules.py)
@@ -142,6 +144,7 @@ def test_every_rule_has_a_firing_case():
                | VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py (tests/core/test_vmiss5_rules.py)
                | VMISS6_DIRECT   # core/rules/vllm_checks_vmiss6.py (tests/core/test_vmiss6_rules.py)
                | {"spec.schema"})   # test_schema_rule.py
+    covered |= LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (tests/core/test_lora7_rules.py)
     assert covered == set(RULES)
 
 

@@ -167,11 +167,14 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_vmiss5_rules import VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py
     from tests.core.test_vmiss6_rules import VMISS6_DIRECT   # core/rules/vllm_checks_vmiss6.py
 
+    from tests.core.test_lora7_rules import LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (helper lora7)
+
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
                           - SMISS6_DIRECT
                           - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT
-                          - VMISS6_DIRECT)
+                          - VMISS6_DIRECT
+                          - LORA7_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
