@@ -646,3 +646,6 @@ from gpustack_k3.core.rules import sglang_checks_smiss  # noqa: E402,F401
 from gpustack_k3.core.rules import sglang_checks_smiss5  # noqa: E402,F401
 # the Kimi-K3 EAGLE draft-tree rule (helper smiss6): its own module, imported here so the registry has them
 from gpustack_k3.core.rules import sglang_checks_smiss6  # noqa: E402,F401
+# the SM100 default attention backend (multi-item scoring, deterministic inference), --pp-size 0 with DCP, the AMD
+# monokernel plugin warning (helper smiss7): their own module, imported here so the registry has them
+from gpustack_k3.core.rules import sglang_checks_smiss7  # noqa: E402,F401
