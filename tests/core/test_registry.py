@@ -114,7 +114,7 @@ def test_traits_exist_and_each_spec_rule_applies_somewhere():
 
 
 def test_every_rule_has_a_firing_case():
-    from tests.core.test_smiss6_rules import SMISS6_DIRECT   # core/rules/sglang_checks_smiss6.py (helper smiss6)
+    from tests.core.test_sglang_python_rules import SGLANG_PY_DIRECT   # core/rules/sglang_checks_smiss{5,6,7}.py
     from tests.coldstart.test_doctor import LOG_CASES
     from tests.core.test_argv_read import ARGV_CASES
     from tests.core.test_checks_table import CHECKS_DIRECT
@@ -136,7 +136,7 @@ def test_every_rule_has_a_firing_case():
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
                | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
-               | SMISS6_DIRECT   # core/rules/sglang_checks_smiss6.py (tests/core/test_smiss6_rules.py)
+               | SGLANG_PY_DIRECT   # core/rules/sglang_checks_smiss{5,6,7}.py (tests/core/test_sglang_python_rules.py)
                | CHECKS_DIRECT   # the checks tables' entries: each one's examples (test_checks_table.py)
                | VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py (tests/core/test_vllm_checks.py)
                | CFB_DIRECT   # core/rules/config_fields.py (tests/core/test_config_field_bounds.py)

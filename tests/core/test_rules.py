@@ -154,7 +154,7 @@ def test_every_spec_rule_has_cases():
     # argv-refused reads a command line, not a spec: its fire/quiet cases are in tests/core/test_argv_read.py
     # the model-config rules read a config.json: their cases are tests/core/test_verdicts.py MODEL_CASES
     # the SGLang rules the engine oracle led to: their cases are tests/core/test_verdicts_sglang.py
-    from tests.core.test_smiss6_rules import SMISS6_DIRECT   # core/rules/sglang_checks_smiss6.py (helper smiss6)
+    from tests.core.test_sglang_python_rules import SGLANG_PY_DIRECT   # core/rules/sglang_checks_smiss{5,6,7}.py
     from tests.core.test_verdicts import MODEL_CASES
     from tests.core.test_verdicts_fresh import FRESH_DIRECT
     from tests.core.test_verdicts_heldout import HELDOUT_DIRECT
@@ -171,7 +171,7 @@ def test_every_spec_rule_has_cases():
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
-                          - SMISS6_DIRECT
+                          - SGLANG_PY_DIRECT
                           - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT
                           - VMISS6_DIRECT
                           - LORA7_DIRECT)

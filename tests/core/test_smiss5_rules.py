@@ -1,9 +1,9 @@
 """The SGLang rules of gpustack_k3/core/rules/sglang_checks_smiss5.py and the smiss5 change to the checks table's
-sglang-hisparse-architecture: the product's side (check-args as the differential runs it). The release's own verdict
-on the same lines: tests/engine_oracle/test_sglang_python_rules_oracle.py."""
+sglang-hisparse-architecture: the product's side (check-args as the differential runs it); the tests every such module shares (each rule has a
+case, names its releases, refuses its line and passes the nearest) are tests/core/test_sglang_python_rules.py. The
+release's own verdict on the same lines: tests/engine_oracle/test_sglang_python_rules_oracle.py."""
 from __future__ import annotations
 
-import pytest
 
 from gpustack_k3.core.rules import RULES
 
@@ -57,7 +57,6 @@ SMISS5_CASES = [
      ["--model-path", "/models/shape-gqa-dense", *PREFILL, "--decode-attention-backend", "flashinfer"]),
 ]
 SMISS5_DIRECT = {c[0] for c in SMISS5_CASES} | {MEGA}
-IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(SMISS5_CASES)]
 
 
 def shape_config(argv: list[str]) -> str | None:
@@ -95,24 +94,6 @@ def findings(release: str, argv: list[str]) -> dict[str, dict]:
     return {f["rule"]: f for f in json.loads(res.output)["findings"]}
 
 
-def test_every_rule_of_the_module_is_registered_and_has_a_case():
-    mine = {rid for rid, r in RULES.items() if r.check.__module__ == "gpustack_k3.core.rules.sglang_checks_smiss5"}
-    assert mine == SMISS5_DIRECT
-
-
-def test_each_rule_names_its_releases():
-    for rid in (CHUNK, K3CHUNK, KVSHARD):
-        assert {k.split(" ", 1)[1] for k in RULES[rid].sources} == {c[1] for c in SMISS5_CASES if c[0] == rid}
-    assert set(RULES[MEGA].sources) == {"sglang 0.5.23"}   # 0.5.22's parser has no --enable-nvidia-megakernel
-
-
-@pytest.mark.parametrize("rid,release,bad,good", SMISS5_CASES, ids=IDS)
-def test_the_rule_refuses_the_line_and_passes_the_nearest(rid, release, bad, good):
-    mine = product(release, bad)
-    assert mine["verdict"] == "refuse" and rid in mine["rules"], mine
-    assert product(release, good)["verdict"] == "pass", product(release, good)
-
-
 def test_chunk_rule_names_the_per_rank_chunk_and_the_page_size():
     msg = findings("0.5.23", DSV41 + ["--attn-dp-size", "8", "--enable-dp-lm-head", "--chunked-prefill-size", "1024"])[CHUNK]["message"]
     assert "1024 / 8 attention-DP ranks = 128" in msg and "page size 256" in msg
@@ -140,6 +121,7 @@ def test_chunk_rule_leaves_other_models_and_explicit_backends_to_the_release():
 
 
 def test_megakernel_is_a_warning_on_0523_only():
+    assert set(RULES[MEGA].sources) == {"sglang 0.5.23"}   # 0.5.22's parser has no --enable-nvidia-megakernel
     found = findings("0.5.23", ["--model-path", "/models/shape-mla-moe", "--tp-size", "8", "--enable-nvidia-megakernel"])
     assert found[MEGA]["severity"] == "warning" and "sgl-nvidia-mega" in found[MEGA]["message"]
     assert product("0.5.23", ["--model-path", "/models/shape-mla-moe", "--tp-size", "8", "--enable-nvidia-megakernel"])[

@@ -1,20 +1,20 @@
-"""Tier engine_oracle: the Python rules of gpustack_k3/core/rules/sglang_checks_smiss5.py and sglang_checks_smiss6.py,
+"""Tier engine_oracle: the Python rules of gpustack_k3/core/rules/sglang_checks_smiss5.py, _smiss6.py and _smiss7.py,
 and the checks-table changes of those rounds that need a config.json the catalog does not carry, against the releases
-themselves (the product's side: tests/core/test_smiss5_rules.py, tests/core/test_smiss6_rules.py). A wrong condition
-fails here both ways."""
+themselves (the product's side: tests/core/test_sglang_python_rules.py over the cases of
+tests/core/test_smiss{5,6,7}_rules.py). A wrong condition fails here both ways."""
 from __future__ import annotations
 
 import pytest
 
 from gpustack_k3.core.rules import RULES, checks
-from tests.core.test_smiss5_rules import DSV41, KIMI, MEGA, SMISS5_CASES
-from tests.core.test_smiss6_rules import DSV4_DET, LMO_PD, SMISS6_CASES, dsv4_config
+from tests.core.test_smiss5_rules import DSV41, KIMI, MEGA
+from tests.core.test_sglang_python_rules import CASES, IDS
+from tests.core.test_smiss6_rules import DSV4_DET, LMO_PD, dsv4_config
+from tests.core.test_smiss7_rules import AMD, K3_DCP_PP0, KIMI as K3, PP0
 from tests.engine_oracle.test_checks_sglang import cited_lines
 
 pytestmark = pytest.mark.engine_oracle
 
-CASES = [*SMISS5_CASES, *SMISS6_CASES]
-IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 
 
 def _where(ans: dict) -> tuple[str, int]:
@@ -94,3 +94,29 @@ def test_the_eagle_rule_leaves_what_the_release_accepts(oracles):
                  KIMI + ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path",
                          "/models/sglang-Kimi-K3-DSpark", "--speculative-dspark-block-size", "7"]):
         assert oracle.judge_line(line, {})["verdict"] == "accepted", line
+
+
+@pytest.mark.parametrize("release", ["0.5.22", "0.5.23"])
+def test_pp_size_zero_with_dcp_divides_by_zero_where_the_warning_cites(oracles, release):
+    """The oracle's B300 reports no NVLink fabric (no NVML): the release divides by --pp-size choosing the DCP
+    communication backend, where the warning cites; a --dcp-comm-backend on the line skips that choice."""
+    oracle = oracles(f"sglang-{release}")
+    ans = oracle.judge_line(K3_DCP_PP0, {})
+    assert ans["verdict"] == "refused" and ans["type"] == "ZeroDivisionError", ans
+    path, line = _where(ans)
+    cited = cited_lines(RULES[PP0].sources[f"sglang {release}"])
+    assert path in cited and line in cited[path], ans
+    ans = oracle.judge_line(K3_DCP_PP0 + ["--dcp-comm-backend", "a2a"], {})
+    assert ans["verdict"] == "accepted", ans
+
+
+@pytest.mark.parametrize("flag", [["--enable-amd-monokernel"], ["--monokernel-backend", "amd"]])
+def test_amd_monokernel_without_a_plugin_is_refused_where_the_warning_cites(oracles, flag):
+    """The wheel registers no 'amd' monokernel backend: the release refuses at the plugin lookup the warning cites."""
+    oracle = oracles("sglang-0.5.23")
+    ans = oracle.judge_line(K3 + flag, {})
+    assert ans["verdict"] == "refused", ans
+    path, line = _where(ans)
+    cited = cited_lines(RULES[AMD].sources["sglang 0.5.23"])
+    assert path in cited and line in cited[path], ans
+    assert "no monokernel backend 'amd' is registered" in ans["message"], ans
