@@ -12,6 +12,7 @@ DET = "sglang-deterministic-sm100-override-backend"
 TOPK = "sglang-trtllm-mha-eagle-topk"
 PP0 = "sglang-pp-size-zero-dcp-comm-default"
 AMD = "sglang-amd-monokernel-plugin"
+MORI = "sglang-mori-default-chunk-dispatch-tokens"
 DENSE = ["--model-path", "/models/shape-gqa-dense", "--tp-size", "8"]     # LlamaForCausalLM: no model override
 YARN = ["--model-path", "/models/shape-gqa-yarn", "--tp-size", "8"]       # GptOssForCausalLM: its override
 HYBRID = ["--model-path", "/models/shape-hybrid", "--tp-size", "8"]       # NemotronHForCausalLM: its override
@@ -53,6 +54,9 @@ SMISS7_CASES = [
      eagle(DENSE, "EAGLE", 1) + ["--attention-backend", "trtllm_mha"]),
     (TOPK, "0.5.23", eagle(DENSE, "EAGLE3", 2) + ["--decode-attention-backend", "trtllm_mha"], eagle(DENSE, "EAGLE", 4)),
     (TOPK, "0.5.22", eagle(YARN, "EAGLE", 4), eagle(YARN, "EAGLE", 4) + ["--attention-backend", "triton"]),
+    # MoRI with no --chunked-prefill-size: the B300 default (16384) is above the dispatch cap (4096)
+    (MORI, "0.5.23", KIMI + ["--moe-a2a-backend", "mori"], KIMI + ["--moe-a2a-backend", "mori", "--chunked-prefill-size", "4096"]),
+    (MORI, "0.5.22", KIMI + ["--moe-a2a-backend", "mori"], KIMI + ["--moe-a2a-backend", "mori", "--attn-dp-size", "8", "--enable-dp-lm-head"]),
 ]
 SMISS7_DIRECT = {c[0] for c in SMISS7_CASES} | {PP0, AMD}
 
@@ -119,3 +123,29 @@ def test_amd_monokernel_is_a_warning_on_0523_only():
 
 def test_warnings_name_their_releases():
     assert {k.split(" ", 1)[1] for k in RULES[PP0].sources} == {"0.5.22", "0.5.23"}
+
+
+def test_mori_default_chunk_reads_the_gpu_memory_and_the_cap():
+    from gpustack_k3.core.rules.sglang_checks_smiss7 import default_chunked_prefill_size
+
+    class R:
+        def __init__(self, gib, sm="SM103"):
+            self.hardware = type("H", (), {"visible_gib": gib, "sm": sm})()
+
+    assert [default_chunked_prefill_size(R(g)) for g in (16, 24, 40, 80, 139.8, 178.35, 267.69)] == [
+        2048, 4096, 4096, 8192, 8192, 16384, 16384]
+    assert default_chunked_prefill_size(R(64, "none")) is None
+    line = KIMI + ["--moe-a2a-backend", "mori"]
+    found = findings_on("0.5.23", line)
+    assert "16384" in found[MORI]["message"]
+    # a cap at the default chunk lets it through; a decode server skips the check
+    from tools.engine_oracle.product import check_args
+
+    res = check_args("sglang", "0.5.23", {"argv": line, "env": {"SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "16384"},
+                                          "model": None, "gpu_type": "b300", "gpus": 8})
+    assert MORI not in res["rules"], res
+    res = check_args("sglang", "0.5.23", {"argv": line, "env": {"SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "8192"},
+                                          "model": None, "gpu_type": "b300", "gpus": 8})
+    assert MORI in res["rules"], res
+    assert MORI not in findings_on("0.5.23", line + ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl"])
+    assert MORI not in findings_on("0.5.23", ["--model-path", "/models/shape-mla-moe", "--tp-size", "8", "--moe-a2a-backend", "mori"])

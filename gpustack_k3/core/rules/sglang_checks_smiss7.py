@@ -299,6 +299,62 @@ def check_sglang_pp_size_zero_dcp_comm_default(r, c):
                              "ZeroDivisionError at start-up.")
 
 
+# ------------------------------------------------------------------ MoRI with the default chunked prefill size
+
+# The entry sglang-mori-dispatch-tokens-per-rank (checks/sglang.yaml) judges a --chunked-prefill-size the line gives.
+# Without one, _handle_gpu_memory_settings (memory_hook.py) sets it from the GPU's memory before the MoE hook reads
+# it: 16384 at 160 GiB and above (B200, B300, GB300), 8192 from 60 GiB (H200), 4096 below; the MoRI check then
+# asserts it is <= SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK (default 4096). The same exclusions as the entry's
+# (Kimi-K3 only; no Waterfill, prefill CP, DWDP, decode server, DP attention, KV sharding, --enable-mis).
+_MORI_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/moe_hook.py:543,564-572,834-837@0.5.23; sglang/srt/environ.py:930@0.5.23; "
+              "sglang/srt/arg_groups/memory_hook.py:78,89-167@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/moe_hook.py:467,488-496,758-761@0.5.22; sglang/srt/environ.py:867@0.5.22; "
+              "sglang/srt/arg_groups/memory_hook.py:78,89-167@0.5.22",
+}
+# (GiB below which, default chunked prefill size): memory_hook.py:89-167, the last one beyond every bound
+_CHUNK_BY_GPU_MEM = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192), (float("inf"), 16384))
+
+
+def default_chunked_prefill_size(r) -> int | None:
+    """The chunked prefill size SGLang sets from the GPU's memory when the line gives none (None: no GPU profile)."""
+    hw = getattr(r, "hardware", None)
+    gib = getattr(hw, "visible_gib", None)
+    if not isinstance(gib, (int, float)) or str(getattr(hw, "sm", "")).lower() == "none":
+        return None
+    return next(size for bound, size in _CHUNK_BY_GPU_MEM if gib < bound)
+
+
+@rule("sglang-mori-default-chunk-dispatch-tokens", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="--moe-a2a-backend mori with the default chunked prefill size, above SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK",
+      why="The MoRI all-to-all dispatch buffer holds SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK tokens per rank "
+          "(4096 unless set); a prefill chunk dispatches up to the chunked prefill size, which SGLang sets from the "
+          "GPU's memory when the line gives none (16384 on B200/B300/GB300, 8192 on H200).",
+      fix="Give --chunked-prefill-size 4096 (or no larger than SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK), or raise "
+          "SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK to at least the chunk.",
+      source=_MORI_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _MORI_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_mori_default_chunk_dispatch_tokens(r, c):
+    v = line_view(r)
+    if v is None or v.value("moe_a2a_backend") != "mori" or v.given("chunked_prefill_size"):
+        return
+    if (v.value("enable_waterfill") or v.value("enable_prefill_cp") or (_int(v.value("dwdp_size")) or 0) > 1
+            or v.value("disaggregation_mode") == "decode" or (_int(v.value("attn_dp_size")) or 1) > 1
+            or v.value("enable_dp_attention") or v.value("enable_kv_cache_sharding") or v.value("enable_mis")):
+        return
+    name = getattr(v.arch, "architecture", None) if v.arch is not None else None
+    if name != "KimiK3ForConditionalGeneration":
+        return
+    chunk = default_chunked_prefill_size(r)
+    cap = v.env_value("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "sglang_env_int", 4096)
+    if chunk is None or not isinstance(cap, int) or chunk <= cap:
+        return
+    yield "spec.extraArgs", ("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK (default 4096) must be >= the per-rank "
+                             f"MoRI dispatch tokens: {cap} < the chunked prefill size SGLang sets on "
+                             f"{r.hardware.sm} with {getattr(r.hardware, 'visible_gib', '?')} GiB per GPU ({chunk}).")
+
+
 # ------------------------------------------------------------------ --enable-amd-monokernel: a fact of the image
 
 # handle_amd_monokernel (kernel_plugins/amd/binding.py) refuses unless a monokernel backend 'amd' is registered by a
@@ -334,6 +390,6 @@ def check_sglang_amd_monokernel_plugin(r, c):
 
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("sglang-mis-sm100-default-backend", "sglang-deterministic-sm100-override-backend",
-            "sglang-trtllm-mha-eagle-topk",
+            "sglang-trtllm-mha-eagle-topk", "sglang-mori-default-chunk-dispatch-tokens",
             "sglang-pp-size-zero-dcp-comm-default", "sglang-amd-monokernel-plugin"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
