@@ -13,6 +13,7 @@ TOPK = "sglang-trtllm-mha-eagle-topk"
 PP0 = "sglang-pp-size-zero-dcp-comm-default"
 AMD = "sglang-amd-monokernel-plugin"
 MORI = "sglang-mori-default-chunk-dispatch-tokens"
+NGRAM = "sglang-ngram-tree-trtllm-mha"
 DENSE = ["--model-path", "/models/shape-gqa-dense", "--tp-size", "8"]     # LlamaForCausalLM: no model override
 YARN = ["--model-path", "/models/shape-gqa-yarn", "--tp-size", "8"]       # GptOssForCausalLM: its override
 HYBRID = ["--model-path", "/models/shape-hybrid", "--tp-size", "8"]       # NemotronHForCausalLM: its override
@@ -54,6 +55,17 @@ SMISS7_CASES = [
      eagle(DENSE, "EAGLE", 1) + ["--attention-backend", "trtllm_mha"]),
     (TOPK, "0.5.23", eagle(DENSE, "EAGLE3", 2) + ["--decode-attention-backend", "trtllm_mha"], eagle(DENSE, "EAGLE", 4)),
     (TOPK, "0.5.22", eagle(YARN, "EAGLE", 4), eagle(YARN, "EAGLE", 4) + ["--attention-backend", "triton"]),
+    # an NGRAM tree (BFS breadth 10 unless given) on trtllm_mha: the override's (GPT-OSS, Nemotron-H) or the line's
+    (NGRAM, "0.5.23", YARN + ["--speculative-algorithm", "NGRAM"],
+     YARN + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"]),
+    (NGRAM, "0.5.23", HYBRID + ["--speculative-algorithm", "NGRAM"],
+     HYBRID + ["--speculative-algorithm", "NGRAM", "--speculative-eagle-topk", "4"]),
+    (NGRAM, "0.5.23", DENSE + ["--speculative-algorithm", "NGRAM", "--attention-backend", "trtllm_mha"],
+     DENSE + ["--speculative-algorithm", "NGRAM"]),
+    (NGRAM, "0.5.22", YARN + ["--speculative-algorithm", "NGRAM"],
+     YARN + ["--speculative-algorithm", "NGRAM", "--speculative-ngram-max-bfs-breadth", "1"]),
+    (NGRAM, "0.5.22", DENSE + ["--speculative-algorithm", "NGRAM", "--attention-backend", "trtllm_mha", "--speculative-ngram-max-bfs-breadth", "4"],
+     DENSE + ["--speculative-algorithm", "NGRAM", "--attention-backend", "trtllm_mha", "--speculative-ngram-max-bfs-breadth", "1"]),
     # MoRI with no --chunked-prefill-size: the B300 default (16384) is above the dispatch cap (4096)
     (MORI, "0.5.23", KIMI + ["--moe-a2a-backend", "mori"], KIMI + ["--moe-a2a-backend", "mori", "--chunked-prefill-size", "4096"]),
     (MORI, "0.5.22", KIMI + ["--moe-a2a-backend", "mori"], KIMI + ["--moe-a2a-backend", "mori", "--attn-dp-size", "8", "--enable-dp-lm-head"]),
@@ -73,10 +85,12 @@ def test_default_backend_model_reads_the_gpu_the_flags_and_the_model():
     # no model override: the deterministic pass falls back to flashinfer itself (the release accepts)
     assert DET not in product("0.5.23", DENSE + ["--enable-deterministic-inference"])["rules"]
     assert product("0.5.23", DENSE + ["--rl-on-policy-target", "fsdp"])["verdict"] == "pass"
-    # Nemotron-H with a speculative algorithm and no top-k: a speculative hook may set it first
+    # Nemotron-H's override reads the line's top-k (it runs before the speculative hooks): none given is trtllm_mha
     hyb = HYBRID + ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/models/shape-hybrid",
                     "--enable-deterministic-inference"]
-    assert DET not in product("0.5.23", hyb)["rules"]
+    assert DET in product("0.5.23", hyb)["rules"]
+    assert DET not in product("0.5.23", hyb + ["--speculative-eagle-topk", "2", "--speculative-num-steps", "2",
+                                               "--speculative-num-draft-tokens", "4"])["rules"]
 
 
 def test_default_backend_model_leaves_override_architectures_to_the_release():

@@ -24,7 +24,8 @@ from gpustack_k3.core.rules.sglang_checks_smiss5 import _backend_given, _int, _o
 # is not MLA on SM100/SM103 is, in the release's order:
 #  1. the model override's (model_overrides/*.py, run before the post-processes): GPT-OSS sets attention_backend
 #     trtllm_mha on SM100 (gpt_oss.py:30-31, both releases); Nemotron-H sets trtllm_mha on SM100 without a speculative
-#     algorithm, and with one when --speculative-eagle-topk is unset or 1, else triton (nemotron_h.py);
+#     algorithm, and with one when --speculative-eagle-topk is unset or 1, else triton (nemotron_h.py; it runs before
+#     the speculative hooks, so it reads the line's top-k);
 #  2. else _attention_backend_default (overrides.py) -> get_default_attn_backend (model_override_base.py): Whisper
 #     flashinfer; an MHA model on SM100 without a speculative algorithm: fa4 with unequal K/V widths, else trtllm_mha.
 # Both releases follow the same code (0.5.23 adds only DFLASH's top-k to the speculative branch, which this model
@@ -113,12 +114,12 @@ def sm100_mha_default_backend(r, v: LineView, one_phase: bool = False) -> Defaul
     if name in NEMOTRON_H_ARCHS:
         if algo is None:
             return DefaultBackend("trtllm_mha", "the Nemotron-H model override (model_overrides/nemotron_h.py)", True)
-        if not v.given("speculative_eagle_topk"):
-            return None   # a speculative hook may set the top-k first: left to the release
-        topk = _int(v.value("speculative_eagle_topk"))
-        if topk is None:
+        # the override runs before the speculative hooks (which set NGRAM's top-k and EAGLE's auto parameters): it
+        # reads the line's --speculative-eagle-topk, None when not given
+        topk = v.value("speculative_eagle_topk") if v.given("speculative_eagle_topk") else None
+        if topk is not None and _int(topk) is None:
             return None
-        return DefaultBackend("trtllm_mha" if topk == 1 else "triton",
+        return DefaultBackend("trtllm_mha" if topk in (None, 1) else "triton",
                               "the Nemotron-H model override (model_overrides/nemotron_h.py)", True)
     if name in MODEL_OVERRIDE_ARCHS:
         return None
@@ -260,6 +261,50 @@ def check_sglang_trtllm_mha_eagle_topk(r, c):
                              f"--speculative-eagle-topk {topk} with trtllm_mha from {how}.")
 
 
+# _handle_ngram sets the top-k to --speculative-ngram-max-bfs-breadth (default 10) and refuses a top-k above 1 with a
+# page size above 1 unless attention_backend is flashinfer. trtllm_mha as attention_backend (the line's, with no
+# phase backend, or the GPT-OSS override's) always runs a page size of 16 or more (_mla_backend_page_constraints:
+# 16, 32, 64 or 128, anything else becomes 64), so the tree is refused.
+_NGRAM_SOURCES = _sources({
+    "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:1285,1309-1313,1355-1366@0.5.23; "
+              "sglang/srt/arg_groups/overrides.py:1174-1187@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:1195,1219-1223,1265-1276@0.5.22; "
+              "sglang/srt/arg_groups/overrides.py:1124-1137@0.5.22",
+})
+
+
+@rule("sglang-ngram-tree-trtllm-mha", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="An NGRAM draft tree (BFS breadth above 1) on the trtllm_mha attention backend",
+      why="SGLang runs an NGRAM draft tree (its BFS breadth, 10 unless given) with a page size above 1 only on the "
+          "flashinfer attention backend. trtllm_mha (given on the line, or set by the model's SM100 override, as "
+          "GPT-OSS's) runs a page size of 16 to 128: the line is refused at start-up.",
+      fix="Give --speculative-ngram-max-bfs-breadth 1, or --attention-backend flashinfer if the model supports it.",
+      source=_NGRAM_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _NGRAM_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_ngram_tree_trtllm_mha(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    algo = v.value("speculative_algorithm")
+    if not isinstance(algo, str) or algo.strip().upper() != "NGRAM":
+        return
+    breadth = _int(v.value("speculative_ngram_max_bfs_breadth"))
+    if breadth is None or breadth <= 1:
+        return
+    if v.value("prefill_attention_backend") is None and v.value("decode_attention_backend") is None \
+            and v.value("attention_backend") == "trtllm_mha":
+        how = "the line's --attention-backend"
+    else:
+        d = sm100_mha_default_backend(r, v)
+        if d is None or not d.override or d.backend != "trtllm_mha":
+            return
+        how = d.by
+    yield "spec.extraArgs", (f"speculative_eagle_topk({breadth}) > 1 with page_size > 1 is only supported for the "
+                             f"'flashinfer' backend: NGRAM's BFS breadth {breadth} with trtllm_mha from {how} "
+                             "(page size 16 to 128).")
+
+
 # ------------------------------------------------------------------ --pp-size 0: the DCP communication backend default
 
 # _dcp_comm_backend_default (a post-process) with DCP above 1 and no --dcp-comm-backend calls is_fi_a2a_supported,
@@ -390,6 +435,6 @@ def check_sglang_amd_monokernel_plugin(r, c):
 
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("sglang-mis-sm100-default-backend", "sglang-deterministic-sm100-override-backend",
-            "sglang-trtllm-mha-eagle-topk", "sglang-mori-default-chunk-dispatch-tokens",
+            "sglang-trtllm-mha-eagle-topk", "sglang-mori-default-chunk-dispatch-tokens", "sglang-ngram-tree-trtllm-mha",
             "sglang-pp-size-zero-dcp-comm-default", "sglang-amd-monokernel-plugin"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
