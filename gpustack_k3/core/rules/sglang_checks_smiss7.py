@@ -350,13 +350,18 @@ def check_sglang_pp_size_zero_dcp_comm_default(r, c):
 # Without one, _handle_gpu_memory_settings (memory_hook.py) sets it from the GPU's memory before the MoE hook reads
 # it: 16384 at 160 GiB and above (B200, B300, GB300), 8192 from 60 GiB (H200), 4096 below; the MoRI check then
 # asserts it is <= SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK (default 4096). The same exclusions as the entry's
-# (Kimi-K3 only; no Waterfill, prefill CP, DWDP, decode server, DP attention, KV sharding, --enable-mis).
+# (MORI_DEFAULT_CHUNK_ARCHS; no Waterfill, prefill CP, DWDP, decode server, DP attention, KV sharding, --enable-mis).
 _MORI_SOURCES = {
     "0.5.23": "sglang/srt/arg_groups/moe_hook.py:543,564-572,834-837@0.5.23; sglang/srt/environ.py:930@0.5.23; "
               "sglang/srt/arg_groups/memory_hook.py:78,89-167@0.5.23",
     "0.5.22": "sglang/srt/arg_groups/moe_hook.py:467,488-496,758-761@0.5.22; sglang/srt/environ.py:867@0.5.22; "
               "sglang/srt/arg_groups/memory_hook.py:78,89-167@0.5.22",
 }
+# the architectures whose path to the MoRI check is read and judged by the oracle (Kimi-K3 and the oracle's shapes:
+# none turns chunked prefill off or resizes it); a model capability that does (embedding, multimodal without chunked
+# prefill, ...) or another architecture is left to the release
+MORI_DEFAULT_CHUNK_ARCHS = ("KimiK3ForConditionalGeneration", "GptOssForCausalLM", "LlamaForCausalLM",
+                            "NemotronHForCausalLM", "DeepseekV3ForCausalLM")
 # (GiB below which, default chunked prefill size): memory_hook.py:89-167, the last one beyond every bound
 _CHUNK_BY_GPU_MEM = ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192), (float("inf"), 16384))
 
@@ -389,7 +394,7 @@ def check_sglang_mori_default_chunk_dispatch_tokens(r, c):
             or v.value("enable_dp_attention") or v.value("enable_kv_cache_sharding") or v.value("enable_mis")):
         return
     name = getattr(v.arch, "architecture", None) if v.arch is not None else None
-    if name != "KimiK3ForConditionalGeneration":
+    if name not in MORI_DEFAULT_CHUNK_ARCHS:
         return
     chunk = default_chunked_prefill_size(r)
     cap = v.env_value("SGLANG_MORI_NUM_MAX_DISPATCH_TOKENS_PER_RANK", "sglang_env_int", 4096)
