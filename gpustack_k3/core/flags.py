@@ -315,6 +315,10 @@ def parse_argv(engine: EngineEntry, argv: list[str], *, version: EngineVersion |
         foreign = [flag for m, flag in own.items() if m != method]
         if method is None or method in own:
             foreign.append(sp["num_tokens_flag"])
+        if method is None:
+            # an algorithm the spec does not model (DFLASH, ...) or none: its draft options stay as written (the
+            # renderer writes spec.speculative's fields only with a modelled method)
+            foreign += list(speculative_subflags(engine))
         not_fields = {o.dest for flag in foreign if (o := dump.flag(flag)) is not None}
     for dest, g in reading.given.items():
         opt = dump.dest(dest)

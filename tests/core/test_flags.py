@@ -135,3 +135,26 @@ def test_extra_flags_reads_as_argparse_would_for_the_last_occurrence():
     assert extra_arg(r, "--compilation-config", "-cc") == (3, '{"mode":0}')
     assert extra_arg(r, "--block-size", "--enforce-eager") == (6, "32")   # the later of the two names
     assert extra_arg(r, "--mamba-cache-dtype") is None
+
+
+def test_sglang_draft_options_of_an_unmodelled_algorithm_stay_as_written():
+    # DFLASH is no spec method: its --speculative-draft-model-path must reach the engine as written, not become
+    # spec.speculative.draftModel (rendered only with a modelled method) and leave sglang-dflash-needs-draft-model
+    # refusing a line SGLang accepts (speculative_hook.py:287-300@0.5.23: the draft path is what DFLASH needs)
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.core_cmds import check_args
+
+    argv = ["--model-path", "/models/m", "--tp-size", "8", "--speculative-algorithm", "DFLASH",
+            "--speculative-draft-model-path", "/models/d", "--speculative-num-draft-tokens", "8"]
+    p = parse_argv(load_catalog().engine("sglang"), argv)
+    assert "draftModel" not in (p.spec.get("speculative") or {}), p.spec
+    assert p.extra_args[-6:] == argv[-6:], p.extra_args
+    res = CliRunner().invoke(check_args, ["--engine", "sglang", "--engine-version", "0.5.23", "--model",
+                                          "kimi-k3", "-o", "json", "--", *argv])
+    errors = [f["rule"] for f in json.loads(res.output)["findings"] if f["severity"] == "error"]
+    assert res.exit_code == 0 and errors == [], res.output
+    # without the draft path the release refuses, and so does the product
+    res = CliRunner().invoke(check_args, ["--engine", "sglang", "--engine-version", "0.5.23", "--model",
+                                          "kimi-k3", "-o", "json", "--", *argv[:6]])
+    assert res.exit_code == 1 and "sglang-dflash-needs-draft-model" in res.output, res.output

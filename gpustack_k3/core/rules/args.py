@@ -162,8 +162,9 @@ def check_extra_arg_duplicates_field(r, c):
         # a --speculative-algorithm the spec does not model (SGLang EAGLE, ...) is kept in extraArgs with
         # spec.speculative.method "none": nothing renders the flag from the field, so there is nothing to duplicate
         # and SGLang's speculative sub-flags the argv reader keeps in extraArgs because they do not set the
-        # method's numTokens (--speculative-num-draft-tokens next to DSPARK, a DSPARK block size next to NEXTN)
-        if name in idx and not (idx[name] == "speculative" and r.spec.speculative.method == "none") and not (
+        # method's numTokens (--speculative-num-draft-tokens next to DSPARK, a DSPARK block size next to NEXTN), or
+        # because no modelled method renders them (SGLang DFLASH's --speculative-draft-model-path)
+        if name in idx and not (idx[name].startswith("speculative") and r.spec.speculative.method == "none") and not (
                 idx[name] == "speculative.numTokens" and name != _num_tokens_flag(r)):
             yield f"spec.extraArgs[{i}]", f"{name} in extraArgs duplicates spec.{idx[name]}; set that field instead"
 
