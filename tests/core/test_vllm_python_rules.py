@@ -13,7 +13,7 @@ import pytest
 from gpustack_k3.core.rules import RULES
 from gpustack_k3.core.rules.envs import PARSERS
 from gpustack_k3.core.rules.vllm_checks_vmiss6 import device_ids_refusal
-from tests.core.test_vllm_checks import product
+from tests.core.test_vllm_checks import product, shape_config
 
 K3 = ["/models/Kimi-K3", "--trust-remote-code", "-tp", "8"]            # KimiK3ForConditionalGeneration: multimodal
 DS = ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "-tp", "8"]  # DeepseekV41ForCausalLM, fp8 (deepseek_v4_fp8)
@@ -133,23 +133,43 @@ VMISS6_NOT_REFUSED = [
 
 
 # ================================================================ core/rules/vllm_checks_vmiss7.py
-VMISS7_CASES: list = []
-VMISS7_NOT_REFUSED: list = []
+def _oracle_model_dir(name: str) -> str:
+    """The oracle's own directory of a catalog model (config.json and the tokenizer double, no params.json), as a local
+    model path both sides read: the product its config.json (cli/model_source.py), the release its files."""
+    from gpustack_k3.oracle.models import model_root
+
+    return str(model_root() / name)
+
+
+LOCAL_SMOL = _oracle_model_dir("smollm2-135m")
+MISTRAL = ["--config-format", "mistral"]
+VMISS7_CASES = [("vllm-config-format-mistral-needs-params-json", _rel, [LOCAL_SMOL] + MISTRAL, {},
+                 [LOCAL_SMOL, "--config-format", "hf"], {}, None)
+                for _rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0")]
+# a model path the product does not read (mounted in the pod, judged from a --model-config FILE): params.json is an
+# unknown term, a warning (the oracle's stand-in directories have no params.json, nor has a real Llama or GPT-OSS checkpoint)
+VMISS7_WARNS = [("vllm-config-format-mistral-params-json-unknown", _rel, line, {}, model)
+                for _rel in ("0.11.0", "0.34.0")
+                for line, model in ((["/models/shape-hybrid", "-tp", "8"] + MISTRAL, "shape-hybrid"),
+                                    (YARN + MISTRAL, "shape-gqa-yarn"), ([SMOL] + MISTRAL, None))]
+VMISS7_NOT_REFUSED: list = []   # a local checkpoint with params.json: test_a_local_mistral_checkpoint_with_params_json_passes
 
 # ================================================================ the modules' lines, one set of tests
-# module -> (its cases, the lines its rules leave, whether a rule's sources are exactly the releases of its cases)
-MODULES = {"gpustack_k3.core.rules.vllm_checks_vmiss5": (VMISS5_CASES, VMISS5_NOT_REFUSED, False),
-           "gpustack_k3.core.rules.vllm_checks_vmiss6": (VMISS6_CASES, VMISS6_NOT_REFUSED, True),
-           "gpustack_k3.core.rules.vllm_checks_vmiss7": (VMISS7_CASES, VMISS7_NOT_REFUSED, True)}
-CASES = [c for cases, _, _ in MODULES.values() for c in cases]
+# module -> (its cases, the lines its rules leave, whether a rule's sources are exactly the releases of its cases,
+# its warning rules' lines)
+MODULES = {"gpustack_k3.core.rules.vllm_checks_vmiss5": (VMISS5_CASES, VMISS5_NOT_REFUSED, False, []),
+           "gpustack_k3.core.rules.vllm_checks_vmiss6": (VMISS6_CASES, VMISS6_NOT_REFUSED, True, []),
+           "gpustack_k3.core.rules.vllm_checks_vmiss7": (VMISS7_CASES, VMISS7_NOT_REFUSED, True, VMISS7_WARNS)}
+CASES = [c for cases, _, _, _ in MODULES.values() for c in cases]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
-NOT_REFUSED = [n for _, leaves, _ in MODULES.values() for n in leaves]
+NOT_REFUSED = [n for _, leaves, _, _ in MODULES.values() for n in leaves]
+WARNS = [w for _, _, _, warns in MODULES.values() for w in warns]
 
 # the rules of each module with a firing case above (tests/core/test_registry.py test_every_rule_has_a_firing_case
 # and tests/core/test_rules.py count them)
 VMISS5_DIRECT = {c[0] for c in VMISS5_CASES}
 VMISS6_DIRECT = {c[0] for c in VMISS6_CASES}
-VMISS7_DIRECT = {c[0] for c in VMISS7_CASES}
+VMISS7_DIRECT = {c[0] for c in VMISS7_CASES} | {w[0] for w in VMISS7_WARNS}
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
@@ -165,9 +185,33 @@ def test_the_rule_leaves_these_lines(release, line, env, model, rid):
     assert rid not in product(release, line, env, model)["rules"]
 
 
+@pytest.mark.parametrize("rid,release,line,env,model", WARNS)
+def test_the_warning_rule_warns_and_passes(rid, release, line, env, model):
+    out = product(release, line, env, model)
+    assert out["verdict"] == "pass", out
+    assert rid in warning_rules(release, line, env, model), out
+
+
+def warning_rules(release: str, line: list[str], env: dict, model: str | None) -> set[str]:
+    """The warning findings' rule ids of check-args on the line (tests/core/test_vllm_checks.py product's inputs)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.core_cmds import check_args
+    from tools.engine_oracle.product import _common
+
+    cfg = shape_config(model) if model is not None and model.startswith("shape-") else None
+    args = _common("vllm", release, None if cfg else model, "b300", cfg) + ["--gpus", "8"]
+    for k, v in sorted(env.items()):
+        args += ["--env", f"{k}={v}"]
+    res = CliRunner().invoke(check_args, [*args, "--", *line])
+    return {f["rule"] for f in json.loads(res.stdout).get("findings", []) if f["severity"] == "warning"}
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_each_rule_cites_every_release_it_runs_on(module):
-    cases, _, exact = MODULES[module]
+    cases, _, exact, _ = MODULES[module]
     for rid in {c[0] for c in cases}:
         releases = {c[1] for c in cases if c[0] == rid}
         cites = {k.split()[1] for k in RULES[rid].sources}
@@ -176,8 +220,23 @@ def test_each_rule_cites_every_release_it_runs_on(module):
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_every_rule_of_the_module_has_a_case(module):
-    cases, _, _ = MODULES[module]
-    assert {r.id for r in RULES.values() if r.check.__module__ == module} == {c[0] for c in cases}
+    cases, _, _, warns = MODULES[module]
+    assert {r.id for r in RULES.values() if r.check.__module__ == module} == {c[0] for c in [*cases, *warns]}
+
+
+def test_a_local_mistral_checkpoint_with_params_json_passes(tmp_path):
+    # get_hf_file_to_dict finds the directory's params.json (transformers_utils/repo_utils.py:513-520@0.34.0)
+    import shutil
+
+    d = tmp_path / "mistral"
+    shutil.copytree(LOCAL_SMOL, d)
+    (d / "params.json").write_text('{"dim": 576, "n_layers": 30, "head_dim": 64, "hidden_dim": 1536, "n_heads": 9, '
+                                   '"n_kv_heads": 3, "norm_eps": 1e-05, "vocab_size": 49152}')
+    for release in ("0.11.0", "0.34.0"):
+        out = product(release, [str(d)] + MISTRAL, {})
+        assert out["verdict"] == "pass", out
+        assert not {"vllm-config-format-mistral-needs-params-json", "vllm-config-format-mistral-params-json-unknown"} \
+            & warning_rules(release, [str(d)] + MISTRAL, {}, None)
 
 
 # ---------------------------------------------------------------- vllm-spec-mtp-on-deepseek-v41

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.test_vllm_python_rules import CASES, IDS, NOT_REFUSED
+from tests.core.test_vllm_python_rules import CASES, IDS, LOCAL_SMOL, MISTRAL, NOT_REFUSED
 from tests.core.test_vllm_checks import product
 from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
 
@@ -43,7 +43,8 @@ REASON = {"vllm-dbo-multimodal-model": "dual batch overlap with multimodal model
           "vllm-mm-tensor-ipc-torch-shm-parallel": "mm_tensor_ipc='torch_shm' is not supported",
           "vllm-device-ids-invalid": "--device-ids",
           "vllm-moonep-all2all-conditions": "moonep all2all backend",
-          "vllm-dbo-needs-deepep-all2all-011": "Microbatching currently only supports"}
+          "vllm-dbo-needs-deepep-all2all-011": "Microbatching currently only supports",
+          "vllm-config-format-mistral-needs-params-json": "params.json"}
 
 
 @pytest.mark.parametrize("release,line,env,model,rid", NOT_REFUSED)
@@ -52,3 +53,17 @@ def test_the_lines_a_rule_leaves_are_not_refused_for_its_reason(oracles, release
     assert v["verdict"] in ("accepted", "refused"), v
     assert REASON[rid] not in str(v.get("message") or ""), v
     assert "Non-integer device ID" not in str(v.get("message") or "") or rid != "vllm-device-ids-invalid", v
+
+
+@pytest.mark.parametrize("release", ["0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0"])
+def test_a_local_mistral_checkpoint_with_params_json_is_accepted(oracles, tmp_path, release):
+    # vllm-config-format-mistral-needs-params-json leaves a directory that has params.json: so does the release
+    import shutil
+
+    d = tmp_path / "mistral"
+    shutil.copytree(LOCAL_SMOL, d)
+    (d / "params.json").write_text('{"dim": 576, "n_layers": 30, "head_dim": 64, "hidden_dim": 1536, "n_heads": 9, '
+                                   '"n_kv_heads": 3, "norm_eps": 1e-05, "vocab_size": 49152}')
+    v = oracles(f"vllm-{release}").judge_line([str(d)] + MISTRAL, {})
+    assert v["verdict"] == "accepted", v
+    assert product(release, [str(d)] + MISTRAL, {})["verdict"] == "pass"

@@ -11,6 +11,7 @@ from gpustack_k3.core.rules import model_identity  # noqa: F401 - model.name aga
 from gpustack_k3.core.rules import vllm_checks  # noqa: F401 - vLLM refusals the checks table cannot express (JSON keys)
 from gpustack_k3.core.rules import config_fields  # noqa: F401 - vLLM config classes' field constraints (args family)
 from gpustack_k3.core.rules import vllm_checks_vmiss6  # noqa: F401 - vLLM refusals over lists, model facts and env (args family)
+from gpustack_k3.core.rules import vllm_checks_vmiss7  # noqa: F401 - vLLM refusals over the checkpoint's files (args family)
 from gpustack_k3.core.rules.registry import RULES, Rule, RuleDefinitionError
 from gpustack_k3.core.rules.render import render_findings
 from gpustack_k3.core.rules.runner import Ctx, in_role, validate, validate_resolved, validate_topology
