@@ -8,6 +8,8 @@ releases its sources name; one set of tests over the modules' case lists. Also h
 tests/engine_oracle/test_vllm_python_rules_oracle.py has each release judge the same lines."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gpustack_k3.core.rules import RULES
@@ -133,15 +135,29 @@ VMISS6_NOT_REFUSED = [
 
 
 # ================================================================ core/rules/vllm_checks_vmiss7.py
-def _oracle_model_dir(name: str) -> str:
-    """The oracle's own directory of a catalog model (config.json and the tokenizer double, no params.json), as a local
-    model path both sides read: the product its config.json (cli/model_source.py), the release its files."""
-    from gpustack_k3.oracle.models import model_root
+def _local_checkpoint(name: str) -> str:
+    """A local model directory both sides read, made once per test process: the oracle's own files of catalog model
+    ``name`` (config.json and the tokenizer double, no params.json; gpustack_k3/oracle/models.py) and an empty weights
+    file, so the oracle takes it for a checkpoint, not its config-only stand-in (a refusal over a file a stand-in
+    lacks is not decided there). The product reads its config.json (cli/model_source.py), the release its files."""
+    import atexit
+    import shutil
+    import tempfile
 
-    return str(model_root() / name)
+    from gpustack_k3.oracle.models import model_root, write_models
+
+    src = model_root() / name
+    if not (src / "config.json").is_file():
+        write_models()
+    parent = tempfile.mkdtemp(prefix="vmiss7-")
+    atexit.register(shutil.rmtree, parent, True)
+    d = os.path.join(parent, name)
+    shutil.copytree(src, d)
+    open(os.path.join(d, "pytorch_model.bin"), "wb").close()
+    return d
 
 
-LOCAL_SMOL = _oracle_model_dir("smollm2-135m")
+LOCAL_SMOL = _local_checkpoint("smollm2-135m")
 MISTRAL = ["--config-format", "mistral"]
 VMISS7_CASES = [("vllm-config-format-mistral-needs-params-json", _rel, [LOCAL_SMOL] + MISTRAL, {},
                  [LOCAL_SMOL, "--config-format", "hf"], {}, None)
