@@ -120,3 +120,16 @@ def test_a_file_the_config_only_stand_in_lacks_is_not_a_refusal(oracles, release
     assert v["verdict"] == "not_decidable" and v["reason"] == "stand-in-file", v
     assert "configuration_nemotron_h.py" in v["detail"], v
     assert o.judge_line(["/models/shape-hybrid"], {})["verdict"] == "accepted"
+
+
+@pytest.mark.parametrize("release", ["vllm-0.11.0", "vllm-0.33.0", "vllm-0.34.0"])
+def test_a_mistral_params_json_the_stand_in_lacks_is_not_a_refusal(oracles, release):
+    """--config-format mistral makes the release fetch the checkpoint's params.json
+    (transformers_utils/config.py _download_mistral_config_file: 1034-1043@0.11.0, 1556-1564@0.33.0,
+    1604-1614@0.34.0); the oracle's config-only directory has none, a real checkpoint may. The refusal arrives inside
+    ModelConfig's ValidationError (the validator's own exception, not chained), and 0.11.0 answers with the Hub's
+    repo-id error. A directory with weights and no params.json is judged: the release's refusal
+    (tests/engine_oracle/test_vllm_python_rules_oracle.py -k mistral)."""
+    v = oracles(release).judge_line(["/models/shape-gqa-dense", "--config-format", "mistral"], {})
+    assert v["verdict"] == "not_decidable" and v["reason"] == "stand-in-file", v
+    assert "params.json" in v["detail"], v

@@ -47,7 +47,7 @@ NOT_DECIDABLE = {
     "ray-cluster": "the release hands a world larger than the line's GPUs to the Ray executor; the Ray cluster the "
                    "process joins at launch decides (ray is a stub here)",
     "stand-in-file": "the release looked for a file of the checkpoint (remote code that config.json's auto_map "
-                     "names, a processor config) in a config-only model directory of the oracle (config.json and the "
+                     "names, a processor config, a mistral-format params.json) in a config-only model directory of the oracle (config.json and the "
                      "tokenizer double, no weights): the real checkpoint carries the files this one lacks",
     "oracle-error": "the oracle itself failed (a double or the harness, not the release): see detail",
 }
@@ -55,21 +55,51 @@ NOT_DECIDABLE = {
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
+# the file lookups a config-only stand-in cannot answer: (file the function is in, function, its argument naming the
+# directory, its argument naming the file or the file itself, the exception types it answers with)
+_LOOKUPS = (
+    # transformers' own lookup of a checkpoint file (remote code, processor config)
+    (os.path.join("transformers", "utils", "hub.py"), "cached_files", "path_or_repo_id", "filename", (OSError,)),
+    # --config-format mistral: vLLM fetches params.json (transformers_utils/config.py:1604-1614@0.34.0,
+    # 1034-1043@0.11.0), a ValueError when absent (0.11.0: the Hub's HFValidationError on the local path)
+    (os.path.join("vllm", "transformers_utils", "config.py"), "_download_mistral_config_file", "model",
+     "=params.json", (Exception,)),
+)
+
+
 def _stand_in_lookup(exc: BaseException) -> tuple[str, str] | None:
-    """(directory, file) when ``exc`` was raised by transformers' file lookup (``transformers/utils/hub.py``
-    ``cached_files``, the frame's own arguments) for a file missing from a local directory that holds no weights:
-    the oracle's config-only stand-in of a checkpoint (gpustack_k3/oracle/models.py, or a synth run's config.json
-    copy), not a checkpoint whose file is really absent."""
+    """(directory, file) when ``exc`` was raised by a lookup of a checkpoint file (``_LOOKUPS``: the frame's own
+    arguments) for a file missing from a local directory that holds no weights: the oracle's config-only stand-in of
+    a checkpoint (gpustack_k3/oracle/models.py, or a synth run's config.json copy), not a checkpoint whose file is
+    really absent."""
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "cached_files" and code.co_filename.endswith(os.path.join("transformers", "utils", "hub.py")):
-            where = tb.tb_frame.f_locals.get("path_or_repo_id")
+        for path, func, dir_arg, file_arg, types in _LOOKUPS:
+            if code.co_name != func or not code.co_filename.endswith(path) or not isinstance(exc, types):
+                continue
+            where = tb.tb_frame.f_locals.get(dir_arg)
+            name = file_arg[1:] if file_arg.startswith("=") else str(tb.tb_frame.f_locals.get(file_arg) or "?")
             if isinstance(where, str) and os.path.isdir(where) and os.path.isfile(os.path.join(where, "config.json")) \
+                    and not os.path.isfile(os.path.join(where, name)) \
                     and not any(f.endswith(WEIGHT_SUFFIXES) for f in os.listdir(where)):
-                return where, str(tb.tb_frame.f_locals.get("filename") or "?")
+                return where, name
         tb = tb.tb_next
     return None
+
+
+def _validator_errors(exc: BaseException) -> list[BaseException]:
+    """The validators' own exceptions a pydantic ValidationError carries (``errors()`` ``ctx`` ``error``, public in
+    pydantic's error details; not chained)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return []
+    try:
+        details = errors()
+    except Exception:  # noqa: BLE001 - not a pydantic error after all
+        return []
+    return [inner for d in (details if isinstance(details, list) else []) if isinstance(d, dict)
+            and isinstance(inner := (d.get("ctx") or {}).get("error"), BaseException)]
 
 
 class _Launched(Exception):
@@ -108,8 +138,9 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     a module that is neither in this interpreter nor a listed double (the serving image may carry it), or for an
     ImportError raised by a release function whose own availability probe answered False for such a package
     (doubles.availability_probes: e.g. has_arctic_inference() in config/speculative.py:1726-1731@0.33.0); a
-    ``HostMemoryUnknown`` from the host-memory double is ``device-query``; an OSError of transformers' file lookup in
-    a config-only model directory (``_stand_in_lookup``) is ``stand-in-file``. Anything else is the release's
+    ``HostMemoryUnknown`` from the host-memory double is ``device-query``; a lookup of a checkpoint file (transformers'
+    ``cached_files``, vLLM's mistral ``params.json``) in a config-only model directory (``_stand_in_lookup``, also
+    under a pydantic validator's own exception) is ``stand-in-file``. Anything else is the release's
     refusal."""
     import doubles
 
@@ -137,8 +168,8 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
             if not stubbed and top not in doubles.MISSING:
                 return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage,
                         "detail": f"module {e.name!r} is not installed (the serving image may carry it): {msg[:400]}"}
-    for e in chain:
-        lookup = _stand_in_lookup(e) if isinstance(e, OSError) else None
+    for e in [*chain, *(x for v in _validator_errors(exc) for x in _chain(v))]:
+        lookup = _stand_in_lookup(e)
         if lookup is not None:
             return {"verdict": "not_decidable", "reason": "stand-in-file", "stage": stage,
                     "detail": f"{lookup[1]} is not in the config-only model directory {lookup[0]} (the checkpoint "
@@ -154,16 +185,8 @@ def _validator_frame(exc: BaseException, root: str) -> str | None:
     """A pydantic ValidationError does not chain the validator's own exception: its ``errors()`` carry it (``ctx``
     ``error``, public in pydantic's error details), whose traceback names the release's raise site (e.g.
     config/parallel.py's ``__post_init__``) rather than the file that built the config."""
-    errors = getattr(exc, "errors", None)
-    if not callable(errors):
-        return None
-    try:
-        details = errors()
-    except Exception:  # noqa: BLE001 - not a pydantic error after all
-        return None
-    for d in details if isinstance(details, list) else []:
-        inner = (d.get("ctx") or {}).get("error") if isinstance(d, dict) else None
-        if isinstance(inner, BaseException) and inner.__traceback__ is not None:
+    for inner in _validator_errors(exc):
+        if inner.__traceback__ is not None:
             where = _frames_in(inner.__traceback__, root)
             if where:
                 return where
