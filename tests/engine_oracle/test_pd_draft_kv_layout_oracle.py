@@ -49,3 +49,39 @@ def test_the_same_draft_on_both_sides_is_accepted(oracles):
 def test_with_the_hash_enforced_the_draft_difference_is_a_hash_mismatch(oracles):
     v = _pair(oracles, DSPARK, NGRAM, enforce=True)
     assert v["verdict"] == "refused" and "compatibility hash mismatch" in v["message"], v
+
+
+def _kv_mode(connector: str, role: str, enforce: bool) -> list[str]:
+    cfg = {"kv_connector": connector, "kv_role": role}
+    if not enforce:
+        cfg["kv_connector_extra_config"] = {"enforce_handshake_compat": False}
+    return ["--kv-transfer-config", json.dumps(cfg)]
+
+
+# which side's enforce_handshake_compat decides: the side that starts a handshake compares hashes. Decode always
+# starts one (pull reads, push registrations); prefill only when it pushes (push_worker.py:452-490@0.33.0). The pair
+# differs in the KV cache dtype (a hash factor, metadata.py@0.33.0); the product's check-pd must say the same.
+SIDES = [
+    # connector, prefill enforces, decode enforces, the release refuses
+    ("NixlPushConnector", False, True, True),     # seed 48611's pair: decode's registration handshake checks
+    ("NixlPushConnector", True, False, True),     # prefill's push handshake checks
+    ("NixlConnector", True, False, False),        # pull: prefill starts no handshake, decode does not check
+    ("NixlConnector", False, True, True),
+]
+
+
+@pytest.mark.parametrize("connector, p_on, d_on, refused", SIDES, ids=[f"{c}-{p}-{d}" for c, p, d, _ in SIDES])
+def test_the_side_that_starts_the_handshake_decides(oracles, connector, p_on, d_on, refused):
+    from tools.engine_oracle.product import check_pd
+
+    tiers.engine_wheel("vllm", "0.33.0")
+    base = ["/models/Kimi-K3", "--trust-remote-code", "--tensor-parallel-size", "8"]
+    prefill = [*base, "--kv-cache-dtype", "fp8", *_kv_mode(connector, "kv_producer", p_on)]
+    decode = [*base, "--kv-cache-dtype", "auto", *_kv_mode(connector, "kv_consumer", d_on)]
+    v = oracles(RELEASE).judge_pair({"argv": prefill, "env": {}}, {"argv": decode, "env": {}})
+    assert (v["verdict"] == "refused") is refused, v
+    if refused:
+        assert "compatibility hash mismatch" in v["message"], v
+    side = {"model": "kimi-k3", "gpu_type": "b300", "gpus": 8, "env": {}}
+    pv = check_pd("vllm", "0.33.0", {**side, "argv": prefill}, {**side, "argv": decode})
+    assert ("pd-compat-hash" in pv["rules"]) is refused, pv

@@ -640,10 +640,15 @@ def _release(r: TopoRole) -> str:
 
 
 def _enforced(p: TopoRole, d: TopoRole) -> bool:
-    """Whether the handshake compares the hash: enforce_handshake_compat (default true) on both sides
-    (base_worker.py:1039,1191-1207@0.33.0; pd-handshake-check-off warns when it is off)."""
-    return all(((x.kv_transfer or {}).get("kv_connector_extra_config") or {}).get("enforce_handshake_compat")
-               is not False for x in (p, d))
+    """Whether a handshake compares the hash: the side that starts one compares the remote's hash with its own when
+    its enforce_handshake_compat (default true) is on (base_worker.py:1039,1191-1207@0.33.0). Decode always starts one
+    (reads, push registrations, heartbeats: pull_worker.py:140-156, push_worker.py:336-360,
+    base_worker.py:3517-3531@0.33.0); prefill too when it pushes (push_worker.py:452-490@0.33.0).
+    pd-handshake-check-off warns when a side turns it off."""
+    def on(x: TopoRole) -> bool:
+        return ((x.kv_transfer or {}).get("kv_connector_extra_config") or {}).get("enforce_handshake_compat") \
+            is not False
+    return on(d) or (on(p) and _transfer_mode(str((p.kv_transfer or {}).get("kv_connector", ""))) == "push")
 
 
 def _nixl_pair(p: TopoRole, d: TopoRole) -> bool:

@@ -99,12 +99,19 @@ def _compare(judge, prefill, decode) -> dict:
     enforce = {s: k.get_from_extra_config("enforce_handshake_compat", True) if hasattr(k, "get_from_extra_config")
                else (k.kv_connector_extra_config or {}).get("enforce_handshake_compat", True)
                for s, k in ktc.items()}
-    if hashes["prefill"] != hashes["decode"] and enforce["decode"]:
-        # the decode side pulls (pull mode) and checks the remote's hash against its own
+    # Who hands the other its hash: the side that starts a handshake compares the remote's hash with its own, if its
+    # own enforce_handshake_compat is on (base_worker.py:1191-1207@0.33.0). Decode always starts one: it reads P's
+    # blocks (pull_worker.py:140-156), sends P its push registration (push_worker.py:336-360) and heartbeats
+    # (base_worker.py:3517-3531). Prefill starts one when it pushes (push_worker.py:452-490: the P->D handshake).
+    checkers = [s for s in ("decode", "prefill") if enforce[s] and (s == "decode" or modes["prefill"] == "push")]
+    if hashes["prefill"] != hashes["decode"] and checkers:
+        local = checkers[0]
+        remote = "prefill" if local == "decode" else "decode"
         return {"verdict": "refused", "stage": "nixl-handshake", "type": "RuntimeError",
-                "message": (f"NIXL compatibility hash mismatch. Local: {hashes['decode']}, Remote: {hashes['prefill']}. "
+                "message": (f"NIXL compatibility hash mismatch. Local: {hashes[local]}, Remote: {hashes[remote]}. "
                             "Prefill and decode instances have incompatible configurations."),
-                "where": "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py (_nixl_handshake)",
+                "where": f"vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py (_nixl_handshake, "
+                         f"the {local} side's)",
                 "factors_differ": _factor_diff(pvc, dvc)}
     lp, ld = _layout_inputs(pvc), _layout_inputs(dvc)
     differ = {k: (lp[k], ld[k]) for k in lp if lp[k] != ld[k]}
