@@ -85,107 +85,117 @@ SPEC = ("--speculative-config", "-sc")
 KVT = ("--kv-transfer-config",)
 
 
-def _vllm_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
-    argv, env = list(line["argv"]), dict(line["env"])
-    kind = rnd.choice(["tp", "dcp", "dcp", "pp", "dp", "dp-lb", "nnodes", "ep", "eplb", "spec", "spec", "spec-size",
-                       "spec-backend", "kv", "kv", "kvdtype", "dtype", "attn", "len", "len-env", "batched", "seqs",
-                       "long-prefill", "mem", "prefix", "block", "eager", "v2-env", "served", "drop-spec"])
-    if kind == "tp":
-        v = rnd.choice(["1", "2", "4", "8", "16", "3"])
-        argv = set_flag(argv, TP, v)
-    elif kind == "dcp":
-        argv = set_flag(argv, DCP, rnd.choice(["1", "2", "4", "8", "16", "3"]))
-    elif kind == "pp":
-        argv = set_flag(argv, PP, rnd.choice(["1", "2"]))
-    elif kind == "dp":
-        argv = set_flag(argv, DP, rnd.choice(["1", "2", "4", "8"]))
-        if rnd.random() < 0.5:
-            argv = set_flag(argv, ("--data-parallel-size-local",), rnd.choice(["1", "2", "4"]))
-    elif kind == "dp-lb":
-        mode = rnd.choice(["hybrid", "external", "rank", "start-rank", "headless", "api", "two"])
-        argv = set_flag(argv, DP, rnd.choice(["2", "4", "8"]))
-        if mode == "hybrid":
-            argv = set_flag(argv, ("--data-parallel-hybrid-lb",), None)
-        elif mode == "external":
-            argv = set_flag(argv, ("--data-parallel-external-lb",), None)
-        elif mode == "rank":
-            argv = set_flag(argv, ("--data-parallel-rank",), rnd.choice(["0", "1", "3"]))
-        elif mode == "start-rank":
-            argv = set_flag(argv, ("--data-parallel-start-rank",), rnd.choice(["0", "2"]))
-        elif mode == "headless":
-            argv = set_flag(argv, ("--headless",), None)
-            if rnd.random() < 0.4:
-                argv = set_flag(argv, ("--api-server-count",), "2")
-        elif mode == "api":
-            argv = set_flag(argv, ("--api-server-count",), rnd.choice(["1", "2", "4"]))
-        else:
-            argv = set_flag(set_flag(argv, ("--data-parallel-hybrid-lb",), None), ("--data-parallel-external-lb",), None)
-    elif kind == "nnodes":
-        argv = set_flag(argv, ("--nnodes",), rnd.choice(["1", "2", "4"]))
-        if rnd.random() < 0.5:
-            argv = set_flag(argv, ("--node-rank",), rnd.choice(["0", "1"]))
-    elif kind == "ep":
-        argv = set_flag(argv, ("--enable-expert-parallel",), None)
-    elif kind == "eplb":
-        argv = set_flag(argv, ("--enable-expert-parallel",), None)
+# kind -> (flags, values): the mutation sets that one option to one of the values
+_VLLM_SET = {
+    "tp": (TP, ["1", "2", "4", "8", "16", "3"]),
+    "dcp": (DCP, ["1", "2", "4", "8", "16", "3"]),
+    "pp": (PP, ["1", "2"]),
+    "kvdtype": (("--kv-cache-dtype",), ["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "fp8_ds_mla", "int8"]),
+    "dtype": (("--dtype",), ["auto", "bfloat16", "float16", "float32", "half"]),
+    "attn": (("--attention-backend",), ATTN_VLLM),
+    "batched": (("--max-num-batched-tokens",), ["256", "2048", "8192", "32768", "1000000"]),
+    "seqs": (("--max-num-seqs",), ["1", "32", "256", "1024", "0"]),
+    "mem": (("--gpu-memory-utilization",), ["0.5", "0.92", "0.95", "1.0", "1.2", "0"]),
+    "block": (("--block-size",), ["16", "64", "128", "1536", "7"]),
+}
+
+
+def _vllm_dp(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    argv = set_flag(argv, DP, rnd.choice(["1", "2", "4", "8"]))
+    if rnd.random() < 0.5:
+        argv = set_flag(argv, ("--data-parallel-size-local",), rnd.choice(["1", "2", "4"]))
+    return argv, env
+
+
+def _vllm_dp_lb(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    mode = rnd.choice(["hybrid", "external", "rank", "start-rank", "headless", "api", "two"])
+    argv = set_flag(argv, DP, rnd.choice(["2", "4", "8"]))
+    if mode == "hybrid":
+        argv = set_flag(argv, ("--data-parallel-hybrid-lb",), None)
+    elif mode == "external":
+        argv = set_flag(argv, ("--data-parallel-external-lb",), None)
+    elif mode == "rank":
+        argv = set_flag(argv, ("--data-parallel-rank",), rnd.choice(["0", "1", "3"]))
+    elif mode == "start-rank":
+        argv = set_flag(argv, ("--data-parallel-start-rank",), rnd.choice(["0", "2"]))
+    elif mode == "headless":
+        argv = set_flag(argv, ("--headless",), None)
+        if rnd.random() < 0.4:
+            argv = set_flag(argv, ("--api-server-count",), "2")
+    elif mode == "api":
+        argv = set_flag(argv, ("--api-server-count",), rnd.choice(["1", "2", "4"]))
+    else:
+        argv = set_flag(set_flag(argv, ("--data-parallel-hybrid-lb",), None), ("--data-parallel-external-lb",), None)
+    return argv, env
+
+
+def _vllm_nnodes(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    argv = set_flag(argv, ("--nnodes",), rnd.choice(["1", "2", "4"]))
+    if rnd.random() < 0.5:
+        argv = set_flag(argv, ("--node-rank",), rnd.choice(["0", "1"]))
+    return argv, env
+
+
+def _vllm_ep(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    argv = set_flag(argv, ("--enable-expert-parallel",), None)
+    if kind == "eplb":
         argv = set_flag(argv, ("--enable-eplb",), None)
         if rnd.random() < 0.6:
             argv = set_flag(argv, ("--eplb-config",), json.dumps(
                 {"window_size": rnd.choice([1000, 0]), "step_interval": rnd.choice([3000, 10]),
                  "num_redundant_experts": rnd.choice([0, 32, 7])}))
-    elif kind in ("spec", "spec-size", "spec-backend"):
-        sc = _json_of(argv, SPEC) or {}
-        if kind == "spec" or not sc:
-            method = rnd.choice(["dspark", "mtp", "ngram", "eagle3", "suffix"])
-            sc = {"method": method, "num_speculative_tokens": rnd.choice([1, 3, 5, 7])}
-            if method == "dspark":
-                sc["model"] = KIMI_DRAFT
-            elif method == "ngram":
-                sc.update(prompt_lookup_max=rnd.choice([4, 5]), prompt_lookup_min=rnd.choice([1, 2]))
-            elif method == "eagle3":
-                sc["model"] = KIMI_DRAFT
-        if kind == "spec-size":
-            sc["num_speculative_tokens"] = rnd.choice([0, 1, 2, 5, 7, 8, 12, 16])
-        if kind == "spec-backend":
-            sc["attention_backend"] = rnd.choice(ATTN_VLLM)
-        argv = set_flag(argv, SPEC, json.dumps(sc))
-    elif kind == "drop-spec":
-        argv = drop_flag(argv, SPEC)
-    elif kind == "kv":
-        kv = {"kv_connector": rnd.choice(["NixlConnector", "NixlConnector", "LMCacheConnectorV1", "NoSuchConnector"])}
-        role = rnd.choice(["kv_producer", "kv_consumer", "kv_both", None, "producer"])
-        if role:
-            kv["kv_role"] = role
-        if rnd.random() < 0.3:
-            kv["kv_load_failure_policy"] = rnd.choice(["fail", "recompute", "bogus"])
-        argv = set_flag(argv, KVT, json.dumps(kv))
-    elif kind == "kvdtype":
-        argv = set_flag(argv, ("--kv-cache-dtype",), rnd.choice(["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16",
-                                                                 "fp8_ds_mla", "int8"]))
-    elif kind == "dtype":
-        argv = set_flag(argv, ("--dtype",), rnd.choice(["auto", "bfloat16", "float16", "float32", "half"]))
-    elif kind == "attn":
-        argv = set_flag(argv, ("--attention-backend",), rnd.choice(ATTN_VLLM))
-    elif kind in ("len", "len-env"):
-        argv = set_flag(argv, ("--max-model-len",), rnd.choice(["4096", "131072", "262144", "1000000", "1000001",
-                                                                "1048576", "2000000", "1m", "-1", "auto"]))
-        if kind == "len-env":
-            env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = rnd.choice(["1", "0"])
-    elif kind == "batched":
-        argv = set_flag(argv, ("--max-num-batched-tokens",), rnd.choice(["256", "2048", "8192", "32768", "1000000"]))
-    elif kind == "seqs":
-        argv = set_flag(argv, ("--max-num-seqs",), rnd.choice(["1", "32", "256", "1024", "0"]))
-    elif kind == "long-prefill":
-        argv = set_flag(argv, ("--long-prefill-token-threshold",), rnd.choice(["0", "4096", "65536"]))
-        if rnd.random() < 0.3:
-            argv = set_flag(argv, ("--max-num-partial-prefills",), rnd.choice(["1", "2"]))
-    elif kind == "mem":
-        argv = set_flag(argv, ("--gpu-memory-utilization",), rnd.choice(["0.5", "0.92", "0.95", "1.0", "1.2", "0"]))
-    elif kind == "prefix":
+    return argv, env
+
+
+def _vllm_spec(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    if kind == "drop-spec":
+        return drop_flag(argv, SPEC), env
+    sc = _json_of(argv, SPEC) or {}
+    if kind == "spec" or not sc:
+        method = rnd.choice(["dspark", "mtp", "ngram", "eagle3", "suffix"])
+        sc = {"method": method, "num_speculative_tokens": rnd.choice([1, 3, 5, 7])}
+        if method in ("dspark", "eagle3"):
+            sc["model"] = KIMI_DRAFT
+        elif method == "ngram":
+            sc.update(prompt_lookup_max=rnd.choice([4, 5]), prompt_lookup_min=rnd.choice([1, 2]))
+    if kind == "spec-size":
+        sc["num_speculative_tokens"] = rnd.choice([0, 1, 2, 5, 7, 8, 12, 16])
+    if kind == "spec-backend":
+        sc["attention_backend"] = rnd.choice(ATTN_VLLM)
+    return set_flag(argv, SPEC, json.dumps(sc)), env
+
+
+def _vllm_kv(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    kv = {"kv_connector": rnd.choice(["NixlConnector", "NixlConnector", "LMCacheConnectorV1", "NoSuchConnector"])}
+    role = rnd.choice(["kv_producer", "kv_consumer", "kv_both", None, "producer"])
+    if role:
+        kv["kv_role"] = role
+    if rnd.random() < 0.3:
+        kv["kv_load_failure_policy"] = rnd.choice(["fail", "recompute", "bogus"])
+    return set_flag(argv, KVT, json.dumps(kv)), env
+
+
+def _vllm_len(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    argv = set_flag(argv, ("--max-model-len",), rnd.choice(["4096", "131072", "262144", "1000000", "1000001",
+                                                            "1048576", "2000000", "1m", "-1", "auto"]))
+    if kind == "len-env":
+        env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = rnd.choice(["1", "0"])
+    return argv, env
+
+
+def _vllm_long_prefill(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    argv = set_flag(argv, ("--long-prefill-token-threshold",), rnd.choice(["0", "4096", "65536"]))
+    if rnd.random() < 0.3:
+        argv = set_flag(argv, ("--max-num-partial-prefills",), rnd.choice(["1", "2"]))
+    return argv, env
+
+
+def _vllm_switch(argv: list[str], env: dict, rnd: random.Random, kind: str) -> tuple[list[str], dict]:
+    """``prefix``: prefix caching on or off; ``eager``: ``--enforce-eager``; ``v2-env``: the V2 model runner's env
+    var set, cleared or dropped; ``served``: a served model name, also two words."""
+    if kind == "prefix":
         argv = set_flag(drop_flag(argv, ("--enable-prefix-caching",)),
                         (rnd.choice(["--enable-prefix-caching", "--no-enable-prefix-caching"]),), None)
-    elif kind == "block":
-        argv = set_flag(argv, ("--block-size",), rnd.choice(["16", "64", "128", "1536", "7"]))
     elif kind == "eager":
         argv = set_flag(argv, ("--enforce-eager",), None)
     elif kind == "v2-env":
@@ -198,6 +208,27 @@ def _vllm_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, st
         argv = set_flag(argv, ("--served-model-name",), rnd.choice(["k3", "a b"]))
         if argv[-1] == "a b":
             argv = argv[:-1] + ["a", "b"]
+    return argv, env
+
+
+_VLLM_MUTATE = {"dp": _vllm_dp, "dp-lb": _vllm_dp_lb, "nnodes": _vllm_nnodes, "ep": _vllm_ep, "eplb": _vllm_ep,
+                "spec": _vllm_spec, "spec-size": _vllm_spec, "spec-backend": _vllm_spec, "drop-spec": _vllm_spec,
+                "kv": _vllm_kv, "len": _vllm_len, "len-env": _vllm_len, "long-prefill": _vllm_long_prefill,
+                "prefix": _vllm_switch, "eager": _vllm_switch, "v2-env": _vllm_switch, "served": _vllm_switch}
+
+
+def _vllm_mutations(line: dict, rnd: random.Random) -> tuple[list[str], dict, str]:
+    """One mutation of a vLLM line: a kind drawn, then its option set (``_VLLM_SET``) or its mutation
+    (``_VLLM_MUTATE``); the draws of ``rnd`` in the same order for a seed, so a seed's corpus stays the same."""
+    argv, env = list(line["argv"]), dict(line["env"])
+    kind = rnd.choice(["tp", "dcp", "dcp", "pp", "dp", "dp-lb", "nnodes", "ep", "eplb", "spec", "spec", "spec-size",
+                       "spec-backend", "kv", "kv", "kvdtype", "dtype", "attn", "len", "len-env", "batched", "seqs",
+                       "long-prefill", "mem", "prefix", "block", "eager", "v2-env", "served", "drop-spec"])
+    if kind in _VLLM_SET:
+        flags, values = _VLLM_SET[kind]
+        argv = set_flag(argv, flags, rnd.choice(values))
+    else:
+        argv, env = _VLLM_MUTATE[kind](argv, env, rnd, kind)
     return argv, env, kind
 
 

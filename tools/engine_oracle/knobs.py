@@ -462,9 +462,10 @@ def substitute_locals(knobs: list, chain: list[ast.AST]) -> list:
     return out
 
 
-def _statements_before(chain: list[ast.AST]):
+def statements_before(chain: list[ast.AST]):
     """The statements that run before the one at the end of ``chain``, in each enclosing block (the same block as
-    each link of the chain: body, orelse or finalbody), outermost block first."""
+    each link of the chain: body, orelse or finalbody), outermost block first. The one walk of the knobs
+    (``early_exit_knobs``, ``precondition_knobs``, ``guard_knobs``) and of ``reachability._skipped``."""
     for parent, child in zip(chain, chain[1:]):
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
@@ -481,7 +482,7 @@ def early_exit_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     ``continue``/``break``) earlier in an enclosing block leaves the function before the raise unless its test is
     false (``if not cfg.enable_watermark: return`` guards every check after it)."""
     out = []
-    for st in _statements_before(chain):
+    for st in statements_before(chain):
         if isinstance(st, ast.If) and not st.orelse and st.body and \
                 isinstance(st.body[-1], (ast.Return, ast.Continue, ast.Break)):
             out += test_knobs(st.test, False)
@@ -493,7 +494,7 @@ def precondition_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     an enclosing block (its test wanted true) and each ``if <test>: raise`` there (its test wanted false):
     ``assert cfg.max_ep_size > 0`` before a site under ``cfg.max_ep_size > cfg.tp_size`` keeps its value positive."""
     out = []
-    for st in _statements_before(chain):
+    for st in statements_before(chain):
         if isinstance(st, ast.Assert):
             out += test_knobs(st.test, True)
         elif isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise):
@@ -529,7 +530,7 @@ def guard_knobs(chain: list[ast.AST], names: set[str]) -> list[tuple[tuple, list
     cfg.disaggregation_mode != "prefill": raise`` before a site wanting the sharding on: ``disaggregation_mode``
     prefill), so the line passes the check with the site's own settings."""
     out = []
-    for st in _statements_before(chain):
+    for st in statements_before(chain):
         if not (isinstance(st, ast.If) and not st.orelse and st.body and isinstance(st.body[-1], ast.Raise)):
             continue
         test = st.test

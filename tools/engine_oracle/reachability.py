@@ -48,7 +48,7 @@ from pathlib import Path
 
 import yaml
 
-from tools.engine_oracle.knobs import local_values
+from tools.engine_oracle.knobs import local_values, statements_before
 from tools.engine_oracle.raise_sites import entry_lines
 
 RESIDUE = Path(__file__).resolve().parent / "known" / "raise_sites.yaml"
@@ -349,17 +349,8 @@ def _skipped(fn: ast.AST, chain: list[ast.AST], env: dict[str, ast.AST]) -> bool
             in_else = any(child is s for s in parent.orelse)
             if v is False and in_body or v is True and in_else:
                 return True
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list) or not any(child is s for s in block):
-                continue
-            for st in block:
-                if st is child:
-                    break
-                if isinstance(st, ast.If) and not st.orelse and _exits(st.body) and \
-                        _eval_const(st.test, env) is True:
-                    return True
-    return False
+    return any(isinstance(st, ast.If) and not st.orelse and _exits(st.body) and _eval_const(st.test, env) is True
+               for st in statements_before(inner))
 
 
 def call_nodes(index: _Index) -> dict[str, list[tuple[str, ast.Call]]]:
