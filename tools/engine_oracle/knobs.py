@@ -607,14 +607,80 @@ def validator_rename(chain: list[ast.AST], knobs: list) -> list:
 
 
 def call_knobs(tree: ast.AST, name: str, enclosing) -> list[list[tuple[tuple, list, bool]]]:
-    """For every call of ``name`` (a function, method or class) in ``tree``: the knobs of the branches around it."""
+    """For every call of ``name`` (a function, method or class) in ``tree``: the knobs of the branches around it
+    (a predicate of an enum the call's class is, read as the option named after the enum: ``enum_predicate_knobs``)."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             fn = node.func
             n = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
             if n == name:
-                out.append(path_knobs(enclosing(tree, node.lineno)))
+                chain = enclosing(tree, node.lineno)
+                out.append(enum_predicate_knobs(path_knobs(chain), chain))
+    return out
+
+
+def _enum_members(cls: ast.ClassDef) -> set[str]:
+    """The members of an enum class (``UNO = auto()``, ``EAGLE = 3``): upper-case names assigned in its body, the
+    class deriving from an ``*Enum``; empty for any other class."""
+    if not any(ast.unparse(b).split(".")[-1].endswith("Enum") for b in cls.bases):
+        return set()
+    return {t.id for st in cls.body if isinstance(st, ast.Assign) for t in st.targets
+            if isinstance(t, ast.Name) and t.id.isupper()}
+
+
+def enum_predicates(cls: ast.ClassDef) -> dict[str, list[str]]:
+    """An enum's predicate methods of one ``return`` comparing ``self`` with its members, by name -> the members
+    (``def is_uno(self): return self == SpeculativeAlgorithm.UNO`` -> ``{"is_uno": ["UNO"]}``; ``self in (A.X,
+    A.Y)`` -> both; ``self == A.X or self == A.Y`` -> both)."""
+    members = _enum_members(cls)
+    out: dict[str, list[str]] = {}
+    for node in cls.body:
+        if not isinstance(node, ast.FunctionDef) or len(node.args.args) != 1:
+            continue
+        body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+            continue
+        expr = body[0].value
+        tests = expr.values if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or) else [expr]
+        got: list[str] = []
+        for t in tests:
+            if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.left, ast.Name) and
+                    t.left.id == "self" and isinstance(t.ops[0], (ast.Eq, ast.Is, ast.In))):
+                got = []
+                break
+            right = t.comparators[0]
+            elts = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
+            names = [e.attr for e in elts if isinstance(e, ast.Attribute) and e.attr in members]
+            if len(names) != len(elts):
+                got = []
+                break
+            got += names
+        if got:
+            out[node.name] = got
+    return out
+
+
+def enum_predicate_knobs(knobs: list, chain: list[ast.AST]) -> list:
+    """``self.is_uno()`` in a method of an enum (SGLang's ``SpeculativeAlgorithm.handle_server_args`` dispatching to
+    ``_handle_uno``): the option named after the enum (``speculative_algorithm``) set to a member the predicate
+    tests (``UNO``: the release's ``from_string`` takes the member's name). A predicate wanted false (an earlier
+    ``if``/``elif`` of the dispatch) is no knob of its own: its members are left out of the wanted ones
+    (``is_eagle()`` past ``elif self.is_frozen_kv_mtp()``: EAGLE, EAGLE3, not FROZEN_KV_MTP)."""
+    cls = next((n for n in reversed(chain) if isinstance(n, ast.ClassDef)), None)
+    preds = enum_predicates(cls) if cls is not None else {}
+    if not preds:
+        return knobs
+    mine = [k for k in knobs if k[0] and len(k[0]) == 2 and k[0][0] == "self" and k[0][1] in preds]
+    other = {m for ch, _v, want in mine if not want for m in preds[ch[1]]}
+    out = []
+    for ch, values, want in knobs:
+        if ch and len(ch) == 2 and ch[0] == "self" and ch[1] in preds:
+            if want:
+                out.append(((_snake(cls.name),), [m for m in preds[ch[1]] if m not in other] or
+                            list(preds[ch[1]]), True))
+            continue
+        out.append((ch, values, want))
     return out
 
 

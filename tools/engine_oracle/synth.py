@@ -383,7 +383,28 @@ class Synth:
         if s["function"] != "<module>":
             for f, t in self.trees.items():
                 around += [_merge(k) for k in K.call_knobs(t, name, _enclosing) if k]
+            if not around:
+                # called only from code on the config path outside the validation files (EXTRA_CALLERS: SGLang's
+                # ``SpeculativeAlgorithm.handle_server_args`` -> ``_handle_uno``, spec_info.py:235-262@0.5.23)
+                for t in self.extra_trees():
+                    around += [_merge(k) for k in K.call_knobs(t, name, _enclosing) if k]
         return own, around[:6]
+
+    def extra_trees(self) -> list:
+        """The parsed ``reachability.EXTRA_CALLERS`` files of the release (once)."""
+        if getattr(self, "_extra_trees", None) is None:
+            from tools.engine_oracle.reachability import EXTRA_CALLERS
+
+            pkg = "vllm" if self.engine == "vllm" else "sglang"
+            extra = sorted({p for x in EXTRA_CALLERS[self.engine] for p in (self.root / pkg).glob(x) if p.is_file()
+                            and str(p) not in self.trees})
+            self._extra_trees = []
+            for p in extra:
+                try:
+                    self._extra_trees.append(ast.parse(p.read_text(errors="replace")))
+                except SyntaxError:
+                    continue
+        return self._extra_trees
 
     def base_for(self, i: int, kind: str, seeds: list[dict], need_model: bool = False) -> dict:
         s = self.sites[i]
