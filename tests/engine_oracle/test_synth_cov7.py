@@ -116,3 +116,37 @@ def test_the_statements_before_a_site_are_one_walk_for_knobs_and_reachability():
     assert _skipped(fn, chain, {"strict": const(False), "custom": const(None)})     # the loop's return is taken
     assert not _skipped(fn, chain, {"strict": const(False), "custom": const(1)})
     assert not _skipped(fn, chain, {})                                               # nothing decided
+
+
+UNO = textwrap.dedent('''
+    def _handle_uno(server_args):
+        cfg = resolving_view(server_args)
+        verify_width = cfg.speculative_num_draft_tokens
+        if verify_width is None or int(verify_width) < 1:
+            raise ValueError("positive")
+        verify_width = int(verify_width)
+        candidate_top_k = (
+            1 if cfg.speculative_eagle_topk is None else int(cfg.speculative_eagle_topk)
+        )
+        if candidate_top_k < 1:
+            raise ValueError("topk")
+        if verify_width > 128:
+            raise ValueError("Q")
+''')
+
+
+def test_a_local_read_through_its_conversion_and_a_conditional_expression():
+    # speculative_hook.py:472-516@0.5.23: ``verify_width = int(verify_width)`` converts the local, it reads the same
+    # option; ``1 if cfg.x is None else int(cfg.x)``: the branch reading the option
+    tree = ast.parse(UNO)
+    fn = tree.body[0]
+    local = K.local_values(fn)
+    assert ast.unparse(local["verify_width"]) == "cfg.speculative_num_draft_tokens"
+    for line, name, option in ((12, "candidate_top_k", "speculative_eagle_topk"),
+                               (14, "verify_width", "speculative_num_draft_tokens")):
+        chain = _enclosing(tree, line)
+        knobs = K.substitute_locals(K.path_knobs(chain), chain)
+        assert any(c == ("cfg", option) for c, _v, _w in knobs), (name, knobs)
+        assert not any(c == (name,) for c, _v, _w in knobs)
+    assert ast.unparse(K.uncast(ast.parse("int(float(cfg.x))", mode="eval").body)) == "cfg.x"
+    assert ast.unparse(K.uncast(ast.parse("int(cfg.x, 16)", mode="eval").body)) == "int(cfg.x, 16)"

@@ -387,14 +387,29 @@ def path_knobs(chain: list[ast.AST]) -> list[tuple[tuple, list, bool]]:
     return out
 
 
+_CASTS = {"int", "float", "str", "bool", "list", "tuple", "set", "abs"}
+
+
+def uncast(node):
+    """``int(cfg.x)`` -> ``cfg.x``: a conversion of one argument reads the same option."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CASTS and \
+            len(node.args) == 1 and not node.keywords:
+        node = node.args[0]
+    return node
+
+
 def local_values(fn) -> dict[str, ast.AST]:
     """A function's local names assigned exactly once, with their expression (``prefill_backend =
-    cfg.prefill_attention_backend or cfg.attention_backend``, ``model_arch = hf_config.architectures[0]``)."""
+    cfg.prefill_attention_backend or cfg.attention_backend``, ``model_arch = hf_config.architectures[0]``); a
+    conversion of the local itself (``verify_width = int(verify_width)``) is no other assignment."""
     seen: dict[str, list] = {}
     for n in ast.walk(fn):
         if isinstance(n, ast.Assign):
             for t in n.targets:
                 if isinstance(t, ast.Name):
+                    u = uncast(n.value)
+                    if u is not n.value and isinstance(u, ast.Name) and u.id == t.id:
+                        continue
                     seen.setdefault(t.id, []).append(n.value)
                 elif isinstance(t, ast.Tuple):
                     for e in t.elts:
@@ -449,9 +464,11 @@ def substitute_locals(knobs: list, chain: list[ast.AST]) -> list:
         if expr is None:
             out.append((ch, values, want))
             continue
-        head = expr.values[0] if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or) else \
-            expr.body if isinstance(expr, ast.IfExp) else expr
-        sub = chain_of(head)
+        head = expr.values[0] if isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or) else expr
+        if isinstance(head, ast.IfExp):
+            # ``1 if cfg.topk is None else int(cfg.topk)``: the branch reading an option
+            head = head.body if chain_of(uncast(head.body)) else head.orelse
+        sub = chain_of(uncast(head))
         if sub:
             out.append((sub + tuple(ch[1:]), values, want))
         elif len(ch) == 1 and isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) and \
