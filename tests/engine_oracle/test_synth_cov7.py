@@ -150,3 +150,34 @@ def test_a_local_read_through_its_conversion_and_a_conditional_expression():
         assert not any(c == (name,) for c, _v, _w in knobs)
     assert ast.unparse(K.uncast(ast.parse("int(float(cfg.x))", mode="eval").body)) == "cfg.x"
     assert ast.unparse(K.uncast(ast.parse("int(cfg.x, 16)", mode="eval").body)) == "int(cfg.x, 16)"
+
+
+TARGETS = textwrap.dedent('''
+    class QuantizationConfigArgs:
+        targets: dict | None = None
+
+        @field_validator("targets", mode="before")
+        @classmethod
+        def _validate_targets(cls, v):
+            if v is None:
+                return v
+            for pattern, target in v.items():
+                if isinstance(target, str):
+                    if target not in _ONLINE_SHORTHANDS:
+                        raise ValueError("not a shorthand")
+                if pattern.startswith("re:"):
+                    raise ValueError("regex")
+''')
+
+
+def test_a_loop_over_a_dicts_items_builds_the_dict_the_condition_reads():
+    # vLLM QuantizationConfigArgs._validate_targets (quantization.py:219-251@0.34.0): the loop's key and value are
+    # one entry of the dict the option's key holds
+    tree = ast.parse(TARGETS)
+    val = _enclosing(tree, 13)
+    knobs = K.path_knobs(val)
+    assert any(c == ("v",) and {"synth": "synth"} in v for c, v, _w in knobs), knobs
+    key = _enclosing(tree, 15)
+    knobs = K.path_knobs(key)
+    assert any(c == ("v",) and {"re:": {}} in v for c, v, _w in knobs), knobs
+    assert not any(c in (("pattern",), ("target",)) for c, _v, _w in knobs)

@@ -295,6 +295,24 @@ def _relation_values(op, want: bool) -> tuple[list, list] | None:
 def lift_loop(knobs: list, target, iterable) -> list:
     """Knobs on a loop's element (``for cpuset in value``, ``any(n < 0 for n in value)``) as knobs on the iterable,
     each value a one-element list (a placeholder stays as it is)."""
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts) \
+            and isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
+            iterable.func.attr == "items" and not iterable.args and chain_of(iterable.func.value):
+        # ``for pattern, target in v.items()`` (vLLM QuantizationConfigArgs._validate_targets,
+        # quantization.py:226-251@0.34.0): a one-entry dict, the key's values as keys (an empty dict the entry) or
+        # the entry's values under a made-up key
+        it = chain_of(iterable.func.value)
+        key, val = target.elts[0].id, target.elts[1].id
+        out = []
+        for ch, values, want in knobs:
+            if ch and ch[0] in (key, val) and len(ch) == 1:
+                vals = [v if isinstance(v, str) and v.startswith("__") else
+                        ({v: {}} if ch[0] == key else {"synth": v}) for v in values
+                        if ch[0] != key or isinstance(v, str)]
+                out.append((it, vals, want))
+            else:
+                out.append((ch, values, want))
+        return out
     it = chain_of(iterable)
     if not isinstance(target, ast.Name) or not it:
         return knobs
