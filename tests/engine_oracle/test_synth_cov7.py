@@ -181,3 +181,40 @@ def test_a_loop_over_a_dicts_items_builds_the_dict_the_condition_reads():
     knobs = K.path_knobs(key)
     assert any(c == ("v",) and {"re:": {}} in v for c, v, _w in knobs), knobs
     assert not any(c in (("pattern",), ("target",)) for c, _v, _w in knobs)
+
+
+SHARD = textwrap.dedent('''
+    def validate_backend(server_args, cfg=None):
+        cfg = cfg or resolving_view(server_args)
+        prefill_backend = cfg.prefill_attention_backend or cfg.attention_backend
+        if prefill_backend == "dsa":
+            if cfg.page_size != 64:
+                raise ValueError("dsa checks of its own")
+            return
+        if prefill_backend == "fa3":
+            return
+        if prefill_backend != "trtllm_mla":
+            raise ValueError("fa3 or trtllm_mla")
+
+    def handle(server_args):
+        cfg = resolving_view(server_args)
+        validate_backend(server_args, cfg)
+        if cfg.disaggregation_transfer_backend not in ("mooncake", "nixl"):
+            raise ValueError("transfer")
+''')
+
+
+def test_a_callee_before_the_site_is_left_by_its_first_early_exit_on_a_word():
+    # SGLang handle_kv_cache_sharding (kv_shard_hook.py:232@0.5.23) calls validate_kv_shard_attention_backend,
+    # which refuses every prefill backend but fa3 (its early return, kv_shard_hook.py:67-68@0.5.23) and trtllm_mla
+    tree = ast.parse(SHARD)
+    chain = _enclosing(tree, 18)
+    assert isinstance(chain[-1], ast.Raise)
+    knobs = K.callee_exit_knobs(chain, tree)
+    # the dsa block has checks of its own before its return: the plain exit is the one taken
+    assert knobs == [(("cfg", "prefill_attention_backend"), ["fa3"], True)]
+    # no call before the site: nothing
+    assert K.callee_exit_knobs(_enclosing(tree, 12), tree) == []
+    # a local named after an option lands on the option opening with its first word
+    dests = {"dsa_prefill_backend", "prefill_attention_backend"}
+    assert K.resolve(("prefill_backend",), dests, {}, None, "sglang") == ("flag", "prefill_attention_backend")

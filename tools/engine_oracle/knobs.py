@@ -583,6 +583,28 @@ def guard_knobs(chain: list[ast.AST], names: set[str]) -> list[tuple[tuple, list
     return out
 
 
+def callee_exit_knobs(chain: list[ast.AST], tree: ast.AST) -> list[tuple[tuple, list, bool]]:
+    """For each call statement before the statement at the end of ``chain`` (``validate_x(server_args, cfg)``) of a
+    function of the same module: the first early exit of its body that compares a name with a word
+    (``if prefill_backend == "fa3": return``), wanted taken, read through the callee's locals: the line leaves the
+    callee before any of its checks (SGLang ``validate_kv_shard_attention_backend`` before the KV-sharding checks
+    of ``handle_kv_cache_sharding``, kv_shard_hook.py:67-68,232@0.5.23)."""
+    funcs = {n.name: n for n in getattr(tree, "body", []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    out = []
+    for st in statements_before(chain):
+        call = st.value if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) else None
+        fn = funcs.get(call.func.id) if call is not None and isinstance(call.func, ast.Name) else None
+        if fn is None:
+            continue
+        for x in fn.body:
+            if isinstance(x, ast.If) and not x.orelse and len(x.body) == 1 and isinstance(x.body[0], ast.Return) \
+                    and isinstance(x.test, ast.Compare) and len(x.test.ops) == 1 and \
+                    isinstance(x.test.ops[0], (ast.Eq, ast.In)) and _mode_check(x.test):
+                out += substitute_locals(test_knobs(x.test, True), [fn, x])
+                break
+    return out
+
+
 def param_substitute(knobs: list, chain: list[ast.AST], trees) -> list:
     """Knobs on a parameter of the site's function (``rates`` of ``_resolve_synthetic_acceptance_rates(n, rates,
     length)``) read through the argument its callers pass (``self.synthetic_acceptance_rates``): the first call of the
@@ -786,7 +808,11 @@ def resolve(chain: tuple[str, ...], dests: set[str], json_opts: dict[str, str], 
     # ``a2a_backend`` <- --moe-a2a-backend): the shortest option whose name holds all of the local's words
     words = set(last.split("_")) - {""}
     if len(words) >= 2 and not last.endswith("_config"):   # ``self.model_config``: an object, not an option
-        cands = sorted((d for d in dests if words <= set(d.split("_"))), key=lambda d: (len(d), d))
+        # an option opening with the local's first word first (``prefill_backend``: --prefill-attention-backend,
+        # not --dsa-prefill-backend)
+        first = last.split("_")[0]
+        cands = sorted((d for d in dests if words <= set(d.split("_"))),
+                       key=lambda d: (not d.startswith(first + "_"), len(d), d))
         if cands:
             return "flag", cands[0]
     return None

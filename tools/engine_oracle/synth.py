@@ -372,7 +372,9 @@ class Synth:
                                  chain, self.trees.values())
         guards = K.param_substitute(K.substitute_locals(K.validator_rename(chain, K.guard_knobs(chain, names)), chain),
                                     chain, self.trees.values())
-        own = _merge(own + [k for k in pre if k[0][-1] in names] + guards)
+        # a function called before the site that may refuse the line: its first early exit on a word, taken
+        callee = [k for k in K.callee_exit_knobs(chain, tree) if k[0][-1] not in names]
+        own = _merge(own + [k for k in pre if k[0][-1] in names] + guards + callee)
         # a name the path only wants set (``max_ep_size is not None``) takes a value the checks before it give first
         own = [(c, [x for x in v if x not in (None, "__set__") and not str(x).startswith("__")][:1] + v, w)
                if v and v[0] == "__set__" else (c, v, w) for c, v, w in own]
