@@ -218,3 +218,28 @@ def test_a_callee_before_the_site_is_left_by_its_first_early_exit_on_a_word():
     # a local named after an option lands on the option opening with its first word
     dests = {"dsa_prefill_backend", "prefill_attention_backend"}
     assert K.resolve(("prefill_backend",), dests, {}, None, "sglang") == ("flag", "prefill_attention_backend")
+
+
+def test_a_function_called_only_from_the_extra_callers_is_targeted_first_once():
+    # _handle_uno: called only by SpeculativeAlgorithm.handle_server_args (spec_info.py, an EXTRA_CALLERS file whose
+    # coverage the oracle does not record); one of its sites first, the others after it is entered
+    import random
+    from types import SimpleNamespace
+
+    from tools.engine_oracle import synth
+
+    sy = synth.Synth.__new__(synth.Synth)
+    sy.rnd = random.Random(0)
+    sy.index = SimpleNamespace(funcs={})
+    sy.sites = [{"file": "h.py", "line": 4, "def_line": 3, "function": "_handle_uno"},
+                {"file": "h.py", "line": 6, "def_line": 3, "function": "_handle_uno"},
+                {"file": "h.py", "line": 20, "def_line": 19, "function": "other"}]
+    sy.records = []
+    sy.tried, sy.blockers, sy.root = {}, {}, "."
+    sy._extra_trees = [ast.parse(SPEC_INFO)]
+    got = sy.targets([{"class": "reachable"}] * 3)
+    assert got[0][0] in (0, 1) and got[0][1] == "cold"
+    assert [i for i, _k in got] in ([0, 2], [1, 2])
+    # once entered, its sites are targets of their own
+    sy.records = [{"sites": set(), "executed": {"h.py": {3}}}]
+    assert sorted(sy.targets([{"class": "reachable"}] * 3)) == [(0, "entered"), (1, "entered"), (2, "cold")]
