@@ -506,13 +506,21 @@ class VllmJudge:
                           "executor; the Ray cluster joined at launch decides"}
 
     def _launch_devices(self, vc) -> None:
-        """The device range each local DP engine gets at launch, by the release's own function
+        """The local GPU index every worker maps its rank to (the release's ``get_local_gpu_index``, where it has one)
+        and the device range each local DP engine gets at launch, by the release's own function
         (v1/engine/utils.py get_physical_gpu_ids_for_local_dp_rank; 0.11.0 get_device_indices) with
         CUDA_VISIBLE_DEVICES listing the node's GPUs (the platform double's count): more local DP ranks x world
         size than GPUs raises there, as the launcher does before any worker starts."""
         if self.platform is None:
             return
         pc = vc.parallel_config
+        # every CUDA worker's first step maps its local rank with the release's own get_local_gpu_index
+        # (v1/worker/gpu_worker.py init_device: 454@0.33.0, 456@0.34.0), which reads nnodes_within_dp: a --nnodes the
+        # data-parallel node groups do not divide raises there (config/parallel.py:903-927@0.34.0), whatever the local
+        # DP size (the device ranges below are computed only for more than one local DP engine)
+        local_gpu_index = getattr(pc, "get_local_gpu_index", None)
+        if callable(local_gpu_index):
+            local_gpu_index(0)
         n_local = getattr(pc, "data_parallel_size_local", 1) or 1
         if n_local <= 1:
             return
