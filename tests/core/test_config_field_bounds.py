@@ -122,7 +122,10 @@ def test_lora_fields_only_with_enable_lora():
     """LoRAConfig is built only with --enable-lora (engine/arg_utils.py:2691-2710@0.33.0)."""
     assert check_args("0.33.0", ["--max-loras", "0"]) == (0, [])
     code, found = check_args("0.33.0", ["--enable-lora", "--max-loras", "0"])
-    assert code == 1 and [f["rule"] for f in found] == [RULE], found
+    # Kimi-K3's class does not implement SupportsLoRA on 0.33.0 (vllm-lora-architecture-unsupported, its own
+    # finding: tests/core/test_lora7_rules.py); the bound is judged beside it
+    rules = [f["rule"] for f in found]
+    assert code == 1 and rules.count(RULE) == 1 and set(rules) <= {RULE, "vllm-lora-architecture-unsupported"}, found
 
 
 @pytest.mark.parametrize("argv,rule", [(["--gpu-memory-utilization", "0"], "vllm-config-bounds"),
