@@ -132,6 +132,7 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_vllm_python_rules import VMISS5_DIRECT, VMISS6_DIRECT, VMISS7_DIRECT
 
     from tests.core.test_lora7_rules import LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (helper lora7)
+    from tests.core.test_lateB_rules import LATEB_DIRECT   # core/rules/vllm_checks_lateB.py (helper lateB)
 
     covered = (set(CASES) | set(RENDER_CASES) | set(LOG_CASES) | set(ARGV_CASES) | set(TOPOLOGY_CASES)
                | set(MODEL_CASES) | set(SGLANG_CASES) | SGLANG_DIRECT | FRESH_DIRECT | HELDOUT_DIRECT | V034_DIRECT
@@ -144,6 +145,7 @@ def test_every_rule_has_a_firing_case():
                | VMISS6_DIRECT | VMISS7_DIRECT   # core/rules/vllm_checks_vmiss{6,7}.py (tests/core/test_vllm_python_rules.py)
                | {"spec.schema"})   # test_schema_rule.py
     covered |= LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (tests/core/test_lora7_rules.py)
+    covered |= LATEB_DIRECT   # core/rules/vllm_checks_lateB.py (tests/core/test_lateB_rules.py)
     assert covered == set(RULES)
 
 
