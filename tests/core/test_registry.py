@@ -146,6 +146,8 @@ def test_every_rule_has_a_firing_case():
                | {"spec.schema"})   # test_schema_rule.py
     covered |= LORA7_DIRECT   # core/rules/vllm_checks_lora7.py (tests/core/test_lora7_rules.py)
     covered |= LATEB_DIRECT   # core/rules/vllm_checks_lateB.py (tests/core/test_lateB_rules.py)
+    from tests.core.test_lateA_rules import LATEA_DIRECT   # core/rules/vllm_checks_lateA.py (helper lateA)
+    covered |= LATEA_DIRECT
     assert covered == set(RULES)
 
 

