@@ -100,6 +100,23 @@ def finding_message(result: dict, eid: str) -> str:
     return text[start:min(ends, default=len(text))]
 
 
+def release_refuses_as_the_rule_says(oracles, rid: str, release: str, argv: list[str], env: dict, model,
+                                     said=None) -> None:
+    """A Python rule's refused line (tests/engine_oracle/test_vllm_python_rules_oracle.py, test_lora7_rules_oracle.py,
+    test_lateA_rules_oracle.py): the release refuses it at a line the rule's source cites for that release, the
+    product refuses it with the rule, and the finding's words (``said`` picks them out of its message; default: up to
+    its own parenthesised note) are the release's own message."""
+    v = oracles(f"vllm-{release}").judge_line(argv, env)
+    assert v["verdict"] == "refused", v
+    path, _, line = str(v["where"]).rpartition(":")
+    assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
+    ours = product(release, argv, env, model)
+    assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
+    text = finding_message(ours, rid)
+    text = said(text) if said else text.split(" (")[0]
+    assert words(text) in words(v["message"]), (ours, v["message"])
+
+
 @pytest.mark.parametrize("eid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
 def test_the_release_accepts_the_flipped_line(oracles, eid, release, bad, bad_env, good, good_env, model):
     v = oracles(f"vllm-{release}").judge_line(good, good_env)

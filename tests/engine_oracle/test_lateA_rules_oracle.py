@@ -7,24 +7,17 @@ from __future__ import annotations
 import pytest
 
 from tests.core import test_lateA_rules as lateA
-from tests.core.test_vllm_checks import product
-from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
+from tests.engine_oracle.test_checks_vllm import release_refuses_as_the_rule_says
 
 pytestmark = pytest.mark.engine_oracle
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", lateA.CASES, ids=lateA.IDS)
 def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad_env, good, good_env, model):
-    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
-    assert v["verdict"] == "refused", v
-    path, _, line = str(v["where"]).rpartition(":")
-    assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
-    ours = product(release, bad, bad_env, model)
-    assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
     # the finding's words before its advice (after the flag for the version): the release's own message
-    said = finding_message(ours, rid)
-    said = (said.split(": ", 1)[1] if rid == lateA.RID else said).split(" (")[0]
-    assert words(said) in words(v["message"]), (ours, v["message"])
+    release_refuses_as_the_rule_says(
+        oracles, rid, release, bad, bad_env, model,
+        said=lambda m: (m.split(": ", 1)[1] if rid == lateA.RID else m).split(" (")[0])
     w = oracles(f"vllm-{release}").judge_line(good, good_env)
     assert w["verdict"] == "accepted", w
 

@@ -19,7 +19,7 @@ import pytest
 from gpustack_k3.catalog.loader import DATA
 from tests.core import test_lora7_rules as lora7
 from tests.core.test_vllm_checks import product
-from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
+from tests.engine_oracle.test_checks_vllm import cited, release_refuses_as_the_rule_says
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -31,13 +31,7 @@ LOAD_TIME = [c for c in lora7.CASES if c[0] == lora7.AT_LOAD]
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CONFIG_TIME,
                          ids=[f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CONFIG_TIME)])
 def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad_env, good, good_env, model):
-    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
-    assert v["verdict"] == "refused", v
-    path, _, line = str(v["where"]).rpartition(":")
-    assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
-    ours = product(release, bad, bad_env, model)
-    assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
-    assert words(finding_message(ours, rid).split(" (")[0]) in words(v["message"]), (ours, v["message"])
+    release_refuses_as_the_rule_says(oracles, rid, release, bad, bad_env, model)
     w = oracles(f"vllm-{release}").judge_line(good, good_env)
     assert w["verdict"] == "accepted", w
 

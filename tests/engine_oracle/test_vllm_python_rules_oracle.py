@@ -8,21 +8,15 @@ import pytest
 
 from tests.core.test_vllm_python_rules import CASES, IDS, LOCAL_SMOL, MISTRAL, NOT_REFUSED
 from tests.core.test_vllm_checks import product
-from tests.engine_oracle.test_checks_vllm import cited, finding_message, words
+from tests.engine_oracle.test_checks_vllm import release_refuses_as_the_rule_says
 
 pytestmark = pytest.mark.engine_oracle
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
 def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad_env, good, good_env, model):
-    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
-    assert v["verdict"] == "refused", v
-    path, _, line = str(v["where"]).rpartition(":")
-    assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
-    ours = product(release, bad, bad_env, model)
-    assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
     # the engine's reason: the finding's message up to its own parenthesised note
-    assert words(finding_message(ours, rid).split(" (")[0]) in words(v["message"]), (ours, v["message"])
+    release_refuses_as_the_rule_says(oracles, rid, release, bad, bad_env, model)
 
 
 @pytest.mark.parametrize("rid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
