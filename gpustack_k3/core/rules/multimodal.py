@@ -37,16 +37,24 @@ def _multimodal_architectures() -> dict[str, frozenset[str]]:
     return {k: frozenset(v["architectures"]) for k, v in d["releases"].items()}
 
 
-def builds_multimodal_config(r: Resolved) -> bool | None:
-    """Whether the release builds MultiModalConfig for the line's model: True / False from the model's architecture
-    (its config.json, else the catalog entry's block), None where neither names one."""
+def release_architecture(r: Resolved, per_release: dict[str, Any]) -> tuple[str, Any] | None:
+    """(the line's model architecture: its config.json's, else the catalog entry's block; the entry of a per-release
+    table read from the wheels for the line's release, by its catalog key or its parser dump's release), None where
+    the model names no architecture or the table has no entry for the release. The multimodal and LoRA tables
+    (catalog/data/engines/vllm-{multimodal,lora}-architectures.json) are read through it."""
     arch = getattr(r.model_arch, "architecture", None)
     if not arch or r.version is None:
         return None
-    known = _multimodal_architectures()
     dump = version_dump(r.version)
-    archs = known.get(r.version.key) or (known.get(dump.version) if dump is not None else None)
-    return None if archs is None else arch in archs
+    entry = per_release.get(r.version.key) or (per_release.get(dump.version) if dump is not None else None)
+    return None if entry is None else (arch, entry)
+
+
+def builds_multimodal_config(r: Resolved) -> bool | None:
+    """Whether the release builds MultiModalConfig for the line's model: True / False from the model's architecture
+    (its config.json, else the catalog entry's block), None where neither names one."""
+    found = release_architecture(r, _multimodal_architectures())
+    return None if found is None else found[0] in found[1]
 
 
 def class_of(option: Any) -> str:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.rules.args import extra_arg
-from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.vllm_checks_vmiss5 import disabled_sliding_window_config
 
 _SOURCE = ("vllm config/model.py:1502-1509,1838-1854@0.11.0, transformers_utils/config.py:365-398@0.11.0 "
            "(patch_rope_scaling)")
@@ -70,13 +70,9 @@ DEFAULT_ROPE_MODEL_TYPES = frozenset((
       no_cel="the model's config.json (model type, rope keys as written) against an option of spec.extraArgs; left "
              "to validate")
 def check_vllm_disable_sliding_window_default_rope(r, c):
-    v = line_view(r)
-    arch = getattr(r, "model_arch", None)
-    if v is None or v.value("disable_sliding_window") is not True or arch is None or not arch.known:
+    raw = disabled_sliding_window_config(r)
+    if raw is None:
         return
-    if extra_arg(r, "--rope-scaling") or extra_arg(r, "--hf-overrides"):   # they rewrite rope_scaling
-        return
-    raw = arch.raw if isinstance(arch.raw, dict) else {}
     model_type = str(raw.get("model_type") or "")
     if model_type not in DEFAULT_ROPE_MODEL_TYPES or "text_config" in raw or raw.get("rope_scaling") is not None:
         return

@@ -21,9 +21,9 @@ import json
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.catalog.loader import DATA
-from gpustack_k3.core.argv import version_dump
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.multimodal import release_architecture
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 _LORA_DATA = "engines/vllm-lora-architectures.json"
@@ -58,13 +58,11 @@ def lora_capable(r) -> bool | None:
     """Whether the release lets the line's model run LoRA: True / False from its architecture's class (on CUDA),
     None where the model names no architecture or the release's registry does not hold it (or its class was not
     read)."""
-    arch = getattr(r.model_arch, "architecture", None)
-    if not arch or r.version is None:
+    found = release_architecture(r, _lora_data())
+    if found is None:
         return None
-    data = _lora_data()
-    dump = version_dump(r.version)
-    rel = data.get(r.version.key) or (data.get(dump.version) if dump is not None else None)
-    if rel is None or arch not in rel["architectures"] or arch in rel["unresolved"]:
+    arch, rel = found
+    if arch not in rel["architectures"] or arch in rel["unresolved"]:
         return None
     return arch not in rel["not_lora_capable"]
 

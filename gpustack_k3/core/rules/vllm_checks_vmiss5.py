@@ -183,6 +183,19 @@ _ROPE_KEEPS_SWA = ("su", "longrope", "llama3")
 _DEFAULT_ROPE_TYPES = frozenset(("llama", "mistral", "qwen2", "qwen3"))
 
 
+def disabled_sliding_window_config(r) -> dict | None:
+    """The model's config.json as written when the line gives --disable-sliding-window and nothing rewrites
+    rope_scaling (--rope-scaling, --hf-overrides); None otherwise. Read by this module's rule and
+    core/rules/vllm_checks_lateB.py's."""
+    v = line_view(r)
+    arch = getattr(r, "model_arch", None)
+    if v is None or v.value("disable_sliding_window") is not True or arch is None or not arch.known:
+        return None
+    if extra_arg(r, "--rope-scaling") or extra_arg(r, "--hf-overrides"):   # they rewrite rope_scaling
+        return None
+    return arch.raw if isinstance(arch.raw, dict) else {}
+
+
 @rule("vllm-disable-sliding-window-rope-scaling", checked_by="oracle", family="args", severity="error",
       engines=[ENGINE_VLLM], field="spec.extraArgs",
       title="--disable-sliding-window on a model with RoPE scaling (vLLM 0.11.0)",
@@ -193,13 +206,9 @@ _DEFAULT_ROPE_TYPES = frozenset(("llama", "mistral", "qwen2", "qwen3"))
       source=_SWA_ROPE_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _SWA_ROPE_SOURCES.items()},
       no_cel="the model's config.json against an option of spec.extraArgs; left to validate")
 def check_vllm_disable_sliding_window_rope(r, c):
-    v = line_view(r)
-    arch = r.model_arch
-    if v is None or v.value("disable_sliding_window") is not True or arch is None or not arch.known:
+    raw = disabled_sliding_window_config(r)
+    if raw is None:
         return
-    if extra_arg(r, "--rope-scaling") or extra_arg(r, "--hf-overrides"):   # they rewrite rope_scaling
-        return
-    raw = arch.raw if isinstance(arch.raw, dict) else {}
     model_type = str(raw.get("model_type") or "")
     if "gemma3" in model_type or "text_config" in raw:
         return
