@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support import tiers
-from tools.engine_oracle.product import check_args, shape_config
+from tests.core.test_vllm_checks import product
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -32,7 +32,6 @@ def test_nnodes_against_the_dp_node_groups(oracles, release, local, refused):
     if refused:
         assert "must be divisible by the number of data parallel node groups" in v["message"], v
         assert v["where"].startswith("vllm/config/parallel.py:"), v
-    pv = check_args("vllm", version, {"model": None, "model_config": shape_config("gqa-dense"), "gpu_type": "b300",
-                                      "gpus": 8, "env": {}, "argv": argv})
+    pv = product(version, argv, {}, "shape-gqa-dense")   # check-args in process, given the shape's config.json
     assert ("dp-node-groups-divide-nnodes" in pv["rules"]) is refused, pv
     assert (pv["verdict"] == "refuse") is refused, pv

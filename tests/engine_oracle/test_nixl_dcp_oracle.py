@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.support import tiers
-from tools.engine_oracle.product import check_args, shape_config
+from tests.core.test_vllm_checks import product
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -28,7 +28,6 @@ def test_dcp_with_nixl_as_each_release_judges_it(oracles, release, refused):
     assert (v["verdict"] == "refused") is refused, v
     if refused:
         assert "decode_context_parallel_size=4 must be 1 or equal" in v["message"], v
-    pv = check_args("vllm", version, {"model": None, "model_config": shape_config("mla-moe"), "gpu_type": "b300",
-                                      "gpus": 8, "env": {}, "argv": argv})
+    pv = product(version, argv, {}, "shape-mla-moe")   # check-args in process, given the shape's config.json
     assert ("pd-dcp-nixl" in pv["rules"]) is refused, pv
     assert (pv["verdict"] == "refuse") is refused, pv

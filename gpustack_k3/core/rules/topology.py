@@ -409,6 +409,12 @@ def check_topology_nnodes_backend(t: Topology):
             yield r.field("parallel.dpBackend"), f"role {r.name}: {n} nodes with data-parallel backend {backend}"
 
 
+def _pcp(r: TopoRole) -> int:
+    """The role's --prefill-context-parallel-size (an extra flag of the line; 1 when absent or not a number)."""
+    v = str((r.extra_flags or {}).get("--prefill-context-parallel-size") or "1")
+    return int(v) if v.isdigit() else 1
+
+
 @rule("topology-nnodes-divide", checked_by="oracle", family="topology", severity="error", engines=VLLM,
       field="spec.roles[].parallel", title="--nnodes must divide the world size",
       why="vLLM spreads TP x PP x PCP x DP ranks evenly over --nnodes nodes and refuses a node count that does not "
@@ -420,9 +426,7 @@ def check_topology_nnodes_backend(t: Topology):
 def check_topology_nnodes_divide(t: Topology):
     for r in t.roles:
         n = r.nnodes or 1
-        pcp = int((r.extra_flags or {}).get("--prefill-context-parallel-size") or 1) if str(
-            (r.extra_flags or {}).get("--prefill-context-parallel-size") or "1").isdigit() else 1
-        world = r.tp * r.pp * pcp * r.dp
+        world = r.tp * r.pp * _pcp(r) * r.dp
         if n > 1 and world % n:
             yield r.field("parallel"), f"{r.name}: --nnodes {n} does not divide the world size {world}"
 
@@ -927,8 +931,7 @@ def check_pd_dcp_nixl(t: Topology):
     for r in t.roles:
         if (r.kv_transfer or {}).get("kv_connector") not in ("NixlConnector", "NixlPullConnector"):
             continue
-        pcp = str((r.extra_flags or {}).get("--prefill-context-parallel-size") or "1")
-        transfer = max(r.tp, int(pcp) if pcp.isdigit() else 1)   # max(TP, PCP): config/vllm.py:1524-1527@0.34.0
+        transfer = max(r.tp, _pcp(r))   # max(TP, PCP): config/vllm.py:1524-1527@0.34.0
         if r.dcp not in (1, transfer):
             yield r.field("parallel.dcp"), f"role {r.name}: DCP {r.dcp} with NixlConnector and TP {r.tp}"
         arch = r.resolved.arch
