@@ -1,0 +1,209 @@
+"""Aimed lines (issue 31 item 1): command lines written from a release's source for one raise site each, kept as data
+(``tools/engine_oracle/aimed/*.yaml``) and judged with coverage on, beside the generated corpus.
+
+The generator (corpus.py, synth.py) reaches what its knobs imagine; a site it never reaches gets a line written by
+reading the site's code. Each entry says which site it aims at and for which releases; the run judges it on the
+release with coverage on and says whether the line ran the site (``hit``), what the release answered, and, with
+``--product``, gpustack-k3's verdict on it (a miss or a false refusal there is one like any other). The report has
+synth.py's format (``executed_lines``, ``corpus``, ``judged``, ``model_variants``), so reachability.py unions it with
+the generated corpora: ``python3 -m tools.engine_oracle.reachability --from GEN.json --with AIMED.json``.
+
+An entry (YAML; every key but ``target``, ``releases`` and one of ``seed``/``argv`` optional)::
+
+    - target: vllm/config/model.py:1580          # the raise site (path as in the release's wheel, line)
+      releases: [vllm-0.33.0, vllm-0.34.0]        # the releases whose site that is (a site moves between releases:
+                                                  #  give a ``targets: {release: where}`` map instead of ``target``)
+      why: "40 heads, TP 3"                       # what the line does to reach the site
+      seed: shape/gqa-dense                       # start from this seed line (corpus.seed_lines ``seed`` name) ...
+      argv: [/models/shape-gqa-dense, -tp, "3"]  # ... or give the whole argv (the model token a seed line's)
+      public: Qwen--Qwen3-30B-A3B                 # the line's model replaced by a public config.json (aiconfigurator-core)
+      config: {num_attention_heads: 40}           # config.json fields set in a copy of the line's model directory
+      set: {--tensor-parallel-size: "3", --enforce-eager: true, --enable-prefix-caching: null}
+                                                  # options set (true: a bare flag; null: removed)
+      env: {VLLM_X: "1", VLLM_Y: null}            # environment set (null: removed)
+      gpus: 4                                     # the line's GPU count (default the seed's)
+      gpu_type: gb300
+
+  python3 -m tools.engine_oracle.aimed --release vllm-0.34.0 [--file tools/engine_oracle/aimed/x.yaml] [--product]
+      [--out bench/results/raise-sites-vllm-0.34.0-aimed.json]
+
+Prints a JSON summary (per entry: target, hit, verdict, where, product) on stdout; exit 1 when an entry did not run its
+target site (the release or the line moved), 0 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from gpustack_k3.oracle.judge import RELEASES
+from tools.engine_oracle.corpus import drop_flag, seed_lines, set_flag
+
+AIMED = Path(__file__).resolve().parent / "aimed"
+_KEYS = {"target", "targets", "releases", "why", "seed", "argv", "public", "config", "set", "env", "gpus", "gpu_type"}
+
+
+class AimedError(ValueError):
+    """An aimed-lines file that cannot be used (its path and entry named)."""
+
+
+def entries(release: str, files: list[Path] | None = None) -> list[dict]:
+    """The entries of ``files`` (default every ``aimed/*.yaml``) for ``release``, each with ``where`` (the site for this
+    release) and ``source`` (file:index)."""
+    out = []
+    for f in sorted(files or AIMED.glob("*.yaml")):
+        doc = yaml.safe_load(Path(f).read_text()) or []
+        if not isinstance(doc, list):
+            raise AimedError(f"{f}: a list of entries expected")
+        for k, e in enumerate(doc):
+            src = f"{Path(f).name}:{k}"
+            if not isinstance(e, dict):
+                raise AimedError(f"{src}: an entry is a mapping")
+            bad = set(e) - _KEYS
+            if bad:
+                raise AimedError(f"{src}: unknown key(s) {sorted(bad)}; known: {sorted(_KEYS)}")
+            rels = e.get("releases") or list((e.get("targets") or {}))
+            unknown = [r for r in rels if r not in RELEASES]
+            if unknown or not rels:
+                raise AimedError(f"{src}: releases {unknown or rels} not among {sorted(RELEASES)}")
+            if ("seed" in e) == ("argv" in e):
+                raise AimedError(f"{src}: give exactly one of seed (a seed line's name) and argv")
+            if release not in rels:
+                continue
+            where = (e.get("targets") or {}).get(release) or e.get("target")
+            if not where or ":" not in str(where):
+                raise AimedError(f"{src}: no target site (path:line) for {release}")
+            out.append(dict(e, where=str(where), source=src))
+    return out
+
+
+def _option_flags(sy, flag: str) -> tuple[str, ...]:
+    """Every spelling of the option ``flag`` names in the release's parser (so a seed's ``-tp`` is replaced by
+    ``--tensor-parallel-size``), or the flag alone."""
+    for o in sy.dests.values():
+        if flag in (o.get("flags") or []):
+            return tuple(o["flags"])
+    return (flag,)
+
+
+def line_of(sy, e: dict, seeds: dict[str, dict]) -> dict:
+    """The judged line of entry ``e`` (synth.py's line format), its config.json copy written by ``sy``."""
+    if "seed" in e:
+        if e["seed"] not in seeds:
+            raise AimedError(f"{e['source']}: seed {e['seed']!r} is not a seed line of {sy.release}; "
+                             f"known: {sorted(seeds)}")
+        base = seeds[e["seed"]]
+        line = {"argv": list(base["argv"]), "env": dict(base["env"]), "model": base.get("model"),
+                "model_config": base.get("model_config"), "gpu_type": base["gpu_type"], "gpus": base.get("gpus")}
+    else:
+        argv = [str(t) for t in e["argv"]]
+        tok = next((t for t in argv if t.startswith("/models/")), None)
+        from_seed = next((s for s in seeds.values() if tok and tok in s["argv"]), None)
+        line = {"argv": argv, "env": {}, "model": (from_seed or {}).get("model"),
+                "model_config": (from_seed or {}).get("model_config"), "gpu_type": "b300",
+                "gpus": (from_seed or {}).get("gpus", 8)}
+    if e.get("public"):
+        if e["public"] not in sy.public:
+            raise AimedError(f"{e['source']}: public config {e['public']!r} is not one of aiconfigurator-core's")
+        pub = sy.public_line(e["public"], line)
+        if pub is None:
+            raise AimedError(f"{e['source']}: the line names no model directory to replace")
+        line = pub
+    for field, value in (e.get("config") or {}).items():
+        new = sy._hf(line, field, value)
+        if new is line:
+            raise AimedError(f"{e['source']}: config {field}: the line's model has no config.json to copy")
+        line = new
+    for flag, value in (e.get("set") or {}).items():
+        flags = _option_flags(sy, str(flag))
+        if value is None:
+            line["argv"] = drop_flag(line["argv"], flags)
+        elif value is True:
+            line["argv"] = set_flag(line["argv"], flags, None)
+        else:
+            line["argv"] = set_flag(line["argv"], flags,
+                                    json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+    for k, v in (e.get("env") or {}).items():
+        if v is None:
+            line["env"].pop(k, None)
+        else:
+            line["env"][k] = str(v)
+    if "gpus" in e:
+        line["gpus"] = int(e["gpus"])
+    if "gpu_type" in e:
+        line["gpu_type"] = e["gpu_type"]
+    line["target"] = e["where"]
+    line["mutations"] = [f"aimed:{e['source']}"]
+    line["seed"] = f"aimed/{e['source']}"
+    return line
+
+
+def run(release: str, files: list[Path] | None = None, product: bool = False, log=None) -> dict:
+    """Judge the release's aimed lines with coverage on: synth.py's report of them plus ``aimed`` (per entry: hit or
+    not, the verdict, where the release raised, and the product's verdict when asked)."""
+    from tools.engine_oracle.synth import Synth, product_verdicts, report
+
+    t0 = time.monotonic()
+    es = entries(release, files)
+    with tempfile.TemporaryDirectory(prefix="oracle-aimed-") as d:
+        with Synth(release, 0, Path(d), product) as sy:
+            seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
+            lines = [line_of(sy, e, seeds) for e in es]
+            unknown = [e["source"] + " " + e["where"] for e in es if e["where"] not in sy.site_at]
+            if unknown:
+                raise AimedError(f"not a raise site of {release}'s validation code: {unknown}")
+            recs = sy.judge(lines, 0) if lines else []
+            doc = report(sy, [{"round": 0, "lines": len(lines), "reached": len(sy.reached())}], t0)
+            rows = []
+            for e, rec in zip(es, recs):
+                rows.append({"source": e["source"], "target": e["where"], "why": e.get("why"),
+                             "hit": sy.site_at[e["where"]] in rec["sites"], "verdict": rec["verdict"],
+                             "where": rec.get("where"), "message": rec["message"][:200]})
+                if log:
+                    log(rows[-1])
+            doc["aimed"] = rows
+            if product:
+                doc["product"] = product_verdicts(release, doc["judged"], doc.get("model_variants"),
+                                                  doc.get("serve_configs"))
+                bad = {(tuple(m["argv"]), json.dumps(m.get("env"), sort_keys=True)): k
+                       for k in ("misses", "false_refusals") for m in doc["product"][k]}
+                for row, rec in zip(rows, recs):
+                    key = (tuple(rec["line"]["argv"]), json.dumps(rec["line"]["env"], sort_keys=True))
+                    row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
+            doc["seconds"] = round(time.monotonic() - t0, 1)
+            return doc
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m tools.engine_oracle.aimed",
+                                 description="judge the aimed lines (tools/engine_oracle/aimed/*.yaml) of a release")
+    ap.add_argument("--release", required=True, choices=sorted(RELEASES))
+    ap.add_argument("--file", type=Path, nargs="+", help="these aimed-lines files only (default: every one)")
+    ap.add_argument("--product", action="store_true", help="also gpustack-k3's verdict on each line")
+    ap.add_argument("--out", type=Path, help="write the whole report (synth.py's format) here")
+    a = ap.parse_args(argv)
+    try:
+        doc = run(a.release, a.file, a.product, log=lambda r: print(json.dumps(r), file=sys.stderr))
+    except (AimedError, yaml.YAMLError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if a.out:
+        a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    rows = doc["aimed"]
+    summary = {"release": a.release, "entries": len(rows), "hit": sum(r["hit"] for r in rows),
+               "reachability": doc["reachability"], "seconds": doc["seconds"],
+               "not_hit": [r for r in rows if not r["hit"]]}
+    if a.product:
+        summary["product"] = doc["product"]["counts"]
+        summary["disagree"] = [r for r in rows if r.get("product") not in (None, "agree")]
+    print(json.dumps(summary, indent=1))
+    return 1 if summary["not_hit"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
