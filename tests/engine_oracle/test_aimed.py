@@ -1,0 +1,64 @@
+"""Aimed lines (tools/engine_oracle/aimed.py, issue 31 item 1): the data files' format is checked without the oracle;
+with it, every entry of ``tools/engine_oracle/aimed/*.yaml`` must still run the raise site it names on each of its
+releases (a release or a seed line that moved makes this fail, naming the entry)."""
+from __future__ import annotations
+
+import pytest
+
+from tools.engine_oracle import aimed as A
+
+
+def _write(tmp_path, text: str):
+    p = tmp_path / "x.yaml"
+    p.write_text(text)
+    return [p]
+
+
+def test_entries_filter_by_release_and_give_the_site_of_each(tmp_path):
+    files = _write(tmp_path, """
+- target: vllm/config/model.py:1580
+  releases: [vllm-0.34.0]
+  seed: shape/gqa-dense
+- targets: {vllm-0.33.0: vllm/config/model.py:1570, vllm-0.34.0: vllm/config/model.py:1580}
+  argv: [/models/shape-gqa-dense, -tp, "3"]
+""")
+    assert [e["where"] for e in A.entries("vllm-0.34.0", files)] == ["vllm/config/model.py:1580"] * 2
+    assert [e["where"] for e in A.entries("vllm-0.33.0", files)] == ["vllm/config/model.py:1570"]
+    assert [e["source"] for e in A.entries("vllm-0.33.0", files)] == ["x.yaml:1"]
+    assert A.entries("sglang-0.5.23", files) == []
+
+
+@pytest.mark.parametrize("text, says", [
+    ("- {target: a.py:1, releases: [vllm-0.34.0], seed: s, bogus: 1}", "unknown key(s) ['bogus']"),
+    ("- {target: a.py:1, releases: [vllm-9.9.9], seed: s}", "vllm-9.9.9"),
+    ("- {target: a.py:1, releases: [vllm-0.34.0]}", "exactly one of seed"),
+    ("- {target: a.py:1, releases: [vllm-0.34.0], seed: s, argv: [x]}", "exactly one of seed"),
+    ("- {releases: [vllm-0.34.0], seed: s}", "no target site"),
+    ("- {target: nowhere, releases: [vllm-0.34.0], seed: s}", "no target site"),
+    ("{a: 1}", "a list of entries"),
+    ("- 3", "an entry is a mapping"),
+])
+def test_a_bad_entry_is_named_with_the_way_out(tmp_path, text, says):
+    with pytest.raises(A.AimedError, match=None) as e:
+        A.entries("vllm-0.34.0", _write(tmp_path, text))
+    assert says in str(e.value)
+
+
+def test_the_repository_files_are_well_formed():
+    for release in A.RELEASES:
+        for e in A.entries(release):
+            assert e["where"].split(":")[0].startswith(A.RELEASES[release][0]), e["source"]
+
+
+def _releases_with_entries() -> list[str]:
+    return [r for r in sorted(A.RELEASES) if A.entries(r)]
+
+
+@pytest.mark.engine_oracle
+@pytest.mark.parametrize("release", _releases_with_entries())
+def test_every_aimed_line_runs_its_site(release):
+    doc = A.run(release)
+    missed = [(r["source"], r["target"], r["verdict"], r["where"], r["message"][:120]) for r in doc["aimed"]
+              if not r["hit"]]
+    assert not missed, missed
+    assert len(doc["aimed"]) == len(A.entries(release))
