@@ -170,10 +170,11 @@ def run(release: str, files: list[Path] | None = None, product: bool = False, lo
             if product:
                 doc["product"] = product_verdicts(release, doc["judged"], doc.get("model_variants"),
                                                   doc.get("serve_configs"))
-                bad = {(tuple(m["argv"]), json.dumps(m.get("env"), sort_keys=True)): k
-                       for k in ("misses", "false_refusals") for m in doc["product"][k]}
+                # by the entry's own mark (a line on a config.json copy is judged under a restored path)
+                bad = {tuple(m.get("mutations") or ()): k for k in ("misses", "false_refusals")
+                       for m in doc["product"][k]}
                 for row, rec in zip(rows, recs):
-                    key = (tuple(rec["line"]["argv"]), json.dumps(rec["line"]["env"], sort_keys=True))
+                    key = tuple(rec["line"]["mutations"])
                     row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
             doc["seconds"] = round(time.monotonic() - t0, 1)
             return doc

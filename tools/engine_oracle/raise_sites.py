@@ -92,7 +92,11 @@ def raise_sites(files: list[Path]) -> list[dict]:
                         text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
                     else:
                         text = "assert " + ast.unparse(child.msg if child.msg is not None else child.test)[:150]
-                    out.append({"file": str(f), "line": child.lineno, "function": ".".join(scope) or "<module>",
+                    # an assert's instructions all carry its test's first line (CPython 3.11), the line coverage.py
+                    # records and a failing assert's traceback names: for ``assert (\n cond\n), msg`` that is the
+                    # line after the statement's
+                    line = child.lineno if isinstance(child, ast.Raise) else child.test.lineno
+                    out.append({"file": str(f), "line": line, "function": ".".join(scope) or "<module>",
                                 "raises": text, "def_line": _def_line(tree, scope),
                                 "kind": "raise" if isinstance(child, ast.Raise) else "assert"})
                 walk(child, scope)
