@@ -76,6 +76,21 @@ def validation_files(release: str, root: Path | None = None) -> list[Path]:
     return out
 
 
+def _code_line(stmt: ast.stmt) -> int:
+    """The first source line the compiler gives an instruction of ``stmt`` (CPython 3.11, the oracle's Python too:
+    ``assert (`` alone on a line, or ``assert not (``, holds no instruction); the statement's line when it cannot be
+    compiled alone (an ``await`` in it)."""
+    import dis
+
+    try:
+        code = compile(ast.Module(body=[stmt], type_ignores=[]), "<site>", "exec")
+    except SyntaxError:
+        return stmt.lineno
+    lines = [i.positions.lineno for i in dis.get_instructions(code)
+             if i.opname not in ("RESUME", "NOP") and i.positions and i.positions.lineno]
+    return min(lines) if lines else stmt.lineno
+
+
 def raise_sites(files: list[Path]) -> list[dict]:
     """Every ``raise`` statement: file, line, the enclosing function (qualified), the raised expression's text."""
     out = []
@@ -92,10 +107,9 @@ def raise_sites(files: list[Path]) -> list[dict]:
                         text = ast.unparse(child.exc)[:160] if child.exc is not None else "raise"
                     else:
                         text = "assert " + ast.unparse(child.msg if child.msg is not None else child.test)[:150]
-                    # an assert's instructions all carry its test's first line (CPython 3.11), the line coverage.py
-                    # records and a failing assert's traceback names: for ``assert (\n cond\n), msg`` that is the
-                    # line after the statement's
-                    line = child.lineno if isinstance(child, ast.Raise) else child.test.lineno
+                    # an assert's site is the first line holding its code (``_code_line``): the line coverage.py
+                    # records, which for ``assert (\n cond\n), msg`` or ``assert not (\n ...`` is not the statement's
+                    line = child.lineno if isinstance(child, ast.Raise) else _code_line(child)
                     out.append({"file": str(f), "line": line, "function": ".".join(scope) or "<module>",
                                 "raises": text, "def_line": _def_line(tree, scope),
                                 "kind": "raise" if isinstance(child, ast.Raise) else "assert"})
