@@ -148,6 +148,8 @@ def test_every_rule_has_a_firing_case():
     covered |= LATEB_DIRECT   # core/rules/vllm_checks_lateB.py (tests/core/test_lateB_rules.py)
     from tests.core.test_lateA_rules import LATEA_DIRECT   # core/rules/vllm_checks_lateA.py (helper lateA)
     covered |= LATEA_DIRECT
+    from tests.core.test_aimS2_rules import AIMS2_DIRECT   # core/rules/sglang_checks_aimS2.py (helper aimS2)
+    covered |= AIMS2_DIRECT
     assert covered == set(RULES)
 
 

@@ -20,6 +20,7 @@ from gpustack_k3.core.rules.schema import schema_findings
 from gpustack_k3.core.rules import vllm_checks_lora7  # noqa: F401,E402 - --enable-lora on a class without SupportsLoRA (args family)
 from gpustack_k3.core.rules import vllm_checks_lateB  # noqa: F401,E402 - --disable-sliding-window with RoPE scaling, 0.11.0 (args family)
 from gpustack_k3.core.rules import vllm_checks_lateA  # noqa: F401,E402 - --show-hidden-metrics-for-version not a version (args family)
+from gpustack_k3.core.rules import sglang_checks_aimS2  # noqa: F401,E402 - an inline --watermark-config SGLang refuses (args family)
 
 __all__ = ["RULES", "Ctx", "Rule", "RuleDefinitionError", "render_findings", "schema_findings", "validate",
            "validate_resolved", "validate_topology", "in_role"]
