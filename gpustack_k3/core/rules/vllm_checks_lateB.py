@@ -18,7 +18,14 @@ model type qwen3_moe). ``DEFAULT_ROPE_MODEL_TYPES`` lists them: the model types 
 ``rope_scaling``; without vLLM 0.11.0's own config classes (``_CONFIG_REGISTRY``,
 transformers_utils/config.py:66-88@0.11.0, which do not come from transformers), without gemma3 (the release skips it)
 and without vmiss5's four. tests/engine_oracle/test_lateB_oracle.py recomputes the list in the oracle's interpreter.
-With transformers 4.x such a config keeps ``rope_scaling`` None and the release accepts: see the lead's report.
+With transformers 4.x such a config keeps ``rope_scaling`` None and the release accepts (helper miss8, 2026-12-04:
+transformers 4.57.6, the last 4.x, builds Qwen3MoeConfig from the oracle's Qwen3-30B-A3B config.json with
+``rope_scaling`` None, and every model type of DEFAULT_ROPE_MODEL_TYPES and vmiss5's four that 4.57.6 knows answers
+None or has no such attribute, but efficientloftr, a vision matcher). The release's image, vllm/vllm-openai:v0.11.0,
+was built with the transformers 4.x of its day, while ``pip install vllm==0.11.0`` today resolves 5.x: the verdict
+rests on which transformers the engine runs beside the release, a term gpustack-k3 does not know. So this rule
+warns (severity warning, naming that term) and rule vllm-disable-sliding-window-rope-scaling refuses only where
+config.json itself writes a rope_scaling that the release refuses whatever transformers reads it.
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ from gpustack_k3.core.rules.vllm_checks_vmiss5 import disabled_sliding_window_co
 
 _SOURCE = ("vllm config/model.py:1502-1509,1838-1854@0.11.0, transformers_utils/config.py:365-398@0.11.0 "
            "(patch_rope_scaling)")
-# judged by vllm-disable-sliding-window-rope-scaling (vllm_checks_vmiss5._DEFAULT_ROPE_TYPES)
+# the four types vmiss5's rule judged until miss8 (warned here since; the oracle's list below leaves them out)
 _VMISS5_TYPES = frozenset(("llama", "mistral", "qwen2", "qwen3"))
 _KEPT = ("su", "longrope", "llama3")   # config/model.py:1847@0.11.0 (after patch_rope_scaling_dict: su -> longrope)
 DEFAULT_ROPE_MODEL_TYPES = frozenset((
@@ -55,26 +62,27 @@ DEFAULT_ROPE_MODEL_TYPES = frozenset((
     "recurrent_gemma", "seed_oss", "smollm3", "solar_open", "stablelm", "starcoder2", "t5_gemma_module",
     "timesfm2_5", "vaultgemma", "voxtral_realtime_encoder", "voxtral_realtime_text", "xcodec2", "youtu", "zamba2",
 )) - _VMISS5_TYPES
+WARNED_MODEL_TYPES = DEFAULT_ROPE_MODEL_TYPES | _VMISS5_TYPES
 
 
-@rule("vllm-disable-sliding-window-default-rope", checked_by="oracle", family="args", severity="error",
+@rule("vllm-disable-sliding-window-default-rope", checked_by="product", family="args", severity="warning",
       engines=[ENGINE_VLLM], field="spec.extraArgs",
       title="--disable-sliding-window on vLLM 0.11.0 for a model whose default rope parameters count as rope_scaling",
       why="vLLM 0.11.0 refuses to disable the sliding window of a model with RoPE scaling other than su, longrope "
-          "and llama3; under the transformers 5 it installs today, a config.json that sets no rope_scaling is "
-          "answered with the default rope parameters (rope_type 'default'), which the release counts as RoPE "
-          "scaling.",
-      fix="Drop --disable-sliding-window (cap the context with --max-model-len instead), or run a release from "
-          "0.28.0 on, which no longer refuses it.",
-      source=_SOURCE, sources={"vllm 0.11.0": _SOURCE},
-      no_cel="the model's config.json (model type, rope keys as written) against an option of spec.extraArgs; left "
-             "to validate")
+          "and llama3; under transformers 5 (what pip resolves for vllm 0.11.0 today) a config.json that sets no "
+          "rope_scaling is answered with the default rope parameters (rope_type 'default'), which the release "
+          "counts as RoPE scaling; under the transformers 4.x of the release's image it stays None and the release "
+          "accepts. Which one the engine runs is not known to gpustack-k3.",
+      fix="Run the release with transformers 4.x (its image vllm/vllm-openai:v0.11.0 does), or drop "
+          "--disable-sliding-window (cap the context with --max-model-len instead), or run a release from 0.28.0 on, "
+          "which no longer refuses it.",
+      source=_SOURCE, sources={"vllm 0.11.0": _SOURCE})
 def check_vllm_disable_sliding_window_default_rope(r, c):
     raw = disabled_sliding_window_config(r)
     if raw is None:
         return
     model_type = str(raw.get("model_type") or "")
-    if model_type not in DEFAULT_ROPE_MODEL_TYPES or "text_config" in raw or raw.get("rope_scaling") is not None:
+    if model_type not in WARNED_MODEL_TYPES or "text_config" in raw or raw.get("rope_scaling") is not None:
         return
     params = raw.get("rope_parameters")   # transformers 5's own key, when config.json writes it
     if params is not None:
@@ -83,9 +91,10 @@ def check_vllm_disable_sliding_window_default_rope(r, c):
             return
     found = extra_arg(r, "--disable-sliding-window")
     yield (f"spec.extraArgs[{found[0]}]" if found else None), (
-        f"Disabling sliding window is not supported for models with rope_scaling (vLLM {r.version.key} with "
-        f"transformers 5 reads default rope parameters for a {model_type} config.json that sets none): drop "
-        "--disable-sliding-window")
+        f"--disable-sliding-window on vLLM {r.version.key} for a {model_type} config.json that sets no rope_scaling: "
+        "refused ('Disabling sliding window is not supported for models with rope_scaling') where the engine runs "
+        "transformers 5, which reads default rope parameters; accepted with transformers 4.x (the release's image): "
+        "the transformers version beside the engine is not known to gpustack-k3")
 
 
 # applies to the releases its sources name (registry.ReleaseRule): 0.11.0 only

@@ -176,11 +176,11 @@ def check_vllm_routed_experts_dense_model(r, c):
 # 0.11.0 _get_and_verify_max_len: --disable-sliding-window on a model with rope_scaling whose type is not su /
 # longrope / llama3 (Gemma 3 excepted). The release reads hf_config.rope_scaling; the transformers it runs with
 # (>= 4.55.2, unpinned: 5.x today) gives the standard decoder configs a default rope_scaling even where config.json
-# has none (the engine oracle, vLLM 0.11.0: smollm2 refused, 2026-12-04), so a config.json without it is judged for
-# those model types only
+# has none (the engine oracle, vLLM 0.11.0: smollm2 refused, 2026-12-04), but transformers 4.x (the release's image)
+# does not: a config.json without rope_scaling is left to the warning vllm-disable-sliding-window-default-rope
+# (core/rules/vllm_checks_lateB.py); this rule refuses where config.json writes one
 _SWA_ROPE_SOURCES = {"0.11.0": "vllm config/model.py:1502-1506,1839-1853@0.11.0"}
 _ROPE_KEEPS_SWA = ("su", "longrope", "llama3")
-_DEFAULT_ROPE_TYPES = frozenset(("llama", "mistral", "qwen2", "qwen3"))
 
 
 def disabled_sliding_window_config(r) -> dict | None:
@@ -213,13 +213,9 @@ def check_vllm_disable_sliding_window_rope(r, c):
     if "gemma3" in model_type or "text_config" in raw:
         return
     rope = raw.get("rope_scaling")
-    if rope is None and model_type not in _DEFAULT_ROPE_TYPES:
+    if rope is None:   # refused only under transformers 5: the lateB warning
         return
-    if isinstance(rope, dict):
-        kind = rope.get("rope_type", rope.get("type"))
-        if kind in _ROPE_KEEPS_SWA or kind is None:
-            return
-    elif rope is not None:
+    if not isinstance(rope, dict) or rope.get("rope_type", rope.get("type")) in (*_ROPE_KEEPS_SWA, None):
         return
     found = extra_arg(r, "--disable-sliding-window")
     yield (f"spec.extraArgs[{found[0]}]" if found else None), (
