@@ -150,6 +150,8 @@ def test_every_rule_has_a_firing_case():
     covered |= LATEA_DIRECT
     from tests.core.test_aimS2_rules import AIMS2_DIRECT   # core/rules/sglang_checks_aimS2.py (helper aimS2)
     covered |= AIMS2_DIRECT
+    from tests.core.test_miss8_rules import MISS8_DIRECT   # core/rules/{vllm,sglang}_checks_miss8.py (helper miss8)
+    covered |= MISS8_DIRECT
     assert covered == set(RULES)
 
 
