@@ -79,6 +79,8 @@ NSIGHT_CASES = [
     ("0.29.0", YARN8 + ["--distributed-executor-backend", "uni"], 8, NSIGHT),
     ("0.33.0", YARN8 + ["--distributed-executor-backend", "my_pkg.executor.MyExecutor"], 8, NSIGHT_UNKNOWN),
     ("0.34.0", YARN8[:-1], 8, None),                                   # no --ray-workers-use-nsight
+    ("0.34.0", YARN1 + DP_RAY + ["--nnodes", "2"], 8, NSIGHT),         # CUDA, several nodes: mp first
+    ("0.32.0-cpu", ["--model"] + YARN1 + DP_RAY + ["--nnodes", "2"], 8, None),   # CPU: no such branch, Ray
 ]
 
 

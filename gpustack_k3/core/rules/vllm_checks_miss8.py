@@ -73,7 +73,8 @@ def nsight_backend(r) -> tuple[str | None, str]:
     world = tp * pp * _int(v, "prefill_context_parallel_size")
     if world * _int(v, "data_parallel_size") == 1:
         return "uni", "world size 1 across data parallel ranks: backend 'uni'"
-    if dp_ray and not _int(v, "nnodes") > 1:
+    # on CUDA several nodes keep mp before the data-parallel backend is read; the CPU platform skips that branch
+    if dp_ray and (r.version.key.endswith("-cpu") or not _int(v, "nnodes") > 1):
         return "ray", "--data-parallel-backend ray"
     return "mp", "no --distributed-executor-backend and no --data-parallel-backend ray: backend 'mp'"
 
