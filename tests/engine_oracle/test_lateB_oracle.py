@@ -2,7 +2,8 @@
 
 - --disable-sliding-window with Qwen3-30B-A3B (no rope_scaling in its config.json; model type qwen3_moe) on vLLM
   0.11.0: refused at config/model.py:1851@0.11.0 because the oracle's transformers (5.19) answers a default
-  rope_scaling; rule vllm-disable-sliding-window-default-rope refuses it, and leaves the line without the flag;
+  rope_scaling; rule vllm-disable-sliding-window-default-rope warns (transformers 4.x, the release's image, keeps it
+  None and the release accepts), and leaves the line without the flag;
 - --media-io-kwargs '{"bogus": 1}' on a text-only model (shape-mla-moe): ModelConfig refuses it on every release
   (config/model.py:281@0.11.0 ... :453@0.34.0), rule vllm-config-field-bounds too; '{"bogus": {}}' passes both;
 - DEFAULT_ROPE_MODEL_TYPES (core/rules/vllm_checks_lateB.py) is what the oracle's transformers says."""
@@ -36,8 +37,9 @@ def test_disable_sliding_window_qwen3_moe(oracles, release, argv, refused):
     else:
         assert v["verdict"] == "accepted", v
     pv = product(version, argv)
-    assert (DEFAULT_ROPE in pv["rules"]) is refused, pv
-    assert (pv["verdict"] == "refuse") is refused, pv
+    assert pv["verdict"] == "pass", pv   # a warning since helper miss8: the refusal rests on the oracle's transformers 5
+    from tests.core.test_lateB_rules import warned
+    assert (DEFAULT_ROPE in warned(version, argv)) is refused
 
 
 @pytest.mark.parametrize("release", [f"vllm-{r}" for r in RELEASES])
