@@ -152,6 +152,8 @@ def test_every_rule_has_a_firing_case():
     covered |= AIMS2_DIRECT
     from tests.core.test_miss8_rules import MISS8_DIRECT   # core/rules/{vllm,sglang}_checks_miss8.py (helper miss8)
     covered |= MISS8_DIRECT
+    from tests.core.test_aimS3_rules import AIMS3_DIRECT   # core/rules/sglang_checks_aimS3.py (helper aimS3)
+    covered |= AIMS3_DIRECT
     assert covered == set(RULES)
 
 
