@@ -1,6 +1,7 @@
 """SGLang refusals that depend on the GPU (helper aimS3, issue 31), beyond what the engine-check table
 (gpustack_k3/catalog/data/checks/sglang.yaml) can express: the FlashInfer linear-attention kernels need a bfloat16
-SSM state on SM100+ (attention_hook.py handle_linear_attn_backend).
+SSM state on SM100+ (attention_hook.py handle_linear_attn_backend); an NVFP4 / MXFP8 KV cache needs Blackwell
+(kv_cache_hook.py).
 
 Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
 whose code it follows with each release's own source, and is verified against the release by
@@ -72,3 +73,38 @@ def check_sglang_linear_flashinfer_needs_bf16_ssm(r, c):
         return
     yield "spec.extraArgs", (f"--linear-attn-{phase}-backend flashinfer on SM100+ requires --mamba-ssm-dtype "
                              f"bfloat16, got {v.value('mamba_ssm_dtype')!r} ({r.hardware.sm}).")
+
+
+# An NVFP4 KV cache needs Blackwell SM100 or SM120 (handle_kv4_compatibility; with
+# --prefill-kv-cache-dequant-dtype nvfp4 handle_nvfp4_prefill_kv_dequant_dtype refuses first, SM100 only), an MXFP8 KV
+# cache an SM100+ Blackwell GPU (handle_mxfp8_kv_cache_compatibility: is_blackwell, majors 10, 11, 12). Both hooks run
+# on every line (pipeline.py:241,254-255@0.5.23), so a line that reaches them with that dtype on another GPU is refused.
+_KV_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/kv_cache_hook.py:34-39,59-63,100-109,112-131@0.5.23; "
+              "sglang/srt/utils/common.py:296-312@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/kv_cache_hook.py:34-39,59-63,100-109,112-131@0.5.22",
+}
+KV_DTYPE_SM_MAJORS = {"nvfp4": (10, 12), "mxfp8": (10, 11, 12)}
+
+
+@rule("sglang-kv-cache-dtype-needs-blackwell", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_SGLANG], field="spec.extraArgs",
+      title="--kv-cache-dtype nvfp4 / mxfp8 needs a Blackwell GPU",
+      why="SGLang's NVFP4 KV cache runs only on Blackwell SM100/SM120 and its MXFP8 KV cache on SM100+ Blackwell "
+          "(block-scaled operands); on another GPU (H200: SM90) the release refuses to start.",
+      fix="Use --kv-cache-dtype fp8_e4m3 (or fp4_mx_block16 for a block-16 FP4 recipe) on this GPU, or a Blackwell GPU.",
+      source=_KV_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _KV_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_kv_cache_dtype_needs_blackwell(r, c):
+    major = sm_major(r)
+    if major is None:
+        return
+    v = line_view(r)
+    if v is None:
+        return
+    dtype = v.value("kv_cache_dtype")
+    majors = KV_DTYPE_SM_MAJORS.get(dtype) if isinstance(dtype, str) else None
+    if majors is None or major in majors:
+        return
+    yield "spec.extraArgs", (f"--kv-cache-dtype {dtype} requires a Blackwell GPU (compute capability major "
+                             f"{' or '.join(map(str, majors))}); {r.hardware.sm} is not one.")
