@@ -154,6 +154,8 @@ def test_every_rule_has_a_firing_case():
     covered |= MISS8_DIRECT
     from tests.core.test_aimS3_rules import AIMS3_DIRECT   # core/rules/sglang_checks_aimS3.py (helper aimS3)
     covered |= AIMS3_DIRECT
+    from tests.core.test_aimV3_rules import AIMV3_DIRECT   # core/rules/vllm_checks_aimV3.py (helper aimV3)
+    covered |= AIMV3_DIRECT
     assert covered == set(RULES)
 
 
