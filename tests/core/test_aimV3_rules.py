@@ -1,7 +1,9 @@
 """The rules of gpustack_k3/core/rules/vllm_checks_aimV3.py: integer --device-ids beyond the devices the line's
 CUDA_VISIBLE_DEVICES makes visible are refused (0.28.0 and later); left alone without the variable, with UUIDs and
 within range. LoRA with a speculative config whose --max-num-batched-tokens is below --max-num-seqs x (draft tokens
-+ 1) is refused (0.28.0 and later); left alone at the bound and without a speculative config. tests/engine_oracle/test_aimV3_rules_oracle.py has each release judge the same
++ 1) is refused (0.28.0 and later); left alone at the bound and without a speculative config. --quantization-config
+targets naming no online shorthand, a "re:" key that is no regex, a hadamard_size not a power of two are refused
+(0.33.0, 0.34.0). tests/engine_oracle/test_aimV3_rules_oracle.py has each release judge the same
 lines."""
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from tests.core.test_vllm_checks import product
 
 RID = "vllm-device-ids-outside-visible-devices"
 LSP = "vllm-lora-spec-batched-tokens"
-AIMV3_DIRECT = {RID, LSP}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
+QCT = "vllm-quantization-config-targets-invalid"
+AIMV3_DIRECT = {RID, LSP, QCT}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
 
 DENSE = ["/models/shape-gqa-dense", "-tp", "8"]
 SMOL = ["/models/smollm2-hf"]
 IDS8 = ["--device-ids", "0,1,2,3,4,5,6,7"]
+QC = ["--quantization", "online", "--quantization-config"]
 NGRAM7 = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_max": 3}']
 LORA = DENSE + ["--enable-lora"] + NGRAM7 + ["--max-num-seqs", "32"]
 
@@ -39,6 +43,16 @@ CASES = [
      "shape-gqa-dense"),
     (LSP, "0.28.0", LORA + ["--max-num-batched-tokens", "128"], {}, DENSE + NGRAM7 + ["--max-num-seqs", "32",
      "--max-num-batched-tokens", "128"], {}, "shape-gqa-dense"),
+    (QCT, "0.34.0", DENSE + QC + ['{"targets": {"re:.*proj": "not_a_shorthand"}}'], {},
+     DENSE + QC + ['{"targets": {"re:.*proj": "fp8_per_tensor"}}'], {}, "shape-gqa-dense"),
+    (QCT, "0.34.0", DENSE + QC + ['{"targets": {"re:(": "fp8_per_tensor"}}'], {},
+     DENSE + QC + ['{"targets": {"re:(a)": "fp8_per_tensor"}}'], {}, "shape-gqa-dense"),
+    (QCT, "0.34.0", DENSE + QC + ['{"linear": {"weight": "mxfp4", "hadamard_size": 3}}'], {},
+     DENSE + QC + ['{"linear": {"weight": "mxfp4", "hadamard_size": 32}}'], {}, "shape-gqa-dense"),
+    (QCT, "0.33.0", DENSE + QC + ['{"targets": {"re:.*proj": "mxfp4_hadamard32"}}'], {},
+     DENSE + QC + ['{"targets": {"re:.*proj": "mxfp4"}}'], {}, "shape-gqa-dense"),
+    (QCT, "0.33.0", DENSE + QC + ['{"targets": {"re:[": "fp8_per_block"}}'], {},
+     DENSE + QC + ['{"targets": {"[": "fp8_per_block"}}'], {}, "shape-gqa-dense"),
 ]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 
@@ -47,6 +61,9 @@ NOT_REFUSED = [
     ("0.34.0", SMOL + ["--device-ids", "5"], {}, None),                                   # no CUDA_VISIBLE_DEVICES
     ("0.34.0", SMOL + ["--device-ids", "5"], {"CUDA_VISIBLE_DEVICES": ""}, None),         # empty: not composed
     ("0.33.0", SMOL + ["--device-ids", "1"], {"CUDA_VISIBLE_DEVICES": "6,7"}, None),      # index 1 of two
+    # 0.34.0's targets take a quantization spec and its own shorthand lut_b_moe (0.33.0 has no such name)
+    ("0.34.0", DENSE + QC + ['{"targets": {"re:.*proj": {"weight": "fp8_per_tensor_static"}}}'], {}, "shape-gqa-dense"),
+    ("0.34.0", DENSE + QC + ['{"targets": {"re:.*proj": "lut_b_moe"}}'], {}, "shape-gqa-dense"),
     # LoRA + speculation without a speculative config: nothing to multiply
     ("0.34.0", DENSE + ["--enable-lora", "--max-num-seqs", "32", "--max-num-batched-tokens", "128"], {}, "shape-gqa-dense"),
 ]
@@ -62,12 +79,12 @@ def test_the_rule_fires_on_its_line_and_not_on_the_flip(rid, release, bad, bad_e
 @pytest.mark.parametrize("release,line,env,model", NOT_REFUSED)
 def test_the_rules_leave_these_lines(release, line, env, model):
     got = product(release, line, env, model)["rules"]
-    assert RID not in got and LSP not in got, got
+    assert not AIMV3_DIRECT & set(got), got
 
 
 def test_the_rules_are_on_the_releases_that_check():
     for rid in AIMV3_DIRECT:
-        for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0"):
+        for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0") if rid != QCT else ("0.33.0", "0.34.0"):
             assert f"@{rel}" in RULES[rid].source_for("vllm", rel)
     assert device_ids("0, 1,GPU-ab") == [0, 1, "GPU-ab"] and device_ids([2, "3"]) == [2, "3"]
     assert out_of_range([0, 1, 2], "0,1") == 2 and out_of_range([1, 0], "4,5") is None

@@ -2,7 +2,8 @@
 engine-check table (gpustack_k3/catalog/data/checks/vllm.yaml) cannot express: --device-ids indices counted against
 the CUDA_VISIBLE_DEVICES the line's environment sets (a count of a comma-separated variable), and LoRA with speculative
 decoding where --max-num-batched-tokens is below --max-num-seqs x (num_speculative_tokens + 1) (a product of two
-options).
+options), and --quantization-config targets / hadamard_size values QuantizationConfigArgs refuses (a regular
+expression compiled, the release's online shorthand names).
 
 EngineArgs._resolve_device_ids (create_engine_config, 0.28.0 and later) reads --device-ids as integers or UUIDs; with
 integer ids and CUDA_VISIBLE_DEVICES set it treats each id as an index into the visible devices and refuses one that
@@ -13,6 +14,7 @@ has each release judge them.
 from __future__ import annotations
 
 import json
+import re
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.rules.args import extra_arg
@@ -134,10 +136,97 @@ def check_vllm_lora_spec_batched_tokens(r, c):
     seqs, budget, k = _count(v.value("max_num_seqs")), _count(v.value("max_num_batched_tokens")), spec_tokens(v)
     if seqs is None or budget is None or k is None or budget >= seqs * (k + 1):
         return
-    found = extra_arg(r, "--max-num-batched-tokens")
+    found = extra_arg(r, "--enable-lora")   # the budget is a catalog field (scheduling): the finding sits on LoRA
     yield (f"spec.extraArgs[{found[0]}]" if found else None), (
         f"Consider increasing max_num_batched_tokens or decreasing num_speculative_tokens "
         f"(--max-num-batched-tokens {budget} < --max-num-seqs {seqs} x ({k} speculative tokens + 1) with LoRA)")
 
 
 RULES["vllm-lora-spec-batched-tokens"] = ReleaseRule.of(RULES["vllm-lora-spec-batched-tokens"])
+
+
+# QuantizationConfigArgs (--quantization-config, built by the parser's type): the targets validator (a before
+# validator, run per pattern in order: the target, then a "re:" pattern's regex) and, 0.34.0, QuantSpec's hadamard_size
+# validator on the linear/moe specs. The online shorthand names are the releases' _ONLINE_SHORTHANDS keys.
+_QUANT_SOURCES = {
+    "0.33.0": "vllm config/quantization.py:152-177,195-228@0.33.0",
+    "0.34.0": "vllm config/quantization.py:139-144,219-254,272-318@0.34.0",
+}
+_SHORTHANDS = {
+    "0.33.0": frozenset({"fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "mxfp8", "mxfp4",
+                         "int8_per_channel_weight_only", "nvfp4_per_token"}),
+    "0.34.0": frozenset({"fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "mxfp8", "mxfp4", "mxfp4_hadamard32",
+                         "int8_per_channel_weight_only", "nvfp4_per_token", "lut_b_moe"}),
+}
+
+
+def _hadamard(spec: object) -> str | None:
+    size = spec.get("hadamard_size") if isinstance(spec, dict) else None
+    if isinstance(size, int) and not isinstance(size, bool) and (size <= 0 or size & (size - 1)):
+        return f"hadamard_size must be a power of two, got {size}"
+    return None
+
+
+def quantization_config_problem(qc: object, release: str) -> str | None:
+    """The first refusal QuantizationConfigArgs gives ``qc`` (the --quantization-config JSON) in ``release`` among the
+    validators this rule follows; None where they pass (or the release is not one it knows)."""
+    names = _SHORTHANDS.get(release)
+    if names is None or not isinstance(qc, dict):
+        return None
+    if release == "0.34.0":
+        for field in ("linear", "moe"):
+            found = _hadamard(qc.get(field))
+            if found:
+                return found
+    targets = qc.get("targets")
+    if not isinstance(targets, dict):
+        return None   # None: no targets; a list: the parser's schema refuses it (argv-refused)
+    for pattern, target in targets.items():
+        if isinstance(target, str) or release == "0.33.0":
+            if not isinstance(target, str) or target not in names:
+                return (f"targets[{pattern}] = {target} is not a valid online shorthand name; expected one of "
+                        f"{sorted(names)}")
+        elif isinstance(target, dict):
+            found = _hadamard(target)
+            if found:
+                return found
+        else:
+            return (f"targets[{pattern}] must be an online shorthand name or a quantization spec, got "
+                    f"{type(target).__name__}")
+        if pattern.startswith("re:"):
+            try:
+                re.compile(pattern[3:])
+            except re.error:   # the error's own wording varies with the Python version: not repeated
+                return f"targets key {pattern} is not a valid regex"
+    return None
+
+
+@rule("vllm-quantization-config-targets-invalid", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--quantization-config targets (or hadamard_size) the release's QuantizationConfigArgs refuses",
+      why="--quantization-config is built into QuantizationConfigArgs when the command line is parsed: each targets "
+          "value must be an online shorthand name (0.34.0: or a quantization spec), each 're:' key a valid regular "
+          "expression, and (0.34.0) a hadamard_size a power of two.",
+      fix="Use one of the release's online shorthand names (the message lists them) for each targets value, a valid "
+          "regular expression after 're:', and a power-of-two hadamard_size.",
+      source=_QUANT_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _QUANT_SOURCES.items()},
+      no_cel="Python regular-expression compilation and the release's online shorthand names applied to a JSON "
+             "option of spec.extraArgs; left to validate")
+def check_vllm_quantization_config_targets_invalid(r, c):
+    v = line_view(r)
+    if v is None or not v.given("quantization_config"):
+        return
+    qc = v.value("quantization_config")
+    if isinstance(qc, str):
+        try:
+            qc = json.loads(qc)
+        except ValueError:
+            return
+    problem = quantization_config_problem(qc, str(getattr(v.version, "key", "") or "").split("@")[0])
+    if problem is None:
+        return
+    found = extra_arg(r, "--quantization-config")
+    yield (f"spec.extraArgs[{found[0]}]" if found else None), f"{problem} (--quantization-config)"
+
+
+RULES["vllm-quantization-config-targets-invalid"] = ReleaseRule.of(RULES["vllm-quantization-config-targets-invalid"])
