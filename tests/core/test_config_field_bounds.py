@@ -176,3 +176,20 @@ def test_a_dump_without_schemas_is_still_read():
     assert parse('{"timeout": 0}') == {"timeout": 0}
     with pytest.raises(argparse.ArgumentTypeError):
         parse('{"bogus": 0}')
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+@pytest.mark.parametrize("spec", ['{"linear": "fp8_per_tensor"}', '{"moe": "fp8_per_tensor"}'])
+def test_a_field_with_a_before_validator_takes_the_engines_shorthand(version, spec):
+    """QuantizationConfigArgs' linear/moe take an online shorthand string (the before-validator _coerce_spec,
+    config/quantization.py:199-214@0.34.0): the dump marks them "validated" (tools/engine_parsers/describe.py
+    field_types, whose JSON schema failed on the class's plain key validator before), so the product does not refuse
+    what the release accepts (h-aimV3's false refusal)."""
+    code, errors = check_args(version, ["--quantization-config", spec])
+    assert not [f for f in errors if f["rule"] in ("argv-refused", RULE)], errors
+    from gpustack_k3.catalog.loader import DATA
+
+    dump = json.loads((DATA / "engines" / f"vllm-{version}-options.json").read_text())
+    o = next(x for x in dump["parser"]["options"] if x["dest"] == "quantization_config")
+    types = o["type"]["return_type"]["cls"]["types"]
+    assert types["linear"] == types["moe"] == ["validated"]

@@ -341,9 +341,16 @@ def field_types(cls: type) -> dict | None:
     cannot describe the class."""
     try:
         from pydantic import TypeAdapter
+        from pydantic.json_schema import GenerateJsonSchema
+
+        class _Lenient(GenerateJsonSchema):
+            # a plain validator function (vllm 0.33.0+ QuantizationConfigArgs' dict keys, _coerce_quant_key) has no
+            # JSON schema: "any value" there, the core schema's walk below marks its field "validated"
+            def handle_invalid_for_json_schema(self, schema, error_info):
+                return {}
 
         ta = TypeAdapter(cls)
-        js = ta.json_schema()
+        js = ta.json_schema(schema_generator=_Lenient)
         core = ta.core_schema
     except Exception:   # noqa: BLE001 - a class pydantic cannot describe: fields only
         return None
