@@ -86,8 +86,9 @@ def _option_flags(sy, flag: str) -> tuple[str, ...]:
     """Every spelling of the option ``flag`` names in the release's parser (so a seed's ``-tp`` is replaced by
     ``--tensor-parallel-size``), or the flag alone."""
     for o in sy.dests.values():
-        if flag in (o.get("flags") or []):
-            return tuple(o["flags"])
+        spellings = list(o.get("flags") or []) + list(o.get("negative") or [])
+        if flag in spellings:   # the given spelling first (set_flag appends flags[0]): a --no-X stays --no-X
+            return (flag, *[f for f in spellings if f != flag])
     return (flag,)
 
 
