@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import os
+import socket
 import sys
 import traceback
 import warnings
@@ -104,6 +105,20 @@ def _validator_errors(exc: BaseException) -> list[BaseException]:
 
 class _Launched(Exception):
     """Raised by the launch doubles: the serve command got past its checks to the point of starting processes."""
+
+
+class _SockDouble:
+    """A server socket never bound: the interface the launchers read before they start processes."""
+    family = socket.AF_INET
+
+    def getsockname(self):
+        return ("127.0.0.1", 0)
+
+    def fileno(self):
+        return -1
+
+    def close(self):
+        return None
 
 
 def _quiet() -> None:
@@ -342,10 +357,24 @@ class VllmJudge:
                 # headless/multi-api run their own checks before launching: run them with the launchers doubled
                 setattr(serve, name, orig if name != "run_dp_supervisor" else _launch(name))
         for name in ("CoreEngineProcManager", "launch_core_engines", "APIServerProcessManager",
-                     "RustFrontendProcessManager", "run_server", "setup_server", "create_server_socket",
-                     "wait_for_completion_or_failure", "run_dp_supervisor", "serve_grpc"):
+                     "RustFrontendProcessManager", "run_server", "wait_for_completion_or_failure",
+                     "run_dp_supervisor", "serve_grpc"):
             if hasattr(serve, name):
                 setattr(serve, name, _launch(name))
+        # run_multi_api_server builds its config with the API-server count and checks it (parallel.py:569,
+        # serve.py:316-330@0.34.0) after setup_server: the server socket is a double, never bound, so those checks
+        # run; the engine's ZMQ sockets are where it launches
+        if hasattr(serve, "setup_server"):
+            serve.setup_server = lambda *a, **k: ("http://127.0.0.1:0", _SockDouble())
+        if hasattr(serve, "create_server_socket"):
+            serve.create_server_socket = lambda *a, **k: _SockDouble()
+        try:
+            import vllm.v1.engine.utils as engine_utils
+        except ImportError:
+            engine_utils = None
+        for name in ("bind_engine_zmq_listeners", "get_engine_zmq_addresses"):
+            if engine_utils is not None and hasattr(engine_utils, name):
+                setattr(engine_utils, name, _launch(name))
         if hasattr(serve, "uvloop"):
             serve.uvloop = type("uvloop_double", (), {"run": staticmethod(_launch("uvloop.run"))})
         self.AsyncEngineArgs = vllm.AsyncEngineArgs
@@ -449,8 +478,6 @@ class VllmJudge:
         by raising _Launched). The argparse exit of the module's own parser is a reported refusal."""
         if getattr(mod, "_oracle_doubled", False):
             return
-        import socket
-
         try:
             from vllm.utils.argparse_utils import FlexibleArgumentParser
         except ImportError:
@@ -462,23 +489,11 @@ class VllmJudge:
         FlexibleArgumentParser.error = _err
         judge = self
 
-        class _Sock:
-            family = socket.AF_INET
-
-            def getsockname(self):
-                return ("127.0.0.1", 0)
-
-            def fileno(self):
-                return -1
-
-            def close(self):
-                return None
-
         for m in [mod, *(sys.modules.get(n) for n in ("vllm.entrypoints.launchers.launcher",
                                                       "vllm.entrypoints.launcher"))]:
             for name in ("create_server_socket", "create_server_unix_socket"):
                 if m is not None and hasattr(m, name):
-                    setattr(m, name, lambda *a, **k: _Sock())
+                    setattr(m, name, lambda *a, **k: _SockDouble())
         from vllm.v1.engine.async_llm import AsyncLLM
 
         def from_vllm_config(cls, vllm_config, *a, **k):
