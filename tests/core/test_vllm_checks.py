@@ -137,6 +137,15 @@ def product(release: str, argv: list[str], env: dict, model: str | None = None) 
     return check_args("vllm", release, line)
 
 
+def refused_by_and_not_on_the_flip(rid: str, release: str, bad: list[str], bad_env: dict, good: list[str],
+                                   good_env: dict, model: str | None) -> None:
+    """The product refuses ``bad`` with rule ``rid`` and leaves ``good`` (the same line with the condition flipped)
+    to other rules: the shared check of the helper rounds' rule modules (tests/core/test_*_rules.py)."""
+    got = product(release, bad, bad_env, model)
+    assert got["verdict"] == "refuse" and rid in got["rules"], got
+    assert rid not in product(release, good, good_env, model)["rules"]
+
+
 def shape_config(name: str) -> str:
     """The config.json the oracle writes for a model shape (gpustack_k3/oracle/models.py SHAPES)."""
     from gpustack_k3.oracle.models import model_root, write_models

@@ -54,6 +54,15 @@ def judge(oracles, release: str, argv: list[str], env: dict | None = None) -> di
 NSIGHT_RELEASES = ["vllm-0.11.0", "vllm-0.28.0", "vllm-0.29.0", "vllm-0.32.0-cpu", "vllm-0.33.0", "vllm-0.34.0"]
 
 
+def release_says(v: dict, refused: bool, words: str, rule: str, version: str) -> None:
+    """The release refused with ``words`` at a line ``rule`` cites, or accepted."""
+    if refused:
+        assert v["verdict"] == "refused" and words in v["message"], v
+        assert at_cited(rule, version, v["where"]), v
+    else:
+        assert v["verdict"] == "accepted", v
+
+
 @pytest.mark.parametrize("release", NSIGHT_RELEASES)
 @pytest.mark.parametrize("argv, refused", [
     (YARN8, True),                                                     # the default backend: mp
@@ -64,11 +73,7 @@ NSIGHT_RELEASES = ["vllm-0.11.0", "vllm-0.28.0", "vllm-0.29.0", "vllm-0.32.0-cpu
 def test_nsight(oracles, release, argv, refused):
     v = judge(oracles, release, argv)
     version = release.split("-", 1)[1]
-    if refused:
-        assert v["verdict"] == "refused" and "Unable to use nsight profiling unless workers" in v["message"], v
-        assert at_cited(NSIGHT, version, v["where"]), v
-    else:
-        assert v["verdict"] == "accepted", v
+    release_says(v, refused, "Unable to use nsight profiling unless workers", NSIGHT, version)
     found = findings("vllm", version, line(release, argv), model="shape-gqa-yarn")
     assert (NSIGHT in errors(found)) is refused, found
 
@@ -111,11 +116,7 @@ def test_dsv41_sliding_window_length(oracles, release, argv, env, refused):
 
     v = judge(oracles, release, argv, env)
     version = release.split("-", 1)[1]
-    if refused:
-        assert v["verdict"] == "refused" and "sliding_window=128" in v["message"], v
-        assert at_cited(SWA_LEN, version, v["where"]), v
-    else:
-        assert v["verdict"] == "accepted", v
+    release_says(v, refused, "sliding_window=128", SWA_LEN, version)
     found = findings("vllm", version, argv, env, model="deepseek-v4.1-flash",
                      config=model_config("deepseek-v4.1-flash"))
     assert (SWA_LEN in errors(found)) is refused, found
@@ -133,11 +134,7 @@ def test_dsv41_sliding_window_length(oracles, release, argv, env, refused):
 def test_gpt_oss_sliding_window_length(oracles, release, argv, refused):
     v = judge(oracles, release, argv)
     version = release.split("-", 1)[1]
-    if refused:
-        assert v["verdict"] == "refused" and "sliding_window=128" in v["message"], v
-        assert at_cited(SWA_LEN, version, v["where"]), v
-    else:
-        assert v["verdict"] == "accepted", v
+    release_says(v, refused, "sliding_window=128", SWA_LEN, version)
     found = findings("vllm", version, line(release, argv), model="shape-gqa-yarn")
     assert (SWA_LEN in errors(found)) is refused, found
 

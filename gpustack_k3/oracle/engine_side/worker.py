@@ -192,8 +192,20 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     if INSPECT_ERRORS and any(_stub_frame(i) for i in INSPECT_ERRORS):
         return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                 "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
-    return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000],
-            "where": _validator_frame(exc, root) or _frames_in(tb, root)}
+    where = _validator_frame(exc, root) or _frames_in(tb, root)
+    if not msg and isinstance(exc, AssertionError) and where:
+        # a bare assert says nothing: its own source line is the release's words (e.g. serve.py:330@0.34.0
+        # "assert parallel_config.local_engines_only or dp_rank == 0")
+        msg = _source_line(root, where)
+    return {"verdict": "refused", "stage": stage, "type": type(exc).__name__, "message": msg[:2000], "where": where}
+
+
+def _source_line(root: str, where: str) -> str:
+    """The stripped text of the release's source at ``where`` (path relative to the release's root, ':line')."""
+    import linecache
+
+    path, _, line = where.rpartition(":")
+    return linecache.getline(os.path.join(root, path), int(line)).strip() if line.isdigit() else ""
 
 
 def _validator_frame(exc: BaseException, root: str) -> str | None:
