@@ -62,3 +62,48 @@ def test_every_aimed_line_runs_its_site(release):
               if not r["hit"]]
     assert not missed, missed
     assert len(doc["aimed"]) == len(A.entries(release))
+
+
+PORTED = """# a comment the edit keeps
+- targets: {vllm-0.33.0: vllm/config/a.py:10, vllm-0.34.0: vllm/config/a.py:12}
+  why: "one"
+  seed: shape/gqa-dense
+  set: {--x: "1"}
+- target: vllm/config/b.py:5
+  releases: [vllm-0.33.0]
+  why: "two"
+  seed: shape/gqa-dense
+- target: vllm/config/c.py:7
+  releases: [vllm-0.33.0, vllm-0.34.0]
+  # inside an entry
+  seed: shape/gqa-dense
+"""
+
+
+@pytest.mark.parametrize("index, where, line", [
+    (0, "vllm/config/a.py:9",
+     "- targets: {vllm-0.33.0: vllm/config/a.py:10, vllm-0.34.0: vllm/config/a.py:12, vllm-0.29.0: vllm/config/a.py:9}"),
+    (1, "vllm/config/b.py:5", "  releases: [vllm-0.33.0, vllm-0.29.0]"),
+    (2, "vllm/config/c.py:3",
+     "- targets: {vllm-0.33.0: vllm/config/c.py:7, vllm-0.34.0: vllm/config/c.py:7, vllm-0.29.0: vllm/config/c.py:3}"),
+])
+def test_a_ported_site_is_added_to_the_entry_text_and_nothing_else(tmp_path, index, where, line):
+    p = _write(tmp_path, PORTED)[0]
+    A._add_target(p, index, "vllm-0.29.0", where)
+    text = p.read_text()
+    assert line in text.splitlines()
+    assert text.startswith("# a comment the edit keeps") and "  # inside an entry" in text
+    got = {e["source"]: e["where"] for e in A.entries("vllm-0.29.0", [p])}
+    assert got == {f"x.yaml:{index}": where}
+    assert len(A.entries("vllm-0.33.0", [p])) == 3
+    assert {e["where"] for e in A.entries("vllm-0.34.0", [p])} == (
+        {"vllm/config/a.py:12", "vllm/config/c.py:7"})
+
+
+@pytest.mark.engine_oracle
+def test_site_map_follows_a_moved_site_and_keeps_unchanged_ones():
+    m = A.site_map("vllm-0.33.0", "vllm-0.34.0")
+    # config/attention.py's backend_per_kind check moved 256 -> 316 (the aimed entry's own two targets)
+    assert m["vllm/config/attention.py:256"] == "vllm/config/attention.py:316"
+    assert m["vllm/config/cache.py:472"] == "vllm/config/cache.py:507"
+    assert len(set(m.values())) == len(m)

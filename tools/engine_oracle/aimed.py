@@ -26,6 +26,11 @@ An entry (YAML; every key but ``target``, ``releases`` and one of ``seed``/``arg
 
   python3 -m tools.engine_oracle.aimed --release vllm-0.34.0 [--file tools/engine_oracle/aimed/x.yaml] [--product]
       [--out bench/results/raise-sites-vllm-0.34.0-aimed.json]
+  python3 -m tools.engine_oracle.aimed --release vllm-0.29.0 --port-from vllm-0.33.0 [--write]
+
+Porting: an entry written for one release is tried on another at its site's counterpart there (``site_map``: the same
+file, function and raised text, or the nearest); where the line runs that site, ``--write`` adds it to the entry's
+targets in its file (the text edited in place, checked to parse to exactly that change).
 
 Prints a JSON summary (per entry: target, hit, verdict, where, product) on stdout; exit 1 when an entry did not run its
 target site (the release or the line moved), 0 otherwise.
@@ -144,13 +149,15 @@ def line_of(sy, e: dict, seeds: dict[str, dict]) -> dict:
     return line
 
 
-def run(release: str, files: list[Path] | None = None, product: bool = False, log=None) -> dict:
-    """Judge the release's aimed lines with coverage on: synth.py's report of them plus ``aimed`` (per entry: hit or
-    not, the verdict, where the release raised, and the product's verdict when asked)."""
+def run(release: str, files: list[Path] | None = None, product: bool = False, log=None,
+        es: list[dict] | None = None) -> dict:
+    """Judge the release's aimed lines (or the entries ``es``, each with its ``where`` on this release) with coverage
+    on: synth.py's report of them plus ``aimed`` (per entry: hit or not, the verdict, where the release raised, and
+    the product's verdict when asked)."""
     from tools.engine_oracle.synth import Synth, product_verdicts, report
 
     t0 = time.monotonic()
-    es = entries(release, files)
+    es = entries(release, files) if es is None else es
     with tempfile.TemporaryDirectory(prefix="oracle-aimed-") as d:
         with Synth(release, 0, Path(d), product) as sy:
             seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
@@ -181,6 +188,115 @@ def run(release: str, files: list[Path] | None = None, product: bool = False, lo
             return doc
 
 
+# ------------------------------------------------------------------------------------------------ porting
+
+def site_map(src: str, dst: str) -> dict[str, str]:
+    """``path:line`` of each raise site of release ``src``'s validation code -> the same site in ``dst``'s: the same
+    file, function and raised text (in order, for repeats), else the same function and text in another file (a check
+    moved), else the most similar raised text in the same function (difflib ratio >= 0.6; >= 0.8 in another file)."""
+    import difflib
+    import os
+
+    from tools.engine_oracle.raise_sites import _root, raise_sites, validation_files
+
+    def sites(rel):
+        root = _root(rel)
+        return [dict(x, rel=os.path.relpath(x["file"], root)) for x in raise_sites(validation_files(rel, root))]
+
+    old, new = sites(src), sites(dst)
+    pool: dict[tuple, list[dict]] = {}
+    for x in new:
+        pool.setdefault((x["rel"], x["function"], x["raises"]), []).append(x)
+    out, left = {}, []
+    for x in old:
+        c = pool.get((x["rel"], x["function"], x["raises"]))
+        if c:
+            y = c.pop(0)
+            out[f"{x['rel']}:{x['line']}"] = f"{y['rel']}:{y['line']}"
+        else:
+            left.append(x)
+    free = [y for c in pool.values() for y in c]
+    for x in left:
+        moved = [y for y in free if y["function"] == x["function"] and y["raises"] == x["raises"]]
+        near = [(difflib.SequenceMatcher(None, x["raises"], y["raises"]).ratio() - (0.2 if y["rel"] != x["rel"] else 0),
+                 -k, y) for k, y in enumerate(free) if y["function"] == x["function"]]
+        best = max(near, key=lambda t: t[:2]) if near else None
+        y = moved[0] if moved else (best[2] if best and best[0] >= 0.6 else None)
+        if y is not None:
+            free.remove(y)
+            out[f"{x['rel']}:{x['line']}"] = f"{y['rel']}:{y['line']}"
+    return out
+
+
+def _add_target(path: Path, index: int, release: str, where: str) -> None:
+    """Give entry ``index`` of the aimed-lines file ``path`` the site ``where`` on ``release``, editing its text (the
+    file's comments and layout stay) and checking that the file then parses to exactly that change."""
+    text = path.read_text()
+    before = yaml.safe_load(text)
+    lines = text.splitlines(keepends=True)
+    starts = [k for k, ln in enumerate(lines) if ln.startswith("- ")]
+    a = starts[index]
+    b = starts[index + 1] if index + 1 < len(starts) else len(lines)
+    e = before[index]
+    if "targets" in e:
+        k = next(k for k in range(a, b) if lines[k].lstrip("- ").startswith("targets: {"))
+        head, _, tail = lines[k].rstrip("\n").rpartition("}")
+        lines[k] = f"{head}, {release}: {where}}}{tail}\n"
+    else:
+        k = next(k for k in range(a, b) if lines[k].lstrip("- ").startswith("target: "))
+        r = next(k for k in range(a, b) if lines[k].lstrip("- ").startswith("releases: ["))
+        pre = lines[k][: len(lines[k]) - len(lines[k].lstrip("- "))]
+        if str(e["target"]) == where:
+            head, _, tail = lines[r].rstrip("\n").rpartition("]")
+            lines[r] = f"{head}, {release}]{tail}\n"
+        else:
+            both = ", ".join(f"{rel}: {e['target']}" for rel in e["releases"])
+            lines[k] = f"{pre}targets: {{{both}, {release}: {where}}}\n"
+            del lines[r]
+    after = yaml.safe_load("".join(lines))
+
+    def sites_of(x):
+        return dict(x.get("targets") or {r: x["target"] for r in x["releases"]})
+
+    want = dict(sites_of(e), **{release: where})
+    rest = {k: v for k, v in e.items() if k not in ("target", "targets", "releases")}
+    same = [x for k, x in enumerate(after) if k != index] == [x for k, x in enumerate(before) if k != index]
+    if not same or sites_of(after[index]) != want or {k: v for k, v in after[index].items()
+                                                        if k not in ("target", "targets", "releases")} != rest:
+        raise AimedError(f"{path.name}:{index}: could not add {release}: {where} to its text")
+    path.write_text("".join(lines))
+
+
+def port(src: str, release: str, files: list[Path] | None = None, write: bool = False, log=None) -> dict:
+    """Try ``src``'s entries that do not name ``release`` on ``release``: each at the site ``site_map`` gives (its
+    seed line must exist there); an entry that runs that site gets it as its target for ``release`` (with ``write``,
+    in its file). Returns the run's report with ``ported`` (entries that hit) and ``not_ported`` (why each did not)."""
+    seeds = {s["seed"] for s in seed_lines(release) if "argv" in s}
+    smap = site_map(src, release)
+    mine = {e["source"] for e in entries(release, files)}
+    cand, skipped = [], []
+    for e in entries(src, files):
+        if e["source"] in mine:
+            continue
+        if e["where"] not in smap:
+            skipped.append({"source": e["source"], "why": f"{e['where']}@{src} has no counterpart in {release}"})
+        elif "seed" in e and e["seed"] not in seeds:
+            skipped.append({"source": e["source"], "why": f"seed {e['seed']} is not a seed line of {release}"})
+        else:
+            cand.append(dict(e, where=smap[e["where"]]))
+    doc = run(release, files, log=log, es=cand) if cand else {"aimed": []}
+    hit = [r for r in doc["aimed"] if r["hit"]]
+    if write:
+        for r in hit:
+            name, _, idx = r["source"].rpartition(":")
+            _add_target(AIMED / name if files is None else next(f for f in files if Path(f).name == name),
+                        int(idx), release, r["target"])
+    doc["ported"] = [{"source": r["source"], "target": r["target"]} for r in hit]
+    doc["not_ported"] = skipped + [{"source": r["source"], "why": f"did not run {r['target']} "
+                                    f"({r['verdict']} at {r['where']})"} for r in doc["aimed"] if not r["hit"]]
+    return doc
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m tools.engine_oracle.aimed",
                                  description="judge the aimed lines (tools/engine_oracle/aimed/*.yaml) of a release")
@@ -188,7 +304,21 @@ def main(argv=None) -> int:
     ap.add_argument("--file", type=Path, nargs="+", help="these aimed-lines files only (default: every one)")
     ap.add_argument("--product", action="store_true", help="also gpustack-k3's verdict on each line")
     ap.add_argument("--out", type=Path, help="write the whole report (synth.py's format) here")
+    ap.add_argument("--port-from", metavar="RELEASE", choices=sorted(RELEASES),
+                    help="try RELEASE's entries that do not name --release on it (each at its site's counterpart); "
+                         "with --write, an entry that runs it gets that site as its --release target in its file")
+    ap.add_argument("--write", action="store_true", help="with --port-from: edit the files")
     a = ap.parse_args(argv)
+    if a.port_from:
+        try:
+            doc = port(a.port_from, a.release, a.file, a.write,
+                       log=lambda r: print(json.dumps(r), file=sys.stderr))
+        except (AimedError, yaml.YAMLError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps({"release": a.release, "from": a.port_from, "ported": len(doc["ported"]),
+                          "not_ported": doc["not_ported"], "written": a.write}, indent=1))
+        return 0
     try:
         doc = run(a.release, a.file, a.product, log=lambda r: print(json.dumps(r), file=sys.stderr))
     except (AimedError, yaml.YAMLError, OSError) as exc:

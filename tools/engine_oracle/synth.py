@@ -1120,15 +1120,18 @@ def _key(line: dict) -> str:
 
 def earlier_corpus(reports: list[Path], release: str, variants: Path,
                    serve_configs: dict[str, str] | None = None) -> list[dict]:
-    """The kept lines (``corpus``) of earlier reports of the same release, for round 0 of a run that continues them:
+    """The kept lines (``corpus``) of earlier reports of the same engine, for round 0 of a run that continues them:
     their config.json copies (the report's ``model_variants``) written again under ``variants``, their ``--config``
     files (``serve_configs``) beside it (recorded in ``serve_configs`` for this run's report); a line whose copy the
-    report does not hold is left out (it could not be judged as it was)."""
+    report does not hold is left out (it could not be judged as it was). Another release's kept lines are judged as
+    they are (an option this release lacks is its parser's refusal): a newer release's corpus starts an older one's."""
+    from gpustack_k3.oracle.judge import RELEASES
+
     out = []
     for rp in reports:
         doc = json.loads(Path(rp).read_text())
-        if doc.get("release") != release:
-            raise ValueError(f"{rp}: a report of {doc.get('release')}, not {release}")
+        if RELEASES.get(doc.get("release"), ("?",))[0] != RELEASES[release][0]:
+            raise ValueError(f"{rp}: a report of {doc.get('release')}, not of a {RELEASES[release][0]} release")
         restored = _restore_variants(doc.get("model_variants") or {}, variants)
         files = {}
         for old, text in (doc.get("serve_configs") or {}).items():
@@ -1414,7 +1417,7 @@ def main(argv=None) -> int:
     ap.add_argument("--per-site", type=int, default=2, help="candidate lines per target site and round")
     ap.add_argument("--product", action="store_true", help="gpustack-k3's verdict on every judged line (misses)")
     ap.add_argument("--corpus-from", type=Path, nargs="+", metavar="REPORT",
-                    help="round 0 also judges the kept lines of these earlier reports of the release (their config.json "
+                    help="round 0 also judges the kept lines of these earlier reports of the engine (their config.json "
                          "copies restored): the run continues their coverage")
     ap.add_argument("--no-families", action="store_true",
                     help="round 0 without a line per public model family (aiconfigurator-core) and the --config lines")
