@@ -75,6 +75,7 @@ def worker_config(release: str) -> dict:
             raise OracleUnavailable(str(exc)) from None
         unpacked, extensions = _wheels.unpack(w)
         cfg.update(unpacked=str(unpacked), extensions=extensions, versions=_wheels.required_versions(w),
+                   pins=_wheels.pinned_versions(w),
                    hardware={**hw["b300"], "key": "b300"})
     return cfg
 

@@ -54,6 +54,22 @@ def required_versions(wheel: Path) -> dict[str, str]:
     return out
 
 
+def pinned_versions(wheel: Path) -> dict[str, str]:
+    """Distribution -> the exact version the wheel's unconditional requirements pin (``==X`` only): what the
+    release's own image installs (doubles.py TORCH_VERSION_REASON)."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        text = zf.read(meta).decode()
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith("Requires-Dist:") or "extra ==" in line:
+            continue
+        m = re.match(r"Requires-Dist:\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*\(?\s*==\s*([0-9][^,\s;)*]*)\s*\)?\s*(?:;|$)", line)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = m.group(2).rstrip(".")
+    return out
+
+
 def unpacked_dir(wheel: Path) -> Path:
     return cache_dir() / "engine-parsers" / "unpacked" / wheel.stem
 

@@ -15,6 +15,10 @@ nowhere else:
   the device queries a CPU box cannot answer (capability, name, memory, count, NVLink) answered as the catalog's
   hardware says (``gpustack_k3/catalog/data/hardware.yaml``: b300/gb300 are SM103, b200 SM100; visible GiB).
   Without it vLLM resolves ``UnspecifiedPlatform`` ("Device string must not be empty").
+- ``torch_version``: the wheel pins ``torch==X`` (its METADATA) and the venv's torch is another version: the
+  ``torch.__version__`` the release reads answers X, so a config check gated on the torch version answers as the
+  release's own image would (vLLM 0.11.0 pins 2.8.0: ``-O '{"use_inductor_graph_partition": true}'`` needs >= 2.9,
+  ``config/compilation.py:484-485@0.11.0``). Only the version string: every torch call is the venv's torch.
 - ``registry_in_process``: vLLM's model registry inspects an architecture class in a subprocess (to keep CUDA out
   of the parent); here the same function, ``_ModelInfo.from_model_cls(load_model_cls())``, runs in-process: the
   flags (hybrid, MLA, MoE, supports PP, ...) are read from the release's own model class attributes; no kernel
@@ -153,12 +157,33 @@ SIGNATURE_REASON = ("a release inspects the signature of a stubbed GPU package's
                     "raises")
 
 
+TORCH_VERSION_REASON = ("the wheel pins torch==X and the CPU venv has another torch: torch.__version__ answers X, so a "
+                        "config check gated on the torch version (is_torch_equal_or_newer) answers as the release's "
+                        "image; every torch call is the venv's torch")
+
+
+def torch_version(pins: dict[str, str]) -> str | None:
+    """TORCH_VERSION_REASON: set ``torch.__version__`` to the wheel's ``torch==`` pin when the venv's differs; the
+    pinned version, or None when nothing was changed."""
+    pin = pins.get("torch")
+    if not pin:
+        return None
+    import torch
+    from torch.torch_version import TorchVersion
+
+    if str(torch.__version__).split("+")[0] == pin:
+        return None
+    torch.__version__ = TorchVersion(pin)
+    return pin
+
+
 def doubles_table() -> dict[str, str]:
     """What is doubled and why (every worker's first answer, ``hello.doubles``, carries it: ``Oracle(r).hello``)."""
     out = {f"module {k}": v for k, v in MISSING.items()}
     out["the wheel's compiled extensions (*.so)"] = EXTENSION_REASON
     out["torch.ops kernel namespaces of the wheel"] = KERNEL_OPS_REASON
     out["vllm.platforms.current_platform"] = PLATFORM_REASON
+    out["torch.__version__ (the wheel's torch== pin)"] = TORCH_VERSION_REASON
     out["vllm.config.* HAS_TRITON"] = TRITON_REASON
     out["torch.cuda device queries (SGLang worker only)"] = TORCH_CUDA_REASON
     out["unpacked vllm/vllm-rs mode"] = EXEC_REASON

@@ -722,6 +722,7 @@ def main() -> int:
         sys.path.insert(0, cfg["unpacked"])
     finder, stubbed = doubles.install_module_stubs(set(cfg.get("extensions") or ()), cfg.get("versions") or {})
     STUBBED.extend(stubbed)
+    doubles.torch_version(cfg.get("pins") or {})
     if cfg.get("unpacked"):
         doubles.kernel_op_namespaces(set(cfg.get("extensions") or ()))
     try:
