@@ -156,6 +156,8 @@ def test_every_rule_has_a_firing_case():
     covered |= AIMS3_DIRECT
     from tests.core.test_aimV3_rules import AIMV3_DIRECT   # core/rules/vllm_checks_aimV3.py (helper aimV3)
     covered |= AIMV3_DIRECT
+    from tests.core.test_miss9_rules import MISS9_DIRECT   # core/rules/vllm_checks_miss9.py (helper miss9)
+    covered |= MISS9_DIRECT
     assert covered == set(RULES)
 
 
