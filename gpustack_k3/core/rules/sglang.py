@@ -537,31 +537,50 @@ _NGRAM_BREADTH = "--speculative-ngram-max-bfs-breadth"
 @rule("sglang-ngram-topk-page-size", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
       field="spec.speculative.method", title="SGLang NGRAM: top-k above 1 with a paged MLA backend",
       why="The NGRAM hook sets speculative_eagle_topk to --speculative-ngram-max-bfs-breadth (default 10) and refuses "
-          "a top-k above 1 with a page size above 1 on any attention backend but flashinfer. Kimi-K3 on SM100/SM103 "
-          "without DCP and without an attention backend given gets trtllm_mla for prefill and decode, which pages at "
-          "64 tokens (a --page-size 1 is raised to 64): NGRAM as given is refused.",
+          "a top-k above 1 with a page size above 1 on any attention backend but flashinfer. On SM100/SM103 without "
+          "DCP and without an attention backend given, SGLang gives Kimi-K3 (its own override) and the DeepSeek "
+          "family outside DSA (DeepseekV3ForCausalLM and the other architectures of the DeepSeek override whose "
+          "config.json has no index_topk) trtllm_mla, which pages at 64 tokens (32 if --page-size 32; any other "
+          "--page-size is raised to 64): NGRAM as given is refused.",
       fix="Give --speculative-ngram-max-bfs-breadth 1, or --attention-backend flashinfer, in spec.extraArgs; or use "
           "another speculative method.",
       source="sglang arg_groups/speculative_hook.py:1310-1313,1355-1366@0.5.23; model_overrides/kimi_k3.py:122-137"
-             "@0.5.23; arg_groups/overrides.py:1143-1199@0.5.23 (trtllm_mla page size 32/64)",
+             "@0.5.23; arg_groups/overrides.py:1143-1199@0.5.23 (trtllm_mla page size 32/64); "
+             "arg_groups/model_overrides/deepseek_v2.py:37-51,99,178-189@0.5.23, configs/model_config.py:191-212@0.5.23",
       sources={"sglang 0.5.22": "sglang arg_groups/speculative_hook.py:1220-1223,1265-1276@0.5.22; "
-                                "model_overrides/kimi_k3.py:137-150@0.5.22",
+                                "model_overrides/kimi_k3.py:137-150@0.5.22; "
+                                "arg_groups/model_overrides/deepseek_v2.py:37-51,99,179-190@0.5.22, "
+                                "configs/model_config.py:190-211@0.5.22, arg_groups/overrides.py:1085-1104,1148-1150"
+                                "@0.5.22",
                "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:1310-1313,1355-1366@0.5.23; "
-                                "model_overrides/kimi_k3.py:122-137@0.5.23; arg_groups/overrides.py:1143-1199@0.5.23"},
+                                "model_overrides/kimi_k3.py:122-137@0.5.23; arg_groups/overrides.py:1143-1199@0.5.23; "
+                                "arg_groups/model_overrides/deepseek_v2.py:37-51,99,178-189@0.5.23, "
+                                "configs/model_config.py:191-212@0.5.23"},
       no_cel="reads the NGRAM breadth and the attention backends from spec.extraArgs (argv tokenising)")
 def check_sglang_ngram_topk_page_size(r, c):
-    if speculative_algorithm(r) != "NGRAM" or r.spec.model.name != "kimi-k3" or r.hardware is None \
-            or str(r.hardware.sm).upper() not in ("SM100", "SM103") or r.dcp > 1:
+    from gpustack_k3.core.rules.sglang_checks_miss9 import deepseek_family_trtllm_page   # imports checks (args)
+
+    if speculative_algorithm(r) != "NGRAM":
         return
-    att, dec, pre = kimi_k3_mla_backends(r)
-    if (att, dec, pre) != (None, "trtllm_mla", "trtllm_mla"):
-        return   # a backend was given: its page size is not modelled here (flashinfer and triton at 1 pass)
+    if r.spec.model.name == "kimi-k3":
+        if r.hardware is None or str(r.hardware.sm).upper() not in ("SM100", "SM103") or r.dcp > 1:
+            return
+        att, dec, pre = kimi_k3_mla_backends(r)
+        if (att, dec, pre) != (None, "trtllm_mla", "trtllm_mla"):
+            return   # a backend was given: its page size is not modelled here (flashinfer and triton at 1 pass)
+        what, page = "Kimi-K3", 64
+    else:
+        found = deepseek_family_trtllm_page(r)   # the DeepSeek family outside DSA (helper miss9)
+        if found is None:
+            return
+        what, page = found
     topk = extra_arg_int(r, _NGRAM_BREADTH)
     if topk is None:
         topk = parser_default(r, _NGRAM_BREADTH)
     if isinstance(topk, int) and topk > 1:
-        yield None, (f"NGRAM on Kimi-K3: speculative_eagle_topk({topk}) > 1 (--speculative-ngram-max-bfs-breadth) with "
-                     "page_size(64) > 1 on the trtllm_mla backend SGLang picks on SM100/SM103")
+        yield None, (f"NGRAM on {what}: speculative_eagle_topk({topk}) > 1 (--speculative-ngram-max-bfs-breadth) with "
+                     f"page_size({page}) > 1 on the trtllm_mla backend SGLang picks on SM100/SM103; give "
+                     "--speculative-ngram-max-bfs-breadth 1 or --attention-backend flashinfer")
 
 
 @rule("sglang-dcp-prefill-cp", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_SGLANG],
