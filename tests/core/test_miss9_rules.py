@@ -125,6 +125,16 @@ def test_every_preset_env_is_known_to_its_release(name):
         assert unknown_env(r) == [], (name, r.version.key)
 
 
+def test_the_topology_env_is_known_to_every_release():
+    """What a P/D role's launch adds (core/launch.py role_launch: the NIXL side channel's port and host, from
+    engines/vllm.yaml topology) is declared by every release with the check."""
+    topo = load_catalog().engines["vllm"].topology
+    added = {topo["side_channel_port_env"], topo["side_channel_host_env"]}
+    assert added == {"VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST"}
+    for v in CHECKED:
+        assert added <= set(env_names_data()[v]["names"]), v
+
+
 def test_the_table_holds_each_release_s_check():
     d = json.loads((DATA / "engines/vllm-env-names.json").read_text(encoding="utf-8"))
     assert d["made_by"] == "tools/engine_parsers/env_names.py"
@@ -143,6 +153,7 @@ def test_the_table_holds_each_release_s_check():
 def test_the_rules_cite_every_release_with_the_check():
     for rid in (ENV_FAIL, ENV_WARN):
         assert {k.split()[1] for k in RULES[rid].sources} == set(CHECKED), rid
+    assert {k.split()[1] for k in RULES[DRAFT].sources} == set(DRAFT_RELEASES)
 
 
 # ----------------------------------------------------------------------------- the draft model's name
@@ -150,9 +161,11 @@ def test_the_rules_cite_every_release_with_the_check():
 SMOL = ["/models/smollm2-hf", "--max-model-len", "1024"]
 
 
-@pytest.mark.parametrize("release", ["0.33.0", "0.34.0"])
+DRAFT_RELEASES = ["0.11.0", "0.28.0", "0.29.0", "0.32.0-cpu", "0.33.0", "0.34.0"]
+
+
+@pytest.mark.parametrize("release", DRAFT_RELEASES)
 @pytest.mark.parametrize("extra, warned", [
-    (["--spec-model", "none"], True),
     (["--speculative-config", '{"model": "none", "num_speculative_tokens": 2}'], True),
     (["--speculative-config", '{"model": "a..b", "num_speculative_tokens": 2}'], True),
     (["--speculative-config", '{"model": "a/b/c", "num_speculative_tokens": 2}'], True),
@@ -161,11 +174,19 @@ SMOL = ["/models/smollm2-hf", "--max-model-len", "1024"]
     (["--speculative-config", '{"model": "none", "method": "ngram", "num_speculative_tokens": 2}'], False),
     (["--speculative-config", '{"model": "none", "method": "eagle", "num_speculative_tokens": 2}'], True),
     (["--speculative-config", '{"model": "ngram", "num_speculative_tokens": 2}'], False),
-], ids=["spec-model-none", "json-none", "dots", "two-slashes", "abs-path", "hub-id", "method-ngram", "method-eagle", "ngram-word"])
+], ids=["json-none", "dots", "two-slashes", "abs-path", "hub-id", "method-ngram", "method-eagle", "ngram-word"])
 def test_draft_model_name(release, extra, warned):
-    found = findings("vllm", release, SMOL + extra)
+    found = findings("vllm", release, line(release, SMOL + extra))
     assert (found.get(DRAFT) == "warning") is warned, found
     assert DRAFT not in {k for k, s in found.items() if s == "error"}
+
+
+@pytest.mark.parametrize("release", ["0.33.0", "0.34.0"])
+def test_spec_model_none(release):
+    """--spec-model (new in 0.33.0) names the draft as --speculative-config's model does: seed 40127's line."""
+    found = findings("vllm", release, SMOL + ["--spec-model", "none"])
+    assert found.get(DRAFT) == "warning", found
+    assert DRAFT not in findings("vllm", release, SMOL + ["--spec-model", "none", "--spec-method", "ngram"])
 
 
 def test_draft_name_reasons():

