@@ -92,21 +92,22 @@ def test_the_table_is_what_the_tool_reads_from_the_wheels(tmp_path):
 
 @pytest.mark.parametrize("version", DRAFT_RELEASES)
 def test_draft_named_none(oracles, version):
-    """The offline oracle refuses every name that is not a directory (a Hub id too: HuggingFaceTB/SmolLM2-135M, a
-    real repo, is refused the same way), so the product only warns; an n-gram method leaves the name unread, and an
-    absolute path is read (0.11.0 then refuses a draft model for another reason)."""
+    """A name that is not a directory makes the release ask the Hub; the offline oracle says so (not_decidable,
+    hub-offline, where the release raised: a line the rule cites), for a real repo (HuggingFaceTB/SmolLM2-135M) as for
+    'none', and the product only warns for 'none'; an n-gram method leaves the name unread, and an absolute path is
+    read (0.11.0 then refuses a draft model for another reason)."""
     release = f"vllm-{version}"
     spellings = [["--speculative-config", '{"model": "none", "num_speculative_tokens": 2}']]
     if version in ("0.33.0", "0.34.0"):
         spellings.append(["--spec-model", "none"])
     for extra in spellings:
         v = judge(oracles, release, SMOL + extra)
-        assert v["verdict"] == "refused" and "Invalid repository ID or local directory specified: 'none'" in v["message"]
+        assert v["verdict"] == "not_decidable" and v["reason"] == "hub-offline" and "'none'" in v["detail"], v
         assert at_cited(DRAFT, f"vllm {version}", v["where"]), v
         assert findings("vllm", version, line(release, SMOL + extra)).get(DRAFT) == "warning"
     hub = ["--speculative-config", '{"model": "HuggingFaceTB/SmolLM2-135M", "num_speculative_tokens": 2}']
     v = judge(oracles, release, SMOL + hub)
-    assert v["verdict"] == "refused" and "Invalid repository ID" in v["message"], v   # offline: not the Hub's answer
+    assert v["verdict"] == "not_decidable" and v["reason"] == "hub-offline", v   # offline: not the Hub's answer
     assert DRAFT not in findings("vllm", version, line(release, SMOL + hub))
     twins = [["--speculative-config", '{"model": "none", "method": "ngram", "num_speculative_tokens": 2, '
                                       '"prompt_lookup_max": 4}']]

@@ -196,6 +196,7 @@ def doubles_table() -> dict[str, str]:
     out["vllm cuda_device_count_stateless"] = DEVICE_COUNT_REASON
     out["vllm platform is_cumem_allocator_available"] = CUMEM_REASON
     out["vllm.utils.import_utils availability probes (recorded)"] = PROBE_REASON
+    out["vllm transformers_utils file_or_path_exists (recorded)"] = HUB_REASON
     for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
         for f in funcs:
             out[f"signature of {f} (SGLang worker only, from the pinned {dist} wheel)"] = SIGNATURE_REASON
@@ -522,6 +523,33 @@ def torch_cuda_queries(hw: dict) -> None:
 # (module, file, function) of each release function whose availability probe answered False for a package that is
 # neither installed in this interpreter nor a double (PROBE_REASON); read by worker.py's _classify
 NEGATIVE_PROBES: list[tuple[str, str, str]] = []
+
+
+HUB_REASON = ("a model or draft name that is not a local path makes vLLM ask the Hugging Face Hub "
+              "(transformers_utils file_or_path_exists); the oracle runs offline (HF_HUB_OFFLINE=1), so a refusal "
+              "raised where that lookup answered no depends on the hub's answer: not_decidable (hub-offline). "
+              "Recorded, never answered differently")
+HUB_ASKED: list[str] = []   # the names of this line the lookup answered no for that are no local path
+
+
+def hub_lookups() -> None:
+    """HUB_REASON: record the names ``file_or_path_exists`` answered False for without a local path (the name
+    ``transformers_utils.config`` calls it by: a module attribute of that module since 0.28.0's repo_utils import)."""
+    import os
+
+    import vllm.transformers_utils.config as c
+
+    real = getattr(c, "file_or_path_exists", None)
+    if real is None:
+        return
+
+    def recorded(model, *args, **kwargs):
+        ans = real(model, *args, **kwargs)
+        if not ans and not os.path.exists(str(model)):
+            HUB_ASKED.append(str(model))
+        return ans
+
+    c.file_or_path_exists = recorded
 
 
 def availability_probes() -> None:

