@@ -158,6 +158,8 @@ def test_every_rule_has_a_firing_case():
     covered |= AIMV3_DIRECT
     from tests.core.test_miss9_rules import MISS9_DIRECT   # core/rules/vllm_checks_miss9.py (helper miss9)
     covered |= MISS9_DIRECT
+    from tests.core.test_mfixS_rules import MFIXS_DIRECT   # core/rules/sglang_checks_mfixS.py (helper mfixS)
+    covered |= MFIXS_DIRECT
     assert covered == set(RULES)
 
 

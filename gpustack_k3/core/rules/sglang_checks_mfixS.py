@@ -1,0 +1,250 @@
+"""SGLang refusals keyed on the model's own class (helper mfixS, issue 31): the release's model hooks and model
+overrides that refuse a command line for one architecture (config.json's ``architectures[0]`` / ``model_type``, read
+through the one reader, core.model_config) together with the line's options, beyond what the engine-check table
+(gpustack_k3/catalog/data/checks/sglang.yaml) can verify: its examples need a catalogued model or an oracle shape of
+that class, and none exists for these classes.
+
+Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
+whose code it follows with each release's own source, and is verified against the release by
+tests/engine_oracle/test_mfixS_rules_oracle.py (unit lines: tests/core/test_mfixS_rules.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
+from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
+from gpustack_k3.core.rules.registry import rule
+
+SGL = [ENGINE_SGLANG]
+
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _arch(v: LineView) -> str | None:
+    """config.json's ``architectures[0]``, as the release's model hooks read ``hf_config.architectures[0]``."""
+    return getattr(v.arch, "architecture", None) if v.arch is not None else None
+
+
+def _sources(by_release: dict[str, str]) -> dict[str, str]:
+    return {f"sglang {k}": s for k, s in by_release.items()}
+
+
+def _view(r: Any) -> LineView | None:
+    v = line_view(r)
+    return None if v is None or v.arch is None else v
+
+
+# ------------------------------------------------------------------ attention backends a model class refuses
+
+# handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
+# model's override (model_overrides/{olmo2,lfm2,gemma4}.py) only fills a backend the line leaves unset, so a backend
+# the line gives is the one the assertion sees. Gemma4 reads both phases: prefill = --prefill-attention-backend, else
+# --attention-backend (an unset one becomes the override's trtllm_mha / triton); decode likewise.
+GEMMA4_ARCHS = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4UnifiedForConditionalGeneration")
+GEMMA4_BACKENDS = ("trtllm_mha", "triton", "fa4", "ascend", "intel_xpu", "intel_amx", "aiter")
+LFM2_ARCHS = ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM")
+_BACKEND_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/model_hook.py:636-662,682-692,716-722@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/model_hook.py:630-656,676-686,710-716@0.5.22",
+}
+
+
+def model_backend_refusal(v: LineView) -> str | None:
+    """The release's refusal of the line's attention backend for the model's class, None if it has none."""
+    arch = _arch(v)
+    attn = v.value("attention_backend")
+    if arch == "Olmo2ForCausalLM" and attn == "flashinfer":
+        return "FlashInfer backend can significantly degrade the performance of Olmo3 models."
+    if arch in LFM2_ARCHS and attn == "triton":
+        return f"{arch} does not support triton attention backend, as the first layer might not be an attention layer"
+    if arch in GEMMA4_ARCHS:
+        prefill = v.value("prefill_attention_backend") or attn
+        decode = v.value("decode_attention_backend") or attn
+        bad = [b for b in (prefill, decode) if b is not None and b not in GEMMA4_BACKENDS]
+        if bad:
+            return ("Gemma4 only supports trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx, or aiter attention "
+                    f"backend, got prefill={prefill}, decode={decode}")
+    return None
+
+
+@rule("sglang-model-class-attention-backend", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="The model's class does not run on the given attention backend (Olmo2/Olmo3, LFM2, Gemma 4)",
+      why="SGLang's model hook refuses FlashInfer attention for Olmo2ForCausalLM (Olmo 3), Triton attention for "
+          "Lfm2ForCausalLM / Lfm2MoeForCausalLM (the first layer may be no attention layer), and any attention "
+          "backend other than trtllm_mha, triton, fa4, ascend, intel_xpu, intel_amx or aiter for Gemma 4, for "
+          "prefill and decode alike.",
+      fix="Drop --attention-backend (and --prefill-/--decode-attention-backend) so the model's override picks its "
+          "backend, or give one the model supports.",
+      source=_BACKEND_SOURCES["0.5.23"], sources=_sources(_BACKEND_SOURCES), no_cel=NO_CEL)
+def check_sglang_model_class_attention_backend(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = model_backend_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ model overrides refusing parallelism
+
+# model_overrides/ernie45_vl.py and iquest_q1.py (their overrides, run for the class) refuse attention DP
+# (attn_dp_enabled_of: --attn-dp-size > 1); IQuest Q1 also any attention backend but fa3, context parallelism
+# and pipeline parallelism. Only --attn-dp-size itself is read: the deprecated --enable-dp-attention --dp-size N
+# becomes --attn-dp-size in a hook whose order to the overrides the rule does not assume (left to the release).
+ERNIE45_VL_ARCH = "Ernie4_5_VLMoeForConditionalGeneration"
+IQUEST_ARCHS = ("IQuestQ1ForCausalLM", "IQuestQ1MTP")
+_PAR_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/model_overrides/ernie45_vl.py:14-18@0.5.23; "
+              "sglang/srt/arg_groups/model_overrides/iquest_q1.py:19-23,29-30,37-40@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/model_overrides/ernie45_vl.py:14-18@0.5.22; "
+              "sglang/srt/arg_groups/model_overrides/iquest_q1.py:19-23,29-30,37-40@0.5.22",
+}
+
+
+def model_override_refusal(v: LineView) -> str | None:
+    arch = _arch(v)
+    attn_dp = (_int(v.value("attn_dp_size")) or 1) > 1
+    if arch == ERNIE45_VL_ARCH and attn_dp:
+        return "ERNIE 4.5 VL MoE does not support DP attention: its attention heads are split over the full TP group."
+    if arch not in IQUEST_ARCHS:
+        return None
+    if any(v.value(d) not in (None, "fa3") for d in ("attention_backend", "prefill_attention_backend",
+                                                      "decode_attention_backend")):
+        return "IQuestQ1 applies its attention sink from the softmax LSE and requires FA3 attention for both " \
+               "prefill and decode."
+    if (_int(v.value("attn_cp_size")) or 1) > 1 or (_int(v.value("dcp_size")) or 1) > 1 \
+            or v.value("enable_prefill_cp") is True:
+        return "IQuestQ1 does not support context parallelism."
+    if attn_dp:
+        return "IQuest Q1 does not support DP attention."
+    if (_int(v.value("pp_size")) or 1) > 1:
+        return "IQuest Q1 does not support pipeline parallelism."
+    return None
+
+
+@rule("sglang-model-class-parallelism", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="The model's class refuses attention DP / context / pipeline parallelism (ERNIE 4.5 VL MoE, IQuest Q1)",
+      why="SGLang's model overrides refuse attention data parallelism for ERNIE 4.5 VL MoE (its attention heads are "
+          "split over the full TP group) and for IQuest Q1, which also refuses context parallelism, pipeline "
+          "parallelism and any attention backend but fa3.",
+      fix="Drop --attn-dp-size (and for IQuest Q1 --attn-cp-size / --dcp-size / --enable-prefill-cp / --pp-size and "
+          "a non-fa3 attention backend).",
+      source=_PAR_SOURCES["0.5.23"], sources=_sources(_PAR_SOURCES), no_cel=NO_CEL)
+def check_sglang_model_class_parallelism(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = model_override_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ prefill context parallelism per model class
+
+# parallel_hook.py: _boundary_parallelism_overrides refuses --attn-cp-size > 1 for Nemotron-H (text model_type
+# nemotron_h / nemotron_h_puzzle) and prefill CP with --attn-cp-size > 1 for LongCat-Flash (longcat_flash);
+# resolve_prefill_cp refuses MiMo V2 prefill CP off --cp-strategy zigzag, and on a multimodal MiMoV2ForCausalLM
+# (the release enables multimodal for it when config.json has both vision_config and audio_config, or with
+# --enable-multimodal) without --language-only / --language-model-only.
+MIMO_V2_ARCHS = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")
+_CP_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/parallel_hook.py:76-81,132-148@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/parallel_hook.py:72-77,126-142@0.5.22",
+}
+
+
+def _mimo_multimodal(v: LineView) -> bool | None:
+    """Whether the release builds a MiMoV2ForCausalLM as multimodal (None: not known to the rule)."""
+    mm = v.value("enable_multimodal")
+    if mm is False:
+        return False
+    raw = getattr(v.arch, "raw", None)
+    if not isinstance(raw, dict) or mm is not None:
+        return None
+    return "vision_config" in raw and "audio_config" in raw
+
+
+def model_cp_refusal(v: LineView) -> str | None:
+    arch = _arch(v)
+    mtype = getattr(v.arch, "model_type", None)
+    cp = (_int(v.value("attn_cp_size")) or 1) > 1
+    prefill_cp = v.value("enable_prefill_cp") is True
+    if mtype in ("nemotron_h", "nemotron_h_puzzle") and cp:
+        return "Nemotron-H does not support --attn-cp-size > 1"
+    if mtype == "longcat_flash" and prefill_cp and cp:
+        return "LongCat-Flash does not support --enable-prefill-cp with --attn-cp-size > 1"
+    if arch in MIMO_V2_ARCHS and prefill_cp:
+        if v.value("cp_strategy") != "zigzag":
+            return "MiMo V2 prefill CP only supports --cp-strategy zigzag."
+        if arch == "MiMoV2ForCausalLM" and _mimo_multimodal(v) and not v.value("language_only") \
+                and not v.value("language_model_only"):
+            return "MiMo V2 prefill CP only supports text inference; add --language-only."
+    return None
+
+
+@rule("sglang-model-class-prefill-cp", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="The model's class refuses this context parallelism (Nemotron-H, LongCat-Flash, MiMo V2)",
+      why="SGLang refuses --attn-cp-size > 1 for Nemotron-H, prefill CP with --attn-cp-size > 1 for LongCat-Flash, "
+          "and MiMo V2 prefill CP off --cp-strategy zigzag or, on a multimodal MiMo V2 checkpoint, without "
+          "--language-only.",
+      fix="Drop the context parallelism, or for MiMo V2 use --cp-strategy zigzag and --language-only.",
+      source=_CP_SOURCES["0.5.23"], sources=_sources(_CP_SOURCES), no_cel=NO_CEL)
+def check_sglang_model_class_prefill_cp(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = model_cp_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ MiMo V2 fused qkv_proj
+
+# model_hook.py: a MiMoV2ForCausalLM (not --encoder-only) whose config.json says attention_projection_layout
+# fused_qkv has its qkv_proj weights interleaved for TP = num_key_value_heads
+# (configs/model_config.py get_mimo_v2_fused_qkv_expected_tp_size); the effective attention TP
+# (tp / (attn_dp x attn_cp), derive_attn_tp_size) must divide it.
+_MIMO_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/model_hook.py:574-596@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/model_hook.py:568-590@0.5.22",
+}
+
+
+def mimo_fused_qkv_refusal(v: LineView) -> str | None:
+    if _arch(v) != "MiMoV2ForCausalLM" or v.value("encoder_only"):
+        return None
+    if v.arch.get("attention_projection_layout") != "fused_qkv":
+        return None
+    expected = _int(v.arch.kv_heads) if v.arch.get("num_key_value_heads") is not None else None
+    tp, dp, cp = (_int(v.value(d)) for d in ("tp_size", "attn_dp_size", "attn_cp_size"))
+    if not expected or not tp or (dp or 1) < 1 or (cp or 1) < 1 or tp % ((dp or 1) * (cp or 1)):
+        return None
+    eff = tp // ((dp or 1) * (cp or 1))
+    if eff and expected % eff:
+        return (f"MiMoV2ForCausalLM requires effective attention TP size {expected} because its fused qkv_proj "
+                f"weights are TP={expected}-interleaved; got {eff} (tp_size={tp}, attn_dp_size={dp or 1}, "
+                f"attn_cp_size={cp or 1}).")
+    return None
+
+
+@rule("sglang-mimo-v2-fused-qkv-attn-tp", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="MiMo V2 with fused qkv_proj weights needs an attention TP size dividing its KV heads",
+      why="A MiMoV2ForCausalLM checkpoint with attention_projection_layout fused_qkv has its qkv_proj weights "
+          "interleaved for a TP size of num_key_value_heads; SGLang refuses an effective attention TP size "
+          "(--tp-size / (--attn-dp-size x --attn-cp-size)) that does not divide it.",
+      fix="Set --tp-size, --attn-dp-size and --attn-cp-size so the effective attention TP size divides the model's "
+          "num_key_value_heads.",
+      source=_MIMO_SOURCES["0.5.23"], sources=_sources(_MIMO_SOURCES), no_cel=NO_CEL)
+def check_sglang_mimo_v2_fused_qkv_attn_tp(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = mimo_fused_qkv_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg

@@ -1,0 +1,132 @@
+"""The rules of gpustack_k3/core/rules/sglang_checks_mfixS.py (helper mfixS): refusals keyed on the model's class
+(config.json's architectures / model_type) for SGLang. The product's side (check-args as the differential runs it,
+on a public config.json relabelled as the class); the release's own verdict on the same lines:
+tests/engine_oracle/test_mfixS_rules_oracle.py. These lines were misses on r9base (the aimed lines of
+tools/engine_oracle/aimed/aimS4.yaml)."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from gpustack_k3.core.rules import RULES
+
+BACKEND = "sglang-model-class-attention-backend"
+PAR = "sglang-model-class-parallelism"
+CP = "sglang-model-class-prefill-cp"
+MIMO = "sglang-mimo-v2-fused-qkv-attn-tp"
+
+LLAMA = "meta-llama--Meta-Llama-3.1-8B"
+DSV3 = "deepseek-ai--DeepSeek-V3"
+NEMOH = "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+GEMMA4 = "google--gemma-4-26B-A4B"
+MIMOF = "XiaomiMiMo--MiMo-V2-Flash"
+BOTH = ("0.5.22", "0.5.23")
+
+# (rule, public config.json, its top-level keys replaced, argv after --model-path DIR, the refused line's options,
+#  the accepted twin's options): the release refuses the first at the rule's cited source and accepts the twin
+_SPECS = [
+    (BACKEND, LLAMA, {"architectures": ["Olmo2ForCausalLM"]}, ["--tp-size", "8"],
+     ["--attention-backend", "flashinfer"], ["--attention-backend", "triton"]),
+    (BACKEND, LLAMA, {"architectures": ["Lfm2ForCausalLM"]}, ["--tp-size", "8"],
+     ["--attention-backend", "triton"], ["--attention-backend", "flashinfer"]),
+    (BACKEND, GEMMA4, {}, ["--tp-size", "2"], ["--attention-backend", "flashinfer"], ["--attention-backend", "triton"]),
+    (BACKEND, GEMMA4, {}, ["--tp-size", "2"], ["--prefill-attention-backend", "flashinfer"],
+     ["--prefill-attention-backend", "fa4"]),
+    (PAR, LLAMA, {"architectures": ["Ernie4_5_VLMoeForConditionalGeneration"]}, ["--tp-size", "8"],
+     ["--attn-dp-size", "2"], []),
+    (PAR, LLAMA, {"architectures": ["IQuestQ1ForCausalLM"]}, ["--tp-size", "8"], ["--attn-dp-size", "2"], []),
+    (PAR, LLAMA, {"architectures": ["IQuestQ1ForCausalLM"]}, ["--tp-size", "8"],
+     ["--attention-backend", "flashinfer"], ["--attention-backend", "fa3"]),
+    (PAR, LLAMA, {"architectures": ["IQuestQ1ForCausalLM"]}, ["--tp-size", "4"], ["--pp-size", "2"], []),
+    (CP, NEMOH, {}, ["--tp-size", "8"], ["--attn-cp-size", "2"], []),
+    (CP, DSV3, {"architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash"}, ["--tp-size", "8"],
+     ["--enable-prefill-cp", "--attn-cp-size", "2", "--cp-strategy", "interleave"], []),
+    (CP, MIMOF, {}, ["--tp-size", "8"], ["--enable-prefill-cp", "--attn-cp-size", "8", "--cp-strategy", "interleave"],
+     ["--enable-prefill-cp", "--attn-cp-size", "8", "--cp-strategy", "zigzag"]),
+    (CP, MIMOF, {"architectures": ["MiMoV2ForCausalLM"], "vision_config": {}, "audio_config": {}}, ["--tp-size", "8"],
+     ["--enable-prefill-cp", "--attn-cp-size", "8", "--cp-strategy", "zigzag"],
+     ["--enable-prefill-cp", "--attn-cp-size", "8", "--cp-strategy", "zigzag", "--language-only"]),
+    (MIMO, MIMOF, {"architectures": ["MiMoV2ForCausalLM"], "attention_projection_layout": "fused_qkv"}, [],
+     ["--tp-size", "8"], ["--tp-size", "8", "--attn-dp-size", "2"]),
+    (MIMO, MIMOF, {"architectures": ["MiMoV2ForCausalLM"], "attention_projection_layout": "fused_qkv"}, [],
+     ["--tp-size", "8"], ["--tp-size", "2"]),
+]
+CASES = [(rid, rel, stem, over, base, bad, good) for rid, stem, over, base, bad, good in _SPECS for rel in BOTH]
+IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
+# lines both the release and the rules pass: the class's own defaults, a class the rules do not name
+ACCEPTED = [
+    (rel, stem, over, argv) for rel in BOTH for stem, over, argv in (
+        (LLAMA, {"architectures": ["Olmo2ForCausalLM"]}, ["--tp-size", "8"]),
+        (GEMMA4, {}, ["--tp-size", "2"]),
+        (LLAMA, {}, ["--tp-size", "8", "--attn-dp-size", "2"]),
+        (MIMOF, {"architectures": ["MiMoV2ForCausalLM"]}, ["--tp-size", "8"]),
+    )
+]
+
+
+def public() -> dict[str, dict]:
+    from tools.engine_oracle.synth import public_configs
+
+    return public_configs()
+
+
+def model_dir(root: Path, stem: str, over: dict) -> str:
+    """A model directory holding the public ``stem``'s config.json with ``over``'s top-level keys replaced."""
+    cfgs = public()
+    if stem not in cfgs:
+        pytest.skip("aiconfigurator-core (the public config.json files) is not installed")
+    cfg = copy.deepcopy(cfgs[stem])
+    cfg.update(copy.deepcopy(over))
+    name = stem + "-" + "-".join(f"{k}" for k in sorted(over)) if over else stem
+    d = root / name.replace("/", "_")
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+def product(release: str, argv: list[str], model: str) -> dict:
+    from tools.engine_oracle.product import check_args
+
+    line = {"argv": argv, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8,
+            "model_config": f"{model}/config.json"}
+    return check_args("sglang", release, line)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("mfixS")
+
+
+@pytest.mark.parametrize("rid,release,stem,over,base,bad,good", CASES, ids=IDS)
+def test_the_rule_refuses_the_line_and_passes_its_twin(root, rid, release, stem, over, base, bad, good):
+    d = model_dir(root, stem, over)
+    refused = product(release, ["--model-path", d, *base, *bad], d)
+    assert refused["verdict"] == "refuse" and rid in refused["rules"], refused
+    passed = product(release, ["--model-path", d, *base, *good], d)
+    assert rid not in passed.get("rules", []), passed
+
+
+@pytest.mark.parametrize("release,stem,over,argv", ACCEPTED)
+def test_the_rules_pass_the_accepted_lines(root, release, stem, over, argv):
+    d = model_dir(root, stem, over)
+    rules = product(release, ["--model-path", d, *argv], d).get("rules", [])
+    assert not set(rules) & MFIXS_DIRECT, rules
+
+
+def test_each_rule_cites_every_release_it_runs_on():
+    for rid in MFIXS_DIRECT:
+        releases = {c[1] for c in CASES if c[0] == rid}
+        assert {k.split()[1] for k in RULES[rid].sources} == releases, rid
+
+
+# the rules of gpustack_k3/core/rules/sglang_checks_mfixS.py with a firing case above (tests/core/test_registry.py
+# test_every_rule_has_a_firing_case counts them)
+MFIXS_DIRECT = {c[0] for c in CASES}
+
+
+def test_every_rule_of_the_module_has_a_case():
+    assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.sglang_checks_mfixS"} \
+        == MFIXS_DIRECT

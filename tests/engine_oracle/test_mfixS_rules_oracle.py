@@ -1,0 +1,39 @@
+"""Tier engine_oracle (helper mfixS): the rules of gpustack_k3/core/rules/sglang_checks_mfixS.py against the release's
+own code. Each case of tests/core/test_mfixS_rules.py: the release refuses the line at the source the rule cites for
+that release and accepts its twin (one fact flipped); the lines of ACCEPTED it accepts. The product's side of the same
+lines is tests/core/test_mfixS_rules.py."""
+from __future__ import annotations
+
+import pytest
+
+from gpustack_k3.core.rules import RULES
+from tests.core.test_mfixS_rules import ACCEPTED, CASES, IDS, model_dir
+from tests.engine_oracle.test_checks_sglang import cited_lines
+
+pytestmark = pytest.mark.engine_oracle
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("mfixS-oracle")
+
+
+@pytest.mark.parametrize("rid,release,stem,over,base,bad,good", CASES, ids=IDS)
+def test_the_release_refuses_at_the_cited_source_and_accepts_the_twin(oracles, root, rid, release, stem, over, base,
+                                                                      bad, good):
+    d = model_dir(root, stem, over)
+    oracle = oracles(f"sglang-{release}")
+    ans = oracle.judge_line(["--model-path", d, *base, *bad], {})
+    assert ans["verdict"] == "refused", ans
+    cited = cited_lines(RULES[rid].sources[f"sglang {release}"])
+    path, _, line = ans.get("where", "").rpartition(":")
+    assert path in cited and int(line) in cited[path], (ans.get("where"), ans.get("message"))
+    twin = oracle.judge_line(["--model-path", d, *base, *good], {})
+    assert twin["verdict"] == "accepted", twin
+
+
+@pytest.mark.parametrize("release,stem,over,argv", ACCEPTED)
+def test_the_release_accepts_the_lines_the_rules_pass(oracles, root, release, stem, over, argv):
+    d = model_dir(root, stem, over)
+    ans = oracles(f"sglang-{release}").judge_line(["--model-path", d, *argv], {})
+    assert ans["verdict"] == "accepted", ans
