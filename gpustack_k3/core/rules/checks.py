@@ -50,7 +50,11 @@ one test (``in_stripped_lower`` / ``not_in_stripped_lower``: a string whose ``.s
 the list); ``is: set | unset | true | false | null | notnull | blank | notblank | truthy | falsy`` (blank: a string
 that is empty after ``str.strip()``; truthy/falsy: Python's ``if value``); ``eq``, ``ne``, ``in``, ``not_in``; ``lt``, ``le``,
 ``gt``, ``ge`` (a number or ``{dest: OTHER}``); ``divides`` / ``not_divides`` (``{dest: OTHER}`` or a number: the
-value divides / does not divide it); ``multiple_of`` / ``not_multiple_of`` (the value is / is not a multiple of it).
+value divides / does not divide it); ``multiple_of`` / ``not_multiple_of`` (the value is / is not a multiple of it);
+``json_type`` / ``not_json_type`` (``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``: the value as
+the release's parser decoded it is / is not of that JSON type: a JSON option the release tests with ``isinstance``);
+``keys_outside: [names]`` (the value is an object with a key not in the list); ``len_gt`` / ``len_lt`` (a number: the
+value is a list, object or string longer / shorter than it: an ``nargs`` option's count).
 ``set``/``unset`` say whether the line (or the environment) gives the option (variable) at all; ``null``/``notnull``
 test the value in effect (the default where not given). A comparison with a value that is not a number (None, a
 string) does not hold. A ``dest`` predicate may carry ``key: FIELD`` (dotted for nesting) to test a field of a JSON option (``--speculative-config``,
@@ -87,7 +91,12 @@ _EXAMPLE_KEYS = {"releases", "refuse", "accept", "env", "accept_env", "model", "
 _REQUIRED = ("id", "title", "releases", "when", "message", "why", "fix")
 _IS = ("set", "unset", "true", "false", "null", "notnull", "blank", "notblank", "truthy", "falsy")
 _TESTS = ("is", "eq", "ne", "in", "not_in", "in_stripped_lower", "not_in_stripped_lower", "lt", "le", "gt", "ge", "divides", "not_divides", "multiple_of",
-          "not_multiple_of")
+          "not_multiple_of", "json_type", "not_json_type", "keys_outside", "len_gt", "len_lt")
+# json_type / not_json_type: the JSON type of a value as the release's parser made it (a decoded JSON option)
+_JSON_TYPES = {"object": lambda x: isinstance(x, dict), "array": lambda x: isinstance(x, list),
+               "string": lambda x: isinstance(x, str), "boolean": lambda x: isinstance(x, bool),
+               "number": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
+               "null": lambda x: x is None}
 _SUBJECTS = ("dest", "env", "model")
 # a release's source: file.py:LINES@version (LINES: 411, 411-415, 411,420-422), several joined by ', ' or '; '
 _SOURCE = re.compile(r"^[\w./-]+\.py:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*@[\w.+-]+"
@@ -196,6 +205,21 @@ def _test(eid: str, where: str, op: str, arg: Any, dests: list[str]) -> Callable
                 "blank": lambda x, g: isinstance(x, str) and not x.strip(),
                 "notblank": lambda x, g: isinstance(x, str) and bool(x.strip()),
                 "truthy": lambda x, g: bool(x), "falsy": lambda x, g: not x}[arg]
+    if op in ("json_type", "not_json_type"):
+        if arg not in _JSON_TYPES:
+            raise _fail(eid, where, f"{op}: one of {', '.join(_JSON_TYPES)}, got {arg!r}")
+        is_type = _JSON_TYPES[arg]
+        return (lambda x, g: is_type(x)) if op == "json_type" else (lambda x, g: not is_type(x))
+    if op == "keys_outside":
+        if not isinstance(arg, list) or not all(isinstance(k, str) for k in arg):
+            raise _fail(eid, where, f"{op}: takes a list of key names")
+        keys = set(arg)
+        return lambda x, g: isinstance(x, dict) and any(k not in keys for k in x)
+    if op in ("len_gt", "len_lt"):
+        if not is_number(arg):
+            raise _fail(eid, where, f"{op}: takes a number")
+        return (lambda x, g: isinstance(x, (list, dict, str)) and len(x) > arg) if op == "len_gt" else (
+            lambda x, g: isinstance(x, (list, dict, str)) and len(x) < arg)
     if op in ("in", "not_in"):
         if not isinstance(arg, list) or not arg:
             raise _fail(eid, where, f"{op}: takes a non-empty list")
