@@ -17,6 +17,8 @@ BACKEND = "sglang-model-class-attention-backend"
 PAR = "sglang-model-class-parallelism"
 CP = "sglang-model-class-prefill-cp"
 MIMO = "sglang-mimo-v2-fused-qkv-attn-tp"
+LOADPUB = "sglang-load-publish-kv-events-endpoint"
+WATERMARK = "sglang-watermark-not-with-dllm"
 
 LLAMA = "meta-llama--Meta-Llama-3.1-8B"
 DSV3 = "deepseek-ai--DeepSeek-V3"
@@ -53,6 +55,22 @@ _SPECS = [
      ["--tp-size", "8"], ["--tp-size", "8", "--attn-dp-size", "2"]),
     (MIMO, MIMOF, {"architectures": ["MiMoV2ForCausalLM"], "attention_projection_layout": "fused_qkv"}, [],
      ["--tp-size", "8"], ["--tp-size", "2"]),
+    (LOADPUB, LLAMA, {}, ["--tp-size", "8", "--load-publish-endpoint", "auto"], ["--kv-events-config", "not-json"],
+     ["--kv-events-config", '{"publisher": "zmq"}']),
+    (LOADPUB, LLAMA, {}, ["--tp-size", "8", "--load-publish-endpoint", "auto"],
+     ["--kv-events-config", '{"publisher": "null", "endpoint": "tcp://*:5557"}'],
+     ["--kv-events-config", '{"publisher": "zmq", "endpoint": "tcp://*:5557"}']),
+    (LOADPUB, LLAMA, {}, ["--tp-size", "8", "--load-publish-endpoint", "auto"],
+     ["--kv-events-config", '{"publisher": "zmq", "endpoint": "inproc://kv"}'],
+     ["--kv-events-config", '{"publisher": "zmq", "endpoint": "tcp://0.0.0.0:6000"}']),
+    (LOADPUB, LLAMA, {}, ["--tp-size", "8", "--load-publish-endpoint", "auto"],
+     ["--kv-events-config", '{"publisher": "zmq", "endpoint": "tcp://127.0.0.1:5557"}'],
+     ["--kv-events-config", '{"publisher": "zmq", "endpoint": "tcp://[::]:5557"}']),
+    (LOADPUB, LLAMA, {}, ["--tp-size", "8", "--kv-events-config", "[1]"], ["--load-publish-endpoint", "auto"],
+     ["--load-publish-endpoint", "off"]),
+    (WATERMARK, LLAMA, {"architectures": ["SDARForCausalLM"]}, ["--tp-size", "8", "--dllm-algorithm", "LowConfidence"],
+     ["--enable-watermark"], []),
+    (WATERMARK, LLAMA, {}, ["--tp-size", "8", "--enable-watermark"], ["--dllm-algorithm", "LowConfidence"], []),
 ]
 CASES = [(rid, rel, stem, over, base, bad, good) for rid, stem, over, base, bad, good in _SPECS for rel in BOTH]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]

@@ -248,3 +248,108 @@ def check_sglang_mimo_v2_fused_qkv_attn_tp(r, c):
     msg = mimo_fused_qkv_refusal(v)
     if msg is not None:
         yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ --load-publish-endpoint and its --kv-events-config
+
+# validation_hook.py: with --load-publish-endpoint given (not blank, not "off") and a --kv-events-config (its absence
+# is the table's entry sglang-load-publish-endpoint-needs-kv-events), the release parses the option with pydantic
+# (KVEventsConfig.model_validate_json: a JSON object; publisher and endpoint strings, defaults "null" and
+# "tcp://*:5557"), refuses it unparseable, with publisher "null" or an empty endpoint, and for "auto" an endpoint
+# that is no bindable tcp:// address on a wildcard host (kv_events.py parse_bindable_tcp: *, 0.0.0.0, ::).
+# Fields beyond publisher and endpoint, and an explicit load address, are left to the release.
+WILDCARD_HOSTS = ("*", "0.0.0.0", "::")
+_KV_EVENTS_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/validation_hook.py:443-445,457-474@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/validation_hook.py:442-444,456-473@0.5.22",
+}
+
+
+def _tcp_host(endpoint: str) -> str | None:
+    """The host of a ``tcp://host:port`` endpoint as written (brackets of an IPv6 host dropped), None when the rule
+    does not read it the way the release's NetworkAddress.parse does (no port digits, an unbracketed IPv6 host)."""
+    rest = endpoint[len("tcp://"):]
+    if rest.startswith("["):
+        host, sep, tail = rest[1:].partition("]")
+        port = tail[1:] if tail.startswith(":") else ""
+    else:
+        host, sep, port = rest.rpartition(":")
+        if ":" in host:
+            return None
+    return host if sep and port.isdigit() and 0 < int(port) <= 65535 else None
+
+
+def load_publish_refusal(v: LineView) -> str | None:
+    import json
+
+    mode = v.value("load_publish_endpoint")
+    mode = mode.strip() if isinstance(mode, str) else ""
+    raw = v.value("kv_events_config")
+    if not mode or mode.lower() == "off" or not raw or not isinstance(raw, str):
+        return None
+    try:
+        cfg = json.loads(raw)
+    except ValueError:
+        return f"--kv-events-config is not parseable: {raw!r} is not JSON"
+    if not isinstance(cfg, dict):
+        return f"--kv-events-config is not parseable: {raw!r} is not a JSON object"
+    publisher, endpoint = cfg.get("publisher", "null"), cfg.get("endpoint", "tcp://*:5557")
+    if not isinstance(publisher, str) or not isinstance(endpoint, str):
+        return None   # pydantic refuses a non-string; the rule does not model its messages
+    if publisher == "null" or not endpoint:
+        return ("--load-publish-endpoint needs an active --kv-events-config publisher; got publisher='null' or an "
+                "empty endpoint.")
+    if mode.lower() == "auto":
+        if not endpoint.startswith("tcp://"):
+            host = ""
+        else:
+            host = _tcp_host(endpoint)
+            if host is None:
+                return None
+        if host not in WILDCARD_HOSTS:
+            return (f"--load-publish-endpoint=auto needs a bindable wildcard-host tcp:// --kv-events-config endpoint "
+                    f"to pack after; {endpoint!r} is not one")
+    return None
+
+
+@rule("sglang-load-publish-kv-events-endpoint", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--load-publish-endpoint with a --kv-events-config that publishes nothing it can pack after",
+      why="The scheduler's load publisher is advertised through the KV-event publisher: SGLang parses "
+          "--kv-events-config as a JSON object and refuses --load-publish-endpoint when it cannot, when its "
+          "publisher is 'null' (the default) or its endpoint empty, and for --load-publish-endpoint auto when the "
+          "endpoint is not a tcp:// address on a wildcard host (*, 0.0.0.0, ::) the load range can bind after.",
+      fix="Give --kv-events-config '{\"publisher\": \"zmq\", \"endpoint\": \"tcp://*:5557\"}' (or drop "
+          "--load-publish-endpoint).",
+      source=_KV_EVENTS_SOURCES["0.5.23"], sources=_sources(_KV_EVENTS_SOURCES), no_cel=NO_CEL)
+def check_sglang_load_publish_kv_events_endpoint(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    msg = load_publish_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ watermark and diffusion LLMs
+
+# validation_hook.py: --enable-watermark with --dllm-algorithm is refused (and the dllm hook refuses a model that is
+# no diffusion LLM before: sglang/srt/dllm/config.py "Unknown diffusion LLM"); either way the line does not start.
+_WATERMARK_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/validation_hook.py:86-87@0.5.23; sglang/srt/dllm/config.py:72@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/validation_hook.py:85-86@0.5.22; sglang/srt/dllm/config.py:72@0.5.22",
+}
+
+
+@rule("sglang-watermark-not-with-dllm", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--enable-watermark with a diffusion LLM (--dllm-algorithm)",
+      why="SGLang's watermark processor works on autoregressive sampling; it refuses --enable-watermark together "
+          "with --dllm-algorithm (diffusion LLM inference).",
+      fix="Drop --enable-watermark or --dllm-algorithm.",
+      source=_WATERMARK_SOURCES["0.5.23"], sources=_sources(_WATERMARK_SOURCES), no_cel=NO_CEL)
+def check_sglang_watermark_not_with_dllm(r, c):
+    v = line_view(r)
+    if v is None or not v.value("enable_watermark") or v.value("dllm_algorithm") is None:
+        return
+    yield "spec.extraArgs", "--enable-watermark is not supported with diffusion LLM"
