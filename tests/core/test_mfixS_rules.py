@@ -19,6 +19,8 @@ CP = "sglang-model-class-prefill-cp"
 MIMO = "sglang-mimo-v2-fused-qkv-attn-tp"
 LOADPUB = "sglang-load-publish-kv-events-endpoint"
 WATERMARK = "sglang-watermark-not-with-dllm"
+SM100 = "sglang-feature-needs-sm100-gpu"
+QWEN3MOE = "Qwen--Qwen3-30B-A3B"
 
 LLAMA = "meta-llama--Meta-Llama-3.1-8B"
 DSV3 = "deepseek-ai--DeepSeek-V3"
@@ -74,6 +76,26 @@ _SPECS = [
 ]
 CASES = [(rid, rel, stem, over, base, bad, good) for rid, stem, over, base, bad, good in _SPECS for rel in BOTH]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
+# (rule, public config.json, keys replaced, the line's options, the refused line's GPU, the twin's GPU, the twin's
+#  options): the release refuses the line on the first GPU at the cited source and accepts the twin on the second
+_GPU_SPECS = [
+    (SM100, DSV3, {}, ["--tp-size", "8", "--attention-backend", "trtllm_mla"], "h200", "b300", None),
+    (SM100, DSV3, {}, ["--tp-size", "8", "--decode-attention-backend", "cutedsl_mla"], "h200", "b300", None),
+    (SM100, LLAMA, {}, ["--tp-size", "8", "--quantization", "nvfp4_online"], "h200", "b300", None),
+    (SM100, LLAMA, {}, ["--tp-size", "8", "--prefill-attention-backend", "trtllm_mha", "--attn-cp-size", "2"],
+     "h200", "h200", ["--tp-size", "8", "--prefill-attention-backend", "trtllm_mha"]),
+    (SM100, DSV3, {}, ["--tp-size", "8", "--enable-deterministic-inference", "--attention-backend", "fa4"],
+     "h200", "b300", None),
+    (SM100, NEMOH, {}, ["--tp-size", "8", "--enable-mamba-cache-stochastic-rounding", "--mamba-ssm-dtype", "float16",
+                        "--mamba-backend", "triton"],
+     "h200", "h200", ["--tp-size", "8", "--enable-mamba-cache-stochastic-rounding", "--mamba-ssm-dtype", "float16",
+                      "--mamba-backend", "flashinfer"]),
+    (SM100, QWEN3MOE, {}, ["--tp-size", "8", "--attn-dp-size", "8", "--quantization", "mxfp8", "--moe-a2a-backend",
+                           "flashinfer_megamoe"], "h200", "b300", None),
+]
+GPU_CASES = [(rid, rel, stem, over, argv, gpu, twin_gpu, twin) for rid, stem, over, argv, gpu, twin_gpu, twin in
+             _GPU_SPECS for rel in BOTH]
+GPU_IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(GPU_CASES)]
 # lines both the release and the rules pass: the class's own defaults, a class the rules do not name
 ACCEPTED = [
     (rel, stem, over, argv) for rel in BOTH for stem, over, argv in (
@@ -105,10 +127,10 @@ def model_dir(root: Path, stem: str, over: dict) -> str:
     return str(d)
 
 
-def product(release: str, argv: list[str], model: str) -> dict:
+def product(release: str, argv: list[str], model: str, gpu: str = "b300") -> dict:
     from tools.engine_oracle.product import check_args
 
-    line = {"argv": argv, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8,
+    line = {"argv": argv, "env": {}, "model": None, "gpu_type": gpu, "gpus": 8,
             "model_config": f"{model}/config.json"}
     return check_args("sglang", release, line)
 
@@ -127,6 +149,15 @@ def test_the_rule_refuses_the_line_and_passes_its_twin(root, rid, release, stem,
     assert rid not in passed.get("rules", []), passed
 
 
+@pytest.mark.parametrize("rid,release,stem,over,argv,gpu,twin_gpu,twin", GPU_CASES, ids=GPU_IDS)
+def test_the_gpu_rule_refuses_the_line_and_passes_its_twin(root, rid, release, stem, over, argv, gpu, twin_gpu, twin):
+    d = model_dir(root, stem, over)
+    refused = product(release, ["--model-path", d, *argv], d, gpu)
+    assert refused["verdict"] == "refuse" and rid in refused["rules"], refused
+    passed = product(release, ["--model-path", d, *(twin or argv)], d, twin_gpu)
+    assert rid not in passed.get("rules", []), passed
+
+
 @pytest.mark.parametrize("release,stem,over,argv", ACCEPTED)
 def test_the_rules_pass_the_accepted_lines(root, release, stem, over, argv):
     d = model_dir(root, stem, over)
@@ -136,13 +167,13 @@ def test_the_rules_pass_the_accepted_lines(root, release, stem, over, argv):
 
 def test_each_rule_cites_every_release_it_runs_on():
     for rid in MFIXS_DIRECT:
-        releases = {c[1] for c in CASES if c[0] == rid}
+        releases = {c[1] for c in CASES + GPU_CASES if c[0] == rid}
         assert {k.split()[1] for k in RULES[rid].sources} == releases, rid
 
 
 # the rules of gpustack_k3/core/rules/sglang_checks_mfixS.py with a firing case above (tests/core/test_registry.py
 # test_every_rule_has_a_firing_case counts them)
-MFIXS_DIRECT = {c[0] for c in CASES}
+MFIXS_DIRECT = {c[0] for c in CASES} | {c[0] for c in GPU_CASES}
 
 
 def test_every_rule_of_the_module_has_a_case():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpustack_k3.core.rules import RULES
-from tests.core.test_mfixS_rules import ACCEPTED, CASES, IDS, model_dir
+from tests.core.test_mfixS_rules import ACCEPTED, CASES, GPU_CASES, GPU_IDS, IDS, model_dir
 from tests.engine_oracle.test_checks_sglang import cited_lines
 
 pytestmark = pytest.mark.engine_oracle
@@ -30,6 +30,20 @@ def test_the_release_refuses_at_the_cited_source_and_accepts_the_twin(oracles, r
     assert path in cited and int(line) in cited[path], (ans.get("where"), ans.get("message"))
     twin = oracle.judge_line(["--model-path", d, *base, *good], {})
     assert twin["verdict"] == "accepted", twin
+
+
+@pytest.mark.parametrize("rid,release,stem,over,argv,gpu,twin_gpu,twin", GPU_CASES, ids=GPU_IDS)
+def test_the_release_refuses_on_the_gpu_and_accepts_the_twin(oracles, root, rid, release, stem, over, argv, gpu,
+                                                             twin_gpu, twin):
+    d = model_dir(root, stem, over)
+    oracle = oracles(f"sglang-{release}")
+    ans = oracle.judge_line(["--model-path", d, *argv], {}, hardware=gpu)
+    assert ans["verdict"] == "refused", ans
+    cited = cited_lines(RULES[rid].sources[f"sglang {release}"])
+    path, _, line = ans.get("where", "").rpartition(":")
+    assert path in cited and int(line) in cited[path], (ans.get("where"), ans.get("message"))
+    ans = oracle.judge_line(["--model-path", d, *(twin or argv)], {}, hardware=twin_gpu)
+    assert ans["verdict"] == "accepted", ans
 
 
 @pytest.mark.parametrize("release,stem,over,argv", ACCEPTED)

@@ -36,6 +36,47 @@ def _view(r: Any) -> LineView | None:
     return None if v is None or v.arch is None else v
 
 
+def sm_major(r: Any) -> int | None:
+    """The compute capability major of the document's GPU (catalog/data/hardware.yaml ``sm``: SM90 -> 9, SM103 ->
+    10), None without one (a check that needs it does not run)."""
+    hw = getattr(r, "hardware", None)
+    sm = str(getattr(hw, "sm", "") or "").upper()
+    return int(sm[2:]) // 10 if sm.startswith("SM") and sm[2:].isdigit() else None
+
+
+# The absorbed-MLA classes the deterministic-inference check names (attention_hook.py handle_deterministic_inference)
+DETERMINISTIC_MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                           "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+                           "Glm4MoeLiteForCausalLM", "Glm5NextForConditionalGeneration")
+
+
+def off_sm100_refusal(v: LineView) -> str | None:
+    """What the release refuses on a GPU outside the SM100 family (Hopper SM90; the catalog's other GPUs, B200,
+    B300 and GB300, are SM100/SM103), None if nothing of the line needs that family. Each is the release's own
+    test of the value the line gives: is_blackwell (SM100/SM12x) for trtllm_mla, is_sm100 for the others."""
+    attn, dec, pre = (v.value(d) for d in ("attention_backend", "decode_attention_backend",
+                                           "prefill_attention_backend"))
+    if "trtllm_mla" in (attn, dec):
+        return "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend."
+    if "cutedsl_mla" in (attn, dec) and pre != "cutedsl_mla":
+        return "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend."
+    if v.value("quantization") == "nvfp4_online":
+        return "--quantization nvfp4_online is supported only on NVIDIA Blackwell SM100/SM103 GPUs."
+    if (pre or attn) == "trtllm_mha" and (_int(v.value("attn_cp_size")) or 1) > 1:
+        return ("Prefill context parallelism with the TRTLLM MHA prefill backend requires SM100 (trtllm-gen context "
+                "kernel): the SM90/SM120 fmha_v2 prefill path does not implement CP shard masking.")
+    if v.value("enable_deterministic_inference") is True and attn == "fa4" \
+            and _arch(v) in DETERMINISTIC_MLA_ARCHS:
+        return ("Deterministic inference with absorbed-MLA models on the fa4 attention backend requires SM100/SM110.")
+    if v.value("enable_mamba_cache_stochastic_rounding") is True and v.value("mamba_ssm_dtype") == "float16" \
+            and v.value("mamba_backend") == "triton":
+        return ("Stochastic rounding for the Mamba SSM cache with --mamba-backend triton requires SM100 with CUDA >= "
+                "12.8; on SM90 use --mamba-backend flashinfer.")
+    if v.value("moe_a2a_backend") == "flashinfer_megamoe":
+        return "FlashInfer MegaMOE currently requires an SM100-family CUDA device for all supported quantization formats."
+    return None
+
+
 # ------------------------------------------------------------------ attention backends a model class refuses
 
 # handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
@@ -353,3 +394,37 @@ def check_sglang_watermark_not_with_dllm(r, c):
     if v is None or not v.value("enable_watermark") or v.value("dllm_algorithm") is None:
         return
     yield "spec.extraArgs", "--enable-watermark is not supported with diffusion LLM"
+
+
+# ------------------------------------------------------------------ features of the SM100 family on another GPU
+
+_SM100_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/overrides.py:1206-1213,1235-1248,1452-1461@0.5.23; "
+              "sglang/srt/arg_groups/attention_hook.py:228-237,621-654@0.5.23; "
+              "sglang/srt/arg_groups/mamba_hook.py:30,45-52@0.5.23; sglang/srt/arg_groups/moe_hook.py:315-340@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/overrides.py:1156-1163,1198-1211,1415-1420@0.5.22; "
+              "sglang/srt/arg_groups/attention_hook.py:227-236,620-653@0.5.22; "
+              "sglang/srt/arg_groups/mamba_hook.py:30,45-52@0.5.22; sglang/srt/arg_groups/moe_hook.py:274-292@0.5.22",
+}
+
+
+@rule("sglang-feature-needs-sm100-gpu", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="A backend or feature of the SM100 (Blackwell) family on a Hopper GPU",
+      why="SGLang refuses, outside the SM100 family: the trtllm_mla and cutedsl_mla attention backends, "
+          "--quantization nvfp4_online, prefill context parallelism on the trtllm_mha prefill backend, "
+          "deterministic inference of an absorbed-MLA model on fa4, Mamba SSM stochastic rounding on the triton "
+          "Mamba backend, and the flashinfer_megamoe MoE all-to-all backend.",
+      fix="Pick a backend the GPU supports (e.g. flashinfer or fa3 attention, --mamba-backend flashinfer), or run "
+          "on an SM100-family GPU (B200, B300, GB300).",
+      source=_SM100_SOURCES["0.5.23"], sources=_sources(_SM100_SOURCES), no_cel=NO_CEL)
+def check_sglang_feature_needs_sm100_gpu(r, c):
+    major = sm_major(r)
+    if major is None or major >= 10:
+        return
+    v = line_view(r)
+    if v is None:
+        return
+    msg = off_sm100_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", f"{msg} ({r.hardware.sm})"
