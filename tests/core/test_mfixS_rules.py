@@ -74,7 +74,44 @@ _SPECS = [
      ["--enable-watermark"], []),
     (WATERMARK, LLAMA, {}, ["--tp-size", "8", "--enable-watermark"], ["--dllm-algorithm", "LowConfidence"], []),
 ]
-CASES = [(rid, rel, stem, over, base, bad, good) for rid, stem, over, base, bad, good in _SPECS for rel in BOTH]
+QWEN3 = "Qwen--Qwen3-8B"
+SP = "sglang-layernorm-sp-config"
+MUSE = {"architectures": ["MuseSparkForConditionalGeneration"]}
+_SP_BASE = ["--tp-size", "8", "--enable-layernorm-sp"]
+_MUSE_NVFP4 = [*_SP_BASE, "--ep-size", "8", "--quantization", "modelopt_fp4", "--moe-a2a-backend", "flashinfer",
+               "--moe-runner-backend", "flashinfer_trtllm"]
+_MUSE_MEGA = [*_SP_BASE, "--ep-size", "8", "--enable-megamoe-for-layernorm-sp", "--moe-runner-backend",
+              "flashinfer_trtllm"]
+_SPECS += [
+    (SP, QWEN3, {}, _SP_BASE, ["--attn-dp-size", "2"], []),
+    (SP, QWEN3, {}, _SP_BASE, ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "@MODEL"], []),
+    (SP, QWEN3, {}, ["--enable-layernorm-sp"], ["--tp-size", "4", "--pp-size", "2"], ["--tp-size", "4"]),
+]
+# (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23
+# only. Muse Spark without MegaMoE needs SGLANG_MOE_NVFP4_DISPATCH=0 (the MoE hook turns an unset one on)
+_OFF = {"SGLANG_MOE_NVFP4_DISPATCH": "0"}
+_SPECS_23 = [
+    (SP, LLAMA, MUSE, [*_SP_BASE, "--ep-size", "8"], [],
+     ["--enable-megamoe-for-layernorm-sp", "--moe-runner-backend", "flashinfer_trtllm"], {}),
+    (SP, LLAMA, MUSE, [*_SP_BASE, "--ep-size", "8", "--quantization", "modelopt_fp4", "--moe-runner-backend",
+                       "flashinfer_trtllm"], [], ["--moe-a2a-backend", "flashinfer"], _OFF),
+    (SP, LLAMA, MUSE, [*_SP_BASE, "--ep-size", "8", "--quantization", "modelopt_fp4", "--moe-a2a-backend",
+                       "flashinfer"], ["--moe-runner-backend", "flashinfer_cutlass"],
+     ["--moe-runner-backend", "flashinfer_trtllm"], _OFF),
+    (SP, LLAMA, MUSE, [*_SP_BASE, "--ep-size", "8", "--enable-megamoe-for-layernorm-sp"], [],
+     ["--moe-runner-backend", "flashinfer_trtllm"], {}),
+    (SP, LLAMA, MUSE, _MUSE_MEGA, ["--moe-a2a-backend", "mooncake"], ["--moe-a2a-backend", "flashinfer"], {}),
+    (SP, LLAMA, MUSE, _MUSE_MEGA, ["--enable-mixed-chunk"], [], {}),
+    (SP, LLAMA, MUSE, _MUSE_MEGA, ["--chunked-prefill-size", "8192"], ["--chunked-prefill-size", "128"],
+     {"SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK": "16"}),
+    # the twin: TP4 with --ep-size 8, which the release accepts (it resolves the EP size before its TP/EP check)
+    (SP, LLAMA, MUSE, _MUSE_NVFP4, ["--tp-size", "4", "--pp-size", "2"], ["--tp-size", "4"], _OFF),
+    (SP, LLAMA, MUSE, _MUSE_NVFP4, [], [], {"SGLANG_MOE_NVFP4_DISPATCH": "1"}, _OFF),
+    (SP, LLAMA, MUSE, _MUSE_NVFP4, [], [], {}, _OFF),
+]
+CASES = [(rid, rel, stem, over, base, bad, good, ({}, {})) for rid, stem, over, base, bad, good in _SPECS
+         for rel in BOTH] + [(rid, "0.5.23", stem, over, base, bad, good, (env[0], env[-1]))
+                             for rid, stem, over, base, bad, good, *env in _SPECS_23]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 # (rule, public config.json, keys replaced, the line's options, the refused line's GPU, the twin's GPU, the twin's
 #  options): the release refuses the line on the first GPU at the cited source and accepts the twin on the second
@@ -127,10 +164,10 @@ def model_dir(root: Path, stem: str, over: dict) -> str:
     return str(d)
 
 
-def product(release: str, argv: list[str], model: str, gpu: str = "b300") -> dict:
+def product(release: str, argv: list[str], model: str, gpu: str = "b300", env: dict | None = None) -> dict:
     from tools.engine_oracle.product import check_args
 
-    line = {"argv": argv, "env": {}, "model": None, "gpu_type": gpu, "gpus": 8,
+    line = {"argv": argv, "env": dict(env or {}), "model": None, "gpu_type": gpu, "gpus": 8,
             "model_config": f"{model}/config.json"}
     return check_args("sglang", release, line)
 
@@ -140,12 +177,21 @@ def root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("mfixS")
 
 
-@pytest.mark.parametrize("rid,release,stem,over,base,bad,good", CASES, ids=IDS)
-def test_the_rule_refuses_the_line_and_passes_its_twin(root, rid, release, stem, over, base, bad, good):
+def lines(d: str, base: list[str], bad: list[str], good: list[str]) -> tuple[list[str], list[str]]:
+    """The refused line and its twin on model directory ``d`` (``@MODEL`` in an option: ``d`` itself); a later
+    option repeats an earlier one (argparse: the last wins)."""
+    def line(opts):
+        return ["--model-path", d, *[d if t == "@MODEL" else t for t in (*base, *opts)]]
+    return line(bad), line(good)
+
+
+@pytest.mark.parametrize("rid,release,stem,over,base,bad,good,env", CASES, ids=IDS)
+def test_the_rule_refuses_the_line_and_passes_its_twin(root, rid, release, stem, over, base, bad, good, env):
     d = model_dir(root, stem, over)
-    refused = product(release, ["--model-path", d, *base, *bad], d)
+    refuse, accept = lines(d, base, bad, good)
+    refused = product(release, refuse, d, env=env[0])
     assert refused["verdict"] == "refuse" and rid in refused["rules"], refused
-    passed = product(release, ["--model-path", d, *base, *good], d)
+    passed = product(release, accept, d, env=env[1])
     assert rid not in passed.get("rules", []), passed
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpustack_k3.core.rules import RULES
-from tests.core.test_mfixS_rules import ACCEPTED, CASES, GPU_CASES, GPU_IDS, IDS, model_dir
+from tests.core.test_mfixS_rules import ACCEPTED, CASES, GPU_CASES, GPU_IDS, IDS, lines, model_dir
 from tests.engine_oracle.test_checks_sglang import cited_lines
 
 pytestmark = pytest.mark.engine_oracle
@@ -18,17 +18,18 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("mfixS-oracle")
 
 
-@pytest.mark.parametrize("rid,release,stem,over,base,bad,good", CASES, ids=IDS)
+@pytest.mark.parametrize("rid,release,stem,over,base,bad,good,env", CASES, ids=IDS)
 def test_the_release_refuses_at_the_cited_source_and_accepts_the_twin(oracles, root, rid, release, stem, over, base,
-                                                                      bad, good):
+                                                                      bad, good, env):
     d = model_dir(root, stem, over)
+    refuse, accept = lines(d, base, bad, good)
     oracle = oracles(f"sglang-{release}")
-    ans = oracle.judge_line(["--model-path", d, *base, *bad], {})
+    ans = oracle.judge_line(refuse, env[0])
     assert ans["verdict"] == "refused", ans
     cited = cited_lines(RULES[rid].sources[f"sglang {release}"])
     path, _, line = ans.get("where", "").rpartition(":")
     assert path in cited and int(line) in cited[path], (ans.get("where"), ans.get("message"))
-    twin = oracle.judge_line(["--model-path", d, *base, *good], {})
+    twin = oracle.judge_line(accept, env[1])
     assert twin["verdict"] == "accepted", twin
 
 

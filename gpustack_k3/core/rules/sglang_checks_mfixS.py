@@ -77,6 +77,75 @@ def off_sm100_refusal(v: LineView) -> str | None:
     return None
 
 
+# layernorm_sp_hook.py handle_layernorm_sp / validate_layernorm_sp (0.5.23; 0.5.22 has the Qwen3 part only): with
+# --enable-layernorm-sp on a supported class (layers/layernorm_sp.py SP_SUPPORTED_ARCHITECTURES; another class is the
+# table's sglang-layernorm-sp-architecture*), the release refuses TP 1, attention DP, speculative decoding (0.5.23:
+# but Muse Spark DFLASH) and pipeline parallelism; for Muse Spark (0.5.23) weights that are not modelopt_fp4 (BF16 only with MegaMoE), an A2A backend but flashinfer (MegaMoE: none or flashinfer), a MoE
+# runner but flashinfer_trtllm (the default auto too), with MegaMoE --enable-mixed-chunk and a per-rank prefill budget
+# above SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK (default 8192), without it SGLANG_MOE_NVFP4_DISPATCH on.
+# The rule reads only what the line gives where the release resolves a value first (--quantization of a quantized
+# checkpoint, --chunked-prefill-size); the TP/EP pair (TP4/EP4 or TP8/EP8) is left to the release: it accepted
+# --tp-size 4 --ep-size 8 (oracle, 2026-12-04), its ep_size being resolved before the check.
+MUSE_ARCH = "MuseSparkForConditionalGeneration"
+SP_ARCHS = {"0.5.23": ("Qwen3ForCausalLM", MUSE_ARCH), "0.5.22": ("Qwen3ForCausalLM",)}
+
+
+def _release_key(r: Any) -> str | None:
+    return getattr(getattr(r, "version", None), "key", None)
+
+
+def layernorm_sp_refusal(v: LineView, release: str | None) -> str | None:
+    if not v.value("enable_layernorm_sp") or release not in SP_ARCHS or _arch(v) not in SP_ARCHS[release]:
+        return None
+    muse = _arch(v) == MUSE_ARCH
+    megamoe = release == "0.5.23" and bool(v.value("enable_megamoe_for_layernorm_sp"))
+    tp = _int(v.value("tp_size")) or 1
+    if tp <= 1:
+        return "--enable-layernorm-sp requires tp_size > 1."
+    if muse:
+        quant = v.value("quantization")
+        unquantized = not v.given("quantization") and v.arch.quantization is None and v.arch.hf_quant is None
+        if (v.given("quantization") and quant != "modelopt_fp4" and not (quant is None and megamoe)) or (
+                unquantized and not megamoe):
+            return ("Muse Spark --enable-layernorm-sp requires serialized NVFP4 weights with --quantization "
+                    "modelopt_fp4, or BF16 weights with --enable-megamoe-for-layernorm-sp.")
+        a2a = v.value("moe_a2a_backend")
+        if megamoe and a2a not in ("none", "flashinfer"):
+            return "Muse MegaMoE prefill requires --moe-a2a-backend none or flashinfer."
+        if not megamoe and a2a != "flashinfer":
+            return "Muse Spark --enable-layernorm-sp requires --moe-a2a-backend flashinfer."
+        if v.value("moe_runner_backend") != "flashinfer_trtllm":
+            return "Muse Spark --enable-layernorm-sp requires --moe-runner-backend flashinfer_trtllm."
+    if (_int(v.value("attn_dp_size")) or 1) > 1:
+        return "--enable-layernorm-sp is not compatible with attention DP."
+    spec = v.value("speculative_algorithm")
+    if spec is not None and not (release == "0.5.23" and muse and spec == "DFLASH"):
+        return "--enable-layernorm-sp supports speculative decoding only with Muse Spark DFLASH (0.5.22: none)."
+    if (_int(v.value("pp_size")) or 1) > 1:
+        return "--enable-layernorm-sp is not compatible with pipeline parallelism."
+    if not muse or release != "0.5.23":
+        return None
+    if megamoe:
+        if v.value("enable_mixed_chunk") is True:
+            return "--enable-megamoe-for-layernorm-sp is incompatible with --enable-mixed-chunk."
+        cap = v.env_value("SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK", "sglang_env_int", 8192)
+        if isinstance(cap, int) and cap <= 0:
+            return "Muse MegaMoE requires positive prefill and per-rank token budgets."
+        chunk = _int(v.value("chunked_prefill_size"))
+        if v.given("chunked_prefill_size") and chunk is not None and chunk > 0 and isinstance(cap, int) \
+                and (chunk + tp - 1) // tp > cap:
+            return (f"Muse MegaMoE needs {(chunk + tp - 1) // tp} tokens per rank, exceeding capacity {cap}; increase "
+                    "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK or reduce --chunked-prefill-size.")
+        return None
+    # the MoE hook, before, turns an unset SGLANG_MOE_NVFP4_DISPATCH on for modelopt_fp4 on the FlashInfer A2A
+    # without --flashinfer-a2a-dispatch-type (moe_hook.py:498-510@0.5.23), and refuses the variable set together with
+    # that option; with the option it also moves flashinfer_trtllm to flashinfer_trtllm_routed (refused above)
+    if not v.env_set("SGLANG_MOE_NVFP4_DISPATCH") or v.value("flashinfer_a2a_dispatch_type") is not None or \
+            v.env_value("SGLANG_MOE_NVFP4_DISPATCH", "sglang_env_bool", False) is True:
+        return "Muse Spark --enable-layernorm-sp requires SGLANG_MOE_NVFP4_DISPATCH=0."
+    return None
+
+
 # ------------------------------------------------------------------ attention backends a model class refuses
 
 # handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
@@ -428,3 +497,30 @@ def check_sglang_feature_needs_sm100_gpu(r, c):
     msg = off_sm100_refusal(v)
     if msg is not None:
         yield "spec.extraArgs", f"{msg} ({r.hardware.sm})"
+
+
+# ------------------------------------------------------------------ LayerNorm sequence parallelism
+
+_SP_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/layernorm_sp_hook.py:21-106,128-208@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/layernorm_sp_hook.py:21-31,50-72@0.5.22",
+}
+
+
+@rule("sglang-layernorm-sp-config", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--enable-layernorm-sp with parallelism, speculation or (Muse Spark) MoE settings SGLang refuses",
+      why="LayerNorm sequence parallelism shards the sequence over the whole TP group: SGLang refuses it with TP 1, "
+          "attention DP, pipeline parallelism and speculative decoding (0.5.23: but Muse Spark DFLASH); for Muse "
+          "Spark it also needs modelopt_fp4 weights (BF16 with MegaMoE), the flashinfer A2A "
+          "backend (MegaMoE: none or flashinfer), the flashinfer_trtllm MoE runner, and a per-rank MegaMoE prefill "
+          "budget within SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK.",
+      fix="Drop --enable-layernorm-sp, or the conflicting option (the message names it).",
+      source=_SP_SOURCES["0.5.23"], sources=_sources(_SP_SOURCES), no_cel=NO_CEL)
+def check_sglang_layernorm_sp_config(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = layernorm_sp_refusal(v, _release_key(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
