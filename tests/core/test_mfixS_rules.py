@@ -90,7 +90,19 @@ _SPECS += [
 # (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23
 # only. Muse Spark without MegaMoE needs SGLANG_MOE_NVFP4_DISPATCH=0 (the MoE hook turns an unset one on)
 _OFF = {"SGLANG_MOE_NVFP4_DISPATCH": "0"}
+MINIMAX = "nvidia--MiniMax-M3-NVFP4"
+MM3 = "sglang-minimax-m3-nvfp4-options"
+_NVFP4_PACKED = {"quantization_config": {"quant_method": "mxfp8", "moe_quant_algo": "NVFP4",
+                                         "moe_quant_format": "nvfp4-pack-quantized"}}
+_MM3_BASE = ["--tp-size", "8", "--chunked-prefill-size", "4096"]
 _SPECS_23 = [
+    # (the chunk keeps MegaMoE's per-rank budget within its default capacity, mega_moe_hook.py:241@0.5.23)
+    (MM3, MINIMAX, _NVFP4_PACKED, _MM3_BASE, ["--page-size", "64"], ["--page-size", "128"], {}),
+    (MM3, MINIMAX, _NVFP4_PACKED, _MM3_BASE, ["--moe-a2a-backend", "deepep"], [], {}),
+    (MM3, MINIMAX, _NVFP4_PACKED, [*_MM3_BASE, "--moe-runner-backend", "flashinfer_trtllm_routed"],
+     ["--moe-a2a-backend", "deepep"], [], {}),
+    (MM3, MINIMAX, _NVFP4_PACKED, _MM3_BASE, ["--kv-cache-dtype", "bf16"], ["--kv-cache-dtype", "fp8_e4m3"], {}),
+    (MM3, MINIMAX, _NVFP4_PACKED, _MM3_BASE, ["--speculative-algorithm", "NGRAM"], [], {}),
     (SP, LLAMA, MUSE, [*_SP_BASE, "--ep-size", "8"], [],
      ["--enable-megamoe-for-layernorm-sp", "--moe-runner-backend", "flashinfer_trtllm"], {}),
     (SP, LLAMA, MUSE, [*_SP_BASE, "--ep-size", "8", "--quantization", "modelopt_fp4", "--moe-runner-backend",

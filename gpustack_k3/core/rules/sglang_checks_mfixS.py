@@ -146,6 +146,41 @@ def layernorm_sp_refusal(v: LineView, release: str | None) -> str | None:
     return None
 
 
+# model_overrides/minimax_m3.py (0.5.23): a MiniMax-M3 class served as minimax_m3_nvfp4 (--quantization
+# minimax_m3_nvfp4, or without --quantization a checkpoint declaring mxfp8 with NVFP4 packed experts: its
+# quantization_config's moe_quant_algo NVFP4 and moe_quant_format nvfp4-pack-quantized) refuses speculation but DSPARK /
+# DFLASH, a page size but 128, and on Blackwell an A2A backend but none / megamoe and a KV cache dtype but auto /
+# fp8_e4m3. (DSPARK / DFLASH's own conditions are left to the release.)
+MINIMAX_M3_ARCHS = ("MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration")
+
+
+def minimax_m3_nvfp4(v: LineView) -> bool:
+    if v.given("quantization"):
+        return v.value("quantization") == "minimax_m3_nvfp4"
+    raw = getattr(v.arch, "raw", None)
+    q = raw.get("quantization_config") if isinstance(raw, dict) else None
+    return isinstance(q, dict) and q.get("quant_method") == "mxfp8" and \
+        str(q.get("moe_quant_algo", "")).upper() == "NVFP4" and q.get("moe_quant_format") == "nvfp4-pack-quantized"
+
+
+def minimax_m3_refusal(v: LineView, release: str | None, major: int | None) -> str | None:
+    if release != "0.5.23" or _arch(v) not in MINIMAX_M3_ARCHS or not minimax_m3_nvfp4(v):
+        return None
+    if v.value("speculative_algorithm") not in (None, "DSPARK", "DFLASH"):
+        return "M3.1 NVFP4 only supports DSPARK or DFLASH speculation"
+    if v.value("speculative_algorithm") is not None:
+        return None   # DSPARK / DFLASH: left to the release
+    if v.value("page_size") not in (None, 128):
+        return "M3.1 NVFP4 requires --page-size 128"
+    if major is None or major < 10:
+        return None   # off Blackwell the override picks its own backends; an unknown GPU: not decided here
+    if v.value("moe_a2a_backend") not in ("none", "megamoe"):
+        return "M3.1 NVFP4 requires --moe-a2a-backend none or megamoe"
+    if v.value("kv_cache_dtype") not in ("auto", "fp8_e4m3"):
+        return "M3.1 NVFP4 requires --kv-cache-dtype fp8_e4m3"
+    return None
+
+
 # ------------------------------------------------------------------ attention backends a model class refuses
 
 # handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
@@ -522,5 +557,28 @@ def check_sglang_layernorm_sp_config(r, c):
     if v is None:
         return
     msg = layernorm_sp_refusal(v, _release_key(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ MiniMax-M3 NVFP4
+
+_MINIMAX_SOURCES = {"0.5.23": "sglang/srt/arg_groups/model_overrides/minimax_m3.py:18-58,92-94,103-119@0.5.23"}
+
+
+@rule("sglang-minimax-m3-nvfp4-options", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="MiniMax-M3 NVFP4 with a page size, A2A backend, KV cache dtype or speculation SGLang refuses",
+      why="SGLang serves a MiniMax-M3 checkpoint declaring mxfp8 with NVFP4 packed experts as minimax_m3_nvfp4; it "
+          "then refuses speculation other than DSPARK / DFLASH and a page size other than 128, and on Blackwell an "
+          "MoE A2A backend other than none / megamoe and a KV cache dtype other than fp8_e4m3.",
+      fix="Use --page-size 128, --moe-a2a-backend megamoe (or none), --kv-cache-dtype fp8_e4m3, DSPARK or DFLASH "
+          "speculation, or drop the option so the model's override picks it.",
+      source=_MINIMAX_SOURCES["0.5.23"], sources=_sources(_MINIMAX_SOURCES), no_cel=NO_CEL)
+def check_sglang_minimax_m3_nvfp4_options(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = minimax_m3_refusal(v, _release_key(r), sm_major(r))
     if msg is not None:
         yield "spec.extraArgs", msg
