@@ -6,6 +6,7 @@ tools/engine_oracle/aimed/aimS4.yaml)."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 
@@ -87,6 +88,18 @@ _SPECS += [
     (SP, QWEN3, {}, _SP_BASE, ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "@MODEL"], []),
     (SP, QWEN3, {}, ["--enable-layernorm-sp"], ["--tp-size", "4", "--pp-size", "2"], ["--tp-size", "4"]),
 ]
+KIMI = "/models/Kimi-K3"
+CPTP = "sglang-cp-tp-group-sharing"
+GLM5N = {"architectures": ["Glm5NextForConditionalGeneration"]}
+QWEN4 = {"architectures": ["Qwen4ExpForConditionalGeneration"]}
+_CP8 = ["--trust-remote-code", "--tp-size", "8", "--enable-prefill-cp", "--attn-cp-size", "8"]
+_SPECS += [
+    (CPTP, KIMI, GLM5N, [*_CP8, "--cp-strategy", "interleave"], ["--enable-mixed-chunk"], []),
+    (CPTP, KIMI, GLM5N, _CP8, ["--cp-strategy", "zigzag"], ["--cp-strategy", "interleave"]),
+    (CPTP, KIMI, GLM5N, [*_CP8, "--cp-strategy", "interleave"], ["--speculative-algorithm", "NGRAM"], []),
+]
+_PD = ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
+       "--disaggregation-bootstrap-port", "8998"]
 # (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23
 # only. Muse Spark without MegaMoE needs SGLANG_MOE_NVFP4_DISPATCH=0 (the MoE hook turns an unset one on)
 _OFF = {"SGLANG_MOE_NVFP4_DISPATCH": "0"}
@@ -96,6 +109,9 @@ _NVFP4_PACKED = {"quantization_config": {"quant_method": "mxfp8", "moe_quant_alg
                                          "moe_quant_format": "nvfp4-pack-quantized"}}
 _MM3_BASE = ["--tp-size", "8", "--chunked-prefill-size", "4096"]
 _SPECS_23 = [
+    (CPTP, KIMI, QWEN4, [*_CP8, "--cp-strategy", "zigzag"], ["--speculative-algorithm", "NEXTN"], [], {}),
+    (CPTP, KIMI, QWEN4, [*_CP8, "--cp-strategy", "zigzag", *_PD], [], [], {"SGLANG_DISAGG_STAGING_BUFFER": "1"}, {}),
+    (CPTP, KIMI, QWEN4, [*_CP8, "--cp-strategy", "zigzag"], ["--enable-waterfill"], [], {}),
     # (the chunk keeps MegaMoE's per-rank budget within its default capacity, mega_moe_hook.py:241@0.5.23)
     (MM3, MINIMAX, _NVFP4_PACKED, _MM3_BASE, ["--page-size", "64"], ["--page-size", "128"], {}),
     (MM3, MINIMAX, _NVFP4_PACKED, _MM3_BASE, ["--moe-a2a-backend", "deepep"], [], {}),
@@ -164,12 +180,21 @@ def public() -> dict[str, dict]:
 
 def model_dir(root: Path, stem: str, over: dict) -> str:
     """A model directory holding the public ``stem``'s config.json with ``over``'s top-level keys replaced."""
-    cfgs = public()
-    if stem not in cfgs:
-        pytest.skip("aiconfigurator-core (the public config.json files) is not installed")
-    cfg = copy.deepcopy(cfgs[stem])
+    if stem.startswith("/models/"):   # a model directory the oracle writes (gpustack_k3/oracle/models.py)
+        from gpustack_k3.oracle.models import write_models
+
+        src = write_models().get(stem)
+        if src is None:
+            pytest.skip(f"{stem}: the oracle's model directory is not available")
+        cfg = json.loads((Path(src) / "config.json").read_text())
+    else:
+        cfgs = public()
+        if stem not in cfgs:
+            pytest.skip("aiconfigurator-core (the public config.json files) is not installed")
+        cfg = copy.deepcopy(cfgs[stem])
     cfg.update(copy.deepcopy(over))
-    name = stem + "-" + "-".join(f"{k}" for k in sorted(over)) if over else stem
+    key = hashlib.sha256(json.dumps(over, sort_keys=True).encode()).hexdigest()[:12]
+    name = f"{stem.strip('/').replace('/', '_')}-{key}"   # one directory per (model, replaced keys)
     d = root / name.replace("/", "_")
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(cfg))

@@ -181,6 +181,76 @@ def minimax_m3_refusal(v: LineView, release: str | None, major: int | None) -> s
     return None
 
 
+# cp_tp_group_sharing_hook.py resolve_cp_tp_group_sharing: prefill CP (--enable-prefill-cp, --attn-cp-size > 1) on a
+# class whose CP group is its TP group (0.5.23: Glm5NextForConditionalGeneration, Qwen4ExpForConditionalGeneration;
+# 0.5.22: Glm5Next) needs --attn-cp-size == --tp-size and --cp-strategy interleave (Glm5Next) / zigzag, and refuses:
+# speculation (0.5.23: but on Glm5Next DFLASH or native MTP with top-k 1; 0.5.22: native MTP with top-k 1 only),
+# --enable-dsa-cache-layer-split, --dcp-size > 1, --enable-mixed-chunk, --moe-dp-size > 1 (0.5.22: any
+# disaggregation mode); 0.5.23 on Qwen4Exp --enable-waterfill, --pp-size > 1, a decode server and EP / an A2A backend
+# the line gives, on a Glm5Next PD server a decode side, a transfer backend but mooncake, speculation but DFLASH, PP,
+# DP or EP > 1; on a PD prefill server SGLANG_DISAGG_STAGING_BUFFER. The EP size and A2A backend are read only where
+# the line gives them (the release reads resolved values).
+CP_TP_ARCHS = {"0.5.23": ("Glm5NextForConditionalGeneration", "Qwen4ExpForConditionalGeneration"),
+               "0.5.22": ("Glm5NextForConditionalGeneration",)}
+GLM5_NEXT = "Glm5NextForConditionalGeneration"
+
+
+def _gt1(v: LineView, dest: str) -> bool:
+    return (_int(v.value(dest)) or 1) > 1
+
+
+def _mtp_top1(v: LineView) -> bool:
+    """Native MTP with top-k 1: EAGLE / NEXTN, no other draft model, top-k unset or 1."""
+    alg = v.value("speculative_algorithm")
+    return isinstance(alg, str) and alg.upper() in ("EAGLE", "NEXTN") \
+        and v.value("speculative_draft_model_path") in (None, v.value("model_path")) \
+        and v.value("speculative_eagle_topk") in (None, 1)
+
+
+def cp_tp_sharing_refusal(v: LineView, release: str | None) -> str | None:
+    arch = _arch(v)
+    if release not in CP_TP_ARCHS or arch not in CP_TP_ARCHS[release] or v.value("enable_prefill_cp") is not True \
+            or not _gt1(v, "attn_cp_size"):
+        return None
+    cp, tp = _int(v.value("attn_cp_size")), _int(v.value("tp_size"))
+    if cp != tp:
+        return f"CP-TP group sharing requires --attn-cp-size == --tp-size, got attn_cp_size={cp}, tp_size={tp}."
+    strategy = "interleave" if arch == GLM5_NEXT else "zigzag"
+    if v.value("cp_strategy") != strategy:
+        return f"CP-TP group sharing requires --cp-strategy {strategy}."
+    alg = v.value("speculative_algorithm")
+    if alg is not None:
+        if release == "0.5.22" and (arch != GLM5_NEXT or not _mtp_top1(v)):
+            return "CP/TP group sharing only supports native MTP with top-k 1."
+        if release == "0.5.23" and arch != GLM5_NEXT:
+            return "--speculative-algorithm is not supported with CP-TP group sharing."
+        if release == "0.5.23" and alg != "DFLASH" and not _mtp_top1(v):
+            return "CP/TP group sharing only supports DFLASH or native MTP with top-k 1."
+    mode = v.value("disaggregation_mode")
+    bad = {"enable-dsa-cache-layer-split": v.value("enable_dsa_cache_layer_split") is True,
+           "dcp-size > 1": _gt1(v, "dcp_size"), "enable-mixed-chunk": v.value("enable_mixed_chunk") is True,
+           "moe-dp-size > 1": _gt1(v, "moe_dp_size")}
+    if release == "0.5.22":
+        bad["disaggregation-mode"] = mode not in (None, "null")
+    elif arch == "Qwen4ExpForConditionalGeneration":
+        bad |= {"ep-size > 1": v.given("ep_size") and _gt1(v, "ep_size"),
+                "moe-a2a-backend": v.given("moe_a2a_backend") and v.value("moe_a2a_backend") != "none",
+                "enable-waterfill": v.value("enable_waterfill") is True, "pp-size > 1": _gt1(v, "pp_size"),
+                "disaggregation-mode decode": mode == "decode"}
+    elif mode not in (None, "null"):
+        bad |= {"disaggregation-mode decode": mode == "decode",
+                "disaggregation-transfer-backend != mooncake": v.value("disaggregation_transfer_backend") != "mooncake",
+                "speculative-algorithm != DFLASH": alg != "DFLASH", "pp-size > 1": _gt1(v, "pp_size"),
+                "dp-size > 1": _gt1(v, "dp_size"), "ep-size > 1": v.given("ep_size") and _gt1(v, "ep_size")}
+    flag = next((f for f, on in bad.items() if on), None)
+    if flag is not None:
+        return f"--{flag} is not supported with CP-TP group sharing."
+    if release == "0.5.23" and mode == "prefill" and \
+            v.env_value("SGLANG_DISAGG_STAGING_BUFFER", "sglang_env_bool", False) is True:
+        return "SGLANG_DISAGG_STAGING_BUFFER is not supported with CP-TP group sharing."
+    return None
+
+
 # ------------------------------------------------------------------ attention backends a model class refuses
 
 # handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
@@ -580,5 +650,29 @@ def check_sglang_minimax_m3_nvfp4_options(r, c):
     if v is None:
         return
     msg = minimax_m3_refusal(v, _release_key(r), sm_major(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ CP-TP group sharing
+
+_CP_TP_SOURCES = {"0.5.23": "sglang/srt/arg_groups/cp_tp_group_sharing_hook.py:29-105@0.5.23",
+                  "0.5.22": "sglang/srt/arg_groups/cp_tp_group_sharing_hook.py:25-67@0.5.22"}
+
+
+@rule("sglang-cp-tp-group-sharing", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="Prefill CP on a CP-TP group sharing model (GLM-5.3 Next, Qwen4 Exp) with a setting it refuses",
+      why="On the classes whose prefill CP group is their TP group SGLang needs --attn-cp-size equal to --tp-size and "
+          "the class's --cp-strategy, and refuses speculation other than native MTP with top-k 1 (0.5.23 on GLM-5.3 "
+          "Next: or DFLASH), DSA cache layer split, decode CP, mixed chunks, MoE DP and, per class, EP, A2A, "
+          "Waterfill, PP and PD settings.",
+      fix="Set --attn-cp-size to --tp-size and the --cp-strategy the message names, and drop the option it names.",
+      source=_CP_TP_SOURCES["0.5.23"], sources=_sources(_CP_TP_SOURCES), no_cel=NO_CEL)
+def check_sglang_cp_tp_group_sharing(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = cp_tp_sharing_refusal(v, _release_key(r))
     if msg is not None:
         yield "spec.extraArgs", msg
