@@ -98,6 +98,13 @@ _SPECS += [
     (CPTP, KIMI, GLM5N, _CP8, ["--cp-strategy", "zigzag"], ["--cp-strategy", "interleave"]),
     (CPTP, KIMI, GLM5N, [*_CP8, "--cp-strategy", "interleave"], ["--speculative-algorithm", "NGRAM"], []),
 ]
+DSADCP = "sglang-dsa-dcp-unsupported"
+DSA = {"index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64}
+_SPECS += [
+    (DSADCP, DSV3, {**DSA, "index_kpool": 2}, ["--tp-size", "8"], ["--dcp-size", "2"], []),
+    (DSADCP, DSV3, DSA, ["--tp-size", "8", "--dcp-size", "2"], ["--enable-hierarchical-cache"], []),
+    (DSADCP, DSV3, DSA, ["--tp-size", "8", "--dcp-size", "2"], ["--speculative-eagle-topk", "2"], []),
+]
 _PD = ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
        "--disaggregation-bootstrap-port", "8998"]
 # (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23

@@ -251,6 +251,34 @@ def cp_tp_sharing_refusal(v: LineView, release: str | None) -> str | None:
     return None
 
 
+# model_overrides/deepseek_v2.py _deepseek_family_overrides: on a DSA model (configs/model_config.py
+# is_deepseek_dsa: a DeepSeek-family class with index_topk in config.json) --dcp-size > 1 refuses HiSparse / HiCache,
+# PD disaggregation and --speculative-eagle-topk > 1 (_dsa_dcp_overrides), and on a CUDA GPU a pooled index key
+# (config.json index_kpool > 1, get_dsa_index_kpool; default 1).
+DSA_FAMILY_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "MistralLarge3ForCausalLM",
+                    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration",
+                    "HYV4ForCausalLM", "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM",
+                    "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM")
+
+
+def dsa_dcp_refusal(v: LineView, major: int | None) -> str | None:
+    raw = getattr(v.arch, "raw", None)
+    if _arch(v) not in DSA_FAMILY_ARCHS or not isinstance(raw, dict) or raw.get("index_topk") is None \
+            or not _gt1(v, "dcp_size"):
+        return None
+    if v.value("enable_hisparse") is True or v.value("enable_hierarchical_cache") is True:
+        return "DSA DCP does not support HiSparse or HiCache."
+    if v.value("disaggregation_mode") not in (None, "null"):
+        return "DSA DCP does not support PD disaggregation."
+    if v.value("speculative_eagle_topk") not in (None, 1):
+        return "DSA DCP requires --speculative-eagle-topk 1."
+    kpool = raw.get("index_kpool", 1)
+    if major is not None and isinstance(kpool, int) and not isinstance(kpool, bool) and kpool > 1:
+        return (f"--dcp-size > 1 is not supported for DSA with index_kpool={kpool}: a pooled index key spans "
+                "positions owned by different DCP ranks.")
+    return None
+
+
 # ------------------------------------------------------------------ attention backends a model class refuses
 
 # handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
@@ -674,5 +702,31 @@ def check_sglang_cp_tp_group_sharing(r, c):
     if v is None:
         return
     msg = cp_tp_sharing_refusal(v, _release_key(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ DSA decode context parallelism
+
+_DSA_DCP_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:18-26,99-100,105,162-168@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/model_overrides/deepseek_v2.py:18-26,99-100,105,163-169@0.5.22",
+}
+
+
+@rule("sglang-dsa-dcp-unsupported", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="Decode context parallelism on a DSA model with HiSparse/HiCache, PD, a tree draft or pooled index keys",
+      why="On a DeepSeek-family DSA model (index_topk in config.json) SGLang refuses --dcp-size > 1 together with "
+          "--enable-hisparse / --enable-hierarchical-cache, a PD disaggregation mode, --speculative-eagle-topk > 1, "
+          "and (on a CUDA GPU) with pooled index keys (config.json index_kpool > 1): a pooled key spans positions "
+          "owned by different DCP ranks.",
+      fix="Drop --dcp-size (or the option the message names).",
+      source=_DSA_DCP_SOURCES["0.5.23"], sources=_sources(_DSA_DCP_SOURCES), no_cel=NO_CEL)
+def check_sglang_dsa_dcp_unsupported(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = dsa_dcp_refusal(v, sm_major(r))
     if msg is not None:
         yield "spec.extraArgs", msg
