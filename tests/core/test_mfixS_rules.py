@@ -105,6 +105,26 @@ _SPECS += [
     (DSADCP, DSV3, DSA, ["--tp-size", "8", "--dcp-size", "2"], ["--enable-hierarchical-cache"], []),
     (DSADCP, DSV3, DSA, ["--tp-size", "8", "--dcp-size", "2"], ["--speculative-eagle-topk", "2"], []),
 ]
+TILE = "sglang-dsa-tilelang-fp8-kv"
+_TILE = ["--tp-size", "8", "--kv-cache-dtype", "fp8_e4m3", "--dsa-prefill-backend", "tilelang",
+         "--dsa-decode-backend", "tilelang"]
+_SPECS += [
+    (TILE, DSV3, DSA, _TILE, ["--dcp-size", "2"], []),
+    (TILE, DSV3, DSA, [*_TILE, "--disable-radix-cache"], ["--enable-hisparse"], []),
+]
+NEMO = "sglang-nemotron-h-moe-settings"
+W4A16 = {"quantization_config": {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": {
+    "backbone.layers.1.mixer.experts.0.up_proj": {"quant_algo": "W4A16_NVFP4"}}}}
+_SPECS += [
+    (NEMO, NEMOH, W4A16, ["--tp-size", "8"], ["--moe-a2a-backend", "deepep"], []),
+    (NEMO, NEMOH, W4A16, ["--tp-size", "8"], ["--moe-runner-backend", "triton"], ["--moe-runner-backend", "marlin"]),
+]
+SPLIT = "sglang-dsa-cache-layer-split-mooncake"
+_SPECS += [
+    (SPLIT, DSV3, DSA, ["--tp-size", "8", "--enable-prefill-cp", "--cp-strategy", "interleave",
+                        "--enable-dsa-cache-layer-split", "--disaggregation-mode", "prefill"],
+     ["--disaggregation-transfer-backend", "nixl"], ["--disaggregation-transfer-backend", "mooncake"]),
+]
 _PD = ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
        "--disaggregation-bootstrap-port", "8998"]
 # (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23
@@ -116,6 +136,11 @@ _NVFP4_PACKED = {"quantization_config": {"quant_method": "mxfp8", "moe_quant_alg
                                          "moe_quant_format": "nvfp4-pack-quantized"}}
 _MM3_BASE = ["--tp-size", "8", "--chunked-prefill-size", "4096"]
 _SPECS_23 = [
+    (NEMO, NEMOH, {"architectures": ["NemotronHPuzzleForCausalLM"], "block_configs": [
+        {"block_type": "moe", "n_routed_experts": 128}, {"block_type": "moe", "n_routed_experts": 64}]},
+     ["--tp-size", "8"], ["--ep-num-redundant-experts", "8"], [], {}),
+    (NEMO, NEMOH, {}, ["--tp-size", "8", "--ep-num-redundant-experts", "8"], ["--moe-runner-backend", "flashinfer_trtllm"],
+     ["--moe-runner-backend", "flashinfer_trtllm_routed"], {}),
     (CPTP, KIMI, QWEN4, [*_CP8, "--cp-strategy", "zigzag"], ["--speculative-algorithm", "NEXTN"], [], {}),
     (CPTP, KIMI, QWEN4, [*_CP8, "--cp-strategy", "zigzag", *_PD], [], [], {"SGLANG_DISAGG_STAGING_BUFFER": "1"}, {}),
     (CPTP, KIMI, QWEN4, [*_CP8, "--cp-strategy", "zigzag"], ["--enable-waterfill"], [], {}),

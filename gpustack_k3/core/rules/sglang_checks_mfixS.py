@@ -279,6 +279,90 @@ def dsa_dcp_refusal(v: LineView, major: int | None) -> str | None:
     return None
 
 
+# overrides.py _dsa_split_backend_resolution / _check_dsa_backend_constraints: on a DSA model on a CUDA GPU (no
+# learnable attention sinks: they force flashmla_sparse first), an FP8 (e4m3) KV cache with both DSA backends tilelang
+# refuses --dcp-size > 1 and --enable-hisparse. Read where the line gives all three (an unset dtype or backend is
+# resolved by the release first).
+def dsa_tilelang_refusal(v: LineView, major: int | None) -> str | None:
+    raw = getattr(v.arch, "raw", None)
+    if major is None or _arch(v) not in DSA_FAMILY_ARCHS or not isinstance(raw, dict) \
+            or raw.get("index_topk") is None or raw.get("learnable_sink"):
+        return None
+    if v.value("kv_cache_dtype") != "fp8_e4m3" or v.value("dsa_prefill_backend") != "tilelang" \
+            or v.value("dsa_decode_backend") != "tilelang":
+        return None
+    if _gt1(v, "dcp_size"):
+        return "CUDA TileLang FP8 KV does not support --dcp-size > 1."
+    if v.value("enable_hisparse") is True:
+        return "CUDA TileLang FP8 KV does not support HiSparse."
+    return None
+
+
+# model_overrides/nemotron_h.py _nemotron_h_overrides: a Nemotron-H class whose config.json quantization_config is
+# ModelOpt MIXED_PRECISION (quant_method modelopt, quant_algo MIXED_PRECISION: modelopt_mixed) with W4A16_NVFP4 expert
+# layers (quantized_layers, names with ".experts.") refuses an A2A backend but none and a MoE runner but auto /
+# marlin. 0.5.23 also refuses, with EPLB or redundant experts (--enable-eplb, --ep-num-redundant-experts > 0,
+# --init-expert-location not trivial), --moe-runner-backend flashinfer_trtllm, flashinfer_cutedsl with EPLB and no
+# A2A backend, and on NemotronHPuzzleForCausalLM MoE blocks (block_configs) with different routed expert counts.
+# Read only without --quantization (the release derives the scheme from config.json).
+NEMOTRON_H_ARCHS = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3")
+
+
+def _w4a16_nvfp4_experts(raw: dict) -> bool:
+    q = raw.get("quantization_config")
+    if not isinstance(q, dict) or q.get("quant_method") != "modelopt" or q.get("quant_algo") != "MIXED_PRECISION":
+        return False
+    layers = q.get("quantized_layers")
+    return isinstance(layers, dict) and any(
+        isinstance(info, dict) and info.get("quant_algo") == "W4A16_NVFP4" and ".experts." in str(name)
+        for name, info in layers.items())
+
+
+def nemotron_h_refusal(v: LineView, release: str | None) -> str | None:
+    raw = getattr(v.arch, "raw", None)
+    if _arch(v) not in NEMOTRON_H_ARCHS or not isinstance(raw, dict) or release not in ("0.5.22", "0.5.23"):
+        return None
+    runner, a2a = v.value("moe_runner_backend"), v.value("moe_a2a_backend")
+    if release == "0.5.23" and (v.value("enable_eplb") is True or (_int(v.value("ep_num_redundant_experts")) or 0) > 0
+                                or v.value("init_expert_location") not in (None, "trivial")):
+        if runner == "flashinfer_trtllm":
+            return ("flashinfer_trtllm routes inside the kernel and does not support EPLB or redundant experts on "
+                    "Nemotron-H; use --moe-runner-backend flashinfer_trtllm_routed.")
+        if v.value("enable_eplb") is True and runner == "flashinfer_cutedsl" and a2a == "none":
+            return "flashinfer_cutedsl without an a2a backend does not migrate its expert scales on EPLB rebalance."
+        blocks = raw.get("block_configs")
+        if _arch(v) == "NemotronHPuzzleForCausalLM" and isinstance(blocks, list):
+            counts = {b.get("n_routed_experts") for b in blocks if isinstance(b, dict) and b.get("block_type") == "moe"}
+            if len(counts) > 1 and all(isinstance(n, int) for n in counts):
+                return ("EPLB and redundant experts need the same routed expert count on every MoE layer, got "
+                        f"{sorted(counts)}.")
+    if v.given("quantization") or not _w4a16_nvfp4_experts(raw):
+        return None
+    if a2a != "none":
+        return "W4A16_NVFP4 MoE layers require --moe-a2a-backend=none."
+    if runner not in ("auto", "marlin"):
+        return "W4A16_NVFP4 MoE layers require --moe-runner-backend=marlin."
+    return None
+
+
+# model_hook.py handle_model_specific_adjustments, DSA branch (a DSA model, as dsa_dcp_refusal reads it, on a CUDA
+# GPU): --enable-dsa-cache-layer-split on a PD prefill worker with interleave prefill CP needs the mooncake transfer
+# backend. (Off a prefill worker, or without interleave prefill CP, the table's entries and the release refuse it.)
+def dsa_layer_split_refusal(v: LineView, major: int | None) -> str | None:
+    raw = getattr(v.arch, "raw", None)
+    if major is None or _arch(v) not in DSA_FAMILY_ARCHS or not isinstance(raw, dict) \
+            or raw.get("index_topk") is None or v.value("enable_dsa_cache_layer_split") is not True:
+        return None
+    if v.value("disaggregation_mode") != "prefill" or v.value("enable_prefill_cp") is not True \
+            or v.value("cp_strategy") != "interleave":
+        return None
+    backend = v.value("disaggregation_transfer_backend")
+    if backend != "mooncake":
+        return (f"--enable-dsa-cache-layer-split currently only supports the mooncake transfer backend; got "
+                f"--disaggregation-transfer-backend {backend!r}.")
+    return None
+
+
 # ------------------------------------------------------------------ attention backends a model class refuses
 
 # handle_model_specific_adjustments (model_hook.py) asserts on the resolved attention backend for these classes. The
@@ -728,5 +812,79 @@ def check_sglang_dsa_dcp_unsupported(r, c):
     if v is None:
         return
     msg = dsa_dcp_refusal(v, sm_major(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ DSA TileLang FP8 KV
+
+_TILELANG_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/overrides.py:569-577,601-612,677-692@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/overrides.py:545-553,577-588,653-668@0.5.22",
+}
+
+
+@rule("sglang-dsa-tilelang-fp8-kv", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="TileLang DSA backends with an FP8 KV cache and decode context parallelism or HiSparse",
+      why="On a DSA model on a CUDA GPU SGLang's TileLang DSA kernels with an FP8 (e4m3) KV cache support neither "
+          "--dcp-size > 1 nor --enable-hisparse.",
+      fix="Use other DSA backends (e.g. trtllm on Blackwell, flashmla_kv on Hopper), a bfloat16 KV cache, or drop "
+          "--dcp-size / --enable-hisparse.",
+      source=_TILELANG_SOURCES["0.5.23"], sources=_sources(_TILELANG_SOURCES), no_cel=NO_CEL)
+def check_sglang_dsa_tilelang_fp8_kv(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = dsa_tilelang_refusal(v, sm_major(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ Nemotron-H MoE settings
+
+_NEMOTRON_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/model_overrides/nemotron_h.py:31-80,152-180@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/model_overrides/nemotron_h.py:31-72@0.5.22",
+}
+
+
+@rule("sglang-nemotron-h-moe-settings", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="Nemotron-H MoE settings SGLang refuses (W4A16_NVFP4 experts, EPLB / redundant experts)",
+      why="For a Nemotron-H checkpoint whose ModelOpt mixed-precision config holds W4A16_NVFP4 expert layers SGLang "
+          "needs --moe-a2a-backend none and the marlin MoE runner; with EPLB or redundant experts (0.5.23) it refuses "
+          "the flashinfer_trtllm runner, flashinfer_cutedsl under EPLB without an A2A backend, and a Puzzle model "
+          "whose MoE blocks have different routed expert counts.",
+      fix="Use --moe-a2a-backend none and --moe-runner-backend marlin (or auto) for W4A16_NVFP4 experts; "
+          "flashinfer_trtllm_routed with EPLB; or drop EPLB / redundant experts.",
+      source=_NEMOTRON_SOURCES["0.5.23"], sources=_sources(_NEMOTRON_SOURCES), no_cel=NO_CEL)
+def check_sglang_nemotron_h_moe_settings(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = nemotron_h_refusal(v, _release_key(r))
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ DSA cache layer split
+
+_LAYER_SPLIT_SOURCES = {"0.5.23": "sglang/srt/arg_groups/model_hook.py:381-396@0.5.23",
+                        "0.5.22": "sglang/srt/arg_groups/model_hook.py:375-390@0.5.22"}
+
+
+@rule("sglang-dsa-cache-layer-split-mooncake", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--enable-dsa-cache-layer-split with a PD transfer backend other than mooncake",
+      why="The DSA cache layer split relies on Mooncake's all-CP-rank KV / indexer transfer; SGLang refuses it on a "
+          "prefill worker whose --disaggregation-transfer-backend is not mooncake.",
+      fix="Use --disaggregation-transfer-backend mooncake, or drop --enable-dsa-cache-layer-split.",
+      source=_LAYER_SPLIT_SOURCES["0.5.23"], sources=_sources(_LAYER_SPLIT_SOURCES), no_cel=NO_CEL)
+def check_sglang_dsa_cache_layer_split_mooncake(r, c):
+    v = _view(r)
+    if v is None:
+        return
+    msg = dsa_layer_split_refusal(v, sm_major(r))
     if msg is not None:
         yield "spec.extraArgs", msg
