@@ -125,6 +125,13 @@ _SPECS += [
                         "--enable-dsa-cache-layer-split", "--disaggregation-mode", "prefill"],
      ["--disaggregation-transfer-backend", "nixl"], ["--disaggregation-transfer-backend", "mooncake"]),
 ]
+TREE = "sglang-eagle-tree-paged-backend"
+_TREE = ["--tp-size", "8", "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3",
+         "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "4", "--page-size", "64"]
+_SPECS += [
+    (TREE, DSV3, {}, _TREE, ["--attention-backend", "flashmla"], ["--attention-backend", "triton"]),
+    (TREE, DSV3, {}, _TREE, ["--attention-backend", "trtllm_mla"], ["--attention-backend", "flashinfer"]),
+]
 _PD = ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
        "--disaggregation-bootstrap-port", "8998"]
 # (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23

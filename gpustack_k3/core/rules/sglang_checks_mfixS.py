@@ -888,3 +888,35 @@ def check_sglang_dsa_cache_layer_split_mooncake(r, c):
     msg = dsa_layer_split_refusal(v, sm_major(r))
     if msg is not None:
         yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ EAGLE tree drafts on paged KV
+
+# speculative_hook.py _handle_eagle_family (EAGLE / EAGLE3 / NEXTN / STANDALONE): --speculative-eagle-topk > 1 with
+# --page-size > 1 needs the two-pass cascade draft decode only flashinfer, fa3 and triton implement. Read where the line
+# gives all three (the release resolves an unset page size or backend first).
+_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+_TREE_SOURCES = {"0.5.23": "sglang/srt/arg_groups/speculative_hook.py:1271-1283@0.5.23",
+                 "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:1181-1193@0.5.22"}
+
+
+@rule("sglang-eagle-tree-paged-backend", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="An EAGLE tree draft (top-k > 1) on a paged KV cache with an attention backend that cannot draft it",
+      why="With --speculative-eagle-topk > 1 and --page-size > 1 the draft decode runs a shared-prefix pass and a "
+          "per-branch pass; only the flashinfer, fa3 and triton attention backends implement it, and SGLang refuses "
+          "another --attention-backend (flashmla, trtllm_mla, ...).",
+      fix="Use --page-size 1, --speculative-eagle-topk 1, or --attention-backend flashinfer / fa3 / triton.",
+      source=_TREE_SOURCES["0.5.23"], sources=_sources(_TREE_SOURCES), no_cel=NO_CEL)
+def check_sglang_eagle_tree_paged_backend(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    alg = v.value("speculative_algorithm")
+    topk, page, attn = _int(v.value("speculative_eagle_topk")), _int(v.value("page_size")), v.value("attention_backend")
+    if not isinstance(alg, str) or alg.upper() not in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE"):
+        return
+    if topk is None or topk <= 1 or page is None or page <= 1 or attn is None or attn in _TREE_BACKENDS:
+        return
+    yield "spec.extraArgs", (f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {_TREE_BACKENDS}; "
+                             f"got attention_backend={attn!r}. Use page_size == 1 or one of those backends.")
