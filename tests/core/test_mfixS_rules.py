@@ -142,7 +142,9 @@ MM3 = "sglang-minimax-m3-nvfp4-options"
 _NVFP4_PACKED = {"quantization_config": {"quant_method": "mxfp8", "moe_quant_algo": "NVFP4",
                                          "moe_quant_format": "nvfp4-pack-quantized"}}
 _MM3_BASE = ["--tp-size", "8", "--chunked-prefill-size", "4096"]
+MEGA = "sglang-dsv4-flashmla-mega-needs-v41-sm100"
 _SPECS_23 = [
+    (MEGA, "deepseek-ai--DeepSeek-V4-Flash", {}, ["--tp-size", "4"], ["--dsv4-attn-backend", "flashmla_mega"], [], {}),
     (NEMO, NEMOH, {"architectures": ["NemotronHPuzzleForCausalLM"], "block_configs": [
         {"block_type": "moe", "n_routed_experts": 128}, {"block_type": "moe", "n_routed_experts": 64}]},
      ["--tp-size", "8"], ["--ep-num-redundant-experts", "8"], [], {}),
@@ -301,3 +303,16 @@ MFIXS_DIRECT = {c[0] for c in CASES} | {c[0] for c in GPU_CASES}
 def test_every_rule_of_the_module_has_a_case():
     assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.sglang_checks_mfixS"} \
         == MFIXS_DIRECT
+
+
+# DeepSeek-V4.1 itself (model_type deepseek_v41) with flashmla_mega on B300 (SM103): the release accepts it
+# (tests/engine_oracle/test_mfixS_rules_oracle.py), the rule passes it
+DSV41_MEGA = ["--trust-remote-code", "--model-path", "/models/DeepSeek-V4.1-Flash", "--tp-size", "4",
+              "--dsv4-attn-backend", "flashmla_mega"]
+
+
+def test_flashmla_mega_on_dsv41_b300_passes():
+    from tools.engine_oracle.product import check_args
+
+    out = check_args("sglang", "0.5.23", {"argv": DSV41_MEGA, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8})
+    assert MEGA not in out.get("rules", []), out

@@ -52,3 +52,10 @@ def test_the_release_accepts_the_lines_the_rules_pass(oracles, root, release, st
     d = model_dir(root, stem, over)
     ans = oracles(f"sglang-{release}").judge_line(["--model-path", d, *argv], {})
     assert ans["verdict"] == "accepted", ans
+
+
+def test_flashmla_mega_on_dsv41_b300_is_accepted(oracles):
+    from tests.core.test_mfixS_rules import DSV41_MEGA
+
+    ans = oracles("sglang-0.5.23").judge_line(DSV41_MEGA, {})
+    assert ans["verdict"] == "accepted", ans

@@ -920,3 +920,35 @@ def check_sglang_eagle_tree_paged_backend(r, c):
         return
     yield "spec.extraArgs", (f"speculative_eagle_topk > 1 with page_size > 1 is only supported on {_TREE_BACKENDS}; "
                              f"got attention_backend={attn!r}. Use page_size == 1 or one of those backends.")
+
+
+# ------------------------------------------------------------------ DeepSeek-V4 flashmla_mega
+
+# deepseek_v4_hook.py apply_deepseek_v4_defaults (model_hook.py runs it for DeepseekV4ForCausalLM, the class the
+# release reads DeepSeek-V4.1's config.json as): --dsv4-attn-backend flashmla_mega needs config.json model_type
+# deepseek_v41, --device cuda and an SM100-family GPU (0.5.23; 0.5.22 has no such backend).
+_MEGA_SOURCES = {"0.5.23": "sglang/srt/arg_groups/deepseek_v4_hook.py:92-99@0.5.23; "
+                           "sglang/srt/arg_groups/model_hook.py:258-265@0.5.23"}
+
+
+@rule("sglang-dsv4-flashmla-mega-needs-v41-sm100", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--dsv4-attn-backend flashmla_mega off DeepSeek-V4.1 or off an SM100-family GPU",
+      why="SGLang's flashmla_mega DeepSeek-V4 attention backend is built for DeepSeek-V4.1 (model_type deepseek_v41) "
+          "on CUDA SM100/SM103; it refuses it for DeepSeek-V4 and on other devices.",
+      fix="Drop --dsv4-attn-backend (auto picks the model's backend) or use another DeepSeek-V4 attention backend.",
+      source=_MEGA_SOURCES["0.5.23"], sources=_sources(_MEGA_SOURCES), no_cel=NO_CEL)
+def check_sglang_dsv4_flashmla_mega_needs_v41_sm100(r, c):
+    v = _view(r)
+    if v is None or _release_key(r) != "0.5.23" or v.value("dsv4_attn_backend") != "flashmla_mega":
+        return
+    raw = getattr(v.arch, "raw", None)
+    mtype = raw.get("model_type") if isinstance(raw, dict) else None
+    if _arch(v) not in ("DeepseekV4ForCausalLM", "DeepseekV41ForCausalLM") or (
+            _arch(v) == "DeepseekV41ForCausalLM" and mtype != "deepseek_v41"):
+        return
+    device = v.value("device")
+    major = sm_major(r)
+    if mtype != "deepseek_v41" or (isinstance(device, str) and device != "cuda") or (
+            major is not None and major != 10):
+        yield "spec.extraArgs", "--dsv4-attn-backend flashmla_mega requires DeepSeek-V4.1 on SM100/SM103."
