@@ -1,12 +1,16 @@
-"""SGLang refusals keyed on the model's own class (helper mfixS, issue 31): the release's model hooks and model
-overrides that refuse a command line for one architecture (config.json's ``architectures[0]`` / ``model_type``, read
-through the one reader, core.model_config) together with the line's options, beyond what the engine-check table
-(gpustack_k3/catalog/data/checks/sglang.yaml) can verify: its examples need a catalogued model or an oracle shape of
-that class, and none exists for these classes.
+"""SGLang refusals beyond what the engine-check table (gpustack_k3/catalog/data/checks/sglang.yaml) can verify (helper
+mfixS, issue 31): the release's model hooks and model overrides that refuse a line for one model class (config.json's
+``architectures[0]``, ``model_type``, DSA ``index_topk`` / ``index_kpool``, a ModelOpt quantization_config, read through
+the one reader, core.model_config: the table's examples need a catalogued model or an oracle shape of that class, and
+none exists), checks on the line's GPU (catalog/data/hardware.yaml ``sm``; a document without one: the rule does not
+run), and option pairs whose JSON value the release decodes itself (--kv-events-config).
 
 Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
 whose code it follows with each release's own source, and is verified against the release by
-tests/engine_oracle/test_mfixS_rules_oracle.py (unit lines: tests/core/test_mfixS_rules.py)."""
+tests/engine_oracle/test_mfixS_rules_oracle.py (the refused line raises at the cited source, its twin with one fact
+flipped is accepted; unit lines: tests/core/test_mfixS_rules.py). Where the release resolves a value before its check
+(an unset backend, page size, chunk, EP size), a rule reads the value only when the line gives it.
+"""
 from __future__ import annotations
 
 from typing import Any
