@@ -132,6 +132,11 @@ _SPECS += [
     (TREE, DSV3, {}, _TREE, ["--attention-backend", "flashmla"], ["--attention-backend", "triton"]),
     (TREE, DSV3, {}, _TREE, ["--attention-backend", "trtllm_mla"], ["--attention-backend", "flashinfer"]),
 ]
+HIS = "sglang-hisparse-dsa-settings"
+_HIS = ["--tp-size", "8", "--enable-hisparse", "--disable-radix-cache"]
+_SPECS += [
+    (HIS, DSV3, DSA, _HIS, ["--kv-cache-dtype", "fp8_e5m2"], ["--kv-cache-dtype", "bfloat16"]),
+]
 _PD = ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
        "--disaggregation-bootstrap-port", "8998"]
 # (rule, public config.json, keys replaced, base, refused options, twin options, environment[, the twin's]): 0.5.23

@@ -956,3 +956,37 @@ def check_sglang_dsv4_flashmla_mega_needs_v41_sm100(r, c):
     if mtype != "deepseek_v41" or (isinstance(device, str) and device != "cuda") or (
             major is not None and major != 10):
         yield "spec.extraArgs", "--dsv4-attn-backend flashmla_mega requires DeepSeek-V4.1 on SM100/SM103."
+
+
+# ------------------------------------------------------------------ HiSparse on a DSA model
+
+# hisparse_hook.py validate_hisparse (on a DSA model, as dsa_dcp_refusal reads it): a KV cache dtype other than
+# bfloat16 / fp8_e4m3 is refused (the DSA KV dtype pass, overrides.py _dsa_kv_cache_dtype_default, reads bf16 as
+# bfloat16 and refuses other dtypes first). Its linear-speculation check (hisparse_hook.py:117-122) is left out: on a
+# DSA model the page size resolves to 64 on the dsa backend, and the EAGLE tree check (speculative_hook.py:1278@0.5.23)
+# refuses a top-k > 1 draft first (oracle, 2026-12-05).
+_HISPARSE_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/hisparse_hook.py:64-77,153-159@0.5.23; "
+              "sglang/srt/arg_groups/overrides.py:538-544@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/hisparse_hook.py:64-77,153-159@0.5.22; "
+              "sglang/srt/arg_groups/overrides.py:514-520@0.5.22",
+}
+
+
+@rule("sglang-hisparse-dsa-settings", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="HiSparse on a DSA model with a KV cache dtype other than bfloat16 / fp8_e4m3",
+      why="SGLang's HiSparse integration on a DSA model reads a bfloat16 or fp8_e4m3 KV cache only; it refuses "
+          "another --kv-cache-dtype.",
+      fix="Use --kv-cache-dtype bfloat16 / fp8_e4m3 (or auto), or drop --enable-hisparse.",
+      source=_HISPARSE_SOURCES["0.5.23"], sources=_sources(_HISPARSE_SOURCES), no_cel=NO_CEL)
+def check_sglang_hisparse_dsa_settings(r, c):
+    v = _view(r)
+    if v is None or v.value("enable_hisparse") is not True or sm_major(r) is None:
+        return
+    raw = getattr(v.arch, "raw", None)
+    if _arch(v) not in DSA_FAMILY_ARCHS or not isinstance(raw, dict) or raw.get("index_topk") is None:
+        return
+    if v.value("kv_cache_dtype") not in ("auto", "bf16", "bfloat16", "fp8_e4m3"):
+        yield "spec.extraArgs", (f"HiSparse requires one of ('bfloat16', 'fp8_e4m3') KV cache dtypes, but got "
+                                 f"--kv-cache-dtype={v.value('kv_cache_dtype')}.")
