@@ -11,6 +11,7 @@ from gpustack_k3.errors import Refused  # the spec's error findings: nothing may
 from gpustack_k3.core.findings import Finding, has_errors
 from gpustack_k3.core.flags import compact_json, render_args
 from gpustack_k3.core.launch_topology_types import PerPodArg, RoleLaunch, TopologyLaunch
+from gpustack_k3.core.launch_env import production_env
 from gpustack_k3.core.launch_types import Arg, LaunchSpec, SecretEnv, Volume
 from gpustack_k3.core.plan import Plan
 from gpustack_k3.core.resolve import Resolved, resolve
@@ -34,20 +35,6 @@ def startup_budget_s(r: Resolved, p: Plan | None) -> int:
     derived = (load + COMPILE_S + graphs) * BUDGET_MARGIN
     floor = SEED_COLD_START_S * BUDGET_MARGIN if r.spec.model.name == "kimi-k3" else 120
     return int(math.ceil(max(derived, floor) / 30.0) * 30)
-
-
-def production_env(r: Resolved, budget_s: int) -> dict[str, str]:
-    """What the launch spec adds to the spec's env (documented in README "Launch spec additions")."""
-    env: dict[str, str] = {}
-    cache = r.spec.storage.cachePath.rstrip("/")
-    for var, sub in r.engine.cache_env.items():
-        env[var] = f"{cache}/{sub}"
-    if r.engine.engine == ENGINE_VLLM:
-        env["VLLM_ENGINE_READY_TIMEOUT_S"] = str(budget_s)
-    if r.engine.engine == ENGINE_SGLANG and r.dcp > 1 and r.spec.speculative.method == "dspark" \
-            and r.trait("dspark_dcp_static_verify"):
-        env["SGLANG_RAGGED_VERIFY_MODE"] = "static"   # overrides.py:356-362: the engine forces it; we say so
-    return env
 
 
 def build_launch(doc: DeploymentDocument, *, strict: bool = False, arch: Any = None

@@ -2,7 +2,7 @@
 judges (document.py document_verdict) and what a worker judges once before its first request (warmup.py).
 
 A single-engine document's arguments (core.flags.render_args, what the launch spec carries) and environment
-(core.launch.production_env + spec.env); a topology document's per-role leader lines (core.launch
+(core.launch_env.production_env + spec.env); a topology document's per-role leader lines (core.launch
 build_topology_launch, with the role's topology flags). A topology document gpustack-k3 refuses has no role launch:
 ``partial_role_lines`` gives each role's own engine arguments then, marked ``partial`` (the role's topology flags are
 missing).
@@ -10,7 +10,8 @@ missing).
 from __future__ import annotations
 
 from gpustack_k3.core.flags import render_args
-from gpustack_k3.core.launch import build_topology_launch, production_env
+from gpustack_k3.core.launch import build_topology_launch
+from gpustack_k3.core.launch_env import production_env
 from gpustack_k3.core.resolve import resolve
 from gpustack_k3.core.topology import role_views
 

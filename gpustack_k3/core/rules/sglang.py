@@ -9,6 +9,7 @@ from gpustack_k3.core.rules import log as logrules
 from gpustack_k3.core.rules.args import extra_arg, extra_arg_int, extra_arg_switch, extra_arg_value, extra_tokens
 from gpustack_k3.core.rules.cel import Builder, conj, lit
 from gpustack_k3.core.rules.registry import rule
+from gpustack_k3.core.rules.sglang_checks_miss9 import deepseek_family_trtllm_page
 from gpustack_k3.core.rules.spec import cel_dcp, cel_method, cel_tp, ranks_exceed_gpus
 from gpustack_k3.core import argv as engine_argv
 
@@ -558,8 +559,6 @@ _NGRAM_BREADTH = "--speculative-ngram-max-bfs-breadth"
                                 "configs/model_config.py:191-212@0.5.23"},
       no_cel="reads the NGRAM breadth and the attention backends from spec.extraArgs (argv tokenising)")
 def check_sglang_ngram_topk_page_size(r, c):
-    from gpustack_k3.core.rules.sglang_checks_miss9 import deepseek_family_trtllm_page   # imports checks (args)
-
     if speculative_algorithm(r) != "NGRAM":
         return
     if r.spec.model.name == "kimi-k3":

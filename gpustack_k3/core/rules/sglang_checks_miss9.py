@@ -28,12 +28,6 @@ DEEPSEEK_FAMILY = {
                "Glm5NextForConditionalGeneration", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
                "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM"),
 }
-DEEPSEEK_FAMILY_SOURCES = {
-    "0.5.22": "sglang arg_groups/model_overrides/deepseek_v2.py:37-51,99,179-190@0.5.22, "
-              "configs/model_config.py:190-211@0.5.22, arg_groups/overrides.py:1085-1104,1148-1150@0.5.22",
-    "0.5.23": "sglang arg_groups/model_overrides/deepseek_v2.py:37-51,99,178-189@0.5.23, "
-              "configs/model_config.py:191-212@0.5.23, arg_groups/overrides.py:1144-1163,1198-1200@0.5.23",
-}
 SM100_FAMILY = ("SM100", "SM103")
 _BACKENDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 

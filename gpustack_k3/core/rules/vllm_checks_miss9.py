@@ -8,7 +8,7 @@
   The names each release knows, what it takes aside (0.34.0: VLLM_USE_V2_MODEL_RUNNER) and the removed names it
   refuses first (rule vllm-env-refused judges those): gpustack_k3/catalog/data/engines/vllm-env-names.json, written by
   tools/engine_parsers/env_names.py from the unpacked wheels. 0.11.0 has neither the flag nor the check. The
-  environment judged is the one the pod gets: what the launch spec adds (core/launch.py production_env) under the
+  environment judged is the one the pod gets: what the launch spec adds (core/launch_env.py production_env) under the
   document's own spec.env.
 
 tests/core/test_miss9_rules.py holds the product side, tests/engine_oracle/test_miss9_oracle.py has the releases
@@ -25,6 +25,7 @@ from gpustack_k3.catalog.loader import DATA
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.launch_env import production_env
 
 _ENV_DATA = "engines/vllm-env-names.json"
 _ENV_NOTE = "; the names: gpustack_k3/catalog/data/engines/vllm-env-names.json (tools/engine_parsers/env_names.py)"
@@ -50,7 +51,6 @@ def _check_sources(part: str) -> dict[str, str]:
 
 def launch_env(r) -> dict[str, str]:
     """The environment the engine's container gets: the launch spec's additions under the document's spec.env."""
-    from gpustack_k3.core.launch import production_env   # core.launch imports the rules package
     return {**production_env(r, 0), **r.spec.env}
 
 
@@ -146,8 +146,8 @@ _REPO_NAME = re.compile(r"(\b[\w\-.]{1,96}\b/)?\b[\w\-.]{1,96}\b")   # huggingfa
 _NO_CHECKPOINT = ("ngram", "[ngram]", "ngram_gpu", "suffix")
 
 
-def draft_model(v) -> tuple[str, str] | None:
-    """(the draft model the line names, the option that names it) where the speculative method reads a draft
+def draft_model(v, config_flag: str) -> tuple[str, str] | None:
+    """(the draft model the line names, the option that names it: ``config_flag`` for the JSON one) where the speculative method reads a draft
     checkpoint (none given: the checkpoint decides it); None otherwise (no draft model, or an n-gram/suffix method)."""
     sc = v.value("speculative_config")
     if isinstance(sc, str):
@@ -163,7 +163,7 @@ def draft_model(v) -> tuple[str, str] | None:
     if isinstance(model, str):
         return model, "--spec-model"
     model = sc.get("model")
-    return (model, "--speculative-config") if isinstance(model, str) else None
+    return (model, config_flag) if isinstance(model, str) else None
 
 
 def unresolvable_draft_name(name: str) -> str | None:
@@ -195,7 +195,7 @@ def unresolvable_draft_name(name: str) -> str | None:
       source=_DRAFT_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _DRAFT_SOURCES.items()})
 def check_vllm_draft_model_name(r, c):
     v = line_view(r)
-    found = draft_model(v) if v is not None else None
+    found = draft_model(v, r.engine.flag_of("speculative")) if v is not None else None
     if found is None:
         return
     name, option = found
