@@ -26,6 +26,7 @@ from gpustack_k3.core.rules import sglang_checks_aimS3  # noqa: F401,E402 - Flas
 from gpustack_k3.core.rules import vllm_checks_aimV3  # noqa: F401,E402 - --device-ids beyond CUDA_VISIBLE_DEVICES (args family)
 from gpustack_k3.core.rules import vllm_checks_miss9  # noqa: F401,E402 - unknown VLLM_ env with --fail-on-environ-validation, draft model name (helper miss9)
 from gpustack_k3.core.rules import sglang_checks_mfixS  # noqa: F401,E402 - model-class refusals: attention backend, attention DP / CP, MiMo V2 fused qkv (helper mfixS)
+from gpustack_k3.core.rules import vllm_checks_mfixV  # noqa: F401,E402 - synthetic acceptance figures, Qwen3-Omni DSpark self-draft (helper mfixV)
 
 __all__ = ["RULES", "Ctx", "Rule", "RuleDefinitionError", "render_findings", "schema_findings", "validate",
            "validate_resolved", "validate_topology", "in_role"]
