@@ -160,6 +160,8 @@ def test_every_rule_has_a_firing_case():
     covered |= MISS9_DIRECT
     from tests.core.test_mfixS_rules import MFIXS_DIRECT   # core/rules/sglang_checks_mfixS.py (helper mfixS)
     covered |= MFIXS_DIRECT
+    from tests.core.test_mfixV_rules import MFIXV_DIRECT   # core/rules/vllm_checks_mfixV.py (helper mfixV)
+    covered |= MFIXV_DIRECT
     assert covered == set(RULES)
 
 

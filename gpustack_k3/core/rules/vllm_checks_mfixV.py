@@ -696,9 +696,102 @@ def check_vllm_replayssm_kernel_config(r, c):
         yield _where(r, "--use-replayssm"), f"{msg} (--use-replayssm; vllm config/vllm.py:{line}@{key})"
 
 
+# ------------------------------------------------------------------ --quantization-config linear / moe / targets types
+
+# QuantizationConfigArgs (built by the parser's type when the line is parsed): linear/moe given as a string is an
+# online shorthand (whose spec for that field must exist) or a QUANT_KEY_NAMES name; as an object, its weight /
+# activation are such names (a value of another type is a TypeError: the parser's "invalid value"); targets must be
+# an object (a TypeError otherwise) and excludes linear/moe. Rule vllm-quantization-config-targets-invalid
+# (core/rules/vllm_checks_aimV3.py) judges the targets' own entries.
+_QC_SOURCES = {
+    "0.33.0": "vllm config/quantization.py:36-50,54-65,136-150,152-158,178-190,195-228@0.33.0",
+    "0.34.0": "vllm config/quantization.py:43-66,69-80,132-137,202-225,256-266,272-318@0.34.0",
+}
+_QUANT_KEY_NAMES = {
+    "0.33.0": frozenset({"fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
+                         "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp4", "nvfp4_per_token",
+                         "int8_per_channel_static", "int8_per_group_32", "int4_per_group_32"}),
+    "0.34.0": frozenset({"fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
+                         "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp4", "nvfp4_per_token",
+                         "int8_per_channel_static", "lut_b", "int8_per_group_32", "int4_per_group_32"}),
+}
+# online shorthand -> the fields its QuantizationConfigArgs defines (_ONLINE_SHORTHANDS)
+_SHORTHAND_FIELDS = {
+    "0.33.0": {"fp8_per_tensor": ("linear", "moe"), "fp8_per_block": ("linear", "moe"),
+               "fp8_per_channel": ("linear", "moe"), "mxfp8": ("linear", "moe"), "mxfp4": ("linear", "moe"),
+               "int8_per_channel_weight_only": ("moe",), "nvfp4_per_token": ("moe",)},
+    "0.34.0": {"fp8_per_tensor": ("linear", "moe"), "fp8_per_block": ("linear", "moe"),
+               "fp8_per_channel": ("linear", "moe"), "mxfp8": ("linear", "moe"), "mxfp4": ("linear", "moe"),
+               "mxfp4_hadamard32": ("linear",), "int8_per_channel_weight_only": ("moe",),
+               "nvfp4_per_token": ("moe",), "lut_b_moe": ("moe",)},
+}
+
+
+def _key_problem(x: Any, names: frozenset) -> str | None:
+    if x is None:
+        return None
+    if not isinstance(x, str):
+        return f"expected str or QuantKey, got {type(x).__name__}"
+    if x not in names:
+        return f"unknown quantization name {x!r}; expected one of {sorted(names)}"
+    return None
+
+
+def quant_args_problem(qc: Any, release: str) -> str | None:
+    """The first refusal of QuantizationConfigArgs for the --quantization-config JSON ``qc`` among the checks this
+    rule follows (linear, moe, targets' type, targets' exclusivity), else None."""
+    names, shorthands = _QUANT_KEY_NAMES.get(release), _SHORTHAND_FIELDS.get(release)
+    if names is None or shorthands is None or not isinstance(qc, dict):
+        return None
+    for name in ("linear", "moe"):
+        spec = qc.get(name)
+        if spec is None:
+            continue
+        if isinstance(spec, str):
+            if spec in shorthands:
+                if name not in shorthands[spec]:
+                    return f"online shorthand {spec!r} does not define a {name} spec"
+                continue
+            problem = _key_problem(spec, names)
+        elif isinstance(spec, dict):
+            problem = next((p for p in (_key_problem(spec.get(k), names) for k in ("weight", "activation")) if p),
+                           None)
+        else:
+            problem = f"{name} must be an online shorthand, a quantization name or a spec, got {type(spec).__name__}"
+        if problem:
+            return f"{name}: {problem}"
+    targets = qc.get("targets")
+    if targets is None:
+        return None
+    if not isinstance(targets, dict):
+        return f"targets must be a dict, got {type(targets).__name__}"
+    if qc.get("linear") is not None or qc.get("moe") is not None:
+        return "quantization_config.targets is mutually exclusive with quantization_config.linear/moe"
+    return None
+
+
+@rule("vllm-quantization-config-spec-invalid", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--quantization-config linear/moe/targets the release's QuantizationConfigArgs refuses",
+      why="--quantization-config is built into QuantizationConfigArgs when the command line is parsed: linear and moe "
+          "take an online shorthand that defines that field, a quantization name, or a spec whose weight/activation "
+          "are quantization names; targets is an object and excludes linear/moe.",
+      fix="Use the release's online shorthand or quantization names (the message lists them), give targets as an "
+          "object, and give either targets or linear/moe.",
+      source=_QC_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _QC_SOURCES.items()},
+      no_cel="the release's quantization names and shorthands applied to a JSON option; left to validate")
+def check_vllm_quantization_config_spec_invalid(r, c):
+    v = line_view(r)
+    if v is None or not v.given("quantization_config"):
+        return
+    problem = quant_args_problem(_json_obj(v.value("quantization_config")), getattr(r.version, "key", ""))
+    if problem:
+        yield _where(r, "--quantization-config"), f"{problem} (--quantization-config)"
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
             "vllm-mtp-tokens-not-multiple-of-mtp-layers", "vllm-dots3-mtp-layer-types-count",
-            "vllm-replayssm-kernel-config"):
+            "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
