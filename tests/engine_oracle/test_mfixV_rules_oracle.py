@@ -1,0 +1,178 @@
+"""Helper mfixV's rules (gpustack_k3/core/rules/vllm_checks_mfixV.py and the checks entry
+vllm-spec-max-model-len-above-target) judged by the releases: each REFUSE line (an aimed line of
+tools/engine_oracle/aimed/aimV1-3.yaml, or one like it) is refused by the release and the product refuses it too; each
+ACCEPT line (a twin: one fact changed) is accepted by the release and no rule of this helper refuses it. The lines
+run through tools/engine_oracle/aimed.py (its seed lines and config.json copies), with the product's verdict."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.core.test_mfixV_rules import MFIXV_DIRECT
+from tools.engine_oracle import aimed as A
+
+pytestmark = pytest.mark.engine_oracle
+
+MINE = MFIXV_DIRECT | {"vllm-spec-max-model-len-above-target"}
+# a raise site of each release (the aimed format names one per entry; an ACCEPT line runs none of them)
+SITE = {"vllm-0.11.0": "vllm/config/compilation.py:539", "vllm-0.28.0": "vllm/config/speculative.py:270",
+        "vllm-0.29.0": "vllm/config/speculative.py:562", "vllm-0.33.0": "vllm/config/speculative.py:614",
+        "vllm-0.34.0": "vllm/config/speculative.py:662"}
+ALL = tuple(SITE)
+R4 = ("vllm-0.28.0", "vllm-0.29.0", "vllm-0.33.0", "vllm-0.34.0")
+R3 = ("vllm-0.29.0", "vllm-0.33.0", "vllm-0.34.0")
+R2 = ("vllm-0.33.0", "vllm-0.34.0")
+
+NG3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+SYN = {**NG3, "rejection_sample_method": "synthetic"}
+OMNI = {"architectures": ["Qwen3OmniDSparkModel", "Qwen3OmniMoeForConditionalGeneration"], "block_size": 4,
+        "target_hidden_size": 4096, "target_layer_ids": [1, 2], "use_aux_hidden_state": True, "markov_rank": 1,
+        "markov_head_type": "vanilla", "mask_token_id": 5}
+DSPARK4 = {"--speculative-config": {"method": "dspark", "num_speculative_tokens": 4}}
+DOTS3 = {"model_type": "dots3_note", "num_nextn_predict_layers": 2, "layer_types": ["full_attention"] * 32}
+MTP2 = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 2}}
+HYB = ["/models/shape-hybrid", "--tensor-parallel-size", "8", "--use-replayssm"]
+K3 = ["/models/Kimi-K3", "--trust-remote-code", "--tensor-parallel-size", "8", "--use-replayssm"]
+NGRAM3 = ["--speculative-config", json.dumps(NG3)]
+
+
+def e(kind: str, why: str, releases, **line) -> dict:
+    return {"why": f"{kind} {why}", "releases": tuple(releases), **line}
+
+
+LINES = [
+    # synthetic acceptance figures (aimV1.yaml:37-40)
+    e("REFUSE", "rates of length 1 for 3 tokens", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**SYN, "synthetic_acceptance_rates": [0.5]}}),
+    e("REFUSE", "rate 1.5", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**SYN, "synthetic_acceptance_rates": [1.5, 0.5, 0.2]}}),
+    e("REFUSE", "rates increase", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**SYN, "synthetic_acceptance_rates": [0.5, 0.8, 0.2]}}),
+    e("REFUSE", "length 9", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**SYN, "synthetic_acceptance_length": 9}}),
+    e("ACCEPT", "rates fit", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**SYN, "synthetic_acceptance_rates": [1, 0.5, 0.5]}}),
+    e("ACCEPT", "length 4 (the bound)", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**SYN, "synthetic_acceptance_length": 4}}),
+    # Qwen3-Omni DSpark self-draft (aimV1.yaml:17-35)
+    e("REFUSE", "omni: no Qwen3OmniDSparkModel", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "architectures": ["LlamaForCausalLM", "Qwen3OmniMoeForConditionalGeneration"]}),
+    e("REFUSE", "omni: block_size 0", R3, seed="shape/gqa-dense", set=DSPARK4, config={**OMNI, "block_size": 0}),
+    e("REFUSE", "omni: 3 tokens for block 4", R3, seed="shape/gqa-dense", config=OMNI,
+      set={"--speculative-config": {"method": "dspark", "num_speculative_tokens": 3}}),
+    e("REFUSE", "omni: target_hidden_size 2048", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "target_hidden_size": 2048}),
+    e("REFUSE", "omni: head_dim 0 on the target", R3, seed="shape/gqa-dense", config=OMNI,
+      set={**DSPARK4, "--hf-overrides": {"head_dim": 0}}),
+    e("REFUSE", "omni: kv heads 4 on the target", R3, seed="shape/gqa-dense", config=OMNI,
+      set={**DSPARK4, "--hf-overrides": {"num_key_value_heads": 4}}),
+    e("REFUSE", "omni: layers [2, 1]", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "target_layer_ids": [2, 1]}),
+    e("REFUSE", "omni: layer 40 of 32", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "target_layer_ids": [1, 40]}),
+    e("REFUSE", "omni: markov gated", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "markov_head_type": "gated"}),
+    e("REFUSE", "omni: draft vocab 200000", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "draft_vocab_size": 200000}),
+    e("REFUSE", "omni: mask token outside", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "mask_token_id": 128256}),
+    e("REFUSE", "omni: mrope_section", R3, seed="shape/gqa-dense", set=DSPARK4,
+      config={**OMNI, "mrope_section": [16, 24, 24]}),
+    e("ACCEPT", "omni: valid", R2, seed="shape/gqa-dense", set=DSPARK4, config=OMNI),
+    e("ACCEPT", "omni: valid, block in dflash_config", R2, seed="shape/gqa-dense", set=DSPARK4,
+      config={**{k: v for k, v in OMNI.items() if k != "block_size"}, "dflash_config": {"block_size": 4}}),
+    e("ACCEPT", "no omni target: its DSpark fields unread", R2, seed="shape/gqa-dense", set=DSPARK4,
+      config={"block_size": 0, "markov_head_type": "gated"}),
+    # --attention-config backend_per_kind (aimV1.yaml:0)
+    e("REFUSE", "bogus kind", R4, seed="shape/gqa-dense",
+      set={"--attention-config": {"backend_per_kind": {"bogus_kind": "FLASH_ATTN"}}}),
+    e("ACCEPT", "full_attention kind", R4, seed="shape/gqa-dense",
+      set={"--attention-config": {"backend_per_kind": {"full_attention": "FLASH_ATTN"}}}),
+    # compile_sizes (aimV3.yaml:2)
+    e("REFUSE", "compile_sizes bogus", ALL, seed="shape/gqa-dense",
+      set={"--compilation-config": {"compile_sizes": ["bogus"]}}),
+    e("ACCEPT", "compile_sizes cudagraph_capture_sizes", ALL, seed="shape/gqa-dense",
+      set={"--compilation-config": {"compile_sizes": ["cudagraph_capture_sizes", 4]}}),
+    # MTP n_predict (aimV1.yaml:51)
+    e("REFUSE", "mtp 4 tokens on 3 MTP layers", ALL, seed="shape/mla-moe", config={"num_nextn_predict_layers": 3},
+      set={"--speculative-config": {"method": "mtp", "num_speculative_tokens": 4}}),
+    e("ACCEPT", "mtp 6 tokens on 3 MTP layers", ALL, seed="shape/mla-moe", config={"num_nextn_predict_layers": 3},
+      set={"--speculative-config": {"method": "mtp", "num_speculative_tokens": 6}}),
+    e("ACCEPT", "mtp 2 tokens on 3 MTP layers", ALL, seed="shape/mla-moe", config={"num_nextn_predict_layers": 3},
+      set={"--speculative-config": {"method": "mtp", "num_speculative_tokens": 2}}),
+    # dots3_note mtp_layer_types (aimV1.yaml:55); 0.33.0 cannot inspect Dots3NoteMTPModel on this box: no twin there
+    e("REFUSE", "dots3 1 type for 2 layers", R4, seed="shape/gqa-dense", set=MTP2,
+      config={**DOTS3, "mtp_layer_types": ["sliding_attention"]}),
+    e("ACCEPT", "dots3 2 types for 2 layers", ("vllm-0.28.0", "vllm-0.29.0", "vllm-0.34.0"), seed="shape/gqa-dense",
+      set=MTP2, config={**DOTS3, "mtp_layer_types": ["sliding_attention", "full_attention"]}),
+    # speculative max_model_len (aimV1.yaml:43; the checks entry)
+    e("REFUSE", "spec max_model_len 2000 over 1024", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {"model": "/models/smollm2-hf", "num_speculative_tokens": 2,
+                                    "max_model_len": 2000}}),
+    e("ACCEPT", "spec max_model_len 1000", R4, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {"model": "/models/smollm2-hf", "num_speculative_tokens": 2,
+                                    "max_model_len": 1000}}),
+    e("ACCEPT", "ngram: no draft model, max_model_len unchecked", ALL, seed="vllm-cpu-smollm2@b300",
+      set={"--speculative-config": {**NG3, "max_model_len": 2000}}),
+    # --use-replayssm (aimV2.yaml:48-58)
+    e("REFUSE", "flashinfer buffer 17", R2, argv=HYB + ["--mamba-backend", "flashinfer", "--replayssm-buffer-len", "17"]),
+    e("REFUSE", "backend cpu", R2, argv=HYB + ["--mamba-backend", "cpu"]),
+    e("REFUSE", "mamba2 spec on triton", R2,
+      argv=HYB + ["--mamba-backend", "triton", "--no-enable-prefix-caching", *NGRAM3]),
+    e("REFUSE", "flashinfer spec buffer 2", R2,
+      argv=HYB + ["--mamba-backend", "flashinfer", "--replayssm-buffer-len", "2", "--no-enable-prefix-caching",
+                  *NGRAM3]),
+    e("REFUSE", "RecoverSSM on PP 2", ("vllm-0.34.0",),
+      argv=K3[:3] + ["4", "--pipeline-parallel-size", "2", "--use-replayssm", "--mamba-backend", "triton", *NGRAM3]),
+    e("REFUSE", "flashinfer align float16", ("vllm-0.34.0",),
+      argv=HYB + ["--mamba-backend", "flashinfer", "--enable-prefix-caching", "--dtype", "float16"]),
+    e("REFUSE", "RecoverSSM stochastic rounding", ("vllm-0.33.0",),
+      argv=K3 + ["--mamba-backend", "triton", "--enable-mamba-cache-stochastic-rounding", "--mamba-ssm-cache-dtype",
+                 "float16", *NGRAM3]),
+    e("REFUSE", "flashinfer with prefix caching", ("vllm-0.33.0",),
+      argv=HYB + ["--mamba-backend", "flashinfer", "--enable-prefix-caching", "--mamba-cache-mode", "align"]),
+    e("REFUSE", "KV connector", ("vllm-0.33.0",), env={"VLLM_USE_V2_MODEL_RUNNER": "0"},
+      argv=HYB + ["--mamba-backend", "triton", "--kv-transfer-config",
+                  json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]),
+    e("ACCEPT", "flashinfer buffer 16, no prefix caching", R2,
+      argv=HYB + ["--mamba-backend", "flashinfer", "--replayssm-buffer-len", "16", "--no-enable-prefix-caching"]),
+    e("ACCEPT", "flashinfer spec buffer 4", R2,
+      argv=HYB + ["--mamba-backend", "flashinfer", "--replayssm-buffer-len", "4", "--no-enable-prefix-caching",
+                  *NGRAM3]),
+    e("ACCEPT", "RecoverSSM on triton", R2, argv=K3 + ["--mamba-backend", "triton", *NGRAM3]),
+    e("ACCEPT", "RecoverSSM with a KV connector", ("vllm-0.34.0",),
+      argv=K3 + ["--mamba-backend", "triton", "--kv-transfer-config",
+                 json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}), *NGRAM3]),
+    # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
+    *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
+        set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (
+        ("REFUSE", {"linear": {"weight": 5}}), ("REFUSE", {"linear": "not_a_quant_name"}),
+        ("REFUSE", {"linear": "int8_per_channel_weight_only"}), ("REFUSE", {"targets": ["fp8_per_tensor"]}),
+        ("REFUSE", {"targets": {"re:.*proj": "fp8_per_tensor"}, "linear": "fp8_per_tensor"}),
+        ("ACCEPT", {"linear": {"weight": "fp8_per_tensor_static"}}), ("ACCEPT", {"linear": "fp8_per_tensor_static"}),
+        ("ACCEPT", {"moe": "int8_per_channel_weight_only"}), ("ACCEPT", {"targets": {"re:.*proj": "fp8_per_tensor"}}))),
+]
+
+
+@pytest.mark.parametrize("release", ALL)
+def test_the_release_refuses_each_refuse_line_and_accepts_each_twin(tmp_path, release):
+    mine = [x for x in LINES if release in x["releases"]]
+    entries = [{"targets": {release: SITE[release]}, **{k: v for k, v in x.items() if k != "releases"}} for x in mine]
+    path = tmp_path / "mfixV.yaml"
+    path.write_text(yaml.safe_dump(entries, sort_keys=False))
+    doc = A.run(release, files=[path], product=True)
+    verdicts = {x["why"]: x["verdict"] for x in doc["aimed"]}
+    for x in mine:
+        want = "refused" if x["why"].startswith("REFUSE") else "accepted"
+        assert verdicts.get(x["why"]) == want, (release, x["why"], verdicts.get(x["why"]))
+    p = doc["product"]
+    whys = {f"aimed:mfixV.yaml:{i}": x["why"] for i, x in enumerate(mine)}
+    missed = [whys.get(m["mutations"][0], m["mutations"]) for m in p["misses"]]
+    assert not missed, (release, missed)
+    # a false refusal by this helper's rules (another rule's, e.g. spec-draft-missing on a DSpark self-draft of
+    # 0.29.0, is not theirs)
+    ours = [(whys.get(m["mutations"][0]), m.get("product_rules")) for m in p["false_refusals"]
+            if set(m.get("product_rules") or ()) & MINE]
+    assert not ours, (release, ours)
