@@ -19,12 +19,18 @@ NPRED = "vllm-mtp-tokens-not-multiple-of-mtp-layers"
 DOTS3 = "vllm-dots3-mtp-layer-types-count"
 REPLAY = "vllm-replayssm-kernel-config"
 QUANT = "vllm-quantization-config-spec-invalid"
+FP16 = "vllm-float16-unsupported-model-type"
+EMBEDS = "vllm-prompt-embeds-encoder-decoder"
+VMM = "vllm-kv-connector-expandable-segments"
 
 SMOL = ["/models/smollm2-hf"]
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
 MLA = ["/models/shape-mla-moe", "--tensor-parallel-size", "8"]
 HYB = ["/models/shape-hybrid", "--tensor-parallel-size", "8", "--use-replayssm"]
 K3 = ["/models/Kimi-K3", "--trust-remote-code", "--tensor-parallel-size", "8", "--use-replayssm"]
+DS = ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--tensor-parallel-size", "8"]
+NIXL = ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]
+GEMMA2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"}
 NGRAM3 = ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})]
 
 
@@ -119,6 +125,12 @@ CASES = [
           ({"targets": ["fp8_per_tensor"]}, {"targets": {"re:.*proj": "fp8_per_tensor"}}),
           ({"targets": {"re:.*proj": "fp8_per_tensor"}, "linear": "fp8_per_tensor"},
            {"targets": {"re:.*proj": "fp8_per_tensor"}}))),
+    *((VMM, rel, DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, DS + NIXL,
+       {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}, "deepseek-v4.1-flash")
+      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    (VMM, "0.34.0", DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+     DS + NIXL + ["--enable-cumem-allocator"], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+     "deepseek-v4.1-flash"),
 ]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]
 
@@ -149,6 +161,11 @@ CONFIG_CASES = [
     *((NPRED, rel, "shape-mla-moe", {"num_nextn_predict_layers": 3}, MLA + spec(method="mtp", num_speculative_tokens=4),
        {"num_nextn_predict_layers": 3}, MLA + spec(method="mtp", num_speculative_tokens=6))
       for rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    *((FP16, rel, "shape-gqa-dense", GEMMA2, GQA + ["--dtype", "float16"], GEMMA2, GQA + ["--dtype", "bfloat16"])
+      for rel in ("0.11.0", "0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    (FP16, "0.34.0", "shape-gqa-dense", GEMMA2, GQA + ["--dtype", "half"], {}, GQA + ["--dtype", "half"]),
+    *((EMBEDS, rel, "shape-gqa-dense", {"is_encoder_decoder": True}, GQA + ["--enable-prompt-embeds"],
+       {"is_encoder_decoder": False}, GQA + ["--enable-prompt-embeds"]) for rel in ("0.29.0", "0.33.0", "0.34.0")),
     *((DOTS3, rel, "shape-gqa-dense", {"model_type": "dots3_note", "num_nextn_predict_layers": 2,
                                  "mtp_layer_types": ["sliding_attention"]},
        GQA + spec(method="mtp", num_speculative_tokens=2),
@@ -286,3 +303,11 @@ def test_quantization_args():
 # the rules of gpustack_k3/core/rules/vllm_checks_mfixV.py with a firing case above (tests/core/test_registry.py
 # test_every_rule_has_a_firing_case counts them)
 MFIXV_DIRECT = {c[0] for c in CASES + CONFIG_CASES}
+
+
+def test_encoder_decoder_is_read_where_written():
+    assert M.encoder_decoder_written({"is_encoder_decoder": True}, None)
+    assert M.encoder_decoder_written({"text_config": {"is_encoder_decoder": True}}, None)
+    assert M.encoder_decoder_written({}, {"is_encoder_decoder": True})
+    assert not M.encoder_decoder_written({"is_encoder_decoder": True}, {"is_encoder_decoder": False})
+    assert not M.encoder_decoder_written({"model_type": "t5"}, None)   # the class default: not decided here

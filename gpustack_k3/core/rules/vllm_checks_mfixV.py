@@ -20,19 +20,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.core import argv as engine_argv
 from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
-SPEC_FLAG = "--speculative-config"
 # (--spec-method / --spec-model / --spec-tokens, 0.34.0: create_speculative_config folds them into the JSON,
 # engine/arg_utils.py:2141-2154@0.34.0)
 _SPEC_FOLDED = (("spec_method", "method"), ("spec_model", "model"), ("spec_tokens", "num_speculative_tokens"))
 
 
-def _where(r, flag: str = SPEC_FLAG) -> str | None:
-    found = extra_arg(r, flag)
-    return f"spec.extraArgs[{found[0]}]" if found else None
+def _where(r, dest: str = "speculative_config") -> str:
+    """The finding's field for the option of parser destination ``dest`` (as the checks table names it): the spec
+    field the catalog's flag table maps its flag to, else its place in spec.extraArgs."""
+    dump = engine_argv.version_dump(r.version)
+    opt = dump.dest(dest) if dump is not None else None
+    if opt is None:
+        return "spec.extraArgs"
+    for f in r.engine.flags:
+        if f.flag in opt.flags:
+            return f"spec.{f.field}"
+    found = extra_arg(r, *opt.flags)
+    return f"spec.extraArgs[{found[0]}]" if found is not None else "spec.extraArgs"
 
 
 def _json_obj(x: Any) -> dict | None:
@@ -211,6 +220,98 @@ def _target_configs(raw: dict, overrides: Any) -> tuple[dict, dict | None]:
     return top, text if isinstance(text, dict) else top
 
 
+def _omni_target_problems(d: dict, text: dict) -> list[tuple[int, str]]:
+    """The hidden-size and attention checks against the target thinker text config."""
+    out: list[tuple[int, str]] = []
+    t_hidden = _get(text, "hidden_size")
+    if t_hidden is not UNKNOWN:
+        dt = d.get("target_hidden_size")
+        if dt != t_hidden:
+            out.append((TARGET_HIDDEN, "Qwen3-Omni DSpark draft target_hidden_size must match the target text hidden "
+                                       f"size ({t_hidden}); got {dt}."))
+        dh = _get(d, "hidden_size")
+        if dh is not UNKNOWN and dh != t_hidden:
+            out.append((HIDDEN, "Qwen3-Omni DSpark draft hidden_size must match the target thinker hidden size "
+                                f"({t_hidden}); got {dh}."))
+    for name, tv, dv in (
+            ("num_attention_heads", _get(text, "num_attention_heads"), _get(d, "num_attention_heads")),
+            # (absent: the release's getattr answers the config class's default, which the file does not decide)
+            ("num_key_value_heads", _get(text, "num_key_value_heads"), _get(d, "num_key_value_heads")),
+            ("head_dim", _head_dim(text), _head_dim(d))):
+        if tv is UNKNOWN:
+            continue
+        if not _pos_int(tv):
+            out.append((ATT_TARGET, f"Qwen3-Omni DSpark requires a positive integer {name} in the target thinker "
+                                    f"text_config; got {tv}."))
+        elif dv is not UNKNOWN and dv != tv:
+            out.append((ATT_DRAFT, f"Qwen3-Omni DSpark draft {name} must match the target thinker value ({tv}); "
+                                   f"got {dv}."))
+    return out
+
+
+def _omni_layer_problems(d: dict, text: dict | None) -> list[tuple[int, str]]:
+    ids = _nested(d, "dflash_config", "target_layer_ids")
+    for key in ("dspark_target_layer_ids", "target_layer_ids"):
+        if ids is None:
+            ids = d.get(key)
+    if not isinstance(ids, list) or not ids:
+        return [(LAYERS_EMPTY, "Qwen3-Omni DSpark requires a non-empty target_layer_ids list in the draft config.")]
+    if any(_int(i) is None for i in ids):
+        return [(LAYERS_INT, "Qwen3-Omni DSpark target_layer_ids must contain only integers.")]
+    if ids != sorted(set(ids)):
+        return [(LAYERS_ORDER, "Qwen3-Omni DSpark target_layer_ids must be unique and strictly increasing.")]
+    layers = _get(text, "num_hidden_layers") if text is not None else None
+    if _int(layers) is not None and (ids[0] < 0 or ids[-1] >= layers):
+        return [(LAYERS_RANGE, "Qwen3-Omni DSpark target_layer_ids must be zero-based text-layer indices in "
+                               f"[0, {layers - 1}]; got {ids}.")]
+    return []
+
+
+def _omni_draft_problems(d: dict) -> list[tuple[int, str]]:
+    """The checks of the draft config alone: aux hidden states, the Markov head, anchor sampling, mrope."""
+    out: list[tuple[int, str]] = []
+    if _dspark_value(d, "use_aux_hidden_state") is not True:
+        out.append((AUX, "Qwen3-Omni DSpark requires use_aux_hidden_state=true because Omni conditioning is supplied "
+                         "through thinker hidden states."))
+    if not _pos_int(d.get("markov_rank")):
+        out.append((MARKOV_RANK, "Qwen3-Omni DSpark requires a positive integer markov_rank in the draft config."))
+    if d.get("markov_head_type") != "vanilla":
+        out.append((MARKOV_TYPE, "Qwen3-Omni DSpark currently requires markov_head_type='vanilla'; got "
+                                 f"{d.get('markov_head_type')!r}."))
+    if d.get("sample_from_anchor", True) is not True or d.get("dspark_bonus_anchor", False) is not False:
+        out.append((ANCHOR, "Qwen3-Omni DSpark requires sample_from_anchor=true and dspark_bonus_anchor=false."))
+    if d.get("mrope_section") is not None or any(
+            isinstance(d.get(k), Mapping) and "mrope_section" in d[k] for k in ("rope_parameters", "rope_scaling")):
+        out.append((MROPE, "Qwen3-Omni DSpark draft checkpoints must use logical 1-D RoPE and must not define "
+                           "mrope_section."))
+    return out
+
+
+def _omni_vocab_problems(d: dict, text: dict | None) -> list[tuple[int, str]]:
+    d_vocab = _get(d, "vocab_size")
+    if d_vocab is UNKNOWN:
+        return []
+    if not _pos_int(d_vocab):
+        return [(VOCAB, f"Qwen3-Omni DSpark input vocab_size must be a positive integer; got {d_vocab}.")]
+    out: list[tuple[int, str]] = []
+    t_vocab = _get(text, "vocab_size") if text is not None else UNKNOWN
+    dv = d.get("draft_vocab_size")
+    dv = d_vocab if dv is None else dv
+    if t_vocab is not UNKNOWN and not (_int(dv) is not None and _num(t_vocab) is not None and 0 < dv <= t_vocab):
+        out.append((DRAFT_VOCAB, "Qwen3-Omni DSpark draft_vocab_size must be a positive integer no larger than "
+                                 f"target vocab_size ({t_vocab}); got {dv}."))
+    noise = _nested(d, "dflash_config", "mask_token_id")
+    for key in ("mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id"):
+        if noise is None:
+            noise = d.get(key)
+        if noise is not None:
+            break
+    if _int(noise) is None or not 0 <= noise < d_vocab:
+        out.append((NOISE, "Qwen3-Omni DSpark requires a valid mask/noise token id within the draft input vocabulary "
+                           f"[0, {d_vocab - 1}]."))
+    return out
+
+
 def omni_dspark_problems(raw: Any, overrides: Any, n_tokens: Any) -> list[tuple[int, str]]:
     """The refusals of _validate_qwen3_omni_dspark the config.json decides for a DSpark self-draft of ``raw`` (the
     draft's hf_config is the same file, without --hf-overrides): [(check index, the release's message)], empty where
@@ -242,82 +343,10 @@ def omni_dspark_problems(raw: Any, overrides: Any, n_tokens: Any) -> list[tuple[
     if _pos_int(block) and n is not None and n != block:
         out.append((BLOCK_TOKENS, "Qwen3-Omni DSpark requires num_speculative_tokens to match the trained "
                                   f"block_size ({block}); got {n}."))
-    if text is None:
-        return out
-    t_hidden = _get(text, "hidden_size")
-    if t_hidden is not UNKNOWN:
-        dt = d.get("target_hidden_size")
-        if dt != t_hidden:
-            out.append((TARGET_HIDDEN, "Qwen3-Omni DSpark draft target_hidden_size must match the target text hidden "
-                                       f"size ({t_hidden}); got {dt}."))
-        dh = _get(d, "hidden_size")
-        if dh is not UNKNOWN and dh != t_hidden:
-            out.append((HIDDEN, "Qwen3-Omni DSpark draft hidden_size must match the target thinker hidden size "
-                                f"({t_hidden}); got {dh}."))
-    for name, tv, dv in (
-            ("num_attention_heads", _get(text, "num_attention_heads"), _get(d, "num_attention_heads")),
-            # (absent: the release's getattr answers the config class's default, which the file does not decide)
-            ("num_key_value_heads", _get(text, "num_key_value_heads"), _get(d, "num_key_value_heads")),
-            ("head_dim", _head_dim(text), _head_dim(d))):
-        if tv is UNKNOWN:
-            continue
-        if not _pos_int(tv):
-            out.append((ATT_TARGET, f"Qwen3-Omni DSpark requires a positive integer {name} in the target thinker "
-                                    f"text_config; got {tv}."))
-        elif dv is not UNKNOWN and dv != tv:
-            out.append((ATT_DRAFT, f"Qwen3-Omni DSpark draft {name} must match the target thinker value ({tv}); "
-                                   f"got {dv}."))
-    ids = _nested(d, "dflash_config", "target_layer_ids")
-    for key in ("dspark_target_layer_ids", "target_layer_ids"):
-        if ids is None:
-            ids = d.get(key)
-    if not isinstance(ids, list) or not ids:
-        out.append((LAYERS_EMPTY, "Qwen3-Omni DSpark requires a non-empty target_layer_ids list in the draft config."))
-    elif any(_int(i) is None for i in ids):
-        out.append((LAYERS_INT, "Qwen3-Omni DSpark target_layer_ids must contain only integers."))
-    elif ids != sorted(set(ids)):
-        out.append((LAYERS_ORDER, "Qwen3-Omni DSpark target_layer_ids must be unique and strictly increasing."))
-    else:
-        layers = _get(text, "num_hidden_layers")
-        if _int(layers) is not None and (ids[0] < 0 or ids[-1] >= layers):
-            out.append((LAYERS_RANGE, "Qwen3-Omni DSpark target_layer_ids must be zero-based text-layer indices in "
-                                      f"[0, {layers - 1}]; got {ids}."))
-    if _dspark_value(d, "use_aux_hidden_state") is not True:
-        out.append((AUX, "Qwen3-Omni DSpark requires use_aux_hidden_state=true because Omni conditioning is supplied "
-                         "through thinker hidden states."))
-    if not _pos_int(d.get("markov_rank")):
-        out.append((MARKOV_RANK, "Qwen3-Omni DSpark requires a positive integer markov_rank in the draft config."))
-    if d.get("markov_head_type") != "vanilla":
-        out.append((MARKOV_TYPE, "Qwen3-Omni DSpark currently requires markov_head_type='vanilla'; got "
-                                 f"{d.get('markov_head_type')!r}."))
-    if d.get("sample_from_anchor", True) is not True or d.get("dspark_bonus_anchor", False) is not False:
-        out.append((ANCHOR, "Qwen3-Omni DSpark requires sample_from_anchor=true and dspark_bonus_anchor=false."))
-    t_vocab = _get(text, "vocab_size")
-    d_vocab = _get(d, "vocab_size")
-    if d_vocab is not UNKNOWN:
-        if not _pos_int(d_vocab):
-            out.append((VOCAB, f"Qwen3-Omni DSpark input vocab_size must be a positive integer; got {d_vocab}."))
-        else:
-            dv = d.get("draft_vocab_size")
-            dv = d_vocab if dv is None else dv
-            if t_vocab is not UNKNOWN and not (_int(dv) is not None and _num(t_vocab) is not None
-                                               and 0 < dv <= t_vocab):
-                out.append((DRAFT_VOCAB, "Qwen3-Omni DSpark draft_vocab_size must be a positive integer no larger "
-                                         f"than target vocab_size ({t_vocab}); got {dv}."))
-            noise = _nested(d, "dflash_config", "mask_token_id")
-            for key in ("mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id"):
-                if noise is None:
-                    noise = d.get(key)
-                if noise is not None:
-                    break
-            if _int(noise) is None or not 0 <= noise < d_vocab:
-                out.append((NOISE, "Qwen3-Omni DSpark requires a valid mask/noise token id within the draft input "
-                                   f"vocabulary [0, {d_vocab - 1}]."))
-    if d.get("mrope_section") is not None or any(
-            isinstance(d.get(k), Mapping) and "mrope_section" in d[k] for k in ("rope_parameters", "rope_scaling")):
-        out.append((MROPE, "Qwen3-Omni DSpark draft checkpoints must use logical 1-D RoPE and must not define "
-                           "mrope_section."))
-    return out
+    if text is not None:
+        out += _omni_target_problems(d, text)
+    out += _omni_layer_problems(d, text) + _omni_draft_problems(d) + _omni_vocab_problems(d, text)
+    return sorted(out, key=lambda p: p[0])
 
 
 def omni_self_draft(v) -> tuple[bool, Any]:
@@ -399,7 +428,7 @@ def check_vllm_attention_backend_per_kind_unknown_kind(r, c):
         return
     kind = unknown_kind(_json_obj(v.value("attention_config")))
     if kind is not None:
-        yield _where(r, "--attention-config") or _where(r, "-ac"), (
+        yield _where(r, "attention_config"), (
             f"Unknown KV cache group kind '{kind}' in backend_per_kind (--attention-config). Valid kinds are: "
             f"{', '.join(sorted(KV_CACHE_KINDS))}.")
 
@@ -438,7 +467,7 @@ def check_vllm_compile_sizes_unknown_string(r, c):
         return
     bad = bad_compile_size(_json_obj(v.value("compilation_config")))
     if bad is not None:
-        yield _where(r, "--compilation-config") or _where(r, "-O"), (
+        yield _where(r, "compilation_config"), (
             f"Unrecognized size type in compile_sizes, expect 'cudagraph_capture_sizes', got {bad} "
             "(--compilation-config)")
 
@@ -693,7 +722,7 @@ def check_vllm_replayssm_kernel_config(r, c):
                             spec_tokens_of_line(v, getattr(arch, "raw", None)))
     if got:
         line, msg = got
-        yield _where(r, "--use-replayssm"), f"{msg} (--use-replayssm; vllm config/vllm.py:{line}@{key})"
+        yield _where(r, "use_replayssm"), f"{msg} (--use-replayssm; vllm config/vllm.py:{line}@{key})"
 
 
 # ------------------------------------------------------------------ --quantization-config linear / moe / targets types
@@ -786,12 +815,131 @@ def check_vllm_quantization_config_spec_invalid(r, c):
         return
     problem = quant_args_problem(_json_obj(v.value("quantization_config")), getattr(r.version, "key", ""))
     if problem:
-        yield _where(r, "--quantization-config"), f"{problem} (--quantization-config)"
+        yield _where(r, "quantization_config"), f"{problem} (--quantization-config)"
+
+
+# ------------------------------------------------------------------ model facts of config.json: dtype, encoder-decoder
+
+# _get_and_verify_dtype -> _check_valid_dtype: an explicit float16 (--dtype float16 / half) on a model type the release
+# lists as unstable in float16 (config.json's top-level model_type, the hf_config's)
+_FP16_TYPES = {
+    "0.11.0": ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"),
+    "0.28.0": ("gemma2", "gemma3", "gemma3_text", "glm4"),
+    "0.29.0": ("gemma2", "gemma3", "gemma3_text", "glm4"),
+    "0.33.0": ("gemma2", "gemma3", "gemma3_text", "glm4"),
+    "0.34.0": ("gemma2", "gemma3", "gemma3_text", "glm4"),
+}
+_FP16_SOURCES = {
+    "0.11.0": "vllm config/model.py:1581-1588,1598-1603,1693-1722@0.11.0",
+    "0.28.0": "vllm config/model.py:2187-2192,2202-2207,2288@0.28.0",
+    "0.29.0": "vllm config/model.py:2243-2248,2258-2263,2344@0.29.0",
+    "0.33.0": "vllm config/model.py:2398-2403,2413-2418,2505@0.33.0",
+    "0.34.0": "vllm config/model.py:2442-2447,2457-2462,2549@0.34.0",
+}
+
+
+def _top(arch) -> dict | None:
+    raw = getattr(arch, "raw", None)
+    return raw if isinstance(raw, dict) else None
+
+
+@rule("vllm-float16-unsupported-model-type", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--dtype float16 on a model type the release does not run in float16 (Gemma 2/3, GLM-4)",
+      why="vLLM refuses float16 for the model types it lists as numerically unstable in it (config.json's "
+          "model_type): gemma2, gemma3, gemma3_text, glm4 (0.11.0 also plamo2).",
+      fix="Use --dtype bfloat16 (or float32, or auto).",
+      source=_FP16_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _FP16_SOURCES.items()},
+      no_cel="config.json's model_type against the release's list; left to validate")
+def check_vllm_float16_unsupported_model_type(r, c):
+    v = line_view(r)
+    top = _top(getattr(r, "model_arch", None))
+    key = getattr(r.version, "key", "")
+    if v is None or top is None or key not in _FP16_TYPES:
+        return
+    dtype = v.value("dtype")
+    overrides = _json_obj(v.value("hf_overrides")) if v.given("hf_overrides") else None
+    mtype = (overrides or {}).get("model_type", top.get("model_type"))
+    if isinstance(dtype, str) and dtype.lower() in ("float16", "half") and mtype in _FP16_TYPES[key]:
+        yield _where(r, "dtype"), (f"The model type {mtype!r} does not support float16. Reason: Numerical "
+                                     "instability. Please use bfloat16 or float32 instead. (--dtype)")
+
+
+_PE_SOURCES = {
+    "0.29.0": "vllm config/model.py:941-945@0.29.0, transformers_utils/config.py:600-606@0.29.0",
+    "0.33.0": "vllm config/model.py:1076-1080@0.33.0, transformers_utils/config.py:774-780@0.33.0",
+    "0.34.0": "vllm config/model.py:1096-1100@0.34.0, transformers_utils/config.py:807-813@0.34.0",
+}
+
+
+def encoder_decoder_written(top: dict, overrides: Any) -> bool:
+    """config.json (or --hf-overrides) writes is_encoder_decoder true at the top or in text_config (is_encoder_decoder
+    reads both; absent, the config class's default answers: not decided here)."""
+    ov = overrides if isinstance(overrides, dict) else {}
+    if ov.get("is_encoder_decoder", top.get("is_encoder_decoder")) is True:
+        return True
+    text = top.get("text_config")
+    return isinstance(text, dict) and text.get("is_encoder_decoder") is True
+
+
+@rule("vllm-prompt-embeds-encoder-decoder", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--enable-prompt-embeds on an encoder-decoder model",
+      why="No encoder-decoder model accepts inputs_embeds (their decoders embed input_ids themselves); ModelConfig "
+          "refuses --enable-prompt-embeds where config.json says is_encoder_decoder.",
+      fix="Drop --enable-prompt-embeds for this model.",
+      source=_PE_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _PE_SOURCES.items()},
+      no_cel="a config.json flag (top level or text_config) with an option; left to validate")
+def check_vllm_prompt_embeds_encoder_decoder(r, c):
+    v = line_view(r)
+    top = _top(getattr(r, "model_arch", None))
+    if v is None or top is None or v.value("enable_prompt_embeds") is not True:
+        return
+    if encoder_decoder_written(top, _json_obj(v.value("hf_overrides")) if v.given("hf_overrides") else None):
+        yield _where(r, "enable_prompt_embeds"), (
+            "--enable-prompt-embeds is not supported with encoder-decoder models (config.json is_encoder_decoder)")
+
+
+# ------------------------------------------------------------------ a KV connector under expandable_segments
+
+_VMM_SOURCES = {
+    "0.28.0": "vllm config/vllm.py:984-990,1007-1016,1812@0.28.0",
+    "0.29.0": "vllm config/vllm.py:1000-1006,1023-1032,1874@0.29.0",
+    "0.33.0": "vllm config/vllm.py:1246-1252,1284-1293,2329@0.33.0",
+    "0.34.0": "vllm config/vllm.py:1204-1210,1242-1251,2250@0.34.0; config/model.py:683-690@0.34.0",
+}
+
+
+@rule("vllm-kv-connector-expandable-segments", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="a KV connector with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and no cumem allocator",
+      why="PyTorch's expandable_segments allocator may remap the KV cache's virtual addresses to other physical "
+          "pages, leaving a connector's memory registrations stale; VllmConfig refuses any KV connector with it "
+          "unless the cumem allocator is on (--enable-cumem-allocator, or --enable-sleep-mode which turns it on).",
+      fix="Drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or add --enable-cumem-allocator.",
+      source=_VMM_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _VMM_SOURCES.items()},
+      no_cel="a substring of an environment variable with a JSON option's field; left to validate")
+def check_vllm_kv_connector_expandable_segments(r, c):
+    v = line_view(r)
+    if v is None or not v.given("kv_transfer_config"):
+        return
+    kvc = _json_obj(v.value("kv_transfer_config"))
+    if not kvc or kvc.get("kv_connector") is None:
+        return
+    if "expandable_segments:True" not in v.env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
+        return
+    if v.value("enable_cumem_allocator") is True or v.value("enable_sleep_mode") is True:
+        return
+    yield _where(r, "kv_transfer_config"), (
+        f"KV connector {kvc.get('kv_connector')} is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+        "unless enable_cumem_allocator is also enabled (--enable-cumem-allocator)")
 
 
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
             "vllm-mtp-tokens-not-multiple-of-mtp-layers", "vllm-dots3-mtp-layer-types-count",
-            "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid"):
+            "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid",
+            "vllm-float16-unsupported-model-type", "vllm-prompt-embeds-encoder-decoder",
+            "vllm-kv-connector-expandable-segments"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
