@@ -36,6 +36,9 @@ MTP2 = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 2}}
 HYB = ["/models/shape-hybrid", "--tensor-parallel-size", "8", "--use-replayssm"]
 K3 = ["/models/Kimi-K3", "--trust-remote-code", "--tensor-parallel-size", "8", "--use-replayssm"]
 NGRAM3 = ["--speculative-config", json.dumps(NG3)]
+GEMMA2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"}
+SMOL_NIXL = ["/models/smollm2-hf", "--tensor-parallel-size", "1", "--kv-transfer-config",
+             json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]
 
 
 def e(kind: str, why: str, releases, **line) -> dict:
@@ -145,6 +148,21 @@ LINES = [
     e("ACCEPT", "RecoverSSM with a KV connector", ("vllm-0.34.0",),
       argv=K3 + ["--mamba-backend", "triton", "--kv-transfer-config",
                  json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}), *NGRAM3]),
+    # float16 on Gemma 2 (aimV2.yaml:9)
+    e("REFUSE", "gemma2 float16", ALL, seed="shape/gqa-dense", config=GEMMA2, set={"--dtype": "float16"}),
+    e("ACCEPT", "gemma2 bfloat16", ALL, seed="shape/gqa-dense", config=GEMMA2, set={"--dtype": "bfloat16"}),
+    e("ACCEPT", "llama float16", ALL, seed="shape/gqa-dense", set={"--dtype": "float16"}),
+    # prompt embeds on an encoder-decoder config (aimV2.yaml:5)
+    e("REFUSE", "prompt embeds, is_encoder_decoder", R3, seed="shape/gqa-dense", config={"is_encoder_decoder": True},
+      set={"--enable-prompt-embeds": True}),
+    e("ACCEPT", "prompt embeds, decoder-only", R3, seed="shape/gqa-dense", set={"--enable-prompt-embeds": True}),
+    # a KV connector under expandable_segments (aimV2.yaml:25)
+    e("REFUSE", "NixlConnector, expandable_segments", R4, argv=SMOL_NIXL,
+      env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    e("ACCEPT", "NixlConnector, expandable_segments, cumem allocator", R4, argv=SMOL_NIXL + ["--enable-cumem-allocator"],
+      env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    e("ACCEPT", "NixlConnector, expandable_segments off", R4, argv=SMOL_NIXL,
+      env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}),
     # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
     *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
         set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (
