@@ -22,6 +22,7 @@ QUANT = "vllm-quantization-config-spec-invalid"
 FP16 = "vllm-float16-unsupported-model-type"
 EMBEDS = "vllm-prompt-embeds-encoder-decoder"
 VMM = "vllm-kv-connector-expandable-segments"
+DCPQ = "vllm-dcp-q-per-kv-divisible"
 
 SMOL = ["/models/smollm2-hf"]
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
@@ -31,6 +32,7 @@ K3 = ["/models/Kimi-K3", "--trust-remote-code", "--tensor-parallel-size", "8", "
 DS = ["/models/DeepSeek-V4.1-Flash", "--trust-remote-code", "--tensor-parallel-size", "8"]
 NIXL = ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]
 GEMMA2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"}
+SIX_TWO = {"num_attention_heads": 6, "num_key_value_heads": 2, "hidden_size": 768, "head_dim": 128}   # 3 q per KV
 NGRAM3 = ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})]
 
 
@@ -166,6 +168,10 @@ CONFIG_CASES = [
     (FP16, "0.34.0", "shape-gqa-dense", GEMMA2, GQA + ["--dtype", "half"], {}, GQA + ["--dtype", "half"]),
     *((EMBEDS, rel, "shape-gqa-dense", {"is_encoder_decoder": True}, GQA + ["--enable-prompt-embeds"],
        {"is_encoder_decoder": False}, GQA + ["--enable-prompt-embeds"]) for rel in ("0.29.0", "0.33.0", "0.34.0")),
+    *((DCPQ, rel, "shape-gqa-dense", SIX_TWO, ["/models/shape-gqa-dense", "--tensor-parallel-size", "6",
+                                                "--decode-context-parallel-size", "2"],
+       SIX_TWO, ["/models/shape-gqa-dense", "--tensor-parallel-size", "6", "--decode-context-parallel-size", "3"])
+      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     *((DOTS3, rel, "shape-gqa-dense", {"model_type": "dots3_note", "num_nextn_predict_layers": 2,
                                  "mtp_layer_types": ["sliding_attention"]},
        GQA + spec(method="mtp", num_speculative_tokens=2),

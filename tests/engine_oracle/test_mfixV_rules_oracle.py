@@ -37,6 +37,7 @@ HYB = ["/models/shape-hybrid", "--tensor-parallel-size", "8", "--use-replayssm"]
 K3 = ["/models/Kimi-K3", "--trust-remote-code", "--tensor-parallel-size", "8", "--use-replayssm"]
 NGRAM3 = ["--speculative-config", json.dumps(NG3)]
 GEMMA2 = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"}
+SIX_TWO = {"num_attention_heads": 6, "num_key_value_heads": 2, "hidden_size": 768, "head_dim": 128}
 SMOL_NIXL = ["/models/smollm2-hf", "--tensor-parallel-size", "1", "--kv-transfer-config",
              json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})]
 
@@ -163,6 +164,11 @@ LINES = [
       env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
     e("ACCEPT", "NixlConnector, expandable_segments off", R4, argv=SMOL_NIXL,
       env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}),
+    # DCP on GQA: 3 query heads per KV head (aimV2.yaml:8)
+    e("REFUSE", "6 heads on 2 KV heads, TP 6, DCP 2", R4, seed="shape/gqa-dense", config=SIX_TWO,
+      set={"--tensor-parallel-size": "6", "--decode-context-parallel-size": "2"}),
+    e("ACCEPT", "6 heads on 2 KV heads, TP 6, DCP 3", R4, seed="shape/gqa-dense", config=SIX_TWO,
+      set={"--tensor-parallel-size": "6", "--decode-context-parallel-size": "3"}),
     # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
     *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
         set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (

@@ -935,11 +935,42 @@ def check_vllm_kv_connector_expandable_segments(r, c):
         "unless enable_cumem_allocator is also enabled (--enable-cumem-allocator)")
 
 
+# ------------------------------------------------------------------ DCP on GQA: query heads per KV head
+
+# ModelConfig.verify_with_parallel_config, the non-MLA DCP block: after TP > KV heads and DCP <= TP / KV heads (rule
+# model-dcp-gqa, core/rules/spec.py), the query heads per KV head must divide by the DCP size
+_DCP_Q_SOURCES = {
+    "0.28.0": "vllm config/model.py:1387,1408-1414@0.28.0",
+    "0.29.0": "vllm config/model.py:1433,1454-1460@0.29.0",
+    "0.33.0": "vllm config/model.py:1579,1600-1606@0.33.0",
+    "0.34.0": "vllm config/model.py:1599,1620-1626@0.34.0",
+}
+
+
+@rule("vllm-dcp-q-per-kv-divisible", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.parallel.dcp",
+      title="DCP on a GQA model whose query heads per KV head do not divide by the DCP size",
+      why="Decode context parallelism on a GQA/MQA model splits each KV head's query heads over the DCP ranks: the "
+          "model's attention heads per KV head (config.json) must be a multiple of --decode-context-parallel-size.",
+      fix="Set --decode-context-parallel-size to a divisor of the query heads per KV head (or 1).",
+      source=_DCP_Q_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _DCP_Q_SOURCES.items()},
+      no_cel="divides two config.json figures and checks the result against an option; left to validate")
+def check_vllm_dcp_q_per_kv_divisible(r, c):
+    a = getattr(r, "model_arch", None)
+    dcp = getattr(r, "dcp", 1) or 1
+    if a is None or a.mla or not a.kv_heads or not a.heads or dcp <= 1:
+        return
+    q_per_kv = a.heads // a.kv_heads
+    if q_per_kv % dcp:
+        yield None, (f"The model's number of query heads per KV head ({q_per_kv}: {a.heads} heads / {a.kv_heads} KV "
+                     f"heads, {a.source}) must be divisible by --decode-context-parallel-size ({dcp})")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
             "vllm-mtp-tokens-not-multiple-of-mtp-layers", "vllm-dots3-mtp-layer-types-count",
             "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid",
             "vllm-float16-unsupported-model-type", "vllm-prompt-embeds-encoder-decoder",
-            "vllm-kv-connector-expandable-segments"):
+            "vllm-kv-connector-expandable-segments", "vllm-dcp-q-per-kv-divisible"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
