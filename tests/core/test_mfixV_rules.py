@@ -23,6 +23,7 @@ FP16 = "vllm-float16-unsupported-model-type"
 EMBEDS = "vllm-prompt-embeds-encoder-decoder"
 VMM = "vllm-kv-connector-expandable-segments"
 DCPQ = "vllm-dcp-q-per-kv-divisible"
+GRAPH = "vllm-cudagraph-max-capture-size-mismatch"
 
 SMOL = ["/models/smollm2-hf"]
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
@@ -130,6 +131,15 @@ CASES = [
     *((VMM, rel, DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, DS + NIXL,
        {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}, "deepseek-v4.1-flash")
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    *((GRAPH, rel, SMOL + ["--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4],
+                                                                "max_cudagraph_capture_size": 8})], {},
+       SMOL + ["--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4],
+                                                   "max_cudagraph_capture_size": 4})], {}, None)
+      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    (GRAPH, "0.34.0", SMOL + ["--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4],
+                                                                 "max_cudagraph_capture_size": 2})], {},
+     SMOL + ["--enforce-eager", "--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4],
+                                                                   "max_cudagraph_capture_size": 2})], {}, None),
     (VMM, "0.34.0", DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
      DS + NIXL + ["--enable-cumem-allocator"], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
      "deepseek-v4.1-flash"),
@@ -317,3 +327,13 @@ def test_encoder_decoder_is_read_where_written():
     assert M.encoder_decoder_written({}, {"is_encoder_decoder": True})
     assert not M.encoder_decoder_written({"is_encoder_decoder": True}, {"is_encoder_decoder": False})
     assert not M.encoder_decoder_written({"model_type": "t5"}, None)   # the class default: not decided here
+
+
+def test_capture_sizes_against_their_maximum():
+    assert "(=8)" in M.capture_size_problem([1, 2, 4], 8, None)
+    assert M.capture_size_problem([1, 2, 4], 4, None) is None
+    assert M.capture_size_problem([4, 2, 1], 4, None) is None
+    # sizes above the smallest default token budget: the budget decides which count (not given: not decided)
+    assert M.capture_size_problem([1, 2048], 8, None) is None
+    assert "(=2048)" in M.capture_size_problem([1, 2048], 8, 4096)
+    assert M.capture_size_problem([1, "a"], 8, None) is None

@@ -169,6 +169,14 @@ LINES = [
       set={"--tensor-parallel-size": "6", "--decode-context-parallel-size": "2"}),
     e("ACCEPT", "6 heads on 2 KV heads, TP 6, DCP 3", R4, seed="shape/gqa-dense", config=SIX_TWO,
       set={"--tensor-parallel-size": "6", "--decode-context-parallel-size": "3"}),
+    # CUDA graph capture sizes against their maximum (aimV2.yaml:37)
+    e("REFUSE", "capture sizes [1, 2, 4], maximum 8", R4, seed="shape/gqa-dense",
+      set={"--compilation-config": {"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 8}}),
+    e("ACCEPT", "capture sizes [1, 2, 4], maximum 4", R4, seed="shape/gqa-dense",
+      set={"--compilation-config": {"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}}),
+    e("ACCEPT", "capture sizes [1, 2, 4], maximum 8, eager", R4, seed="shape/gqa-dense",
+      set={"--enforce-eager": True,
+           "--compilation-config": {"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 8}}),
     # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
     *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
         set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (

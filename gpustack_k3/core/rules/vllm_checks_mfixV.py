@@ -966,11 +966,78 @@ def check_vllm_dcp_q_per_kv_divisible(r, c):
                      f"heads, {a.source}) must be divisible by --decode-context-parallel-size ({dcp})")
 
 
+# ------------------------------------------------------------------ CUDA graph capture sizes against their maximum
+
+# VllmConfig._set_cudagraph_sizes with CUDA graphs on: both cudagraph_capture_sizes and max_cudagraph_capture_size
+# given (in --compilation-config or by their own flags) must agree: the maximum must be the largest capture size not
+# above max_num_batched_tokens. The rule judges only where CUDA graphs are on as far as the line shows (no
+# --enforce-eager, no cudagraph_mode NONE, optimization level not 0, not a pooling runner, not DeepEP's
+# high-throughput kernels) and the sizes are under every default token budget (or the line gives the budget).
+_GRAPH_SOURCES = {
+    "0.28.0": "vllm config/vllm.py:1878,1924-1927,1944-1960,2004-2019@0.28.0",
+    "0.29.0": "vllm config/vllm.py:1940,1990-1993,2092-2108,2160-2175@0.29.0",
+    "0.33.0": "vllm config/vllm.py:2398,2447-2450,2551-2567,2609-2624@0.33.0",
+    "0.34.0": "vllm config/vllm.py:2322,2371-2374,2449-2465,2505-2523@0.34.0; engine/arg_utils.py:2870-2886@0.34.0",
+}
+SMALLEST_TOKEN_BUDGET = 512   # below every release's default max_num_batched_tokens on a GPU
+
+
+def _cudagraphs_on(v, cc: dict) -> bool:
+    mode = cc.get("cudagraph_mode")
+    level = v.value("optimization_level")
+    return (v.value("enforce_eager") is not True
+            and not (isinstance(mode, str) and mode.strip().upper() == "NONE")
+            and str(level).strip() not in ("0", "O0")
+            and str(cc.get("mode", "")).strip() not in ("0", "NONE", "CompilationMode.NONE")
+            and v.value("runner") != "pooling"
+            and v.value("all2all_backend") != "deepep_high_throughput")
+
+
+def capture_size_problem(sizes: Any, maximum: Any, budget: Any) -> str | None:
+    if not isinstance(sizes, list) or not sizes or any(_int(x) is None for x in sizes) or _int(maximum) is None:
+        return None
+    limit = budget if _int(budget) is not None else SMALLEST_TOKEN_BUDGET
+    if max(sizes) > limit:
+        return None
+    valid = max(sizes)
+    if maximum == valid:
+        return None
+    return (f"customized max_cudagraph_capture_size(={maximum}) should be consistent with the max value of "
+            f"cudagraph_capture_sizes(={valid})")
+
+
+@rule("vllm-cudagraph-max-capture-size-mismatch", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="max_cudagraph_capture_size given with cudagraph_capture_sizes whose largest size differs",
+      why="With CUDA graphs on, VllmConfig captures the given cudagraph_capture_sizes; a max_cudagraph_capture_size "
+          "given as well must be their largest size (within max_num_batched_tokens), or the two are refused as "
+          "inconsistent.",
+      fix="Drop max_cudagraph_capture_size (the sizes decide it), or set it to the largest of cudagraph_capture_sizes.",
+      source=_GRAPH_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _GRAPH_SOURCES.items()},
+      no_cel="the largest entry of a JSON list against another field and the token budget; left to validate")
+def check_vllm_cudagraph_max_capture_size_mismatch(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    cc = (_json_obj(v.value("compilation_config")) if v.given("compilation_config") else None) or {}
+    sizes = v.value("cudagraph_capture_sizes") if v.given("cudagraph_capture_sizes") else cc.get(
+        "cudagraph_capture_sizes")
+    maximum = v.value("max_cudagraph_capture_size") if v.given("max_cudagraph_capture_size") else cc.get(
+        "max_cudagraph_capture_size")
+    if sizes is None or maximum is None or not _cudagraphs_on(v, cc):
+        return
+    budget = v.value("max_num_batched_tokens") if v.given("max_num_batched_tokens") else None
+    problem = capture_size_problem(sizes, maximum, budget)
+    if problem:
+        yield _where(r, "compilation_config"), problem
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
             "vllm-mtp-tokens-not-multiple-of-mtp-layers", "vllm-dots3-mtp-layer-types-count",
             "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid",
             "vllm-float16-unsupported-model-type", "vllm-prompt-embeds-encoder-decoder",
-            "vllm-kv-connector-expandable-segments", "vllm-dcp-q-per-kv-divisible"):
+            "vllm-kv-connector-expandable-segments", "vllm-dcp-q-per-kv-divisible",
+            "vllm-cudagraph-max-capture-size-mismatch"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
