@@ -24,6 +24,7 @@ EMBEDS = "vllm-prompt-embeds-encoder-decoder"
 VMM = "vllm-kv-connector-expandable-segments"
 DCPQ = "vllm-dcp-q-per-kv-divisible"
 GRAPH = "vllm-cudagraph-max-capture-size-mismatch"
+OFFDP = "vllm-offline-dp-dense-model"
 
 SMOL = ["/models/smollm2-hf"]
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
@@ -140,6 +141,8 @@ CASES = [
                                                                  "max_cudagraph_capture_size": 2})], {},
      SMOL + ["--enforce-eager", "--compilation-config", json.dumps({"cudagraph_capture_sizes": [1, 2, 4],
                                                                    "max_cudagraph_capture_size": 2})], {}, None),
+    *((OFFDP, rel, GQA, {"VLLM_DP_SIZE": "2"}, GQA, {"VLLM_DP_SIZE": "1"}, "shape-gqa-dense")
+      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     (VMM, "0.34.0", DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
      DS + NIXL + ["--enable-cumem-allocator"], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
      "deepseek-v4.1-flash"),
@@ -337,3 +340,9 @@ def test_capture_sizes_against_their_maximum():
     assert M.capture_size_problem([1, 2048], 8, None) is None
     assert "(=2048)" in M.capture_size_problem([1, 2048], 8, 4096)
     assert M.capture_size_problem([1, "a"], 8, None) is None
+
+
+def test_offline_dp_passes_a_moe_model_and_online_dp():
+    assert OFFDP not in product("0.34.0", MLA, {"VLLM_DP_SIZE": "2"}, "shape-mla-moe")["rules"]
+    assert OFFDP not in product("0.34.0", GQA + ["--data-parallel-size", "2"], {"VLLM_DP_SIZE": "2"},
+                                "shape-gqa-dense")["rules"]

@@ -177,6 +177,10 @@ LINES = [
     e("ACCEPT", "capture sizes [1, 2, 4], maximum 8, eager", R4, seed="shape/gqa-dense",
       set={"--enforce-eager": True,
            "--compilation-config": {"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 8}}),
+    # offline data parallel on a dense model (aimV2.yaml:15)
+    e("REFUSE", "VLLM_DP_SIZE=2, dense", R4, seed="shape/gqa-dense", env={"VLLM_DP_SIZE": "2"}),
+    e("ACCEPT", "VLLM_DP_SIZE=1, dense", R4, seed="shape/gqa-dense", env={"VLLM_DP_SIZE": "1"}),
+    e("ACCEPT", "VLLM_DP_SIZE=2, MoE", R4, seed="shape/mla-moe", env={"VLLM_DP_SIZE": "2"}),
     # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
     *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
         set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (

@@ -1032,6 +1032,54 @@ def check_vllm_cudagraph_max_capture_size_mismatch(r, c):
         yield _where(r, "compilation_config"), problem
 
 
+# ------------------------------------------------------------------ offline data parallel (VLLM_DP_SIZE) on a dense model
+
+# ParallelConfig.__post_init__: without --data-parallel-size > 1 (and a local size other than 0) the DP size comes from
+# VLLM_DP_SIZE; above 1 on a model with no routed experts (ModelConfig.is_moe: the num_experts aliases of config.json,
+# which core.model_config reads as ``experts``, or a block_configs MoE block) it is refused
+_OFFLINE_DP_SOURCES = {
+    "0.28.0": "vllm config/parallel.py:867,891-902@0.28.0; engine/arg_utils.py:2254@0.28.0",
+    "0.29.0": "vllm config/parallel.py:899,923-934@0.29.0; engine/arg_utils.py:2350@0.29.0",
+    "0.33.0": "vllm config/parallel.py:998,1022-1033@0.33.0; engine/arg_utils.py:2587@0.33.0",
+    "0.34.0": "vllm config/parallel.py:1091,1115-1126@0.34.0; engine/arg_utils.py:2621@0.34.0, "
+              "transformers_utils/config.py:65-70@0.34.0",
+}
+
+
+def _int_text(x: Any) -> int | None:
+    try:
+        return int(str(x).strip())
+    except ValueError:
+        return None
+
+
+@rule("vllm-offline-dp-dense-model", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.env.VLLM_DP_SIZE",
+      title="VLLM_DP_SIZE above 1 (offline data parallel) on a dense model",
+      why="Without --data-parallel-size the engine takes its data-parallel size from VLLM_DP_SIZE (the offline SPMD "
+          "mode); ParallelConfig refuses a size above 1 for a model with no routed experts.",
+      fix="Unset VLLM_DP_SIZE (or set it to 1) for a dense model; give --data-parallel-size for online data "
+          "parallelism.",
+      source=_OFFLINE_DP_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _OFFLINE_DP_SOURCES.items()},
+      no_cel="an environment variable's integer against the model's expert count; left to validate")
+def check_vllm_offline_dp_dense_model(r, c):
+    v = line_view(r)
+    arch = getattr(r, "model_arch", None)
+    if v is None or arch is None or not getattr(arch, "known", False) or arch.experts:
+        return
+    text = getattr(arch, "text", None) or {}
+    if text.get("block_configs") is not None:
+        return
+    dp, local = v.value("data_parallel_size"), v.value("data_parallel_size_local")
+    if (_int(dp) or 1) > 1 or local == 0:
+        return
+    size = _int_text(v.env.get("VLLM_DP_SIZE", ""))
+    if size is not None and size > 1:
+        yield "spec.env.VLLM_DP_SIZE", (f"Offline data parallel mode is not supported/useful for dense models "
+                                        f"(VLLM_DP_SIZE={size}; {arch.architecture or 'the model'} has no routed "
+                                        "experts)")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
@@ -1039,5 +1087,5 @@ for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-se
             "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid",
             "vllm-float16-unsupported-model-type", "vllm-prompt-embeds-encoder-decoder",
             "vllm-kv-connector-expandable-segments", "vllm-dcp-q-per-kv-divisible",
-            "vllm-cudagraph-max-capture-size-mismatch"):
+            "vllm-cudagraph-max-capture-size-mismatch", "vllm-offline-dp-dense-model"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
