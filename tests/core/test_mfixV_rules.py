@@ -25,6 +25,7 @@ VMM = "vllm-kv-connector-expandable-segments"
 DCPQ = "vllm-dcp-q-per-kv-divisible"
 GRAPH = "vllm-cudagraph-max-capture-size-mismatch"
 OFFDP = "vllm-offline-dp-dense-model"
+NVFP4 = "vllm-nvfp4-kv-cache-on-mla"
 
 SMOL = ["/models/smollm2-hf"]
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
@@ -143,6 +144,10 @@ CASES = [
                                                                    "max_cudagraph_capture_size": 2})], {}, None),
     *((OFFDP, rel, GQA, {"VLLM_DP_SIZE": "2"}, GQA, {"VLLM_DP_SIZE": "1"}, "shape-gqa-dense")
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    *((NVFP4, rel, MLA + ["--kv-cache-dtype", "nvfp4"], {}, MLA + ["--kv-cache-dtype", "fp8"], {}, "shape-mla-moe")
+      for rel in ("0.33.0", "0.34.0")),
+    (NVFP4, "0.34.0", MLA + ["--kv-cache-dtype", "nvfp4"], {}, MLA + ["--kv-cache-dtype", "nvfp4"],
+     {"VLLM_MLA_DISABLE": "1"}, "shape-mla-moe"),
     (VMM, "0.34.0", DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
      DS + NIXL + ["--enable-cumem-allocator"], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
      "deepseek-v4.1-flash"),

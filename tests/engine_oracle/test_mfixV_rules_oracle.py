@@ -181,6 +181,11 @@ LINES = [
     e("REFUSE", "VLLM_DP_SIZE=2, dense", R4, seed="shape/gqa-dense", env={"VLLM_DP_SIZE": "2"}),
     e("ACCEPT", "VLLM_DP_SIZE=1, dense", R4, seed="shape/gqa-dense", env={"VLLM_DP_SIZE": "1"}),
     e("ACCEPT", "VLLM_DP_SIZE=2, MoE", R4, seed="shape/mla-moe", env={"VLLM_DP_SIZE": "2"}),
+    # plain nvfp4 KV cache on MLA (aimV2.yaml:47)
+    e("REFUSE", "nvfp4 KV cache, MLA", R2, seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4"}),
+    e("ACCEPT", "nvfp4 KV cache, dense GQA", R2, seed="shape/gqa-dense", set={"--kv-cache-dtype": "nvfp4"}),
+    e("ACCEPT", "nvfp4 KV cache, MLA disabled", R2, seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4"},
+      env={"VLLM_MLA_DISABLE": "1"}),
     # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
     *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
         set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (

@@ -1080,6 +1080,56 @@ def check_vllm_offline_dp_dense_model(r, c):
                                         "experts)")
 
 
+# ------------------------------------------------------------------ plain nvfp4 KV cache on an MLA model
+
+# VllmConfig.validate_nvfp4_kv_cache_with_mla: an nvfp4 KV cache dtype other than the *_ds_mla layouts on a model
+# ModelConfig.use_mla says is MLA: is_deepseek_mla, the text config's model_type in the release's list with a
+# kv_lora_rank (the DeepSeek-V4 family decides by its compress ratios instead: left out here), unless
+# VLLM_MLA_DISABLE or a non-causal config turns MLA off
+_NVFP4_SOURCES = {
+    "0.33.0": "vllm config/vllm.py:3421-3438@0.33.0; config/model.py:2068-2080@0.33.0, "
+              "transformers_utils/model_arch_config_convertor.py:294-327@0.33.0",
+    "0.34.0": "vllm config/vllm.py:3553-3580@0.34.0; config/model.py:2104-2116@0.34.0, "
+              "transformers_utils/model_arch_config_convertor.py:294-328@0.34.0",
+}
+MLA_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe_lite", "glm_moe_dsa",
+             "longcat_flash", "pangu_ultra_moe")
+
+
+def mla_by_config(arch, env: dict) -> bool:
+    """ModelConfig.use_mla as far as config.json decides it for the MLA types with a kv_lora_rank."""
+    text = getattr(arch, "text", None) or {}
+    if env.get("VLLM_MLA_DISABLE", "0").strip().lower() not in ("", "0", "false"):
+        return False
+    if text.get("model_type") not in MLA_TYPES or text.get("kv_lora_rank") is None:
+        return False
+    if any(text.get(k) is not None for k in ("compress_ratios", "compress_rates")):
+        return False
+    return text.get("is_causal", True) is not False
+
+
+@rule("vllm-nvfp4-kv-cache-on-mla", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--kv-cache-dtype nvfp4 (not the ds_mla layout) on an MLA model",
+      why="The plain nvfp4 KV cache layout (head_size/2 + head_size/16 bytes) is for multi-head attention; MLA "
+          "models (DeepSeek-V2/V3 family, config.json kv_lora_rank) cache one latent vector and are refused it.",
+      fix="Use --kv-cache-dtype fp8 or auto, or nvfp4_ds_mla with a sparse MLA backend.",
+      source=_NVFP4_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _NVFP4_SOURCES.items()},
+      no_cel="an option against config.json's model type and MLA rank; left to validate")
+def check_vllm_nvfp4_kv_cache_on_mla(r, c):
+    v = line_view(r)
+    arch = getattr(r, "model_arch", None)
+    if v is None or arch is None:
+        return
+    dtype = v.value("kv_cache_dtype")
+    if not (isinstance(dtype, str) and dtype.startswith("nvfp4") and not dtype.endswith("_ds_mla")):
+        return
+    if mla_by_config(arch, v.env):
+        yield _where(r, "kv_cache_dtype"), (
+            f"nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends (--kv-cache-dtype "
+            f"{dtype}; {arch.source}: model_type {(arch.text or {}).get('model_type')}, kv_lora_rank)")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
@@ -1087,5 +1137,6 @@ for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-se
             "vllm-replayssm-kernel-config", "vllm-quantization-config-spec-invalid",
             "vllm-float16-unsupported-model-type", "vllm-prompt-embeds-encoder-decoder",
             "vllm-kv-connector-expandable-segments", "vllm-dcp-q-per-kv-divisible",
-            "vllm-cudagraph-max-capture-size-mismatch", "vllm-offline-dp-dense-model"):
+            "vllm-cudagraph-max-capture-size-mismatch", "vllm-offline-dp-dense-model",
+            "vllm-nvfp4-kv-cache-on-mla"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
