@@ -26,6 +26,7 @@ DCPQ = "vllm-dcp-q-per-kv-divisible"
 GRAPH = "vllm-cudagraph-max-capture-size-mismatch"
 OFFDP = "vllm-offline-dp-dense-model"
 NVFP4 = "vllm-nvfp4-kv-cache-on-mla"
+INKLING = "vllm-inkling-lora-multimem-ar"
 
 SMOL = ["/models/smollm2-hf"]
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
@@ -190,6 +191,8 @@ CONFIG_CASES = [
                                                 "--decode-context-parallel-size", "2"],
        SIX_TWO, ["/models/shape-gqa-dense", "--tensor-parallel-size", "6", "--decode-context-parallel-size", "3"])
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    *((INKLING, rel, "shape-gqa-dense", {"architectures": ["InklingForCausalLM"]}, GQA + ["--enable-lora"],
+       {"architectures": ["LlamaForCausalLM"]}, GQA + ["--enable-lora"]) for rel in ("0.33.0", "0.34.0")),
     *((DOTS3, rel, "shape-gqa-dense", {"model_type": "dots3_note", "num_nextn_predict_layers": 2,
                                  "mtp_layer_types": ["sliding_attention"]},
        GQA + spec(method="mtp", num_speculative_tokens=2),
@@ -351,3 +354,9 @@ def test_offline_dp_passes_a_moe_model_and_online_dp():
     assert OFFDP not in product("0.34.0", MLA, {"VLLM_DP_SIZE": "2"}, "shape-mla-moe")["rules"]
     assert OFFDP not in product("0.34.0", GQA + ["--data-parallel-size", "2"], {"VLLM_DP_SIZE": "2"},
                                 "shape-gqa-dense")["rules"]
+
+
+def test_inkling_lora_passes_with_the_all_reduce_off(tmp_path):
+    cfg = with_config(tmp_path, "shape-gqa-dense", "ink", architectures=["InklingForCausalLM"])
+    assert INKLING not in on_config("0.34.0", GQA + ["--enable-lora"], cfg, {"INKLING_MULTIMEM_AR": "0"})["rules"]
+    assert INKLING in on_config("0.34.0", GQA + ["--enable-lora"], cfg, {"INKLING_MULTIMEM_AR": "1"})["rules"]

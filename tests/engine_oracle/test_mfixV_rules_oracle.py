@@ -186,6 +186,11 @@ LINES = [
     e("ACCEPT", "nvfp4 KV cache, dense GQA", R2, seed="shape/gqa-dense", set={"--kv-cache-dtype": "nvfp4"}),
     e("ACCEPT", "nvfp4 KV cache, MLA disabled", R2, seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4"},
       env={"VLLM_MLA_DISABLE": "1"}),
+    # Inkling LoRA (aimV1.yaml:16)
+    e("REFUSE", "Inkling LoRA, INKLING_MULTIMEM_AR unset", R2, seed="shape/gqa-dense",
+      config={"architectures": ["InklingForCausalLM"]}, set={"--enable-lora": True}),
+    e("ACCEPT", "Inkling LoRA, INKLING_MULTIMEM_AR=0", R2, seed="shape/gqa-dense",
+      config={"architectures": ["InklingForCausalLM"]}, set={"--enable-lora": True}, env={"INKLING_MULTIMEM_AR": "0"}),
     # --quantization-config (aimV3.yaml:19, 20, 22, 23, 27)
     *(e(kind, f"quantization_config {qc}", R2, seed="shape/gqa-dense",
         set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (

@@ -1130,6 +1130,38 @@ def check_vllm_nvfp4_kv_cache_on_mla(r, c):
             f"{dtype}; {arch.source}: model_type {(arch.text or {}).get('model_type')}, kv_lora_rank)")
 
 
+# ------------------------------------------------------------------ Inkling LoRA and the Lamport all-reduce
+
+_INKLING_SOURCES = {
+    "0.33.0": "vllm config/lora.py:162-170@0.33.0; config/vllm.py:1593@0.33.0",
+    "0.34.0": "vllm config/lora.py:155-163@0.34.0; config/vllm.py:1540@0.34.0",
+}
+
+
+@rule("vllm-inkling-lora-multimem-ar", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.env.INKLING_MULTIMEM_AR",
+      title="--enable-lora on an Inkling model without INKLING_MULTIMEM_AR=0",
+      why="Inkling's Lamport fused-collective all-reduce bypasses the LoRA-wrapped layers on decode-sized batches; "
+          "LoRAConfig refuses LoRA on any Inkling architecture unless INKLING_MULTIMEM_AR is 0 (unset reads 1).",
+      fix="Set INKLING_MULTIMEM_AR=0 in the environment, or drop --enable-lora.",
+      source=_INKLING_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _INKLING_SOURCES.items()},
+      no_cel="a substring of config.json's architectures with an environment variable's raw value; left to validate")
+def check_vllm_inkling_lora_multimem_ar(r, c):
+    v = line_view(r)
+    top = _top(getattr(r, "model_arch", None))
+    if v is None or top is None or v.value("enable_lora") is not True:
+        return
+    overrides = _json_obj(v.value("hf_overrides")) if v.given("hf_overrides") else None
+    archs = (overrides or {}).get("architectures", top.get("architectures"))
+    if not isinstance(archs, list) or not any("Inkling" in str(a) for a in archs):
+        return
+    value = v.env.get("INKLING_MULTIMEM_AR", "1")
+    if value != "0":
+        yield "spec.env.INKLING_MULTIMEM_AR", (
+            f"Inkling LoRA requires INKLING_MULTIMEM_AR=0 (it is {value!r}; --enable-lora on "
+            f"{next(a for a in archs if 'Inkling' in str(a))})")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-self-draft",
             "vllm-attention-backend-per-kind-unknown-kind", "vllm-compile-sizes-unknown-string",
@@ -1138,5 +1170,5 @@ for _id in ("vllm-synthetic-acceptance-out-of-range", "vllm-qwen3-omni-dspark-se
             "vllm-float16-unsupported-model-type", "vllm-prompt-embeds-encoder-decoder",
             "vllm-kv-connector-expandable-segments", "vllm-dcp-q-per-kv-divisible",
             "vllm-cudagraph-max-capture-size-mismatch", "vllm-offline-dp-dense-model",
-            "vllm-nvfp4-kv-cache-on-mla"):
+            "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
