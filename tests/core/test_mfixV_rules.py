@@ -131,6 +131,10 @@ CASES = [
           ({"targets": ["fp8_per_tensor"]}, {"targets": {"re:.*proj": "fp8_per_tensor"}}),
           ({"targets": {"re:.*proj": "fp8_per_tensor"}, "linear": "fp8_per_tensor"},
            {"targets": {"re:.*proj": "fp8_per_tensor"}}))),
+    (QUANT, "0.34.0", GQA + ["--quantization", "mxfp4_hadamard32", "--quantization-config",
+                             json.dumps({"linear": {"weight": "mxfp8"}})], {},
+     GQA + ["--quantization", "mxfp4_hadamard32", "--quantization-config", json.dumps({"linear": {"weight": "mxfp4"}})],
+     {}, "shape-gqa-dense"),
     *((VMM, rel, DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, DS + NIXL,
        {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}, "deepseek-v4.1-flash")
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
@@ -360,3 +364,12 @@ def test_inkling_lora_passes_with_the_all_reduce_off(tmp_path):
     cfg = with_config(tmp_path, "shape-gqa-dense", "ink", architectures=["InklingForCausalLM"])
     assert INKLING not in on_config("0.34.0", GQA + ["--enable-lora"], cfg, {"INKLING_MULTIMEM_AR": "0"})["rules"]
     assert INKLING in on_config("0.34.0", GQA + ["--enable-lora"], cfg, {"INKLING_MULTIMEM_AR": "1"})["rules"]
+
+
+def test_hadamard_weight():
+    assert "mxfp4_hadamard32 -> mxfp8" in M.hadamard_weight_problem("mxfp4_hadamard32", {"linear": {"weight": "mxfp8"}})
+    assert "-> fp8_per_tensor" in M.hadamard_weight_problem("mxfp4_hadamard32", {"linear": "fp8_per_tensor"})
+    for ok in ({"linear": {"weight": "mxfp4"}}, {"linear": "mxfp4"}, {"linear": {"activation": None}},
+               {"moe": {"weight": "mxfp8"}}):
+        assert M.hadamard_weight_problem("mxfp4_hadamard32", ok) is None, ok
+    assert M.hadamard_weight_problem("mxfp4", {"linear": {"weight": "mxfp8"}}) is None

@@ -186,6 +186,11 @@ LINES = [
     e("ACCEPT", "nvfp4 KV cache, dense GQA", R2, seed="shape/gqa-dense", set={"--kv-cache-dtype": "nvfp4"}),
     e("ACCEPT", "nvfp4 KV cache, MLA disabled", R2, seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4"},
       env={"VLLM_MLA_DISABLE": "1"}),
+    # a Hadamard-rotated shorthand's weight (aimV3.yaml:28)
+    e("REFUSE", "mxfp4_hadamard32, linear weight mxfp8", ("vllm-0.34.0",), seed="shape/gqa-dense",
+      set={"--quantization": "mxfp4_hadamard32", "--quantization-config": {"linear": {"weight": "mxfp8"}}}),
+    e("ACCEPT", "mxfp4_hadamard32, linear weight mxfp4", ("vllm-0.34.0",), seed="shape/gqa-dense",
+      set={"--quantization": "mxfp4_hadamard32", "--quantization-config": {"linear": {"weight": "mxfp4"}}}),
     # Inkling LoRA (aimV1.yaml:16)
     e("REFUSE", "Inkling LoRA, INKLING_MULTIMEM_AR unset", R2, seed="shape/gqa-dense",
       config={"architectures": ["InklingForCausalLM"]}, set={"--enable-lora": True}),

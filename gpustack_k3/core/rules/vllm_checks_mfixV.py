@@ -734,7 +734,7 @@ def check_vllm_replayssm_kernel_config(r, c):
 # (core/rules/vllm_checks_aimV3.py) judges the targets' own entries.
 _QC_SOURCES = {
     "0.33.0": "vllm config/quantization.py:36-50,54-65,136-150,152-158,178-190,195-228@0.33.0",
-    "0.34.0": "vllm config/quantization.py:43-66,69-80,132-137,202-225,256-266,272-318@0.34.0",
+    "0.34.0": "vllm config/quantization.py:43-66,69-80,132-137,202-225,256-266,272-318,330-401@0.34.0",
 }
 _QUANT_KEY_NAMES = {
     "0.33.0": frozenset({"fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
@@ -799,12 +799,34 @@ def quant_args_problem(qc: Any, release: str) -> str | None:
     return None
 
 
+def hadamard_weight_problem(quantization: Any, qc: Any) -> str | None:
+    """0.34.0 merge_quantization_config: over --quantization mxfp4_hadamard32 (the one shorthand with a Hadamard
+    rotation, on linear), a quantization_config linear spec that sets another weight is refused. The same weight:
+    the name or shorthand mxfp4 (a spec's weight 'mxfp4' reads as the static key, _WEIGHT_QUANT_KEY_NAMES)."""
+    if quantization != "mxfp4_hadamard32" or not isinstance(qc, dict):
+        return None
+    spec = qc.get("linear")
+    if isinstance(spec, str):
+        weight = "mxfp4" if spec in ("mxfp4", "mxfp4_hadamard32") else spec
+        if spec in _SHORTHAND_FIELDS["0.34.0"] and "linear" not in _SHORTHAND_FIELDS["0.34.0"][spec]:
+            return None   # refused as a shorthand without a linear spec (quant_args_problem)
+    elif isinstance(spec, dict) and "weight" in spec:
+        weight = spec["weight"]
+    else:
+        return None
+    if weight == "mxfp4":
+        return None
+    return (f"quantization_config cannot change the weight of a Hadamard-rotated shorthand (mxfp4_hadamard32 -> "
+            f"{weight}); use --quantization online and set `hadamard_size` on the spec instead")
+
+
 @rule("vllm-quantization-config-spec-invalid", checked_by="oracle", family="args", severity="error",
       engines=[ENGINE_VLLM], field="spec.extraArgs",
       title="--quantization-config linear/moe/targets the release's QuantizationConfigArgs refuses",
       why="--quantization-config is built into QuantizationConfigArgs when the command line is parsed: linear and moe "
           "take an online shorthand that defines that field, a quantization name, or a spec whose weight/activation "
-          "are quantization names; targets is an object and excludes linear/moe.",
+          "are quantization names; targets is an object and excludes linear/moe. 0.34.0 also refuses a linear "
+          "weight other than mxfp4 over --quantization mxfp4_hadamard32 (the rotation is fixed to that weight).",
       fix="Use the release's online shorthand or quantization names (the message lists them), give targets as an "
           "object, and give either targets or linear/moe.",
       source=_QC_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _QC_SOURCES.items()},
@@ -813,7 +835,9 @@ def check_vllm_quantization_config_spec_invalid(r, c):
     v = line_view(r)
     if v is None or not v.given("quantization_config"):
         return
-    problem = quant_args_problem(_json_obj(v.value("quantization_config")), getattr(r.version, "key", ""))
+    qc, key = _json_obj(v.value("quantization_config")), getattr(r.version, "key", "")
+    problem = quant_args_problem(qc, key) or (hadamard_weight_problem(v.value("quantization"), qc)
+                                              if key == "0.34.0" else None)
     if problem:
         yield _where(r, "quantization_config"), f"{problem} (--quantization-config)"
 
