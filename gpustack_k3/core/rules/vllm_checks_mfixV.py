@@ -971,6 +971,15 @@ _DCP_Q_SOURCES = {
 }
 
 
+# ModelArchConfigConvertorBase.is_deepseek_mla's model types (transformers_utils/model_arch_config_convertor.py:
+# 297-322@0.34.0; 0.33.0 the same less mistral_large_4)
+DEEPSEEK_MLA_TYPES = frozenset({
+    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots3_note", "deepseek_mtp",
+    "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2",
+    "kimi_linear", "longcat_flash", "mistral_large_4", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid",
+    "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp", "eagle"})
+
+
 @rule("vllm-dcp-q-per-kv-divisible", checked_by="oracle", family="args", severity="error",
       engines=[ENGINE_VLLM], field="spec.parallel.dcp",
       title="DCP on a GQA model whose query heads per KV head do not divide by the DCP size",
@@ -984,6 +993,8 @@ def check_vllm_dcp_q_per_kv_divisible(r, c):
     dcp = getattr(r, "dcp", 1) or 1
     if a is None or a.mla or not a.kv_heads or not a.heads or dcp <= 1:
         return
+    if getattr(a, "model_type", None) in DEEPSEEK_MLA_TYPES:
+        return   # ModelConfig.use_mla may hold without a kv_lora_rank (DeepSeek-V4: compress ratios): not decided
     q_per_kv = a.heads // a.kv_heads
     if q_per_kv % dcp:
         yield None, (f"The model's number of query heads per KV head ({q_per_kv}: {a.heads} heads / {a.kv_heads} KV "
@@ -1125,7 +1136,7 @@ def mla_by_config(arch, env: dict) -> bool:
     text = getattr(arch, "text", None) or {}
     if env.get("VLLM_MLA_DISABLE", "0").strip().lower() not in ("", "0", "false"):
         return False
-    if text.get("model_type") not in MLA_TYPES or text.get("kv_lora_rank") is None:
+    if getattr(arch, "model_type", None) not in MLA_TYPES or text.get("kv_lora_rank") is None:
         return False
     if any(text.get(k) is not None for k in ("compress_ratios", "compress_rates")):
         return False
@@ -1151,7 +1162,7 @@ def check_vllm_nvfp4_kv_cache_on_mla(r, c):
     if mla_by_config(arch, v.env):
         yield _where(r, "kv_cache_dtype"), (
             f"nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends (--kv-cache-dtype "
-            f"{dtype}; {arch.source}: model_type {(arch.text or {}).get('model_type')}, kv_lora_rank)")
+            f"{dtype}; {arch.source}: model_type {arch.model_type}, kv_lora_rank)")
 
 
 # ------------------------------------------------------------------ Inkling LoRA and the Lamport all-reduce
