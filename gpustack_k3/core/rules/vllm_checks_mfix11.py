@@ -1,0 +1,204 @@
+"""vLLM 0.11.0 config-time refusals found by the aimed lines (tools/engine_oracle/aimed/aim9a.yaml, aimV1.yaml,
+aimV2.yaml) that the engine-check table (gpustack_k3/catalog/data/checks/vllm.yaml) cannot express: a fact of the
+model's config.json tested with a substring or a remainder, or a JSON option's inner element types (helper mfix11).
+
+- EAGLE-3 drafting: SpeculativeConfig._verify_args accepts method eagle3 only for a target whose
+  ``hf_text_config.model_type`` *contains* one of llama / qwen / minicpm / gpt_oss (a substring test).
+- MTP draft tokens: the MTP draft built from the target's own checkpoint (``hf_config_override``) predicts
+  ``num_nextn_predict_layers`` tokens (``n_predict``); more draft tokens than that must be a multiple of it.
+- -O compile_sizes: a string element other than "cudagraph_capture_sizes" (CompilationConfig.init_with_cudagraph_sizes,
+  called on every CUDA platform: support_static_graph_mode).
+- --dtype float16 for a model type the release marks numerically unstable in float16 (gemma2, gemma3, gemma3_text,
+  plamo2, glm4: ``_FLOAT16_NOT_SUPPORTED_MODELS``), read from config.json's top-level ``model_type`` (the release
+  passes ``hf_config``).
+
+Every fact comes from the one config.json reader (``core.model_config``, through ``checks.line_view``'s ``arch``);
+without a config.json the rules do not fire. tests/core/test_mfix11_rules.py holds the lines;
+tests/engine_oracle/test_mfix11_oracle.py has the release judge them and their twins.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.core.rules.args import extra_arg
+from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+
+SPEC = "--speculative-config"
+COMPILE = "--compilation-config"
+
+_EAGLE3_SOURCES = {"0.11.0": "vllm config/speculative.py:518-519,540-548@0.11.0"}
+EAGLE3_TARGETS = ("llama", "qwen", "minicpm", "gpt_oss")   # config/speculative.py:540@0.11.0
+
+_MTP_SOURCES = {"0.11.0": "vllm config/speculative.py:145-201,213-233,384-394@0.11.0"}
+# hf_config_override (config/speculative.py:145-201@0.11.0): the target's config.json read as an MTP draft; the
+# model types and first architectures that get n_predict = num_nextn_predict_layers (longcat_flash defaults to 1)
+_MTP_MODEL_TYPES = ("deepseek_v3", "deepseek_v32", "deepseek_mtp", "ernie4_5_moe", "ernie_mtp", "qwen3_next",
+                    "qwen3_next_mtp")
+_MTP_ARCHITECTURES = ("MiMoForCausalLM", "Glm4MoeForCausalLM")
+# SpeculativeConfig's MTP aliases (MTP_MODEL_TYPES, config/speculative.py:36-37,213-216@0.11.0): all become "mtp"
+_MTP_METHODS = ("mtp", "deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp",
+                "longcat_flash_mtp")
+
+_COMPILE_SIZES_SOURCES = {"0.11.0": "vllm config/compilation.py:523-545@0.11.0; config/__init__.py:358-386,551,612-613@0.11.0"}
+
+_FLOAT16_SOURCES = {"0.11.0": "vllm config/model.py:577-583,1581-1602,1693-1722@0.11.0"}
+FLOAT16_UNSUPPORTED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")   # config/model.py:1581-1588@0.11.0
+
+
+def _spec(v: Any) -> dict | None:
+    sc = v.value("speculative_config")
+    return sc if isinstance(sc, dict) else None
+
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _where(r: Any, flag: str) -> str | None:
+    found = extra_arg(r, flag)
+    return f"spec.extraArgs[{found[0]}]" if found else None
+
+
+def text_model_type(arch: Any) -> str | None:
+    """``hf_text_config.model_type`` as config.json writes it: the text_config's own, or the top level's for a
+    config without one (None when the text_config does not write it: its class's default, beyond the file)."""
+    raw = getattr(arch, "raw", None)
+    if not isinstance(raw, dict):
+        return None
+    text = raw.get("text_config")
+    mt = (text if isinstance(text, dict) else raw).get("model_type")
+    return mt if isinstance(mt, str) else None
+
+
+def eagle3_unsupported_target(model_type: str | None) -> bool:
+    """The release's test: no supported name is a substring of the model type."""
+    return model_type is not None and not any(s in model_type for s in EAGLE3_TARGETS)
+
+
+def mtp_n_predict(raw: Any) -> int | None:
+    """n_predict of the MTP draft the release builds from this (target) config.json; None where it sets none."""
+    if not isinstance(raw, dict) or "text_config" in raw:
+        return None
+    archs = raw.get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs else None
+    if raw.get("model_type") in _MTP_MODEL_TYPES or first in _MTP_ARCHITECTURES:
+        return _int(raw.get("num_nextn_predict_layers"))
+    return None
+
+
+def mtp_tokens_refused(k: int | None, n: int | None) -> bool:
+    """config/speculative.py:388-390@0.11.0: more tokens than n_predict and not a multiple of it."""
+    return k is not None and n is not None and n > 0 and k > n and k % n != 0
+
+
+def bad_compile_sizes(cc: Any) -> list[str]:
+    """The string elements of -O compile_sizes other than "cudagraph_capture_sizes"."""
+    sizes = cc.get("compile_sizes") if isinstance(cc, dict) else None
+    if not isinstance(sizes, list):
+        return []
+    return [x for x in sizes if isinstance(x, str) and x != "cudagraph_capture_sizes"]
+
+
+@rule("vllm-eagle3-target-model-type-011", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="EAGLE-3 drafting for a target model type vLLM 0.11.0 does not support",
+      why="vLLM 0.11.0 runs an EAGLE-3 draft only against targets whose model type contains llama, qwen, minicpm or "
+          "gpt_oss (the hidden states EAGLE-3 reads are taken from those model classes); SpeculativeConfig refuses "
+          "method eagle3 for any other target.",
+      fix="Use a speculative method the target supports (mtp for a model with MTP layers, eagle, ngram), or run a "
+          "later vLLM release, which drops that list.",
+      source=_EAGLE3_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _EAGLE3_SOURCES.items()},
+      no_cel="reads the JSON of --speculative-config and a substring of config.json's model_type; left to validate")
+def check_vllm_eagle3_target_model_type_011(r, c):
+    v = line_view(r)
+    sc = None if v is None else _spec(v)
+    if sc is None or sc.get("method") != "eagle3":
+        return
+    mt = text_model_type(v.arch)
+    if not eagle3_unsupported_target(mt):
+        return
+    yield _where(r, SPEC), (
+        f"--speculative-config method eagle3: Eagle3 is only supported for {list(EAGLE3_TARGETS)} models on vLLM "
+        f"0.11.0, the target's model_type is {mt!r}; use another method (mtp, eagle, ngram)")
+
+
+RULES["vllm-eagle3-target-model-type-011"] = ReleaseRule.of(RULES["vllm-eagle3-target-model-type-011"])
+
+
+@rule("vllm-mtp-spec-tokens-not-multiple-of-layers-011", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="MTP num_speculative_tokens above the model's MTP layers and not a multiple of them (vLLM 0.11.0)",
+      why="The MTP draft vLLM 0.11.0 builds from the target's own checkpoint predicts num_nextn_predict_layers "
+          "tokens per step (n_predict); more draft tokens reuse the MTP modules in whole rounds, so "
+          "SpeculativeConfig refuses a count above n_predict that is not a multiple of it.",
+      fix="Give --speculative-config num_speculative_tokens at most num_nextn_predict_layers, or a multiple of it.",
+      source=_MTP_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _MTP_SOURCES.items()},
+      no_cel="reads the JSON of --speculative-config against config.json's num_nextn_predict_layers (a remainder); "
+             "left to validate")
+def check_vllm_mtp_spec_tokens_not_multiple_011(r, c):
+    v = line_view(r)
+    sc = None if v is None else _spec(v)
+    # the draft is the target's own checkpoint only without a model in the JSON (speculative.py:218-227@0.11.0)
+    if sc is None or sc.get("method") not in _MTP_METHODS or sc.get("model") is not None:
+        return
+    k = _int(sc.get("num_speculative_tokens"))
+    n = mtp_n_predict(getattr(v.arch, "raw", None))
+    if not mtp_tokens_refused(k, n):
+        return
+    yield _where(r, SPEC), (
+        f"--speculative-config num_speculative_tokens {k} must be divisible by n_predict={n} (the model's "
+        f"num_nextn_predict_layers) when above it; give at most {n} or a multiple of {n}")
+
+
+RULES["vllm-mtp-spec-tokens-not-multiple-of-layers-011"] = ReleaseRule.of(
+    RULES["vllm-mtp-spec-tokens-not-multiple-of-layers-011"])
+
+
+@rule("vllm-compile-sizes-unknown-name-011", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="-O compile_sizes with a name other than cudagraph_capture_sizes (vLLM 0.11.0)",
+      why="compile_sizes lists batch sizes (integers) and may name the one list 'cudagraph_capture_sizes'; when "
+          "VllmConfig sets the CUDA graph sizes it asserts every other string away.",
+      fix="Give -O compile_sizes integers, or the string \"cudagraph_capture_sizes\".",
+      source=_COMPILE_SIZES_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _COMPILE_SIZES_SOURCES.items()},
+      no_cel="reads the element types of a list inside the JSON of --compilation-config; left to validate")
+def check_vllm_compile_sizes_unknown_name_011(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    bad = bad_compile_sizes(v.value("compilation_config"))
+    if not bad:
+        return
+    yield _where(r, COMPILE) or _where(r, "-O"), (
+        f"-O compile_sizes {bad[0]!r}: Unrecognized size type in compile_sizes, expect 'cudagraph_capture_sizes'; "
+        "give integers or \"cudagraph_capture_sizes\"")
+
+
+RULES["vllm-compile-sizes-unknown-name-011"] = ReleaseRule.of(RULES["vllm-compile-sizes-unknown-name-011"])
+
+
+@rule("vllm-float16-unsupported-model-type-011", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--dtype float16 for a model type vLLM 0.11.0 refuses in float16 (gemma2/3, plamo2, glm4)",
+      why="vLLM 0.11.0 marks gemma2, gemma3, gemma3_text, plamo2 and glm4 numerically unstable in float16 and "
+          "refuses --dtype float16 (half) for them while it builds the model config.",
+      fix="Give --dtype bfloat16 (or float32, or auto).",
+      source=_FLOAT16_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _FLOAT16_SOURCES.items()},
+      no_cel="reads config.json's model_type with the --dtype the release's parser reads; left to validate")
+def check_vllm_float16_unsupported_model_type_011(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    dtype = v.value("dtype")
+    raw = getattr(v.arch, "raw", None)
+    mt = raw.get("model_type") if isinstance(raw, dict) else None
+    if not isinstance(dtype, str) or dtype.lower() not in ("float16", "half") or mt not in FLOAT16_UNSUPPORTED:
+        return
+    yield _where(r, "--dtype"), (
+        f"--dtype {dtype}: The model type {mt!r} does not support float16 (numerical instability); give --dtype "
+        "bfloat16 or float32")
+
+
+RULES["vllm-float16-unsupported-model-type-011"] = ReleaseRule.of(RULES["vllm-float16-unsupported-model-type-011"])

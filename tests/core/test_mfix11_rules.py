@@ -1,0 +1,119 @@
+"""The rules of gpustack_k3/core/rules/vllm_checks_mfix11.py (helper mfix11, vLLM 0.11.0): method eagle3 for a target
+whose model type names none of llama/qwen/minicpm/gpt_oss is refused, a supported one is left; MTP
+num_speculative_tokens above num_nextn_predict_layers and not a multiple of it is refused, a multiple or a count at
+most the layers is left; -O compile_sizes with a string other than "cudagraph_capture_sizes" is refused, integers and
+that name are left; --dtype float16 for gemma2 (and the other listed types) is refused, bfloat16 is left. Each rule
+runs on 0.11.0 only. tests/engine_oracle/test_mfix11_oracle.py has the release judge the same lines."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpustack_k3.core.rules import RULES
+from gpustack_k3.core.rules.vllm_checks_mfix11 import (bad_compile_sizes, eagle3_unsupported_target, mtp_n_predict,
+                                                        mtp_tokens_refused)
+from tests.core.test_vllm_checks import shape_config
+
+E3 = "vllm-eagle3-target-model-type-011"
+MTP = "vllm-mtp-spec-tokens-not-multiple-of-layers-011"
+CS = "vllm-compile-sizes-unknown-name-011"
+F16 = "vllm-float16-unsupported-model-type-011"
+MFIX11_DIRECT = {E3, MTP, CS, F16}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
+
+
+def spec(d: dict) -> list[str]:
+    return ["--speculative-config", json.dumps(d)]
+
+
+def variant(tmp: Path, shape: str, **fields) -> str:
+    """A copy of the oracle's shape config.json with ``fields`` set (what an aimed line's ``config:`` writes)."""
+    cfg = json.loads(Path(shape_config(shape)).read_text())
+    cfg.update(fields)
+    d = tmp / f"{shape}-{abs(hash(json.dumps(fields, sort_keys=True)))}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d / "config.json")
+
+
+def product(release: str, argv: list[str], config: str, env: dict | None = None) -> dict:
+    from tools.engine_oracle.product import check_args
+
+    return check_args("vllm", release, {"argv": argv, "env": env or {}, "model": None, "model_config": config,
+                                        "gpu_type": "b300", "gpus": 8})
+
+
+MLA = ["/models/shape-mla-moe", "-tp", "8"]
+DENSE = ["/models/shape-gqa-dense", "-tp", "8"]
+EAGLE3 = spec({"method": "eagle3", "model": "/models/smollm2-hf", "num_speculative_tokens": 1,
+               "draft_tensor_parallel_size": 1})
+
+
+# (rule, refused line, its config: shape name or {shape: fields}, the flipped line, its config)
+CASES = [
+    (E3, MLA + EAGLE3, "shape-mla-moe", DENSE + EAGLE3, "shape-gqa-dense"),
+    (MTP, MLA + spec({"method": "mtp", "num_speculative_tokens": 4}), {"shape-mla-moe": {"num_nextn_predict_layers": 3}},
+     MLA + spec({"method": "mtp", "num_speculative_tokens": 6}), {"shape-mla-moe": {"num_nextn_predict_layers": 3}}),
+    (MTP, MLA + spec({"method": "deepseek_mtp", "num_speculative_tokens": 3}),
+     {"shape-mla-moe": {"num_nextn_predict_layers": 2}},
+     MLA + spec({"method": "deepseek_mtp", "num_speculative_tokens": 2}), {"shape-mla-moe": {"num_nextn_predict_layers": 2}}),
+    (CS, DENSE + ["--compilation-config", '{"compile_sizes": ["foo"]}'], "shape-gqa-dense",
+     DENSE + ["--compilation-config", '{"compile_sizes": ["cudagraph_capture_sizes", 8]}'], "shape-gqa-dense"),
+    (F16, DENSE + ["--dtype", "float16"], {"shape-gqa-dense": {"model_type": "gemma2"}},
+     DENSE + ["--dtype", "bfloat16"], {"shape-gqa-dense": {"model_type": "gemma2"}}),
+    (F16, DENSE + ["--dtype", "half"], {"shape-gqa-dense": {"model_type": "glm4"}},
+     DENSE + ["--dtype", "half"], "shape-gqa-dense"),
+]
+IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
+
+
+def config_of(tmp: Path, c) -> str:
+    if isinstance(c, str):
+        return shape_config(c)
+    (shape, fields), = c.items()
+    return variant(tmp, shape, **fields)
+
+
+@pytest.mark.parametrize("rid,bad,bad_cfg,good,good_cfg", CASES, ids=IDS)
+def test_the_rule_refuses_its_line_and_leaves_the_flip(tmp_path, rid, bad, bad_cfg, good, good_cfg):
+    got = product("0.11.0", bad, config_of(tmp_path, bad_cfg))
+    assert got["verdict"] == "refuse" and rid in got["rules"], got
+    assert rid not in product("0.11.0", good, config_of(tmp_path, good_cfg))["rules"]
+
+
+@pytest.mark.parametrize("rid,bad,bad_cfg,good,good_cfg", CASES, ids=IDS)
+def test_the_rule_is_off_on_later_releases(tmp_path, rid, bad, bad_cfg, good, good_cfg):
+    assert rid not in product("0.33.0", bad, config_of(tmp_path, bad_cfg))["rules"]
+
+
+def test_eagle3_target_is_a_substring_test():
+    assert not eagle3_unsupported_target("qwen3_moe")      # "qwen" in it: supported
+    assert not eagle3_unsupported_target("llama4_text")
+    assert eagle3_unsupported_target("deepseek_v3")
+    assert not eagle3_unsupported_target(None)              # no model type written: not judged
+
+
+def test_mtp_n_predict_and_remainder():
+    assert mtp_n_predict({"model_type": "deepseek_v3", "num_nextn_predict_layers": 3}) == 3
+    assert mtp_n_predict({"architectures": ["Glm4MoeForCausalLM"], "num_nextn_predict_layers": 1}) == 1
+    assert mtp_n_predict({"model_type": "llama", "num_nextn_predict_layers": 3}) is None
+    assert mtp_tokens_refused(4, 3) and mtp_tokens_refused(5, 2)
+    assert not mtp_tokens_refused(6, 3) and not mtp_tokens_refused(2, 3) and not mtp_tokens_refused(3, 1)
+    assert not mtp_tokens_refused(4, None)
+
+
+def test_bad_compile_sizes():
+    assert bad_compile_sizes({"compile_sizes": ["foo", 8]}) == ["foo"]
+    assert bad_compile_sizes({"compile_sizes": ["cudagraph_capture_sizes", 1, 2]}) == []
+    assert bad_compile_sizes({"compile_sizes": None}) == [] and bad_compile_sizes(None) == []
+
+
+def test_each_rule_cites_0_11_0_only():
+    for rid in MFIX11_DIRECT:
+        assert {k.split()[1] for k in RULES[rid].sources} == {"0.11.0"}, rid
+
+
+def test_every_rule_of_the_module_has_a_case():
+    assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks_mfix11"} \
+        == MFIX11_DIRECT == {c[0] for c in CASES}
