@@ -2,7 +2,7 @@
 whose model type names none of llama/qwen/minicpm/gpt_oss is refused, a supported one is left; MTP
 num_speculative_tokens above num_nextn_predict_layers and not a multiple of it is refused, a multiple or a count at
 most the layers is left; -O compile_sizes with a string other than "cudagraph_capture_sizes" is refused, integers and
-that name are left; --dtype float16 for gemma2 (and the other listed types) is refused, bfloat16 is left. Each rule
+that name are left; a ModelOpt quant_algo other than FP8/NVFP4 is refused, another producer left; --dtype float16 for gemma2 (and the other listed types) is refused, bfloat16 is left. Each rule
 runs on 0.11.0 only. tests/engine_oracle/test_mfix11_oracle.py has the release judge the same lines."""
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ E3 = "vllm-eagle3-target-model-type-011"
 MTP = "vllm-mtp-spec-tokens-not-multiple-of-layers-011"
 CS = "vllm-compile-sizes-unknown-name-011"
 F16 = "vllm-float16-unsupported-model-type-011"
-MFIX11_DIRECT = {E3, MTP, CS, F16}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
+MO = "vllm-modelopt-unknown-quant-algo-011"
+MFIX11_DIRECT = {E3, MTP, CS, F16, MO}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
 
 
 def spec(d: dict) -> list[str]:
@@ -64,6 +65,10 @@ CASES = [
      DENSE + ["--dtype", "bfloat16"], {"shape-gqa-dense": {"model_type": "gemma2"}}),
     (F16, DENSE + ["--dtype", "half"], {"shape-gqa-dense": {"model_type": "glm4"}},
      DENSE + ["--dtype", "half"], "shape-gqa-dense"),
+    (MO, DENSE, {"shape-gqa-dense": {"quantization_config": {"producer": {"name": "modelopt"},
+                                                              "quantization": {"quant_algo": "W4A8_AWQ"}}}},
+     DENSE, {"shape-gqa-dense": {"quantization_config": {"producer": {"name": "other"},
+                                                          "quantization": {"quant_algo": "W4A8_AWQ"}}}}),
 ]
 IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
 
@@ -101,6 +106,17 @@ def test_mtp_n_predict_and_remainder():
     assert mtp_tokens_refused(4, 3) and mtp_tokens_refused(5, 2)
     assert not mtp_tokens_refused(6, 3) and not mtp_tokens_refused(2, 3) and not mtp_tokens_refused(3, 1)
     assert not mtp_tokens_refused(4, None)
+
+
+def test_modelopt_quant_algo():
+    from gpustack_k3.core.rules.vllm_checks_mfix11 import modelopt_quant_algo
+
+    mo = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "INT4_AWQ"}}
+    assert modelopt_quant_algo({"quantization_config": mo}) == "INT4_AWQ"
+    assert modelopt_quant_algo({"text_config": {"quantization_config": mo}}) == "INT4_AWQ"
+    assert modelopt_quant_algo({"quantization_config": {**mo, "quantization": {"quant_algo": "NVFP4"}}}) is None
+    assert modelopt_quant_algo({"quantization_config": {**mo, "producer": {"name": "x"}}}) is None
+    assert modelopt_quant_algo({"compression_config": {}, "text_config": {"quantization_config": mo}}) is None
 
 
 def test_bad_compile_sizes():

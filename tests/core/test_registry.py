@@ -162,6 +162,8 @@ def test_every_rule_has_a_firing_case():
     covered |= MFIXS_DIRECT
     from tests.core.test_mfixV_rules import MFIXV_DIRECT   # core/rules/vllm_checks_mfixV.py (helper mfixV)
     covered |= MFIXV_DIRECT
+    from tests.core.test_mfix11_rules import MFIX11_DIRECT   # core/rules/vllm_checks_mfix11.py (helper mfix11)
+    covered |= MFIX11_DIRECT
     assert covered == set(RULES)
 
 

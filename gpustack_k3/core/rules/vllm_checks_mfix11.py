@@ -8,6 +8,7 @@ model's config.json tested with a substring or a remainder, or a JSON option's i
   ``num_nextn_predict_layers`` tokens (``n_predict``); more draft tokens than that must be a multiple of it.
 - -O compile_sizes: a string element other than "cudagraph_capture_sizes" (CompilationConfig.init_with_cudagraph_sizes,
   called on every CUDA platform: support_static_graph_mode).
+- a ModelOpt quantization_config (producer modelopt) whose quant_algo is neither FP8 nor NVFP4.
 - --dtype float16 for a model type the release marks numerically unstable in float16 (gemma2, gemma3, gemma3_text,
   plamo2, glm4: ``_FLOAT16_NOT_SUPPORTED_MODELS``), read from config.json's top-level ``model_type`` (the release
   passes ``hf_config``).
@@ -25,7 +26,6 @@ from gpustack_k3.core.rules.args import extra_arg
 from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
-SPEC = "--speculative-config"
 COMPILE = "--compilation-config"
 
 _EAGLE3_SOURCES = {"0.11.0": "vllm config/speculative.py:518-519,540-548@0.11.0"}
@@ -41,7 +41,10 @@ _MTP_ARCHITECTURES = ("MiMoForCausalLM", "Glm4MoeForCausalLM")
 _MTP_METHODS = ("mtp", "deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp",
                 "longcat_flash_mtp")
 
-_COMPILE_SIZES_SOURCES = {"0.11.0": "vllm config/compilation.py:523-545@0.11.0; config/__init__.py:358-386,551,612-613@0.11.0"}
+_COMPILE_SIZES_SOURCES = {"0.11.0": "vllm config/compilation.py:523-545@0.11.0, config/__init__.py:358-386,551,612-613@0.11.0"}
+
+_MODELOPT_SOURCES = {"0.11.0": "vllm config/model.py:857-876,885-890@0.11.0"}
+MODELOPT_ALGOS = ("FP8", "NVFP4")   # config/model.py:868-871@0.11.0
 
 _FLOAT16_SOURCES = {"0.11.0": "vllm config/model.py:577-583,1581-1602,1693-1722@0.11.0"}
 FLOAT16_UNSUPPORTED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")   # config/model.py:1581-1588@0.11.0
@@ -59,6 +62,11 @@ def _int(x: Any) -> int | None:
 def _where(r: Any, flag: str) -> str | None:
     found = extra_arg(r, flag)
     return f"spec.extraArgs[{found[0]}]" if found else None
+
+
+def _where_field(r: Any, field: str) -> str:
+    """The spec field the catalog's flag table maps (its flag in extraArgs where the line gives it there)."""
+    return _where(r, r.engine.flag_of(field)) or f"spec.{field}"
 
 
 def text_model_type(arch: Any) -> str | None:
@@ -93,6 +101,22 @@ def mtp_tokens_refused(k: int | None, n: int | None) -> bool:
     return k is not None and n is not None and n > 0 and k > n and k % n != 0
 
 
+def modelopt_quant_algo(raw: Any) -> Any:
+    """The quant_algo of a ModelOpt quantization_config (producer modelopt) the release does not map, else None:
+    config.json's top-level quantization_config, or the text_config's where the top level writes neither it nor a
+    compression_config (_verify_quantization, config/model.py:885-890@0.11.0)."""
+    if not isinstance(raw, dict):
+        return None
+    q = raw.get("quantization_config")
+    if q is None and raw.get("compression_config") is None and isinstance(raw.get("text_config"), dict):
+        q = raw["text_config"].get("quantization_config")
+    if not isinstance(q, dict) or not isinstance(q.get("producer"), dict) or q["producer"].get("name") != "modelopt":
+        return None
+    quant = q.get("quantization")
+    algo = quant.get("quant_algo") if isinstance(quant, dict) else None
+    return None if algo is None or algo in MODELOPT_ALGOS else algo
+
+
 def bad_compile_sizes(cc: Any) -> list[str]:
     """The string elements of -O compile_sizes other than "cudagraph_capture_sizes"."""
     sizes = cc.get("compile_sizes") if isinstance(cc, dict) else None
@@ -119,9 +143,9 @@ def check_vllm_eagle3_target_model_type_011(r, c):
     mt = text_model_type(v.arch)
     if not eagle3_unsupported_target(mt):
         return
-    yield _where(r, SPEC), (
-        f"--speculative-config method eagle3: Eagle3 is only supported for {list(EAGLE3_TARGETS)} models on vLLM "
-        f"0.11.0, the target's model_type is {mt!r}; use another method (mtp, eagle, ngram)")
+    yield _where_field(r, "speculative"), (
+        f"--speculative-config method eagle3 (vLLM 0.11.0): Eagle3 is only supported for {list(EAGLE3_TARGETS)} "
+        f"models; the target's model_type is {mt!r}: use another method (mtp, eagle, ngram)")
 
 
 RULES["vllm-eagle3-target-model-type-011"] = ReleaseRule.of(RULES["vllm-eagle3-target-model-type-011"])
@@ -147,9 +171,10 @@ def check_vllm_mtp_spec_tokens_not_multiple_011(r, c):
     n = mtp_n_predict(getattr(v.arch, "raw", None))
     if not mtp_tokens_refused(k, n):
         return
-    yield _where(r, SPEC), (
-        f"--speculative-config num_speculative_tokens {k} must be divisible by n_predict={n} (the model's "
-        f"num_nextn_predict_layers) when above it; give at most {n} or a multiple of {n}")
+    yield _where_field(r, "speculative"), (
+        f"--speculative-config num_speculative_tokens {k} (vLLM 0.11.0): num_speculative_tokens:{k} must be "
+        f"divisible by n_predict={n}; n_predict is the model's num_nextn_predict_layers: give at most {n} or a "
+        f"multiple of {n}")
 
 
 RULES["vllm-mtp-spec-tokens-not-multiple-of-layers-011"] = ReleaseRule.of(
@@ -172,11 +197,34 @@ def check_vllm_compile_sizes_unknown_name_011(r, c):
     if not bad:
         return
     yield _where(r, COMPILE) or _where(r, "-O"), (
-        f"-O compile_sizes {bad[0]!r}: Unrecognized size type in compile_sizes, expect 'cudagraph_capture_sizes'; "
-        "give integers or \"cudagraph_capture_sizes\"")
+        f"-O compile_sizes {bad[0]!r} (vLLM 0.11.0): Unrecognized size type in compile_sizes, expect "
+        f"'cudagraph_capture_sizes', got {bad[0]}; give integers or \"cudagraph_capture_sizes\"")
 
 
 RULES["vllm-compile-sizes-unknown-name-011"] = ReleaseRule.of(RULES["vllm-compile-sizes-unknown-name-011"])
+
+
+@rule("vllm-modelopt-unknown-quant-algo-011", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.model",
+      title="A ModelOpt checkpoint whose quant_algo vLLM 0.11.0 does not know (only FP8 and NVFP4)",
+      why="vLLM 0.11.0 reads a config.json quantization_config produced by ModelOpt (producer.name modelopt) as "
+          "quant method modelopt (quant_algo FP8) or modelopt_fp4 (NVFP4) and refuses any other quant_algo while it "
+          "builds the model config.",
+      fix="Serve the checkpoint with a later vLLM release that knows its ModelOpt algorithm, or use an FP8 / NVFP4 "
+          "ModelOpt export.",
+      source=_MODELOPT_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _MODELOPT_SOURCES.items()},
+      no_cel="reads nested fields of config.json's quantization_config; left to validate")
+def check_vllm_modelopt_unknown_quant_algo_011(r, c):
+    v = line_view(r)
+    algo = None if v is None else modelopt_quant_algo(getattr(v.arch, "raw", None))
+    if algo is None:
+        return
+    yield "spec.model", (
+        f"config.json quantization_config (producer modelopt, vLLM 0.11.0): Unknown ModelOpt quant algo: {algo}; "
+        "only FP8 and NVFP4 are known to this release: use a later release or an FP8/NVFP4 export")
+
+
+RULES["vllm-modelopt-unknown-quant-algo-011"] = ReleaseRule.of(RULES["vllm-modelopt-unknown-quant-algo-011"])
 
 
 @rule("vllm-float16-unsupported-model-type-011", checked_by="oracle", family="args", severity="error",
@@ -196,9 +244,9 @@ def check_vllm_float16_unsupported_model_type_011(r, c):
     mt = raw.get("model_type") if isinstance(raw, dict) else None
     if not isinstance(dtype, str) or dtype.lower() not in ("float16", "half") or mt not in FLOAT16_UNSUPPORTED:
         return
-    yield _where(r, "--dtype"), (
-        f"--dtype {dtype}: The model type {mt!r} does not support float16 (numerical instability); give --dtype "
-        "bfloat16 or float32")
+    yield _where_field(r, "model.dtype"), (
+        f"--dtype {dtype} (vLLM 0.11.0): The model type {mt!r} does not support float16; numerical instability: "
+        "give --dtype bfloat16 or float32")
 
 
 RULES["vllm-float16-unsupported-model-type-011"] = ReleaseRule.of(RULES["vllm-float16-unsupported-model-type-011"])
