@@ -21,7 +21,9 @@ MTP = "vllm-mtp-spec-tokens-not-multiple-of-layers-011"
 CS = "vllm-compile-sizes-unknown-name-011"
 F16 = "vllm-float16-unsupported-model-type-011"
 MO = "vllm-modelopt-unknown-quant-algo-011"
-MFIX11_DIRECT = {E3, MTP, CS, F16, MO}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
+SW = "vllm-swap-space-above-host-ram-011"
+SP = "vllm-prefix-caching-sliding-window-v0-011"
+MFIX11_DIRECT = {E3, MTP, CS, F16, MO, SW, SP}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
 
 
 def spec(d: dict) -> list[str]:
@@ -69,7 +71,15 @@ CASES = [
                                                               "quantization": {"quant_algo": "W4A8_AWQ"}}}},
      DENSE, {"shape-gqa-dense": {"quantization_config": {"producer": {"name": "other"},
                                                           "quantization": {"quant_algo": "W4A8_AWQ"}}}}),
+    (SP, DENSE + ["--enable-prefix-caching"], {"shape-gqa-dense": {"sliding_window": 4096}},
+     DENSE + ["--enable-prefix-caching", "--disable-sliding-window"], {"shape-gqa-dense": {"sliding_window": 4096}}),
+    (SP, DENSE + ["--runner", "generate"], {"shape-gqa-dense": {"model_type": "mistral",
+                                                                 "architectures": ["MistralForCausalLM"],
+                                                                 "sliding_window": 4096}},
+     DENSE + ["--runner", "generate", "--no-enable-prefix-caching"],
+     {"shape-gqa-dense": {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "sliding_window": 4096}}),
 ]
+ENV = {SP: {"VLLM_USE_V1": "0"}}   # the environment of a rule's lines (both)
 IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
 
 
@@ -82,14 +92,14 @@ def config_of(tmp: Path, c) -> str:
 
 @pytest.mark.parametrize("rid,bad,bad_cfg,good,good_cfg", CASES, ids=IDS)
 def test_the_rule_refuses_its_line_and_leaves_the_flip(tmp_path, rid, bad, bad_cfg, good, good_cfg):
-    got = product("0.11.0", bad, config_of(tmp_path, bad_cfg))
+    got = product("0.11.0", bad, config_of(tmp_path, bad_cfg), ENV.get(rid))
     assert got["verdict"] == "refuse" and rid in got["rules"], got
-    assert rid not in product("0.11.0", good, config_of(tmp_path, good_cfg))["rules"]
+    assert rid not in product("0.11.0", good, config_of(tmp_path, good_cfg), ENV.get(rid))["rules"]
 
 
 @pytest.mark.parametrize("rid,bad,bad_cfg,good,good_cfg", CASES, ids=IDS)
 def test_the_rule_is_off_on_later_releases(tmp_path, rid, bad, bad_cfg, good, good_cfg):
-    assert rid not in product("0.33.0", bad, config_of(tmp_path, bad_cfg))["rules"]
+    assert rid not in product("0.33.0", bad, config_of(tmp_path, bad_cfg), ENV.get(rid))["rules"]
 
 
 def test_eagle3_target_is_a_substring_test():
@@ -119,6 +129,43 @@ def test_modelopt_quant_algo():
     assert modelopt_quant_algo({"compression_config": {}, "text_config": {"quantization_config": mo}}) is None
 
 
+def warnings_of(release: str, argv: list[str]) -> set[str]:
+    """The warning rules check-args reports for a line (its JSON output)."""
+    from click.testing import CliRunner
+
+    from gpustack_k3.cli.core_cmds import check_args as cmd
+
+    res = CliRunner().invoke(cmd, ["--engine", "vllm", "--engine-version", release, "-o", "json", "--", *argv])
+    return {f["rule"] for f in json.loads(res.output)["findings"] if f["severity"] == "warning"}
+
+
+def test_swap_space_above_the_host_ram_warns_and_does_not_refuse():
+    # 100000 GiB x TP 1 against the b300 catalog figure (1862.6 GiB): a warning, not a refusal (the node's RAM is
+    # not on the line); 1000 GiB is under 70 % of it
+    line = ["/models/smollm2-hf", "-tp", "1", "--swap-space"]
+    assert SW in warnings_of("0.11.0", line + ["100000"])
+    assert SW not in warnings_of("0.11.0", line + ["1000"])
+    assert SW not in warnings_of("0.33.0", line + ["100000"])
+    got = product("0.11.0", DENSE + ["--swap-space", "100000"], shape_config("shape-gqa-dense"))
+    assert SW not in got["rules"], got
+    from gpustack_k3.core.rules.vllm_checks_mfix11 import swap_gib
+
+    assert swap_gib(100000, 8) == 800000.0 and swap_gib(4.5, 8) == 36.0 and swap_gib(None, 8) is None
+
+
+def test_prefix_caching_sliding_window_needs_v0_and_a_kept_window(tmp_path):
+    from gpustack_k3.core.model_config import arch_from_config
+    from gpustack_k3.core.rules.vllm_checks_mfix11 import kept_sliding_window
+
+    cfg = config_of(tmp_path, {"shape-gqa-dense": {"sliding_window": 4096}})
+    assert SP not in product("0.11.0", DENSE + ["--enable-prefix-caching"], cfg)["rules"]        # V1 (default)
+    assert SP not in product("0.11.0", DENSE + ["--enable-prefix-caching"], cfg, {"VLLM_USE_V1": "1"})["rules"]
+    assert kept_sliding_window(arch_from_config({"model_type": "qwen2", "sliding_window": 4096}, "x")) is None
+    assert kept_sliding_window(arch_from_config({"model_type": "mistral", "sliding_window": 4096,
+                                                 "layer_types": ["sliding_attention", "full_attention"]}, "x")) is None
+    assert kept_sliding_window(arch_from_config({"model_type": "mistral", "sliding_window": 4096}, "x")) == 4096
+
+
 def test_bad_compile_sizes():
     assert bad_compile_sizes({"compile_sizes": ["foo", 8]}) == ["foo"]
     assert bad_compile_sizes({"compile_sizes": ["cudagraph_capture_sizes", 1, 2]}) == []
@@ -132,4 +179,4 @@ def test_each_rule_cites_0_11_0_only():
 
 def test_every_rule_of_the_module_has_a_case():
     assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks_mfix11"} \
-        == MFIX11_DIRECT == {c[0] for c in CASES}
+        == MFIX11_DIRECT == {c[0] for c in CASES} | {SW}

@@ -38,15 +38,30 @@ def _line(tmp: Path, argv: list[str], cfg) -> tuple[list[str], str]:
 def test_the_release_refuses_where_the_rule_says_and_accepts_the_flip(oracles, tmp_path, rid, bad, bad_cfg, good,
                                                                      good_cfg):
     argv, cfg = _line(tmp_path, bad, bad_cfg)
-    v = oracles("vllm-0.11.0").judge_line(argv, {})
+    env = mfix11.ENV.get(rid, {})
+    v = oracles("vllm-0.11.0").judge_line(argv, env)
     assert v["verdict"] == "refused", v
     path, _, line = str(v["where"]).rpartition(":")
     assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, "0.11.0")), (v, cited(rid, "0.11.0"))
-    ours = mfix11.product("0.11.0", bad, cfg)
+    ours = mfix11.product("0.11.0", bad, cfg, env)
     assert ours["verdict"] == "refuse" and rid in ours["rules"], ours
     said = finding_message(ours, rid).split(": ", 1)[1].split(";")[0].split(" (")[0]
     assert words(said) in words(v["message"]), (ours, v["message"])
     argv, cfg = _line(tmp_path, good, good_cfg)
-    w = oracles("vllm-0.11.0").judge_line(argv, {})
+    w = oracles("vllm-0.11.0").judge_line(argv, env)
     assert w["verdict"] == "accepted", w
-    assert rid not in mfix11.product("0.11.0", good, cfg)["rules"]
+    assert rid not in mfix11.product("0.11.0", good, cfg, env)["rules"]
+
+
+def test_the_swap_space_warning_names_what_the_release_refuses(oracles):
+    # the oracle's host double answers the catalog's host_ram_gib for the line's hardware (b300: 1862.6 GiB): the
+    # release refuses 100000 GiB x TP 1 where the rule warns, and accepts 1000 GiB where it does not
+    line = ["/models/smollm2-hf", "-tp", "1", "--swap-space"]
+    v = oracles("vllm-0.11.0").judge_line(line + ["100000"], {})
+    assert v["verdict"] == "refused" and "Too large swap space" in v["message"], v
+    path, _, at = str(v["where"]).rpartition(":")
+    assert any(path == p and lo <= int(at) <= hi for p, lo, hi in cited(mfix11.SW, "0.11.0")), v
+    assert mfix11.SW in mfix11.warnings_of("0.11.0", line + ["100000"])
+    w = oracles("vllm-0.11.0").judge_line(line + ["1000"], {})
+    assert w["verdict"] == "accepted", w
+    assert mfix11.SW not in mfix11.warnings_of("0.11.0", line + ["1000"])

@@ -9,6 +9,9 @@ model's config.json tested with a substring or a remainder, or a JSON option's i
 - -O compile_sizes: a string element other than "cudagraph_capture_sizes" (CompilationConfig.init_with_cudagraph_sizes,
   called on every CUDA platform: support_static_graph_mode).
 - a ModelOpt quantization_config (producer modelopt) whose quant_algo is neither FP8 nor NVFP4.
+- prefix caching with a sliding-window model (Llama / Mistral config.json, not interleaved) on the V0 engine.
+- --swap-space x TP above 70 % of the host's RAM (a warning: the node's RAM is not on the line; the catalog's
+  host_ram_gib is a datasheet figure).
 - --dtype float16 for a model type the release marks numerically unstable in float16 (gemma2, gemma3, gemma3_text,
   plamo2, glm4: ``_FLOAT16_NOT_SUPPORTED_MODELS``), read from config.json's top-level ``model_type`` (the release
   passes ``hf_config``).
@@ -45,6 +48,16 @@ _COMPILE_SIZES_SOURCES = {"0.11.0": "vllm config/compilation.py:523-545@0.11.0, 
 
 _MODELOPT_SOURCES = {"0.11.0": "vllm config/model.py:857-876,885-890@0.11.0"}
 MODELOPT_ALGOS = ("FP8", "NVFP4")   # config/model.py:868-871@0.11.0
+
+_SLIDING_PREFIX_SOURCES = {
+    "0.11.0": "vllm config/cache.py:188-195@0.11.0, engine/arg_utils.py:1161-1162,1172-1177,1199,1540-1558,1575-1577@0.11.0, "
+              "config/model.py:632-635,1065-1067@0.11.0, transformers_utils/config.py:439-447@0.11.0, envs.py:900-901@0.11.0"}
+# the model types whose transformers config keeps config.json's sliding_window as written (Llama: an attribute the
+# class does not declare, kept by PretrainedConfig; Mistral: declared, no switch); Qwen2-family classes drop it unless
+# use_sliding_window is true, others may derive layer_types: not judged
+SLIDING_KEPT_MODEL_TYPES = ("llama", "mistral")
+
+_SWAP_SOURCES = {"0.11.0": "vllm config/cache.py:152,204-222@0.11.0, config/__init__.py:313@0.11.0"}
 
 _FLOAT16_SOURCES = {"0.11.0": "vllm config/model.py:577-583,1581-1602,1693-1722@0.11.0"}
 FLOAT16_UNSUPPORTED = ("gemma2", "gemma3", "gemma3_text", "plamo2", "glm4")   # config/model.py:1581-1588@0.11.0
@@ -225,6 +238,89 @@ def check_vllm_modelopt_unknown_quant_algo_011(r, c):
 
 
 RULES["vllm-modelopt-unknown-quant-algo-011"] = ReleaseRule.of(RULES["vllm-modelopt-unknown-quant-algo-011"])
+
+
+def kept_sliding_window(arch: Any) -> int | None:
+    """config.json's sliding_window where the release's hf_text_config keeps it and the model is not interleaved
+    (no layer_types in the text config), for the model types above; None otherwise."""
+    raw = getattr(arch, "raw", None)
+    if not isinstance(raw, dict) or "text_config" in raw or raw.get("model_type") not in SLIDING_KEPT_MODEL_TYPES:
+        return None
+    if raw.get("layer_types") is not None:
+        return None
+    return _int(raw.get("sliding_window"))
+
+
+@rule("vllm-prefix-caching-sliding-window-v0-011", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="Prefix caching with a sliding-window model on the V0 engine (VLLM_USE_V1=0, vLLM 0.11.0)",
+      why="The V0 engine of vLLM 0.11.0 cannot cache prefixes for a model that attends through a sliding window "
+          "(config.json sliding_window, not interleaved with full attention); CacheConfig refuses prefix caching "
+          "then, which EngineArgs turns on by default for a generating runner.",
+      fix="Give --disable-sliding-window (the context is then capped to the window), or --no-enable-prefix-caching, "
+          "or run the V1 engine (unset VLLM_USE_V1 or set it to 1).",
+      source=_SLIDING_PREFIX_SOURCES["0.11.0"],
+      sources={f"vllm {k}": v for k, v in _SLIDING_PREFIX_SOURCES.items()},
+      no_cel="reads config.json's sliding_window and model type with the release's environment and prefix-caching "
+             "default; left to validate")
+def check_vllm_prefix_caching_sliding_window_v0_011(r, c):
+    v = line_view(r)
+    if v is None or v.env_value("VLLM_USE_V1", "vllm_int_bool", None) is not False:
+        return
+    if v.value("disable_sliding_window") is True or v.value("enable_prompt_embeds") is True:
+        return
+    pc = v.value("enable_prefix_caching")
+    # an explicit --enable-prefix-caching, or the default a generating runner gets (--runner auto: not judged)
+    if not (pc is True or (pc is None and v.value("runner") in ("generate", "draft"))):
+        return
+    window = kept_sliding_window(v.arch)
+    if window is None:
+        return
+    yield _where(r, "--enable-prefix-caching") or "spec.extraArgs", (
+        f"prefix caching on the V0 engine (VLLM_USE_V1=0, vLLM 0.11.0) for a model with sliding_window {window}: "
+        "Prefix caching is not supported with sliding window; run with --disable-sliding-window, "
+        "--no-enable-prefix-caching or the V1 engine")
+
+
+RULES["vllm-prefix-caching-sliding-window-v0-011"] = ReleaseRule.of(
+    RULES["vllm-prefix-caching-sliding-window-v0-011"])
+
+
+def swap_gib(swap_space: Any, tp: Any) -> float | None:
+    """The host RAM --swap-space asks for on one node as the release counts it: GiB per GPU x the TP size."""
+    if isinstance(swap_space, bool) or not isinstance(swap_space, (int, float)):
+        return None
+    if isinstance(tp, bool) or not isinstance(tp, int):
+        return None
+    return float(swap_space) * tp
+
+
+@rule("vllm-swap-space-above-host-ram-011", checked_by="product", family="args", severity="warning",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--swap-space x TP above 70 % of the node's host RAM (vLLM 0.11.0; the node's RAM decides)",
+      why="vLLM 0.11.0 reserves --swap-space GiB of CPU memory per GPU of the tensor-parallel group on one node and "
+          "refuses the line when that exceeds 70 % of the host's total CPU memory (psutil, read on the node). "
+          "gpustack-k3 knows the GPU type's host RAM only as the catalog's datasheet figure "
+          "(catalog/data/hardware.yaml host_ram_gib), not the node's own: it warns.",
+      fix="Lower --swap-space (GiB per GPU; default 4) so that it times the TP size stays under 70 % of the node's "
+          "RAM (under 40 % to avoid the engine's own warning).",
+      source=_SWAP_SOURCES["0.11.0"], sources={f"vllm {k}": v for k, v in _SWAP_SOURCES.items()})
+def check_vllm_swap_space_above_host_ram_011(r, c):
+    v = line_view(r)
+    ram = getattr(getattr(r, "hardware", None), "host_ram_gib", None)
+    if v is None or not ram:
+        return
+    usage = swap_gib(v.value("swap_space"), v.value("tensor_parallel_size"))
+    if usage is None or usage <= 0.7 * ram:
+        return
+    yield _where(r, "--swap-space") or "spec.extraArgs", (
+        f"--swap-space {v.value('swap_space')} GiB x TP {v.value('tensor_parallel_size')} = {usage:.2f} GiB of CPU "
+        f"memory: above 70 % of {ram} GiB, the catalog's host RAM for {r.hardware.description} (datasheet, not the "
+        "node's own reading); vLLM 0.11.0 refuses 'Too large swap space' where the node has no more RAM than that: "
+        "lower --swap-space")
+
+
+RULES["vllm-swap-space-above-host-ram-011"] = ReleaseRule.of(RULES["vllm-swap-space-above-host-ram-011"])
 
 
 @rule("vllm-float16-unsupported-model-type-011", checked_by="oracle", family="args", severity="error",
