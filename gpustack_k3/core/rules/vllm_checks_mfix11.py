@@ -276,7 +276,7 @@ def check_vllm_prefix_caching_sliding_window_v0_011(r, c):
     window = kept_sliding_window(v.arch)
     if window is None:
         return
-    yield _where(r, "--enable-prefix-caching") or "spec.extraArgs", (
+    yield _where_field(r, "scheduling.prefixCaching"), (
         f"prefix caching on the V0 engine (VLLM_USE_V1=0, vLLM 0.11.0) for a model with sliding_window {window}: "
         "Prefix caching is not supported with sliding window; run with --disable-sliding-window, "
         "--no-enable-prefix-caching or the V1 engine")
