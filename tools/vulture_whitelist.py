@@ -54,13 +54,11 @@ _.__index__, _.__float__, _.__get_pydantic_core_schema__, _.__enter__, _.__exit_
 
 # catalog fields (catalog/loader.py) no code reads as an attribute, each kept for a reason:
 # - HardwareProfile.estimated: the figure's provenance (a figure says how it was obtained), shown in the yaml;
-# - HardwareProfile.host_ram_gib: read from the catalog dict by the engine oracle's host double
-#   (gpustack_k3/oracle/engine_side/doubles.py hw.get("host_ram_gib"));
 # - ModelEntry.experts_per_token: compared by name with a config.json (core/resolve.py _COMPARED);
 # - ModelEntry.draft_experts_per_token: the draft's published figure, kept next to draft_routed_experts;
 # - EngineVersion.env_known: the record that a build reads a variable its envs.py lacks (docs/sources.md cites it);
 # - AdviceRow.tpot_ms: a measured row of catalog/data/advice.yaml, validated whole.
-_.estimated, _.host_ram_gib, _.experts_per_token, _.draft_experts_per_token, _.env_known, _.tpot_ms
+_.estimated, _.experts_per_token, _.draft_experts_per_token, _.env_known, _.tpot_ms
 
 # closed vocabularies the tests hold the code to (each a documented test seam, declared next to what it lists):
 # - CONDITION_REASONS (api/v1alpha1/constants.py): every Ready reason the status table can set
