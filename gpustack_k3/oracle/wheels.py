@@ -35,38 +35,41 @@ def _extension_module(name: str) -> str:
     return stem.replace("/", ".")
 
 
-def required_versions(wheel: Path) -> dict[str, str]:
-    """Distribution -> the lowest version the wheel's unconditional requirements accept (``==X``/``>=X``), for
-    the stubs of those distributions (an import-time ``Version(version("transformers")) < ...`` check)."""
+def _requirements(wheel: Path) -> list[tuple[str, str]]:
+    """(distribution, the rest of the line) of each unconditional ``Requires-Dist`` of the wheel's METADATA (an
+    ``extra ==`` marker left out), in order."""
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode()
-    out: dict[str, str] = {}
+    out = []
     for line in text.splitlines():
         if not line.startswith("Requires-Dist:") or "extra ==" in line:
             continue
-        m = re.match(r"Requires-Dist:\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*\(?([^;)]*)", line)
-        if not m:
-            continue
-        bound = re.search(r"(?:==|>=|~=)\s*([0-9][^,\s]*)", m.group(2))
-        if bound and m.group(1) not in out:
-            out[m.group(1)] = bound.group(1).rstrip(".*")
+        m = re.match(r"Requires-Dist:\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)", line)
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+def required_versions(wheel: Path) -> dict[str, str]:
+    """Distribution -> the lowest version the wheel's unconditional requirements accept (``==X``/``>=X``), for
+    the stubs of those distributions (an import-time ``Version(version("transformers")) < ...`` check)."""
+    out: dict[str, str] = {}
+    for dist, rest in _requirements(wheel):
+        bound = re.search(r"(?:==|>=|~=)\s*([0-9][^,\s]*)", rest.split(";")[0].replace(")", " "))
+        if bound and dist not in out:
+            out[dist] = bound.group(1).rstrip(".*")
     return out
 
 
 def pinned_versions(wheel: Path) -> dict[str, str]:
     """Distribution -> the exact version the wheel's unconditional requirements pin (``==X`` only): what the
     release's own image installs (doubles.py TORCH_VERSION_REASON)."""
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        text = zf.read(meta).decode()
     out: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.startswith("Requires-Dist:") or "extra ==" in line:
-            continue
-        m = re.match(r"Requires-Dist:\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*\(?\s*==\s*([0-9][^,\s;)*]*)\s*\)?\s*(?:;|$)", line)
-        if m and m.group(1) not in out:
-            out[m.group(1)] = m.group(2).rstrip(".")
+    for dist, rest in _requirements(wheel):
+        m = re.match(r"\(?\s*==\s*([0-9][^,\s;)*]*)\s*\)?\s*(?:;|$)", rest)
+        if m and dist not in out:
+            out[dist] = m.group(1).rstrip(".")
     return out
 
 
