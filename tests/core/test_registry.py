@@ -164,6 +164,8 @@ def test_every_rule_has_a_firing_case():
     covered |= MFIXV_DIRECT
     from tests.core.test_mfix11_rules import MFIX11_DIRECT   # core/rules/vllm_checks_mfix11.py (helper mfix11)
     covered |= MFIX11_DIRECT
+    from tests.core.test_late9v_rules import LATE9V_DIRECT   # core/rules/vllm_checks_late9v.py (helper late9v)
+    covered |= LATE9V_DIRECT
     assert covered == set(RULES)
 
 

@@ -177,6 +177,7 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_mfixS_rules import MFIXS_DIRECT   # core/rules/sglang_checks_mfixS.py (helper mfixS)
     from tests.core.test_mfixV_rules import MFIXV_DIRECT   # core/rules/vllm_checks_mfixV.py (helper mfixV)
     from tests.core.test_mfix11_rules import MFIX11_DIRECT   # core/rules/vllm_checks_mfix11.py (helper mfix11)
+    from tests.core.test_late9v_rules import LATE9V_DIRECT   # core/rules/vllm_checks_late9v.py (helper late9v)
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
@@ -184,7 +185,8 @@ def test_every_spec_rule_has_cases():
                           - CHECKS_DIRECT - VLLM_CHECKS_DIRECT - CFB_DIRECT - FR3_DIRECT - VMISS5_DIRECT
                           - VMISS6_DIRECT - VMISS7_DIRECT
                           - LORA7_DIRECT - LATEB_DIRECT - LATEA_DIRECT
-                          - AIMS2_DIRECT - MISS8_DIRECT - AIMS3_DIRECT - AIMV3_DIRECT - MISS9_DIRECT - MFIXS_DIRECT - MFIXV_DIRECT - MFIX11_DIRECT)
+                          - AIMS2_DIRECT - MISS8_DIRECT - AIMS3_DIRECT - AIMV3_DIRECT - MISS9_DIRECT - MFIXS_DIRECT - MFIXV_DIRECT - MFIX11_DIRECT
+                          - LATE9V_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
