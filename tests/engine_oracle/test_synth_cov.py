@@ -127,8 +127,12 @@ def test_round_zero_continues_an_earlier_report(tmp_path):
     assert lines[0]["argv"] == [new_dir, "-tp", "2"] and lines[0]["model_config"] == new_dir + "/config.json"
     assert json.loads((tmp_path / "variants" / "abc123" / "config.json").read_text()) == {"architectures": ["X"]}
     assert lines[1]["env"] == {"VLLM_X": "1"}
-    with pytest.raises(ValueError, match="not vllm-0.11.0"):
-        synth.earlier_corpus([rp], "vllm-0.11.0", tmp_path / "v2")
+    # another release of the same engine continues from the same kept lines (a newer release's corpus starts an
+    # older one's); another engine's report is refused
+    again = synth.earlier_corpus([rp], "vllm-0.11.0", tmp_path / "v2")
+    assert [x["argv"][1:] for x in again] == [x["argv"][1:] for x in lines] and again[0]["argv"][1:] == ["-tp", "2"]
+    with pytest.raises(ValueError, match="not of a sglang release"):
+        synth.earlier_corpus([rp], "sglang-0.5.23", tmp_path / "v3")
 
 
 DOCSTRING = '''\
