@@ -5,34 +5,16 @@ vllm-env-names.json is what tools/engine_parsers/env_names.py reads from the unp
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from gpustack_k3.catalog.loader import DATA
-from gpustack_k3.core.rules import RULES
 from tests.core.test_miss9_rules import (CHECKED, DRAFT, DRAFT_RELEASES, ENV_FAIL, FAIL, MLA, NGRAM, SMOL, UNKNOWN,
                                          K3_ONLY, YARN8, findings, line)
+from tests.engine_oracle.test_miss8_oracle import at_cited   # one reader of a rule's cited lines
 from tests.support import tiers
 
 pytestmark = pytest.mark.engine_oracle
-
-
-def cited(rule_id: str, release_key: str) -> dict[str, set[int]]:
-    """file -> the lines the rule's source for ``release_key`` ("vllm 0.34.0") cites."""
-    out: dict[str, set[int]] = {}
-    for path, spans in re.findall(r"([\w./-]+\.py):([\d,-]+)@", RULES[rule_id].sources[release_key]):
-        lines = out.setdefault(path, set())
-        for span in spans.split(","):
-            lo, _, hi = span.partition("-")
-            lines.update(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
-def at_cited(rule_id: str, release_key: str, where: str) -> bool:
-    path, _, ln = where.rpartition(":")
-    return any((path == f or path.endswith("/" + f)) and int(ln) in ls
-               for f, ls in cited(rule_id, release_key).items())
 
 
 def judge(oracles, release: str, argv: list[str], env: dict | None = None) -> dict:
@@ -51,7 +33,7 @@ def test_unknown_variable_with_the_flag(oracles, version, env):
     v = judge(oracles, release, YARN8 + FAIL, env)
     name = next(iter(env))
     assert v["verdict"] == "refused" and v["message"] == f"Unknown vLLM environment variable detected: {name}", v
-    assert at_cited(ENV_FAIL, f"vllm {version}", v["where"]), v
+    assert at_cited(ENV_FAIL, version, v["where"]), v
     assert findings("vllm", version, line(release, YARN8 + FAIL), env, model="shape-gqa-yarn").get(ENV_FAIL) == "error"
     # the twins: without the flag (only logged), and with the flag but a variable the release knows
     for argv, e in ((YARN8, env), (YARN8 + FAIL, {"VLLM_LOGGING_LEVEL": "INFO"})):
@@ -103,7 +85,7 @@ def test_draft_named_none(oracles, version):
     for extra in spellings:
         v = judge(oracles, release, SMOL + extra)
         assert v["verdict"] == "not_decidable" and v["reason"] == "hub-offline" and "'none'" in v["detail"], v
-        assert at_cited(DRAFT, f"vllm {version}", v["where"]), v
+        assert at_cited(DRAFT, version, v["where"]), v
         assert findings("vllm", version, line(release, SMOL + extra)).get(DRAFT) == "warning"
     hub = ["--speculative-config", '{"model": "HuggingFaceTB/SmolLM2-135M", "num_speculative_tokens": 2}']
     v = judge(oracles, release, SMOL + hub)
@@ -133,7 +115,7 @@ def test_ngram_on_deepseek_v3_shape(oracles, version, extra, refused):
     v = judge(oracles, f"sglang-{version}", MLA + extra)
     if refused:
         assert v["verdict"] == "refused" and "speculative_eagle_topk(10) > 1 with page_size(" in v["message"], v
-        assert at_cited(NGRAM, f"sglang {version}", v["where"]), v
+        assert at_cited(NGRAM, version, v["where"]), v
     else:
         assert v["verdict"] == "accepted", v
     assert (findings("sglang", version, MLA + extra, model="shape-mla-moe").get(NGRAM) == "error") is refused
