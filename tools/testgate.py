@@ -34,6 +34,11 @@ Then it fails (exit 1) when
   line, then stopped (SIGTERM to its process group, SIGKILL after a grace period), and the gate fails. The check
   needs /proc (Linux); elsewhere the summary says it was skipped.
 
+The runs share one temporary directory of the gate's own (``TMPDIR``, ``tempfile.mkdtemp(prefix="k3t-")``), removed
+after them: what a test or an engine it started leaves there (pytest's ``tmp_path`` trees, the ZMQ IPC socket files
+a vLLM process that was stopped never unlinks, named by uuid in ``tempfile.gettempdir()``) goes with it instead of
+piling up in /tmp; the summary counts the entries removed.
+
 Otherwise it exits with pytest's own code. ``--pytest EXE`` runs EXE instead of ``python3 -m pytest`` (the
 gate's own tests use a fake pytest that writes a given JUnit report).
 """
@@ -43,9 +48,11 @@ import argparse
 import dataclasses
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -398,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     marker, sessions = uuid.uuid4().hex, []
     started: list[subprocess.Popen] = []
+    tmpdir = Path(tempfile.mkdtemp(prefix="k3t-"))
     try:
         for step in sorted({r.step for r in runs}):
             together = [r for r in runs if r.step == step]
@@ -417,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f", beside the {' and '.join(r.label for r in together if r is not run)} run")
                     expr = markexpr(run.tiers, split_markexpr(args.pytest_args)[1]) if run.tiers else None
                     print(f"[testgate] {run.label} run ({how}): -m {expr!r}", flush=True)
-                proc = _start_pytest(cmd, args.repo, marker, sessions, nice=nice, log=log)
+                proc = _start_pytest(cmd, args.repo, marker, sessions, nice=nice, log=log, tmpdir=tmpdir)
                 started.append(proc)
                 going.append((run, time.monotonic(), proc, log))
             failed = False
@@ -440,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
                 proc.send_signal(signal.SIGINT)
                 proc.wait()
     leftovers = leftover_processes(sessions, marker)
+    tmp_note = remove_tmpdir(tmpdir)
     after = tree_state(args.repo) if before is not None else None
     problems: list[str] = []
     if args.workers > 0:     # each run wrote a part beside --junit
@@ -447,21 +456,31 @@ def main(argv: list[str] | None = None) -> int:
         problems += merge_reports([(label, reports[label]) for label, _rc in codes], args.junit)
     rc, empty = combine(codes, narrowed=bool(args.pytest_args))
     code, lines = judge(rc, args.junit, before, after, [*problems, *empty], leftovers)
-    for line in [*notes, *lines] if args.workers > 0 else lines:
+    for line in [*notes, tmp_note, *lines] if args.workers > 0 else [tmp_note, *lines]:
         print(f"[testgate] {line}", flush=True)
     print(f"[testgate] exit {code}" + (f" (pytest exited {rc})" if rc != code else ""), flush=True)
     return code
 
 
+def remove_tmpdir(tmpdir: Path) -> str:
+    """Remove the runs' TMPDIR (after every process of the runs has ended); the summary line saying what went."""
+    left = sum(1 for _ in tmpdir.iterdir()) if tmpdir.is_dir() else 0
+    shutil.rmtree(tmpdir, ignore_errors=True)
+    gone = "removed" if not tmpdir.exists() else "could not be removed whole"
+    return f"the runs' TMPDIR {tmpdir} ({left} top-level entr{'y' if left == 1 else 'ies'} left by the runs) {gone}"
+
+
 def _start_pytest(cmd: list[str], repo: Path, marker: str, sessions: list[int], *, nice: int = 0,
-                  log: Path | None = None) -> subprocess.Popen:
+                  log: Path | None = None, tmpdir: Path | None = None) -> subprocess.Popen:
     """One pytest run in a session of its own (its processes are found by session id), the run's marker in its
-    environment; ``nice`` > 0 runs it (and what it starts) at that niceness, ``log`` takes its output."""
+    environment; ``nice`` > 0 runs it (and what it starts) at that niceness, ``log`` takes its output, ``tmpdir``
+    is its TMPDIR."""
     if nice:
         cmd = ["nice", "-n", str(nice), *cmd]   # nice execs pytest: the same pid, the session stays the run's
     out = open(log, "wb") if log is not None else None   # noqa: SIM115 - the child holds it; closed below
     try:
-        proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, RUN_MARKER: marker}, start_new_session=True,
+        env = {**os.environ, RUN_MARKER: marker, **({"TMPDIR": str(tmpdir)} if tmpdir is not None else {})}
+        proc = subprocess.Popen(cmd, cwd=repo, env=env, start_new_session=True,
                                 stdout=out, stderr=subprocess.STDOUT if out else None)
     finally:
         if out is not None:

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -39,6 +40,12 @@ if leak:
     import subprocess
     child = subprocess.Popen(["sleep", os.environ.get("FAKE_LEAK_SECONDS", "307")], start_new_session=leak == "own-session")
     pathlib.Path(os.environ["FAKE_LEAK_PID"]).write_text(str(child.pid))
+tmp_record = os.environ.get("FAKE_TMP_RECORD")   # leave a file in the run's temporary directory, say where
+if tmp_record:
+    import tempfile
+    left = pathlib.Path(tempfile.gettempdir()) / "left-by-the-run.sock"
+    left.write_text("x")
+    pathlib.Path(tmp_record).write_text(str(left))
 times = os.environ.get("FAKE_TIMES")   # when the run started and ended, its -m and niceness
 if times:
     import time
@@ -81,7 +88,7 @@ def checkout(tmp_path) -> Path:
 def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, touch: str = "", fast: bool = False,
          workers: int = 0, reports: tuple[str | None, ...] = (),
          pytest_args: tuple[str, ...] = (), leak: str = "", gate_args: tuple[str, ...] = (),
-         sleep: float = 0) -> tuple[int, str, list[list[str]]]:
+         sleep: float = 0, tmp_record: str = "") -> tuple[int, str, list[list[str]]]:
     """Run the gate on the fake pytest: ``report`` is what every run writes unless ``reports`` gives the n-th run
     its own (None: no report), ``rc`` its exit code ("0,5": per run). Returns the argv of each run."""
     fake = tmp_path / "fake-pytest"
@@ -92,7 +99,7 @@ def gate(repo: Path, tmp_path: Path, *, report: str | None, rc: int | str = 0, t
     env = {**os.environ, "FAKE_ARGV": str(argv_file), "FAKE_RC": str(rc), "FAKE_TOUCH": touch,
            "FAKE_JUNIT": report or "", **{f"FAKE_JUNIT_{i}": r or "" for i, r in enumerate(reports)},
            "FAKE_LEAK": leak, "FAKE_LEAK_PID": str(tmp_path / "leaked.pid"),
-           "FAKE_TIMES": str(tmp_path / "times.jsonl"), "FAKE_SLEEP": str(sleep)}
+           "FAKE_TIMES": str(tmp_path / "times.jsonl"), "FAKE_SLEEP": str(sleep), "FAKE_TMP_RECORD": tmp_record}
     cmd = [sys.executable, str(GATE), "--junit", str(tmp_path / "cache" / "junit.xml"), "--repo", str(repo),
            "--pytest", str(fake), *(["--fast"] if fast else []), *(["--workers", str(workers)] if workers else []),
            *gate_args, "--", *pytest_args]
@@ -110,6 +117,18 @@ def test_a_clean_run_passes_with_pytests_code_and_says_so(checkout, tmp_path):
     assert f"--junitxml={tmp_path / 'cache' / 'junit.xml'}" in argv            # under the cache dir, not the tree
     assert argv[-2:] == ["-x", "tests/core"] and "-m" not in argv
     assert ["-p", "tests.support.tier_report"] == argv[argv.index("tests.support.tier_report") - 1:][:2]
+
+
+def test_what_a_run_leaves_in_its_tmpdir_is_removed_with_it(checkout, tmp_path):
+    """The runs get a TMPDIR of the gate's own (not the machine's /tmp), removed after them: a socket file an engine
+    the run stopped never unlinked does not pile up in /tmp."""
+    record = tmp_path / "left.txt"
+    rc, out, _ = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, tmp_record=str(record))
+    assert rc == 0, out
+    left = Path(record.read_text())
+    assert left.parent != Path(tempfile.gettempdir()) and left.parent.name.startswith("k3t-"), left
+    assert not left.exists() and not left.parent.exists()
+    assert f"the runs' TMPDIR {left.parent} (1 top-level entry left by the runs) removed" in out
 
 
 def test_a_skip_in_a_prepared_tier_fails_and_names_the_test(checkout, tmp_path):
