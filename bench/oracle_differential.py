@@ -246,25 +246,76 @@ def summarize(name: str, rows, out, extra: dict | None = None) -> dict:
     }
 
 
+# the keys summarize writes in a record: a re-judged record has these anew, every other key of its old record kept
+_OWN_KEYS = {"release", "class", "product", "oracle", "mutations", "seed", "argv", "env", "prefill", "decode",
+             "runtime_judge", "line"}
+
+
+def _restore_files(rec: dict, line: dict, into: Path, restored: dict) -> dict:
+    """``line`` naming again the config.json copies and ``--config`` files its record holds (``model_variants``,
+    ``serve_configs``: an aimed line's, tools/engine_oracle/aimed_records.py; their run's directory is gone), written
+    under ``into`` (``restored``: what is written already, old path -> new); the line as it is without them."""
+    variants, configs = rec.get("model_variants") or {}, rec.get("serve_configs") or {}
+    if not variants and not configs:
+        return line
+    from tools.engine_oracle.synth import _remap, _remap_serve_configs, _restore_serve_configs, _restore_variants
+
+    todo = {k: v for k, v in variants.items() if str(Path(k).parent) not in restored}
+    if todo:
+        restored.update(_restore_variants(todo, into / "models"))
+    new = _remap(line, restored)
+    if configs:
+        files = {k: restored[k] for k in configs if k in restored}
+        todo = {k: v for k, v in configs.items() if k not in restored}
+        if todo:
+            got = _restore_serve_configs(todo, into / f"configs-{len(restored)}")
+            restored.update(got)
+            files.update(got)
+        new = _remap_serve_configs(new, files)
+    return new
+
+
 def rejudge(path: Path, out) -> list[dict]:
-    """The product judged again, with today's code, on the lines of an earlier run's ``--out`` records, beside the
-    engine verdicts those records hold (no oracle started): what a rule change does to the same lines in seconds."""
+    """The product judged again, with today's code, on the lines of an earlier run's ``--out`` records (or of
+    tools/engine_oracle/aimed_records.py's), beside the engine verdicts those records hold (no oracle started): what a
+    rule change does to the same lines in seconds. A record's own keys beyond the differential's (an aimed line's
+    ``aimed``, ``model_variants``, ``serve_configs``) and its line as it was are kept in the new record."""
+    import io
+    import tempfile
+
     rows: dict[str, list] = defaultdict(list)
     with path.open() as f:
         for n, text in enumerate(f, 1):
+            if not text.strip():
+                continue
             rec = json.loads(text)
             line = rec.get("line")
             if line is None:
                 raise SystemExit(f"{path}:{n}: a record without its line (written before --out kept it): run the "
                                  "differential again")
-            rows[rec["release"]].append((line, rec["oracle"]))
+            rows[rec["release"]].append((rec, line))
     results = []
-    for name, got in rows.items():
-        release = name.split(" ", 1)[0]
-        engine, version, _ = RELEASES[release]
-        judged = [(line, check_args(engine, version, line) if "argv" in line
-                   else check_pd(engine, version, line["prefill"], line["decode"]), ov) for line, ov in got]
-        results.append(summarize(name, judged, out))
+    with tempfile.TemporaryDirectory(prefix="rejudge-files-") as d:
+        restored: dict[str, str] = {}
+        for name, got in rows.items():
+            release = name.split(" ", 1)[0]
+            engine, version, _ = RELEASES[release]
+            judged = []
+            for rec, line in got:
+                here = _restore_files(rec, line, Path(d), restored)
+                judged.append((here, check_args(engine, version, here) if "argv" in here
+                               else check_pd(engine, version, here["prefill"], here["decode"]), rec["oracle"]))
+            buf = io.StringIO() if out is not None else None
+            results.append(summarize(name, judged, buf))   # judged while the restored files exist
+            if out is None:
+                continue
+            for text, (rec, line) in zip(buf.getvalue().splitlines(), got):
+                new = json.loads(text)
+                new.update({k: v for k, v in rec.items() if k not in new and k not in _OWN_KEYS})
+                new["line"] = line   # the line as its record gave it (not its restored copy's paths)
+                if "argv" in line:
+                    new["argv"] = line["argv"]
+                out.write(json.dumps(new) + "\n")
     return results
 
 

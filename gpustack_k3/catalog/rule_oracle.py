@@ -31,6 +31,29 @@ def coverage(rule_id: str, path: Path = RECORD) -> dict | None:
     return {"from": doc.get("from") or {}, "releases": rule.get("releases") or {}}
 
 
+def run_text(meta: dict) -> str:
+    """The record's header (``from``) as a phrase: the record files and what each is (a differential run's seed and
+    size, the aimed lines), or the one differential run of a record made before the header named its files."""
+    files = meta.get("files")
+    if not files:
+        return (f"differential, seed {meta.get('seed')}, {meta.get('lines_per_release')} lines per release, "
+                f"{meta.get('pairs')} pairs")
+    parts = []
+    for f in files:
+        if f.get("aimed_files"):
+            what = f"aimed lines ({len(f['aimed_files'])} files of tools/engine_oracle/aimed)"
+        else:
+            what = "differential" + (f", seed {f['seed']}" if f.get("seed") is not None else "")
+            if f.get("lines_per_release"):
+                what += f", {f['lines_per_release']} lines per release"
+        parts.append(f"{f.get('file')}: {what}, {f.get('records')} records")
+    return "; ".join(parts)
+
+
+NOT_IN_RECORD = ("not in the coverage record (catalog/data/rule_oracle.yaml was made before this rule existed): no "
+                 "engine evidence either way until tools/engine_oracle/coverage.py makes the record again")
+
+
 def summary(entry: dict) -> str:
     """One release's record as a line: status and the counts that apply."""
     status = entry.get("status", "?")

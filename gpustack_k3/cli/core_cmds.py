@@ -435,7 +435,8 @@ def explain(rule_id, output):
         raise InputError("RULE", f"unknown rule {rule_id!r}", f"did you mean {', '.join(close)}?" if close
                          else "`gpustack-k3 explain` lists all rules")
     d = _explain_data(r, load_catalog())
-    from gpustack_k3.catalog.rule_oracle import coverage, summary   # lazily: only explain RULE reads the record
+    from gpustack_k3.catalog.rule_oracle import (  # lazily: only explain RULE reads the record
+        NOT_IN_RECORD, coverage, run_text, summary)
 
     cov = coverage(r.id)
     d["oracle_coverage"] = cov   # None: the rule is not in the committed record (tools/engine_oracle/coverage.py)
@@ -464,11 +465,10 @@ def explain(rule_id, output):
     if "cel" in d:
         click.echo(f"CRD (CEL):  {d['cel']}")
     if cov is None:
-        click.echo("oracle:     no coverage record for this rule (tools/engine_oracle/coverage.py makes it)")
+        click.echo(f"oracle:     {NOT_IN_RECORD}")
     else:
         f = cov["from"]
-        click.echo(f"oracle:     what each release's own code said where this rule refused (differential, seed "
-                   f"{f.get('seed')}, {f.get('lines_per_release')} lines per release, {f.get('pairs')} pairs):")
+        click.echo(f"oracle:     what each release's own code said where this rule refused ({run_text(f)}):")
         for rel, e in cov["releases"].items():
             click.echo(f"  {rel}: {summary(e)}")
 
