@@ -248,6 +248,18 @@ def read_records(paths: list[Path], summaries: list[Path] | None = None) -> tupl
                 s = None
             if isinstance(s, dict) and "results" in s:
                 entry.update({x: s[x] for x in _SUMMARY_KEYS if s.get(x) is not None and x not in entry})
+            if isinstance(s, dict) and s.get("rejudged"):
+                # records re-judged (bench/oracle_differential.py --rejudge): the engine run's summary, beside the
+                # records it wrote, gives the seed and sizes
+                first = Path(s["rejudged"])
+                entry["rejudged"] = first.name
+                run = first.with_suffix(".json")
+                try:
+                    s0 = json.loads(run.read_text()) if run != first and run.is_file() else {}
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    s0 = {}
+                if isinstance(s0, dict) and "results" in s0:
+                    entry.update({x: s0[x] for x in _SUMMARY_KEYS if s0.get(x) is not None and x not in entry})
         files.append(entry)
     return records, {"records": len(records), "files": files}
 
