@@ -154,3 +154,16 @@ def test_rejudge_judges_an_aimed_record_on_its_restored_config_copy(tmp_path):
     doc = _made(tmp_path, tmp_path / "rj.jsonl")
     entry = doc["rules"]["vllm-prefix-caching-sliding-window-v0-011"]["releases"]["vllm-0.11.0"]
     assert entry["status"] == "agrees" and entry["engine_message"].startswith("Prefix caching is not supported")
+
+
+def test_a_rejudged_run_is_named_with_its_engine_runs_seed(tmp_path):
+    """bench/oracle_differential.py --rejudge's summary names the records it re-judged; the engine run's summary beside
+    them gives the header the seed and sizes (a re-judged seed-0 run is still the seed-0 corpus)."""
+    a, _b, _c = _rules()
+    first = _write(tmp_path / "run.jsonl", [_rec(a, "refused", ["/models/x"])])
+    (tmp_path / "run.json").write_text(json.dumps({"seed": 0, "lines_per_release": 1000, "pairs": 150,
+                                                   "results": []}))
+    rj = _write(tmp_path / "rj.jsonl", [_rec(a, "refused", ["/models/x"])])
+    (tmp_path / "rj.json").write_text(json.dumps({"rejudged": str(first), "results": []}))
+    (entry,) = _made(tmp_path, rj)["from"]["files"]
+    assert entry["rejudged"] == "run.jsonl" and entry["seed"] == 0 and entry["lines_per_release"] == 1000
