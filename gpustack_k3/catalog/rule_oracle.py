@@ -4,6 +4,7 @@ first use, never at start-up."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 
 RECORD = Path(__file__).parent / "data" / "rule_oracle.yaml"
@@ -21,14 +22,20 @@ def _load(path: Path = RECORD) -> dict:
     return doc if isinstance(doc, dict) else {}
 
 
-def coverage(rule_id: str, path: Path = RECORD) -> dict | None:
+def coverage(rule_id: str, path: Path = RECORD, applies: Iterable[tuple[str, str]] | None = None) -> dict | None:
     """``{"from": {run}, "releases": {release: {"status", counts...}}}`` for the rule, or None when the record
-    (or the rule in it) is absent."""
+    (or the rule in it) is absent. ``applies``: the (engine, version) pairs the rule applies to; only their releases
+    are given (a vLLM rule is not "not-fired" on an SGLang release, nor a rule of 0.33.0+ on 0.11.0: it does not
+    apply there); a record release is named ``<engine>-<version>[ P/D pairs]``."""
     doc = _load(path)
     rule = (doc.get("rules") or {}).get(rule_id)
     if not isinstance(rule, dict):
         return None
-    return {"from": doc.get("from") or {}, "releases": rule.get("releases") or {}}
+    releases = rule.get("releases") or {}
+    if applies is not None:
+        keep = {f"{engine}-{version}" for engine, version in applies}
+        releases = {rel: e for rel, e in releases.items() if rel.split(" ", 1)[0] in keep}
+    return {"from": doc.get("from") or {}, "releases": releases}
 
 
 def run_text(meta: dict) -> str:

@@ -438,7 +438,7 @@ def explain(rule_id, output):
     from gpustack_k3.catalog.rule_oracle import (  # lazily: only explain RULE reads the record
         NOT_IN_RECORD, coverage, run_text, summary)
 
-    cov = coverage(r.id)
+    cov = coverage(r.id, applies=None if r.family == "log" else r.versions(load_catalog()))
     d["oracle_coverage"] = cov   # None: the rule is not in the committed record (tools/engine_oracle/coverage.py)
     if r.family != "log":   # per release: oracle-checked, runtime-only (and how judged), no release code, product
         from gpustack_k3.catalog.rule_oracle import per_release

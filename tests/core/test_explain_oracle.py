@@ -27,12 +27,21 @@ def _fired_rule() -> tuple[str, str, dict]:
     raise AssertionError("the committed record has no rule that fired: regenerate it (tools/engine_oracle/coverage.py)")
 
 
+def _applicable(rid: str) -> dict:
+    """The record's releases of the rule that it applies to (its catalog versions)."""
+    from gpustack_k3.catalog import load_catalog
+    from gpustack_k3.core.rules import RULES
+
+    keep = {f"{e}-{v}" for e, v in RULES[rid].versions(load_catalog())}
+    return {rel: e for rel, e in RECORD["rules"][rid]["releases"].items() if rel.split(" ", 1)[0] in keep}
+
+
 def test_explain_json_carries_the_record_of_the_rule():
     rid, rel, e = _fired_rule()
     res = CliRunner().invoke(cli, ["explain", rid, "-o", "json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
-    assert d["oracle_coverage"]["releases"] == RECORD["rules"][rid]["releases"]
+    assert d["oracle_coverage"]["releases"] == _applicable(rid)
     assert d["oracle_coverage"]["releases"][rel]["engine_refused"] == e["engine_refused"]
     assert d["oracle_coverage"]["from"]["seed"] == RECORD["from"]["seed"]
 
@@ -44,8 +53,20 @@ def test_explain_text_shows_status_and_counts_per_release():
     line = next(x for x in res.output.splitlines() if x.strip().startswith(f"{rel}:"))
     assert e["status"] in line and f"fired {e['fired']}" in line
     assert f"engine accepted {e['engine_accepted']}" in line
-    for other in RECORD["rules"][rid]["releases"]:
+    for other in _applicable(rid):
         assert f"  {other}: " in res.output
+
+
+def test_only_the_releases_a_rule_applies_to_are_listed():
+    """A vLLM rule is not "not-fired" on SGLang releases, nor model-dcp-gqa (catalog trait dcp_gqa_check) on vLLM 0.11.0,
+    which has no such check: those releases are left out of the oracle lines."""
+    res = CliRunner().invoke(cli, ["explain", "model-dcp-gqa", "-o", "json"])
+    assert res.exit_code == 0, res.output
+    listed = set(json.loads(res.output)["oracle_coverage"]["releases"])
+    assert "vllm-0.33.0" in listed and "vllm-0.33.0 P/D pairs" in listed
+    assert not {r for r in listed if r.startswith("sglang-")} and "vllm-0.11.0" not in listed
+    assert {r for r in RECORD["rules"]["model-dcp-gqa"]["releases"] if r.startswith("sglang-")}, \
+        "the record lists every release for every rule"
 
 
 def test_a_rule_absent_from_the_record_says_so(tmp_path):
