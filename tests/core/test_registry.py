@@ -166,6 +166,8 @@ def test_every_rule_has_a_firing_case():
     covered |= MFIX11_DIRECT
     from tests.core.test_late9v_rules import LATE9V_DIRECT   # core/rules/vllm_checks_late9v.py (helper late9v)
     covered |= LATE9V_DIRECT
+    from tests.core.test_m10s_rules import M10S_DIRECT   # core/rules/sglang_checks_m10s.py (helper m10s)
+    covered |= M10S_DIRECT
     assert covered == set(RULES)
 
 
