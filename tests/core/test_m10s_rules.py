@@ -66,6 +66,21 @@ ACCEPTED = [(rel, *a) for rel in BOTH for a in (
 LINKER_LINE = ["--tp-size", "8", "--enable-unified-cache-external-linker", "--enable-deterministic-inference"]
 LINKER_CASES = [("0.5.23", LLAMA, {}, LINKER_LINE, "b300", True), ("0.5.23", LLAMA, {}, LINKER_LINE, "h200", False)]
 
+# --enable-hierarchical-cache with deterministic inference and no --attention-backend: on b300 the release picks
+# flashinfer (radix cache off: refused), on h200 fa3 (accepted); an explicit triton keeps it on both
+# (release, model, replaced keys, argv after --model-path DIR, the refused line's GPU, the twin's GPU, the twin's argv
+#  or None for the same line)
+HICACHE = "sglang-hicache-deterministic-gpu-backend"
+HICACHE_LINE = ["--tp-size", "8", "--enable-hierarchical-cache", "--enable-deterministic-inference"]
+HICACHE_CASES = [(rel, *c) for rel in BOTH for c in (
+    (LLAMA, {}, HICACHE_LINE, "b300", "h200", None),
+    (LLAMA, {}, HICACHE_LINE, "b300", "b300", [*HICACHE_LINE, "--attention-backend", "triton"]),
+    (K3, {}, [*K3_BASE, "--enable-hierarchical-cache", "--enable-deterministic-inference"], "b300", "b300",
+     [*K3_BASE, "--enable-hierarchical-cache", "--enable-deterministic-inference", "--attention-backend", "triton"]),
+    (LLAMA, {}, ["--tp-size", "8", "--enable-hierarchical-cache", "--rl-on-policy-target", "fsdp"], "b300", "b300",
+     ["--tp-size", "8", "--enable-hierarchical-cache", "--rl-on-policy-target", "fsdp", "--attention-backend", "fa3"]),
+)]
+
 # the held-out seed 35791 misses (bench/results/oracle-differential-seed35791-2300c17.json, sglang-0.5.23) and the
 # rule or entry that now refuses each
 HELDOUT = [
@@ -100,7 +115,7 @@ HELDOUT_ENV = {"SGLANG_DG_CACHE_DIR": "/cache/deepgemm", "SGLANG_RAGGED_VERIFY_M
 
 # the rules of gpustack_k3/core/rules/sglang_checks_m10s.py with a firing case here (tests/core/test_registry.py and
 # tests/core/test_rules.py count them)
-M10S_DIRECT = {c[0] for c in CASES} | {LINKER}
+M10S_DIRECT = {c[0] for c in CASES} | {LINKER, HICACHE}
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +146,23 @@ def test_the_linker_warning_follows_the_gpu(root, release, stem, over, argv, gpu
     d = model_dir(root, stem, over)
     got = findings("sglang", release, ["--model-path", d, *argv], config=f"{d}/config.json", gpu_type=gpu)
     assert (got.get(LINKER) == "warning") is warned, got
+
+
+@pytest.mark.parametrize("release,stem,over,argv,gpu,twin_gpu,twin", HICACHE_CASES)
+def test_the_hicache_rule_refuses_on_the_sm100_gpu_and_passes_the_twin(root, release, stem, over, argv, gpu, twin_gpu,
+                                                                      twin):
+    d = model_dir(root, stem, over)
+    refused = product(release, ["--model-path", d, *argv], d, gpu)
+    assert refused["verdict"] == "refuse" and HICACHE in refused["rules"], refused
+    passed = product(release, ["--model-path", d, *(twin or argv)], d, twin_gpu)
+    assert HICACHE not in passed.get("rules", []), passed
+
+
+def test_the_hicache_rule_leaves_the_deepseek_family_and_override_models(root):
+    """DeepSeek V3 takes triton (the DeepSeek list) and its model override sets its own backend: not read here."""
+    d = model_dir(root, "deepseek-ai--DeepSeek-V3", {})
+    out = product("0.5.23", ["--model-path", d, *HICACHE_LINE], d, "b300")
+    assert HICACHE not in out.get("rules", []), out
 
 
 def test_the_linker_warning_leaves_an_explicit_backend_to_the_entry(root):
@@ -185,6 +217,7 @@ def test_a_quantization_config_only_in_an_unlifted_text_config_is_not_read():
 def test_each_rule_cites_every_release_it_runs_on():
     assert {k.split()[1] for k in RULES[QUANT].sources} == set(BOTH)
     assert {k.split()[1] for k in RULES[LINKER].sources} == {"0.5.23"}
+    assert {k.split()[1] for k in RULES[HICACHE].sources} == set(BOTH)
 
 
 def test_every_rule_of_the_module_has_a_case():

@@ -1,15 +1,15 @@
 """Tier engine_oracle (helper m10s): the rules of gpustack_k3/core/rules/sglang_checks_m10s.py against the release's
 own code. Each case of tests/core/test_m10s_rules.py: the release refuses the line at the source the rule cites for
 that release and accepts its twin; the lines of ACCEPTED it accepts; the external-linker line it refuses on the SM100
-GPU (the rule's warning) and accepts on the other; the held-out misses it refuses at the cited source of the rule or
+GPU (the rule's warning) and accepts on the other; the hierarchical-cache lines it refuses on the SM100 GPU and accepts flipped; the held-out misses it refuses at the cited source of the rule or
 entry that now refuses them. The product's side of the same lines is tests/core/test_m10s_rules.py."""
 from __future__ import annotations
 
 import pytest
 
 from gpustack_k3.core.rules import RULES
-from tests.core.test_m10s_rules import (ACCEPTED, CASES, HELDOUT, HELDOUT_ENV, IDS, LINKER, LINKER_CASES, lines,
-                                        model_dir)
+from tests.core.test_m10s_rules import (ACCEPTED, CASES, HELDOUT, HELDOUT_ENV, HICACHE, HICACHE_CASES, IDS, LINKER,
+                                        LINKER_CASES, lines, model_dir)
 from tests.engine_oracle.test_checks_sglang import cited_lines
 
 pytestmark = pytest.mark.engine_oracle
@@ -56,6 +56,18 @@ def test_the_linker_line_depends_on_the_gpu(oracles, root, release, stem, over, 
         _at_cited(ans, RULES[LINKER].sources[f"sglang {release}"])
     else:
         assert ans["verdict"] == "accepted", ans
+
+
+@pytest.mark.parametrize("release,stem,over,argv,gpu,twin_gpu,twin", HICACHE_CASES)
+def test_the_hicache_line_is_refused_on_the_sm100_gpu_and_the_twin_accepted(oracles, root, release, stem, over, argv,
+                                                                           gpu, twin_gpu, twin):
+    d = model_dir(root, stem, over)
+    oracle = oracles(f"sglang-{release}")
+    ans = oracle.judge_line(["--model-path", d, *argv], {}, hardware=gpu)
+    assert ans["verdict"] == "refused", ans
+    _at_cited(ans, RULES[HICACHE].sources[f"sglang {release}"])
+    ans = oracle.judge_line(["--model-path", d, *(twin or argv)], {}, hardware=twin_gpu)
+    assert ans["verdict"] == "accepted", ans
 
 
 @pytest.mark.parametrize("rid,argv", HELDOUT, ids=[h[0] for h in HELDOUT])

@@ -206,5 +206,76 @@ def check_sglang_unified_linker_deterministic_gpu_backend(r, c):
         yield "spec.extraArgs", msg
 
 
-for _id in ("sglang-quantization-mismatch", "sglang-unified-linker-deterministic-gpu-backend"):
+# ------------------------------------------------------------------ hierarchical cache, deterministic, GPU-picked backend
+
+# kv_cache_hook.py:393-397 (both releases) refuses --enable-hierarchical-cache with the radix cache off; deterministic
+# inference (--enable-deterministic-inference, or --rl-on-policy-target which turns it on: attention_hook.py:586-591)
+# turns it off on a backend outside RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND (attention_hook.py:656-662,
+# choices.py:249); with no --attention-backend _deterministic_attention_backend picks flashinfer on an SM100/SM120 GPU
+# for a model outside its DeepSeek list (overrides.py:1093-1116@0.5.23, :1034-1057@0.5.22; the list at
+# :1039-1058 / :998-1017). An explicit flashinfer backend is entry sglang-hicache-deterministic-flashinfer. Read here:
+# the document's GPU (catalog/data/hardware.yaml sm: SM100, SM103), no attention backend on the line (none of the three
+# options), no diffusion LLM algorithm (dllm_hook.py turns the hierarchical cache off), and an architecture without a
+# model override (its override may set the backend; sglang_checks_smiss7.MODEL_OVERRIDE_ARCHS) or Kimi-K3 (its override
+# sets only the prefill / decode backends, and the release refuses its lines: tests/engine_oracle/test_m10s_oracle.py).
+_HICACHE_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/kv_cache_hook.py:393-397@0.5.23; "
+              "sglang/srt/arg_groups/attention_hook.py:586-591,656-662@0.5.23; "
+              "sglang/srt/arg_groups/overrides.py:1039-1058,1093-1116@0.5.23; sglang/srt/arg_groups/choices.py:249@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/kv_cache_hook.py:393-397@0.5.22; "
+              "sglang/srt/arg_groups/attention_hook.py:585-590,655-661@0.5.22; "
+              "sglang/srt/arg_groups/overrides.py:998-1017,1034-1057@0.5.22; sglang/srt/arg_groups/choices.py:247@0.5.22",
+}
+DETERMINISTIC_DEEPSEEK = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                          "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+                          "Glm4MoeLiteForCausalLM")
+_HICACHE_OVERRIDE_READ = ("KimiK3ForConditionalGeneration",)
+
+
+def deterministic_flashinfer_on_gpu(v: LineView, sm: str | None) -> bool:
+    """Whether deterministic inference takes flashinfer for this line on this GPU (the radix cache then goes off):
+    an SM100/SM120 GPU, no attention backend on the line, a model outside the DeepSeek list and without a model
+    override other than the ones read here."""
+    from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
+
+    if sm is None or not (sm.startswith("SM10") or sm.startswith("SM12")):
+        return False
+    if not (v.value("enable_deterministic_inference") or v.value("rl_on_policy_target") is not None):
+        return False
+    if any(v.value(d) is not None for d in ("attention_backend", "prefill_attention_backend",
+                                             "decode_attention_backend")):
+        return False
+    arch = getattr(v.arch, "architecture", None) if v.arch is not None else None
+    if arch is None or arch in DETERMINISTIC_DEEPSEEK:
+        return False
+    return arch not in MODEL_OVERRIDE_ARCHS or arch in _HICACHE_OVERRIDE_READ
+
+
+@rule("sglang-hicache-deterministic-gpu-backend", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--enable-hierarchical-cache with deterministic inference on the backend an SM100 GPU picks (flashinfer)",
+      why="Deterministic inference (--enable-deterministic-inference, --rl-on-policy-target) without "
+          "--attention-backend takes flashinfer on an SM100/SM120 GPU (B200, B300, GB300) for a model outside the "
+          "DeepSeek family, and switches the radix cache off on flashinfer; the hierarchical cache needs the radix "
+          "cache. On another GPU the release picks fa3 and keeps it.",
+      fix="Give --attention-backend fa3, fa4 or triton with deterministic inference, or drop "
+          "--enable-hierarchical-cache.",
+      source=_HICACHE_SOURCES["0.5.23"], sources=_sources(_HICACHE_SOURCES), no_cel=NO_CEL)
+def check_sglang_hicache_deterministic_gpu_backend(r, c):
+    v = line_view(r)
+    if v is None or not v.value("enable_hierarchical_cache") or v.value("disable_radix_cache"):
+        return     # --disable-radix-cache itself: entry sglang-hicache-disable-radix-cache
+    if v.value("dllm_algorithm") is not None:
+        return
+    hw = getattr(r, "hardware", None)
+    sm = str(getattr(hw, "sm", "") or "").upper() or None
+    if deterministic_flashinfer_on_gpu(v, sm):
+        yield "spec.extraArgs", (
+            f"The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be "
+            f"used at the same time: deterministic inference without --attention-backend picks flashinfer on this "
+            f"{sm} GPU, which switches the radix cache off.")
+
+
+for _id in ("sglang-quantization-mismatch", "sglang-unified-linker-deterministic-gpu-backend",
+            "sglang-hicache-deterministic-gpu-backend"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
