@@ -22,6 +22,7 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.model_quant import checkpoint_quant
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
 
 SGL = [ENGINE_SGLANG]
 
@@ -236,8 +237,6 @@ def deterministic_flashinfer_on_gpu(v: LineView, sm: str | None) -> bool:
     """Whether deterministic inference takes flashinfer for this line on this GPU (the radix cache then goes off):
     an SM100/SM120 GPU, no attention backend on the line, a model outside the DeepSeek list and without a model
     override other than the ones read here."""
-    from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
-
     if sm is None or not (sm.startswith("SM10") or sm.startswith("SM12")):
         return False
     if not (v.value("enable_deterministic_inference") or v.value("rl_on_policy_target") is not None):
