@@ -1097,10 +1097,21 @@ def check_spec_draft_method_mismatch(r, c):
 
 # vLLM releases that take the DSpark draft from the target when num_speculative_tokens is given without a model
 _DSPARK_DRAFT_FROM_TARGET = {
+    # 0.28.0 / 0.29.0 take it too (held-out seed 35791, helper m10v: the engine oracle accepts a DSpark self-draft of
+    # a DeepSeek-V3-shaped target), then refuse a target whose num_nextn_predict_layers is 0: the draft's n_predict
+    # is 0 and num_speculative_tokens % n_predict raises (ZeroDivisionError, the oracle on Kimi-K3)
+    "0.28.0": "vllm config/speculative.py:758,772-777,1066-1075@0.28.0 (model None + num_speculative_tokens: the "
+              "target's model; n_predict 0 from num_nextn_predict_layers 0: integer modulo by zero)",
+    "0.29.0": "vllm config/speculative.py:1096,1113-1119,1414-1423@0.29.0 (model None + num_speculative_tokens: the "
+              "target's model; n_predict 0 from num_nextn_predict_layers 0: integer modulo by zero)",
     "0.33.0": "vllm config/speculative.py:1251-1275@0.33.0 (model None + num_speculative_tokens: the target's model)",
     "0.34.0": "vllm config/speculative.py:1384-1389@0.34.0 (model None + num_speculative_tokens or DSpark: the "
               "speculator class's default_model)",
 }
+
+
+# releases whose self-draft takes n_predict from the target's num_nextn_predict_layers and divides by it
+_DSPARK_N_PREDICT_CHECK = ("0.28.0", "0.29.0")
 
 
 def _draft_methods(engine: str) -> list[str]:
@@ -1111,12 +1122,14 @@ def _draft_methods(engine: str) -> list[str]:
 @rule("spec-draft-missing", checked_by="oracle", family="spec", severity="error", engines=BOTH, field="spec.speculative.draftModel",
       title="This speculative method needs a draft model",
       why="DSpark and EAGLE3 load a separate draft checkpoint. vLLM refuses both without one when it builds the "
-          "config, except DSpark on 0.33.0 and 0.34.0 with num_speculative_tokens given (the draft then comes from "
-          "the target checkpoint); SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
+          "config, except DSpark on 0.28.0-0.34.0 with num_speculative_tokens given (the draft then comes from "
+          "the target checkpoint; 0.28.0 and 0.29.0 then refuse a target with num_nextn_predict_layers 0); SGLang refuses only DSPARK there (its EAGLE family hook defaults or leaves the draft path unset: "
           "rule sglang-eagle-draft-missing).",
       fix="Set spec.speculative.draftModel (the catalog's draft for this engine), or choose method mtp/ngram/none.",
       source="vllm config/speculative.py:1236-1244@0.33.0; sglang arg_groups/speculative_hook.py:720-756@0.5.23",
       sources={ENGINE_VLLM: "vllm config/speculative.py:1236-1244@0.33.0",
+               "vllm 0.28.0": _DSPARK_DRAFT_FROM_TARGET["0.28.0"],
+               "vllm 0.29.0": _DSPARK_DRAFT_FROM_TARGET["0.29.0"],
                "vllm 0.33.0": "vllm config/speculative.py:1236-1275@0.33.0 (DSpark: the draft is the target's own "
                               "checkpoint when num_speculative_tokens is given)",
                "vllm 0.34.0": "vllm config/speculative.py:1384-1389@0.34.0 (DSpark: the speculator's default model "
@@ -1132,6 +1145,11 @@ def check_spec_draft_missing(r, c):
     if s.method in _draft_methods(r.engine.engine) and not s.draftModel:
         if (r.engine.engine == ENGINE_VLLM and s.method == "dspark" and r.version is not None
                 and r.version.key in _DSPARK_DRAFT_FROM_TARGET and s.numTokens is not None):
+            a = r.arch
+            if r.version.key in _DSPARK_N_PREDICT_CHECK and a is not None and a.mtp_layers == 0:
+                yield None, (f"speculative method dspark without spec.speculative.draftModel: vLLM {r.version.key} "
+                             f"takes the draft from the target, whose num_nextn_predict_layers is 0 ({a.source}), "
+                             "and refuses it (num_speculative_tokens % n_predict 0)")
             return   # the draft comes from the target checkpoint (_DSPARK_DRAFT_FROM_TARGET)
         yield None, f"speculative method {s.method} without spec.speculative.draftModel"
 
