@@ -168,6 +168,8 @@ def test_every_rule_has_a_firing_case():
     covered |= LATE9V_DIRECT
     from tests.core.test_m10s_rules import M10S_DIRECT   # core/rules/sglang_checks_m10s.py (helper m10s)
     covered |= M10S_DIRECT
+    from tests.core.test_m10v_rules import M10V_DIRECT   # core/rules/vllm_checks_m10v.py (helper m10v)
+    covered |= M10V_DIRECT
     assert covered == set(RULES)
 
 

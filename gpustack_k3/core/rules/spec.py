@@ -18,7 +18,7 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG, ENGINE_VLLM
 from gpustack_k3.core import argv as engine_argv    # its modules load on first use (CLI start-up)
 from gpustack_k3.core.argv.dumps import version_dump
 from gpustack_k3.core.flags import eplb_json
-from gpustack_k3.core.resolve import Resolved, get_path
+from gpustack_k3.core.resolve import Resolved, catalog_arch, get_path
 from gpustack_k3.core.rules import checks as checks_table   # the engine-check tables (their model-reading entries)
 from gpustack_k3.core.rules import envs
 from gpustack_k3.core.rules import log as logrules
@@ -244,6 +244,19 @@ def check_model_ep_needs_moe(r, c):
         yield None, f"{a.architecture or 'the model'} has no routed experts ({a.source})"
 
 
+# DeepSeek-V4/V4.1 carry no kv_lora_rank: the release's is_deepseek_mla takes their compress ratios (given or derived
+# from layer_types) with a head_dim as MLA, so ModelConfig.use_mla holds and the GQA check is skipped
+# (transformers_utils/model_arch_config_convertor.py:294-326@0.33.0, :294-327@0.34.0;
+# transformers_utils/deepseek_v4_utils.py:6@0.33.0; the engine oracle accepts DeepSeek-V4.1-Flash -tp 4 -dcp 4 and
+# -tp 8 -dcp 8 on both, helper m10v)
+_COMPRESSED_MLA_TYPES = ("deepseek_v4", "deepseek_v41")
+
+
+def _compressed_mla(a: Any) -> bool:
+    return (a.model_type in _COMPRESSED_MLA_TYPES and a.head_dim is not None
+            and bool(a.get("compress_ratios") or a.get("layer_types")))
+
+
 @rule("model-dcp-gqa", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       # not where the release has no such check at config time (catalog trait dcp_gqa_check: false, vLLM 0.11.0)
       when={"dcp_gqa_check": (None, True)},
@@ -252,11 +265,16 @@ def check_model_ep_needs_moe(r, c):
           "the model's KV heads and DCP may be at most TP / KV heads.",
       fix="Raise spec.parallel.tp above the KV heads, or lower spec.parallel.dcp to at most TP / KV heads (or 1).",
       source="vllm config/model.py:1577-1597@0.33.0 (verify_with_parallel_config)",
-      sources={"vllm 0.28.0": "vllm config/model.py:1386-1412@0.28.0", "vllm 0.29.0": "vllm config/model.py:1432-1458@0.29.0"},
+      sources={"vllm 0.28.0": "vllm config/model.py:1386-1412@0.28.0", "vllm 0.29.0": "vllm config/model.py:1432-1458@0.29.0",
+               "vllm 0.33.0": "vllm config/model.py:1577-1597@0.33.0; transformers_utils/model_arch_config_convertor.py:"
+                              "294-326@0.33.0 (DeepSeek-V4: MLA by compress ratios and head_dim)",
+               "vllm 0.34.0": "vllm config/model.py:1599-1619@0.34.0; transformers_utils/model_arch_config_convertor.py:"
+                              "294-327@0.34.0 (DeepSeek-V4: MLA by "
+                              "compress ratios and head_dim)"},
       no_cel=_ARCH_NO_CEL)
 def check_model_dcp_gqa(r, c):
     a = r.arch
-    if a is None or a.mla or not a.kv_heads or r.dcp <= 1:
+    if a is None or a.mla or _compressed_mla(a) or not a.kv_heads or r.dcp <= 1:
         return
     if r.tp <= a.kv_heads:
         yield None, f"DCP {r.dcp} needs tp ({r.tp}) above the model's {a.kv_heads} KV heads ({a.source})"
@@ -1114,6 +1132,17 @@ _DSPARK_DRAFT_FROM_TARGET = {
 _DSPARK_N_PREDICT_CHECK = ("0.28.0", "0.29.0")
 
 
+def _self_draft_ok(b: Builder, version: str, model: str) -> bool:
+    """For the CRD's CEL: whether ``version`` takes a DSpark draft from the catalog model ``model`` itself (the
+    check's own reading, with the catalog's config.json-shaped block as the model's figures)."""
+    if version not in _DSPARK_DRAFT_FROM_TARGET:
+        return False
+    if version not in _DSPARK_N_PREDICT_CHECK:
+        return True
+    a = catalog_arch(b.catalog.models.get(model), model)
+    return not (a is not None and a.mtp_layers == 0)
+
+
 def _draft_methods(engine: str) -> list[str]:
     """The methods the engine refuses without a draft when it builds the config (SGLang: DSPARK only)."""
     return ["dspark"] if engine == ENGINE_SGLANG else ["dspark", "eagle3"]
@@ -1138,7 +1167,7 @@ def _draft_methods(engine: str) -> list[str]:
                "sglang 0.5.23": "sglang arg_groups/speculative_hook.py:720-756@0.5.23"},
       cel=lambda b: (f"{cel_method(b)} in {lit(_draft_methods(b.engine))} && "
                      f"!({b.present('speculative.draftModel')} && size({b.ref('speculative.draftModel')}) > 0)"
-                     + (f" && !({cel_method(b)} == 'dspark' && {b.version_in(_DSPARK_DRAFT_FROM_TARGET)} && "
+                     + (f" && !({cel_method(b)} == 'dspark' && {b.compile(b.by_catalog(lambda v, m, g: _self_draft_ok(b, v, m)))} && "
                         f"{b.eff('speculative.numTokens')[1]})" if b.engine == ENGINE_VLLM else "")))
 def check_spec_draft_missing(r, c):
     s = r.spec.speculative
