@@ -131,6 +131,14 @@ CASES = [
           ({"targets": ["fp8_per_tensor"]}, {"targets": {"re:.*proj": "fp8_per_tensor"}}),
           ({"targets": {"re:.*proj": "fp8_per_tensor"}, "linear": "fp8_per_tensor"},
            {"targets": {"re:.*proj": "fp8_per_tensor"}}))),
+    # 0.28.0 / 0.29.0 (helper am10v): the same linear/moe checks, no targets field
+    *((QUANT, rel, GQA + ["--quantization", "online", "--quantization-config", json.dumps(bad)], {},
+       GQA + ["--quantization", "online", "--quantization-config", json.dumps(good)], {}, "shape-gqa-dense")
+      for rel in ("0.28.0", "0.29.0") for bad, good in (
+          ({"linear": {"weight": 5}}, {"linear": {"weight": "fp8_per_tensor_static"}}),
+          ({"linear": "not_a_quant_name"}, {"linear": "fp8_per_tensor_static"}),
+          ({"linear": "nvfp4_per_token"}, {"moe": "nvfp4_per_token"}),
+          ({"linear": "int8_per_channel_weight_only"}, {"moe": "int8_per_channel_weight_only"}))),
     (QUANT, "0.34.0", GQA + ["--quantization", "mxfp4_hadamard32", "--quantization-config",
                              json.dumps({"linear": {"weight": "mxfp8"}})], {},
      GQA + ["--quantization", "mxfp4_hadamard32", "--quantization-config", json.dumps({"linear": {"weight": "mxfp4"}})],
@@ -150,7 +158,7 @@ CASES = [
     *((OFFDP, rel, GQA, {"VLLM_DP_SIZE": "2"}, GQA, {"VLLM_DP_SIZE": "1"}, "shape-gqa-dense")
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     *((NVFP4, rel, MLA + ["--kv-cache-dtype", "nvfp4"], {}, MLA + ["--kv-cache-dtype", "fp8"], {}, "shape-mla-moe")
-      for rel in ("0.33.0", "0.34.0")),
+      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     (NVFP4, "0.34.0", MLA + ["--kv-cache-dtype", "nvfp4"], {}, MLA + ["--kv-cache-dtype", "nvfp4"],
      {"VLLM_MLA_DISABLE": "1"}, "shape-mla-moe"),
     (VMM, "0.34.0", DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
@@ -196,7 +204,8 @@ CONFIG_CASES = [
        SIX_TWO, ["/models/shape-gqa-dense", "--tensor-parallel-size", "6", "--decode-context-parallel-size", "3"])
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     *((INKLING, rel, "shape-gqa-dense", {"architectures": ["InklingForCausalLM"]}, GQA + ["--enable-lora"],
-       {"architectures": ["LlamaForCausalLM"]}, GQA + ["--enable-lora"]) for rel in ("0.33.0", "0.34.0")),
+       {"architectures": ["LlamaForCausalLM"]}, GQA + ["--enable-lora"])
+      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     *((DOTS3, rel, "shape-gqa-dense", {"model_type": "dots3_note", "num_nextn_predict_layers": 2,
                                  "mtp_layer_types": ["sliding_attention"]},
        GQA + spec(method="mtp", num_speculative_tokens=2),

@@ -733,10 +733,19 @@ def check_vllm_replayssm_kernel_config(r, c):
 # an object (a TypeError otherwise) and excludes linear/moe. Rule vllm-quantization-config-targets-invalid
 # (core/rules/vllm_checks_aimV3.py) judges the targets' own entries.
 _QC_SOURCES = {
+    "0.28.0": "vllm config/quantization.py:26-36,39-50,66-77,97-111,116-148@0.28.0; engine/arg_utils.py:796-798@0.28.0",
+    "0.29.0": "vllm config/quantization.py:26-36,39-50,66-77,97-111,116-148@0.29.0; engine/arg_utils.py:849-851@0.29.0",
     "0.33.0": "vllm config/quantization.py:36-50,54-65,136-150,152-158,178-190,195-228@0.33.0",
     "0.34.0": "vllm config/quantization.py:43-66,69-80,132-137,202-225,256-266,272-318,330-401@0.34.0",
 }
 _QUANT_KEY_NAMES = {
+    # 0.28.0 / 0.29.0 (the same file): no nvfp4_per_token, int8_per_group_32, int4_per_group_32 name yet
+    "0.28.0": frozenset({"fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
+                         "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp4",
+                         "int8_per_channel_static"}),
+    "0.29.0": frozenset({"fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
+                         "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp4",
+                         "int8_per_channel_static"}),
     "0.33.0": frozenset({"fp8_per_tensor_static", "fp8_per_tensor_dynamic", "fp8_per_token", "fp8_per_channel_static",
                          "fp8_per_block_static", "fp8_per_block_dynamic", "mxfp8", "mxfp4", "nvfp4_per_token",
                          "int8_per_channel_static", "int8_per_group_32", "int4_per_group_32"}),
@@ -746,6 +755,12 @@ _QUANT_KEY_NAMES = {
 }
 # online shorthand -> the fields its QuantizationConfigArgs defines (_ONLINE_SHORTHANDS)
 _SHORTHAND_FIELDS = {
+    "0.28.0": {"fp8_per_tensor": ("linear", "moe"), "fp8_per_block": ("linear", "moe"),
+               "fp8_per_channel": ("linear", "moe"), "mxfp8": ("linear", "moe"), "mxfp4": ("linear", "moe"),
+               "int8_per_channel_weight_only": ("moe",), "nvfp4_per_token": ("moe",)},
+    "0.29.0": {"fp8_per_tensor": ("linear", "moe"), "fp8_per_block": ("linear", "moe"),
+               "fp8_per_channel": ("linear", "moe"), "mxfp8": ("linear", "moe"), "mxfp4": ("linear", "moe"),
+               "int8_per_channel_weight_only": ("moe",), "nvfp4_per_token": ("moe",)},
     "0.33.0": {"fp8_per_tensor": ("linear", "moe"), "fp8_per_block": ("linear", "moe"),
                "fp8_per_channel": ("linear", "moe"), "mxfp8": ("linear", "moe"), "mxfp4": ("linear", "moe"),
                "int8_per_channel_weight_only": ("moe",), "nvfp4_per_token": ("moe",)},
@@ -754,6 +769,9 @@ _SHORTHAND_FIELDS = {
                "mxfp4_hadamard32": ("linear",), "int8_per_channel_weight_only": ("moe",),
                "nvfp4_per_token": ("moe",), "lut_b_moe": ("moe",)},
 }
+
+
+_NO_TARGETS = ("0.28.0", "0.29.0")
 
 
 def _key_problem(x: Any, names: frozenset) -> str | None:
@@ -790,8 +808,8 @@ def quant_args_problem(qc: Any, release: str) -> str | None:
         if problem:
             return f"{name}: {problem}"
     targets = qc.get("targets")
-    if targets is None:
-        return None
+    if targets is None or release in _NO_TARGETS:
+        return None   # 0.28.0 / 0.29.0: QuantizationConfigArgs has no targets field (not judged here)
     if not isinstance(targets, dict):
         return f"targets must be a dict, got {type(targets).__name__}"
     if qc.get("linear") is not None or qc.get("moe") is not None:
@@ -1122,6 +1140,12 @@ def check_vllm_offline_dp_dense_model(r, c):
 # kv_lora_rank (the DeepSeek-V4 family decides by its compress ratios instead: left out here), unless
 # VLLM_MLA_DISABLE or a non-causal config turns MLA off
 _NVFP4_SOURCES = {
+    # 0.28.0 / 0.29.0 refuse every nvfp4* dtype on MLA (no nvfp4_ds_mla choice yet); use_mla without the is_causal
+    # test on 0.28.0 (the rule keeps it: it then passes a non-causal MLA config the engine refuses, never the reverse)
+    "0.28.0": "vllm config/vllm.py:2528-2540@0.28.0; config/model.py:1866-1874@0.28.0, "
+              "transformers_utils/model_arch_config_convertor.py:311-340@0.28.0",
+    "0.29.0": "vllm config/vllm.py:2820-2832@0.29.0; config/model.py:1916-1930@0.29.0, "
+              "transformers_utils/model_arch_config_convertor.py:311-342@0.29.0",
     "0.33.0": "vllm config/vllm.py:3421-3438@0.33.0; config/model.py:2068-2080@0.33.0, "
               "transformers_utils/model_arch_config_convertor.py:294-327@0.33.0",
     "0.34.0": "vllm config/vllm.py:3553-3580@0.34.0; config/model.py:2104-2116@0.34.0, "
@@ -1168,6 +1192,8 @@ def check_vllm_nvfp4_kv_cache_on_mla(r, c):
 # ------------------------------------------------------------------ Inkling LoRA and the Lamport all-reduce
 
 _INKLING_SOURCES = {
+    "0.28.0": "vllm config/lora.py:141-149@0.28.0; config/vllm.py:1104@0.28.0",
+    "0.29.0": "vllm config/lora.py:141-149@0.29.0; config/vllm.py:1171@0.29.0",
     "0.33.0": "vllm config/lora.py:162-170@0.33.0; config/vllm.py:1593@0.33.0",
     "0.34.0": "vllm config/lora.py:155-163@0.34.0; config/vllm.py:1540@0.34.0",
 }
