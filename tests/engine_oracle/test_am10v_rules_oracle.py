@@ -1,0 +1,66 @@
+"""Helper am10v's extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0
+and 0.29.0, judged by those releases: --quantization-config linear/moe specs (vllm-quantization-config-spec-invalid),
+the nvfp4 KV cache on MLA (vllm-nvfp4-kv-cache-on-mla) and Inkling LoRA (vllm-inkling-lora-multimem-ar). Each REFUSE
+line (an aimed line of tools/engine_oracle/aimed/aimV1-3.yaml, or one like it) is refused by the release and the
+product refuses it too; each ACCEPT line (one fact changed) is accepted by the release and none of these rules refuses
+it. The lines run through tools/engine_oracle/aimed.py with the product's verdict. (The entries of the h-am10v block
+of gpustack_k3/catalog/data/checks/vllm.yaml are judged by tests/engine_oracle/test_checks_vllm.py.)"""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tools.engine_oracle import aimed as A
+
+pytestmark = pytest.mark.engine_oracle
+
+MINE = {"vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar"}
+# a raise site of each release (the aimed format names one per entry; an ACCEPT line runs none of them)
+SITE = {"vllm-0.28.0": "vllm/config/speculative.py:270", "vllm-0.29.0": "vllm/config/speculative.py:562"}
+INKLING = {"architectures": ["InklingForCausalLM"]}
+
+
+def e(kind: str, why: str, **line) -> dict:
+    return {"why": f"{kind} {why}", **line}
+
+
+LINES = [
+    # --quantization-config (aimV3.yaml:19, 20, 22)
+    *(e(kind, f"quantization_config {qc}", seed="shape/gqa-dense",
+        set={"--quantization": "online", "--quantization-config": qc}) for kind, qc in (
+        ("REFUSE", {"linear": {"weight": 5}}), ("REFUSE", {"linear": "not_a_quant_name"}),
+        ("REFUSE", {"linear": "int8_per_group_32"}), ("REFUSE", {"linear": "int8_per_channel_weight_only"}),
+        ("REFUSE", {"linear": "nvfp4_per_token"}),
+        ("ACCEPT", {"linear": {"weight": "mxfp8"}}), ("ACCEPT", {"linear": "fp8_per_tensor_static"}),
+        ("ACCEPT", {"moe": "int8_per_channel_weight_only"}), ("ACCEPT", {"moe": "nvfp4_per_token"}))),
+    # plain nvfp4 KV cache on MLA (aimV2.yaml:47)
+    e("REFUSE", "nvfp4 KV cache, MLA", seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4"}),
+    e("REFUSE", "nvfp4_4over6 KV cache, MLA", seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4_4over6"}),
+    e("ACCEPT", "nvfp4 KV cache, dense GQA", seed="shape/gqa-dense", set={"--kv-cache-dtype": "nvfp4"}),
+    e("ACCEPT", "nvfp4 KV cache, MLA disabled", seed="shape/mla-moe", set={"--kv-cache-dtype": "nvfp4"},
+      env={"VLLM_MLA_DISABLE": "1"}),
+    # Inkling LoRA (aimV1.yaml:16)
+    e("REFUSE", "Inkling LoRA, INKLING_MULTIMEM_AR unset", seed="shape/gqa-dense", config=INKLING,
+      set={"--enable-lora": True}),
+    e("ACCEPT", "Inkling LoRA, INKLING_MULTIMEM_AR=0", seed="shape/gqa-dense", config=INKLING,
+      set={"--enable-lora": True}, env={"INKLING_MULTIMEM_AR": "0"}),
+]
+
+
+@pytest.mark.parametrize("release", tuple(SITE))
+def test_the_release_refuses_each_refuse_line_and_accepts_each_twin(tmp_path, release):
+    entries = [{"targets": {release: SITE[release]}, **x} for x in LINES]
+    path = tmp_path / "am10v.yaml"
+    path.write_text(yaml.safe_dump(entries, sort_keys=False))
+    doc = A.run(release, files=[path], product=True)
+    verdicts = {x["why"]: x["verdict"] for x in doc["aimed"]}
+    for x in LINES:
+        want = "refused" if x["why"].startswith("REFUSE") else "accepted"
+        assert verdicts.get(x["why"]) == want, (release, x["why"], verdicts.get(x["why"]))
+    p = doc["product"]
+    whys = {f"aimed:am10v.yaml:{i}": x["why"] for i, x in enumerate(LINES)}
+    missed = [whys.get(m["mutations"][0], m["mutations"]) for m in p["misses"]]
+    assert not missed, (release, missed)
+    ours = [(whys.get(m["mutations"][0]), m.get("product_rules")) for m in p["false_refusals"]
+            if set(m.get("product_rules") or ()) & MINE]
+    assert not ours, (release, ours)
