@@ -19,6 +19,9 @@ NG3 = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
 NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"})
 OLD = ("0.28.0", "0.29.0")
 SMOL = ["/models/smollm2-hf"]
+K3 = ["/models/Kimi-K3", "--trust-remote-code", "-tp", "8", "--max-model-len", "262144", "--kv-cache-dtype", "fp8"]
+DSPARK_AV = {"model": "Inferact/Kimi-K3-DSpark", "num_speculative_tokens": 7, "method": "dspark",
+             "enable_adaptive_verification": True}
 SYN = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "rejection_sample_method": "synthetic"}
 
 # the block's entries and the releases each lists
@@ -37,6 +40,10 @@ AM10V_ENTRIES = {
     "vllm-spec-custom-class-needs-model-028": OLD + ("0.32.0-cpu",),
     "vllm-spec-adaptive-verification-dspark-only-028": OLD,
     "vllm-spec-dspark-draft-topk-dspark-only-028": OLD,
+    "vllm-spec-max-num-scheduled-tokens-zero-028": OLD,
+    "vllm-async-scheduling-abstract-executor": ("0.28.0", "0.29.0", "0.33.0", "0.34.0"),
+    "vllm-proton-pcsampling-cuda-graphs": ("0.33.0", "0.34.0"),
+    "vllm-async-scheduling-v1-runner-033": ("0.33.0",),
 }
 # entries of other helpers this helper extended to 0.28.0 / 0.29.0
 CPU_EXTENDED = ("vllm-spec-synthetic-needs-one-acceptance-figure", "vllm-spec-synthetic-figures-need-synthetic",
@@ -103,6 +110,27 @@ LINES = [
                                    dspark_draft_topk=5), {},
      ["/models/smollm2-hf"] + spec(method="draft_model", model="/models/smollm2-hf", num_speculative_tokens=2),
      {}, "smollm2-135m"),
+    ("vllm-spec-max-num-scheduled-tokens-zero-028", OLD, GQA + ["--max-num-scheduled-tokens", "0"] + spec(**NG3), {},
+     GQA + ["--max-num-scheduled-tokens", "0"], {}, "shape-gqa-dense"),
+    ("vllm-async-scheduling-abstract-executor", ("0.28.0", "0.29.0", "0.33.0", "0.34.0"),
+     GQA + ["--async-scheduling", "--distributed-executor-backend", "vllm.v1.executor.abstract.Executor"], {},
+     GQA + ["--distributed-executor-backend", "vllm.v1.executor.abstract.Executor"], {}, "shape-gqa-dense"),
+    ("vllm-proton-pcsampling-cuda-graphs", ("0.33.0", "0.34.0"),
+     GQA + ["--profiler-config", json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/proton",
+                                            "proton_mode": "pcsampling"})], {},
+     GQA + ["--enforce-eager", "--profiler-config", json.dumps({"profiler": "proton", "proton_profiler_dir": "/tmp/p",
+                                                               "proton_mode": "pcsampling"})], {}, "shape-gqa-dense"),
+    ("vllm-async-scheduling-v1-runner-033", ("0.33.0",),
+     ["/models/shape-gqa-dense", "--tensor-parallel-size", "4", "--pipeline-parallel-size", "2",
+      "--async-scheduling"], {"VLLM_USE_V2_MODEL_RUNNER": "0"},
+     ["/models/shape-gqa-dense", "--tensor-parallel-size", "4", "--pipeline-parallel-size", "2",
+      "--async-scheduling", "--watermark-config", json.dumps({"key": 42})], {"VLLM_USE_V2_MODEL_RUNNER": "0"},
+     "shape-gqa-dense"),
+    ("vllm-async-scheduling-v1-runner-033", ("0.33.0",), GQA + ["--async-scheduling"] + spec(**NG3),
+     {"VLLM_USE_V2_MODEL_RUNNER": "0"}, GQA + ["--async-scheduling"] + spec(**NG3), {}, "shape-gqa-dense"),
+    ("vllm-adaptive-verification-lora", ("0.29.0",),
+     K3 + ["--enable-lora"] + spec(**DSPARK_AV), {"VLLM_USE_V2_MODEL_RUNNER": "1"},
+     K3 + spec(**DSPARK_AV), {"VLLM_USE_V2_MODEL_RUNNER": "1"}, None),
     # entries / rules of other helpers, extended to 0.28.0 / 0.29.0
     ("vllm-ec-manager-config-needs-cls", OLD,
      GQA + ["--ec-manager-config", json.dumps({"manager_config": {"a": 1}})], {},
@@ -164,6 +192,7 @@ def test_the_block_lists_its_releases_and_cites_each():
 def test_the_extended_entries_and_rules_name_the_old_releases():
     for eid in EXTENDED_ENTRIES:
         assert {"0.28.0", "0.29.0"} <= set(checks.TABLE[eid].releases), eid
+    assert "0.29.0" in checks.TABLE["vllm-adaptive-verification-lora"].releases   # 0.28.0 has no such check
     for rid in EXTENDED_RULES:
         assert {"vllm 0.28.0", "vllm 0.29.0"} <= set(RULES[rid].sources), rid
     for eid in CPU_EXTENDED:

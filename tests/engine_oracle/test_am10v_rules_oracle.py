@@ -1,5 +1,5 @@
-"""Helper am10v's extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0
-and 0.29.0, judged by those releases: --quantization-config linear/moe specs (vllm-quantization-config-spec-invalid),
+"""Helper am10v's extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0,
+0.29.0 (and two to the CPU build 0.32.0-cpu), judged by those releases: --quantization-config linear/moe specs (vllm-quantization-config-spec-invalid),
 the nvfp4 KV cache on MLA (vllm-nvfp4-kv-cache-on-mla) and Inkling LoRA (vllm-inkling-lora-multimem-ar). Each REFUSE
 line (an aimed line of tools/engine_oracle/aimed/aimV1-3.yaml, or one like it) is refused by the release and the
 product refuses it too; each ACCEPT line (one fact changed) is accepted by the release and none of these rules refuses
@@ -14,14 +14,19 @@ from tools.engine_oracle import aimed as A
 
 pytestmark = pytest.mark.engine_oracle
 
-MINE = {"vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar"}
+MINE = {"vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar",
+        "vllm-synthetic-acceptance-out-of-range"}
 # a raise site of each release (the aimed format names one per entry; an ACCEPT line runs none of them)
-SITE = {"vllm-0.28.0": "vllm/config/speculative.py:270", "vllm-0.29.0": "vllm/config/speculative.py:562"}
+SITE = {"vllm-0.28.0": "vllm/config/speculative.py:270", "vllm-0.29.0": "vllm/config/speculative.py:562",
+        "vllm-0.32.0-cpu": "vllm/config/speculative.py:589"}
+OLD = ("vllm-0.28.0", "vllm-0.29.0")
+CPU = ("vllm-0.32.0-cpu",)
+SYN = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "rejection_sample_method": "synthetic"}
 INKLING = {"architectures": ["InklingForCausalLM"]}
 
 
-def e(kind: str, why: str, **line) -> dict:
-    return {"why": f"{kind} {why}", **line}
+def e(kind: str, why: str, releases=OLD, **line) -> dict:
+    return {"why": f"{kind} {why}", "releases": tuple(releases), **line}
 
 
 LINES = [
@@ -44,21 +49,33 @@ LINES = [
       set={"--enable-lora": True}),
     e("ACCEPT", "Inkling LoRA, INKLING_MULTIMEM_AR=0", seed="shape/gqa-dense", config=INKLING,
       set={"--enable-lora": True}, env={"INKLING_MULTIMEM_AR": "0"}),
+    # synthetic acceptance figures on the CPU build (aim9c.yaml:7-8, aim9f.yaml:1-2)
+    # the CPU build: the dense / MLA shapes with a short context (its aimed lines' form)
+    e("REFUSE", "nvfp4 KV cache, MLA (CPU build)", CPU, seed="shape/mla-moe",
+      set={"--max-model-len": 4096, "--kv-cache-dtype": "nvfp4"}),
+    e("ACCEPT", "fp8 KV cache, MLA (CPU build)", CPU, seed="shape/mla-moe",
+      set={"--max-model-len": 4096, "--kv-cache-dtype": "fp8"}),
+    *(e(kind, f"synthetic {fig}", CPU, seed="shape/gqa-dense",
+        set={"--max-model-len": 4096, "--speculative-config": {**SYN, **fig}}) for kind, fig in (
+        ("REFUSE", {"synthetic_acceptance_rates": [0.5, 0.8, 0.2]}), ("REFUSE", {"synthetic_acceptance_length": 9}),
+        ("REFUSE", {"synthetic_acceptance_rates": [0.8, 0.5]}), ("REFUSE", {"synthetic_acceptance_rates": [1.5, 0.5, 0.2]}),
+        ("ACCEPT", {"synthetic_acceptance_rates": [0.8, 0.5, 0.2]}), ("ACCEPT", {"synthetic_acceptance_length": 4}))),
 ]
 
 
 @pytest.mark.parametrize("release", tuple(SITE))
 def test_the_release_refuses_each_refuse_line_and_accepts_each_twin(tmp_path, release):
-    entries = [{"targets": {release: SITE[release]}, **x} for x in LINES]
+    mine = [x for x in LINES if release in x["releases"]]
+    entries = [{"targets": {release: SITE[release]}, **{k: v for k, v in x.items() if k != "releases"}} for x in mine]
     path = tmp_path / "am10v.yaml"
     path.write_text(yaml.safe_dump(entries, sort_keys=False))
     doc = A.run(release, files=[path], product=True)
     verdicts = {x["why"]: x["verdict"] for x in doc["aimed"]}
-    for x in LINES:
+    for x in mine:
         want = "refused" if x["why"].startswith("REFUSE") else "accepted"
         assert verdicts.get(x["why"]) == want, (release, x["why"], verdicts.get(x["why"]))
     p = doc["product"]
-    whys = {f"aimed:am10v.yaml:{i}": x["why"] for i, x in enumerate(LINES)}
+    whys = {f"aimed:am10v.yaml:{i}": x["why"] for i, x in enumerate(mine)}
     missed = [whys.get(m["mutations"][0], m["mutations"]) for m in p["misses"]]
     assert not missed, (release, missed)
     ours = [(whys.get(m["mutations"][0]), m.get("product_rules")) for m in p["false_refusals"]
