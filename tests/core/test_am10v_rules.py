@@ -11,6 +11,8 @@ import json
 import pytest
 
 from gpustack_k3.core.rules import RULES, checks
+from gpustack_k3.core.rules import vllm_checks_am10v as M
+from tests.core.test_mfixV_rules import on_config, refused_by, with_config
 from tests.core.test_vllm_checks import product, refused_by_and_not_on_the_flip
 
 GQA = ["/models/shape-gqa-dense", "--tensor-parallel-size", "8"]
@@ -45,6 +47,9 @@ AM10V_ENTRIES = {
     "vllm-proton-pcsampling-cuda-graphs": ("0.33.0", "0.34.0"),
     "vllm-async-scheduling-v1-runner-033": ("0.33.0",),
 }
+# the rule of gpustack_k3/core/rules/vllm_checks_am10v.py (wired in tests/core/test_registry.py, test_rules.py)
+HMA = "vllm-hma-explicit-chunked-local-attention"
+AM10V_DIRECT = {HMA}
 # entries of other helpers this helper extended to 0.28.0 / 0.29.0
 # the Python rules extended to the CPU build (its aimed lines run through tools/engine_oracle/aimed.py; the checks
 # table's oracle test has no CPU-build worker that resolves the example lines' models)
@@ -198,3 +203,34 @@ def test_the_old_release_facts_stay_off_the_new_releases(release):
     assert "vllm-quantization-config-needs-online-quantization" not in got["rules"], got
     got = product(release, GQA + spec(**NG3, enable_adaptive_verification=True), {}, "shape-gqa-dense")
     assert "vllm-spec-adaptive-verification-dspark-only-028" not in got["rules"], got
+
+
+# (release, refused line's tail, env, twin's tail, env): on shape gqa-dense with config.json attention_chunk_size 1024
+NO_DISABLE = ["--no-disable-hybrid-kv-cache-manager"]
+OFF = {M.ENV: "0"}
+HMA_CASES = [
+    *((rel, NO_DISABLE, OFF, NO_DISABLE, {M.ENV: "1"}) for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+    *((rel, NO_DISABLE, OFF, [], OFF) for rel in ("0.28.0", "0.29.0", "0.33.0", "0.34.0")),
+]
+
+
+@pytest.mark.parametrize("release,bad,bad_env,good,good_env", HMA_CASES)
+def test_explicit_hma_on_chunked_local_attention(tmp_path, release, bad, bad_env, good, good_env):
+    cfg = with_config(tmp_path, "shape-gqa-dense", "chunked", attention_chunk_size=1024)
+    assert refused_by(on_config(release, GQA + bad, cfg, bad_env), HMA)
+    assert HMA not in on_config(release, GQA + good, cfg, good_env)["rules"]
+    plain = with_config(tmp_path, "shape-gqa-dense", "plain")
+    assert HMA not in on_config(release, GQA + bad, plain, bad_env)["rules"]
+
+
+def test_hma_rule_only_on_its_releases():
+    assert {k.split(" ", 1)[1] for k in RULES[HMA].sources} == {"0.28.0", "0.29.0", "0.33.0", "0.34.0"}
+    assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks_am10v"} \
+        == AM10V_DIRECT
+
+
+@pytest.mark.parametrize("explicit,chunk,env,want", [
+    (True, 1024, "0", True), (True, 1024, None, False), (True, 1024, "1", False), (True, 1024, "2", False),
+    (False, 1024, "0", False), (True, None, "0", False), (True, 1024, "no", False)])
+def test_the_deciding_function(explicit, chunk, env, want):
+    assert M.chunked_local_attention_hma_refused(explicit, chunk, env) is want

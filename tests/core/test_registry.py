@@ -170,6 +170,8 @@ def test_every_rule_has_a_firing_case():
     covered |= M10S_DIRECT
     from tests.core.test_m10v_rules import M10V_DIRECT   # core/rules/vllm_checks_m10v.py (helper m10v)
     covered |= M10V_DIRECT
+    from tests.core.test_am10v_rules import AM10V_DIRECT   # core/rules/vllm_checks_am10v.py (helper am10v)
+    covered |= AM10V_DIRECT
     assert covered == set(RULES)
 
 

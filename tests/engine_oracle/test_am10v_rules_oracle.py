@@ -1,4 +1,5 @@
-"""Helper am10v's extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0,
+"""Helper am10v's rule (gpustack_k3/core/rules/vllm_checks_am10v.py: explicit HMA on chunked local attention, on
+0.28.0 - 0.34.0) and extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0,
 0.29.0 (and two to the CPU build 0.32.0-cpu), judged by those releases: --quantization-config linear/moe specs (vllm-quantization-config-spec-invalid),
 the nvfp4 KV cache on MLA (vllm-nvfp4-kv-cache-on-mla) and Inkling LoRA (vllm-inkling-lora-multimem-ar). Each REFUSE
 line (an aimed line of tools/engine_oracle/aimed/aimV1-3.yaml, or one like it) is refused by the release and the
@@ -15,10 +16,14 @@ from tools.engine_oracle import aimed as A
 pytestmark = pytest.mark.engine_oracle
 
 MINE = {"vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar",
-        "vllm-synthetic-acceptance-out-of-range"}
+        "vllm-synthetic-acceptance-out-of-range", "vllm-hma-explicit-chunked-local-attention"}
 # a raise site of each release (the aimed format names one per entry; an ACCEPT line runs none of them)
 SITE = {"vllm-0.28.0": "vllm/config/speculative.py:270", "vllm-0.29.0": "vllm/config/speculative.py:562",
-        "vllm-0.32.0-cpu": "vllm/config/speculative.py:589"}
+        "vllm-0.32.0-cpu": "vllm/config/speculative.py:589", "vllm-0.33.0": "vllm/config/speculative.py:614",
+        "vllm-0.34.0": "vllm/config/speculative.py:662"}
+R4 = ("vllm-0.28.0", "vllm-0.29.0", "vllm-0.33.0", "vllm-0.34.0")
+CHUNKED = {"attention_chunk_size": 1024}
+HMA_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 OLD = ("vllm-0.28.0", "vllm-0.29.0")
 CPU = ("vllm-0.32.0-cpu",)
 SYN = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "rejection_sample_method": "synthetic"}
@@ -50,6 +55,13 @@ LINES = [
     e("ACCEPT", "Inkling LoRA, INKLING_MULTIMEM_AR=0", seed="shape/gqa-dense", config=INKLING,
       set={"--enable-lora": True}, env={"INKLING_MULTIMEM_AR": "0"}),
     # synthetic acceptance figures on the CPU build (aim9c.yaml:7-8, aim9f.yaml:1-2)
+    # explicit HMA on chunked local attention (aim9b.yaml:16, aimV2.yaml:35): core/rules/vllm_checks_am10v.py
+    e("REFUSE", "explicit HMA, attention_chunk_size, opt-in 0", R4, seed="shape/gqa-dense", config=CHUNKED,
+      set={"--no-disable-hybrid-kv-cache-manager": True}, env={HMA_ENV: "0"}),
+    e("ACCEPT", "explicit HMA, attention_chunk_size, opt-in 1", R4, seed="shape/gqa-dense", config=CHUNKED,
+      set={"--no-disable-hybrid-kv-cache-manager": True}, env={HMA_ENV: "1"}),
+    e("ACCEPT", "HMA left to vLLM, attention_chunk_size, opt-in 0", R4, seed="shape/gqa-dense", config=CHUNKED,
+      env={HMA_ENV: "0"}),
     # the CPU build: the dense / MLA shapes with a short context (its aimed lines' form)
     e("REFUSE", "nvfp4 KV cache, MLA (CPU build)", CPU, seed="shape/mla-moe",
       set={"--max-model-len": 4096, "--kv-cache-dtype": "nvfp4"}),

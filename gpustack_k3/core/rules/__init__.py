@@ -31,6 +31,7 @@ from gpustack_k3.core.rules import vllm_checks_mfix11  # noqa: F401,E402 - eagle
 from gpustack_k3.core.rules import vllm_checks_late9v  # noqa: F401,E402 - --model-class-overrides values not <module>:<class> (helper late9v)
 from gpustack_k3.core.rules import sglang_checks_m10s  # noqa: F401,E402 - --quantization against the checkpoint, external linker on a GPU-picked deterministic backend (helper m10s)
 from gpustack_k3.core.rules import vllm_checks_m10v  # noqa: F401,E402 - an explicit max_cudagraph_capture_size below 1 with CUDA graphs on (error / undecided warning) (helper m10v)
+from gpustack_k3.core.rules import vllm_checks_am10v  # noqa: F401,E402 - explicit HMA on chunked local attention (helper am10v)
 
 __all__ = ["RULES", "Ctx", "Rule", "RuleDefinitionError", "render_findings", "schema_findings", "validate",
            "validate_resolved", "validate_topology", "in_role"]

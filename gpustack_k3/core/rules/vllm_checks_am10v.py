@@ -1,0 +1,66 @@
+"""vLLM config-time refusal the engine-check table (gpustack_k3/catalog/data/checks/vllm.yaml) cannot verify with
+its examples: the hybrid KV cache manager (HMA) enabled explicitly (``--no-disable-hybrid-kv-cache-manager``) on a
+model with chunked local attention (config.json ``attention_chunk_size``) while
+VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 (helper am10v; no catalog model or oracle shape has the
+field, so the lines need a config.json copy: tests/core/test_am10v_rules.py holds them,
+tests/engine_oracle/test_am10v_rules_oracle.py has each release judge them).
+
+VllmConfig.__post_init__ decides HMA: chunked local attention without the variable's consent needs HMA off
+(need_disable_hybrid_kv_cache_manager); an explicit ``disable_hybrid_kv_cache_manager=False`` is then refused
+("Hybrid KV cache manager was explicitly enabled but is not supported in this configuration"). The EAGLE branch of
+the same test (chunked local attention with an EAGLE drafter) is not judged here (left to the engine).
+"""
+from __future__ import annotations
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+
+ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+
+_SOURCES = {
+    "0.28.0": "vllm config/vllm.py:1728-1782@0.28.0; config/model.py:623-625@0.28.0, envs.py:1835-1837@0.28.0",
+    "0.29.0": "vllm config/vllm.py:1790-1844@0.29.0; config/model.py:635-637@0.29.0, envs.py:1834-1836@0.29.0",
+    "0.33.0": "vllm config/vllm.py:2235-2289@0.33.0; config/model.py:695-697@0.33.0, envs.py:1931-1933@0.33.0",
+    "0.34.0": "vllm config/vllm.py:2156-2210@0.34.0; config/model.py:712-714@0.34.0, envs.py:2040-2042@0.34.0",
+}
+
+
+def chunked_local_attention_hma_refused(explicit_hma: bool, chunk_size: object, env_value: str | None) -> bool:
+    """The release's refusal: HMA enabled explicitly, the text config's attention_chunk_size set and the variable
+    read as ``bool(int(value))`` (default "1") false. A value int() cannot read is not judged (the release fails on it
+    elsewhere)."""
+    if not explicit_hma or chunk_size is None:
+        return False
+    try:
+        allowed = bool(int(env_value if env_value is not None else "1"))
+    except ValueError:
+        return False
+    return not allowed
+
+
+@rule("vllm-hma-explicit-chunked-local-attention", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="the hybrid KV cache manager enabled explicitly on chunked local attention without its opt-in variable",
+      why="With chunked local attention (config.json attention_chunk_size) vLLM turns the hybrid KV cache manager "
+          f"off unless {ENV}=1 (its default); with the variable at 0 an explicit "
+          "--no-disable-hybrid-kv-cache-manager cannot be honoured and VllmConfig refuses it.",
+      fix=f"Drop --no-disable-hybrid-kv-cache-manager (let vLLM decide), or set {ENV}=1.",
+      source=_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _SOURCES.items()},
+      no_cel="a flag against a config.json figure and an environment variable's integer reading; left to validate")
+def check_vllm_hma_explicit_chunked_local_attention(r, c):
+    v = line_view(r)
+    arch = getattr(r, "model_arch", None)
+    if v is None or arch is None or v.given("hf_overrides"):
+        return
+    text = getattr(arch, "text", None) or {}
+    explicit = v.given("disable_hybrid_kv_cache_manager") and v.value("disable_hybrid_kv_cache_manager") is False
+    if chunked_local_attention_hma_refused(explicit, text.get("attention_chunk_size"), v.env.get(ENV)):
+        yield "spec.extraArgs", (
+            "Hybrid KV cache manager was explicitly enabled but is not supported in this configuration "
+            f"(attention_chunk_size {text.get('attention_chunk_size')} with {ENV}={v.env.get(ENV)}; drop "
+            f"--no-disable-hybrid-kv-cache-manager or set {ENV}=1)")
+
+
+# applies to the releases its sources name (registry.ReleaseRule)
+RULES["vllm-hma-explicit-chunked-local-attention"] = ReleaseRule.of(RULES["vllm-hma-explicit-chunked-local-attention"])
