@@ -49,7 +49,9 @@ AM10V_ENTRIES = {
 }
 # the rule of gpustack_k3/core/rules/vllm_checks_am10v.py (wired in tests/core/test_registry.py, test_rules.py)
 HMA = "vllm-hma-explicit-chunked-local-attention"
-AM10V_DIRECT = {HMA}
+SHM = "vllm-mm-torch-shm-needs-spawn"
+ECP = "vllm-ec-producer-needs-multimodal"
+AM10V_DIRECT = {HMA, SHM, ECP}
 # entries of other helpers this helper extended to 0.28.0 / 0.29.0
 # the Python rules extended to the CPU build (its aimed lines run through tools/engine_oracle/aimed.py; the checks
 # table's oracle test has no CPU-build worker that resolves the example lines' models)
@@ -223,8 +225,10 @@ def test_explicit_hma_on_chunked_local_attention(tmp_path, release, bad, bad_env
     assert HMA not in on_config(release, GQA + bad, plain, bad_env)["rules"]
 
 
-def test_hma_rule_only_on_its_releases():
+def test_the_module_rules_only_on_their_releases():
     assert {k.split(" ", 1)[1] for k in RULES[HMA].sources} == {"0.28.0", "0.29.0", "0.33.0", "0.34.0"}
+    assert {k.split(" ", 1)[1] for k in RULES[SHM].sources} == {"0.28.0", "0.29.0", "0.33.0", "0.34.0"}
+    assert {k.split(" ", 1)[1] for k in RULES[ECP].sources} == {"0.29.0", "0.33.0", "0.34.0"}
     assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks_am10v"} \
         == AM10V_DIRECT
 
@@ -234,3 +238,28 @@ def test_hma_rule_only_on_its_releases():
     (False, 1024, "0", False), (True, None, "0", False), (True, 1024, "no", False)])
 def test_the_deciding_function(explicit, chunk, env, want):
     assert M.chunked_local_attention_hma_refused(explicit, chunk, env) is want
+
+
+VL = {"architectures": ["Qwen3VLForConditionalGeneration"]}   # a multimodal architecture of every release
+TP1 = ["/models/shape-gqa-dense", "--tensor-parallel-size", "1"]
+SHM_IPC = ["--mm-tensor-ipc", "torch_shm"]
+EC_PRODUCER = ["--ec-transfer-config", json.dumps({"ec_connector": "ECExampleConnector", "ec_role": "ec_producer"})]
+
+
+@pytest.mark.parametrize("release", ["0.28.0", "0.29.0", "0.33.0", "0.34.0"])
+def test_torch_shm_on_a_multimodal_model_needs_spawn(tmp_path, release):
+    vl = with_config(tmp_path, "shape-gqa-dense", "vl", **VL)
+    assert refused_by(on_config(release, TP1 + SHM_IPC, vl), SHM)
+    assert SHM not in on_config(release, TP1 + SHM_IPC, vl, {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"})["rules"]
+    text = with_config(tmp_path, "shape-gqa-dense", "text")
+    assert SHM not in on_config(release, TP1 + SHM_IPC, text)["rules"]
+
+
+@pytest.mark.parametrize("release", ["0.29.0", "0.33.0", "0.34.0"])
+def test_an_ec_producer_needs_a_multimodal_model(tmp_path, release):
+    text = with_config(tmp_path, "shape-gqa-dense", "text")
+    assert refused_by(on_config(release, GQA + EC_PRODUCER, text), ECP)
+    consumer = ["--ec-transfer-config", json.dumps({"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"})]
+    assert ECP not in on_config(release, GQA + consumer, text)["rules"]
+    vl = with_config(tmp_path, "shape-gqa-dense", "vl", **VL)
+    assert ECP not in on_config(release, GQA + EC_PRODUCER, vl)["rules"]

@@ -1,5 +1,5 @@
-"""Helper am10v's rule (gpustack_k3/core/rules/vllm_checks_am10v.py: explicit HMA on chunked local attention, on
-0.28.0 - 0.34.0) and extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0,
+"""Helper am10v's rule (gpustack_k3/core/rules/vllm_checks_am10v.py: explicit HMA on chunked local attention,
+torch_shm without spawn and an EC producer, on 0.28.0 - 0.34.0) and extensions of helper mfixV's Python rules (gpustack_k3/core/rules/vllm_checks_mfixV.py) to 0.28.0,
 0.29.0 (and two to the CPU build 0.32.0-cpu), judged by those releases: --quantization-config linear/moe specs (vllm-quantization-config-spec-invalid),
 the nvfp4 KV cache on MLA (vllm-nvfp4-kv-cache-on-mla) and Inkling LoRA (vllm-inkling-lora-multimem-ar). Each REFUSE
 line (an aimed line of tools/engine_oracle/aimed/aimV1-3.yaml, or one like it) is refused by the release and the
@@ -16,7 +16,8 @@ from tools.engine_oracle import aimed as A
 pytestmark = pytest.mark.engine_oracle
 
 MINE = {"vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar",
-        "vllm-synthetic-acceptance-out-of-range", "vllm-hma-explicit-chunked-local-attention"}
+        "vllm-synthetic-acceptance-out-of-range", "vllm-hma-explicit-chunked-local-attention",
+        "vllm-mm-torch-shm-needs-spawn", "vllm-ec-producer-needs-multimodal"}
 # a raise site of each release (the aimed format names one per entry; an ACCEPT line runs none of them)
 SITE = {"vllm-0.28.0": "vllm/config/speculative.py:270", "vllm-0.29.0": "vllm/config/speculative.py:562",
         "vllm-0.32.0-cpu": "vllm/config/speculative.py:589", "vllm-0.33.0": "vllm/config/speculative.py:614",
@@ -62,6 +63,18 @@ LINES = [
       set={"--no-disable-hybrid-kv-cache-manager": True}, env={HMA_ENV: "1"}),
     e("ACCEPT", "HMA left to vLLM, attention_chunk_size, opt-in 0", R4, seed="shape/gqa-dense", config=CHUNKED,
       env={HMA_ENV: "0"}),
+    # --mm-tensor-ipc torch_shm on a multimodal model (aimV2.yaml:32), an encode-only EC producer (aimV2.yaml:40)
+    e("REFUSE", "torch_shm, Qwen3-VL, VLLM_WORKER_MULTIPROC_METHOD unset", R4, seed="shape/gqa-dense",
+      public="Qwen--Qwen3-VL-8B-Instruct", set={"--tensor-parallel-size": "1", "--mm-tensor-ipc": "torch_shm"}, gpus=1),
+    e("ACCEPT", "torch_shm, Qwen3-VL, VLLM_WORKER_MULTIPROC_METHOD spawn", R4, seed="shape/gqa-dense",
+      public="Qwen--Qwen3-VL-8B-Instruct", set={"--tensor-parallel-size": "1", "--mm-tensor-ipc": "torch_shm"}, gpus=1,
+      env={"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}),
+    e("ACCEPT", "torch_shm, text-only model", R4, seed="shape/gqa-dense",
+      set={"--tensor-parallel-size": "1", "--mm-tensor-ipc": "torch_shm"}, gpus=1),
+    e("REFUSE", "ec_producer, text-only model", R4[1:], seed="shape/gqa-dense",
+      set={"--ec-transfer-config": {"ec_connector": "ECExampleConnector", "ec_role": "ec_producer"}}),
+    e("ACCEPT", "ec_consumer, text-only model", R4[1:], seed="shape/gqa-dense",
+      set={"--ec-transfer-config": {"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"}}),
     # the CPU build: the dense / MLA shapes with a short context (its aimed lines' form)
     e("REFUSE", "nvfp4 KV cache, MLA (CPU build)", CPU, seed="shape/mla-moe",
       set={"--max-model-len": 4096, "--kv-cache-dtype": "nvfp4"}),

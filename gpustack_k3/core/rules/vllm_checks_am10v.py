@@ -1,4 +1,4 @@
-"""vLLM config-time refusal the engine-check table (gpustack_k3/catalog/data/checks/vllm.yaml) cannot verify with
+"""vLLM config-time refusals the engine-check table (gpustack_k3/catalog/data/checks/vllm.yaml) cannot verify with
 its examples: the hybrid KV cache manager (HMA) enabled explicitly (``--no-disable-hybrid-kv-cache-manager``) on a
 model with chunked local attention (config.json ``attention_chunk_size``) while
 VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 (helper am10v; no catalog model or oracle shape has the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.multimodal import builds_multimodal_config
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
@@ -62,5 +63,69 @@ def check_vllm_hma_explicit_chunked_local_attention(r, c):
             f"--no-disable-hybrid-kv-cache-manager or set {ENV}=1)")
 
 
-# applies to the releases its sources name (registry.ReleaseRule)
-RULES["vllm-hma-explicit-chunked-local-attention"] = ReleaseRule.of(RULES["vllm-hma-explicit-chunked-local-attention"])
+# ------------------------------------------------------------------ multimodal facts (the release's model registry)
+
+# VllmConfig.__post_init__: a multimodal model (MultiModalConfig built: core/rules/multimodal.py) with --mm-tensor-ipc
+# torch_shm and VLLM_WORKER_MULTIPROC_METHOD other than spawn (os.environ.get, compared as written)
+_SHM_SPAWN_SOURCES = {
+    "0.28.0": "vllm config/vllm.py:1261-1270@0.28.0",
+    "0.29.0": "vllm config/vllm.py:1347-1356@0.29.0",
+    "0.33.0": "vllm config/vllm.py:1743-1752@0.33.0",
+    "0.34.0": "vllm config/vllm.py:1674-1683@0.34.0",
+}
+
+
+@rule("vllm-mm-torch-shm-needs-spawn", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.env.VLLM_WORKER_MULTIPROC_METHOD",
+      title="--mm-tensor-ipc torch_shm on a multimodal model without VLLM_WORKER_MULTIPROC_METHOD=spawn",
+      why="torch_shm shares multimodal tensors through shared memory that forked workers do not inherit safely; "
+          "VllmConfig refuses it for a multimodal model unless the workers are spawned.",
+      fix="Set VLLM_WORKER_MULTIPROC_METHOD=spawn in the environment, or drop --mm-tensor-ipc torch_shm.",
+      source=_SHM_SPAWN_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _SHM_SPAWN_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal, with an option and an "
+             "environment variable; left to validate")
+def check_vllm_mm_torch_shm_needs_spawn(r, c):
+    v = line_view(r)
+    if v is None or v.value("mm_tensor_ipc") != "torch_shm" or builds_multimodal_config(r) is not True:
+        return
+    method = v.env.get("VLLM_WORKER_MULTIPROC_METHOD")
+    if method != "spawn":
+        yield "spec.env.VLLM_WORKER_MULTIPROC_METHOD", (
+            f"torch_shm is known to fail without VLLM_WORKER_MULTIPROC_METHOD set to spawn (it is "
+            f"{'unset' if method is None else repr(method)}; --mm-tensor-ipc torch_shm on a multimodal model)")
+
+
+# VllmConfig._resolve_mm_encoder_only: an encode-only EC instance (ec_connector set, ec_role ec_producer:
+# ECTransferConfig.is_encode_only) needs MultiModalConfig, i.e. a multimodal architecture
+_EC_PRODUCER_SOURCES = {
+    "0.29.0": "vllm config/vllm.py:1081,2458-2469@0.29.0; config/ec_transfer.py:10-12,99-115@0.29.0",
+    "0.33.0": "vllm config/vllm.py:1521,2889-2900@0.33.0; config/ec_transfer.py:10-12,101-117@0.33.0",
+    "0.34.0": "vllm config/vllm.py:1462,2970-2981@0.34.0; config/ec_transfer.py:9-11,92-108@0.34.0",
+}
+
+
+@rule("vllm-ec-producer-needs-multimodal", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--ec-transfer-config ec_role ec_producer (encoder-only) on a text-only model",
+      why="An encoder-cache producer runs only the multimodal encoder and hands its outputs to consumers; VllmConfig "
+          "refuses the encode-only role for a model without a multimodal encoder.",
+      fix="Drop --ec-transfer-config (or use the ec_producer role on a multimodal model's encoder instance).",
+      source=_EC_PRODUCER_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _EC_PRODUCER_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal, with a field of a JSON option; "
+             "left to validate")
+def check_vllm_ec_producer_needs_multimodal(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    ec = v.value("ec_transfer_config")
+    if not isinstance(ec, dict) or ec.get("ec_connector") is None or ec.get("ec_role") != "ec_producer":
+        return
+    if builds_multimodal_config(r) is False:
+        yield "spec.extraArgs", ("An EC producer-only instance requires a multimodal model. (--ec-transfer-config "
+                                 "ec_role ec_producer on a text-only architecture)")
+
+
+# each applies to the releases its sources name (registry.ReleaseRule)
+for _id in ("vllm-hma-explicit-chunked-local-attention", "vllm-mm-torch-shm-needs-spawn",
+            "vllm-ec-producer-needs-multimodal"):
+    RULES[_id] = ReleaseRule.of(RULES[_id])
