@@ -51,7 +51,8 @@ AM10V_ENTRIES = {
 HMA = "vllm-hma-explicit-chunked-local-attention"
 SHM = "vllm-mm-torch-shm-needs-spawn"
 ECP = "vllm-ec-producer-needs-multimodal"
-AM10V_DIRECT = {HMA, SHM, ECP}
+LMO = "vllm-language-model-only-mm-encoder-cudagraph"
+AM10V_DIRECT = {HMA, SHM, ECP, LMO}
 # entries of other helpers this helper extended to 0.28.0 / 0.29.0
 # the Python rules extended to the CPU build (its aimed lines run through tools/engine_oracle/aimed.py; the checks
 # table's oracle test has no CPU-build worker that resolves the example lines' models)
@@ -229,6 +230,7 @@ def test_the_module_rules_only_on_their_releases():
     assert {k.split(" ", 1)[1] for k in RULES[HMA].sources} == {"0.28.0", "0.29.0", "0.33.0", "0.34.0"}
     assert {k.split(" ", 1)[1] for k in RULES[SHM].sources} == {"0.28.0", "0.29.0", "0.33.0", "0.34.0"}
     assert {k.split(" ", 1)[1] for k in RULES[ECP].sources} == {"0.29.0", "0.33.0", "0.34.0"}
+    assert {k.split(" ", 1)[1] for k in RULES[LMO].sources} == {"0.29.0", "0.33.0", "0.34.0"}
     assert {r.id for r in RULES.values() if r.check.__module__ == "gpustack_k3.core.rules.vllm_checks_am10v"} \
         == AM10V_DIRECT
 
@@ -263,3 +265,14 @@ def test_an_ec_producer_needs_a_multimodal_model(tmp_path, release):
     assert ECP not in on_config(release, GQA + consumer, text)["rules"]
     vl = with_config(tmp_path, "shape-gqa-dense", "vl", **VL)
     assert ECP not in on_config(release, GQA + EC_PRODUCER, vl)["rules"]
+
+
+@pytest.mark.parametrize("release", ["0.29.0", "0.33.0", "0.34.0"])
+def test_language_model_only_with_encoder_cudagraphs(tmp_path, release):
+    vl = with_config(tmp_path, "shape-gqa-dense", "vl", **VL)
+    graphs = ["--compilation-config", json.dumps({"cudagraph_mm_encoder": True})]
+    assert refused_by(on_config(release, GQA + ["--language-model-only"] + graphs, vl), LMO)
+    assert LMO not in on_config(release, GQA + ["--language-model-only"], vl)["rules"]
+    assert LMO not in on_config(release, GQA + graphs, vl)["rules"]
+    text = with_config(tmp_path, "shape-gqa-dense", "text")
+    assert LMO not in on_config(release, GQA + ["--language-model-only"] + graphs, text)["rules"]

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.engine_oracle
 
 MINE = {"vllm-quantization-config-spec-invalid", "vllm-nvfp4-kv-cache-on-mla", "vllm-inkling-lora-multimem-ar",
         "vllm-synthetic-acceptance-out-of-range", "vllm-hma-explicit-chunked-local-attention",
-        "vllm-mm-torch-shm-needs-spawn", "vllm-ec-producer-needs-multimodal"}
+        "vllm-mm-torch-shm-needs-spawn", "vllm-ec-producer-needs-multimodal",
+        "vllm-language-model-only-mm-encoder-cudagraph"}
 # a raise site of each release (the aimed format names one per entry; an ACCEPT line runs none of them)
 SITE = {"vllm-0.28.0": "vllm/config/speculative.py:270", "vllm-0.29.0": "vllm/config/speculative.py:562",
         "vllm-0.32.0-cpu": "vllm/config/speculative.py:589", "vllm-0.33.0": "vllm/config/speculative.py:614",
@@ -75,6 +76,14 @@ LINES = [
       set={"--ec-transfer-config": {"ec_connector": "ECExampleConnector", "ec_role": "ec_producer"}}),
     e("ACCEPT", "ec_consumer, text-only model", R4[1:], seed="shape/gqa-dense",
       set={"--ec-transfer-config": {"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"}}),
+    # --language-model-only with encoder CUDA graphs on a multimodal class (aim9h.yaml:16)
+    e("REFUSE", "language-model-only, cudagraph_mm_encoder, Qwen2-Audio class", R4[1:], seed="shape/gqa-dense",
+      config={"architectures": ["Qwen2AudioForConditionalGeneration"]},
+      set={"--language-model-only": True, "--compilation-config": {"cudagraph_mm_encoder": True}}),
+    e("ACCEPT", "language-model-only, Qwen2-Audio class", R4[1:], seed="shape/gqa-dense",
+      config={"architectures": ["Qwen2AudioForConditionalGeneration"]}, set={"--language-model-only": True}),
+    e("ACCEPT", "language-model-only, cudagraph_mm_encoder, text-only model", R4[1:], seed="shape/gqa-dense",
+      set={"--language-model-only": True, "--compilation-config": {"cudagraph_mm_encoder": True}}),
     # the CPU build: the dense / MLA shapes with a short context (its aimed lines' form)
     e("REFUSE", "nvfp4 KV cache, MLA (CPU build)", CPU, seed="shape/mla-moe",
       set={"--max-model-len": 4096, "--kv-cache-dtype": "nvfp4"}),

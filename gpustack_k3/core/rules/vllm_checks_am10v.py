@@ -125,7 +125,38 @@ def check_vllm_ec_producer_needs_multimodal(r, c):
                                  "ec_role ec_producer on a text-only architecture)")
 
 
+# VllmConfig.__post_init__: --language-model-only (MultiModalConfig.language_model_only) with the compilation config's
+# cudagraph_mm_encoder (default False) on a multimodal model
+_LM_ONLY_SOURCES = {
+    "0.29.0": "vllm config/vllm.py:1130-1141@0.29.0; config/compilation.py:543@0.29.0",
+    "0.33.0": "vllm config/vllm.py:1556-1567@0.33.0; config/compilation.py:528@0.33.0",
+    "0.34.0": "vllm config/vllm.py:1503-1514@0.34.0; config/compilation.py:609@0.34.0",
+}
+
+
+@rule("vllm-language-model-only-mm-encoder-cudagraph", checked_by="oracle", family="args", severity="error",
+      engines=[ENGINE_VLLM], field="spec.extraArgs",
+      title="--language-model-only with cudagraph_mm_encoder on a multimodal model",
+      why="--language-model-only disables every multimodal input, so the encoder CUDA graphs cudagraph_mm_encoder "
+          "asks for would never run; VllmConfig refuses the two together.",
+      fix="Drop cudagraph_mm_encoder from --compilation-config, or drop --language-model-only.",
+      source=_LM_ONLY_SOURCES["0.34.0"], sources={f"vllm {k}": v for k, v in _LM_ONLY_SOURCES.items()},
+      no_cel="whether the release registers the model's architecture as multimodal, with a field of a JSON option; "
+             "left to validate")
+def check_vllm_language_model_only_mm_encoder_cudagraph(r, c):
+    v = line_view(r)
+    if v is None or v.value("language_model_only") is not True:
+        return
+    cc = v.value("compilation_config")
+    if not isinstance(cc, dict) or cc.get("cudagraph_mm_encoder") is not True:
+        return
+    if builds_multimodal_config(r) is True:
+        yield "spec.extraArgs", (
+            "--language-model-only is incompatible with cudagraph_mm_encoder=True, since it disables all multimodal "
+            "inputs and the multimodal encoder is never run. Please disable one of them.")
+
+
 # each applies to the releases its sources name (registry.ReleaseRule)
 for _id in ("vllm-hma-explicit-chunked-local-attention", "vllm-mm-torch-shm-needs-spawn",
-            "vllm-ec-producer-needs-multimodal"):
+            "vllm-ec-producer-needs-multimodal", "vllm-language-model-only-mm-encoder-cudagraph"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
