@@ -172,6 +172,8 @@ def test_every_rule_has_a_firing_case():
     covered |= M10V_DIRECT
     from tests.core.test_am10v_rules import AM10V_DIRECT   # core/rules/vllm_checks_am10v.py (helper am10v)
     covered |= AM10V_DIRECT
+    from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
+    covered |= AM10S_DIRECT
     assert covered == set(RULES)
 
 

@@ -1,0 +1,271 @@
+"""SGLang refusals of the aimed lines (tools/engine_oracle/aimed/*.yaml) the engine-check table
+(gpustack_k3/catalog/data/checks/sglang.yaml) cannot express (helper am10s, issue 31):
+
+- UNO speculative decoding (``_handle_uno``): a chain of checks with derived figures (the tree capacity and the
+  parent-list width of F = num_steps + 1 and K = topk against Q = num_draft_tokens), and its FA3 requirement, where
+  the backend SGLang picks when the line names none depends on the GPU and the model (a warning then);
+- the tokenspeed_mla attention backend on a GPU outside Blackwell (the line's GPU, catalog/data/hardware.yaml);
+- 0.5.22's KV cache sharding on a DSA model (config.json's architectures[0] and index_topk, the release's
+  is_deepseek_dsa).
+
+Each rule reads the values the release's own parser gives the command line (checks.line_view), lists the releases
+whose code it follows with each release's own source, and is verified against the release by
+tests/engine_oracle/test_am10s_rules_oracle.py (the refused line raises at the cited source, its twin is accepted;
+the product's side: tests/core/test_am10s_rules.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
+from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
+from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+
+SGL = [ENGINE_SGLANG]
+
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def _release(r: Any) -> str | None:
+    return getattr(getattr(r, "version", None), "key", None)
+
+
+def sm_major(r: Any) -> int | None:
+    """The compute capability major of the document's GPU (catalog/data/hardware.yaml ``sm``: SM90 -> 9, SM103 ->
+    10), None without one (a check that needs it does not run)."""
+    hw = getattr(r, "hardware", None)
+    sm = str(getattr(hw, "sm", "") or "").upper()
+    return int(sm[2:]) // 10 if sm.startswith("SM") and sm[2:].isdigit() else None
+
+
+# ------------------------------------------------------------------ UNO speculative decoding
+
+# SpeculativeAlgorithm.handle_server_args runs _handle_uno for --speculative-algorithm UNO (upper-cased by
+# handle_speculative_decoding); 0.5.23 first resets the algorithm to None under --enable-return-aux-hidden-states
+# (validation_hook.py:748-752@0.5.23)
+_UNO_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:449-608@0.5.23; "
+              "sglang/srt/speculative/spec_info.py:246,258@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:432-591@0.5.22; "
+              "sglang/srt/speculative/spec_info.py:245,257@0.5.22",
+}
+
+
+def _is_uno(v: LineView) -> bool:
+    algo = v.value("speculative_algorithm")
+    return isinstance(algo, str) and algo.upper() == "UNO" and not v.value("enable_return_aux_hidden_states")
+
+
+def uno_refusal(v: LineView) -> str | None:
+    """The first check of ``_handle_uno`` the line fails, as the release words it (None: none that the line decides;
+    the FA3 check is :func:`uno_backends`)."""
+    device = v.value("device")
+    if isinstance(device, str) and not device.startswith("cuda"):
+        return "UNO only supports CUDA."
+    if v.value("speculative_draft_model_path") is not None:
+        return "UNO reuses the target model and does not accept --speculative-draft-model-path."
+    if v.value("uno_lora_path") is None:
+        return "UNO requires --uno-lora-path."
+    if v.value("enable_deterministic_inference"):
+        return ("UNO does not support --enable-deterministic-inference because its sampling path does not use "
+                "per-request seeds.")
+    if v.value("enable_strict_thinking"):
+        return "UNO does not support --enable-strict-thinking because it requires grammar decoding."
+    q = v.value("speculative_num_draft_tokens")
+    if q is None or (_int(q) is not None and q < 1):
+        return ("UNO requires --speculative-num-draft-tokens to be a positive integer denoting the linear width or "
+                "tree verify width Q.")
+    q = _int(q)
+    topk = v.value("speculative_eagle_topk")
+    k = 1 if topk is None else _int(topk)
+    if q is None or k is None:
+        return None
+    if k < 1:
+        return f"UNO requires --speculative-eagle-topk to be at least 1, got {k}."
+    if k > 1:
+        steps = v.value("speculative_num_steps")
+        if steps is None:
+            return ("UNO tree mode requires --speculative-num-steps so its draft width F can be derived as "
+                    "speculative_num_steps + 1.")
+        steps = _int(steps)
+        if steps is None:
+            return None
+        if steps < 1:
+            return f"UNO tree mode requires --speculative-num-steps to be positive, got {steps}."
+        f = steps + 1
+        if q < f:
+            return f"UNO tree mode requires Q >= F; got Q={q}, F={f}."
+        if q > 128:
+            return f"UNO tree mode currently supports at most Q=128 verify nodes, got Q={q}."
+        if q * k > 2048:
+            return f"UNO tree mode currently supports Q*K <= 2048; got Q*K={q}*{k}={q * k}."
+        capacity, at_depth = 1, 1
+        for _ in range(steps):
+            at_depth *= k
+            capacity += at_depth
+            if capacity >= q:
+                break
+        if q > capacity:
+            return (f"UNO tree mode cannot build the requested Q from F and K: Q={q} exceeds capacity={capacity} "
+                    f"for F={f}, K={k}.")
+        parent = k * max(steps - 1, 0) + 1
+        if q - 1 > parent:
+            return (f"UNO tree mode cannot represent the requested Q in EAGLE's parent-list ABI: Q-1={q - 1} "
+                    f"exceeds K*(F-2)+1={parent} for F={f}, K={k}.")
+        if v.value("enable_pdmux"):
+            return "UNO tree mode does not yet support PDMux."
+        if v.value("enable_two_batch_overlap"):
+            return "UNO tree mode does not yet support two-batch overlap."
+        if v.value("speculative_accept_threshold_single") != 1.0 or v.value("speculative_accept_threshold_acc") != 1.0:
+            return ("UNO tree mode reuses EAGLE target-only sampling and requires both speculative accept thresholds "
+                    "to be 1.0.")
+    tp, pp = _int(v.value("tp_size")), _int(v.value("pp_size"))
+    if (tp is not None and tp != 1) or (pp is not None and pp != 1):
+        return "UNO requires TP=PP=1."
+    dp, cp = _int(v.value("attn_dp_size")), _int(v.value("attn_cp_size"))
+    # an Elastic EP scale joiner also counts as attention DP (ep_scale_joiner_of): left to the release
+    if (dp is not None and dp > 1) or (cp is not None and cp != 1):
+        return "UNO does not support DP attention or context parallelism."
+    if v.value("enable_lora") or v.value("lora_paths"):
+        return "UNO does not support public Multi-LoRA serving."
+    if v.value("speculative_use_rejection_sampling"):
+        return ("UNO manages its own stochastic verification and does not use "
+                "--speculative-use-rejection-sampling.")
+    return None
+
+
+def uno_backends(v: LineView) -> tuple[str | None, str | None]:
+    """The (prefill, decode) attention backends the line gives (attention_backends_of: a phase's own option, else
+    --attention-backend); None for a phase the line leaves to SGLang's pick."""
+    attn = v.value("attention_backend")
+    return v.value("prefill_attention_backend") or attn, v.value("decode_attention_backend") or attn
+
+
+@rule("sglang-uno-speculative-config", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="UNO speculative decoding with an option or figure SGLang refuses",
+      why="UNO reuses the target model with its own LoRA draft: SGLang refuses it off CUDA, with a draft model, "
+          "without --uno-lora-path, with deterministic inference or strict thinking, without a positive "
+          "--speculative-num-draft-tokens Q, with a top-k below 1; in tree mode (top-k K > 1) without a positive "
+          "--speculative-num-steps (F = steps + 1), Q < F, Q > 128, Q*K > 2048, Q above the tree's capacity or "
+          "its parent list K*(F-2)+1 + 1, with PDMux, two-batch overlap or accept thresholds other than 1.0; and "
+          "with TP or PP above 1, attention DP or context parallelism, Multi-LoRA, rejection sampling, or an "
+          "attention backend other than fa3 for prefill or decode.",
+      fix="Follow the message: give --uno-lora-path, a valid Q/F/K, TP=PP=1, fa3 attention; drop the option it "
+          "names.",
+      source=_UNO_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _UNO_SOURCES.items()}, no_cel=NO_CEL)
+def check_sglang_uno_speculative_config(r, c):
+    v = line_view(r)
+    if v is None or not _is_uno(v):
+        return
+    msg = uno_refusal(v)
+    if msg is None:
+        pre, dec = uno_backends(v)
+        bad = {p: b for p, b in (("prefill", pre), ("decode", dec)) if b is not None and b != "fa3"}
+        if bad:
+            msg = (f"UNO requires FA3 for both prefill and decode attention; got prefill={pre!r}, decode={dec!r} "
+                   f"(give --attention-backend fa3)")
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+@rule("sglang-uno-needs-fa3-attention", checked_by="oracle", family="args", severity="warning", engines=SGL,
+      field="spec.extraArgs",
+      title="UNO needs fa3 attention: the backend SGLang picks here depends on the GPU and the model",
+      why="UNO runs on the fa3 attention backend for prefill and decode only. Where the line leaves a phase's backend "
+          "to SGLang, its pick depends on the GPU and the model (e.g. not fa3 for an MHA model on an SM100 GPU, "
+          "where SGLang refuses to start); the product does not know every pick: a warning.",
+      fix="Give --attention-backend fa3 with --speculative-algorithm UNO.",
+      source=_UNO_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _UNO_SOURCES.items()})
+def check_sglang_uno_needs_fa3_attention(r, c):
+    v = line_view(r)
+    if v is None or not _is_uno(v) or uno_refusal(v) is not None:
+        return
+    pre, dec = uno_backends(v)
+    if any(b is not None and b != "fa3" for b in (pre, dec)) or (pre is not None and dec is not None):
+        return
+    unset = [p for p, b in (("prefill", pre), ("decode", dec)) if b is None]
+    yield "spec.extraArgs", (f"UNO requires fa3 for prefill and decode attention; the line leaves the {' and '.join(unset)} "
+                             f"backend to SGLang, whose pick depends on the GPU "
+                             f"({getattr(getattr(r, 'hardware', None), 'sm', None) or 'unknown'}) and the model: give "
+                             f"--attention-backend fa3")
+
+
+# ------------------------------------------------------------------ tokenspeed_mla off Blackwell
+
+# 0.5.22 refuses tokenspeed_mla (attention or decode backend) unless platform.is_blackwell (SM100/SM12x); 0.5.23 renames
+# it to cutedsl_mla (a deprecated alias) and refuses that unless platform.is_sm100. The catalog's GPUs: H200 (SM90),
+# B200 / B300 / GB300 (SM100 / SM103)
+_TOKENSPEED_SOURCES = {
+    "0.5.22": "sglang/srt/arg_groups/overrides.py:1153-1154,1168-1175@0.5.22",
+    "0.5.23": "sglang/srt/arg_groups/serving_hook.py:303-320@0.5.23; "
+              "sglang/srt/arg_groups/overrides.py:1233-1247@0.5.23",
+}
+
+
+@rule("sglang-tokenspeed-mla-needs-blackwell", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="The tokenspeed_mla attention backend on a GPU outside Blackwell",
+      why="SGLang's tokenspeed MLA kernels run on Blackwell GPUs only: 0.5.22 refuses --attention-backend / "
+          "--decode-attention-backend tokenspeed_mla outside SM100/SM12x, and 0.5.23 takes it as the deprecated "
+          "name of cutedsl_mla, which it refuses outside SM100.",
+      fix="Pick another attention backend (e.g. flashinfer, fa3 or flashmla on Hopper), or run on a Blackwell GPU.",
+      source=_TOKENSPEED_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _TOKENSPEED_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_tokenspeed_mla_needs_blackwell(r, c):
+    major = sm_major(r)
+    if major is None or major >= 10:
+        return
+    v = line_view(r)
+    if v is None or "tokenspeed_mla" not in (v.value("attention_backend"), v.value("decode_attention_backend")):
+        return
+    if _release(r) == "0.5.23":
+        said = ("tokenspeed_mla is a deprecated name of cutedsl_mla: CuteDSL MLA backend is only supported on "
+                "Blackwell GPUs (SM100)")
+    else:
+        said = "tokenspeed_mla backend is only supported on Blackwell GPUs (SM100/SM12x)"
+    yield "spec.extraArgs", f"{said}; this GPU is {r.hardware.sm}: pick another --attention-backend"
+
+
+RULES["sglang-tokenspeed-mla-needs-blackwell"] = ReleaseRule.of(RULES["sglang-tokenspeed-mla-needs-blackwell"])
+
+
+# ------------------------------------------------------------------ 0.5.22: KV cache sharding on a DSA model
+
+# configs/model_config.py is_deepseek_dsa: architectures[0] one of these and index_topk in config.json
+DSA_ARCHS = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN",
+             "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
+             "GlmMoeDsaForCausalLMNextN", "Glm5NextForConditionalGenerationNextN", "Glm5NextForConditionalGeneration",
+             "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+             "Dots3NoteForCausalLMNextN", "HYV4ForCausalLM", "HYV4ForCausalLMNextN")
+# handle_kv_cache_sharding: every path from its start to the DSA check raises or reaches it (a DSA class is an MLA
+# model: use_mla_backend), so sharding a DSA model is refused on 0.5.22 whatever else the line gives
+_KV_SHARD_DSA_SOURCES = {"0.5.22": "sglang/srt/arg_groups/kv_shard_hook.py:47-51,186-191@0.5.22; "
+                                  "sglang/srt/configs/model_config.py:190-211@0.5.22"}
+
+
+def is_dsa(v: LineView) -> bool:
+    arch = v.arch
+    if arch is None or getattr(arch, "architecture", None) not in DSA_ARCHS:
+        return False
+    return (arch.text or {}).get("index_topk") is not None or (arch.raw or {}).get("index_topk") is not None
+
+
+@rule("sglang-kv-cache-sharding-dsa-model", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--enable-kv-cache-sharding on a DSA model (0.5.22)",
+      why="SGLang 0.5.22 does not stripe the DSA indexer buffers across ranks: it refuses KV cache sharding for a "
+          "DeepSeek-Sparse-Attention model (a DSA class with index_topk in config.json).",
+      fix="Drop --enable-kv-cache-sharding for this model (or use SGLang 0.5.23).",
+      source=_KV_SHARD_DSA_SOURCES["0.5.22"], sources={f"sglang {k}": s for k, s in _KV_SHARD_DSA_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_kv_cache_sharding_dsa_model(r, c):
+    v = line_view(r)
+    if v is None or not v.value("enable_kv_cache_sharding") or not is_dsa(v):
+        return
+    yield "spec.extraArgs", ("--enable-kv-cache-sharding does not support DSA models yet (indexer buffers are not "
+                             "striped): drop --enable-kv-cache-sharding for this model")
+
+
+RULES["sglang-kv-cache-sharding-dsa-model"] = ReleaseRule.of(RULES["sglang-kv-cache-sharding-dsa-model"])
