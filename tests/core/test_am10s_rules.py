@@ -16,6 +16,7 @@ UNO = "sglang-uno-speculative-config"
 UNO_FA3 = "sglang-uno-needs-fa3-attention"
 TOKENSPEED = "sglang-tokenspeed-mla-needs-blackwell"
 DSA = "sglang-kv-cache-sharding-dsa-model"
+PREFILL_CTX = "sglang-cuda-graph-prefill-max-context-above-context"
 BOTH = ("0.5.22", "0.5.23")
 
 DENSE = "/models/shape-gqa-dense"
@@ -66,6 +67,13 @@ CASES = [(UNO, rel, "h200", bad, "h200", good, {}) for rel in BOTH for bad, good
     (TOKENSPEED, "0.5.22", "h200", MLA + ["--decode-attention-backend", "tokenspeed_mla", "--kv-cache-dtype",
                                           "fp8_e4m3"], "h200", MLA + ["--kv-cache-dtype", "fp8_e4m3"], {}),
 ]
+# --cuda-graph-prefill-max-context above the context: shape-gqa-dense derives 131,072 (max_position_embeddings)
+G = ["--model-path", DENSE, "--tp-size", "8", "--cuda-graph-prefill-max-context"]
+CASES += [(PREFILL_CTX, rel, "b300", bad, "b300", good, {}) for rel in BOTH for bad, good in (
+    (G + ["131073"], G + ["131072"]),
+    (G + ["100000000"], G + ["65536"]),
+    (G + ["8192", "--context-length", "4096"], G + ["4096", "--context-length", "4096"]),
+)]
 IDS = [f"{c[0]}@{c[1]}-{k}" for k, c in enumerate(CASES)]
 
 # 0.5.22's KV sharding of a DSA model: DeepSeek-V3.2's public config.json; the twin is DeepSeek-V3's (a class of the

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
+from gpustack_k3.core.rules.model_limits import model_max_len
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 SGL = [ENGINE_SGLANG]
@@ -269,3 +270,47 @@ def check_sglang_kv_cache_sharding_dsa_model(r, c):
 
 
 RULES["sglang-kv-cache-sharding-dsa-model"] = ReleaseRule.of(RULES["sglang-kv-cache-sharding-dsa-model"])
+
+
+# ------------------------------------------------------------------ --cuda-graph-prefill-max-context above the context
+
+# finalize_cuda_graph_prefill_max_context (run for every line, pipeline.py:342@0.5.22 / 366@0.5.23): the requested
+# size, page-aligned up, must not exceed ModelConfig.context_len (the context length the line gives, else the length SGLang
+# derives from config.json: core/rules/model_limits.py). A size above the context is refused whatever the page size;
+# one within it that page alignment pushes over is left to the release. An explicit --cuda-graph-config (which takes
+# precedence over the flag) is left to the release too.
+_PREFILL_CTX_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/cuda_graph_hook.py:82-87,423-438,450-464@0.5.23; "
+              "sglang/srt/arg_groups/pipeline.py:366@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/cuda_graph_hook.py:82-87,385-400,412-426@0.5.22; "
+              "sglang/srt/arg_groups/pipeline.py:342@0.5.22",
+}
+
+
+@rule("sglang-cuda-graph-prefill-max-context-above-context", checked_by="oracle", family="args", severity="error",
+      engines=SGL, field="spec.extraArgs",
+      title="--cuda-graph-prefill-max-context above the model's context length",
+      why="SGLang page-aligns --cuda-graph-prefill-max-context into the largest prefill context its CUDA graphs "
+          "capture and refuses a size above the model's context length (the one the line gives, else the length it "
+          "derives from config.json).",
+      fix="Give --cuda-graph-prefill-max-context at most the context length, or drop it.",
+      source=_PREFILL_CTX_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _PREFILL_CTX_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_cuda_graph_prefill_max_context_above_context(r, c):
+    v = line_view(r)
+    if v is None or v.value("cuda_graph_config") is not None:
+        return
+    size = _int(v.value("cuda_graph_prefill_max_context"))
+    if size is None or size <= 0:
+        return
+    given = _int(v.value("context_length"))
+    if given is not None and given > 0:
+        ctx, how = given, "the context length the line gives, spec.scheduling.maxModelLen"
+    else:
+        limit = model_max_len(r)
+        if limit is None:
+            return
+        ctx, how = limit
+    if size > ctx:
+        yield "spec.extraArgs", (f"--cuda-graph-prefill-max-context exceeds the model context length: {size:,} > "
+                                 f"{ctx:,} ({how}); give at most {ctx:,}")
