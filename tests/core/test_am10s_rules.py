@@ -17,6 +17,7 @@ UNO_FA3 = "sglang-uno-needs-fa3-attention"
 TOKENSPEED = "sglang-tokenspeed-mla-needs-blackwell"
 DSA = "sglang-kv-cache-sharding-dsa-model"
 PREFILL_CTX = "sglang-cuda-graph-prefill-max-context-above-context"
+HISPARSE = "sglang-hisparse-dsa-kv-dtype-and-backends"
 BOTH = ("0.5.22", "0.5.23")
 
 DENSE = "/models/shape-gqa-dense"
@@ -85,8 +86,20 @@ SHARD = ["--tp-size", "8", "--enable-kv-cache-sharding", "--disaggregation-mode"
 PY_TREE = {"SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND": "python"}
 V32 = "deepseek-ai--DeepSeek-V3.2"
 MODEL_CASES = [
-    (DSA, "0.5.22", SHARD, PY_TREE, (V32, {}), ("deepseek-ai--DeepSeek-V3", {})),
+    (DSA, "0.5.22", SHARD, PY_TREE, (V32, {}), ("deepseek-ai--DeepSeek-V3", {}), SHARD),
 ]
+# HiSparse on DeepSeek-V3.2 (DSA); the KV dtype on V3.2 relabelled as its NextN class (a DSA class outside the
+# DeepSeek family, whose own DSA dtype check refuses fp8_e5m2 first: overrides.py:541@0.5.22)
+HS = ["--tp-size", "8", "--enable-hisparse", "--disable-radix-cache"]
+V32_NEXTN = (V32, {"architectures": ["DeepseekV3ForCausalLMNextN"]})
+MODEL_CASES += [(HISPARSE, rel, HS + ["--kv-cache-dtype", "fp8_e5m2"], {}, V32_NEXTN, V32_NEXTN,
+                 HS + ["--kv-cache-dtype", "fp8_e4m3"]) for rel in BOTH]
+MODEL_CASES += [(HISPARSE, rel, HS + bad, {}, (V32, {}), (V32, {}), HS + good) for rel in BOTH for bad, good in (
+    (["--kv-cache-dtype", "fp8_e4m3", "--dsa-prefill-backend", "flashmla_sparse"],
+     ["--kv-cache-dtype", "fp8_e4m3", "--dsa-prefill-backend", "flashmla_kv"]),
+    (["--kv-cache-dtype", "bfloat16", "--dsa-decode-backend", "flashmla_kv"],
+     ["--kv-cache-dtype", "bfloat16", "--dsa-decode-backend", "flashmla_sparse"]),
+)]
 MODEL_IDS = [f"{c[0]}@{c[1]}-{k}" for k, c in enumerate(MODEL_CASES)]
 
 # UNO with no attention backend: the release's pick is fa3 on H200 (accepted) and not fa3 on B300 (refused at the
@@ -120,13 +133,14 @@ def test_the_rule_refuses_the_line_and_passes_its_flip(rid, release, gpu, bad, g
     assert rid not in passed.get("rules", []) and passed["verdict"] != "refuse", passed
 
 
-@pytest.mark.parametrize("rid,release,argv,env,bad_model,good_model", MODEL_CASES, ids=MODEL_IDS)
-def test_the_model_rule_refuses_the_line_and_passes_its_flip(root, rid, release, argv, env, bad_model, good_model):
+@pytest.mark.parametrize("rid,release,argv,env,bad_model,good_model,good", MODEL_CASES, ids=MODEL_IDS)
+def test_the_model_rule_refuses_the_line_and_passes_its_flip(root, rid, release, argv, env, bad_model, good_model,
+                                                             good):
     d = model_dir(root, *bad_model)
     refused = product(release, ["--model-path", d, *argv], "b300", env, f"{d}/config.json")
     assert refused["verdict"] == "refuse" and rid in refused["rules"], refused
     d = model_dir(root, *good_model)
-    passed = product(release, ["--model-path", d, *argv], "b300", env, f"{d}/config.json")
+    passed = product(release, ["--model-path", d, *good], "b300", env, f"{d}/config.json")
     assert rid not in passed.get("rules", []), passed
 
 

@@ -314,3 +314,58 @@ def check_sglang_cuda_graph_prefill_max_context_above_context(r, c):
     if size > ctx:
         yield "spec.extraArgs", (f"--cuda-graph-prefill-max-context exceeds the model context length: {size:,} > "
                                  f"{ctx:,} ({how}); give at most {ctx:,}")
+
+
+# ------------------------------------------------------------------ HiSparse on a DSA model: KV dtype and DSA backends
+
+# validate_hisparse (the _hisparse_validation post-process, every line with --enable-hisparse): on a DSA model (not
+# DeepSeek-V4, not MiniMax M3, whose own paths return before) the resolved KV cache dtype must be bfloat16, auto or
+# fp8_e4m3, and a DSA prefill / decode backend must be one of the CUDA backends of that dtype (bfloat16:
+# flashmla_sparse; fp8_e4m3: flashmla_kv, flashinfer_sparse_mla). Every earlier check of the function refuses too.
+# Only a KV dtype the line gives is read ('auto' resolves per GPU: left to the release). For a DeepSeek-family DSA
+# class the DSA backend resolution refuses a KV dtype other than bf16 / fp8_e4m3 first (overrides.py:541@0.5.22).
+HISPARSE_KV_DTYPES = ("bfloat16", "auto", "fp8_e4m3")
+HISPARSE_DSA_BACKENDS = {"bfloat16": ("flashmla_sparse",), "fp8_e4m3": ("flashinfer_sparse_mla", "flashmla_kv")}
+_HISPARSE_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/hisparse_hook.py:18-21,44-78,87-165@0.5.23; "
+              "sglang/srt/arg_groups/overrides.py:1221-1229@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/hisparse_hook.py:18-21,44-78,87-165@0.5.22; "
+              "sglang/srt/arg_groups/overrides.py:1184-1192@0.5.22",
+}
+
+
+def hisparse_dsa_refusal(v: LineView) -> str | None:
+    if not v.value("enable_hisparse") or not is_dsa(v) or not v.given("kv_cache_dtype"):
+        return None
+    kv = v.value("kv_cache_dtype")
+    if kv not in HISPARSE_KV_DTYPES:
+        return (f"HiSparse requires one of ('bfloat16', 'fp8_e4m3') KV cache dtypes, but got --kv-cache-dtype={kv}: "
+                "use --kv-cache-dtype bfloat16 or fp8_e4m3")
+    allowed = HISPARSE_DSA_BACKENDS.get(kv)
+    if allowed is None:
+        return None
+    for dest, label in (("dsa_prefill_backend", "prefill"), ("dsa_decode_backend", "decode")):
+        backend = v.value(dest)
+        if backend is not None and backend not in allowed:
+            return (f"HiSparse supports DSA {label} backend(s) {list(allowed)} with --kv-cache-dtype={kv}, but got "
+                    f"--dsa-{label}-backend={backend}: use one of them, or omit the option")
+    return None
+
+
+@rule("sglang-hisparse-dsa-kv-dtype-and-backends", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="--enable-hisparse on a DSA model with a KV dtype or DSA backend HiSparse does not support",
+      why="HiSparse on a DeepSeek-Sparse-Attention model keeps a bfloat16 or fp8_e4m3 KV cache and runs the DSA "
+          "kernels of that dtype on CUDA: flashmla_sparse for bfloat16; flashmla_kv or flashinfer_sparse_mla for "
+          "fp8_e4m3. SGLang refuses another --kv-cache-dtype or --dsa-prefill-backend / --dsa-decode-backend.",
+      fix="Give --kv-cache-dtype bfloat16 or fp8_e4m3 and a DSA backend of that dtype (or omit the backends), or drop "
+          "--enable-hisparse.",
+      source=_HISPARSE_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _HISPARSE_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_hisparse_dsa_kv_dtype_and_backends(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    msg = hisparse_dsa_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
