@@ -18,6 +18,7 @@ TOKENSPEED = "sglang-tokenspeed-mla-needs-blackwell"
 DSA = "sglang-kv-cache-sharding-dsa-model"
 PREFILL_CTX = "sglang-cuda-graph-prefill-max-context-above-context"
 HISPARSE = "sglang-hisparse-dsa-kv-dtype-and-backends"
+UM_OFFLOAD = "sglang-unified-memory-decode-offload-model"
 BOTH = ("0.5.22", "0.5.23")
 
 DENSE = "/models/shape-gqa-dense"
@@ -75,6 +76,13 @@ CASES += [(PREFILL_CTX, rel, "b300", bad, "b300", good, {}) for rel in BOTH for 
     (G + ["100000000"], G + ["65536"]),
     (G + ["8192", "--context-length", "4096"], G + ["4096", "--context-length", "4096"]),
 )]
+# --enable-unified-memory decode KV offload: MLA (shape-mla-moe) and hybrid Mamba (shape-hybrid, Nemotron-H); the twin
+# is an MHA model (shape-gqa-dense) on triton (0.5.22 refuses its B300 default trtllm_mha with decode CUDA graphs)
+UM = ["--tp-size", "8", "--enable-unified-memory", "--disaggregation-mode", "decode", "--disaggregation-transfer-backend",
+      "mooncake", "--disaggregation-decode-enable-offload-kvcache", "--hicache-storage-backend", "file"]
+CASES += [(UM_OFFLOAD, rel, "b300", ["--model-path", f"/models/shape-{shape}"] + UM, "b300",
+           ["--model-path", DENSE] + UM + ["--attention-backend", "triton"], {})
+          for rel in BOTH for shape in ("mla-moe", "hybrid")]
 IDS = [f"{c[0]}@{c[1]}-{k}" for k, c in enumerate(CASES)]
 
 # 0.5.22's KV sharding of a DSA model: DeepSeek-V3.2's public config.json; the twin is DeepSeek-V3's (a class of the

@@ -369,3 +369,51 @@ def check_sglang_hisparse_dsa_kv_dtype_and_backends(r, c):
     msg = hisparse_dsa_refusal(v)
     if msg is not None:
         yield "spec.extraArgs", msg
+
+
+# ------------------------------------------------------------------ unified memory: decode KV offload of MLA / Mamba
+
+# handle_unified_memory_pool, under PD disaggregation with --disaggregation-decode-enable-offload-kvcache: after the
+# checks before it (each refuses too) the release refuses an MLA model (use_mla_backend: configs/model_config.py sets
+# AttentionArch.MLA for these classes unconditionally) and a hybrid-Mamba one (mambaish_config). Other MLA or Mamba
+# classes, and hybrid-SWA models, are left to the release.
+MLA_ARCHS = ("DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN",
+             "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "LongcatFlashForCausalLM", "KimiK25ForConditionalGeneration")
+_UM_OFFLOAD_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/kv_cache_hook.py:531-535,564-578@0.5.23; "
+              "sglang/srt/configs/model_config.py:1258-1290@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/kv_cache_hook.py:528-532,561-575@0.5.22; "
+              "sglang/srt/configs/model_config.py:1258-1290@0.5.22",
+}
+
+
+def _hybrid_mamba(r: Any, v: LineView) -> bool:
+    from gpustack_k3.core.rules.sglang_checks_smiss7 import NEMOTRON_H_ARCHS
+    from gpustack_k3.core.rules.topology import _is_hybrid
+
+    return getattr(v.arch, "architecture", None) in NEMOTRON_H_ARCHS or _is_hybrid(r)
+
+
+@rule("sglang-unified-memory-decode-offload-model", checked_by="oracle", family="args", severity="error",
+      engines=SGL, field="spec.extraArgs",
+      title="--enable-unified-memory decode KV offload of an MLA or hybrid-Mamba model",
+      why="With --enable-unified-memory under PD disaggregation, SGLang's decode KV offload "
+          "(--disaggregation-decode-enable-offload-kvcache) moves whole MHA page envelopes only: it refuses MLA models "
+          "and models with Mamba-style state.",
+      fix="Drop --disaggregation-decode-enable-offload-kvcache (or --enable-unified-memory) for this model.",
+      source=_UM_OFFLOAD_SOURCES["0.5.23"], sources={f"sglang {k}": s for k, s in _UM_OFFLOAD_SOURCES.items()},
+      no_cel=NO_CEL)
+def check_sglang_unified_memory_decode_offload_model(r, c):
+    v = line_view(r)
+    if v is None or v.arch is None or not v.value("enable_unified_memory") \
+            or v.value("disaggregation_mode") in (None, "null") \
+            or not v.value("disaggregation_decode_enable_offload_kvcache"):
+        return
+    if v.arch.architecture in MLA_ARCHS and v.arch.mla:
+        what = "MLA models yet"
+    elif _hybrid_mamba(r, v):
+        what = "hybrid-Mamba models"
+    else:
+        return
+    yield "spec.extraArgs", (f"--enable-unified-memory decode KV offload does not support {what}: drop "
+                             "--disaggregation-decode-enable-offload-kvcache or --enable-unified-memory")
