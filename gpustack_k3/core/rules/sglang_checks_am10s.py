@@ -20,6 +20,8 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.model_limits import model_max_len
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.sglang_checks_smiss7 import NEMOTRON_H_ARCHS
+from gpustack_k3.core.rules.topology import _is_hybrid
 
 SGL = [ENGINE_SGLANG]
 
@@ -388,9 +390,6 @@ _UM_OFFLOAD_SOURCES = {
 
 
 def _hybrid_mamba(r: Any, v: LineView) -> bool:
-    from gpustack_k3.core.rules.sglang_checks_smiss7 import NEMOTRON_H_ARCHS
-    from gpustack_k3.core.rules.topology import _is_hybrid
-
     return getattr(v.arch, "architecture", None) in NEMOTRON_H_ARCHS or _is_hybrid(r)
 
 
