@@ -177,10 +177,15 @@ class Oracle:
         return json.loads(line)
 
     def judge_line(self, argv: list[str], env: dict | None = None, hardware: str = "b300",
-                   gpus: int | None = None) -> dict:
-        """``gpus``: the GPUs the process's pod has (the device count it sees; default: the node's)."""
+                   gpus: int | None = None, watch: dict | None = None) -> dict:
+        """``gpus``: the GPUs the process's pod has (the device count it sees; default: the node's). ``watch``:
+        {file: [line, ...]} of the release's code: the answer's ``ran`` says which of them the line's child ran
+        (worker.py ``_LineWatch``; the cheap counterpart of the ``coverage`` mode, for any worker)."""
         mapped = self._map(list(argv))
-        ans = self._request({"argv": mapped, "env": env or {}, "hardware": hardware, "gpus": gpus})
+        req = {"argv": mapped, "env": env or {}, "hardware": hardware, "gpus": gpus}
+        if watch:
+            req["watch"] = watch
+        ans = self._request(req)
         stand = self._stand_ins([mapped])
         return {**ans, "stand_in": stand} if stand else ans
 

@@ -790,6 +790,52 @@ def _coverage_start():
     return cov
 
 
+class _LineWatch:
+    """Which of some lines of some files this line's child ran: ``watch`` = {file: [line, ...]} (the paths as the
+    worker imports them, the release's root + the wheel's path), answered as ``ran`` = {file: [line, ...]} (the
+    watched lines that ran, sorted). The cheap counterpart of ``_coverage_start`` for a question about a few lines
+    (tools/engine_oracle/aimed.py ``mode="line"``: did the line run its raise site?): a ``sys.settrace`` tracer
+    (this interpreter, 3.11, has no sys.monitoring) that turns line events on only in the frames of a code object
+    holding a watched line (its own lines: ``co_lines``, nested functions being code objects of their own), every
+    other frame traced by no more than its call event. The same line events coverage.py's tracer records, so a
+    watched line counts as run exactly when coverage.py would list it as executed (tests/engine_oracle/
+    test_aimed.py compares both). Started before the judge and stopped after it, in the child only: nothing of it
+    reaches the worker or a verdict."""
+
+    def __init__(self, watch: dict) -> None:
+        import threading
+
+        self.want = {str(f): {int(n) for n in lines} for f, lines in watch.items()}
+        self.ran: dict[str, set[int]] = {}
+        self._codes: dict = {}   # code object -> the watched lines it holds (None: none)
+        self._threading = threading
+        threading.settrace(self._call)   # a thread the judge starts is watched too (as coverage.py does)
+        sys.settrace(self._call)
+
+    def _call(self, frame, event, arg):
+        code = frame.f_code
+        lines = self._codes.get(code, False)
+        if lines is False:
+            want = self.want.get(code.co_filename)
+            mine = {n for _a, _b, n in code.co_lines() if n is not None} & want if want else None
+            lines = self._codes[code] = mine or None
+        if lines is None:
+            return None
+        ran = self.ran.setdefault(code.co_filename, set())
+
+        def local(frame, event, arg):
+            if event == "line" and frame.f_lineno in lines:
+                ran.add(frame.f_lineno)
+            return local
+
+        return local
+
+    def stop(self) -> dict[str, list[int]]:
+        sys.settrace(None)
+        self._threading.settrace(None)
+        return {f: sorted(v) for f, v in sorted(self.ran.items()) if v}
+
+
 def _coverage_module():
     """coverage.py of this interpreter (never a module of that name from this file's directory, which is on
     sys.path)."""
@@ -854,6 +900,7 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
             try:
                 before = set(sys.modules)
                 cov = _coverage_start() if "warmup" not in req else None
+                watch = _LineWatch(req.pop("watch")) if req.get("watch") and "warmup" not in req else None
                 if "warmup" in req:   # preload(): the warm-up lines, one after the other in this one child
                     ans = {"verdicts": [_judge_here(judge, r) for r in req["warmup"]]}
                 else:
@@ -861,6 +908,8 @@ def judge_isolated(judge, req: dict, report_modules: bool = False) -> dict:
                 if cov is not None:
                     cov.stop()
                     cov.save()
+                if watch is not None:
+                    ans["ran"] = watch.stop()
                 if report_modules:
                     ans["imported_modules"] = [m for m in sys.modules if m not in before]
             except BaseException:  # noqa: BLE001 - the harness failed in the child: say how
