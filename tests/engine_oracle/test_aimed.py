@@ -56,12 +56,37 @@ def _releases_with_entries() -> list[str]:
 
 @pytest.mark.engine_oracle
 @pytest.mark.parametrize("release", _releases_with_entries())
-def test_every_aimed_line_runs_its_site(release):
-    doc = A.run(release)
+def test_every_aimed_line_runs_its_site(oracles, release):
+    # the line mode: a tracer on each entry's own site, on the session's worker of the release (no coverage.py over
+    # every validation file, no worker of its own); test_the_line_mode_answers_as_coverage_does holds it to the
+    # coverage mode's answer
+    doc = A.run(release, mode="line", oracle=oracles(release))
     missed = [(r["source"], r["target"], r["verdict"], r["where"], r["message"][:120]) for r in doc["aimed"]
               if not r["hit"]]
     assert not missed, missed
     assert len(doc["aimed"]) == len(A.entries(release))
+
+
+COMPARED = "vllm-0.34.0"
+
+
+@pytest.mark.engine_oracle
+@pytest.mark.parametrize("release", [COMPARED])
+def test_the_line_mode_answers_as_coverage_does(oracles, release):
+    """The line tracer (worker.py ``_LineWatch``) against coverage.py in branch mode (the report's mode) on a few
+    entries: each line judged both ways, every raise site of its target's file watched, so the comparison covers the
+    sites the line ran and those it did not, in the file; the same verdict, place, and sites run."""
+    es = A.entries(release)
+    es = es[:: max(1, len(es) // 4)][:4]
+    line = A.run(release, es=es, mode="line", oracle=oracles(release), watch="file")["aimed"]
+    full = A.run(release, es=es)["aimed"]
+    assert len(line) == len(full) == len(es)
+    for a, b in zip(line, full):
+        path = b["target"].rpartition(":")[0]
+        in_file = [w for w in b["sites_run"] if w.rpartition(":")[0] == path]
+        assert (a["hit"], a["verdict"], a["where"], a["sites_run"]) == (b["hit"], b["verdict"], b["where"], in_file), \
+            (a["source"], a, b)
+    assert any(a["sites_run"] for a in line)   # the comparison compared something
 
 
 PORTED = """# a comment the edit keeps

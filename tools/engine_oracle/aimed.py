@@ -27,6 +27,7 @@ An entry (YAML; every key but ``target``, ``releases`` and one of ``seed``/``arg
   python3 -m tools.engine_oracle.aimed --release vllm-0.34.0 [--file tools/engine_oracle/aimed/x.yaml] [--product]
       [--out bench/results/raise-sites-vllm-0.34.0-aimed.json]
   python3 -m tools.engine_oracle.aimed --release vllm-0.29.0 --port-from vllm-0.33.0 [--write]
+  python3 -m tools.engine_oracle.aimed --release vllm-0.34.0 --mode line   # hit or not only: a tracer on each site
 
 Porting: an entry written for one release is tried on another at its site's counterpart there (``site_map``: the same
 file, function and raised text, or the nearest); where the line runs that site, ``--write`` adds it to the entry's
@@ -150,15 +151,28 @@ def line_of(sy, e: dict, seeds: dict[str, dict]) -> dict:
 
 
 def run(release: str, files: list[Path] | None = None, product: bool = False, log=None,
-        es: list[dict] | None = None) -> dict:
-    """Judge the release's aimed lines (or the entries ``es``, each with its ``where`` on this release) with coverage
-    on: synth.py's report of them plus ``aimed`` (per entry: hit or not, the verdict, where the release raised, and
-    the product's verdict when asked)."""
+        es: list[dict] | None = None, mode: str = "coverage", oracle=None, watch: str = "target") -> dict:
+    """Judge the release's aimed lines (or the entries ``es``, each with its ``where`` on this release): per entry
+    (``aimed``) whether the line ran the site (``hit``), the verdict, where the release raised, the raise sites it ran
+    (``sites_run``, of those measured) and, with ``product``, gpustack-k3's verdict.
+
+    ``mode="coverage"`` (the report: ``--out``, ``--product``, ``--port-from``, reachability.py): coverage.py in branch
+    mode over every validation file in each line's child, on a worker of its own, and synth.py's whole report around
+    ``aimed``. ``mode="line"`` (the test, tests/engine_oracle/test_aimed.py; ``--mode line``): only whether each line
+    ran its own site, from a line tracer on that site in the line's child (worker.py ``_LineWatch``: the answer's
+    ``ran``), on ``oracle`` (any running worker of the release: the test session's) or on one started here without
+    coverage; no data files, no reachability classes (the report holds ``aimed``, and ``product`` when asked).
+    ``watch="file"`` (line mode): every raise site of the target's file watched, not the target alone (what the test
+    compares with coverage.py's answer)."""
     from tools.engine_oracle.synth import Synth, product_verdicts, report
 
+    if mode not in ("coverage", "line"):
+        raise AimedError(f"mode {mode!r}: coverage or line")
     t0 = time.monotonic()
     es = entries(release, files) if es is None else es
     with tempfile.TemporaryDirectory(prefix="oracle-aimed-") as d:
+        if mode == "line":
+            return _run_lines(release, es, Path(d), product, log, oracle, watch, t0)
         with Synth(release, 0, Path(d), product) as sy:
             seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
             lines = [line_of(sy, e, seeds) for e in es]
@@ -171,7 +185,8 @@ def run(release: str, files: list[Path] | None = None, product: bool = False, lo
             for e, rec in zip(es, recs):
                 rows.append({"source": e["source"], "target": e["where"], "why": e.get("why"),
                              "hit": sy.site_at[e["where"]] in rec["sites"], "verdict": rec["verdict"],
-                             "where": rec.get("where"), "message": rec["message"][:200]})
+                             "where": rec.get("where"), "message": rec["message"][:200],
+                             "sites_run": sorted(_where(sy, i) for i in rec["sites"])})
                 if log:
                     log(rows[-1])
             doc["aimed"] = rows
@@ -186,6 +201,71 @@ def run(release: str, files: list[Path] | None = None, product: bool = False, lo
                     row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
             doc["seconds"] = round(time.monotonic() - t0, 1)
             return doc
+
+
+def _where(sy, i: int) -> str:
+    """``path:line`` (the wheel's path) of raise site ``i`` of ``sy``."""
+    import os
+
+    return f"{os.path.relpath(sy.sites[i]['file'], sy.root)}:{sy.sites[i]['line']}"
+
+
+def _run_lines(release: str, es: list[dict], d: Path, product: bool, log, oracle, watch: str, t0: float) -> dict:
+    """``run(mode="line")``: each entry's line judged with a line tracer on its site (``watch="target"``) or on
+    every raise site of its site's file (``watch="file"``)."""
+    from gpustack_k3.oracle.judge import Oracle
+    from tools.engine_oracle.synth import Synth, compact_variant, judged_record, product_verdicts
+
+    if watch not in ("target", "file"):
+        raise AimedError(f"watch {watch!r}: target or file")
+    sy = Synth(release, 0, d, product)   # the parser's options, the raise sites, the config.json copies; not its oracle
+    own = None
+    if oracle is None:
+        oracle = own = Oracle(release)
+    try:
+        sy.aliases = dict(oracle.aliases)
+        seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
+        lines = [line_of(sy, e, seeds) for e in es]
+        unknown = [e["source"] + " " + e["where"] for e in es if e["where"] not in sy.site_at]
+        if unknown:
+            raise AimedError(f"not a raise site of {release}'s validation code: {unknown}")
+        rows, recs = [], []
+        for e, line in zip(es, lines):
+            target = sy.site_at[e["where"]]
+            mine = [i for i, s in enumerate(sy.sites) if s["file"] == sy.sites[target]["file"]] \
+                if watch == "file" else [target]
+            want: dict[str, list[int]] = {}
+            for i in mine:
+                want.setdefault(sy.sites[i]["file"], []).append(sy.sites[i]["line"])
+            hw = line["gpu_type"] if line["gpu_type"] != "cpu" else "b300"
+            ans = oracle.judge_line(line["argv"], line["env"], hw, line.get("gpus"), watch=want)
+            ran = {(f, n) for f, ns in (ans.get("ran") or {}).items() for n in ns}
+            sites = {i for i in mine if (sy.sites[i]["file"], sy.sites[i]["line"]) in ran}
+            recs.append({"line": line, "verdict": ans.get("verdict"), "reason": ans.get("reason"),
+                         "message": (ans.get("message") or ans.get("detail") or "")[:300], "where": ans.get("where"),
+                         "round": 0, "sites": sites})
+            rows.append({"source": e["source"], "target": e["where"], "why": e.get("why"), "hit": target in sites,
+                         "verdict": ans.get("verdict"), "where": ans.get("where"),
+                         "message": (ans.get("message") or ans.get("detail") or "")[:200],
+                         "sites_run": sorted(_where(sy, i) for i in sites)})
+            if log:
+                log(rows[-1])
+        doc = {"release": release, "mode": "line", "watch": watch, "aimed": rows}
+        if product:   # as run()'s coverage mode: the judged records, the config.json copies, the --config files
+            judged = [judged_record(sy, r) for r in recs]
+            variants = {str(p): compact_variant(json.loads(p.read_text()), sy.public)
+                        for p in sorted(sy.variants.glob("*/config.json"))} if sy.variants.is_dir() else {}
+            doc["product"] = product_verdicts(release, judged, variants, dict(sorted(sy.serve_configs.items())))
+            bad = {tuple(m.get("mutations") or ()): k for k in ("misses", "false_refusals")
+                   for m in doc["product"][k]}
+            for row, rec in zip(rows, recs):
+                key = tuple(rec["line"]["mutations"])
+                row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
+        doc["seconds"] = round(time.monotonic() - t0, 1)
+        return doc
+    finally:
+        if own is not None:
+            own.close()
 
 
 # ------------------------------------------------------------------------------------------------ porting
@@ -267,10 +347,12 @@ def _add_target(path: Path, index: int, release: str, where: str) -> None:
     path.write_text("".join(lines))
 
 
-def port(src: str, release: str, files: list[Path] | None = None, write: bool = False, log=None) -> dict:
+def port(src: str, release: str, files: list[Path] | None = None, write: bool = False, log=None,
+         mode: str = "coverage") -> dict:
     """Try ``src``'s entries that do not name ``release`` on ``release``: each at the site ``site_map`` gives (its
     seed line must exist there); an entry that runs that site gets it as its target for ``release`` (with ``write``,
-    in its file). Returns the run's report with ``ported`` (entries that hit) and ``not_ported`` (why each did not)."""
+    in its file). Returns the run's report with ``ported`` (entries that hit) and ``not_ported`` (why each did not).
+    ``mode``: run()'s (``line``: the hits alone, from a tracer on each site)."""
     seeds = {s["seed"] for s in seed_lines(release) if "argv" in s}
     smap = site_map(src, release)
     mine = {e["source"] for e in entries(release, files)}
@@ -284,7 +366,7 @@ def port(src: str, release: str, files: list[Path] | None = None, write: bool = 
             skipped.append({"source": e["source"], "why": f"seed {e['seed']} is not a seed line of {release}"})
         else:
             cand.append(dict(e, where=smap[e["where"]]))
-    doc = run(release, files, log=log, es=cand) if cand else {"aimed": []}
+    doc = run(release, files, log=log, es=cand, mode=mode) if cand else {"aimed": []}
     hit = [r for r in doc["aimed"] if r["hit"]]
     if write:
         for r in hit:
@@ -308,11 +390,14 @@ def main(argv=None) -> int:
                     help="try RELEASE's entries that do not name --release on it (each at its site's counterpart); "
                          "with --write, an entry that runs it gets that site as its --release target in its file")
     ap.add_argument("--write", action="store_true", help="with --port-from: edit the files")
+    ap.add_argument("--mode", choices=("coverage", "line"), default="coverage",
+                    help="coverage (default; --out, --product, --port-from): coverage.py over every validation file, "
+                         "synth.py's report; line: a line tracer on each entry's own site only (hit or not, fast)")
     a = ap.parse_args(argv)
     if a.port_from:
         try:
             doc = port(a.port_from, a.release, a.file, a.write,
-                       log=lambda r: print(json.dumps(r), file=sys.stderr))
+                       log=lambda r: print(json.dumps(r), file=sys.stderr), mode=a.mode)
         except (AimedError, yaml.YAMLError, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -320,7 +405,7 @@ def main(argv=None) -> int:
                           "not_ported": doc["not_ported"], "written": a.write}, indent=1))
         return 0
     try:
-        doc = run(a.release, a.file, a.product, log=lambda r: print(json.dumps(r), file=sys.stderr))
+        doc = run(a.release, a.file, a.product, log=lambda r: print(json.dumps(r), file=sys.stderr), mode=a.mode)
     except (AimedError, yaml.YAMLError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -328,7 +413,7 @@ def main(argv=None) -> int:
         a.out.write_text(json.dumps(doc, indent=1) + "\n")
     rows = doc["aimed"]
     summary = {"release": a.release, "entries": len(rows), "hit": sum(r["hit"] for r in rows),
-               "reachability": doc["reachability"], "seconds": doc["seconds"],
+               "reachability": doc.get("reachability"), "seconds": doc["seconds"],
                "not_hit": [r for r in rows if not r["hit"]]}
     if a.product:
         summary["product"] = doc["product"]["counts"]
