@@ -7,7 +7,8 @@ release by release, on its examples judged by the release's own code (tools/engi
 - the flipped line (the condition turned false): the release accepts it and the product passes it (no error).
 
 A wrong condition fails here both ways: an entry that refuses what the release accepts, and one that passes what it
-refuses. ~2 s a line after the worker's start. Needs the wheels (tests/engine_oracle/test_oracle_sample.py says how):
+refuses. ~2 s a line after the worker's start; a line judged before in the session (another example's twin) is
+answered from tests/support/judge_cache.py. Needs the wheels (tests/engine_oracle/test_oracle_sample.py says how):
 skips without them on a developer machine, fails under CI=true (tests/support/tiers.py)."""
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import re
 import pytest
 
 from gpustack_k3.core.rules import checks
+from tests.support import judge_cache
 from tools.engine_oracle.product import check_args, shape_config
 
 pytestmark = pytest.mark.engine_oracle
@@ -72,7 +74,7 @@ def test_the_entry_agrees_with_the_release(oracles, eid, release, i, ex):
     accept_env = ex.get("accept_env", env)
     cited = cited_lines(checks.TABLE[eid].releases[release])
 
-    ans = oracle.judge_line(ex["refuse"], env)
+    ans = judge_cache.judge_line(oracle, ex["refuse"], env)
     assert ans["verdict"] == "refused", (ex["refuse"], ans)
     path, _, line = ans.get("where", "").rpartition(":")
     assert path in cited and int(line) in cited[path], (f"the release raises at {ans.get('where')}, not at the cited "
@@ -80,7 +82,7 @@ def test_the_entry_agrees_with_the_release(oracles, eid, release, i, ex):
     mine = _product(release, ex["refuse"], env, ex.get("model"), ex.get("shape"))
     assert mine["verdict"] == "refuse" and eid in mine["rules"], mine
 
-    ans = oracle.judge_line(ex["accept"], accept_env)
+    ans = judge_cache.judge_line(oracle, ex["accept"], accept_env)
     assert ans["verdict"] == "accepted", (ex["accept"], ans)
     mine = _product(release, ex["accept"], accept_env, ex.get("model"), ex.get("shape"))
     assert mine["verdict"] == "pass", mine

