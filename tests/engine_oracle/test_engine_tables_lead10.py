@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gpustack_k3.catalog.loader import DATA
-from gpustack_k3.oracle import judge, wheels
+from gpustack_k3.oracle import judge
 from tests.support import tiers
 
 pytestmark = pytest.mark.engine_oracle
@@ -17,12 +17,7 @@ def test_the_multimodal_table_is_what_the_tool_reads_from_the_wheels(tmp_path):
     from tools.engine_parsers import multimodal_archs
 
     committed = json.loads((DATA / "engines/vllm-multimodal-architectures.json").read_text(encoding="utf-8"))
-    link = tmp_path / "unpacked"
-    link.mkdir()
-    for v in committed["releases"]:
-        if not v.endswith("-cpu"):
-            root = wheels.unpacked_dir(tiers.engine_wheel("vllm", v))
-            (link / root.name).symlink_to(root)
+    link = tiers.unpacked_vllm_releases(tmp_path / "unpacked", committed["releases"])
     sites = sorted(judge.cpu_python().parents[1].glob("lib/python3.*/site-packages"))
     assert sites, judge.cpu_python()
     out = tmp_path / "mm.json"

@@ -55,16 +55,10 @@ def test_0340_takes_v2_model_runner_aside(oracles):
 
 
 def test_the_table_is_what_the_tool_reads_from_the_wheels(tmp_path):
-    from gpustack_k3.oracle import wheels
     from tools.engine_parsers import env_names
 
     committed = json.loads((DATA / "engines/vllm-env-names.json").read_text(encoding="utf-8"))
-    link = tmp_path / "unpacked"
-    link.mkdir()
-    for v in committed["releases"]:
-        if not v.endswith("-cpu"):
-            root = wheels.unpacked_dir(tiers.engine_wheel("vllm", v))
-            (link / root.name).symlink_to(root)
+    link = tiers.unpacked_vllm_releases(tmp_path / "unpacked", committed["releases"])
     out = tmp_path / "env.json"
     assert env_names.main(["--unpacked", str(link), "--out", str(out)]) == 0
     assert json.loads(out.read_text(encoding="utf-8")) == committed

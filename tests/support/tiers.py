@@ -44,6 +44,19 @@ def engine_wheel(dist: str, version: str) -> Path:
     return found[0]
 
 
+def unpacked_vllm_releases(where: Path, versions) -> Path:
+    """A directory ``where`` of links to the unpacked wheels of the vLLM ``versions`` (a ``-cpu`` build has no wheel
+    and is left out): the ``--unpacked`` argument of the tools/engine_parsers table makers."""
+    from gpustack_k3.oracle import wheels
+
+    where.mkdir()
+    for v in versions:
+        if not v.endswith("-cpu"):
+            root = wheels.unpacked_dir(engine_wheel("vllm", v))
+            (where / root.name).symlink_to(root)
+    return where
+
+
 def tool(name: str, how: str) -> str:
     """An executable on PATH, or ``unavailable`` saying how to install it."""
     found = shutil.which(name)
