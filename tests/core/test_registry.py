@@ -174,6 +174,8 @@ def test_every_rule_has_a_firing_case():
     covered |= AM10V_DIRECT
     from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
     covered |= AM10S_DIRECT
+    from tests.core.test_v2r10_rules import V2R10_DIRECT   # core/rules/vllm_checks_v2r10.py (helper v2r10)
+    covered |= V2R10_DIRECT
     assert covered == set(RULES)
 
 
