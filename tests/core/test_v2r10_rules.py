@@ -14,6 +14,7 @@ V2R10_DIRECT = {RID}   # wired in tests/core/test_registry.py and tests/core/tes
 
 SMOL = ["/models/smollm2-hf"]
 ON = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+KIMI = ["/models/Kimi-K3", "--trust-remote-code", "-tp", "8"]
 
 # the feature's line (after the model) per feature name of vllm_checks_v2r10.ITEMS
 LINES = {
@@ -38,21 +39,29 @@ CASES = [
      SMOL + LINES["KV sharing fast prefill"] + LINES["dual batch overlap"], {}, None,
      ["dual batch overlap", "KV sharing fast prefill"])
     for rel in ("0.28.0", "0.29.0")
+] + [
+    # Kimi-K3 with breakable CUDA graphs turned off: the mode stays STOCK_TORCH_COMPILE
+    (RID, rel, KIMI + LINES["stock torch.compile"], {**ON, "VLLM_USE_BREAKABLE_CUDAGRAPH": "0"},
+     KIMI + LINES["stock torch.compile"], {"VLLM_USE_BREAKABLE_CUDAGRAPH": "0"}, "kimi-k3", ["stock torch.compile"])
+    for rel in ("0.28.0", "0.29.0")
 ]
-IDS = [f"{c[1]}-{'+'.join(c[7])}" for c in CASES]
+IDS = [f"{c[1]}-{'+'.join(c[7])}-{i}" for i, c in enumerate(CASES)]
 
-# lines the rule must leave (release, line, env): a feature off a release's list, or nothing on it
+# lines the rule must leave (release, line, env, model): a feature off a release's list, or nothing on it
 NOT_REFUSED = [
-    ("0.29.0", SMOL + LINES["prompt embeds"], ON),
-    ("0.33.0", SMOL + LINES["KV sharing fast prefill"], ON),
-    ("0.33.0", SMOL + LINES["custom logits processors"], ON),
-    ("0.33.0", SMOL + LINES["stock torch.compile"], ON),
-    ("0.28.0", SMOL, ON),
+    ("0.29.0", SMOL + LINES["prompt embeds"], ON, "smollm2-135m"),
+    ("0.33.0", SMOL + LINES["KV sharing fast prefill"], ON, "smollm2-135m"),
+    ("0.33.0", SMOL + LINES["custom logits processors"], ON, "smollm2-135m"),
+    ("0.33.0", SMOL + LINES["stock torch.compile"], ON, "smollm2-135m"),
+    ("0.28.0", SMOL, ON, "smollm2-135m"),
     # --enforce-eager / TORCH_COMPILE_DISABLE=1 / breakable CUDA graphs set the compilation mode to NONE first
-    ("0.28.0", SMOL + LINES["stock torch.compile"] + ["--enforce-eager"], ON),
-    ("0.29.0", SMOL + LINES["stock torch.compile"], {**ON, "TORCH_COMPILE_DISABLE": "1"}),
-    ("0.29.0", SMOL + LINES["stock torch.compile"], {**ON, "VLLM_USE_BREAKABLE_CUDAGRAPH": "1"}),
-    ("0.29.0", SMOL + ["--distributed-executor-backend", "external_launcher"], ON),
+    ("0.28.0", SMOL + LINES["stock torch.compile"] + ["--enforce-eager"], ON, "smollm2-135m"),
+    ("0.29.0", SMOL + LINES["stock torch.compile"], {**ON, "TORCH_COMPILE_DISABLE": "1"}, "smollm2-135m"),
+    ("0.29.0", SMOL + LINES["stock torch.compile"], {**ON, "VLLM_USE_BREAKABLE_CUDAGRAPH": "1"}, "smollm2-135m"),
+    ("0.29.0", SMOL + ["--distributed-executor-backend", "external_launcher"], ON, "smollm2-135m"),
+    # Kimi-K3 is on both releases' breakable-CUDA-graph list: the mode is NONE before the list is taken
+    ("0.28.0", KIMI + LINES["stock torch.compile"], ON, "kimi-k3"),
+    ("0.29.0", KIMI + LINES["stock torch.compile"], ON, "kimi-k3"),
 ]
 
 
@@ -63,9 +72,9 @@ def test_the_rule_fires_on_its_line_and_not_on_the_flip(rid, release, bad, bad_e
     assert said == f"Model Runner V2 does not yet support: {', '.join(names)}"
 
 
-@pytest.mark.parametrize("release,line,env", NOT_REFUSED)
-def test_the_rule_leaves_these_lines(release, line, env):
-    assert RID not in product(release, line, env, "smollm2-135m")["rules"]
+@pytest.mark.parametrize("release,line,env,model", NOT_REFUSED)
+def test_the_rule_leaves_these_lines(release, line, env, model):
+    assert RID not in product(release, line, env, model)["rules"]
 
 
 def test_every_item_has_a_line_and_the_rule_is_on_its_releases_only():

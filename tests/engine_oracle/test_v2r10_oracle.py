@@ -28,7 +28,7 @@ def test_the_release_refuses_where_the_rule_says(oracles, rid, release, bad, bad
     assert w["verdict"] == "accepted", w
 
 
-@pytest.mark.parametrize("release,line,env", v2r10.NOT_REFUSED)
-def test_the_release_accepts_what_the_rule_leaves(oracles, release, line, env):
+@pytest.mark.parametrize("release,line,env,model", v2r10.NOT_REFUSED)
+def test_the_release_accepts_what_the_rule_leaves(oracles, release, line, env, model):
     v = judge_cache.judge_line(oracles(f"vllm-{release}"), line, env)
     assert v["verdict"] == "accepted", v
