@@ -18,8 +18,8 @@ Items of the releases' lists this rule leaves out, and why:
   (gpustack_k3/core/rules/spec.py) refuses it already; this rule skips it, so no line is refused twice for it.
 - ``prefill context parallelism`` (0.28.0; pcp > 1 on a model without MLA): ``model_config.use_mla`` depends on the
   checkpoint's attention and VLLM_MLA_DISABLE and on the platform; not modelled here.
-- ``sequence parallelism`` (0.28.0, 0.29.0): ``pass_config.enable_sp`` is also switched on and off by the
-  optimization level and the platform after parsing; what the release ends with is not on the line.
+- ``sequence parallelism`` (0.28.0, 0.29.0; ``pass_config.enable_sp`` and TP > 1): the value is settled after
+  parsing (optimization-level defaults, platform); not traced through the release in this round, so not refused.
 - ``speculative method '<m>'``, ``parallel drafting for EAGLE speculative decoding``, ``EAGLE3 with pipeline
   parallelism``, ``adaptive verification with ...`` (0.28.0), ``heterogeneous-vocabulary draft models`` (0.33.0): the
   method and the draft's vocabulary are settled by SpeculativeConfig from the draft checkpoint (method inference,
