@@ -174,11 +174,7 @@ def run(release: str, files: list[Path] | None = None, product: bool = False, lo
         if mode == "line":
             return _run_lines(release, es, Path(d), product, log, oracle, watch, t0)
         with Synth(release, 0, Path(d), product) as sy:
-            seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
-            lines = [line_of(sy, e, seeds) for e in es]
-            unknown = [e["source"] + " " + e["where"] for e in es if e["where"] not in sy.site_at]
-            if unknown:
-                raise AimedError(f"not a raise site of {release}'s validation code: {unknown}")
+            lines = aimed_lines(sy, release, es)
             recs = sy.judge(lines, 0) if lines else []
             doc = report(sy, [{"round": 0, "lines": len(lines), "reached": len(sy.reached())}], t0)
             rows = []
@@ -193,14 +189,29 @@ def run(release: str, files: list[Path] | None = None, product: bool = False, lo
             if product:
                 doc["product"] = product_verdicts(release, doc["judged"], doc.get("model_variants"),
                                                   doc.get("serve_configs"))
-                # by the entry's own mark (a line on a config.json copy is judged under a restored path)
-                bad = {tuple(m.get("mutations") or ()): k for k in ("misses", "false_refusals")
-                       for m in doc["product"][k]}
-                for row, rec in zip(rows, recs):
-                    key = tuple(rec["line"]["mutations"])
-                    row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
+                _mark_product(rows, recs, doc["product"])
             doc["seconds"] = round(time.monotonic() - t0, 1)
             return doc
+
+
+def _mark_product(rows: list[dict], recs: list[dict], product: dict) -> None:
+    """Each aimed row's product class (miss / false_refusal / agree), found by the entry's own mark (a line on a
+    config.json copy is judged under a restored path, so its argv is not the key)."""
+    bad = {tuple(m.get("mutations") or ()): k for k in ("misses", "false_refusals") for m in product[k]}
+    for row, rec in zip(rows, recs):
+        key = tuple(rec["line"]["mutations"])
+        row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
+
+
+def aimed_lines(sy, release: str, es: list[dict]) -> list[dict]:
+    """The lines of entries ``es`` on ``sy``'s release (their seed lines filled in); every entry must name a raise
+    site of the release's validation code."""
+    seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
+    lines = [line_of(sy, e, seeds) for e in es]
+    unknown = [e["source"] + " " + e["where"] for e in es if e["where"] not in sy.site_at]
+    if unknown:
+        raise AimedError(f"not a raise site of {release}'s validation code: {unknown}")
+    return lines
 
 
 def _where(sy, i: int) -> str:
@@ -224,11 +235,7 @@ def _run_lines(release: str, es: list[dict], d: Path, product: bool, log, oracle
         oracle = own = Oracle(release)
     try:
         sy.aliases = dict(oracle.aliases)
-        seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
-        lines = [line_of(sy, e, seeds) for e in es]
-        unknown = [e["source"] + " " + e["where"] for e in es if e["where"] not in sy.site_at]
-        if unknown:
-            raise AimedError(f"not a raise site of {release}'s validation code: {unknown}")
+        lines = aimed_lines(sy, release, es)
         rows, recs = [], []
         for e, line in zip(es, lines):
             target = sy.site_at[e["where"]]
@@ -256,11 +263,7 @@ def _run_lines(release: str, es: list[dict], d: Path, product: bool, log, oracle
             variants = {str(p): compact_variant(json.loads(p.read_text()), sy.public)
                         for p in sorted(sy.variants.glob("*/config.json"))} if sy.variants.is_dir() else {}
             doc["product"] = product_verdicts(release, judged, variants, dict(sorted(sy.serve_configs.items())))
-            bad = {tuple(m.get("mutations") or ()): k for k in ("misses", "false_refusals")
-                   for m in doc["product"][k]}
-            for row, rec in zip(rows, recs):
-                key = tuple(rec["line"]["mutations"])
-                row["product"] = {"misses": "miss", "false_refusals": "false_refusal"}.get(bad.get(key), "agree")
+            _mark_product(rows, recs, doc["product"])
         doc["seconds"] = round(time.monotonic() - t0, 1)
         return doc
     finally:

@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 
 from gpustack_k3.oracle.judge import RELEASES
-from tools.engine_oracle.aimed import AimedError, entries, line_of
-from tools.engine_oracle.corpus import seed_lines
+from tools.engine_oracle.aimed import AimedError, aimed_lines, entries
 
 REPO = Path(__file__).resolve().parents[2]
 MADE_BY = "tools/engine_oracle/aimed_records.py"
@@ -74,11 +73,7 @@ def release_records(release: str, files: list[Path] | None = None) -> tuple[list
                 return ans
 
             sy._oracle.judge_line = keep
-            seeds = {s["seed"]: s for s in seed_lines(release) if "argv" in s}
-            lines = [line_of(sy, e, seeds) for e in es]
-            unknown = [e["source"] + " " + e["where"] for e in es if e["where"] not in sy.site_at]
-            if unknown:
-                raise AimedError(f"not a raise site of {release}'s validation code: {unknown}")
+            lines = aimed_lines(sy, release, es)
             recs = sy.judge(lines, 0) if lines else []
             if len(answers) != len(recs):
                 raise RuntimeError(f"{release}: {len(answers)} oracle answers for {len(recs)} lines")
