@@ -20,26 +20,13 @@ from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.model_limits import model_max_len
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.sglang_checks_aimS3 import sm_major
+from gpustack_k3.core.rules.sglang_checks_mfixS import _int
+from gpustack_k3.core.rules.sglang_checks_mfixS import _release_key as _release
 from gpustack_k3.core.rules.sglang_checks_smiss7 import NEMOTRON_H_ARCHS
 from gpustack_k3.core.rules.topology import _is_hybrid
 
 SGL = [ENGINE_SGLANG]
-
-
-def _int(x: Any) -> int | None:
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
-
-
-def _release(r: Any) -> str | None:
-    return getattr(getattr(r, "version", None), "key", None)
-
-
-def sm_major(r: Any) -> int | None:
-    """The compute capability major of the document's GPU (catalog/data/hardware.yaml ``sm``: SM90 -> 9, SM103 ->
-    10), None without one (a check that needs it does not run)."""
-    hw = getattr(r, "hardware", None)
-    sm = str(getattr(hw, "sm", "") or "").upper()
-    return int(sm[2:]) // 10 if sm.startswith("SM") and sm[2:].isdigit() else None
 
 
 # ------------------------------------------------------------------ UNO speculative decoding

@@ -18,6 +18,7 @@ from typing import Any
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.registry import rule
+from gpustack_k3.core.rules.sglang_checks_aimS3 import sm_major
 
 SGL = [ENGINE_SGLANG]
 
@@ -38,14 +39,6 @@ def _sources(by_release: dict[str, str]) -> dict[str, str]:
 def _view(r: Any) -> LineView | None:
     v = line_view(r)
     return None if v is None or v.arch is None else v
-
-
-def sm_major(r: Any) -> int | None:
-    """The compute capability major of the document's GPU (catalog/data/hardware.yaml ``sm``: SM90 -> 9, SM103 ->
-    10), None without one (a check that needs it does not run)."""
-    hw = getattr(r, "hardware", None)
-    sm = str(getattr(hw, "sm", "") or "").upper()
-    return int(sm[2:]) // 10 if sm.startswith("SM") and sm[2:].isdigit() else None
 
 
 # The absorbed-MLA classes the deterministic-inference check names (attention_hook.py handle_deterministic_inference)
