@@ -221,7 +221,8 @@ class Synth:
             new = sorted(f for f in set(os.listdir(self.data_dir)) - before if f.startswith(".coverage"))
             rec = {"line": line, "verdict": ans.get("verdict"), "reason": ans.get("reason"),
                    "message": (ans.get("message") or ans.get("detail") or "")[:300], "where": ans.get("where"),
-                   "round": round_no, "data": [str(self.data_dir / f) for f in new]}
+                   "round": round_no, "data": [str(self.data_dir / f) for f in new],
+                   "answer": ans}   # the oracle's whole answer (stage, stand-ins), for records in the differential's form
             recs.append(rec)
             pending += rec["data"]
         cov = read_data_files(pending, str(self.data_dir))
