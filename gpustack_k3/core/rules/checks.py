@@ -67,6 +67,7 @@ no config.json object: does not hold).
 """
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,6 +160,24 @@ class LineView:
             return g.value
         opt = self.reading.dump.dest(dest)
         return None if opt is None else opt.default
+
+    def json_object(self, dest: str) -> dict:
+        """A JSON-object option (``--compilation-config``, ``--speculative-config``, ...) as given: its text parsed, or
+        the object the parser built (a config object's fields); ``{}`` when not given (the parser's default is an
+        object marker, not the config) or not an object."""
+        if not self.given(dest):
+            return {}
+        raw = self.value(dest)
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                return {}
+        if hasattr(raw, "model_dump"):
+            raw = raw.model_dump()
+        elif not isinstance(raw, dict):
+            raw = getattr(raw, "__dict__", None)
+        return raw if isinstance(raw, dict) else {}
 
     def env_set(self, name: str) -> bool:
         return name in self.env

@@ -26,7 +26,6 @@ them.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
@@ -64,18 +63,6 @@ def _int(x: Any) -> int | None:
         except ValueError:
             return None
     return None
-
-
-def _cc(v) -> dict:
-    raw = v.value("compilation_config") if v.given("compilation_config") else None
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    if not isinstance(raw, dict):
-        return getattr(raw, "__dict__", None) or {}
-    return raw
 
 
 def _given(v, dest: str) -> Any:
@@ -141,7 +128,7 @@ def _judge(r) -> tuple[str, str, str | None, str] | None:
     v = line_view(r)
     if v is None or r.version is None:
         return None
-    cc = _cc(v)
+    cc = v.json_object("compilation_config")
     got = explicit_maximum(v, cc)
     if got is None or got[1] >= 1:
         return None

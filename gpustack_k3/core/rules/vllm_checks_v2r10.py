@@ -54,19 +54,6 @@ def _int(v: Any, default: int) -> int:
         return default
 
 
-def _cc(v: Any) -> dict:
-    c = v.value("compilation_config")
-    if isinstance(c, str):
-        import json
-        try:
-            c = json.loads(c)
-        except ValueError:
-            return {}
-    if hasattr(c, "model_dump"):
-        c = c.model_dump()
-    return c if isinstance(c, dict) else {}
-
-
 # architectures for which the release switches VLLM_USE_BREAKABLE_CUDAGRAPH on when it is unset, which sets the
 # compilation mode to NONE (config/vllm.py:1314-1345@0.28.0; :75-93,702-728,1397@0.29.0 on CUDA)
 _BREAKABLE_BASE = frozenset({
@@ -85,7 +72,7 @@ def stock_torch_compile(v: Any) -> bool:
     and breakable CUDA graphs (VLLM_USE_BREAKABLE_CUDAGRAPH=1, or unset on an architecture of the release's default
     list) set it to NONE first (config/vllm.py:1284-1309,1314-1345@0.28.0; :1370-1397@0.29.0). An unknown
     architecture with the variable unset: not decided, not refused."""
-    if _cc(v).get("mode") not in STOCK_TORCH_COMPILE or v.value("enforce_eager"):
+    if v.json_object("compilation_config").get("mode") not in STOCK_TORCH_COMPILE or v.value("enforce_eager"):
         return False
     if v.env.get("TORCH_COMPILE_DISABLE") == "1":
         return False
