@@ -510,11 +510,13 @@ def directed_lines(release: str, seed: int = 0, per_site: int = 1) -> list[dict]
 
 
 def _unregistered(release: str) -> list[str]:
+    """The catalog models whose architecture the release's registry lacks, derived from the registry table
+    (catalog/data/engines/vllm-model-registry.json, tools/engine_parsers/model_registry.py; it replaced the hand-kept
+    trait ``unregistered_models``)."""
+    from gpustack_k3.core.rules.vllm_checks_reg11 import unregistered_catalog_models
+
     engine, version, _wheel = RELEASES[release]
-    v = _catalog().engines[engine].versions.get(version)
-    traits = getattr(v, "traits", None) or {}
-    return list(traits.get("unregistered_models") or []) if isinstance(traits, dict) else \
-        list(getattr(traits, "unregistered_models", None) or [])
+    return unregistered_catalog_models(version, _catalog()) if engine == "vllm" else []
 
 
 def generate(release: str, n: int, seed: int = 0, explore: float = 0.0) -> list[dict]:
@@ -542,7 +544,7 @@ def generate(release: str, n: int, seed: int = 0, explore: float = 0.0) -> list[
                for s in seeds if _find(s["argv"], ("--served-model-name",)) is not None]
     seeds = seeds + unnamed
     out = [dict(s, mutations=[]) for s in seeds]
-    # a model the release does not register (catalog traits.unregistered_models) stays as its unmutated seed lines:
+    # a model the release does not register (the registry table, _unregistered) stays as its unmutated seed lines:
     # mutating it would only repeat "unknown architecture", so the release's refused share comes from what the
     # lines vary on models it knows (the shapes, SmolLM2)
     unknown = set(_unregistered(release))

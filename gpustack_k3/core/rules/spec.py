@@ -202,19 +202,34 @@ def check_dtype_vs_quantization(r, c):
       fix="Use an engine version that registers the architecture (the catalog's versions for this model), or another "
           "model.",
       source="vllm model_executor/models/registry.py:387@0.33.0 (DeepseekV41ForCausalLM), :488 "
-             "(KimiK3ForConditionalGeneration); the releases lacking them: gpustack_k3/catalog/data/engines/vllm.yaml "
-             "(traits unregistered_architectures / unregistered_models)",
-      sources={"vllm 0.28.0": "vllm engine/arg_utils.py:1727@0.28.0 (ModelConfig: model type deepseek_v41 unknown); "
-                              "model_executor/models/registry.py@0.28.0",
-               "vllm 0.29.0": "vllm model_executor/models/registry.py@0.29.0 (no DeepseekV41ForCausalLM)",
-               "vllm 0.11.0": "vllm model_executor/models/registry.py@0.11.0 (neither Kimi-K3 nor DeepSeek-V4.1)"},
-      no_cel="per-release registry lists; left to validate")
+             "(KimiK3ForConditionalGeneration); which release registers which architecture: "
+             "gpustack_k3/catalog/data/engines/vllm-model-registry.json (tools/engine_parsers/model_registry.py)",
+      sources={"vllm 0.28.0": "vllm engine/arg_utils.py:1727@0.28.0, transformers_utils/config.py:318-342@0.28.0 "
+                              "(ModelConfig: model type deepseek_v41 unknown); "
+                              "model_executor/models/registry.py:1158-1161@0.28.0 (_raise_for_unsupported)",
+               "vllm 0.29.0": "vllm transformers_utils/config.py:315-339@0.29.0 (model type deepseek_v41 unknown); "
+                              "model_executor/models/registry.py:1172-1175@0.29.0 (no DeepseekV41ForCausalLM)",
+               "vllm 0.11.0": "vllm transformers_utils/config.py:138@0.11.0 (config load: model type deepseek_v41 "
+                              "unknown, kimi_k3 custom code); model_executor/models/registry.py:621-623@0.11.0 "
+                              "(neither Kimi-K3 nor DeepSeek-V4.1)"},
+      no_cel="per-release registry table; left to validate")
 def check_model_not_in_release(r, c):
-    a = r.arch
-    if a is not None and a.architecture in (r.trait("unregistered_architectures") or ()):
-        yield None, f"vLLM {r.version.key} does not register {a.architecture} ({a.source})"
-    elif a is None and r.model is not None and r.spec.model.name in (r.trait("unregistered_models") or ()):
-        yield None, f"vLLM {r.version.key} does not know model {r.spec.model.name} (its architecture is not registered)"
+    from gpustack_k3.core.rules.vllm_checks_reg11 import unregistered_verdict
+
+    if unregistered_verdict(r) != "error":
+        return
+    a = r.model_arch
+    how = "--model-impl vllm: no Transformers fallback" if _model_impl(r) == "vllm" else \
+        "no transformers release holds it and the line loads no remote code (--trust-remote-code with config.json's " \
+        "auto_map)"
+    yield None, f"vLLM {r.version.key} does not register {a.architecture} ({a.source}; {how})"
+
+
+def _model_impl(r) -> str:
+    from gpustack_k3.core.rules.checks import line_view
+
+    v = line_view(r)
+    return (v.value("model_impl") if v is not None else None) or "auto"
 
 
 @rule("model-heads-divide-tp", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
