@@ -176,6 +176,8 @@ def test_every_rule_has_a_firing_case():
     covered |= AM10S_DIRECT
     from tests.core.test_v2r10_rules import V2R10_DIRECT   # core/rules/vllm_checks_v2r10.py (helper v2r10)
     covered |= V2R10_DIRECT
+    from tests.core.test_reg11_rules import REG11_DIRECT   # core/rules/vllm_checks_reg11.py (helper reg11)
+    covered |= REG11_DIRECT
     assert covered == set(RULES)
 
 

@@ -183,6 +183,7 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_am10v_rules import AM10V_DIRECT   # core/rules/vllm_checks_am10v.py (helper am10v)
     from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
     from tests.core.test_v2r10_rules import V2R10_DIRECT   # core/rules/vllm_checks_v2r10.py (helper v2r10)
+    from tests.core.test_reg11_rules import REG11_DIRECT   # core/rules/vllm_checks_reg11.py (helper reg11)
 
     assert set(CASES) == ({r.id for r in of_family("spec", "args")} - {"argv-refused"} - set(MODEL_CASES)
                           - set(SGLANG_CASES) - SGLANG_DIRECT - FRESH_DIRECT - HELDOUT_DIRECT - V034_DIRECT
@@ -191,7 +192,8 @@ def test_every_spec_rule_has_cases():
                           - VMISS6_DIRECT - VMISS7_DIRECT
                           - LORA7_DIRECT - LATEB_DIRECT - LATEA_DIRECT
                           - AIMS2_DIRECT - MISS8_DIRECT - AIMS3_DIRECT - AIMV3_DIRECT - MISS9_DIRECT - MFIXS_DIRECT - MFIXV_DIRECT - MFIX11_DIRECT
-                          - LATE9V_DIRECT - M10S_DIRECT - M10V_DIRECT - AM10V_DIRECT - AM10S_DIRECT - V2R10_DIRECT)
+                          - LATE9V_DIRECT - M10S_DIRECT - M10V_DIRECT - AM10V_DIRECT - AM10S_DIRECT - V2R10_DIRECT
+                          - REG11_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

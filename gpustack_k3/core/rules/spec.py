@@ -28,6 +28,7 @@ from gpustack_k3.core.rules.model_limits import model_max_len
 from gpustack_k3.core.rules.model_quant import vllm_quant
 from gpustack_k3.core.rules.multimodal import multimodal_flags_unjudged
 from gpustack_k3.core.rules.registry import RULES, Rule, rule
+from gpustack_k3.core.rules.vllm_checks_reg11 import IMPL_NATIVE, unregistered_verdict
 
 BOTH = (ENGINE_VLLM, ENGINE_SGLANG)
 # SGLang lets a context above the model's be forced with this variable (context-above-model)
@@ -204,31 +205,29 @@ def check_dtype_vs_quantization(r, c):
       source="vllm model_executor/models/registry.py:387@0.33.0 (DeepseekV41ForCausalLM), :488 "
              "(KimiK3ForConditionalGeneration); which release registers which architecture: "
              "gpustack_k3/catalog/data/engines/vllm-model-registry.json (tools/engine_parsers/model_registry.py)",
-      sources={"vllm 0.28.0": "vllm engine/arg_utils.py:1727@0.28.0, transformers_utils/config.py:318-342@0.28.0 "
-                              "(ModelConfig: model type deepseek_v41 unknown); "
-                              "model_executor/models/registry.py:1158-1161@0.28.0 (_raise_for_unsupported)",
-               "vllm 0.29.0": "vllm transformers_utils/config.py:315-339@0.29.0 (model type deepseek_v41 unknown); "
-                              "model_executor/models/registry.py:1172-1175@0.29.0 (no DeepseekV41ForCausalLM)",
-               "vllm 0.11.0": "vllm transformers_utils/config.py:138@0.11.0 (config load: model type deepseek_v41 "
-                              "unknown, kimi_k3 custom code); model_executor/models/registry.py:621-623@0.11.0 "
-                              "(neither Kimi-K3 nor DeepSeek-V4.1)"},
+      sources={"vllm 0.11.0": "vllm transformers_utils/config.py:138@0.11.0 (config load: model type deepseek_v41 "
+                              "unknown, kimi_k3 custom code), model_executor/models/registry.py:621-623@0.11.0 "
+                              "(_raise_for_unsupported: neither Kimi-K3 nor DeepSeek-V4.1)",
+               "vllm 0.28.0": "vllm engine/arg_utils.py:1727@0.28.0, transformers_utils/config.py:318-342@0.28.0 "
+                              "(model type deepseek_v41 unknown), model_executor/models/registry.py:1158-1161@0.28.0 "
+                              "(_raise_for_unsupported)",
+               "vllm 0.29.0": "vllm transformers_utils/config.py:315-339@0.29.0 (model type deepseek_v41 unknown), "
+                              "model_executor/models/registry.py:1172-1175@0.29.0 (_raise_for_unsupported)",
+               "vllm 0.33.0": "vllm model_executor/models/registry.py:1249-1252@0.33.0 (_raise_for_unsupported)",
+               "vllm 0.34.0": "vllm model_executor/models/registry.py:1328-1331@0.34.0 (_raise_for_unsupported)"},
       no_cel="per-release registry table; left to validate")
 def check_model_not_in_release(r, c):
-    from gpustack_k3.core.rules.vllm_checks_reg11 import unregistered_verdict
-
     if unregistered_verdict(r) != "error":
         return
     a = r.model_arch
-    how = "--model-impl vllm: no Transformers fallback" if _model_impl(r) == "vllm" else \
+    how = "--model-impl vllm: no Transformers fallback" if _model_impl(r) == IMPL_NATIVE else \
         "no transformers release holds it and the line loads no remote code (--trust-remote-code with config.json's " \
         "auto_map)"
     yield None, f"vLLM {r.version.key} does not register {a.architecture} ({a.source}; {how})"
 
 
 def _model_impl(r) -> str:
-    from gpustack_k3.core.rules.checks import line_view
-
-    v = line_view(r)
+    v = checks_table.line_view(r)
     return (v.value("model_impl") if v is not None else None) or "auto"
 
 

