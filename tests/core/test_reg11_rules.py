@@ -177,6 +177,10 @@ def test_the_table_reads_the_known_classes():
         m = t[rel]["models"]
         assert m["LlamaForCausalLM"]["generate"] and m["LlamaForCausalLM"]["pp"]
         assert m["BertModel"]["pooling"] and not m["BertModel"]["generate"] and not m["BertModel"]["pp"]
+    # the bases in Python's order (C3): TransformersForCausalLM's Base (SupportsPP, forward(intermediate_tensors))
+    # comes before the VllmModel protocol's forward stub, so the Transformers backend's classes support PP
+    assert t["0.34.0"]["models"]["GPTBigCodeForCausalLM"]["class"].endswith(" TransformersForCausalLM")
+    assert t["0.34.0"]["models"]["GPTBigCodeForCausalLM"]["pp"]
     for rel in MM:
         assert t[rel]["models"]["Qwen2_5_VLForConditionalGeneration"]["video_pruning"] == ["evs"]
         assert t[rel]["models"]["KimiK3ForConditionalGeneration"]["multimodal"]

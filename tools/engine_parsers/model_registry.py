@@ -61,18 +61,35 @@ _NN_MODULE = frozenset({"forward", "__init__"})     # what torch's nn.Module giv
 
 
 def _mro(w: Wheel, ref: ClassRef, depth: int = 0) -> list[ClassRef]:
-    """The class and its bases of the wheel, depth-first left to right, each once (Python's C3 order agrees for the
-    mixin hierarchies of the model classes: a mixin never precedes its own subclass)."""
+    """The class and its bases of the wheel in Python's method resolution order (C3 linearisation over the wheel's
+    classes; a base from outside the wheel -- torch, typing's Protocol/Generic -- is left out, it defines none of the
+    attributes read here). Unknown where C3 finds no order."""
     if depth > 40:
         raise Unknown(f"{ref.module}.{ref.node.name}: bases too deep")
-    out = [ref]
+    bases = []
     for base in ref.node.bases:
         b = w.expr_ref(ref.module, base, depth)
         if isinstance(b, ClassRef):
-            for c in _mro(w, b, depth + 1):
-                if all(c.node is not o.node for o in out):
-                    out.append(c)
+            bases.append(b)
+    seqs = [_mro(w, b, depth + 1) for b in bases] + [bases]
+    out = [ref]
+    key = _key
+    while any(seqs):
+        for seq in seqs:
+            if not seq:
+                continue
+            head = key(seq[0])
+            if not any(head in [key(c) for c in other[1:]] for other in seqs):
+                break
+        else:
+            raise Unknown(f"{ref.module}.{ref.node.name}: no C3 order of its bases")
+        out.append(seq[0])
+        seqs = [[c for c in other if key(c) != head] for other in seqs]
     return out
+
+
+def _key(c: ClassRef) -> tuple[str, str, int]:
+    return c.module, c.node.name, c.node.lineno
 
 
 def _assigned(node: ast.ClassDef, name: str) -> ast.expr | None | bool:
