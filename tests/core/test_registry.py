@@ -177,7 +177,9 @@ def test_every_rule_has_a_firing_case():
     covered |= M11V_DIRECT
     covered |= LEAD11_DIRECT
     from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
+    from tests.core.test_am11s_rules import AM11S_DIRECT   # core/rules/sglang_checks_am11s.py (helper am11s)
     covered |= AM10S_DIRECT
+    covered |= AM11S_DIRECT
     from tests.core.test_v2r10_rules import V2R10_DIRECT   # core/rules/vllm_checks_v2r10.py (helper v2r10)
     covered |= V2R10_DIRECT
     from tests.core.test_reg11_rules import REG11_DIRECT   # core/rules/vllm_checks_reg11.py (helper reg11)

@@ -184,6 +184,7 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_m11v_rules import M11V_DIRECT   # core/rules/vllm_checks_m11v.py (helper m11v)
     from tests.core.test_lead11_rules import LEAD11_DIRECT   # core/rules/vllm_checks_lead11.py (lead, round 11)
     from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
+    from tests.core.test_am11s_rules import AM11S_DIRECT   # core/rules/sglang_checks_am11s.py (helper am11s)
     from tests.core.test_v2r10_rules import V2R10_DIRECT   # core/rules/vllm_checks_v2r10.py (helper v2r10)
     from tests.core.test_reg11_rules import REG11_DIRECT   # core/rules/vllm_checks_reg11.py (helper reg11)
 
@@ -195,7 +196,7 @@ def test_every_spec_rule_has_cases():
                           - LORA7_DIRECT - LATEB_DIRECT - LATEA_DIRECT
                           - AIMS2_DIRECT - MISS8_DIRECT - AIMS3_DIRECT - AIMV3_DIRECT - MISS9_DIRECT - MFIXS_DIRECT - MFIXV_DIRECT - MFIX11_DIRECT
                           - LATE9V_DIRECT - M10S_DIRECT - M10V_DIRECT - AM10V_DIRECT - AM10S_DIRECT - V2R10_DIRECT
-                          - REG11_DIRECT - M11V_DIRECT - LEAD11_DIRECT)
+                          - REG11_DIRECT - M11V_DIRECT - LEAD11_DIRECT - AM11S_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
