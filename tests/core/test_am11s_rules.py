@@ -20,6 +20,8 @@ DSA = "sglang-kv-cache-sharding-dsa-settings"
 HISPARSE = "sglang-hisparse-linear-speculation-only"
 ELASTIC = "sglang-elastic-ep-join-target-above-max-ep-size"
 QWEN3 = "sglang-qwen3-moe-w4a16-nvfp4-runner"
+MEGA = "sglang-megamoe-per-rank-chunk"
+MUSE_SP = "sglang-muse-megamoe-breakable-prefill"
 BOTH = ("0.5.22", "0.5.23")
 
 MLA = ["--model-path", "/models/shape-mla-moe"]
@@ -75,6 +77,22 @@ MODEL_CASES += [(HISPARSE, rel, HS + ["--speculative-eagle-topk", "4", "--specul
                  "b300") for rel in BOTH]
 MODEL_CASES += [(QWEN3, rel, ["--tp-size", "8", "--moe-runner-backend", "flashinfer_trtllm"], {}, (QWEN36, {}),
                  (QWEN36, {}), ["--tp-size", "8", "--moe-runner-backend", "marlin"], "b300") for rel in BOTH]
+# MegaMoE on Qwen3-30B-A3B (Qwen3MoeForCausalLM): 8 tokens over attention DP 8 leave 1 per DP rank, 0 per partition
+MEGA_LINE = ["--tp-size", "8", "--attn-dp-size", "8", "--moe-a2a-backend", "megamoe", "--page-size", "1",
+             "--chunked-prefill-size"]
+MODEL_CASES += [(MEGA, rel, MEGA_LINE + ["8"], {}, ("Qwen--Qwen3-30B-A3B", {}), ("Qwen--Qwen3-30B-A3B", {}),
+                 MEGA_LINE + ["8192"], "b300") for rel in BOTH]
+# Muse Spark (Llama-3.1-8B's config relabelled) MegaMoE LayerNorm SP with breakable prefill graphs
+MUSE = ("meta-llama--Meta-Llama-3.1-8B", {"architectures": ["MuseSparkForConditionalGeneration"]})
+SP = ["--tp-size", "8", "--ep-size", "8", "--enable-layernorm-sp", "--enable-megamoe-for-layernorm-sp",
+      "--moe-runner-backend", "flashinfer_trtllm", "--cuda-graph-backend-prefill", "breakable"]
+MODEL_CASES += [(MUSE_SP, "0.5.23", SP + bad, {}, MUSE, MUSE, SP + good, "b300") for bad, good in (
+    (["--chunked-prefill-size", "-1"], ["--cuda-graph-max-bs-prefill", "256", "--chunked-prefill-size", "256"]),
+    (["--cuda-graph-max-bs-prefill", "256", "--chunked-prefill-size", "8192"],
+     ["--cuda-graph-max-bs-prefill", "256", "--chunked-prefill-size", "256"]),
+    (["--cuda-graph-bs-prefill", "64", "128", "--chunked-prefill-size", "8192"],
+     ["--cuda-graph-bs-prefill", "64", "128", "--chunked-prefill-size", "128"]),
+)]
 MODEL_IDS = [f"{c[0]}@{c[1]}-{k}" for k, c in enumerate(MODEL_CASES)]
 # the same Qwen3.6 line off SM100: no finding, and the release accepts it on H200 (release, line, gpu)
 QWEN3_OFF_SM100 = [(rel, ["--tp-size", "8", "--moe-runner-backend", "flashinfer_trtllm"], "h200") for rel in BOTH]

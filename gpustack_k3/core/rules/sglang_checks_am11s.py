@@ -9,7 +9,9 @@ Qwen3-MoE hooks that the engine-check table (gpustack_k3/catalog/data/checks/sgl
 - ``validate_hisparse``: a draft tree (top-k above 1) with HiSparse;
 - ``_handle_elastic_ep``: an Elastic EP scale joiner whose group passes --max-ep-size;
 - ``_qwen3_moe_family_overrides``: W4A16_NVFP4 MoE layers of a ModelOpt mixed-precision checkpoint on SM100 with a MoE
-  runner other than marlin / auto (or the CuTe DSL W4A16 opt-in).
+  runner other than marlin / auto (or the CuTe DSL W4A16 opt-in);
+- ``validate_mega_moe_token_budget``: attention DP splitting the prefill chunk to nothing per rank;
+- ``handle_layernorm_sp`` (0.5.23, Muse Spark MegaMoE): breakable prefill graphs that do not cover the prefill chunk.
 
 Each rule reads the values the release's own parser gives the command line (checks.line_view), the model's config.json
 through the one reader (r.model_arch, core.model_config), cites each release's source, and is verified against the
@@ -23,7 +25,7 @@ from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 from gpustack_k3.core.rules.sglang_checks_aimS3 import sm_major
 from gpustack_k3.core.rules.sglang_checks_am10s import is_dsa
-from gpustack_k3.core.rules.sglang_checks_mfixS import _int
+from gpustack_k3.core.rules.sglang_checks_mfixS import MUSE_ARCH, _int, layernorm_sp_refusal
 from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
 
 SGL = [ENGINE_SGLANG]
@@ -346,3 +348,122 @@ def check_sglang_qwen3_moe_w4a16_nvfp4_runner(r, c):
                                  f"--moe-runner-backend marlin on {r.hardware.sm}, got {runner}: give "
                                  f"--moe-runner-backend marlin")
 
+
+
+# ------------------------------------------------------------------ MegaMoE: the per-rank prefill chunk
+
+# validate_mega_moe_token_budget_for_model (run for --moe-a2a-backend megamoe; 0.5.23 skips --encoder-only) checks the
+# per-rank prefill budget of the classes without a fallback path (MEGA_MOE_NO_FALLBACK_ARCHS, config.json's
+# architectures[0]). With attention DP (and no prefill CP) the chunk the check reads is already split over the DP
+# ranks (_handle_data_parallelism: chunked_prefill_size // attn_dp_size, parallel_hook.py:331@0.5.23, :319@0.5.22),
+# and it splits it again: a chunk below attn_dp_size squared leaves no token per rank. Decided here where the line
+# gives --chunked-prefill-size, attention DP (--attn-dp-size, or --enable-dp-attention with --dp-size) and no prefill
+# CP, on a CUDA GPU, off decode workers (which skip the prefill check) and without PP dynamic chunking.
+MEGA_MOE_NO_FALLBACK_ARCHS = ("DeepseekV4ForCausalLM", "InternS2PreviewForConditionalGeneration", "MellumForCausalLM",
+                              "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM",
+                              "Qwen3VLMoeForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+                              "Qwen3_5MoeForConditionalGeneration")
+_MEGA_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/mega_moe_hook.py:52-91,161-232@0.5.23; "
+              "sglang/srt/arg_groups/parallel_hook.py:316-332@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/mega_moe_hook.py:52-91,101-172@0.5.22; "
+              "sglang/srt/arg_groups/parallel_hook.py:304-320@0.5.22",
+}
+
+
+def attention_dp_size(v: LineView) -> int:
+    """The attention-DP width the line gives (--attn-dp-size, else the deprecated --enable-dp-attention --dp-size N:
+    _handle_deprecated_dp_attention)."""
+    dp = _int(v.value("attn_dp_size")) or 1
+    if dp == 1 and v.value("enable_dp_attention"):
+        dp = _int(v.value("dp_size")) or 1
+    return dp
+
+
+def mega_moe_rank_chunk(v: LineView) -> tuple[int, int, int] | None:
+    """(chunk, attention-DP width, per-rank chunk) where the per-rank chunk is decided here (None: not)."""
+    if v.value("moe_a2a_backend") != "megamoe" or v.value("encoder_only") or v.arch is None \
+            or v.arch.architecture not in MEGA_MOE_NO_FALLBACK_ARCHS:
+        return None
+    if v.value("disaggregation_mode") == "decode" or v.value("enable_prefill_cp") or v.value("device") not in (
+            None, "cuda"):
+        return None
+    if (_int(v.value("pp_size")) or 1) > 1 and v.value("enable_dynamic_chunking"):
+        return None
+    chunk, dp = _int(v.value("chunked_prefill_size")), attention_dp_size(v)
+    if not v.given("chunked_prefill_size") or chunk is None or chunk <= 0 or dp <= 1:
+        return None
+    return chunk, dp, (chunk // dp) // dp
+
+
+@rule("sglang-megamoe-per-rank-chunk", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="MegaMoE with attention DP and a --chunked-prefill-size that leaves no prefill token per rank",
+      why="MegaMoE sizes its per-rank token buffers from the prefill chunk: for the MoE classes without a fallback "
+          "path SGLang divides --chunked-prefill-size by the attention-DP width once for DP attention and once more "
+          "for the per-rank budget, and refuses a chunk that leaves no token per rank.",
+      fix="Give --chunked-prefill-size of at least attn_dp_size squared (e.g. 8192), or drop --moe-a2a-backend megamoe.",
+      source=_MEGA_SOURCES["0.5.23"], sources=_sources(_MEGA_SOURCES), no_cel=NO_CEL)
+def check_sglang_megamoe_per_rank_chunk(r, c):
+    v = line_view(r)
+    got = None if v is None else mega_moe_rank_chunk(v)
+    if got is not None and got[2] <= 0:
+        chunk, dp, _ = got
+        yield "spec.extraArgs", (f"{v.arch.architecture} with MegaMoE requires a positive per-rank chunked prefill "
+                                 f"size: --chunked-prefill-size {chunk} over attention DP {dp} is {chunk // dp} per DP "
+                                 f"rank and 0 per token partition; give --chunked-prefill-size at least {dp * dp}")
+
+
+# ------------------------------------------------------------------ Muse MegaMoE LayerNorm SP: breakable prefill graphs
+
+# handle_layernorm_sp, Muse Spark with --enable-megamoe-for-layernorm-sp (0.5.23), past the checks
+# sglang_checks_mfixS.layernorm_sp_refusal reads: a breakable prefill CUDA graph (decided here where the line gives
+# --cuda-graph-backend-prefill breakable) needs a positive --chunked-prefill-size and a largest prefill capture bucket
+# (--cuda-graph-bs-prefill's largest, or at most --cuda-graph-max-bs-prefill) at least the chunk
+_SP_SOURCES = {"0.5.23": "sglang/srt/arg_groups/layernorm_sp_hook.py:15-28,42-85@0.5.23"}
+
+
+def muse_breakable_refusal(v: LineView) -> str | None:
+    if not v.value("enable_layernorm_sp") or not v.value("enable_megamoe_for_layernorm_sp") or v.arch is None \
+            or v.arch.architecture != MUSE_ARCH or layernorm_sp_refusal(v, "0.5.23") is not None:
+        return None
+    backend = v.value("cuda_graph_backend_prefill")
+    if backend is None or str(getattr(backend, "value", backend)).strip().lower() != "breakable" \
+            or v.value("cuda_graph_config") is not None:
+        return None
+    chunk = _int(v.value("chunked_prefill_size"))
+    if not v.given("chunked_prefill_size") or chunk is None:
+        return None
+    if chunk <= 0:
+        return (f"Muse MegaMoE breakable prefill requires a positive --chunked-prefill-size (got {chunk}) to bound SP "
+                f"workspace growth")
+    buckets = v.value("cuda_graph_bs_prefill")
+    if isinstance(buckets, list) and buckets and all(isinstance(b, int) for b in buckets):
+        largest, how = max(buckets), "--cuda-graph-bs-prefill's largest bucket"
+    else:
+        largest, how = _int(v.value("cuda_graph_max_bs_prefill")), "--cuda-graph-max-bs-prefill"
+        if not v.given("cuda_graph_max_bs_prefill") or largest is None or largest <= 0:
+            return None
+    if largest < chunk:
+        return (f"Muse MegaMoE breakable prefill requires the largest prefill capture bucket to cover "
+                f"--chunked-prefill-size {chunk} ({how} is {largest})")
+    return None
+
+
+@rule("sglang-muse-megamoe-breakable-prefill", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="Muse MegaMoE LayerNorm SP with breakable prefill graphs that do not cover the prefill chunk (0.5.23)",
+      why="With --enable-megamoe-for-layernorm-sp a breakable prefill CUDA graph captures Muse Spark's SP workspaces: "
+          "SGLang 0.5.23 needs a positive --chunked-prefill-size and a largest prefill capture bucket that covers it, "
+          "so that no larger eager prefill replaces the captured workspaces.",
+      fix="Give --chunked-prefill-size at most the largest prefill capture bucket (--cuda-graph-max-bs-prefill / "
+          "--cuda-graph-bs-prefill), or another --cuda-graph-backend-prefill.",
+      source=_SP_SOURCES["0.5.23"], sources=_sources(_SP_SOURCES), no_cel=NO_CEL)
+def check_sglang_muse_megamoe_breakable_prefill(r, c):
+    v = line_view(r)
+    msg = None if v is None else muse_breakable_refusal(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
+RULES["sglang-muse-megamoe-breakable-prefill"] = ReleaseRule.of(RULES["sglang-muse-megamoe-breakable-prefill"])
