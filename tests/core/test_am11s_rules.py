@@ -22,6 +22,7 @@ ELASTIC = "sglang-elastic-ep-join-target-above-max-ep-size"
 QWEN3 = "sglang-qwen3-moe-w4a16-nvfp4-runner"
 MEGA = "sglang-megamoe-per-rank-chunk"
 MUSE_SP = "sglang-muse-megamoe-breakable-prefill"
+GEMMA4 = "sglang-gemma4-assistant-draft-not-eagle3"
 BOTH = ("0.5.22", "0.5.23")
 
 MLA = ["--model-path", "/models/shape-mla-moe"]
@@ -93,7 +94,22 @@ MODEL_CASES += [(MUSE_SP, "0.5.23", SP + bad, {}, MUSE, MUSE, SP + good, "b300")
     (["--cuda-graph-bs-prefill", "64", "128", "--chunked-prefill-size", "8192"],
      ["--cuda-graph-bs-prefill", "64", "128", "--chunked-prefill-size", "128"]),
 )]
+# a Gemma4 assistant draft (Llama-3.1-8B's config relabelled) drafting for itself: the draft path is the model path,
+# put after it by model_dir's caller below (SELF_DRAFT)
+GEMMA4_DRAFT = ("meta-llama--Meta-Llama-3.1-8B", {"architectures": ["Gemma4AssistantForCausalLM"]})
+SELF_DRAFT = "--speculative-draft-model-path=SELF"
+MODEL_CASES += [(GEMMA4, rel, ["--tp-size", "8", "--speculative-algorithm", "EAGLE3", SELF_DRAFT], {}, GEMMA4_DRAFT,
+                 GEMMA4_DRAFT, ["--tp-size", "8", "--speculative-algorithm", "EAGLE", SELF_DRAFT], "b300")
+                for rel in BOTH]
 MODEL_IDS = [f"{c[0]}@{c[1]}-{k}" for k, c in enumerate(MODEL_CASES)]
+
+
+def with_model(d: str, argv: list[str]) -> list[str]:
+    """``--model-path d`` and ``argv``, its SELF_DRAFT naming ``d`` as the draft too."""
+    return ["--model-path", d] + [t for a in argv
+                                  for t in (["--speculative-draft-model-path", d] if a == SELF_DRAFT else [a])]
+
+
 # the same Qwen3.6 line off SM100: no finding, and the release accepts it on H200 (release, line, gpu)
 QWEN3_OFF_SM100 = [(rel, ["--tp-size", "8", "--moe-runner-backend", "flashinfer_trtllm"], "h200") for rel in BOTH]
 
@@ -115,10 +131,10 @@ def test_the_rule_refuses_the_line_and_passes_its_flip(rid, release, gpu, bad, g
 def test_the_model_rule_refuses_the_line_and_passes_its_flip(root, rid, release, argv, env, bad_model, good_model,
                                                              good, gpu):
     d = model_dir(root, *bad_model)
-    refused = product(release, ["--model-path", d, *argv], gpu, env, f"{d}/config.json")
+    refused = product(release, with_model(d, argv), gpu, env, f"{d}/config.json")
     assert refused["verdict"] == "refuse" and rid in refused["rules"], refused
     d = model_dir(root, *good_model)
-    passed = product(release, ["--model-path", d, *good], gpu, env, f"{d}/config.json")
+    passed = product(release, with_model(d, good), gpu, env, f"{d}/config.json")
     assert rid not in passed.get("rules", []), passed
 
 

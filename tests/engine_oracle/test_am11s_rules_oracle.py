@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpustack_k3.core.rules import RULES
-from tests.core.test_am11s_rules import CASES, IDS, MODEL_CASES, MODEL_IDS, QWEN3_OFF_SM100, QWEN36
+from tests.core.test_am11s_rules import CASES, IDS, MODEL_CASES, MODEL_IDS, QWEN3_OFF_SM100, QWEN36, with_model
 from tests.core.test_mfixS_rules import model_dir
 from tests.engine_oracle.test_checks_sglang import cited_lines
 
@@ -40,10 +40,10 @@ def test_the_rule_agrees_with_the_release(oracles, rid, release, gpu, bad, good_
 def test_the_model_rule_agrees_with_the_release(oracles, root, rid, release, argv, env, bad_model, good_model, good,
                                                 gpu):
     oracle = oracles(f"sglang-{release}")
-    ans = oracle.judge_line(["--model-path", model_dir(root, *bad_model), *argv], env, gpu)
+    ans = oracle.judge_line(with_model(model_dir(root, *bad_model), argv), env, gpu)
     assert ans["verdict"] == "refused", ans
     _at_cited(rid, release, ans)
-    ans = oracle.judge_line(["--model-path", model_dir(root, *good_model), *good], env, gpu)
+    ans = oracle.judge_line(with_model(model_dir(root, *good_model), good), env, gpu)
     assert ans["verdict"] == "accepted", ans
 
 

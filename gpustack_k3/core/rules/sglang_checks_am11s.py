@@ -467,3 +467,38 @@ def check_sglang_muse_megamoe_breakable_prefill(r, c):
 
 
 RULES["sglang-muse-megamoe-breakable-prefill"] = ReleaseRule.of(RULES["sglang-muse-megamoe-breakable-prefill"])
+
+
+# ------------------------------------------------------------------ a Gemma4 assistant draft under EAGLE3
+
+# handle_speculative_decoding resolves the algorithm through _resolve_speculative_algorithm_alias, which reads the
+# draft's config.json (get_config of --speculative-draft-model-path) and refuses EAGLE3 for a Gemma4 assistant draft
+# (any of its architectures). The product reads one config.json, the model's: decided here where the draft path is
+# the model path (the same file) and no --decrypted-draft-config-file replaces it. A draft in another directory is
+# not read (no finding).
+GEMMA4_ASSISTANT_ARCHS = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
+_GEMMA4_SOURCES = {
+    "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:81-107,121,145-160@0.5.23",
+    "0.5.22": "sglang/srt/arg_groups/speculative_hook.py:80-106,120,144-159@0.5.22",
+}
+
+
+@rule("sglang-gemma4-assistant-draft-not-eagle3", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="A Gemma4 assistant draft under --speculative-algorithm EAGLE3",
+      why="SGLang promotes a Gemma4 assistant draft (Gemma4AssistantForCausalLM) to its frozen-KV MTP path from NEXTN "
+          "or EAGLE only: it refuses EAGLE3 for such a draft.",
+      fix="Give --speculative-algorithm EAGLE (or NEXTN) for a Gemma4 assistant draft.",
+      source=_GEMMA4_SOURCES["0.5.23"], sources=_sources(_GEMMA4_SOURCES), no_cel=NO_CEL)
+def check_sglang_gemma4_assistant_draft_not_eagle3(r, c):
+    v = line_view(r)
+    if v is None or v.arch is None or not isinstance(v.value("speculative_algorithm"), str) \
+            or v.value("speculative_algorithm").upper() != "EAGLE3":
+        return
+    draft = v.value("speculative_draft_model_path")
+    if draft is None or draft != v.value("model_path") or v.value("decrypted_draft_config_file"):
+        return
+    archs = (v.arch.raw or {}).get("architectures")
+    if isinstance(archs, list) and any(a in GEMMA4_ASSISTANT_ARCHS for a in archs):
+        yield "spec.extraArgs", (f"the draft {draft} is a Gemma4 assistant draft ({', '.join(map(str, archs))}), "
+                                 f"which needs --speculative-algorithm NEXTN or EAGLE, not EAGLE3")
