@@ -312,8 +312,9 @@ _TRUE = ("1", "true", "yes", "on")
 def mixed_precision_moe_quant_algos(raw: dict) -> set[str]:
     """The quant_algo values a ModelOpt MIXED_PRECISION config.json assigns to ``*.experts`` layers, as
     _mixed_precision_moe_quant_algos reads them (an empty set: no such checkpoint, as get_quantization_config would
-    not call it modelopt_mixed). (sglang_checks_mfixS._w4a16_nvfp4_experts asks for ".experts." in the name: the
-    layer names a checkpoint writes end in ".experts" too, e.g. nvidia/Qwen3.6-35B-A3B-NVFP4.)"""
+    not call it modelopt_mixed). The release's Qwen3-MoE override matches ".experts" (model_overrides/qwen3_moe.py:17-27),
+    its Nemotron-H override ".experts." (nemotron_h.py:68, read by sglang_checks_mfixS._w4a16_nvfp4_experts): each
+    rule follows its own override."""
     q = raw.get("quantization_config")
     if not isinstance(q, dict) or q.get("quant_method") != "modelopt" or q.get("quant_algo") != "MIXED_PRECISION":
         return set()
