@@ -603,6 +603,72 @@ def probe_refused(exc: BaseException) -> tuple[str, str, str] | None:
     return None
 
 
+PLUGIN_REASON = ("SGLang's kernel-plugin probes (kernel_plugins/nvidia/binding.py plugin_reasons(), "
+                 "kernel_plugins/amd/binding.py's find_spec() for a monokernel backend no plugin registered, 0.5.23): "
+                 "a plugin that is not installed here (its entry point absent, its backend unregistered) may be in the "
+                 "serving image. Recorded: the reasons the probes answered, never answered differently")
+# the reason strings the release's kernel-plugin probes answered for a plugin absent here (PLUGIN_REASON), with the
+# plugin's name; read by worker.py's _classify (by identity: the very objects the release put in its reasons list)
+PLUGIN_ABSENT: list[tuple[str, str]] = []
+
+
+def kernel_plugin_probes() -> None:
+    """PLUGIN_REASON: wrap the 0.5.23 kernel-plugin bindings' probes (each a module global the binding's handler
+    looks up at call time) so that an answer "the plugin is absent" records the reason strings the release made of
+    it. Releases without kernel plugins (0.5.22) have nothing to wrap. The answers are the release's own."""
+    try:
+        import sglang.srt.kernel_plugins.nvidia.binding as nv
+    except ImportError:
+        nv = None
+    if nv is not None and callable(getattr(nv, "plugin_reasons", None)):
+        real_reasons = nv.plugin_reasons
+
+        def plugin_reasons():
+            ans = real_reasons()
+            names = {ep.name for ep in nv.entry_points(group=nv.GENERAL_PLUGINS_GROUP)}
+            if ans and nv.ENTRY_POINT not in names:     # the first branch: the plugin's entry point is absent
+                PLUGIN_ABSENT.extend((str(nv.ENTRY_POINT), r) for r in ans)
+            return ans
+
+        nv.plugin_reasons = plugin_reasons
+    try:
+        import sglang.srt.kernel_plugins.amd.binding as amd
+        from sglang.kernels.plugin_kernels.amd import spec as amd_spec
+    except ImportError:
+        return
+    real_find = getattr(amd, "find_spec", None)
+    if not callable(real_find):
+        return
+
+    def find_spec(*, backend, architectures, isa):
+        spec, why = real_find(backend=backend, architectures=architectures, isa=isa)
+        if spec is None and backend not in amd_spec._REGISTRY:    # no plugin registered the backend
+            PLUGIN_ABSENT.append((f"monokernel backend {backend!r}", why))
+        return spec, why
+
+    amd.find_spec = find_spec
+
+
+def plugin_absent_only(exc: BaseException) -> list[str] | None:
+    """The plugins whose absence is every reason of ``exc`` (a refusal whose raising frame holds a non-empty list
+    ``reasons`` each element of which is a reason string a kernel-plugin probe answered, by identity), else None."""
+    tb = exc.__traceback__
+    if tb is None or not PLUGIN_ABSENT:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    reasons = tb.tb_frame.f_locals.get("reasons")
+    if not isinstance(reasons, list) or not reasons:
+        return None
+    names = []
+    for r in reasons:
+        hit = next((name for name, ans in PLUGIN_ABSENT if ans is r), None)
+        if hit is None:
+            return None
+        names.append(hit)
+    return sorted(set(names))
+
+
 class HostMemoryUnknown(Exception):
     """The line's hardware has no host_ram_gib in catalog/data/hardware.yaml: a check comparing with the host's RAM
     cannot be answered as that hardware (never with the oracle box's RAM)."""

@@ -152,7 +152,10 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     recorded by the in-process registry double); ``optional-package`` when the chain holds a ModuleNotFoundError for
     a module that is neither in this interpreter nor a listed double (the serving image may carry it), or for an
     ImportError raised by a release function whose own availability probe answered False for such a package
-    (doubles.availability_probes: e.g. has_arctic_inference() in config/speculative.py:1726-1731@0.33.0); a
+    (doubles.availability_probes: e.g. has_arctic_inference() in config/speculative.py:1726-1731@0.33.0), or for a
+    refusal whose every reason is a kernel plugin's absence as the release's own plugin probe answered it
+    (doubles.kernel_plugin_probes, doubles.plugin_absent_only: --enable-nvidia-megakernel / --enable-amd-monokernel
+    on 0.5.23; a refusal with any other reason, e.g. both flags set, stays the release's refusal); a
     ``HostMemoryUnknown`` from the host-memory double is ``device-query``; a lookup of a checkpoint file (transformers'
     ``cached_files``, vLLM's mistral ``params.json``) in a config-only model directory (``_stand_in_lookup``, also
     under a pydantic validator's own exception) is ``stand-in-file``; a refusal raised in ``transformers_utils``
@@ -176,6 +179,14 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
                               f"raised {type(e).__name__}; the module is not installed here and no double stands "
                               f"for it (the serving image may carry it): {msg[:300]}",
                     "where": _frames_in(e.__traceback__, root)}
+    plugins = doubles.plugin_absent_only(exc)
+    if plugins:
+        return {"verdict": "not_decidable", "reason": "optional-package", "stage": stage,
+                "detail": f"every reason of this refusal is the absence of a kernel plugin the release's probe answered "
+                          f"for ({', '.join(plugins)}): the plugin is not installed here and the serving image may "
+                          f"carry it; without it the release did not evaluate the plugin's own reasons (its spec for "
+                          f"the model and GPU, the features, sizes and dtypes it accepts): {msg[:300]}",
+                "where": _frames_in(tb, root)}
     INSPECT_ERRORS = doubles.INSPECT_ERRORS
     for e in [*chain, *(x for i in INSPECT_ERRORS for x in _chain(i))]:
         if isinstance(e, ModuleNotFoundError) and e.name:
@@ -676,6 +687,8 @@ class SglangJudge:
         import sglang
         import sglang.srt.server_args as server_args
 
+        doubles.kernel_plugin_probes()
+
         self.root = os.path.dirname(os.path.dirname(sglang.__file__))
         self.sa = server_args
 
@@ -693,6 +706,7 @@ class SglangJudge:
                 hw["gpus_per_node"] = min(int(req["gpus"]), int(hw["gpus_per_node"]))
             self.doubles.torch_cuda_queries(hw)
             _clear_caches("sglang")
+        self.doubles.PLUGIN_ABSENT.clear()    # the plugin probes' answers of this line only
         with _Env(req.get("env") or {}, lambda: None):
             try:
                 sa = self.sa.prepare_server_args(list(req["argv"]))
