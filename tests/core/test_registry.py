@@ -184,6 +184,8 @@ def test_every_rule_has_a_firing_case():
     covered |= V2R10_DIRECT
     from tests.core.test_reg11_rules import REG11_DIRECT   # core/rules/vllm_checks_reg11.py (helper reg11)
     covered |= REG11_DIRECT
+    from tests.core.test_m11s_rules import M11S_DIRECT   # core/rules/sglang_checks_m11s.py (helper m11s)
+    covered |= M11S_DIRECT
     assert covered == set(RULES)
 
 

@@ -38,6 +38,7 @@ from gpustack_k3.core.rules import sglang_checks_am10s  # noqa: F401,E402 - UNO 
 from gpustack_k3.core.rules import sglang_checks_am11s  # noqa: F401,E402 - KV sharding page size / chunk rounding / chunked attention / 0.5.23 DSA, HiSparse draft tree, Elastic EP join target, Qwen3-MoE W4A16_NVFP4 runner (helper am11s)
 from gpustack_k3.core.rules import vllm_checks_v2r10  # noqa: F401,E402 - Model Runner V2's unsupported features with VLLM_USE_V2_MODEL_RUNNER=1, per release (helper v2r10)
 from gpustack_k3.core.rules import vllm_checks_reg11  # noqa: F401,E402 - what the release's model registry says of the architecture: runner, PP, video pruning, renderer workers, --model-impl transformers, the Transformers fallback (helper reg11)
+from gpustack_k3.core.rules import sglang_checks_m11s  # noqa: F401,E402 - --json-model-override-args not a JSON object, a page size with the no_buffer mamba radix cache (helper m11s)
 
 __all__ = ["RULES", "Ctx", "Rule", "RuleDefinitionError", "render_findings", "schema_findings", "validate",
            "validate_resolved", "validate_topology", "in_role"]

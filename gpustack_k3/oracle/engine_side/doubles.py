@@ -197,6 +197,7 @@ def doubles_table() -> dict[str, str]:
     out["vllm platform is_cumem_allocator_available"] = CUMEM_REASON
     out["vllm.utils.import_utils availability probes (recorded)"] = PROBE_REASON
     out["vllm transformers_utils file_or_path_exists (recorded)"] = HUB_REASON
+    out["sglang kernel_plugins binding probes (recorded, SGLang worker only)"] = PLUGIN_REASON
     for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
         for f in funcs:
             out[f"signature of {f} (SGLang worker only, from the pinned {dist} wheel)"] = SIGNATURE_REASON
