@@ -18,6 +18,7 @@ from typing import Any
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
 
 SGL = [ENGINE_SGLANG]
 
@@ -194,8 +195,6 @@ _DCP_SOURCES = {
 
 def unified_memory_dcp_backend(v: LineView) -> str | None:
     """The release's refusal of an explicit attention backend it has not audited for unified memory with DCP."""
-    from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
-
     key = getattr(v.version, "key", None)
     if key not in DCP_ALLOWED or not v.value("enable_unified_memory"):
         return None
