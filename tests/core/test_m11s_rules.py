@@ -11,6 +11,7 @@ from tests.core.test_smiss5_rules import product
 JSON = "sglang-json-model-override-args-not-object"
 NOBUF = "sglang-mamba-no-buffer-page-size"
 DCP = "sglang-unified-memory-dcp-attention-backend"
+KV4 = "sglang-kv4-mla-attention-backend"
 BOTH = ("0.5.22", "0.5.23")
 K3 = ["--model-path", "/models/Kimi-K3", "--trust-remote-code", "--tp-size", "8"]
 HYBRID = ["--model-path", "/models/shape-hybrid", "--tp-size", "8"]
@@ -39,6 +40,11 @@ _SPECS = [
     (DCP, [*UM_DCP, "--attention-backend", "triton"], [*UM_DCP, "--attention-backend", "flashinfer"]),
     (DCP, [*UM_DCP, "--attention-backend", "fa3"], UM_DCP),
     (DCP, [*UM_DCP, "--decode-attention-backend", "triton"], [*UM_DCP, "--decode-attention-backend", "flashinfer"]),
+    # the aimed line kv_cache_hook.py:302 (both releases): an FP4 KV cache on an MLA model with triton
+    (KV4, ["--model-path", "/models/shape-mla-moe", "--tp-size", "8", "--kv-cache-dtype", "fp4_mx_block16",
+           "--attention-backend", "triton"],
+     ["--model-path", "/models/shape-mla-moe", "--tp-size", "8", "--kv-cache-dtype", "fp4_mx_block16",
+      "--attention-backend", "flashinfer"]),
 ]
 CASES = [(rid, rel, bad, good) for rid, bad, good in _SPECS for rel in BOTH]
 IDS = [f"{c[0]}@{c[1]}-{i}" for i, c in enumerate(CASES)]

@@ -233,6 +233,57 @@ def check_sglang_unified_memory_dcp_attention_backend(r, c):
         yield "spec.extraArgs", msg
 
 
+# ------------------------------------------------------------------ FP4 KV cache on an MLA model: the attention backend
+
+# handle_kv4_compatibility (arg_groups/kv_cache_hook.py:112-125, both releases) with --kv-cache-dtype nvfp4 or
+# fp4_mx_block16: when prefill and decode take the same backend (:266) and it is not fa4, an MLA model
+# (use_mla_backend) needs flashinfer or trtllm_mla (:296-305). Read here: --attention-backend given and no split
+# prefill/decode backend (the release's default is not read), not fa4 and not trtllm_mha (the SM100 NVFP4 path has
+# its own checks), an MLA model (kv_lora_rank) without a model override but DeepSeek-V3's (it keeps an explicit
+# backend, tests/engine_oracle/test_m11s_oracle.py).
+KV4_MLA_BACKENDS = ("flashinfer", "trtllm_mla")
+_KV4_SOURCES = {rel: f"sglang/srt/arg_groups/kv_cache_hook.py:112-125,266,296-305@{rel}" for rel in ("0.5.23", "0.5.22")}
+
+
+def kv4_mla_backend(v: LineView) -> str | None:
+    """The release's refusal of an FP4 KV cache on an MLA model with an attention backend it does not accept."""
+    if getattr(v.version, "key", None) not in _KV4_SOURCES:
+        return None
+    dtype = v.value("kv_cache_dtype")
+    if dtype not in ("nvfp4", "fp4_mx_block16") or not v.given("attention_backend"):
+        return None
+    if v.given("prefill_attention_backend") or v.given("decode_attention_backend"):
+        return None
+    backend = v.value("attention_backend")
+    arch = v.arch
+    if not isinstance(backend, str) or backend in (*KV4_MLA_BACKENDS, "fa4", "trtllm_mha"):
+        return None
+    if arch is None or not getattr(arch, "kv_lora_rank", None):
+        return None
+    name = getattr(arch, "architecture", None)
+    if name in MODEL_OVERRIDE_ARCHS and name not in _DCP_OVERRIDE_READ:
+        return None
+    return (f"KV4 MLA expects attention_backend to be one of {list(KV4_MLA_BACKENDS)}, but got {backend} "
+            f"(--kv-cache-dtype {dtype} on an MLA model): give --attention-backend flashinfer or trtllm_mla, or "
+            f"another --kv-cache-dtype.")
+
+
+@rule("sglang-kv4-mla-attention-backend", checked_by="oracle", family="args", severity="error", engines=SGL,
+      field="spec.extraArgs",
+      title="FP4 KV cache (nvfp4, fp4_mx_block16) on an MLA model with an attention backend but flashinfer / trtllm_mla",
+      why="With an FP4 KV cache and one attention backend for prefill and decode (not fa4), SGLang accepts only "
+          "flashinfer and trtllm_mla for an MLA model: the other backends do not read the FP4 MLA cache.",
+      fix="Give --attention-backend flashinfer or trtllm_mla, or another --kv-cache-dtype.",
+      source=_KV4_SOURCES["0.5.23"], sources=_sources(_KV4_SOURCES), no_cel=NO_CEL)
+def check_sglang_kv4_mla_attention_backend(r, c):
+    v = line_view(r)
+    if v is None:
+        return
+    msg = kv4_mla_backend(v)
+    if msg is not None:
+        yield "spec.extraArgs", msg
+
+
 for _id in ("sglang-json-model-override-args-not-object", "sglang-mamba-no-buffer-page-size",
-            "sglang-unified-memory-dcp-attention-backend"):
+            "sglang-unified-memory-dcp-attention-backend", "sglang-kv4-mla-attention-backend"):
     RULES[_id] = ReleaseRule.of(RULES[_id])
