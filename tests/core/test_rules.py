@@ -197,7 +197,7 @@ def test_every_spec_rule_has_cases():
                           - LORA7_DIRECT - LATEB_DIRECT - LATEA_DIRECT
                           - AIMS2_DIRECT - MISS8_DIRECT - AIMS3_DIRECT - AIMV3_DIRECT - MISS9_DIRECT - MFIXS_DIRECT - MFIXV_DIRECT - MFIX11_DIRECT
                           - LATE9V_DIRECT - M10S_DIRECT - M10V_DIRECT - AM10V_DIRECT - AM10S_DIRECT - V2R10_DIRECT
-                          - REG11_DIRECT - M11V_DIRECT - LEAD11_DIRECT - AM11S_DIRECT)
+                          - REG11_DIRECT - M11V_DIRECT - LEAD11_DIRECT - AM11S_DIRECT - M11S_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))
