@@ -18,8 +18,18 @@ with the same reason.
 On first use the pool starts, two at a time (tests/support/oracle_workers.py), the releases that the session's
 selected tests of this directory take as their ``release`` parameter: the tier runs alone on the CI machine's two
 cores, and one start keeps one core busy. A test module needs no fixture of its own for that.
+
+On pytest-xdist workers (tools/testgate.py runs this tier with ``-n 2 --dist loadfile``) each worker has its own pool
+and its own verdict cache (tests/support/judge_cache.py); a module runs whole on one worker, so a table's repeated
+lines still meet in one cache. A worker starts a release at the first test that asks for it (it does not know which
+modules it will get), and the oracle's model directories are written once per host under a lock before any test
+of the tier (``pytest_collection_finish``: the workers would otherwise write a changed file side by side).
+Everything else a test writes is its own (``tmp_path``, the worker's temporary directories).
 """
 from __future__ import annotations
+
+import contextlib
+from pathlib import Path
 
 import pytest
 
@@ -30,5 +40,14 @@ from tests.support import oracle_workers
 def oracles(request):
     pool = oracle_workers.Pool()
     request.addfinalizer(pool.close)
-    pool.start(oracle_workers.session_releases(request.session, directory=__file__))
+    pool.start_for_session(request.session, directory=__file__)
     return pool.get
+
+
+def pytest_collection_finish(session) -> None:
+    if not oracle_workers.xdist_worker():
+        return
+    here = Path(__file__).parent
+    if any(here in Path(str(item.path)).parents for item in session.items):
+        with contextlib.suppress(Exception):   # what cannot be written here fails the start that needs it, in a test
+            oracle_workers.write_models_once_per_host()

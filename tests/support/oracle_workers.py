@@ -11,6 +11,8 @@ judged by its release's worker, in the order the test sends it, in a forked chil
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +22,35 @@ from tests.support import tiers
 
 STARTS_AT_ONCE = 2   # the CI machine's cores
 REQUIRE_ENV = "GPUSTACK_K3_REQUIRE_WHEELS"
+XDIST_ENV = "PYTEST_XDIST_WORKER"   # set in each pytest-xdist worker (tools/testgate.py runs the tier on 2)
+
+
+def xdist_worker() -> str | None:
+    """The pytest-xdist worker this process is (``gw0``, ...), None in a run without xdist."""
+    return os.environ.get(XDIST_ENV) or None
+
+
+def starts_at_once() -> int:
+    """How many workers ``_start`` starts at a time: STARTS_AT_ONCE in a serial run (the tier alone on the two cores),
+    one in an xdist worker (the other xdist worker keeps the second core busy)."""
+    return 1 if xdist_worker() else STARTS_AT_ONCE
+
+
+def write_models_once_per_host() -> None:
+    """``models.write_models()`` under an exclusive lock beside the model directories: the first xdist worker writes
+    what changed, the other then finds every file as it should be and writes nothing. Without it, two workers whose
+    first oracle starts fall together both write a changed file through the same ``<file>.tmp`` (models.py
+    _write_dir), and a judge could read half a config.json."""
+    from gpustack_k3.oracle import models
+
+    root = models.model_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / "models.write.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            models.write_models()
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class Pool:
@@ -58,6 +89,17 @@ class Pool:
 
     def start(self, releases: Iterable[str]) -> None:
         _start(self.get, releases)
+
+    def start_for_session(self, session, directory: str | Path) -> list[str]:
+        """Start the workers of the releases the session's selected tests under ``directory`` take (two at a time),
+        and return them; in a pytest-xdist worker, none: its scheduler sends it only some of the modules (whole
+        modules: tools/testgate.py's ``--dist loadfile``), so each release starts there at the first test that asks
+        for it, and a release no test of that worker asks for is never started."""
+        if xdist_worker():
+            return []
+        releases = session_releases(session, directory)
+        self.start(releases)
+        return releases
 
     def close(self) -> None:
         from gpustack_k3.oracle import verdict
@@ -128,5 +170,5 @@ def _start(get: Callable[[str], object], releases: Iterable[str]) -> None:
         except BaseException:  # noqa: BLE001 - pytest's skip/fail outcomes too: the test's own call reports it
             pass
 
-    with ThreadPoolExecutor(STARTS_AT_ONCE) as pool:
+    with ThreadPoolExecutor(starts_at_once()) as pool:
         list(pool.map(start, releases))
