@@ -4,7 +4,10 @@ torch_shm without spawn and an EC producer, on 0.28.0 - 0.34.0) and extensions o
 the nvfp4 KV cache on MLA (vllm-nvfp4-kv-cache-on-mla) and Inkling LoRA (vllm-inkling-lora-multimem-ar). Each REFUSE
 line (an aimed line of tools/engine_oracle/aimed/aimV1-3.yaml, or one like it) is refused by the release and the
 product refuses it too; each ACCEPT line (one fact changed) is accepted by the release and none of these rules refuses
-it. The lines run through tools/engine_oracle/aimed.py with the product's verdict. (The entries of the h-am10v block
+it. The lines run through tools/engine_oracle/aimed.py with the product's verdict, in its line mode on the session's
+worker of the release (as tests/engine_oracle/test_mfixV_rules_oracle.py: no site is asserted here, so no coverage.py
+over every validation file on a worker of its own; tests/engine_oracle/test_aimed.py holds the line mode's verdicts to
+the coverage mode's). (The entries of the h-am10v block
 of gpustack_k3/catalog/data/checks/vllm.yaml are judged by tests/engine_oracle/test_checks_vllm.py.)"""
 from __future__ import annotations
 
@@ -98,12 +101,12 @@ LINES = [
 
 
 @pytest.mark.parametrize("release", tuple(SITE))
-def test_the_release_refuses_each_refuse_line_and_accepts_each_twin(tmp_path, release):
+def test_the_release_refuses_each_refuse_line_and_accepts_each_twin(oracles, tmp_path, release):
     mine = [x for x in LINES if release in x["releases"]]
     entries = [{"targets": {release: SITE[release]}, **{k: v for k, v in x.items() if k != "releases"}} for x in mine]
     path = tmp_path / "am10v.yaml"
     path.write_text(yaml.safe_dump(entries, sort_keys=False))
-    doc = A.run(release, files=[path], product=True)
+    doc = A.run(release, files=[path], product=True, mode="line", oracle=oracles(release))
     verdicts = {x["why"]: x["verdict"] for x in doc["aimed"]}
     for x in mine:
         want = "refused" if x["why"].startswith("REFUSE") else "accepted"

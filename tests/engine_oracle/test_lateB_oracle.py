@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -95,6 +96,10 @@ def test_default_rope_model_types_are_the_oracles_transformers():
         block = text[text.index("_CONFIG_REGISTRY"):text.index("_CONFIG_ATTRS_MAPPING")]
         for name in _VLLM_OWN:
             assert f"{name}=" in block or f'"{name}"' in block, name
+    # offline, as the oracle's worker runs (gpustack_k3/oracle/engine_side/worker.py HF_HUB_OFFLINE,
+    # TRANSFORMERS_OFFLINE): online, the edgetam configs' timm backbone lookups waited ~24 s each on the hub before
+    # failing on a machine without network (the same model types listed, 50 s sooner)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     out = subprocess.run([str(py), "-c", _PROBE, json.dumps(_VLLM_OWN)], capture_output=True, text=True, timeout=600,
-                         check=True)
+                         check=True, env=env)
     assert set(json.loads(out.stdout.strip().splitlines()[-1])) - _VMISS5_TYPES == DEFAULT_ROPE_MODEL_TYPES
