@@ -65,12 +65,18 @@ else
 fi
 
 # The unit tiers run on pytest-xdist workers (GPUSTACK_K3_TEST_WORKERS, default 2: the CI machine's cores), the
-# tiers with tools and services in one serial pytest beside them; the gate merges both reports into one.
+# tiers with tools and services in one serial pytest beside them, the engine_oracle tier on the xdist workers after
+# them; the gate merges the reports into one.
 gate=(python3 tools/testgate.py --junit "$GPUSTACK_K3_CACHE/junit.xml" --workers "${GPUSTACK_K3_TEST_WORKERS:-2}")
 [ "${GPUSTACK_K3_FAST:-0}" = "1" ] && gate+=(--fast)
 # The unit run beside the tiers run, at lower CPU priority (tools/testgate.py --overlap: the serial tiers leave part
-# of the 2 cores idle); GPUSTACK_K3_TEST_OVERLAP=0 runs them one after the other.
-[ "${GPUSTACK_K3_FAST:-0}" != "1" ] && [ "${GPUSTACK_K3_TEST_OVERLAP:-1}" = "1" ] && gate+=(--overlap)
+# of the 2 cores idle), then the engine_oracle tier on the same xdist workers, then the engine tier serially alone;
+# GPUSTACK_K3_TEST_OVERLAP=0 runs the unit tiers, then every other tier serially. GPUSTACK_K3_TEST_ORACLE_WITH_TIERS=1:
+# the engine_oracle run beside the first two instead (tools/testgate.py --oracle-with-tiers).
+if [ "${GPUSTACK_K3_FAST:-0}" != "1" ] && [ "${GPUSTACK_K3_TEST_OVERLAP:-1}" = "1" ]; then
+  gate+=(--overlap)
+  [ "${GPUSTACK_K3_TEST_ORACLE_WITH_TIERS:-0}" = "1" ] && gate+=(--oracle-with-tiers)
+fi
 log "running pytest through tools/testgate.py"
 set +e
 "${gate[@]}" -- "$@"

@@ -9,18 +9,23 @@ repository (``--fast``: the unit tiers only, every marker of a tier that needs a
 report beside PATH (``<stem>.unit.xml``, ``<stem>.tiers.xml``), merged into PATH as one report with two
 test suites: first the unit tiers on N pytest-xdist workers (``-n N``: CPU-bound, isolated by tmp dirs and free
 ports), then the tiers that need a tool or service in one serial process (real engines, dockerd and GPUStack
-share the 2 cores and must not start side by side; ``--fast`` leaves this run out). ``--overlap``: three runs. The unit run
-starts together with the serial run of the prepared tiers other than the engine tiers (docker, GPUStack, helm,
-predict, ...: mostly waiting on a daemon or a server, or one process on one core), the unit run at a lower CPU
-priority (``--unit-nice N``, default 5), its output in ``<stem>.unit.log``, printed when it ends so the runs'
-lines do not interleave; when both have ended, the engine tiers (``engine``, ``engine_oracle``: several engine
-processes at once, start-up and side-channel timeouts) run serially alone, as before (``<stem>.engines.xml``). A ``-m EXPR`` among ARGS
-narrows each run (``-m "(tier's) and (EXPR)"``); with ``-x``/``--exitfirst`` a failing first run ends the gate.
+share the 2 cores and must not start side by side; ``--fast`` leaves this run out). ``--overlap``: four runs in three
+steps. Step 0: the unit run starts together with the serial run of the prepared tiers other than the engine tiers
+(docker, GPUStack, helm, predict, ...: mostly waiting on a daemon or a server, or one process on one core), the unit
+run at a lower CPU priority (``--unit-nice N``, default 5), its output in ``<stem>.unit.log``, printed when it ends
+so the runs' lines do not interleave. Step 1, when both have ended: the ``engine_oracle`` tier alone on N xdist
+workers (``<stem>.oracle.xml``; ``--dist loadfile``: a test module stays on one worker, so its module fixtures and
+the session's verdict cache serve it whole; CPU-bound oracle work: each worker keeps its own oracle workers,
+tests/engine_oracle/conftest.py, and writes only its own temporary files). Step 2: the ``engine`` tier serially
+alone, as before (``<stem>.engines.xml``: several vLLM processes at once, start-up and side-channel timeouts).
+``--oracle-with-tiers``: the ``engine_oracle`` run in step 0 instead, beside the other two at the unit run's
+niceness (its output in ``<stem>.oracle.log``), the ``engine`` tier then step 1. A ``-m EXPR`` among ARGS narrows
+each run (``-m "(tier's) and (EXPR)"``); with ``-x``/``--exitfirst`` a failing step ends the gate.
 
 Then it fails (exit 1) when
 
-* pytest collected no tests (its exit 5): for a run of the whole suite, each of the two runs must collect
-  tests; when ARGS select (paths, ``-k``, ``-m``), one of them finding nothing is expected, both is not,
+* pytest collected no tests (its exit 5): for a run of the whole suite, each of the runs must collect
+  tests; when ARGS select (paths, ``-k``, ``-m``), some of them finding nothing is expected, all is not,
 * a test was skipped that is not marked ``kind`` or ``image_build`` (the only tiers that may
   skip: no kind cluster, no 4 GB engine image build, and no LWS CRD files, which no registry CI reaches ships,
   on the CI machines); every other tier was prepared, so a skip there means a check did not run,
@@ -71,6 +76,11 @@ PREPARED_ONLY = " or ".join(PREPARED_TIERS)   # the complement of UNIT_ONLY: eve
 ENGINE_TIERS = ("engine", "engine_oracle")
 ENGINES_ONLY = " or ".join(ENGINE_TIERS)
 OTHER_PREPARED_ONLY = f"({PREPARED_ONLY}) and not ({ENGINES_ONLY})"
+# --overlap splits the engine tiers again: the oracle tier (CPU-bound, no ports, no start-up timeouts) on the xdist
+# workers, the engine tier (real vLLM servers) serially alone; a test with both markers goes with the engine tier.
+ORACLE_ONLY = "engine_oracle and not engine"
+ENGINE_ONLY = "engine"
+ORACLE_DIST = "loadfile"   # pytest-xdist --dist of the oracle run: whole modules per worker
 NO_TESTS = 5   # pytest's exit code when it collected nothing
 RUN_MARKER = "GPUSTACK_K3_TESTGATE_RUN"   # in the environment of every process a run starts
 UNIT_NICE = 5   # --overlap: the unit run's niceness (weight 335 against the tiers' 1024: they keep ~75 % of a contended core)
@@ -224,13 +234,14 @@ def tree_changes(before: dict[str, str], after: dict[str, str]) -> list[str]:
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One pytest run of the gate: its label, the tier expression it selects (None: ARGS as given), its
-    pytest-xdist workers (0: no xdist), where it writes its JUnit report, and its step (runs of one step start
-    together; a step starts when the one before it has ended)."""
+    pytest-xdist workers (0: no xdist), where it writes its JUnit report, its step (runs of one step start
+    together; a step starts when the one before it has ended) and its xdist ``--dist`` mode."""
     label: str
     tiers: str | None
     workers: int
     report: Path
     step: int = 0
+    dist: str | None = None   # pytest-xdist --dist (with workers); None: xdist's default
 
 
 def split_markexpr(args: Sequence[str]) -> tuple[list[str], str | None]:
@@ -251,11 +262,13 @@ def split_markexpr(args: Sequence[str]) -> tuple[list[str], str | None]:
     return rest, expr
 
 
-def plan_runs(junit: Path, *, fast: bool, workers: int, overlap: bool = False) -> list[Run]:
+def plan_runs(junit: Path, *, fast: bool, workers: int, overlap: bool = False,
+              oracle_with_tiers: bool = False) -> list[Run]:
     """One run (workers 0) or the unit run on ``workers`` xdist workers and, unless ``fast``, the serial run of
-    the prepared tiers; with two runs each report is a part beside ``junit``, merged into it afterwards.
+    the prepared tiers; with two or more runs each report is a part beside ``junit``, merged into it afterwards.
     ``overlap``: the unit run and the serial run of the prepared tiers other than the engine tiers start together
-    (step 0), then the serial run of the engine tiers (step 1)."""
+    (step 0), then the engine-oracle tier on ``workers`` xdist workers (step 1), then the engine tier serially
+    (step 2); ``oracle_with_tiers``: the engine-oracle run in step 0 beside the other two, the engine tier step 1."""
     if workers <= 0:
         return [Run("suite", UNIT_ONLY if fast else None, 0, junit)]
     runs = [Run("unit", UNIT_ONLY, workers, junit.with_name(f"{junit.stem}.unit.xml"))]
@@ -263,17 +276,23 @@ def plan_runs(junit: Path, *, fast: bool, workers: int, overlap: bool = False) -
         return runs
     if not overlap:
         return [*runs, Run("tiers", PREPARED_ONLY, 0, junit.with_name(f"{junit.stem}.tiers.xml"), step=1)]
+    oracle_step = 0 if oracle_with_tiers else 1
     return [*runs, Run("tiers", OTHER_PREPARED_ONLY, 0, junit.with_name(f"{junit.stem}.tiers.xml")),
-            Run("engines", ENGINES_ONLY, 0, junit.with_name(f"{junit.stem}.engines.xml"), step=1)]
+            Run("oracle", ORACLE_ONLY, workers, junit.with_name(f"{junit.stem}.oracle.xml"), step=oracle_step,
+                dist=ORACLE_DIST),
+            Run("engines", ENGINE_ONLY, 0, junit.with_name(f"{junit.stem}.engines.xml"), step=oracle_step + 1)]
 
 
 def pytest_argv(junit: Path, args: Sequence[str], *, tiers: str | None = None, workers: int = 0,
-                pytest_exe: str | None = None) -> list[str]:
-    """The pytest command of one run: ``tiers`` is and-ed with a ``-m`` of ARGS, ``workers`` adds ``-n``."""
+                pytest_exe: str | None = None, dist: str | None = None) -> list[str]:
+    """The pytest command of one run: ``tiers`` is and-ed with a ``-m`` of ARGS, ``workers`` adds ``-n`` (and
+    ``--dist`` when ``dist`` is given)."""
     base = [pytest_exe] if pytest_exe else [sys.executable, "-m", "pytest"]
     argv = [*base, "-q", "-p", "no:cacheprovider", "-p", "tests.support.tier_report", f"--junitxml={junit}"]
     if workers > 0:
         argv += ["-n", str(workers)]
+        if dist:
+            argv += ["--dist", dist]
     if tiers is None:
         return argv + list(args)
     rest, expr = split_markexpr(args)
@@ -379,8 +398,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the unit tiers on N pytest-xdist workers, then the other tiers serially (default 0: "
                          "one serial run)")
     ap.add_argument("--overlap", action="store_true",
-                    help="with --workers: run the unit tiers at the same time as the prepared tiers, at lower CPU "
-                         "priority (--unit-nice)")
+                    help="with --workers: run the unit tiers at the same time as the prepared tiers other than the "
+                         "engine tiers, at lower CPU priority (--unit-nice); then the engine_oracle tier on the N "
+                         "xdist workers; then the engine tier serially")
+    ap.add_argument("--oracle-with-tiers", action="store_true",
+                    help="with --overlap: the engine_oracle run in the first step, beside the unit and tiers runs at "
+                         "the unit run's niceness, instead of a step of its own before the engine tier")
     ap.add_argument("--unit-nice", type=int, default=UNIT_NICE, metavar="N",
                     help=f"with --overlap: the unit run's niceness, 0-19 (default {UNIT_NICE})")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout to run in and to keep clean")
@@ -391,10 +414,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--workers: {args.workers} is negative; give 0 (one serial run) or the number of xdist workers")
     if args.overlap and args.workers <= 0:
         ap.error("--overlap: needs --workers N (N >= 1): there is one run to overlap with only then")
+    if args.oracle_with_tiers and not args.overlap:
+        ap.error("--oracle-with-tiers: needs --overlap (and --workers N): it places a run of the overlapped plan")
     if not 0 <= args.unit_nice <= 19:
         ap.error(f"--unit-nice: {args.unit_nice} is out of range; give 0-19 (19: the lowest priority)")
     args.junit.parent.mkdir(parents=True, exist_ok=True)
-    runs = plan_runs(args.junit, fast=args.fast, workers=args.workers, overlap=args.overlap)
+    runs = plan_runs(args.junit, fast=args.fast, workers=args.workers, overlap=args.overlap,
+                     oracle_with_tiers=args.oracle_with_tiers)
     for path in {args.junit, *(r.report for r in runs)}:
         path.unlink(missing_ok=True)     # a report of an earlier run must not be judged
     before = tree_state(args.repo)
@@ -413,12 +439,13 @@ def main(argv: list[str] | None = None) -> int:
             going: list[tuple[Run, float, subprocess.Popen, Path | None]] = []
             for run in together:
                 cmd = pytest_argv(run.report, args.pytest_args, tiers=run.tiers, workers=run.workers,
-                                  pytest_exe=args.pytest_exe)
+                                  pytest_exe=args.pytest_exe, dist=run.dist)
                 nice, log = 0, None
                 if beside and run.workers:   # the xdist run yields the cores, and its lines wait for its end
                     nice, log = args.unit_nice, run.report.with_suffix(".log")
                 if args.workers > 0:
                     how = f"{run.workers} xdist workers" if run.workers else "serial"
+                    how += f" (--dist {run.dist})" if run.workers and run.dist else ""
                     if beside:
                         how += (f", beside the {' and '.join(r.label for r in together if r is not run)} run at "
                                 f"niceness {nice}, its output in {log} until it ends" if log else

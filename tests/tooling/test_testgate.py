@@ -231,42 +231,80 @@ def test_workers_run_the_unit_tiers_on_xdist_then_the_prepared_tiers_serially_in
     assert f"[testgate] tiers run (serial): -m {testgate.PREPARED_ONLY!r}" in out
 
 
-def test_overlap_runs_the_unit_tiers_beside_the_prepared_ones_then_the_engine_tiers_alone(checkout, tmp_path):
-    rc, out, _ = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, sleep=1.5,
-                      gate_args=("--overlap", "--unit-nice", "7"))
+def test_overlap_runs_the_unit_tiers_beside_the_prepared_ones_then_the_oracle_tier_then_the_engine_tier(checkout,
+                                                                                                          tmp_path):
+    rc, out, argvs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, sleep=1.5,
+                          gate_args=("--overlap", "--unit-nice", "7"))
     assert rc == 0, out
     runs = {r["m"]: r for r in map(json.loads, (tmp_path / "times.jsonl").read_text().splitlines())}
     unit, tiers = runs[testgate.UNIT_ONLY], runs[testgate.OTHER_PREPARED_ONLY]
-    engines = runs[testgate.ENGINES_ONLY]
+    oracle, engines = runs[testgate.ORACLE_ONLY], runs[testgate.ENGINE_ONLY]
     assert unit["start"] < tiers["end"] and tiers["start"] < unit["end"], runs          # side by side
-    assert engines["start"] >= max(unit["end"], tiers["end"]), runs                      # then alone
-    assert unit["nice"] == tiers["nice"] + 7 and engines["nice"] == tiers["nice"], runs
-    assert "3 test(s), 0 skipped" in out, out                                            # three reports, merged
+    assert oracle["start"] >= max(unit["end"], tiers["end"]), runs                       # then the oracle tier alone
+    assert engines["start"] >= oracle["end"], runs                                       # then the engine tier alone
+    assert unit["nice"] == tiers["nice"] + 7 and engines["nice"] == oracle["nice"] == tiers["nice"], runs
+    # the oracle tier on the xdist workers, whole modules per worker; the engine tier serial
+    by_m = {a[a.index("-m") + 1]: a for a in argvs}
+    o, e = by_m[testgate.ORACLE_ONLY], by_m[testgate.ENGINE_ONLY]
+    assert o[o.index("-n") + 1] == "2" and o[o.index("--dist") + 1] == "loadfile", o
+    assert "-n" not in e and "--dist" not in e, e
+    assert f"--junitxml={tmp_path / 'cache' / 'junit.oracle.xml'}" in o
+    assert "[testgate] oracle run (2 xdist workers (--dist loadfile)): -m" in out, out
+    assert "4 test(s), 0 skipped" in out, out                                            # four reports, merged
     suites = ET.parse(tmp_path / "cache" / "junit.xml").getroot().findall("testsuite")
-    assert [s.get("name") for s in suites] == ["unit", "tiers", "engines"]
+    assert [s.get("name") for s in suites] == ["unit", "tiers", "oracle", "engines"]
     # the unit run's lines come as one block after it ended, not interleaved with the tiers run's
     block = out.index("[testgate] --- the unit run's output")
     assert out.index(f"output of the run with -m {testgate.UNIT_ONLY}") > block, out
-    for label in ("unit", "tiers", "engines"):
+    assert "the oracle run's output" not in out, out                                     # alone: its lines as they come
+    for label in ("unit", "tiers", "oracle", "engines"):
         assert f"{label} run: pytest exited 0 after" in out, out
-    # a failing run still fails the gate; with -x the engine run does not start after a failed first step
-    rc, out, _ = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, rc="1",
-                      gate_args=("--overlap",), pytest_args=("-x",))
+    # a failing run still fails the gate; with -x the later runs do not start after a failed first step
+    rc, out, argvs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, rc="1",
+                          gate_args=("--overlap",), pytest_args=("-x",))
     assert rc == 1 and "-x: the unit and tiers runs failed, the later run(s) did not run" in out, out
+    assert len(argvs) == 2, argvs
+    # a failing oracle step ends it too: the engine tier does not start
+    rc, out, argvs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, rc="0,0,1",
+                          gate_args=("--overlap",), pytest_args=("-x",))
+    assert rc == 1 and "-x: the oracle run failed, the later run(s) did not run" in out, out
+    assert [a[a.index("-m") + 1] for a in argvs][-1] == testgate.markexpr(testgate.ORACLE_ONLY, None), argvs
 
 
-def test_with_overlap_every_test_is_in_exactly_one_of_the_three_runs():
+def test_oracle_with_tiers_runs_the_oracle_tier_in_the_first_step_then_the_engine_tier_alone(checkout, tmp_path):
+    rc, out, argvs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2, sleep=1.5,
+                          gate_args=("--overlap", "--oracle-with-tiers", "--unit-nice", "6"))
+    assert rc == 0, out
+    runs = {r["m"]: r for r in map(json.loads, (tmp_path / "times.jsonl").read_text().splitlines())}
+    unit, tiers = runs[testgate.UNIT_ONLY], runs[testgate.OTHER_PREPARED_ONLY]
+    oracle, engines = runs[testgate.ORACLE_ONLY], runs[testgate.ENGINE_ONLY]
+    assert max(unit["start"], tiers["start"], oracle["start"]) < min(unit["end"], tiers["end"], oracle["end"]), runs
+    assert engines["start"] >= max(unit["end"], tiers["end"], oracle["end"]), runs
+    assert unit["nice"] == oracle["nice"] == tiers["nice"] + 6 and engines["nice"] == tiers["nice"], runs
+    # both xdist runs' lines come as blocks after they ended
+    for label in ("unit", "oracle"):
+        assert f"[testgate] --- the {label} run's output ({tmp_path / 'cache' / f'junit.{label}.log'})" in out, out
+    assert "4 test(s), 0 skipped" in out, out
+    rc, out, runs = gate(checkout, tmp_path, report=junit(("test_a", "", None)), workers=2,
+                         gate_args=("--oracle-with-tiers",))
+    assert rc == 2 and "--oracle-with-tiers: needs --overlap" in out and runs == [], out
+
+
+def test_with_overlap_every_test_is_in_exactly_one_of_the_four_runs():
     from itertools import combinations
 
     from _pytest.mark.expression import Expression
 
-    runs = [Expression.compile(e) for e in (testgate.UNIT_ONLY, testgate.OTHER_PREPARED_ONLY, testgate.ENGINES_ONLY)]
+    runs = [Expression.compile(e) for e in (testgate.UNIT_ONLY, testgate.OTHER_PREPARED_ONLY, testgate.ORACLE_ONLY,
+                                            testgate.ENGINE_ONLY)]
     names = [*testgate.PREPARED_TIERS, "operator", "parametrize"]
-    for n in range(3):
+    for n in range(4):
         for marks in combinations(names, n):
             def has(name, marks=marks, **_kw):
                 return name in marks
             assert sum(r.evaluate(has) for r in runs) == 1, marks
+    # a test of both engine tiers runs with the engine tier (its real servers), serially
+    assert Expression.compile(testgate.ENGINE_ONLY).evaluate(lambda name, **_kw: name in ("engine", "engine_oracle"))
 
 
 @pytest.mark.parametrize("gate_args", [("--overlap",), ("--overlap", "--workers", "2", "--unit-nice", "20")])
