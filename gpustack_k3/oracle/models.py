@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from gpustack_k3.catalog import load_catalog
@@ -274,13 +275,14 @@ def model_root() -> Path:
 
 def _write_dir(d: Path, config: dict, extra: dict[str, str] | None = None) -> str:
     """Write a model directory (config.json, the tokenizer double, ``extra`` files), each file only when its text
-    changed and through a temporary file, so a judge reading it never sees half a file; return the directory."""
+    changed and through a temporary file of this process (two processes writing at once: pytest-xdist workers),
+    so a judge reading it never sees half a file; return the directory."""
     d.mkdir(parents=True, exist_ok=True)
     files = {"config.json": json.dumps(config, indent=1, sort_keys=True) + "\n", **tokenizer_files(), **(extra or {})}
     for fname, text in files.items():
         p = d / fname
         if not p.is_file() or p.read_text() != text:
-            tmp = p.with_suffix(".tmp")
+            tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")   # per process: two writers never share one
             tmp.write_text(text)
             tmp.replace(p)
     return str(d)
