@@ -142,6 +142,82 @@ def config_heads(cfg: dict) -> int | None:
     return None
 
 
+# release analysis cache (h-synth11): key -> what Synth.__init__ derives from the release's files and the parser dump
+_ANALYSES: dict[tuple, dict] = {}
+# the attributes that analysis sets (their values: fresh containers per Synth, the AST nodes and _Index shared, unchanged)
+_ANALYSIS_ATTRS = ("sites", "trees", "fields", "props", "resolved_from", "defaults", "aliases_t", "compared", "index",
+                   "site_at")
+# the knobs module's tables the analysis fills (K.learn_*), restored on every Synth as a fresh analysis would set them
+_KNOB_TABLES = ("OPTION_CLASSES", "FIELD_OWNERS", "CONSTANTS", "ENUMS")
+
+
+def _stamp(path) -> tuple:
+    """A file's identity for the cache: path, mtime (ns), size; (path, None, None) for no file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (str(path), None, None)
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+def _stamps(paths) -> tuple:
+    return tuple(_stamp(p) for p in paths)
+
+
+def _analysis_key(release: str, root: Path, files: list, dump: Path) -> tuple:
+    """The release, its unpacked directory, and the stamp of every validation file and of the parser dump: a changed
+    wheel or file is another key. (The modules those files import are stamped in the entry: _import_candidates.)"""
+    return (release, str(root), _stamps(files), _stamp(dump))
+
+
+def _import_candidates(trees, root: Path) -> list[Path]:
+    """Every file ``knobs.imported_trees`` may read for ``trees`` (both ``mod.py`` and ``mod/__init__.py`` of each
+    vllm/sglang module imported): the entry's stamps of them tell a changed, added or removed module."""
+    names: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+    out = []
+    for mod in sorted(names):
+        if mod.split(".")[0] in ("vllm", "sglang"):
+            base = Path(root, *mod.split("."))
+            out += [base.with_suffix(".py"), base / "__init__.py"]
+    return out
+
+
+def _copy(v):
+    """A fresh container (one level deep for a dict of containers), so a Synth's changes stay its own."""
+    if isinstance(v, dict):
+        return {k: _copy_leaf(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_copy_leaf(x) for x in v]
+    return v
+
+
+def _copy_leaf(x):
+    return dict(x) if isinstance(x, dict) else list(x) if isinstance(x, list) else set(x) if isinstance(x, set) else x
+
+
+def _keep_analysis(sy: "Synth") -> dict:
+    imported = _import_candidates(sy.trees.values(), sy.root)
+    return {"attrs": {a: _copy(getattr(sy, a)) for a in _ANALYSIS_ATTRS},
+            "tables": {t: _copy(getattr(K, t)) for t in _KNOB_TABLES},
+            "imported": imported, "imported_stamps": _stamps(imported)}
+
+
+def _restore_analysis(sy: "Synth", cached: dict) -> None:
+    for a, v in cached["attrs"].items():
+        setattr(sy, a, _copy(v))
+    for t, v in cached["tables"].items():
+        table = getattr(K, t)
+        table.clear()
+        table.update(_copy(v))
+
+
 class Synth:
     def __init__(self, release: str, seed: int, data_dir: Path, product: bool = False):
         """One release's raise sites, its parser's options, and an oracle measuring coverage (``with``)."""
@@ -150,7 +226,6 @@ class Synth:
         self.rnd = random.Random(f"synth:{release}:{seed}")
         self.root = _root(release)
         self.files = validation_files(release, self.root)
-        self.sites = raise_sites(self.files)
         self.data_dir = data_dir
         self.variants = data_dir / "models"
         self.records: list[dict] = []
@@ -172,21 +247,30 @@ class Synth:
                     o["dest"] not in self.json_opts and o["dest"] not in ("model", "model_tag", "config", "help"):
                 self.dests[o["dest"]] = o
                 self.free_dests.add(o["dest"])
-        self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
-        self.fields = K.class_fields(self.trees.values())
-        self.props = K.learn_properties(self.trees.values())
-        self.learn_resolved_from()
-        K.learn_option_classes(self.json_opts)
-        K.learn_field_owners(self.fields, self.json_opts)
-        self.defaults = K.class_defaults(self.trees.values())
-        # the imported modules' constants first, the validation files' own win a name both define
-        K.learn_constants(K.imported_trees(self.trees.values(), self.root) + list(self.trees.values()))
-        self.aliases_t = K.type_aliases(self.trees.values())
-        self.compared = K.compared_constants(self.trees.values())
-        self.index = _Index([Path(f) for f in self.files])
+        # the release's analysis (raise sites, parsed validation files, knobs) is a pure function of the files it
+        # reads and of the parser dump: built once per process and key (_analysis_key), copied into each Synth
+        key = _analysis_key(release, self.root, self.files, dump)
+        cached = _ANALYSES.get(key)
+        if cached is not None and _stamps(cached["imported"]) == cached["imported_stamps"]:
+            _restore_analysis(self, cached)
+        else:
+            self.sites = raise_sites(self.files)
+            self.trees = {str(f): ast.parse(Path(f).read_text(errors="replace")) for f in self.files}
+            self.fields = K.class_fields(self.trees.values())
+            self.props = K.learn_properties(self.trees.values())
+            self.learn_resolved_from()
+            K.learn_option_classes(self.json_opts)
+            K.learn_field_owners(self.fields, self.json_opts)
+            self.defaults = K.class_defaults(self.trees.values())
+            # the imported modules' constants first, the validation files' own win a name both define
+            K.learn_constants(K.imported_trees(self.trees.values(), self.root) + list(self.trees.values()))
+            self.aliases_t = K.type_aliases(self.trees.values())
+            self.compared = K.compared_constants(self.trees.values())
+            self.index = _Index([Path(f) for f in self.files])
+            self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
+            _ANALYSES[key] = _keep_analysis(self)
         self._oracle = None
         self.aliases: dict[str, str] = {}
-        self.site_at = {f"{os.path.relpath(x['file'], self.root)}:{x['line']}": i for i, x in enumerate(self.sites)}
         self.blockers: dict[str, list[int]] = {}
         self.blocker_msgs: dict[str, list[str]] = {}
         self.failed_models: dict[str, set] = {}
@@ -1317,13 +1401,23 @@ def product_verdicts(release: str, judged: list[dict], variants: dict | None = N
 
 
 def _runtime_only_rules() -> set[str]:
+    """bench/oracle_differential.py ``runtime_only_rules``, from one module per process (registered as
+    ``_oracle_differential``, as tools/engine_oracle/aimed_records.py ``differential`` does): the module keeps its
+    answer (the registry's rules asked through ``explain``), so it is computed once, not on every report."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[2] / "bench" / "oracle_differential.py"
-    spec = importlib.util.spec_from_file_location("_oracle_differential", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.runtime_only_rules()
+    mod = sys.modules.get("_oracle_differential")
+    if mod is None:
+        path = Path(__file__).resolve().parents[2] / "bench" / "oracle_differential.py"
+        spec = importlib.util.spec_from_file_location("_oracle_differential", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["_oracle_differential"] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            sys.modules.pop("_oracle_differential", None)   # a half-run module is not kept for the next caller
+            raise
+    return set(mod.runtime_only_rules())
 
 
 def _restore_variants(variants: dict[str, dict], into: Path) -> dict[str, str]:
