@@ -298,6 +298,16 @@ def model_arch(model_config: str | None, model: Any):
     return arch_for(model_config, model)
 
 
+def draft_arch(r, model_path: str | None = None):
+    """The draft checkpoint's architecture for Resolved.draft_arch, read once at this edge (cli/model_source.py
+    draft_arch_for) from a resolved line: None when its draft is not a local directory holding config.json or is the
+    target; an unreadable config.json there gives a ModelArch without ``raw`` naming the path (the rules warn, never
+    exit 2). Set it after core.resolve.resolve: ``r.draft_arch = draft_arch(r)``."""
+    from gpustack_k3.cli.model_source import draft_arch_for
+
+    return draft_arch_for(r, model_path)
+
+
 def build_launch_or_exit(path: str | None, preset: str | None, *, strict: bool = False, warnings: bool = True):
     """``build_launch`` for SPEC or --preset: an unusable document raises InputError (exit 2), a refused spec
     Refused (exit 1); ``warnings`` prints the warning findings to stderr. Returns (launch, findings, plan, doc)."""

@@ -106,3 +106,67 @@ def arch_for(model_config: str | None, model: Any):
     if not path or not os.path.isfile(os.path.join(path, "config.json")):
         return None
     return read_config(path, f"model path {path}", "give the model's Hugging Face config.json")
+
+
+# ------------------------------------------------------------------ the draft model's config.json
+
+# ------------------------------------------------------------------ the draft model's config.json
+
+
+def draft_named(r) -> tuple[str, str] | None:
+    """(the draft as the line names it, the option that names it) of a resolved line (core.resolve.Resolved), read
+    as the release's parser reads it (core/rules/checks.py line_view): vLLM --speculative-config's "model" with
+    --spec-model folded in where the release has it (core/rules/vllm_checks_mfixV.py spec_config), SGLang
+    --speculative-draft-model-path; None without one."""
+    from gpustack_k3.core.rules.checks import line_view
+
+    v = line_view(r)
+    if v is None:
+        return None
+    try:
+        if r.engine.engine == "sglang":
+            p = v.value("speculative_draft_model_path") if v.given("speculative_draft_model_path") else None
+            return (p, "--speculative-draft-model-path") if isinstance(p, str) and p else None
+        from gpustack_k3.core.rules.vllm_checks_mfixV import spec_config
+
+        sc = spec_config(v) or {}
+    except (KeyError, AttributeError):
+        return None
+    p = sc.get("model")
+    if not isinstance(p, str) or not p:
+        return None
+    given_model = v.given("speculative_config") and isinstance(v.value("speculative_config"), dict) \
+        and v.value("speculative_config").get("model") is not None
+    return p, "--speculative-config model" if given_model else "--spec-model"
+
+
+def draft_arch_for(r, model_path: str | None = None):
+    """The draft checkpoint's architecture (core.model_config.ModelArch, its ``raw`` the config.json as written) of
+    a resolved line, read once through the one reader; for Resolved.draft_arch. None when the line names no draft,
+    the draft is not a local directory holding config.json, or the draft is the target (``model_path``, default the
+    document's spec.model.path). A config.json there that cannot be read or parsed gives a ModelArch with ``raw``
+    None whose ``source`` names the path and why: the rules warn with it (never exit 2: the engine, not this tool,
+    decides on a bad draft path)."""
+    import json
+
+    from gpustack_k3.core.model_config import ModelArch, arch_from_config
+
+    named = draft_named(r)
+    if named is None:
+        return None
+    path, how = named
+    target = model_path if model_path is not None else r.spec.model.path
+    if target and os.path.normpath(path) == os.path.normpath(target):
+        return None
+    cfg_path = os.path.join(path, "config.json")
+    if not os.path.isdir(path) or not os.path.exists(cfg_path):
+        return None
+    try:
+        cfg = json.loads(_read(cfg_path, "draft model config"))
+        if not isinstance(cfg, dict):
+            raise ValueError("not a JSON object")
+        return arch_from_config(cfg, f"{how} {cfg_path}")
+    except InputError as exc:
+        return ModelArch(f"{how} {cfg_path}: unreadable: {exc.message}")
+    except (ValueError, RecursionError) as exc:   # JSONDecodeError and ModelConfigError are ValueErrors
+        return ModelArch(f"{how} {cfg_path}: not a usable config.json: {getattr(exc, 'message', exc)}")

@@ -50,6 +50,10 @@ class Resolved:
     # catalog value, config value). The config decides (architecture, limits, the memory plan); rule
     # model-config-disagrees-catalog warns naming both
     catalog_disagreements: list[tuple[str, Any, Any]] = field(default_factory=list)
+    # the draft checkpoint's config.json (core.model_config.ModelArch, read once at the CLI edge: cli/model_source.py
+    # draft_arch_for) where the line's draft is a local directory holding one and not the target; ``raw`` None when
+    # that file could not be read (its ``source`` names the path and why); None otherwise
+    draft_arch: Any = None
 
     @property
     def config_known(self) -> bool:

@@ -173,8 +173,10 @@ def test_every_rule_has_a_firing_case():
     from tests.core.test_am10v_rules import AM10V_DIRECT   # core/rules/vllm_checks_am10v.py (helper am10v)
     covered |= AM10V_DIRECT
     from tests.core.test_m11v_rules import M11V_DIRECT   # core/rules/vllm_checks_m11v.py (helper m11v)
+    from tests.core.test_draft11_rules import DRAFT11_DIRECT   # core/rules/vllm_checks_draft11.py (helper draft11)
     from tests.core.test_lead11_rules import LEAD11_DIRECT   # core/rules/vllm_checks_lead11.py (lead, round 11)
     covered |= M11V_DIRECT
+    covered |= DRAFT11_DIRECT
     covered |= LEAD11_DIRECT
     from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
     from tests.core.test_am11s_rules import AM11S_DIRECT   # core/rules/sglang_checks_am11s.py (helper am11s)

@@ -182,6 +182,7 @@ def test_every_spec_rule_has_cases():
     from tests.core.test_m10v_rules import M10V_DIRECT   # core/rules/vllm_checks_m10v.py (helper m10v)
     from tests.core.test_am10v_rules import AM10V_DIRECT   # core/rules/vllm_checks_am10v.py (helper am10v)
     from tests.core.test_m11v_rules import M11V_DIRECT   # core/rules/vllm_checks_m11v.py (helper m11v)
+    from tests.core.test_draft11_rules import DRAFT11_DIRECT   # core/rules/vllm_checks_draft11.py (helper draft11)
     from tests.core.test_lead11_rules import LEAD11_DIRECT   # core/rules/vllm_checks_lead11.py (lead, round 11)
     from tests.core.test_am10s_rules import AM10S_DIRECT   # core/rules/sglang_checks_am10s.py (helper am10s)
     from tests.core.test_am11s_rules import AM11S_DIRECT   # core/rules/sglang_checks_am11s.py (helper am11s)
@@ -197,7 +198,7 @@ def test_every_spec_rule_has_cases():
                           - LORA7_DIRECT - LATEB_DIRECT - LATEA_DIRECT
                           - AIMS2_DIRECT - MISS8_DIRECT - AIMS3_DIRECT - AIMV3_DIRECT - MISS9_DIRECT - MFIXS_DIRECT - MFIXV_DIRECT - MFIX11_DIRECT
                           - LATE9V_DIRECT - M10S_DIRECT - M10V_DIRECT - AM10V_DIRECT - AM10S_DIRECT - V2R10_DIRECT
-                          - REG11_DIRECT - M11V_DIRECT - LEAD11_DIRECT - AM11S_DIRECT - M11S_DIRECT)
+                          - REG11_DIRECT - M11V_DIRECT - DRAFT11_DIRECT - LEAD11_DIRECT - AM11S_DIRECT - M11S_DIRECT)
 
 
 @pytest.mark.parametrize("rule_id", sorted(CASES))

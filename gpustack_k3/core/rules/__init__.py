@@ -33,6 +33,7 @@ from gpustack_k3.core.rules import sglang_checks_m10s  # noqa: F401,E402 - --qua
 from gpustack_k3.core.rules import vllm_checks_m10v  # noqa: F401,E402 - an explicit max_cudagraph_capture_size below 1 with CUDA graphs on (error / undecided warning) (helper m10v)
 from gpustack_k3.core.rules import vllm_checks_am10v  # noqa: F401,E402 - explicit HMA on chunked local attention (helper am10v)
 from gpustack_k3.core.rules import vllm_checks_m11v  # noqa: F401,E402 - --dtype auto on a bfloat16-only quantization, a draft without a count: warnings naming the undecided term (helper m11v)
+from gpustack_k3.core.rules import vllm_checks_draft11  # noqa: F401,E402 - a draft whose read config.json gives no n_predict (helper draft11)
 from gpustack_k3.core.rules import vllm_checks_lead11  # noqa: F401,E402 - DSpark-only speculative options judged on the method 0.28.0/0.29.0 resolve (lead, round 11)
 from gpustack_k3.core.rules import sglang_checks_am10s  # noqa: F401,E402 - UNO speculative decoding, 0.5.22 tokenspeed_mla off Blackwell, 0.5.22 KV sharding of a DSA model (helper am10s)
 from gpustack_k3.core.rules import sglang_checks_am11s  # noqa: F401,E402 - KV sharding page size / chunk rounding / chunked attention / 0.5.23 DSA, HiSparse draft tree, Elastic EP join target, Qwen3-MoE W4A16_NVFP4 runner (helper am11s)

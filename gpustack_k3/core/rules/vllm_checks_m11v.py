@@ -103,10 +103,17 @@ def draft_without_count(r) -> tuple[str, str] | None:
       fix="Give num_speculative_tokens (--spec-tokens, or the key in --speculative-config) with the draft model.",
       source=_DRAFT_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _DRAFT_SOURCES.items()})
 def check_vllm_spec_draft_without_tokens_undecided(r, c):
+    from gpustack_k3.core.rules.vllm_checks_draft11 import decides_draft_count
+
     got = draft_without_count(r)
-    if got is None:
+    if got is None or decides_draft_count(r):   # the draft's config.json was read: vllm_checks_draft11.py decides
         return
     model, how = got
+    d = getattr(r, "draft_arch", None)
+    if d is not None:   # a config.json there that could not be read, or a model type the rules leave undecided
+        yield None, (f"{how} {model!r} without num_speculative_tokens: the count is the draft config's n_predict; "
+                     f"{d.source} does not decide it here; a draft without n_predict is refused")
+        return
     yield None, (f"{how} {model!r} without num_speculative_tokens: the count is the draft config's n_predict, which "
                  "is not read here; a draft without n_predict is refused")
 

@@ -1,0 +1,132 @@
+"""Helper draft11: the draft checkpoint's config.json, read once at the CLI edge (cli/model_source.py draft_arch_for,
+Resolved.draft_arch), and vllm-spec-draft-without-n-predict, which it decides. The product runs check-args with
+core/argv/roles.py's resolve wrapped to carry the draft (the one-line wiring the lead applies there); the engine's
+verdicts on the same lines: tests/engine_oracle/test_draft11_oracle.py."""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from gpustack_k3.cli.model_source import draft_arch_for
+from gpustack_k3.core.rules import RULES
+from gpustack_k3.core.rules.vllm_checks_draft11 import DRAFT_NO_N_PREDICT
+from gpustack_k3.core.rules.vllm_checks_m11v import DRAFT_UNDECIDED
+from tests.core.test_m11v_rules import DRAFT_RELEASES, SMOL, SMOL_M, run
+from tests.core.test_vllm_checks import product, shape_config
+from tools.engine_oracle.product import check_args
+
+DRAFT11_DIRECT = {DRAFT_NO_N_PREDICT}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
+
+
+def draft_dir(name: str, **cfg_update) -> str:
+    """A copy of the oracle's smollm2 (llama) checkpoint under the temp dir, its config.json updated."""
+    src = Path(shape_config("smollm2-135m")).parent
+    dst = Path(tempfile.gettempdir()) / "gpustack-k3-draft11" / name
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and f.name != "config.json":
+            shutil.copyfile(f, dst / f.name)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(cfg_update)
+    (dst / "config.json").write_text(json.dumps(cfg, indent=1))
+    return str(dst)
+
+
+def no_n_predict() -> str:
+    return draft_dir("smollm2-plain")
+
+
+def with_n_predict() -> str:
+    return draft_dir("smollm2-n-predict", n_predict=2)
+
+
+@pytest.fixture
+def wired(monkeypatch):
+    """check-args with Resolved.draft_arch read at the edge (what core/argv/roles.py line_role needs)."""
+    import gpustack_k3.core.argv.roles as roles
+    from gpustack_k3.cli.common import draft_arch
+
+    real = roles.resolve
+
+    def resolve(doc, catalog=None, arch=None):
+        r = real(doc, catalog, arch)
+        r.draft_arch = draft_arch(r)
+        return r
+
+    monkeypatch.setattr(roles, "resolve", resolve)
+
+
+def lines(draft: str) -> list[list[str]]:
+    return [SMOL + ["--speculative-config", json.dumps({"model": draft})]]
+
+
+@pytest.mark.parametrize("release", DRAFT_RELEASES)
+def test_a_read_draft_without_n_predict_is_refused(wired, release):
+    for line in lines(no_n_predict()):
+        got = product(release, line, {}, SMOL_M)
+        assert got["verdict"] == "refuse" and DRAFT_NO_N_PREDICT in got["rules"], got
+        assert DRAFT_UNDECIDED not in got["rules"], got
+
+
+@pytest.mark.parametrize("release", DRAFT_RELEASES)
+def test_a_read_draft_with_n_predict_is_silent(wired, release):
+    got, findings = run(release, lines(with_n_predict())[0], {}, SMOL_M)
+    assert not {DRAFT_NO_N_PREDICT, DRAFT_UNDECIDED} & {f["rule"] for f in findings}, (got, findings)
+
+
+@pytest.mark.parametrize("release", DRAFT_RELEASES)
+def test_a_count_given_leaves_the_read_draft_alone(wired, release):
+    line = SMOL + ["--speculative-config", json.dumps({"model": no_n_predict(), "num_speculative_tokens": 2})]
+    assert DRAFT_NO_N_PREDICT not in product(release, line, {}, SMOL_M)["rules"]
+
+
+def test_an_unread_draft_keeps_the_warning(wired):
+    got, findings = run("0.34.0", SMOL + ["--speculative-config", json.dumps({"model": "org/hub-draft"})], {}, SMOL_M)
+    assert got["verdict"] == "pass" and DRAFT_UNDECIDED in {f["rule"] for f in findings}, (got, findings)
+
+
+def test_an_unreadable_draft_config_is_a_warning_naming_it(wired, tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    line = SMOL + ["--speculative-config", json.dumps({"model": str(tmp_path)})]
+    got, findings = run("0.34.0", line, {}, SMOL_M)
+    assert got["verdict"] == "pass", got
+    warned = [f for f in findings if f["rule"] == DRAFT_UNDECIDED]
+    assert warned and str(tmp_path / "config.json") in warned[0]["message"], findings
+
+
+def test_the_reader_finds_the_draft_where_each_engine_names_it(tmp_path, monkeypatch):
+    import gpustack_k3.core.argv.roles as roles
+
+    seen = []
+    real = roles.resolve
+
+    def resolve(doc, catalog=None, arch=None):
+        r = real(doc, catalog, arch)
+        seen.append(draft_arch_for(r))
+        return r
+
+    monkeypatch.setattr(roles, "resolve", resolve)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "n_predict": 3}))
+    p = str(tmp_path)
+    for engine, line in (("vllm", SMOL + ["--speculative-config", json.dumps({"model": p})]),
+                         ("vllm", SMOL + ["--spec-model", p]),
+                         ("sglang", ["--model-path", "/models/smollm2-hf", "--speculative-algorithm", "EAGLE",
+                                     "--speculative-draft-model-path", p])):
+        seen.clear()
+        check_args(engine, "0.34.0" if engine == "vllm" else "0.5.23",
+                   {"argv": line, "env": {}, "model": SMOL_M, "gpu_type": "b300", "gpus": 8})
+        d = seen[-1]
+        assert d is not None and d.raw["n_predict"] == 3 and d.hidden_size == 64, (engine, line, d)
+    for line in (SMOL + ["--spec-model", "org/x"], SMOL + ["-tp", "2"], SMOL + ["--spec-model", p + "/none"],
+                 ["/models/smollm2-hf", "--spec-model", "/models/smollm2-hf"]):
+        seen.clear()
+        check_args("vllm", "0.34.0", {"argv": line, "env": {}, "model": SMOL_M, "gpu_type": "b300", "gpus": 8})
+        assert seen and seen[-1] is None, line   # not local, no draft, no config.json there, the target itself
+
+
+def test_the_rule_is_on_the_releases_it_cites():
+    assert {k.split()[1] for k in RULES[DRAFT_NO_N_PREDICT].sources} == set(DRAFT_RELEASES)
