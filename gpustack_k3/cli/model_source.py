@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.errors import InputError
 
 FIELD = "spec.model.config"
@@ -124,7 +125,7 @@ def draft_named(r) -> tuple[str, str] | None:
     if v is None:
         return None
     try:
-        if r.engine.engine == "sglang":
+        if r.engine.engine == ENGINE_SGLANG:
             p = v.value("speculative_draft_model_path") if v.given("speculative_draft_model_path") else None
             return (p, "--speculative-draft-model-path") if isinstance(p, str) and p else None
         from gpustack_k3.core.rules.vllm_checks_mfixV import spec_config

@@ -130,3 +130,48 @@ def test_the_reader_finds_the_draft_where_each_engine_names_it(tmp_path, monkeyp
 
 def test_the_rule_is_on_the_releases_it_cites():
     assert {k.split()[1] for k in RULES[DRAFT_NO_N_PREDICT].sources} == set(DRAFT_RELEASES)
+
+
+# ------------------------------------------------------------------ the DSpark-only options (vllm_checks_lead11.py)
+
+DSPARK_RELEASES = ("0.28.0", "0.29.0")
+
+
+def dspark_arch_draft() -> str:
+    """A draft whose path names no method and whose config.json's architectures make it dspark."""
+    return draft_dir("qwen3-ds-arch", architectures=["Qwen3DSparkModel"], model_type="qwen3")
+
+
+def dspark_lines() -> list[tuple[list[str], str | None]]:
+    """(line, the rule that refuses it or None: accepted) -- the engine's verdicts: test_draft11_oracle.py."""
+    from gpustack_k3.core.rules.vllm_checks_lead11 import ADAPTIVE, TOPK
+
+    out = []
+    for opt, rid in (({"enable_adaptive_verification": True}, ADAPTIVE), ({"dspark_draft_topk": 2}, TOPK)):
+        for draft, refused in ((no_n_predict(), rid), (dspark_arch_draft(), None)):
+            sc = {"model": draft, "num_speculative_tokens": 2, **opt}
+            out.append((SMOL + ["--speculative-config", json.dumps(sc)], refused))
+    return out
+
+
+@pytest.mark.parametrize("release", DSPARK_RELEASES)
+def test_the_read_draft_decides_the_dspark_options(wired, release):
+    from gpustack_k3.core.rules.vllm_checks_lead11 import UNDECIDED
+
+    for line, refused in dspark_lines():
+        got, findings = run(release, line, {}, SMOL_M)
+        rules = {f["rule"] for f in findings}
+        assert UNDECIDED not in rules, (line, findings)
+        if refused is None:
+            assert got["verdict"] == "pass", (line, got)
+        else:
+            assert got["verdict"] == "refuse" and refused in got["rules"], (line, got)
+
+
+def test_an_unread_draft_keeps_the_dspark_warning():
+    from gpustack_k3.core.rules.vllm_checks_lead11 import UNDECIDED
+
+    line = SMOL + ["--speculative-config", json.dumps({"model": dspark_arch_draft(), "num_speculative_tokens": 2,
+                                                       "enable_adaptive_verification": True})]
+    got, findings = run("0.28.0", line, {}, SMOL_M)   # not wired: the draft's config.json is not read
+    assert got["verdict"] == "pass" and UNDECIDED in {f["rule"] for f in findings}, (got, findings)

@@ -36,3 +36,15 @@ def test_the_accept_twins(oracles, release):
                                                               "num_speculative_tokens": 2})]
     w = o.judge_line(counted, {})
     assert w["verdict"] == "accepted", w
+
+
+@pytest.mark.parametrize("release", d11.DSPARK_RELEASES)
+def test_the_dspark_option_lines(oracles, release):
+    for line, refused in d11.dspark_lines():
+        v = oracles(f"vllm-{release}").judge_line(line, {})
+        if refused is None:
+            assert v["verdict"] == "accepted", (line, v)
+            continue
+        assert v["verdict"] == "refused" and "DSpark" in v["message"], (line, v)
+        path, _, at = str(v.get("where")).rpartition(":")
+        assert any(path == p and lo <= int(at) <= hi for p, lo, hi in cited(refused, release)), (v, cited(refused, release))

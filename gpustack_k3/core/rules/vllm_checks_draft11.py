@@ -6,33 +6,17 @@ core/model_config.py) and carried as ``Resolved.draft_arch``; these rules read o
 - vllm-spec-draft-without-n-predict: a draft model (--speculative-config model, --spec-model) given without
   num_speculative_tokens, whose config.json was read and gives no n_predict: the release refuses ("A speculative
   model was provided, but `num_speculative_tokens` was not provided"). Decided only for draft model types whose
-  config class neither defaults n_predict nor is converted into an MTP draft (_PLAIN_TYPES, verified by
+  config class neither defaults n_predict nor is converted into an MTP draft (core/rules/draft11_config.py PLAIN_TYPES, verified by
   tests/engine_oracle/test_draft11_oracle.py); other drafts keep vllm-spec-draft-without-tokens-undecided's warning.
 """
 from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
+from gpustack_k3.core.rules.draft11_config import PLAIN_TYPES, read_draft
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 from gpustack_k3.core.rules.vllm_checks_m11v import _DRAFT_SOURCES, draft_without_count
 
 DRAFT_NO_N_PREDICT = "vllm-spec-draft-without-n-predict"
-# draft model_types whose Transformers config class sets no n_predict and whose draft is not converted into an MTP
-# one (the convertors of transformers_utils/model_arch_config_convertor.py and configs/ that read or set n_predict
-# are left to the warning): the oracle judges a llama-type draft without n_predict refused on every release
-_PLAIN_TYPES = ("llama",)
-
-
-def read_draft(r):
-    """The draft's config.json as written (a dict) where it was read, else None."""
-    d = getattr(r, "draft_arch", None)
-    raw = getattr(d, "raw", None) if d is not None else None
-    return raw if isinstance(raw, dict) else None
-
-
-def decides_draft_count(r) -> bool:
-    """The draft's config.json decides the count of a line that gives none: read, and of a plain model type."""
-    raw = read_draft(r)
-    return raw is not None and (raw.get("n_predict") is not None or raw.get("model_type") in _PLAIN_TYPES)
 
 
 @rule(DRAFT_NO_N_PREDICT, checked_by="product", family="args", severity="error", engines=[ENGINE_VLLM],
@@ -46,7 +30,7 @@ def decides_draft_count(r) -> bool:
 def check_vllm_spec_draft_without_n_predict(r, c):
     got = draft_without_count(r)
     raw = read_draft(r)
-    if got is None or raw is None or raw.get("n_predict") is not None or raw.get("model_type") not in _PLAIN_TYPES:
+    if got is None or raw is None or raw.get("n_predict") is not None or raw.get("model_type") not in PLAIN_TYPES:
         return
     model, how = got
     yield None, (f"{how} {model!r} without num_speculative_tokens: the draft's config.json "

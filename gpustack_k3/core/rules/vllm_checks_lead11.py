@@ -14,8 +14,10 @@ dflash; Qwen3DSparkModel, Gemma4DSparkModel and on 0.29.0 Qwen3OmniDSparkModel o
 So ``{"method": "mtp", "model": "Inferact/Kimi-K3-DSpark", "enable_adaptive_verification": true}`` is accepted (the
 path makes it dspark), which the checks-table entries these rules replace refused: a false refusal found by
 re-judging the seed-7919 coverage records (the engine oracle accepts the line on 0.28.0). Where only the draft's
-config.json could decide (a draft path that names no method, the draft not being the target), the product does not
-read the draft's files: warning ``vllm-spec-dspark-option-draft-undecided`` names that term.
+config.json could decide (a draft path that names no method, the draft not being the target), the draft's config.json
+read at the CLI edge (Resolved.draft_arch, cli/model_source.py draft_arch_for; helper draft11) decides; where it was
+not read (not a local directory, no config.json there), warning ``vllm-spec-dspark-option-draft-undecided`` names
+that term.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.draft11_config import read_draft
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 from gpustack_k3.core.rules.vllm_checks_mfixV import spec_config
 
@@ -51,16 +54,19 @@ def _custom_proposer_path(model: Any) -> bool:
     return len(parts) >= 2 and all(p.isidentifier() for p in parts)
 
 
-def resolved_method(release: str, sc: dict, target: str | None, target_raw: dict | None) -> tuple[str | None, bool, str]:
-    """(the method ``__post_init__`` ends with, or None where the draft's config decides; whether a draft model
-    config is built; how it was decided)."""
+def resolved_method(release: str, sc: dict, target: str | None, target_raw: dict | None,
+                    draft_raw: dict | None = None) -> tuple[str | None, bool, str]:
+    """(the method ``__post_init__`` ends with, or None where the draft's config decides and was not read; whether a
+    draft model config is built; how it was decided). ``draft_raw``: the draft's own config.json where it was read
+    (Resolved.draft_arch, a draft other than the target: cli/model_source.py draft_arch_for)."""
     method, model = sc.get("method"), sc.get("model")
     if method is None:
         method = ("custom_class" if _custom_proposer_path(model)
                   else "ngram" if model in ("ngram", "[ngram]") else "draft_model")
     if isinstance(method, str) and method.endswith("_mtp"):
         method = "mtp"
-    raw = target_raw if model is not None and model == target else None   # the target named as its own draft
+    # the target named as its own draft; else the draft's own config.json where it was read
+    raw = target_raw if model is not None and model == target else draft_raw
     if model is None and sc.get("num_speculative_tokens") is not None and method in ("mtp", "dspark"):
         model, raw = target, target_raw
     if method in _NO_DRAFT or model is None:
@@ -84,13 +90,13 @@ def resolved_method(release: str, sc: dict, target: str | None, target_raw: dict
     return method, True, f"the draft's architectures {archs or 'none'} name no other method"
 
 
-def _line(r) -> tuple[dict, str | None, dict | None] | None:
+def _line(r) -> tuple[dict, str | None, dict | None, dict | None] | None:
     v = line_view(r)
     sc = spec_config(v) if v is not None else None
     if sc is None:
         return None
     raw = getattr(r.model_arch, "raw", None) if r.model_arch is not None else None
-    return sc, v.value("model_path"), raw if isinstance(raw, dict) else None
+    return sc, v.value("model_path"), raw if isinstance(raw, dict) else None, read_draft(r)
 
 
 def _options(sc: dict, built: bool) -> list[str]:
@@ -107,8 +113,8 @@ def _refusals(r, option: str) -> Iterator[tuple[None, str]]:
     got = _line(r)
     if got is None:
         return
-    sc, target, raw = got
-    method, built, how = resolved_method(r.version.key, sc, target, raw)
+    sc, target, raw, draft_raw = got
+    method, built, how = resolved_method(r.version.key, sc, target, raw, draft_raw)
     if option in _options(sc, built) and method is not None and method != "dspark":
         yield None, (f"{option} is DSpark's only and vLLM {r.version.key} resolves the speculative method to "
                      f"{method} ({how}); drop {option} from --speculative-config or use method dspark")
@@ -144,15 +150,16 @@ def check_dspark_draft_topk(r, c):
 @rule(UNDECIDED, checked_by="oracle", family="args", severity="warning", engines=[ENGINE_VLLM], field="spec.extraArgs",
       title="A DSpark-only speculative option whose method the draft's config.json decides (0.28.0, 0.29.0)",
       why=_WHY + " Where the draft's path names no method and the draft is not the target, its config.json's "
-                 "architectures decide whether the method becomes dspark; the product does not read the draft's files.",
+                 "architectures decide whether the method becomes dspark; here they were not read (the draft is not a local "
+                 "directory holding a readable config.json).",
       fix="Give method dspark explicitly if the draft is a DSpark model; otherwise drop the DSpark-only options.",
       source=_SOURCES["0.28.0"], sources={f"vllm {k}": s for k, s in _SOURCES.items()})
 def check_dspark_option_undecided(r, c):
     got = _line(r)
     if got is None:
         return
-    sc, target, raw = got
-    method, built, how = resolved_method(r.version.key, sc, target, raw)
+    sc, target, raw, draft_raw = got
+    method, built, how = resolved_method(r.version.key, sc, target, raw, draft_raw)
     opts = _options(sc, built)
     if opts and method is None:
         yield None, (f"{', '.join(opts)}: vLLM {r.version.key} refuses it unless the speculative method resolves to "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_VLLM
 from gpustack_k3.core.rules.checks import line_view
+from gpustack_k3.core.rules.draft11_config import decides_draft_count
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 from gpustack_k3.core.rules.spec import auto_dtype, auto_runner_pooling, quant_method
 
@@ -99,12 +100,12 @@ def draft_without_count(r) -> tuple[str, str] | None:
       title="A draft model without num_speculative_tokens: the draft's config.json n_predict decides",
       why="Without num_speculative_tokens vLLM takes the count from the draft checkpoint's config (n_predict: MTP, "
           "Medusa, MLP-speculator drafts) and refuses the line when the draft has none ('A speculative model was "
-          "provided, but `num_speculative_tokens` was not provided'). The draft's config.json is not read here.",
+          "provided, but `num_speculative_tokens` was not provided'). Warned where the draft's config.json was not "
+          "read (not a local directory holding a readable one) or its model type is left undecided; a read one "
+          "decides (vllm-spec-draft-without-n-predict, core/rules/vllm_checks_draft11.py).",
       fix="Give num_speculative_tokens (--spec-tokens, or the key in --speculative-config) with the draft model.",
       source=_DRAFT_SOURCES["0.34.0"], sources={f"vllm {k}": s for k, s in _DRAFT_SOURCES.items()})
 def check_vllm_spec_draft_without_tokens_undecided(r, c):
-    from gpustack_k3.core.rules.vllm_checks_draft11 import decides_draft_count
-
     got = draft_without_count(r)
     if got is None or decides_draft_count(r):   # the draft's config.json was read: vllm_checks_draft11.py decides
         return
