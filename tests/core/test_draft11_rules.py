@@ -13,13 +13,13 @@ import pytest
 
 from gpustack_k3.cli.model_source import draft_arch_for
 from gpustack_k3.core.rules import RULES
-from gpustack_k3.core.rules.vllm_checks_draft11 import DRAFT_NO_N_PREDICT
+from gpustack_k3.core.rules.vllm_checks_draft11 import DRAFT_NO_N_PREDICT, VOCAB_DIFFERS
 from gpustack_k3.core.rules.vllm_checks_m11v import DRAFT_UNDECIDED
 from tests.core.test_m11v_rules import DRAFT_RELEASES, SMOL, SMOL_M, run
 from tests.core.test_vllm_checks import product, shape_config
 from tools.engine_oracle.product import check_args
 
-DRAFT11_DIRECT = {DRAFT_NO_N_PREDICT}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
+DRAFT11_DIRECT = {DRAFT_NO_N_PREDICT, VOCAB_DIFFERS}   # wired in tests/core/test_registry.py and tests/core/test_rules.py
 
 
 def draft_dir(name: str, **cfg_update) -> str:
@@ -175,3 +175,37 @@ def test_an_unread_draft_keeps_the_dspark_warning():
                                                        "enable_adaptive_verification": True})]
     got, findings = run("0.28.0", line, {}, SMOL_M)   # not wired: the draft's config.json is not read
     assert got["verdict"] == "pass" and UNDECIDED in {f["rule"] for f in findings}, (got, findings)
+
+
+# ------------------------------------------------------------------ draft vs target vocabulary size
+
+def vocab_lines() -> list[tuple[str, list[str], bool]]:
+    """(release, line, refused: True/False, None where the engine's verdict is not this rule's matter: a given mtp)
+    -- the engine's verdicts: test_draft11_oracle.py."""
+    vocab = json.loads(Path(shape_config("smollm2-135m")).read_text())["vocab_size"]
+    more = draft_dir("smollm2-vocab-more", vocab_size=vocab + 64)
+    out = []
+    for rel in DRAFT_RELEASES:
+        out.append((rel, SMOL + ["--speculative-config", json.dumps({"model": more, "num_speculative_tokens": 2,
+                                                                      "method": "draft_model"})],
+                    True))
+        out.append((rel, SMOL + ["--speculative-config", json.dumps({"model": no_n_predict(), "method": "draft_model",
+                                                                     "num_speculative_tokens": 2})], False))
+        out.append((rel, SMOL + ["--speculative-config", json.dumps({"model": more, "num_speculative_tokens": 2,
+                                                                     "method": "mtp"})], None))
+        if rel != "0.34.0":
+            out.append((rel, SMOL + ["--speculative-config", json.dumps(
+                {"model": more, "method": "draft_model", "num_speculative_tokens": 2,
+                 "use_heterogeneous_vocab": True})], False))
+    return out
+
+
+def test_a_draft_vocab_other_than_the_targets_is_refused(wired):
+    for release, line, refused in vocab_lines():
+        got, findings = run(release, line, {}, SMOL_M)
+        if refused:
+            assert got["verdict"] == "refuse" and VOCAB_DIFFERS in got["rules"], (release, line, got)
+        elif refused is None:
+            assert VOCAB_DIFFERS not in got["rules"], (release, line, got)
+        else:
+            assert got["verdict"] == "pass", (release, line, got)

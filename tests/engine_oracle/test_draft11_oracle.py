@@ -48,3 +48,17 @@ def test_the_dspark_option_lines(oracles, release):
         assert v["verdict"] == "refused" and "DSpark" in v["message"], (line, v)
         path, _, at = str(v.get("where")).rpartition(":")
         assert any(path == p and lo <= int(at) <= hi for p, lo, hi in cited(refused, release)), (v, cited(refused, release))
+
+
+def test_the_vocab_lines(oracles):
+    for release, line, refused in d11.vocab_lines():
+        v = oracles(f"vllm-{release}").judge_line(line, {})
+        if refused is None:   # a given mtp: never this rule's refusal (0.34.0 accepts it; 0.28.0 names mtp unsupported)
+            assert "same vocabulary size" not in str(v.get("message")), (release, line, v)
+            continue
+        if not refused:
+            assert v["verdict"] == "accepted", (release, line, v)
+            continue
+        assert v["verdict"] == "refused" and "same vocabulary size" in v["message"], (release, v)
+        path, _, at = str(v.get("where")).rpartition(":")
+        assert any(path == p and lo <= int(at) <= hi for p, lo, hi in cited(d11.VOCAB_DIFFERS, release)), v
