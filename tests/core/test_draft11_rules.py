@@ -209,3 +209,37 @@ def test_a_draft_vocab_other_than_the_targets_is_refused(wired):
             assert VOCAB_DIFFERS not in got["rules"], (release, line, got)
         else:
             assert got["verdict"] == "pass", (release, line, got)
+
+
+# ------------------------------------------------------------------ SGLang: a Gemma4 assistant draft in another directory
+
+GEMMA4 = "sglang-gemma4-assistant-draft-not-eagle3"
+SGLANG_RELEASES = ("0.5.23", "0.5.22")
+
+
+def gemma4_lines(root: Path) -> list[tuple[list[str], bool]]:
+    """(line, refused): a Llama-3.1-8B target and, in another directory, its config relabelled as a Gemma4 assistant
+    draft -- the engine's verdicts: test_draft11_oracle.py."""
+    from tests.core.test_mfixS_rules import model_dir
+
+    (root / "draft").mkdir(exist_ok=True)
+    target = model_dir(root, "meta-llama--Meta-Llama-3.1-8B", {})
+    draft = model_dir(root / "draft", "meta-llama--Meta-Llama-3.1-8B", {"architectures": ["Gemma4AssistantForCausalLM"]})
+    return [(["--model-path", target, "--tp-size", "8", "--speculative-algorithm", alg,
+              "--speculative-draft-model-path", draft], alg == "EAGLE3") for alg in ("EAGLE3", "EAGLE")]
+
+
+@pytest.mark.parametrize("release", SGLANG_RELEASES)
+def test_a_gemma4_assistant_draft_in_another_directory(wired, tmp_path, release):
+    for line, refused in gemma4_lines(tmp_path):
+        got = check_args("sglang", release, {"argv": line, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8})
+        if refused:
+            assert got["verdict"] == "refuse" and GEMMA4 in got["rules"], (line, got)
+        else:
+            assert GEMMA4 not in got["rules"], (line, got)
+
+
+def test_an_unread_gemma4_draft_gives_no_finding(tmp_path):
+    line, _ = gemma4_lines(tmp_path)[0]   # not wired: the draft's config.json is not read
+    got = check_args("sglang", "0.5.23", {"argv": line, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8})
+    assert GEMMA4 not in got["rules"], got

@@ -62,3 +62,19 @@ def test_the_vocab_lines(oracles):
         assert v["verdict"] == "refused" and "same vocabulary size" in v["message"], (release, v)
         path, _, at = str(v.get("where")).rpartition(":")
         assert any(path == p and lo <= int(at) <= hi for p, lo, hi in cited(d11.VOCAB_DIFFERS, release)), v
+
+
+@pytest.mark.parametrize("release", d11.SGLANG_RELEASES)
+def test_the_gemma4_assistant_draft_lines(oracles, tmp_path, release):
+    from gpustack_k3.core.rules import RULES
+    from tests.engine_oracle.test_checks_sglang import cited_lines
+
+    for line, refused in d11.gemma4_lines(tmp_path):
+        v = oracles(f"sglang-{release}").judge_line(line, {}, "b300")
+        if not refused:
+            assert v["verdict"] == "accepted", (line, v)
+            continue
+        assert v["verdict"] == "refused" and "Gemma4AssistantForCausalLM" in v["message"], (line, v)
+        at = cited_lines(RULES[d11.GEMMA4].sources[f"sglang {release}"])
+        path, _, n = v["where"].rpartition(":")
+        assert path in at and int(n) in at[path], v

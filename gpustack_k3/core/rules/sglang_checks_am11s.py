@@ -22,6 +22,7 @@ from typing import Any
 
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
+from gpustack_k3.core.rules.draft11_config import read_draft
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 from gpustack_k3.core.rules.sglang_checks_aimS3 import sm_major
 from gpustack_k3.core.rules.sglang_checks_am10s import is_dsa
@@ -474,9 +475,10 @@ RULES["sglang-muse-megamoe-breakable-prefill"] = ReleaseRule.of(RULES["sglang-mu
 
 # handle_speculative_decoding resolves the algorithm through _resolve_speculative_algorithm_alias, which reads the
 # draft's config.json (get_config of --speculative-draft-model-path) and refuses EAGLE3 for a Gemma4 assistant draft
-# (any of its architectures). The product reads one config.json, the model's: decided here where the draft path is
-# the model path (the same file) and no --decrypted-draft-config-file replaces it. A draft in another directory is
-# not read (no finding).
+# (any of its architectures). Decided here where no --decrypted-draft-config-file replaces the draft's config: from
+# the model's config.json where the draft path is the model path (the same file), else from the draft's own
+# config.json where it was read at the CLI edge (Resolved.draft_arch, cli/model_source.py draft_arch_for; helper
+# draft11). A draft not read (not a local directory holding config.json) gives no finding.
 GEMMA4_ASSISTANT_ARCHS = ("Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM")
 _GEMMA4_SOURCES = {
     "0.5.23": "sglang/srt/arg_groups/speculative_hook.py:81-107,121,145-160@0.5.23",
@@ -497,9 +499,15 @@ def check_sglang_gemma4_assistant_draft_not_eagle3(r, c):
             or v.value("speculative_algorithm").upper() != "EAGLE3":
         return
     draft = v.value("speculative_draft_model_path")
-    if draft is None or draft != v.value("model_path") or v.value("decrypted_draft_config_file"):
+    if draft is None or v.value("decrypted_draft_config_file"):
         return
-    archs = (v.arch.raw or {}).get("architectures")
+    if draft == v.value("model_path"):
+        archs = (v.arch.raw or {}).get("architectures")
+    else:   # a draft in another directory: its config.json where read at the CLI edge (Resolved.draft_arch)
+        raw = read_draft(r)
+        if raw is None:
+            return
+        archs = raw.get("architectures")
     if isinstance(archs, list) and any(a in GEMMA4_ASSISTANT_ARCHS for a in archs):
         yield "spec.extraArgs", (f"the draft {draft} is a Gemma4 assistant draft ({', '.join(map(str, archs))}), "
                                  f"which needs --speculative-algorithm NEXTN or EAGLE, not EAGLE3")
