@@ -8,6 +8,7 @@ from gpustack_k3.cli._click import Command
 from gpustack_k3.cli.common import (
     emit,
     fail_input,
+    draft_arch,
     fail_on_option,
     findings_payload,
     load_document,
@@ -707,7 +708,7 @@ def _argv_io(model_config):
 
     # check-args and check-pd judge the command line the engine runs: no layout rule of rendered documents applies
     return {"document_of": partial(document_from_data, engine_argv=True), "read_file": read_config_file,
-            "model_arch": lambda model_path: model_arch(model_config, model_path)}
+            "model_arch": lambda model_path: model_arch(model_config, model_path), "draft_arch": draft_arch}
 
 
 @click.command("check-pd", cls=Command)

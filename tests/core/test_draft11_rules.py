@@ -1,6 +1,6 @@
 """Helper draft11: the draft checkpoint's config.json, read once at the CLI edge (cli/model_source.py draft_arch_for,
 Resolved.draft_arch), and vllm-spec-draft-without-n-predict, which it decides. The product runs check-args with
-core/argv/roles.py's resolve wrapped to carry the draft (the one-line wiring the lead applies there); the engine's
+core/argv/roles.py line_role setting Resolved.draft_arch through cli/core_cmds.py _argv_io; the engine's
 verdicts on the same lines: tests/engine_oracle/test_draft11_oracle.py."""
 from __future__ import annotations
 
@@ -45,19 +45,12 @@ def with_n_predict() -> str:
 
 
 @pytest.fixture
-def wired(monkeypatch):
-    """check-args with Resolved.draft_arch read at the edge (what core/argv/roles.py line_role needs)."""
-    import gpustack_k3.core.argv.roles as roles
-    from gpustack_k3.cli.common import draft_arch
+def wired():
+    """check-args reads the draft at the edge itself: core/argv/roles.py line_role sets Resolved.draft_arch through
+    cli/core_cmds.py _argv_io's draft_arch (cli/common.py); nothing to patch, the fixture only names the need."""
+    import gpustack_k3.cli.core_cmds as cmds
 
-    real = roles.resolve
-
-    def resolve(doc, catalog=None, arch=None):
-        r = real(doc, catalog, arch)
-        r.draft_arch = draft_arch(r)
-        return r
-
-    monkeypatch.setattr(roles, "resolve", resolve)
+    assert cmds._argv_io(None)["draft_arch"] is not None
 
 
 def lines(draft: str) -> list[list[str]]:
@@ -171,9 +164,10 @@ def test_the_read_draft_decides_the_dspark_options(wired, release):
 def test_an_unread_draft_keeps_the_dspark_warning():
     from gpustack_k3.core.rules.vllm_checks_lead11 import UNDECIDED
 
-    line = SMOL + ["--speculative-config", json.dumps({"model": dspark_arch_draft(), "num_speculative_tokens": 2,
+    # a hub name: no local config.json to read, and the name itself names no method
+    line = SMOL + ["--speculative-config", json.dumps({"model": "org/plain-draft", "num_speculative_tokens": 2,
                                                        "enable_adaptive_verification": True})]
-    got, findings = run("0.28.0", line, {}, SMOL_M)   # not wired: the draft's config.json is not read
+    got, findings = run("0.28.0", line, {}, SMOL_M)
     assert got["verdict"] == "pass" and UNDECIDED in {f["rule"] for f in findings}, (got, findings)
 
 
@@ -240,6 +234,8 @@ def test_a_gemma4_assistant_draft_in_another_directory(wired, tmp_path, release)
 
 
 def test_an_unread_gemma4_draft_gives_no_finding(tmp_path):
-    line, _ = gemma4_lines(tmp_path)[0]   # not wired: the draft's config.json is not read
+    line, _ = gemma4_lines(tmp_path)[0]
+    i = line.index("--speculative-draft-model-path")
+    line = [*line[:i + 1], "org/gemma4-assistant", *line[i + 2:]]   # a hub name: its config.json is not read here
     got = check_args("sglang", "0.5.23", {"argv": line, "env": {}, "model": None, "gpu_type": "b300", "gpus": 8})
     assert GEMMA4 not in got["rules"], got

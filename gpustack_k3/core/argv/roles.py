@@ -180,11 +180,13 @@ def line_role(label: str | None, kind: str | None, engine: str, engine_version: 
               gpu_type: str, tokens: list[str], env: Iterable[str], pods: int | None, gpus_per_pod: int | None,
               gpus: int | None, *, name: str = "argv", document_of: Callable[[dict, str], Any],
               model_arch: Callable[[str | None], Any] = lambda path: None,
+              draft_arch: Callable[[Any], Any] = lambda resolved: None,
               read_file: Callable[[str], str] = _no_file):
     """One engine command line -> (its document, its TopoRole, what its engine's parser refuses). ``label``: the
     option it came from (``--prefill``; None for check-args), ``kind``: the role it plays (prefill/decode for
     check-pd; None: from its kv_role (vLLM) or --disaggregation-mode (SGLang), else serve). ``gpus``:
-    hardware.gpuCount (None: the ranks of one pod). Unusable input raises InputError naming ``label``."""
+    hardware.gpuCount (None: the ranks of one pod). ``draft_arch``: the edge's reader of the line's draft checkpoint
+    (Resolved.draft_arch; cli/common.py draft_arch). Unusable input raises InputError naming ``label``."""
     def named(exc: InputError) -> InputError:
         exc.where = (f"{label} " if label else "") + exc.where + flag_for(engine, exc.where)
         return exc
@@ -248,9 +250,11 @@ def line_role(label: str | None, kind: str | None, engine: str, engine_version: 
         kind = sgl.get("pd_mode") or KIND_OF_KV_ROLE.get(str((kv or {}).get("kv_role")), "serve")
     host = doc.spec.env.get(topo.get("side_channel_host_env", ""), "")   # SGLang has no NIXL side channel
     prefix = label.lstrip("-") if label else "spec"
+    resolved = resolve(doc, arch=arch)
+    resolved.draft_arch = draft_arch(resolved)
     role = TopoRole(
         name=prefix if label else kind, kind=kind, prefix=prefix, instances=1, pods=pods, gpus_per_pod=gpus_per_pod,
-        resolved=resolve(doc, arch=arch), dp_local=doc.spec.parallel.dpLocal, hybrid_lb=f.on("hybrid_lb_flag"),
+        resolved=resolved, dp_local=doc.spec.parallel.dpLocal, hybrid_lb=f.on("hybrid_lb_flag"),
         external_lb=external, headless=f.on("headless_flag"), api_server_count=f.int("api_server_count_flag"),
         nnodes=f.int("nnodes_flag"), start_rank=f.int("start_rank_flag"), kv_transfer=kv, env=dict(doc.spec.env),
         side_channel_host_from_pod="POD_IP" in host or "status.podIP" in host,
