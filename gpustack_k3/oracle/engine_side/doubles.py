@@ -197,6 +197,7 @@ def doubles_table() -> dict[str, str]:
     out["vllm platform is_cumem_allocator_available"] = CUMEM_REASON
     out["vllm.utils.import_utils availability probes (recorded)"] = PROBE_REASON
     out["vllm transformers_utils file_or_path_exists (recorded)"] = HUB_REASON
+    out["vllm model registry try_get_class_from_dynamic_module (recorded)"] = STAND_IN_CODE_REASON
     out["sglang kernel_plugins binding probes (recorded, SGLang worker only)"] = PLUGIN_REASON
     for pkg, (dist, funcs) in PROBED_SIGNATURES.items():
         for f in funcs:
@@ -551,6 +552,44 @@ def hub_lookups() -> None:
         return ans
 
     c.file_or_path_exists = recorded
+
+
+STAND_IN_CODE_REASON = ("a checkpoint with remote code names its modelling module in config.json's auto_map "
+                        "(e.g. modeling_kimi_k3.py); the oracle's config-only stand-in of the checkpoint does not "
+                        "hold that file, and vLLM's try_get_class_from_dynamic_module swallows the failed lookup "
+                        "(warn_on_fail) before model_executor/models/registry.py refuses for want of the class: the "
+                        "verdict rests on the stand-in, not-decidable (stand-in-file). Recorded, never answered "
+                        "differently")
+# (directory, module file) of this line: the release's dynamic-module lookup answered None with trust_remote_code on
+# for a class whose module file the local directory lacks; read by worker.py's _classify
+STAND_IN_CODE: list[tuple[str, str]] = []
+
+
+def remote_code_lookups() -> None:
+    """STAND_IN_CODE_REASON: wrap the name model_executor/models/registry.py calls try_get_class_from_dynamic_module
+    by (imported into that module in every pinned release) so that a None answer with trust_remote_code for a class
+    whose module file is missing from a local directory is recorded. The answers are the release's own."""
+    import os
+
+    try:
+        import vllm.model_executor.models.registry as reg
+    except ImportError:
+        return
+    real = getattr(reg, "try_get_class_from_dynamic_module", None)
+    if real is None:
+        return
+
+    def recorded(class_reference, pretrained_model_name_or_path, *args, **kwargs):
+        ans = real(class_reference, pretrained_model_name_or_path, *args, **kwargs)
+        trust = kwargs.get("trust_remote_code", args[0] if args else False)
+        if ans is None and trust and isinstance(class_reference, str):
+            module = class_reference.split("--")[-1].rsplit(".", 1)[0].replace(".", os.sep) + ".py"
+            where = str(pretrained_model_name_or_path)
+            if os.path.isdir(where) and not os.path.isfile(os.path.join(where, module)):
+                STAND_IN_CODE.append((where, module))
+        return ans
+
+    reg.try_get_class_from_dynamic_module = recorded
 
 
 def availability_probes() -> None:

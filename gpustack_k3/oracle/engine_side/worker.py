@@ -68,6 +68,12 @@ _LOOKUPS = (
 )
 
 
+def _config_only(where: str) -> bool:
+    """A local directory holding config.json and no weights: the oracle's config-only stand-in of a checkpoint."""
+    return os.path.isdir(where) and os.path.isfile(os.path.join(where, "config.json")) \
+        and not any(f.endswith(WEIGHT_SUFFIXES) for f in os.listdir(where))
+
+
 def _stand_in_lookup(exc: BaseException) -> tuple[str, str] | None:
     """(directory, file) when ``exc`` was raised by a lookup of a checkpoint file (``_LOOKUPS``: the frame's own
     arguments) for a file missing from a local directory that holds no weights: the oracle's config-only stand-in of
@@ -81,9 +87,7 @@ def _stand_in_lookup(exc: BaseException) -> tuple[str, str] | None:
                 continue
             where = tb.tb_frame.f_locals.get(dir_arg)
             name = file_arg[1:] if file_arg.startswith("=") else str(tb.tb_frame.f_locals.get(file_arg) or "?")
-            if isinstance(where, str) and os.path.isdir(where) and os.path.isfile(os.path.join(where, "config.json")) \
-                    and not os.path.isfile(os.path.join(where, name)) \
-                    and not any(f.endswith(WEIGHT_SUFFIXES) for f in os.listdir(where)):
+            if isinstance(where, str) and _config_only(where) and not os.path.isfile(os.path.join(where, name)):
                 return where, name
         tb = tb.tb_next
     return None
@@ -158,7 +162,10 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
     on 0.5.23; a refusal with any other reason, e.g. both flags set, stays the release's refusal); a
     ``HostMemoryUnknown`` from the host-memory double is ``device-query``; a lookup of a checkpoint file (transformers'
     ``cached_files``, vLLM's mistral ``params.json``) in a config-only model directory (``_stand_in_lookup``, also
-    under a pydantic validator's own exception) is ``stand-in-file``; a refusal raised in ``transformers_utils``
+    under a pydantic validator's own exception) is ``stand-in-file``, and so is a refusal of
+    ``model_executor/models/registry.py`` after the release's dynamic-module lookup of the auto_map's remote code
+    answered None (swallowed) for a module file the config-only directory lacks (doubles.remote_code_lookups); a
+    refusal raised in ``transformers_utils``
     after the Hub was asked for a name with no local path (doubles.hub_lookups) is ``hub-offline``. Anything else is
     the release's refusal."""
     import doubles
@@ -205,6 +212,12 @@ def _classify(stage: str, exc: BaseException, root: str) -> dict:
         return {"verdict": "not_decidable", "reason": "model-class-import", "stage": stage,
                 "detail": _cause_chain(INSPECT_ERRORS[-1])[-1500:]}
     where = _validator_frame(exc, root) or _frames_in(tb, root)
+    stand_in_code = [(d, f) for d, f in doubles.STAND_IN_CODE if _config_only(d)]
+    if stand_in_code and where and where.startswith("vllm/model_executor/models/registry.py"):
+        d, f = stand_in_code[-1]
+        return {"verdict": "not_decidable", "reason": "stand-in-file", "stage": stage, "where": where,
+                "detail": f"{f} (the auto_map's remote code) is not in the config-only model directory {d} (the "
+                          f"checkpoint carries it; the release swallowed the failed lookup): {msg[:300]}"}
     if doubles.HUB_ASKED and where and where.startswith("vllm/transformers_utils/"):
         return {"verdict": "not_decidable", "reason": "hub-offline", "stage": stage, "where": where,
                 "detail": f"the release asked the Hugging Face Hub for {sorted(set(doubles.HUB_ASKED))} (no local "
@@ -345,6 +358,7 @@ class VllmJudge:
         self.hardware = cfg.get("hardware_all") or {}
         doubles.availability_probes()
         doubles.hub_lookups()
+        doubles.remote_code_lookups()
         self.worker_doubles = _no_retry_delay()
         if self.platform is not None:
             doubles.host_memory_and_device_count(type(self.platform))
@@ -782,6 +796,7 @@ def _judge_here(judge, req: dict) -> dict:
     import doubles
 
     doubles.HUB_ASKED.clear()   # this line's lookups only (the warm-up judges several lines in one child)
+    doubles.STAND_IN_CODE.clear()
     try:
         with redirect_stdout(io.StringIO()):
             return judge.judge(req)
