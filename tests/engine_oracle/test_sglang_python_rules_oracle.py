@@ -36,14 +36,16 @@ def test_the_rule_agrees_with_the_release(oracles, rid, release, bad, good):
 
 def test_megakernel_without_the_plugin_is_refused_where_the_warning_cites(oracles):
     """The oracle's interpreter has no sgl-nvidia-mega (the wheel does not depend on it): the release refuses at the
-    plugin check the warning cites, naming the package; a serving image that installs it is not refused there."""
+    plugin check the warning cites, naming the package; a serving image that installs it is not refused there. The
+    plugin's absence being the refusal's only reason, the oracle answers not_decidable (optional-package:
+    oracle/engine_side/doubles.py kernel_plugin_probes), still naming where the release raised."""
     oracle = oracles("sglang-0.5.23")
     ans = oracle.judge_line(["--model-path", "/models/shape-mla-moe", "--tp-size", "8", "--enable-nvidia-megakernel"], {})
-    assert ans["verdict"] == "refused", ans
+    assert ans["verdict"] == "not_decidable" and ans["reason"] == "optional-package", ans
     cited = cited_lines(RULES[MEGA].sources["sglang 0.5.23"])
     path, line = _where(ans)
     assert path in cited and line in cited[path], ans
-    assert "plugin is not installed" in ans["message"] and "sgl-nvidia-mega" in ans["message"]
+    assert "plugin is not installed" in ans["detail"] and "sgl-nvidia-mega" in ans["detail"]
 
 
 @pytest.mark.parametrize("release", ["0.5.22", "0.5.23"])
@@ -112,11 +114,12 @@ def test_pp_size_zero_with_dcp_divides_by_zero_where_the_warning_cites(oracles, 
 
 @pytest.mark.parametrize("flag", [["--enable-amd-monokernel"], ["--monokernel-backend", "amd"]])
 def test_amd_monokernel_without_a_plugin_is_refused_where_the_warning_cites(oracles, flag):
-    """The wheel registers no 'amd' monokernel backend: the release refuses at the plugin lookup the warning cites."""
+    """The wheel registers no 'amd' monokernel backend: the release refuses at the plugin lookup the warning cites;
+    that absence being its only reason, the oracle answers not_decidable (optional-package), naming where it raised."""
     oracle = oracles("sglang-0.5.23")
     ans = oracle.judge_line(K3 + flag, {})
-    assert ans["verdict"] == "refused", ans
+    assert ans["verdict"] == "not_decidable" and ans["reason"] == "optional-package", ans
     path, line = _where(ans)
     cited = cited_lines(RULES[AMD].sources["sglang 0.5.23"])
     assert path in cited and line in cited[path], ans
-    assert "no monokernel backend 'amd' is registered" in ans["message"], ans
+    assert "no monokernel backend 'amd' is registered" in ans["detail"], ans
