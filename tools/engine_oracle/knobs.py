@@ -131,10 +131,10 @@ class local_constants:
             CONSTANTS.pop(k, None)
 
 
-def imported_trees(trees, root) -> list:
-    """The modules of the release's own package that the validation files import (``from vllm.model_executor.layers
-    import quantization as me_quant``, ``from sglang.srt.utils import X``), parsed: their module-level constant
-    collections are what conditions such as ``x in me_quant.DEPRECATED_QUANTIZATION_METHODS`` compare with."""
+def imported_candidates(trees, root) -> list[tuple]:
+    """Per module of the release's own package (vllm, sglang) that ``trees`` import, in name order: its two possible
+    files (``mod.py``, ``mod/__init__.py``). ``imported_trees`` parses the first that exists; tools/engine_oracle/
+    synth.py stamps both (a module added, changed or removed is another analysis)."""
     from pathlib import Path
 
     names: set[str] = set()
@@ -147,10 +147,19 @@ def imported_trees(trees, root) -> list:
                 names.update(a.name for a in node.names)
     out = []
     for mod in sorted(names):
-        if mod.split(".")[0] not in ("vllm", "sglang"):
-            continue
-        base = Path(root, *mod.split("."))
-        for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if mod.split(".")[0] in ("vllm", "sglang"):
+            base = Path(root, *mod.split("."))
+            out.append((base.with_suffix(".py"), base / "__init__.py"))
+    return out
+
+
+def imported_trees(trees, root) -> list:
+    """The modules of the release's own package that the validation files import (``from vllm.model_executor.layers
+    import quantization as me_quant``, ``from sglang.srt.utils import X``), parsed: their module-level constant
+    collections are what conditions such as ``x in me_quant.DEPRECATED_QUANTIZATION_METHODS`` compare with."""
+    out = []
+    for files in imported_candidates(trees, root):
+        for f in files:
             if f.is_file():
                 try:
                     out.append(ast.parse(f.read_text(errors="replace")))

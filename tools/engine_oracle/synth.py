@@ -173,20 +173,7 @@ def _analysis_key(release: str, root: Path, files: list, dump: Path) -> tuple:
 def _import_candidates(trees, root: Path) -> list[Path]:
     """Every file ``knobs.imported_trees`` may read for ``trees`` (both ``mod.py`` and ``mod/__init__.py`` of each
     vllm/sglang module imported): the entry's stamps of them tell a changed, added or removed module."""
-    names: set[str] = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module)
-                names.update(f"{node.module}.{a.name}" for a in node.names)
-            elif isinstance(node, ast.Import):
-                names.update(a.name for a in node.names)
-    out = []
-    for mod in sorted(names):
-        if mod.split(".")[0] in ("vllm", "sglang"):
-            base = Path(root, *mod.split("."))
-            out += [base.with_suffix(".py"), base / "__init__.py"]
-    return out
+    return [f for files in K.imported_candidates(trees, root) for f in files]
 
 
 def _copy(v):
