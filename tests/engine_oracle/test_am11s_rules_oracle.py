@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpustack_k3.core.rules import RULES
 from tests.core.test_am11s_rules import CASES, IDS, MODEL_CASES, MODEL_IDS, QWEN3_OFF_SM100, QWEN36, with_model
 from tests.core.test_mfixS_rules import model_dir
-from tests.engine_oracle.test_checks_sglang import cited_lines
+from tests.engine_oracle.test_am10s_rules_oracle import _at_cited
 
 pytestmark = pytest.mark.engine_oracle
 
@@ -18,12 +17,6 @@ pytestmark = pytest.mark.engine_oracle
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     return tmp_path_factory.mktemp("am11s-oracle")
-
-
-def _at_cited(rid: str, release: str, ans: dict) -> None:
-    cited = cited_lines(RULES[rid].sources[f"sglang {release}"])
-    path, _, line = ans.get("where", "").rpartition(":")
-    assert path in cited and int(line or 0) in cited[path], (ans.get("where"), ans.get("message"))
 
 
 @pytest.mark.parametrize("rid,release,gpu,bad,good_gpu,good,env", CASES, ids=IDS)

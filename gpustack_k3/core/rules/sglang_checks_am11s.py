@@ -26,14 +26,10 @@ from gpustack_k3.core.rules.draft11_config import read_draft
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
 from gpustack_k3.core.rules.sglang_checks_aimS3 import sm_major
 from gpustack_k3.core.rules.sglang_checks_am10s import is_dsa
-from gpustack_k3.core.rules.sglang_checks_mfixS import MUSE_ARCH, _int, layernorm_sp_refusal
+from gpustack_k3.core.rules.sglang_checks_mfixS import MUSE_ARCH, _int, _sources, layernorm_sp_refusal
 from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
 
 SGL = [ENGINE_SGLANG]
-
-
-def _sources(by_release: dict[str, str]) -> dict[str, str]:
-    return {f"sglang {k}": s for k, s in by_release.items()}
 
 
 def _sharding(r: Any) -> LineView | None:

@@ -18,13 +18,10 @@ from typing import Any
 from gpustack_k3.api.v1alpha1.constants import ENGINE_SGLANG
 from gpustack_k3.core.rules.checks import NO_CEL, LineView, line_view
 from gpustack_k3.core.rules.registry import RULES, ReleaseRule, rule
+from gpustack_k3.core.rules.sglang_checks_mfixS import _sources
 from gpustack_k3.core.rules.sglang_checks_smiss7 import MODEL_OVERRIDE_ARCHS
 
 SGL = [ENGINE_SGLANG]
-
-
-def _sources(by_release: dict[str, str]) -> dict[str, str]:
-    return {f"sglang {k}": s for k, s in by_release.items()}
 
 
 # ------------------------------------------------------------------ --json-model-override-args: not a JSON object
