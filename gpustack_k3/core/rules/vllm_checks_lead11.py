@@ -109,12 +109,22 @@ def _options(sc: dict, built: bool) -> list[str]:
     return out
 
 
-def _refusals(r, option: str) -> Iterator[tuple[None, str]]:
+def _resolved(r) -> tuple[dict, str | None, bool, str] | None:
+    """(the line's speculative config, the method the release resolves, whether it builds a draft config, how it was
+    decided); None without a speculative config."""
     got = _line(r)
     if got is None:
-        return
+        return None
     sc, target, raw, draft_raw = got
-    method, built, how = resolved_method(r.version.key, sc, target, raw, draft_raw)
+    return (sc, *resolved_method(r.version.key, sc, target, raw, draft_raw))
+
+
+def _refusals(r, option: str, *, named_draft: bool = False) -> Iterator[tuple[None, str]]:
+    """``named_draft``: only where the line names the draft (``model``)."""
+    got = _resolved(r)
+    if got is None or (named_draft and got[0].get("model") is None):
+        return
+    sc, method, built, how = got
     if option in _options(sc, built) and method is not None and method != "dspark":
         yield None, (f"{option} is DSpark's only and vLLM {r.version.key} resolves the speculative method to "
                      f"{method} ({how}); drop {option} from --speculative-config or use method dspark")
@@ -142,9 +152,7 @@ def check_adaptive_verification(r, c):
       no_cel="resolves the speculative method as the release does; left to validate")
 def check_dspark_draft_topk(r, c):
     # a draft the line names (the target as its own draft, mtp without a model: vllm-spec-dspark-draft-topk-mtp)
-    got = _line(r)
-    if got is not None and got[0].get("model") is not None:
-        yield from _refusals(r, "dspark_draft_topk")
+    yield from _refusals(r, "dspark_draft_topk", named_draft=True)
 
 
 @rule(UNDECIDED, checked_by="oracle", family="args", severity="warning", engines=[ENGINE_VLLM], field="spec.extraArgs",
@@ -155,11 +163,10 @@ def check_dspark_draft_topk(r, c):
       fix="Give method dspark explicitly if the draft is a DSpark model; otherwise drop the DSpark-only options.",
       source=_SOURCES["0.28.0"], sources={f"vllm {k}": s for k, s in _SOURCES.items()})
 def check_dspark_option_undecided(r, c):
-    got = _line(r)
+    got = _resolved(r)
     if got is None:
         return
-    sc, target, raw, draft_raw = got
-    method, built, how = resolved_method(r.version.key, sc, target, raw, draft_raw)
+    sc, method, built, how = got
     opts = _options(sc, built)
     if opts and method is None:
         yield None, (f"{', '.join(opts)}: vLLM {r.version.key} refuses it unless the speculative method resolves to "
